@@ -1,0 +1,2 @@
+//! quorumkv-bench (placeholder until its issue lands).
+pub mod cli;

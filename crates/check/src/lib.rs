@@ -1,0 +1,2 @@
+//! quorumkv-check (placeholder until its issue lands).
+pub mod cli;

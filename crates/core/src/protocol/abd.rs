@@ -1,0 +1,512 @@
+//! ABD: the Attiya–Bar-Noy–Dolev multi-writer atomic register, one register
+//! per key (seed 000 §3, seed 002 §3.1).
+//!
+//! Two roles:
+//! * [`Replica`] stores `(tag, value)` per key and answers queries and stores.
+//! * [`Coordinator`] runs one client operation in two phases against all N
+//!   replicas, waiting each time for the first Q = ⌊N/2⌋+1 distinct replies:
+//!   - get: **query** → max tag → **write-back** that (tag, value) → return value;
+//!   - put / delete: **query** → tag = (max.ts + 1, my id) → **store** → done.
+//!
+//! Any two quorums intersect, so a completed store is seen by every later
+//! query, and the write-back makes a returned value visible to every later
+//! read (no read inversion).
+//!
+//! Decisions beyond the seeds (see the README, "Where we depart from the seeds"):
+//! * Send to all N and take the first Q replies (seed 002), not "the first R
+//!   servers" of the configuration (seed 000), which blocks on one slow server.
+//! * Fast read: when the Q query replies all carry the same tag, that tag is
+//!   already on a quorum and the write-back is skipped (one round trip).
+//!   Switch off with [`CoordinatorConfig::fast_read`].
+//! * Delete stores a tombstone (`value = None`) with a fresh tag.
+//! * Lost messages are retransmitted to the replicas that have not answered;
+//!   both replica handlers are idempotent, so duplicates are harmless.
+//! * In durable mode a replica persists before it acknowledges a store.
+//!
+//! [`AbdNode`] puts a replica and a coordinator in one server, for thin
+//! clients (RESP, CLI): the *proxy* mode. Client libraries run a bare
+//! [`Coordinator`]: the *client-driven* mode the seeds built.
+
+use crate::protocol::{LinkEvent, Out, Protocol, Record};
+use crate::quorum::{majority, QuorumStatus, QuorumTracker};
+use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::time::Duration;
+
+// ---------------------------------------------------------------- messages
+
+/// Messages between a coordinator and the replicas. `op` is chosen by the
+/// coordinator and echoed back; it is unique per coordinator only, which is
+/// enough because replies go back to the sender.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Msg {
+    /// Phase 1: "what tag and value do you hold for `key`?"
+    Query { op: u64, key: Bytes },
+    /// A replica's answer to `Query`.
+    QueryReply { op: u64, tag: Tag, value: Option<Bytes> },
+    /// Phase 2: "hold `value` at `tag` for `key`, unless you hold a newer tag."
+    Store { op: u64, key: Bytes, tag: Tag, value: Option<Bytes> },
+    /// A replica's acknowledgement of `Store` (sent whether or not it applied).
+    StoreAck { op: u64 },
+}
+
+/// Timers of the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// Periodic while operations are pending: retransmit and expire them.
+    Tick,
+}
+
+/// Deliberate bugs for the simulator's self-test (`quorumkv sim
+/// --inject-bug`). They exist so that tests can prove the simulator and the
+/// checker catch a broken protocol. Never enabled otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InjectedBug {
+    /// get returns after the query phase, without write-back (allows read inversion).
+    NoWriteBack,
+    /// quorums of ⌊N/2⌋ instead of ⌊N/2⌋+1 (two quorums may not intersect).
+    MinorityQuorum,
+    /// replicas overwrite their value even with an older tag.
+    AcceptOlderTag,
+}
+
+impl InjectedBug {
+    pub const ALL: &'static [InjectedBug] =
+        &[InjectedBug::NoWriteBack, InjectedBug::MinorityQuorum, InjectedBug::AcceptOlderTag];
+    pub fn name(self) -> &'static str {
+        match self {
+            InjectedBug::NoWriteBack => "abd-no-write-back",
+            InjectedBug::MinorityQuorum => "abd-minority-quorum",
+            InjectedBug::AcceptOlderTag => "abd-accept-older-tag",
+        }
+    }
+    pub fn describe(self) -> &'static str {
+        match self {
+            InjectedBug::NoWriteBack => "get skips the write-back phase",
+            InjectedBug::MinorityQuorum => "quorum of floor(N/2) instead of floor(N/2)+1",
+            InjectedBug::AcceptOlderTag => "a replica overwrites its value with an older tag",
+        }
+    }
+}
+
+// ----------------------------------------------------------------- replica
+
+/// Counters of things that happened but needed no action.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Replies for operations that already finished (late or duplicate).
+    pub stale_replies: u64,
+    /// Replies from a replica that had already answered this phase.
+    pub duplicate_replies: u64,
+    /// Messages that reached the wrong role (e.g. a reply at a bare replica).
+    pub misrouted: u64,
+    /// Stores ignored because the replica held a newer or equal tag.
+    pub older_stores: u64,
+}
+
+/// One ABD replica: `(tag, value)` per key.
+#[derive(Debug, Default)]
+pub struct Replica {
+    store: HashMap<Bytes, (Tag, Option<Bytes>)>,
+    durable: bool,
+    bug: Option<InjectedBug>,
+    pub counters: Counters,
+}
+
+impl Replica {
+    /// `durable`: emit a `Persist` before acknowledging each applied store.
+    pub fn new(durable: bool) -> Self {
+        Replica { durable, ..Default::default() }
+    }
+    pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
+        self.bug = bug;
+        self
+    }
+    pub fn get(&self, key: &[u8]) -> Option<&(Tag, Option<Bytes>)> {
+        self.store.get(key)
+    }
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
+    }
+
+    fn on_query(&mut self, from: Peer, op: u64, key: Bytes, out: &mut Out<Msg, Timer>) {
+        let (tag, value) = self.store.get(&key).cloned().unwrap_or((Tag::ZERO, None));
+        out.send(from, Msg::QueryReply { op, tag, value });
+    }
+
+    fn on_store(&mut self, from: Peer, op: u64, key: Bytes, tag: Tag, value: Option<Bytes>, out: &mut Out<Msg, Timer>) {
+        let current = self.store.get(&key).map(|(t, _)| *t).unwrap_or(Tag::ZERO);
+        let newer = tag > current || self.bug == Some(InjectedBug::AcceptOlderTag);
+        if newer {
+            if self.durable {
+                out.persist(Record::Register { key: key.clone(), tag, value: value.clone() });
+            }
+            self.store.insert(key, (tag, value));
+        } else {
+            self.counters.older_stores += 1;
+        }
+        // Always acknowledge: a replica holding a newer tag already holds
+        // something at least as recent as what the coordinator wants stored.
+        out.send(from, Msg::StoreAck { op });
+    }
+
+    /// Handle a message addressed to the replica role.
+    pub fn handle(&mut self, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        match msg {
+            Msg::Query { op, key } => self.on_query(from, op, key, out),
+            Msg::Store { op, key, tag, value } => self.on_store(from, op, key, tag, value, out),
+            Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.counters.misrouted += 1,
+        }
+    }
+
+    pub fn restore(&mut self, rec: Record) {
+        let Record::Register { key, tag, value } = rec;
+        let newer = self.store.get(&key).map(|(t, _)| tag > *t).unwrap_or(true);
+        if newer {
+            self.store.insert(key, (tag, value));
+        }
+    }
+}
+
+// ------------------------------------------------------------- coordinator
+
+/// Settings of a coordinator.
+#[derive(Clone, Debug)]
+pub struct CoordinatorConfig {
+    /// Fail an operation that has no quorum after this long. Its outcome is
+    /// then unknown to the client: the store phase may still complete.
+    pub op_timeout: Duration,
+    /// Resend a phase's message to replicas that have not answered after this long.
+    pub retry_interval: Duration,
+    /// Skip the write-back when the query quorum agrees on one tag.
+    pub fast_read: bool,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            op_timeout: Duration::from_secs(2),
+            retry_interval: Duration::from_millis(100),
+            fast_read: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Get,
+    /// Put (Some) or delete (None).
+    Write(Option<Bytes>),
+}
+
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Phase 1: collecting tags. `lowest`/`highest` tag seen so far and the
+    /// value of the highest.
+    Query { votes: QuorumTracker, lowest: Tag, highest: Tag, value: Option<Bytes> },
+    /// Phase 2: storing `(tag, value)`; reply `result` once a quorum acked.
+    Store { acks: QuorumTracker, tag: Tag, value: Option<Bytes>, result: Response },
+}
+
+#[derive(Clone, Debug)]
+struct Pending {
+    client: ClientRef,
+    key: Bytes,
+    kind: Kind,
+    phase: Phase,
+    deadline: Time,
+    retry_at: Time,
+}
+
+/// Runs ABD operations on behalf of clients. `id` is the writer id that goes
+/// into tags: it must be unique among all coordinators of a cluster.
+#[derive(Debug)]
+pub struct Coordinator {
+    id: u64,
+    members: Vec<NodeId>,
+    quorum: usize,
+    cfg: CoordinatorConfig,
+    bug: Option<InjectedBug>,
+    next_op: u64,
+    pending: HashMap<u64, Pending>,
+    ticking: bool,
+    pub counters: Counters,
+    /// Operations completed since start (for INFO / stats).
+    pub completed: u64,
+    pub timed_out: u64,
+}
+
+impl Coordinator {
+    pub fn new(id: u64, members: Vec<NodeId>, cfg: CoordinatorConfig) -> Self {
+        assert!(!members.is_empty(), "an ABD coordinator needs at least one replica");
+        let quorum = majority(members.len());
+        Coordinator {
+            id,
+            members,
+            quorum,
+            cfg,
+            bug: None,
+            next_op: 1,
+            pending: HashMap::new(),
+            ticking: false,
+            counters: Counters::default(),
+            completed: 0,
+            timed_out: 0,
+        }
+    }
+
+    pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
+        self.bug = bug;
+        if bug == Some(InjectedBug::MinorityQuorum) {
+            self.quorum = (self.members.len() / 2).max(1);
+        }
+        self
+    }
+
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Start an operation for `client`.
+    pub fn start(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+        let (key, kind) = match req {
+            Request::Get { key } => (key, Kind::Get),
+            Request::Put { key, value } => (key, Kind::Write(Some(value))),
+            Request::Delete { key } => (key, Kind::Write(None)),
+        };
+        let op = self.next_op;
+        self.next_op += 1;
+        out.broadcast(&self.members, Msg::Query { op, key: key.clone() });
+        let phase = Phase::Query {
+            votes: QuorumTracker::new(self.quorum),
+            lowest: Tag { ts: u64::MAX, writer: u64::MAX },
+            highest: Tag::ZERO,
+            value: None,
+        };
+        let deadline = now.saturating_add(self.cfg.op_timeout);
+        let retry_at = now.saturating_add(self.cfg.retry_interval);
+        self.pending.insert(op, Pending { client, key, kind, phase, deadline, retry_at });
+        self.arm_tick(out);
+    }
+
+    fn arm_tick(&mut self, out: &mut Out<Msg, Timer>) {
+        if !self.ticking {
+            self.ticking = true;
+            out.set_timer(self.tick_interval(), Timer::Tick);
+        }
+    }
+
+    fn tick_interval(&self) -> Duration {
+        self.cfg.retry_interval.min(self.cfg.op_timeout) / 2
+    }
+
+    fn on_query_reply(&mut self, from: NodeId, op: u64, tag: Tag, value: Option<Bytes>, out: &mut Out<Msg, Timer>) {
+        let Some(p) = self.pending.get_mut(&op) else {
+            self.counters.stale_replies += 1;
+            return;
+        };
+        let Phase::Query { votes, lowest, highest, value: best } = &mut p.phase else {
+            // A query reply arriving during the store phase: surplus.
+            self.counters.stale_replies += 1;
+            return;
+        };
+        match votes.record(from) {
+            QuorumStatus::Duplicate => {
+                self.counters.duplicate_replies += 1;
+                return;
+            }
+            QuorumStatus::AlreadyWon => unreachable!("the phase changes as soon as the quorum is won"),
+            QuorumStatus::Pending | QuorumStatus::Won => {}
+        }
+        *lowest = (*lowest).min(tag);
+        if tag > *highest || votes.count() == 1 {
+            *highest = tag;
+            *best = value;
+        }
+        if !votes.won() {
+            return;
+        }
+        let (agreed, max_tag, max_value) = (*lowest == *highest, *highest, best.take());
+        match p.kind.clone() {
+            Kind::Get => {
+                let skip = self.bug == Some(InjectedBug::NoWriteBack) || (self.cfg.fast_read && agreed);
+                if skip {
+                    let p = self.pending.remove(&op).expect("present");
+                    self.completed += 1;
+                    out.reply(p.client, Response::Value(max_value));
+                } else {
+                    let result = Response::Value(max_value.clone());
+                    self.enter_store(op, max_tag, max_value, result, out);
+                }
+            }
+            Kind::Write(value) => {
+                let tag = max_tag.next(self.id);
+                self.enter_store(op, tag, value, Response::Done, out);
+            }
+        }
+    }
+
+    fn enter_store(&mut self, op: u64, tag: Tag, value: Option<Bytes>, result: Response, out: &mut Out<Msg, Timer>) {
+        let p = self.pending.get_mut(&op).expect("present");
+        out.broadcast(&self.members, Msg::Store { op, key: p.key.clone(), tag, value: value.clone() });
+        p.phase = Phase::Store { acks: QuorumTracker::new(self.quorum), tag, value, result };
+    }
+
+    fn on_store_ack(&mut self, from: NodeId, op: u64, out: &mut Out<Msg, Timer>) {
+        let Some(p) = self.pending.get_mut(&op) else {
+            self.counters.stale_replies += 1;
+            return;
+        };
+        let Phase::Store { acks, .. } = &mut p.phase else {
+            // An ack can only answer a Store we sent, so it cannot arrive in phase 1.
+            self.counters.misrouted += 1;
+            return;
+        };
+        match acks.record(from) {
+            QuorumStatus::Duplicate => self.counters.duplicate_replies += 1,
+            QuorumStatus::Pending => {}
+            QuorumStatus::AlreadyWon => unreachable!("the op leaves as soon as the quorum is won"),
+            QuorumStatus::Won => {
+                let p = self.pending.remove(&op).expect("present");
+                let Phase::Store { result, .. } = p.phase else { unreachable!() };
+                self.completed += 1;
+                out.reply(p.client, result);
+            }
+        }
+    }
+
+    /// Handle a reply addressed to the coordinator role.
+    pub fn handle(&mut self, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        let Peer::Node(node) = from else {
+            // Replies only come from replicas.
+            self.counters.misrouted += 1;
+            return;
+        };
+        match msg {
+            Msg::QueryReply { op, tag, value } => self.on_query_reply(node, op, tag, value, out),
+            Msg::StoreAck { op } => self.on_store_ack(node, op, out),
+            Msg::Query { .. } | Msg::Store { .. } => self.counters.misrouted += 1,
+        }
+    }
+
+    /// The periodic tick: expire operations past their deadline, retransmit
+    /// the current phase to replicas that have not answered.
+    pub fn tick(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
+        self.ticking = false;
+        let mut expired = Vec::new();
+        for (&op, p) in self.pending.iter_mut() {
+            if now >= p.deadline {
+                expired.push(op);
+                continue;
+            }
+            if now < p.retry_at {
+                continue;
+            }
+            p.retry_at = now.saturating_add(self.cfg.retry_interval);
+            let (votes, msg) = match &p.phase {
+                Phase::Query { votes, .. } => (votes, Msg::Query { op, key: p.key.clone() }),
+                Phase::Store { acks, tag, value, .. } => {
+                    (acks, Msg::Store { op, key: p.key.clone(), tag: *tag, value: value.clone() })
+                }
+            };
+            for &n in &self.members {
+                if !votes.has(n) {
+                    out.send(Peer::Node(n), msg.clone());
+                }
+            }
+        }
+        expired.sort_unstable(); // HashMap order must not reach the output
+        for op in expired {
+            let p = self.pending.remove(&op).expect("present");
+            let (got, need) = match &p.phase {
+                Phase::Query { votes, .. } => (votes.count(), votes.need()),
+                Phase::Store { acks, .. } => (acks.count(), acks.need()),
+            };
+            self.timed_out += 1;
+            out.reply(p.client, Response::Failed(OpError::Timeout { got, need }));
+        }
+        if !self.pending.is_empty() {
+            self.arm_tick(out);
+        }
+    }
+}
+
+impl Protocol for Coordinator {
+    type Msg = Msg;
+    type Timer = Timer;
+    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+        self.start(now, client, req, out);
+    }
+    fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        self.handle(from, msg, out);
+    }
+    fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
+        match timer {
+            Timer::Tick => self.tick(now, out),
+        }
+    }
+    fn status(&self) -> String {
+        format!("coordinator id={} in_flight={} completed={} timed_out={}", self.id, self.pending.len(), self.completed, self.timed_out)
+    }
+}
+
+// -------------------------------------------------------------- server node
+
+/// A server: one replica plus a coordinator for clients that do not run
+/// their own (proxy mode). Messages are routed by kind: requests to the
+/// replica, replies to the coordinator.
+#[derive(Debug)]
+pub struct AbdNode {
+    pub id: NodeId,
+    pub replica: Replica,
+    pub coord: Coordinator,
+}
+
+impl AbdNode {
+    /// `members` are all replica ids of the cluster (including `id`).
+    pub fn new(id: NodeId, members: Vec<NodeId>, durable: bool, cfg: CoordinatorConfig) -> Self {
+        AbdNode { id, replica: Replica::new(durable), coord: Coordinator::new(id as u64, members, cfg) }
+    }
+    pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
+        self.replica = self.replica.with_bug(bug);
+        self.coord = self.coord.with_bug(bug);
+        self
+    }
+}
+
+impl Protocol for AbdNode {
+    type Msg = Msg;
+    type Timer = Timer;
+    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+        self.coord.start(now, client, req, out);
+    }
+    fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        match msg {
+            Msg::Query { .. } | Msg::Store { .. } => self.replica.handle(from, msg, out),
+            Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.coord.handle(from, msg, out),
+        }
+    }
+    fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
+        match timer {
+            Timer::Tick => self.coord.tick(now, out),
+        }
+    }
+    fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Msg, Timer>) {
+        // ABD needs no failure detector: quorums tolerate silent replicas and
+        // the retransmit tick covers messages lost on a broken link.
+    }
+    fn restore(&mut self, rec: Record) {
+        self.replica.restore(rec);
+    }
+    fn status(&self) -> String {
+        format!("replica keys={} | {}", self.replica.len(), self.coord.status())
+    }
+}

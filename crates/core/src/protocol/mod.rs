@@ -1,0 +1,180 @@
+//! The protocol core contract, shared by every replication protocol.
+//!
+//! A protocol role is a plain struct implementing [`Protocol`]. Its handlers
+//! take `&mut self`, the current [`Time`] and an [`Out`] in which they record
+//! what should happen as data ([`Command`]s). The driver then executes them.
+//!
+//! ## The driver's contract
+//! 1. Handlers are called one at a time (no concurrency inside a core).
+//! 2. Commands of one handler call are executed in order. Every
+//!    [`Command::Persist`] is durable (according to the durability mode)
+//!    before any *later* `Send` or `Reply` of the same call leaves the node —
+//!    the raft-rs rule, which Zab and crash-recovery ABD rely on.
+//! 3. `Send` to the node itself is delivered back through `on_msg` (after the
+//!    current call returns), so a coordinator can count its own replica
+//!    without special cases.
+//! 4. Links are FIFO per (sender, receiver) pair in the node runtime; the
+//!    simulator may break that, and protocols that need FIFO say so.
+//! 5. A timer fires at most once per `SetTimer`; setting a timer that is
+//!    already pending replaces it. Cores must tolerate timers for work that
+//!    has since finished (they are not required to cancel them).
+
+pub mod abd;
+
+use crate::types::{ClientRef, NodeId, Peer, Request, Response, Tag, Time};
+use bytes::Bytes;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::time::Duration;
+
+/// Something that happened to a link, reported by the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// A link to this peer is (again) established.
+    Up(Peer),
+    /// The link to this peer closed (TCP close or heartbeat loss): the
+    /// "perfect failure detector" of the ring protocol, and how a server
+    /// learns that a client-side coordinator went away.
+    Down(Peer),
+}
+
+/// A record a core asks the driver to make durable before it speaks again.
+/// Register-based protocols (ABD, lease-lock, ring) persist `(key, tag,
+/// value)`; log-based protocols (Zab) will add their own variants here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// The register `key` now holds `value` (None = deleted) at `tag`.
+    Register { key: Bytes, tag: Tag, value: Option<Bytes> },
+}
+
+/// One effect of a handler call, executed by the driver.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command<M, T> {
+    Send { to: Peer, msg: M },
+    Reply { client: ClientRef, resp: Response },
+    SetTimer { after: Duration, timer: T },
+    CancelTimer { timer: T },
+    Persist(Record),
+}
+
+/// Collects the commands of one handler call.
+#[derive(Debug)]
+pub struct Out<M, T> {
+    cmds: Vec<Command<M, T>>,
+}
+
+impl<M, T> Default for Out<M, T> {
+    fn default() -> Self {
+        Out { cmds: Vec::new() }
+    }
+}
+
+impl<M: Clone, T> Out<M, T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn send(&mut self, to: Peer, msg: M) {
+        self.cmds.push(Command::Send { to, msg });
+    }
+    /// Send `msg` to every replica in `members` (the coordinator's broadcast).
+    pub fn broadcast(&mut self, members: &[NodeId], msg: M) {
+        for &n in members {
+            self.cmds.push(Command::Send { to: Peer::Node(n), msg: msg.clone() });
+        }
+    }
+    pub fn reply(&mut self, client: ClientRef, resp: Response) {
+        self.cmds.push(Command::Reply { client, resp });
+    }
+    pub fn set_timer(&mut self, after: Duration, timer: T) {
+        self.cmds.push(Command::SetTimer { after, timer });
+    }
+    pub fn cancel_timer(&mut self, timer: T) {
+        self.cmds.push(Command::CancelTimer { timer });
+    }
+    pub fn persist(&mut self, rec: Record) {
+        self.cmds.push(Command::Persist(rec));
+    }
+    pub fn is_empty(&self) -> bool {
+        self.cmds.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.cmds.len()
+    }
+    /// Take the commands, leaving `self` empty (and its allocation reusable).
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Command<M, T>> {
+        self.cmds.drain(..)
+    }
+    pub fn commands(&self) -> &[Command<M, T>] {
+        &self.cmds
+    }
+}
+
+/// A protocol role: a deterministic state machine driven by the caller.
+pub trait Protocol {
+    /// The messages this protocol exchanges between roles.
+    type Msg: Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
+    /// The timers it sets.
+    type Timer: Clone + Debug + Eq + Hash + Send + 'static;
+
+    /// A client asks for `req`; answer later with `Out::reply(client, …)`.
+    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Self::Msg, Self::Timer>);
+    /// A protocol message arrived from `from`.
+    fn on_msg(&mut self, now: Time, from: Peer, msg: Self::Msg, out: &mut Out<Self::Msg, Self::Timer>);
+    /// A timer set earlier fired.
+    fn on_timer(&mut self, now: Time, timer: Self::Timer, out: &mut Out<Self::Msg, Self::Timer>);
+    /// A link came up or went down. Most protocols ignore it.
+    fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Self::Msg, Self::Timer>) {}
+    /// Rebuild state from durable records after a restart (before any other
+    /// call). Protocols without durable state ignore it.
+    fn restore(&mut self, _rec: Record) {}
+    /// One-line status for `INFO` and logs.
+    fn status(&self) -> String {
+        String::new()
+    }
+}
+
+/// The protocols quorumkv knows, by the name the CLI uses. Adding a protocol
+/// is a new module plus a variant here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtocolKind {
+    /// Attiya–Bar-Noy–Dolev multi-writer atomic register (seeds 000, 002).
+    Abd,
+}
+
+impl ProtocolKind {
+    pub const ALL: &'static [ProtocolKind] = &[ProtocolKind::Abd];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtocolKind::Abd => "abd",
+        }
+    }
+    /// Whether clients can run the coordinator themselves (the seeds' design).
+    pub fn has_client_coordinator(self) -> bool {
+        match self {
+            ProtocolKind::Abd => true,
+        }
+    }
+}
+
+impl std::fmt::Display for ProtocolKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ProtocolKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ProtocolKind::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let names: Vec<_> = ProtocolKind::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown protocol '{s}' (known: {})", names.join(", "))
+            })
+    }
+}

@@ -1,0 +1,2 @@
+//! quorumkv-sim (placeholder until its issue lands).
+pub mod cli;
