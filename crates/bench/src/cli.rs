@@ -1,11 +1,224 @@
-//! `quorumkv bench`: placeholder until its issue lands.
+//! `quorumkv bench`: flags, their translation into a [`BenchConfig`], and the
+//! run with a table at the end.
+//!
+//! List-valued flags are taken as text and parsed here, so a bad element is
+//! reported as one line naming the flag and the element.
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Arguments of `quorumkv bench`.
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use quorumkv_core::protocol::ProtocolKind;
 
-pub fn run(_args: Args) -> ExitCode {
-    eprintln!("quorumkv bench: not built yet");
-    ExitCode::from(2)
+use crate::config::{
+    parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution, Length, Sharing,
+};
+use crate::report;
+use crate::sweep;
+
+/// Arguments of `quorumkv bench`. Every list flag takes comma-separated
+/// values and the bench runs the whole matrix.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(after_help = "With no flags: seed 000's GET-heavy (0.9) and PUT-heavy (0.1) mixes, N = 3, \
+10 keys, clients 1,4,8,16,32, 3 s a point, every protocol, on local clusters the bench starts itself. \
+Peers: scripts/peers.sh start etcd|redis prints the --target to use.")]
+pub struct Args {
+    /// Protocols of local clusters (default: all implemented).
+    #[arg(long, value_name = "LIST")]
+    pub protocol: Option<String>,
+    /// Targets: local, quorumkv://H:P,H:P…, etcd://H:P,H:P…, redis://H:P (comma-separated; default local).
+    #[arg(long, value_name = "LIST")]
+    pub target: Option<String>,
+    /// Replica counts of local clusters [default: 3].
+    #[arg(long, value_name = "LIST")]
+    pub replicas: Option<String>,
+    /// Closed-loop logical clients [default: 1,4,8,16,32].
+    #[arg(long, value_name = "LIST")]
+    pub clients: Option<String>,
+    /// Fractions of GETs (the rest are PUTs) [default: 0.9,0.1].
+    #[arg(long, value_name = "LIST")]
+    pub get_fraction: Option<String>,
+    /// Number of distinct keys [default: 10].
+    #[arg(long, value_name = "LIST")]
+    pub keys: Option<String>,
+    /// Key distribution: uniform, zipf:S (zipf = zipf:1.345675), hotspot [default: uniform].
+    #[arg(long, value_name = "LIST")]
+    pub distribution: Option<String>,
+    /// Value size in bytes [default: 16].
+    #[arg(long, value_name = "LIST")]
+    pub value_size: Option<String>,
+    /// Measured operations per logical client (instead of --duration).
+    #[arg(long, value_name = "N", conflicts_with = "duration")]
+    pub ops_per_client: Option<u64>,
+    /// Measured time per point, e.g. 3s, 500ms [default: 3s].
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Warm-up per point whose samples are discarded [default: 500ms].
+    #[arg(long, value_name = "TIME")]
+    pub warmup: Option<String>,
+    /// Open loop: Poisson arrivals per second (list); replaces --clients.
+    #[arg(long, value_name = "LIST")]
+    pub rate: Option<String>,
+    /// Open loop: arrivals beyond this many in flight are shed [default: 25].
+    #[arg(long, value_name = "N")]
+    pub max_outstanding: Option<usize>,
+    /// Whether logical clients share one connection-level client [default: shared].
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub connections: Option<Sharing>,
+    /// quorumkv only: coordinator in the client library or in a server [default: direct].
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub client_mode: Option<CoordMode>,
+    /// Per-operation timeout [default: 2s].
+    #[arg(long, value_name = "TIME")]
+    pub op_timeout: Option<String>,
+    /// Do not write every key before the warm-up.
+    #[arg(long)]
+    pub no_preload: bool,
+    /// Record each point's history and check linearizability (a table column).
+    #[arg(long)]
+    pub check: bool,
+    /// Longest one history check may take [default: 60s].
+    #[arg(long, value_name = "TIME")]
+    pub check_timeout: Option<String>,
+    /// Seed of every random choice [default: 1].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Directory for results.csv, results.json and PNG plots [default: results].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_out")]
+    pub out: Option<PathBuf>,
+    /// Write no files; print the table only.
+    #[arg(long)]
+    pub no_out: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// The quorumkv executable local clusters run [default: this one].
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+    /// First port of local clusters [default: any free].
+    #[arg(long, value_name = "PORT")]
+    pub port_base: Option<u16>,
+}
+
+fn dur(flag: &'static str, s: &Option<String>) -> Result<Option<std::time::Duration>, ConfigError> {
+    s.as_deref()
+        .map(|s| parse_duration(s).map_err(|msg| ConfigError::BadValue { flag, msg }))
+        .transpose()
+}
+
+impl Args {
+    /// The configuration these flags describe, validated.
+    pub fn to_config(&self) -> Result<BenchConfig, ConfigError> {
+        let mut c = BenchConfig::default();
+        if let Some(s) = &self.protocol {
+            c.protocols = parse_list::<ProtocolKind>("protocol", s)?;
+        }
+        if let Some(s) = &self.target {
+            c.targets = parse_targets(s).map_err(|msg| ConfigError::BadValue { flag: "target", msg })?;
+        }
+        if let Some(s) = &self.replicas {
+            c.replicas = parse_list("replicas", s)?;
+        }
+        if let Some(s) = &self.clients {
+            c.clients = parse_list("clients", s)?;
+        }
+        if let Some(s) = &self.get_fraction {
+            c.get_fractions = parse_list("get-fraction", s)?;
+        }
+        if let Some(s) = &self.keys {
+            c.keys = parse_list("keys", s)?;
+        }
+        if let Some(s) = &self.distribution {
+            c.distributions = parse_list::<Distribution>("distribution", s)?;
+        }
+        if let Some(s) = &self.value_size {
+            c.value_sizes = parse_list("value-size", s)?;
+        }
+        if let Some(n) = self.ops_per_client {
+            c.length = Length::OpsPerClient(n);
+        }
+        if let Some(d) = dur("duration", &self.duration)? {
+            c.length = Length::Duration(d);
+        }
+        if let Some(d) = dur("warmup", &self.warmup)? {
+            c.warmup = d;
+        }
+        if let Some(s) = &self.rate {
+            if self.clients.is_some() {
+                return Err(ConfigError::Conflict(
+                    "--clients is for the closed loop; with --rate use --max-outstanding".into(),
+                ));
+            }
+            c.rates = parse_list("rate", s)?;
+        }
+        if let Some(n) = self.max_outstanding {
+            c.max_outstanding = n;
+        }
+        if let Some(s) = self.connections {
+            c.sharing = s;
+        }
+        if let Some(m) = self.client_mode {
+            c.coord = m;
+        }
+        if let Some(d) = dur("op-timeout", &self.op_timeout)? {
+            c.op_timeout = d;
+        }
+        if let Some(d) = dur("check-timeout", &self.check_timeout)? {
+            c.check_timeout = d;
+        }
+        c.preload = !self.no_preload;
+        c.check = self.check;
+        if let Some(s) = self.seed {
+            c.seed = s;
+        }
+        if self.no_out {
+            c.out = None;
+        } else if let Some(o) = &self.out {
+            c.out = Some(o.clone());
+        }
+        c.progress = !self.no_progress;
+        c.binary = self.binary.clone();
+        c.port_base = self.port_base;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Entry point of `quorumkv bench` (synchronous; owns its tokio runtime).
+/// Exit 0 = every point ran; 1 = the sweep ended early (a target died);
+/// 2 = bad input or nothing could start.
+pub fn run(args: Args) -> ExitCode {
+    let cfg = match args.to_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("quorumkv bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("quorumkv bench: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = match rt.block_on(sweep::execute(&cfg)) {
+        Ok(o) => o,
+        Err(line) => {
+            eprintln!("quorumkv bench: {line}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", report::table(&outcome.results));
+    print!("{}", report::footnotes(&outcome.results));
+    if !outcome.files.is_empty() {
+        let dir = cfg.out.as_deref().map(|d| d.display().to_string()).unwrap_or_default();
+        println!("wrote {} files to {dir}/", outcome.files.len());
+    }
+    match outcome.incomplete {
+        Some(why) => {
+            eprintln!("quorumkv bench: run ended early, results cover what was measured: {why}");
+            ExitCode::from(1)
+        }
+        None => ExitCode::SUCCESS,
+    }
 }

@@ -1,2 +1,20 @@
-//! quorumkv-bench (placeholder until its issue lands).
+//! quorumkv-bench: `quorumkv bench`, the seeds' experiments (PROTOCOLS.md §8)
+//! run against our protocols and against real etcd and Redis, with one
+//! workload generator, one [`config::BenchConfig`], tables, CSV/JSON and PNGs.
+//!
+//! Layout: [`config`] (flags → matrix), [`workload`] (PRNG, Zipf, values),
+//! [`target`] (what we talk to), [`runner`] (one point), [`sweep`] (the
+//! matrix), [`stats`], [`report`], [`plot`], [`verify`] (`--check`).
+
 pub mod cli;
+pub mod config;
+pub mod plot;
+pub mod report;
+pub mod runner;
+pub mod stats;
+pub mod sweep;
+pub mod target;
+pub mod verify;
+pub mod workload;
+
+pub use config::BenchConfig;

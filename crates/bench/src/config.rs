@@ -1,0 +1,457 @@
+//! One benchmark configuration ([`BenchConfig`]) with the defaults of the main
+//! job, the value types its flags parse into, and the expansion of the sweep
+//! into single experiments ([`PointSpec`]).
+//!
+//! The defaults reproduce seed 000 §5.2 on a 2-core machine in a few minutes:
+//! GET-heavy (0.9) and PUT-heavy (0.1) mixes, N = 3, 10 uniform keys, a subset
+//! of its client counts, a few seconds a point instead of 2000 ops a client.
+
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use quorumkv_core::protocol::ProtocolKind;
+use serde::Serialize;
+
+/// A configuration that cannot run. Its `Display` is the one line the CLI prints.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("--{flag}: {msg}")]
+    BadValue { flag: &'static str, msg: String },
+    #[error("{0}")]
+    Conflict(String),
+}
+
+fn bad(flag: &'static str, msg: impl Into<String>) -> ConfigError {
+    ConfigError::BadValue { flag, msg: msg.into() }
+}
+
+/// How operations pick their key (seed 002 §4.1 uses Zipf 1.345675).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Distribution {
+    /// Every key equally likely (seed 000).
+    Uniform,
+    /// Key of rank i (1-based) has probability ∝ 1 / i^s.
+    Zipf(f64),
+    /// Every operation on one key: maximal contention.
+    Hotspot,
+}
+
+/// The Zipf exponent of seed 002: 90 % of requests on 10 % of 1000 keys.
+pub const SEED_002_ZIPF: f64 = 1.345675;
+
+impl FromStr for Distribution {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        match s.to_ascii_lowercase().as_str() {
+            "uniform" => return Ok(Distribution::Uniform),
+            "hotspot" => return Ok(Distribution::Hotspot),
+            "zipf" => return Ok(Distribution::Zipf(SEED_002_ZIPF)),
+            _ => {}
+        }
+        let exp = s
+            .strip_prefix("zipf:")
+            .ok_or_else(|| format!("unknown distribution '{s}' (known: uniform, zipf:S, hotspot)"))?;
+        match exp.parse::<f64>() {
+            Ok(v) if v.is_finite() && v > 0.0 => Ok(Distribution::Zipf(v)),
+            _ => Err(format!("bad Zipf exponent '{exp}' (want a number > 0, e.g. zipf:1.345675)")),
+        }
+    }
+}
+
+impl fmt::Display for Distribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Distribution::Uniform => f.write_str("uniform"),
+            Distribution::Zipf(s) => write!(f, "zipf:{s}"),
+            Distribution::Hotspot => f.write_str("hotspot"),
+        }
+    }
+}
+
+/// What to measure. `Local` starts a cluster of our own per protocol and
+/// replica count; the others are already running.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum TargetSpec {
+    Local,
+    /// An existing quorumkv cluster: the replicas' native ports.
+    Quorumkv { endpoints: Vec<SocketAddr> },
+    /// etcd v3 members (`host:port` of their client URLs).
+    Etcd { endpoints: Vec<String> },
+    /// One Redis server (or anything speaking RESP, e.g. a quorumkv RESP port).
+    Redis { addr: String },
+}
+
+impl TargetSpec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TargetSpec::Local => "local",
+            TargetSpec::Quorumkv { .. } => "quorumkv",
+            TargetSpec::Etcd { .. } => "etcd",
+            TargetSpec::Redis { .. } => "redis",
+        }
+    }
+}
+
+impl fmt::Display for TargetSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TargetSpec::Local => f.write_str("local"),
+            TargetSpec::Quorumkv { endpoints } => {
+                let eps: Vec<String> = endpoints.iter().map(|e| e.to_string()).collect();
+                write!(f, "quorumkv://{}", eps.join(","))
+            }
+            TargetSpec::Etcd { endpoints } => write!(f, "etcd://{}", endpoints.join(",")),
+            TargetSpec::Redis { addr } => write!(f, "redis://{addr}"),
+        }
+    }
+}
+
+/// Parses `--target`: comma-separated targets, where a bare `host:port` after
+/// a URL adds an endpoint to it. `local,etcd://h:1,h:2,redis://h:3` is three
+/// targets, the second with two endpoints.
+pub fn parse_targets(s: &str) -> Result<Vec<TargetSpec>, String> {
+    let mut out: Vec<TargetSpec> = Vec::new();
+    for tok in s.split(',').map(str::trim) {
+        if tok.is_empty() {
+            return Err(format!("empty entry in '{s}'"));
+        }
+        if tok.eq_ignore_ascii_case("local") {
+            out.push(TargetSpec::Local);
+        } else if let Some((scheme, rest)) = tok.split_once("://") {
+            let rest = rest.trim_end_matches('/');
+            check_host_port(rest)?;
+            out.push(match scheme.to_ascii_lowercase().as_str() {
+                "quorumkv" => TargetSpec::Quorumkv { endpoints: vec![resolve(rest)?] },
+                "etcd" | "http" => TargetSpec::Etcd { endpoints: vec![rest.to_string()] },
+                "redis" => TargetSpec::Redis { addr: rest.to_string() },
+                other => {
+                    return Err(format!(
+                        "unknown target scheme '{other}://' (known: local, quorumkv://, etcd://, redis://)"
+                    ))
+                }
+            });
+        } else {
+            check_host_port(tok)?;
+            match out.last_mut() {
+                Some(TargetSpec::Quorumkv { endpoints }) => endpoints.push(resolve(tok)?),
+                Some(TargetSpec::Etcd { endpoints }) => endpoints.push(tok.to_string()),
+                Some(TargetSpec::Redis { .. }) => {
+                    return Err(format!("'{tok}': a redis:// target takes one address"))
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown target '{tok}' (want local, quorumkv://H:P,…, etcd://H:P,… or redis://H:P)"
+                    ))
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("no target given".into());
+    }
+    Ok(out)
+}
+
+fn check_host_port(s: &str) -> Result<(), String> {
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(format!("'{s}' is not host:port")),
+    }
+}
+
+fn resolve(s: &str) -> Result<SocketAddr, String> {
+    s.to_socket_addrs()
+        .map_err(|e| format!("cannot resolve '{s}': {e}"))?
+        .next()
+        .ok_or_else(|| format!("'{s}' resolves to no address"))
+}
+
+/// How long a point runs after its warm-up.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Length {
+    /// Every logical client issues this many measured operations (seed 000: 2000).
+    OpsPerClient(u64),
+    /// Measure for this long.
+    Duration(Duration),
+}
+
+/// Whether logical clients share one connection-level client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum Sharing {
+    /// One client object (one connection per server) for all logical clients,
+    /// as applications use etcd's and our client libraries. Requests pipeline.
+    Shared,
+    /// Every logical client opens its own connections (redis-benchmark style).
+    PerClient,
+}
+
+impl fmt::Display for Sharing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Sharing::Shared => "shared",
+            Sharing::PerClient => "per-client",
+        })
+    }
+}
+
+/// Where a quorumkv operation's coordinator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum CoordMode {
+    /// In the client library (the seeds' design).
+    Direct,
+    /// In a server that proxies for the client.
+    Proxy,
+}
+
+/// The whole benchmark: a matrix of the list-valued fields.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchConfig {
+    pub targets: Vec<TargetSpec>,
+    /// Protocols of `local` targets (and the protocol of a `quorumkv://` one).
+    pub protocols: Vec<ProtocolKind>,
+    /// Replica counts of `local` targets.
+    pub replicas: Vec<usize>,
+    /// Closed-loop logical clients, each with at most one operation outstanding.
+    pub clients: Vec<usize>,
+    pub get_fractions: Vec<f64>,
+    pub keys: Vec<usize>,
+    pub distributions: Vec<Distribution>,
+    pub value_sizes: Vec<usize>,
+    pub length: Length,
+    /// Operations during this time before measuring are not counted.
+    pub warmup: Duration,
+    /// Open loop: arrivals per second (Poisson). Empty = closed loop.
+    pub rates: Vec<f64>,
+    /// Open loop: arrivals beyond this many outstanding operations are shed
+    /// and counted as failures ("shed").
+    pub max_outstanding: usize,
+    pub sharing: Sharing,
+    pub coord: CoordMode,
+    pub op_timeout: Duration,
+    /// Write every key once before the warm-up (seed 002 §4.1).
+    pub preload: bool,
+    /// Record each point's history and check it for linearizability.
+    pub check: bool,
+    /// Longest a single history check may take before its verdict is "unknown".
+    pub check_timeout: Duration,
+    pub seed: u64,
+    pub out: Option<PathBuf>,
+    pub progress: bool,
+    /// The `quorumkv` executable that local clusters run.
+    pub binary: Option<PathBuf>,
+    pub port_base: Option<u16>,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            targets: vec![TargetSpec::Local],
+            protocols: ProtocolKind::ALL.to_vec(),
+            replicas: vec![3],
+            clients: vec![1, 4, 8, 16, 32],
+            get_fractions: vec![0.9, 0.1],
+            keys: vec![10],
+            distributions: vec![Distribution::Uniform],
+            value_sizes: vec![16],
+            length: Length::Duration(Duration::from_secs(3)),
+            warmup: Duration::from_millis(500),
+            rates: Vec::new(),
+            max_outstanding: 25,
+            sharing: Sharing::Shared,
+            coord: CoordMode::Direct,
+            op_timeout: Duration::from_secs(2),
+            preload: true,
+            check: false,
+            check_timeout: Duration::from_secs(60),
+            seed: 1,
+            out: Some(PathBuf::from("results")),
+            progress: true,
+            binary: None,
+            port_base: None,
+        }
+    }
+}
+
+/// Where one point runs: a deployment (started once, shared by its points).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum DeploySpec {
+    Local { protocol: ProtocolKind, replicas: usize },
+    Quorumkv { protocol: ProtocolKind, endpoints: Vec<SocketAddr> },
+    Etcd { endpoints: Vec<String> },
+    Redis { addr: String },
+}
+
+impl DeploySpec {
+    /// The name of the line in plots and the first column of the table.
+    pub fn label(&self) -> String {
+        match self {
+            DeploySpec::Local { protocol, .. } => protocol.name().to_string(),
+            DeploySpec::Quorumkv { protocol, .. } => format!("quorumkv:{protocol}"),
+            DeploySpec::Etcd { .. } => "etcd".into(),
+            DeploySpec::Redis { .. } => "redis".into(),
+        }
+    }
+}
+
+/// The workload of one point.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Workload {
+    pub clients: usize,
+    pub get_fraction: f64,
+    pub keys: usize,
+    pub distribution: Distribution,
+    pub value_size: usize,
+    /// Open loop arrivals per second; `None` = closed loop.
+    pub rate: Option<f64>,
+}
+
+/// One deployment and the workloads run against it, in order.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub deploy: DeploySpec,
+    pub workloads: Vec<Workload>,
+}
+
+impl BenchConfig {
+    /// Rejects values no run can use. Called before any work starts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn nonempty<T>(v: &[T], flag: &'static str) -> Result<(), ConfigError> {
+            if v.is_empty() {
+                return Err(bad(flag, "empty list"));
+            }
+            Ok(())
+        }
+        nonempty(&self.targets, "target")?;
+        nonempty(&self.protocols, "protocol")?;
+        nonempty(&self.replicas, "replicas")?;
+        nonempty(&self.clients, "clients")?;
+        nonempty(&self.get_fractions, "get-fraction")?;
+        nonempty(&self.keys, "keys")?;
+        nonempty(&self.distributions, "distribution")?;
+        nonempty(&self.value_sizes, "value-size")?;
+        if let Some(r) = self.replicas.iter().find(|&&r| r == 0 || r > 64) {
+            return Err(bad("replicas", format!("{r} is out of range 1..=64")));
+        }
+        if let Some(c) = self.clients.iter().find(|&&c| c == 0 || c > 100_000) {
+            return Err(bad("clients", format!("{c} is out of range 1..=100000")));
+        }
+        if let Some(g) = self.get_fractions.iter().find(|g| !(0.0..=1.0).contains(*g)) {
+            return Err(bad("get-fraction", format!("{g} is not in [0, 1]")));
+        }
+        if self.keys.contains(&0) {
+            return Err(bad("keys", "0 keys"));
+        }
+        if let Some(r) = self.rates.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+            return Err(bad("rate", format!("{r} is not a positive rate")));
+        }
+        if self.max_outstanding == 0 {
+            return Err(bad("max-outstanding", "must be at least 1"));
+        }
+        match self.length {
+            Length::OpsPerClient(0) => return Err(bad("ops-per-client", "must be at least 1")),
+            Length::Duration(d) if d.is_zero() => return Err(bad("duration", "must be > 0")),
+            _ => {}
+        }
+        if self.value_sizes.iter().any(|&v| v > 64 << 20) {
+            return Err(bad("value-size", "larger than 64 MiB"));
+        }
+        let quorumkv_targets = self.targets.iter().filter(|t| matches!(t, TargetSpec::Quorumkv { .. }));
+        if quorumkv_targets.count() > 0 && self.protocols.len() != 1 {
+            return Err(ConfigError::Conflict(
+                "a quorumkv:// target runs one protocol: give exactly one --protocol".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The sweep, grouped by deployment, in the order it runs.
+    pub fn plans(&self) -> Vec<Plan> {
+        let mut plans = Vec::new();
+        for t in &self.targets {
+            match t {
+                TargetSpec::Local => {
+                    for &protocol in &self.protocols {
+                        for &replicas in &self.replicas {
+                            plans.push(DeploySpec::Local { protocol, replicas });
+                        }
+                    }
+                }
+                TargetSpec::Quorumkv { endpoints } => plans.push(DeploySpec::Quorumkv {
+                    protocol: self.protocols[0],
+                    endpoints: endpoints.clone(),
+                }),
+                TargetSpec::Etcd { endpoints } => plans.push(DeploySpec::Etcd { endpoints: endpoints.clone() }),
+                TargetSpec::Redis { addr } => plans.push(DeploySpec::Redis { addr: addr.clone() }),
+            }
+        }
+        plans.into_iter().map(|deploy| Plan { deploy, workloads: self.workloads() }).collect()
+    }
+
+    /// Every workload of the matrix (the same for each deployment).
+    pub fn workloads(&self) -> Vec<Workload> {
+        let rates: Vec<Option<f64>> =
+            if self.rates.is_empty() { vec![None] } else { self.rates.iter().map(|&r| Some(r)).collect() };
+        // In the open loop the concurrency is --max-outstanding, not --clients.
+        let clients = if self.rates.is_empty() { self.clients.clone() } else { vec![self.max_outstanding] };
+        let mut out = Vec::new();
+        for &keys in &self.keys {
+            for &distribution in &self.distributions {
+                for &value_size in &self.value_sizes {
+                    for &get_fraction in &self.get_fractions {
+                        for &rate in &rates {
+                            for &clients in &clients {
+                                out.push(Workload { clients, get_fraction, keys, distribution, value_size, rate });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Number of points of the whole sweep.
+    pub fn point_count(&self) -> usize {
+        self.plans().iter().map(|p| p.workloads.len()).sum()
+    }
+}
+
+/// Parses a comma-separated list with `T::from_str`, naming the bad element.
+pub fn parse_list<T: FromStr>(flag: &'static str, s: &str) -> Result<Vec<T>, ConfigError>
+where
+    T::Err: fmt::Display,
+{
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(bad(flag, format!("empty entry in '{s}'")));
+        }
+        out.push(part.parse::<T>().map_err(|e| bad(flag, format!("bad value '{part}': {e}")))?);
+    }
+    Ok(out)
+}
+
+/// Parses `10`, `10s`, `500ms`, `1.5s`, `2m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("bad duration '{s}' (e.g. 5s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" | "min" => n * 60.0,
+        _ => return Err(format!("bad duration unit in '{s}' (use ms, s or m)")),
+    };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("bad duration '{s}'"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}

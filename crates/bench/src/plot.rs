@@ -1,0 +1,235 @@
+//! PNG figures like seed 000 §6: successful throughput vs clients (one line
+//! per protocol or target, one chart per replica count, one panel per mix) and
+//! GET / PUT median and p95 latency vs clients.
+//!
+//! Text is drawn with an embedded DejaVu Sans (assets/, free licence), so
+//! plots work on machines without fontconfig or system fonts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+use crate::report::PointResult;
+
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
+fn register_font() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        for style in [FontStyle::Normal, FontStyle::Bold] {
+            if plotters::style::register_font("sans-serif", style, FONT).is_err() {
+                panic!("the embedded DejaVu Sans font does not parse");
+            }
+        }
+    });
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+/// The series name of a point: the target, with its size for peers.
+fn series_name(r: &PointResult) -> String {
+    if r.kind == "local" || r.kind == "quorumkv" {
+        r.target.clone()
+    } else {
+        format!("{} ({})", r.target, r.replicas)
+    }
+}
+
+/// A figure: the points that share every dimension except target and clients
+/// (and except the replica count for peers, which appear in every chart).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct FigKey {
+    replicas: Option<usize>,
+    rest: String,
+}
+
+fn rest_slug(r: &PointResult, varying: &Varying) -> String {
+    let mut parts = Vec::new();
+    if varying.keys {
+        parts.push(format!("keys{}", r.keys));
+    }
+    if varying.dist {
+        parts.push(r.distribution.replace(':', ""));
+    }
+    if varying.size {
+        parts.push(format!("{}B", r.value_size));
+    }
+    if let Some(rate) = r.rate {
+        parts.push(format!("rate{rate:.0}"));
+    }
+    parts.join("_")
+}
+
+struct Varying {
+    keys: bool,
+    dist: bool,
+    size: bool,
+}
+
+type Series = BTreeMap<String, Vec<(f64, f64)>>;
+
+/// Draws every figure into `dir` and returns the files written.
+pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<PathBuf>> {
+    register_font();
+    let differs = |f: &dyn Fn(&PointResult) -> String| {
+        results.first().is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
+    };
+    let varying = Varying {
+        keys: differs(&|r| r.keys.to_string()),
+        dist: differs(&|r| r.distribution.clone()),
+        size: differs(&|r| r.value_size.to_string()),
+    };
+    let local_ns: Vec<usize> = {
+        let mut v: Vec<usize> =
+            results.iter().filter(|r| r.kind == "local" || r.kind == "quorumkv").map(|r| r.replicas).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    // Figures: (N or none) × rest-of-dimensions; each has panels by GET fraction.
+    let mut figs: BTreeMap<FigKey, Vec<&PointResult>> = BTreeMap::new();
+    for r in results {
+        let rest = rest_slug(r, &varying);
+        let ours = r.kind == "local" || r.kind == "quorumkv";
+        let ns: Vec<Option<usize>> = if ours {
+            vec![Some(r.replicas)]
+        } else if local_ns.is_empty() {
+            vec![None]
+        } else {
+            local_ns.iter().map(|&n| Some(n)).collect()
+        };
+        for n in ns {
+            figs.entry(FigKey { replicas: n, rest: rest.clone() }).or_default().push(r);
+        }
+    }
+    let mut files = Vec::new();
+    for (key, pts) in figs {
+        let mut slug = key.replicas.map(|n| format!("n{n}")).unwrap_or_else(|| "peers".into());
+        if !key.rest.is_empty() {
+            slug = format!("{slug}_{}", key.rest);
+        }
+        let title_n = key.replicas.map(|n| format!("N = {n}")).unwrap_or_else(|| "peers".into());
+        let mut fractions: Vec<f64> = pts.iter().map(|r| r.get_fraction).collect();
+        fractions.sort_by(|a, b| b.total_cmp(a));
+        fractions.dedup();
+
+        let tp = dir.join(format!("throughput_{slug}.png"));
+        let panels: Vec<(String, Series)> = fractions
+            .iter()
+            .map(|&g| (format!("{}, GET fraction {g}", title_n), series(&pts, g, |r| r.throughput)))
+            .collect();
+        draw(&tp, "successful throughput vs clients", "ops/s", &panels, 1)?;
+        files.push(tp);
+
+        for &g in &fractions {
+            let lp = dir.join(format!("latency_{slug}_get{:.0}.png", g * 100.0));
+            let ms = |us: u64| us as f64 / 1000.0;
+            let panels = vec![
+                (format!("GET median, {title_n}"), series(&pts, g, |r| ms(r.get.p50_us))),
+                (format!("GET p95, {title_n}"), series(&pts, g, |r| ms(r.get.p95_us))),
+                (format!("PUT median, {title_n}"), series(&pts, g, |r| ms(r.put.p50_us))),
+                (format!("PUT p95, {title_n}"), series(&pts, g, |r| ms(r.put.p95_us))),
+            ];
+            let title = format!("latency vs clients, GET fraction {g}");
+            draw(&lp, &title, "ms", &panels, 2)?;
+            files.push(lp);
+        }
+    }
+    Ok(files)
+}
+
+/// (clients, y) per series for one GET fraction; points without samples
+/// (e.g. no PUTs at GET fraction 1) are left out.
+fn series(pts: &[&PointResult], g: f64, y: impl Fn(&PointResult) -> f64) -> Series {
+    let mut s: Series = BTreeMap::new();
+    for r in pts.iter().filter(|r| r.get_fraction == g) {
+        let v = y(r);
+        let line = s.entry(series_name(r)).or_default();
+        if v > 0.0 {
+            line.push((r.clients as f64, v));
+        }
+    }
+    for v in s.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    s
+}
+
+/// One PNG of `panels` in a grid with `cols` columns.
+fn draw(path: &Path, title: &str, ylabel: &str, panels: &[(String, Series)], cols: usize) -> anyhow::Result<()> {
+    let cols = if cols == 1 { panels.len().max(1) } else { cols };
+    let rows = panels.len().div_ceil(cols);
+    let (w, h) = (560 * cols as u32, 420 * rows as u32 + 40);
+    let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 24).into_font())?;
+    let areas = root.split_evenly((rows, cols));
+    // Same colour for a series in every panel.
+    let mut names: Vec<&String> = panels.iter().flat_map(|(_, s)| s.keys()).collect();
+    names.sort();
+    names.dedup();
+    let color = |n: &String| COLORS[names.iter().position(|x| *x == n).unwrap_or(0) % COLORS.len()];
+    for ((caption, s), area) in panels.iter().zip(areas.iter()) {
+        let all: Vec<&(f64, f64)> = s.values().flatten().collect();
+        let xmax = all.iter().map(|p| p.0).fold(1.0, f64::max);
+        let ymax = all.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3) * 1.15;
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, ("sans-serif", 18).into_font())
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("clients")
+            .y_desc(ylabel)
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 15))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| fmt_y(*y))
+            .draw()?;
+        for (name, pts) in s {
+            let c = color(name);
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+        }
+        if !s.is_empty() {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .label_font(("sans-serif", 14))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn fmt_y(y: f64) -> String {
+    if y >= 10_000.0 {
+        format!("{:.0}k", y / 1000.0)
+    } else if y >= 100.0 {
+        format!("{y:.0}")
+    } else if y >= 1.0 {
+        format!("{y:.1}")
+    } else {
+        format!("{y:.2}")
+    }
+}

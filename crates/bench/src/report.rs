@@ -1,0 +1,306 @@
+//! Results of a sweep: one [`PointResult`] per point, printed as a table and
+//! written as `results.csv` and `results.json`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{BenchConfig, DeploySpec, Sharing, Workload};
+use crate::stats::{throughput, LatencySummary, Stats};
+use crate::target::Deployment;
+
+/// Everything measured at one point of the sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    /// Line name: protocol for our clusters, `etcd`, `redis`.
+    pub target: String,
+    /// `local`, `quorumkv`, `etcd`, `redis`.
+    pub kind: String,
+    pub replicas: usize,
+    /// Closed loop: logical clients. Open loop: maximum outstanding.
+    pub clients: usize,
+    /// How logical clients reach the target, e.g. "shared: 1 client = 3 TCP …".
+    pub connections: String,
+    pub get_fraction: f64,
+    pub keys: usize,
+    pub distribution: String,
+    pub value_size: usize,
+    /// Open-loop arrival rate (ops/s); `None` for the closed loop.
+    pub rate: Option<f64>,
+    pub elapsed_s: f64,
+    /// Successful operations per second (failures excluded).
+    pub throughput: f64,
+    pub ok_get: u64,
+    pub ok_put: u64,
+    pub failed: u64,
+    pub failures: BTreeMap<String, u64>,
+    pub get: LatencySummary,
+    pub put: LatencySummary,
+    /// Server CPU seconds per 1000 successful operations (our processes only).
+    pub cpu_s_per_kop: Option<f64>,
+    /// Linearizability verdict with `--check`.
+    pub check: Option<String>,
+    /// Anything that went wrong (the target died, preload failed, …).
+    pub note: Option<String>,
+}
+
+impl PointResult {
+    pub fn new(d: &Deployment, w: &Workload, cfg: &BenchConfig) -> PointResult {
+        let connections = match cfg.sharing {
+            Sharing::Shared => format!("shared: 1 client = {}", d.conn_description()),
+            Sharing::PerClient => format!("per-client: each {}", d.conn_description()),
+        };
+        PointResult {
+            target: d.spec.label(),
+            kind: match d.spec {
+                DeploySpec::Local { .. } => "local",
+                DeploySpec::Quorumkv { .. } => "quorumkv",
+                DeploySpec::Etcd { .. } => "etcd",
+                DeploySpec::Redis { .. } => "redis",
+            }
+            .into(),
+            replicas: d.replicas,
+            clients: w.clients,
+            connections,
+            get_fraction: w.get_fraction,
+            keys: w.keys,
+            distribution: w.distribution.to_string(),
+            value_size: w.value_size,
+            rate: w.rate,
+            elapsed_s: 0.0,
+            throughput: 0.0,
+            ok_get: 0,
+            ok_put: 0,
+            failed: 0,
+            failures: BTreeMap::new(),
+            get: LatencySummary::default(),
+            put: LatencySummary::default(),
+            cpu_s_per_kop: None,
+            check: None,
+            note: None,
+        }
+    }
+
+    /// Fills the measurements from merged stats.
+    pub fn fill(&mut self, s: &Stats, elapsed: Duration, cpu_s: Option<f64>) {
+        self.elapsed_s = elapsed.as_secs_f64();
+        self.throughput = throughput(s.ok(), elapsed);
+        self.ok_get = s.ok_get;
+        self.ok_put = s.ok_put;
+        self.failed = s.failed();
+        self.failures = s.failures.clone();
+        self.get = LatencySummary::of(&s.get);
+        self.put = LatencySummary::of(&s.put);
+        self.cpu_s_per_kop = cpu_s.filter(|_| s.ok() > 0).map(|c| c * 1000.0 / s.ok() as f64);
+    }
+}
+
+/// The CSV header; one column per scalar, failures as "reason=n;…".
+pub const CSV_HEADER: &str = "target,kind,replicas,clients,get_fraction,keys,distribution,value_size,rate,\
+elapsed_s,throughput,ok_get,ok_put,failed,failures,\
+get_count,get_avg_us,get_p50_us,get_p95_us,get_p99_us,get_max_us,\
+put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
+cpu_s_per_kop,check,connections,note";
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn lat_csv(l: &LatencySummary) -> String {
+    format!("{},{:.1},{},{},{},{}", l.count, l.avg_us, l.p50_us, l.p95_us, l.p99_us, l.max_us)
+}
+
+/// `results.csv` contents.
+pub fn to_csv(results: &[PointResult]) -> String {
+    let mut s = String::from(CSV_HEADER);
+    s.push('\n');
+    for r in results {
+        let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.target),
+            r.kind,
+            r.replicas,
+            r.clients,
+            r.get_fraction,
+            r.keys,
+            csv_field(&r.distribution),
+            r.value_size,
+            opt(&r.rate),
+            r.elapsed_s,
+            r.throughput,
+            r.ok_get,
+            r.ok_put,
+            r.failed,
+            csv_field(&failures.join(";")),
+            lat_csv(&r.get),
+            lat_csv(&r.put),
+            r.cpu_s_per_kop.map(|c| format!("{c:.4}")).unwrap_or_default(),
+            csv_field(&opt(&r.check)),
+            csv_field(&r.connections),
+            csv_field(&opt(&r.note)),
+        );
+    }
+    s
+}
+
+/// What `results.json` holds: the configuration and every point.
+#[derive(Serialize)]
+pub struct JsonReport<'a> {
+    pub config: &'a BenchConfig,
+    /// True when the sweep ended early (a target died).
+    pub incomplete: bool,
+    pub results: &'a [PointResult],
+}
+
+/// Writes results.csv and results.json into `dir`.
+pub fn write_files(dir: &Path, cfg: &BenchConfig, results: &[PointResult], incomplete: bool) -> std::io::Result<()> {
+    std::fs::write(dir.join("results.csv"), to_csv(results))?;
+    let json = serde_json::to_string_pretty(&JsonReport { config: cfg, incomplete, results })
+        .map_err(std::io::Error::other)?;
+    let mut f = std::fs::File::create(dir.join("results.json"))?;
+    f.write_all(json.as_bytes())?;
+    f.write_all(b"\n")
+}
+
+fn ms(us: u64) -> String {
+    if us == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}", us as f64 / 1000.0)
+    }
+}
+
+/// The table printed at the end: one row per point.
+pub fn table(results: &[PointResult]) -> String {
+    let vary = |f: &dyn Fn(&PointResult) -> String| {
+        results.first().is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
+    };
+    let show_keys = vary(&|r| r.keys.to_string());
+    let show_dist = vary(&|r| r.distribution.clone());
+    let show_size = vary(&|r| r.value_size.to_string());
+    let show_rate = results.iter().any(|r| r.rate.is_some());
+    let show_cpu = results.iter().any(|r| r.cpu_s_per_kop.is_some());
+    let show_check = results.iter().any(|r| r.check.is_some());
+
+    let mut head: Vec<&str> = vec!["target", "N", "get%"];
+    if show_keys {
+        head.push("keys");
+    }
+    if show_dist {
+        head.push("dist");
+    }
+    if show_size {
+        head.push("value");
+    }
+    if show_rate {
+        head.push("rate/s");
+    }
+    head.extend(["clients", "ops/s", "failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99"]);
+    if show_cpu {
+        head.push("cpu s/kop");
+    }
+    if show_check {
+        head.push("check");
+    }
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for r in results {
+        let mut row = vec![r.target.clone(), r.replicas.to_string(), format!("{:.0}", r.get_fraction * 100.0)];
+        if show_keys {
+            row.push(r.keys.to_string());
+        }
+        if show_dist {
+            row.push(r.distribution.clone());
+        }
+        if show_size {
+            row.push(r.value_size.to_string());
+        }
+        if show_rate {
+            row.push(r.rate.map(|x| format!("{x:.0}")).unwrap_or_default());
+        }
+        row.extend([
+            r.clients.to_string(),
+            format!("{:.0}", r.throughput),
+            r.failed.to_string(),
+            ms(r.get.p50_us),
+            ms(r.get.p95_us),
+            ms(r.get.p99_us),
+            ms(r.put.p50_us),
+            ms(r.put.p95_us),
+            ms(r.put.p99_us),
+        ]);
+        if show_cpu {
+            row.push(r.cpu_s_per_kop.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into()));
+        }
+        if show_check {
+            row.push(r.check.clone().unwrap_or_else(|| "-".into()));
+        }
+        rows.push(row);
+    }
+    render(&head, &rows)
+}
+
+fn render(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    let line = |s: &mut String, cells: Vec<String>| {
+        let parts: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == 0 { format!("{c:<width$}", width = w[i]) } else { format!("{c:>width$}", width = w[i]) })
+            .collect();
+        let _ = writeln!(s, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut s, head.iter().map(|h| h.to_string()).collect());
+    let total: usize = w.iter().sum::<usize>() + 2 * (w.len() - 1);
+    let _ = writeln!(s, "{}", "-".repeat(total));
+    for r in rows {
+        line(&mut s, r.clone());
+    }
+    s
+}
+
+/// Lines under the table: latencies are in ms, how clients connect, notes
+/// and failure reasons.
+pub fn footnotes(results: &[PointResult]) -> String {
+    let mut s = String::from("latencies in ms; ops/s counts successful operations only\n");
+    let mut conns: Vec<(String, String)> =
+        results.iter().map(|r| (r.target.clone(), r.connections.clone())).collect();
+    conns.dedup();
+    for (t, c) in conns {
+        let _ = writeln!(s, "connections of {t}: {c}");
+    }
+    let mut reasons: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for r in results {
+        for (k, v) in &r.failures {
+            *reasons.entry((r.target.clone(), k.clone())).or_default() += v;
+        }
+    }
+    for ((t, k), v) in reasons {
+        let _ = writeln!(s, "failures of {t}: {k}: {v}");
+    }
+    for r in results {
+        if let Some(n) = &r.note {
+            let _ = writeln!(s, "note ({} N={} clients={}): {n}", r.target, r.replicas, r.clients);
+        }
+    }
+    s
+}

@@ -1,0 +1,476 @@
+//! Runs one point: preload, warm-up, measurement (closed or open loop),
+//! CPU accounting, history check. A watchdog ends the point early when the
+//! target stops answering and is found dead.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use quorumkv_check::recorder::Recorder;
+
+use crate::config::{BenchConfig, Length, Sharing, Workload};
+use crate::report::PointResult;
+use crate::stats::{throughput, LatencySummary, OpKind, Stats};
+use crate::target::{Conn, Deployment};
+use crate::verify::{check_history, Log};
+use crate::workload::{make_value, next_op, GenOp, KeyChooser, KeySpace, Rng};
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// Shared state of one point's clients.
+struct Shared {
+    phase: AtomicU8,
+    /// Set when the target was found dead: clients stop at once.
+    abort: AtomicBool,
+    /// Successful operations so far (watchdog and progress).
+    ok: AtomicU64,
+    failed: AtomicU64,
+    /// Closed-loop clients that have finished (ops mode ends when all have).
+    finished: AtomicU64,
+    /// Measured operations the point will issue in ops mode, for progress.
+    planned: Option<u64>,
+    keys: KeySpace,
+    chooser: KeyChooser,
+    get_fraction: f64,
+    value_size: usize,
+    op_timeout: Duration,
+}
+
+impl Shared {
+    fn phase(&self) -> u8 {
+        if self.abort.load(Ordering::Relaxed) {
+            STOP
+        } else {
+            self.phase.load(Ordering::Acquire)
+        }
+    }
+}
+
+/// Reports a point's progress in [0, 1].
+pub type Progress<'a> = &'a (dyn Fn(f64) + Sync);
+
+/// What running a point produced.
+pub struct PointRun {
+    pub result: PointResult,
+    /// The target died during the point; the sweep must end.
+    pub target_died: bool,
+}
+
+/// Runs workload `w` (point number `index` of the sweep) against `d`.
+pub async fn run_point(cfg: &BenchConfig, d: &Deployment, index: usize, w: &Workload, progress: Progress<'_>) -> PointRun {
+    let shared = Arc::new(Shared {
+        phase: AtomicU8::new(WARMUP),
+        abort: AtomicBool::new(false),
+        ok: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        finished: AtomicU64::new(0),
+        planned: match cfg.length {
+            Length::OpsPerClient(n) => Some(n * if w.rate.is_some() { cfg.max_outstanding } else { w.clients } as u64),
+            Length::Duration(_) => None,
+        },
+        keys: KeySpace::new(index, w.keys),
+        chooser: KeyChooser::new(w.distribution, w.keys),
+        get_fraction: w.get_fraction,
+        value_size: w.value_size,
+        op_timeout: cfg.op_timeout,
+    });
+    let recorder = cfg.check.then(Recorder::new);
+    let mut result = PointResult::new(d, w, cfg);
+
+    let slots = w.clients;
+    let conns = match connections(d, cfg.sharing, slots).await {
+        Ok(c) => c,
+        Err(e) => return died(result, format!("cannot connect: {e:#}")),
+    };
+    if cfg.preload {
+        if let Err(e) = preload(&shared, &conns, recorder.as_ref(), w.value_size).await {
+            let alive = d.alive().await;
+            result.note = Some(format!("preload failed: {e}"));
+            return PointRun { result, target_died: !alive };
+        }
+    }
+
+    let pids = d.pids();
+    let seed = cfg.seed;
+    let started = Instant::now();
+    let (stats, cpu, elapsed, died) = match w.rate {
+        None => {
+            let ops_per_client = match cfg.length {
+                Length::OpsPerClient(n) => Some(n),
+                Length::Duration(_) => None,
+            };
+            let mut handles = Vec::with_capacity(slots);
+            for c in 0..slots {
+                let sh = shared.clone();
+                let conn = conns[c % conns.len()].clone();
+                let log = Log::new(recorder.as_ref(), c as u64);
+                let rng = Rng::derive(seed, index as u64, c as u64);
+                handles.push(tokio::spawn(closed_client(sh, conn, log, rng, c as u64, ops_per_client)));
+            }
+            let driver = drive(cfg, d, &shared, &pids, started, slots as u64, progress);
+            let all = async {
+                let mut outs = Vec::new();
+                for h in handles {
+                    outs.push(h.await.expect("client task panicked"));
+                }
+                outs
+            };
+            let (drv, outs) = tokio::join!(driver, all);
+            let mut stats = Stats::new();
+            let mut last = drv.measure_start;
+            for (s, l) in outs {
+                stats.merge(&s);
+                last = last.max(l);
+            }
+            (stats, drv.cpu_after(&pids), last.duration_since(drv.measure_start), drv.died)
+        }
+        Some(rate) => open_loop(cfg, d, &shared, conns, recorder.as_ref(), index, rate, &pids, started, progress).await,
+    };
+
+    result.fill(&stats, elapsed, cpu);
+    if let Some(rec) = recorder {
+        result.check = Some(check_history(rec.history(), cfg.check_timeout).await);
+    }
+    if died {
+        result.note = Some("target died during this point; measured until then".into());
+    }
+    PointRun { result, target_died: died }
+}
+
+fn died(mut result: PointResult, why: String) -> PointRun {
+    result.note = Some(why);
+    PointRun { result, target_died: true }
+}
+
+/// One shared connection-level client, or one per logical client.
+async fn connections(d: &Deployment, sharing: Sharing, slots: usize) -> anyhow::Result<Vec<Conn>> {
+    let n = match sharing {
+        Sharing::Shared => 1,
+        Sharing::PerClient => slots,
+    };
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(d.connect().await?);
+    }
+    Ok(v)
+}
+
+/// Writes every key once, 32 at a time, as extra logical clients.
+async fn preload(sh: &Arc<Shared>, conns: &[Conn], rec: Option<&Recorder>, size: usize) -> Result<(), String> {
+    let workers = 32.min(sh.keys.len());
+    let mut handles = Vec::new();
+    for wkr in 0..workers {
+        let sh = sh.clone();
+        let mut conn = conns[wkr % conns.len()].clone();
+        let client = 1_000_000 + wkr as u64;
+        let mut log = Log::new(rec, client);
+        handles.push(tokio::spawn(async move {
+            let mut i = wkr;
+            while i < sh.keys.len() {
+                let key = sh.keys.name(i).clone();
+                let value = make_value(client, i as u64, size);
+                let h = log.invoke_put(&key, &value);
+                let r = conn.put(key, value, sh.op_timeout).await;
+                log.complete_put(h, &r);
+                r.map_err(|f| f.reason)?;
+                i += workers;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for h in handles {
+        h.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+/// One closed-loop logical client: at most one operation outstanding.
+/// Returns its stats and the time its last measured operation completed.
+async fn closed_client(
+    sh: Arc<Shared>,
+    mut conn: Conn,
+    mut log: Log,
+    mut rng: Rng,
+    id: u64,
+    ops: Option<u64>,
+) -> (Stats, Instant) {
+    let mut stats = Stats::new();
+    let mut last = Instant::now();
+    let mut measured = 0u64;
+    let mut seq = 0u64;
+    loop {
+        let phase = sh.phase();
+        if phase == STOP || (phase == MEASURE && ops.is_some_and(|n| measured >= n)) {
+            break;
+        }
+        let op = next_op(&mut rng, &sh.chooser, sh.get_fraction);
+        seq += 1;
+        let t0 = Instant::now();
+        let r = issue(&sh, &mut conn, &mut log, op, id, seq).await;
+        let now = Instant::now();
+        if phase == MEASURE {
+            measured += 1;
+            last = now;
+        }
+        count(&sh, &mut stats, r, now - t0, phase == MEASURE);
+    }
+    sh.finished.fetch_add(1, Ordering::Release);
+    (stats, last)
+}
+
+/// Issues one operation and records it in the history.
+async fn issue(sh: &Shared, conn: &mut Conn, log: &mut Log, op: GenOp, id: u64, seq: u64) -> Result<OpKind, String> {
+    match op {
+        GenOp::Get { key } => {
+            let key = sh.keys.name(key).clone();
+            let h = log.invoke_get(&key);
+            let r = conn.get(key, sh.op_timeout).await;
+            log.complete_get(h, &r);
+            r.map(|_| OpKind::Get).map_err(|f| f.reason)
+        }
+        GenOp::Put { key } => {
+            let key = sh.keys.name(key).clone();
+            let value: Bytes = make_value(id, seq, sh.value_size);
+            let h = log.invoke_put(&key, &value);
+            let r = conn.put(key, value, sh.op_timeout).await;
+            log.complete_put(h, &r);
+            r.map(|()| OpKind::Put).map_err(|f| f.reason)
+        }
+    }
+}
+
+/// Counts an operation for the watchdog, and in `stats` when it is measured.
+fn count(sh: &Shared, stats: &mut Stats, r: Result<OpKind, String>, latency: Duration, measured: bool) {
+    match r {
+        Ok(kind) => {
+            sh.ok.fetch_add(1, Ordering::Relaxed);
+            if measured {
+                stats.record_ok(kind, latency);
+            }
+        }
+        Err(reason) => {
+            sh.failed.fetch_add(1, Ordering::Relaxed);
+            if measured {
+                stats.record_fail(&reason);
+            }
+        }
+    }
+}
+
+/// What the driver saw: when measuring began, CPU at that time, death.
+struct Drive {
+    measure_start: Instant,
+    cpu_before: Option<f64>,
+    died: bool,
+}
+
+impl Drive {
+    fn cpu_after(&self, pids: &[u32]) -> Option<f64> {
+        Some(cpu_seconds(pids)? - self.cpu_before?)
+    }
+}
+
+/// Runs the phases of a point: warm-up, measurement, stop; reports progress
+/// and watches the target.
+async fn drive(
+    cfg: &BenchConfig,
+    d: &Deployment,
+    sh: &Shared,
+    pids: &[u32],
+    started: Instant,
+    clients: u64,
+    progress: Progress<'_>,
+) -> Drive {
+    let tick = Duration::from_millis(100);
+    let mut dog = Watchdog::new(cfg.op_timeout);
+    while started.elapsed() < cfg.warmup {
+        tokio::time::sleep(tick).await;
+        if dog.dead(d, sh).await {
+            sh.abort.store(true, Ordering::Relaxed);
+            return Drive { measure_start: Instant::now(), cpu_before: None, died: true };
+        }
+    }
+    let cpu_before = cpu_seconds(pids);
+    let measure_start = Instant::now();
+    let done_before = sh.ok.load(Ordering::Relaxed) + sh.failed.load(Ordering::Relaxed);
+    sh.phase.store(MEASURE, Ordering::Release);
+    let mut died = false;
+    loop {
+        tokio::time::sleep(tick).await;
+        let frac = match (cfg.length, sh.planned) {
+            (Length::Duration(dur), _) => measure_start.elapsed().as_secs_f64() / dur.as_secs_f64(),
+            (_, Some(n)) => {
+                let done = sh.ok.load(Ordering::Relaxed) + sh.failed.load(Ordering::Relaxed) - done_before;
+                done as f64 / n.max(1) as f64
+            }
+            _ => 0.0,
+        };
+        progress(frac.min(1.0));
+        match cfg.length {
+            Length::Duration(dur) if measure_start.elapsed() >= dur => break,
+            Length::OpsPerClient(_) if sh.phase() == STOP || sh.finished.load(Ordering::Acquire) >= clients => {
+                break
+            }
+            _ => {}
+        }
+        if dog.dead(d, sh).await {
+            sh.abort.store(true, Ordering::Relaxed);
+            died = true;
+            break;
+        }
+    }
+    sh.phase.store(STOP, Ordering::Release);
+    Drive { measure_start, cpu_before, died }
+}
+
+/// Declares the target dead when nothing succeeded for a while, something
+/// failed, and a liveness probe fails.
+struct Watchdog {
+    last_ok: u64,
+    last_progress: Instant,
+    patience: Duration,
+}
+
+impl Watchdog {
+    fn new(op_timeout: Duration) -> Watchdog {
+        Watchdog { last_ok: 0, last_progress: Instant::now(), patience: op_timeout.max(Duration::from_secs(1)) }
+    }
+
+    async fn dead(&mut self, d: &Deployment, sh: &Shared) -> bool {
+        let ok = sh.ok.load(Ordering::Relaxed);
+        if ok != self.last_ok || sh.failed.load(Ordering::Relaxed) == 0 {
+            self.last_ok = ok;
+            self.last_progress = Instant::now();
+            return false;
+        }
+        if self.last_progress.elapsed() < self.patience {
+            return false;
+        }
+        self.last_progress = Instant::now();
+        !d.alive().await
+    }
+}
+
+/// Open loop (seed 002 §4.1): Poisson arrivals at `rate`/s; at most
+/// `max_outstanding` operations in flight, each on a free logical client
+/// slot; arrivals that find none are shed. Latency counts from the scheduled
+/// arrival, so a slow target cannot hide its queueing (coordinated omission).
+#[allow(clippy::too_many_arguments)]
+async fn open_loop(
+    cfg: &BenchConfig,
+    d: &Deployment,
+    sh: &Arc<Shared>,
+    conns: Vec<Conn>,
+    rec: Option<&Recorder>,
+    index: usize,
+    rate: f64,
+    pids: &[u32],
+    started: Instant,
+    progress: Progress<'_>,
+) -> (Stats, Option<f64>, Duration, bool) {
+    struct Slot {
+        id: u64,
+        conn: Conn,
+        log: Log,
+        seq: u64,
+    }
+    let n = cfg.max_outstanding;
+    let pool: Arc<Mutex<Vec<Slot>>> = Arc::new(Mutex::new(
+        (0..n)
+            .map(|i| Slot { id: i as u64, conn: conns[i % conns.len()].clone(), log: Log::new(rec, i as u64), seq: 0 })
+            .collect(),
+    ));
+    let stats = Arc::new(Mutex::new(Stats::new()));
+    let last = Arc::new(Mutex::new(Instant::now()));
+    let limit = match cfg.length {
+        Length::OpsPerClient(k) => Some(k * n as u64),
+        Length::Duration(_) => None,
+    };
+    let dispatcher = {
+        let (sh, pool, stats, last) = (sh.clone(), pool.clone(), stats.clone(), last.clone());
+        let mut rng = Rng::derive(cfg.seed, index as u64, u64::MAX);
+        async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            let mut next = tokio::time::Instant::now();
+            let mut issued = 0u64;
+            loop {
+                next += Duration::from_secs_f64(rng.exp(1.0 / rate));
+                tokio::time::sleep_until(next).await;
+                let phase = sh.phase();
+                if phase == STOP || (phase == MEASURE && limit.is_some_and(|l| issued >= l)) {
+                    break;
+                }
+                let op = next_op(&mut rng, &sh.chooser, sh.get_fraction);
+                let measured = phase == MEASURE;
+                issued += measured as u64;
+                let slot = pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                let Some(mut slot) = slot else {
+                    if measured {
+                        stats.lock().unwrap_or_else(|e| e.into_inner()).record_fail("shed");
+                        sh.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                };
+                let (sh, pool, stats, last) = (sh.clone(), pool.clone(), stats.clone(), last.clone());
+                let scheduled = next.into_std();
+                tasks.spawn(async move {
+                    slot.seq += 1;
+                    let r = issue(&sh, &mut slot.conn, &mut slot.log, op, slot.id, slot.seq).await;
+                    let now = Instant::now();
+                    count(&sh, &mut stats.lock().unwrap_or_else(|e| e.into_inner()), r, now - scheduled, measured);
+                    if measured {
+                        let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
+                        *l = (*l).max(now);
+                    }
+                    pool.lock().unwrap_or_else(|e| e.into_inner()).push(slot);
+                });
+                while tasks.try_join_next().is_some() {}
+            }
+            while tasks.join_next().await.is_some() {}
+            sh.phase.store(STOP, Ordering::Release);
+        }
+    };
+    let (drv, ()) = tokio::join!(drive(cfg, d, sh, pids, started, u64::MAX, progress), dispatcher);
+    // Dropping the slots hands their logs to the recorder.
+    pool.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let stats = stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let last = *last.lock().unwrap_or_else(|e| e.into_inner());
+    let elapsed = last.max(drv.measure_start).duration_since(drv.measure_start);
+    (stats, drv.cpu_after(pids), elapsed, drv.died)
+}
+
+/// Sum of user + system CPU seconds of `pids` (Linux /proc), if readable.
+pub fn cpu_seconds(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    let mut ticks = 0u64;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        ticks += parse_cpu_ticks(&stat)?;
+    }
+    // USER_HZ is 100 on every Linux ABI that matters.
+    Some(ticks as f64 / 100.0)
+}
+
+/// utime + stime (fields 14 and 15) of a /proc/PID/stat line. The command
+/// name may hold spaces and parentheses, so fields count from the last ')'.
+pub fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): utime is field 14 → index 11.
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Latency summaries of a point, for the report.
+pub fn summaries(stats: &Stats) -> (LatencySummary, LatencySummary) {
+    (LatencySummary::of(&stats.get), LatencySummary::of(&stats.put))
+}
+
+/// Successful throughput of a point.
+pub fn ok_throughput(stats: &Stats, elapsed: Duration) -> f64 {
+    throughput(stats.ok(), elapsed)
+}

@@ -1,0 +1,141 @@
+//! Runs the whole matrix: checks everything that can be checked before any
+//! work (output directory, reachability of existing targets, the executable
+//! for local clusters), then deployment by deployment, point by point.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::config::{BenchConfig, DeploySpec, Plan};
+use crate::report::{self, PointResult};
+use crate::runner::run_point;
+use crate::target::{DeployOptions, Deployment};
+
+/// A sweep that ran (perhaps only partly).
+#[derive(Debug)]
+pub struct Outcome {
+    pub results: Vec<PointResult>,
+    /// Why the sweep ended early, if it did.
+    pub incomplete: Option<String>,
+    /// Files written into `--out`.
+    pub files: Vec<PathBuf>,
+}
+
+/// Checks that `dir` exists or can be created, and can be written.
+pub fn check_out_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+    let probe = dir.join(".quorumkv-bench-probe");
+    std::fs::write(&probe, b"").map_err(|e| format!("cannot write to output directory {}: {e}", dir.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
+    let binary = match &cfg.binary {
+        Some(b) => b.clone(),
+        None => std::env::current_exe().map_err(|e| format!("cannot find the quorumkv executable: {e}"))?,
+    };
+    Ok(DeployOptions { binary, port_base: cfg.port_base, coord: cfg.coord, op_timeout: cfg.op_timeout })
+}
+
+/// Everything that must hold before the first point; one line on failure.
+/// Returns the existing (non-local) targets, already connected once.
+pub async fn preflight(cfg: &BenchConfig) -> Result<Vec<Option<Deployment>>, String> {
+    cfg.validate().map_err(|e| e.to_string())?;
+    if let Some(dir) = &cfg.out {
+        check_out_dir(dir)?;
+    }
+    let opts = deploy_options(cfg)?;
+    let plans = cfg.plans();
+    if plans.iter().any(|p| matches!(p.deploy, DeploySpec::Local { .. })) && !opts.binary.is_file() {
+        return Err(format!("the quorumkv executable {} does not exist", opts.binary.display()));
+    }
+    let mut found = Vec::with_capacity(plans.len());
+    for p in &plans {
+        found.push(match &p.deploy {
+            DeploySpec::Local { .. } => None,
+            other => Some(Deployment::start(other.clone(), opts.clone()).await.map_err(|e| format!("{e:#}"))?),
+        });
+    }
+    Ok(found)
+}
+
+fn progress_bar(cfg: &BenchConfig, points: usize) -> ProgressBar {
+    let pb = ProgressBar::new(points as u64 * 1000);
+    if !cfg.progress {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {percent:>3}% ETA {eta:>4} {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
+/// Runs the sweep. `Err` = nothing could start (one line for the user).
+pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
+    let mut existing = preflight(cfg).await?;
+    let opts = deploy_options(cfg)?;
+    let plans: Vec<Plan> = cfg.plans();
+    let total: usize = plans.iter().map(|p| p.workloads.len()).sum();
+    let pb = progress_bar(cfg, total);
+    let mut results = Vec::new();
+    let mut incomplete = None;
+    let mut done = 0usize;
+    'plans: for (i, plan) in plans.iter().enumerate() {
+        let label = plan.deploy.label();
+        let d = match existing[i].take() {
+            Some(d) => d,
+            None => {
+                pb.set_message(format!("starting {label} …"));
+                match Deployment::start(plan.deploy.clone(), opts.clone()).await {
+                    Ok(d) => d,
+                    Err(e) => {
+                        incomplete = Some(format!("{e:#}"));
+                        break 'plans;
+                    }
+                }
+            }
+        };
+        for w in &plan.workloads {
+            pb.set_message(format!(
+                "{label} N={} get={} clients={}{}",
+                d.replicas,
+                w.get_fraction,
+                w.clients,
+                w.rate.map(|r| format!(" rate={r}")).unwrap_or_default()
+            ));
+            let base = done as u64 * 1000;
+            let bar = pb.clone();
+            let progress = move |f: f64| bar.set_position(base + (f * 999.0) as u64);
+            let run = run_point(cfg, &d, done, w, &progress).await;
+            done += 1;
+            pb.set_position(done as u64 * 1000);
+            let died = run.target_died;
+            results.push(run.result);
+            if died {
+                let why = results.last().and_then(|r| r.note.clone()).unwrap_or_default();
+                incomplete = Some(format!("{label} (N={}) stopped answering: {why}", d.replicas));
+                d.stop().await;
+                break 'plans;
+            }
+        }
+        d.stop().await;
+    }
+    pb.finish_and_clear();
+    let mut files = Vec::new();
+    if let Some(dir) = &cfg.out {
+        report::write_files(dir, cfg, &results, incomplete.is_some())
+            .map_err(|e| format!("cannot write results to {}: {e}", dir.display()))?;
+        files.push(dir.join("results.csv"));
+        files.push(dir.join("results.json"));
+        match crate::plot::write_plots(dir, &results) {
+            Ok(f) => files.extend(f),
+            Err(e) => eprintln!("quorumkv bench: plots not written: {e:#}"),
+        }
+    }
+    Ok(Outcome { results, incomplete, files })
+}

@@ -1,0 +1,300 @@
+//! What the bench talks to. A [`Deployment`] is a running system (a local
+//! cluster we started, or an existing quorumkv, etcd or Redis); a [`Conn`] is
+//! one connection-level client to it, which logical clients share or own.
+//!
+//! Adding a system (e.g. ZooKeeper) = one [`DeploySpec`] variant, one [`Conn`]
+//! variant and its three arms below.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use quorumkv_node::client::{Client, ClientConfig, ClientMode};
+use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+
+use crate::config::{CoordMode, DeploySpec};
+
+/// Why an operation failed, and whether it may still take effect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpFailure {
+    /// Short, stable reason for the failure table ("timeout", "rejected", …).
+    pub reason: String,
+    /// True when the operation certainly had no effect. False = outcome
+    /// unknown; histories record it as such.
+    pub definite: bool,
+}
+
+impl OpFailure {
+    pub fn unknown(reason: impl Into<String>) -> OpFailure {
+        OpFailure { reason: reason.into(), definite: false }
+    }
+    pub fn definite(reason: impl Into<String>) -> OpFailure {
+        OpFailure { reason: reason.into(), definite: true }
+    }
+}
+
+/// A short failure reason from an error's message: the text before the first
+/// ':' or '(' so that addresses and counts do not split the buckets.
+fn reason_of(msg: &str) -> String {
+    let end = msg.find([':', '(']).unwrap_or(msg.len());
+    let r = msg[..end].trim();
+    let r: String = r.chars().take(48).collect();
+    if r.is_empty() {
+        "error".into()
+    } else {
+        r
+    }
+}
+
+/// One connection-level client. Cloning shares the connections.
+#[derive(Clone)]
+pub enum Conn {
+    Quorumkv(Client),
+    #[cfg(feature = "etcd")]
+    Etcd(etcd_client::KvClient),
+    Redis(redis::aio::MultiplexedConnection),
+}
+
+impl Conn {
+    pub async fn get(&mut self, key: Bytes, timeout: Duration) -> Result<Option<Bytes>, OpFailure> {
+        match self {
+            Conn::Quorumkv(c) => c.get(key).await.map_err(quorumkv_failure),
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c) => {
+                let r = tokio::time::timeout(timeout, c.get(key.to_vec(), None))
+                    .await
+                    .map_err(|_| OpFailure::unknown("timeout"))?
+                    .map_err(etcd_failure)?;
+                Ok(r.kvs().first().map(|kv| Bytes::copy_from_slice(kv.value())))
+            }
+            Conn::Redis(c) => {
+                let mut cmd = redis::cmd("GET");
+                cmd.arg(&key[..]);
+                let r: Option<Vec<u8>> = tokio::time::timeout(timeout, cmd.query_async(c))
+                    .await
+                    .map_err(|_| OpFailure::unknown("timeout"))?
+                    .map_err(redis_failure)?;
+                Ok(r.map(Bytes::from))
+            }
+        }
+    }
+
+    pub async fn put(&mut self, key: Bytes, value: Bytes, timeout: Duration) -> Result<(), OpFailure> {
+        match self {
+            Conn::Quorumkv(c) => c.put(key, value).await.map_err(quorumkv_failure),
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c) => {
+                tokio::time::timeout(timeout, c.put(key.to_vec(), value.to_vec(), None))
+                    .await
+                    .map_err(|_| OpFailure::unknown("timeout"))?
+                    .map_err(etcd_failure)?;
+                Ok(())
+            }
+            Conn::Redis(c) => {
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(&key[..]).arg(&value[..]);
+                let _: () = tokio::time::timeout(timeout, cmd.query_async(c))
+                    .await
+                    .map_err(|_| OpFailure::unknown("timeout"))?
+                    .map_err(redis_failure)?;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn quorumkv_failure(e: quorumkv_node::client::ClientError) -> OpFailure {
+    OpFailure { reason: reason_of(&e.to_string()), definite: e.is_definite() }
+}
+
+#[cfg(feature = "etcd")]
+fn etcd_failure(e: etcd_client::Error) -> OpFailure {
+    // A gRPC status from the server is an answer; anything else (transport,
+    // I/O) leaves the outcome unknown.
+    match &e {
+        etcd_client::Error::GRpcStatus(s) => OpFailure::definite(format!("etcd {:?}", s.code())),
+        _ => OpFailure::unknown(reason_of(&e.to_string())),
+    }
+}
+
+fn redis_failure(e: redis::RedisError) -> OpFailure {
+    if e.is_timeout() {
+        OpFailure::unknown("timeout")
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+        OpFailure::unknown("disconnected")
+    } else {
+        OpFailure::definite(reason_of(&e.to_string()))
+    }
+}
+
+/// Settings a deployment needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct DeployOptions {
+    pub binary: PathBuf,
+    pub port_base: Option<u16>,
+    pub coord: CoordMode,
+    pub op_timeout: Duration,
+}
+
+/// A system under test, started or found.
+pub struct Deployment {
+    pub spec: DeploySpec,
+    /// Replicas / members / servers behind the target.
+    pub replicas: usize,
+    cluster: Option<LocalCluster>,
+    native: Vec<SocketAddr>,
+    opts: DeployOptions,
+}
+
+impl Deployment {
+    /// Starts a local cluster, or checks that an existing target answers.
+    /// Errors are one line, for the CLI.
+    pub async fn start(spec: DeploySpec, opts: DeployOptions) -> anyhow::Result<Deployment> {
+        let mut d = Deployment { spec: spec.clone(), replicas: 1, cluster: None, native: Vec::new(), opts };
+        match &spec {
+            DeploySpec::Local { protocol, replicas } => {
+                let cfg = LocalClusterConfig {
+                    protocol: *protocol,
+                    replicas: *replicas,
+                    port_base: d.opts.port_base,
+                    binary: d.opts.binary.clone(),
+                    ..Default::default()
+                };
+                let cluster = LocalCluster::start(cfg)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot start a local {protocol} cluster of {replicas}: {e:#}"))?;
+                d.native = cluster.endpoints().iter().map(|e| e.native).collect();
+                d.replicas = *replicas;
+                d.cluster = Some(cluster);
+            }
+            DeploySpec::Quorumkv { endpoints, .. } => {
+                d.native = endpoints.clone();
+                d.replicas = endpoints.len();
+            }
+            #[cfg(feature = "etcd")]
+            DeploySpec::Etcd { endpoints } => {
+                let mut c = etcd_connect(endpoints, &d.opts).await?;
+                let members = tokio::time::timeout(Duration::from_secs(5), c.member_list())
+                    .await
+                    .map_err(|_| anyhow::anyhow!("etcd at {} does not answer", endpoints.join(",")))?
+                    .map_err(|e| anyhow::anyhow!("etcd at {} is unreachable: {e}", endpoints.join(",")))?;
+                d.replicas = members.members().len().max(1);
+            }
+            #[cfg(not(feature = "etcd"))]
+            DeploySpec::Etcd { .. } => {
+                anyhow::bail!("this build has no etcd target (rebuild quorumkv-bench with feature 'etcd')")
+            }
+            DeploySpec::Redis { .. } => {}
+        }
+        // Proves the target answers before any point is measured.
+        let probe = d.connect().await?;
+        drop(probe);
+        Ok(d)
+    }
+
+    /// A new connection-level client.
+    pub async fn connect(&self) -> anyhow::Result<Conn> {
+        let t = self.opts.op_timeout;
+        match &self.spec {
+            DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
+                let cfg = ClientConfig {
+                    mode: match self.opts.coord {
+                        CoordMode::Direct => ClientMode::Direct,
+                        CoordMode::Proxy => ClientMode::Proxy,
+                    },
+                    op_timeout: t,
+                    ..Default::default()
+                };
+                let c = Client::connect(self.native.clone(), cfg)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot connect to quorumkv at {}: {e}", addrs(&self.native)))?;
+                Ok(Conn::Quorumkv(c))
+            }
+            #[cfg(feature = "etcd")]
+            DeploySpec::Etcd { endpoints } => Ok(Conn::Etcd(etcd_connect(endpoints, &self.opts).await?.kv_client())),
+            #[cfg(not(feature = "etcd"))]
+            DeploySpec::Etcd { .. } => anyhow::bail!("this build has no etcd target"),
+            DeploySpec::Redis { addr } => {
+                let client = redis::Client::open(format!("redis://{addr}/"))
+                    .map_err(|e| anyhow::anyhow!("bad redis address {addr}: {e}"))?;
+                let cfg = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(3)))
+                    .set_response_timeout(Some(t));
+                let c = client
+                    .get_multiplexed_async_connection_with_config(&cfg)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("redis at {addr} is unreachable: {e}"))?;
+                Ok(Conn::Redis(c))
+            }
+        }
+    }
+
+    /// What one connection-level client is, for the output ("1 client, 3 TCP").
+    pub fn conn_description(&self) -> String {
+        match &self.spec {
+            DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
+                format!("{} TCP (one a replica), pipelined", self.native.len())
+            }
+            DeploySpec::Etcd { .. } => "1 gRPC/HTTP2 channel, multiplexed".into(),
+            DeploySpec::Redis { .. } => "1 TCP, multiplexed".into(),
+        }
+    }
+
+    /// Server processes whose CPU time we can read (our own children only).
+    pub fn pids(&self) -> Vec<u32> {
+        self.cluster.as_ref().map(|c| c.pids()).unwrap_or_default()
+    }
+
+    /// Is the target still there? Local: every child alive (by /proc);
+    /// remote: a TCP connect to a majority of endpoints (quorumkv) or any (others).
+    pub async fn alive(&self) -> bool {
+        if self.cluster.is_some() {
+            return self.pids().iter().all(|p| std::path::Path::new(&format!("/proc/{p}/stat")).exists())
+                && self.tcp_reachable(self.native.len() / 2 + 1).await;
+        }
+        match &self.spec {
+            DeploySpec::Quorumkv { .. } => self.tcp_reachable(self.native.len() / 2 + 1).await,
+            DeploySpec::Etcd { endpoints } => reachable(endpoints.iter().map(String::as_str), 1).await,
+            DeploySpec::Redis { addr } => reachable([addr.as_str()], 1).await,
+            DeploySpec::Local { .. } => false,
+        }
+    }
+
+    async fn tcp_reachable(&self, need: usize) -> bool {
+        let eps: Vec<String> = self.native.iter().map(|a| a.to_string()).collect();
+        reachable(eps.iter().map(String::as_str), need).await
+    }
+
+    pub async fn stop(self) {
+        if let Some(c) = self.cluster {
+            c.stop().await;
+        }
+    }
+}
+
+fn addrs(a: &[SocketAddr]) -> String {
+    a.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",")
+}
+
+async fn reachable<'a>(eps: impl IntoIterator<Item = &'a str>, need: usize) -> bool {
+    let mut ok = 0;
+    for ep in eps {
+        let c = tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(ep)).await;
+        if matches!(c, Ok(Ok(_))) {
+            ok += 1;
+        }
+    }
+    ok >= need
+}
+
+#[cfg(feature = "etcd")]
+async fn etcd_connect(endpoints: &[String], opts: &DeployOptions) -> anyhow::Result<etcd_client::Client> {
+    let urls: Vec<String> = endpoints.iter().map(|e| format!("http://{e}")).collect();
+    let o = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(3))
+        .with_timeout(opts.op_timeout);
+    etcd_client::Client::connect(&urls, Some(o))
+        .await
+        .map_err(|e| anyhow::anyhow!("etcd at {} is unreachable: {e}", endpoints.join(",")))
+}
