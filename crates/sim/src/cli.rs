@@ -1,4 +1,4 @@
-//! `quorumkv sim`: placeholder until its issue lands.
+//! `quorumkv sim` (placeholder while the library takes shape).
 use std::process::ExitCode;
 
 /// Arguments of `quorumkv sim`.
@@ -6,6 +6,5 @@ use std::process::ExitCode;
 pub struct Args {}
 
 pub fn run(_args: Args) -> ExitCode {
-    eprintln!("quorumkv sim: not built yet");
     ExitCode::from(2)
 }

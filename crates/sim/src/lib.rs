@@ -1,2 +1,28 @@
-//! quorumkv-sim (placeholder until its issue lands).
+//! quorumkv-sim: the deterministic simulator behind `quorumkv sim`.
+//!
+//! It drives the real sans-IO protocol cores of `quorumkv-core` (server nodes
+//! and client-side coordinators) under a seeded, virtual-time scheduler with
+//! injected faults, records each seed's client history and hands it to the
+//! linearizability checker. The same seed gives the same run, byte for byte.
+//!
+//! * [`protocol::SimProtocol`]: how a protocol plugs in; [`protocol::registry`].
+//! * [`world::World`]: the scheduler, network, nemesis and clients of one seed.
+//! * [`run::run_seed`]: one seed, checked; [`sweep::sweep`]: many seeds.
+//! * [`cli`]: `quorumkv sim`.
+
 pub mod cli;
+pub mod config;
+pub mod history;
+pub mod protocol;
+pub mod rng;
+pub mod run;
+pub mod sweep;
+pub mod verify;
+pub mod world;
+
+pub use config::{
+    ClientMode, Durability, Fault, FaultSet, SeedParams, SeedRange, SimConfig, Timing,
+};
+pub use protocol::{registry, Abd, Registered, SimProtocol};
+pub use run::{run_seed, SeedReport, Verdict};
+pub use sweep::{sweep, Summary};

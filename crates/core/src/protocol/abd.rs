@@ -32,7 +32,7 @@ use crate::quorum::{majority, QuorumStatus, QuorumTracker};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 // ---------------------------------------------------------------- messages
@@ -233,7 +233,11 @@ pub struct Coordinator {
     cfg: CoordinatorConfig,
     bug: Option<InjectedBug>,
     next_op: u64,
-    pending: HashMap<u64, Pending>,
+    /// Highest ts this coordinator has put into a tag (tags stay unique).
+    last_ts: u64,
+    /// Ordered: the retransmit loop in `tick` iterates it and its order
+    /// reaches the output (a seed must replay byte for byte).
+    pending: BTreeMap<u64, Pending>,
     ticking: bool,
     pub counters: Counters,
     /// Operations completed since start (for INFO / stats).
@@ -252,7 +256,8 @@ impl Coordinator {
             cfg,
             bug: None,
             next_op: 1,
-            pending: HashMap::new(),
+            last_ts: 0,
+            pending: BTreeMap::new(),
             ticking: false,
             counters: Counters::default(),
             completed: 0,
@@ -348,7 +353,13 @@ impl Coordinator {
                 }
             }
             Kind::Write(value) => {
-                let tag = max_tag.next(self.id);
+                // A tag must name one value: never reuse a ts this
+                // coordinator already issued, even when the query quorum did
+                // not see it (a concurrent write through the same proxy, or
+                // an earlier write that timed out with its store in flight).
+                let ts = max_tag.ts.max(self.last_ts) + 1;
+                self.last_ts = ts;
+                let tag = Tag { ts, writer: self.id };
                 self.enter_store(op, tag, value, Response::Done, out);
             }
         }
@@ -423,7 +434,6 @@ impl Coordinator {
                 }
             }
         }
-        expired.sort_unstable(); // HashMap order must not reach the output
         for op in expired {
             let p = self.pending.remove(&op).expect("present");
             let (got, need) = match &p.phase {
@@ -474,6 +484,14 @@ impl AbdNode {
     /// `members` are all replica ids of the cluster (including `id`).
     pub fn new(id: NodeId, members: Vec<NodeId>, durable: bool, cfg: CoordinatorConfig) -> Self {
         AbdNode { id, replica: Replica::new(durable), coord: Coordinator::new(id as u64, members, cfg) }
+    }
+    /// Use `writer` as the coordinator's writer id instead of the node id.
+    /// A restarted node has forgotten which tags it issued before the crash,
+    /// so each boot must write under a fresh id (e.g. node id plus a boot
+    /// counter): otherwise one tag can end up naming two values.
+    pub fn with_writer(mut self, writer: u64) -> Self {
+        self.coord.id = writer;
+        self
     }
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
         self.replica = self.replica.with_bug(bug);

@@ -1,0 +1,447 @@
+//! What a simulation run is asked to do ([`SimConfig`]) and what one seed
+//! drew from it ([`SeedParams`]). Every parameter of a seed comes from the
+//! seed (TigerBeetle's VOPR rule), so the replay command needs nothing but
+//! the CLI flags and the seed.
+
+use crate::rng::{Rng, Stream};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// One kind of injected fault (`--faults` takes a list of these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// Long-tailed message delays and one slow node (10× latency).
+    Delay,
+    /// Messages lost.
+    Loss,
+    /// Messages delivered twice.
+    Dup,
+    /// Links stop being FIFO.
+    Reorder,
+    /// Partitions form and heal: splits, isolated nodes, one-way cuts.
+    Partition,
+    /// Nodes crash and restart; durable records survive per the durability mode.
+    Crash,
+    /// Nodes freeze for a while (GC pause, slow disk), and timers fire late.
+    Pause,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 7] = [
+        Fault::Delay,
+        Fault::Loss,
+        Fault::Dup,
+        Fault::Reorder,
+        Fault::Partition,
+        Fault::Crash,
+        Fault::Pause,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Delay => "delay",
+            Fault::Loss => "loss",
+            Fault::Dup => "dup",
+            Fault::Reorder => "reorder",
+            Fault::Partition => "partition",
+            Fault::Crash => "crash",
+            Fault::Pause => "pause",
+        }
+    }
+}
+
+/// The set of enabled faults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FaultSet(u8);
+
+impl FaultSet {
+    pub const NONE: FaultSet = FaultSet(0);
+    pub fn all() -> FaultSet {
+        Fault::ALL.iter().fold(FaultSet::NONE, |s, &f| s.with(f))
+    }
+    pub fn with(self, f: Fault) -> FaultSet {
+        FaultSet(self.0 | 1 << f as u8)
+    }
+    pub fn has(self, f: Fault) -> bool {
+        self.0 & (1 << f as u8) != 0
+    }
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl FromStr for FaultSet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "none" | "" => return Ok(FaultSet::NONE),
+            "all" => return Ok(FaultSet::all()),
+            _ => {}
+        }
+        let mut set = FaultSet::NONE;
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let f = Fault::ALL
+                .iter()
+                .copied()
+                .find(|f| f.name() == part)
+                .ok_or_else(|| {
+                    let names: Vec<_> = Fault::ALL.iter().map(|f| f.name()).collect();
+                    format!(
+                        "unknown fault '{part}' (known: none, all, {})",
+                        names.join(", ")
+                    )
+                })?;
+            set = set.with(f);
+        }
+        Ok(set)
+    }
+}
+
+impl fmt::Display for FaultSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("none");
+        }
+        if *self == FaultSet::all() {
+            return f.write_str("all");
+        }
+        let names: Vec<_> = Fault::ALL
+            .iter()
+            .filter(|x| self.has(**x))
+            .map(|x| x.name())
+            .collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// How sim clients reach the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum ClientMode {
+    /// Each client sends its request to a random server node, whose
+    /// coordinator runs the operation (thin clients: RESP, CLI).
+    Proxy,
+    /// Each client runs its own coordinator (a client library) and talks to
+    /// the replicas with protocol messages. Falls back to proxy for
+    /// protocols without a client-side coordinator.
+    Client,
+    /// Drawn per seed (half and half).
+    Mixed,
+}
+
+impl fmt::Display for ClientMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ClientMode::Proxy => "proxy",
+            ClientMode::Client => "client",
+            ClientMode::Mixed => "mixed",
+        })
+    }
+}
+
+/// What a crashed node keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Durability {
+    /// Every `Persist` is on disk before the next message leaves (fsync mode);
+    /// a restarted node is rebuilt from its records.
+    Durable,
+    /// Nothing survives a crash (the thesis' "Net-Only" setting). ABD is NOT
+    /// linearizable under crash-restart in this mode: a replica that forgets
+    /// an acknowledged store breaks quorum intersection. Testing aid.
+    Memory,
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Durability::Durable => "durable",
+            Durability::Memory => "memory",
+        })
+    }
+}
+
+/// Timing of coordinators and clients in virtual time. Short, because
+/// virtual time is free but events are not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// Coordinator retransmit interval.
+    pub retry_interval: Duration,
+    /// Coordinator operation timeout (→ `OpError::Timeout` → unknown outcome).
+    pub op_timeout: Duration,
+    /// A sim client gives up on a request after this long (→ unknown).
+    pub client_timeout: Duration,
+    /// After the faults heal, an operation must complete within this long.
+    pub liveness_bound: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            retry_interval: Duration::from_millis(10),
+            op_timeout: Duration::from_millis(100),
+            client_timeout: Duration::from_millis(150),
+            liveness_bound: Duration::from_millis(150),
+        }
+    }
+}
+
+/// A simulation run: the same for every seed.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub protocol: String,
+    pub replicas: u32,
+    pub clients: u32,
+    /// Operations per seed, over all clients.
+    pub ops: u32,
+    /// Number of keys; `None` = drawn per seed (1..=3, so operations collide).
+    pub keys: Option<u32>,
+    pub faults: FaultSet,
+    pub mode: ClientMode,
+    pub durability: Durability,
+    /// Name of an injected bug (testing aid).
+    pub bug: Option<String>,
+    pub timing: Timing,
+    /// Budget of the linearizability checker per seed.
+    pub check_timeout: Duration,
+    /// Record the message trace.
+    pub trace: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            protocol: "abd".into(),
+            replicas: 3,
+            clients: 5,
+            ops: 200,
+            keys: None,
+            faults: FaultSet::all(),
+            mode: ClientMode::Mixed,
+            durability: Durability::Durable,
+            bug: None,
+            timing: Timing::default(),
+            check_timeout: Duration::from_secs(10),
+            trace: false,
+        }
+    }
+}
+
+/// Everything one seed drew from its [`SimConfig`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedParams {
+    pub seed: u64,
+    /// Client-driven (own coordinator) rather than proxy.
+    pub client_driven: bool,
+    pub keys: u32,
+    /// Base one-way latency range in µs.
+    pub latency_us: (u64, u64),
+    /// Probability of a long delay and its maximum in µs (delay fault).
+    pub tail_p: f64,
+    pub tail_max_us: u64,
+    /// The slow node (index) whose outgoing messages take 10× longer (delay fault).
+    pub slow_node: Option<usize>,
+    pub loss_p: f64,
+    pub dup_p: f64,
+    pub reorder: bool,
+    /// Mean gap between nemesis actions in µs (partition, crash, pause).
+    pub nemesis_gap_us: u64,
+    /// Probability that a timer fires late, and by up to how much (pause fault).
+    pub late_timer_p: f64,
+    pub late_timer_max_us: u64,
+    /// Client think time between operations, max µs.
+    pub think_max_us: u64,
+    /// Faults heal once this many operations have been issued.
+    pub heal_after_ops: u32,
+}
+
+impl SeedParams {
+    pub fn draw(cfg: &SimConfig, seed: u64, has_client_coordinator: bool) -> SeedParams {
+        let mut r = Rng::stream(seed, Stream::Params);
+        let f = cfg.faults;
+        let coin = r.chance(0.5);
+        let client_driven = has_client_coordinator
+            && match cfg.mode {
+                ClientMode::Proxy => false,
+                ClientMode::Client => true,
+                ClientMode::Mixed => coin,
+            };
+        let keys = r.range(1, 3) as u32;
+        let lo = r.range(20, 200);
+        let hi = lo + r.range(50, 1_000);
+        let delay = f.has(Fault::Delay);
+        let tail_p = r.uniform(0.01, 0.2);
+        let tail_max_us = r.range(1_000, 20_000);
+        let slow = r.below(cfg.replicas.max(1) as u64 + 1) as usize; // == replicas: none
+        let loss_p = r.uniform(0.005, 0.1);
+        let dup_p = r.uniform(0.005, 0.1);
+        let nemesis_gap_us = r.range(5_000, 40_000);
+        let late_timer_p = r.uniform(0.05, 0.5);
+        let late_timer_max_us = r.range(1_000, 20_000);
+        let think_max_us = r.range(0, 2_000);
+        let heal_pct = r.range(60, 85) as u32;
+        SeedParams {
+            seed,
+            client_driven,
+            keys: cfg.keys.unwrap_or(keys).max(1),
+            latency_us: (lo, hi),
+            tail_p: if delay { tail_p } else { 0.0 },
+            tail_max_us,
+            slow_node: (delay && slow < cfg.replicas as usize).then_some(slow),
+            loss_p: if f.has(Fault::Loss) { loss_p } else { 0.0 },
+            dup_p: if f.has(Fault::Dup) { dup_p } else { 0.0 },
+            reorder: f.has(Fault::Reorder),
+            nemesis_gap_us,
+            late_timer_p: if f.has(Fault::Pause) {
+                late_timer_p
+            } else {
+                0.0
+            },
+            late_timer_max_us,
+            think_max_us,
+            heal_after_ops: cfg.ops * heal_pct / 100,
+        }
+    }
+}
+
+impl fmt::Display for SeedParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "mode={} keys={} latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} loss={:.3} dup={:.3} reorder={} \
+             nemesis_gap={}us late_timer_p={:.2} heal_after_ops={}",
+            if self.client_driven { "client" } else { "proxy" },
+            self.keys,
+            self.latency_us.0,
+            self.latency_us.1,
+            self.tail_p,
+            self.tail_max_us,
+            self.slow_node.map(|n| format!("n{}", n + 1)).unwrap_or_else(|| "-".into()),
+            self.loss_p,
+            self.dup_p,
+            self.reorder,
+            self.nemesis_gap_us,
+            self.late_timer_p,
+            self.heal_after_ops,
+        )
+    }
+}
+
+/// A seed range: `7`, `0..1000` or `0..=999`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeedRange {
+    pub start: u64,
+    /// Exclusive.
+    pub end: u64,
+}
+
+impl SeedRange {
+    pub fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn iter(&self) -> std::ops::Range<u64> {
+        self.start..self.end
+    }
+}
+
+impl FromStr for SeedRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let num = |x: &str| {
+            x.trim()
+                .parse::<u64>()
+                .map_err(|e| format!("bad seed '{x}': {e}"))
+        };
+        let r = if let Some((a, b)) = s.split_once("..=") {
+            SeedRange {
+                start: num(a)?,
+                end: num(b)?.checked_add(1).ok_or("seed range overflows")?,
+            }
+        } else if let Some((a, b)) = s.split_once("..") {
+            SeedRange {
+                start: num(a)?,
+                end: num(b)?,
+            }
+        } else {
+            let x = num(s)?;
+            SeedRange {
+                start: x,
+                end: x.checked_add(1).ok_or("seed overflows")?,
+            }
+        };
+        if r.is_empty() {
+            return Err(format!("empty seed range '{s}'"));
+        }
+        Ok(r)
+    }
+}
+
+impl fmt::Display for SeedRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}..{}", self.start, self.end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_sets_parse_and_print() {
+        assert_eq!("none".parse::<FaultSet>().unwrap(), FaultSet::NONE);
+        assert_eq!("all".parse::<FaultSet>().unwrap(), FaultSet::all());
+        let s: FaultSet = "loss, partition".parse().unwrap();
+        assert!(s.has(Fault::Loss) && s.has(Fault::Partition) && !s.has(Fault::Crash));
+        assert_eq!(s.to_string(), "loss,partition");
+        assert!("loss,bogus".parse::<FaultSet>().is_err());
+        let every = Fault::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(every.parse::<FaultSet>().unwrap().to_string(), "all");
+    }
+
+    #[test]
+    fn seed_ranges_parse() {
+        assert_eq!(
+            "0..10".parse::<SeedRange>().unwrap(),
+            SeedRange { start: 0, end: 10 }
+        );
+        assert_eq!(
+            "3..=4".parse::<SeedRange>().unwrap(),
+            SeedRange { start: 3, end: 5 }
+        );
+        assert_eq!(
+            "42".parse::<SeedRange>().unwrap(),
+            SeedRange { start: 42, end: 43 }
+        );
+        assert!("5..5".parse::<SeedRange>().is_err());
+        assert!("x..3".parse::<SeedRange>().is_err());
+    }
+
+    #[test]
+    fn params_depend_only_on_seed() {
+        let cfg = SimConfig::default();
+        assert_eq!(
+            SeedParams::draw(&cfg, 9, true),
+            SeedParams::draw(&cfg, 9, true)
+        );
+        let none = SimConfig {
+            faults: FaultSet::NONE,
+            ..SimConfig::default()
+        };
+        let p = SeedParams::draw(&none, 9, true);
+        assert_eq!(
+            (p.loss_p, p.dup_p, p.tail_p, p.reorder, p.slow_node),
+            (0.0, 0.0, 0.0, false, None)
+        );
+        // The workload-relevant draws do not move when faults change.
+        let q = SeedParams::draw(&cfg, 9, true);
+        assert_eq!(
+            (p.keys, p.client_driven, p.latency_us),
+            (q.keys, q.client_driven, q.latency_us)
+        );
+    }
+}

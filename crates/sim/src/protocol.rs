@@ -1,0 +1,203 @@
+//! How a protocol plugs into the simulator: [`SimProtocol`] says how to build
+//! a server node and (if the protocol has one) a client-side coordinator,
+//! which injected bugs exist and whether the protocol promises progress.
+//! [`registry`] lists the protocols `quorumkv sim --protocol` knows; adding
+//! one is an `impl SimProtocol` plus one line there.
+
+use crate::config::{SimConfig, Timing};
+use crate::run::{run_seed, SeedReport};
+use quorumkv_core::protocol::abd::{self, AbdNode, Coordinator, CoordinatorConfig, InjectedBug};
+use quorumkv_core::protocol::{Out, Protocol};
+use quorumkv_core::{NodeId, Time};
+use std::fmt::Debug;
+
+/// What the simulator tells a protocol when it builds a server node.
+#[derive(Clone, Debug)]
+pub struct NodeSpec<'a, B> {
+    pub id: NodeId,
+    /// How many times this node has restarted (0 at first boot). Cores that
+    /// must not reuse identifiers across a crash (ABD's writer id) mix it in.
+    pub incarnation: u64,
+    /// All replica ids of the cluster (1..=N), including `id`.
+    pub members: &'a [NodeId],
+    /// Emit `Persist` before acknowledging (durability mode `durable`).
+    pub durable: bool,
+    pub bug: Option<B>,
+    pub timing: Timing,
+}
+
+/// What the simulator tells a protocol when it builds a client-side coordinator.
+#[derive(Clone, Debug)]
+pub struct ClientSpec<'a, B> {
+    /// Unique among all writers of the cluster: `1_000_000 + client index`,
+    /// never equal to a node's (`id | incarnation << 32`).
+    pub writer_id: u64,
+    pub members: &'a [NodeId],
+    pub bug: Option<B>,
+    pub timing: Timing,
+}
+
+/// A protocol the simulator can drive.
+pub trait SimProtocol: 'static {
+    /// The name `--protocol` takes.
+    const NAME: &'static str;
+    /// Whether the protocol promises that, once faults heal, every operation
+    /// completes (the liveness phase checks it).
+    const PROMISES_LIVENESS: bool;
+    /// The messages nodes and client coordinators exchange.
+    type Msg: Clone + Debug;
+    /// A server node (replica, plus proxy coordinator if the protocol has one).
+    type Node: Protocol<Msg = Self::Msg>;
+    /// The client-side coordinator. Protocols without one set this to
+    /// `Self::Node` and return `None` from [`SimProtocol::client`].
+    type Client: Protocol<Msg = Self::Msg>;
+    /// The protocol's deliberate bugs (testing aid of `--inject-bug`).
+    type Bug: Copy + Debug + PartialEq + Send + Sync + 'static;
+
+    fn bugs() -> &'static [Self::Bug];
+    fn bug_name(bug: Self::Bug) -> &'static str;
+    fn bug_about(bug: Self::Bug) -> &'static str;
+
+    fn node(spec: &NodeSpec<'_, Self::Bug>) -> Self::Node;
+    /// A client-side coordinator, or `None` when clients must go through a
+    /// server (then every seed runs in proxy mode).
+    fn client(spec: &ClientSpec<'_, Self::Bug>) -> Option<Self::Client>;
+    /// Called once when a node boots (first start and every restart, after
+    /// `restore`), for protocols that must set timers or send right away.
+    fn on_boot(
+        _node: &mut Self::Node,
+        _now: Time,
+        _out: &mut Out<Self::Msg, <Self::Node as Protocol>::Timer>,
+    ) {
+    }
+
+    fn has_client_coordinator() -> bool {
+        let members = [1];
+        let spec = ClientSpec {
+            writer_id: 1,
+            members: &members,
+            bug: None,
+            timing: Timing::default(),
+        };
+        Self::client(&spec).is_some()
+    }
+    fn find_bug(name: &str) -> Option<Self::Bug> {
+        Self::bugs()
+            .iter()
+            .copied()
+            .find(|&b| Self::bug_name(b) == name)
+    }
+}
+
+// -------------------------------------------------------------------- ABD
+
+/// ABD (crates/core/src/protocol/abd.rs): server = replica + proxy
+/// coordinator; clients may run a bare coordinator.
+pub struct Abd;
+
+fn abd_config(t: &Timing) -> CoordinatorConfig {
+    CoordinatorConfig {
+        op_timeout: t.op_timeout,
+        retry_interval: t.retry_interval,
+        fast_read: true,
+    }
+}
+
+impl SimProtocol for Abd {
+    const NAME: &'static str = "abd";
+    const PROMISES_LIVENESS: bool = true;
+    type Msg = abd::Msg;
+    type Node = AbdNode;
+    type Client = Coordinator;
+    type Bug = InjectedBug;
+
+    fn bugs() -> &'static [InjectedBug] {
+        InjectedBug::ALL
+    }
+    fn bug_name(bug: InjectedBug) -> &'static str {
+        bug.name()
+    }
+    fn bug_about(bug: InjectedBug) -> &'static str {
+        bug.describe()
+    }
+    fn node(s: &NodeSpec<'_, InjectedBug>) -> AbdNode {
+        // A fresh writer id per boot: a restarted node has forgotten its tags.
+        let writer = s.id as u64 | s.incarnation << 32;
+        AbdNode::new(s.id, s.members.to_vec(), s.durable, abd_config(&s.timing))
+            .with_bug(s.bug)
+            .with_writer(writer)
+    }
+    fn client(s: &ClientSpec<'_, InjectedBug>) -> Option<Coordinator> {
+        Some(
+            Coordinator::new(s.writer_id, s.members.to_vec(), abd_config(&s.timing))
+                .with_bug(s.bug),
+        )
+    }
+}
+
+// --------------------------------------------------------------- registry
+
+/// A bug of some protocol, by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BugInfo {
+    pub name: &'static str,
+    pub about: &'static str,
+}
+
+/// A registered protocol, type-erased for the CLI.
+#[derive(Clone, Copy)]
+pub struct Registered {
+    pub name: &'static str,
+    pub promises_liveness: bool,
+    pub bugs: fn() -> Vec<BugInfo>,
+    pub has_client_coordinator: fn() -> bool,
+    /// Run one seed; `Err` = a configuration error (e.g. unknown bug).
+    pub run_seed: fn(&SimConfig, u64) -> Result<SeedReport, String>,
+}
+
+impl Debug for Registered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registered")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// The type-erased entry of protocol `P`.
+pub fn register<P: SimProtocol>() -> Registered {
+    Registered {
+        name: P::NAME,
+        promises_liveness: P::PROMISES_LIVENESS,
+        bugs: || {
+            P::bugs()
+                .iter()
+                .map(|&b| BugInfo {
+                    name: P::bug_name(b),
+                    about: P::bug_about(b),
+                })
+                .collect()
+        },
+        has_client_coordinator: P::has_client_coordinator,
+        run_seed: run_seed::<P>,
+    }
+}
+
+/// Every protocol the simulator knows. Later protocols add one line each.
+pub fn registry() -> Vec<Registered> {
+    vec![register::<Abd>()]
+}
+
+/// The registered protocol called `name`.
+pub fn find(name: &str) -> Result<Registered, String> {
+    let all = registry();
+    all.iter()
+        .copied()
+        .find(|r| r.name.eq_ignore_ascii_case(name))
+        .ok_or_else(|| {
+            let names: Vec<_> = all.iter().map(|r| r.name).collect();
+            format!(
+                "unknown protocol '{name}' (the simulator knows: {})",
+                names.join(", ")
+            )
+        })
+}

@@ -1,0 +1,109 @@
+//! One seed end to end: draw its parameters, run the world, check the
+//! history (safety) and the liveness phase, and report.
+
+use crate::config::{SeedParams, SimConfig};
+use crate::history::OpRecord;
+use crate::protocol::SimProtocol;
+use crate::verify::{self, Safety};
+use crate::world::{RunEnd, Stats, World};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// The verdict on one seed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Linearizable, and live after the heal (if the protocol promises it).
+    Pass,
+    /// The checker found a linearizability violation.
+    Unsafe { details: String },
+    /// Liveness failure: see the message.
+    Stuck { details: String },
+    /// The checker ran out of budget before deciding.
+    Undecided { details: String },
+}
+
+impl Verdict {
+    pub fn passed(&self) -> bool {
+        matches!(self, Verdict::Pass)
+    }
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Unsafe { .. } => "NOT LINEARIZABLE",
+            Verdict::Stuck { .. } => "LIVENESS",
+            Verdict::Undecided { .. } => "UNDECIDED",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Pass => f.write_str("pass"),
+            Verdict::Unsafe { details }
+            | Verdict::Stuck { details }
+            | Verdict::Undecided { details } => {
+                write!(f, "{}: {details}", self.label())
+            }
+        }
+    }
+}
+
+/// Everything one seed produced.
+#[derive(Clone, Debug)]
+pub struct SeedReport {
+    pub seed: u64,
+    pub params: SeedParams,
+    pub stats: Stats,
+    pub verdict: Verdict,
+    pub history: Vec<OpRecord>,
+    /// The message trace, when `SimConfig::trace` was set.
+    pub trace: Option<Vec<String>>,
+    /// Wall time spent simulating and checking.
+    pub sim_wall: Duration,
+    pub check_wall: Duration,
+}
+
+/// Run seed `seed` of protocol `P`. `Err` only for configuration errors.
+pub fn run_seed<P: SimProtocol>(cfg: &SimConfig, seed: u64) -> Result<SeedReport, String> {
+    if cfg.replicas == 0 || cfg.replicas > 63 {
+        return Err(format!("--replicas must be 1..=63, not {}", cfg.replicas));
+    }
+    if cfg.clients == 0 {
+        return Err("--clients must be at least 1".into());
+    }
+    let bug = match cfg.bug.as_deref() {
+        None => None,
+        Some(name) => Some(P::find_bug(name).ok_or_else(|| {
+            let names: Vec<_> = P::bugs().iter().map(|&b| P::bug_name(b)).collect();
+            format!(
+                "protocol {} has no injected bug '{name}' (it has: {})",
+                P::NAME,
+                names.join(", ")
+            )
+        })?),
+    };
+    let params = SeedParams::draw(cfg, seed, P::has_client_coordinator());
+    let t0 = Instant::now();
+    let result = World::<P>::new(cfg, params.clone(), bug).run();
+    let sim_wall = t0.elapsed();
+    let t1 = Instant::now();
+    let safety = verify::check(&result.history, cfg.check_timeout);
+    let check_wall = t1.elapsed();
+    let verdict = match (safety, result.end) {
+        (Safety::Violation(details), _) => Verdict::Unsafe { details },
+        (_, RunEnd::Stuck(details)) if P::PROMISES_LIVENESS => Verdict::Stuck { details },
+        (Safety::Unknown(details), _) => Verdict::Undecided { details },
+        (Safety::Linearizable, _) => Verdict::Pass,
+    };
+    Ok(SeedReport {
+        seed,
+        params,
+        stats: result.stats,
+        verdict,
+        history: result.history,
+        trace: result.trace,
+        sim_wall,
+        check_wall,
+    })
+}

@@ -1,0 +1,105 @@
+//! Safety: hand a seed's history to the linearizability checker
+//! (`quorumkv-check`, key-value model, each key on its own).
+
+use crate::history::{OpRecord, SimOp, SimOutcome};
+use quorumkv_check::history::{History, Op, Operation, Outcome};
+use quorumkv_check::{check as lin_check, Model, Verdict};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// The checker's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Safety {
+    Linearizable,
+    /// Not linearizable; the text names the violating operations.
+    Violation(String),
+    /// The checker gave up (budget exhausted).
+    Unknown(String),
+}
+
+/// The checker's view of a sim history: unknown outcomes have no return time.
+pub fn to_history(records: &[OpRecord]) -> History {
+    let ops = records
+        .iter()
+        .map(|r| {
+            let op = match &r.op {
+                SimOp::Get { key } => Op::Get { key: key.clone() },
+                SimOp::Put { key, value } => Op::Put {
+                    key: key.clone(),
+                    value: value.clone(),
+                },
+                SimOp::Delete { key } => Op::Delete { key: key.clone() },
+            };
+            let (ret, outcome) = match &r.outcome {
+                SimOutcome::Ok(v) => (Some(r.complete_ns), Outcome::Ok(v.clone())),
+                SimOutcome::Fail => (Some(r.complete_ns), Outcome::Fail),
+                SimOutcome::Unknown => (None, Outcome::Unknown),
+            };
+            Operation {
+                client: r.process,
+                op,
+                call: r.invoke_ns,
+                ret,
+                outcome,
+            }
+        })
+        .collect();
+    History { ops }
+}
+
+fn show(o: &Operation) -> String {
+    let ret = o
+        .ret
+        .map(|t| format!("{:>12.6}ms", t as f64 / 1e6))
+        .unwrap_or_else(|| format!("{:>14}", "…"));
+    let outcome = match &o.outcome {
+        Outcome::Ok(Some(v)) => format!("ok {v}"),
+        Outcome::Ok(None) => "ok".into(),
+        Outcome::Fail => "fail".into(),
+        Outcome::Unknown => "unknown".into(),
+    };
+    format!(
+        "p{:<3} [{:>12.6}ms .. {ret}] {} -> {outcome}",
+        o.client,
+        o.call as f64 / 1e6,
+        o.op
+    )
+}
+
+/// Check `history` against the key-value model within `timeout`.
+pub fn check(history: &[OpRecord], timeout: Duration) -> Safety {
+    let h = to_history(history);
+    let report = lin_check(&h, Model::Kv, Some(timeout));
+    match report.verdict {
+        Verdict::Linearizable => Safety::Linearizable,
+        Verdict::Unknown => {
+            let open: Vec<_> = report
+                .keys
+                .iter()
+                .filter(|k| k.verdict == Verdict::Unknown)
+                .map(|k| &k.key)
+                .collect();
+            Safety::Unknown(format!(
+                "the checker timed out after {timeout:?} on keys {open:?}"
+            ))
+        }
+        Verdict::NotLinearizable => {
+            let Some(v) = report.violation else {
+                return Safety::Violation("not linearizable (no details)".into());
+            };
+            let mut s = format!(
+                "key {:?}: no linearization of the first {} operations lets this one return what it did:\n",
+                v.key, v.prefix_ops
+            );
+            let _ = writeln!(s, "  >> {}", show(&v.ops[v.failing_op]));
+            let _ = writeln!(s, "  involved (the failing op, the ops concurrent with it, each client's last op before it):");
+            let mut involved = v.involved.clone();
+            involved.sort_unstable();
+            for i in involved {
+                let mark = if i == v.failing_op { ">>" } else { "  " };
+                let _ = writeln!(s, "  {mark} {}", show(&v.ops[i]));
+            }
+            Safety::Violation(s.trim_end().to_string())
+        }
+    }
+}
