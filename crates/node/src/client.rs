@@ -1,0 +1,390 @@
+//! The client library.
+//!
+//! Two modes:
+//! * **Direct** (default, the seeds' design): the client runs the protocol's
+//!   coordinator itself (for ABD: query + write-back / store phases) and
+//!   talks to every replica over one connection each. No server hop, and no
+//!   single server whose loss stalls the client.
+//! * **Proxy**: the client sends whole requests to one server, whose own
+//!   coordinator runs them (what RESP and thin clients get). On a lost
+//!   connection the next call fails over to the next endpoint.
+//!
+//! A [`Client`] is cheap to clone; clones share the connections, and calls
+//! from many tasks are pipelined on them.
+
+use crate::codec::{Frame, DEFAULT_MAX_FRAME};
+use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
+use crate::net::{spawn_writer, FrameReader};
+use crate::storage::MemoryStorage;
+use bytes::Bytes;
+use quorumkv_core::protocol::abd::{self, Coordinator, CoordinatorConfig};
+use quorumkv_core::protocol::{Protocol, ProtocolKind};
+use quorumkv_core::{NodeId, OpError, Peer, Request, Response};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientMode {
+    /// Run the coordinator in the client (client-driven).
+    #[default]
+    Direct,
+    /// Let a server coordinate (proxy).
+    Proxy,
+}
+
+impl std::str::FromStr for ClientMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "direct" => Ok(ClientMode::Direct),
+            "proxy" => Ok(ClientMode::Proxy),
+            _ => Err(format!("unknown client mode '{s}' (direct or proxy)")),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    pub mode: ClientMode,
+    /// An operation without a quorum fails with a timeout after this long.
+    pub op_timeout: Duration,
+    /// How long to wait for each endpoint when connecting.
+    pub connect_timeout: Duration,
+    /// ABD: skip the write-back when the query quorum agrees on one tag.
+    pub fast_read: bool,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            mode: ClientMode::Direct,
+            op_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(2),
+            fast_read: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ClientError {
+    #[error("cannot reach any replica: {0}")]
+    Connect(String),
+    #[error(transparent)]
+    Op(#[from] OpError),
+    #[error("connection to the server was lost; the operation may or may not have taken effect")]
+    Disconnected,
+    #[error("server refused the connection: {0}")]
+    Refused(String),
+}
+
+impl ClientError {
+    /// True when the operation certainly had no effect; false when its
+    /// outcome is unknown (record it as such in histories).
+    pub fn is_definite(&self) -> bool {
+        match self {
+            ClientError::Connect(_) | ClientError::Refused(_) => true,
+            ClientError::Op(e) => e.is_definite(),
+            ClientError::Disconnected => false,
+        }
+    }
+}
+
+/// What a server said about itself when we connected.
+#[derive(Clone, Debug)]
+pub struct ServerHello {
+    pub addr: SocketAddr,
+    pub node: NodeId,
+    pub protocol: ProtocolKind,
+    pub members: Vec<NodeId>,
+}
+
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+enum Inner {
+    Direct { tx: mpsc::Sender<Input<abd::Msg>>, protocol: ProtocolKind, timeout: Duration },
+    Proxy(ProxyConn),
+}
+
+/// Open a connection and exchange HelloClient / Welcome.
+async fn handshake<M: serde::de::DeserializeOwned + serde::Serialize + Send + 'static>(
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<(ServerHello, FrameReader, tokio::net::tcp::OwnedWriteHalf), ClientError> {
+    let fut = async {
+        let stream = TcpStream::connect(addr).await.map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
+        let _ = stream.set_nodelay(true);
+        let (rd, mut wr) = stream.into_split();
+        let hello = crate::codec::encode_to_bytes::<M>(&Frame::HelloClient);
+        tokio::io::AsyncWriteExt::write_all(&mut wr, &hello)
+            .await
+            .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
+        let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
+        match reader.next::<M>().await {
+            Ok(Frame::Welcome { node, protocol, members }) => {
+                Ok((ServerHello { addr, node, protocol, members }, reader, wr))
+            }
+            Ok(Frame::Error { message }) => Err(ClientError::Refused(message)),
+            Ok(_) => Err(ClientError::Connect(format!("{addr}: unexpected answer to hello (not a quorumkv server?)"))),
+            Err(e) => Err(ClientError::Connect(format!("{addr}: {e} (not a quorumkv server?)"))),
+        }
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or_else(|_| Err(ClientError::Connect(format!("{addr}: no answer within {timeout:?}"))))
+}
+
+/// Ask one server who it is (used by `cluster` readiness checks and INFO-like tools).
+pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<ServerHello, ClientError> {
+    handshake::<abd::Msg>(addr, timeout).await.map(|(h, _, _)| h)
+}
+
+impl Client {
+    pub async fn connect(endpoints: Vec<SocketAddr>, cfg: ClientConfig) -> Result<Client, ClientError> {
+        if endpoints.is_empty() {
+            return Err(ClientError::Connect("no endpoints given".into()));
+        }
+        match cfg.mode {
+            ClientMode::Direct => Self::connect_direct(endpoints, cfg).await,
+            ClientMode::Proxy => {
+                let conn = ProxyConn::new(endpoints, cfg.clone());
+                conn.ensure_connected().await?;
+                Ok(Client { inner: Arc::new(Inner::Proxy(conn)) })
+            }
+        }
+    }
+
+    async fn connect_direct(endpoints: Vec<SocketAddr>, cfg: ClientConfig) -> Result<Client, ClientError> {
+        let attempts = endpoints.iter().map(|&a| handshake::<abd::Msg>(a, cfg.connect_timeout));
+        let results = futures_join_all(attempts).await;
+        let mut first_err = None;
+        let mut hello = None;
+        for r in &results {
+            match r {
+                Ok((h, _, _)) => {
+                    hello.get_or_insert_with(|| h.clone());
+                }
+                Err(e) => {
+                    first_err.get_or_insert_with(|| e.clone());
+                }
+            }
+        }
+        let Some(hello) = hello else {
+            return Err(first_err.unwrap_or(ClientError::Connect("no endpoint answered".into())));
+        };
+        if !hello.protocol.has_client_coordinator() {
+            return Err(ClientError::Connect(format!(
+                "protocol {} has no client-side coordinator; use proxy mode",
+                hello.protocol
+            )));
+        }
+        let id: u64 = rand::random::<u64>() | (1 << 63); // never collides with replica ids
+        let ccfg = CoordinatorConfig { op_timeout: cfg.op_timeout, fast_read: cfg.fast_read, ..Default::default() };
+        let core = Coordinator::new(id, hello.members.clone(), ccfg);
+        let info = NodeInfo { id: NodeId::MAX, protocol: hello.protocol.to_string(), members: hello.members.clone() };
+        let driver = Driver::new(core, info, Box::new(MemoryStorage)).expect("memory storage loads");
+        let (tx, rx) = mpsc::channel(8192);
+        tokio::spawn(driver.run(rx));
+        for (addr, r) in endpoints.iter().zip(results) {
+            tokio::spawn(keep_link::<Coordinator>(*addr, r.ok(), tx.clone(), cfg.connect_timeout));
+        }
+        Ok(Client { inner: Arc::new(Inner::Direct { tx, protocol: hello.protocol, timeout: cfg.op_timeout }) })
+    }
+
+    pub async fn call(&self, req: Request) -> Result<Response, ClientError> {
+        match &*self.inner {
+            Inner::Direct { tx, timeout, .. } => {
+                let (otx, orx) = oneshot::channel();
+                tx.send(Input::Client { req, reply: ReplyTo::Local(otx) })
+                    .await
+                    .map_err(|_| ClientError::Disconnected)?;
+                // The coordinator enforces the op timeout itself; this outer
+                // bound only guards against a wedged driver.
+                match tokio::time::timeout(*timeout + Duration::from_secs(1), orx).await {
+                    Ok(Ok(resp)) => Ok(resp),
+                    Ok(Err(_)) => Err(ClientError::Disconnected),
+                    Err(_) => Err(ClientError::Op(OpError::Timeout { got: 0, need: 0 })),
+                }
+            }
+            Inner::Proxy(p) => p.call(req).await,
+        }
+    }
+
+    pub async fn get(&self, key: impl Into<Bytes>) -> Result<Option<Bytes>, ClientError> {
+        match self.call(Request::Get { key: key.into() }).await? {
+            Response::Value(v) => Ok(v),
+            Response::Failed(e) => Err(e.into()),
+            Response::Done => Err(ClientError::Op(OpError::Rejected("server answered a get with a write result".into()))),
+        }
+    }
+
+    pub async fn put(&self, key: impl Into<Bytes>, value: impl Into<Bytes>) -> Result<(), ClientError> {
+        expect_done(self.call(Request::Put { key: key.into(), value: value.into() }).await?)
+    }
+
+    pub async fn delete(&self, key: impl Into<Bytes>) -> Result<(), ClientError> {
+        expect_done(self.call(Request::Delete { key: key.into() }).await?)
+    }
+
+    /// The protocol the cluster runs (direct mode knows it from the hello).
+    pub fn protocol(&self) -> Option<ProtocolKind> {
+        match &*self.inner {
+            Inner::Direct { protocol, .. } => Some(*protocol),
+            Inner::Proxy(_) => None,
+        }
+    }
+}
+
+fn expect_done(r: Response) -> Result<(), ClientError> {
+    match r {
+        Response::Done => Ok(()),
+        Response::Failed(e) => Err(e.into()),
+        Response::Value(_) => Err(ClientError::Op(OpError::Rejected("server answered a write with a value".into()))),
+    }
+}
+
+/// Join futures without pulling in the `futures` crate.
+async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+    F: Send + 'static,
+{
+    let handles: Vec<_> = futs.map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await.expect("handshake task does not panic"));
+    }
+    out
+}
+
+/// Keep the client-side coordinator's link to one replica, reconnecting
+/// with backoff when it breaks.
+async fn keep_link<P: Protocol + Send + 'static>(
+    addr: SocketAddr,
+    mut first: Option<(ServerHello, FrameReader, tokio::net::tcp::OwnedWriteHalf)>,
+    tx: mpsc::Sender<Input<P::Msg>>,
+    connect_timeout: Duration,
+) {
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        let conn = match first.take() {
+            Some(c) => Ok(c),
+            None => handshake::<P::Msg>(addr, connect_timeout).await,
+        };
+        if let Ok((hello, mut reader, wr)) = conn {
+            backoff = Duration::from_millis(20);
+            let peer = Peer::Node(hello.node);
+            let (ftx, writer) = spawn_writer::<P::Msg>(wr);
+            if tx.send(Input::LinkUp { peer, tx: ftx }).await.is_err() {
+                return;
+            }
+            loop {
+                match reader.next::<P::Msg>().await {
+                    Ok(Frame::Proto(msg)) => {
+                        if tx.send(Input::Msg { from: peer, msg }).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) | Err(_) => break,
+                }
+            }
+            writer.abort();
+            if tx.send(Input::LinkDown { peer }).await.is_err() {
+                return;
+            }
+        }
+        if tx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+// -------------------------------------------------------------- proxy mode
+
+type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
+
+struct ProxyConn {
+    endpoints: Vec<SocketAddr>,
+    cfg: ClientConfig,
+    state: tokio::sync::Mutex<ProxyState>,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    next_endpoint: usize,
+    link: Option<(mpsc::UnboundedSender<Frame<abd::Msg>>, Waiters)>,
+    next_id: u64,
+}
+
+impl ProxyConn {
+    fn new(endpoints: Vec<SocketAddr>, cfg: ClientConfig) -> Self {
+        ProxyConn { endpoints, cfg, state: tokio::sync::Mutex::new(ProxyState::default()) }
+    }
+
+    /// Connect to the next reachable endpoint unless connected.
+    async fn ensure_connected(&self) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        if st.link.as_ref().is_some_and(|(tx, _)| !tx.is_closed()) {
+            return Ok(());
+        }
+        let mut last_err = None;
+        for _ in 0..self.endpoints.len() {
+            let addr = self.endpoints[st.next_endpoint % self.endpoints.len()];
+            st.next_endpoint += 1;
+            match handshake::<abd::Msg>(addr, self.cfg.connect_timeout).await {
+                Ok((_, mut reader, wr)) => {
+                    let (ftx, _writer) = spawn_writer::<abd::Msg>(wr);
+                    let waiters: Waiters = Arc::default();
+                    let w = waiters.clone();
+                    let closer = ftx.clone();
+                    tokio::spawn(async move {
+                        while let Ok(Frame::Response { id, resp }) = reader.next::<abd::Msg>().await {
+                            if let Some(s) = w.lock().expect("no poisoning").remove(&id) {
+                                let _ = s.send(resp);
+                            }
+                        }
+                        // Dropping the waiters' senders fails their calls with Disconnected.
+                        w.lock().expect("no poisoning").clear();
+                        drop(closer);
+                    });
+                    st.link = Some((ftx, waiters));
+                    return Ok(());
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or(ClientError::Connect("no endpoints".into())))
+    }
+
+    async fn call(&self, req: Request) -> Result<Response, ClientError> {
+        self.ensure_connected().await?;
+        let (otx, orx) = oneshot::channel();
+        {
+            let mut st = self.state.lock().await;
+            st.next_id += 1;
+            let id = st.next_id;
+            let Some((ftx, waiters)) = st.link.as_ref() else { return Err(ClientError::Disconnected) };
+            waiters.lock().expect("no poisoning").insert(id, otx);
+            if ftx.send(Frame::Request { id, req }).is_err() {
+                st.link = None;
+                return Err(ClientError::Disconnected);
+            }
+        }
+        match tokio::time::timeout(self.cfg.op_timeout + Duration::from_secs(1), orx).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => {
+                self.state.lock().await.link = None;
+                Err(ClientError::Disconnected)
+            }
+            Err(_) => Err(ClientError::Op(OpError::Timeout { got: 0, need: 0 })),
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Cluster files: which protocol a cluster runs and where its replicas listen.
+//!
+//! ```toml
+//! protocol = "abd"
+//!
+//! [[replica]]
+//! id = 1
+//! addr = "127.0.0.1:7001"   # native port: peers and quorumkv clients
+//! resp = "127.0.0.1:7101"   # RESP port: redis-cli, redis-benchmark (optional)
+//! ```
+
+use anyhow::{bail, Context};
+use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_core::NodeId;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::Path;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaAddr {
+    pub id: NodeId,
+    pub addr: SocketAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resp: Option<SocketAddr>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterFile {
+    pub protocol: ProtocolKind,
+    #[serde(rename = "replica")]
+    pub replicas: Vec<ReplicaAddr>,
+}
+
+impl ClusterFile {
+    pub fn load(path: &Path) -> anyhow::Result<ClusterFile> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read cluster file {}", path.display()))?;
+        let file: ClusterFile =
+            toml::from_str(&text).with_context(|| format!("invalid cluster file {}", path.display()))?;
+        file.validate().with_context(|| format!("invalid cluster file {}", path.display()))?;
+        Ok(file)
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.replicas.is_empty() {
+            bail!("no [[replica]] entries");
+        }
+        let mut ids: Vec<_> = self.replicas.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            bail!("replica ids must be unique");
+        }
+        if ids.iter().any(|&i| i == 0 || i >= 64) {
+            bail!("replica ids must be between 1 and 63");
+        }
+        Ok(())
+    }
+
+    pub fn members(&self) -> Vec<NodeId> {
+        let mut ids: Vec<_> = self.replicas.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    pub fn replica(&self, id: NodeId) -> Option<&ReplicaAddr> {
+        self.replicas.iter().find(|r| r.id == id)
+    }
+
+    /// A local cluster: replica i (1-based) on native port `base + i` and
+    /// RESP port `base + 100 + i`.
+    pub fn local(protocol: ProtocolKind, replicas: usize, base: u16) -> ClusterFile {
+        let ip = std::net::Ipv4Addr::LOCALHOST;
+        ClusterFile {
+            protocol,
+            replicas: (1..=replicas as u16)
+                .map(|i| ReplicaAddr {
+                    id: i as NodeId,
+                    addr: SocketAddr::from((ip, base + i)),
+                    resp: Some(SocketAddr::from((ip, base + 100 + i))),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("cluster files serialize")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_roundtrips_through_toml() {
+        let c = ClusterFile::local(ProtocolKind::Abd, 3, 7000);
+        assert_eq!(c.replica(2).unwrap().addr.port(), 7002);
+        assert_eq!(c.replica(2).unwrap().resp.unwrap().port(), 7102);
+        let back: ClusterFile = toml::from_str(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn rejects_duplicates_and_unknown_protocols() {
+        let dup = "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:2\"\n";
+        let f: ClusterFile = toml::from_str(dup).unwrap();
+        assert!(f.validate().is_err());
+        let bad = "protocol = \"paxos\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n";
+        assert!(toml::from_str::<ClusterFile>(bad).is_err());
+    }
+}
+
+/// Parse a human duration: `250ms`, `2s`, `1.5s`, `3m`, or plain seconds (`2`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration '{s}' (try 500ms, 2s, 1m)"))?;
+    let secs = match unit {
+        "us" | "µs" => n / 1e6,
+        "ms" => n / 1e3,
+        "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration unit in '{s}' (use us, ms, s, m or h)")),
+    };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("invalid duration '{s}'"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("2parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

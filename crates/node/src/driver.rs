@@ -1,0 +1,313 @@
+//! The driver: owns one protocol core and executes its commands with real
+//! time, real connections and real storage. One task, no locks: every input
+//! (client request, protocol message, link event) arrives on one channel and
+//! is handled to completion before the next, exactly as the simulator does.
+//!
+//! Used by the server (a replica node) and by the client library (a bare
+//! client-side coordinator) alike.
+
+use crate::codec::Frame;
+use crate::resp::Reply;
+use crate::storage::Storage;
+use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
+use quorumkv_core::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::pin::pin;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// Writer side of a native connection (its writer task coalesces frames).
+pub type FrameTx<M> = mpsc::UnboundedSender<Frame<M>>;
+/// Writer side of a RESP connection: replies tagged with their sequence number.
+pub type RespTx = mpsc::UnboundedSender<(u64, Reply)>;
+
+/// How a RESP command's response is rendered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RespKind {
+    Get,
+    Set,
+    Del,
+}
+
+/// Where the answer to a client request goes.
+#[derive(Debug)]
+pub enum ReplyTo<M> {
+    /// A native connection, as a `Frame::Response` with this id.
+    Native { tx: FrameTx<M>, id: u64 },
+    /// A RESP connection, at this position of its pipeline.
+    Resp { tx: RespTx, seq: u64, kind: RespKind },
+    /// A task in this process (the client library).
+    Local(oneshot::Sender<Response>),
+}
+
+impl<M> ReplyTo<M> {
+    fn send(self, resp: Response) {
+        // A closed receiver means the client went away: nothing to do.
+        match self {
+            ReplyTo::Native { tx, id } => drop(tx.send(Frame::Response { id, resp })),
+            ReplyTo::Resp { tx, seq, kind } => drop(tx.send((seq, resp_reply(kind, resp)))),
+            ReplyTo::Local(tx) => drop(tx.send(resp)),
+        }
+    }
+}
+
+/// Render a store response for a RESP client.
+pub fn resp_reply(kind: RespKind, resp: Response) -> Reply {
+    match (kind, resp) {
+        (_, Response::Failed(e)) => Reply::Error(match e {
+            OpError::Timeout { .. } => format!("TIMEOUT {e}; the operation may still take effect"),
+            OpError::Rejected(m) => format!("ERR {m}"),
+        }),
+        (RespKind::Get, Response::Value(v)) => Reply::Bulk(v),
+        (RespKind::Set, _) => Reply::Simple("OK"),
+        (RespKind::Del, _) => Reply::Int(1),
+        (RespKind::Get, Response::Done) => Reply::Error("ERR internal: write result for a read".into()),
+    }
+}
+
+/// Inputs of the driver.
+#[derive(Debug)]
+pub enum Input<M> {
+    Client { req: Request, reply: ReplyTo<M> },
+    Msg { from: Peer, msg: M },
+    /// A link to `peer` is up; frames for it go to `tx`.
+    LinkUp { peer: Peer, tx: FrameTx<M> },
+    LinkDown { peer: Peer },
+    /// Ask for the INFO text.
+    Info { reply: oneshot::Sender<String> },
+}
+
+/// Static facts the driver reports in INFO.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    pub protocol: String,
+    pub members: Vec<NodeId>,
+}
+
+/// Counters the driver keeps about itself.
+#[derive(Clone, Debug, Default)]
+pub struct DriverStats {
+    pub inputs: u64,
+    pub client_requests: u64,
+    pub sent: u64,
+    /// Messages for a peer with no link at the moment (the protocol retransmits).
+    pub dropped_no_link: u64,
+    pub persist_errors: u64,
+}
+
+pub struct Driver<P: Protocol + Send + 'static> {
+    core: P,
+    info: NodeInfo,
+    storage: Box<dyn Storage>,
+    start: Instant,
+    links: HashMap<Peer, FrameTx<P::Msg>>,
+    replies: HashMap<u64, ReplyTo<P::Msg>>,
+    next_client: u64,
+    timers: BTreeMap<(Instant, u64), P::Timer>,
+    timer_index: HashMap<P::Timer, (Instant, u64)>,
+    timer_seq: u64,
+    local: VecDeque<P::Msg>,
+    out: Out<P::Msg, P::Timer>,
+    pub stats: DriverStats,
+}
+
+impl<P: Protocol + Send + 'static> Driver<P> {
+    pub fn new(core: P, info: NodeInfo, mut storage: Box<dyn Storage>) -> std::io::Result<Self> {
+        let mut core = core;
+        for rec in storage.load()? {
+            core.restore(rec);
+        }
+        Ok(Driver {
+            core,
+            info,
+            storage,
+            start: Instant::now(),
+            links: HashMap::new(),
+            replies: HashMap::new(),
+            next_client: 1,
+            timers: BTreeMap::new(),
+            timer_index: HashMap::new(),
+            timer_seq: 0,
+            local: VecDeque::new(),
+            out: Out::new(),
+            stats: DriverStats::default(),
+        })
+    }
+
+    fn now(&self) -> Time {
+        Time(self.start.elapsed().as_micros() as u64)
+    }
+
+    /// Run until every input sender is dropped.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Input<P::Msg>>) {
+        let far = Instant::now() + std::time::Duration::from_secs(86400 * 365);
+        let mut sleep = pin!(tokio::time::sleep_until(far));
+        let mut armed = far;
+        loop {
+            let next = self.timers.first_key_value().map(|(k, _)| k.0).unwrap_or(far);
+            if next != armed {
+                sleep.as_mut().reset(next);
+                armed = next;
+            }
+            tokio::select! {
+                biased;
+                input = rx.recv() => {
+                    let Some(input) = input else { break };
+                    self.handle(input);
+                    // Drain what is already queued before yielding, so the
+                    // writers see a batch and coalesce it into one write.
+                    for _ in 0..1024 {
+                        match rx.try_recv() {
+                            Ok(input) => self.handle(input),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = &mut sleep => self.fire_due_timers(),
+            }
+        }
+    }
+
+    pub fn handle(&mut self, input: Input<P::Msg>) {
+        self.stats.inputs += 1;
+        let now = self.now();
+        let mut out = std::mem::take(&mut self.out);
+        match input {
+            Input::Client { req, reply } => {
+                self.stats.client_requests += 1;
+                let id = self.next_client;
+                self.next_client += 1;
+                self.replies.insert(id, reply);
+                self.core.on_client(now, ClientRef(id), req, &mut out);
+            }
+            Input::Msg { from, msg } => self.core.on_msg(now, from, msg, &mut out),
+            Input::LinkUp { peer, tx } => {
+                self.links.insert(peer, tx);
+                self.core.on_link(now, LinkEvent::Up(peer), &mut out);
+            }
+            Input::LinkDown { peer } => {
+                self.links.remove(&peer);
+                self.core.on_link(now, LinkEvent::Down(peer), &mut out);
+            }
+            Input::Info { reply } => drop(reply.send(self.info_text())),
+        }
+        self.execute(&mut out);
+        self.out = out;
+    }
+
+    fn fire_due_timers(&mut self) {
+        let now_i = Instant::now();
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now_i {
+                break;
+            }
+            let timer = entry.remove();
+            self.timer_index.remove(&timer);
+            let mut out = std::mem::take(&mut self.out);
+            self.core.on_timer(self.now(), timer, &mut out);
+            self.execute(&mut out);
+            self.out = out;
+        }
+    }
+
+    /// Execute the commands of one handler call, then deliver messages the
+    /// node sent to itself (which may produce more commands).
+    fn execute(&mut self, out: &mut Out<P::Msg, P::Timer>) {
+        loop {
+            let mut blocked = false;
+            for cmd in out.drain() {
+                match cmd {
+                    Command::Send { to, msg } => {
+                        if blocked {
+                            continue;
+                        }
+                        if to == Peer::Node(self.info.id) {
+                            self.local.push_back(msg);
+                        } else if let Some(tx) = self.links.get(&to) {
+                            self.stats.sent += 1;
+                            if tx.send(Frame::Proto(msg)).is_err() {
+                                self.links.remove(&to);
+                                self.stats.dropped_no_link += 1;
+                            }
+                        } else {
+                            self.stats.dropped_no_link += 1;
+                        }
+                    }
+                    Command::Reply { client, resp } => {
+                        if let Some(r) = self.replies.remove(&client.0) {
+                            if blocked {
+                                r.send(Response::Failed(OpError::Timeout { got: 0, need: 0 }));
+                            } else {
+                                r.send(resp);
+                            }
+                        }
+                    }
+                    Command::SetTimer { after, timer } => self.set_timer(after, timer),
+                    Command::CancelTimer { timer } => {
+                        if let Some(k) = self.timer_index.remove(&timer) {
+                            self.timers.remove(&k);
+                        }
+                    }
+                    Command::Persist(rec) => {
+                        if let Err(e) = self.storage.persist(&rec) {
+                            // Persist-before-send: nothing after a failed
+                            // persist may leave the node. The client learns
+                            // its outcome is unknown.
+                            self.stats.persist_errors += 1;
+                            tracing::error!("persist failed, withholding this batch's messages: {e}");
+                            blocked = true;
+                        }
+                    }
+                }
+            }
+            let Some(msg) = self.local.pop_front() else { break };
+            let now = self.now();
+            self.core.on_msg(now, Peer::Node(self.info.id), msg, out);
+        }
+    }
+
+    fn set_timer(&mut self, after: std::time::Duration, timer: P::Timer) {
+        if let Some(k) = self.timer_index.remove(&timer) {
+            self.timers.remove(&k);
+        }
+        self.timer_seq += 1;
+        let key = (Instant::now() + after, self.timer_seq);
+        self.timers.insert(key, timer.clone());
+        self.timer_index.insert(timer, key);
+    }
+
+    fn info_text(&self) -> String {
+        let mut s = String::new();
+        s.push_str("# Server\r\n");
+        s.push_str(&format!("quorumkv_version:{}\r\n", env!("CARGO_PKG_VERSION")));
+        s.push_str(&format!("protocol:{}\r\n", self.info.protocol));
+        s.push_str(&format!("replica_id:{}\r\n", self.info.id));
+        s.push_str(&format!("durability:{}\r\n", self.storage.mode()));
+        s.push_str(&format!("uptime_in_seconds:{}\r\n", self.start.elapsed().as_secs()));
+        s.push_str("# Replication\r\n");
+        s.push_str(&format!("replicas:{}\r\n", self.info.members.len()));
+        let mut up = 1; // ourselves
+        for &m in &self.info.members {
+            if m == self.info.id {
+                continue;
+            }
+            let state = if self.links.contains_key(&Peer::Node(m)) {
+                up += 1;
+                "up"
+            } else {
+                "down"
+            };
+            s.push_str(&format!("peer_{m}:{state}\r\n"));
+        }
+        s.push_str(&format!("replicas_reachable:{up}\r\n"));
+        s.push_str(&format!("quorum_reachable:{}\r\n", if up >= self.info.members.len() / 2 + 1 { "yes" } else { "no" }));
+        s.push_str("# Stats\r\n");
+        s.push_str(&format!("client_requests:{}\r\n", self.stats.client_requests));
+        s.push_str(&format!("messages_sent:{}\r\n", self.stats.sent));
+        s.push_str(&format!("messages_dropped_no_link:{}\r\n", self.stats.dropped_no_link));
+        s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
+        s.push_str(&format!("core:{}\r\n", self.core.status()));
+        s
+    }
+}

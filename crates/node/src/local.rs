@@ -1,0 +1,233 @@
+//! Local clusters: replicas as child processes of this one on 127.0.0.1,
+//! used by `quorumkv cluster`, `quorumkv bench` and the integration tests.
+//!
+//! Children never outlive us: each is started with `--exit-on-stdin-eof` and
+//! a pipe as stdin, so when this process dies — even by SIGKILL — the pipe
+//! closes and they exit; `kill_on_drop` covers the orderly paths.
+
+use crate::client::probe;
+use crate::config::ClusterFile;
+use anyhow::{bail, Context};
+use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_core::NodeId;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+#[derive(Clone, Debug)]
+pub struct LocalClusterConfig {
+    pub protocol: ProtocolKind,
+    pub replicas: usize,
+    /// Replica i on native port base+i and RESP port base+100+i; `None`
+    /// picks free ports.
+    pub port_base: Option<u16>,
+    /// The `quorumkv` executable (usually `std::env::current_exe()`).
+    pub binary: PathBuf,
+    /// Extra arguments for every `quorumkv server` (e.g. `--op-timeout 1s`).
+    pub server_args: Vec<String>,
+    /// Children's stderr: inherited (true) or written to `replica-N.log` in
+    /// the cluster's directory (false).
+    pub inherit_logs: bool,
+    pub ready_timeout: Duration,
+}
+
+impl Default for LocalClusterConfig {
+    fn default() -> Self {
+        LocalClusterConfig {
+            protocol: ProtocolKind::Abd,
+            replicas: 3,
+            port_base: None,
+            binary: PathBuf::from("quorumkv"),
+            server_args: Vec::new(),
+            inherit_logs: false,
+            ready_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub id: NodeId,
+    pub native: SocketAddr,
+    pub resp: SocketAddr,
+}
+
+pub struct LocalCluster {
+    cfg: LocalClusterConfig,
+    file: ClusterFile,
+    dir: PathBuf,
+    endpoints: Vec<Endpoint>,
+    children: Vec<Option<Child>>,
+}
+
+/// Ask the OS for `n` free loopback ports.
+fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners: Vec<_> =
+        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
+    Ok(listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<Result<_, _>>()?)
+}
+
+impl LocalCluster {
+    /// Start every replica and return once each answers a hello.
+    pub async fn start(cfg: LocalClusterConfig) -> anyhow::Result<LocalCluster> {
+        if cfg.replicas == 0 || cfg.replicas > 63 {
+            bail!("--replicas must be between 1 and 63 (got {})", cfg.replicas);
+        }
+        let file = match cfg.port_base {
+            Some(base) => {
+                if base as usize + 100 + cfg.replicas > u16::MAX as usize {
+                    bail!("--port-base {base} leaves no room for {} replicas", cfg.replicas);
+                }
+                ClusterFile::local(cfg.protocol, cfg.replicas, base)
+            }
+            None => {
+                let ports = free_ports(cfg.replicas * 2)?;
+                let mut f = ClusterFile::local(cfg.protocol, cfg.replicas, 0);
+                for (i, r) in f.replicas.iter_mut().enumerate() {
+                    r.addr.set_port(ports[2 * i]);
+                    r.resp.as_mut().expect("local clusters have RESP").set_port(ports[2 * i + 1]);
+                }
+                f
+            }
+        };
+        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let dir = std::env::temp_dir().join(format!("quorumkv-{}-{unique}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::write(dir.join("cluster.toml"), file.to_toml())?;
+        let endpoints = file
+            .replicas
+            .iter()
+            .map(|r| Endpoint { id: r.id, native: r.addr, resp: r.resp.expect("local clusters have RESP") })
+            .collect();
+        let mut cluster = LocalCluster { cfg, file, dir, endpoints, children: Vec::new() };
+        for id in cluster.file.members() {
+            let child = cluster.spawn(id)?;
+            cluster.children.push(Some(child));
+        }
+        for id in cluster.file.members() {
+            cluster.wait_ready(id).await?;
+        }
+        Ok(cluster)
+    }
+
+    fn spawn(&self, id: NodeId) -> anyhow::Result<Child> {
+        let mut cmd = Command::new(&self.cfg.binary);
+        cmd.arg("server")
+            .arg("--config")
+            .arg(self.dir.join("cluster.toml"))
+            .arg("--id")
+            .arg(id.to_string())
+            .arg("--exit-on-stdin-eof")
+            .args(&self.cfg.server_args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .kill_on_drop(true);
+        if self.cfg.inherit_logs {
+            cmd.stderr(Stdio::inherit());
+        } else {
+            let log = std::fs::File::create(self.log_path(id))?;
+            cmd.stderr(Stdio::from(log));
+        }
+        cmd.spawn().with_context(|| format!("cannot start {}", self.cfg.binary.display()))
+    }
+
+    fn log_path(&self, id: NodeId) -> PathBuf {
+        self.dir.join(format!("replica-{id}.log"))
+    }
+
+    async fn wait_ready(&mut self, id: NodeId) -> anyhow::Result<()> {
+        let ep = self.endpoint(id).context("unknown replica")?;
+        let deadline = tokio::time::Instant::now() + self.cfg.ready_timeout;
+        loop {
+            if probe(ep.native, Duration::from_millis(500)).await.is_ok() {
+                return Ok(());
+            }
+            let child = self.children[(id - 1) as usize].as_mut().context("replica not running")?;
+            if let Some(status) = child.try_wait()? {
+                let log = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
+                let last = log.lines().last().unwrap_or("(no output)");
+                bail!("replica {id} exited with {status} before it was ready: {last}");
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("replica {id} did not answer on {} within {:?}", ep.native, self.cfg.ready_timeout);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+    pub fn endpoint(&self, id: NodeId) -> Option<Endpoint> {
+        self.endpoints.iter().copied().find(|e| e.id == id)
+    }
+    pub fn native_addrs(&self) -> Vec<SocketAddr> {
+        self.endpoints.iter().map(|e| e.native).collect()
+    }
+    pub fn cluster_file(&self) -> &ClusterFile {
+        &self.file
+    }
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+    /// Process ids of the running replicas.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().flatten().filter_map(|c| c.id()).collect()
+    }
+    pub fn pid(&self, id: NodeId) -> Option<u32> {
+        self.children.get((id - 1) as usize)?.as_ref()?.id()
+    }
+
+    /// SIGKILL one replica (a crash: nothing is flushed, nothing said).
+    pub async fn kill(&mut self, id: NodeId) -> anyhow::Result<()> {
+        let slot = self.children.get_mut((id - 1) as usize).context("unknown replica")?;
+        if let Some(mut c) = slot.take() {
+            c.kill().await?;
+        }
+        Ok(())
+    }
+
+    /// Start a killed replica again.
+    pub async fn restart(&mut self, id: NodeId) -> anyhow::Result<()> {
+        if self.children.get((id - 1) as usize).context("unknown replica")?.is_some() {
+            bail!("replica {id} is running");
+        }
+        let child = self.spawn(id)?;
+        self.children[(id - 1) as usize] = Some(child);
+        self.wait_ready(id).await
+    }
+
+    /// Wait until any replica exits; returns its id and exit status.
+    pub async fn wait_any_exit(&mut self) -> (NodeId, std::io::Result<std::process::ExitStatus>) {
+        loop {
+            for (i, c) in self.children.iter_mut().enumerate() {
+                if let Some(child) = c {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        *c = None;
+                        return (i as NodeId + 1, Ok(status));
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Kill every replica and remove the cluster's directory.
+    pub async fn stop(mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill().await;
+        }
+        self.children.clear();
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.start_kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,76 @@
+//! `quorumkv cluster`: a local cluster in the foreground.
+
+use clap::Args as ClapArgs;
+use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use std::process::ExitCode;
+
+/// Start a local cluster: every replica is a child process on 127.0.0.1.
+/// Prints the endpoints, then a line starting with `ready` once every replica
+/// answers. Ctrl-C or SIGTERM stops them all; replicas also exit by
+/// themselves if this process dies.
+///
+/// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base).
+#[derive(ClapArgs, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Replication protocol.
+    #[arg(long, short = 'p', default_value = "abd")]
+    protocol: ProtocolKind,
+    /// Number of replicas.
+    #[arg(long, short = 'n', default_value_t = 3)]
+    replicas: usize,
+    /// Replica i gets native port P+i and RESP port P+100+i.
+    #[arg(long, default_value_t = 7000, value_name = "P")]
+    port_base: u16,
+    /// Extra argument passed to every `quorumkv server` (repeat), e.g. --server-arg=--op-timeout=1s
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    server_arg: Vec<String>,
+}
+
+pub fn run(a: Args) -> ExitCode {
+    super::init_logging("warn");
+    let binary = match std::env::current_exe() {
+        Ok(b) => b,
+        Err(e) => return super::fail(format!("cannot find my own executable: {e}")),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async move {
+        let cfg = LocalClusterConfig {
+            protocol: a.protocol,
+            replicas: a.replicas,
+            port_base: Some(a.port_base),
+            binary,
+            server_args: a.server_arg,
+            inherit_logs: true,
+            ..Default::default()
+        };
+        let mut cluster = match LocalCluster::start(cfg).await {
+            Ok(c) => c,
+            Err(e) => return super::fail(format!("{e:#}")),
+        };
+        println!("quorumkv cluster: protocol {}, {} replicas", a.protocol, a.replicas);
+        for e in cluster.endpoints() {
+            println!("  replica {}  native {}  resp {}  pid {}", e.id, e.native, e.resp, cluster.pid(e.id).unwrap_or(0));
+        }
+        let eps: Vec<String> = cluster.endpoints().iter().map(|e| e.native.to_string()).collect();
+        let first = cluster.endpoints()[0];
+        println!("try:  quorumkv put hello world --endpoints {}   |   redis-cli -p {} GET hello", eps.join(","), first.resp.port());
+        println!("ready {}", eps.join(","));
+        let stop = super::server::shutdown_signal(false);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                (id, status) = cluster.wait_any_exit() => {
+                    let how = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                    eprintln!("quorumkv cluster: replica {id} exited ({how}); the others keep running");
+                }
+            }
+        }
+        println!("stopping {} replicas", a.replicas);
+        cluster.stop().await;
+        let _ = ProtocolKind::ALL;
+        ExitCode::SUCCESS
+    })
+}

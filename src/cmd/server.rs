@@ -1,0 +1,135 @@
+//! `quorumkv server`: one replica in the foreground.
+
+use clap::Args as ClapArgs;
+use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_node::config::{parse_duration, ClusterFile, ReplicaAddr};
+use quorumkv_node::server::{self, Listeners, ServerOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Run one replica. Give the whole cluster either as a TOML cluster file
+/// (`--config`) or with flags (`--listen`, `--resp`, one `--peer` per other
+/// replica).
+///
+/// Cluster file:
+///   protocol = "abd"
+///   [[replica]]
+///   id = 1
+///   addr = "127.0.0.1:7001"    # native port (peers and quorumkv clients)
+///   resp = "127.0.0.1:7101"    # RESP port for redis-cli (optional)
+///
+/// Stops on Ctrl-C or SIGTERM.
+#[derive(ClapArgs, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// This replica's id (1-63), as listed in the cluster.
+    #[arg(long)]
+    id: u32,
+    /// Cluster file (TOML). Without it, use --listen/--resp/--peer.
+    #[arg(long, short = 'c', value_name = "FILE", conflicts_with_all = ["listen", "peer"])]
+    config: Option<PathBuf>,
+    /// Replication protocol (without --config).
+    #[arg(long, default_value = "abd")]
+    protocol: ProtocolKind,
+    /// Native address of this replica (without --config).
+    #[arg(long, value_name = "ADDR", required_unless_present = "config")]
+    listen: Option<SocketAddr>,
+    /// RESP address of this replica (optional).
+    #[arg(long, value_name = "ADDR")]
+    resp: Option<SocketAddr>,
+    /// Another replica, as ID=ADDR (repeat for each; without --config).
+    #[arg(long, value_name = "ID=ADDR", value_parser = parse_peer)]
+    peer: Vec<(u32, SocketAddr)>,
+    /// How long this server's coordinator waits for a quorum before failing an operation.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    op_timeout: Duration,
+    /// ABD: always write back on reads (disable the one-round-trip read when a quorum agrees).
+    #[arg(long)]
+    no_fast_read: bool,
+    /// Exit when standard input closes (used by `quorumkv cluster` so replicas never outlive it).
+    #[arg(long, hide = true)]
+    exit_on_stdin_eof: bool,
+    /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+fn parse_peer(s: &str) -> Result<(u32, SocketAddr), String> {
+    let (id, addr) = s.split_once('=').ok_or_else(|| format!("expected ID=ADDR, got '{s}'"))?;
+    let id = id.parse().map_err(|_| format!("invalid replica id '{id}'"))?;
+    let addr = addr.parse().map_err(|_| format!("invalid address '{addr}'"))?;
+    Ok((id, addr))
+}
+
+fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
+    if let Some(path) = &a.config {
+        return ClusterFile::load(path);
+    }
+    let listen = a.listen.ok_or_else(|| anyhow::anyhow!("--listen is required without --config"))?;
+    let mut replicas = vec![ReplicaAddr { id: a.id, addr: listen, resp: a.resp }];
+    replicas.extend(a.peer.iter().map(|&(id, addr)| ReplicaAddr { id, addr, resp: None }));
+    let file = ClusterFile { protocol: a.protocol, replicas };
+    file.validate()?;
+    Ok(file)
+}
+
+pub fn run(a: Args) -> ExitCode {
+    super::init_logging("info");
+    let cluster = match cluster_from_args(&a) {
+        Ok(c) => c,
+        Err(e) => return super::fail(format!("{e:#}")),
+    };
+    if cluster.replica(a.id).is_none() {
+        return super::fail(format!("replica id {} is not in the cluster (ids: {:?})", a.id, cluster.members()));
+    }
+    let mut opts = ServerOptions::new(a.id, cluster);
+    opts.op_timeout = a.op_timeout;
+    opts.fast_read = !a.no_fast_read;
+    let rt = if a.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(a.threads).enable_all().build()
+    };
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => return super::fail(format!("cannot start the runtime: {e}")),
+    };
+    let watch_stdin = a.exit_on_stdin_eof;
+    rt.block_on(async move {
+        let listeners = match Listeners::bind(&opts).await {
+            Ok(l) => l,
+            Err(e) => return super::fail(format!("{e:#}")),
+        };
+        match server::run(opts, listeners, shutdown_signal(watch_stdin)).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => super::fail(format!("{e:#}")),
+        }
+    })
+}
+
+/// Resolves on Ctrl-C, SIGTERM, or (when asked) EOF on stdin.
+pub async fn shutdown_signal(watch_stdin: bool) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let stdin_closed = async {
+        if watch_stdin {
+            use tokio::io::AsyncReadExt;
+            let mut stdin = tokio::io::stdin();
+            let mut buf = [0u8; 64];
+            while let Ok(n) = stdin.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = stdin_closed => {}
+    }
+}

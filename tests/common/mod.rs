@@ -1,0 +1,42 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_quorumkv"))
+}
+
+/// A local ABD cluster on free ports, with a short operation timeout so
+/// no-quorum tests finish quickly.
+pub async fn start_cluster(replicas: usize) -> LocalCluster {
+    let cfg = LocalClusterConfig {
+        protocol: ProtocolKind::Abd,
+        replicas,
+        binary: binary(),
+        server_args: vec!["--op-timeout".into(), "1s".into()],
+        ready_timeout: Duration::from_secs(20),
+        ..Default::default()
+    };
+    LocalCluster::start(cfg).await.expect("local cluster starts")
+}
+
+/// A tool we need from the system (e.g. redis-cli). In CI it must exist:
+/// `.ci/run` installs it, and a missing tool fails the test rather than
+/// skipping it silently.
+pub fn require_tool(name: &str) -> bool {
+    let found = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "{name} is required in CI (.ci/run installs it)");
+        eprintln!("SKIPPED: {name} not installed");
+    }
+    found
+}
