@@ -528,3 +528,224 @@ impl Protocol for AbdNode {
         format!("replica keys={} | {}", self.replica.len(), self.coord.status())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The ABD rules of seed 000 §3 / seed 002 §3.1, driven by hand-fed messages.
+    use super::*;
+    use crate::protocol::Command;
+
+    type O = Out<Msg, Timer>;
+    const T0: Time = Time(0);
+
+    fn coord(n: u32) -> Coordinator {
+        Coordinator::new(100, (1..=n).collect(), CoordinatorConfig::default())
+    }
+    fn slow_read_coord(n: u32) -> Coordinator {
+        Coordinator::new(100, (1..=n).collect(), CoordinatorConfig { fast_read: false, ..Default::default() })
+    }
+    fn key() -> Bytes {
+        Bytes::from_static(b"k")
+    }
+    fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
+        out.drain()
+            .filter_map(|c| match c {
+                Command::Send { to, msg } => Some((to, msg)),
+                _ => None,
+            })
+            .collect()
+    }
+    fn replies(out: &mut O) -> Vec<Response> {
+        out.drain()
+            .filter_map(|c| match c {
+                Command::Reply { resp, .. } => Some(resp),
+                _ => None,
+            })
+            .collect()
+    }
+    fn qreply(c: &mut Coordinator, from: NodeId, ts: u64, writer: u64, v: Option<&str>, out: &mut O) {
+        let value = v.map(|s| Bytes::copy_from_slice(s.as_bytes()));
+        c.handle(Peer::Node(from), Msg::QueryReply { op: 1, tag: Tag { ts, writer }, value }, out);
+    }
+
+    #[test]
+    fn get_queries_all_and_waits_for_a_majority() {
+        let mut c = slow_read_coord(5);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 5, "phase 1 goes to all N replicas");
+        assert!(s.iter().all(|(_, m)| matches!(m, Msg::Query { op: 1, .. })));
+        qreply(&mut c, 1, 1, 7, Some("a"), &mut out);
+        qreply(&mut c, 2, 1, 7, Some("a"), &mut out);
+        assert!(sends(&mut out).is_empty(), "2 of 5 is not a quorum");
+        qreply(&mut c, 3, 1, 7, Some("a"), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 5, "a quorum of 3 starts the write-back to all");
+        assert!(matches!(&s[0].1, Msg::Store { tag: Tag { ts: 1, writer: 7 }, .. }));
+    }
+
+    #[test]
+    fn get_returns_the_value_of_the_highest_tag_and_writes_it_back() {
+        let mut c = slow_read_coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 2, 5, Some("old"), &mut out);
+        // Same ts, higher writer id wins the tie (lexicographic tag order).
+        qreply(&mut c, 3, 2, 9, Some("new"), &mut out);
+        let s = sends(&mut out);
+        let Msg::Store { tag, value, .. } = &s[0].1 else { panic!("expected write-back") };
+        assert_eq!(*tag, Tag { ts: 2, writer: 9 });
+        assert_eq!(value.as_deref(), Some(&b"new"[..]));
+        assert!(replies(&mut out).is_empty(), "no answer before the write-back quorum");
+        c.handle(Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        assert!(replies(&mut out).is_empty());
+        c.handle(Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(replies(&mut out), vec![Response::Value(Some(Bytes::from_static(b"new")))]);
+    }
+
+    #[test]
+    fn fast_read_skips_write_back_only_when_the_quorum_agrees() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
+        qreply(&mut c, 2, 4, 1, Some("v"), &mut out);
+        assert_eq!(replies(&mut out), vec![Response::Value(Some(Bytes::from_static(b"v")))]);
+
+        let mut c = coord(3);
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
+        qreply(&mut c, 2, 3, 1, Some("u"), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 3, "disagreeing quorum must write back");
+        assert!(s.iter().all(|(_, m)| matches!(m, Msg::Store { tag: Tag { ts: 4, .. }, .. })));
+    }
+
+    #[test]
+    fn put_uses_max_ts_plus_one_and_its_own_id() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(9), Request::Put { key: key(), value: Bytes::from_static(b"x") }, &mut out);
+        out.drain();
+        qreply(&mut c, 2, 7, 3, None, &mut out);
+        qreply(&mut c, 3, 5, 4, None, &mut out);
+        let s = sends(&mut out);
+        assert!(s.iter().all(|(_, m)| matches!(m, Msg::Store { tag: Tag { ts: 8, writer: 100 }, .. })));
+        c.handle(Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(replies(&mut out), vec![Response::Done]);
+    }
+
+    #[test]
+    fn duplicate_and_late_replies_are_counted_not_used() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Put { key: key(), value: Bytes::from_static(b"x") }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 1, 1, None, &mut out);
+        qreply(&mut c, 1, 1, 1, None, &mut out);
+        assert!(sends(&mut out).is_empty(), "one replica twice is not a quorum");
+        assert_eq!(c.counters.duplicate_replies, 1);
+        qreply(&mut c, 2, 1, 1, None, &mut out);
+        out.drain();
+        c.handle(Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        assert!(replies(&mut out).is_empty());
+        c.handle(Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(replies(&mut out).len(), 1);
+        // The third replica's late answers arrive after completion.
+        qreply(&mut c, 3, 1, 1, None, &mut out);
+        c.handle(Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(c.counters.stale_replies, 2);
+        assert_eq!(c.in_flight(), 0, "completed ops leave the pending table");
+    }
+
+    #[test]
+    fn replica_keeps_the_highest_tag_and_always_acks() {
+        let mut r = Replica::new(false);
+        let mut out = O::new();
+        let store = |ts, v: &str| Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts, writer: 1 },
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+        };
+        r.handle(Peer::Conn(1), store(2, "two"), &mut out);
+        r.handle(Peer::Conn(1), store(1, "one"), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 2);
+        assert!(s.iter().all(|(to, m)| *to == Peer::Conn(1) && matches!(m, Msg::StoreAck { op: 1 })));
+        assert_eq!(r.get(b"k").unwrap().1.as_deref(), Some(&b"two"[..]));
+        assert_eq!(r.counters.older_stores, 1);
+        r.handle(Peer::Node(2), Msg::Query { op: 5, key: key() }, &mut out);
+        assert_eq!(
+            sends(&mut out),
+            vec![(
+                Peer::Node(2),
+                Msg::QueryReply { op: 5, tag: Tag { ts: 2, writer: 1 }, value: Some(Bytes::from_static(b"two")) }
+            )]
+        );
+    }
+
+    #[test]
+    fn durable_replica_persists_before_it_acks() {
+        let mut r = Replica::new(true);
+        let mut out = O::new();
+        let msg = Msg::Store { op: 1, key: key(), tag: Tag { ts: 1, writer: 1 }, value: None };
+        r.handle(Peer::Node(1), msg, &mut out);
+        let cmds = out.commands();
+        assert!(matches!(cmds[0], Command::Persist(_)));
+        assert!(matches!(cmds[1], Command::Send { .. }));
+    }
+
+    #[test]
+    fn no_quorum_times_out_and_retransmits_meanwhile() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 0, 0, None, &mut out);
+        c.tick(Time(150_000), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 2, "retransmit to the two silent replicas only");
+        c.tick(Time(2_000_000), &mut out);
+        assert_eq!(replies(&mut out), vec![Response::Failed(OpError::Timeout { got: 1, need: 2 })]);
+        assert_eq!(c.in_flight(), 0);
+    }
+
+    #[test]
+    fn delete_stores_a_tombstone() {
+        let mut c = coord(1);
+        let mut r = Replica::new(false);
+        let mut out = O::new();
+        let mut run = |c: &mut Coordinator, req| {
+            c.start(T0, ClientRef(1), req, &mut out);
+            loop {
+                let mut progressed = false;
+                for cmd in out.drain().collect::<Vec<_>>() {
+                    match cmd {
+                        Command::Send { msg, .. } => {
+                            let mut o2 = O::new();
+                            r.handle(Peer::Conn(0), msg, &mut o2);
+                            for (_, m) in sends(&mut o2) {
+                                c.handle(Peer::Node(1), m, &mut out);
+                                progressed = true;
+                            }
+                        }
+                        Command::Reply { resp, .. } => return resp,
+                        _ => {}
+                    }
+                }
+                assert!(progressed, "operation stalled");
+            }
+        };
+        assert_eq!(run(&mut c, Request::Put { key: key(), value: Bytes::from_static(b"v") }), Response::Done);
+        assert_eq!(run(&mut c, Request::Delete { key: key() }), Response::Done);
+        assert_eq!(run(&mut c, Request::Get { key: key() }), Response::Value(None));
+    }
+}
