@@ -34,7 +34,10 @@ pub fn run(a: Args) -> ExitCode {
         Ok(b) => b,
         Err(e) => return super::fail(format!("cannot find my own executable: {e}")),
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async move {
         let cfg = LocalClusterConfig {
             protocol: a.protocol,
@@ -68,9 +71,10 @@ pub fn run(a: Args) -> ExitCode {
                 }
             }
         }
-        println!("stopping {} replicas", a.replicas);
+        // stdout may be gone by now (a closed pipe): never panic on it.
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "stopping {} replicas", a.replicas);
         cluster.stop().await;
-        let _ = ProtocolKind::ALL;
         ExitCode::SUCCESS
     })
 }

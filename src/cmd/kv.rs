@@ -11,8 +11,13 @@ use std::time::Duration;
 #[derive(ClapArgs, Debug)]
 pub struct Target {
     /// Native endpoints of the replicas, comma separated (default: `quorumkv cluster`'s).
-    #[arg(long, short = 'e', env = "QUORUMKV_ENDPOINTS", value_delimiter = ',',
-          default_value = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003")]
+    #[arg(
+        long,
+        short = 'e',
+        env = "QUORUMKV_ENDPOINTS",
+        value_delimiter = ',',
+        default_value = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+    )]
     endpoints: Vec<SocketAddr>,
     /// direct: this client coordinates the quorum itself; proxy: a server does.
     #[arg(long, default_value = "direct")]
@@ -53,9 +58,16 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = Result<ExitCode, ClientError>>,
 {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async move {
-        let cfg = ClientConfig { mode: t.mode, op_timeout: t.timeout, ..Default::default() };
+        let cfg = ClientConfig {
+            mode: t.mode,
+            op_timeout: t.timeout,
+            ..Default::default()
+        };
         let client = match Client::connect(t.endpoints, cfg).await {
             Ok(c) => c,
             Err(e) => {

@@ -57,9 +57,15 @@ pub struct Args {
 }
 
 fn parse_peer(s: &str) -> Result<(u32, SocketAddr), String> {
-    let (id, addr) = s.split_once('=').ok_or_else(|| format!("expected ID=ADDR, got '{s}'"))?;
-    let id = id.parse().map_err(|_| format!("invalid replica id '{id}'"))?;
-    let addr = addr.parse().map_err(|_| format!("invalid address '{addr}'"))?;
+    let (id, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected ID=ADDR, got '{s}'"))?;
+    let id = id
+        .parse()
+        .map_err(|_| format!("invalid replica id '{id}'"))?;
+    let addr = addr
+        .parse()
+        .map_err(|_| format!("invalid address '{addr}'"))?;
     Ok((id, addr))
 }
 
@@ -67,10 +73,23 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
     if let Some(path) = &a.config {
         return ClusterFile::load(path);
     }
-    let listen = a.listen.ok_or_else(|| anyhow::anyhow!("--listen is required without --config"))?;
-    let mut replicas = vec![ReplicaAddr { id: a.id, addr: listen, resp: a.resp }];
-    replicas.extend(a.peer.iter().map(|&(id, addr)| ReplicaAddr { id, addr, resp: None }));
-    let file = ClusterFile { protocol: a.protocol, replicas };
+    let listen = a
+        .listen
+        .ok_or_else(|| anyhow::anyhow!("--listen is required without --config"))?;
+    let mut replicas = vec![ReplicaAddr {
+        id: a.id,
+        addr: listen,
+        resp: a.resp,
+    }];
+    replicas.extend(a.peer.iter().map(|&(id, addr)| ReplicaAddr {
+        id,
+        addr,
+        resp: None,
+    }));
+    let file = ClusterFile {
+        protocol: a.protocol,
+        replicas,
+    };
     file.validate()?;
     Ok(file)
 }
@@ -82,15 +101,24 @@ pub fn run(a: Args) -> ExitCode {
         Err(e) => return super::fail(format!("{e:#}")),
     };
     if cluster.replica(a.id).is_none() {
-        return super::fail(format!("replica id {} is not in the cluster (ids: {:?})", a.id, cluster.members()));
+        return super::fail(format!(
+            "replica id {} is not in the cluster (ids: {:?})",
+            a.id,
+            cluster.members()
+        ));
     }
     let mut opts = ServerOptions::new(a.id, cluster);
     opts.op_timeout = a.op_timeout;
     opts.fast_read = !a.no_fast_read;
     let rt = if a.threads <= 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     } else {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(a.threads).enable_all().build()
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(a.threads)
+            .enable_all()
+            .build()
     };
     let rt = match rt {
         Ok(rt) => rt,

@@ -21,7 +21,9 @@ pub async fn start_cluster(replicas: usize) -> LocalCluster {
         ready_timeout: Duration::from_secs(20),
         ..Default::default()
     };
-    LocalCluster::start(cfg).await.expect("local cluster starts")
+    LocalCluster::start(cfg)
+        .await
+        .expect("local cluster starts")
 }
 
 /// A tool we need from the system (e.g. redis-cli). In CI it must exist:
@@ -35,7 +37,10 @@ pub fn require_tool(name: &str) -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "{name} is required in CI (.ci/run installs it)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is required in CI (.ci/run installs it)"
+        );
         eprintln!("SKIPPED: {name} not installed");
     }
     found

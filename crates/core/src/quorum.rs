@@ -33,7 +33,11 @@ pub struct QuorumTracker {
 impl QuorumTracker {
     pub fn new(quorum: usize) -> Self {
         assert!(quorum >= 1, "a quorum needs at least one member");
-        QuorumTracker { seen: 0, count: 0, need: quorum as u32 }
+        QuorumTracker {
+            seen: 0,
+            count: 0,
+            need: quorum as u32,
+        }
     }
 
     pub fn record(&mut self, from: NodeId) -> QuorumStatus {

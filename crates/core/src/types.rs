@@ -9,7 +9,9 @@ pub type NodeId = u32;
 
 /// Virtual or real time in microseconds since the driver started. Cores only
 /// ever see time through this value; they never read a clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Time(pub u64);
 
 impl Time {
@@ -43,7 +45,9 @@ pub struct ClientRef(pub u64);
 /// A version of a register value: `(ts, writer)`, compared lexicographically.
 /// `writer` is the id of the coordinator that wrote it, which makes tags
 /// unique and totally ordered (seed 000 §2.2 "tag_lamport, tag_cid").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Tag {
     pub ts: u64,
     pub writer: u64,
@@ -53,7 +57,10 @@ impl Tag {
     pub const ZERO: Tag = Tag { ts: 0, writer: 0 };
     /// The tag a writer with id `writer` uses to supersede `self`.
     pub fn next(self, writer: u64) -> Tag {
-        Tag { ts: self.ts + 1, writer }
+        Tag {
+            ts: self.ts + 1,
+            writer,
+        }
     }
 }
 

@@ -108,7 +108,11 @@ pub struct Client {
 }
 
 enum Inner {
-    Direct { tx: mpsc::Sender<Input<abd::Msg>>, protocol: ProtocolKind, timeout: Duration },
+    Direct {
+        tx: mpsc::Sender<Input<abd::Msg>>,
+        protocol: ProtocolKind,
+        timeout: Duration,
+    },
     Proxy(ProxyConn),
 }
 
@@ -118,7 +122,9 @@ async fn handshake<M: serde::de::DeserializeOwned + serde::Serialize + Send + 's
     timeout: Duration,
 ) -> Result<(ServerHello, FrameReader, tokio::net::tcp::OwnedWriteHalf), ClientError> {
     let fut = async {
-        let stream = TcpStream::connect(addr).await.map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let _ = stream.set_nodelay(true);
         let (rd, mut wr) = stream.into_split();
         let hello = crate::codec::encode_to_bytes::<M>(&Frame::HelloClient);
@@ -127,26 +133,50 @@ async fn handshake<M: serde::de::DeserializeOwned + serde::Serialize + Send + 's
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
         match reader.next::<M>().await {
-            Ok(Frame::Welcome { node, protocol, members }) => {
-                Ok((ServerHello { addr, node, protocol, members }, reader, wr))
-            }
+            Ok(Frame::Welcome {
+                node,
+                protocol,
+                members,
+            }) => Ok((
+                ServerHello {
+                    addr,
+                    node,
+                    protocol,
+                    members,
+                },
+                reader,
+                wr,
+            )),
             Ok(Frame::Error { message }) => Err(ClientError::Refused(message)),
-            Ok(_) => Err(ClientError::Connect(format!("{addr}: unexpected answer to hello (not a quorumkv server?)"))),
-            Err(e) => Err(ClientError::Connect(format!("{addr}: {e} (not a quorumkv server?)"))),
+            Ok(_) => Err(ClientError::Connect(format!(
+                "{addr}: unexpected answer to hello (not a quorumkv server?)"
+            ))),
+            Err(e) => Err(ClientError::Connect(format!(
+                "{addr}: {e} (not a quorumkv server?)"
+            ))),
         }
     };
     tokio::time::timeout(timeout, fut)
         .await
-        .unwrap_or_else(|_| Err(ClientError::Connect(format!("{addr}: no answer within {timeout:?}"))))
+        .unwrap_or_else(|_| {
+            Err(ClientError::Connect(format!(
+                "{addr}: no answer within {timeout:?}"
+            )))
+        })
 }
 
 /// Ask one server who it is (used by `cluster` readiness checks and INFO-like tools).
 pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<ServerHello, ClientError> {
-    handshake::<abd::Msg>(addr, timeout).await.map(|(h, _, _)| h)
+    handshake::<abd::Msg>(addr, timeout)
+        .await
+        .map(|(h, _, _)| h)
 }
 
 impl Client {
-    pub async fn connect(endpoints: Vec<SocketAddr>, cfg: ClientConfig) -> Result<Client, ClientError> {
+    pub async fn connect(
+        endpoints: Vec<SocketAddr>,
+        cfg: ClientConfig,
+    ) -> Result<Client, ClientError> {
         if endpoints.is_empty() {
             return Err(ClientError::Connect("no endpoints given".into()));
         }
@@ -155,13 +185,20 @@ impl Client {
             ClientMode::Proxy => {
                 let conn = ProxyConn::new(endpoints, cfg.clone());
                 conn.ensure_connected().await?;
-                Ok(Client { inner: Arc::new(Inner::Proxy(conn)) })
+                Ok(Client {
+                    inner: Arc::new(Inner::Proxy(conn)),
+                })
             }
         }
     }
 
-    async fn connect_direct(endpoints: Vec<SocketAddr>, cfg: ClientConfig) -> Result<Client, ClientError> {
-        let attempts = endpoints.iter().map(|&a| handshake::<abd::Msg>(a, cfg.connect_timeout));
+    async fn connect_direct(
+        endpoints: Vec<SocketAddr>,
+        cfg: ClientConfig,
+    ) -> Result<Client, ClientError> {
+        let attempts = endpoints
+            .iter()
+            .map(|&a| handshake::<abd::Msg>(a, cfg.connect_timeout));
         let results = futures_join_all(attempts).await;
         let mut first_err = None;
         let mut hello = None;
@@ -185,25 +222,48 @@ impl Client {
             )));
         }
         let id: u64 = rand::random::<u64>() | (1 << 63); // never collides with replica ids
-        let ccfg = CoordinatorConfig { op_timeout: cfg.op_timeout, fast_read: cfg.fast_read, ..Default::default() };
+        let ccfg = CoordinatorConfig {
+            op_timeout: cfg.op_timeout,
+            fast_read: cfg.fast_read,
+            ..Default::default()
+        };
         let core = Coordinator::new(id, hello.members.clone(), ccfg);
-        let info = NodeInfo { id: NodeId::MAX, protocol: hello.protocol.to_string(), members: hello.members.clone() };
-        let driver = Driver::new(core, info, Box::new(MemoryStorage)).expect("memory storage loads");
+        let info = NodeInfo {
+            id: NodeId::MAX,
+            protocol: hello.protocol.to_string(),
+            members: hello.members.clone(),
+        };
+        let driver =
+            Driver::new(core, info, Box::new(MemoryStorage)).expect("memory storage loads");
         let (tx, rx) = mpsc::channel(8192);
         tokio::spawn(driver.run(rx));
         for (addr, r) in endpoints.iter().zip(results) {
-            tokio::spawn(keep_link::<Coordinator>(*addr, r.ok(), tx.clone(), cfg.connect_timeout));
+            tokio::spawn(keep_link::<Coordinator>(
+                *addr,
+                r.ok(),
+                tx.clone(),
+                cfg.connect_timeout,
+            ));
         }
-        Ok(Client { inner: Arc::new(Inner::Direct { tx, protocol: hello.protocol, timeout: cfg.op_timeout }) })
+        Ok(Client {
+            inner: Arc::new(Inner::Direct {
+                tx,
+                protocol: hello.protocol,
+                timeout: cfg.op_timeout,
+            }),
+        })
     }
 
     pub async fn call(&self, req: Request) -> Result<Response, ClientError> {
         match &*self.inner {
             Inner::Direct { tx, timeout, .. } => {
                 let (otx, orx) = oneshot::channel();
-                tx.send(Input::Client { req, reply: ReplyTo::Local(otx) })
-                    .await
-                    .map_err(|_| ClientError::Disconnected)?;
+                tx.send(Input::Client {
+                    req,
+                    reply: ReplyTo::Local(otx),
+                })
+                .await
+                .map_err(|_| ClientError::Disconnected)?;
                 // The coordinator enforces the op timeout itself; this outer
                 // bound only guards against a wedged driver.
                 match tokio::time::timeout(*timeout + Duration::from_secs(1), orx).await {
@@ -220,12 +280,24 @@ impl Client {
         match self.call(Request::Get { key: key.into() }).await? {
             Response::Value(v) => Ok(v),
             Response::Failed(e) => Err(e.into()),
-            Response::Done => Err(ClientError::Op(OpError::Rejected("server answered a get with a write result".into()))),
+            Response::Done => Err(ClientError::Op(OpError::Rejected(
+                "server answered a get with a write result".into(),
+            ))),
         }
     }
 
-    pub async fn put(&self, key: impl Into<Bytes>, value: impl Into<Bytes>) -> Result<(), ClientError> {
-        expect_done(self.call(Request::Put { key: key.into(), value: value.into() }).await?)
+    pub async fn put(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+    ) -> Result<(), ClientError> {
+        expect_done(
+            self.call(Request::Put {
+                key: key.into(),
+                value: value.into(),
+            })
+            .await?,
+        )
     }
 
     pub async fn delete(&self, key: impl Into<Bytes>) -> Result<(), ClientError> {
@@ -245,7 +317,9 @@ fn expect_done(r: Response) -> Result<(), ClientError> {
     match r {
         Response::Done => Ok(()),
         Response::Failed(e) => Err(e.into()),
-        Response::Value(_) => Err(ClientError::Op(OpError::Rejected("server answered a write with a value".into()))),
+        Response::Value(_) => Err(ClientError::Op(OpError::Rejected(
+            "server answered a write with a value".into(),
+        ))),
     }
 }
 
@@ -326,7 +400,11 @@ struct ProxyState {
 
 impl ProxyConn {
     fn new(endpoints: Vec<SocketAddr>, cfg: ClientConfig) -> Self {
-        ProxyConn { endpoints, cfg, state: tokio::sync::Mutex::new(ProxyState::default()) }
+        ProxyConn {
+            endpoints,
+            cfg,
+            state: tokio::sync::Mutex::new(ProxyState::default()),
+        }
     }
 
     /// Connect to the next reachable endpoint unless connected.
@@ -346,7 +424,8 @@ impl ProxyConn {
                     let w = waiters.clone();
                     let closer = ftx.clone();
                     tokio::spawn(async move {
-                        while let Ok(Frame::Response { id, resp }) = reader.next::<abd::Msg>().await {
+                        while let Ok(Frame::Response { id, resp }) = reader.next::<abd::Msg>().await
+                        {
                             if let Some(s) = w.lock().expect("no poisoning").remove(&id) {
                                 let _ = s.send(resp);
                             }
@@ -371,7 +450,9 @@ impl ProxyConn {
             let mut st = self.state.lock().await;
             st.next_id += 1;
             let id = st.next_id;
-            let Some((ftx, waiters)) = st.link.as_ref() else { return Err(ClientError::Disconnected) };
+            let Some((ftx, waiters)) = st.link.as_ref() else {
+                return Err(ClientError::Disconnected);
+            };
             waiters.lock().expect("no poisoning").insert(id, otx);
             if ftx.send(Frame::Request { id, req }).is_err() {
                 st.link = None;

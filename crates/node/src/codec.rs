@@ -20,19 +20,34 @@ pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Frame<M> {
     /// First frame of a replica dialing another replica.
-    HelloPeer { node: NodeId, protocol: ProtocolKind },
+    HelloPeer {
+        node: NodeId,
+        protocol: ProtocolKind,
+    },
     /// First frame of a client (library or CLI).
     HelloClient,
     /// The server's answer to `HelloClient`: who it is and who its peers are,
     /// so a client-side coordinator knows the replica ids behind endpoints.
-    Welcome { node: NodeId, protocol: ProtocolKind, members: Vec<NodeId> },
+    Welcome {
+        node: NodeId,
+        protocol: ProtocolKind,
+        members: Vec<NodeId>,
+    },
     /// A client request, answered by `Response` with the same id (proxy mode).
-    Request { id: u64, req: Request },
-    Response { id: u64, resp: Response },
+    Request {
+        id: u64,
+        req: Request,
+    },
+    Response {
+        id: u64,
+        resp: Response,
+    },
     /// A protocol message (peer traffic, or a client-side coordinator talking to replicas).
     Proto(M),
     /// The sender refuses what it got; the connection closes after this.
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -67,7 +82,10 @@ pub struct FrameBuf {
 
 impl FrameBuf {
     pub fn new(max: usize) -> Self {
-        FrameBuf { buf: BytesMut::with_capacity(64 * 1024), max }
+        FrameBuf {
+            buf: BytesMut::with_capacity(64 * 1024),
+            max,
+        }
     }
     pub fn buf_mut(&mut self) -> &mut BytesMut {
         &mut self.buf
@@ -87,7 +105,9 @@ impl FrameBuf {
         }
         self.buf.advance(4);
         let body = self.buf.split_to(len);
-        postcard::from_bytes(&body).map(Some).map_err(|e| CodecError::Malformed(e.to_string()))
+        postcard::from_bytes(&body)
+            .map(Some)
+            .map_err(|e| CodecError::Malformed(e.to_string()))
     }
 }
 
@@ -109,15 +129,32 @@ mod tests {
 
     #[test]
     fn frames_roundtrip() {
-        roundtrip(Frame::HelloPeer { node: 3, protocol: ProtocolKind::Abd });
-        roundtrip(Frame::Request { id: 7, req: Request::Put { key: "k".into(), value: vec![0u8; 1000].into() } });
-        roundtrip(Frame::Proto(Msg::Query { op: 1, key: "x".into() }));
-        roundtrip(Frame::Error { message: "no".into() });
+        roundtrip(Frame::HelloPeer {
+            node: 3,
+            protocol: ProtocolKind::Abd,
+        });
+        roundtrip(Frame::Request {
+            id: 7,
+            req: Request::Put {
+                key: "k".into(),
+                value: vec![0u8; 1000].into(),
+            },
+        });
+        roundtrip(Frame::Proto(Msg::Query {
+            op: 1,
+            key: "x".into(),
+        }));
+        roundtrip(Frame::Error {
+            message: "no".into(),
+        });
     }
 
     #[test]
     fn partial_frames_wait_for_more() {
-        let b = encode_to_bytes(&Frame::<Msg>::Request { id: 1, req: Request::Get { key: "abc".into() } });
+        let b = encode_to_bytes(&Frame::<Msg>::Request {
+            id: 1,
+            req: Request::Get { key: "abc".into() },
+        });
         let mut fb = FrameBuf::new(DEFAULT_MAX_FRAME);
         for (i, byte) in b.iter().enumerate() {
             assert_eq!(fb.next_frame::<Msg>().unwrap(), None, "byte {i}");
@@ -130,11 +167,17 @@ mod tests {
     fn oversized_and_garbage_are_errors_not_panics() {
         let mut fb = FrameBuf::new(100);
         fb.buf_mut().put_u32(101);
-        assert!(matches!(fb.next_frame::<Msg>(), Err(CodecError::TooLarge { len: 101, .. })));
+        assert!(matches!(
+            fb.next_frame::<Msg>(),
+            Err(CodecError::TooLarge { len: 101, .. })
+        ));
         let mut fb = FrameBuf::new(100);
         fb.buf_mut().put_u32(3);
         fb.buf_mut().extend_from_slice(&[0xff, 0xff, 0xff]);
-        assert!(matches!(fb.next_frame::<Msg>(), Err(CodecError::Malformed(_))));
+        assert!(matches!(
+            fb.next_frame::<Msg>(),
+            Err(CodecError::Malformed(_))
+        ));
     }
 
     #[test]

@@ -33,11 +33,12 @@ pub struct ClusterFile {
 
 impl ClusterFile {
     pub fn load(path: &Path) -> anyhow::Result<ClusterFile> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read cluster file {}", path.display()))?;
-        let file: ClusterFile =
-            toml::from_str(&text).with_context(|| format!("invalid cluster file {}", path.display()))?;
-        file.validate().with_context(|| format!("invalid cluster file {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read cluster file {}", path.display()))?;
+        let file: ClusterFile = toml::from_str(&text)
+            .with_context(|| format!("invalid cluster file {}", path.display()))?;
+        file.validate()
+            .with_context(|| format!("invalid cluster file {}", path.display()))?;
         Ok(file)
     }
 
@@ -117,14 +118,20 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         Some(i) => (&s[..i], &s[i..]),
         None => (s, "s"),
     };
-    let n: f64 = num.parse().map_err(|_| format!("invalid duration '{s}' (try 500ms, 2s, 1m)"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration '{s}' (try 500ms, 2s, 1m)"))?;
     let secs = match unit {
         "us" | "µs" => n / 1e6,
         "ms" => n / 1e3,
         "s" => n,
         "m" | "min" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return Err(format!("invalid duration unit in '{s}' (use us, ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "invalid duration unit in '{s}' (use us, ms, s, m or h)"
+            ))
+        }
     };
     if !(secs.is_finite() && secs >= 0.0) {
         return Err(format!("invalid duration '{s}'"));

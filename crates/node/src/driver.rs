@@ -35,7 +35,11 @@ pub enum ReplyTo<M> {
     /// A native connection, as a `Frame::Response` with this id.
     Native { tx: FrameTx<M>, id: u64 },
     /// A RESP connection, at this position of its pipeline.
-    Resp { tx: RespTx, seq: u64, kind: RespKind },
+    Resp {
+        tx: RespTx,
+        seq: u64,
+        kind: RespKind,
+    },
     /// A task in this process (the client library).
     Local(oneshot::Sender<Response>),
 }
@@ -61,20 +65,35 @@ pub fn resp_reply(kind: RespKind, resp: Response) -> Reply {
         (RespKind::Get, Response::Value(v)) => Reply::Bulk(v),
         (RespKind::Set, _) => Reply::Simple("OK"),
         (RespKind::Del, _) => Reply::Int(1),
-        (RespKind::Get, Response::Done) => Reply::Error("ERR internal: write result for a read".into()),
+        (RespKind::Get, Response::Done) => {
+            Reply::Error("ERR internal: write result for a read".into())
+        }
     }
 }
 
 /// Inputs of the driver.
 #[derive(Debug)]
 pub enum Input<M> {
-    Client { req: Request, reply: ReplyTo<M> },
-    Msg { from: Peer, msg: M },
+    Client {
+        req: Request,
+        reply: ReplyTo<M>,
+    },
+    Msg {
+        from: Peer,
+        msg: M,
+    },
     /// A link to `peer` is up; frames for it go to `tx`.
-    LinkUp { peer: Peer, tx: FrameTx<M> },
-    LinkDown { peer: Peer },
+    LinkUp {
+        peer: Peer,
+        tx: FrameTx<M>,
+    },
+    LinkDown {
+        peer: Peer,
+    },
     /// Ask for the INFO text.
-    Info { reply: oneshot::Sender<String> },
+    Info {
+        reply: oneshot::Sender<String>,
+    },
 }
 
 /// Static facts the driver reports in INFO.
@@ -145,7 +164,11 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         let mut sleep = pin!(tokio::time::sleep_until(far));
         let mut armed = far;
         loop {
-            let next = self.timers.first_key_value().map(|(k, _)| k.0).unwrap_or(far);
+            let next = self
+                .timers
+                .first_key_value()
+                .map(|(k, _)| k.0)
+                .unwrap_or(far);
             if next != armed {
                 sleep.as_mut().reset(next);
                 armed = next;
@@ -255,13 +278,17 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                             // persist may leave the node. The client learns
                             // its outcome is unknown.
                             self.stats.persist_errors += 1;
-                            tracing::error!("persist failed, withholding this batch's messages: {e}");
+                            tracing::error!(
+                                "persist failed, withholding this batch's messages: {e}"
+                            );
                             blocked = true;
                         }
                     }
                 }
             }
-            let Some(msg) = self.local.pop_front() else { break };
+            let Some(msg) = self.local.pop_front() else {
+                break;
+            };
             let now = self.now();
             self.core.on_msg(now, Peer::Node(self.info.id), msg, out);
         }
@@ -280,11 +307,17 @@ impl<P: Protocol + Send + 'static> Driver<P> {
     fn info_text(&self) -> String {
         let mut s = String::new();
         s.push_str("# Server\r\n");
-        s.push_str(&format!("quorumkv_version:{}\r\n", env!("CARGO_PKG_VERSION")));
+        s.push_str(&format!(
+            "quorumkv_version:{}\r\n",
+            env!("CARGO_PKG_VERSION")
+        ));
         s.push_str(&format!("protocol:{}\r\n", self.info.protocol));
         s.push_str(&format!("replica_id:{}\r\n", self.info.id));
         s.push_str(&format!("durability:{}\r\n", self.storage.mode()));
-        s.push_str(&format!("uptime_in_seconds:{}\r\n", self.start.elapsed().as_secs()));
+        s.push_str(&format!(
+            "uptime_in_seconds:{}\r\n",
+            self.start.elapsed().as_secs()
+        ));
         s.push_str("# Replication\r\n");
         s.push_str(&format!("replicas:{}\r\n", self.info.members.len()));
         let mut up = 1; // ourselves
@@ -301,11 +334,24 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             s.push_str(&format!("peer_{m}:{state}\r\n"));
         }
         s.push_str(&format!("replicas_reachable:{up}\r\n"));
-        s.push_str(&format!("quorum_reachable:{}\r\n", if up >= self.info.members.len() / 2 + 1 { "yes" } else { "no" }));
+        s.push_str(&format!(
+            "quorum_reachable:{}\r\n",
+            if up >= self.info.members.len() / 2 + 1 {
+                "yes"
+            } else {
+                "no"
+            }
+        ));
         s.push_str("# Stats\r\n");
-        s.push_str(&format!("client_requests:{}\r\n", self.stats.client_requests));
+        s.push_str(&format!(
+            "client_requests:{}\r\n",
+            self.stats.client_requests
+        ));
         s.push_str(&format!("messages_sent:{}\r\n", self.stats.sent));
-        s.push_str(&format!("messages_dropped_no_link:{}\r\n", self.stats.dropped_no_link));
+        s.push_str(&format!(
+            "messages_dropped_no_link:{}\r\n",
+            self.stats.dropped_no_link
+        ));
         s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
         s.push_str(&format!("core:{}\r\n", self.core.status()));
         s

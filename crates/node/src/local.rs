@@ -64,9 +64,13 @@ pub struct LocalCluster {
 
 /// Ask the OS for `n` free loopback ports.
 fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners: Vec<_> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
-    Ok(listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<Result<_, _>>()?)
+    let listeners: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()?;
+    Ok(listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<_, _>>()?)
 }
 
 impl LocalCluster {
@@ -78,7 +82,10 @@ impl LocalCluster {
         let file = match cfg.port_base {
             Some(base) => {
                 if base as usize + 100 + cfg.replicas > u16::MAX as usize {
-                    bail!("--port-base {base} leaves no room for {} replicas", cfg.replicas);
+                    bail!(
+                        "--port-base {base} leaves no room for {} replicas",
+                        cfg.replicas
+                    );
                 }
                 ClusterFile::local(cfg.protocol, cfg.replicas, base)
             }
@@ -87,21 +94,38 @@ impl LocalCluster {
                 let mut f = ClusterFile::local(cfg.protocol, cfg.replicas, 0);
                 for (i, r) in f.replicas.iter_mut().enumerate() {
                     r.addr.set_port(ports[2 * i]);
-                    r.resp.as_mut().expect("local clusters have RESP").set_port(ports[2 * i + 1]);
+                    r.resp
+                        .as_mut()
+                        .expect("local clusters have RESP")
+                        .set_port(ports[2 * i + 1]);
                 }
                 f
             }
         };
-        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let unique = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
         let dir = std::env::temp_dir().join(format!("quorumkv-{}-{unique}", std::process::id()));
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         std::fs::write(dir.join("cluster.toml"), file.to_toml())?;
         let endpoints = file
             .replicas
             .iter()
-            .map(|r| Endpoint { id: r.id, native: r.addr, resp: r.resp.expect("local clusters have RESP") })
+            .map(|r| Endpoint {
+                id: r.id,
+                native: r.addr,
+                resp: r.resp.expect("local clusters have RESP"),
+            })
             .collect();
-        let mut cluster = LocalCluster { cfg, file, dir, endpoints, children: Vec::new() };
+        let mut cluster = LocalCluster {
+            cfg,
+            file,
+            dir,
+            endpoints,
+            children: Vec::new(),
+        };
         for id in cluster.file.members() {
             let child = cluster.spawn(id)?;
             cluster.children.push(Some(child));
@@ -130,7 +154,8 @@ impl LocalCluster {
             let log = std::fs::File::create(self.log_path(id))?;
             cmd.stderr(Stdio::from(log));
         }
-        cmd.spawn().with_context(|| format!("cannot start {}", self.cfg.binary.display()))
+        cmd.spawn()
+            .with_context(|| format!("cannot start {}", self.cfg.binary.display()))
     }
 
     fn log_path(&self, id: NodeId) -> PathBuf {
@@ -144,14 +169,20 @@ impl LocalCluster {
             if probe(ep.native, Duration::from_millis(500)).await.is_ok() {
                 return Ok(());
             }
-            let child = self.children[(id - 1) as usize].as_mut().context("replica not running")?;
+            let child = self.children[(id - 1) as usize]
+                .as_mut()
+                .context("replica not running")?;
             if let Some(status) = child.try_wait()? {
                 let log = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
                 let last = log.lines().last().unwrap_or("(no output)");
                 bail!("replica {id} exited with {status} before it was ready: {last}");
             }
             if tokio::time::Instant::now() > deadline {
-                bail!("replica {id} did not answer on {} within {:?}", ep.native, self.cfg.ready_timeout);
+                bail!(
+                    "replica {id} did not answer on {} within {:?}",
+                    ep.native,
+                    self.cfg.ready_timeout
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -174,7 +205,11 @@ impl LocalCluster {
     }
     /// Process ids of the running replicas.
     pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().flatten().filter_map(|c| c.id()).collect()
+        self.children
+            .iter()
+            .flatten()
+            .filter_map(|c| c.id())
+            .collect()
     }
     pub fn pid(&self, id: NodeId) -> Option<u32> {
         self.children.get((id - 1) as usize)?.as_ref()?.id()
@@ -182,7 +217,10 @@ impl LocalCluster {
 
     /// SIGKILL one replica (a crash: nothing is flushed, nothing said).
     pub async fn kill(&mut self, id: NodeId) -> anyhow::Result<()> {
-        let slot = self.children.get_mut((id - 1) as usize).context("unknown replica")?;
+        let slot = self
+            .children
+            .get_mut((id - 1) as usize)
+            .context("unknown replica")?;
         if let Some(mut c) = slot.take() {
             c.kill().await?;
         }
@@ -191,7 +229,12 @@ impl LocalCluster {
 
     /// Start a killed replica again.
     pub async fn restart(&mut self, id: NodeId) -> anyhow::Result<()> {
-        if self.children.get((id - 1) as usize).context("unknown replica")?.is_some() {
+        if self
+            .children
+            .get((id - 1) as usize)
+            .context("unknown replica")?
+            .is_some()
+        {
             bail!("replica {id} is running");
         }
         let child = self.spawn(id)?;

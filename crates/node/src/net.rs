@@ -30,7 +30,10 @@ pub struct FrameReader {
 
 impl FrameReader {
     pub fn new(rd: OwnedReadHalf, max_frame: usize) -> Self {
-        FrameReader { rd, buf: FrameBuf::new(max_frame) }
+        FrameReader {
+            rd,
+            buf: FrameBuf::new(max_frame),
+        }
     }
 
     pub async fn next<M: DeserializeOwned>(&mut self) -> Result<Frame<M>, ReadError> {
@@ -40,7 +43,11 @@ impl FrameReader {
             }
             let n = self.rd.read_buf(self.buf.buf_mut()).await?;
             if n == 0 {
-                return Err(if self.buf.buf_mut().is_empty() { ReadError::Closed } else { ReadError::Truncated });
+                return Err(if self.buf.buf_mut().is_empty() {
+                    ReadError::Closed
+                } else {
+                    ReadError::Truncated
+                });
             }
         }
     }

@@ -25,14 +25,22 @@ fn err<T>(msg: impl Into<String>) -> Result<T, RespError> {
 
 /// Find `\r\n` starting at `from`; returns the index of `\r`.
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    buf.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|i| i + from)
+    buf.get(from..)?
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|i| i + from)
 }
 
 fn parse_int(bytes: &[u8]) -> Result<i64, RespError> {
     std::str::from_utf8(bytes)
         .ok()
         .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| RespError(format!("invalid length '{}'", String::from_utf8_lossy(bytes))))
+        .ok_or_else(|| {
+            RespError(format!(
+                "invalid length '{}'",
+                String::from_utf8_lossy(bytes)
+            ))
+        })
 }
 
 /// Parse one command from the front of `buf`, consuming it.
@@ -45,7 +53,11 @@ pub fn parse_command(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, RespError
     }
     // Check step: walk the array without consuming, to know it is complete.
     let Some(end) = find_crlf(buf, 0) else {
-        return if buf.len() > MAX_INLINE { err("array header too long") } else { Ok(None) };
+        return if buf.len() > MAX_INLINE {
+            err("array header too long")
+        } else {
+            Ok(None)
+        };
     };
     let n = parse_int(&buf[1..end])?;
     if n < 0 || n as usize > MAX_ARGS {
@@ -61,7 +73,11 @@ pub fn parse_command(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, RespError
             return err(format!("expected '$', got '{}'", buf[pos] as char));
         }
         let Some(e) = find_crlf(buf, pos) else {
-            return if buf.len() - pos > 32 { err("bulk header too long") } else { Ok(None) };
+            return if buf.len() - pos > 32 {
+                err("bulk header too long")
+            } else {
+                Ok(None)
+            };
         };
         let len = parse_int(&buf[pos + 1..e])?;
         if len < 0 || len as usize > MAX_BULK {
@@ -80,18 +96,27 @@ pub fn parse_command(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, RespError
     }
     // Parse step: the whole command is here; split it off without copying.
     let frame = buf.split_to(pos).freeze();
-    Ok(Some(spans.into_iter().map(|(a, b)| frame.slice(a..b)).collect()))
+    Ok(Some(
+        spans.into_iter().map(|(a, b)| frame.slice(a..b)).collect(),
+    ))
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, RespError> {
     let Some(end) = buf.iter().position(|&b| b == b'\n') else {
-        return if buf.len() > MAX_INLINE { err("too big inline request") } else { Ok(None) };
+        return if buf.len() > MAX_INLINE {
+            err("too big inline request")
+        } else {
+            Ok(None)
+        };
     };
     let line = buf.split_to(end + 1);
     let text = line.strip_suffix(b"\n").unwrap_or(&line);
     let text = text.strip_suffix(b"\r").unwrap_or(text);
-    let args: Vec<Bytes> =
-        text.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty()).map(Bytes::copy_from_slice).collect();
+    let args: Vec<Bytes> = text
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .map(Bytes::copy_from_slice)
+        .collect();
     Ok(Some(args))
 }
 
@@ -116,7 +141,10 @@ impl Reply {
             Reply::Error(s) => {
                 out.put_u8(b'-');
                 // An error line must not contain CR/LF.
-                out.extend(s.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+                out.extend(
+                    s.bytes()
+                        .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+                );
                 out.put_slice(b"\r\n");
             }
             Reply::Int(i) => {
@@ -149,8 +177,14 @@ mod tests {
 
     #[test]
     fn arrays_and_inline() {
-        assert_eq!(cmd(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap().unwrap(), vec![Bytes::from("GET"), Bytes::from("k")]);
-        assert_eq!(cmd(b"PING\r\n").unwrap().unwrap(), vec![Bytes::from("PING")]);
+        assert_eq!(
+            cmd(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap().unwrap(),
+            vec![Bytes::from("GET"), Bytes::from("k")]
+        );
+        assert_eq!(
+            cmd(b"PING\r\n").unwrap().unwrap(),
+            vec![Bytes::from("PING")]
+        );
         assert_eq!(cmd(b"set a  b\n").unwrap().unwrap().len(), 3);
     }
 
@@ -162,7 +196,10 @@ mod tests {
         }
         let mut b = BytesMut::from(&full[..]);
         assert_eq!(parse_command(&mut b).unwrap().unwrap().len(), 3);
-        assert_eq!(parse_command(&mut b).unwrap().unwrap(), vec![Bytes::from("PING")]);
+        assert_eq!(
+            parse_command(&mut b).unwrap().unwrap(),
+            vec![Bytes::from("PING")]
+        );
         assert!(b.is_empty());
     }
 
@@ -178,9 +215,17 @@ mod tests {
     #[test]
     fn replies_encode() {
         let mut out = BytesMut::new();
-        Reply::Array(vec![Reply::Bulk(Some("v".into())), Reply::Bulk(None), Reply::Int(3), Reply::Simple("OK")])
-            .encode(&mut out);
+        Reply::Array(vec![
+            Reply::Bulk(Some("v".into())),
+            Reply::Bulk(None),
+            Reply::Int(3),
+            Reply::Simple("OK"),
+        ])
+        .encode(&mut out);
         Reply::Error("ERR a\r\nb".into()).encode(&mut out);
-        assert_eq!(&out[..], b"*4\r\n$1\r\nv\r\n$-1\r\n:3\r\n+OK\r\n-ERR a  b\r\n");
+        assert_eq!(
+            &out[..],
+            b"*4\r\n$1\r\nv\r\n$-1\r\n:3\r\n+OK\r\n-ERR a  b\r\n"
+        );
     }
 }

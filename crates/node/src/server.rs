@@ -65,10 +65,15 @@ impl Listeners {
             .cluster
             .replica(opts.id)
             .with_context(|| format!("replica id {} is not in the cluster file", opts.id))?;
-        let native =
-            TcpListener::bind(me.addr).await.with_context(|| format!("cannot listen on {} (native port)", me.addr))?;
+        let native = TcpListener::bind(me.addr)
+            .await
+            .with_context(|| format!("cannot listen on {} (native port)", me.addr))?;
         let resp = match me.resp {
-            Some(a) => Some(TcpListener::bind(a).await.with_context(|| format!("cannot listen on {a} (RESP port)"))?),
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("cannot listen on {a} (RESP port)"))?,
+            ),
             None => None,
         };
         Ok(Listeners { native, resp })
@@ -76,11 +81,19 @@ impl Listeners {
 }
 
 /// Run a replica until `shutdown` resolves.
-pub async fn run(opts: ServerOptions, listeners: Listeners, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    opts: ServerOptions,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let members = opts.cluster.members();
     match opts.cluster.protocol {
         ProtocolKind::Abd => {
-            let cfg = CoordinatorConfig { op_timeout: opts.op_timeout, fast_read: opts.fast_read, ..Default::default() };
+            let cfg = CoordinatorConfig {
+                op_timeout: opts.op_timeout,
+                fast_read: opts.fast_read,
+                ..Default::default()
+            };
             let core = AbdNode::new(opts.id, members, false, cfg);
             run_core(core, opts, listeners, shutdown).await
         }
@@ -93,7 +106,11 @@ async fn run_core<P: Protocol + Send + 'static>(
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let info = NodeInfo { id: opts.id, protocol: opts.cluster.protocol.to_string(), members: opts.cluster.members() };
+    let info = NodeInfo {
+        id: opts.id,
+        protocol: opts.cluster.protocol.to_string(),
+        members: opts.cluster.members(),
+    };
     let driver = Driver::new(core, info, Box::new(MemoryStorage)).context("cannot load storage")?;
     let (tx, rx) = mpsc::channel::<Input<P::Msg>>(8192);
     let driver_task = tokio::spawn(driver.run(rx));
@@ -110,7 +127,12 @@ async fn run_core<P: Protocol + Send + 'static>(
         tasks.push(tokio::spawn(accept_resp::<P>(l, tx.clone(), opts.clone())));
     }
     for r in opts.cluster.replicas.iter().filter(|r| r.id < opts.id) {
-        tasks.push(tokio::spawn(dial_peer::<P>(r.id, r.addr, tx.clone(), opts.clone())));
+        tasks.push(tokio::spawn(dial_peer::<P>(
+            r.id,
+            r.addr,
+            tx.clone(),
+            opts.clone(),
+        )));
     }
     drop(tx);
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
@@ -158,7 +180,9 @@ async fn accept_native<P: Protocol + Send + 'static>(
 async fn refuse_native<P: Protocol + Send + 'static>(stream: TcpStream, why: &str) {
     let (_, wr) = stream.into_split();
     let (ftx, task) = spawn_writer::<P::Msg>(wr);
-    let _ = ftx.send(Frame::Error { message: why.to_string() });
+    let _ = ftx.send(Frame::Error {
+        message: why.to_string(),
+    });
     drop(ftx);
     let _ = task.await;
 }
@@ -184,7 +208,10 @@ async fn serve_native<P: Protocol + Send + 'static>(
         };
         let input = match frame {
             Frame::HelloPeer { node, protocol } if peer.is_none() => {
-                if protocol != opts.cluster.protocol || opts.cluster.replica(node).is_none() || node == opts.id {
+                if protocol != opts.cluster.protocol
+                    || opts.cluster.replica(node).is_none()
+                    || node == opts.id
+                {
                     let message = format!(
                         "replica {} runs {} in a cluster of {:?}; refusing peer {node} running {protocol}",
                         opts.id,
@@ -195,21 +222,40 @@ async fn serve_native<P: Protocol + Send + 'static>(
                     break Ok(());
                 }
                 peer = Some(Peer::Node(node));
-                Input::LinkUp { peer: Peer::Node(node), tx: ftx.clone() }
+                Input::LinkUp {
+                    peer: Peer::Node(node),
+                    tx: ftx.clone(),
+                }
             }
             Frame::HelloClient if peer.is_none() => {
                 let _ = ftx.send(welcome(opts));
                 peer = Some(Peer::Conn(conn));
-                Input::LinkUp { peer: Peer::Conn(conn), tx: ftx.clone() }
+                Input::LinkUp {
+                    peer: Peer::Conn(conn),
+                    tx: ftx.clone(),
+                }
             }
-            Frame::Request { id, req } => Input::Client { req, reply: ReplyTo::Native { tx: ftx.clone(), id } },
+            Frame::Request { id, req } => Input::Client {
+                req,
+                reply: ReplyTo::Native {
+                    tx: ftx.clone(),
+                    id,
+                },
+            },
             Frame::Proto(msg) => {
                 let from = match peer {
                     Some(p) => p,
                     None => {
                         // A coordinator that skipped the hello: register it now.
                         peer = Some(Peer::Conn(conn));
-                        if tx.send(Input::LinkUp { peer: Peer::Conn(conn), tx: ftx.clone() }).await.is_err() {
+                        if tx
+                            .send(Input::LinkUp {
+                                peer: Peer::Conn(conn),
+                                tx: ftx.clone(),
+                            })
+                            .await
+                            .is_err()
+                        {
                             break Ok(());
                         }
                         Peer::Conn(conn)
@@ -228,7 +274,9 @@ async fn serve_native<P: Protocol + Send + 'static>(
         }
     };
     if let Err(ReadError::Codec(e)) = &result {
-        let _ = ftx.send(Frame::Error { message: e.to_string() });
+        let _ = ftx.send(Frame::Error {
+            message: e.to_string(),
+        });
     }
     if let Some(p) = peer {
         let _ = tx.send(Input::LinkDown { peer: p }).await;
@@ -253,11 +301,20 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
 }
 
 fn welcome<M>(opts: &ServerOptions) -> Frame<M> {
-    Frame::Welcome { node: opts.id, protocol: opts.cluster.protocol, members: opts.cluster.members() }
+    Frame::Welcome {
+        node: opts.id,
+        protocol: opts.cluster.protocol,
+        members: opts.cluster.members(),
+    }
 }
 
 /// Keep one link to replica `id`, redialling with backoff.
-async fn dial_peer<P: Protocol + Send + 'static>(id: NodeId, addr: SocketAddr, tx: mpsc::Sender<Input<P::Msg>>, opts: Arc<ServerOptions>) {
+async fn dial_peer<P: Protocol + Send + 'static>(
+    id: NodeId,
+    addr: SocketAddr,
+    tx: mpsc::Sender<Input<P::Msg>>,
+    opts: Arc<ServerOptions>,
+) {
     let mut backoff = Duration::from_millis(20);
     loop {
         match TcpStream::connect(addr).await {
@@ -266,8 +323,18 @@ async fn dial_peer<P: Protocol + Send + 'static>(id: NodeId, addr: SocketAddr, t
                 let _ = stream.set_nodelay(true);
                 let (rd, wr) = stream.into_split();
                 let (ftx, writer) = spawn_writer::<P::Msg>(wr);
-                let _ = ftx.send(Frame::HelloPeer { node: opts.id, protocol: opts.cluster.protocol });
-                if tx.send(Input::LinkUp { peer: Peer::Node(id), tx: ftx.clone() }).await.is_err() {
+                let _ = ftx.send(Frame::HelloPeer {
+                    node: opts.id,
+                    protocol: opts.cluster.protocol,
+                });
+                if tx
+                    .send(Input::LinkUp {
+                        peer: Peer::Node(id),
+                        tx: ftx.clone(),
+                    })
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 tracing::info!(peer = id, "link up");
@@ -275,17 +342,30 @@ async fn dial_peer<P: Protocol + Send + 'static>(id: NodeId, addr: SocketAddr, t
                 let why = loop {
                     match reader.next::<P::Msg>().await {
                         Ok(Frame::Proto(msg)) => {
-                            if tx.send(Input::Msg { from: Peer::Node(id), msg }).await.is_err() {
+                            if tx
+                                .send(Input::Msg {
+                                    from: Peer::Node(id),
+                                    msg,
+                                })
+                                .await
+                                .is_err()
+                            {
                                 return;
                             }
                         }
-                        Ok(Frame::Error { message }) => break format!("peer refused us: {message}"),
+                        Ok(Frame::Error { message }) => {
+                            break format!("peer refused us: {message}")
+                        }
                         Ok(_) => break "unexpected frame from peer".to_string(),
                         Err(e) => break e.to_string(),
                     };
                 };
                 tracing::warn!(peer = id, "link down: {why}");
-                let _ = tx.send(Input::LinkDown { peer: Peer::Node(id) }).await;
+                let _ = tx
+                    .send(Input::LinkDown {
+                        peer: Peer::Node(id),
+                    })
+                    .await;
                 drop(ftx);
                 writer.abort();
             }
@@ -298,7 +378,11 @@ async fn dial_peer<P: Protocol + Send + 'static>(id: NodeId, addr: SocketAddr, t
 
 // ------------------------------------------------------------------- RESP
 
-async fn accept_resp<P: Protocol + Send + 'static>(listener: TcpListener, tx: mpsc::Sender<Input<P::Msg>>, opts: Arc<ServerOptions>) {
+async fn accept_resp<P: Protocol + Send + 'static>(
+    listener: TcpListener,
+    tx: mpsc::Sender<Input<P::Msg>>,
+    opts: Arc<ServerOptions>,
+) {
     let limit = Arc::new(Semaphore::new(opts.max_connections));
     loop {
         let (mut stream, _) = match listener.accept().await {
@@ -312,7 +396,9 @@ async fn accept_resp<P: Protocol + Send + 'static>(listener: TcpListener, tx: mp
         let _ = stream.set_nodelay(true);
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             tokio::spawn(async move {
-                let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
+                let _ = stream
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
             });
             continue;
         };
@@ -327,7 +413,11 @@ async fn accept_resp<P: Protocol + Send + 'static>(listener: TcpListener, tx: mp
 /// Serve one RESP connection. Commands are pipelined: each gets a sequence
 /// number, store operations run concurrently in the core, and the writer
 /// puts the replies back in request order, as RESP requires.
-async fn serve_resp<P: Protocol + Send + 'static>(stream: TcpStream, tx: mpsc::Sender<Input<P::Msg>>, opts: &ServerOptions) {
+async fn serve_resp<P: Protocol + Send + 'static>(
+    stream: TcpStream,
+    tx: mpsc::Sender<Input<P::Msg>>,
+    opts: &ServerOptions,
+) {
     let (mut rd, wr) = stream.into_split();
     let (rtx, rrx) = mpsc::unbounded_channel::<(u64, Reply)>();
     let writer = tokio::spawn(resp_writer(wr, rrx));
@@ -353,7 +443,11 @@ async fn serve_resp<P: Protocol + Send + 'static>(stream: TcpStream, tx: mpsc::S
                     break 'conn;
                 }
                 RespAction::Store(req, kind) => {
-                    let reply = ReplyTo::Resp { tx: rtx.clone(), seq, kind };
+                    let reply = ReplyTo::Resp {
+                        tx: rtx.clone(),
+                        seq,
+                        kind,
+                    };
                     if tx.send(Input::Client { req, reply }).await.is_err() {
                         break 'conn;
                     }
@@ -388,7 +482,10 @@ fn spawn_info_reply(orx: oneshot::Receiver<String>, rtx: RespTx, seq: u64) {
     });
 }
 
-async fn resp_writer(mut wr: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<(u64, Reply)>) {
+async fn resp_writer(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<(u64, Reply)>,
+) {
     let mut next = 0u64;
     let mut waiting: BTreeMap<u64, Reply> = BTreeMap::new();
     let mut out = BytesMut::with_capacity(16 * 1024);
@@ -419,7 +516,9 @@ enum RespAction {
 }
 
 fn wrong_args(cmd: &str) -> RespAction {
-    RespAction::Reply(Reply::Error(format!("ERR wrong number of arguments for '{cmd}' command")))
+    RespAction::Reply(Reply::Error(format!(
+        "ERR wrong number of arguments for '{cmd}' command"
+    )))
 }
 
 /// Decide what one RESP command does. Store commands go to the core; the
@@ -428,15 +527,31 @@ fn resp_command(args: &[Bytes], opts: &ServerOptions) -> RespAction {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let argc = args.len();
     match name.as_str() {
-        "get" if argc == 2 => RespAction::Store(Request::Get { key: args[1].clone() }, RespKind::Get),
-        "set" if argc == 3 => {
-            RespAction::Store(Request::Put { key: args[1].clone(), value: args[2].clone() }, RespKind::Set)
-        }
+        "get" if argc == 2 => RespAction::Store(
+            Request::Get {
+                key: args[1].clone(),
+            },
+            RespKind::Get,
+        ),
+        "set" if argc == 3 => RespAction::Store(
+            Request::Put {
+                key: args[1].clone(),
+                value: args[2].clone(),
+            },
+            RespKind::Set,
+        ),
         "set" if argc > 3 => RespAction::Reply(Reply::Error(
             "ERR syntax error: quorumkv supports SET key value without options".into(),
         )),
-        "del" if argc == 2 => RespAction::Store(Request::Delete { key: args[1].clone() }, RespKind::Del),
-        "del" if argc > 2 => RespAction::Reply(Reply::Error("ERR quorumkv deletes one key per DEL".into())),
+        "del" if argc == 2 => RespAction::Store(
+            Request::Delete {
+                key: args[1].clone(),
+            },
+            RespKind::Del,
+        ),
+        "del" if argc > 2 => {
+            RespAction::Reply(Reply::Error("ERR quorumkv deletes one key per DEL".into()))
+        }
         "ping" if argc == 1 => RespAction::Reply(Reply::Simple("PONG")),
         "ping" if argc == 2 => RespAction::Reply(Reply::Bulk(Some(args[1].clone()))),
         "echo" if argc == 2 => RespAction::Reply(Reply::Bulk(Some(args[1].clone()))),
@@ -446,7 +561,9 @@ fn resp_command(args: &[Bytes], opts: &ServerOptions) -> RespAction {
         // Clients probe these on connect (redis-cli: COMMAND DOCS;
         // redis-benchmark: CONFIG GET save/appendonly). Empty answers are fine.
         "command" => RespAction::Reply(Reply::Array(vec![])),
-        "config" if argc >= 2 && args[1].eq_ignore_ascii_case(b"get") => RespAction::Reply(Reply::Array(vec![])),
+        "config" if argc >= 2 && args[1].eq_ignore_ascii_case(b"get") => {
+            RespAction::Reply(Reply::Array(vec![]))
+        }
         "client" => RespAction::Reply(Reply::Simple("OK")),
         "hello" => RespAction::Reply(Reply::Error("NOPROTO quorumkv speaks RESP2 only".into())),
         "get" | "set" | "del" | "ping" | "echo" | "select" => wrong_args(&name),

@@ -45,9 +45,18 @@ pub enum Msg {
     /// Phase 1: "what tag and value do you hold for `key`?"
     Query { op: u64, key: Bytes },
     /// A replica's answer to `Query`.
-    QueryReply { op: u64, tag: Tag, value: Option<Bytes> },
+    QueryReply {
+        op: u64,
+        tag: Tag,
+        value: Option<Bytes>,
+    },
     /// Phase 2: "hold `value` at `tag` for `key`, unless you hold a newer tag."
-    Store { op: u64, key: Bytes, tag: Tag, value: Option<Bytes> },
+    Store {
+        op: u64,
+        key: Bytes,
+        tag: Tag,
+        value: Option<Bytes>,
+    },
     /// A replica's acknowledgement of `Store` (sent whether or not it applied).
     StoreAck { op: u64 },
 }
@@ -73,8 +82,11 @@ pub enum InjectedBug {
 }
 
 impl InjectedBug {
-    pub const ALL: &'static [InjectedBug] =
-        &[InjectedBug::NoWriteBack, InjectedBug::MinorityQuorum, InjectedBug::AcceptOlderTag];
+    pub const ALL: &'static [InjectedBug] = &[
+        InjectedBug::NoWriteBack,
+        InjectedBug::MinorityQuorum,
+        InjectedBug::AcceptOlderTag,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             InjectedBug::NoWriteBack => "abd-no-write-back",
@@ -118,7 +130,10 @@ pub struct Replica {
 impl Replica {
     /// `durable`: emit a `Persist` before acknowledging each applied store.
     pub fn new(durable: bool) -> Self {
-        Replica { durable, ..Default::default() }
+        Replica {
+            durable,
+            ..Default::default()
+        }
     }
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
         self.bug = bug;
@@ -139,12 +154,24 @@ impl Replica {
         out.send(from, Msg::QueryReply { op, tag, value });
     }
 
-    fn on_store(&mut self, from: Peer, op: u64, key: Bytes, tag: Tag, value: Option<Bytes>, out: &mut Out<Msg, Timer>) {
+    fn on_store(
+        &mut self,
+        from: Peer,
+        op: u64,
+        key: Bytes,
+        tag: Tag,
+        value: Option<Bytes>,
+        out: &mut Out<Msg, Timer>,
+    ) {
         let current = self.store.get(&key).map(|(t, _)| *t).unwrap_or(Tag::ZERO);
         let newer = tag > current || self.bug == Some(InjectedBug::AcceptOlderTag);
         if newer {
             if self.durable {
-                out.persist(Record::Register { key: key.clone(), tag, value: value.clone() });
+                out.persist(Record::Register {
+                    key: key.clone(),
+                    tag,
+                    value: value.clone(),
+                });
             }
             self.store.insert(key, (tag, value));
         } else {
@@ -159,7 +186,12 @@ impl Replica {
     pub fn handle(&mut self, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         match msg {
             Msg::Query { op, key } => self.on_query(from, op, key, out),
-            Msg::Store { op, key, tag, value } => self.on_store(from, op, key, tag, value, out),
+            Msg::Store {
+                op,
+                key,
+                tag,
+                value,
+            } => self.on_store(from, op, key, tag, value, out),
             Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.counters.misrouted += 1,
         }
     }
@@ -208,9 +240,19 @@ enum Kind {
 enum Phase {
     /// Phase 1: collecting tags. `lowest`/`highest` tag seen so far and the
     /// value of the highest.
-    Query { votes: QuorumTracker, lowest: Tag, highest: Tag, value: Option<Bytes> },
+    Query {
+        votes: QuorumTracker,
+        lowest: Tag,
+        highest: Tag,
+        value: Option<Bytes>,
+    },
     /// Phase 2: storing `(tag, value)`; reply `result` once a quorum acked.
-    Store { acks: QuorumTracker, tag: Tag, value: Option<Bytes>, result: Response },
+    Store {
+        acks: QuorumTracker,
+        tag: Tag,
+        value: Option<Bytes>,
+        result: Response,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -247,7 +289,10 @@ pub struct Coordinator {
 
 impl Coordinator {
     pub fn new(id: u64, members: Vec<NodeId>, cfg: CoordinatorConfig) -> Self {
-        assert!(!members.is_empty(), "an ABD coordinator needs at least one replica");
+        assert!(
+            !members.is_empty(),
+            "an ABD coordinator needs at least one replica"
+        );
         let quorum = majority(members.len());
         Coordinator {
             id,
@@ -289,16 +334,35 @@ impl Coordinator {
         };
         let op = self.next_op;
         self.next_op += 1;
-        out.broadcast(&self.members, Msg::Query { op, key: key.clone() });
+        out.broadcast(
+            &self.members,
+            Msg::Query {
+                op,
+                key: key.clone(),
+            },
+        );
         let phase = Phase::Query {
             votes: QuorumTracker::new(self.quorum),
-            lowest: Tag { ts: u64::MAX, writer: u64::MAX },
+            lowest: Tag {
+                ts: u64::MAX,
+                writer: u64::MAX,
+            },
             highest: Tag::ZERO,
             value: None,
         };
         let deadline = now.saturating_add(self.cfg.op_timeout);
         let retry_at = now.saturating_add(self.cfg.retry_interval);
-        self.pending.insert(op, Pending { client, key, kind, phase, deadline, retry_at });
+        self.pending.insert(
+            op,
+            Pending {
+                client,
+                key,
+                kind,
+                phase,
+                deadline,
+                retry_at,
+            },
+        );
         self.arm_tick(out);
     }
 
@@ -313,12 +377,25 @@ impl Coordinator {
         self.cfg.retry_interval.min(self.cfg.op_timeout) / 2
     }
 
-    fn on_query_reply(&mut self, from: NodeId, op: u64, tag: Tag, value: Option<Bytes>, out: &mut Out<Msg, Timer>) {
+    fn on_query_reply(
+        &mut self,
+        from: NodeId,
+        op: u64,
+        tag: Tag,
+        value: Option<Bytes>,
+        out: &mut Out<Msg, Timer>,
+    ) {
         let Some(p) = self.pending.get_mut(&op) else {
             self.counters.stale_replies += 1;
             return;
         };
-        let Phase::Query { votes, lowest, highest, value: best } = &mut p.phase else {
+        let Phase::Query {
+            votes,
+            lowest,
+            highest,
+            value: best,
+        } = &mut p.phase
+        else {
             // A query reply arriving during the store phase: surplus.
             self.counters.stale_replies += 1;
             return;
@@ -328,7 +405,9 @@ impl Coordinator {
                 self.counters.duplicate_replies += 1;
                 return;
             }
-            QuorumStatus::AlreadyWon => unreachable!("the phase changes as soon as the quorum is won"),
+            QuorumStatus::AlreadyWon => {
+                unreachable!("the phase changes as soon as the quorum is won")
+            }
             QuorumStatus::Pending | QuorumStatus::Won => {}
         }
         *lowest = (*lowest).min(tag);
@@ -342,7 +421,8 @@ impl Coordinator {
         let (agreed, max_tag, max_value) = (*lowest == *highest, *highest, best.take());
         match p.kind.clone() {
             Kind::Get => {
-                let skip = self.bug == Some(InjectedBug::NoWriteBack) || (self.cfg.fast_read && agreed);
+                let skip =
+                    self.bug == Some(InjectedBug::NoWriteBack) || (self.cfg.fast_read && agreed);
                 if skip {
                     let p = self.pending.remove(&op).expect("present");
                     self.completed += 1;
@@ -359,16 +439,39 @@ impl Coordinator {
                 // an earlier write that timed out with its store in flight).
                 let ts = max_tag.ts.max(self.last_ts) + 1;
                 self.last_ts = ts;
-                let tag = Tag { ts, writer: self.id };
+                let tag = Tag {
+                    ts,
+                    writer: self.id,
+                };
                 self.enter_store(op, tag, value, Response::Done, out);
             }
         }
     }
 
-    fn enter_store(&mut self, op: u64, tag: Tag, value: Option<Bytes>, result: Response, out: &mut Out<Msg, Timer>) {
+    fn enter_store(
+        &mut self,
+        op: u64,
+        tag: Tag,
+        value: Option<Bytes>,
+        result: Response,
+        out: &mut Out<Msg, Timer>,
+    ) {
         let p = self.pending.get_mut(&op).expect("present");
-        out.broadcast(&self.members, Msg::Store { op, key: p.key.clone(), tag, value: value.clone() });
-        p.phase = Phase::Store { acks: QuorumTracker::new(self.quorum), tag, value, result };
+        out.broadcast(
+            &self.members,
+            Msg::Store {
+                op,
+                key: p.key.clone(),
+                tag,
+                value: value.clone(),
+            },
+        );
+        p.phase = Phase::Store {
+            acks: QuorumTracker::new(self.quorum),
+            tag,
+            value,
+            result,
+        };
     }
 
     fn on_store_ack(&mut self, from: NodeId, op: u64, out: &mut Out<Msg, Timer>) {
@@ -387,7 +490,9 @@ impl Coordinator {
             QuorumStatus::AlreadyWon => unreachable!("the op leaves as soon as the quorum is won"),
             QuorumStatus::Won => {
                 let p = self.pending.remove(&op).expect("present");
-                let Phase::Store { result, .. } = p.phase else { unreachable!() };
+                let Phase::Store { result, .. } = p.phase else {
+                    unreachable!()
+                };
                 self.completed += 1;
                 out.reply(p.client, result);
             }
@@ -423,10 +528,24 @@ impl Coordinator {
             }
             p.retry_at = now.saturating_add(self.cfg.retry_interval);
             let (votes, msg) = match &p.phase {
-                Phase::Query { votes, .. } => (votes, Msg::Query { op, key: p.key.clone() }),
-                Phase::Store { acks, tag, value, .. } => {
-                    (acks, Msg::Store { op, key: p.key.clone(), tag: *tag, value: value.clone() })
-                }
+                Phase::Query { votes, .. } => (
+                    votes,
+                    Msg::Query {
+                        op,
+                        key: p.key.clone(),
+                    },
+                ),
+                Phase::Store {
+                    acks, tag, value, ..
+                } => (
+                    acks,
+                    Msg::Store {
+                        op,
+                        key: p.key.clone(),
+                        tag: *tag,
+                        value: value.clone(),
+                    },
+                ),
             };
             for &n in &self.members {
                 if !votes.has(n) {
@@ -464,7 +583,13 @@ impl Protocol for Coordinator {
         }
     }
     fn status(&self) -> String {
-        format!("coordinator id={} in_flight={} completed={} timed_out={}", self.id, self.pending.len(), self.completed, self.timed_out)
+        format!(
+            "coordinator id={} in_flight={} completed={} timed_out={}",
+            self.id,
+            self.pending.len(),
+            self.completed,
+            self.timed_out
+        )
     }
 }
 
@@ -483,7 +608,11 @@ pub struct AbdNode {
 impl AbdNode {
     /// `members` are all replica ids of the cluster (including `id`).
     pub fn new(id: NodeId, members: Vec<NodeId>, durable: bool, cfg: CoordinatorConfig) -> Self {
-        AbdNode { id, replica: Replica::new(durable), coord: Coordinator::new(id as u64, members, cfg) }
+        AbdNode {
+            id,
+            replica: Replica::new(durable),
+            coord: Coordinator::new(id as u64, members, cfg),
+        }
     }
     /// Use `writer` as the coordinator's writer id instead of the node id.
     /// A restarted node has forgotten which tags it issued before the crash,
@@ -525,7 +654,11 @@ impl Protocol for AbdNode {
         self.replica.restore(rec);
     }
     fn status(&self) -> String {
-        format!("replica keys={} | {}", self.replica.len(), self.coord.status())
+        format!(
+            "replica keys={} | {}",
+            self.replica.len(),
+            self.coord.status()
+        )
     }
 }
 
@@ -542,7 +675,14 @@ mod tests {
         Coordinator::new(100, (1..=n).collect(), CoordinatorConfig::default())
     }
     fn slow_read_coord(n: u32) -> Coordinator {
-        Coordinator::new(100, (1..=n).collect(), CoordinatorConfig { fast_read: false, ..Default::default() })
+        Coordinator::new(
+            100,
+            (1..=n).collect(),
+            CoordinatorConfig {
+                fast_read: false,
+                ..Default::default()
+            },
+        )
     }
     fn key() -> Bytes {
         Bytes::from_static(b"k")
@@ -563,9 +703,24 @@ mod tests {
             })
             .collect()
     }
-    fn qreply(c: &mut Coordinator, from: NodeId, ts: u64, writer: u64, v: Option<&str>, out: &mut O) {
+    fn qreply(
+        c: &mut Coordinator,
+        from: NodeId,
+        ts: u64,
+        writer: u64,
+        v: Option<&str>,
+        out: &mut O,
+    ) {
         let value = v.map(|s| Bytes::copy_from_slice(s.as_bytes()));
-        c.handle(Peer::Node(from), Msg::QueryReply { op: 1, tag: Tag { ts, writer }, value }, out);
+        c.handle(
+            Peer::Node(from),
+            Msg::QueryReply {
+                op: 1,
+                tag: Tag { ts, writer },
+                value,
+            },
+            out,
+        );
     }
 
     #[test]
@@ -582,7 +737,13 @@ mod tests {
         qreply(&mut c, 3, 1, 7, Some("a"), &mut out);
         let s = sends(&mut out);
         assert_eq!(s.len(), 5, "a quorum of 3 starts the write-back to all");
-        assert!(matches!(&s[0].1, Msg::Store { tag: Tag { ts: 1, writer: 7 }, .. }));
+        assert!(matches!(
+            &s[0].1,
+            Msg::Store {
+                tag: Tag { ts: 1, writer: 7 },
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -595,14 +756,22 @@ mod tests {
         // Same ts, higher writer id wins the tie (lexicographic tag order).
         qreply(&mut c, 3, 2, 9, Some("new"), &mut out);
         let s = sends(&mut out);
-        let Msg::Store { tag, value, .. } = &s[0].1 else { panic!("expected write-back") };
+        let Msg::Store { tag, value, .. } = &s[0].1 else {
+            panic!("expected write-back")
+        };
         assert_eq!(*tag, Tag { ts: 2, writer: 9 });
         assert_eq!(value.as_deref(), Some(&b"new"[..]));
-        assert!(replies(&mut out).is_empty(), "no answer before the write-back quorum");
+        assert!(
+            replies(&mut out).is_empty(),
+            "no answer before the write-back quorum"
+        );
         c.handle(Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert!(replies(&mut out).is_empty());
         c.handle(Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
-        assert_eq!(replies(&mut out), vec![Response::Value(Some(Bytes::from_static(b"new")))]);
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Value(Some(Bytes::from_static(b"new")))]
+        );
     }
 
     #[test]
@@ -613,7 +782,10 @@ mod tests {
         out.drain();
         qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
         qreply(&mut c, 2, 4, 1, Some("v"), &mut out);
-        assert_eq!(replies(&mut out), vec![Response::Value(Some(Bytes::from_static(b"v")))]);
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Value(Some(Bytes::from_static(b"v")))]
+        );
 
         let mut c = coord(3);
         c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
@@ -622,19 +794,39 @@ mod tests {
         qreply(&mut c, 2, 3, 1, Some("u"), &mut out);
         let s = sends(&mut out);
         assert_eq!(s.len(), 3, "disagreeing quorum must write back");
-        assert!(s.iter().all(|(_, m)| matches!(m, Msg::Store { tag: Tag { ts: 4, .. }, .. })));
+        assert!(s.iter().all(|(_, m)| matches!(
+            m,
+            Msg::Store {
+                tag: Tag { ts: 4, .. },
+                ..
+            }
+        )));
     }
 
     #[test]
     fn put_uses_max_ts_plus_one_and_its_own_id() {
         let mut c = coord(3);
         let mut out = O::new();
-        c.start(T0, ClientRef(9), Request::Put { key: key(), value: Bytes::from_static(b"x") }, &mut out);
+        c.start(
+            T0,
+            ClientRef(9),
+            Request::Put {
+                key: key(),
+                value: Bytes::from_static(b"x"),
+            },
+            &mut out,
+        );
         out.drain();
         qreply(&mut c, 2, 7, 3, None, &mut out);
         qreply(&mut c, 3, 5, 4, None, &mut out);
         let s = sends(&mut out);
-        assert!(s.iter().all(|(_, m)| matches!(m, Msg::Store { tag: Tag { ts: 8, writer: 100 }, .. })));
+        assert!(s.iter().all(|(_, m)| matches!(
+            m,
+            Msg::Store {
+                tag: Tag { ts: 8, writer: 100 },
+                ..
+            }
+        )));
         c.handle(Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
         c.handle(Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(replies(&mut out), vec![Response::Done]);
@@ -644,11 +836,22 @@ mod tests {
     fn duplicate_and_late_replies_are_counted_not_used() {
         let mut c = coord(3);
         let mut out = O::new();
-        c.start(T0, ClientRef(1), Request::Put { key: key(), value: Bytes::from_static(b"x") }, &mut out);
+        c.start(
+            T0,
+            ClientRef(1),
+            Request::Put {
+                key: key(),
+                value: Bytes::from_static(b"x"),
+            },
+            &mut out,
+        );
         out.drain();
         qreply(&mut c, 1, 1, 1, None, &mut out);
         qreply(&mut c, 1, 1, 1, None, &mut out);
-        assert!(sends(&mut out).is_empty(), "one replica twice is not a quorum");
+        assert!(
+            sends(&mut out).is_empty(),
+            "one replica twice is not a quorum"
+        );
         assert_eq!(c.counters.duplicate_replies, 1);
         qreply(&mut c, 2, 1, 1, None, &mut out);
         out.drain();
@@ -679,7 +882,9 @@ mod tests {
         r.handle(Peer::Conn(1), store(1, "one"), &mut out);
         let s = sends(&mut out);
         assert_eq!(s.len(), 2);
-        assert!(s.iter().all(|(to, m)| *to == Peer::Conn(1) && matches!(m, Msg::StoreAck { op: 1 })));
+        assert!(s
+            .iter()
+            .all(|(to, m)| *to == Peer::Conn(1) && matches!(m, Msg::StoreAck { op: 1 })));
         assert_eq!(r.get(b"k").unwrap().1.as_deref(), Some(&b"two"[..]));
         assert_eq!(r.counters.older_stores, 1);
         r.handle(Peer::Node(2), Msg::Query { op: 5, key: key() }, &mut out);
@@ -687,7 +892,11 @@ mod tests {
             sends(&mut out),
             vec![(
                 Peer::Node(2),
-                Msg::QueryReply { op: 5, tag: Tag { ts: 2, writer: 1 }, value: Some(Bytes::from_static(b"two")) }
+                Msg::QueryReply {
+                    op: 5,
+                    tag: Tag { ts: 2, writer: 1 },
+                    value: Some(Bytes::from_static(b"two"))
+                }
             )]
         );
     }
@@ -696,7 +905,12 @@ mod tests {
     fn durable_replica_persists_before_it_acks() {
         let mut r = Replica::new(true);
         let mut out = O::new();
-        let msg = Msg::Store { op: 1, key: key(), tag: Tag { ts: 1, writer: 1 }, value: None };
+        let msg = Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts: 1, writer: 1 },
+            value: None,
+        };
         r.handle(Peer::Node(1), msg, &mut out);
         let cmds = out.commands();
         assert!(matches!(cmds[0], Command::Persist(_)));
@@ -714,7 +928,10 @@ mod tests {
         let s = sends(&mut out);
         assert_eq!(s.len(), 2, "retransmit to the two silent replicas only");
         c.tick(Time(2_000_000), &mut out);
-        assert_eq!(replies(&mut out), vec![Response::Failed(OpError::Timeout { got: 1, need: 2 })]);
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Failed(OpError::Timeout { got: 1, need: 2 })]
+        );
         assert_eq!(c.in_flight(), 0);
     }
 
@@ -744,8 +961,20 @@ mod tests {
                 assert!(progressed, "operation stalled");
             }
         };
-        assert_eq!(run(&mut c, Request::Put { key: key(), value: Bytes::from_static(b"v") }), Response::Done);
+        assert_eq!(
+            run(
+                &mut c,
+                Request::Put {
+                    key: key(),
+                    value: Bytes::from_static(b"v")
+                }
+            ),
+            Response::Done
+        );
         assert_eq!(run(&mut c, Request::Delete { key: key() }), Response::Done);
-        assert_eq!(run(&mut c, Request::Get { key: key() }), Response::Value(None));
+        assert_eq!(
+            run(&mut c, Request::Get { key: key() }),
+            Response::Value(None)
+        );
     }
 }

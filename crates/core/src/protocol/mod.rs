@@ -45,7 +45,11 @@ pub enum LinkEvent {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Record {
     /// The register `key` now holds `value` (None = deleted) at `tag`.
-    Register { key: Bytes, tag: Tag, value: Option<Bytes> },
+    Register {
+        key: Bytes,
+        tag: Tag,
+        value: Option<Bytes>,
+    },
 }
 
 /// One effect of a handler call, executed by the driver.
@@ -80,7 +84,10 @@ impl<M: Clone, T> Out<M, T> {
     /// Send `msg` to every replica in `members` (the coordinator's broadcast).
     pub fn broadcast(&mut self, members: &[NodeId], msg: M) {
         for &n in members {
-            self.cmds.push(Command::Send { to: Peer::Node(n), msg: msg.clone() });
+            self.cmds.push(Command::Send {
+                to: Peer::Node(n),
+                msg: msg.clone(),
+            });
         }
     }
     pub fn reply(&mut self, client: ClientRef, resp: Response) {
@@ -118,9 +125,21 @@ pub trait Protocol {
     type Timer: Clone + Debug + Eq + Hash + Send + 'static;
 
     /// A client asks for `req`; answer later with `Out::reply(client, …)`.
-    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Self::Msg, Self::Timer>);
+    fn on_client(
+        &mut self,
+        now: Time,
+        client: ClientRef,
+        req: Request,
+        out: &mut Out<Self::Msg, Self::Timer>,
+    );
     /// A protocol message arrived from `from`.
-    fn on_msg(&mut self, now: Time, from: Peer, msg: Self::Msg, out: &mut Out<Self::Msg, Self::Timer>);
+    fn on_msg(
+        &mut self,
+        now: Time,
+        from: Peer,
+        msg: Self::Msg,
+        out: &mut Out<Self::Msg, Self::Timer>,
+    );
     /// A timer set earlier fired.
     fn on_timer(&mut self, now: Time, timer: Self::Timer, out: &mut Out<Self::Msg, Self::Timer>);
     /// A link came up or went down. Most protocols ignore it.

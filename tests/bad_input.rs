@@ -1,0 +1,173 @@
+//! Bad input gets a clear error and loses nothing: malformed and oversized
+//! frames on both ports, wrong CLI arguments, unreadable cluster files, a
+//! port already in use.
+
+mod common;
+
+use bytes::Bytes;
+use common::{binary, start_cluster};
+use quorumkv_core::protocol::abd::Msg;
+use quorumkv_node::client::{Client, ClientConfig};
+use quorumkv_node::codec::{Frame, FrameBuf};
+use std::process::Command;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Read what the server sends until it closes the connection.
+async fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
+    let mut all = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut all))
+        .await
+        .expect("server closes");
+    all
+}
+
+fn error_frame(bytes: &[u8]) -> String {
+    let mut fb = FrameBuf::new(1 << 20);
+    fb.buf_mut().extend_from_slice(bytes);
+    match fb.next_frame::<Msg>() {
+        Ok(Some(Frame::Error { message })) => message,
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_oversized_frames_close_only_that_connection() {
+    let cluster = start_cluster(3).await;
+    let addr = cluster.native_addrs()[0];
+    let client = Client::connect(cluster.native_addrs(), ClientConfig::default())
+        .await
+        .unwrap();
+    client.put("before", "1").await.unwrap();
+
+    // Garbage body with a valid length.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&[0, 0, 0, 4, 0xff, 0xfe, 0xfd, 0xfc])
+        .await
+        .unwrap();
+    let msg = error_frame(&read_to_close(&mut s).await);
+    assert!(msg.contains("malformed"), "{msg}");
+
+    // A length far beyond the frame limit.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&[0x7f, 0xff, 0xff, 0xff, 1, 2, 3])
+        .await
+        .unwrap();
+    let msg = error_frame(&read_to_close(&mut s).await);
+    assert!(msg.contains("exceeds the limit"), "{msg}");
+
+    // A frame that makes no sense from a client.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let frame = quorumkv_node::codec::encode_to_bytes::<Msg>(&Frame::Welcome {
+        node: 1,
+        protocol: quorumkv_core::protocol::ProtocolKind::Abd,
+        members: vec![],
+    });
+    s.write_all(&frame).await.unwrap();
+    let msg = error_frame(&read_to_close(&mut s).await);
+    assert!(msg.contains("unexpected frame"), "{msg}");
+
+    // Malformed RESP.
+    let mut s = TcpStream::connect(cluster.endpoints()[0].resp)
+        .await
+        .unwrap();
+    s.write_all(b"*1\r\n$-7\r\n").await.unwrap();
+    let reply = String::from_utf8(read_to_close(&mut s).await).unwrap();
+    assert!(reply.starts_with("-ERR Protocol error"), "{reply}");
+
+    // Everyone else is still served, and nothing acknowledged was lost.
+    assert_eq!(client.get("before").await.unwrap(), Some(Bytes::from("1")));
+    client.put("after", "2").await.unwrap();
+    assert_eq!(client.get("after").await.unwrap(), Some(Bytes::from("2")));
+}
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(binary()).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn wrong_arguments_say_what_is_wrong() {
+    let (code, err) = run(&["server", "--id", "1", "--listen", "not-an-address"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("invalid value 'not-an-address'"), "{err}");
+    let (code, err) = run(&["cluster", "--protocol", "paxos"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown protocol 'paxos'"), "{err}");
+    let (code, err) = run(&["get"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("required"), "{err}");
+    let (code, err) = run(&["frobnicate"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("unrecognized subcommand"), "{err}");
+}
+
+#[test]
+fn unreadable_or_invalid_cluster_file_is_one_clear_line() {
+    let (code, err) = run(&[
+        "server",
+        "--id",
+        "1",
+        "--config",
+        "/nonexistent/cluster.toml",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("quorumkv: cannot read cluster file /nonexistent/cluster.toml"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let dir = std::env::temp_dir().join(format!("qkv-badcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.toml");
+    std::fs::write(
+        &path,
+        "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"nowhere\"\n",
+    )
+    .unwrap();
+    let (code, err) = run(&["server", "--id", "1", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid cluster file"), "{err}");
+    std::fs::write(
+        &path,
+        "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n",
+    )
+    .unwrap();
+    let (code, err) = run(&["server", "--id", "7", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("replica id 7 is not in the cluster"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn port_in_use_is_reported() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, err) = run(&["server", "--id", "1", "--listen", &addr]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert!(err.to_lowercase().contains("in use"), "{err}");
+}
+
+#[tokio::test]
+async fn unreachable_cluster_is_a_clear_client_error() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let err = Client::connect(vec![free], ClientConfig::default())
+        .await
+        .err()
+        .expect("nothing listens there");
+    assert!(
+        err.to_string().starts_with("cannot reach any replica"),
+        "{err}"
+    );
+    let (code, err) = run(&["get", "k", "--endpoints", &free.to_string()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot reach any replica"), "{err}");
+}

@@ -1,0 +1,160 @@
+//! A real 3-replica cluster (child processes, TCP): clients in both modes,
+//! concurrency, and replicas killed with SIGKILL mid-run.
+
+mod common;
+
+use bytes::Bytes;
+use common::start_cluster;
+use quorumkv_core::OpError;
+use quorumkv_node::client::{Client, ClientConfig, ClientError, ClientMode};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn cfg(mode: ClientMode) -> ClientConfig {
+    ClientConfig {
+        mode,
+        op_timeout: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_get_delete_in_both_modes() {
+    let cluster = start_cluster(3).await;
+    for mode in [ClientMode::Direct, ClientMode::Proxy] {
+        let c = Client::connect(cluster.native_addrs(), cfg(mode))
+            .await
+            .unwrap();
+        let key = format!("k-{mode:?}");
+        assert_eq!(c.get(key.clone()).await.unwrap(), None);
+        c.put(key.clone(), "v1").await.unwrap();
+        assert_eq!(c.get(key.clone()).await.unwrap(), Some(Bytes::from("v1")));
+        c.put(key.clone(), "v2").await.unwrap();
+        c.delete(key.clone()).await.unwrap();
+        assert_eq!(c.get(key.clone()).await.unwrap(), None);
+    }
+    // A write by a direct client is visible to a proxy client on another replica.
+    let d = Client::connect(cluster.native_addrs(), cfg(ClientMode::Direct))
+        .await
+        .unwrap();
+    let p = Client::connect(vec![cluster.native_addrs()[2]], cfg(ClientMode::Proxy))
+        .await
+        .unwrap();
+    d.put("shared", "from-direct").await.unwrap();
+    assert_eq!(
+        p.get("shared").await.unwrap(),
+        Some(Bytes::from("from-direct"))
+    );
+}
+
+/// Many pipelined clients on few keys: each client's own writes must be
+/// read back in order (a client always sees at least its latest write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_read_their_writes() {
+    let cluster = start_cluster(3).await;
+    let client = Client::connect(cluster.native_addrs(), cfg(ClientMode::Direct))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..16u32 {
+        let c = client.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..50u32 {
+                let key = format!("key-{t}");
+                let value = format!("{t}-{i}");
+                c.put(key.clone(), value.clone()).await.unwrap();
+                assert_eq!(c.get(key).await.unwrap(), Some(Bytes::from(value.clone())));
+                // Everyone reads a shared key too; its value is some client's write.
+                c.put("hot", value).await.unwrap();
+                let hot = c.get("hot").await.unwrap().expect("hot was written");
+                assert!(hot.contains(&b'-'));
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+/// SIGKILL one replica while clients run: with a majority alive every
+/// operation still completes. Kill a second: operations fail with a
+/// timeout within a bounded time instead of hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_a_minority_crash_and_fails_cleanly_without_quorum() {
+    let mut cluster = start_cluster(3).await;
+    for mode in [ClientMode::Direct, ClientMode::Proxy] {
+        // Proxy clients talk to replica 1, which stays alive.
+        let eps = match mode {
+            ClientMode::Direct => cluster.native_addrs(),
+            ClientMode::Proxy => vec![cluster.native_addrs()[0]],
+        };
+        let client = Client::connect(eps, cfg(mode)).await.unwrap();
+        let done = Arc::new(AtomicU32::new(0));
+        let workers: Vec<_> = (0..8)
+            .map(|t| {
+                let (c, done) = (client.clone(), done.clone());
+                tokio::spawn(async move {
+                    for i in 0..150u32 {
+                        c.put(format!("k{}", i % 5), format!("{t}.{i}")).await?;
+                        c.get(format!("k{}", (i + 1) % 5)).await?;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok::<_, ClientError>(())
+                })
+            })
+            .collect();
+        let mut done_at_kill = 0;
+        if mode == ClientMode::Direct {
+            while done.load(Ordering::Relaxed) < 200 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            cluster.kill(3).await.unwrap();
+            done_at_kill = done.load(Ordering::Relaxed);
+        }
+        for w in workers {
+            w.await.unwrap().unwrap_or_else(|e| {
+                panic!("{mode:?}: an operation failed with a majority alive: {e}")
+            });
+        }
+        let total = done.load(Ordering::Relaxed);
+        assert_eq!(total, 8 * 150);
+        assert!(
+            mode == ClientMode::Proxy || total - done_at_kill >= 500,
+            "the kill came too late: {done_at_kill}"
+        );
+    }
+    cluster.kill(2).await.unwrap();
+    let client = Client::connect(cluster.native_addrs(), cfg(ClientMode::Direct))
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let err = client
+        .put("k0", "lost?")
+        .await
+        .expect_err("no majority: must fail");
+    assert!(
+        matches!(err, ClientError::Op(OpError::Timeout { got: 1, need: 2 })),
+        "{err:?}"
+    );
+    assert!(
+        !err.is_definite(),
+        "a timed-out write has an unknown outcome"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "bounded failure, took {:?}",
+        start.elapsed()
+    );
+    // Bring one back: the majority returns and so does service.
+    cluster.restart(2).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match client.put("k0", "back").await {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline => eprintln!("waiting for the quorum: {e}"),
+            Err(e) => panic!("service did not return after restart: {e}"),
+        }
+    }
+    assert_eq!(client.get("k0").await.unwrap(), Some(Bytes::from("back")));
+}
