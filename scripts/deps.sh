@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install the system packages quorumkv's build, tests and bench use, if missing:
+#   protoc (the etcd client compiles .proto files), a TTF font (plots),
+#   redis-cli / redis-benchmark / redis-server (RESP tests, Redis peer).
+# etcd itself is installed on demand by scripts/peers.sh.
+set -euo pipefail
+need=()
+command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "deps.sh: installing ${need[*]}"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every test: formatting, lints, then unit + integration tests of all crates
+# (real local clusters, redis-cli, the checker on reference histories, the
+# simulator's fixed seeds). This is what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo nextest"
+cargo nextest run --workspace --no-fail-fast "$@"
