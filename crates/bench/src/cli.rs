@@ -23,40 +23,40 @@ use crate::sweep;
 Peers: scripts/peers.sh start etcd|redis prints the --target to use.")]
 pub struct Args {
     /// Protocols of local clusters (default: all implemented).
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub protocol: Option<String>,
     /// Targets: local, quorumkv://H:P,H:P…, etcd://H:P,H:P…, redis://H:P (comma-separated; default local).
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub target: Option<String>,
     /// Replica counts of local clusters [default: 3].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub replicas: Option<String>,
     /// Closed-loop logical clients [default: 1,4,8,16,32].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub clients: Option<String>,
     /// Fractions of GETs (the rest are PUTs) [default: 0.9,0.1].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub get_fraction: Option<String>,
     /// Number of distinct keys [default: 10].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub keys: Option<String>,
     /// Key distribution: uniform, zipf:S (zipf = zipf:1.345675), hotspot [default: uniform].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub distribution: Option<String>,
     /// Value size in bytes [default: 16].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub value_size: Option<String>,
     /// Measured operations per logical client (instead of --duration).
     #[arg(long, value_name = "N", conflicts_with = "duration")]
     pub ops_per_client: Option<u64>,
     /// Measured time per point, e.g. 3s, 500ms [default: 3s].
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub duration: Option<String>,
     /// Warm-up per point whose samples are discarded [default: 500ms].
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub warmup: Option<String>,
     /// Open loop: Poisson arrivals per second (list); replaces --clients.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub rate: Option<String>,
     /// Open loop: arrivals beyond this many in flight are shed [default: 25].
     #[arg(long, value_name = "N")]
@@ -68,7 +68,7 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "MODE")]
     pub client_mode: Option<CoordMode>,
     /// Per-operation timeout [default: 2s].
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub op_timeout: Option<String>,
     /// Do not write every key before the warm-up.
     #[arg(long)]
@@ -77,7 +77,7 @@ pub struct Args {
     #[arg(long)]
     pub check: bool,
     /// Longest one history check may take [default: 60s].
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub check_timeout: Option<String>,
     /// Seed of every random choice [default: 1].
     #[arg(long, value_name = "N")]

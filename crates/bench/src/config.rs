@@ -135,6 +135,11 @@ pub fn parse_targets(s: &str) -> Result<Vec<TargetSpec>, String> {
                 }
             });
         } else {
+            if matches!(out.last(), None | Some(TargetSpec::Local)) {
+                return Err(format!(
+                    "unknown target '{tok}' (want local, quorumkv://H:P,…, etcd://H:P,… or redis://H:P)"
+                ));
+            }
             check_host_port(tok)?;
             match out.last_mut() {
                 Some(TargetSpec::Quorumkv { endpoints }) => endpoints.push(resolve(tok)?),

@@ -198,7 +198,7 @@ fn draw(path: &Path, title: &str, ylabel: &str, panels: &[(String, Series)], col
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 15))
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| fmt_y(*y))
+            .y_label_formatter(&|y| fmt_y(*y, ymax))
             .draw()?;
         for (name, pts) in s {
             let c = color(name);
@@ -222,12 +222,15 @@ fn draw(path: &Path, title: &str, ylabel: &str, panels: &[(String, Series)], col
     Ok(())
 }
 
-fn fmt_y(y: f64) -> String {
-    if y >= 10_000.0 {
+/// Axis labels with as many decimals as the axis range needs.
+fn fmt_y(y: f64, ymax: f64) -> String {
+    if y == 0.0 {
+        "0".into()
+    } else if ymax >= 20_000.0 {
         format!("{:.0}k", y / 1000.0)
-    } else if y >= 100.0 {
+    } else if ymax >= 100.0 {
         format!("{y:.0}")
-    } else if y >= 1.0 {
+    } else if ymax >= 5.0 {
         format!("{y:.1}")
     } else {
         format!("{y:.2}")

@@ -234,7 +234,7 @@ impl Deployment {
     pub fn conn_description(&self) -> String {
         match &self.spec {
             DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
-                format!("{} TCP (one a replica), pipelined", self.native.len())
+                format!("{} TCP (one per replica), pipelined", self.native.len())
             }
             DeploySpec::Etcd { .. } => "1 gRPC/HTTP2 channel, multiplexed".into(),
             DeploySpec::Redis { .. } => "1 TCP, multiplexed".into(),

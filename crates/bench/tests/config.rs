@@ -1,0 +1,135 @@
+//! Flag and list parsing, defaults, and bad input (issue 4 §Bad input).
+
+use std::time::Duration;
+
+use clap::Parser;
+use quorumkv_bench::cli::Args;
+use quorumkv_bench::config::{
+    parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, Distribution, Length, TargetSpec,
+    SEED_002_ZIPF,
+};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: Args,
+}
+
+fn args(v: &[&str]) -> Args {
+    let mut all = vec!["bench"];
+    all.extend_from_slice(v);
+    Cli::try_parse_from(all).expect("clap accepts the flags").args
+}
+
+fn err(v: &[&str]) -> String {
+    args(v).to_config().expect_err("config should be rejected").to_string()
+}
+
+#[test]
+fn defaults_are_the_main_job() {
+    let c = args(&[]).to_config().unwrap();
+    assert_eq!(c.targets, vec![TargetSpec::Local]);
+    assert_eq!(c.replicas, vec![3]);
+    assert_eq!(c.get_fractions, vec![0.9, 0.1]);
+    assert_eq!(c.keys, vec![10]);
+    assert_eq!(c.clients, vec![1, 4, 8, 16, 32]);
+    assert!(matches!(c.length, Length::Duration(d) if d <= Duration::from_secs(5)));
+    assert_eq!(c.protocols, quorumkv_core::protocol::ProtocolKind::ALL.to_vec());
+    // 2 mixes × 5 client counts per protocol, a few seconds each.
+    assert_eq!(c.point_count(), 10 * c.protocols.len());
+}
+
+#[test]
+fn lists_expand_into_the_matrix() {
+    let c = args(&[
+        "--replicas",
+        "1,3,5",
+        "--clients",
+        "1,2,4",
+        "--get-fraction",
+        "0.9, 0.1",
+        "--distribution",
+        "uniform,zipf,zipf:0.99,hotspot",
+        "--value-size",
+        "16,1024",
+    ])
+    .to_config()
+    .unwrap();
+    assert_eq!(c.replicas, vec![1, 3, 5]);
+    assert_eq!(c.get_fractions, vec![0.9, 0.1]);
+    assert_eq!(
+        c.distributions,
+        vec![Distribution::Uniform, Distribution::Zipf(SEED_002_ZIPF), Distribution::Zipf(0.99), Distribution::Hotspot]
+    );
+    let per_deploy = 3 * 2 * 4 * 2;
+    assert_eq!(c.plans().len(), 3 * c.protocols.len());
+    assert!(c.plans().iter().all(|p| p.workloads.len() == per_deploy));
+}
+
+#[test]
+fn open_loop_uses_max_outstanding() {
+    let c = args(&["--rate", "50,100", "--max-outstanding", "25"]).to_config().unwrap();
+    assert_eq!(c.rates, vec![50.0, 100.0]);
+    let w = c.workloads();
+    assert_eq!(w.len(), 2 * 2);
+    assert!(w.iter().all(|w| w.clients == 25 && w.rate.is_some()));
+    assert!(err(&["--rate", "50", "--clients", "4"]).contains("--max-outstanding"));
+}
+
+#[test]
+fn targets_parse_with_extra_endpoints() {
+    let t = parse_targets("local,etcd://127.0.0.1:2379,127.0.0.1:2381,redis://localhost:6379").unwrap();
+    assert_eq!(
+        t,
+        vec![
+            TargetSpec::Local,
+            TargetSpec::Etcd { endpoints: vec!["127.0.0.1:2379".into(), "127.0.0.1:2381".into()] },
+            TargetSpec::Redis { addr: "localhost:6379".into() },
+        ]
+    );
+    let q = parse_targets("quorumkv://127.0.0.1:7001,127.0.0.1:7002").unwrap();
+    assert!(matches!(&q[0], TargetSpec::Quorumkv { endpoints } if endpoints.len() == 2));
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    for (flags, needle) in [
+        (vec!["--protocol", "abd,paxos"], "unknown protocol 'paxos'"),
+        (vec!["--target", "zookeeper://h:2181"], "unknown target scheme"),
+        (vec!["--target", "mongo"], "unknown target 'mongo'"),
+        (vec!["--target", "etcd://nohost"], "not host:port"),
+        (vec!["--clients", "1,x,4"], "--clients: bad value 'x'"),
+        (vec!["--clients", "1,,4"], "empty entry"),
+        (vec!["--clients", "0"], "out of range"),
+        (vec!["--replicas", "-1"], "--replicas: bad value '-1'"),
+        (vec!["--get-fraction", "1.5"], "not in [0, 1]"),
+        (vec!["--distribution", "zipf:-1"], "bad Zipf exponent"),
+        (vec!["--distribution", "pareto"], "unknown distribution"),
+        (vec!["--duration", "3 parsecs"], "--duration"),
+        (vec!["--keys", "0"], "0 keys"),
+        (vec!["--rate", "0"], "not a positive rate"),
+    ] {
+        let e = err(&flags);
+        assert!(e.contains(needle), "{flags:?}: '{e}' lacks '{needle}'");
+        assert!(!e.contains('\n'), "{flags:?}: error spans lines: {e}");
+    }
+}
+
+#[test]
+fn helpers() {
+    assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+    assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+    assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+    assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+    assert!(parse_duration("fast").is_err());
+    assert_eq!(parse_list::<u32>("clients", "1, 2,3").unwrap(), vec![1, 2, 3]);
+    assert!(matches!(parse_list::<u32>("clients", "1;2"), Err(ConfigError::BadValue { flag: "clients", .. })));
+    assert_eq!("zipf:1.5".parse::<Distribution>().unwrap().to_string(), "zipf:1.5");
+}
+
+#[test]
+fn a_quorumkv_target_needs_one_protocol() {
+    let mut c = BenchConfig { targets: parse_targets("quorumkv://127.0.0.1:7001").unwrap(), ..Default::default() };
+    c.protocols = vec![quorumkv_core::protocol::ProtocolKind::Abd; 2];
+    assert!(matches!(c.validate(), Err(ConfigError::Conflict(_))));
+}

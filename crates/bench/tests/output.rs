@@ -1,0 +1,129 @@
+//! CSV, JSON, table and PNG output.
+
+use std::collections::BTreeMap;
+
+use quorumkv_bench::config::BenchConfig;
+use quorumkv_bench::plot::write_plots;
+use quorumkv_bench::report::{table, to_csv, write_files, PointResult, CSV_HEADER};
+use quorumkv_bench::stats::LatencySummary;
+
+fn point(target: &str, kind: &str, replicas: usize, clients: usize, get: f64, tput: f64) -> PointResult {
+    let lat = |base: u64| LatencySummary {
+        count: 100,
+        avg_us: base as f64 * 1.1,
+        p50_us: base,
+        p95_us: base * 2,
+        p99_us: base * 3,
+        max_us: base * 10,
+    };
+    PointResult {
+        target: target.into(),
+        kind: kind.into(),
+        replicas,
+        clients,
+        connections: "shared: 1 client = 3 TCP, pipelined".into(),
+        get_fraction: get,
+        keys: 10,
+        distribution: "uniform".into(),
+        value_size: 16,
+        rate: None,
+        elapsed_s: 3.0,
+        throughput: tput,
+        ok_get: 90,
+        ok_put: 10,
+        failed: 2,
+        failures: BTreeMap::from([("timeout".to_string(), 2)]),
+        get: lat(200 + clients as u64 * 10),
+        put: lat(400 + clients as u64 * 20),
+        cpu_s_per_kop: (kind == "local").then_some(0.05),
+        check: Some("ok".into()),
+        note: None,
+    }
+}
+
+fn sample() -> Vec<PointResult> {
+    let mut v = Vec::new();
+    for &g in &[0.9, 0.1] {
+        for &c in &[1, 4, 16, 32] {
+            v.push(point("abd", "local", 3, c, g, 1000.0 * c as f64));
+            v.push(point("etcd", "etcd", 3, c, g, 200.0 * c as f64));
+            v.push(point("redis", "redis", 1, c, g, 5000.0 * c as f64));
+        }
+    }
+    v
+}
+
+#[test]
+fn csv_rows_match_the_header() {
+    let mut rs = sample();
+    rs[0].note = Some("a note, with a comma and \"quotes\"".into());
+    let csv = to_csv(&rs);
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some(CSV_HEADER));
+    let cols = CSV_HEADER.split(',').count();
+    let first = lines.next().unwrap();
+    assert!(first.starts_with("abd,local,3,1,0.9,10,uniform,16,,3.000,1000.0,90,10,2,timeout=2,"), "{first}");
+    assert!(first.ends_with(",\"a note, with a comma and \"\"quotes\"\"\""), "{first}");
+    for line in csv.lines().skip(1) {
+        assert_eq!(split_csv(line).len(), cols, "{line}");
+    }
+    assert_eq!(csv.lines().count(), rs.len() + 1);
+}
+
+/// Fields of one CSV line, honouring double quotes.
+fn split_csv(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+#[test]
+fn json_and_csv_files_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = sample();
+    write_files(dir.path(), &BenchConfig::default(), &rs, false).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["incomplete"], false);
+    assert_eq!(json["config"]["replicas"], serde_json::json!([3]));
+    let back: Vec<PointResult> = serde_json::from_value(json["results"].clone()).unwrap();
+    assert_eq!(back, rs);
+    assert!(std::fs::read_to_string(dir.path().join("results.csv")).unwrap().starts_with("target,kind,"));
+}
+
+#[test]
+fn table_has_a_row_per_point_and_the_check_column() {
+    let rs = sample();
+    let t = table(&rs);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), rs.len() + 2);
+    assert!(lines[0].starts_with("target") && lines[0].contains("ops/s") && lines[0].ends_with("check"));
+    assert!(lines[2].starts_with("abd ") && lines[2].ends_with("ok"));
+}
+
+#[test]
+fn plots_are_pngs() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_plots(dir.path(), &sample()).unwrap();
+    let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert!(names.contains(&"throughput_n3.png".to_string()), "{names:?}");
+    assert!(names.contains(&"latency_n3_get90.png".to_string()), "{names:?}");
+    assert!(names.contains(&"latency_n3_get10.png".to_string()), "{names:?}");
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", f.display());
+        assert!(bytes.len() > 10_000, "{} is suspiciously small", f.display());
+    }
+}

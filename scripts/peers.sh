@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Start or stop the peers `quorumkv bench` compares against, on 127.0.0.1,
+# with their data in a temporary directory.
+#
+#   scripts/peers.sh start etcd  [--replicas N] [--port-base P]   # N members (default 3), ports P.. (default 2379)
+#   scripts/peers.sh start redis [--replicas N] [--port-base P]   # 1 primary + N-1 async replicas (default 1), port P (6379)
+#   scripts/peers.sh stop  etcd|redis                              # idempotent
+#   scripts/peers.sh status etcd|redis
+#
+# `start` prints the --target to pass to `quorumkv bench` on stdout (and only
+# that), e.g.  T=$(scripts/peers.sh start etcd) && quorumkv bench --target "local,$T"
+# Missing servers are installed from Debian packages (etcd-server, redis-server).
+# State lives in ${QKV_PEERS_DIR:-${TMPDIR:-/tmp}/quorumkv-peers}/NAME.
+set -euo pipefail
+
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+die() { echo "peers.sh: $*" >&2; exit 1; }
+log() { echo "peers.sh: $*" >&2; }
+
+[ $# -ge 2 ] || usage
+action=$1 name=$2
+shift 2
+replicas="" port_base=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --replicas) [ $# -ge 2 ] || usage; replicas=$2; shift 2 ;;
+    --port-base) [ $# -ge 2 ] || usage; port_base=$2; shift 2 ;;
+    *) die "unknown argument '$1'" ;;
+  esac
+done
+case $name in
+  etcd) replicas=${replicas:-3}; port_base=${port_base:-2379} ;;
+  redis) replicas=${replicas:-1}; port_base=${port_base:-6379} ;;
+  *) die "unknown peer '$name' (etcd or redis)" ;;
+esac
+[[ $replicas =~ ^[1-9][0-9]*$ ]] || die "--replicas must be a positive number (got '$replicas')"
+[[ $port_base =~ ^[0-9]+$ ]] && [ "$port_base" -ge 1024 ] && [ "$port_base" -le 60000 ] \
+  || die "--port-base must be between 1024 and 60000 (got '$port_base')"
+
+root=${QKV_PEERS_DIR:-${TMPDIR:-/tmp}/quorumkv-peers}
+state=$root/$name
+
+# install PACKAGE BINARY: apt-get install PACKAGE unless BINARY is on PATH.
+install() {
+  command -v "$2" >/dev/null 2>&1 && return 0
+  command -v apt-get >/dev/null 2>&1 || die "$2 is not installed and there is no apt-get; install $1"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  log "installing $1 from Debian packages"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -q "$1" >/dev/null 2>&1 \
+    || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q "$1" >/dev/null; } \
+    || die "apt-get install $1 failed"
+  command -v "$2" >/dev/null 2>&1 || die "$1 installed but $2 is not on PATH"
+}
+
+alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+running() {
+  [ -f "$state/pids" ] || return 1
+  local p
+  for p in $(cat "$state/pids"); do alive "$p" || return 1; done
+}
+
+# wait_port PORT SECONDS: until something listens on 127.0.0.1:PORT.
+wait_port() {
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+stop() {
+  if [ ! -d "$state" ]; then
+    log "$name is not running"
+    return 0
+  fi
+  local p
+  if [ -f "$state/pids" ]; then
+    for p in $(cat "$state/pids"); do alive "$p" && kill "$p" 2>/dev/null || true; done
+    for _ in $(seq 50); do
+      local any=0
+      for p in $(cat "$state/pids"); do alive "$p" && any=1; done
+      [ $any = 0 ] && break
+      sleep 0.1
+    done
+    for p in $(cat "$state/pids"); do alive "$p" && kill -9 "$p" 2>/dev/null || true; done
+  fi
+  rm -rf "$(cat "$state/data" 2>/dev/null || echo /nonexistent)" "$state"
+  log "stopped $name"
+}
+
+start_etcd() {
+  install etcd-server etcd
+  local cluster="" i cp pp
+  for ((i = 0; i < replicas; i++)); do
+    pp=$((port_base + 2 * i + 1))
+    cluster+="${cluster:+,}m$i=http://127.0.0.1:$pp"
+  done
+  for ((i = 0; i < replicas; i++)); do
+    cp=$((port_base + 2 * i)) pp=$((port_base + 2 * i + 1))
+    port_free "$cp" && port_free "$pp" || die "port $cp or $pp is in use"
+    setsid etcd --name "m$i" --data-dir "$data/m$i" \
+      --listen-client-urls "http://127.0.0.1:$cp" --advertise-client-urls "http://127.0.0.1:$cp" \
+      --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+      --initial-cluster "$cluster" --initial-cluster-token quorumkv-bench --initial-cluster-state new \
+      </dev/null >"$state/m$i.log" 2>&1 &
+    echo $! >>"$state/pids"
+  done
+  local eps=""
+  for ((i = 0; i < replicas; i++)); do
+    cp=$((port_base + 2 * i))
+    wait_port "$cp" 20 || die "etcd member m$i did not open port $cp (see $state/m$i.log)"
+    eps+="${eps:+,}127.0.0.1:$cp"
+  done
+  # Serving clients needs a leader; etcd logs this line once it has one.
+  for _ in $(seq 200); do
+    grep -q "ready to serve client requests" "$state/m0.log" && grep -q "elected leader\|became leader" "$state"/m*.log && break
+    sleep 0.1
+  done
+  echo "etcd://$eps" >"$state/target"
+}
+
+start_redis() {
+  install redis-server redis-server
+  local i p primary=$port_base
+  for ((i = 0; i < replicas; i++)); do
+    p=$((port_base + i))
+    port_free "$p" || die "port $p is in use"
+    mkdir -p "$data/r$i"
+    local extra=()
+    [ "$i" -gt 0 ] && extra=(--replicaof 127.0.0.1 "$primary")
+    setsid redis-server --port "$p" --bind 127.0.0.1 --dir "$data/r$i" --save "" --appendonly no \
+      --protected-mode no --daemonize no "${extra[@]}" </dev/null >"$state/r$i.log" 2>&1 &
+    echo $! >>"$state/pids"
+    wait_port "$p" 10 || die "redis-server did not open port $p (see $state/r$i.log)"
+  done
+  echo "redis://127.0.0.1:$primary" >"$state/target"
+}
+
+case $action in
+  start)
+    if running; then
+      log "$name is already running (stop it first to change --replicas/--port-base)"
+      cat "$state/target"
+      exit 0
+    fi
+    [ -d "$state" ] && stop
+    mkdir -p "$state"
+    data=$(mktemp -d "${TMPDIR:-/tmp}/quorumkv-$name-data.XXXXXX")
+    echo "$data" >"$state/data"
+    "start_$name"
+    log "started $name ($replicas) with data in $data; logs in $state"
+    cat "$state/target"
+    ;;
+  stop) stop ;;
+  status)
+    if running; then cat "$state/target"; else log "$name is not running"; exit 1; fi
+    ;;
+  *) usage ;;
+esac
