@@ -1,10 +1,401 @@
-//! `quorumkv sim` (placeholder while the library takes shape).
+//! `quorumkv sim`: run many seeds of a protocol under injected faults, check
+//! every history, print a summary; a failing seed prints its replay command.
+
+use crate::config::{ClientMode, Durability, FaultSet, SeedRange, SimConfig, Timing};
+use crate::protocol::{self, Registered};
+use crate::run::{SeedReport, Verdict};
+use crate::sweep::{sweep, Summary};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 /// Arguments of `quorumkv sim`.
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Exit status: 0 when every seed passes, 1 when any fails, 2 on a usage error.\n\
+Every parameter of a run is drawn from its seed: a failing seed prints the exact command that replays it."
+)]
+pub struct Args {
+    /// Protocol to simulate.
+    #[arg(long, default_value = "abd")]
+    pub protocol: String,
+    /// Seeds to run: `N`, `A..B` (B excluded) or `A..=B`.
+    #[arg(long, default_value = "0..100")]
+    pub seeds: SeedRange,
+    /// Faults: `none`, `all`, or a comma list of delay,loss,dup,reorder,partition,crash,pause.
+    #[arg(long, default_value = "all")]
+    pub faults: FaultSet,
+    /// Replicas (N).
+    #[arg(long, default_value_t = 3)]
+    pub replicas: u32,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 5)]
+    pub clients: u32,
+    /// Operations per seed, over all clients.
+    #[arg(long, default_value_t = 200)]
+    pub ops: u32,
+    /// Number of keys (default: drawn per seed, 1 to 3, so operations collide).
+    #[arg(long)]
+    pub keys: Option<u32>,
+    /// How clients reach the protocol: through a server (proxy), with their
+    /// own coordinator (client), or drawn per seed (mixed).
+    #[arg(long, value_enum, default_value_t = ClientMode::Mixed)]
+    pub mode: ClientMode,
+    /// What a crashed node keeps: its persisted records (durable) or nothing
+    /// (memory; ABD then loses acknowledged writes and the checker says so).
+    #[arg(long, value_enum, default_value_t = Durability::Durable)]
+    pub durability: Durability,
+    /// TESTING AID: run a deliberately broken variant of the protocol, to
+    /// prove that the simulator and the checker catch it. `list` names them.
+    #[arg(long, value_name = "NAME")]
+    pub inject_bug: Option<String>,
+    /// Print the message trace of each failing seed (of every seed when only
+    /// one seed runs).
+    #[arg(long)]
+    pub trace: bool,
+    /// Print one line per seed.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Checker budget per seed, seconds (an undecided seed counts as failed).
+    #[arg(long, default_value_t = 10.0)]
+    pub check_timeout: f64,
+    /// Stop after this many failing seeds (0: run them all).
+    #[arg(long, default_value_t = 0)]
+    pub max_failures: u64,
+    /// Expect at least one seed to fail (for injected bugs): exit 0 if one
+    /// does, 1 if all pass.
+    #[arg(long)]
+    pub expect_failure: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
 
-pub fn run(_args: Args) -> ExitCode {
-    ExitCode::from(2)
+impl Args {
+    pub fn to_config(&self) -> SimConfig {
+        SimConfig {
+            protocol: self.protocol.clone(),
+            replicas: self.replicas,
+            clients: self.clients,
+            ops: self.ops,
+            keys: self.keys,
+            faults: self.faults,
+            mode: self.mode,
+            durability: self.durability,
+            bug: self.inject_bug.clone(),
+            timing: Timing::default(),
+            check_timeout: Duration::from_secs_f64(self.check_timeout.max(0.001)),
+            trace: false,
+        }
+    }
+
+    /// The command line that replays `seed` exactly.
+    pub fn replay_command(&self, seed: u64) -> String {
+        let mut cmd = format!(
+            "quorumkv sim --protocol {} --seeds {seed} --faults {} --replicas {} --clients {} --ops {} --mode {} --durability {}",
+            self.protocol, self.faults, self.replicas, self.clients, self.ops, self.mode, self.durability
+        );
+        if let Some(k) = self.keys {
+            cmd += &format!(" --keys {k}");
+        }
+        if let Some(b) = &self.inject_bug {
+            cmd += &format!(" --inject-bug {b}");
+        }
+        cmd + " --trace"
+    }
+}
+
+fn list_bugs(out: &mut impl Write) {
+    let _ = writeln!(
+        out,
+        "Injected bugs (testing aid: they exist only behind --inject-bug):"
+    );
+    for p in protocol::registry() {
+        for b in (p.bugs)() {
+            let _ = writeln!(out, "  {:<28} {:<6} {}", b.name, p.name, b.about);
+        }
+    }
+}
+
+/// Run `quorumkv sim`.
+pub fn run(args: Args) -> ExitCode {
+    if args.inject_bug.as_deref() == Some("list") {
+        list_bugs(&mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    let proto = match protocol::find(&args.protocol) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("quorumkv sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    match run_to(&args, &proto, &mut stdout) {
+        Ok(summary) => {
+            let failed = !summary.all_passed();
+            if failed == args.expect_failure {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("quorumkv sim: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Run the sweep of `args` and write the report to `out`.
+pub fn run_to(args: &Args, proto: &Registered, out: &mut impl Write) -> Result<Summary, String> {
+    let cfg = args.to_config();
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let bug = args
+        .inject_bug
+        .as_deref()
+        .map(|b| format!(", INJECTED BUG {b}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "sim {}: N={} clients={} ops/seed={} faults={} mode={} durability={} seeds={}{bug}",
+        proto.name,
+        args.replicas,
+        args.clients,
+        args.ops,
+        args.faults,
+        args.mode,
+        args.durability,
+        args.seeds
+    );
+    let mut bar = Progress::new(
+        args.seeds.len(),
+        !args.no_progress && std::io::stderr().is_terminal(),
+    );
+    let verbose = args.verbose;
+    let mut lines = Vec::new();
+    let summary = sweep(proto, &cfg, args.seeds, jobs, args.max_failures, |r| {
+        bar.update(r);
+        if verbose {
+            lines.push(seed_line(r));
+        }
+    })?;
+    bar.finish();
+    if verbose {
+        lines.sort();
+        for l in lines {
+            let _ = writeln!(out, "{}", l.1);
+        }
+    }
+    for f in &summary.failures {
+        report_failure(args, proto, &cfg, f, out);
+    }
+    if args.trace && args.seeds.len() == 1 && summary.failures.is_empty() {
+        let traced = (proto.run_seed)(
+            &SimConfig {
+                trace: true,
+                ..cfg.clone()
+            },
+            args.seeds.start,
+        )?;
+        print_trace(&traced, out);
+    }
+    print_summary(&summary, out);
+    Ok(summary)
+}
+
+fn seed_line(r: &SeedReport) -> (u64, String) {
+    let s = &r.stats;
+    let line = format!(
+        "seed {:>6} {:<16} ops ok={} fail={} unknown={}  msgs={} crashes={} partitions={} pauses={} virtual={:.1}ms  [{}]",
+        r.seed,
+        r.verdict.label(),
+        s.ops_ok,
+        s.ops_fail,
+        s.ops_unknown,
+        s.messages,
+        s.crashes,
+        s.partitions,
+        s.pauses,
+        s.virtual_us as f64 / 1000.0,
+        r.params
+    );
+    (r.seed, line)
+}
+
+fn report_failure(
+    args: &Args,
+    proto: &Registered,
+    cfg: &SimConfig,
+    f: &SeedReport,
+    out: &mut impl Write,
+) {
+    let _ = writeln!(out, "\nFAIL seed {}: {}", f.seed, f.verdict.label());
+    let _ = writeln!(out, "  replay: {}", args.replay_command(f.seed));
+    let _ = writeln!(out, "  params: {}", f.params);
+    let details = match &f.verdict {
+        Verdict::Pass => String::new(),
+        Verdict::Unsafe { details }
+        | Verdict::Stuck { details }
+        | Verdict::Undecided { details } => details.clone(),
+    };
+    for l in details.lines() {
+        let _ = writeln!(out, "  {l}");
+    }
+    if args.trace {
+        // Determinism makes the rerun the same run; check it while at it.
+        match (proto.run_seed)(
+            &SimConfig {
+                trace: true,
+                ..cfg.clone()
+            },
+            f.seed,
+        ) {
+            Ok(traced) => {
+                if traced.history != f.history {
+                    let _ = writeln!(out, "  WARNING: the rerun differs from the first run: the simulation is not deterministic");
+                }
+                print_trace(&traced, out);
+            }
+            Err(e) => {
+                let _ = writeln!(out, "  (trace rerun failed: {e})");
+            }
+        }
+    }
+}
+
+fn print_trace(r: &SeedReport, out: &mut impl Write) {
+    let _ = writeln!(out, "  --- trace of seed {} ({}) ---", r.seed, r.params);
+    for l in r.trace.iter().flatten() {
+        let _ = writeln!(out, "  {l}");
+    }
+    let _ = writeln!(out, "  --- history of seed {} ---", r.seed);
+    for op in &r.history {
+        let _ = writeln!(out, "  {op}");
+    }
+    let _ = writeln!(out, "  --- end of seed {} ---", r.seed);
+}
+
+fn si(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+fn print_summary(s: &Summary, out: &mut impl Write) {
+    let count = |f: fn(&Verdict) -> bool| s.failures.iter().filter(|r| f(&r.verdict)).count();
+    let unsafe_ = count(|v| matches!(v, Verdict::Unsafe { .. }));
+    let stuck = count(|v| matches!(v, Verdict::Stuck { .. }));
+    let undecided = count(|v| matches!(v, Verdict::Undecided { .. }));
+    let t = &s.totals;
+    let _ = writeln!(
+        out,
+        "\nseeds: {} run, {} passed, {} failed ({unsafe_} not linearizable, {stuck} liveness, {undecided} undecided)",
+        s.seeds_run,
+        s.passed,
+        s.failures.len()
+    );
+    let _ = writeln!(
+        out,
+        "simulated: {} ops ({} ok, {} fail, {} unknown), {} messages (+{} client requests/replies; {} lost, {} cut, {} duplicated), {} events, {} crashes, {} partitions, {} pauses, {:.1}s virtual",
+        s.ops(),
+        t.ops_ok,
+        t.ops_fail,
+        t.ops_unknown,
+        t.messages,
+        t.client_messages,
+        t.lost,
+        t.cut,
+        t.duplicated,
+        t.events,
+        t.crashes,
+        t.partitions,
+        t.pauses,
+        t.virtual_us as f64 / 1e6
+    );
+    let _ = writeln!(
+        out,
+        "wall: {:.2}s on {} thread(s): {} messages/s, {} seeds/min (simulation alone {} messages/s per core; checking took {:.2}s of {:.2}s thread time)",
+        s.wall.as_secs_f64(),
+        s.jobs,
+        si(s.messages_per_sec()),
+        si(s.seeds_per_min()),
+        si(s.sim_messages_per_core_sec()),
+        s.check_wall.as_secs_f64(),
+        (s.sim_wall + s.check_wall).as_secs_f64()
+    );
+    let _ = writeln!(out, "{}", if s.all_passed() { "PASS" } else { "FAIL" });
+}
+
+/// A one-line progress bar on stderr (only when it is a terminal).
+struct Progress {
+    total: u64,
+    done: u64,
+    failed: u64,
+    messages: u64,
+    on: bool,
+    start: Instant,
+    last: Instant,
+}
+
+impl Progress {
+    fn new(total: u64, on: bool) -> Progress {
+        let now = Instant::now();
+        Progress {
+            total,
+            done: 0,
+            failed: 0,
+            messages: 0,
+            on,
+            start: now,
+            last: now,
+        }
+    }
+
+    fn update(&mut self, r: &SeedReport) {
+        self.done += 1;
+        self.failed += u64::from(!r.verdict.passed());
+        self.messages += r.stats.messages;
+        if self.on && (self.last.elapsed() >= Duration::from_millis(100) || self.done == self.total)
+        {
+            self.last = Instant::now();
+            self.draw();
+        }
+    }
+
+    fn draw(&self) {
+        const W: u64 = 30;
+        let filled = (self.done * W / self.total.max(1)) as usize;
+        let secs = self.start.elapsed().as_secs_f64().max(1e-9);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r[{}{}] {}/{} seeds, {} failed, {} msg/s ",
+            "=".repeat(filled),
+            " ".repeat(W as usize - filled),
+            self.done,
+            self.total,
+            self.failed,
+            si(self.messages as f64 / secs)
+        );
+        let _ = err.flush();
+    }
+
+    fn finish(&self) {
+        if self.on {
+            self.draw();
+            eprintln!();
+        }
+    }
 }

@@ -239,6 +239,12 @@ pub struct SeedParams {
     pub tail_max_us: u64,
     /// The slow node (index) whose outgoing messages take 10× longer (delay fault).
     pub slow_node: Option<usize>,
+    /// Fraction of directed links that are persistently slow, and their
+    /// maximum latency multiplier (delay fault). Slow links make a store
+    /// reach some replicas long before others, which is what read
+    /// inversions need.
+    pub slow_link_p: f64,
+    pub slow_link_max: u64,
     pub loss_p: f64,
     pub dup_p: f64,
     pub reorder: bool,
@@ -271,6 +277,8 @@ impl SeedParams {
         let tail_p = r.uniform(0.01, 0.2);
         let tail_max_us = r.range(1_000, 20_000);
         let slow = r.below(cfg.replicas.max(1) as u64 + 1) as usize; // == replicas: none
+        let slow_link_p = r.uniform(0.0, 0.5);
+        let slow_link_max = r.range(2, 40);
         let loss_p = r.uniform(0.005, 0.1);
         let dup_p = r.uniform(0.005, 0.1);
         let nemesis_gap_us = r.range(5_000, 40_000);
@@ -286,6 +294,8 @@ impl SeedParams {
             tail_p: if delay { tail_p } else { 0.0 },
             tail_max_us,
             slow_node: (delay && slow < cfg.replicas as usize).then_some(slow),
+            slow_link_p: if delay { slow_link_p } else { 0.0 },
+            slow_link_max,
             loss_p: if f.has(Fault::Loss) { loss_p } else { 0.0 },
             dup_p: if f.has(Fault::Dup) { dup_p } else { 0.0 },
             reorder: f.has(Fault::Reorder),
@@ -306,7 +316,7 @@ impl fmt::Display for SeedParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "mode={} keys={} latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} loss={:.3} dup={:.3} reorder={} \
+            "mode={} keys={} latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} slow_links={:.2}x{} loss={:.3} dup={:.3} reorder={} \
              nemesis_gap={}us late_timer_p={:.2} heal_after_ops={}",
             if self.client_driven { "client" } else { "proxy" },
             self.keys,
@@ -315,6 +325,8 @@ impl fmt::Display for SeedParams {
             self.tail_p,
             self.tail_max_us,
             self.slow_node.map(|n| format!("n{}", n + 1)).unwrap_or_else(|| "-".into()),
+            self.slow_link_p,
+            self.slow_link_max,
             self.loss_p,
             self.dup_p,
             self.reorder,

@@ -29,6 +29,7 @@ pub enum Stream {
     Network = 3,
     Nemesis = 4,
     Timers = 5,
+    Links = 6,
 }
 
 impl Rng {

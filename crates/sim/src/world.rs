@@ -247,6 +247,8 @@ pub struct World<'a, P: SimProtocol> {
     blocked: Vec<bool>,
     /// FIFO links: the latest delivery instant per (from, to).
     link_last: Vec<u64>,
+    /// Latency multiplier per (from, to): persistently slow links.
+    link_mult: Vec<u64>,
     partition_epoch: u64,
     partition_active: bool,
     net_rng: Rng,
@@ -284,6 +286,13 @@ impl<'a, P: SimProtocol> World<'a, P> {
             clients: Vec::with_capacity(c),
             blocked: vec![false; e * e],
             link_last: vec![0; e * e],
+            link_mult: {
+                let mut r = Rng::stream(seed, Stream::Links);
+                let (p, max) = (params.slow_link_p, params.slow_link_max);
+                (0..e * e)
+                    .map(|_| if r.chance(p) { r.range(2, max) } else { 1 })
+                    .collect()
+            },
             partition_epoch: 0,
             partition_active: false,
             net_rng: Rng::stream(seed, Stream::Network),
@@ -393,9 +402,12 @@ impl<'a, P: SimProtocol> World<'a, P> {
 
     // ------------------------------------------------------------- network
 
-    fn latency(&mut self, from: Ep) -> u64 {
+    fn latency(&mut self, from: Ep, link: usize) -> u64 {
         let (lo, hi) = self.p.latency_us;
         let mut d = self.net_rng.range(lo, hi);
+        if self.faults_on() {
+            d *= self.link_mult[link];
+        }
         if self.faults_on() && self.net_rng.chance(self.p.tail_p) {
             d += self.net_rng.range(0, self.p.tail_max_us);
         }
@@ -441,7 +453,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             None
         };
         for (k, ev) in std::iter::once(ev).chain(copy).enumerate() {
-            let mut at = self.now + self.latency(from);
+            let mut at = self.now + self.latency(from, link);
             if !self.p.reorder {
                 at = at.max(self.link_last[link]);
                 self.link_last[link] = at;

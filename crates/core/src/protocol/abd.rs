@@ -265,6 +265,18 @@ struct Pending {
     retry_at: Time,
 }
 
+/// The first op id of a coordinator with writer id `id`: a hash of it, so
+/// that a restarted node (same node id, fresh writer id) never mistakes a
+/// late reply to its previous incarnation's op for one of its own. Op ids
+/// starting at 1 in every incarnation made a stale `QueryReply` for key A
+/// complete a new operation on key B (found by `quorumkv sim`).
+fn first_op(id: u64) -> u64 {
+    let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// Runs ABD operations on behalf of clients. `id` is the writer id that goes
 /// into tags: it must be unique among all coordinators of a cluster.
 #[derive(Debug)]
@@ -300,7 +312,7 @@ impl Coordinator {
             quorum,
             cfg,
             bug: None,
-            next_op: 1,
+            next_op: first_op(id),
             last_ts: 0,
             pending: BTreeMap::new(),
             ticking: false,
@@ -333,7 +345,7 @@ impl Coordinator {
             Request::Delete { key } => (key, Kind::Write(None)),
         };
         let op = self.next_op;
-        self.next_op += 1;
+        self.next_op = self.next_op.wrapping_add(1);
         out.broadcast(
             &self.members,
             Msg::Query {
@@ -620,6 +632,7 @@ impl AbdNode {
     /// counter): otherwise one tag can end up naming two values.
     pub fn with_writer(mut self, writer: u64) -> Self {
         self.coord.id = writer;
+        self.coord.next_op = first_op(writer);
         self
     }
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
