@@ -83,7 +83,7 @@ pub fn check(history: &[OpRecord], timeout: Duration) -> Safety {
                 "the checker timed out after {timeout:?} on keys {open:?}"
             ))
         }
-        Verdict::NotLinearizable => {
+        Verdict::NotLinearizable | Verdict::Skipped => {
             let Some(v) = report.violation else {
                 return Safety::Violation("not linearizable (no details)".into());
             };

@@ -265,11 +265,11 @@ struct Pending {
     retry_at: Time,
 }
 
-/// The first op id of a coordinator with writer id `id`: a hash of it, so
-/// that a restarted node (same node id, fresh writer id) never mistakes a
-/// late reply to its previous incarnation's op for one of its own. Op ids
-/// starting at 1 in every incarnation made a stale `QueryReply` for key A
-/// complete a new operation on key B (found by `quorumkv sim`).
+/// The first op id of a restarted node's coordinator with writer id `id`
+/// (see [`AbdNode::with_writer`]): a hash of it, so that a late reply to the
+/// previous incarnation's op is never taken for one of this incarnation's.
+/// With op ids restarting at 1, a stale `QueryReply` for key A completed a
+/// new operation on key B (found by `quorumkv sim`).
 fn first_op(id: u64) -> u64 {
     let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -312,7 +312,7 @@ impl Coordinator {
             quorum,
             cfg,
             bug: None,
-            next_op: first_op(id),
+            next_op: 1,
             last_ts: 0,
             pending: BTreeMap::new(),
             ticking: false,
