@@ -1,0 +1,520 @@
+//! Partitioning per key, parallel search, and the analysis of a violation.
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::history::{History, Operation, Outcome};
+use crate::model::{Model, Spec, SpecStepper, ValueStepper};
+use crate::search::{search, Deadline, Found, Span};
+
+/// A verdict, overall or for one key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    Linearizable,
+    NotLinearizable,
+    /// The search ran out of time.
+    Unknown,
+    /// Per key only: not decided because another key had already been found
+    /// not linearizable (see [`Options::all_keys`]).
+    Skipped,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Linearizable => "linearizable",
+            Verdict::NotLinearizable => "NOT linearizable",
+            Verdict::Unknown => "unknown (timed out)",
+            Verdict::Skipped => "not decided (stopped at the first violation)",
+        }
+    }
+
+    /// NotLinearizable beats Unknown beats Linearizable.
+    fn combine(self, other: Verdict) -> Verdict {
+        use Verdict::*;
+        match (self, other) {
+            (NotLinearizable, _) | (_, NotLinearizable) => NotLinearizable,
+            (Unknown, _) | (_, Unknown) => Unknown,
+            // Skipped implies some key is NotLinearizable.
+            (Skipped, _) | (_, Skipped) => NotLinearizable,
+            _ => Linearizable,
+        }
+    }
+}
+
+/// The verdict for one key.
+#[derive(Clone, Debug)]
+pub struct KeyReport {
+    pub key: String,
+    pub verdict: Verdict,
+    /// Operations checked (failed operations and unknown reads dropped).
+    pub ops: usize,
+    pub elapsed: Duration,
+    /// Search steps and memo entries, for tuning.
+    pub steps: u64,
+    pub memo: usize,
+}
+
+/// Why one key is not linearizable.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub key: String,
+    /// The key's operations that were checked, ordered by invocation.
+    pub ops: Vec<Operation>,
+    /// The shortest prefix of the key's events (calls and returns in time
+    /// order) that cannot be linearized, as a count of events.
+    pub prefix_events: usize,
+    /// How many of `ops` were invoked within that prefix: `ops[..prefix_ops]`.
+    /// Those not completed within it count as unknown there.
+    pub prefix_ops: usize,
+    /// Index into `ops` of the operation whose completion ends the prefix:
+    /// no order of the earlier operations lets it return what it did.
+    pub failing_op: usize,
+    /// Indices into `ops`: the failing operation, the operations concurrent
+    /// with it, and each client's last operation completed before it.
+    pub involved: Vec<usize>,
+    /// False if the shortening ran out of time: the prefix is then not
+    /// linearizable but may not be the shortest.
+    pub minimal: bool,
+}
+
+/// The result of [`check`].
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub verdict: Verdict,
+    pub model: Model,
+    /// One entry per key, ordered by key.
+    pub keys: Vec<KeyReport>,
+    /// Details of the first key found not linearizable.
+    pub violation: Option<Violation>,
+    pub elapsed: Duration,
+}
+
+/// How to check.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Keys not decided in time get [`Verdict::Unknown`].
+    pub timeout: Option<Duration>,
+    /// Decide every key even after one is found not linearizable (by default
+    /// the others stop and get [`Verdict::Skipped`], as Porcupine does: one
+    /// violation decides the history, while refuting some keys can take
+    /// exponential time).
+    pub all_keys: bool,
+}
+
+/// Checks `history` against `model`, each key on its own and in parallel,
+/// stopping at the first key found not linearizable.
+///
+/// Operations with [`Outcome::Fail`] and reads with [`Outcome::Unknown`] are
+/// dropped first. Every operation is interpreted with the semantics of its
+/// kind whatever `model` is (use [`Model::allows`] to reject foreign ones).
+/// With a `timeout`, keys not decided in time get [`Verdict::Unknown`].
+pub fn check(history: &History, model: Model, timeout: Option<Duration>) -> Report {
+    check_with(
+        history,
+        model,
+        Options {
+            timeout,
+            all_keys: false,
+        },
+    )
+}
+
+/// [`check`] with all options.
+pub fn check_with(history: &History, model: Model, opts: Options) -> Report {
+    let start = Instant::now();
+    let at = opts.timeout.map(|t| start + t);
+    let stop = AtomicBool::new(false);
+    let first_bad = AtomicUsize::new(usize::MAX);
+    let deadline = Deadline {
+        at,
+        cancel: (!opts.all_keys).then_some(&stop),
+    };
+    let parts = partition(history);
+    let indexed: Vec<(usize, &(String, Vec<Operation>))> = parts.iter().enumerate().collect();
+    let keys = par_map(&indexed, |&(i, (key, ops))| {
+        let t0 = Instant::now();
+        let (found, stats) = if deadline.expired() {
+            (Found::Timeout, Default::default())
+        } else {
+            check_ops(ops, deadline)
+        };
+        if found == Found::Illegal {
+            let _ = first_bad.compare_exchange(usize::MAX, i, Ordering::AcqRel, Ordering::Acquire);
+            stop.store(true, Ordering::Release);
+        }
+        let mut v = verdict(found);
+        if v == Verdict::Unknown && at.is_none_or(|t| Instant::now() < t) {
+            v = Verdict::Skipped;
+        }
+        KeyReport {
+            key: key.clone(),
+            verdict: v,
+            ops: ops.len(),
+            elapsed: t0.elapsed(),
+            steps: stats.steps,
+            memo: stats.memo,
+        }
+    });
+    let verdict = keys
+        .iter()
+        .fold(Verdict::Linearizable, |v, k| v.combine(k.verdict));
+    let violation = match first_bad.load(Ordering::Acquire) {
+        usize::MAX => None,
+        i => Some(explain(
+            &parts[i].0,
+            &parts[i].1,
+            Deadline { at, cancel: None },
+        )),
+    };
+    Report {
+        verdict,
+        model,
+        keys,
+        violation,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// An operation of a [`Spec`] with its times.
+#[derive(Clone, Debug)]
+pub struct SpecOp<O> {
+    pub call: u64,
+    /// `None`: unknown outcome (may take effect after `call`, or never).
+    pub ret: Option<u64>,
+    pub op: O,
+}
+
+/// Checks independent partitions of a history against any [`Spec`]: the seam
+/// for models beyond the built-in ones. One verdict per partition.
+pub fn check_spec<S: Spec>(
+    spec: &S,
+    partitions: &[Vec<SpecOp<S::Op>>],
+    timeout: Option<Duration>,
+) -> Vec<Verdict> {
+    let deadline = Deadline {
+        at: timeout.map(|t| Instant::now() + t),
+        cancel: None,
+    };
+    par_map(partitions, |ops| {
+        let mut sorted: Vec<&SpecOp<S::Op>> = ops.iter().collect();
+        sorted.sort_by_key(|o| o.call);
+        let spans: Vec<Span> = sorted
+            .iter()
+            .map(|o| Span {
+                call: o.call,
+                ret: o.ret,
+            })
+            .collect();
+        let mut stepper = SpecStepper::new(spec, sorted.iter().map(|o| &o.op).collect());
+        verdict(search(&spans, 0, &mut stepper, deadline).0)
+    })
+}
+
+fn verdict(f: Found) -> Verdict {
+    match f {
+        Found::Linearizable => Verdict::Linearizable,
+        Found::Illegal => Verdict::NotLinearizable,
+        Found::Timeout => Verdict::Unknown,
+    }
+}
+
+/// Keys with their operations, minus those that constrain nothing, each
+/// list ordered by invocation.
+fn partition(history: &History) -> Vec<(String, Vec<Operation>)> {
+    let mut parts: BTreeMap<&str, Vec<Operation>> = BTreeMap::new();
+    for o in &history.ops {
+        let dropped = match o.outcome {
+            Outcome::Fail => true,
+            Outcome::Unknown => o.op.is_read(),
+            Outcome::Ok(_) => false,
+        };
+        if !dropped {
+            let key = o.op.key();
+            let mut o = o.clone();
+            if o.outcome == Outcome::Unknown {
+                o.ret = None;
+            }
+            parts.entry(key).or_default().push(o);
+        }
+    }
+    parts
+        .into_iter()
+        .map(|(k, mut ops)| {
+            ops.sort_by_key(|o| (o.call, o.client));
+            (k.to_string(), ops)
+        })
+        .collect()
+}
+
+fn check_ops(ops: &[Operation], deadline: Deadline<'_>) -> (Found, crate::search::Stats) {
+    let spans: Vec<Span> = ops
+        .iter()
+        .map(|o| Span {
+            call: o.call,
+            ret: o.ret,
+        })
+        .collect();
+    search(&spans, 0, &mut ValueStepper::new(ops), deadline)
+}
+
+/// Runs `f` on every item on up to `available_parallelism` threads, biggest
+/// jobs first; results in item order.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if workers <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut out: Vec<(usize, R)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= items.len() {
+                            return mine;
+                        }
+                        mine.push((i, f(&items[i])));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("checker thread panicked"))
+            .collect()
+    });
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The events of `ops` in the search's order: (time, 0 call / 1 return, op).
+fn events(ops: &[Operation]) -> Vec<(u64, u8, usize)> {
+    let mut ev = Vec::with_capacity(ops.len() * 2);
+    for (i, o) in ops.iter().enumerate() {
+        ev.push((o.call, 0, i));
+        if let Some(r) = o.ret {
+            ev.push((r.max(o.call), 1, i));
+        }
+    }
+    ev.sort_unstable();
+    ev
+}
+
+/// The history made of the first `k` events: operations not completed
+/// within them have an unknown outcome (and reads among them are dropped).
+fn prefix(ops: &[Operation], ev: &[(u64, u8, usize)], k: usize) -> Vec<Operation> {
+    let mut done = vec![false; ops.len()];
+    let mut called = 0;
+    for &(_, kind, i) in &ev[..k] {
+        if kind == 1 {
+            done[i] = true;
+        } else {
+            called = called.max(i + 1);
+        }
+    }
+    (0..called)
+        .filter(|&i| done[i] || !ops[i].op.is_read())
+        .map(|i| {
+            let mut o = ops[i].clone();
+            if !done[i] {
+                o.ret = None;
+                o.outcome = Outcome::Unknown;
+            }
+            o
+        })
+        .collect()
+}
+
+/// Shortens a non-linearizable key to its shortest failing prefix (binary
+/// search: any extension of a non-linearizable prefix is non-linearizable)
+/// and names the operations around the failure.
+fn explain(key: &str, ops: &[Operation], deadline: Deadline<'_>) -> Violation {
+    let ev = events(ops);
+    let (mut lo, mut hi) = (0, ev.len()); // prefix(lo) linearizable, prefix(hi) not
+    let mut minimal = true;
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        match check_ops(&prefix(ops, &ev, mid), deadline).0 {
+            Found::Illegal => hi = mid,
+            Found::Linearizable => lo = mid,
+            Found::Timeout => {
+                minimal = false;
+                break;
+            }
+        }
+    }
+    let (_, kind, failing_op) = ev[hi - 1];
+    debug_assert!(
+        kind == 1 || !minimal,
+        "a call never makes a history non-linearizable"
+    );
+    let prefix_ops = ev[..hi]
+        .iter()
+        .filter(|e| e.1 == 0)
+        .map(|e| e.2 + 1)
+        .max()
+        .unwrap_or(0);
+    let involved = involved(&ops[..prefix_ops], failing_op);
+    Violation {
+        key: key.to_string(),
+        ops: ops.to_vec(),
+        prefix_events: hi,
+        prefix_ops,
+        failing_op,
+        involved,
+        minimal,
+    }
+}
+
+/// The failing operation, those concurrent with it, and for each client its
+/// last operation completed before the failing one was invoked.
+fn involved(ops: &[Operation], x: usize) -> Vec<usize> {
+    let (call, ret) = (ops[x].call, ops[x].ret.unwrap_or(u64::MAX));
+    let mut last: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, o) in ops.iter().enumerate() {
+        match o.ret {
+            Some(r) if r < call => {
+                let e = last.entry(o.client).or_insert(i);
+                if ops[*e].ret < o.ret {
+                    *e = i;
+                }
+            }
+            _ if o.call <= ret => out.push(i),
+            _ => {}
+        }
+    }
+    out.extend(last.into_values());
+    out.sort_unstable();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Op;
+
+    fn w(client: u64, v: &str, call: u64, ret: u64) -> Operation {
+        let op = Op::Write {
+            key: "".into(),
+            value: v.into(),
+        };
+        Operation {
+            client,
+            op,
+            call,
+            ret: Some(ret),
+            outcome: Outcome::Ok(None),
+        }
+    }
+    fn r(client: u64, v: Option<&str>, call: u64, ret: u64) -> Operation {
+        let op = Op::Read { key: "".into() };
+        Operation {
+            client,
+            op,
+            call,
+            ret: Some(ret),
+            outcome: Outcome::Ok(v.map(String::from)),
+        }
+    }
+
+    #[test]
+    fn stale_read_is_explained_by_the_shortest_prefix() {
+        let ops = vec![
+            w(1, "1", 0, 10),
+            w(1, "2", 20, 30),
+            r(2, Some("2"), 35, 40),
+            r(3, Some("1"), 50, 60), // stale: fails here
+            w(1, "3", 70, 80),
+            r(2, Some("3"), 90, 95),
+        ];
+        let rep = check(&History { ops }, Model::Register, None);
+        assert_eq!(rep.verdict, Verdict::NotLinearizable);
+        let v = rep.violation.unwrap();
+        assert_eq!(v.failing_op, 3);
+        assert_eq!(v.prefix_ops, 4);
+        assert_eq!(v.prefix_events, 8);
+        assert!(v.minimal);
+        assert_eq!(
+            v.involved,
+            vec![1, 2, 3],
+            "client 1's last write, client 2's read, the stale read"
+        );
+    }
+
+    #[test]
+    fn keys_are_independent_and_combined() {
+        let mut ops = vec![w(1, "1", 0, 10), r(2, Some("1"), 20, 30)];
+        ops.push(Operation {
+            op: Op::Read { key: "b".into() },
+            ..r(3, Some("nope"), 0, 1)
+        });
+        let rep = check_with(
+            &History { ops },
+            Model::Register,
+            Options {
+                timeout: None,
+                all_keys: true,
+            },
+        );
+        assert_eq!(rep.verdict, Verdict::NotLinearizable);
+        let verdicts: Vec<_> = rep
+            .keys
+            .iter()
+            .map(|k| (k.key.as_str(), k.verdict))
+            .collect();
+        assert_eq!(
+            verdicts,
+            vec![("", Verdict::Linearizable), ("b", Verdict::NotLinearizable)]
+        );
+        assert_eq!(rep.violation.unwrap().key, "b");
+    }
+
+    #[test]
+    fn timeout_gives_unknown() {
+        // Many concurrent writes of the same value and an impossible read
+        // make an exponential search; a zero timeout must stop it.
+        let mut ops: Vec<Operation> = (0..40).map(|i| w(i, "x", 0, 100)).collect();
+        ops.push(r(99, Some("y"), 200, 300));
+        let rep = check(&History { ops }, Model::Register, Some(Duration::ZERO));
+        assert_eq!(rep.verdict, Verdict::Unknown);
+    }
+
+    #[test]
+    fn spec_seam_checks_a_counter() {
+        /// Increment (None) or read (Some(n)).
+        struct Counter;
+        impl Spec for Counter {
+            type Op = Option<u32>;
+            type State = u32;
+            fn init(&self) -> u32 {
+                0
+            }
+            fn step(&self, s: &u32, op: &Option<u32>) -> Option<u32> {
+                match op {
+                    None => Some(s + 1),
+                    Some(n) => (n == s).then_some(*s),
+                }
+            }
+        }
+        let op = |call, ret, op| SpecOp {
+            call,
+            ret: Some(ret),
+            op,
+        };
+        let ok = vec![
+            op(0, 10, None),
+            op(1, 2, Some(0)),
+            op(5, 20, None),
+            op(21, 22, Some(2)),
+        ];
+        let bad = vec![op(0, 10, None), op(11, 12, Some(0))];
+        let v = check_spec(&Counter, &[ok, bad], None);
+        assert_eq!(v, vec![Verdict::Linearizable, Verdict::NotLinearizable]);
+    }
+}

@@ -1,0 +1,478 @@
+//! Reading histories: our JSONL, Jepsen register logs, and the EDN-like
+//! key-value format of Porcupine's test data. Formats without times use the
+//! line number as the time of each event.
+use std::collections::HashMap;
+
+use crate::history::{History, HistoryError, Op, Operation, Outcome};
+
+/// A history file format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// One JSON object per operation (see the README).
+    Jsonl,
+    /// Jepsen register log: `INFO  jepsen.util - 3	:invoke	:cas	[1 4]`.
+    Jepsen,
+    /// `{:process 0, :type :invoke, :f :append, :key "0", :value "x"}`.
+    EdnKv,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Jsonl => "jsonl",
+            Format::Jepsen => "jepsen",
+            Format::EdnKv => "edn-kv",
+        }
+    }
+
+    /// Guesses the format from the first meaningful line.
+    pub fn detect(text: &str) -> Option<Format> {
+        let line = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))?;
+        if line.starts_with("{:") {
+            Some(Format::EdnKv)
+        } else if line.starts_with('{') {
+            Some(Format::Jsonl)
+        } else if text.contains("jepsen.util") || jepsen_fields(line).is_some() {
+            Some(Format::Jepsen)
+        } else {
+            None
+        }
+    }
+}
+
+/// Parses `text` in `format` (or the detected one).
+pub fn parse(text: &str, format: Option<Format>) -> Result<(History, Format), HistoryError> {
+    let format = match format.or_else(|| Format::detect(text)) {
+        Some(f) => f,
+        None if text.trim().is_empty() => return Err(HistoryError::Empty),
+        None => {
+            return Err(HistoryError::at(
+                1,
+                "not a history: expected JSONL, a Jepsen log or EDN",
+            ))
+        }
+    };
+    let h = match format {
+        Format::Jsonl => History::read_jsonl(text.as_bytes())?,
+        Format::Jepsen => parse_jepsen(text)?,
+        Format::EdnKv => parse_edn_kv(text)?,
+    };
+    if h.ops.is_empty() {
+        return Err(HistoryError::Empty);
+    }
+    Ok((h, format))
+}
+
+/// Pairs invocations with completions per process. `complete` returns the
+/// outcome; unmatched invocations end with an unknown outcome.
+#[derive(Default)]
+struct Pairing {
+    open: HashMap<u64, usize>,
+    ops: Vec<Operation>,
+}
+
+impl Pairing {
+    fn invoke(&mut self, line: usize, process: u64, op: Op) -> Result<(), HistoryError> {
+        if self.open.contains_key(&process) {
+            return Err(HistoryError::at(
+                line,
+                format!("process {process} invoked twice"),
+            ));
+        }
+        self.open.insert(process, self.ops.len());
+        let t = line as u64;
+        self.ops.push(Operation {
+            client: process,
+            op,
+            call: t,
+            ret: None,
+            outcome: Outcome::Unknown,
+        });
+        Ok(())
+    }
+
+    /// Completes the open operation of `process`; returns it for checks.
+    fn complete(
+        &mut self,
+        line: usize,
+        process: u64,
+        outcome: Outcome,
+    ) -> Result<&mut Operation, HistoryError> {
+        let i = self.open.remove(&process).ok_or_else(|| {
+            HistoryError::at(
+                line,
+                format!("process {process} completes without an invocation"),
+            )
+        })?;
+        let o = &mut self.ops[i];
+        o.ret = (outcome != Outcome::Unknown).then_some(line as u64);
+        o.outcome = outcome;
+        Ok(o)
+    }
+}
+
+/// Splits `3	:invoke	:cas	[1 4]` (after `jepsen.util - `) into
+/// (process, type, f, value).
+fn jepsen_fields(s: &str) -> Option<(u64, &str, &str, &str)> {
+    let mut it = s.splitn(4, char::is_whitespace).map(str::trim);
+    let process = it.next()?.parse().ok()?;
+    let ty = it.next()?.strip_prefix(':')?;
+    let f = it.next()?.strip_prefix(':')?;
+    Some((process, ty, f, it.next().unwrap_or("").trim()))
+}
+
+fn parse_jepsen(text: &str) -> Result<History, HistoryError> {
+    let mut p = Pairing::default();
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let body = match raw.split_once("jepsen.util - ") {
+            Some((_, b)) => b,
+            None if raw.trim().is_empty() || !raw.trim_start().starts_with(char::is_numeric) => {
+                continue; // other log lines
+            }
+            None => raw.trim(),
+        };
+        if body.starts_with(':') {
+            continue; // :nemesis and friends
+        }
+        let (process, ty, f, value) =
+            jepsen_fields(body).ok_or_else(|| HistoryError::at(n, "malformed Jepsen line"))?;
+        let bad = |what: &str| HistoryError::at(n, format!("{what}: {value:?}"));
+        match ty {
+            "invoke" => {
+                let key = String::new();
+                let op = match f {
+                    "read" => Op::Read { key },
+                    "write" => Op::Write {
+                        key,
+                        value: atom(value).ok_or_else(|| bad("bad value"))?,
+                    },
+                    "cas" => {
+                        let (from, to) = pair(value).ok_or_else(|| bad("bad cas pair"))?;
+                        Op::Cas { key, from, to }
+                    }
+                    other => {
+                        return Err(HistoryError::at(n, format!("unknown Jepsen op :{other}")))
+                    }
+                };
+                p.invoke(n, process, op)?;
+            }
+            "ok" => {
+                let o = p.complete(n, process, Outcome::Ok(None))?;
+                if o.op.is_read() {
+                    let v = if value == "nil" {
+                        None
+                    } else {
+                        Some(atom(value).ok_or_else(|| bad("bad value"))?)
+                    };
+                    o.outcome = Outcome::Ok(v);
+                }
+            }
+            "fail" => {
+                p.complete(n, process, Outcome::Fail)?;
+            }
+            "info" => {
+                p.complete(n, process, Outcome::Unknown)?;
+            }
+            other => return Err(HistoryError::at(n, format!("unknown Jepsen type :{other}"))),
+        }
+    }
+    Ok(History { ops: p.ops })
+}
+
+/// A single Jepsen value (an integer or a word).
+fn atom(s: &str) -> Option<String> {
+    let s = s.split_whitespace().next()?;
+    (!s.starts_with('[') && !s.starts_with(':')).then(|| s.to_string())
+}
+
+/// `[1 4]`.
+fn pair(s: &str) -> Option<(String, String)> {
+    let inner = s.strip_prefix('[')?.split(']').next()?;
+    let mut it = inner.split_whitespace();
+    let r = (it.next()?.to_string(), it.next()?.to_string());
+    it.next().is_none().then_some(r)
+}
+
+/// An EDN value of the kv format.
+#[derive(Debug, PartialEq)]
+enum Edn {
+    Nil,
+    Kw(String),
+    Str(String),
+    Int(i64),
+}
+
+/// Parses one `{:k v, :k v}` line. Strings take `\"` and `\\` escapes.
+fn edn_map(line: &str) -> Result<HashMap<String, Edn>, String> {
+    let s = line.trim();
+    let body = s
+        .strip_prefix('{')
+        .and_then(|b| b.strip_suffix('}'))
+        .ok_or("expected {…}")?;
+    let mut out = HashMap::new();
+    let mut chars = body.chars().peekable();
+    let skip_ws = |c: &mut std::iter::Peekable<std::str::Chars>| {
+        while c.peek().is_some_and(|&ch| ch.is_whitespace() || ch == ',') {
+            c.next();
+        }
+    };
+    let word = |c: &mut std::iter::Peekable<std::str::Chars>| {
+        let mut w = String::new();
+        while let Some(&ch) = c.peek() {
+            if ch.is_whitespace() || ch == ',' {
+                break;
+            }
+            w.push(ch);
+            c.next();
+        }
+        w
+    };
+    loop {
+        skip_ws(&mut chars);
+        let Some(c) = chars.next() else { break };
+        if c != ':' {
+            return Err(format!("expected a :keyword, found {c:?}"));
+        }
+        let k = word(&mut chars);
+        skip_ws(&mut chars);
+        let v = match chars.peek() {
+            Some('"') => {
+                chars.next();
+                let mut v = String::new();
+                loop {
+                    match chars.next().ok_or("unterminated string")? {
+                        '"' => break,
+                        '\\' => v.push(chars.next().ok_or("unterminated string")?),
+                        ch => v.push(ch),
+                    }
+                }
+                Edn::Str(v)
+            }
+            Some(':') => {
+                chars.next();
+                Edn::Kw(word(&mut chars))
+            }
+            Some(_) => {
+                let w = word(&mut chars);
+                match w.as_str() {
+                    "nil" => Edn::Nil,
+                    _ => Edn::Int(w.parse().map_err(|_| format!("bad value {w:?}"))?),
+                }
+            }
+            None => return Err(format!("no value for :{k}")),
+        };
+        out.insert(k, v);
+    }
+    Ok(out)
+}
+
+/// The kv format. A missing key reads as `""` there, so a get of `""` is
+/// read as "absent", a put of `""` as a delete, and an append of `""` (a
+/// no-op) is dropped: with these the format's semantics equal our model's.
+fn parse_edn_kv(text: &str) -> Result<History, HistoryError> {
+    let mut p = Pairing::default();
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let m = edn_map(raw).map_err(|e| HistoryError::at(n, e))?;
+        let get_str = |k: &str| match m.get(k) {
+            Some(Edn::Str(s)) => Ok(Some(s.clone())),
+            Some(Edn::Int(i)) => Ok(Some(i.to_string())),
+            Some(Edn::Nil) | None => Ok(None),
+            Some(Edn::Kw(w)) => Err(HistoryError::at(n, format!(":{k} is :{w}"))),
+        };
+        let kw = |k: &str| match m.get(k) {
+            Some(Edn::Kw(w)) => Ok(w.as_str()),
+            _ => Err(HistoryError::at(n, format!("missing :{k} keyword"))),
+        };
+        let process = match m.get("process") {
+            Some(Edn::Int(i)) if *i >= 0 => *i as u64,
+            _ => return Err(HistoryError::at(n, "missing :process")),
+        };
+        let key = get_str("key")?.ok_or_else(|| HistoryError::at(n, "missing :key"))?;
+        let value = get_str("value")?;
+        match kw("type")? {
+            "invoke" => {
+                let need = || {
+                    value
+                        .clone()
+                        .ok_or_else(|| HistoryError::at(n, "missing :value"))
+                };
+                let op = match kw("f")? {
+                    "get" => Op::Get { key },
+                    "put" if need()?.is_empty() => Op::Delete { key },
+                    "put" => Op::Put {
+                        key,
+                        value: need()?,
+                    },
+                    "append" if need()?.is_empty() => {
+                        // Still pair it, then drop it below.
+                        Op::Append {
+                            key,
+                            value: String::new(),
+                        }
+                    }
+                    "append" => Op::Append {
+                        key,
+                        value: need()?,
+                    },
+                    "delete" => Op::Delete { key },
+                    other => return Err(HistoryError::at(n, format!("unknown :f :{other}"))),
+                };
+                p.invoke(n, process, op)?;
+            }
+            "ok" => {
+                let o = p.complete(n, process, Outcome::Ok(None))?;
+                if o.op.is_read() {
+                    o.outcome = Outcome::Ok(value.filter(|v| !v.is_empty()));
+                }
+            }
+            "fail" => {
+                p.complete(n, process, Outcome::Fail)?;
+            }
+            "info" => {
+                p.complete(n, process, Outcome::Unknown)?;
+            }
+            other => return Err(HistoryError::at(n, format!("unknown :type :{other}"))),
+        }
+    }
+    let ops = p
+        .ops
+        .into_iter()
+        .filter(|o| !matches!(&o.op, Op::Append { value, .. } if value.is_empty()))
+        .collect();
+    Ok(History { ops })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_formats() {
+        assert_eq!(
+            Format::detect("{:process 0, :type :invoke}"),
+            Some(Format::EdnKv)
+        );
+        assert_eq!(Format::detect("\n{\"client\": 1}"), Some(Format::Jsonl));
+        assert_eq!(
+            Format::detect("INFO  jepsen.util - 0\t:invoke\t:read\tnil"),
+            Some(Format::Jepsen)
+        );
+        assert_eq!(Format::detect("hello world"), None);
+    }
+
+    #[test]
+    fn jepsen_log() {
+        let log = "\
+INFO  jepsen.util - 0\t:invoke\t:read\tnil
+INFO  jepsen.util - 1\t:invoke\t:cas\t[1 4]
+INFO  jepsen.util - 2\t:invoke\t:write\t3
+INFO  jepsen.util - :nemesis\t:info\t:start\tnil
+INFO  jepsen.util - 0\t:ok\t:read\tnil
+INFO  jepsen.util - 1\t:fail\t:cas\t[1 4]
+INFO  jepsen.util - 2\t:info\t:write\t:timed-out
+INFO  jepsen.util - 0\t:invoke\t:read\tnil
+INFO  jepsen.util - 0\t:fail\t:read\t:timed-out
+INFO  jepsen.util - 3\t:invoke\t:read\tnil
+INFO  jepsen.util - 3\t:ok\t:read\t3
+";
+        let (h, f) = parse(log, None).unwrap();
+        assert_eq!(f, Format::Jepsen);
+        let got: Vec<_> = h
+            .ops
+            .iter()
+            .map(|o| (o.client, o.op.name(), o.outcome.clone(), o.ret))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, "read", Outcome::Ok(None), Some(5)),
+                (1, "cas", Outcome::Fail, Some(6)),
+                (2, "write", Outcome::Unknown, None),
+                (0, "read", Outcome::Fail, Some(9)),
+                (3, "read", Outcome::Ok(Some("3".into())), Some(11)),
+            ]
+        );
+        assert_eq!(
+            h.ops[1].op,
+            Op::Cas {
+                key: "".into(),
+                from: "1".into(),
+                to: "4".into()
+            }
+        );
+    }
+
+    #[test]
+    fn edn_kv_lines() {
+        let text = r#"{:process 0, :type :invoke, :f :append, :key "0", :value "x 0 0 y"}
+{:process 1, :type :invoke, :f :get, :key "0", :value nil}
+{:process 0, :type :ok, :f :append, :key "0", :value "x 0 0 y"}
+{:process 1, :type :ok, :f :get, :key "0", :value ""}
+{:process 2, :type :invoke, :f :put, :key "1", :value "a \"q\""}
+{:process 3, :type :invoke, :f :append, :key "1", :value ""}
+{:process 3, :type :ok, :f :append, :key "1", :value ""}
+"#;
+        let (h, f) = parse(text, None).unwrap();
+        assert_eq!(f, Format::EdnKv);
+        assert_eq!(h.ops.len(), 3, "the empty append is dropped");
+        assert_eq!(h.ops[1].outcome, Outcome::Ok(None), "\"\" reads as absent");
+        assert_eq!(h.ops[1].call, 2);
+        assert_eq!(h.ops[1].ret, Some(4));
+        assert_eq!(
+            h.ops[2].op,
+            Op::Put {
+                key: "1".into(),
+                value: "a \"q\"".into()
+            }
+        );
+        assert_eq!(h.ops[2].outcome, Outcome::Unknown, "no :ok by the end");
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = parse("{:process 0, :type :invoke, :f :get}\n", None).unwrap_err();
+        assert_eq!(e.to_string(), "line 1: missing :key");
+        let e = parse(
+            "{:process 0, :type :ok, :f :get, :key \"a\", :value nil}",
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 1: process 0 completes without an invocation"
+        );
+        let e = parse("{:process 0, :type :invoke, :f :get, :key \"a", None).unwrap_err();
+        assert!(e.to_string().starts_with("line 1: "), "{e}");
+        assert!(matches!(parse("  \n", None), Err(HistoryError::Empty)));
+        let e = parse("GIF89a\0\0", None).unwrap_err();
+        assert!(e.to_string().contains("not a history"), "{e}");
+    }
+
+    #[test]
+    fn parsers_never_panic_on_garbage() {
+        let samples = [
+            "{:",
+            "{:a",
+            "{:a \"",
+            "{:a \"\\",
+            "{\"",
+            "INFO jepsen.util - 1 :ok",
+            "1 :invoke :cas [1",
+            "{:process -1}",
+            "{}",
+        ];
+        for s in samples {
+            for f in [Format::Jsonl, Format::Jepsen, Format::EdnKv] {
+                let _ = parse(s, Some(f));
+            }
+        }
+    }
+}
