@@ -508,6 +508,21 @@ async fn resp_writer(
     let _ = wr.shutdown().await;
 }
 
+/// `CONFIG GET name`: quorumkv has no Redis settings, but redis-benchmark
+/// asks for `save` and `appendonly` to describe the server; answer those
+/// truthfully (no snapshots, no append-only file) and nothing else.
+fn config_get(name: &Bytes) -> Reply {
+    let value = match &name.to_ascii_lowercase()[..] {
+        b"save" => "",
+        b"appendonly" => "no",
+        _ => return Reply::Array(vec![]),
+    };
+    Reply::Array(vec![
+        Reply::Bulk(Some(name.clone())),
+        Reply::Bulk(Some(Bytes::from_static(value.as_bytes()))),
+    ])
+}
+
 enum RespAction {
     Reply(Reply),
     Store(Request, RespKind),
@@ -559,10 +574,10 @@ fn resp_command(args: &[Bytes], opts: &ServerOptions) -> RespAction {
         "quit" => RespAction::Quit,
         "select" if argc == 2 && &args[1][..] == b"0" => RespAction::Reply(Reply::Simple("OK")),
         // Clients probe these on connect (redis-cli: COMMAND DOCS;
-        // redis-benchmark: CONFIG GET save/appendonly). Empty answers are fine.
+        // redis-benchmark: CONFIG GET save/appendonly).
         "command" => RespAction::Reply(Reply::Array(vec![])),
-        "config" if argc >= 2 && args[1].eq_ignore_ascii_case(b"get") => {
-            RespAction::Reply(Reply::Array(vec![]))
+        "config" if argc == 3 && args[1].eq_ignore_ascii_case(b"get") => {
+            RespAction::Reply(config_get(&args[2]))
         }
         "client" => RespAction::Reply(Reply::Simple("OK")),
         "hello" => RespAction::Reply(Reply::Error("NOPROTO quorumkv speaks RESP2 only".into())),
