@@ -94,7 +94,12 @@ pub async fn run(
                 fast_read: opts.fast_read,
                 ..Default::default()
             };
-            let core = AbdNode::new(opts.id, members, false, cfg);
+            // A fresh writer id per boot: a restarted replica has forgotten
+            // the tags it issued, so reusing its node id could give one tag
+            // two values (found by `quorumkv sim`). Client ids have bit 63
+            // set; these never do.
+            let writer = (u64::from(rand::random::<u32>()) << 8) | u64::from(opts.id);
+            let core = AbdNode::new(opts.id, members, false, cfg).with_writer(writer);
             run_core(core, opts, listeners, shutdown).await
         }
     }
