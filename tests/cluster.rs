@@ -78,8 +78,9 @@ async fn concurrent_clients_read_their_writes() {
 }
 
 /// SIGKILL one replica while clients run: with a majority alive every
-/// operation still completes. Kill a second: operations fail with a
-/// timeout within a bounded time instead of hanging.
+/// operation still completes. A restarted replica recovers its state from
+/// its peers. With no majority, operations fail with a timeout within a
+/// bounded time instead of hanging.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survives_a_minority_crash_and_fails_cleanly_without_quorum() {
     let mut cluster = start_cluster(3).await;
@@ -124,10 +125,25 @@ async fn survives_a_minority_crash_and_fails_cleanly_without_quorum() {
             "the kill came too late: {done_at_kill}"
         );
     }
-    cluster.kill(2).await.unwrap();
+    // Replica 3 comes back empty and recovers from 1 and 2 before it
+    // answers reads; afterwards it holds every key without having been
+    // written to since its restart.
     let client = Client::connect(cluster.native_addrs(), cfg(ClientMode::Direct))
         .await
         .unwrap();
+    client.put("during-outage", "x").await.unwrap();
+    cluster.restart(3).await.unwrap();
+    let info = wait_for_info(cluster.endpoints()[2].resp, |i| !i.contains("RECOVERING")).await;
+    assert!(info.contains("replica keys=6"), "{info}");
+    // Now lose replica 2: {1, 3} is the majority and must serve everything.
+    cluster.kill(2).await.unwrap();
+    assert_eq!(
+        client.get("during-outage").await.unwrap(),
+        Some(Bytes::from("x"))
+    );
+    client.put("k0", "after").await.unwrap();
+    // Lose replica 3 as well: no majority, operations fail with a bounded timeout.
+    cluster.kill(3).await.unwrap();
     let start = Instant::now();
     let err = client
         .put("k0", "lost?")
@@ -146,15 +162,24 @@ async fn survives_a_minority_crash_and_fails_cleanly_without_quorum() {
         "bounded failure, took {:?}",
         start.elapsed()
     );
-    // Bring one back: the majority returns and so does service.
-    cluster.restart(2).await.unwrap();
+}
+
+/// Poll a replica's RESP INFO until `ok` accepts it (at most 10 s).
+async fn wait_for_info(addr: std::net::SocketAddr, ok: impl Fn(&str) -> bool) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match client.put("k0", "back").await {
-            Ok(()) => break,
-            Err(e) if Instant::now() < deadline => eprintln!("waiting for the quorum: {e}"),
-            Err(e) => panic!("service did not return after restart: {e}"),
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"INFO\r\nQUIT\r\n").await.unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).await.unwrap();
+        if ok(&text) {
+            return text;
         }
+        assert!(
+            Instant::now() < deadline,
+            "INFO never satisfied the condition: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(client.get("k0").await.unwrap(), Some(Bytes::from("back")));
 }

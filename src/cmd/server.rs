@@ -48,6 +48,12 @@ pub struct Args {
     /// ABD: always write back on reads (disable the one-round-trip read when a quorum agrees).
     #[arg(long)]
     no_fast_read: bool,
+    /// This replica restarted and lost its state (memory durability): do
+    /// not answer reads until it has merged the data of enough live peers
+    /// that no acknowledged write can be missing. Use it for every restart
+    /// of a replica that was part of a running cluster.
+    #[arg(long)]
+    recover: bool,
     /// Exit when standard input closes (used by `quorumkv cluster` so replicas never outlive it).
     #[arg(long, hide = true)]
     exit_on_stdin_eof: bool,
@@ -110,6 +116,7 @@ pub fn run(a: Args) -> ExitCode {
     let mut opts = ServerOptions::new(a.id, cluster);
     opts.op_timeout = a.op_timeout;
     opts.fast_read = !a.no_fast_read;
+    opts.recover = a.recover;
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

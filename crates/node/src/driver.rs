@@ -163,6 +163,10 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         let far = Instant::now() + std::time::Duration::from_secs(86400 * 365);
         let mut sleep = pin!(tokio::time::sleep_until(far));
         let mut armed = far;
+        let mut out = std::mem::take(&mut self.out);
+        self.core.on_start(self.now(), &mut out);
+        self.execute(&mut out);
+        self.out = out;
         loop {
             let next = self
                 .timers

@@ -127,7 +127,7 @@ impl LocalCluster {
             children: Vec::new(),
         };
         for id in cluster.file.members() {
-            let child = cluster.spawn(id)?;
+            let child = cluster.spawn(id, false)?;
             cluster.children.push(Some(child));
         }
         for id in cluster.file.members() {
@@ -136,7 +136,7 @@ impl LocalCluster {
         Ok(cluster)
     }
 
-    fn spawn(&self, id: NodeId) -> anyhow::Result<Child> {
+    fn spawn(&self, id: NodeId, recover: bool) -> anyhow::Result<Child> {
         let mut cmd = Command::new(&self.cfg.binary);
         cmd.arg("server")
             .arg("--config")
@@ -144,6 +144,7 @@ impl LocalCluster {
             .arg("--id")
             .arg(id.to_string())
             .arg("--exit-on-stdin-eof")
+            .args(recover.then_some("--recover"))
             .args(&self.cfg.server_args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -227,7 +228,8 @@ impl LocalCluster {
         Ok(())
     }
 
-    /// Start a killed replica again.
+    /// Start a killed replica again. It lost its state, so it recovers from
+    /// its peers before answering queries (`quorumkv server --recover`).
     pub async fn restart(&mut self, id: NodeId) -> anyhow::Result<()> {
         if self
             .children
@@ -237,7 +239,7 @@ impl LocalCluster {
         {
             bail!("replica {id} is running");
         }
-        let child = self.spawn(id)?;
+        let child = self.spawn(id, true)?;
         self.children[(id - 1) as usize] = Some(child);
         self.wait_ready(id).await
     }

@@ -38,6 +38,9 @@ pub struct ServerOptions {
     pub max_frame: usize,
     /// Most client connections served at once per port.
     pub max_connections: usize,
+    /// This replica restarted without its state: catch up from peers
+    /// before answering queries (seed 002's recovery mode `r`).
+    pub recover: bool,
 }
 
 impl ServerOptions {
@@ -49,6 +52,7 @@ impl ServerOptions {
             fast_read: true,
             max_frame: DEFAULT_MAX_FRAME,
             max_connections: 4096,
+            recover: false,
         }
     }
 }
@@ -99,7 +103,10 @@ pub async fn run(
             // two values (found by `quorumkv sim`). Client ids have bit 63
             // set; these never do.
             let writer = (u64::from(rand::random::<u32>()) << 8) | u64::from(opts.id);
-            let core = AbdNode::new(opts.id, members, false, cfg).with_writer(writer);
+            let mut core = AbdNode::new(opts.id, members, false, cfg).with_writer(writer);
+            if opts.recover {
+                core = core.recovering();
+            }
             run_core(core, opts, listeners, shutdown).await
         }
     }

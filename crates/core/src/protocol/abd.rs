@@ -59,6 +59,12 @@ pub enum Msg {
     },
     /// A replica's acknowledgement of `Store` (sent whether or not it applied).
     StoreAck { op: u64 },
+    /// A restarted replica that lost its state asks a peer for everything it holds.
+    SyncRequest,
+    /// A peer's whole store, answering `SyncRequest`.
+    SyncReply {
+        entries: Vec<(Bytes, Tag, Option<Bytes>)>,
+    },
 }
 
 /// Timers of the coordinator.
@@ -66,6 +72,8 @@ pub enum Msg {
 pub enum Timer {
     /// Periodic while operations are pending: retransmit and expire them.
     Tick,
+    /// Periodic while a restarted replica recovers: ask again.
+    Sync,
 }
 
 /// Deliberate bugs for the simulator's self-test (`quorumkv sim
@@ -192,8 +200,22 @@ impl Replica {
                 tag,
                 value,
             } => self.on_store(from, op, key, tag, value, out),
-            Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.counters.misrouted += 1,
+            Msg::QueryReply { .. }
+            | Msg::StoreAck { .. }
+            | Msg::SyncRequest
+            | Msg::SyncReply { .. } => self.counters.misrouted += 1,
         }
+    }
+
+    /// Everything this replica holds, for a recovering peer.
+    pub fn snapshot(&self) -> Vec<(Bytes, Tag, Option<Bytes>)> {
+        let mut v: Vec<_> = self
+            .store
+            .iter()
+            .map(|(k, (t, val))| (k.clone(), *t, val.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0)); // deterministic message contents
+        v
     }
 
     pub fn restore(&mut self, rec: Record) {
@@ -521,7 +543,9 @@ impl Coordinator {
         match msg {
             Msg::QueryReply { op, tag, value } => self.on_query_reply(node, op, tag, value, out),
             Msg::StoreAck { op } => self.on_store_ack(node, op, out),
-            Msg::Query { .. } | Msg::Store { .. } => self.counters.misrouted += 1,
+            Msg::Query { .. } | Msg::Store { .. } | Msg::SyncRequest | Msg::SyncReply { .. } => {
+                self.counters.misrouted += 1
+            }
         }
     }
 
@@ -592,6 +616,7 @@ impl Protocol for Coordinator {
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
             Timer::Tick => self.tick(now, out),
+            Timer::Sync => {} // only servers recover
         }
     }
     fn status(&self) -> String {
@@ -615,7 +640,15 @@ pub struct AbdNode {
     pub id: NodeId,
     pub replica: Replica,
     pub coord: Coordinator,
+    members: Vec<NodeId>,
+    /// Set while a restarted replica that lost its state catches up.
+    recovery: Option<QuorumTracker>,
+    /// Queries left unanswered because this replica was still recovering.
+    pub queries_held_back: u64,
 }
+
+/// How often a recovering replica asks again.
+const SYNC_RETRY: Duration = Duration::from_millis(200);
 
 impl AbdNode {
     /// `members` are all replica ids of the cluster (including `id`).
@@ -623,7 +656,10 @@ impl AbdNode {
         AbdNode {
             id,
             replica: Replica::new(durable),
-            coord: Coordinator::new(id as u64, members, cfg),
+            coord: Coordinator::new(id as u64, members.clone(), cfg),
+            members,
+            recovery: None,
+            queries_held_back: 0,
         }
     }
     /// Use `writer` as the coordinator's writer id instead of the node id.
@@ -640,23 +676,82 @@ impl AbdNode {
         self.coord = self.coord.with_bug(bug);
         self
     }
+
+    /// Start in recovery: this replica restarted without its state (memory
+    /// mode) and must not answer queries until it has merged the stores of
+    /// f+1 = N−Q+1 live peers. Every completed write is on Q replicas, at
+    /// least Q−1 of them other than this one, and (f+1)+(Q−1) > N−1, so
+    /// those peers hold every completed write. Stores are accepted and
+    /// acknowledged meanwhile (holding a value is always safe). Seed 002's
+    /// recovery mode `r`; not in seed 000, whose replicas never restart.
+    pub fn recovering(mut self) -> Self {
+        let need = self.members.len() - majority(self.members.len()) + 1;
+        self.recovery = Some(QuorumTracker::new(need));
+        self
+    }
+
+    pub fn is_recovering(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    fn ask_for_sync(&self, out: &mut Out<Msg, Timer>) {
+        let Some(votes) = &self.recovery else { return };
+        for &n in self
+            .members
+            .iter()
+            .filter(|&&n| n != self.id && !votes.has(n))
+        {
+            out.send(Peer::Node(n), Msg::SyncRequest);
+        }
+        out.set_timer(SYNC_RETRY, Timer::Sync);
+    }
+
+    fn on_sync_reply(&mut self, from: Peer, entries: Vec<(Bytes, Tag, Option<Bytes>)>) {
+        let (Peer::Node(n), Some(votes)) = (from, self.recovery.as_mut()) else {
+            return; // not recovering (a late reply) or not from a replica
+        };
+        if votes.has(n) {
+            return;
+        }
+        for (key, tag, value) in entries {
+            self.replica.restore(Record::Register { key, tag, value });
+        }
+        votes.record(n);
+        if votes.won() {
+            self.recovery = None;
+        }
+    }
 }
 
 impl Protocol for AbdNode {
     type Msg = Msg;
     type Timer = Timer;
+    fn on_start(&mut self, _now: Time, out: &mut Out<Msg, Timer>) {
+        self.ask_for_sync(out);
+    }
     fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
         self.coord.start(now, client, req, out);
     }
     fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         match msg {
+            Msg::Query { .. } if self.recovery.is_some() => self.queries_held_back += 1,
             Msg::Query { .. } | Msg::Store { .. } => self.replica.handle(from, msg, out),
             Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.coord.handle(from, msg, out),
+            // A recovering replica has nothing trustworthy to give.
+            Msg::SyncRequest if self.recovery.is_some() => {}
+            Msg::SyncRequest => out.send(
+                from,
+                Msg::SyncReply {
+                    entries: self.replica.snapshot(),
+                },
+            ),
+            Msg::SyncReply { entries } => self.on_sync_reply(from, entries),
         }
     }
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
             Timer::Tick => self.coord.tick(now, out),
+            Timer::Sync => self.ask_for_sync(out),
         }
     }
     fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Msg, Timer>) {
@@ -667,8 +762,13 @@ impl Protocol for AbdNode {
         self.replica.restore(rec);
     }
     fn status(&self) -> String {
+        let rec = if self.recovery.is_some() {
+            " RECOVERING"
+        } else {
+            ""
+        };
         format!(
-            "replica keys={} | {}",
+            "replica keys={}{rec} | {}",
             self.replica.len(),
             self.coord.status()
         )
@@ -988,6 +1088,82 @@ mod tests {
         assert_eq!(
             run(&mut c, Request::Get { key: key() }),
             Response::Value(None)
+        );
+    }
+
+    #[test]
+    fn a_recovering_replica_answers_no_query_until_f_plus_one_peers_synced() {
+        // N = 5, Q = 3: a recovering replica needs N - Q + 1 = 3 peers.
+        let mut n =
+            AbdNode::new(1, vec![1, 2, 3, 4, 5], false, CoordinatorConfig::default()).recovering();
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        let asked: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(
+            asked,
+            vec![Peer::Node(2), Peer::Node(3), Peer::Node(4), Peer::Node(5)]
+        );
+        let query = Msg::Query { op: 1, key: key() };
+        n.on_msg(T0, Peer::Conn(9), query.clone(), &mut out);
+        assert!(out.is_empty(), "no answer while recovering");
+        let entry = |ts, v: &str| {
+            vec![(
+                key(),
+                Tag { ts, writer: 1 },
+                Some(Bytes::copy_from_slice(v.as_bytes())),
+            )]
+        };
+        n.on_msg(
+            T0,
+            Peer::Node(2),
+            Msg::SyncReply {
+                entries: entry(3, "new"),
+            },
+            &mut out,
+        );
+        n.on_msg(
+            T0,
+            Peer::Node(2),
+            Msg::SyncReply {
+                entries: entry(3, "new"),
+            },
+            &mut out,
+        );
+        n.on_msg(
+            T0,
+            Peer::Node(3),
+            Msg::SyncReply {
+                entries: entry(1, "old"),
+            },
+            &mut out,
+        );
+        assert!(n.is_recovering(), "a duplicate reply must not count twice");
+        // A recovering replica refuses to serve as a sync source itself.
+        n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
+        assert!(out.is_empty());
+        n.on_msg(
+            T0,
+            Peer::Node(5),
+            Msg::SyncReply { entries: vec![] },
+            &mut out,
+        );
+        assert!(!n.is_recovering());
+        n.on_msg(T0, Peer::Conn(9), query, &mut out);
+        assert_eq!(
+            sends(&mut out),
+            vec![(
+                Peer::Conn(9),
+                Msg::QueryReply {
+                    op: 1,
+                    tag: Tag { ts: 3, writer: 1 },
+                    value: Some(Bytes::from_static(b"new"))
+                }
+            )],
+            "the highest tag of the merged stores"
+        );
+        n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
+        assert!(
+            matches!(&sends(&mut out)[..], [(Peer::Node(4), Msg::SyncReply { entries })] if entries.len() == 1)
         );
     }
 }

@@ -15,7 +15,8 @@
 //!    without special cases.
 //! 4. Links are FIFO per (sender, receiver) pair in the node runtime; the
 //!    simulator may break that, and protocols that need FIFO say so.
-//! 5. A timer fires at most once per `SetTimer`; setting a timer that is
+//! 5. `on_start` is called once, after any `restore`, before other handlers.
+//! 6. A timer fires at most once per `SetTimer`; setting a timer that is
 //!    already pending replaces it. Cores must tolerate timers for work that
 //!    has since finished (they are not required to cancel them).
 
@@ -124,6 +125,9 @@ pub trait Protocol {
     /// The timers it sets.
     type Timer: Clone + Debug + Eq + Hash + Send + 'static;
 
+    /// Called once by the driver before anything else (after `restore`):
+    /// arm first timers, ask peers for state, start an election.
+    fn on_start(&mut self, _now: Time, _out: &mut Out<Self::Msg, Self::Timer>) {}
     /// A client asks for `req`; answer later with `Out::reply(client, …)`.
     fn on_client(
         &mut self,
