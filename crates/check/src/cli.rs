@@ -1,11 +1,259 @@
-//! `quorumkv check`: placeholder until its issue lands.
+//! `quorumkv check`: decide whether a recorded history is linearizable.
+use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-/// Arguments of `quorumkv check`.
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use crate::check::{check_with, Options, Verdict};
+use crate::formats::{parse, Format};
+use crate::history::History;
+use crate::model::Model;
+use crate::report;
 
-pub fn run(_args: Args) -> ExitCode {
-    eprintln!("quorumkv check: not built yet");
-    ExitCode::from(2)
+/// Check that a recorded history is linearizable.
+///
+/// Reads FILE (our JSON lines, a Jepsen register log, or the EDN key-value
+/// format; detected unless --format is given), checks each key on its own
+/// with the Wing–Gong/Lowe search (keys in parallel), and prints a verdict
+/// per key and overall. Checking stops at the first key found not
+/// linearizable (see --all-keys). On a violation it prints the key, the
+/// shortest prefix of that key's history that cannot be linearized, and the
+/// operations involved with their call and return times (nanoseconds, or
+/// line numbers for formats without times).
+///
+/// Exit status: 0 linearizable, 1 not linearizable, 2 unknown (timed out) or
+/// unreadable input, 3 usage error.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Examples:\n  quorumkv check run.jsonl\n  quorumkv check etcd_000.log --model cas-register --timeout 10s\n  quorumkv check c50-bad.txt --html failure.html"
+)]
+pub struct Args {
+    /// History file; "-" reads standard input.
+    pub file: PathBuf,
+
+    /// Sequential model [default: from the operations: kv if any
+    /// get/put/append/delete, else cas-register if any cas, else register].
+    #[arg(long, value_enum)]
+    pub model: Option<ModelArg>,
+
+    /// Input format [default: detected from the first line].
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+
+    /// Give up after this long (e.g. 500ms, 30s, 2m; "none" for never);
+    /// undecided keys are reported unknown.
+    #[arg(long, default_value = "30s", value_parser = parse_timeout, value_name = "DURATION")]
+    pub timeout: Timeout,
+
+    /// Write a self-contained HTML page that draws the failing key's
+    /// operations on a timeline (clients as rows).
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<PathBuf>,
+
+    /// Decide every key, even after one is found not linearizable.
+    #[arg(long)]
+    pub all_keys: bool,
+
+    /// Also print time, search steps and memo size per key.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// `--model`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelArg {
+    /// read / write.
+    Register,
+    /// read / write / cas.
+    CasRegister,
+    /// get / put / append / delete, per key.
+    Kv,
+}
+
+impl From<ModelArg> for Model {
+    fn from(m: ModelArg) -> Model {
+        match m {
+            ModelArg::Register => Model::Register,
+            ModelArg::CasRegister => Model::CasRegister,
+            ModelArg::Kv => Model::Kv,
+        }
+    }
+}
+
+/// `--format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatArg {
+    /// quorumkv's JSON lines (see the README).
+    Jsonl,
+    /// Jepsen register log (`INFO  jepsen.util - 3 :invoke :cas [1 4]`).
+    Jepsen,
+    /// EDN-like kv maps (`{:process 0, :type :invoke, :f :get, :key "0", :value nil}`).
+    EdnKv,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Jsonl => Format::Jsonl,
+            FormatArg::Jepsen => Format::Jepsen,
+            FormatArg::EdnKv => Format::EdnKv,
+        }
+    }
+}
+
+/// `--timeout`: a duration, or none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeout(pub Option<Duration>);
+
+fn parse_timeout(s: &str) -> Result<Timeout, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(Timeout(None));
+    }
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("bad duration {s:?} (try 30s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1e3,
+        "us" | "µs" => n / 1e6,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("bad duration unit {unit:?} (use ms, s, m or h)")),
+    };
+    Duration::try_from_secs_f64(secs)
+        .map(|d| Timeout(Some(d)))
+        .map_err(|e| e.to_string())
+}
+
+/// Exit codes.
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_VIOLATION: u8 = 1;
+pub const EXIT_UNKNOWN: u8 = 2;
+pub const EXIT_USAGE: u8 = 3;
+
+/// Runs `quorumkv check`, printing to stdout and stderr.
+pub fn run(args: Args) -> ExitCode {
+    let out = std::io::stdout();
+    let err = std::io::stderr();
+    ExitCode::from(run_to(&args, &mut out.lock(), &mut err.lock()))
+}
+
+/// Parses `argv` (program name first) as a standalone `check` command and
+/// runs it; usage errors exit 3 (clap's own default is 2, which here means
+/// "unknown").
+pub fn run_from<I, T>(argv: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    #[derive(clap::Parser)]
+    #[command(name = "quorumkv-check")]
+    struct Standalone {
+        #[command(flatten)]
+        args: Args,
+    }
+    match <Standalone as clap::Parser>::try_parse_from(argv) {
+        Ok(s) => run(s.args),
+        Err(e) => {
+            let _ = e.print();
+            ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK })
+        }
+    }
+}
+
+/// Runs the command with explicit output streams; returns the exit code.
+pub fn run_to(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let name = args.file.display().to_string();
+    let history = match load(args) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = writeln!(err, "quorumkv check: {name}: {e}");
+            return EXIT_UNKNOWN;
+        }
+    };
+    let model = match args.model {
+        Some(m) => Model::from(m),
+        None => Model::detect(history.ops.iter().map(|o| &o.op)),
+    };
+    if let Some(o) = history.ops.iter().find(|o| !model.allows(&o.op)) {
+        let _ = writeln!(
+            err,
+            "quorumkv check: {name}: operation `{}` (client {}, call {}) is not part of model {}",
+            o.op,
+            o.client,
+            o.call,
+            model.name()
+        );
+        return EXIT_UNKNOWN;
+    }
+    let opts = Options {
+        timeout: args.timeout.0,
+        all_keys: args.all_keys,
+    };
+    let r = check_with(&history, model, opts);
+    let _ = write!(out, "{}", report::keys_text(&r, args.verbose));
+    let _ = write!(out, "{}", report::verdict_line(&r));
+    if let Some(v) = &r.violation {
+        let _ = write!(out, "\n{}", report::violation_text(v));
+    }
+    if let Some(path) = &args.html {
+        if let Err(e) = std::fs::write(path, crate::html::page(&r, &name)) {
+            let _ = writeln!(err, "quorumkv check: cannot write {}: {e}", path.display());
+            return EXIT_UNKNOWN;
+        }
+        let _ = writeln!(out, "wrote {}", path.display());
+    }
+    match r.verdict {
+        Verdict::Linearizable => EXIT_OK,
+        Verdict::NotLinearizable => EXIT_VIOLATION,
+        Verdict::Unknown | Verdict::Skipped => EXIT_UNKNOWN,
+    }
+}
+
+fn load(args: &Args) -> Result<History, String> {
+    let mut bytes = Vec::new();
+    let read = if args.file.as_os_str() == "-" {
+        std::io::stdin().read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(&args.file).and_then(|mut f| f.read_to_end(&mut bytes))
+    };
+    read.map_err(|e| e.to_string())?;
+    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    parse(&text, args.format.map(Format::from))
+        .map(|(h, _)| h)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_parse() {
+        assert_eq!(
+            parse_timeout("30s"),
+            Ok(Timeout(Some(Duration::from_secs(30))))
+        );
+        assert_eq!(
+            parse_timeout("500ms"),
+            Ok(Timeout(Some(Duration::from_millis(500))))
+        );
+        assert_eq!(
+            parse_timeout("2m"),
+            Ok(Timeout(Some(Duration::from_secs(120))))
+        );
+        assert_eq!(
+            parse_timeout("1.5"),
+            Ok(Timeout(Some(Duration::from_millis(1500))))
+        );
+        assert_eq!(parse_timeout("none"), Ok(Timeout(None)));
+        assert!(parse_timeout("fast").is_err());
+        assert!(parse_timeout("3 parsecs").is_err());
+        assert!(parse_timeout("-1s").is_err());
+    }
 }

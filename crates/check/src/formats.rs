@@ -10,7 +10,7 @@ use crate::history::{History, HistoryError, Op, Operation, Outcome};
 pub enum Format {
     /// One JSON object per operation (see the README).
     Jsonl,
-    /// Jepsen register log: `INFO  jepsen.util - 3	:invoke	:cas	[1 4]`.
+    /// Jepsen register log: `INFO  jepsen.util - 3 :invoke :cas [1 4]` (tabs).
     Jepsen,
     /// `{:process 0, :type :invoke, :f :append, :key "0", :value "x"}`.
     EdnKv,
@@ -114,7 +114,7 @@ impl Pairing {
     }
 }
 
-/// Splits `3	:invoke	:cas	[1 4]` (after `jepsen.util - `) into
+/// Splits `3 :invoke :cas [1 4]` (tab-separated, after `jepsen.util - `) into
 /// (process, type, f, value).
 fn jepsen_fields(s: &str) -> Option<(u64, &str, &str, &str)> {
     let mut it = s.splitn(4, char::is_whitespace).map(str::trim);
