@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use quorumkv_core::protocol::ProtocolKind;
 
 use crate::config::{
-    parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution, Length, Sharing,
+    parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution,
+    Length, Sharing,
 };
 use crate::report;
 use crate::sweep;
@@ -18,9 +19,11 @@ use crate::sweep;
 /// Arguments of `quorumkv bench`. Every list flag takes comma-separated
 /// values and the bench runs the whole matrix.
 #[derive(clap::Args, Debug, Clone, Default)]
-#[command(after_help = "With no flags: seed 000's GET-heavy (0.9) and PUT-heavy (0.1) mixes, N = 3, \
+#[command(
+    after_help = "With no flags: seed 000's GET-heavy (0.9) and PUT-heavy (0.1) mixes, N = 3, \
 10 keys, clients 1,4,8,16,32, 3 s a point, every protocol, on local clusters the bench starts itself. \
-Peers: scripts/peers.sh start etcd|redis prints the --target to use.")]
+Peers: scripts/peers.sh start etcd|redis prints the --target to use."
+)]
 pub struct Args {
     /// Protocols of local clusters (default: all implemented).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
@@ -113,7 +116,10 @@ impl Args {
             c.protocols = parse_list::<ProtocolKind>("protocol", s)?;
         }
         if let Some(s) = &self.target {
-            c.targets = parse_targets(s).map_err(|msg| ConfigError::BadValue { flag: "target", msg })?;
+            c.targets = parse_targets(s).map_err(|msg| ConfigError::BadValue {
+                flag: "target",
+                msg,
+            })?;
         }
         if let Some(s) = &self.replicas {
             c.replicas = parse_list("replicas", s)?;
@@ -194,7 +200,10 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("quorumkv bench: cannot start the runtime: {e}");
@@ -211,7 +220,11 @@ pub fn run(args: Args) -> ExitCode {
     print!("{}", report::table(&outcome.results));
     print!("{}", report::footnotes(&outcome.results));
     if !outcome.files.is_empty() {
-        let dir = cfg.out.as_deref().map(|d| d.display().to_string()).unwrap_or_default();
+        let dir = cfg
+            .out
+            .as_deref()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
         println!("wrote {} files to {dir}/", outcome.files.len());
     }
     match outcome.incomplete {

@@ -25,7 +25,10 @@ pub enum ConfigError {
 }
 
 fn bad(flag: &'static str, msg: impl Into<String>) -> ConfigError {
-    ConfigError::BadValue { flag, msg: msg.into() }
+    ConfigError::BadValue {
+        flag,
+        msg: msg.into(),
+    }
 }
 
 /// How operations pick their key (seed 002 §4.1 uses Zipf 1.345675).
@@ -52,12 +55,14 @@ impl FromStr for Distribution {
             "zipf" => return Ok(Distribution::Zipf(SEED_002_ZIPF)),
             _ => {}
         }
-        let exp = s
-            .strip_prefix("zipf:")
-            .ok_or_else(|| format!("unknown distribution '{s}' (known: uniform, zipf:S, hotspot)"))?;
+        let exp = s.strip_prefix("zipf:").ok_or_else(|| {
+            format!("unknown distribution '{s}' (known: uniform, zipf:S, hotspot)")
+        })?;
         match exp.parse::<f64>() {
             Ok(v) if v.is_finite() && v > 0.0 => Ok(Distribution::Zipf(v)),
-            _ => Err(format!("bad Zipf exponent '{exp}' (want a number > 0, e.g. zipf:1.345675)")),
+            _ => Err(format!(
+                "bad Zipf exponent '{exp}' (want a number > 0, e.g. zipf:1.345675)"
+            )),
         }
     }
 }
@@ -78,11 +83,17 @@ impl fmt::Display for Distribution {
 pub enum TargetSpec {
     Local,
     /// An existing quorumkv cluster: the replicas' native ports.
-    Quorumkv { endpoints: Vec<SocketAddr> },
+    Quorumkv {
+        endpoints: Vec<SocketAddr>,
+    },
     /// etcd v3 members (`host:port` of their client URLs).
-    Etcd { endpoints: Vec<String> },
+    Etcd {
+        endpoints: Vec<String>,
+    },
     /// One Redis server (or anything speaking RESP, e.g. a quorumkv RESP port).
-    Redis { addr: String },
+    Redis {
+        addr: String,
+    },
 }
 
 impl TargetSpec {
@@ -284,10 +295,20 @@ impl Default for BenchConfig {
 /// Where one point runs: a deployment (started once, shared by its points).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum DeploySpec {
-    Local { protocol: ProtocolKind, replicas: usize },
-    Quorumkv { protocol: ProtocolKind, endpoints: Vec<SocketAddr> },
-    Etcd { endpoints: Vec<String> },
-    Redis { addr: String },
+    Local {
+        protocol: ProtocolKind,
+        replicas: usize,
+    },
+    Quorumkv {
+        protocol: ProtocolKind,
+        endpoints: Vec<SocketAddr>,
+    },
+    Etcd {
+        endpoints: Vec<String>,
+    },
+    Redis {
+        addr: String,
+    },
 }
 
 impl DeploySpec {
@@ -344,7 +365,11 @@ impl BenchConfig {
         if let Some(c) = self.clients.iter().find(|&&c| c == 0 || c > 100_000) {
             return Err(bad("clients", format!("{c} is out of range 1..=100000")));
         }
-        if let Some(g) = self.get_fractions.iter().find(|g| !(0.0..=1.0).contains(*g)) {
+        if let Some(g) = self
+            .get_fractions
+            .iter()
+            .find(|g| !(0.0..=1.0).contains(*g))
+        {
             return Err(bad("get-fraction", format!("{g} is not in [0, 1]")));
         }
         if self.keys.contains(&0) {
@@ -364,7 +389,10 @@ impl BenchConfig {
         if self.value_sizes.iter().any(|&v| v > 64 << 20) {
             return Err(bad("value-size", "larger than 64 MiB"));
         }
-        let quorumkv_targets = self.targets.iter().filter(|t| matches!(t, TargetSpec::Quorumkv { .. }));
+        let quorumkv_targets = self
+            .targets
+            .iter()
+            .filter(|t| matches!(t, TargetSpec::Quorumkv { .. }));
         if quorumkv_targets.count() > 0 && self.protocols.len() != 1 {
             return Err(ConfigError::Conflict(
                 "a quorumkv:// target runs one protocol: give exactly one --protocol".into(),
@@ -389,19 +417,34 @@ impl BenchConfig {
                     protocol: self.protocols[0],
                     endpoints: endpoints.clone(),
                 }),
-                TargetSpec::Etcd { endpoints } => plans.push(DeploySpec::Etcd { endpoints: endpoints.clone() }),
+                TargetSpec::Etcd { endpoints } => plans.push(DeploySpec::Etcd {
+                    endpoints: endpoints.clone(),
+                }),
                 TargetSpec::Redis { addr } => plans.push(DeploySpec::Redis { addr: addr.clone() }),
             }
         }
-        plans.into_iter().map(|deploy| Plan { deploy, workloads: self.workloads() }).collect()
+        plans
+            .into_iter()
+            .map(|deploy| Plan {
+                deploy,
+                workloads: self.workloads(),
+            })
+            .collect()
     }
 
     /// Every workload of the matrix (the same for each deployment).
     pub fn workloads(&self) -> Vec<Workload> {
-        let rates: Vec<Option<f64>> =
-            if self.rates.is_empty() { vec![None] } else { self.rates.iter().map(|&r| Some(r)).collect() };
+        let rates: Vec<Option<f64>> = if self.rates.is_empty() {
+            vec![None]
+        } else {
+            self.rates.iter().map(|&r| Some(r)).collect()
+        };
         // In the open loop the concurrency is --max-outstanding, not --clients.
-        let clients = if self.rates.is_empty() { self.clients.clone() } else { vec![self.max_outstanding] };
+        let clients = if self.rates.is_empty() {
+            self.clients.clone()
+        } else {
+            vec![self.max_outstanding]
+        };
         let mut out = Vec::new();
         for &keys in &self.keys {
             for &distribution in &self.distributions {
@@ -409,7 +452,14 @@ impl BenchConfig {
                     for &get_fraction in &self.get_fractions {
                         for &rate in &rates {
                             for &clients in &clients {
-                                out.push(Workload { clients, get_fraction, keys, distribution, value_size, rate });
+                                out.push(Workload {
+                                    clients,
+                                    get_fraction,
+                                    keys,
+                                    distribution,
+                                    value_size,
+                                    rate,
+                                });
                             }
                         }
                     }
@@ -436,7 +486,10 @@ where
         if part.is_empty() {
             return Err(bad(flag, format!("empty entry in '{s}'")));
         }
-        out.push(part.parse::<T>().map_err(|e| bad(flag, format!("bad value '{part}': {e}")))?);
+        out.push(
+            part.parse::<T>()
+                .map_err(|e| bad(flag, format!("bad value '{part}': {e}")))?,
+        );
     }
     Ok(out)
 }
@@ -448,7 +501,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         Some(i) => (&s[..i], &s[i..]),
         None => (s, "s"),
     };
-    let n: f64 = num.trim().parse().map_err(|_| format!("bad duration '{s}' (e.g. 5s, 500ms, 2m)"))?;
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad duration '{s}' (e.g. 5s, 500ms, 2m)"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" => n,

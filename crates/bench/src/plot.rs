@@ -84,7 +84,9 @@ type Series = BTreeMap<String, Vec<(f64, f64)>>;
 pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<PathBuf>> {
     register_font();
     let differs = |f: &dyn Fn(&PointResult) -> String| {
-        results.first().is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
+        results
+            .first()
+            .is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
     };
     let varying = Varying {
         keys: differs(&|r| r.keys.to_string()),
@@ -92,8 +94,11 @@ pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<Pa
         size: differs(&|r| r.value_size.to_string()),
     };
     let local_ns: Vec<usize> = {
-        let mut v: Vec<usize> =
-            results.iter().filter(|r| r.kind == "local" || r.kind == "quorumkv").map(|r| r.replicas).collect();
+        let mut v: Vec<usize> = results
+            .iter()
+            .filter(|r| r.kind == "local" || r.kind == "quorumkv")
+            .map(|r| r.replicas)
+            .collect();
         v.sort();
         v.dedup();
         v
@@ -111,16 +116,27 @@ pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<Pa
             local_ns.iter().map(|&n| Some(n)).collect()
         };
         for n in ns {
-            figs.entry(FigKey { replicas: n, rest: rest.clone() }).or_default().push(r);
+            figs.entry(FigKey {
+                replicas: n,
+                rest: rest.clone(),
+            })
+            .or_default()
+            .push(r);
         }
     }
     let mut files = Vec::new();
     for (key, pts) in figs {
-        let mut slug = key.replicas.map(|n| format!("n{n}")).unwrap_or_else(|| "peers".into());
+        let mut slug = key
+            .replicas
+            .map(|n| format!("n{n}"))
+            .unwrap_or_else(|| "peers".into());
         if !key.rest.is_empty() {
             slug = format!("{slug}_{}", key.rest);
         }
-        let title_n = key.replicas.map(|n| format!("N = {n}")).unwrap_or_else(|| "peers".into());
+        let title_n = key
+            .replicas
+            .map(|n| format!("N = {n}"))
+            .unwrap_or_else(|| "peers".into());
         let mut fractions: Vec<f64> = pts.iter().map(|r| r.get_fraction).collect();
         fractions.sort_by(|a, b| b.total_cmp(a));
         fractions.dedup();
@@ -128,7 +144,12 @@ pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<Pa
         let tp = dir.join(format!("throughput_{slug}.png"));
         let panels: Vec<(String, Series)> = fractions
             .iter()
-            .map(|&g| (format!("{}, GET fraction {g}", title_n), series(&pts, g, |r| r.throughput)))
+            .map(|&g| {
+                (
+                    format!("{}, GET fraction {g}", title_n),
+                    series(&pts, g, |r| r.throughput),
+                )
+            })
             .collect();
         draw(&tp, "successful throughput vs clients", "ops/s", &panels, 1)?;
         files.push(tp);
@@ -137,10 +158,22 @@ pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<Pa
             let lp = dir.join(format!("latency_{slug}_get{:.0}.png", g * 100.0));
             let ms = |us: u64| us as f64 / 1000.0;
             let panels = vec![
-                (format!("GET median, {title_n}"), series(&pts, g, |r| ms(r.get.p50_us))),
-                (format!("GET p95, {title_n}"), series(&pts, g, |r| ms(r.get.p95_us))),
-                (format!("PUT median, {title_n}"), series(&pts, g, |r| ms(r.put.p50_us))),
-                (format!("PUT p95, {title_n}"), series(&pts, g, |r| ms(r.put.p95_us))),
+                (
+                    format!("GET median, {title_n}"),
+                    series(&pts, g, |r| ms(r.get.p50_us)),
+                ),
+                (
+                    format!("GET p95, {title_n}"),
+                    series(&pts, g, |r| ms(r.get.p95_us)),
+                ),
+                (
+                    format!("PUT median, {title_n}"),
+                    series(&pts, g, |r| ms(r.put.p50_us)),
+                ),
+                (
+                    format!("PUT p95, {title_n}"),
+                    series(&pts, g, |r| ms(r.put.p95_us)),
+                ),
             ];
             let title = format!("latency vs clients, GET fraction {g}");
             draw(&lp, &title, "ms", &panels, 2)?;
@@ -168,7 +201,13 @@ fn series(pts: &[&PointResult], g: f64, y: impl Fn(&PointResult) -> f64) -> Seri
 }
 
 /// One PNG of `panels` in a grid with `cols` columns.
-fn draw(path: &Path, title: &str, ylabel: &str, panels: &[(String, Series)], cols: usize) -> anyhow::Result<()> {
+fn draw(
+    path: &Path,
+    title: &str,
+    ylabel: &str,
+    panels: &[(String, Series)],
+    cols: usize,
+) -> anyhow::Result<()> {
     let cols = if cols == 1 { panels.len().max(1) } else { cols };
     let rows = panels.len().div_ceil(cols);
     let (w, h) = (560 * cols as u32, 420 * rows as u32 + 40);
@@ -205,7 +244,9 @@ fn draw(path: &Path, title: &str, ylabel: &str, panels: &[(String, Series)], col
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
                 .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                });
             chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
         }
         if !s.is_empty() {

@@ -95,12 +95,15 @@ impl PointResult {
         self.failures = s.failures.clone();
         self.get = LatencySummary::of(&s.get);
         self.put = LatencySummary::of(&s.put);
-        self.cpu_s_per_kop = cpu_s.filter(|_| s.ok() > 0).map(|c| c * 1000.0 / s.ok() as f64);
+        self.cpu_s_per_kop = cpu_s
+            .filter(|_| s.ok() > 0)
+            .map(|c| c * 1000.0 / s.ok() as f64);
     }
 }
 
 /// The CSV header; one column per scalar, failures as "reason=n;…".
-pub const CSV_HEADER: &str = "target,kind,replicas,clients,get_fraction,keys,distribution,value_size,rate,\
+pub const CSV_HEADER: &str =
+    "target,kind,replicas,clients,get_fraction,keys,distribution,value_size,rate,\
 elapsed_s,throughput,ok_get,ok_put,failed,failures,\
 get_count,get_avg_us,get_p50_us,get_p95_us,get_p99_us,get_max_us,\
 put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
@@ -119,7 +122,10 @@ fn opt<T: ToString>(v: &Option<T>) -> String {
 }
 
 fn lat_csv(l: &LatencySummary) -> String {
-    format!("{},{:.1},{},{},{},{}", l.count, l.avg_us, l.p50_us, l.p95_us, l.p99_us, l.max_us)
+    format!(
+        "{},{:.1},{},{},{},{}",
+        l.count, l.avg_us, l.p50_us, l.p95_us, l.p99_us, l.max_us
+    )
 }
 
 /// `results.csv` contents.
@@ -148,7 +154,9 @@ pub fn to_csv(results: &[PointResult]) -> String {
             csv_field(&failures.join(";")),
             lat_csv(&r.get),
             lat_csv(&r.put),
-            r.cpu_s_per_kop.map(|c| format!("{c:.4}")).unwrap_or_default(),
+            r.cpu_s_per_kop
+                .map(|c| format!("{c:.4}"))
+                .unwrap_or_default(),
             csv_field(&opt(&r.check)),
             csv_field(&r.connections),
             csv_field(&opt(&r.note)),
@@ -167,10 +175,19 @@ pub struct JsonReport<'a> {
 }
 
 /// Writes results.csv and results.json into `dir`.
-pub fn write_files(dir: &Path, cfg: &BenchConfig, results: &[PointResult], incomplete: bool) -> std::io::Result<()> {
+pub fn write_files(
+    dir: &Path,
+    cfg: &BenchConfig,
+    results: &[PointResult],
+    incomplete: bool,
+) -> std::io::Result<()> {
     std::fs::write(dir.join("results.csv"), to_csv(results))?;
-    let json = serde_json::to_string_pretty(&JsonReport { config: cfg, incomplete, results })
-        .map_err(std::io::Error::other)?;
+    let json = serde_json::to_string_pretty(&JsonReport {
+        config: cfg,
+        incomplete,
+        results,
+    })
+    .map_err(std::io::Error::other)?;
     let mut f = std::fs::File::create(dir.join("results.json"))?;
     f.write_all(json.as_bytes())?;
     f.write_all(b"\n")
@@ -187,7 +204,9 @@ fn ms(us: u64) -> String {
 /// The table printed at the end: one row per point.
 pub fn table(results: &[PointResult]) -> String {
     let vary = |f: &dyn Fn(&PointResult) -> String| {
-        results.first().is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
+        results
+            .first()
+            .is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
     };
     let show_keys = vary(&|r| r.keys.to_string());
     let show_dist = vary(&|r| r.distribution.clone());
@@ -209,7 +228,9 @@ pub fn table(results: &[PointResult]) -> String {
     if show_rate {
         head.push("rate/s");
     }
-    head.extend(["clients", "ops/s", "failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99"]);
+    head.extend([
+        "clients", "ops/s", "failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99",
+    ]);
     if show_cpu {
         head.push("cpu s/kop");
     }
@@ -218,7 +239,11 @@ pub fn table(results: &[PointResult]) -> String {
     }
     let mut rows: Vec<Vec<String>> = Vec::new();
     for r in results {
-        let mut row = vec![r.target.clone(), r.replicas.to_string(), format!("{:.0}", r.get_fraction * 100.0)];
+        let mut row = vec![
+            r.target.clone(),
+            r.replicas.to_string(),
+            format!("{:.0}", r.get_fraction * 100.0),
+        ];
         if show_keys {
             row.push(r.keys.to_string());
         }
@@ -243,7 +268,11 @@ pub fn table(results: &[PointResult]) -> String {
             ms(r.put.p99_us),
         ]);
         if show_cpu {
-            row.push(r.cpu_s_per_kop.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into()));
+            row.push(
+                r.cpu_s_per_kop
+                    .map(|c| format!("{c:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+            );
         }
         if show_check {
             row.push(r.check.clone().unwrap_or_else(|| "-".into()));
@@ -265,7 +294,13 @@ fn render(head: &[&str], rows: &[Vec<String>]) -> String {
         let parts: Vec<String> = cells
             .iter()
             .enumerate()
-            .map(|(i, c)| if i == 0 { format!("{c:<width$}", width = w[i]) } else { format!("{c:>width$}", width = w[i]) })
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<width$}", width = w[i])
+                } else {
+                    format!("{c:>width$}", width = w[i])
+                }
+            })
             .collect();
         let _ = writeln!(s, "{}", parts.join("  ").trim_end());
     };
@@ -282,8 +317,10 @@ fn render(head: &[&str], rows: &[Vec<String>]) -> String {
 /// and failure reasons.
 pub fn footnotes(results: &[PointResult]) -> String {
     let mut s = String::from("latencies in ms; ops/s counts successful operations only\n");
-    let mut conns: Vec<(String, String)> =
-        results.iter().map(|r| (r.target.clone(), r.connections.clone())).collect();
+    let mut conns: Vec<(String, String)> = results
+        .iter()
+        .map(|r| (r.target.clone(), r.connections.clone()))
+        .collect();
     conns.dedup();
     for (t, c) in conns {
         let _ = writeln!(s, "connections of {t}: {c}");
@@ -299,7 +336,11 @@ pub fn footnotes(results: &[PointResult]) -> String {
     }
     for r in results {
         if let Some(n) = &r.note {
-            let _ = writeln!(s, "note ({} N={} clients={}): {n}", r.target, r.replicas, r.clients);
+            let _ = writeln!(
+                s,
+                "note ({} N={} clients={}): {n}",
+                r.target, r.replicas, r.clients
+            );
         }
     }
     s

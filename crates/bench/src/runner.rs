@@ -60,7 +60,13 @@ pub struct PointRun {
 }
 
 /// Runs workload `w` (point number `index` of the sweep) against `d`.
-pub async fn run_point(cfg: &BenchConfig, d: &Deployment, index: usize, w: &Workload, progress: Progress<'_>) -> PointRun {
+pub async fn run_point(
+    cfg: &BenchConfig,
+    d: &Deployment,
+    index: usize,
+    w: &Workload,
+    progress: Progress<'_>,
+) -> PointRun {
     let shared = Arc::new(Shared {
         phase: AtomicU8::new(WARMUP),
         abort: AtomicBool::new(false),
@@ -68,7 +74,13 @@ pub async fn run_point(cfg: &BenchConfig, d: &Deployment, index: usize, w: &Work
         failed: AtomicU64::new(0),
         finished: AtomicU64::new(0),
         planned: match cfg.length {
-            Length::OpsPerClient(n) => Some(n * if w.rate.is_some() { cfg.max_outstanding } else { w.clients } as u64),
+            Length::OpsPerClient(n) => Some(
+                n * if w.rate.is_some() {
+                    cfg.max_outstanding
+                } else {
+                    w.clients
+                } as u64,
+            ),
             Length::Duration(_) => None,
         },
         keys: KeySpace::new(index, w.keys),
@@ -89,7 +101,10 @@ pub async fn run_point(cfg: &BenchConfig, d: &Deployment, index: usize, w: &Work
         if let Err(e) = preload(&shared, &conns, recorder.as_ref(), w.value_size).await {
             let alive = d.alive().await;
             result.note = Some(format!("preload failed: {e}"));
-            return PointRun { result, target_died: !alive };
+            return PointRun {
+                result,
+                target_died: !alive,
+            };
         }
     }
 
@@ -108,7 +123,14 @@ pub async fn run_point(cfg: &BenchConfig, d: &Deployment, index: usize, w: &Work
                 let conn = conns[c % conns.len()].clone();
                 let log = Log::new(recorder.as_ref(), c as u64);
                 let rng = Rng::derive(seed, index as u64, c as u64);
-                handles.push(tokio::spawn(closed_client(sh, conn, log, rng, c as u64, ops_per_client)));
+                handles.push(tokio::spawn(closed_client(
+                    sh,
+                    conn,
+                    log,
+                    rng,
+                    c as u64,
+                    ops_per_client,
+                )));
             }
             let driver = drive(cfg, d, &shared, &pids, started, slots as u64, progress);
             let all = async {
@@ -125,9 +147,28 @@ pub async fn run_point(cfg: &BenchConfig, d: &Deployment, index: usize, w: &Work
                 stats.merge(&s);
                 last = last.max(l);
             }
-            (stats, drv.cpu_after(&pids), last.duration_since(drv.measure_start), drv.died)
+            (
+                stats,
+                drv.cpu_after(&pids),
+                last.duration_since(drv.measure_start),
+                drv.died,
+            )
         }
-        Some(rate) => open_loop(cfg, d, &shared, conns, recorder.as_ref(), index, rate, &pids, started, progress).await,
+        Some(rate) => {
+            open_loop(
+                cfg,
+                d,
+                &shared,
+                conns,
+                recorder.as_ref(),
+                index,
+                rate,
+                &pids,
+                started,
+                progress,
+            )
+            .await
+        }
     };
 
     result.fill(&stats, elapsed, cpu);
@@ -137,12 +178,18 @@ pub async fn run_point(cfg: &BenchConfig, d: &Deployment, index: usize, w: &Work
     if died {
         result.note = Some("target died during this point; measured until then".into());
     }
-    PointRun { result, target_died: died }
+    PointRun {
+        result,
+        target_died: died,
+    }
 }
 
 fn died(mut result: PointResult, why: String) -> PointRun {
     result.note = Some(why);
-    PointRun { result, target_died: true }
+    PointRun {
+        result,
+        target_died: true,
+    }
 }
 
 /// One shared connection-level client, or one per logical client.
@@ -159,7 +206,12 @@ async fn connections(d: &Deployment, sharing: Sharing, slots: usize) -> anyhow::
 }
 
 /// Writes every key once, 32 at a time, as extra logical clients.
-async fn preload(sh: &Arc<Shared>, conns: &[Conn], rec: Option<&Recorder>, size: usize) -> Result<(), String> {
+async fn preload(
+    sh: &Arc<Shared>,
+    conns: &[Conn],
+    rec: Option<&Recorder>,
+    size: usize,
+) -> Result<(), String> {
     let workers = 32.min(sh.keys.len());
     let mut handles = Vec::new();
     for wkr in 0..workers {
@@ -215,14 +267,27 @@ async fn closed_client(
             measured += 1;
             last = now;
         }
+        let failed = r.is_err();
         count(&sh, &mut stats, r, now - t0, phase == MEASURE);
+        if failed {
+            // A dead target fails operations without ever blocking; yield so
+            // the driver, its timers and the watchdog keep running.
+            tokio::task::yield_now().await;
+        }
     }
     sh.finished.fetch_add(1, Ordering::Release);
     (stats, last)
 }
 
 /// Issues one operation and records it in the history.
-async fn issue(sh: &Shared, conn: &mut Conn, log: &mut Log, op: GenOp, id: u64, seq: u64) -> Result<OpKind, String> {
+async fn issue(
+    sh: &Shared,
+    conn: &mut Conn,
+    log: &mut Log,
+    op: GenOp,
+    id: u64,
+    seq: u64,
+) -> Result<OpKind, String> {
     match op {
         GenOp::Get { key } => {
             let key = sh.keys.name(key).clone();
@@ -243,7 +308,13 @@ async fn issue(sh: &Shared, conn: &mut Conn, log: &mut Log, op: GenOp, id: u64, 
 }
 
 /// Counts an operation for the watchdog, and in `stats` when it is measured.
-fn count(sh: &Shared, stats: &mut Stats, r: Result<OpKind, String>, latency: Duration, measured: bool) {
+fn count(
+    sh: &Shared,
+    stats: &mut Stats,
+    r: Result<OpKind, String>,
+    latency: Duration,
+    measured: bool,
+) {
     match r {
         Ok(kind) => {
             sh.ok.fetch_add(1, Ordering::Relaxed);
@@ -290,7 +361,11 @@ async fn drive(
         tokio::time::sleep(tick).await;
         if dog.dead(d, sh).await {
             sh.abort.store(true, Ordering::Relaxed);
-            return Drive { measure_start: Instant::now(), cpu_before: None, died: true };
+            return Drive {
+                measure_start: Instant::now(),
+                cpu_before: None,
+                died: true,
+            };
         }
     }
     let cpu_before = cpu_seconds(pids);
@@ -303,7 +378,8 @@ async fn drive(
         let frac = match (cfg.length, sh.planned) {
             (Length::Duration(dur), _) => measure_start.elapsed().as_secs_f64() / dur.as_secs_f64(),
             (_, Some(n)) => {
-                let done = sh.ok.load(Ordering::Relaxed) + sh.failed.load(Ordering::Relaxed) - done_before;
+                let done =
+                    sh.ok.load(Ordering::Relaxed) + sh.failed.load(Ordering::Relaxed) - done_before;
                 done as f64 / n.max(1) as f64
             }
             _ => 0.0,
@@ -311,7 +387,9 @@ async fn drive(
         progress(frac.min(1.0));
         match cfg.length {
             Length::Duration(dur) if measure_start.elapsed() >= dur => break,
-            Length::OpsPerClient(_) if sh.phase() == STOP || sh.finished.load(Ordering::Acquire) >= clients => {
+            Length::OpsPerClient(_)
+                if sh.phase() == STOP || sh.finished.load(Ordering::Acquire) >= clients =>
+            {
                 break
             }
             _ => {}
@@ -323,7 +401,11 @@ async fn drive(
         }
     }
     sh.phase.store(STOP, Ordering::Release);
-    Drive { measure_start, cpu_before, died }
+    Drive {
+        measure_start,
+        cpu_before,
+        died,
+    }
 }
 
 /// Declares the target dead when nothing succeeded for a while, something
@@ -336,7 +418,11 @@ struct Watchdog {
 
 impl Watchdog {
     fn new(op_timeout: Duration) -> Watchdog {
-        Watchdog { last_ok: 0, last_progress: Instant::now(), patience: op_timeout.max(Duration::from_secs(1)) }
+        Watchdog {
+            last_ok: 0,
+            last_progress: Instant::now(),
+            patience: op_timeout.max(Duration::from_secs(1)),
+        }
     }
 
     async fn dead(&mut self, d: &Deployment, sh: &Shared) -> bool {
@@ -380,7 +466,12 @@ async fn open_loop(
     let n = cfg.max_outstanding;
     let pool: Arc<Mutex<Vec<Slot>>> = Arc::new(Mutex::new(
         (0..n)
-            .map(|i| Slot { id: i as u64, conn: conns[i % conns.len()].clone(), log: Log::new(rec, i as u64), seq: 0 })
+            .map(|i| Slot {
+                id: i as u64,
+                conn: conns[i % conns.len()].clone(),
+                log: Log::new(rec, i as u64),
+                seq: 0,
+            })
             .collect(),
     ));
     let stats = Arc::new(Mutex::new(Stats::new()));
@@ -409,18 +500,28 @@ async fn open_loop(
                 let slot = pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
                 let Some(mut slot) = slot else {
                     if measured {
-                        stats.lock().unwrap_or_else(|e| e.into_inner()).record_fail("shed");
+                        stats
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .record_fail("shed");
                         sh.failed.fetch_add(1, Ordering::Relaxed);
                     }
                     continue;
                 };
-                let (sh, pool, stats, last) = (sh.clone(), pool.clone(), stats.clone(), last.clone());
+                let (sh, pool, stats, last) =
+                    (sh.clone(), pool.clone(), stats.clone(), last.clone());
                 let scheduled = next.into_std();
                 tasks.spawn(async move {
                     slot.seq += 1;
                     let r = issue(&sh, &mut slot.conn, &mut slot.log, op, slot.id, slot.seq).await;
                     let now = Instant::now();
-                    count(&sh, &mut stats.lock().unwrap_or_else(|e| e.into_inner()), r, now - scheduled, measured);
+                    count(
+                        &sh,
+                        &mut stats.lock().unwrap_or_else(|e| e.into_inner()),
+                        r,
+                        now - scheduled,
+                        measured,
+                    );
                     if measured {
                         let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
                         *l = (*l).max(now);
@@ -433,12 +534,17 @@ async fn open_loop(
             sh.phase.store(STOP, Ordering::Release);
         }
     };
-    let (drv, ()) = tokio::join!(drive(cfg, d, sh, pids, started, u64::MAX, progress), dispatcher);
+    let (drv, ()) = tokio::join!(
+        drive(cfg, d, sh, pids, started, u64::MAX, progress),
+        dispatcher
+    );
     // Dropping the slots hands their logs to the recorder.
     pool.lock().unwrap_or_else(|e| e.into_inner()).clear();
     let stats = stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let last = *last.lock().unwrap_or_else(|e| e.into_inner());
-    let elapsed = last.max(drv.measure_start).duration_since(drv.measure_start);
+    let elapsed = last
+        .max(drv.measure_start)
+        .duration_since(drv.measure_start);
     (stats, drv.cpu_after(pids), elapsed, drv.died)
 }
 
@@ -467,7 +573,10 @@ pub fn parse_cpu_ticks(stat: &str) -> Option<u64> {
 
 /// Latency summaries of a point, for the report.
 pub fn summaries(stats: &Stats) -> (LatencySummary, LatencySummary) {
-    (LatencySummary::of(&stats.get), LatencySummary::of(&stats.put))
+    (
+        LatencySummary::of(&stats.get),
+        LatencySummary::of(&stats.put),
+    )
 }
 
 /// Successful throughput of a point.

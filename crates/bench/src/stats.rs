@@ -40,7 +40,13 @@ fn new_hist() -> Histogram<u64> {
 
 impl Stats {
     pub fn new() -> Stats {
-        Stats { get: new_hist(), put: new_hist(), ok_get: 0, ok_put: 0, failures: BTreeMap::new() }
+        Stats {
+            get: new_hist(),
+            put: new_hist(),
+            ok_get: 0,
+            ok_put: 0,
+            failures: BTreeMap::new(),
+        }
     }
 
     /// A successful operation and its latency.

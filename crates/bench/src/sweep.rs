@@ -24,9 +24,11 @@ pub struct Outcome {
 
 /// Checks that `dir` exists or can be created, and can be written.
 pub fn check_out_dir(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
     let probe = dir.join(".quorumkv-bench-probe");
-    std::fs::write(&probe, b"").map_err(|e| format!("cannot write to output directory {}: {e}", dir.display()))?;
+    std::fs::write(&probe, b"")
+        .map_err(|e| format!("cannot write to output directory {}: {e}", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
 }
@@ -34,9 +36,15 @@ pub fn check_out_dir(dir: &Path) -> Result<(), String> {
 fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
     let binary = match &cfg.binary {
         Some(b) => b.clone(),
-        None => std::env::current_exe().map_err(|e| format!("cannot find the quorumkv executable: {e}"))?,
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find the quorumkv executable: {e}"))?,
     };
-    Ok(DeployOptions { binary, port_base: cfg.port_base, coord: cfg.coord, op_timeout: cfg.op_timeout })
+    Ok(DeployOptions {
+        binary,
+        port_base: cfg.port_base,
+        coord: cfg.coord,
+        op_timeout: cfg.op_timeout,
+    })
 }
 
 /// Everything that must hold before the first point; one line on failure.
@@ -48,14 +56,25 @@ pub async fn preflight(cfg: &BenchConfig) -> Result<Vec<Option<Deployment>>, Str
     }
     let opts = deploy_options(cfg)?;
     let plans = cfg.plans();
-    if plans.iter().any(|p| matches!(p.deploy, DeploySpec::Local { .. })) && !opts.binary.is_file() {
-        return Err(format!("the quorumkv executable {} does not exist", opts.binary.display()));
+    if plans
+        .iter()
+        .any(|p| matches!(p.deploy, DeploySpec::Local { .. }))
+        && !opts.binary.is_file()
+    {
+        return Err(format!(
+            "the quorumkv executable {} does not exist",
+            opts.binary.display()
+        ));
     }
     let mut found = Vec::with_capacity(plans.len());
     for p in &plans {
         found.push(match &p.deploy {
             DeploySpec::Local { .. } => None,
-            other => Some(Deployment::start(other.clone(), opts.clone()).await.map_err(|e| format!("{e:#}"))?),
+            other => Some(
+                Deployment::start(other.clone(), opts.clone())
+                    .await
+                    .map_err(|e| format!("{e:#}"))?,
+            ),
         });
     }
     Ok(found)
@@ -67,9 +86,11 @@ fn progress_bar(cfg: &BenchConfig, points: usize) -> ProgressBar {
         pb.set_draw_target(ProgressDrawTarget::hidden());
     }
     pb.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {percent:>3}% ETA {eta:>4} {msg}")
-            .expect("static template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {percent:>3}% ETA {eta:>4} {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
     );
     pb.enable_steady_tick(Duration::from_millis(200));
     pb
@@ -117,8 +138,14 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
             let died = run.target_died;
             results.push(run.result);
             if died {
-                let why = results.last().and_then(|r| r.note.clone()).unwrap_or_default();
-                incomplete = Some(format!("{label} (N={}) stopped answering: {why}", d.replicas));
+                let why = results
+                    .last()
+                    .and_then(|r| r.note.clone())
+                    .unwrap_or_default();
+                incomplete = Some(format!(
+                    "{label} (N={}) stopped answering: {why}",
+                    d.replicas
+                ));
                 d.stop().await;
                 break 'plans;
             }
@@ -137,5 +164,9 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
             Err(e) => eprintln!("quorumkv bench: plots not written: {e:#}"),
         }
     }
-    Ok(Outcome { results, incomplete, files })
+    Ok(Outcome {
+        results,
+        incomplete,
+        files,
+    })
 }

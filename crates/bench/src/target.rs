@@ -27,10 +27,16 @@ pub struct OpFailure {
 
 impl OpFailure {
     pub fn unknown(reason: impl Into<String>) -> OpFailure {
-        OpFailure { reason: reason.into(), definite: false }
+        OpFailure {
+            reason: reason.into(),
+            definite: false,
+        }
     }
     pub fn definite(reason: impl Into<String>) -> OpFailure {
-        OpFailure { reason: reason.into(), definite: true }
+        OpFailure {
+            reason: reason.into(),
+            definite: true,
+        }
     }
 }
 
@@ -52,7 +58,7 @@ fn reason_of(msg: &str) -> String {
 pub enum Conn {
     Quorumkv(Client),
     #[cfg(feature = "etcd")]
-    Etcd(etcd_client::KvClient),
+    Etcd(Box<etcd_client::KvClient>),
     Redis(redis::aio::MultiplexedConnection),
 }
 
@@ -80,7 +86,12 @@ impl Conn {
         }
     }
 
-    pub async fn put(&mut self, key: Bytes, value: Bytes, timeout: Duration) -> Result<(), OpFailure> {
+    pub async fn put(
+        &mut self,
+        key: Bytes,
+        value: Bytes,
+        timeout: Duration,
+    ) -> Result<(), OpFailure> {
         match self {
             Conn::Quorumkv(c) => c.put(key, value).await.map_err(quorumkv_failure),
             #[cfg(feature = "etcd")]
@@ -105,7 +116,10 @@ impl Conn {
 }
 
 fn quorumkv_failure(e: quorumkv_node::client::ClientError) -> OpFailure {
-    OpFailure { reason: reason_of(&e.to_string()), definite: e.is_definite() }
+    OpFailure {
+        reason: reason_of(&e.to_string()),
+        definite: e.is_definite(),
+    }
 }
 
 #[cfg(feature = "etcd")]
@@ -151,7 +165,13 @@ impl Deployment {
     /// Starts a local cluster, or checks that an existing target answers.
     /// Errors are one line, for the CLI.
     pub async fn start(spec: DeploySpec, opts: DeployOptions) -> anyhow::Result<Deployment> {
-        let mut d = Deployment { spec: spec.clone(), replicas: 1, cluster: None, native: Vec::new(), opts };
+        let mut d = Deployment {
+            spec: spec.clone(),
+            replicas: 1,
+            cluster: None,
+            native: Vec::new(),
+            opts,
+        };
         match &spec {
             DeploySpec::Local { protocol, replicas } => {
                 let cfg = LocalClusterConfig {
@@ -161,9 +181,9 @@ impl Deployment {
                     binary: d.opts.binary.clone(),
                     ..Default::default()
                 };
-                let cluster = LocalCluster::start(cfg)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("cannot start a local {protocol} cluster of {replicas}: {e:#}"))?;
+                let cluster = LocalCluster::start(cfg).await.map_err(|e| {
+                    anyhow::anyhow!("cannot start a local {protocol} cluster of {replicas}: {e:#}")
+                })?;
                 d.native = cluster.endpoints().iter().map(|e| e.native).collect();
                 d.replicas = *replicas;
                 d.cluster = Some(cluster);
@@ -177,13 +197,19 @@ impl Deployment {
                 let mut c = etcd_connect(endpoints, &d.opts).await?;
                 let members = tokio::time::timeout(Duration::from_secs(5), c.member_list())
                     .await
-                    .map_err(|_| anyhow::anyhow!("etcd at {} does not answer", endpoints.join(",")))?
-                    .map_err(|e| anyhow::anyhow!("etcd at {} is unreachable: {e}", endpoints.join(",")))?;
+                    .map_err(|_| {
+                        anyhow::anyhow!("etcd at {} does not answer", endpoints.join(","))
+                    })?
+                    .map_err(|e| {
+                        anyhow::anyhow!("etcd at {} is unreachable: {e}", endpoints.join(","))
+                    })?;
                 d.replicas = members.members().len().max(1);
             }
             #[cfg(not(feature = "etcd"))]
             DeploySpec::Etcd { .. } => {
-                anyhow::bail!("this build has no etcd target (rebuild quorumkv-bench with feature 'etcd')")
+                anyhow::bail!(
+                    "this build has no etcd target (rebuild quorumkv-bench with feature 'etcd')"
+                )
             }
             DeploySpec::Redis { .. } => {}
         }
@@ -208,11 +234,18 @@ impl Deployment {
                 };
                 let c = Client::connect(self.native.clone(), cfg)
                     .await
-                    .map_err(|e| anyhow::anyhow!("cannot connect to quorumkv at {}: {e}", addrs(&self.native)))?;
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "cannot connect to quorumkv at {}: {e}",
+                            addrs(&self.native)
+                        )
+                    })?;
                 Ok(Conn::Quorumkv(c))
             }
             #[cfg(feature = "etcd")]
-            DeploySpec::Etcd { endpoints } => Ok(Conn::Etcd(etcd_connect(endpoints, &self.opts).await?.kv_client())),
+            DeploySpec::Etcd { endpoints } => Ok(Conn::Etcd(Box::new(
+                etcd_connect(endpoints, &self.opts).await?.kv_client(),
+            ))),
             #[cfg(not(feature = "etcd"))]
             DeploySpec::Etcd { .. } => anyhow::bail!("this build has no etcd target"),
             DeploySpec::Redis { addr } => {
@@ -250,12 +283,17 @@ impl Deployment {
     /// remote: a TCP connect to a majority of endpoints (quorumkv) or any (others).
     pub async fn alive(&self) -> bool {
         if self.cluster.is_some() {
-            return self.pids().iter().all(|p| std::path::Path::new(&format!("/proc/{p}/stat")).exists())
+            return self
+                .pids()
+                .iter()
+                .all(|p| std::path::Path::new(&format!("/proc/{p}/stat")).exists())
                 && self.tcp_reachable(self.native.len() / 2 + 1).await;
         }
         match &self.spec {
             DeploySpec::Quorumkv { .. } => self.tcp_reachable(self.native.len() / 2 + 1).await,
-            DeploySpec::Etcd { endpoints } => reachable(endpoints.iter().map(String::as_str), 1).await,
+            DeploySpec::Etcd { endpoints } => {
+                reachable(endpoints.iter().map(String::as_str), 1).await
+            }
             DeploySpec::Redis { addr } => reachable([addr.as_str()], 1).await,
             DeploySpec::Local { .. } => false,
         }
@@ -274,13 +312,17 @@ impl Deployment {
 }
 
 fn addrs(a: &[SocketAddr]) -> String {
-    a.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",")
+    a.iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 async fn reachable<'a>(eps: impl IntoIterator<Item = &'a str>, need: usize) -> bool {
     let mut ok = 0;
     for ep in eps {
-        let c = tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(ep)).await;
+        let c =
+            tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(ep)).await;
         if matches!(c, Ok(Ok(_))) {
             ok += 1;
         }
@@ -289,7 +331,10 @@ async fn reachable<'a>(eps: impl IntoIterator<Item = &'a str>, need: usize) -> b
 }
 
 #[cfg(feature = "etcd")]
-async fn etcd_connect(endpoints: &[String], opts: &DeployOptions) -> anyhow::Result<etcd_client::Client> {
+async fn etcd_connect(
+    endpoints: &[String],
+    opts: &DeployOptions,
+) -> anyhow::Result<etcd_client::Client> {
     let urls: Vec<String> = endpoints.iter().map(|e| format!("http://{e}")).collect();
     let o = etcd_client::ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(3))

@@ -17,7 +17,9 @@ impl Rng {
     }
     /// A generator for a sub-stream, e.g. one logical client of one point.
     pub fn derive(seed: u64, a: u64, b: u64) -> Rng {
-        let mut r = Rng(seed ^ a.wrapping_mul(0xA076_1D64_78BD_642F) ^ b.wrapping_mul(0xE703_7ED1_A0B4_28DB));
+        let mut r = Rng(seed
+            ^ a.wrapping_mul(0xA076_1D64_78BD_642F)
+            ^ b.wrapping_mul(0xE703_7ED1_A0B4_28DB));
         r.next_u64();
         r
     }
@@ -66,7 +68,9 @@ impl Zipf {
     }
     pub fn sample(&self, rng: &mut Rng) -> usize {
         let u = rng.next_f64();
-        self.cdf.partition_point(|&c| c <= u).min(self.cdf.len() - 1)
+        self.cdf
+            .partition_point(|&c| c <= u)
+            .min(self.cdf.len() - 1)
     }
     /// Probability mass of the `k` most popular keys.
     pub fn mass_of_top(&self, k: usize) -> f64 {
@@ -119,7 +123,11 @@ pub struct KeySpace {
 
 impl KeySpace {
     pub fn new(point: usize, keys: usize) -> KeySpace {
-        KeySpace { names: (0..keys).map(|i| Bytes::from(format!("b{point}-k{i}"))).collect() }
+        KeySpace {
+            names: (0..keys)
+                .map(|i| Bytes::from(format!("b{point}-k{i}")))
+                .collect(),
+        }
     }
     pub fn name(&self, i: usize) -> &Bytes {
         &self.names[i]

@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::Parser;
 use quorumkv_bench::cli::Args;
 use quorumkv_bench::config::{
-    parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, Distribution, Length, TargetSpec,
-    SEED_002_ZIPF,
+    parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, Distribution, Length,
+    TargetSpec, SEED_002_ZIPF,
 };
 
 #[derive(Parser)]
@@ -18,11 +18,16 @@ struct Cli {
 fn args(v: &[&str]) -> Args {
     let mut all = vec!["bench"];
     all.extend_from_slice(v);
-    Cli::try_parse_from(all).expect("clap accepts the flags").args
+    Cli::try_parse_from(all)
+        .expect("clap accepts the flags")
+        .args
 }
 
 fn err(v: &[&str]) -> String {
-    args(v).to_config().expect_err("config should be rejected").to_string()
+    args(v)
+        .to_config()
+        .expect_err("config should be rejected")
+        .to_string()
 }
 
 #[test]
@@ -34,7 +39,10 @@ fn defaults_are_the_main_job() {
     assert_eq!(c.keys, vec![10]);
     assert_eq!(c.clients, vec![1, 4, 8, 16, 32]);
     assert!(matches!(c.length, Length::Duration(d) if d <= Duration::from_secs(5)));
-    assert_eq!(c.protocols, quorumkv_core::protocol::ProtocolKind::ALL.to_vec());
+    assert_eq!(
+        c.protocols,
+        quorumkv_core::protocol::ProtocolKind::ALL.to_vec()
+    );
     // 2 mixes × 5 client counts per protocol, a few seconds each.
     assert_eq!(c.point_count(), 10 * c.protocols.len());
 }
@@ -59,7 +67,12 @@ fn lists_expand_into_the_matrix() {
     assert_eq!(c.get_fractions, vec![0.9, 0.1]);
     assert_eq!(
         c.distributions,
-        vec![Distribution::Uniform, Distribution::Zipf(SEED_002_ZIPF), Distribution::Zipf(0.99), Distribution::Hotspot]
+        vec![
+            Distribution::Uniform,
+            Distribution::Zipf(SEED_002_ZIPF),
+            Distribution::Zipf(0.99),
+            Distribution::Hotspot
+        ]
     );
     let per_deploy = 3 * 2 * 4 * 2;
     assert_eq!(c.plans().len(), 3 * c.protocols.len());
@@ -68,7 +81,9 @@ fn lists_expand_into_the_matrix() {
 
 #[test]
 fn open_loop_uses_max_outstanding() {
-    let c = args(&["--rate", "50,100", "--max-outstanding", "25"]).to_config().unwrap();
+    let c = args(&["--rate", "50,100", "--max-outstanding", "25"])
+        .to_config()
+        .unwrap();
     assert_eq!(c.rates, vec![50.0, 100.0]);
     let w = c.workloads();
     assert_eq!(w.len(), 2 * 2);
@@ -78,13 +93,18 @@ fn open_loop_uses_max_outstanding() {
 
 #[test]
 fn targets_parse_with_extra_endpoints() {
-    let t = parse_targets("local,etcd://127.0.0.1:2379,127.0.0.1:2381,redis://localhost:6379").unwrap();
+    let t =
+        parse_targets("local,etcd://127.0.0.1:2379,127.0.0.1:2381,redis://localhost:6379").unwrap();
     assert_eq!(
         t,
         vec![
             TargetSpec::Local,
-            TargetSpec::Etcd { endpoints: vec!["127.0.0.1:2379".into(), "127.0.0.1:2381".into()] },
-            TargetSpec::Redis { addr: "localhost:6379".into() },
+            TargetSpec::Etcd {
+                endpoints: vec!["127.0.0.1:2379".into(), "127.0.0.1:2381".into()]
+            },
+            TargetSpec::Redis {
+                addr: "localhost:6379".into()
+            },
         ]
     );
     let q = parse_targets("quorumkv://127.0.0.1:7001,127.0.0.1:7002").unwrap();
@@ -95,7 +115,10 @@ fn targets_parse_with_extra_endpoints() {
 fn bad_input_is_one_clear_line() {
     for (flags, needle) in [
         (vec!["--protocol", "abd,paxos"], "unknown protocol 'paxos'"),
-        (vec!["--target", "zookeeper://h:2181"], "unknown target scheme"),
+        (
+            vec!["--target", "zookeeper://h:2181"],
+            "unknown target scheme",
+        ),
         (vec!["--target", "mongo"], "unknown target 'mongo'"),
         (vec!["--target", "etcd://nohost"], "not host:port"),
         (vec!["--clients", "1,x,4"], "--clients: bad value 'x'"),
@@ -122,14 +145,29 @@ fn helpers() {
     assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
     assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
     assert!(parse_duration("fast").is_err());
-    assert_eq!(parse_list::<u32>("clients", "1, 2,3").unwrap(), vec![1, 2, 3]);
-    assert!(matches!(parse_list::<u32>("clients", "1;2"), Err(ConfigError::BadValue { flag: "clients", .. })));
-    assert_eq!("zipf:1.5".parse::<Distribution>().unwrap().to_string(), "zipf:1.5");
+    assert_eq!(
+        parse_list::<u32>("clients", "1, 2,3").unwrap(),
+        vec![1, 2, 3]
+    );
+    assert!(matches!(
+        parse_list::<u32>("clients", "1;2"),
+        Err(ConfigError::BadValue {
+            flag: "clients",
+            ..
+        })
+    ));
+    assert_eq!(
+        "zipf:1.5".parse::<Distribution>().unwrap().to_string(),
+        "zipf:1.5"
+    );
 }
 
 #[test]
 fn a_quorumkv_target_needs_one_protocol() {
-    let mut c = BenchConfig { targets: parse_targets("quorumkv://127.0.0.1:7001").unwrap(), ..Default::default() };
+    let mut c = BenchConfig {
+        targets: parse_targets("quorumkv://127.0.0.1:7001").unwrap(),
+        ..Default::default()
+    };
     c.protocols = vec![quorumkv_core::protocol::ProtocolKind::Abd; 2];
     assert!(matches!(c.validate(), Err(ConfigError::Conflict(_))));
 }

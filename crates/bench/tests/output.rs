@@ -7,7 +7,14 @@ use quorumkv_bench::plot::write_plots;
 use quorumkv_bench::report::{table, to_csv, write_files, PointResult, CSV_HEADER};
 use quorumkv_bench::stats::LatencySummary;
 
-fn point(target: &str, kind: &str, replicas: usize, clients: usize, get: f64, tput: f64) -> PointResult {
+fn point(
+    target: &str,
+    kind: &str,
+    replicas: usize,
+    clients: usize,
+    get: f64,
+    tput: f64,
+) -> PointResult {
     let lat = |base: u64| LatencySummary {
         count: 100,
         avg_us: base as f64 * 1.1,
@@ -62,8 +69,14 @@ fn csv_rows_match_the_header() {
     assert_eq!(lines.next(), Some(CSV_HEADER));
     let cols = CSV_HEADER.split(',').count();
     let first = lines.next().unwrap();
-    assert!(first.starts_with("abd,local,3,1,0.9,10,uniform,16,,3.000,1000.0,90,10,2,timeout=2,"), "{first}");
-    assert!(first.ends_with(",\"a note, with a comma and \"\"quotes\"\"\""), "{first}");
+    assert!(
+        first.starts_with("abd,local,3,1,0.9,10,uniform,16,,3.000,1000.0,90,10,2,timeout=2,"),
+        "{first}"
+    );
+    assert!(
+        first.ends_with(",\"a note, with a comma and \"\"quotes\"\"\""),
+        "{first}"
+    );
     for line in csv.lines().skip(1) {
         assert_eq!(split_csv(line).len(), cols, "{line}");
     }
@@ -95,12 +108,15 @@ fn json_and_csv_files_round_trip() {
     let rs = sample();
     write_files(dir.path(), &BenchConfig::default(), &rs, false).unwrap();
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
+            .unwrap();
     assert_eq!(json["incomplete"], false);
     assert_eq!(json["config"]["replicas"], serde_json::json!([3]));
     let back: Vec<PointResult> = serde_json::from_value(json["results"].clone()).unwrap();
     assert_eq!(back, rs);
-    assert!(std::fs::read_to_string(dir.path().join("results.csv")).unwrap().starts_with("target,kind,"));
+    assert!(std::fs::read_to_string(dir.path().join("results.csv"))
+        .unwrap()
+        .starts_with("target,kind,"));
 }
 
 #[test]
@@ -109,7 +125,9 @@ fn table_has_a_row_per_point_and_the_check_column() {
     let t = table(&rs);
     let lines: Vec<&str> = t.lines().collect();
     assert_eq!(lines.len(), rs.len() + 2);
-    assert!(lines[0].starts_with("target") && lines[0].contains("ops/s") && lines[0].ends_with("check"));
+    assert!(
+        lines[0].starts_with("target") && lines[0].contains("ops/s") && lines[0].ends_with("check")
+    );
     assert!(lines[2].starts_with("abd ") && lines[2].ends_with("ok"));
 }
 
@@ -117,13 +135,29 @@ fn table_has_a_row_per_point_and_the_check_column() {
 fn plots_are_pngs() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_plots(dir.path(), &sample()).unwrap();
-    let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    assert!(names.contains(&"throughput_n3.png".to_string()), "{names:?}");
-    assert!(names.contains(&"latency_n3_get90.png".to_string()), "{names:?}");
-    assert!(names.contains(&"latency_n3_get10.png".to_string()), "{names:?}");
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.contains(&"throughput_n3.png".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"latency_n3_get90.png".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"latency_n3_get10.png".to_string()),
+        "{names:?}"
+    );
     for f in &files {
         let bytes = std::fs::read(f).unwrap();
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", f.display());
-        assert!(bytes.len() > 10_000, "{} is suspiciously small", f.display());
+        assert!(
+            bytes.len() > 10_000,
+            "{} is suspiciously small",
+            f.display()
+        );
     }
 }

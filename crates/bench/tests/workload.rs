@@ -27,7 +27,10 @@ fn rng_is_stable_across_versions() {
 fn zipf_seed_002_puts_90_percent_on_10_percent_of_keys() {
     let z = Zipf::new(1000, SEED_002_ZIPF);
     let exact = z.mass_of_top(100);
-    assert!((exact - 0.90).abs() < 0.01, "analytic mass of the top 10 % = {exact}");
+    assert!(
+        (exact - 0.90).abs() < 0.01,
+        "analytic mass of the top 10 % = {exact}"
+    );
 
     let mut rng = Rng::new(42);
     let draws = 200_000;
@@ -37,7 +40,10 @@ fn zipf_seed_002_puts_90_percent_on_10_percent_of_keys() {
     }
     let top: u32 = hits[..100].iter().sum();
     let frac = top as f64 / draws as f64;
-    assert!((frac - 0.90).abs() < 0.01, "empirical mass of the top 10 % = {frac}");
+    assert!(
+        (frac - 0.90).abs() < 0.01,
+        "empirical mass of the top 10 % = {frac}"
+    );
     // Rank order: key 0 is the most popular, and popularity decreases.
     assert!(hits[0] > hits[1] && hits[1] > hits[10] && hits[10] > hits[500]);
 }
@@ -50,7 +56,10 @@ fn uniform_and_hotspot_keys() {
     for _ in 0..100_000 {
         hits[u.sample(&mut rng)] += 1;
     }
-    assert!(hits.iter().all(|&h| (9_000..11_000).contains(&h)), "{hits:?}");
+    assert!(
+        hits.iter().all(|&h| (9_000..11_000).contains(&h)),
+        "{hits:?}"
+    );
     let h = KeyChooser::new(Distribution::Hotspot, 10);
     assert!((0..100).all(|_| h.sample(&mut rng) == 0));
 }
@@ -59,7 +68,9 @@ fn uniform_and_hotspot_keys() {
 fn get_fraction_is_respected() {
     let mut rng = Rng::new(3);
     let k = KeyChooser::new(Distribution::Uniform, 10);
-    let gets = (0..100_000).filter(|_| matches!(next_op(&mut rng, &k, 0.9), GenOp::Get { .. })).count();
+    let gets = (0..100_000)
+        .filter(|_| matches!(next_op(&mut rng, &k, 0.9), GenOp::Get { .. }))
+        .count();
     assert!((89_000..91_000).contains(&gets), "{gets}");
     assert!((0..1000).all(|_| matches!(next_op(&mut rng, &k, 0.0), GenOp::Put { .. })));
 }

@@ -1,0 +1,250 @@
+//! End-to-end: the bench against a local 3-replica cluster (with --check),
+//! against Redis when redis-server is installed, and its preflight errors.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use quorumkv_bench::config::{parse_targets, BenchConfig, Length};
+use quorumkv_bench::sweep::execute;
+
+/// The `quorumkv` executable local clusters run: $QUORUMKV_BIN, or the
+/// workspace's debug build (built here if needed; a no-op when up to date).
+fn quorumkv_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("QUORUMKV_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let st = Command::new(cargo)
+        .args(["build", "-q", "-p", "quorumkv", "--bin", "quorumkv"])
+        .current_dir(&root)
+        .status()
+        .expect("run cargo build");
+    assert!(st.success(), "cargo build -p quorumkv failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    target.join("debug/quorumkv")
+}
+
+fn tiny(cfg: BenchConfig) -> BenchConfig {
+    BenchConfig {
+        clients: vec![1, 4],
+        get_fractions: vec![0.5],
+        keys: vec![5],
+        length: Length::Duration(Duration::from_millis(700)),
+        warmup: Duration::from_millis(100),
+        progress: false,
+        ..cfg
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_cluster_with_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = tiny(BenchConfig {
+        replicas: vec![3],
+        check: true,
+        binary: Some(quorumkv_bin()),
+        out: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    });
+    let out = execute(&cfg).await.expect("bench runs");
+    assert_eq!(out.incomplete, None);
+    assert_eq!(out.results.len(), 2 * cfg.protocols.len());
+    for r in &out.results {
+        assert_eq!(r.replicas, 3);
+        assert!(r.throughput > 0.0 && r.ok_get > 0 && r.ok_put > 0, "{r:?}");
+        assert_eq!(r.failed, 0, "{r:?}");
+        assert!(r.get.p50_us > 0 && r.get.p50_us <= r.get.p99_us && r.get.p99_us <= r.get.max_us);
+        assert!(r.cpu_s_per_kop.is_some(), "our servers' CPU is measured");
+        assert_eq!(r.check.as_deref(), Some("ok"), "verdict column: {r:?}");
+        assert!(r.connections.starts_with("shared"), "{}", r.connections);
+    }
+    for f in [
+        "results.csv",
+        "results.json",
+        "throughput_n3.png",
+        "latency_n3_get50.png",
+    ] {
+        assert!(dir.path().join(f).is_file(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(dir.path().join("results.csv")).unwrap();
+    assert!(csv.lines().skip(1).all(|l| l.contains(",ok,")), "{csv}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_against_a_local_cluster() {
+    let cfg = BenchConfig {
+        rates: vec![400.0],
+        max_outstanding: 8,
+        length: Length::OpsPerClient(20),
+        ..tiny(BenchConfig {
+            binary: Some(quorumkv_bin()),
+            out: None,
+            ..Default::default()
+        })
+    };
+    let out = execute(&cfg).await.expect("bench runs");
+    let r = &out.results[0];
+    assert_eq!(r.clients, 8);
+    assert_eq!(r.rate, Some(400.0));
+    assert_eq!(r.ok_get + r.ok_put + r.failed, 160, "{r:?}");
+    // 160 arrivals at 400/s take about 0.4 s.
+    assert!((0.2..2.0).contains(&r.elapsed_s), "{r:?}");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Redis(Child);
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A throwaway redis-server, or None (with the reason printed) when absent.
+fn redis_server(dir: &std::path::Path) -> Option<(Redis, u16)> {
+    if Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("SKIPPED: redis-server is not on PATH (Debian: apt-get install redis-server)");
+        return None;
+    }
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let r = Redis(child);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some((r, port));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("redis-server did not listen on {port}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_redis, port)) = redis_server(dir.path()) else {
+        return;
+    };
+    let cfg = tiny(BenchConfig {
+        targets: parse_targets(&format!("redis://127.0.0.1:{port}")).unwrap(),
+        check: true,
+        out: None,
+        ..Default::default()
+    });
+    let out = execute(&cfg).await.expect("bench runs");
+    assert_eq!(out.incomplete, None);
+    assert_eq!(out.results.len(), 2);
+    for r in &out.results {
+        assert_eq!(
+            (r.target.as_str(), r.kind.as_str(), r.replicas),
+            ("redis", "redis", 1)
+        );
+        assert!(r.throughput > 0.0 && r.failed == 0, "{r:?}");
+        assert_eq!(r.cpu_s_per_kop, None);
+        // A single Redis server is linearizable.
+        assert_eq!(r.check.as_deref(), Some("ok"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_dying_mid_run_ends_the_run_with_what_was_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((redis, port)) = redis_server(dir.path()) else {
+        return;
+    };
+    let cfg = BenchConfig {
+        targets: parse_targets(&format!("redis://127.0.0.1:{port}")).unwrap(),
+        clients: vec![2, 4, 8],
+        get_fractions: vec![0.5],
+        length: Length::Duration(Duration::from_secs(2)),
+        warmup: Duration::ZERO,
+        op_timeout: Duration::from_millis(300),
+        progress: false,
+        out: Some(dir.path().join("out")),
+        ..Default::default()
+    };
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2800));
+        drop(redis);
+    });
+    let out = execute(&cfg).await.expect("bench starts");
+    killer.join().unwrap();
+    let why = out.incomplete.expect("the run says it ended early");
+    assert!(why.contains("redis"), "{why}");
+    assert!(
+        !out.results.is_empty() && out.results.len() < 3,
+        "{:?}",
+        out.results
+    );
+    assert!(out.results[0].throughput > 0.0 && out.results[0].note.is_none());
+    assert!(out.results.last().unwrap().note.is_some());
+    let json = std::fs::read_to_string(dir.path().join("out/results.json")).unwrap();
+    assert!(json.contains("\"incomplete\": true"));
+}
+
+#[tokio::test]
+async fn preflight_rejects_before_any_work() {
+    // Unreachable target.
+    let port = free_port();
+    let cfg = BenchConfig {
+        targets: parse_targets(&format!("redis://127.0.0.1:{port}")).unwrap(),
+        out: None,
+        progress: false,
+        ..Default::default()
+    };
+    let e = execute(&cfg).await.expect_err("nothing listens there");
+    assert!(e.contains("unreachable") && !e.contains('\n'), "{e}");
+
+    // Unwritable output directory (a path under a regular file).
+    let f = tempfile::NamedTempFile::new().unwrap();
+    let cfg = BenchConfig {
+        out: Some(f.path().join("results")),
+        progress: false,
+        ..Default::default()
+    };
+    let e = execute(&cfg)
+        .await
+        .expect_err("cannot create a directory under a file");
+    assert!(e.starts_with("cannot create output directory"), "{e}");
+
+    // Missing executable for local clusters.
+    let cfg = BenchConfig {
+        binary: Some("/nonexistent/quorumkv".into()),
+        out: None,
+        ..Default::default()
+    };
+    let e = execute(&cfg).await.expect_err("no such binary");
+    assert!(e.contains("does not exist"), "{e}");
+}
