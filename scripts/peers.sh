@@ -4,6 +4,7 @@
 #
 #   scripts/peers.sh start etcd  [--replicas N] [--port-base P]   # N members (default 3), ports P.. (default 2379)
 #   scripts/peers.sh start redis [--replicas N] [--port-base P]   # 1 primary + N-1 async replicas (default 1), port P (6379)
+#   ... [--tmpfs]                                                  # data in /dev/shm: fsync costs ~nothing
 #   scripts/peers.sh stop  etcd|redis                              # idempotent
 #   scripts/peers.sh status etcd|redis
 #
@@ -13,18 +14,19 @@
 # State lives in ${QKV_PEERS_DIR:-${TMPDIR:-/tmp}/quorumkv-peers}/NAME.
 set -euo pipefail
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "peers.sh: $*" >&2; exit 1; }
 log() { echo "peers.sh: $*" >&2; }
 
 [ $# -ge 2 ] || usage
 action=$1 name=$2
 shift 2
-replicas="" port_base=""
+replicas="" port_base="" tmpfs=0
 while [ $# -gt 0 ]; do
   case $1 in
     --replicas) [ $# -ge 2 ] || usage; replicas=$2; shift 2 ;;
     --port-base) [ $# -ge 2 ] || usage; port_base=$2; shift 2 ;;
+    --tmpfs) tmpfs=1; shift ;;
     *) die "unknown argument '$1'" ;;
   esac
 done
@@ -151,7 +153,12 @@ case $action in
     fi
     [ -d "$state" ] && stop
     mkdir -p "$state"
-    data=$(mktemp -d "${TMPDIR:-/tmp}/quorumkv-$name-data.XXXXXX")
+    parent=${TMPDIR:-/tmp}
+    if [ $tmpfs = 1 ]; then
+      [ -d /dev/shm ] && [ -w /dev/shm ] || die "--tmpfs: /dev/shm is not a writable directory"
+      parent=/dev/shm
+    fi
+    data=$(mktemp -d "$parent/quorumkv-$name-data.XXXXXX")
     echo "$data" >"$state/data"
     "start_$name"
     log "started $name ($replicas) with data in $data; logs in $state"

@@ -157,6 +157,9 @@ pub struct Deployment {
     /// Replicas / members / servers behind the target.
     pub replicas: usize,
     cluster: Option<LocalCluster>,
+    /// Processes of a peer on this host (found by its listening ports), so
+    /// its CPU time can be reported like our servers'.
+    peer_pids: Vec<u32>,
     native: Vec<SocketAddr>,
     opts: DeployOptions,
 }
@@ -169,6 +172,7 @@ impl Deployment {
             spec: spec.clone(),
             replicas: 1,
             cluster: None,
+            peer_pids: Vec::new(),
             native: Vec::new(),
             opts,
         };
@@ -213,6 +217,11 @@ impl Deployment {
             }
             DeploySpec::Redis { .. } => {}
         }
+        d.peer_pids = match &spec {
+            DeploySpec::Etcd { endpoints } => local_listener_pids(endpoints),
+            DeploySpec::Redis { addr } => local_listener_pids(std::slice::from_ref(addr)),
+            _ => Vec::new(),
+        };
         // Proves the target answers before any point is measured.
         let probe = d.connect().await?;
         drop(probe);
@@ -274,9 +283,13 @@ impl Deployment {
         }
     }
 
-    /// Server processes whose CPU time we can read (our own children only).
+    /// Server processes whose CPU time we can read: our children, or a
+    /// peer's processes when it runs on this host.
     pub fn pids(&self) -> Vec<u32> {
-        self.cluster.as_ref().map(|c| c.pids()).unwrap_or_default()
+        match &self.cluster {
+            Some(c) => c.pids(),
+            None => self.peer_pids.clone(),
+        }
     }
 
     /// Is the target still there? Local: every child alive (by /proc);
@@ -342,4 +355,84 @@ async fn etcd_connect(
     etcd_client::Client::connect(&urls, Some(o))
         .await
         .map_err(|e| anyhow::anyhow!("etcd at {} is unreachable: {e}", endpoints.join(",")))
+}
+
+/// The processes listening on the ports of `endpoints` that are on this host
+/// (Linux: /proc/net/tcp{,6} for the socket inodes, /proc/PID/fd for owners).
+/// Empty when anything is unreadable or an endpoint is remote.
+pub fn local_listener_pids(endpoints: &[String]) -> Vec<u32> {
+    let mut ports = Vec::new();
+    for ep in endpoints {
+        let Some((host, port)) = ep.rsplit_once(':') else {
+            return Vec::new();
+        };
+        if !matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "0.0.0.0") {
+            return Vec::new();
+        }
+        let Ok(port) = port.parse::<u16>() else {
+            return Vec::new();
+        };
+        ports.push(port);
+    }
+    let mut inodes = std::collections::BTreeSet::new();
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        inodes.extend(listening_inodes(&text, &ports));
+    }
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let mut pids = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        let owns = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .ok()
+                .and_then(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    l.strip_prefix("socket:[")?
+                        .strip_suffix(']')?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .is_some_and(|ino| inodes.contains(&ino))
+        });
+        if owns && pid != std::process::id() {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Inodes of LISTEN sockets on `ports` in a /proc/net/tcp table.
+pub fn listening_inodes(table: &str, ports: &[u16]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+            continue;
+        };
+        let Some(port) = local
+            .rsplit_once(':')
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+        else {
+            continue;
+        };
+        if *state == "0A" && ports.contains(&port) {
+            if let Ok(i) = inode.parse() {
+                out.push(i);
+            }
+        }
+    }
+    out
 }
