@@ -324,10 +324,10 @@ fn expect_done(r: Response) -> Result<(), ClientError> {
 }
 
 /// Join futures without pulling in the `futures` crate.
-async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join_all<F>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
 where
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
-    F: Send + 'static,
 {
     let handles: Vec<_> = futs.map(tokio::spawn).collect();
     let mut out = Vec::with_capacity(handles.len());
@@ -358,14 +358,9 @@ async fn keep_link<P: Protocol + Send + 'static>(
             if tx.send(Input::LinkUp { peer, tx: ftx }).await.is_err() {
                 return;
             }
-            loop {
-                match reader.next::<P::Msg>().await {
-                    Ok(Frame::Proto(msg)) => {
-                        if tx.send(Input::Msg { from: peer, msg }).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) | Err(_) => break,
+            while let Ok(Frame::Proto(msg)) = reader.next::<P::Msg>().await {
+                if tx.send(Input::Msg { from: peer, msg }).await.is_err() {
+                    return;
                 }
             }
             writer.abort();

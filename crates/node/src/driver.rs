@@ -340,7 +340,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         s.push_str(&format!("replicas_reachable:{up}\r\n"));
         s.push_str(&format!(
             "quorum_reachable:{}\r\n",
-            if up >= self.info.members.len() / 2 + 1 {
+            if up > self.info.members.len() / 2 {
                 "yes"
             } else {
                 "no"
