@@ -40,8 +40,14 @@ pub struct PointResult {
     pub failures: BTreeMap<String, u64>,
     pub get: LatencySummary,
     pub put: LatencySummary,
-    /// Server CPU seconds per 1000 successful operations (our processes only).
+    /// GETs and PUTs together.
+    pub all: LatencySummary,
+    /// Server CPU seconds per 1000 successful operations (our processes, or
+    /// a peer's on this host).
     pub cpu_s_per_kop: Option<f64>,
+    /// The bench process's CPU seconds per 1000 successful operations: the
+    /// client side, which runs the coordinators in direct mode.
+    pub client_cpu_s_per_kop: Option<f64>,
     /// Linearizability verdict with `--check`.
     pub check: Option<String>,
     /// Anything that went wrong (the target died, preload failed, …).
@@ -79,14 +85,17 @@ impl PointResult {
             failures: BTreeMap::new(),
             get: LatencySummary::default(),
             put: LatencySummary::default(),
+            all: LatencySummary::default(),
             cpu_s_per_kop: None,
+            client_cpu_s_per_kop: None,
             check: None,
             note: None,
         }
     }
 
     /// Fills the measurements from merged stats.
-    pub fn fill(&mut self, s: &Stats, elapsed: Duration, cpu_s: Option<f64>) {
+    /// `cpu_s` = CPU seconds of (servers, bench process) while measuring.
+    pub fn fill(&mut self, s: &Stats, elapsed: Duration, cpu_s: (Option<f64>, Option<f64>)) {
         self.elapsed_s = elapsed.as_secs_f64();
         self.throughput = throughput(s.ok(), elapsed);
         self.ok_get = s.ok_get;
@@ -95,9 +104,12 @@ impl PointResult {
         self.failures = s.failures.clone();
         self.get = LatencySummary::of(&s.get);
         self.put = LatencySummary::of(&s.put);
-        self.cpu_s_per_kop = cpu_s
-            .filter(|_| s.ok() > 0)
-            .map(|c| c * 1000.0 / s.ok() as f64);
+        let mut all = s.get.clone();
+        all.add(&s.put).expect("same bounds");
+        self.all = LatencySummary::of(&all);
+        let per_kop = |c: Option<f64>| c.filter(|_| s.ok() > 0).map(|c| c * 1000.0 / s.ok() as f64);
+        self.cpu_s_per_kop = per_kop(cpu_s.0);
+        self.client_cpu_s_per_kop = per_kop(cpu_s.1);
     }
 }
 
@@ -107,7 +119,8 @@ pub const CSV_HEADER: &str =
 elapsed_s,throughput,ok_get,ok_put,failed,failures,\
 get_count,get_avg_us,get_p50_us,get_p95_us,get_p99_us,get_max_us,\
 put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
-cpu_s_per_kop,check,connections,note";
+all_count,all_avg_us,all_p50_us,all_p95_us,all_p99_us,all_max_us,\
+cpu_s_per_kop,client_cpu_s_per_kop,check,connections,note";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -136,7 +149,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
         let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.target),
             r.kind,
             r.replicas,
@@ -154,7 +167,11 @@ pub fn to_csv(results: &[PointResult]) -> String {
             csv_field(&failures.join(";")),
             lat_csv(&r.get),
             lat_csv(&r.put),
+            lat_csv(&r.all),
             r.cpu_s_per_kop
+                .map(|c| format!("{c:.4}"))
+                .unwrap_or_default(),
+            r.client_cpu_s_per_kop
                 .map(|c| format!("{c:.4}"))
                 .unwrap_or_default(),
             csv_field(&opt(&r.check)),
@@ -232,7 +249,11 @@ pub fn table(results: &[PointResult]) -> String {
         "clients", "ops/s", "failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99",
     ]);
     if show_cpu {
-        head.push("cpu s/kop");
+        head.push("srv cpu");
+    }
+    let show_client_cpu = results.iter().any(|r| r.client_cpu_s_per_kop.is_some());
+    if show_client_cpu {
+        head.push("cli cpu");
     }
     if show_check {
         head.push("check");
@@ -316,7 +337,10 @@ fn render(head: &[&str], rows: &[Vec<String>]) -> String {
 /// Lines under the table: latencies are in ms, how clients connect, notes
 /// and failure reasons.
 pub fn footnotes(results: &[PointResult]) -> String {
-    let mut s = String::from("latencies in ms; ops/s counts successful operations only\n");
+    let mut s = String::from(
+        "latencies in ms; ops/s counts successful operations only; \
+         srv/cli cpu = CPU seconds per 1000 ops of the servers / of this bench process\n",
+    );
     let mut conns: Vec<(String, String)> = results
         .iter()
         .map(|r| (r.target.clone(), r.connections.clone()))

@@ -334,13 +334,19 @@ fn count(
 /// What the driver saw: when measuring began, CPU at that time, death.
 struct Drive {
     measure_start: Instant,
-    cpu_before: Option<f64>,
+    /// CPU seconds of the servers and of this process when measuring began.
+    cpu_before: (Option<f64>, Option<f64>),
     died: bool,
 }
 
 impl Drive {
-    fn cpu_after(&self, pids: &[u32]) -> Option<f64> {
-        Some(cpu_seconds(pids)? - self.cpu_before?)
+    /// CPU seconds (servers, this bench process) spent while measuring.
+    fn cpu_after(&self, pids: &[u32]) -> (Option<f64>, Option<f64>) {
+        let (servers, me) = cpu_now(pids);
+        (
+            servers.zip(self.cpu_before.0).map(|(a, b)| a - b),
+            me.zip(self.cpu_before.1).map(|(a, b)| a - b),
+        )
     }
 }
 
@@ -363,12 +369,12 @@ async fn drive(
             sh.abort.store(true, Ordering::Relaxed);
             return Drive {
                 measure_start: Instant::now(),
-                cpu_before: None,
+                cpu_before: (None, None),
                 died: true,
             };
         }
     }
-    let cpu_before = cpu_seconds(pids);
+    let cpu_before = cpu_now(pids);
     let measure_start = Instant::now();
     let done_before = sh.ok.load(Ordering::Relaxed) + sh.failed.load(Ordering::Relaxed);
     sh.phase.store(MEASURE, Ordering::Release);
@@ -456,7 +462,7 @@ async fn open_loop(
     pids: &[u32],
     started: Instant,
     progress: Progress<'_>,
-) -> (Stats, Option<f64>, Duration, bool) {
+) -> (Stats, (Option<f64>, Option<f64>), Duration, bool) {
     struct Slot {
         id: u64,
         conn: Conn,
@@ -546,6 +552,10 @@ async fn open_loop(
         .max(drv.measure_start)
         .duration_since(drv.measure_start);
     (stats, drv.cpu_after(pids), elapsed, drv.died)
+}
+
+fn cpu_now(pids: &[u32]) -> (Option<f64>, Option<f64>) {
+    (cpu_seconds(pids), cpu_seconds(&[std::process::id()]))
 }
 
 /// Sum of user + system CPU seconds of `pids` (Linux /proc), if readable.

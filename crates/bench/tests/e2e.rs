@@ -172,7 +172,10 @@ async fn redis_target() {
             ("redis", "redis", 1)
         );
         assert!(r.throughput > 0.0 && r.failed == 0, "{r:?}");
-        assert!(r.cpu_s_per_kop.is_some(), "a local redis-server is found by its port");
+        assert!(
+            r.cpu_s_per_kop.is_some(),
+            "a local redis-server is found by its port"
+        );
         // A single Redis server is linearizable.
         assert_eq!(r.check.as_deref(), Some("ok"));
     }
