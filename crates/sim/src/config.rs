@@ -229,6 +229,11 @@ impl Default for SimConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeedParams {
     pub seed: u64,
+    /// The faults active in this seed: swarm testing keeps each fault of
+    /// `--faults` with probability 0.7 (a list of one is kept as is), since
+    /// fewer simultaneous faults often expose more (e.g. fewer crashes mean
+    /// fewer unknown outcomes to hide a stale read behind).
+    pub faults: FaultSet,
     /// Client-driven (own coordinator) rather than proxy.
     pub client_driven: bool,
     pub keys: u32,
@@ -255,6 +260,10 @@ pub struct SeedParams {
     pub late_timer_max_us: u64,
     /// Client think time between operations, max µs.
     pub think_max_us: u64,
+    /// Percentage of gets among operations (the rest: 85 % puts, 15 %
+    /// deletes). Read-heavy seeds expose stale reads that many concurrent
+    /// writes would explain away.
+    pub read_pct: u64,
     /// Faults heal once this many operations have been issued.
     pub heal_after_ops: u32,
 }
@@ -262,7 +271,15 @@ pub struct SeedParams {
 impl SeedParams {
     pub fn draw(cfg: &SimConfig, seed: u64, has_client_coordinator: bool) -> SeedParams {
         let mut r = Rng::stream(seed, Stream::Params);
-        let f = cfg.faults;
+        let mut f = cfg.faults;
+        let mut swarm = Rng::stream(seed, Stream::Swarm);
+        let many = Fault::ALL.iter().filter(|&&x| f.has(x)).count() > 1;
+        if many {
+            f = Fault::ALL
+                .iter()
+                .filter(|&&x| f.has(x) && swarm.chance(0.7))
+                .fold(FaultSet::NONE, |s, &x| s.with(x));
+        }
         let coin = r.chance(0.5);
         let client_driven = has_client_coordinator
             && match cfg.mode {
@@ -277,17 +294,19 @@ impl SeedParams {
         let tail_p = r.uniform(0.01, 0.2);
         let tail_max_us = r.range(1_000, 20_000);
         let slow = r.below(cfg.replicas.max(1) as u64 + 1) as usize; // == replicas: none
-        let slow_link_p = r.uniform(0.0, 0.5);
-        let slow_link_max = r.range(2, 40);
+        let slow_link_p = r.uniform(0.1, 0.6);
+        let slow_link_max = r.range(5, 50);
         let loss_p = r.uniform(0.005, 0.1);
         let dup_p = r.uniform(0.005, 0.1);
         let nemesis_gap_us = r.range(5_000, 40_000);
         let late_timer_p = r.uniform(0.05, 0.5);
         let late_timer_max_us = r.range(1_000, 20_000);
         let think_max_us = r.range(0, 2_000);
+        let read_pct = r.range(30, 95);
         let heal_pct = r.range(60, 85) as u32;
         SeedParams {
             seed,
+            faults: f,
             client_driven,
             keys: cfg.keys.unwrap_or(keys).max(1),
             latency_us: (lo, hi),
@@ -307,6 +326,7 @@ impl SeedParams {
             },
             late_timer_max_us,
             think_max_us,
+            read_pct,
             heal_after_ops: cfg.ops * heal_pct / 100,
         }
     }
@@ -316,10 +336,12 @@ impl fmt::Display for SeedParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "mode={} keys={} latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} slow_links={:.2}x{} loss={:.3} dup={:.3} reorder={} \
+            "faults={} mode={} keys={} reads={}% latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} slow_links={:.2}x{} loss={:.3} dup={:.3} reorder={} \
              nemesis_gap={}us late_timer_p={:.2} heal_after_ops={}",
+            self.faults,
             if self.client_driven { "client" } else { "proxy" },
             self.keys,
+            self.read_pct,
             self.latency_us.0,
             self.latency_us.1,
             self.tail_p,

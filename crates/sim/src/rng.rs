@@ -30,6 +30,7 @@ pub enum Stream {
     Nemesis = 4,
     Timers = 5,
     Links = 6,
+    Swarm = 7,
 }
 
 impl Rng {

@@ -4,6 +4,7 @@
 use crate::history::{OpRecord, SimOp, SimOutcome};
 use quorumkv_check::history::{History, Op, Operation, Outcome};
 use quorumkv_check::{check as lin_check, Model, Verdict};
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -17,10 +18,28 @@ pub enum Safety {
     Unknown(String),
 }
 
-/// The checker's view of a sim history: unknown outcomes have no return time.
+/// The checker's view of a sim history: unknown outcomes have no return
+/// time, and unknown puts whose value no get ever returned are left out.
+///
+/// Why that is sound: values are unique, so if such a put took effect, no
+/// read observed it before the next write; deleting it from a valid
+/// linearization leaves a valid one, and an unknown operation may also never
+/// have happened. It matters because every unknown put stays open until the
+/// end of the history and multiplies the checker's search space.
 pub fn to_history(records: &[OpRecord]) -> History {
+    let observed: HashSet<&str> = records
+        .iter()
+        .filter_map(|r| match (&r.op, &r.outcome) {
+            (SimOp::Get { .. }, SimOutcome::Ok(Some(v))) => Some(v.as_str()),
+            _ => None,
+        })
+        .collect();
     let ops = records
         .iter()
+        .filter(|r| match (&r.op, &r.outcome) {
+            (SimOp::Put { value, .. }, SimOutcome::Unknown) => observed.contains(value.as_str()),
+            _ => true,
+        })
         .map(|r| {
             let op = match &r.op {
                 SimOp::Get { key } => Op::Get { key: key.clone() },

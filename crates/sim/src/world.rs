@@ -257,6 +257,8 @@ pub struct World<'a, P: SimProtocol> {
     timer_rng: Rng,
     timer_gen: u64,
     healed: bool,
+    /// Operations invoked from this instant on must complete in time.
+    liveness_from_us: u64,
     issued_total: u32,
     clients_done: usize,
     next_process: u64,
@@ -301,6 +303,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             timer_rng: Rng::stream(seed, Stream::Timers),
             timer_gen: 0,
             healed: false,
+            liveness_from_us: u64::MAX,
             issued_total: 0,
             clients_done: 0,
             next_process: c as u64,
@@ -427,7 +430,11 @@ impl<'a, P: SimProtocol> World<'a, P> {
         } else {
             String::new()
         };
-        if self.blocked[link] {
+        // A proxy client's requests and replies ride its TCP connection to
+        // the server: partitions and loss act between nodes (and between
+        // client-side coordinators and nodes), not on that connection.
+        let tcp = matches!(ev, Ev::ProxyRequest { .. } | Ev::ProxyReply { .. });
+        if self.blocked[link] && !tcp {
             self.stats.cut += 1;
             trace!(
                 self,
@@ -437,7 +444,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             );
             return;
         }
-        if self.faults_on() && self.net_rng.chance(self.p.loss_p) {
+        if !tcp && self.faults_on() && self.net_rng.chance(self.p.loss_p) {
             self.stats.lost += 1;
             trace!(
                 self,
@@ -749,9 +756,10 @@ impl<'a, P: SimProtocol> World<'a, P> {
         let key = format!("k{}", self.work_rng.below(self.p.keys as u64));
         let roll = self.work_rng.below(100);
         let n = self.clients[c].issued;
-        if roll < 50 {
+        let puts = self.p.read_pct + (100 - self.p.read_pct) * 85 / 100;
+        if roll < self.p.read_pct {
             SimOp::Get { key }
-        } else if roll < 90 {
+        } else if roll < puts {
             SimOp::Put {
                 key,
                 value: format!("c{c}.{n}"),
@@ -822,7 +830,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             SimOutcome::Fail => self.stats.ops_fail += 1,
             SimOutcome::Unknown => self.stats.ops_unknown += 1,
         }
-        let invoked_after_heal = self.healed && rec.invoke_ns >= self.stats.healed_at_us * 1000;
+        let invoked_after_heal = self.healed && rec.invoke_ns >= self.liveness_from_us * 1000;
         let took = complete_ns - rec.invoke_ns;
         let late = took > self.cfg.timing.liveness_bound.as_nanos() as u64
             || outcome == SimOutcome::Unknown;
@@ -854,7 +862,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
         if self.healed {
             return;
         }
-        let f = self.cfg.faults;
+        let f = self.p.faults;
         let mut actions = Vec::with_capacity(3);
         if f.has(Fault::Partition) {
             actions.push(Fault::Partition);
@@ -1038,6 +1046,9 @@ impl<'a, P: SimProtocol> World<'a, P> {
         trace!(self, "HEAL ALL: fault phase over, liveness phase begins");
         self.healed = true;
         self.stats.healed_at_us = self.now;
+        // FIFO links still carry the fault phase's slow messages; operations
+        // are held to the liveness bound once that backlog has drained.
+        self.liveness_from_us = self.link_last.iter().copied().fold(self.now, u64::max);
         self.heal_partition();
         for i in 0..self.nodes.len() {
             self.restart(i);
@@ -1056,7 +1067,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             let start = self.work_rng.range(0, self.p.think_max_us);
             self.schedule(start, Ev::ClientIssue { client: c });
         }
-        let f = self.cfg.faults;
+        let f = self.p.faults;
         if f.has(Fault::Partition) || f.has(Fault::Crash) || f.has(Fault::Pause) {
             let first = self.nemesis_rng.range(0, self.p.nemesis_gap_us);
             self.schedule(first, Ev::Nemesis);
