@@ -288,12 +288,12 @@ pub fn table(results: &[PointResult]) -> String {
             ms(r.put.p95_us),
             ms(r.put.p99_us),
         ]);
+        let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
         if show_cpu {
-            row.push(
-                r.cpu_s_per_kop
-                    .map(|c| format!("{c:.3}"))
-                    .unwrap_or_else(|| "-".into()),
-            );
+            row.push(cpu(r.cpu_s_per_kop));
+        }
+        if show_client_cpu {
+            row.push(cpu(r.client_cpu_s_per_kop));
         }
         if show_check {
             row.push(r.check.clone().unwrap_or_else(|| "-".into()));
@@ -304,6 +304,7 @@ pub fn table(results: &[PointResult]) -> String {
 }
 
 fn render(head: &[&str], rows: &[Vec<String>]) -> String {
+    assert!(rows.iter().all(|r| r.len() == head.len()), "table rows and header disagree");
     let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
