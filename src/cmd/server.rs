@@ -39,6 +39,10 @@ pub struct Args {
     /// RESP address of this replica (optional).
     #[arg(long, value_name = "ADDR")]
     resp: Option<SocketAddr>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (without --config; in a
+    /// cluster file use `metrics = "ADDR"` in the replica's entry).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     /// Another replica, as ID=ADDR (repeat for each; without --config).
     #[arg(long, value_name = "ID=ADDR", value_parser = parse_peer)]
     peer: Vec<(u32, SocketAddr)>,
@@ -86,11 +90,13 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
         id: a.id,
         addr: listen,
         resp: a.resp,
+        metrics: a.metrics,
     }];
     replicas.extend(a.peer.iter().map(|&(id, addr)| ReplicaAddr {
         id,
         addr,
         resp: None,
+        metrics: None,
     }));
     let file = ClusterFile {
         protocol: a.protocol,

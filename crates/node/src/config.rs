@@ -7,6 +7,7 @@
 //! id = 1
 //! addr = "127.0.0.1:7001"   # native port: peers and quorumkv clients
 //! resp = "127.0.0.1:7101"   # RESP port: redis-cli, redis-benchmark (optional)
+//! metrics = "127.0.0.1:7201" # Prometheus text at /metrics (optional)
 //! ```
 
 use anyhow::{bail, Context};
@@ -22,6 +23,9 @@ pub struct ReplicaAddr {
     pub addr: SocketAddr,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resp: Option<SocketAddr>,
+    /// HTTP address serving Prometheus metrics at /metrics (optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<SocketAddr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +82,7 @@ impl ClusterFile {
                     id: i as NodeId,
                     addr: SocketAddr::from((ip, base + i)),
                     resp: Some(SocketAddr::from((ip, base + 100 + i))),
+                    metrics: None,
                 })
                 .collect(),
         }

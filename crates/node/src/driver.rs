@@ -94,6 +94,10 @@ pub enum Input<M> {
     Info {
         reply: oneshot::Sender<String>,
     },
+    /// Ask for the metrics in Prometheus text format.
+    Metrics {
+        reply: oneshot::Sender<String>,
+    },
 }
 
 /// Static facts the driver reports in INFO.
@@ -218,6 +222,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 self.core.on_link(now, LinkEvent::Down(peer), &mut out);
             }
             Input::Info { reply } => drop(reply.send(self.info_text())),
+            Input::Metrics { reply } => drop(reply.send(self.metrics_text())),
         }
         self.execute(&mut out);
         self.out = out;
@@ -306,6 +311,86 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         let key = (Instant::now() + after, self.timer_seq);
         self.timers.insert(key, timer.clone());
         self.timer_index.insert(timer, key);
+    }
+
+    fn metrics_text(&self) -> String {
+        use std::fmt::Write;
+        let id = self.info.id;
+        let mut s = String::new();
+        let mut last = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, labels: &str, v: u64| {
+            // HELP and TYPE once per metric name, then one sample per label set.
+            if last != name {
+                let _ = writeln!(
+                    s,
+                    "# HELP quorumkv_{name} {help}\n# TYPE quorumkv_{name} {kind}"
+                );
+                last = name.to_string();
+            }
+            let _ = writeln!(s, "quorumkv_{name}{{replica=\"{id}\"{labels}}} {v}");
+        };
+        let st = &self.stats;
+        metric(
+            "client_requests_total",
+            "counter",
+            "client requests received",
+            "",
+            st.client_requests,
+        );
+        metric(
+            "inputs_total",
+            "counter",
+            "inputs handled by the driver",
+            "",
+            st.inputs,
+        );
+        metric(
+            "messages_sent_total",
+            "counter",
+            "protocol messages sent to other nodes",
+            "",
+            st.sent,
+        );
+        metric(
+            "messages_dropped_no_link_total",
+            "counter",
+            "messages for a peer without a link",
+            "",
+            st.dropped_no_link,
+        );
+        metric(
+            "persist_errors_total",
+            "counter",
+            "failed writes to storage",
+            "",
+            st.persist_errors,
+        );
+        metric(
+            "uptime_seconds",
+            "gauge",
+            "seconds since start",
+            "",
+            self.start.elapsed().as_secs(),
+        );
+        for &m in self.info.members.iter().filter(|&&m| m != id) {
+            let up = self.links.contains_key(&Peer::Node(m)) as u64;
+            metric(
+                "peer_up",
+                "gauge",
+                "1 when the link to the peer is up",
+                &format!(",peer=\"{m}\""),
+                up,
+            );
+        }
+        for (name, help, v) in self.core.metrics() {
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            metric(name, kind, help, "", v);
+        }
+        s
     }
 
     fn info_text(&self) -> String {

@@ -61,6 +61,7 @@ impl ServerOptions {
 pub struct Listeners {
     pub native: TcpListener,
     pub resp: Option<TcpListener>,
+    pub metrics: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -80,7 +81,19 @@ impl Listeners {
             ),
             None => None,
         };
-        Ok(Listeners { native, resp })
+        let metrics = match me.metrics {
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("cannot listen on {a} (metrics port)"))?,
+            ),
+            None => None,
+        };
+        Ok(Listeners {
+            native,
+            resp,
+            metrics,
+        })
     }
 }
 
@@ -137,6 +150,9 @@ async fn run_core<P: Protocol + Send + 'static>(
     ))];
     if let Some(l) = listeners.resp {
         tasks.push(tokio::spawn(accept_resp::<P>(l, tx.clone(), opts.clone())));
+    }
+    if let Some(l) = listeners.metrics {
+        tasks.push(tokio::spawn(accept_metrics::<P>(l, tx.clone())));
     }
     for r in opts.cluster.replicas.iter().filter(|r| r.id < opts.id) {
         tasks.push(tokio::spawn(dial_peer::<P>(
@@ -385,6 +401,58 @@ async fn dial_peer<P: Protocol + Send + 'static>(
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+// ---------------------------------------------------------------- metrics
+
+/// A minimal HTTP/1.0 endpoint: `GET /metrics` answers Prometheus text,
+/// anything else 404. One request per connection.
+async fn accept_metrics<P: Protocol + Send + 'static>(
+    listener: TcpListener,
+    tx: mpsc::Sender<Input<P::Msg>>,
+) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let mut req = Vec::with_capacity(512);
+            let read = tokio::time::timeout(Duration::from_secs(5), async {
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+            });
+            if read.await.is_err() {
+                return;
+            }
+            let (status, body) =
+                if req.starts_with(b"GET /metrics ") || req.starts_with(b"GET /metrics?") {
+                    let (otx, orx) = oneshot::channel();
+                    if tx.send(Input::Metrics { reply: otx }).await.is_err() {
+                        return;
+                    }
+                    ("200 OK", orx.await.unwrap_or_default())
+                } else {
+                    (
+                        "404 Not Found",
+                        "quorumkv serves /metrics only\n".to_string(),
+                    )
+                };
+            let head = format!(
+                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
     }
 }
 

@@ -761,6 +761,56 @@ impl Protocol for AbdNode {
     fn restore(&mut self, rec: Record) {
         self.replica.restore(rec);
     }
+    fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let (r, c) = (&self.replica.counters, &self.coord.counters);
+        vec![
+            (
+                "abd_ops_completed_total",
+                "operations this server coordinated to completion",
+                self.coord.completed,
+            ),
+            (
+                "abd_ops_timed_out_total",
+                "operations this server coordinated that found no quorum in time",
+                self.coord.timed_out,
+            ),
+            (
+                "abd_replica_keys",
+                "keys held by this replica",
+                self.replica.len() as u64,
+            ),
+            (
+                "abd_older_stores_total",
+                "stores ignored because a newer tag was held",
+                r.older_stores,
+            ),
+            (
+                "abd_stale_replies_total",
+                "replies for operations already finished",
+                c.stale_replies,
+            ),
+            (
+                "abd_duplicate_replies_total",
+                "replies from a replica that had already answered",
+                c.duplicate_replies,
+            ),
+            (
+                "abd_misrouted_total",
+                "messages that reached the wrong role",
+                r.misrouted + c.misrouted,
+            ),
+            (
+                "abd_queries_held_back_total",
+                "queries unanswered while recovering",
+                self.queries_held_back,
+            ),
+            (
+                "abd_recovering",
+                "1 while this replica catches up after a restart",
+                self.recovery.is_some() as u64,
+            ),
+        ]
+    }
     fn status(&self) -> String {
         let rec = if self.recovery.is_some() {
             " RECOVERING"

@@ -155,6 +155,11 @@ pub trait Protocol {
     fn status(&self) -> String {
         String::new()
     }
+    /// Protocol counters for the metrics endpoint: `(name, help, value)`,
+    /// names in Prometheus style without the `quorumkv_` prefix.
+    fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// The protocols quorumkv knows, by the name the CLI uses. Adding a protocol
