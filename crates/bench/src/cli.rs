@@ -100,6 +100,9 @@ pub struct Args {
     /// First port of local clusters [default: any free].
     #[arg(long, value_name = "PORT")]
     pub port_base: Option<u16>,
+    /// Run nothing: print the table of DIR/results.json and redraw its plots.
+    #[arg(long, value_name = "DIR")]
+    pub replot: Option<PathBuf>,
 }
 
 fn dur(flag: &'static str, s: &Option<String>) -> Result<Option<std::time::Duration>, ConfigError> {
@@ -193,6 +196,15 @@ impl Args {
 /// Exit 0 = every point ran; 1 = the sweep ended early (a target died);
 /// 2 = bad input or nothing could start.
 pub fn run(args: Args) -> ExitCode {
+    if let Some(dir) = &args.replot {
+        return match replot(dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("quorumkv bench: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let cfg = match args.to_config() {
         Ok(c) => c,
         Err(e) => {
@@ -234,4 +246,18 @@ pub fn run(args: Args) -> ExitCode {
         }
         None => ExitCode::SUCCESS,
     }
+}
+
+/// `--replot DIR`: the table and plots of an earlier run, from its JSON.
+fn replot(dir: &std::path::Path) -> Result<(), String> {
+    let path = dir.join("results.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let results = report::read_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    print!("{}", report::table(&results));
+    print!("{}", report::footnotes(&results));
+    let files =
+        crate::plot::write_plots(dir, &results).map_err(|e| format!("plots not written: {e:#}"))?;
+    println!("redrew {} plots in {}/", files.len(), dir.display());
+    Ok(())
 }

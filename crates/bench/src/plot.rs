@@ -151,7 +151,14 @@ pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<Pa
                 )
             })
             .collect();
-        draw(&tp, "successful throughput vs clients", "ops/s", &panels, 1)?;
+        draw(
+            &tp,
+            "successful throughput vs clients",
+            "ops/s",
+            &panels,
+            1,
+            false,
+        )?;
         files.push(tp);
 
         for &g in &fractions {
@@ -176,7 +183,7 @@ pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<Pa
                 ),
             ];
             let title = format!("latency vs clients, GET fraction {g}");
-            draw(&lp, &title, "ms", &panels, 2)?;
+            draw(&lp, &title, "ms", &panels, 2, true)?;
             files.push(lp);
         }
     }
@@ -207,6 +214,7 @@ fn draw(
     ylabel: &str,
     panels: &[(String, Series)],
     cols: usize,
+    log_y: bool,
 ) -> anyhow::Result<()> {
     let cols = if cols == 1 { panels.len().max(1) } else { cols };
     let rows = panels.len().div_ceil(cols);
@@ -223,22 +231,56 @@ fn draw(
     for ((caption, s), area) in panels.iter().zip(areas.iter()) {
         let all: Vec<&(f64, f64)> = s.values().flatten().collect();
         let xmax = all.iter().map(|p| p.0).fold(1.0, f64::max);
-        let ymax = all.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3) * 1.15;
+        let ymax = all.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3);
+        let ymin = all
+            .iter()
+            .map(|p| p.1)
+            .filter(|&y| y > 0.0)
+            .fold(ymax, f64::min);
+        // Latencies of peers can differ by 100×: a log axis keeps every
+        // line readable. Drawn as log10(y) on a linear axis, labelled 10^y.
+        let log = log_y && ymax / ymin > 30.0;
+        let (lo, hi) = if log {
+            (ymin.log10().floor(), ymax.log10().ceil())
+        } else {
+            (0.0, ymax * 1.15)
+        };
         let mut chart = ChartBuilder::on(area)
             .caption(caption, ("sans-serif", 18).into_font())
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax)?;
+            .build_cartesian_2d(0.0..xmax * 1.05, lo..hi)?;
+        let ydesc = if log {
+            format!("{ylabel} (log scale)")
+        } else {
+            ylabel.to_string()
+        };
+        let yfmt = |y: &f64| {
+            if log {
+                fmt_decade(10f64.powf(*y))
+            } else {
+                fmt_y(*y, ymax)
+            }
+        };
         chart
             .configure_mesh()
             .x_desc("clients")
-            .y_desc(ylabel)
+            .y_desc(ydesc)
+            .y_labels(if log { (hi - lo) as usize + 1 } else { 10 })
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 15))
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| fmt_y(*y, ymax))
+            .y_label_formatter(&yfmt)
             .draw()?;
+        let s: Series = if log {
+            s.iter()
+                .map(|(k, v)| (k.clone(), v.iter().map(|&(x, y)| (x, y.log10())).collect()))
+                .collect()
+        } else {
+            s.clone()
+        };
+        let s = &s;
         for (name, pts) in s {
             let c = color(name);
             chart
@@ -252,7 +294,7 @@ fn draw(
         if !s.is_empty() {
             chart
                 .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
+                .position(legend_corner(s, xmax * 1.05, lo, hi))
                 .label_font(("sans-serif", 14))
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
@@ -276,4 +318,41 @@ fn fmt_y(y: f64, ymax: f64) -> String {
     } else {
         format!("{y:.2}")
     }
+}
+
+/// A label on a log axis: 0.01, 0.1, 1, 10, 100.
+fn fmt_decade(v: f64) -> String {
+    if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// The corner whose box (a third of the width, a third of the height) holds
+/// the fewest points, so the legend hides as little as possible.
+fn legend_corner(s: &Series, xmax: f64, lo: f64, hi: f64) -> SeriesLabelPosition {
+    let pts: Vec<(f64, f64)> = s
+        .values()
+        .flatten()
+        .map(|&(x, y)| (x / xmax, (y - lo) / (hi - lo)))
+        .collect();
+    let count = |left: bool, top: bool| {
+        pts.iter()
+            .filter(|(x, y)| {
+                (if left { *x < 0.4 } else { *x > 0.6 }) && (if top { *y > 0.6 } else { *y < 0.4 })
+            })
+            .count()
+    };
+    [
+        (SeriesLabelPosition::UpperLeft, count(true, true)),
+        (SeriesLabelPosition::LowerRight, count(false, false)),
+        (SeriesLabelPosition::UpperRight, count(false, true)),
+        (SeriesLabelPosition::LowerLeft, count(true, false)),
+    ]
+    .into_iter()
+    .min_by_key(|(_, n)| *n)
+    .map(|(p, _)| p)
+    .unwrap_or(SeriesLabelPosition::UpperLeft)
 }

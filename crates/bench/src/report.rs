@@ -191,6 +191,17 @@ pub struct JsonReport<'a> {
     pub results: &'a [PointResult],
 }
 
+/// The points of a `results.json`.
+pub fn read_results(json: &str) -> Result<Vec<PointResult>, String> {
+    #[derive(Deserialize)]
+    struct Results {
+        results: Vec<PointResult>,
+    }
+    serde_json::from_str::<Results>(json)
+        .map(|r| r.results)
+        .map_err(|e| e.to_string())
+}
+
 /// Writes results.csv and results.json into `dir`.
 pub fn write_files(
     dir: &Path,
@@ -304,7 +315,10 @@ pub fn table(results: &[PointResult]) -> String {
 }
 
 fn render(head: &[&str], rows: &[Vec<String>]) -> String {
-    assert!(rows.iter().all(|r| r.len() == head.len()), "table rows and header disagree");
+    assert!(
+        rows.iter().all(|r| r.len() == head.len()),
+        "table rows and header disagree"
+    );
     let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
