@@ -171,3 +171,71 @@ async fn unreachable_cluster_is_a_clear_client_error() {
     assert_eq!(code, 2);
     assert!(err.contains("cannot reach any replica"), "{err}");
 }
+
+/// A client that pipelines requests but never reads the replies must not
+/// make the server buffer without bound: its connection is closed once too
+/// many replies are queued, and everyone else is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_cut_off() {
+    use quorumkv_core::Request;
+    use quorumkv_node::codec::encode;
+    let cluster = start_cluster(3).await;
+    let client = Client::connect(cluster.native_addrs(), ClientConfig::default())
+        .await
+        .unwrap();
+    client.put("big", vec![b'x'; 1024]).await.unwrap();
+
+    let total = 3 * quorumkv_node::net::MAX_QUEUED_FRAMES;
+    let mut s = TcpStream::connect(cluster.native_addrs()[0]).await.unwrap();
+    let mut buf = bytes::BytesMut::new();
+    encode::<Msg>(&Frame::HelloClient, &mut buf);
+    for id in 0..total as u64 {
+        encode::<Msg>(
+            &Frame::Request {
+                id,
+                req: Request::Get {
+                    key: Bytes::from("big"),
+                },
+            },
+            &mut buf,
+        );
+    }
+    // Write everything without reading; the kernel buffers take it all.
+    s.write_all(&buf).await.unwrap();
+    // Wait until replica 1 reports that it cut a connection off (INFO over
+    // RESP), so every reply it will ever send us is already in flight.
+    let resp = cluster.endpoints()[0].resp;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let mut r = TcpStream::connect(resp).await.unwrap();
+        r.write_all(b"INFO\r\nQUIT\r\n").await.unwrap();
+        let info = String::from_utf8(read_to_close(&mut r).await).unwrap();
+        if info.contains("connections_cut_off:1") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never cut off: {info}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Now read what the server sent before it cut us off.
+    let mut received = Vec::new();
+    let _ = s.read_to_end(&mut received).await; // EOF or reset: both end it
+    let mut fb = FrameBuf::new(1 << 20);
+    fb.buf_mut().extend_from_slice(&received);
+    let mut responses = 0;
+    while let Ok(Some(f)) = fb.next_frame::<Msg>() {
+        if matches!(f, Frame::Response { .. }) {
+            responses += 1;
+        }
+    }
+    assert!(
+        responses < total,
+        "the server answered all {total} requests of a client that did not read"
+    );
+    assert_eq!(
+        client.get("big").await.unwrap().map(|v| v.len()),
+        Some(1024)
+    );
+}

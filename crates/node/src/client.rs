@@ -14,7 +14,7 @@
 
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
-use crate::net::{spawn_writer, FrameReader};
+use crate::net::{spawn_writer, FrameReader, FrameTx};
 use crate::storage::MemoryStorage;
 use bytes::Bytes;
 use quorumkv_core::protocol::abd::{self, Coordinator, CoordinatorConfig};
@@ -389,7 +389,7 @@ struct ProxyConn {
 #[derive(Default)]
 struct ProxyState {
     next_endpoint: usize,
-    link: Option<(mpsc::UnboundedSender<Frame<abd::Msg>>, Waiters)>,
+    link: Option<(FrameTx<abd::Msg>, Waiters)>,
     next_id: u64,
 }
 

@@ -16,10 +16,9 @@ use std::pin::pin;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-/// Writer side of a native connection (its writer task coalesces frames).
-pub type FrameTx<M> = mpsc::UnboundedSender<Frame<M>>;
+pub use crate::net::FrameTx;
 /// Writer side of a RESP connection: replies tagged with their sequence number.
-pub type RespTx = mpsc::UnboundedSender<(u64, Reply)>;
+pub type RespTx = crate::net::OutQueue<(u64, Reply)>;
 
 /// How a RESP command's response is rendered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -442,6 +441,8 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             self.stats.dropped_no_link
         ));
         s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
+        let cut = crate::net::CONNECTIONS_CUT_OFF.load(std::sync::atomic::Ordering::Relaxed);
+        s.push_str(&format!("connections_cut_off:{cut}\r\n"));
         s.push_str(&format!("core:{}\r\n", self.core.status()));
         s
     }

@@ -4,6 +4,8 @@
 use crate::codec::{encode, CodecError, Frame, FrameBuf};
 use bytes::BytesMut;
 use serde::{de::DeserializeOwned, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
@@ -53,22 +55,132 @@ impl FrameReader {
     }
 }
 
+/// Most frames queued for one connection. A peer or client that stops
+/// reading (so its TCP window stays shut) would otherwise make us buffer
+/// without bound; past this the connection is closed instead.
+pub const MAX_QUEUED_FRAMES: usize = 16_384;
+
+/// Connections this process closed because they stopped reading (INFO and metrics).
+pub static CONNECTIONS_CUT_OFF: AtomicU64 = AtomicU64::new(0);
+
+/// The sending side of a connection's outgoing queue. Cheap to clone.
+pub struct OutQueue<T> {
+    tx: mpsc::UnboundedSender<T>,
+    queued: Arc<AtomicUsize>,
+    overflowed: Arc<AtomicBool>,
+}
+
+/// The writer task's side of an [`OutQueue`].
+pub struct OutQueueRx<T> {
+    rx: mpsc::UnboundedReceiver<T>,
+    queued: Arc<AtomicUsize>,
+    overflowed: Arc<AtomicBool>,
+}
+
+/// Frames for a native connection.
+pub type FrameTx<M> = OutQueue<Frame<M>>;
+
+/// A queue of at most [`MAX_QUEUED_FRAMES`] items.
+pub fn out_queue<T>() -> (OutQueue<T>, OutQueueRx<T>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (queued, overflowed) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let rx = OutQueueRx {
+        rx,
+        queued: queued.clone(),
+        overflowed: overflowed.clone(),
+    };
+    (
+        OutQueue {
+            tx,
+            queued,
+            overflowed,
+        },
+        rx,
+    )
+}
+
+impl<T> Clone for OutQueue<T> {
+    fn clone(&self) -> Self {
+        OutQueue {
+            tx: self.tx.clone(),
+            queued: self.queued.clone(),
+            overflowed: self.overflowed.clone(),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for OutQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "OutQueue(queued={})",
+            self.queued.load(Ordering::Relaxed)
+        )
+    }
+}
+
+/// The connection is closed or was closed for not reading.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LinkClosed;
+
+impl<T> OutQueue<T> {
+    /// Queue an item. Fails when the writer has gone, or when the connection
+    /// has more than [`MAX_QUEUED_FRAMES`] unwritten (then it is closed).
+    pub fn send(&self, item: T) -> Result<(), LinkClosed> {
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_FRAMES {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            if !self.overflowed.swap(true, Ordering::Relaxed) {
+                CONNECTIONS_CUT_OFF.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "closing a connection that is not reading ({MAX_QUEUED_FRAMES} replies queued)"
+                );
+            }
+            return Err(LinkClosed);
+        }
+        self.tx.send(item).map_err(|_| LinkClosed)
+    }
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed() || self.overflowed.load(Ordering::Relaxed)
+    }
+}
+
+impl<T> OutQueueRx<T> {
+    /// The next item; `None` when every sender is gone or the queue overflowed.
+    pub async fn recv(&mut self) -> Option<T> {
+        let item = self.rx.recv().await?;
+        self.taken(item)
+    }
+    /// An item already queued, without waiting.
+    pub fn try_recv(&mut self) -> Option<T> {
+        let item = self.rx.try_recv().ok()?;
+        self.taken(item)
+    }
+    fn taken(&self, item: T) -> Option<T> {
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        (!self.overflowed.load(Ordering::Relaxed)).then_some(item)
+    }
+}
+
 /// Spawn the writer of a connection. Frames sent to the returned channel are
 /// encoded and written in batches: whatever is queued when the task wakes
 /// goes out in a single `write_all`. The task ends (and shuts the socket's
-/// write side) when every sender is dropped or the peer stops reading.
+/// write side) when every sender is dropped, the peer stops reading, or the
+/// queue overflowed.
 pub fn spawn_writer<M: Serialize + Send + 'static>(
     mut wr: OwnedWriteHalf,
-) -> (mpsc::UnboundedSender<Frame<M>>, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Frame<M>>();
+) -> (FrameTx<M>, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = out_queue::<Frame<M>>();
     let task = tokio::spawn(async move {
         let mut buf = BytesMut::with_capacity(64 * 1024);
         while let Some(f) = rx.recv().await {
             encode(&f, &mut buf);
             while buf.len() < MAX_BATCH_BYTES {
                 match rx.try_recv() {
-                    Ok(f) => encode(&f, &mut buf),
-                    Err(_) => break,
+                    Some(f) => encode(&f, &mut buf),
+                    None => break,
                 }
             }
             if wr.write_all(&buf).await.is_err() {

@@ -300,6 +300,9 @@ async fn serve_native<P: Protocol + Send + 'static>(
         if tx.send(input).await.is_err() {
             break Ok(());
         }
+        if ftx.is_closed() {
+            break Ok(()); // closed for not reading its replies
+        }
     };
     if let Err(ReadError::Codec(e)) = &result {
         let _ = ftx.send(Frame::Error {
@@ -499,7 +502,7 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     opts: &ServerOptions,
 ) {
     let (mut rd, wr) = stream.into_split();
-    let (rtx, rrx) = mpsc::unbounded_channel::<(u64, Reply)>();
+    let (rtx, rrx) = crate::net::out_queue::<(u64, Reply)>();
     let writer = tokio::spawn(resp_writer(wr, rrx));
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut seq = 0u64;
@@ -541,6 +544,9 @@ async fn serve_resp<P: Protocol + Send + 'static>(
                 }
             }
             seq += 1;
+            if rtx.is_closed() {
+                break 'conn; // cut off for not reading its replies
+            }
         }
         if buf.len() > 64 * 1024 * 1024 {
             let _ = rtx.send((seq, Reply::Error("ERR request too large".into())));
@@ -564,14 +570,14 @@ fn spawn_info_reply(orx: oneshot::Receiver<String>, rtx: RespTx, seq: u64) {
 
 async fn resp_writer(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<(u64, Reply)>,
+    mut rx: crate::net::OutQueueRx<(u64, Reply)>,
 ) {
     let mut next = 0u64;
     let mut waiting: BTreeMap<u64, Reply> = BTreeMap::new();
     let mut out = BytesMut::with_capacity(16 * 1024);
     while let Some((seq, reply)) = rx.recv().await {
         waiting.insert(seq, reply);
-        while let Ok((seq, reply)) = rx.try_recv() {
+        while let Some((seq, reply)) = rx.try_recv() {
             waiting.insert(seq, reply);
         }
         while let Some(r) = waiting.remove(&next) {
