@@ -7,8 +7,8 @@
 use crate::config::{SimConfig, Timing};
 use crate::run::{run_seed, SeedReport};
 use quorumkv_core::protocol::abd::{self, AbdNode, Coordinator, CoordinatorConfig, InjectedBug};
-use quorumkv_core::protocol::{Out, Protocol};
-use quorumkv_core::{NodeId, Time};
+use quorumkv_core::protocol::Protocol;
+use quorumkv_core::NodeId;
 use std::fmt::Debug;
 
 /// What the simulator tells a protocol when it builds a server node.
@@ -62,13 +62,12 @@ pub trait SimProtocol: 'static {
     /// A client-side coordinator, or `None` when clients must go through a
     /// server (then every seed runs in proxy mode).
     fn client(spec: &ClientSpec<'_, Self::Bug>) -> Option<Self::Client>;
-    /// Called once when a node boots (first start and every restart, after
-    /// `restore`), for protocols that must set timers or send right away.
-    fn on_boot(
-        _node: &mut Self::Node,
-        _now: Time,
-        _out: &mut Out<Self::Msg, <Self::Node as Protocol>::Timer>,
-    ) {
+    /// Whether a live node takes part in quorums. A node that is up but
+    /// not available (an ABD replica still recovering after a restart)
+    /// counts as down for the nemesis, which never takes more than f nodes
+    /// out at once.
+    fn available(_node: &Self::Node) -> bool {
+        true
     }
 
     fn has_client_coordinator() -> bool {
@@ -123,9 +122,19 @@ impl SimProtocol for Abd {
     fn node(s: &NodeSpec<'_, InjectedBug>) -> AbdNode {
         // A fresh writer id per boot: a restarted node has forgotten its tags.
         let writer = s.id as u64 | s.incarnation << 32;
-        AbdNode::new(s.id, s.members.to_vec(), s.durable, abd_config(&s.timing))
+        let node = AbdNode::new(s.id, s.members.to_vec(), s.durable, abd_config(&s.timing))
             .with_bug(s.bug)
-            .with_writer(writer)
+            .with_writer(writer);
+        // Memory durability: a restarted replica lost its data and must
+        // catch up from its peers before it answers queries.
+        if !s.durable && s.incarnation > 0 {
+            node.recovering()
+        } else {
+            node
+        }
+    }
+    fn available(node: &AbdNode) -> bool {
+        !node.is_recovering()
     }
     fn client(s: &ClientSpec<'_, InjectedBug>) -> Option<Coordinator> {
         Some(

@@ -399,8 +399,12 @@ impl<'a, P: SimProtocol> World<'a, P> {
         self.nodes[i].core.is_some()
     }
 
+    /// Nodes crashed, or up but not yet taking part in quorums.
     fn down_count(&self) -> usize {
-        self.nodes.iter().filter(|s| s.core.is_none()).count()
+        self.nodes
+            .iter()
+            .filter(|s| s.core.as_ref().is_none_or(|c| !P::available(c)))
+            .count()
     }
 
     // ------------------------------------------------------------- network
@@ -609,7 +613,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             core.restore(rec);
         }
         self.nodes[i].core = Some(core);
-        self.with_node(i, |core, now, out| P::on_boot(core, now, out));
+        self.with_node(i, |core, now, out| core.on_start(now, out));
     }
 
     fn crash(&mut self, i: usize) {

@@ -87,6 +87,8 @@ pub enum InjectedBug {
     MinorityQuorum,
     /// replicas overwrite their value even with an older tag.
     AcceptOlderTag,
+    /// a replica restarted without its data answers queries at once.
+    NoRecovery,
 }
 
 impl InjectedBug {
@@ -94,12 +96,14 @@ impl InjectedBug {
         InjectedBug::NoWriteBack,
         InjectedBug::MinorityQuorum,
         InjectedBug::AcceptOlderTag,
+        InjectedBug::NoRecovery,
     ];
     pub fn name(self) -> &'static str {
         match self {
             InjectedBug::NoWriteBack => "abd-no-write-back",
             InjectedBug::MinorityQuorum => "abd-minority-quorum",
             InjectedBug::AcceptOlderTag => "abd-accept-older-tag",
+            InjectedBug::NoRecovery => "abd-no-recovery",
         }
     }
     pub fn describe(self) -> &'static str {
@@ -107,6 +111,9 @@ impl InjectedBug {
             InjectedBug::NoWriteBack => "get skips the write-back phase",
             InjectedBug::MinorityQuorum => "quorum of floor(N/2) instead of floor(N/2)+1",
             InjectedBug::AcceptOlderTag => "a replica overwrites its value with an older tag",
+            InjectedBug::NoRecovery => {
+                "a replica restarted without its data answers at once (shows with --durability memory)"
+            }
         }
     }
 }
@@ -685,6 +692,9 @@ impl AbdNode {
     /// acknowledged meanwhile (holding a value is always safe). Seed 002's
     /// recovery mode `r`; not in seed 000, whose replicas never restart.
     pub fn recovering(mut self) -> Self {
+        if self.coord.bug == Some(InjectedBug::NoRecovery) {
+            return self;
+        }
         let need = self.members.len() - majority(self.members.len()) + 1;
         self.recovery = Some(QuorumTracker::new(need));
         self
