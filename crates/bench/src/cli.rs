@@ -229,15 +229,15 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    print!("{}", report::table(&outcome.results));
-    print!("{}", report::footnotes(&outcome.results));
+    say(&report::table(&outcome.results));
+    say(&report::footnotes(&outcome.results));
     if !outcome.files.is_empty() {
         let dir = cfg
             .out
             .as_deref()
             .map(|d| d.display().to_string())
             .unwrap_or_default();
-        println!("wrote {} files to {dir}/", outcome.files.len());
+        say(&format!("wrote {} files to {dir}/\n", outcome.files.len()));
     }
     match outcome.incomplete {
         Some(why) => {
@@ -254,10 +254,20 @@ fn replot(dir: &std::path::Path) -> Result<(), String> {
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let results = report::read_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    print!("{}", report::table(&results));
-    print!("{}", report::footnotes(&results));
+    say(&report::table(&results));
+    say(&report::footnotes(&results));
     let files =
         crate::plot::write_plots(dir, &results).map_err(|e| format!("plots not written: {e:#}"))?;
-    println!("redrew {} plots in {}/", files.len(), dir.display());
+    say(&format!(
+        "redrew {} plots in {}/\n",
+        files.len(),
+        dir.display()
+    ));
     Ok(())
+}
+
+/// Prints to stdout, ignoring a closed pipe (`quorumkv bench | head`).
+fn say(s: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(s.as_bytes());
 }
