@@ -222,6 +222,18 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Ctrl-C once: finish with what was measured (table and files); twice: quit.
+    rt.spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            crate::runner::INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+            eprintln!(
+                "\nquorumkv bench: stopping after this point's measurements (Ctrl-C again quits)"
+            );
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
     let outcome = match rt.block_on(sweep::execute(&cfg)) {
         Ok(o) => o,
         Err(line) => {

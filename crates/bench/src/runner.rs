@@ -16,6 +16,15 @@ use crate::target::{Conn, Deployment};
 use crate::verify::{check_history, Log};
 use crate::workload::{make_value, next_op, GenOp, KeyChooser, KeySpace, Rng};
 
+/// Set by Ctrl-C (see `cli::run`): the current point stops at once and the
+/// sweep ends with what was measured.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// True once the user asked the run to stop.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
 const STOP: u8 = 2;
@@ -41,7 +50,7 @@ struct Shared {
 
 impl Shared {
     fn phase(&self) -> u8 {
-        if self.abort.load(Ordering::Relaxed) {
+        if self.abort.load(Ordering::Relaxed) || interrupted() {
             STOP
         } else {
             self.phase.load(Ordering::Acquire)
@@ -173,10 +182,24 @@ pub async fn run_point(
 
     result.fill(&stats, elapsed, cpu);
     if let Some(rec) = recorder {
-        result.check = Some(check_history(rec.history(), cfg.check_timeout).await);
+        let history = rec.history();
+        let verdict = check_history(history.clone(), cfg.check_timeout).await;
+        if verdict != "ok" {
+            if let Some(dir) = &cfg.out {
+                // For `quorumkv check` and its failure picture.
+                let path = dir.join(format!("history_{index}.jsonl"));
+                match std::fs::write(&path, history.to_jsonl()) {
+                    Ok(()) => result.note = Some(format!("history in {}", path.display())),
+                    Err(e) => result.note = Some(format!("cannot write {}: {e}", path.display())),
+                }
+            }
+        }
+        result.check = Some(verdict);
     }
     if died {
         result.note = Some("target died during this point; measured until then".into());
+    } else if interrupted() {
+        result.note = Some("interrupted during this point; measured until then".into());
     }
     PointRun {
         result,
@@ -363,7 +386,7 @@ async fn drive(
 ) -> Drive {
     let tick = Duration::from_millis(100);
     let mut dog = Watchdog::new(cfg.op_timeout);
-    while started.elapsed() < cfg.warmup {
+    while started.elapsed() < cfg.warmup && !interrupted() {
         tokio::time::sleep(tick).await;
         if dog.dead(d, sh).await {
             sh.abort.store(true, Ordering::Relaxed);
@@ -399,6 +422,9 @@ async fn drive(
                 break
             }
             _ => {}
+        }
+        if interrupted() {
+            break;
         }
         if dog.dead(d, sh).await {
             sh.abort.store(true, Ordering::Relaxed);

@@ -135,8 +135,13 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
             let run = run_point(cfg, &d, done, w, &progress).await;
             done += 1;
             pb.set_position(done as u64 * 1000);
-            let died = run.target_died;
+            let died = run.target_died && !crate::runner::interrupted();
             results.push(run.result);
+            if crate::runner::interrupted() {
+                incomplete = Some("interrupted (Ctrl-C)".into());
+                d.stop().await;
+                break 'plans;
+            }
             if died {
                 let why = results
                     .last()

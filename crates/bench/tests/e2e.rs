@@ -251,3 +251,112 @@ async fn preflight_rejects_before_any_work() {
     let e = execute(&cfg).await.expect_err("no such binary");
     assert!(e.contains("does not exist"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_quorumkv_cluster_in_proxy_mode() {
+    use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+    let cluster = LocalCluster::start(LocalClusterConfig {
+        replicas: 3,
+        binary: quorumkv_bin(),
+        ..Default::default()
+    })
+    .await
+    .expect("start a cluster");
+    let eps: Vec<String> = cluster
+        .endpoints()
+        .iter()
+        .map(|e| e.native.to_string())
+        .collect();
+    let cfg = tiny(BenchConfig {
+        targets: parse_targets(&format!("quorumkv://{}", eps.join(","))).unwrap(),
+        coord: quorumkv_bench::config::CoordMode::Proxy,
+        clients: vec![4],
+        check: true,
+        out: None,
+        ..Default::default()
+    });
+    let out = execute(&cfg).await.expect("bench runs");
+    cluster.stop().await;
+    let r = &out.results[0];
+    assert_eq!(
+        (r.target.as_str(), r.kind.as_str(), r.replicas),
+        ("quorumkv:abd", "quorumkv", 3)
+    );
+    assert!(r.throughput > 0.0 && r.failed == 0, "{r:?}");
+    assert_eq!(r.cpu_s_per_kop, None, "not our children");
+    assert_eq!(r.check.as_deref(), Some("ok"));
+}
+
+/// A throwaway etcd member; its data directory goes when it does.
+struct Etcd {
+    child: Child,
+    _data: tempfile::TempDir,
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_target() {
+    if Command::new("etcd").arg("--version").output().is_err() {
+        println!("SKIPPED: etcd is not on PATH (Debian: apt-get install etcd-server)");
+        return;
+    }
+    let (client, peer) = (free_port(), free_port());
+    let data = tempfile::tempdir().unwrap();
+    let child = Command::new("etcd")
+        .args(["--name", "m0", "--data-dir"])
+        .arg(data.path().join("m0"))
+        .args([
+            "--listen-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+        ])
+        .args([
+            "--advertise-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+        ])
+        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+        .args([
+            "--initial-advertise-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+        ])
+        .args(["--initial-cluster", &format!("m0=http://127.0.0.1:{peer}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start etcd");
+    let _etcd = Etcd { child, _data: data };
+    let mut up = false;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", client)).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(up, "etcd did not listen on {client}");
+    let cfg = tiny(BenchConfig {
+        targets: parse_targets(&format!("etcd://127.0.0.1:{client}")).unwrap(),
+        clients: vec![4],
+        check: true,
+        op_timeout: Duration::from_secs(5),
+        out: None,
+        ..Default::default()
+    });
+    let out = execute(&cfg).await.expect("bench runs");
+    let r = &out.results[0];
+    assert_eq!(
+        (r.target.as_str(), r.kind.as_str(), r.replicas),
+        ("etcd", "etcd", 1)
+    );
+    assert!(r.throughput > 0.0 && r.failed == 0, "{r:?}");
+    assert_eq!(
+        r.check.as_deref(),
+        Some("ok"),
+        "etcd's reads are linearizable"
+    );
+}
