@@ -194,6 +194,7 @@ pub fn run_to(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let opts = Options {
         timeout: args.timeout.0,
         all_keys: args.all_keys,
+        explain: true,
     };
     let r = check_with(&history, model, opts);
     let _ = write!(out, "{}", report::keys_text(&r, args.verbose));

@@ -24,4 +24,6 @@ mod search;
 pub use check::{
     check, check_spec, check_with, KeyReport, Options, Report, SpecOp, Verdict, Violation,
 };
+pub use history::{History, Op, Operation, Outcome};
 pub use model::{Model, Spec};
+pub use recorder::{ClientLog, OpHandle, Recorder};

@@ -162,6 +162,9 @@ pub(crate) struct ValueStepper {
     /// The base state holding exactly piece `i`.
     base: HashMap<u32, u32, FxBuild>,
     appends: HashMap<(u32, u32), u32, FxBuild>,
+    /// Overwrites whose value no read returns, on a key with no append or
+    /// cas (see [`Stepper::is_blind`]).
+    blind: Vec<bool>,
 }
 
 impl ValueStepper {
@@ -182,6 +185,7 @@ impl ValueStepper {
             states: vec![absent],
             base: HashMap::default(),
             appends: HashMap::default(),
+            blind: Vec::new(),
         };
         for o in ops {
             let unknown = o.outcome == Outcome::Unknown;
@@ -210,7 +214,37 @@ impl ValueStepper {
             };
             v.ops.push(c);
         }
+        v.blind = v.blind_writes();
         v
+    }
+
+    fn blind_writes(&self) -> Vec<bool> {
+        let only_overwrites = self
+            .ops
+            .iter()
+            .all(|c| matches!(c, Cop::Read(_) | Cop::ReadAbsent | Cop::Write(_)));
+        if !only_overwrites {
+            return vec![false; self.ops.len()];
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut absent_seen = false;
+        for c in &self.ops {
+            match *c {
+                Cop::Read(p) => {
+                    seen.insert(p);
+                }
+                Cop::ReadAbsent => absent_seen = true,
+                _ => {}
+            }
+        }
+        self.ops
+            .iter()
+            .map(|c| match *c {
+                Cop::Write(0) => !absent_seen,
+                Cop::Write(s) => !seen.contains(&self.states[s as usize].piece),
+                _ => false,
+            })
+            .collect()
     }
 
     fn piece(&mut self, s: &str) -> u32 {
@@ -293,6 +327,10 @@ impl ValueStepper {
 impl Stepper for ValueStepper {
     fn is_read_only(&self, op: usize) -> bool {
         matches!(self.ops[op], Cop::Read(_) | Cop::ReadAbsent)
+    }
+
+    fn is_blind(&self, op: usize) -> bool {
+        self.blind[op]
     }
 
     fn step(&mut self, s: u32, op: usize) -> Option<u32> {

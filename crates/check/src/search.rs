@@ -36,6 +36,14 @@ pub(crate) trait Stepper {
     fn is_read_only(&self, _op: usize) -> bool {
         false
     }
+
+    /// True if `op` overwrites the state with a value nobody ever observes,
+    /// on an object whose only other updates are overwrites too. When no
+    /// read is legal, the next operation of any valid order is an update,
+    /// so such an `op` can go first at no loss: it is overwritten at once.
+    fn is_blind(&self, _op: usize) -> bool {
+        false
+    }
 }
 
 /// Times of one operation. Operations must be sorted by `call`.
@@ -200,66 +208,109 @@ impl Hasher for FxHasher {
 pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
 
 /// The set of linearized operations, with the bookkeeping for compact keys.
+///
+/// Operations with a known return get bits in call order, so that the set
+/// is "all bits below `full` words, plus a window". Operations with an
+/// unknown outcome may stay unplaced forever and would pin that window
+/// open, so they get their own bits after the others.
 struct Bits {
     words: Vec<u64>,
+    /// Bit of each operation.
+    pos: Vec<u32>,
+    /// First word of the unknown-outcome region.
+    split: usize,
     /// No word below `full` is partial (all below are all ones).
     full: usize,
-    /// No word at or above `top` is non-zero.
+    /// No known-region word at or above `top` is non-zero.
     top: usize,
+    /// No word at or above `utop` is non-zero.
+    utop: usize,
 }
 
 impl Bits {
-    fn new(n: usize) -> Bits {
+    fn new(spans: &[Span]) -> Bits {
+        let known = spans.iter().filter(|s| s.ret.is_some()).count();
+        let split = known.div_ceil(64);
+        let (mut k, mut u) = (0u32, (split * 64) as u32);
+        let pos = spans
+            .iter()
+            .map(|s| {
+                let slot = if s.ret.is_some() { &mut k } else { &mut u };
+                *slot += 1;
+                *slot - 1
+            })
+            .collect();
+        let n_words = (u as usize).div_ceil(64).max(split);
         Bits {
-            words: vec![0; n.div_ceil(64)],
+            words: vec![0; n_words],
+            pos,
+            split,
             full: 0,
             top: 0,
+            utop: split,
         }
     }
 
-    fn set(&mut self, i: usize) {
+    fn set(&mut self, op: usize) {
+        let i = self.pos[op] as usize;
         self.words[i / 64] |= 1 << (i % 64);
-        self.top = self.top.max(i / 64 + 1);
+        if i / 64 < self.split {
+            self.top = self.top.max(i / 64 + 1);
+        } else {
+            self.utop = self.utop.max(i / 64 + 1);
+        }
     }
 
-    fn clear(&mut self, i: usize) {
+    fn clear(&mut self, op: usize) {
+        let i = self.pos[op] as usize;
         self.words[i / 64] &= !(1 << (i % 64));
-        self.full = self.full.min(i / 64);
+        if i / 64 < self.split {
+            self.full = self.full.min(i / 64);
+        }
     }
 
-    /// The memo key of (this set, `state`).
+    /// The memo key of (this set, `state`): the first partial word and the
+    /// state, the known window's length, the known window, the non-zero
+    /// part of the unknown region.
     fn key(&mut self, state: u32) -> Key {
-        while self.full < self.words.len() && self.words[self.full] == u64::MAX {
+        while self.full < self.split && self.words[self.full] == u64::MAX {
             self.full += 1;
         }
         while self.top > self.full && self.words[self.top - 1] == 0 {
             self.top -= 1;
         }
-        let lo = self.full;
-        let hi = self.top.max(lo);
-        let header = ((lo as u64) << 32) | state as u64;
-        let window = &self.words[lo..hi];
-        if window.len() < INLINE {
-            let mut w = [0; INLINE];
+        while self.utop > self.split && self.words[self.utop - 1] == 0 {
+            self.utop -= 1;
+        }
+        let known = &self.words[self.full..self.top.max(self.full)];
+        let unknown = &self.words[self.split..self.utop];
+        let header = ((self.full as u64) << 32) | state as u64;
+        let len = 2 + known.len() + unknown.len();
+        let mut w = [0; INLINE];
+        if len <= INLINE {
             w[0] = header;
-            w[1..=window.len()].copy_from_slice(window);
+            w[1] = known.len() as u64;
+            w[2..2 + known.len()].copy_from_slice(known);
+            w[2 + known.len()..len].copy_from_slice(unknown);
             Key { w, spill: None }
         } else {
-            let mut w = [0; INLINE];
-            w[0] = header;
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(&[header, known.len() as u64]);
+            v.extend_from_slice(known);
+            v.extend_from_slice(unknown);
             Key {
                 w,
-                spill: Some(window.into()),
+                spill: Some(v.into_boxed_slice()),
             }
         }
     }
 }
 
-const INLINE: usize = 4;
+const INLINE: usize = 5;
 
-/// A memo key: `w[0]` = first partial word << 32 | state, then the window of
-/// the bitset, inline when it has fewer than `INLINE` words (no allocation).
-/// Trailing zero words are never stored, so equal sets give equal keys.
+/// A memo key (see [`Bits::key`]), inline when it fits in `INLINE` words
+/// (no allocation), else all of it in `spill` and `w` zero. Windows never
+/// end in a zero word, so equal sets give equal keys.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct Key {
     w: [u64; INLINE],
@@ -268,6 +319,16 @@ struct Key {
 
 /// Decides whether the operations `spans` (sorted by call), interpreted by
 /// `stepper` from state `init`, can be linearized.
+///
+/// Two refinements over the plain walk, neither of which changes the
+/// answer, only the order in which the tree is searched:
+/// * a read that is legal now is placed at once and never revisited (see
+///   the comment at its use), and so is a blind write ([`Stepper::is_blind`]);
+/// * the other candidates of a node (calls before the first remaining
+///   return) are tried in a useful order: first those after which some
+///   waiting read becomes legal, then by earliest return. On histories of a
+///   correct system this follows the real order of effects closely, so the
+///   search rarely backtracks far.
 pub(crate) fn search(
     spans: &[Span],
     init: u32,
@@ -275,83 +336,196 @@ pub(crate) fn search(
     deadline: Deadline<'_>,
 ) -> (Found, Stats) {
     debug_assert!(spans.windows(2).all(|w| w[0].call <= w[1].call));
-    let mut list = List::new(spans);
-    let mut bits = Bits::new(spans.len());
-    let mut memo: HashSet<Key, FxBuild> = HashSet::default();
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut state = init;
+    let mut s = Search {
+        list: List::new(spans),
+        bits: Bits::new(spans),
+        memo: HashSet::default(),
+        stack: Vec::new(),
+        arena: Vec::new(),
+        state: init,
+        rets: spans.iter().map(|s| s.ret.unwrap_or(u64::MAX)).collect(),
+        reads: Vec::new(),
+        keyed: Vec::new(),
+    };
     let mut stats = Stats::default();
-    let mut entry = list.next[list.head as usize];
-    let mut fresh = true; // `entry` is the first entry of a new node
-    loop {
-        stats.steps += 1;
-        if stats.steps % 4096 == 0 && deadline.expired() {
-            stats.memo = memo.len();
-            return (Found::Timeout, stats);
-        }
-        if entry == END {
-            // Only calls of unknown-outcome operations are left.
-            stats.memo = memo.len();
-            return (Found::Linearizable, stats);
-        }
-        if fresh {
-            fresh = false;
-            // A legal read placed now loses nothing: it changes no state and
-            // every operation that must precede it is already placed. So
-            // if this child fails, the whole node fails.
-            if let Some(c) = legal_read(&list, stepper, state) {
-                let op = list.op[c as usize] as usize;
-                bits.set(op);
-                if memo_insert(&mut memo, bits.key(state)) {
-                    stack.push(Frame {
-                        call: c,
-                        state,
-                        forced: true,
-                    });
-                    list.lift(c);
-                    entry = list.next[list.head as usize];
-                    fresh = true;
-                    continue;
-                }
-                bits.clear(op);
-                match backtrack(&mut list, &mut bits, &mut stack, &mut state) {
-                    Some(e) => entry = e,
-                    None => {
-                        stats.memo = memo.len();
-                        return (Found::Illegal, stats);
+    let found = s.run(stepper, deadline, &mut stats);
+    stats.memo = s.memo.len();
+    (found, stats)
+}
+
+struct Search {
+    list: List,
+    bits: Bits,
+    memo: HashSet<Key, FxBuild>,
+    stack: Vec<Frame>,
+    /// Candidates of the nodes on the current path: (call entry, state after).
+    arena: Vec<(u32, u32)>,
+    state: u32,
+    /// Return time of each operation (`u64::MAX` if unknown).
+    rets: Vec<u64>,
+    /// Scratch buffers of `expand`.
+    reads: Vec<u32>,
+    keyed: Vec<(bool, u64, u32, u32)>,
+}
+
+/// One placed operation.
+struct Frame {
+    call: u32,
+    /// The state before it.
+    state: u32,
+    /// Its node's untried candidates are `arena[next..end]`; none for a
+    /// read placed as legal (its node needs no other try).
+    next: u32,
+    end: u32,
+}
+
+/// What a node offers.
+enum Node {
+    /// No return entry left: only unknown-outcome calls remain.
+    Done,
+    /// A legal read or a blind write to place; no alternative needs trying.
+    Forced(u32),
+    /// Candidates pushed on the arena from this index.
+    Try(usize),
+}
+
+impl Search {
+    fn run(
+        &mut self,
+        stepper: &mut impl Stepper,
+        deadline: Deadline<'_>,
+        stats: &mut Stats,
+    ) -> Found {
+        // The untried candidates `arena[next..end]` of the current node, or
+        // `None` if the current node is new and must be expanded first.
+        let mut cur: Option<(u32, u32)> = None;
+        loop {
+            stats.steps += 1;
+            if stats.steps.is_multiple_of(1024) && deadline.expired() {
+                return Found::Timeout;
+            }
+            let (next, end) = match cur {
+                Some(r) => r,
+                None => match self.expand(stepper) {
+                    Node::Done => return Found::Linearizable,
+                    Node::Forced(c) => {
+                        // A legal read placed now loses nothing: it changes
+                        // no state and everything that must precede it is
+                        // placed; likewise a blind write (see `is_blind`).
+                        // So if this child fails, the node fails.
+                        let op = self.list.op[c as usize] as usize;
+                        let after = stepper.step(self.state, op).expect("forced ops are legal");
+                        self.bits.set(op);
+                        if memo_insert(&mut self.memo, self.bits.key(after)) {
+                            let at = self.arena.len() as u32;
+                            self.stack.push(Frame {
+                                call: c,
+                                state: self.state,
+                                next: at,
+                                end: at,
+                            });
+                            self.state = after;
+                            self.list.lift(c);
+                            continue;
+                        }
+                        self.bits.clear(op);
+                        match self.backtrack() {
+                            Some(r) => {
+                                cur = Some(r);
+                                continue;
+                            }
+                            None => return Found::Illegal,
+                        }
                     }
-                }
-                continue;
-            }
-        }
-        let e = entry as usize;
-        if list.is_call[e] {
-            let op = list.op[e] as usize;
-            if let Some(next_state) = stepper.step(state, op) {
-                bits.set(op);
-                if memo_insert(&mut memo, bits.key(next_state)) {
-                    stack.push(Frame {
-                        call: entry,
-                        state,
-                        forced: false,
+                    Node::Try(from) => (from as u32, self.arena.len() as u32),
+                },
+            };
+            if next < end {
+                let (c, after) = self.arena[next as usize];
+                let op = self.list.op[c as usize] as usize;
+                self.bits.set(op);
+                if memo_insert(&mut self.memo, self.bits.key(after)) {
+                    self.stack.push(Frame {
+                        call: c,
+                        state: self.state,
+                        next: next + 1,
+                        end,
                     });
-                    state = next_state;
-                    list.lift(entry);
-                    entry = list.next[list.head as usize];
-                    fresh = true;
+                    self.state = after;
+                    self.list.lift(c);
+                    cur = None;
                     continue;
                 }
-                bits.clear(op);
-            }
-            entry = list.next[e];
-        } else {
-            // The operation closed here was not placed: undo the last choice.
-            match backtrack(&mut list, &mut bits, &mut stack, &mut state) {
-                Some(e) => entry = e,
-                None => {
-                    stats.memo = memo.len();
-                    return (Found::Illegal, stats);
+                self.bits.clear(op);
+                cur = Some((next + 1, end));
+            } else {
+                match self.backtrack() {
+                    Some(r) => cur = Some(r),
+                    None => return Found::Illegal,
                 }
+            }
+        }
+    }
+
+    /// Looks at the calls before the first remaining return entry.
+    fn expand(&mut self, stepper: &mut impl Stepper) -> Node {
+        let from = self.arena.len();
+        self.reads.clear();
+        let mut blind = None;
+        let mut e = self.list.next[self.list.head as usize];
+        while e != END && self.list.is_call[e as usize] {
+            let op = self.list.op[e as usize] as usize;
+            if stepper.is_read_only(op) {
+                if stepper.step(self.state, op).is_some() {
+                    self.arena.truncate(from);
+                    return Node::Forced(e);
+                }
+                self.reads.push(op as u32);
+            } else if let Some(after) = stepper.step(self.state, op) {
+                if blind.is_none() && stepper.is_blind(op) {
+                    blind = Some(e);
+                }
+                self.arena.push((e, after));
+            }
+            e = self.list.next[e as usize];
+        }
+        if e == END {
+            self.arena.truncate(from);
+            return Node::Done;
+        }
+        if let Some(b) = blind {
+            self.arena.truncate(from);
+            return Node::Forced(b);
+        }
+        if self.arena.len() - from > 1 {
+            self.keyed.clear();
+            for &(c, after) in &self.arena[from..] {
+                let op = self.list.op[c as usize] as usize;
+                let unblocks = self
+                    .reads
+                    .iter()
+                    .any(|&r| stepper.step(after, r as usize).is_some());
+                self.keyed.push((!unblocks, self.rets[op], c, after));
+            }
+            self.keyed.sort_unstable();
+            for (slot, k) in self.arena[from..].iter_mut().zip(&self.keyed) {
+                *slot = (k.2, k.3);
+            }
+        }
+        Node::Try(from)
+    }
+
+    /// Undoes placements until one whose node has untried candidates, and
+    /// returns those; `None` if the root is exhausted.
+    fn backtrack(&mut self) -> Option<(u32, u32)> {
+        loop {
+            let f = self.stack.pop()?;
+            self.bits.clear(self.list.op[f.call as usize] as usize);
+            self.state = f.state;
+            self.list.unlift(f.call);
+            self.arena.truncate(f.end as usize);
+            if f.next < f.end {
+                return Some((f.next, f.end));
             }
         }
     }
@@ -367,47 +541,6 @@ fn memo_insert(memo: &mut HashSet<Key, FxBuild>, k: Key) -> bool {
         memo.clear();
     }
     memo.insert(k)
-}
-
-/// One placed operation: its call entry and the state before it.
-struct Frame {
-    call: u32,
-    state: u32,
-    /// Placed as a legal read: no alternative needs trying at its node.
-    forced: bool,
-}
-
-/// The first enabled call (before the first remaining return) that is a
-/// read legal in `state`.
-fn legal_read(list: &List, stepper: &mut impl Stepper, state: u32) -> Option<u32> {
-    let mut e = list.next[list.head as usize];
-    while e != END && list.is_call[e as usize] {
-        let op = list.op[e as usize] as usize;
-        if stepper.is_read_only(op) && stepper.step(state, op).is_some() {
-            return Some(e);
-        }
-        e = list.next[e as usize];
-    }
-    None
-}
-
-/// Undoes placements up to and including the last unforced one and returns
-/// the entry to try next at its node; `None` if nothing is left to undo.
-fn backtrack(
-    list: &mut List,
-    bits: &mut Bits,
-    stack: &mut Vec<Frame>,
-    state: &mut u32,
-) -> Option<u32> {
-    loop {
-        let f = stack.pop()?;
-        bits.clear(list.op[f.call as usize] as usize);
-        *state = f.state;
-        list.unlift(f.call);
-        if !f.forced {
-            return Some(list.next[f.call as usize]);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -471,7 +604,9 @@ mod tests {
 
     #[test]
     fn keys_are_exact_across_word_boundaries() {
-        let mut b = Bits::new(200);
+        let mut spans = vec![sp(0, 1); 200];
+        spans.push(Span { call: 0, ret: None });
+        let mut b = Bits::new(&spans);
         for i in 0..70 {
             b.set(i);
         }
@@ -482,9 +617,15 @@ mod tests {
             (1 << 32) | 3,
             "word 0 is full: folded into the header"
         );
-        assert_eq!(k1.w[1], (1 << 6) - 1, "word 1 holds ops 64..70");
-        assert_eq!(k1.w[2], 1 << 2, "word 2 holds op 130");
-        assert_eq!(k1.w[3], 0);
+        assert_eq!(k1.w[1], 2, "known window: words 1 and 2");
+        assert_eq!(k1.w[2], (1 << 6) - 1, "word 1 holds ops 64..70");
+        assert_eq!(k1.w[3], 1 << 2, "word 2 holds op 130");
+        assert_eq!(k1.w[4], 0, "nothing unknown placed");
+        b.set(200);
+        let k2 = b.key(3);
+        assert_eq!(k2.w[4], 1, "the unknown op has its own region");
+        b.clear(200);
+        assert_eq!(b.key(3), k1);
         b.clear(130);
         b.set(131);
         assert_ne!(b.key(3), k1);

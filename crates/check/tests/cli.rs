@@ -1,0 +1,137 @@
+//! `quorumkv check` end to end, through `cli::run_to`.
+use std::path::PathBuf;
+
+use clap::Parser;
+use quorumkv_check::cli::{run_to, Args};
+
+#[derive(Parser)]
+struct Cmd {
+    #[command(flatten)]
+    args: Args,
+}
+
+fn run(argv: &[&str]) -> (u8, String, String) {
+    let args = Cmd::try_parse_from(std::iter::once("check").chain(argv.iter().copied()))
+        .expect("valid usage")
+        .args;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = run_to(&args, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+fn kv(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/histories/kv")
+        .join(name);
+    p.to_str().unwrap().to_string()
+}
+
+fn tmp(name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("qkv-check-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn linearizable_exits_0() {
+    let (code, out, err) = run(&[&kv("c10-ok.txt")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("LINEARIZABLE (10 keys, model kv"), "{out}");
+    assert_eq!(out.matches(": linearizable").count(), 10, "{out}");
+}
+
+#[test]
+fn violation_exits_1_and_explains_with_html() {
+    let html = std::env::temp_dir().join(format!("qkv-check-{}.html", std::process::id()));
+    let (code, out, _) = run(&[&kv("c01-bad.txt"), "--html", html.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("NOT LINEARIZABLE"), "{out}");
+    assert!(out.contains("violation on key"), "{out}");
+    assert!(out.contains("shortest non-linearizable prefix"), "{out}");
+    assert!(out.contains("operations involved"), "{out}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.starts_with("<!DOCTYPE html>")
+            && page.contains("<svg")
+            && page.contains("id=\"failing\"")
+    );
+    assert!(
+        !page.contains("http://")
+            || page
+                .matches("http://")
+                .all(|_| page.contains("xmlns=\"http://www.w3.org/2000/svg\""))
+    );
+}
+
+#[test]
+fn jepsen_cas_register_is_read() {
+    let log = "\
+INFO  jepsen.util - 0\t:invoke\t:write\t1
+INFO  jepsen.util - 0\t:ok\t:write\t1
+INFO  jepsen.util - 1\t:invoke\t:cas\t[1 2]
+INFO  jepsen.util - 1\t:ok\t:cas\t[1 2]
+INFO  jepsen.util - 2\t:invoke\t:read\tnil
+INFO  jepsen.util - 2\t:ok\t:read\t1
+";
+    let f = tmp("stale.log", log);
+    let (code, out, _) = run(&[&f]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("model cas-register"), "{out}");
+    let (code, _, err) = run(&[&f, "--model", "register"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is not part of model register"), "{err}");
+}
+
+#[test]
+fn unreadable_input_exits_2_with_one_line() {
+    for (name, text) in [
+        ("empty.txt", ""),
+        ("junk.txt", "GIF89a"),
+        ("bad.jsonl", "{\"client\":1}\n"),
+    ] {
+        let (code, out, err) = run(&[&tmp(name, text)]);
+        assert_eq!(code, 2, "{name}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(err.starts_with("quorumkv check: "), "{err}");
+    }
+    let (code, _, err) = run(&["/no/such/file"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("No such file"), "{err}");
+}
+
+#[test]
+fn timeout_exits_2() {
+    // 20 concurrent appends, then a get of a string no order of them gives:
+    // refuting it means trying the orders, far more than 10 ms of work.
+    let mut lines = String::new();
+    let mut impossible = String::new();
+    for c in 0..20 {
+        lines += &format!("{{\"client\":{c},\"op\":\"append\",\"key\":\"k\",\"value\":\"<{c}>\",\"call\":0,\"ret\":100,\"outcome\":\"ok\"}}\n");
+        impossible += &format!("<{}>", c % 19);
+    }
+    lines += &format!("{{\"client\":99,\"op\":\"get\",\"key\":\"k\",\"call\":200,\"ret\":300,\"outcome\":\"ok\",\"result\":\"{impossible}\"}}\n");
+    let (code, out, _) = run(&[&tmp("slow.jsonl", &lines), "--timeout", "10ms"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("UNKNOWN"), "{out}");
+    assert!(out.contains("key \"k\": unknown (timed out)"), "{out}");
+}
+
+#[test]
+fn usage_errors_exit_3() {
+    let code = quorumkv_check::cli::run_from(["check", "--model", "zap", "f"]);
+    assert_eq!(
+        format!("{code:?}"),
+        format!("{:?}", std::process::ExitCode::from(3))
+    );
+    let code = quorumkv_check::cli::run_from(["check"]);
+    assert_eq!(
+        format!("{code:?}"),
+        format!("{:?}", std::process::ExitCode::from(3))
+    );
+}
