@@ -9,24 +9,32 @@ use std::time::Duration;
 use quorumkv_bench::config::{parse_targets, BenchConfig, Length};
 use quorumkv_bench::sweep::execute;
 
-/// The `quorumkv` executable local clusters run: $QUORUMKV_BIN, or the
-/// workspace's debug build (built here if needed; a no-op when up to date).
+/// The `quorumkv` executable local clusters run: $QUORUMKV_BIN, else the
+/// workspace's debug build. `cargo test --workspace` / `nextest --workspace`
+/// build it before any test runs; with `-p quorumkv-bench` alone it is built
+/// here when missing (never rebuilt while other tests may be running it).
 fn quorumkv_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("QUORUMKV_BIN") {
         return PathBuf::from(p);
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let st = Command::new(cargo)
-        .args(["build", "-q", "-p", "quorumkv", "--bin", "quorumkv"])
-        .current_dir(&root)
-        .status()
-        .expect("run cargo build");
-    assert!(st.success(), "cargo build -p quorumkv failed");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    target.join("debug/quorumkv")
+    let bin = target.join("debug/quorumkv");
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    BUILD.call_once(|| {
+        if !bin.is_file() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let st = Command::new(cargo)
+                .args(["build", "-q", "-p", "quorumkv", "--bin", "quorumkv"])
+                .current_dir(&root)
+                .status()
+                .expect("run cargo build");
+            assert!(st.success(), "cargo build -p quorumkv failed");
+        }
+    });
+    bin
 }
 
 fn tiny(cfg: BenchConfig) -> BenchConfig {

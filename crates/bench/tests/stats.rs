@@ -64,8 +64,14 @@ fn open_loop_lateness_beyond_the_timer_slack_counts() {
     use quorumkv_bench::runner::late_start;
     use std::time::Instant;
     let t = Instant::now();
-    assert_eq!(late_start(t, t + Duration::from_micros(400)), Duration::ZERO);
-    assert_eq!(late_start(t, t + Duration::from_millis(5)), Duration::from_millis(4));
+    assert_eq!(
+        late_start(t, t + Duration::from_micros(400)),
+        Duration::ZERO
+    );
+    assert_eq!(
+        late_start(t, t + Duration::from_millis(5)),
+        Duration::from_millis(4)
+    );
     // Started before its slot (never happens, but must not underflow).
     assert_eq!(late_start(t + Duration::from_millis(1), t), Duration::ZERO);
 }
