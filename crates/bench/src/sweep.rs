@@ -87,7 +87,7 @@ fn progress_bar(cfg: &BenchConfig, points: usize) -> ProgressBar {
     }
     pb.set_style(
         ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {percent:>3}% ETA {eta:>4} {msg}",
+            "{elapsed_precise} [{bar:30}] {percent:>3}% ETA {eta:>4} {wide_msg}",
         )
         .expect("static template")
         .progress_chars("=> "),
