@@ -234,7 +234,7 @@ impl Deployment {
         match &self.spec {
             DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
                 let cfg = ClientConfig {
-                    mode: match self.opts.coord {
+                    mode: match self.coord() {
                         CoordMode::Direct => ClientMode::Direct,
                         CoordMode::Proxy => ClientMode::Proxy,
                     },
@@ -273,11 +273,31 @@ impl Deployment {
     }
 
     /// What one connection-level client is, for the output ("1 client, 3 TCP").
+    /// Where quorumkv operations are coordinated: as asked, except that a
+    /// protocol without a client-side coordinator always goes through a server.
+    fn coord(&self) -> CoordMode {
+        let protocol = match &self.spec {
+            DeploySpec::Local { protocol, .. } | DeploySpec::Quorumkv { protocol, .. } => *protocol,
+            _ => return self.opts.coord,
+        };
+        if protocol.has_client_coordinator() {
+            self.opts.coord
+        } else {
+            CoordMode::Proxy
+        }
+    }
+
     pub fn conn_description(&self) -> String {
         match &self.spec {
-            DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
-                format!("{} TCP (one per replica), pipelined", self.native.len())
-            }
+            DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => match self.coord() {
+                CoordMode::Direct => format!(
+                    "{} TCP (one per replica), pipelined, coordinator in the client",
+                    self.native.len()
+                ),
+                CoordMode::Proxy => {
+                    "1 TCP to one replica, pipelined, coordinator in that server".into()
+                }
+            },
             DeploySpec::Etcd { .. } => "1 gRPC/HTTP2 channel, multiplexed".into(),
             DeploySpec::Redis { .. } => "1 TCP, multiplexed".into(),
         }
