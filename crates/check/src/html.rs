@@ -11,7 +11,9 @@ use crate::check::{Report, Violation};
 use crate::history::Operation;
 use crate::report::op_text;
 
-const COL: f64 = 16.0;
+const COL: f64 = 20.0;
+/// Room right of the last column for the failing operation's full label.
+const RIGHT: f64 = 520.0;
 const ROW: f64 = 30.0;
 const LEFT: f64 = 90.0;
 const TOP: f64 = 40.0;
@@ -62,8 +64,9 @@ text.row{font-weight:bold} line.grid{stroke:#eee} line.end{stroke:#b02a37;stroke
 .legend span{display:inline-block;padding:2px 8px;margin-right:8px;border:1px solid #888}
 table{border-collapse:collapse;margin-top:12px} td,th{padding:2px 10px;border-bottom:1px solid #ddd;font:12px ui-monospace,monospace;text-align:left}";
 
-const SCRIPT: &str =
-    "var f=document.getElementById('failing');if(f){f.scrollIntoView({block:'nearest',inline:'center'});}";
+/// No script needed: the page is static (the failing operation is drawn in
+/// red and its full text repeated at the right end of its row).
+const SCRIPT: &str = "";
 
 /// Columns: every distinct instant among calls and returns of `ops`.
 fn columns(ops: &[Operation], end: u64) -> BTreeMap<u64, usize> {
@@ -86,7 +89,7 @@ pub fn violation_svg(v: &Violation) -> String {
         c.into_iter().enumerate().map(|(i, c)| (c, i)).collect()
     };
     let last_col = cols.len() + 1;
-    let width = LEFT + COL * (last_col as f64 + 1.0) + 20.0;
+    let width = LEFT + COL * (last_col as f64 + 1.0) + RIGHT;
     let height = TOP + ROW * clients.len() as f64 + 20.0;
     let x = |col: usize| LEFT + COL * (col as f64 + 0.5);
     let mut s = String::new();
@@ -127,6 +130,18 @@ pub fn violation_svg(v: &Violation) -> String {
         x(end_col) + COL / 2.0 + 4.0,
         TOP - 18.0
     );
+    {
+        // The failing operation's full label, unclipped, right of the line.
+        let o = &v.ops[v.failing_op];
+        let y = TOP + ROW * clients[&o.client] as f64 + ROW / 2.0 + 4.0;
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{y:.0}\" fill=\"#b02a37\" font-weight=\"bold\">#{} {}</text>",
+            x(last_col) + COL,
+            v.failing_op,
+            esc(&op_text(o))
+        );
+    }
     for (i, o) in ops.iter().enumerate() {
         let c0 = cols[&o.call];
         let open = o.ret.is_none_or(|r| r > end);
