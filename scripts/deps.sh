@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Install the system packages quorumkv's build, tests and bench use, if missing:
-#   protoc (the etcd client compiles .proto files), a TTF font (plots),
-#   redis-cli / redis-benchmark / redis-server (RESP tests, Redis peer).
-# etcd itself is installed on demand by scripts/peers.sh.
+#   protoc (the etcd client compiles .proto files),
+#   redis-cli / redis-benchmark / redis-server (RESP tests, Redis peer),
+#   etcd (the bench's etcd target and its test).
 set -euo pipefail
 need=()
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
-[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+command -v etcd >/dev/null || need+=(etcd-server)
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps.sh: installing ${need[*]}"
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
