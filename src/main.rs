@@ -35,7 +35,7 @@ enum Cmd {
     /// Delete a key.
     Del(cmd::kv::DelArgs),
     /// Measure protocols (and etcd / Redis) on the same workload.
-    Bench(quorumkv_bench::cli::Args),
+    Bench(Box<quorumkv_bench::cli::Args>),
     /// Decide whether a recorded history is linearizable.
     Check(quorumkv_check::cli::Args),
     /// Run protocols under a deterministic simulator with injected faults.
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         Cmd::Get(a) => cmd::kv::get(a),
         Cmd::Put(a) => cmd::kv::put(a),
         Cmd::Del(a) => cmd::kv::del(a),
-        Cmd::Bench(a) => quorumkv_bench::cli::run(a),
+        Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 fn pid_alive(pid: u32) -> bool {
     // A zombie still has a /proc entry; look at its state.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"),
+        Ok(s) => s.split_whitespace().nth(2).is_none_or(|st| st != "Z"),
         Err(_) => false,
     }
 }
@@ -39,6 +39,8 @@ fn rand_u16() -> u16 {
 }
 
 /// Start `quorumkv cluster`, wait for `ready`, return the child and replica pids.
+/// The callers wait for the child.
+#[allow(clippy::zombie_processes)]
 fn start(base: u16) -> (std::process::Child, Vec<u32>, String) {
     let mut child = Command::new(binary())
         .args([

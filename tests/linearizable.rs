@@ -39,7 +39,7 @@ async fn run_clients(
                 x ^= x >> 7;
                 x ^= x << 17;
                 let key = format!("k{}", x % keys as u64);
-                if x % 3 == 0 {
+                if x.is_multiple_of(3) {
                     let value = format!("c{id}-{i}");
                     let h = log.invoke(Op::Put {
                         key: key.clone(),
