@@ -43,7 +43,19 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `quorumkv check` reserves exit 2 for "unknown / unreadable
+            // input" and documents 3 for usage errors; elsewhere clap's 2 stands.
+            let is_check = std::env::args().nth(1).as_deref() == Some("check");
+            if is_check && e.use_stderr() {
+                let _ = e.print();
+                return ExitCode::from(3);
+            }
+            e.exit()
+        }
+    };
     match cli.cmd {
         Cmd::Server(a) => cmd::server::run(a),
         Cmd::Cluster(a) => cmd::cluster::run(a),
