@@ -58,6 +58,10 @@ impl QuorumTracker {
     pub fn has(&self, from: NodeId) -> bool {
         from < 64 && self.seen & (1u64 << from) != 0
     }
+    /// The replicas counted so far, as a bitmask of ids.
+    pub fn members(&self) -> u64 {
+        self.seen
+    }
     pub fn count(&self) -> u32 {
         self.count
     }

@@ -229,6 +229,9 @@ impl Default for SimConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeedParams {
     pub seed: u64,
+    /// Random bits a protocol may use to pick its optional behaviours per
+    /// seed, so every variant gets simulated (ABD: bit 0 = thrifty).
+    pub knobs: u64,
     /// The faults active in this seed: swarm testing keeps each fault of
     /// `--faults` with probability 0.7 (a list of one is kept as is), since
     /// fewer simultaneous faults often expose more (e.g. fewer crashes mean
@@ -304,6 +307,7 @@ impl SeedParams {
         let think_max_us = r.range(0, 2_000);
         let read_pct = r.range(30, 95);
         let heal_pct = r.range(60, 85) as u32;
+        let knobs = r.next_u64();
         SeedParams {
             seed,
             faults: f,
@@ -328,6 +332,7 @@ impl SeedParams {
             think_max_us,
             read_pct,
             heal_after_ops: cfg.ops * heal_pct / 100,
+            knobs,
         }
     }
 }
@@ -337,7 +342,7 @@ impl fmt::Display for SeedParams {
         write!(
             f,
             "faults={} mode={} keys={} reads={}% latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} slow_links={:.2}x{} loss={:.3} dup={:.3} reorder={} \
-             nemesis_gap={}us late_timer_p={:.2} heal_after_ops={}",
+             nemesis_gap={}us late_timer_p={:.2} heal_after_ops={} knobs={:#x}",
             self.faults,
             if self.client_driven { "client" } else { "proxy" },
             self.keys,
@@ -355,6 +360,7 @@ impl fmt::Display for SeedParams {
             self.nemesis_gap_us,
             self.late_timer_p,
             self.heal_after_ops,
+            self.knobs,
         )
     }
 }

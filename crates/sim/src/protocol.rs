@@ -24,6 +24,8 @@ pub struct NodeSpec<'a, B> {
     pub durable: bool,
     pub bug: Option<B>,
     pub timing: Timing,
+    /// The seed's random bits for optional behaviours (`SeedParams::knobs`).
+    pub knobs: u64,
 }
 
 /// What the simulator tells a protocol when it builds a client-side coordinator.
@@ -35,6 +37,8 @@ pub struct ClientSpec<'a, B> {
     pub members: &'a [NodeId],
     pub bug: Option<B>,
     pub timing: Timing,
+    /// The seed's random bits for optional behaviours (`SeedParams::knobs`).
+    pub knobs: u64,
 }
 
 /// A protocol the simulator can drive.
@@ -77,6 +81,7 @@ pub trait SimProtocol: 'static {
             members: &members,
             bug: None,
             timing: Timing::default(),
+            knobs: 0,
         };
         Self::client(&spec).is_some()
     }
@@ -94,11 +99,14 @@ pub trait SimProtocol: 'static {
 /// coordinator; clients may run a bare coordinator.
 pub struct Abd;
 
-fn abd_config(t: &Timing) -> CoordinatorConfig {
+/// Knob bit 0: thrifty coordinators (Q replicas first), half the seeds.
+fn abd_config(t: &Timing, knobs: u64) -> CoordinatorConfig {
     CoordinatorConfig {
         op_timeout: t.op_timeout,
         retry_interval: t.retry_interval,
         fast_read: true,
+        thrifty: knobs & 1 == 1,
+        thrifty_fallback: t.retry_interval / 4,
     }
 }
 
@@ -122,9 +130,14 @@ impl SimProtocol for Abd {
     fn node(s: &NodeSpec<'_, InjectedBug>) -> AbdNode {
         // A fresh writer id per boot: a restarted node has forgotten its tags.
         let writer = s.id as u64 | s.incarnation << 32;
-        let node = AbdNode::new(s.id, s.members.to_vec(), s.durable, abd_config(&s.timing))
-            .with_bug(s.bug)
-            .with_writer(writer);
+        let node = AbdNode::new(
+            s.id,
+            s.members.to_vec(),
+            s.durable,
+            abd_config(&s.timing, s.knobs),
+        )
+        .with_bug(s.bug)
+        .with_writer(writer);
         // Memory durability: a restarted replica lost its data and must
         // catch up from its peers before it answers queries.
         if !s.durable && s.incarnation > 0 {
@@ -138,8 +151,12 @@ impl SimProtocol for Abd {
     }
     fn client(s: &ClientSpec<'_, InjectedBug>) -> Option<Coordinator> {
         Some(
-            Coordinator::new(s.writer_id, s.members.to_vec(), abd_config(&s.timing))
-                .with_bug(s.bug),
+            Coordinator::new(
+                s.writer_id,
+                s.members.to_vec(),
+                abd_config(&s.timing, s.knobs),
+            )
+            .with_bug(s.bug),
         )
     }
 }

@@ -335,6 +335,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
                     members: &w.members,
                     bug,
                     timing: cfg.timing,
+                    knobs: w.p.knobs,
                 };
                 P::client(&spec)
             } else {
@@ -607,6 +608,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             durable: self.cfg.durability == Durability::Durable,
             bug: self.bug,
             timing: self.cfg.timing,
+            knobs: self.p.knobs,
         };
         let mut core = P::node(&spec);
         for rec in self.nodes[i].durable.iter().cloned() {

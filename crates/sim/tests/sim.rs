@@ -317,7 +317,7 @@ impl SimProtocol for AbdFixedWriter {
         let cfg = CoordinatorConfig {
             op_timeout: s.timing.op_timeout,
             retry_interval: s.timing.retry_interval,
-            fast_read: true,
+            ..Default::default()
         };
         AbdNode::new(s.id, s.members.to_vec(), s.durable, cfg)
     }

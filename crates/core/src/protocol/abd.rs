@@ -246,6 +246,12 @@ pub struct CoordinatorConfig {
     pub retry_interval: Duration,
     /// Skip the write-back when the query quorum agrees on one tag.
     pub fast_read: bool,
+    /// Send each phase to Q replicas only (rotating, avoiding replicas that
+    /// recently failed to answer) instead of all N; fall back to all after
+    /// `thrifty_fallback`. Fewer messages per operation; a slow or dead
+    /// replica costs the operations that picked it one fallback delay.
+    pub thrifty: bool,
+    pub thrifty_fallback: Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -254,6 +260,8 @@ impl Default for CoordinatorConfig {
             op_timeout: Duration::from_secs(2),
             retry_interval: Duration::from_millis(100),
             fast_read: true,
+            thrifty: false,
+            thrifty_fallback: Duration::from_millis(5),
         }
     }
 }
@@ -292,6 +300,8 @@ struct Pending {
     phase: Phase,
     deadline: Time,
     retry_at: Time,
+    /// Replicas the current phase was sent to (bit i = member id i).
+    asked: u64,
 }
 
 /// The first op id of a restarted node's coordinator with writer id `id`
@@ -305,6 +315,9 @@ fn first_op(id: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+/// How long thrifty mode avoids a replica that failed to answer in time.
+const AVOID_FOR: Duration = Duration::from_secs(1);
 
 /// Runs ABD operations on behalf of clients. `id` is the writer id that goes
 /// into tags: it must be unique among all coordinators of a cluster.
@@ -322,6 +335,10 @@ pub struct Coordinator {
     /// reaches the output (a seed must replay byte for byte).
     pending: BTreeMap<u64, Pending>,
     ticking: bool,
+    /// Thrifty mode: where the next phase's rotation starts, and until when
+    /// each replica (by id) is avoided after it failed to answer.
+    rotation: usize,
+    avoid_until: Vec<Time>,
     pub counters: Counters,
     /// Operations completed since start (for INFO / stats).
     pub completed: u64,
@@ -345,6 +362,8 @@ impl Coordinator {
             last_ts: 0,
             pending: BTreeMap::new(),
             ticking: false,
+            rotation: 0,
+            avoid_until: vec![Time::ZERO; 64],
             counters: Counters::default(),
             completed: 0,
             timed_out: 0,
@@ -375,12 +394,14 @@ impl Coordinator {
         };
         let op = self.next_op;
         self.next_op = self.next_op.wrapping_add(1);
-        out.broadcast(
-            &self.members,
-            Msg::Query {
+        let asked = self.targets(now, None);
+        self.send_to(
+            asked,
+            &Msg::Query {
                 op,
                 key: key.clone(),
             },
+            out,
         );
         let phase = Phase::Query {
             votes: QuorumTracker::new(self.quorum),
@@ -392,7 +413,7 @@ impl Coordinator {
             value: None,
         };
         let deadline = now.saturating_add(self.cfg.op_timeout);
-        let retry_at = now.saturating_add(self.cfg.retry_interval);
+        let retry_at = now.saturating_add(self.first_retry());
         self.pending.insert(
             op,
             Pending {
@@ -402,9 +423,54 @@ impl Coordinator {
                 phase,
                 deadline,
                 retry_at,
+                asked,
             },
         );
         self.arm_tick(out);
+    }
+
+    /// How long a phase waits before re-sending to the replicas that have
+    /// not answered (in thrifty mode: to every replica not yet answered).
+    fn first_retry(&self) -> Duration {
+        if self.cfg.thrifty {
+            self.cfg.thrifty_fallback
+        } else {
+            self.cfg.retry_interval
+        }
+    }
+
+    /// The replicas a new phase goes to, as a bitmask of ids: all of them;
+    /// or, in thrifty mode, Q of them — `prefer` (the replicas that just
+    /// answered phase 1, known alive) if given, else the next Q in rotation
+    /// skipping replicas that recently failed to answer.
+    fn targets(&mut self, now: Time, prefer: Option<u64>) -> u64 {
+        let all = self.members.iter().fold(0u64, |m, &n| m | 1 << n);
+        if !self.cfg.thrifty {
+            return all;
+        }
+        if let Some(p) = prefer.filter(|p| p.count_ones() as usize >= self.quorum) {
+            return p;
+        }
+        let n = self.members.len();
+        let start = self.rotation % n;
+        self.rotation = self.rotation.wrapping_add(1);
+        let ring = (0..n).map(|i| self.members[(start + i) % n]);
+        let healthy = ring
+            .clone()
+            .filter(|&m| self.avoid_until[m as usize] <= now);
+        let avoided = ring.filter(|&m| self.avoid_until[m as usize] > now);
+        healthy
+            .chain(avoided)
+            .take(self.quorum)
+            .fold(0u64, |m, n| m | 1 << n)
+    }
+
+    fn send_to(&self, asked: u64, msg: &Msg, out: &mut Out<Msg, Timer>) {
+        for &n in &self.members {
+            if asked & (1 << n) != 0 {
+                out.send(Peer::Node(n), msg.clone());
+            }
+        }
     }
 
     fn arm_tick(&mut self, out: &mut Out<Msg, Timer>) {
@@ -415,11 +481,15 @@ impl Coordinator {
     }
 
     fn tick_interval(&self) -> Duration {
-        self.cfg.retry_interval.min(self.cfg.op_timeout) / 2
+        self.first_retry()
+            .min(self.cfg.retry_interval)
+            .min(self.cfg.op_timeout)
+            / 2
     }
 
     fn on_query_reply(
         &mut self,
+        now: Time,
         from: NodeId,
         op: u64,
         tag: Tag,
@@ -470,7 +540,7 @@ impl Coordinator {
                     out.reply(p.client, Response::Value(max_value));
                 } else {
                     let result = Response::Value(max_value.clone());
-                    self.enter_store(op, max_tag, max_value, result, out);
+                    self.enter_store(now, op, max_tag, max_value, result, out);
                 }
             }
             Kind::Write(value) => {
@@ -484,29 +554,37 @@ impl Coordinator {
                     ts,
                     writer: self.id,
                 };
-                self.enter_store(op, tag, value, Response::Done, out);
+                self.enter_store(now, op, tag, value, Response::Done, out);
             }
         }
     }
 
     fn enter_store(
         &mut self,
+        now: Time,
         op: u64,
         tag: Tag,
         value: Option<Bytes>,
         result: Response,
         out: &mut Out<Msg, Timer>,
     ) {
+        let voters = match &self.pending[&op].phase {
+            Phase::Query { votes, .. } => votes.members(),
+            Phase::Store { .. } => unreachable!("enter_store leaves phase 1"),
+        };
+        let asked = self.targets(now, Some(voters));
+        let retry_at = now.saturating_add(self.first_retry());
         let p = self.pending.get_mut(&op).expect("present");
-        out.broadcast(
-            &self.members,
-            Msg::Store {
-                op,
-                key: p.key.clone(),
-                tag,
-                value: value.clone(),
-            },
-        );
+        let msg = Msg::Store {
+            op,
+            key: p.key.clone(),
+            tag,
+            value: value.clone(),
+        };
+        p.asked = asked;
+        p.retry_at = retry_at;
+        self.send_to(asked, &msg, out);
+        let p = self.pending.get_mut(&op).expect("present");
         p.phase = Phase::Store {
             acks: QuorumTracker::new(self.quorum),
             tag,
@@ -541,14 +619,16 @@ impl Coordinator {
     }
 
     /// Handle a reply addressed to the coordinator role.
-    pub fn handle(&mut self, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+    pub fn handle(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         let Peer::Node(node) = from else {
             // Replies only come from replicas.
             self.counters.misrouted += 1;
             return;
         };
         match msg {
-            Msg::QueryReply { op, tag, value } => self.on_query_reply(node, op, tag, value, out),
+            Msg::QueryReply { op, tag, value } => {
+                self.on_query_reply(now, node, op, tag, value, out)
+            }
             Msg::StoreAck { op } => self.on_store_ack(node, op, out),
             Msg::Query { .. } | Msg::Store { .. } | Msg::SyncRequest | Msg::SyncReply { .. } => {
                 self.counters.misrouted += 1
@@ -570,6 +650,17 @@ impl Coordinator {
                 continue;
             }
             p.retry_at = now.saturating_add(self.cfg.retry_interval);
+            let answered = match &p.phase {
+                Phase::Query { votes, .. } => votes.members(),
+                Phase::Store { acks, .. } => acks.members(),
+            };
+            // Asked but silent: avoid that replica for a while (thrifty).
+            for &n in &self.members {
+                if p.asked & !answered & (1 << n) != 0 {
+                    self.avoid_until[n as usize] = now.saturating_add(AVOID_FOR);
+                }
+            }
+            p.asked = self.members.iter().fold(0u64, |m, &n| m | 1 << n);
             let (votes, msg) = match &p.phase {
                 Phase::Query { votes, .. } => (
                     votes,
@@ -617,8 +708,8 @@ impl Protocol for Coordinator {
     fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
         self.start(now, client, req, out);
     }
-    fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
-        self.handle(from, msg, out);
+    fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        self.handle(now, from, msg, out);
     }
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
@@ -742,11 +833,11 @@ impl Protocol for AbdNode {
     fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
         self.coord.start(now, client, req, out);
     }
-    fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+    fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         match msg {
             Msg::Query { .. } if self.recovery.is_some() => self.queries_held_back += 1,
             Msg::Query { .. } | Msg::Store { .. } => self.replica.handle(from, msg, out),
-            Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.coord.handle(from, msg, out),
+            Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.coord.handle(now, from, msg, out),
             // A recovering replica has nothing trustworthy to give.
             Msg::SyncRequest if self.recovery.is_some() => {}
             Msg::SyncRequest => out.send(
@@ -886,6 +977,7 @@ mod tests {
     ) {
         let value = v.map(|s| Bytes::copy_from_slice(s.as_bytes()));
         c.handle(
+            T0,
             Peer::Node(from),
             Msg::QueryReply {
                 op: 1,
@@ -938,9 +1030,9 @@ mod tests {
             replies(&mut out).is_empty(),
             "no answer before the write-back quorum"
         );
-        c.handle(Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert!(replies(&mut out).is_empty());
-        c.handle(Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(
             replies(&mut out),
             vec![Response::Value(Some(Bytes::from_static(b"new")))]
@@ -1000,8 +1092,8 @@ mod tests {
                 ..
             }
         )));
-        c.handle(Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
-        c.handle(Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(replies(&mut out), vec![Response::Done]);
     }
 
@@ -1028,14 +1120,14 @@ mod tests {
         assert_eq!(c.counters.duplicate_replies, 1);
         qreply(&mut c, 2, 1, 1, None, &mut out);
         out.drain();
-        c.handle(Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
-        c.handle(Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
         assert!(replies(&mut out).is_empty());
-        c.handle(Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(replies(&mut out).len(), 1);
         // The third replica's late answers arrive after completion.
         qreply(&mut c, 3, 1, 1, None, &mut out);
-        c.handle(Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert!(out.is_empty());
         assert_eq!(c.counters.stale_replies, 2);
         assert_eq!(c.in_flight(), 0, "completed ops leave the pending table");
@@ -1123,7 +1215,7 @@ mod tests {
                             let mut o2 = O::new();
                             r.handle(Peer::Conn(0), msg, &mut o2);
                             for (_, m) in sends(&mut o2) {
-                                c.handle(Peer::Node(1), m, &mut out);
+                                c.handle(T0, Peer::Node(1), m, &mut out);
                                 progressed = true;
                             }
                         }
@@ -1225,5 +1317,61 @@ mod tests {
         assert!(
             matches!(&sends(&mut out)[..], [(Peer::Node(4), Msg::SyncReply { entries })] if entries.len() == 1)
         );
+    }
+
+    #[test]
+    fn thrifty_asks_a_quorum_then_falls_back_and_avoids_the_silent_replica() {
+        let cfg = CoordinatorConfig {
+            thrifty: true,
+            fast_read: false,
+            ..Default::default()
+        };
+        let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(
+            to,
+            vec![Peer::Node(1), Peer::Node(2)],
+            "phase 1 to Q = 2 replicas only"
+        );
+        qreply(&mut c, 1, 1, 1, Some("v"), &mut out);
+        assert!(out.is_empty());
+        // Replica 2 is silent: after the fallback delay the tick asks replica 3.
+        c.tick(Time(6_000), &mut out);
+        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(
+            to,
+            vec![Peer::Node(2), Peer::Node(3)],
+            "fallback: everyone who has not answered"
+        );
+        qreply(&mut c, 3, 2, 1, Some("w"), &mut out);
+        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(
+            to,
+            vec![Peer::Node(1), Peer::Node(3)],
+            "write-back to the replicas that answered"
+        );
+        c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Value(Some(Bytes::from_static(b"w")))]
+        );
+        // The next operations avoid replica 2 for a while, whatever the rotation.
+        for op in 2..5 {
+            c.start(
+                Time(7_000),
+                ClientRef(op),
+                Request::Get { key: key() },
+                &mut out,
+            );
+            let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+            assert!(
+                !to.contains(&Peer::Node(2)),
+                "op {op} asked the silent replica: {to:?}"
+            );
+            assert_eq!(to.len(), 2);
+        }
     }
 }
