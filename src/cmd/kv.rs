@@ -25,6 +25,9 @@ pub struct Target {
     /// Give up on an operation without a quorum after this long.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
+    /// ABD, direct mode: ask a quorum of replicas first instead of all.
+    #[arg(long)]
+    thrifty: bool,
 }
 
 /// Print the value of KEY. Exit 0 and the value; exit 1 and `(nil)` on
@@ -66,6 +69,7 @@ where
         let cfg = ClientConfig {
             mode: t.mode,
             op_timeout: t.timeout,
+            thrifty: t.thrifty,
             ..Default::default()
         };
         let client = match Client::connect(t.endpoints, cfg).await {

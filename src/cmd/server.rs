@@ -52,6 +52,10 @@ pub struct Args {
     /// ABD: always write back on reads (disable the one-round-trip read when a quorum agrees).
     #[arg(long)]
     no_fast_read: bool,
+    /// ABD: send each phase to a quorum of replicas only (rotating, avoiding
+    /// replicas that were slow to answer), falling back to all after 5 ms.
+    #[arg(long)]
+    thrifty: bool,
     /// This replica restarted and lost its state (memory durability): do
     /// not answer reads until it has merged the data of enough live peers
     /// that no acknowledged write can be missing. Use it for every restart
@@ -122,6 +126,7 @@ pub fn run(a: Args) -> ExitCode {
     let mut opts = ServerOptions::new(a.id, cluster);
     opts.op_timeout = a.op_timeout;
     opts.fast_read = !a.no_fast_read;
+    opts.thrifty = a.thrifty;
     opts.recover = a.recover;
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()

@@ -11,7 +11,7 @@ use quorumkv_core::protocol::ProtocolKind;
 
 use crate::config::{
     parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution,
-    Length, Sharing,
+    Length, Sharing, Variant,
 };
 use crate::report;
 use crate::sweep;
@@ -28,6 +28,11 @@ pub struct Args {
     /// Protocols of local clusters (default: all implemented).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub protocol: Option<String>,
+    /// Coordinator variants of quorumkv targets, measured side by side:
+    /// default, thrifty (each phase to a quorum only), no-fast-read (always
+    /// write back) [default: default].
+    #[arg(long, value_name = "LIST")]
+    pub variant: Option<String>,
     /// Targets: local, quorumkv://H:P,H:P…, etcd://H:P,H:P…, redis://H:P (comma-separated; default local).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub target: Option<String>,
@@ -117,6 +122,9 @@ impl Args {
         let mut c = BenchConfig::default();
         if let Some(s) = &self.protocol {
             c.protocols = parse_list::<ProtocolKind>("protocol", s)?;
+        }
+        if let Some(s) = &self.variant {
+            c.variants = parse_list::<Variant>("variant", s)?;
         }
         if let Some(s) = &self.target {
             c.targets = parse_targets(s).map_err(|msg| ConfigError::BadValue {

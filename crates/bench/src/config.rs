@@ -214,6 +214,53 @@ impl fmt::Display for Sharing {
     }
 }
 
+/// Optional coordinator behaviours of quorumkv targets, measured side by
+/// side with `--variant default,thrifty,no-fast-read`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// Send each phase to all replicas; reads skip the write-back when the
+    /// quorum agrees (the defaults).
+    Default,
+    /// Send each phase to a quorum only, falling back to all (`--thrifty`).
+    Thrifty,
+    /// Always write back on reads (the seeds' ABD, `--no-fast-read`).
+    NoFastRead,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 3] = [Variant::Default, Variant::Thrifty, Variant::NoFastRead];
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Default => "default",
+            Variant::Thrifty => "thrifty",
+            Variant::NoFastRead => "no-fast-read",
+        }
+    }
+    /// The `quorumkv server` flags of a local cluster running this variant.
+    pub fn server_args(self) -> Vec<String> {
+        match self {
+            Variant::Default => vec![],
+            Variant::Thrifty => vec!["--thrifty".into()],
+            Variant::NoFastRead => vec!["--no-fast-read".into()],
+        }
+    }
+}
+
+impl FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Variant::ALL
+            .iter()
+            .copied()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Variant::ALL.iter().map(|v| v.name()).collect();
+                format!("unknown variant (known: {})", names.join(", "))
+            })
+    }
+}
+
 /// Where a quorumkv operation's coordinator runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 pub enum CoordMode {
@@ -229,6 +276,8 @@ pub struct BenchConfig {
     pub targets: Vec<TargetSpec>,
     /// Protocols of `local` targets (and the protocol of a `quorumkv://` one).
     pub protocols: Vec<ProtocolKind>,
+    /// Coordinator variants of quorumkv targets.
+    pub variants: Vec<Variant>,
     /// Replica counts of `local` targets.
     pub replicas: Vec<usize>,
     /// Closed-loop logical clients, each with at most one operation outstanding.
@@ -279,6 +328,7 @@ impl Default for BenchConfig {
             max_outstanding: 25,
             sharing: Sharing::Shared,
             coord: CoordMode::Direct,
+            variants: vec![Variant::Default],
             op_timeout: Duration::from_secs(2),
             preload: true,
             check: false,
@@ -298,10 +348,12 @@ pub enum DeploySpec {
     Local {
         protocol: ProtocolKind,
         replicas: usize,
+        variant: Variant,
     },
     Quorumkv {
         protocol: ProtocolKind,
         endpoints: Vec<SocketAddr>,
+        variant: Variant,
     },
     Etcd {
         endpoints: Vec<String>,
@@ -311,12 +363,23 @@ pub enum DeploySpec {
     },
 }
 
+fn with_variant(name: &str, v: Variant) -> String {
+    match v {
+        Variant::Default => name.to_string(),
+        _ => format!("{name}+{}", v.name()),
+    }
+}
+
 impl DeploySpec {
     /// The name of the line in plots and the first column of the table.
     pub fn label(&self) -> String {
         match self {
-            DeploySpec::Local { protocol, .. } => protocol.name().to_string(),
-            DeploySpec::Quorumkv { protocol, .. } => format!("quorumkv:{protocol}"),
+            DeploySpec::Local {
+                protocol, variant, ..
+            } => with_variant(protocol.name(), *variant),
+            DeploySpec::Quorumkv {
+                protocol, variant, ..
+            } => with_variant(&format!("quorumkv:{protocol}"), *variant),
             DeploySpec::Etcd { .. } => "etcd".into(),
             DeploySpec::Redis { .. } => "redis".into(),
         }
@@ -408,15 +471,26 @@ impl BenchConfig {
             match t {
                 TargetSpec::Local => {
                     for &protocol in &self.protocols {
-                        for &replicas in &self.replicas {
-                            plans.push(DeploySpec::Local { protocol, replicas });
+                        for &variant in &self.variants {
+                            for &replicas in &self.replicas {
+                                plans.push(DeploySpec::Local {
+                                    protocol,
+                                    replicas,
+                                    variant,
+                                });
+                            }
                         }
                     }
                 }
-                TargetSpec::Quorumkv { endpoints } => plans.push(DeploySpec::Quorumkv {
-                    protocol: self.protocols[0],
-                    endpoints: endpoints.clone(),
-                }),
+                TargetSpec::Quorumkv { endpoints } => {
+                    for &variant in &self.variants {
+                        plans.push(DeploySpec::Quorumkv {
+                            protocol: self.protocols[0],
+                            endpoints: endpoints.clone(),
+                            variant,
+                        });
+                    }
+                }
                 TargetSpec::Etcd { endpoints } => plans.push(DeploySpec::Etcd {
                     endpoints: endpoints.clone(),
                 }),

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 
-use crate::config::{CoordMode, DeploySpec};
+use crate::config::{CoordMode, DeploySpec, Variant};
 
 /// Why an operation failed, and whether it may still take effect.
 #[derive(Clone, Debug, PartialEq)]
@@ -177,10 +177,15 @@ impl Deployment {
             opts,
         };
         match &spec {
-            DeploySpec::Local { protocol, replicas } => {
+            DeploySpec::Local {
+                protocol,
+                replicas,
+                variant,
+            } => {
                 let cfg = LocalClusterConfig {
                     protocol: *protocol,
                     replicas: *replicas,
+                    server_args: variant.server_args(),
                     port_base: d.opts.port_base,
                     binary: d.opts.binary.clone(),
                     ..Default::default()
@@ -233,12 +238,20 @@ impl Deployment {
         let t = self.opts.op_timeout;
         match &self.spec {
             DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
+                let variant = match &self.spec {
+                    DeploySpec::Local { variant, .. } | DeploySpec::Quorumkv { variant, .. } => {
+                        *variant
+                    }
+                    _ => Variant::Default,
+                };
                 let cfg = ClientConfig {
                     mode: match self.coord() {
                         CoordMode::Direct => ClientMode::Direct,
                         CoordMode::Proxy => ClientMode::Proxy,
                     },
                     op_timeout: t,
+                    thrifty: variant == Variant::Thrifty,
+                    fast_read: variant != Variant::NoFastRead,
                     ..Default::default()
                 };
                 let c = Client::connect(self.native.clone(), cfg)

@@ -56,6 +56,8 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// ABD: skip the write-back when the query quorum agrees on one tag.
     pub fast_read: bool,
+    /// ABD: send each phase to a quorum only, falling back to all replicas.
+    pub thrifty: bool,
 }
 
 impl Default for ClientConfig {
@@ -65,6 +67,7 @@ impl Default for ClientConfig {
             op_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
             fast_read: true,
+            thrifty: false,
         }
     }
 }
@@ -225,6 +228,7 @@ impl Client {
         let ccfg = CoordinatorConfig {
             op_timeout: cfg.op_timeout,
             fast_read: cfg.fast_read,
+            thrifty: cfg.thrifty,
             ..Default::default()
         };
         let core = Coordinator::new(id, hello.members.clone(), ccfg);

@@ -35,6 +35,8 @@ pub struct ServerOptions {
     pub op_timeout: Duration,
     /// ABD: skip the write-back when the query quorum agrees.
     pub fast_read: bool,
+    /// ABD: the proxy coordinator sends each phase to a quorum only.
+    pub thrifty: bool,
     pub max_frame: usize,
     /// Most client connections served at once per port.
     pub max_connections: usize,
@@ -50,6 +52,7 @@ impl ServerOptions {
             cluster,
             op_timeout: Duration::from_secs(2),
             fast_read: true,
+            thrifty: false,
             max_frame: DEFAULT_MAX_FRAME,
             max_connections: 4096,
             recover: false,
@@ -109,6 +112,7 @@ pub async fn run(
             let cfg = CoordinatorConfig {
                 op_timeout: opts.op_timeout,
                 fast_read: opts.fast_read,
+                thrifty: opts.thrifty,
                 ..Default::default()
             };
             // A fresh writer id per boot: a restarted replica has forgotten
