@@ -568,25 +568,5 @@ where
     Ok(out)
 }
 
-/// Parses `10`, `10s`, `500ms`, `1.5s`, `2m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("bad duration '{s}' (e.g. 5s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" | "min" => n * 60.0,
-        _ => return Err(format!("bad duration unit in '{s}' (use ms, s or m)")),
-    };
-    if !(secs.is_finite() && secs >= 0.0) {
-        return Err(format!("bad duration '{s}'"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
+/// Durations are parsed as everywhere else in quorumkv (`10`, `500ms`, `1.5s`, `2m`).
+pub use quorumkv_node::config::parse_duration;

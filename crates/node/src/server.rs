@@ -183,7 +183,38 @@ async fn accept_native<P: Protocol + Send + 'static>(
     opts: Arc<ServerOptions>,
     conn_ids: Arc<AtomicU64>,
 ) {
-    let limit = Arc::new(Semaphore::new(opts.max_connections));
+    let max = opts.max_connections;
+    let serve = move |stream: TcpStream, addr: SocketAddr| {
+        let conn = conn_ids.fetch_add(1, Ordering::Relaxed);
+        let (tx, opts) = (tx.clone(), opts.clone());
+        async move {
+            if let Err(e) = serve_native::<P>(stream, conn, tx, &opts).await {
+                tracing::debug!(%addr, "native connection ended: {e}");
+            }
+        }
+    };
+    accept_limited(listener, max, serve, |s| {
+        refuse_native::<P>(s, "too many connections")
+    })
+    .await;
+}
+
+/// Accept connections forever, serving at most `max` at once: each accepted
+/// stream is served by the future `serve` makes (holding a permit until it
+/// ends); past the limit, `refuse` answers it instead. Accept errors (e.g.
+/// out of file descriptors) are logged and retried after a pause.
+async fn accept_limited<S, SF, R, RF>(
+    listener: TcpListener,
+    max: usize,
+    mut serve: S,
+    mut refuse: R,
+) where
+    S: FnMut(TcpStream, SocketAddr) -> SF,
+    SF: Future<Output = ()> + Send + 'static,
+    R: FnMut(TcpStream) -> RF,
+    RF: Future<Output = ()> + Send + 'static,
+{
+    let limit = Arc::new(Semaphore::new(max));
     loop {
         let (stream, addr) = match listener.accept().await {
             Ok(s) => s,
@@ -194,18 +225,16 @@ async fn accept_native<P: Protocol + Send + 'static>(
             }
         };
         let _ = stream.set_nodelay(true);
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
-            tokio::spawn(refuse_native::<P>(stream, "too many connections"));
-            continue;
-        };
-        let conn = conn_ids.fetch_add(1, Ordering::Relaxed);
-        let (tx, opts) = (tx.clone(), opts.clone());
-        tokio::spawn(async move {
-            if let Err(e) = serve_native::<P>(stream, conn, tx, &opts).await {
-                tracing::debug!(%addr, "native connection ended: {e}");
+        match limit.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let fut = serve(stream, addr);
+                tokio::spawn(async move {
+                    fut.await;
+                    drop(permit);
+                });
             }
-            drop(permit);
-        });
+            Err(_) => drop(tokio::spawn(refuse(stream))),
+        }
     }
 }
 
@@ -419,48 +448,47 @@ async fn accept_metrics<P: Protocol + Send + 'static>(
     listener: TcpListener,
     tx: mpsc::Sender<Input<P::Msg>>,
 ) {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            let mut req = Vec::with_capacity(512);
-            let read = tokio::time::timeout(Duration::from_secs(5), async {
-                let mut buf = [0u8; 1024];
-                while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => req.extend_from_slice(&buf[..n]),
-                    }
-                }
-            });
-            if read.await.is_err() {
-                return;
+    let serve = move |stream: TcpStream, _| serve_metrics::<P>(stream, tx.clone());
+    // Scrapers are few; more than this at once is a misbehaving client.
+    accept_limited(listener, 64, serve, |_| async {}).await;
+}
+
+async fn serve_metrics<P: Protocol + Send + 'static>(
+    mut stream: TcpStream,
+    tx: mpsc::Sender<Input<P::Msg>>,
+) {
+    let mut req = Vec::with_capacity(512);
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut buf = [0u8; 1024];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => req.extend_from_slice(&buf[..n]),
             }
-            let (status, body) =
-                if req.starts_with(b"GET /metrics ") || req.starts_with(b"GET /metrics?") {
-                    let (otx, orx) = oneshot::channel();
-                    if tx.send(Input::Metrics { reply: otx }).await.is_err() {
-                        return;
-                    }
-                    ("200 OK", orx.await.unwrap_or_default())
-                } else {
-                    (
-                        "404 Not Found",
-                        "quorumkv serves /metrics only\n".to_string(),
-                    )
-                };
-            let head = format!(
-                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes()).await;
-            let _ = stream.write_all(body.as_bytes()).await;
-            let _ = stream.shutdown().await;
-        });
+        }
+    });
+    if read.await.is_err() {
+        return;
     }
+    let (status, body) = if req.starts_with(b"GET /metrics ") || req.starts_with(b"GET /metrics?") {
+        let (otx, orx) = oneshot::channel();
+        if tx.send(Input::Metrics { reply: otx }).await.is_err() {
+            return;
+        }
+        ("200 OK", orx.await.unwrap_or_default())
+    } else {
+        (
+            "404 Not Found",
+            "quorumkv serves /metrics only\n".to_string(),
+        )
+    };
+    let head = format!(
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).await;
+    let _ = stream.write_all(body.as_bytes()).await;
+    let _ = stream.shutdown().await;
 }
 
 // ------------------------------------------------------------------- RESP
@@ -470,31 +498,17 @@ async fn accept_resp<P: Protocol + Send + 'static>(
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
 ) {
-    let limit = Arc::new(Semaphore::new(opts.max_connections));
-    loop {
-        let (mut stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
-            tokio::spawn(async move {
-                let _ = stream
-                    .write_all(b"-ERR max number of clients reached\r\n")
-                    .await;
-            });
-            continue;
-        };
+    let max = opts.max_connections;
+    let serve = move |stream: TcpStream, _| {
         let (tx, opts) = (tx.clone(), opts.clone());
-        tokio::spawn(async move {
-            serve_resp::<P>(stream, tx, &opts).await;
-            drop(permit);
-        });
-    }
+        async move { serve_resp::<P>(stream, tx, &opts).await }
+    };
+    let refuse = |mut stream: TcpStream| async move {
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+    };
+    accept_limited(listener, max, serve, refuse).await;
 }
 
 /// Serve one RESP connection. Commands are pipelined: each gets a sequence
