@@ -24,15 +24,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Run one replica (from a cluster file or flags).
     Server(cmd::server::Args),
-    /// Start a local cluster of replicas as child processes (foreground; Ctrl-C stops it).
     Cluster(cmd::cluster::Args),
-    /// Read a key.
     Get(cmd::kv::GetArgs),
-    /// Write a key.
     Put(cmd::kv::PutArgs),
-    /// Delete a key.
     Del(cmd::kv::DelArgs),
     /// Measure protocols (and etcd / Redis) on the same workload.
     Bench(Box<quorumkv_bench::cli::Args>),

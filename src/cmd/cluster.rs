@@ -5,9 +5,10 @@ use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use std::process::ExitCode;
 
-/// Start a local cluster: every replica is a child process on 127.0.0.1.
-/// Prints the endpoints, then a line starting with `ready` once every replica
-/// answers. Ctrl-C or SIGTERM stops them all; replicas also exit by
+/// Start a local cluster of replicas as child processes (Ctrl-C stops it)
+///
+/// Every replica is a child process on 127.0.0.1. Prints the endpoints,
+/// then a line starting with `ready` once every replica answers. Ctrl-C or SIGTERM stops them all; replicas also exit by
 /// themselves if this process dies.
 ///
 /// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base).

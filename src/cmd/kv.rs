@@ -30,8 +30,10 @@ pub struct Target {
     thrifty: bool,
 }
 
-/// Print the value of KEY. Exit 0 and the value; exit 1 and `(nil)` on
-/// stderr when the key has no value; exit 2 on errors.
+/// Read a key.
+///
+/// Prints the value of KEY and exits 0; prints `(nil)` on stderr and exits 1
+/// when the key has no value; exits 2 on errors (no quorum, unreachable).
 #[derive(ClapArgs, Debug)]
 pub struct GetArgs {
     key: String,
@@ -39,7 +41,7 @@ pub struct GetArgs {
     target: Target,
 }
 
-/// Set KEY to VALUE.
+/// Write a key: set KEY to VALUE.
 #[derive(ClapArgs, Debug)]
 pub struct PutArgs {
     key: String,
@@ -48,7 +50,7 @@ pub struct PutArgs {
     target: Target,
 }
 
-/// Delete KEY.
+/// Delete a key.
 #[derive(ClapArgs, Debug)]
 pub struct DelArgs {
     key: String,

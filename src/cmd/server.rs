@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Run one replica. Give the whole cluster either as a TOML cluster file
-/// (`--config`) or with flags (`--listen`, `--resp`, one `--peer` per other
-/// replica).
+/// Run one replica (from a cluster file or flags)
+///
+/// Give the whole cluster either as a TOML cluster file (`--config`) or with
+/// flags (`--listen`, `--resp`, one `--peer` per other replica).
 ///
 /// Cluster file:
 ///   protocol = "abd"
