@@ -8,8 +8,9 @@ use std::process::ExitCode;
 /// Start a local cluster of replicas as child processes (Ctrl-C stops it)
 ///
 /// Every replica is a child process on 127.0.0.1. Prints the endpoints,
-/// then a line starting with `ready` once every replica answers. Ctrl-C or SIGTERM stops them all; replicas also exit by
-/// themselves if this process dies.
+/// then a line starting with `ready` once every replica answers. Ctrl-C or
+/// SIGTERM stops them all; replicas also exit by themselves if this process
+/// dies.
 ///
 /// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base).
 #[derive(ClapArgs, Debug)]
