@@ -2,42 +2,39 @@
 //! versions, key choosers (uniform, Zipf, hot spot) and value construction.
 
 use bytes::Bytes;
+use quorumkv_core::rng::SplitMix64;
 
 use crate::config::Distribution;
 
-/// SplitMix64 (Steele, Lea, Flood 2014). Tiny, fast, and its output is fixed
-/// by its definition, so a `--seed` replays the same operations forever
-/// (STYLE.md §6), unlike `rand::StdRng`, which may change between releases.
+/// The workload's generator: quorumkv-core's SplitMix64, whose output is
+/// fixed by its definition, so a `--seed` replays the same operations
+/// forever (STYLE.md §6), unlike `rand::StdRng`, which may change between
+/// releases.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(SplitMix64(seed))
     }
     /// A generator for a sub-stream, e.g. one logical client of one point.
     pub fn derive(seed: u64, a: u64, b: u64) -> Rng {
-        let mut r = Rng(seed
-            ^ a.wrapping_mul(0xA076_1D64_78BD_642F)
-            ^ b.wrapping_mul(0xE703_7ED1_A0B4_28DB));
+        let mut r = Rng::new(
+            seed ^ a.wrapping_mul(0xA076_1D64_78BD_642F) ^ b.wrapping_mul(0xE703_7ED1_A0B4_28DB),
+        );
         r.next_u64();
         r
     }
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform in [0, 1), 53 bits.
     pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        self.0.next_f64()
     }
     /// Uniform in [0, n).
     pub fn below(&mut self, n: u64) -> u64 {
-        // Lemire's multiply-shift; the bias is < n / 2^64, irrelevant here.
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+        self.0.below(n)
     }
     /// Exponentially distributed with the given mean (Poisson inter-arrivals).
     pub fn exp(&mut self, mean: f64) -> f64 {

@@ -9,6 +9,7 @@
 
 pub mod protocol;
 pub mod quorum;
+pub mod rng;
 pub mod types;
 
 pub use protocol::{Command, Out, Protocol};

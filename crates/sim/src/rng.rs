@@ -6,14 +6,9 @@
 //! draws from its own stream, so turning one fault on does not change the
 //! operations the clients issue.
 
-/// SplitMix64 step: used to seed xoshiro and to derive streams.
-pub fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+/// SplitMix64 step (the project's one, in `quorumkv-core`): seeds xoshiro
+/// and derives streams.
+pub use quorumkv_core::rng::splitmix64;
 
 /// xoshiro256** (Blackman & Vigna), 256 bits of state.
 #[derive(Clone, Debug)]

@@ -310,10 +310,8 @@ struct Pending {
 /// With op ids restarting at 1, a stale `QueryReply` for key A completed a
 /// new operation on key B (found by `quorumkv sim`).
 fn first_op(id: u64) -> u64 {
-    let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    let mut state = id;
+    crate::rng::splitmix64(&mut state)
 }
 
 /// How long thrifty mode avoids a replica that failed to answer in time.
