@@ -13,7 +13,7 @@
 //! from many tasks are pipelined on them.
 
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
-use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
+use crate::driver::{pump_link, Driver, Input, LinkEnd, NodeInfo, ReplyTo};
 use crate::net::{spawn_writer, FrameReader, FrameTx};
 use crate::storage::MemoryStorage;
 use bytes::Bytes;
@@ -362,10 +362,8 @@ async fn keep_link<P: Protocol + Send + 'static>(
             if tx.send(Input::LinkUp { peer, tx: ftx }).await.is_err() {
                 return;
             }
-            while let Ok(Frame::Proto(msg)) = reader.next::<P::Msg>().await {
-                if tx.send(Input::Msg { from: peer, msg }).await.is_err() {
-                    return;
-                }
+            if let LinkEnd::DriverGone = pump_link::<P::Msg>(&mut reader, peer, &tx).await {
+                return;
             }
             writer.abort();
             if tx.send(Input::LinkDown { peer }).await.is_err() {

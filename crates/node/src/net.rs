@@ -38,6 +38,11 @@ impl FrameReader {
         }
     }
 
+    /// A frame already buffered, without reading the socket.
+    pub fn try_next<M: DeserializeOwned>(&mut self) -> Result<Option<Frame<M>>, ReadError> {
+        Ok(self.buf.next_frame()?)
+    }
+
     pub async fn next<M: DeserializeOwned>(&mut self) -> Result<Frame<M>, ReadError> {
         loop {
             if let Some(f) = self.buf.next_frame()? {

@@ -7,7 +7,9 @@
 
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
 use crate::config::ClusterFile;
-use crate::driver::{Driver, Input, NodeInfo, ReplyTo, RespKind, RespTx};
+use crate::driver::{
+    pump_link, Batcher, Driver, DriverGone, Input, LinkEnd, NodeInfo, ReplyTo, RespKind, RespTx,
+};
 use crate::net::{spawn_writer, FrameReader, ReadError};
 use crate::resp::{parse_command, Reply};
 use crate::storage::MemoryStorage;
@@ -262,8 +264,18 @@ async fn serve_native<P: Protocol + Send + 'static>(
     let (ftx, writer) = spawn_writer::<P::Msg>(wr);
     // Who is on the other side; set by the first Hello or Proto frame.
     let mut peer: Option<Peer> = None;
+    let mut batch = Batcher::new(tx.clone());
     let result = loop {
-        let frame = match reader.next::<P::Msg>().await {
+        // Decode what is buffered; hand it over before waiting on the socket.
+        let frame = match reader.try_next::<P::Msg>() {
+            Ok(Some(f)) => Ok(f),
+            Ok(None) => match batch.flush().await {
+                Ok(()) => reader.next::<P::Msg>().await,
+                Err(DriverGone) => break Ok(()),
+            },
+            Err(e) => Err(e),
+        };
+        let frame = match frame {
             Ok(f) => f,
             Err(e) => break Err(e),
         };
@@ -309,14 +321,11 @@ async fn serve_native<P: Protocol + Send + 'static>(
                     None => {
                         // A coordinator that skipped the hello: register it now.
                         peer = Some(Peer::Conn(conn));
-                        if tx
-                            .send(Input::LinkUp {
-                                peer: Peer::Conn(conn),
-                                tx: ftx.clone(),
-                            })
-                            .await
-                            .is_err()
-                        {
+                        let up = Input::LinkUp {
+                            peer: Peer::Conn(conn),
+                            tx: ftx.clone(),
+                        };
+                        if batch.push(up).await.is_err() {
                             break Ok(());
                         }
                         Peer::Conn(conn)
@@ -330,7 +339,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
                 break Ok(());
             }
         };
-        if tx.send(input).await.is_err() {
+        if batch.push(input).await.is_err() {
             break Ok(());
         }
         if ftx.is_closed() {
@@ -342,6 +351,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
             message: e.to_string(),
         });
     }
+    let _ = batch.flush().await;
     if let Some(p) = peer {
         let _ = tx.send(Input::LinkDown { peer: p }).await;
     }
@@ -403,26 +413,9 @@ async fn dial_peer<P: Protocol + Send + 'static>(
                 }
                 tracing::info!(peer = id, "link up");
                 let mut reader = FrameReader::new(rd, opts.max_frame);
-                let why = loop {
-                    match reader.next::<P::Msg>().await {
-                        Ok(Frame::Proto(msg)) => {
-                            if tx
-                                .send(Input::Msg {
-                                    from: Peer::Node(id),
-                                    msg,
-                                })
-                                .await
-                                .is_err()
-                            {
-                                return;
-                            }
-                        }
-                        Ok(Frame::Error { message }) => {
-                            break format!("peer refused us: {message}")
-                        }
-                        Ok(_) => break "unexpected frame from peer".to_string(),
-                        Err(e) => break e.to_string(),
-                    };
+                let why = match pump_link::<P::Msg>(&mut reader, Peer::Node(id), &tx).await {
+                    LinkEnd::DriverGone => return,
+                    LinkEnd::Closed(why) => why,
                 };
                 tracing::warn!(peer = id, "link down: {why}");
                 let _ = tx
