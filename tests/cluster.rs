@@ -183,3 +183,45 @@ async fn wait_for_info(addr: std::net::SocketAddr, ok: impl Fn(&str) -> bool) ->
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Open file descriptors of this test process.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Dropping the last clone of a client closes its connections and stops its
+/// tasks: an application (or the bench) that creates clients over and over
+/// does not leak sockets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_clients_close_their_connections() {
+    let cluster = start_cluster(3).await;
+    // Warm up whatever the runtime and the first connection allocate once.
+    let c = Client::connect(cluster.native_addrs(), cfg(ClientMode::Direct))
+        .await
+        .unwrap();
+    c.put("k", "v").await.unwrap();
+    drop(c);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = open_fds();
+    for i in 0..20 {
+        for mode in [ClientMode::Direct, ClientMode::Proxy] {
+            let c = Client::connect(cluster.native_addrs(), cfg(mode))
+                .await
+                .unwrap();
+            c.put(format!("k{i}"), "v").await.unwrap();
+        }
+    }
+    // 20 × (3 + 1) connections were opened; all of them must go away.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open_fds() > before + 4 {
+        assert!(
+            Instant::now() < deadline,
+            "leaked: {} fds before, {} after",
+            before,
+            open_fds()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -115,8 +115,21 @@ enum Inner {
         tx: mpsc::Sender<Input<abd::Msg>>,
         protocol: ProtocolKind,
         timeout: Duration,
+        /// The driver and link tasks, stopped when the last clone goes.
+        tasks: Vec<tokio::task::JoinHandle<()>>,
     },
     Proxy(ProxyConn),
+}
+
+impl Drop for Inner {
+    /// The last clone of a client is gone: stop its tasks, which closes its
+    /// connections (the driver owns the writers; the links own the readers).
+    fn drop(&mut self) {
+        match self {
+            Inner::Direct { tasks, .. } => tasks.iter().for_each(|t| t.abort()),
+            Inner::Proxy(p) => p.close(),
+        }
+    }
 }
 
 /// Open a connection and exchange HelloClient / Welcome.
@@ -240,20 +253,17 @@ impl Client {
         let driver =
             Driver::new(core, info, Box::new(MemoryStorage)).expect("memory storage loads");
         let (tx, rx) = mpsc::channel(8192);
-        tokio::spawn(driver.run(rx));
+        let mut tasks = vec![tokio::spawn(driver.run(rx))];
         for (addr, r) in endpoints.iter().zip(results) {
-            tokio::spawn(keep_link::<Coordinator>(
-                *addr,
-                r.ok(),
-                tx.clone(),
-                cfg.connect_timeout,
-            ));
+            let link = keep_link::<Coordinator>(*addr, r.ok(), tx.clone(), cfg.connect_timeout);
+            tasks.push(tokio::spawn(link));
         }
         Ok(Client {
             inner: Arc::new(Inner::Direct {
                 tx,
                 protocol: hello.protocol,
                 timeout: cfg.op_timeout,
+                tasks,
             }),
         })
     }
@@ -392,6 +402,8 @@ struct ProxyConn {
 struct ProxyState {
     next_endpoint: usize,
     link: Option<(FrameTx<abd::Msg>, Waiters)>,
+    /// The task reading the current link's responses.
+    reader: Option<tokio::task::JoinHandle<()>>,
     next_id: u64,
 }
 
@@ -401,6 +413,16 @@ impl ProxyConn {
             endpoints,
             cfg,
             state: tokio::sync::Mutex::new(ProxyState::default()),
+        }
+    }
+
+    /// Stop reading and drop the link (the writer then closes the socket).
+    fn close(&self) {
+        if let Ok(mut st) = self.state.try_lock() {
+            if let Some(r) = st.reader.take() {
+                r.abort();
+            }
+            st.link = None;
         }
     }
 
@@ -420,7 +442,10 @@ impl ProxyConn {
                     let waiters: Waiters = Arc::default();
                     let w = waiters.clone();
                     let closer = ftx.clone();
-                    tokio::spawn(async move {
+                    if let Some(old) = st.reader.take() {
+                        old.abort();
+                    }
+                    st.reader = Some(tokio::spawn(async move {
                         while let Ok(Frame::Response { id, resp }) = reader.next::<abd::Msg>().await
                         {
                             if let Some(s) = w.lock().expect("no poisoning").remove(&id) {
@@ -430,7 +455,7 @@ impl ProxyConn {
                         // Dropping the waiters' senders fails their calls with Disconnected.
                         w.lock().expect("no poisoning").clear();
                         drop(closer);
-                    });
+                    }));
                     st.link = Some((ftx, waiters));
                     return Ok(());
                 }
