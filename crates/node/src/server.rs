@@ -1,5 +1,6 @@
-//! A replica process: listeners for the native and RESP ports, links to the
-//! other replicas, and one [`Driver`] running the protocol core.
+//! A replica process: the native port (peers and clients), links to the
+//! other replicas, and one [`Driver`] running the protocol core. The RESP
+//! port is `resp_server`, the metrics port `metrics_http`.
 //!
 //! Links: replica `i` dials every replica `j < i` and keeps that one TCP
 //! connection for traffic in both directions, redialling with backoff when it
@@ -7,26 +8,20 @@
 
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
 use crate::config::ClusterFile;
-use crate::driver::{
-    pump_link, Batcher, Driver, DriverGone, Input, LinkEnd, NodeInfo, ReplyTo, RespKind, RespTx,
-};
+use crate::driver::{pump_link, Batcher, Driver, DriverGone, Input, LinkEnd, NodeInfo, ReplyTo};
 use crate::net::{spawn_writer, FrameReader, ReadError};
-use crate::resp::{parse_command, Reply};
 use crate::storage::MemoryStorage;
 use anyhow::Context;
-use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::abd::{AbdNode, CoordinatorConfig};
 use quorumkv_core::protocol::{Protocol, ProtocolKind};
-use quorumkv_core::{NodeId, Peer, Request};
-use std::collections::BTreeMap;
+use quorumkv_core::{NodeId, Peer};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 
 /// Everything a replica needs to start.
 #[derive(Clone, Debug)]
@@ -155,10 +150,17 @@ async fn run_core<P: Protocol + Send + 'static>(
         conn_ids.clone(),
     ))];
     if let Some(l) = listeners.resp {
-        tasks.push(tokio::spawn(accept_resp::<P>(l, tx.clone(), opts.clone())));
+        tasks.push(tokio::spawn(crate::resp_server::accept_resp::<P>(
+            l,
+            tx.clone(),
+            opts.clone(),
+        )));
     }
     if let Some(l) = listeners.metrics {
-        tasks.push(tokio::spawn(accept_metrics::<P>(l, tx.clone())));
+        tasks.push(tokio::spawn(crate::metrics_http::accept_metrics::<P>(
+            l,
+            tx.clone(),
+        )));
     }
     for r in opts.cluster.replicas.iter().filter(|r| r.id < opts.id) {
         tasks.push(tokio::spawn(dial_peer::<P>(
@@ -205,7 +207,7 @@ async fn accept_native<P: Protocol + Send + 'static>(
 /// stream is served by the future `serve` makes (holding a permit until it
 /// ends); past the limit, `refuse` answers it instead. Accept errors (e.g.
 /// out of file descriptors) are logged and retried after a pause.
-async fn accept_limited<S, SF, R, RF>(
+pub(crate) async fn accept_limited<S, SF, R, RF>(
     listener: TcpListener,
     max: usize,
     mut serve: S,
@@ -430,261 +432,5 @@ async fn dial_peer<P: Protocol + Send + 'static>(
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
-    }
-}
-
-// ---------------------------------------------------------------- metrics
-
-/// A minimal HTTP/1.0 endpoint: `GET /metrics` answers Prometheus text,
-/// anything else 404. One request per connection.
-async fn accept_metrics<P: Protocol + Send + 'static>(
-    listener: TcpListener,
-    tx: mpsc::Sender<Input<P::Msg>>,
-) {
-    let serve = move |stream: TcpStream, _| serve_metrics::<P>(stream, tx.clone());
-    // Scrapers are few; more than this at once is a misbehaving client.
-    accept_limited(listener, 64, serve, |_| async {}).await;
-}
-
-async fn serve_metrics<P: Protocol + Send + 'static>(
-    mut stream: TcpStream,
-    tx: mpsc::Sender<Input<P::Msg>>,
-) {
-    let mut req = Vec::with_capacity(512);
-    let read = tokio::time::timeout(Duration::from_secs(5), async {
-        let mut buf = [0u8; 1024];
-        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => req.extend_from_slice(&buf[..n]),
-            }
-        }
-    });
-    if read.await.is_err() {
-        return;
-    }
-    let (status, body) = if req.starts_with(b"GET /metrics ") || req.starts_with(b"GET /metrics?") {
-        let (otx, orx) = oneshot::channel();
-        if tx.send(Input::Metrics { reply: otx }).await.is_err() {
-            return;
-        }
-        ("200 OK", orx.await.unwrap_or_default())
-    } else {
-        (
-            "404 Not Found",
-            "quorumkv serves /metrics only\n".to_string(),
-        )
-    };
-    let head = format!(
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(body.as_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
-// ------------------------------------------------------------------- RESP
-
-async fn accept_resp<P: Protocol + Send + 'static>(
-    listener: TcpListener,
-    tx: mpsc::Sender<Input<P::Msg>>,
-    opts: Arc<ServerOptions>,
-) {
-    let max = opts.max_connections;
-    let serve = move |stream: TcpStream, _| {
-        let (tx, opts) = (tx.clone(), opts.clone());
-        async move { serve_resp::<P>(stream, tx, &opts).await }
-    };
-    let refuse = |mut stream: TcpStream| async move {
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
-    };
-    accept_limited(listener, max, serve, refuse).await;
-}
-
-/// Serve one RESP connection. Commands are pipelined: each gets a sequence
-/// number, store operations run concurrently in the core, and the writer
-/// puts the replies back in request order, as RESP requires.
-async fn serve_resp<P: Protocol + Send + 'static>(
-    stream: TcpStream,
-    tx: mpsc::Sender<Input<P::Msg>>,
-    opts: &ServerOptions,
-) {
-    let (mut rd, wr) = stream.into_split();
-    let (rtx, rrx) = crate::net::out_queue::<(u64, Reply)>();
-    let writer = tokio::spawn(resp_writer(wr, rrx));
-    let mut buf = BytesMut::with_capacity(16 * 1024);
-    let mut seq = 0u64;
-    'conn: loop {
-        loop {
-            let args = match parse_command(&mut buf) {
-                Ok(Some(args)) => args,
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = rtx.send((seq, Reply::Error(format!("ERR {e}"))));
-                    break 'conn;
-                }
-            };
-            if args.is_empty() {
-                continue; // an empty inline line
-            }
-            match resp_command(&args, opts) {
-                RespAction::Reply(r) => drop(rtx.send((seq, r))),
-                RespAction::Quit => {
-                    let _ = rtx.send((seq, Reply::Simple("OK")));
-                    break 'conn;
-                }
-                RespAction::Store(req, kind) => {
-                    let reply = ReplyTo::Resp {
-                        tx: rtx.clone(),
-                        seq,
-                        kind,
-                    };
-                    if tx.send(Input::Client { req, reply }).await.is_err() {
-                        break 'conn;
-                    }
-                }
-                RespAction::Info => {
-                    let (otx, orx) = oneshot::channel();
-                    if tx.send(Input::Info { reply: otx }).await.is_err() {
-                        break 'conn;
-                    }
-                    spawn_info_reply(orx, rtx.clone(), seq);
-                }
-            }
-            seq += 1;
-            if rtx.is_closed() {
-                break 'conn; // cut off for not reading its replies
-            }
-        }
-        if buf.len() > 64 * 1024 * 1024 {
-            let _ = rtx.send((seq, Reply::Error("ERR request too large".into())));
-            break;
-        }
-        match rd.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-    }
-    drop(rtx);
-    let _ = writer.await;
-}
-
-fn spawn_info_reply(orx: oneshot::Receiver<String>, rtx: RespTx, seq: u64) {
-    tokio::spawn(async move {
-        let text = orx.await.unwrap_or_default();
-        let _ = rtx.send((seq, Reply::Bulk(Some(Bytes::from(text)))));
-    });
-}
-
-async fn resp_writer(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: crate::net::OutQueueRx<(u64, Reply)>,
-) {
-    let mut next = 0u64;
-    let mut waiting: BTreeMap<u64, Reply> = BTreeMap::new();
-    let mut out = BytesMut::with_capacity(16 * 1024);
-    while let Some((seq, reply)) = rx.recv().await {
-        waiting.insert(seq, reply);
-        while let Some((seq, reply)) = rx.try_recv() {
-            waiting.insert(seq, reply);
-        }
-        while let Some(r) = waiting.remove(&next) {
-            r.encode(&mut out);
-            next += 1;
-        }
-        if !out.is_empty() {
-            if wr.write_all(&out).await.is_err() {
-                return;
-            }
-            out.clear();
-        }
-    }
-    let _ = wr.shutdown().await;
-}
-
-/// `CONFIG GET name`: quorumkv has no Redis settings, but redis-benchmark
-/// asks for `save` and `appendonly` to describe the server; answer those
-/// truthfully (no snapshots, no append-only file) and nothing else.
-fn config_get(name: &Bytes) -> Reply {
-    let value = match &name.to_ascii_lowercase()[..] {
-        b"save" => "",
-        b"appendonly" => "no",
-        _ => return Reply::Array(vec![]),
-    };
-    Reply::Array(vec![
-        Reply::Bulk(Some(name.clone())),
-        Reply::Bulk(Some(Bytes::from_static(value.as_bytes()))),
-    ])
-}
-
-enum RespAction {
-    Reply(Reply),
-    Store(Request, RespKind),
-    Info,
-    Quit,
-}
-
-fn wrong_args(cmd: &str) -> RespAction {
-    RespAction::Reply(Reply::Error(format!(
-        "ERR wrong number of arguments for '{cmd}' command"
-    )))
-}
-
-/// Decide what one RESP command does. Store commands go to the core; the
-/// rest are answered here.
-fn resp_command(args: &[Bytes], opts: &ServerOptions) -> RespAction {
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    let argc = args.len();
-    match name.as_str() {
-        "get" if argc == 2 => RespAction::Store(
-            Request::Get {
-                key: args[1].clone(),
-            },
-            RespKind::Get,
-        ),
-        "set" if argc == 3 => RespAction::Store(
-            Request::Put {
-                key: args[1].clone(),
-                value: args[2].clone(),
-            },
-            RespKind::Set,
-        ),
-        "set" if argc > 3 => RespAction::Reply(Reply::Error(
-            "ERR syntax error: quorumkv supports SET key value without options".into(),
-        )),
-        "del" if argc == 2 => RespAction::Store(
-            Request::Delete {
-                key: args[1].clone(),
-            },
-            RespKind::Del,
-        ),
-        "del" if argc > 2 => {
-            RespAction::Reply(Reply::Error("ERR quorumkv deletes one key per DEL".into()))
-        }
-        "ping" if argc == 1 => RespAction::Reply(Reply::Simple("PONG")),
-        "ping" if argc == 2 => RespAction::Reply(Reply::Bulk(Some(args[1].clone()))),
-        "echo" if argc == 2 => RespAction::Reply(Reply::Bulk(Some(args[1].clone()))),
-        "info" => RespAction::Info,
-        "quit" => RespAction::Quit,
-        "select" if argc == 2 && &args[1][..] == b"0" => RespAction::Reply(Reply::Simple("OK")),
-        // Clients probe these on connect (redis-cli: COMMAND DOCS;
-        // redis-benchmark: CONFIG GET save/appendonly).
-        "command" => RespAction::Reply(Reply::Array(vec![])),
-        "config" if argc == 3 && args[1].eq_ignore_ascii_case(b"get") => {
-            RespAction::Reply(config_get(&args[2]))
-        }
-        "client" => RespAction::Reply(Reply::Simple("OK")),
-        "hello" => RespAction::Reply(Reply::Error("NOPROTO quorumkv speaks RESP2 only".into())),
-        "get" | "set" | "del" | "ping" | "echo" | "select" => wrong_args(&name),
-        _ => {
-            let _ = opts;
-            let shown: String = String::from_utf8_lossy(&args[0]).chars().take(64).collect();
-            RespAction::Reply(Reply::Error(format!(
-                "ERR unknown command '{shown}' (quorumkv supports GET, SET, DEL, PING, ECHO, INFO, QUIT)"
-            )))
-        }
     }
 }
