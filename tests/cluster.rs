@@ -225,3 +225,33 @@ async fn dropped_clients_close_their_connections() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A proxy-mode client whose server dies fails over to the next endpoint:
+/// the operation in flight (if any) has an unknown outcome, later ones
+/// succeed through another replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_client_fails_over_when_its_server_dies() {
+    let mut cluster = start_cluster(3).await;
+    let c = Client::connect(cluster.native_addrs(), cfg(ClientMode::Proxy))
+        .await
+        .unwrap();
+    c.put("fo", "1").await.unwrap(); // through replica 1, the first endpoint
+    cluster.kill(1).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut failures = 0;
+    loop {
+        match c.put("fo", "2").await {
+            Ok(()) => break,
+            Err(e) => {
+                assert!(
+                    !e.is_definite() || matches!(e, ClientError::Connect(_)),
+                    "{e:?}"
+                );
+                failures += 1;
+                assert!(Instant::now() < deadline, "no failover: {e}");
+            }
+        }
+    }
+    assert!(failures <= 1, "failover took {failures} failed calls");
+    assert_eq!(c.get("fo").await.unwrap(), Some(Bytes::from("2")));
+}

@@ -390,7 +390,15 @@ async fn keep_link<P: Protocol + Send + 'static>(
 
 // -------------------------------------------------------------- proxy mode
 
-type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
+/// Calls waiting for a response on one proxy link.
+#[derive(Default)]
+struct WaiterTable {
+    pending: HashMap<u64, oneshot::Sender<Response>>,
+    /// The link's reader has stopped: nothing will be answered any more.
+    closed: bool,
+}
+
+type Waiters = Arc<Mutex<WaiterTable>>;
 
 struct ProxyConn {
     endpoints: Vec<SocketAddr>,
@@ -429,7 +437,10 @@ impl ProxyConn {
     /// Connect to the next reachable endpoint unless connected.
     async fn ensure_connected(&self) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
-        if st.link.as_ref().is_some_and(|(tx, _)| !tx.is_closed()) {
+        let alive = |(tx, w): &(FrameTx<abd::Msg>, Waiters)| {
+            !tx.is_closed() && !w.lock().expect("no poisoning").closed
+        };
+        if st.link.as_ref().is_some_and(alive) {
             return Ok(());
         }
         let mut last_err = None;
@@ -448,12 +459,16 @@ impl ProxyConn {
                     st.reader = Some(tokio::spawn(async move {
                         while let Ok(Frame::Response { id, resp }) = reader.next::<abd::Msg>().await
                         {
-                            if let Some(s) = w.lock().expect("no poisoning").remove(&id) {
+                            if let Some(s) = w.lock().expect("no poisoning").pending.remove(&id) {
                                 let _ = s.send(resp);
                             }
                         }
-                        // Dropping the waiters' senders fails their calls with Disconnected.
-                        w.lock().expect("no poisoning").clear();
+                        // Dropping the waiters' senders fails their calls with
+                        // Disconnected; later calls see `closed` and reconnect.
+                        let mut table = w.lock().expect("no poisoning");
+                        table.closed = true;
+                        table.pending.clear();
+                        drop(table);
                         drop(closer);
                     }));
                     st.link = Some((ftx, waiters));
@@ -466,20 +481,34 @@ impl ProxyConn {
     }
 
     async fn call(&self, req: Request) -> Result<Response, ClientError> {
-        self.ensure_connected().await?;
         let (otx, orx) = oneshot::channel();
-        {
+        let mut otx = Some(otx);
+        // A link found dead before the request went out is replaced, once:
+        // nothing was sent, so retrying cannot apply the request twice.
+        for attempt in 0..2 {
+            self.ensure_connected().await?;
             let mut st = self.state.lock().await;
             st.next_id += 1;
             let id = st.next_id;
-            let Some((ftx, waiters)) = st.link.as_ref() else {
+            let Some((ftx, waiters)) = st.link.clone() else {
                 return Err(ClientError::Disconnected);
             };
-            waiters.lock().expect("no poisoning").insert(id, otx);
+            {
+                let mut table = waiters.lock().expect("no poisoning");
+                if table.closed {
+                    st.link = None;
+                    if attempt == 0 {
+                        continue;
+                    }
+                    return Err(ClientError::Disconnected);
+                }
+                table.pending.insert(id, otx.take().expect("sent once"));
+            }
             if ftx.send(Frame::Request { id, req }).is_err() {
                 st.link = None;
                 return Err(ClientError::Disconnected);
             }
+            break;
         }
         match tokio::time::timeout(self.cfg.op_timeout + Duration::from_secs(1), orx).await {
             Ok(Ok(resp)) => Ok(resp),
