@@ -14,7 +14,7 @@
 
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
 use crate::driver::{pump_link, Driver, Input, LinkEnd, NodeInfo, ReplyTo};
-use crate::net::{spawn_writer, FrameReader, FrameTx};
+use crate::net::{spawn_writer, FrameReader, FrameTx, PEER_QUEUED_FRAMES};
 use crate::storage::MemoryStorage;
 use bytes::Bytes;
 use quorumkv_core::protocol::abd::{self, Coordinator, CoordinatorConfig};
@@ -369,6 +369,7 @@ async fn keep_link<P: Protocol + Send + 'static>(
             backoff = Duration::from_millis(20);
             let peer = Peer::Node(hello.node);
             let (ftx, writer) = spawn_writer::<P::Msg>(wr);
+            ftx.set_limit(PEER_QUEUED_FRAMES);
             if tx.send(Input::LinkUp { peer, tx: ftx }).await.is_err() {
                 return;
             }
@@ -450,6 +451,7 @@ impl ProxyConn {
             match handshake::<abd::Msg>(addr, self.cfg.connect_timeout).await {
                 Ok((_, mut reader, wr)) => {
                     let (ftx, _writer) = spawn_writer::<abd::Msg>(wr);
+                    ftx.set_limit(PEER_QUEUED_FRAMES);
                     let waiters: Waiters = Arc::default();
                     let w = waiters.clone();
                     let closer = ftx.clone();

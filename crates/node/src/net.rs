@@ -60,50 +60,57 @@ impl FrameReader {
     }
 }
 
-/// Most frames queued for one connection. A peer or client that stops
+/// Most replies queued for one client connection. A client that stops
 /// reading (so its TCP window stays shut) would otherwise make us buffer
-/// without bound; past this the connection is closed instead.
+/// without bound; past this its connection is closed instead.
 pub const MAX_QUEUED_FRAMES: usize = 16_384;
+
+/// Most frames queued for one link between replicas (or from a client-side
+/// coordinator to a replica). Much larger: a burst of client requests fans
+/// out to every peer, and closing a healthy link would only force
+/// retransmissions. A peer this far behind is treated as gone.
+pub const PEER_QUEUED_FRAMES: usize = 1 << 20;
 
 /// Connections this process closed because they stopped reading (INFO and metrics).
 pub static CONNECTIONS_CUT_OFF: AtomicU64 = AtomicU64::new(0);
 
+/// State shared by both ends of a queue.
+#[derive(Debug)]
+struct QueueState {
+    queued: AtomicUsize,
+    limit: AtomicUsize,
+    overflowed: AtomicBool,
+}
+
 /// The sending side of a connection's outgoing queue. Cheap to clone.
 pub struct OutQueue<T> {
     tx: mpsc::UnboundedSender<T>,
-    queued: Arc<AtomicUsize>,
-    overflowed: Arc<AtomicBool>,
+    state: Arc<QueueState>,
 }
 
 /// The writer task's side of an [`OutQueue`].
 pub struct OutQueueRx<T> {
     rx: mpsc::UnboundedReceiver<T>,
-    queued: Arc<AtomicUsize>,
-    overflowed: Arc<AtomicBool>,
+    state: Arc<QueueState>,
 }
 
 /// Frames for a native connection.
 pub type FrameTx<M> = OutQueue<Frame<M>>;
 
-/// A queue of at most [`MAX_QUEUED_FRAMES`] items.
+/// A queue of at most [`MAX_QUEUED_FRAMES`] items (see [`OutQueue::set_limit`]).
 pub fn out_queue<T>() -> (OutQueue<T>, OutQueueRx<T>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let (queued, overflowed) = (
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicBool::new(false)),
-    );
-    let rx = OutQueueRx {
-        rx,
-        queued: queued.clone(),
-        overflowed: overflowed.clone(),
-    };
+    let state = Arc::new(QueueState {
+        queued: AtomicUsize::new(0),
+        limit: AtomicUsize::new(MAX_QUEUED_FRAMES),
+        overflowed: AtomicBool::new(false),
+    });
     (
         OutQueue {
             tx,
-            queued,
-            overflowed,
+            state: state.clone(),
         },
-        rx,
+        OutQueueRx { rx, state },
     )
 }
 
@@ -111,8 +118,7 @@ impl<T> Clone for OutQueue<T> {
     fn clone(&self) -> Self {
         OutQueue {
             tx: self.tx.clone(),
-            queued: self.queued.clone(),
-            overflowed: self.overflowed.clone(),
+            state: self.state.clone(),
         }
     }
 }
@@ -122,7 +128,7 @@ impl<T> std::fmt::Debug for OutQueue<T> {
         write!(
             f,
             "OutQueue(queued={})",
-            self.queued.load(Ordering::Relaxed)
+            self.state.queued.load(Ordering::Relaxed)
         )
     }
 }
@@ -133,22 +139,27 @@ pub struct LinkClosed;
 
 impl<T> OutQueue<T> {
     /// Queue an item. Fails when the writer has gone, or when the connection
-    /// has more than [`MAX_QUEUED_FRAMES`] unwritten (then it is closed).
+    /// has more than its limit unwritten (then it is closed).
     pub fn send(&self, item: T) -> Result<(), LinkClosed> {
-        if self.queued.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_FRAMES {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            if !self.overflowed.swap(true, Ordering::Relaxed) {
+        let st = &self.state;
+        let limit = st.limit.load(Ordering::Relaxed);
+        if st.queued.fetch_add(1, Ordering::Relaxed) >= limit {
+            st.queued.fetch_sub(1, Ordering::Relaxed);
+            if !st.overflowed.swap(true, Ordering::Relaxed) {
                 CONNECTIONS_CUT_OFF.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "closing a connection that is not reading ({MAX_QUEUED_FRAMES} replies queued)"
-                );
+                tracing::warn!("closing a connection that is not reading ({limit} frames queued)");
             }
             return Err(LinkClosed);
         }
         self.tx.send(item).map_err(|_| LinkClosed)
     }
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed() || self.overflowed.load(Ordering::Relaxed)
+        self.tx.is_closed() || self.state.overflowed.load(Ordering::Relaxed)
+    }
+    /// Change the limit, e.g. to [`PEER_QUEUED_FRAMES`] once a connection
+    /// turns out to be a replica link.
+    pub fn set_limit(&self, frames: usize) {
+        self.state.limit.store(frames, Ordering::Relaxed);
     }
 }
 
@@ -164,8 +175,8 @@ impl<T> OutQueueRx<T> {
         self.taken(item)
     }
     fn taken(&self, item: T) -> Option<T> {
-        self.queued.fetch_sub(1, Ordering::Relaxed);
-        (!self.overflowed.load(Ordering::Relaxed)).then_some(item)
+        self.state.queued.fetch_sub(1, Ordering::Relaxed);
+        (!self.state.overflowed.load(Ordering::Relaxed)).then_some(item)
     }
 }
 

@@ -9,7 +9,7 @@
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
 use crate::config::ClusterFile;
 use crate::driver::{pump_link, Batcher, Driver, DriverGone, Input, LinkEnd, NodeInfo, ReplyTo};
-use crate::net::{spawn_writer, FrameReader, ReadError};
+use crate::net::{spawn_writer, FrameReader, ReadError, PEER_QUEUED_FRAMES};
 use crate::storage::MemoryStorage;
 use anyhow::Context;
 use quorumkv_core::protocol::abd::{AbdNode, CoordinatorConfig};
@@ -297,6 +297,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
                     break Ok(());
                 }
                 peer = Some(Peer::Node(node));
+                ftx.set_limit(PEER_QUEUED_FRAMES);
                 Input::LinkUp {
                     peer: Peer::Node(node),
                     tx: ftx.clone(),
@@ -399,6 +400,7 @@ async fn dial_peer<P: Protocol + Send + 'static>(
                 let _ = stream.set_nodelay(true);
                 let (rd, wr) = stream.into_split();
                 let (ftx, writer) = spawn_writer::<P::Msg>(wr);
+                ftx.set_limit(PEER_QUEUED_FRAMES);
                 let _ = ftx.send(Frame::HelloPeer {
                     node: opts.id,
                     protocol: opts.cluster.protocol,
