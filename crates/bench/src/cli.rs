@@ -81,9 +81,13 @@ pub struct Args {
     /// Do not write every key before the warm-up.
     #[arg(long)]
     pub no_preload: bool,
-    /// Record each point's history and check linearizability (a table column).
-    #[arg(long)]
+    /// Record each point's history and check linearizability (a table
+    /// column). On by default; this flag is kept for scripts.
+    #[arg(long, conflicts_with = "no_check")]
     pub check: bool,
+    /// Do not record histories nor check them (saves memory on long runs).
+    #[arg(long)]
+    pub no_check: bool,
     /// Longest one history check may take [default: 60s].
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub check_timeout: Option<String>,
@@ -183,7 +187,7 @@ impl Args {
             c.check_timeout = d;
         }
         c.preload = !self.no_preload;
-        c.check = self.check;
+        c.check = self.check || !self.no_check;
         if let Some(s) = self.seed {
             c.seed = s;
         }

@@ -331,7 +331,7 @@ impl Default for BenchConfig {
             variants: vec![Variant::Default],
             op_timeout: Duration::from_secs(2),
             preload: true,
-            check: false,
+            check: true,
             check_timeout: Duration::from_secs(60),
             seed: 1,
             out: Some(PathBuf::from("results")),
