@@ -8,29 +8,8 @@
 //! across versions.
 use crate::history::{History, Op, Operation, Outcome};
 
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, stable.
-#[derive(Clone, Debug)]
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`; the bias is negligible for small `n`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// True with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-}
+/// The project's seeded generator (SplitMix64, in `quorumkv-core`).
+pub use quorumkv_core::rng::SplitMix64;
 
 /// Parameters of a generated register history.
 #[derive(Clone, Debug)]

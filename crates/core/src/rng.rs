@@ -1,6 +1,7 @@
 //! SplitMix64 (Steele, Lea, Flood 2014), the one seeded generator quorumkv's
 //! tools build on (the simulator seeds its xoshiro streams with it, the
-//! bench draws workloads from it, ABD hashes op ids with it). Written out so
+//! bench draws workloads and the checker generates histories from it, ABD
+//! hashes op ids with it). Written out so
 //! a seed's output depends on this file only, never on a crate version.
 
 /// One SplitMix64 step: advance `state` and return the next output.
@@ -27,6 +28,10 @@ impl SplitMix64 {
     /// Uniform in [0, n) by Lemire's multiply-shift (bias < n / 2^64).
     pub fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.next_f64() < p
     }
 }
 
