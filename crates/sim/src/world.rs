@@ -566,9 +566,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
                 );
             }
             Command::SetTimer { after, timer } => {
-                self.timer_gen += 1;
-                let gen = self.timer_gen;
-                let at = self.timer_at(after);
+                let (gen, at) = self.arm_timer(after);
                 self.nodes[i].timers.insert(timer.clone(), gen);
                 self.schedule(
                     at,
@@ -592,6 +590,13 @@ impl<'a, P: SimProtocol> World<'a, P> {
 
     /// When a timer set now with `after` fires: late with some probability
     /// under the `pause` fault (a descheduled process, a slow clock).
+    /// A timer's generation (a re-armed timer's earlier firing is then
+    /// ignored) and when it fires (possibly late, under the pause fault).
+    fn arm_timer(&mut self, after: Duration) -> (u64, u64) {
+        self.timer_gen += 1;
+        (self.timer_gen, self.timer_at(after))
+    }
+
     fn timer_at(&mut self, after: Duration) -> u64 {
         let mut at = self.now + after.as_micros() as u64;
         if self.faults_on() && self.timer_rng.chance(self.p.late_timer_p) {
@@ -738,9 +743,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
                 self.complete(c, req_no, SimOutcome::from_response(&resp));
             }
             Command::SetTimer { after, timer } => {
-                self.timer_gen += 1;
-                let gen = self.timer_gen;
-                let at = self.timer_at(after);
+                let (gen, at) = self.arm_timer(after);
                 self.clients[c].timers.insert(timer.clone(), gen);
                 self.schedule(
                     at,
