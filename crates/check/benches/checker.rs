@@ -7,7 +7,6 @@
 //!     cargo bench -p quorumkv-check --bench checker -- cli FILE [check options]
 //!
 //! `cli` runs `quorumkv check` itself, for `/usr/bin/time -v`.
-use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
@@ -23,9 +22,8 @@ const CASES: &[&str] = &[
     "reg100k-unknown",
 ];
 
-fn histories() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histories/kv")
-}
+/// The reference histories bundled with the tests.
+const KV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/kv");
 
 fn reg100k(values: Option<u64>, unknown_ratio: f64) -> History {
     RegisterGen {
@@ -50,8 +48,8 @@ fn run_case(name: &str) -> ExitCode {
     let t0 = Instant::now();
     let (history, model) = match name {
         "c50-ok" | "c50-bad" => {
-            let text = std::fs::read_to_string(histories().join(format!("{name}.txt")))
-                .expect("reference history (is shared/ beside the repo?)");
+            let text = std::fs::read_to_string(format!("{KV}/{name}.txt"))
+                .expect("reference history in tests/data/kv");
             (parse(&text, None).expect("parses").0, Model::Kv)
         }
         "reg100k" => (reg100k(None, 0.0), Model::Register),

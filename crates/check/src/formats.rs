@@ -10,7 +10,8 @@ use crate::history::{History, HistoryError, Op, Operation, Outcome};
 pub enum Format {
     /// One JSON object per operation (see the README).
     Jsonl,
-    /// Jepsen register log: `INFO  jepsen.util - 3 :invoke :cas [1 4]` (tabs).
+    /// Jepsen register log: `INFO  jepsen.util - 3 :invoke :cas [1 4]`, fields
+    /// separated by tabs or runs of spaces.
     Jepsen,
     /// `{:process 0, :type :invoke, :f :append, :key "0", :value "x"}`.
     EdnKv,
@@ -114,22 +115,34 @@ impl Pairing {
     }
 }
 
-/// Splits `3 :invoke :cas [1 4]` (tab-separated, after `jepsen.util - `) into
-/// (process, type, f, value).
+/// Splits `3 :invoke :cas [1 4]` (after `jepsen.util - `) into (process,
+/// type, f, value). Fields are separated by any run of whitespace (tabs in
+/// some Jepsen versions, padding spaces in others); the value is the rest.
 fn jepsen_fields(s: &str) -> Option<(u64, &str, &str, &str)> {
-    let mut it = s.splitn(4, char::is_whitespace).map(str::trim);
-    let process = it.next()?.parse().ok()?;
-    let ty = it.next()?.strip_prefix(':')?;
-    let f = it.next()?.strip_prefix(':')?;
-    Some((process, ty, f, it.next().unwrap_or("").trim()))
+    let (process, rest) = next_field(s)?;
+    let (ty, rest) = next_field(rest)?;
+    let (f, rest) = next_field(rest)?;
+    let ty = ty.strip_prefix(':')?;
+    let f = f.strip_prefix(':')?;
+    Some((process.parse().ok()?, ty, f, rest.trim()))
+}
+
+/// The first whitespace-delimited field of `s` and what follows it.
+fn next_field(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start();
+    let end = s.find(char::is_whitespace).unwrap_or(s.len());
+    (end > 0).then(|| s.split_at(end))
 }
 
 fn parse_jepsen(text: &str) -> Result<History, HistoryError> {
     let mut p = Pairing::default();
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
-        let body = match raw.split_once("jepsen.util - ") {
-            Some((_, b)) => b,
+        let logged = raw
+            .split_once("jepsen.util")
+            .and_then(|(_, b)| b.trim_start().strip_prefix('-'));
+        let body = match logged {
+            Some(b) => b.trim_start(),
             None if raw.trim().is_empty() || !raw.trim_start().starts_with(char::is_numeric) => {
                 continue; // other log lines
             }
@@ -408,6 +421,32 @@ INFO  jepsen.util - 3\t:ok\t:read\t3
                 to: "4".into()
             }
         );
+    }
+
+    #[test]
+    fn jepsen_fields_split_on_any_run_of_whitespace() {
+        let tabs = "INFO  jepsen.util - 1\t:invoke\t:cas\t[1 4]\nINFO  jepsen.util - 1\t:ok\t:cas\t[1 4]\n\
+                    INFO  jepsen.util - 2\t:invoke\t:read\tnil\nINFO  jepsen.util - 2\t:ok\t:read\t4\n";
+        let spaces = "INFO [2017-03-07 11:00:00,001] jepsen.util - 1   :invoke  :cas    [1  4]\n\
+                      INFO [2017-03-07 11:00:00,002] jepsen.util -  1 :ok \t :cas [1 4]  \n\
+                      INFO  jepsen.util -\t2     :invoke   :read   nil\n\
+                      2 :ok :read 4\n";
+        let (a, fa) = parse(tabs, None).unwrap();
+        let (b, fb) = parse(spaces, None).unwrap();
+        assert_eq!((fa, fb), (Format::Jepsen, Format::Jepsen));
+        assert_eq!(a, b);
+        assert_eq!(b.ops.len(), 2);
+        assert_eq!(
+            b.ops[0].op,
+            Op::Cas {
+                key: "".into(),
+                from: "1".into(),
+                to: "4".into()
+            }
+        );
+        assert_eq!(b.ops[1].outcome, Outcome::Ok(Some("4".into())));
+        let e = parse("INFO  jepsen.util - 1   :invoke\n", Some(Format::Jepsen)).unwrap_err();
+        assert_eq!(e.to_string(), "line 1: malformed Jepsen line");
     }
 
     #[test]

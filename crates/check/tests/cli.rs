@@ -1,6 +1,4 @@
 //! `quorumkv check` end to end, through `cli::run_to`.
-use std::path::PathBuf;
-
 use clap::Parser;
 use quorumkv_check::cli::{run_to, Args};
 
@@ -23,11 +21,10 @@ fn run(argv: &[&str]) -> (u8, String, String) {
     )
 }
 
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+
 fn kv(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/histories/kv")
-        .join(name);
-    p.to_str().unwrap().to_string()
+    format!("{DATA}/kv/{name}")
 }
 
 fn tmp(name: &str, text: &str) -> String {
@@ -86,6 +83,22 @@ INFO  jepsen.util - 2\t:ok\t:read\t1
     let (code, _, err) = run(&[&f, "--model", "register"]);
     assert_eq!(code, 2);
     assert!(err.contains("is not part of model register"), "{err}");
+}
+
+#[test]
+fn jepsen_logs_padded_with_spaces_are_read() {
+    let (code, out, err) = run(&[&format!("{DATA}/jepsen/cas-spaces-ok.log")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("LINEARIZABLE (1 keys, model cas-register"),
+        "{out}"
+    );
+    let (code, out, err) = run(&[&format!("{DATA}/jepsen/cas-spaces-bad.log")]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("read -> \"0\""),
+        "the stale read is named: {out}"
+    );
 }
 
 #[test]

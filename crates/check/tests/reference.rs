@@ -1,19 +1,16 @@
-//! The six reference histories of ../shared/histories/kv must get their
-//! verdicts: `-ok` linearizable, `-bad` not.
-use std::path::PathBuf;
+//! The six reference histories of tests/data/kv must get their verdicts:
+//! `-ok` linearizable, `-bad` not.
+use std::path::Path;
 use std::time::Duration;
 
 use quorumkv_check::formats::{parse, Format};
 use quorumkv_check::{check, Model, Verdict};
 
-fn histories() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histories/kv")
-}
+const KV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/kv");
 
 fn verdict_of(name: &str) -> quorumkv_check::Report {
-    let path = histories().join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (is shared/ beside the repo?)", path.display()));
+    let path = Path::new(KV).join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let (h, f) = parse(&text, None).unwrap();
     assert_eq!(f, Format::EdnKv);
     assert_eq!(Model::detect(h.ops.iter().map(|o| &o.op)), Model::Kv);
