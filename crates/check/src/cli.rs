@@ -14,9 +14,12 @@ use crate::report;
 ///
 /// Reads FILE (our JSON lines, a Jepsen register log, or the EDN key-value
 /// format; detected unless --format is given), checks each key on its own
-/// with the Wing–Gong/Lowe search (keys in parallel), and prints a verdict
-/// per key and overall. Checking stops at the first key found not
-/// linearizable (see --all-keys). On a violation it prints the key, the
+/// with the Wing–Gong/Lowe search, and prints a verdict per key and overall.
+/// Keys are searched in fair slices of growing size, smallest first, on all
+/// threads: a hard key cannot starve the others, and the verdict does not
+/// depend on the number of CPUs (given time). Checking stops at the first
+/// key found not linearizable (see --all-keys). For a key not decided in
+/// time it prints how far the search got. On a violation it prints the key, the
 /// shortest prefix of that key's history that cannot be linearized, and the
 /// operations involved with their call and return times (nanoseconds, or
 /// line numbers for formats without times).
@@ -44,6 +47,15 @@ pub struct Args {
     /// undecided keys are reported unknown.
     #[arg(long, default_value = "30s", value_parser = parse_timeout, value_name = "DURATION")]
     pub timeout: Timeout,
+
+    /// Give up on one key after this much search time of its own (same
+    /// syntax); it is reported unknown and the other keys go on.
+    #[arg(long, default_value = "none", value_parser = parse_timeout, value_name = "DURATION")]
+    pub per_key_timeout: Timeout,
+
+    /// Worker threads [default: the CPUs this process may run on].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
 
     /// Write a self-contained HTML page that draws the failing key's
     /// operations on a timeline (clients as rows).
@@ -193,6 +205,8 @@ pub fn run_to(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     }
     let opts = Options {
         timeout: args.timeout.0,
+        per_key_timeout: args.per_key_timeout.0,
+        threads: args.threads.map(usize::from),
         all_keys: args.all_keys,
         explain: true,
     };

@@ -172,6 +172,64 @@ pub fn mutate_stale_read(h: &History, rng: &mut SplitMix64) -> Option<History> {
     Some(m)
 }
 
+/// A register history moved to key `key` of the key-value model (reads
+/// become gets, writes puts; clients renumbered from `first_client`), for
+/// building multi-key histories.
+pub fn on_key(h: &History, key: &str, first_client: u64) -> History {
+    let ops = h
+        .ops
+        .iter()
+        .map(|o| {
+            let key = key.to_string();
+            let op = match &o.op {
+                Op::Read { .. } => Op::Get { key },
+                Op::Write { value, .. } => Op::Put {
+                    key,
+                    value: value.clone(),
+                },
+                other => other.clone(),
+            };
+            Operation {
+                client: first_client + o.client,
+                op,
+                ..o.clone()
+            }
+        })
+        .collect();
+    History { ops }
+}
+
+/// A key whose refutation takes time exponential in `n`: `n` concurrent
+/// appends (clients `first_client..`), then a get of a string no order of
+/// them produces (one piece twice), so every order must be tried.
+pub fn hard_appends(key: &str, n: u64, first_client: u64) -> History {
+    let mut ops: Vec<Operation> = (0..n)
+        .map(|c| Operation {
+            client: first_client + c,
+            op: Op::Append {
+                key: key.to_string(),
+                value: format!("<{c}>"),
+            },
+            call: 0,
+            ret: Some(100),
+            outcome: Outcome::Ok(None),
+        })
+        .collect();
+    let impossible: String = (0..n)
+        .map(|c| format!("<{}>", c % (n - 1).max(1)))
+        .collect();
+    ops.push(Operation {
+        client: first_client + n,
+        op: Op::Get {
+            key: key.to_string(),
+        },
+        call: 200,
+        ret: Some(300),
+        outcome: Outcome::Ok(Some(impossible)),
+    });
+    History { ops }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,9 @@ pub mod recorder;
 pub mod report;
 
 mod check;
+mod explain;
 mod model;
+mod schedule;
 mod search;
 
 pub use check::{
@@ -27,3 +29,4 @@ pub use check::{
 pub use history::{History, Op, Operation, Outcome};
 pub use model::{Model, Spec};
 pub use recorder::{ClientLog, OpHandle, Recorder};
+pub use search::Progress;

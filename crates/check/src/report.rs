@@ -1,18 +1,21 @@
 //! Plain-text rendering of a [`Report`] for the terminal.
 use std::fmt::Write;
 
-use crate::check::{Report, Verdict, Violation};
+use crate::check::{KeyReport, Report, Verdict, Violation};
 use crate::history::{Operation, Outcome};
 
 /// Most operations of a failing prefix printed in full.
 pub const MAX_PRINTED: usize = 60;
 
-/// One line per key (with `verbose`, times and search statistics too).
+/// One line per key (with `verbose`, times and search statistics too). A
+/// key not decided in time always says how far its search got.
 pub fn keys_text(r: &Report, verbose: bool) -> String {
     let mut s = String::new();
     for k in &r.keys {
         let _ = write!(s, "key {:?}: {} ({} ops", k.key, k.verdict.name(), k.ops);
-        if verbose {
+        if k.verdict == Verdict::Unknown {
+            let _ = write!(s, "; {}", progress_text(k));
+        } else if verbose {
             let _ = write!(
                 s,
                 ", {:.1?}, {} steps, {} memo entries",
@@ -22,6 +25,16 @@ pub fn keys_text(r: &Report, verbose: bool) -> String {
         s.push_str(")\n");
     }
     s
+}
+
+/// How far the search of an undecided key got.
+pub fn progress_text(k: &KeyReport) -> String {
+    let p = &k.progress;
+    format!(
+        "searched {:.1?}: at most {} of {} operations linearized at once, \
+         the longest fully linearized prefix {} of {} events, {} states explored, {} steps",
+        k.elapsed, p.deepest, k.ops, p.prefix_events, p.events, p.states, p.steps
+    )
 }
 
 /// The overall verdict line.

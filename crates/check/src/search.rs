@@ -22,7 +22,7 @@
 //! non-zero one.
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Applies operation `op` (an index into the partition) to interned state `s`.
@@ -54,33 +54,72 @@ pub(crate) struct Span {
     pub ret: Option<u64>,
 }
 
-/// Result of one search.
+/// Result of one search, or of one slice of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Found {
     Linearizable,
     Illegal,
+    /// The deadline passed (or the search was cancelled).
     Timeout,
+    /// The slice's step budget is spent; [`Search::run`] again to go on.
+    Paused,
 }
 
-/// When to give up: a wall-clock deadline and/or a shared cancel flag.
+/// When to give up: a wall-clock deadline and/or a cancel mark shared by
+/// several searches: `(mark, rank)` cancels this search once the mark
+/// drops below `rank`.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Deadline<'a> {
     pub at: Option<Instant>,
-    pub cancel: Option<&'a AtomicBool>,
+    pub cancel: Option<(&'a AtomicUsize, usize)>,
 }
 
 impl Deadline<'_> {
     pub fn expired(&self) -> bool {
         self.at.is_some_and(|t| Instant::now() >= t)
-            || self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+            || self
+                .cancel
+                .is_some_and(|(mark, rank)| mark.load(Ordering::Relaxed) < rank)
     }
 }
 
-/// Statistics of one search, for the benchmark.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Stats {
+/// How far a search got.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Search steps (one per candidate tried or backtrack).
     pub steps: u64,
+    /// Memo entries held at the end.
     pub memo: usize,
+    /// Configurations (linearized set, state) explored: memo insertions,
+    /// counting those forgotten when the memo was cleared.
+    pub states: u64,
+    /// Operations linearized at the end (non-zero only for an undecided
+    /// search: a finished one has unwound or placed all).
+    pub placed: usize,
+    /// Most operations linearized at once.
+    pub deepest: usize,
+    /// Longest prefix of the events (calls and returns in time order) whose
+    /// operations were all linearized at once.
+    pub prefix_events: usize,
+    /// Events in the partition (calls plus known returns).
+    pub events: usize,
+}
+
+/// The bounds of one call to [`Search::run`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slice {
+    /// Steps allowed in this call.
+    pub steps: u64,
+    /// Memo entries kept at most (see [`MEMO_CAP`]).
+    pub memo_cap: usize,
+}
+
+impl Slice {
+    /// No step limit, the whole memo budget.
+    pub const UNBOUNDED: Slice = Slice {
+        steps: u64::MAX,
+        memo_cap: MEMO_CAP,
+    };
 }
 
 const END: u32 = u32::MAX;
@@ -334,26 +373,15 @@ pub(crate) fn search(
     init: u32,
     stepper: &mut impl Stepper,
     deadline: Deadline<'_>,
-) -> (Found, Stats) {
-    debug_assert!(spans.windows(2).all(|w| w[0].call <= w[1].call));
-    let mut s = Search {
-        list: List::new(spans),
-        bits: Bits::new(spans),
-        memo: HashSet::default(),
-        stack: Vec::new(),
-        arena: Vec::new(),
-        state: init,
-        rets: spans.iter().map(|s| s.ret.unwrap_or(u64::MAX)).collect(),
-        reads: Vec::new(),
-        keyed: Vec::new(),
-    };
-    let mut stats = Stats::default();
-    let found = s.run(stepper, deadline, &mut stats);
-    stats.memo = s.memo.len();
-    (found, stats)
+) -> (Found, Progress) {
+    let mut s = Search::new(spans, init);
+    let found = s.run(stepper, deadline, Slice::UNBOUNDED);
+    (found, s.progress())
 }
 
-struct Search {
+/// A search that can run in slices: [`Search::run`] returns
+/// [`Found::Paused`] when its slice is spent and resumes where it stopped.
+pub(crate) struct Search {
     list: List,
     bits: Bits,
     memo: HashSet<Key, FxBuild>,
@@ -366,6 +394,10 @@ struct Search {
     /// Scratch buffers of `expand`.
     reads: Vec<u32>,
     keyed: Vec<(bool, u64, u32, u32)>,
+    /// The untried candidates `arena[next..end]` of the current node, or
+    /// `None` if the current node is new and must be expanded first.
+    cur: Option<(u32, u32)>,
+    progress: Progress,
 }
 
 /// One placed operation.
@@ -390,21 +422,54 @@ enum Node {
 }
 
 impl Search {
-    fn run(
+    pub fn new(spans: &[Span], init: u32) -> Search {
+        debug_assert!(spans.windows(2).all(|w| w[0].call <= w[1].call));
+        let list = List::new(spans);
+        let progress = Progress {
+            events: list.op.len(),
+            ..Progress::default()
+        };
+        Search {
+            list,
+            bits: Bits::new(spans),
+            memo: HashSet::default(),
+            stack: Vec::new(),
+            arena: Vec::new(),
+            state: init,
+            rets: spans.iter().map(|s| s.ret.unwrap_or(u64::MAX)).collect(),
+            reads: Vec::new(),
+            keyed: Vec::new(),
+            cur: None,
+            progress,
+        }
+    }
+
+    pub fn progress(&self) -> Progress {
+        Progress {
+            memo: self.memo.len(),
+            placed: self.stack.len(),
+            ..self.progress
+        }
+    }
+
+    /// Searches on for at most `slice.steps` steps. Once it has returned
+    /// anything but [`Found::Paused`] it must not be run again.
+    pub fn run(
         &mut self,
         stepper: &mut impl Stepper,
         deadline: Deadline<'_>,
-        stats: &mut Stats,
+        slice: Slice,
     ) -> Found {
-        // The untried candidates `arena[next..end]` of the current node, or
-        // `None` if the current node is new and must be expanded first.
-        let mut cur: Option<(u32, u32)> = None;
+        let stop_at = self.progress.steps.saturating_add(slice.steps);
         loop {
-            stats.steps += 1;
-            if stats.steps.is_multiple_of(1024) && deadline.expired() {
+            if self.progress.steps >= stop_at {
+                return Found::Paused;
+            }
+            self.progress.steps += 1;
+            if self.progress.steps.is_multiple_of(1024) && deadline.expired() {
                 return Found::Timeout;
             }
-            let (next, end) = match cur {
+            let (next, end) = match self.cur {
                 Some(r) => r,
                 None => match self.expand(stepper) {
                     Node::Done => return Found::Linearizable,
@@ -415,56 +480,63 @@ impl Search {
                         // So if this child fails, the node fails.
                         let op = self.list.op[c as usize] as usize;
                         let after = stepper.step(self.state, op).expect("forced ops are legal");
-                        self.bits.set(op);
-                        if memo_insert(&mut self.memo, self.bits.key(after)) {
-                            let at = self.arena.len() as u32;
-                            self.stack.push(Frame {
-                                call: c,
-                                state: self.state,
-                                next: at,
-                                end: at,
-                            });
-                            self.state = after;
-                            self.list.lift(c);
-                            continue;
-                        }
-                        self.bits.clear(op);
-                        match self.backtrack() {
-                            Some(r) => {
-                                cur = Some(r);
-                                continue;
+                        let at = self.arena.len() as u32;
+                        if !self.try_place(c, after, (at, at), slice.memo_cap) {
+                            match self.backtrack() {
+                                Some(r) => self.cur = Some(r),
+                                None => return Found::Illegal,
                             }
-                            None => return Found::Illegal,
                         }
+                        continue;
                     }
                     Node::Try(from) => (from as u32, self.arena.len() as u32),
                 },
             };
             if next < end {
                 let (c, after) = self.arena[next as usize];
-                let op = self.list.op[c as usize] as usize;
-                self.bits.set(op);
-                if memo_insert(&mut self.memo, self.bits.key(after)) {
-                    self.stack.push(Frame {
-                        call: c,
-                        state: self.state,
-                        next: next + 1,
-                        end,
-                    });
-                    self.state = after;
-                    self.list.lift(c);
-                    cur = None;
-                    continue;
+                if !self.try_place(c, after, (next + 1, end), slice.memo_cap) {
+                    self.cur = Some((next + 1, end));
                 }
-                self.bits.clear(op);
-                cur = Some((next + 1, end));
             } else {
                 match self.backtrack() {
-                    Some(r) => cur = Some(r),
+                    Some(r) => self.cur = Some(r),
                     None => return Found::Illegal,
                 }
             }
         }
+    }
+
+    /// Linearizes call entry `c` (leading to state `after`) unless the
+    /// resulting configuration was explored before; `untried` are the
+    /// candidates of the current node left for backtracking.
+    fn try_place(&mut self, c: u32, after: u32, untried: (u32, u32), memo_cap: usize) -> bool {
+        let op = self.list.op[c as usize] as usize;
+        self.bits.set(op);
+        if !memo_insert(&mut self.memo, self.bits.key(after), memo_cap) {
+            self.bits.clear(op);
+            return false;
+        }
+        self.stack.push(Frame {
+            call: c,
+            state: self.state,
+            next: untried.0,
+            end: untried.1,
+        });
+        self.state = after;
+        self.list.lift(c);
+        self.cur = None;
+        let st = &mut self.progress;
+        st.states += 1;
+        st.deepest = st.deepest.max(self.stack.len());
+        // Every entry before the first one left is linearized.
+        let first = self.list.next[self.list.head as usize];
+        let done = if first == END {
+            st.events
+        } else {
+            first as usize
+        };
+        st.prefix_events = st.prefix_events.max(done);
+        true
     }
 
     /// Looks at the calls before the first remaining return entry.
@@ -531,13 +603,14 @@ impl Search {
     }
 }
 
-/// Memo entries kept at most (about 64 bytes each). Forgetting them costs
-/// time, never correctness: the memo only prunes configurations already
-/// known to fail.
-const MEMO_CAP: usize = 1 << 22;
+/// Memo entries kept at most by one search (at least 64 bytes each, more
+/// for wide sets); searches run side by side share it. Forgetting entries
+/// costs time, never correctness: the memo only prunes configurations
+/// already known to fail.
+pub(crate) const MEMO_CAP: usize = 1 << 22;
 
-fn memo_insert(memo: &mut HashSet<Key, FxBuild>, k: Key) -> bool {
-    if memo.len() >= MEMO_CAP {
+fn memo_insert(memo: &mut HashSet<Key, FxBuild>, k: Key, cap: usize) -> bool {
+    if memo.len() >= cap {
         memo.clear();
     }
     memo.insert(k)
