@@ -80,7 +80,8 @@ pub struct Violation {
     /// prefix whose results and times alone contradict linearizability. All
     /// others can be relaxed (a read dropped, a write given an unknown
     /// outcome) and the prefix is still not linearizable. Includes
-    /// `failing_op`. (Not minimal if the 0.3 s allowed for it ran out.)
+    /// `failing_op`. (Not minimal if the search steps allowed for it, a few
+    /// tenths of a second, ran out.)
     pub involved: Vec<usize>,
     /// False if shrinking `involved` ran out of time (it is then a superset).
     pub involved_minimal: bool,
@@ -120,7 +121,8 @@ pub struct Options {
     pub all_keys: bool,
     /// On a violation, find the shortest failing prefix and the operations
     /// involved ([`Report::violation`]); costs up to a few checks of the key
-    /// plus 0.3 s. Without it `violation` is `None`.
+    /// plus a fixed budget of search steps (a few tenths of a second).
+    /// Without it `violation` is `None`.
     pub explain: bool,
 }
 
@@ -331,12 +333,14 @@ fn drop_unobserved_unknown_writes(ops: &mut Vec<Operation>) {
     ops.retain(|_| k.next().expect("one flag per op"));
 }
 
-/// Decides one key in a single search (no slices), for the explanation.
-pub(crate) fn check_ops(ops: &[Operation], deadline: Deadline<'_>) -> Found {
+/// Decides one key in a single search of at most `steps` steps, for the
+/// explanation; also returns the steps used.
+pub(crate) fn check_ops(ops: &[Operation], deadline: Deadline<'_>, steps: u64) -> (Found, u64) {
     if reads_unwritten_value(ops) {
-        return Found::Illegal;
+        return (Found::Illegal, 0);
     }
-    search(&spans(ops), 0, &mut ValueStepper::new(ops), deadline).0
+    let (found, p) = search(&spans(ops), 0, &mut ValueStepper::new(ops), deadline, steps);
+    (found, p.steps)
 }
 
 /// A completed read of a value that no operation writes (on a key without

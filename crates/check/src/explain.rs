@@ -1,7 +1,5 @@
 //! Why a key is not linearizable: the shortest failing prefix and a
 //! 1-minimal set of operations involved.
-use std::time::{Duration, Instant};
-
 use crate::check::{check_ops, Violation};
 use crate::history::{Operation, Outcome};
 use crate::search::{Deadline, Found};
@@ -45,13 +43,19 @@ fn prefix(ops: &[Operation], ev: &[(u64, u8, usize)], k: usize) -> Vec<(usize, O
         .collect()
 }
 
-fn check_indexed(ops: &[(usize, Operation)], deadline: Deadline<'_>) -> Found {
+/// Checks `ops` in at most `steps` search steps; also returns the steps used.
+fn check_indexed(ops: &[(usize, Operation)], deadline: Deadline<'_>, steps: u64) -> (Found, u64) {
     let ops: Vec<Operation> = ops.iter().map(|(_, o)| o.clone()).collect();
-    check_ops(&ops, deadline)
+    check_ops(&ops, deadline, steps)
 }
 
-/// Time allowed to shrink the set of involved operations.
-const RELAX_BUDGET: Duration = Duration::from_millis(300);
+/// Search steps allowed to shrink the set of involved operations (a few
+/// tenths of a second), and to each check while shrinking: a hard check is
+/// treated as "needed" and its range split, so that one check never eats
+/// the whole budget. Steps, not time, so that the explanation is the same
+/// on any machine.
+const RELAX_STEPS: u64 = 500_000;
+const RELAX_CHECK_STEPS: u64 = 25_000;
 
 /// Shortens a non-linearizable key to its shortest failing prefix (binary
 /// search: any extension of a non-linearizable prefix is non-linearizable)
@@ -62,7 +66,7 @@ pub(crate) fn explain(key: &str, ops: &[Operation], deadline: Deadline<'_>) -> V
     let mut minimal = true;
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        match check_indexed(&prefix(ops, &ev, mid), deadline) {
+        match check_indexed(&prefix(ops, &ev, mid), deadline, u64::MAX).0 {
             Found::Illegal => hi = mid,
             Found::Linearizable => lo = mid,
             Found::Timeout | Found::Paused => {
@@ -82,13 +86,13 @@ pub(crate) fn explain(key: &str, ops: &[Operation], deadline: Deadline<'_>) -> V
         .map(|e| e.2 + 1)
         .max()
         .unwrap_or(0);
-    let budget = Instant::now() + RELAX_BUDGET;
-    let relax_deadline = Deadline {
-        at: Some(deadline.at.map_or(budget, |t| t.min(budget))),
-        cancel: None,
+    let mut budget = Budget {
+        steps: RELAX_STEPS,
+        deadline,
+        cut_short: false,
     };
-    let involved = involved(prefix(ops, &ev, hi), failing_op, relax_deadline);
-    let involved_minimal = !relax_deadline.expired();
+    let involved = involved(prefix(ops, &ev, hi), failing_op, &mut budget);
+    let involved_minimal = !budget.cut_short;
     Violation {
         key: key.to_string(),
         ops: ops.to_vec(),
@@ -112,7 +116,7 @@ pub(crate) fn explain(key: &str, ops: &[Operation], deadline: Deadline<'_>) -> V
 fn involved(
     mut ops: Vec<(usize, Operation)>,
     failing: usize,
-    deadline: Deadline<'_>,
+    budget: &mut Budget<'_>,
 ) -> Vec<usize> {
     let mut relaxed = vec![false; ops.len()];
     // Writes first: while the reads are all there they pin where an unknown
@@ -122,7 +126,7 @@ fn involved(
             .filter(|&j| ops[j].0 != failing && ops[j].1.ret.is_some())
             .filter(|&j| ops[j].1.op.is_read() == reads)
             .collect();
-        relax(&mut ops, &mut relaxed, &cands, deadline);
+        relax(&mut ops, &mut relaxed, &cands, budget);
     }
     let mut out: Vec<usize> = (0..ops.len())
         .filter(|&j| !relaxed[j] && ops[j].1.ret.is_some())
@@ -135,19 +139,40 @@ fn involved(
     out
 }
 
-/// Time allowed to one check while shrinking: a hard one is treated as
-/// "needed" and its range split, so one check never eats the whole budget.
-const RELAX_STEP: Duration = Duration::from_millis(20);
+/// What is left of the steps allowed to shrink the involved set.
+struct Budget<'a> {
+    steps: u64,
+    deadline: Deadline<'a>,
+    /// Some operation stayed in only because its check was cut short.
+    cut_short: bool,
+}
+
+impl Budget<'_> {
+    fn spent(&self) -> bool {
+        self.steps == 0 || self.deadline.expired()
+    }
+
+    /// Checks `ops` within one check's share of the steps left.
+    fn check(&mut self, ops: &[(usize, Operation)]) -> Found {
+        let (found, used) = check_indexed(ops, self.deadline, self.steps.min(RELAX_CHECK_STEPS));
+        self.steps -= used.min(self.steps);
+        found
+    }
+}
 
 fn relax(
     ops: &mut [(usize, Operation)],
     relaxed: &mut [bool],
     cands: &[usize],
-    deadline: Deadline<'_>,
+    budget: &mut Budget<'_>,
 ) {
     let mut todo = vec![(0, cands.len())];
     while let Some((lo, hi)) = todo.pop() {
-        if lo >= hi || deadline.expired() {
+        if lo >= hi {
+            continue;
+        }
+        if budget.spent() {
+            budget.cut_short = true;
             continue;
         }
         let saved: Vec<Operation> = cands[lo..hi].iter().map(|&j| ops[j].1.clone()).collect();
@@ -160,14 +185,11 @@ fn relax(
             .filter(|&j| !(relaxed[j] && ops[j].1.op.is_read()))
             .map(|j| ops[j].clone())
             .collect();
-        let step = Instant::now() + RELAX_STEP;
-        let sub = Deadline {
-            at: Some(deadline.at.map_or(step, |t| t.min(step))),
-            cancel: None,
-        };
-        if check_indexed(&kept, sub) == Found::Illegal {
+        let found = budget.check(&kept);
+        if found == Found::Illegal {
             continue;
         }
+        budget.cut_short |= found != Found::Linearizable && hi - lo == 1;
         for (k, &j) in cands[lo..hi].iter().enumerate() {
             ops[j].1 = saved[k].clone();
             relaxed[j] = false;

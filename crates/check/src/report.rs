@@ -88,7 +88,7 @@ pub fn violation_text(v: &Violation) -> String {
     let _ = writeln!(
         s,
         "\noperations involved{}: relax any other (drop a read, make a write's outcome unknown) and the prefix still fails",
-        if v.involved_minimal { "" } else { " [not fully shrunk: time budget]" }
+        if v.involved_minimal { "" } else { " [not fully shrunk: search budget spent]" }
     );
     table(&mut s, v, v.involved.iter().copied());
     let first = v.prefix_ops.saturating_sub(MAX_PRINTED);

@@ -114,14 +114,6 @@ pub(crate) struct Slice {
     pub memo_cap: usize,
 }
 
-impl Slice {
-    /// No step limit, the whole memo budget.
-    pub const UNBOUNDED: Slice = Slice {
-        steps: u64::MAX,
-        memo_cap: MEMO_CAP,
-    };
-}
-
 const END: u32 = u32::MAX;
 const NONE: u32 = u32::MAX;
 
@@ -357,7 +349,8 @@ struct Key {
 }
 
 /// Decides whether the operations `spans` (sorted by call), interpreted by
-/// `stepper` from state `init`, can be linearized.
+/// `stepper` from state `init`, can be linearized, in one [`Search`] of at
+/// most `max_steps` steps ([`Found::Paused`] past them).
 ///
 /// Two refinements over the plain walk, neither of which changes the
 /// answer, only the order in which the tree is searched:
@@ -373,9 +366,14 @@ pub(crate) fn search(
     init: u32,
     stepper: &mut impl Stepper,
     deadline: Deadline<'_>,
+    max_steps: u64,
 ) -> (Found, Progress) {
     let mut s = Search::new(spans, init);
-    let found = s.run(stepper, deadline, Slice::UNBOUNDED);
+    let slice = Slice {
+        steps: max_steps,
+        memo_cap: MEMO_CAP,
+    };
+    let found = s.run(stepper, deadline, slice);
     (found, s.progress())
 }
 
@@ -646,13 +644,13 @@ mod tests {
         let spans = [sp(0, 10), sp(1, 2), sp(3, 4)];
         let mut m = Reg(vec![(true, 1), (false, 0), (false, 1)]);
         assert_eq!(
-            search(&spans, 0, &mut m, Deadline::default()).0,
+            search(&spans, 0, &mut m, Deadline::default(), u64::MAX).0,
             Found::Linearizable
         );
         // ... but not new then old.
         let mut m = Reg(vec![(true, 1), (false, 1), (false, 0)]);
         assert_eq!(
-            search(&spans, 0, &mut m, Deadline::default()).0,
+            search(&spans, 0, &mut m, Deadline::default(), u64::MAX).0,
             Found::Illegal
         );
     }
@@ -664,13 +662,13 @@ mod tests {
         let spans = [unknown, sp(1, 2), sp(3, 4)];
         let mut m = Reg(vec![(true, 1), (false, 0), (false, 1)]);
         assert_eq!(
-            search(&spans, 0, &mut m, Deadline::default()).0,
+            search(&spans, 0, &mut m, Deadline::default(), u64::MAX).0,
             Found::Linearizable
         );
         // never taking effect is fine too
         let mut m = Reg(vec![(true, 1), (false, 0), (false, 0)]);
         assert_eq!(
-            search(&spans, 0, &mut m, Deadline::default()).0,
+            search(&spans, 0, &mut m, Deadline::default(), u64::MAX).0,
             Found::Linearizable
         );
     }
@@ -720,12 +718,12 @@ mod tests {
         let spans = [sp(0, 5), sp(5, 6)];
         let mut m = Reg(vec![(true, 1), (false, 0)]);
         assert_eq!(
-            search(&spans, 0, &mut m, Deadline::default()).0,
+            search(&spans, 0, &mut m, Deadline::default(), u64::MAX).0,
             Found::Linearizable
         );
         let spans = [sp(0, 5), sp(6, 7)];
         assert_eq!(
-            search(&spans, 0, &mut m, Deadline::default()).0,
+            search(&spans, 0, &mut m, Deadline::default(), u64::MAX).0,
             Found::Illegal
         );
     }
