@@ -28,7 +28,7 @@ use crate::report;
 /// unreadable input, 3 usage error.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Examples:\n  quorumkv check run.jsonl\n  quorumkv check etcd_000.log --model cas-register --timeout 10s\n  quorumkv check c50-bad.txt --html failure.html"
+    after_help = "Examples:\n  quorumkv check run.jsonl\n  quorumkv check etcd_000.log --model cas-register --timeout 10s\n  quorumkv check c50-bad.txt --html failure.html\n  quorumkv check big.jsonl --all-keys --per-key-timeout 5s --timeout 2m"
 )]
 pub struct Args {
     /// History file; "-" reads standard input.
@@ -97,7 +97,7 @@ impl From<ModelArg> for Model {
 pub enum FormatArg {
     /// quorumkv's JSON lines (see the README).
     Jsonl,
-    /// Jepsen register log (`INFO  jepsen.util - 3 :invoke :cas [1 4]`).
+    /// Jepsen register log (`INFO  jepsen.util - 3 :invoke :cas [1 4]`; tabs or spaces).
     Jepsen,
     /// EDN-like kv maps (`{:process 0, :type :invoke, :f :get, :key "0", :value nil}`).
     EdnKv,

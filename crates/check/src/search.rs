@@ -93,8 +93,7 @@ pub struct Progress {
     /// Configurations (linearized set, state) explored: memo insertions,
     /// counting those forgotten when the memo was cleared.
     pub states: u64,
-    /// Operations linearized at the end (non-zero only for an undecided
-    /// search: a finished one has unwound or placed all).
+    /// Operations linearized when the search stopped.
     pub placed: usize,
     /// Most operations linearized at once.
     pub deepest: usize,

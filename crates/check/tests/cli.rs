@@ -1,6 +1,8 @@
 //! `quorumkv check` end to end, through `cli::run_to`.
 use clap::Parser;
 use quorumkv_check::cli::{run_to, Args};
+use quorumkv_check::gen::hard_appends;
+use quorumkv_check::{Op, Operation, Outcome};
 
 #[derive(Parser)]
 struct Cmd {
@@ -118,26 +120,64 @@ fn unreadable_input_exits_2_with_one_line() {
     assert!(err.contains("No such file"), "{err}");
 }
 
+/// A key whose refutation is exponential (see `gen::hard_appends`), as JSONL.
+fn hard_key_jsonl(extra: &[quorumkv_check::Operation]) -> String {
+    let mut h = hard_appends("k", 20, 0);
+    h.ops.extend_from_slice(extra);
+    let mut out = Vec::new();
+    h.write_jsonl(&mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
 #[test]
-fn timeout_exits_2() {
-    // 20 concurrent appends, then a get of a string no order of them gives:
-    // refuting it means trying the orders, far more than 10 ms of work.
-    let mut lines = String::new();
-    let mut impossible = String::new();
-    for c in 0..20 {
-        lines += &format!("{{\"client\":{c},\"op\":\"append\",\"key\":\"k\",\"value\":\"<{c}>\",\"call\":0,\"ret\":100,\"outcome\":\"ok\"}}\n");
-        impossible += &format!("<{}>", c % 19);
-    }
-    lines += &format!("{{\"client\":99,\"op\":\"get\",\"key\":\"k\",\"call\":200,\"ret\":300,\"outcome\":\"ok\",\"result\":\"{impossible}\"}}\n");
-    let (code, out, _) = run(&[&tmp("slow.jsonl", &lines), "--timeout", "10ms"]);
+fn timeout_exits_2_and_says_how_far() {
+    let (code, out, _) = run(&[
+        &tmp("slow.jsonl", &hard_key_jsonl(&[])),
+        "--timeout",
+        "10ms",
+    ]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("UNKNOWN"), "{out}");
-    assert!(out.contains("key \"k\": unknown (timed out)"), "{out}");
+    let line = out.lines().find(|l| l.starts_with("key \"k\"")).unwrap();
+    assert!(
+        line.contains("unknown (timed out) (21 ops; searched"),
+        "{line}"
+    );
+    assert!(line.contains("operations linearized at once"), "{line}");
+    assert!(line.contains("of 42 events"), "{line}");
+    assert!(line.contains("states explored"), "{line}");
+}
+
+#[test]
+fn per_key_timeout_gives_up_on_one_key_only() {
+    let easy = Operation {
+        client: 99,
+        op: Op::Put {
+            key: "easy".into(),
+            value: "v".into(),
+        },
+        call: 0,
+        ret: Some(10),
+        outcome: Outcome::Ok(None),
+    };
+    let file = tmp("one-slow.jsonl", &hard_key_jsonl(&[easy]));
+    for threads in ["1", "2"] {
+        let args = [&file, "--per-key-timeout", "50ms", "--threads", threads];
+        let (code, out, _) = run(&args);
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains("key \"easy\": linearizable"), "{out}");
+        assert!(out.contains("key \"k\": unknown (timed out)"), "{out}");
+    }
 }
 
 #[test]
 fn usage_errors_exit_3() {
     let code = quorumkv_check::cli::run_from(["check", "--model", "zap", "f"]);
+    assert_eq!(
+        format!("{code:?}"),
+        format!("{:?}", std::process::ExitCode::from(3))
+    );
+    let code = quorumkv_check::cli::run_from(["check", "--threads", "0", "f"]);
     assert_eq!(
         format!("{code:?}"),
         format!("{:?}", std::process::ExitCode::from(3))
