@@ -397,6 +397,13 @@ mod tests {
         }
     }
 
+    fn key_verdicts(rep: &Report) -> Vec<(&str, Verdict)> {
+        rep.keys
+            .iter()
+            .map(|k| (k.key.as_str(), k.verdict))
+            .collect()
+    }
+
     #[test]
     fn stale_read_is_explained_by_the_shortest_prefix() {
         let ops = vec![
@@ -436,13 +443,8 @@ mod tests {
             },
         );
         assert_eq!(rep.verdict, Verdict::NotLinearizable);
-        let verdicts: Vec<_> = rep
-            .keys
-            .iter()
-            .map(|k| (k.key.as_str(), k.verdict))
-            .collect();
         assert_eq!(
-            verdicts,
+            key_verdicts(&rep),
             vec![("", Verdict::Linearizable), ("b", Verdict::NotLinearizable)]
         );
         assert_eq!(rep.violation.unwrap().key, "b");
@@ -471,13 +473,8 @@ mod tests {
             ..Options::default()
         };
         let rep = check_with(&History { ops }, Model::Kv, opts);
-        let verdicts: Vec<_> = rep
-            .keys
-            .iter()
-            .map(|k| (k.key.as_str(), k.verdict))
-            .collect();
         assert_eq!(
-            verdicts,
+            key_verdicts(&rep),
             vec![("", Verdict::Linearizable), ("hard", Verdict::Unknown)]
         );
         assert_eq!(rep.verdict, Verdict::Unknown);
@@ -502,13 +499,8 @@ mod tests {
                 ..Options::default()
             };
             let rep = check_with(&h, Model::Kv, opts);
-            let verdicts: Vec<_> = rep
-                .keys
-                .iter()
-                .map(|k| (k.key.as_str(), k.verdict))
-                .collect();
             assert_eq!(
-                verdicts,
+                key_verdicts(&rep),
                 vec![("", Verdict::NotLinearizable), ("a", Verdict::Skipped)],
                 "{threads} threads"
             );
