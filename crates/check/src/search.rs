@@ -712,6 +712,53 @@ mod tests {
     }
 
     #[test]
+    fn a_search_run_in_tiny_slices_ends_where_one_run_does() {
+        use crate::gen::{mutate_stale_read, RegisterGen, SplitMix64};
+        use crate::model::ValueStepper;
+        let mut refuted = 0;
+        for seed in 0..40 {
+            let g = RegisterGen {
+                seed,
+                ops: 60,
+                clients: 5,
+                values: [None, Some(3)][seed as usize % 2],
+                unknown_ratio: 0.1,
+                ..Default::default()
+            };
+            let mut h = g.history();
+            if seed % 3 == 0 {
+                h = mutate_stale_read(&h, &mut SplitMix64(seed)).unwrap_or(h);
+            }
+            let spans: Vec<Span> = h
+                .ops
+                .iter()
+                .map(|o| Span {
+                    call: o.call,
+                    ret: o.ret,
+                })
+                .collect();
+            let mut m = ValueStepper::new(&h.ops);
+            let (whole, p) = search(&spans, 0, &mut m, Deadline::default(), u64::MAX);
+            let mut sliced = Search::new(&spans, 0);
+            let slice = Slice {
+                steps: 1 + seed % 5,
+                memo_cap: MEMO_CAP,
+            };
+            let mut m = ValueStepper::new(&h.ops);
+            let found = loop {
+                match sliced.run(&mut m, Deadline::default(), slice) {
+                    Found::Paused => continue,
+                    f => break f,
+                }
+            };
+            assert_eq!(found, whole, "seed {seed}");
+            assert_eq!(sliced.progress(), p, "seed {seed}: the very same search");
+            refuted += (found == Found::Illegal) as u32;
+        }
+        assert!(refuted >= 5, "{refuted} refuted: the mutation applies");
+    }
+
+    #[test]
     fn ties_are_concurrent() {
         // w(1) returns at 5, r->0 called at 5: concurrent, so r may go first.
         let spans = [sp(0, 5), sp(5, 6)];
