@@ -9,6 +9,8 @@ pub mod local;
 mod metrics_http;
 pub mod net;
 pub mod resp;
+pub mod resp_commands;
+mod resp_multi;
 mod resp_server;
 pub mod server;
 pub mod storage;
