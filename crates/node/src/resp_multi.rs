@@ -47,7 +47,7 @@ impl Multi {
     /// two writes of one key would land in no defined order, while Redis
     /// applies them in order and keeps the last.
     pub(crate) fn mset(pairs: &[Bytes]) -> Option<Multi> {
-        if pairs.is_empty() || pairs.len() % 2 != 0 {
+        if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
             return None;
         }
         let mut reqs: Vec<Request> = Vec::with_capacity(pairs.len() / 2);

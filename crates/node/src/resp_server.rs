@@ -63,7 +63,10 @@ async fn serve_resp<P: Protocol + Send + 'static>(
                 continue; // an empty inline line
             }
             let sent = match resp_command(&args, conn) {
-                RespAction::Reply(r) => Ok(drop(rtx.send((seq, r)))),
+                RespAction::Reply(r) => {
+                    let _ = rtx.send((seq, r));
+                    Ok(())
+                }
                 RespAction::Quit => {
                     let _ = rtx.send((seq, Reply::Simple("OK")));
                     break 'conn;
