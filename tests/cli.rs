@@ -243,3 +243,26 @@ fn exit_on_stdin_eof_says_why_and_ignores_a_non_pipe() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// What `sim --help` says about `--durability memory` is what a sweep shows:
+/// safe with recovery, caught by the checker without it.
+#[test]
+fn sim_help_on_memory_durability_matches_a_sweep() {
+    let help = qkv(&["sim", "--help"], &[], b"");
+    let text = String::from_utf8_lossy(&help.stdout).replace(char::is_whitespace, " ");
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("recovers from f+1 live peers"), "{text}");
+    assert!(text.contains("abd-no-recovery"), "{text}");
+    let sweep = qkv(
+        &["sim", "--durability", "memory", "--seeds", "0..40", "--no-progress"],
+        &[],
+        b"",
+    );
+    assert!(sweep.status.success(), "memory durability sweep fails: {sweep:?}");
+    let bug = [
+        "sim", "--durability", "memory", "--faults", "crash", "--inject-bug", "abd-no-recovery",
+        "--seeds", "0..200", "--expect-failure", "--max-failures", "1", "--no-progress",
+    ];
+    let caught = qkv(&bug, &[], b"");
+    assert!(caught.status.success(), "no seed failed without recovery: {caught:?}");
+}

@@ -57,10 +57,11 @@ pub struct Args {
     /// replicas that were slow to answer), falling back to all after 5 ms.
     #[arg(long)]
     thrifty: bool,
-    /// This replica restarted and lost its state (memory durability): do
-    /// not answer reads until it has merged the data of enough live peers
-    /// that no acknowledged write can be missing. Use it for every restart
-    /// of a replica that was part of a running cluster.
+    /// This replica restarted and lost its state (memory durability): answer
+    /// no ABD query (the first phase of every read and write) until it has
+    /// merged the data of f+1 live peers, so that no acknowledged write can
+    /// be missing. Use it for every restart of a replica that was part of a
+    /// running cluster.
     #[arg(long)]
     recover: bool,
     /// Exit when standard input, a pipe from the parent, closes (`quorumkv
