@@ -254,15 +254,39 @@ fn sim_help_on_memory_durability_matches_a_sweep() {
     assert!(text.contains("recovers from f+1 live peers"), "{text}");
     assert!(text.contains("abd-no-recovery"), "{text}");
     let sweep = qkv(
-        &["sim", "--durability", "memory", "--seeds", "0..40", "--no-progress"],
+        &[
+            "sim",
+            "--durability",
+            "memory",
+            "--seeds",
+            "0..40",
+            "--no-progress",
+        ],
         &[],
         b"",
     );
-    assert!(sweep.status.success(), "memory durability sweep fails: {sweep:?}");
+    assert!(
+        sweep.status.success(),
+        "memory durability sweep fails: {sweep:?}"
+    );
     let bug = [
-        "sim", "--durability", "memory", "--faults", "crash", "--inject-bug", "abd-no-recovery",
-        "--seeds", "0..200", "--expect-failure", "--max-failures", "1", "--no-progress",
+        "sim",
+        "--durability",
+        "memory",
+        "--faults",
+        "crash",
+        "--inject-bug",
+        "abd-no-recovery",
+        "--seeds",
+        "0..200",
+        "--expect-failure",
+        "--max-failures",
+        "1",
+        "--no-progress",
     ];
     let caught = qkv(&bug, &[], b"");
-    assert!(caught.status.success(), "no seed failed without recovery: {caught:?}");
+    assert!(
+        caught.status.success(),
+        "no seed failed without recovery: {caught:?}"
+    );
 }

@@ -34,6 +34,7 @@ pub struct Target {
 /// quorum, unreachable).
 #[derive(ClapArgs, Debug)]
 pub struct GetArgs {
+    /// The key (any bytes).
     key: OsString,
     /// Print the value's bytes exactly, without the newline (binary values).
     #[arg(long)]
@@ -49,6 +50,7 @@ pub struct GetArgs {
 /// a lone `-`, pipe it: `printf %s - | quorumkv put KEY -`.)
 #[derive(ClapArgs, Debug)]
 pub struct PutArgs {
+    /// The key (any bytes).
     key: OsString,
     /// The value, or `-` for standard input.
     #[arg(required_unless_present = "file")]
@@ -63,6 +65,7 @@ pub struct PutArgs {
 /// Delete a key (succeeds whether or not the key had a value).
 #[derive(ClapArgs, Debug)]
 pub struct DelArgs {
+    /// The key (any bytes).
     key: OsString,
     #[command(flatten)]
     target: Target,
