@@ -132,7 +132,7 @@ pub const COMMANDS: &[Spec] = &[
         flags: &["loading", "stale"],
         keys: NO_KEYS,
         group: "server",
-        summary: "Replica id, protocol, peers up/down, counters; sections server, replication, stats.",
+        summary: "Replica id, protocol, peers up/down, counters; sections server, replication, stats (several may be named).",
         args: &[opt("section", "string")],
     },
     Spec {

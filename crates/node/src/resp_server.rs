@@ -80,10 +80,10 @@ async fn serve_resp<P: Protocol + Send + 'static>(
                     tx.send(Input::Client { req, reply }).await.map_err(drop)
                 }
                 RespAction::Multi(m) => m.start(&tx, rtx.clone(), seq).await,
-                RespAction::Info(section) => {
+                RespAction::Info(sections) => {
                     let (otx, orx) = oneshot::channel();
                     let sent = tx.send(Input::Info { reply: otx }).await.map_err(drop);
-                    spawn_info_reply(orx, rtx.clone(), seq, section, opts);
+                    spawn_info_reply(orx, rtx.clone(), seq, sections, opts);
                     sent
                 }
             };
@@ -112,13 +112,13 @@ fn spawn_info_reply(
     orx: oneshot::Receiver<String>,
     rtx: RespTx,
     seq: u64,
-    section: Option<String>,
+    sections: Vec<String>,
     opts: &ServerOptions,
 ) {
     let fields = redis_server_fields(opts);
     tokio::spawn(async move {
         let text = orx.await.unwrap_or_default();
-        let text = compose_info(&text, &fields, section.as_deref());
+        let text = compose_info(&text, &fields, &sections);
         let _ = rtx.send((seq, Reply::Bulk(Some(Bytes::from(text)))));
     });
 }
@@ -176,7 +176,7 @@ enum RespAction {
     Reply(Reply),
     Store(Request, RespKind),
     Multi(Multi),
-    Info(Option<String>),
+    Info(Vec<String>),
     Quit,
 }
 
@@ -238,8 +238,9 @@ fn known_command(name: &str, args: &[Bytes], conn: u64) -> RespAction {
         "ping" if args.len() == 1 => RespAction::Reply(Reply::Simple("PONG")),
         "ping" | "echo" => RespAction::Reply(Reply::Bulk(Some(args[1].clone()))),
         "info" => RespAction::Info(
-            args.get(1)
-                .map(|s| String::from_utf8_lossy(s).to_lowercase()),
+            (args[1..].iter())
+                .map(|s| String::from_utf8_lossy(s).to_lowercase())
+                .collect(),
         ),
         "quit" => RespAction::Quit,
         "select" if &args[1][..] == b"0" => RespAction::Reply(Reply::Simple("OK")),
@@ -329,16 +330,15 @@ fn run_id() -> &'static str {
 /// Turn the driver's INFO text into the reply: the Redis server fields added
 /// to its `# Server` section, and only the sections asked for
 /// (`all`, `everything`, `default` or none = every section).
-fn compose_info(driver_text: &str, redis_fields: &str, section: Option<&str>) -> String {
+fn compose_info(driver_text: &str, redis_fields: &str, sections: &[String]) -> String {
+    let every = sections.is_empty()
+        || (sections.iter()).any(|s| matches!(s.as_str(), "all" | "everything" | "default"));
     let mut out = String::new();
     let mut keep = true;
     for line in driver_text.split_inclusive("\r\n") {
         if let Some(title) = line.strip_prefix("# ") {
             let title = title.trim_end().to_ascii_lowercase();
-            keep = match section {
-                None | Some("all" | "everything" | "default") => true,
-                Some(s) => s == title,
-            };
+            keep = every || sections.contains(&title);
             if keep {
                 out.push_str(line);
                 if title == "server" {
@@ -415,7 +415,7 @@ mod tests {
             RespAction::Multi(_)
         ));
         assert!(matches!(run(&["EXISTS", "a", "a"]), RespAction::Multi(_)));
-        assert!(matches!(run(&["info", "server"]), RespAction::Info(Some(s)) if s == "server"));
+        assert!(matches!(run(&["info", "Server"]), RespAction::Info(s) if s == ["server"]));
     }
 
     #[test]
@@ -435,19 +435,21 @@ mod tests {
         let fields = redis_server_fields(&opts);
         assert!(fields.contains("redis_version:7.0.0\r\n"), "{fields}");
         assert!(fields.contains("tcp_port:7102\r\n"), "{fields}");
-        let up = compose_info("# Server\r\nuptime_in_seconds:90000\r\n", "", None);
+        let up = compose_info("# Server\r\nuptime_in_seconds:90000\r\n", "", &[]);
         assert!(
             up.ends_with("uptime_in_seconds:90000\r\nuptime_in_days:1\r\n"),
             "{up}"
         );
         let text = "# Server\r\nprotocol:abd\r\n# Replication\r\npeer_1:up\r\n# Stats\r\nx:1\r\n";
-        let all = compose_info(text, "redis_version:7\r\n", None);
+        let all = compose_info(text, "redis_version:7\r\n", &[]);
         assert_eq!(
             all,
             "# Server\r\nredis_version:7\r\nprotocol:abd\r\n# Replication\r\npeer_1:up\r\n# Stats\r\nx:1\r\n"
         );
-        let repl = compose_info(text, "redis_version:7\r\n", Some("replication"));
+        let repl = compose_info(text, "redis_version:7\r\n", &["replication".into()]);
         assert_eq!(repl, "# Replication\r\npeer_1:up\r\n");
-        assert_eq!(compose_info(text, "", Some("keyspace")), "");
+        let two = compose_info(text, "", &["stats".into(), "replication".into()]);
+        assert_eq!(two, "# Replication\r\npeer_1:up\r\n# Stats\r\nx:1\r\n");
+        assert_eq!(compose_info(text, "", &["keyspace".into()]), "");
     }
 }
