@@ -133,7 +133,10 @@ pub const COMMANDS: &[Spec] = &[
         keys: NO_KEYS,
         group: "server",
         summary: "Replica id, protocol, peers up/down, counters; sections server, replication, stats (several may be named).",
-        args: &[opt("section", "string")],
+        args: &[Arg {
+            multiple: true,
+            ..opt("section", "string")
+        }],
     },
     Spec {
         name: "hello",
