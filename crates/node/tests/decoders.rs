@@ -1,7 +1,7 @@
 //! Property test over arbitrary bytes for both decoders (the checks live in
 //! `quorumkv_node::decoder_check`, shared with the cargo-fuzz targets).
 //!
-//! CI runs a few thousand cases per shape in seconds. For a long run set
+//! CI runs 2 000 cases per shape, a few seconds in a debug build. For a long run set
 //! `QUORUMKV_FUZZ_CASES`, e.g. `QUORUMKV_FUZZ_CASES=2500000 cargo test
 //! --release -p quorumkv-node --test decoders` (four properties: 10 M inputs).
 
@@ -12,7 +12,7 @@ fn cases() -> u32 {
     std::env::var("QUORUMKV_FUZZ_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(4000)
+        .unwrap_or(2000)
 }
 
 fn config() -> ProptestConfig {
