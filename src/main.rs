@@ -29,6 +29,7 @@ enum Cmd {
     Get(cmd::kv::GetArgs),
     Put(cmd::kv::PutArgs),
     Del(cmd::kv::DelArgs),
+    Endpoints(cmd::endpoints::Args),
     /// Measure protocols (and etcd / Redis) on the same workload.
     Bench(Box<quorumkv_bench::cli::Args>),
     /// Decide whether a recorded history is linearizable.
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
         Cmd::Get(a) => cmd::kv::get(a),
         Cmd::Put(a) => cmd::kv::put(a),
         Cmd::Del(a) => cmd::kv::del(a),
+        Cmd::Endpoints(a) => cmd::endpoints::run(a),
         Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),

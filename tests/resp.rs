@@ -34,8 +34,10 @@ async fn redis_cli_works_against_every_replica() {
         info.contains("peer_1:up") && info.contains("peer_3:up"),
         "{info}"
     );
-    let err = cli(ports[0], &["FLUSHALL"]);
+    let err = cli(ports[0], &["LPUSH", "l", "x"]);
     assert!(err.contains("unknown command"), "{err}");
+    let err = cli(ports[0], &["FLUSHALL"]);
+    assert!(err.contains("not supported"), "{err}");
     let err = cli(ports[0], &["GET"]);
     assert!(err.contains("wrong number of arguments"), "{err}");
     // Pipelined commands come back in order.
@@ -52,6 +54,59 @@ async fn redis_cli_works_against_every_replica() {
         .map(str::to_string)
         .collect();
     assert_eq!(lines, vec!["OK", "OK", "1", "2", "PONG"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_common_tools_send() {
+    if !require_tool("redis-cli") {
+        return;
+    }
+    let cluster = start_cluster(3).await;
+    let p: Vec<u16> = cluster.endpoints().iter().map(|e| e.resp.port()).collect();
+    // HELLO 2: the RESP2 server description; HELLO 3 is refused.
+    let hello = cli(p[0], &["HELLO", "2"]);
+    assert!(
+        hello.contains("proto\n2") && hello.contains("version\n7.0.0"),
+        "{hello}"
+    );
+    assert!(cli(p[0], &["HELLO", "3"]).contains("NOPROTO"));
+    // MSET through one replica, MGET / EXISTS through others.
+    assert_eq!(
+        cli(p[0], &["MSET", "k1", "v1", "k2", "v2", "k1", "last"]),
+        "OK"
+    );
+    assert_eq!(cli(p[1], &["MGET", "k1", "missing", "k2"]), "last\n\nv2");
+    assert_eq!(cli(p[2], &["EXISTS", "k1", "missing", "k2", "k2"]), "3");
+    assert_eq!(cli(p[2], &["EXISTS", "missing"]), "0");
+    assert!(cli(p[0], &["MSET", "k1"]).contains("wrong number of arguments"));
+    // DBSIZE is refused with the reason, not answered dishonestly.
+    let dbsize = cli(p[0], &["DBSIZE"]);
+    assert!(dbsize.contains("DBSIZE is not supported"), "{dbsize}");
+    // COMMAND lists what is dispatched; DOCS describes it for hints.
+    let count: usize = cli(p[0], &["COMMAND", "COUNT"]).parse().unwrap();
+    assert!(count >= 15, "{count}");
+    let docs = cli(p[0], &["COMMAND", "DOCS", "mget"]);
+    assert!(
+        docs.starts_with("mget\nsummary\n") && docs.contains("arguments"),
+        "{docs}"
+    );
+    let info = cli(p[0], &["COMMAND", "INFO", "get"]);
+    assert!(info.starts_with("get\n2\n"), "{info}");
+    // INFO server carries the fields tools parse; a section filters.
+    let server = cli(p[1], &["INFO", "server"]);
+    for field in [
+        "redis_version:7.0.0",
+        "redis_mode:standalone",
+        "tcp_port:",
+        "uptime_in_days:",
+        "replica_id:2",
+    ] {
+        assert!(server.contains(field), "{field} missing in {server}");
+    }
+    assert!(
+        !server.contains("peer_1"),
+        "only the server section: {server}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

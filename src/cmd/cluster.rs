@@ -13,6 +13,12 @@ use std::process::ExitCode;
 /// dies.
 ///
 /// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base).
+/// The client commands find a cluster on the default ports by themselves;
+/// for another --port-base, run the `export QUORUMKV_ENDPOINTS=...` line it
+/// prints, or give them `--cluster` with the cluster file it prints.
+///
+/// Replica logs go to this process's stderr, each line starting with
+/// `replica N`; $QUORUMKV_LOG filters them (e.g. QUORUMKV_LOG=debug).
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -31,7 +37,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    super::init_logging("warn");
+    super::init_logging("warn", Some("cluster".into()));
     let binary = match std::env::current_exe() {
         Ok(b) => b,
         Err(e) => return super::fail(format!("cannot find my own executable: {e}")),
@@ -60,7 +66,10 @@ pub fn run(a: Args) -> ExitCode {
         }
         let eps: Vec<String> = cluster.endpoints().iter().map(|e| e.native.to_string()).collect();
         let first = cluster.endpoints()[0];
-        println!("try:  quorumkv put hello world --endpoints {}   |   redis-cli -p {} GET hello", eps.join(","), first.resp.port());
+        println!("cluster file: {} (removed when the cluster stops)", cluster.dir().join("cluster.toml").display());
+        println!("export QUORUMKV_ENDPOINTS={}", eps.join(","));
+        println!("try:  quorumkv put hello world   |   quorumkv endpoints status   |   redis-cli -p {} GET hello", first.resp.port());
+        println!("      (with the endpoints above: export them, or --endpoints, or --cluster FILE)");
         println!("ready {}", eps.join(","));
         let stop = super::server::shutdown_signal(false);
         tokio::pin!(stop);

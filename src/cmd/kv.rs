@@ -1,24 +1,21 @@
 //! `quorumkv get | put | del`: one operation against a cluster.
 
+use super::target::Endpoints;
 use clap::Args as ClapArgs;
 use quorumkv_node::client::{Client, ClientConfig, ClientError, ClientMode};
+use quorumkv_node::codec::DEFAULT_MAX_FRAME;
 use quorumkv_node::config::parse_duration;
-use std::io::Write;
-use std::net::SocketAddr;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(ClapArgs, Debug)]
 pub struct Target {
-    /// Native endpoints of the replicas, comma separated (default: `quorumkv cluster`'s).
-    #[arg(
-        long,
-        short = 'e',
-        env = "QUORUMKV_ENDPOINTS",
-        value_delimiter = ',',
-        default_value = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
-    )]
-    endpoints: Vec<SocketAddr>,
+    #[command(flatten)]
+    endpoints: Endpoints,
     /// direct: this client coordinates the quorum itself; proxy: a server does.
     #[arg(long, default_value = "direct")]
     mode: ClientMode,
@@ -32,28 +29,44 @@ pub struct Target {
 
 /// Read a key.
 ///
-/// Prints the value of KEY and exits 0; prints `(nil)` on stderr and exits 1
-/// when the key has no value; exits 2 on errors (no quorum, unreachable).
+/// Prints the value of KEY and a newline and exits 0; prints `(nil)` on
+/// stderr and exits 1 when the key has no value; exits 2 on errors (no
+/// quorum, unreachable).
 #[derive(ClapArgs, Debug)]
 pub struct GetArgs {
-    key: String,
+    /// The key (any bytes).
+    key: OsString,
+    /// Print the value's bytes exactly, without the newline (binary values).
+    #[arg(long)]
+    raw: bool,
     #[command(flatten)]
     target: Target,
 }
 
 /// Write a key: set KEY to VALUE.
+///
+/// VALUE is taken as given (any bytes), `-` reads it from standard input,
+/// and `--file FILE` from a file; both keep binary data exactly. (To store
+/// a lone `-`, pipe it: `printf %s - | quorumkv put KEY -`.)
 #[derive(ClapArgs, Debug)]
 pub struct PutArgs {
-    key: String,
-    value: String,
+    /// The key (any bytes).
+    key: OsString,
+    /// The value, or `-` for standard input.
+    #[arg(required_unless_present = "file")]
+    value: Option<OsString>,
+    /// Read the value from FILE.
+    #[arg(long, short = 'f', value_name = "FILE", conflicts_with = "value")]
+    file: Option<PathBuf>,
     #[command(flatten)]
     target: Target,
 }
 
-/// Delete a key.
+/// Delete a key (succeeds whether or not the key had a value).
 #[derive(ClapArgs, Debug)]
 pub struct DelArgs {
-    key: String,
+    /// The key (any bytes).
+    key: OsString,
     #[command(flatten)]
     target: Target,
 }
@@ -63,6 +76,13 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = Result<ExitCode, ClientError>>,
 {
+    let endpoints = match t.endpoints.resolve() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("quorumkv: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -74,7 +94,7 @@ where
             thrifty: t.thrifty,
             ..Default::default()
         };
-        let client = match Client::connect(t.endpoints, cfg).await {
+        let client = match Client::connect(endpoints, cfg).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("quorumkv: {e}");
@@ -92,12 +112,16 @@ where
 }
 
 pub fn get(a: GetArgs) -> ExitCode {
+    let raw = a.raw;
     with_client(a.target, |c| async move {
-        match c.get(a.key).await? {
+        match c.get(a.key.into_vec()).await? {
             Some(v) => {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(&v);
-                let _ = out.write_all(b"\n");
+                if !raw {
+                    let _ = out.write_all(b"\n");
+                }
+                let _ = out.flush();
                 Ok(ExitCode::SUCCESS)
             }
             None => {
@@ -108,9 +132,43 @@ pub fn get(a: GetArgs) -> ExitCode {
     })
 }
 
+/// The value of a put: the argument, standard input (`-`) or a file.
+fn read_value(value: Option<OsString>, file: Option<PathBuf>) -> Result<Vec<u8>, String> {
+    let bytes = match (value, file) {
+        (_, Some(path)) => std::fs::read(&path)
+            .map_err(|e| format!("cannot read value file {}: {e}", path.display()))?,
+        (Some(v), None) if v == "-" => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .lock()
+                .read_to_end(&mut buf)
+                .map_err(|e| format!("cannot read the value from standard input: {e}"))?;
+            buf
+        }
+        (Some(v), None) => v.into_vec(),
+        (None, None) => return Err("give VALUE, - (standard input) or --file FILE".into()),
+    };
+    // Leave room for the key and the frame's other fields.
+    let max = DEFAULT_MAX_FRAME - 64 * 1024;
+    if bytes.len() > max {
+        return Err(format!(
+            "value of {} bytes exceeds the limit of {max} bytes (frames are at most {DEFAULT_MAX_FRAME})",
+            bytes.len()
+        ));
+    }
+    Ok(bytes)
+}
+
 pub fn put(a: PutArgs) -> ExitCode {
+    let value = match read_value(a.value, a.file) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("quorumkv: {e}");
+            return ExitCode::from(2);
+        }
+    };
     with_client(a.target, |c| async move {
-        c.put(a.key, a.value).await?;
+        c.put(a.key.into_vec(), value).await?;
         println!("OK");
         Ok(ExitCode::SUCCESS)
     })
@@ -118,7 +176,7 @@ pub fn put(a: PutArgs) -> ExitCode {
 
 pub fn del(a: DelArgs) -> ExitCode {
     with_client(a.target, |c| async move {
-        c.delete(a.key).await?;
+        c.delete(a.key.into_vec()).await?;
         println!("OK");
         Ok(ExitCode::SUCCESS)
     })

@@ -1,6 +1,8 @@
 pub mod cluster;
+pub mod endpoints;
 pub mod kv;
 pub mod server;
+pub mod target;
 
 /// Print one clear line and return the failure exit code.
 pub fn fail(msg: impl std::fmt::Display) -> std::process::ExitCode {
@@ -8,12 +10,50 @@ pub fn fail(msg: impl std::fmt::Display) -> std::process::ExitCode {
     std::process::ExitCode::FAILURE
 }
 
-pub fn init_logging(default: &str) {
+/// Log to stderr, filtered by `$QUORUMKV_LOG` (else `default`). Colours
+/// only when stderr is a terminal, so piped and redirected logs stay plain
+/// text. With `who`, every line starts with it (`replica 2`), so the
+/// interleaved logs of `quorumkv cluster`'s replicas say whose they are.
+pub fn init_logging(default: &str, who: Option<String>) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("QUORUMKV_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let format = tracing_subscriber::fmt::format()
+        .with_target(false)
+        .with_ansi(ansi);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
+        .with_ansi(ansi)
+        .event_format(Prefixed {
+            who: who.map(|w| w + " "),
+            inner: format,
+        })
         .try_init();
+}
+
+/// An event format that writes a fixed prefix before each line.
+struct Prefixed<F> {
+    who: Option<String>,
+    inner: F,
+}
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for Prefixed<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        if let Some(who) = &self.who {
+            writer.write_str(who)?;
+        }
+        self.inner.format_event(ctx, writer, event)
+    }
 }

@@ -57,14 +57,18 @@ pub struct Args {
     /// replicas that were slow to answer), falling back to all after 5 ms.
     #[arg(long)]
     thrifty: bool,
-    /// This replica restarted and lost its state (memory durability): do
-    /// not answer reads until it has merged the data of enough live peers
-    /// that no acknowledged write can be missing. Use it for every restart
-    /// of a replica that was part of a running cluster.
+    /// This replica restarted and lost its state (memory durability): answer
+    /// no ABD query (the first phase of every read and write) until it has
+    /// merged the data of f+1 live peers, so that no acknowledged write can
+    /// be missing. Use it for every restart of a replica that was part of a
+    /// running cluster.
     #[arg(long)]
     recover: bool,
-    /// Exit when standard input closes (used by `quorumkv cluster` so replicas never outlive it).
-    #[arg(long, hide = true)]
+    /// Exit when standard input, a pipe from the parent, closes (`quorumkv
+    /// cluster` uses it so that replicas never outlive it, even after a
+    /// SIGKILL). Says so on stderr when it exits; ignored, with a warning,
+    /// when standard input is not a pipe.
+    #[arg(long)]
     exit_on_stdin_eof: bool,
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
@@ -112,7 +116,7 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    super::init_logging("info");
+    super::init_logging("info", Some(format!("replica {}", a.id)));
     let cluster = match cluster_from_args(&a) {
         Ok(c) => c,
         Err(e) => return super::fail(format!("{e:#}")),
@@ -161,16 +165,19 @@ pub async fn shutdown_signal(watch_stdin: bool) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let stdin_closed = async {
-        if watch_stdin {
-            use tokio::io::AsyncReadExt;
-            let mut stdin = tokio::io::stdin();
-            let mut buf = [0u8; 64];
-            while let Ok(n) = stdin.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-            }
+        if watch_stdin && stdin_is_pipe() {
+            let why = wait_stdin_closed().await;
+            eprintln!(
+                "quorumkv: {why}: exiting because of --exit-on-stdin-eof (`quorumkv cluster` starts \
+                 replicas with it so that they never outlive it; start a replica without it to keep it running)"
+            );
         } else {
+            if watch_stdin {
+                eprintln!(
+                    "quorumkv: ignoring --exit-on-stdin-eof: standard input is not a pipe (the flag is \
+                     for replicas that `quorumkv cluster` starts); stop this replica with Ctrl-C or SIGTERM"
+                );
+            }
             std::future::pending::<()>().await;
         }
     };
@@ -178,5 +185,27 @@ pub async fn shutdown_signal(watch_stdin: bool) {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
         _ = stdin_closed => {}
+    }
+}
+
+/// Only a pipe from a parent process says anything when it closes; a
+/// terminal, /dev/null (`nohup`, `&` in scripts) or a file would make a
+/// replica started by hand, e.g. a command line copied from `ps`, exit at once.
+fn stdin_is_pipe() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata("/dev/stdin").is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// Read standard input until it closes; returns why it ended.
+async fn wait_stdin_closed() -> String {
+    use tokio::io::AsyncReadExt;
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    loop {
+        match stdin.read(&mut buf).await {
+            Ok(0) => return "standard input closed (the parent process is gone)".into(),
+            Ok(_) => {}
+            Err(e) => return format!("standard input failed: {e}"),
+        }
     }
 }

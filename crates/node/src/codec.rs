@@ -48,6 +48,10 @@ pub enum Frame<M> {
     Error {
         message: String,
     },
+    /// "Who are you and how are you?" (`quorumkv endpoints status`); needs no hello.
+    StatusRequest,
+    /// The answer to `StatusRequest`.
+    Status(crate::status::NodeStatus),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

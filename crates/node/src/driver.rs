@@ -99,6 +99,10 @@ pub enum Input<M> {
     Metrics {
         reply: oneshot::Sender<String>,
     },
+    /// Ask for the replica's status (`quorumkv endpoints status`).
+    Status {
+        reply: oneshot::Sender<crate::status::NodeStatus>,
+    },
 }
 
 /// Collects the inputs a connection's reader decoded from one read and hands
@@ -311,6 +315,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             Input::Batch(_) => unreachable!("unpacked above"),
             Input::Info { reply } => drop(reply.send(self.info_text())),
             Input::Metrics { reply } => drop(reply.send(self.metrics_text())),
+            Input::Status { reply } => drop(reply.send(self.node_status())),
         }
         self.execute(&mut out);
         self.out = out;
@@ -479,6 +484,25 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             metric(name, kind, help, "", v);
         }
         s
+    }
+
+    fn node_status(&self) -> crate::status::NodeStatus {
+        let me = self.info.id;
+        let peers_up = (self.info.members.iter().copied())
+            .filter(|&m| m != me && self.links.contains_key(&Peer::Node(m)))
+            .collect();
+        // The core's one-line status marks a replica still catching up.
+        let recovering = self.core.status().contains("RECOVERING");
+        crate::status::NodeStatus {
+            id: me,
+            protocol: self.info.protocol.clone(),
+            role: if recovering { "recovering" } else { "replica" }.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            members: self.info.members.clone(),
+            peers_up,
+            durability: self.storage.mode().to_string(),
+            uptime_secs: self.start.elapsed().as_secs(),
+        }
     }
 
     fn info_text(&self) -> String {

@@ -4,11 +4,14 @@
 
 use crate::driver::{Input, ReplyTo, RespKind, RespTx};
 use crate::resp::{parse_command, Reply};
+use crate::resp_commands;
+use crate::resp_multi::Multi;
 use crate::server::{accept_limited, ServerOptions};
 use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::Protocol;
 use quorumkv_core::Request;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -45,6 +48,7 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     let writer = tokio::spawn(resp_writer(wr, rrx));
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut seq = 0u64;
+    let conn = RESP_CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
     'conn: loop {
         loop {
             let args = match parse_command(&mut buf) {
@@ -58,8 +62,11 @@ async fn serve_resp<P: Protocol + Send + 'static>(
             if args.is_empty() {
                 continue; // an empty inline line
             }
-            match resp_command(&args, opts) {
-                RespAction::Reply(r) => drop(rtx.send((seq, r))),
+            let sent = match resp_command(&args, conn) {
+                RespAction::Reply(r) => {
+                    let _ = rtx.send((seq, r));
+                    Ok(())
+                }
                 RespAction::Quit => {
                     let _ = rtx.send((seq, Reply::Simple("OK")));
                     break 'conn;
@@ -70,17 +77,18 @@ async fn serve_resp<P: Protocol + Send + 'static>(
                         seq,
                         kind,
                     };
-                    if tx.send(Input::Client { req, reply }).await.is_err() {
-                        break 'conn;
-                    }
+                    tx.send(Input::Client { req, reply }).await.map_err(drop)
                 }
-                RespAction::Info => {
+                RespAction::Multi(m) => m.start(&tx, rtx.clone(), seq).await,
+                RespAction::Info(sections) => {
                     let (otx, orx) = oneshot::channel();
-                    if tx.send(Input::Info { reply: otx }).await.is_err() {
-                        break 'conn;
-                    }
-                    spawn_info_reply(orx, rtx.clone(), seq);
+                    let sent = tx.send(Input::Info { reply: otx }).await.map_err(drop);
+                    spawn_info_reply(orx, rtx.clone(), seq, sections, opts);
+                    sent
                 }
+            };
+            if sent.is_err() {
+                break 'conn; // the driver is gone: shutting down
             }
             seq += 1;
             if rtx.is_closed() {
@@ -100,9 +108,17 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     let _ = writer.await;
 }
 
-fn spawn_info_reply(orx: oneshot::Receiver<String>, rtx: RespTx, seq: u64) {
+fn spawn_info_reply(
+    orx: oneshot::Receiver<String>,
+    rtx: RespTx,
+    seq: u64,
+    sections: Vec<String>,
+    opts: &ServerOptions,
+) {
+    let fields = redis_server_fields(opts);
     tokio::spawn(async move {
         let text = orx.await.unwrap_or_default();
+        let text = compose_info(&text, &fields, &sections);
         let _ = rtx.send((seq, Reply::Bulk(Some(Bytes::from(text)))));
     });
 }
@@ -148,10 +164,19 @@ fn config_get(name: &Bytes) -> Reply {
     ])
 }
 
+/// The Redis version whose RESP2 commands we follow for the subset we
+/// support, reported as `redis_version` so tools that gate features on it
+/// (redis-cli's hints, client libraries) treat us as a Redis 7 server.
+pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
+
+/// RESP connections accepted since start (the `id` HELLO reports).
+static RESP_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+
 enum RespAction {
     Reply(Reply),
     Store(Request, RespKind),
-    Info,
+    Multi(Multi),
+    Info(Vec<String>),
     Quit,
 }
 
@@ -161,58 +186,270 @@ fn wrong_args(cmd: &str) -> RespAction {
     )))
 }
 
+fn error(msg: impl Into<String>) -> RespAction {
+    RespAction::Reply(Reply::Error(msg.into()))
+}
+
 /// Decide what one RESP command does. Store commands go to the core; the
 /// rest are answered here.
-fn resp_command(args: &[Bytes], opts: &ServerOptions) -> RespAction {
+fn resp_command(args: &[Bytes], conn: u64) -> RespAction {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    let argc = args.len();
+    let Some(spec) = resp_commands::find(&name) else {
+        let shown: String = String::from_utf8_lossy(&args[0]).chars().take(64).collect();
+        return RespAction::Reply(resp_commands::unknown(&shown));
+    };
+    let argc = args.len() as i64;
+    let arity_ok = if spec.arity >= 0 {
+        argc == spec.arity
+    } else {
+        argc >= -spec.arity
+    };
     match name.as_str() {
-        "get" if argc == 2 => RespAction::Store(
-            Request::Get {
-                key: args[1].clone(),
-            },
-            RespKind::Get,
-        ),
-        "set" if argc == 3 => RespAction::Store(
+        "set" if argc > 3 => {
+            error("ERR syntax error: quorumkv supports SET key value without options")
+        }
+        "del" if argc > 2 => {
+            error("ERR quorumkv deletes one key per DEL (its reply could not say how many existed)")
+        }
+        _ if !arity_ok => wrong_args(&name),
+        _ => known_command(&name, args, conn),
+    }
+}
+
+/// A supported command with the right number of arguments.
+fn known_command(name: &str, args: &[Bytes], conn: u64) -> RespAction {
+    let key = || args[1].clone();
+    match name {
+        "get" => RespAction::Store(Request::Get { key: key() }, RespKind::Get),
+        "set" => RespAction::Store(
             Request::Put {
-                key: args[1].clone(),
+                key: key(),
                 value: args[2].clone(),
             },
             RespKind::Set,
         ),
-        "set" if argc > 3 => RespAction::Reply(Reply::Error(
-            "ERR syntax error: quorumkv supports SET key value without options".into(),
-        )),
-        "del" if argc == 2 => RespAction::Store(
-            Request::Delete {
-                key: args[1].clone(),
-            },
-            RespKind::Del,
+        "del" => RespAction::Store(Request::Delete { key: key() }, RespKind::Del),
+        "exists" => RespAction::Multi(Multi::exists(&args[1..])),
+        "mget" => RespAction::Multi(Multi::mget(&args[1..])),
+        "mset" => match Multi::mset(&args[1..]) {
+            Some(m) => RespAction::Multi(m),
+            None => wrong_args("mset"),
+        },
+        "ping" if args.len() == 1 => RespAction::Reply(Reply::Simple("PONG")),
+        "ping" | "echo" => RespAction::Reply(Reply::Bulk(Some(args[1].clone()))),
+        "info" => RespAction::Info(
+            (args[1..].iter())
+                .map(|s| String::from_utf8_lossy(s).to_lowercase())
+                .collect(),
         ),
-        "del" if argc > 2 => {
-            RespAction::Reply(Reply::Error("ERR quorumkv deletes one key per DEL".into()))
-        }
-        "ping" if argc == 1 => RespAction::Reply(Reply::Simple("PONG")),
-        "ping" if argc == 2 => RespAction::Reply(Reply::Bulk(Some(args[1].clone()))),
-        "echo" if argc == 2 => RespAction::Reply(Reply::Bulk(Some(args[1].clone()))),
-        "info" => RespAction::Info,
         "quit" => RespAction::Quit,
-        "select" if argc == 2 && &args[1][..] == b"0" => RespAction::Reply(Reply::Simple("OK")),
-        // Clients probe these on connect (redis-cli: COMMAND DOCS;
-        // redis-benchmark: CONFIG GET save/appendonly).
-        "command" => RespAction::Reply(Reply::Array(vec![])),
-        "config" if argc == 3 && args[1].eq_ignore_ascii_case(b"get") => {
+        "select" if &args[1][..] == b"0" => RespAction::Reply(Reply::Simple("OK")),
+        "select" => error("ERR DB index is out of range (quorumkv has one keyspace, 0)"),
+        "command" => RespAction::Reply(resp_commands::command_reply(&args[1..])),
+        "config" if args.len() == 3 && args[1].eq_ignore_ascii_case(b"get") => {
             RespAction::Reply(config_get(&args[2]))
         }
-        "client" => RespAction::Reply(Reply::Simple("OK")),
-        "hello" => RespAction::Reply(Reply::Error("NOPROTO quorumkv speaks RESP2 only".into())),
-        "get" | "set" | "del" | "ping" | "echo" | "select" => wrong_args(&name),
-        _ => {
-            let _ = opts;
-            let shown: String = String::from_utf8_lossy(&args[0]).chars().take(64).collect();
-            RespAction::Reply(Reply::Error(format!(
-                "ERR unknown command '{shown}' (quorumkv supports GET, SET, DEL, PING, ECHO, INFO, QUIT)"
-            )))
+        "config" => error("ERR quorumkv supports CONFIG GET save|appendonly only"),
+        "client" => client_command(&args[1..]),
+        "hello" => hello(&args[1..], conn),
+        _ => unreachable!("every command in resp_commands::COMMANDS is dispatched"),
+    }
+}
+
+fn client_command(args: &[Bytes]) -> RespAction {
+    match &args[0].to_ascii_lowercase()[..] {
+        b"setname" | b"setinfo" => RespAction::Reply(Reply::Simple("OK")),
+        b"getname" => RespAction::Reply(Reply::Bulk(None)),
+        _ => error("ERR quorumkv supports CLIENT SETNAME, SETINFO and GETNAME only"),
+    }
+}
+
+/// `HELLO [protover [SETNAME name]]`: we speak RESP2 only, so version 2 (or
+/// none) gets the RESP2 server description and anything else NOPROTO.
+fn hello(args: &[Bytes], conn: u64) -> RespAction {
+    if let Some(v) = args.first() {
+        if &v[..] != b"2" {
+            let shown = String::from_utf8_lossy(v);
+            return error(format!(
+                "NOPROTO unsupported protocol version {shown}: quorumkv speaks RESP2 only (HELLO 2)"
+            ));
         }
+    }
+    match args.get(1..).unwrap_or(&[]) {
+        [] => {}
+        [opt, _] if opt.eq_ignore_ascii_case(b"setname") => {}
+        _ => return error("ERR quorumkv supports HELLO [2 [SETNAME name]] only (no AUTH)"),
+    }
+    let bulk = |s: &str| Reply::Bulk(Some(Bytes::copy_from_slice(s.as_bytes())));
+    RespAction::Reply(Reply::Array(vec![
+        bulk("server"),
+        bulk("redis"),
+        bulk("version"),
+        bulk(REDIS_COMPAT_VERSION),
+        bulk("proto"),
+        Reply::Int(2),
+        bulk("id"),
+        Reply::Int(conn as i64),
+        bulk("mode"),
+        bulk("standalone"),
+        bulk("role"),
+        bulk("master"),
+        bulk("modules"),
+        Reply::Array(vec![]),
+    ]))
+}
+
+/// The fields of INFO's server section that Redis tools parse, for this
+/// replica's RESP port.
+fn redis_server_fields(opts: &ServerOptions) -> String {
+    let port = opts
+        .cluster
+        .replica(opts.id)
+        .and_then(|r| r.resp)
+        .map_or(0, |a| a.port());
+    format!(
+        "redis_version:{REDIS_COMPAT_VERSION}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{port}\r\n",
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        usize::BITS,
+        std::process::id(),
+        run_id(),
+    )
+}
+
+/// 40 hex characters, fixed for the life of the process (like Redis's run_id).
+fn run_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        (0..5)
+            .map(|_| format!("{:08x}", rand::random::<u32>()))
+            .collect()
+    })
+}
+
+/// Turn the driver's INFO text into the reply: the Redis server fields added
+/// to its `# Server` section, and only the sections asked for
+/// (`all`, `everything`, `default` or none = every section).
+fn compose_info(driver_text: &str, redis_fields: &str, sections: &[String]) -> String {
+    let every = sections.is_empty()
+        || (sections.iter()).any(|s| matches!(s.as_str(), "all" | "everything" | "default"));
+    let mut out = String::new();
+    let mut keep = true;
+    for line in driver_text.split_inclusive("\r\n") {
+        if let Some(title) = line.strip_prefix("# ") {
+            let title = title.trim_end().to_ascii_lowercase();
+            keep = every || sections.contains(&title);
+            if keep {
+                out.push_str(line);
+                if title == "server" {
+                    out.push_str(redis_fields);
+                }
+            }
+        } else if keep {
+            out.push_str(line);
+            if let Some(secs) = line.strip_prefix("uptime_in_seconds:") {
+                let days = secs.trim_end().parse::<u64>().unwrap_or(0) / 86400;
+                out.push_str(&format!("uptime_in_days:{days}\r\n"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClusterFile;
+    use quorumkv_core::protocol::ProtocolKind;
+
+    fn run(words: &[&str]) -> RespAction {
+        let args: Vec<Bytes> = words
+            .iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect();
+        resp_command(&args, 7)
+    }
+
+    fn reply(words: &[&str]) -> Reply {
+        match run(words) {
+            RespAction::Reply(r) => r,
+            _ => panic!("{words:?} should be answered locally"),
+        }
+    }
+
+    fn is_err(r: Reply, prefix: &str) -> bool {
+        matches!(r, Reply::Error(e) if e.starts_with(prefix))
+    }
+
+    #[test]
+    fn hello_2_answers_and_3_is_refused() {
+        let Reply::Array(items) = reply(&["HELLO", "2"]) else {
+            panic!("array");
+        };
+        assert_eq!(items[5], Reply::Int(2), "proto 2");
+        assert_eq!(items[7], Reply::Int(7), "connection id");
+        assert!(matches!(reply(&["hello"]), Reply::Array(_)));
+        assert!(matches!(
+            reply(&["hello", "2", "SETNAME", "x"]),
+            Reply::Array(_)
+        ));
+        assert!(is_err(reply(&["HELLO", "3"]), "NOPROTO"));
+        assert!(is_err(reply(&["HELLO", "2", "AUTH", "u", "p"]), "ERR"));
+    }
+
+    #[test]
+    fn arity_and_refusals() {
+        assert!(is_err(reply(&["GET"]), "ERR wrong number"));
+        assert!(is_err(reply(&["MSET", "a", "1", "b"]), "ERR wrong number"));
+        assert!(is_err(reply(&["MGET"]), "ERR wrong number"));
+        assert!(is_err(
+            reply(&["DEL", "a", "b"]),
+            "ERR quorumkv deletes one key"
+        ));
+        assert!(is_err(reply(&["SET", "a", "1", "NX"]), "ERR syntax error"));
+        assert!(is_err(reply(&["DBSIZE"]), "ERR DBSIZE is not supported"));
+        assert!(is_err(reply(&["SELECT", "1"]), "ERR DB index"));
+        assert_eq!(reply(&["CLIENT", "GETNAME"]), Reply::Bulk(None));
+        assert!(matches!(
+            run(&["MSET", "a", "1", "b", "2"]),
+            RespAction::Multi(_)
+        ));
+        assert!(matches!(run(&["EXISTS", "a", "a"]), RespAction::Multi(_)));
+        assert!(matches!(run(&["info", "Server"]), RespAction::Info(s) if s == ["server"]));
+    }
+
+    #[test]
+    fn every_listed_command_is_dispatched() {
+        for c in resp_commands::COMMANDS {
+            // The minimum number of words the arity allows.
+            let n = c.arity.unsigned_abs() as usize;
+            let mut words = vec![c.name];
+            words.extend(std::iter::repeat_n("0", n - 1));
+            let _ = run(&words); // must not reach the unreachable!()
+        }
+    }
+
+    #[test]
+    fn info_sections_and_redis_fields() {
+        let opts = ServerOptions::new(2, ClusterFile::local(ProtocolKind::Abd, 3, 7000));
+        let fields = redis_server_fields(&opts);
+        assert!(fields.contains("redis_version:7.0.0\r\n"), "{fields}");
+        assert!(fields.contains("tcp_port:7102\r\n"), "{fields}");
+        let up = compose_info("# Server\r\nuptime_in_seconds:90000\r\n", "", &[]);
+        assert!(
+            up.ends_with("uptime_in_seconds:90000\r\nuptime_in_days:1\r\n"),
+            "{up}"
+        );
+        let text = "# Server\r\nprotocol:abd\r\n# Replication\r\npeer_1:up\r\n# Stats\r\nx:1\r\n";
+        let all = compose_info(text, "redis_version:7\r\n", &[]);
+        assert_eq!(
+            all,
+            "# Server\r\nredis_version:7\r\nprotocol:abd\r\n# Replication\r\npeer_1:up\r\n# Stats\r\nx:1\r\n"
+        );
+        let repl = compose_info(text, "redis_version:7\r\n", &["replication".into()]);
+        assert_eq!(repl, "# Replication\r\npeer_1:up\r\n");
+        let two = compose_info(text, "", &["stats".into(), "replication".into()]);
+        assert_eq!(two, "# Replication\r\npeer_1:up\r\n# Stats\r\nx:1\r\n");
+        assert_eq!(compose_info(text, "", &["keyspace".into()]), "");
     }
 }

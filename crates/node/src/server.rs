@@ -311,6 +311,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
                     tx: ftx.clone(),
                 }
             }
+            Frame::StatusRequest => crate::status::request_input(&ftx),
             Frame::Request { id, req } => Input::Client {
                 req,
                 reply: ReplyTo::Native {
@@ -374,6 +375,8 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::Response { .. } => "Response",
         Frame::Proto(_) => "Proto",
         Frame::Error { .. } => "Error",
+        Frame::StatusRequest => "StatusRequest",
+        Frame::Status(_) => "Status",
     }
 }
 

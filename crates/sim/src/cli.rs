@@ -42,7 +42,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = ClientMode::Mixed)]
     pub mode: ClientMode,
     /// What a crashed node keeps: its persisted records (durable) or nothing
-    /// (memory; ABD then loses acknowledged writes and the checker says so).
+    /// (memory). With memory a restarted ABD replica recovers from f+1 live
+    /// peers before it answers (as `quorumkv server --recover` does), so
+    /// sweeps stay linearizable; `--inject-bug abd-no-recovery` shows the
+    /// checker catching acknowledged writes lost without that recovery.
     #[arg(long, value_enum, default_value_t = Durability::Durable)]
     pub durability: Durability,
     /// TESTING AID: run a deliberately broken variant of the protocol, to

@@ -1,0 +1,138 @@
+//! `quorumkv endpoints status`: ask each replica who it is and whom it reaches.
+
+use super::target::{resolve_one, Endpoints};
+use clap::{Args as ClapArgs, Subcommand};
+use quorumkv_node::config::parse_duration;
+use quorumkv_node::status::{fetch, NodeStatus};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Inspect the replicas behind the endpoints
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    Status(StatusArgs),
+}
+
+/// One line per endpoint: replica id, protocol, role, version, peers up and
+/// down, whether it reaches a quorum, uptime
+///
+/// Every ABD replica has the role `replica` (there is no leader: any replica
+/// serves reads and writes), or `recovering` while a restarted replica
+/// catches up from its peers. Exit 0 when every endpoint answered, 2 when
+/// any did not (it is listed on stderr).
+#[derive(ClapArgs, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    endpoints: Endpoints,
+    /// How long to wait for each endpoint.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+pub fn run(a: Args) -> ExitCode {
+    let Cmd::Status(a) = a.cmd;
+    let names = match a.endpoints.names() {
+        Ok((names, _)) => names,
+        Err(e) => return super::fail(format!("{e:#}")),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let answers = rt.block_on(async {
+        let asks: Vec<_> = names
+            .iter()
+            .map(|n| {
+                let (n, timeout) = (n.clone(), a.timeout);
+                tokio::spawn(async move {
+                    match resolve_one(&n) {
+                        Ok(addr) => fetch(addr, timeout).await,
+                        Err(e) => Err(e),
+                    }
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for ask in asks {
+            out.push(ask.await.unwrap_or_else(|e| Err(e.to_string())));
+        }
+        out
+    });
+    print_table(&names, &answers);
+    let mut failed = false;
+    for (name, answer) in names.iter().zip(&answers) {
+        if let Err(e) = answer {
+            eprintln!("quorumkv: {name}: {e}");
+            failed = true;
+        }
+    }
+    if failed {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn ids(list: &[u32]) -> String {
+    if list.is_empty() {
+        return "-".into();
+    }
+    list.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn row(name: &str, s: &NodeStatus) -> [String; 9] {
+    [
+        name.to_string(),
+        s.id.to_string(),
+        s.protocol.clone(),
+        s.role.clone(),
+        s.version.clone(),
+        ids(&s.peers_up),
+        ids(&s.peers_down()),
+        if s.quorum_reachable() { "yes" } else { "no" }.into(),
+        format!("{}s", s.uptime_secs),
+    ]
+}
+
+/// A table of the endpoints that answered, columns aligned.
+fn print_table(names: &[String], answers: &[Result<NodeStatus, String>]) {
+    let header = [
+        "ENDPOINT",
+        "ID",
+        "PROTOCOL",
+        "ROLE",
+        "VERSION",
+        "PEERS UP",
+        "PEERS DOWN",
+        "QUORUM",
+        "UPTIME",
+    ]
+    .map(String::from);
+    let mut rows = vec![header];
+    for (name, answer) in names.iter().zip(answers) {
+        if let Ok(s) = answer {
+            rows.push(row(name, s));
+        }
+    }
+    let widths: Vec<usize> = (0..9)
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}

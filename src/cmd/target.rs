@@ -1,0 +1,124 @@
+//! Which cluster a client command talks to: `--endpoints`, `--cluster FILE`,
+//! `$QUORUMKV_ENDPOINTS`, `$QUORUMKV_CLUSTER`, or the default local cluster,
+//! in that order. Endpoints may be host names (`localhost:7001`).
+
+use clap::Args as ClapArgs;
+use quorumkv_node::config::ClusterFile;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+
+/// `quorumkv cluster`'s endpoints with the default --port-base.
+pub const DEFAULT_ENDPOINTS: &str = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Endpoints {
+    /// Native endpoints of the replicas, comma separated, as HOST:PORT
+    /// (host names allowed). Default: $QUORUMKV_ENDPOINTS, else the replicas
+    /// of --cluster / $QUORUMKV_CLUSTER, else `quorumkv cluster`'s default
+    /// ports 127.0.0.1:7001-7003.
+    #[arg(long, short = 'e', value_delimiter = ',', value_name = "HOST:PORT,...")]
+    endpoints: Vec<String>,
+    /// Cluster file (TOML, as `quorumkv server --config` takes and
+    /// `quorumkv cluster` prints): talk to its replicas. Default: $QUORUMKV_CLUSTER.
+    #[arg(long, value_name = "FILE", conflicts_with = "endpoints")]
+    cluster: Option<PathBuf>,
+}
+
+impl Endpoints {
+    /// The endpoints as given (before name resolution), and where they came from.
+    pub fn names(&self) -> anyhow::Result<(Vec<String>, String)> {
+        if !self.endpoints.is_empty() {
+            return Ok((self.endpoints.clone(), "--endpoints".into()));
+        }
+        if let Some(file) = &self.cluster {
+            return Ok((from_file(file)?, format!("--cluster {}", file.display())));
+        }
+        if let Some(list) = env_nonempty("QUORUMKV_ENDPOINTS") {
+            return Ok((split(&list), "$QUORUMKV_ENDPOINTS".into()));
+        }
+        if let Some(file) = env_nonempty("QUORUMKV_CLUSTER") {
+            let list = from_file(Path::new(&file))?;
+            return Ok((list, format!("$QUORUMKV_CLUSTER ({file})")));
+        }
+        Ok((split(DEFAULT_ENDPOINTS), "default".into()))
+    }
+
+    /// The endpoints, resolved to one socket address each.
+    pub fn resolve(&self) -> anyhow::Result<Vec<SocketAddr>> {
+        let (names, from) = self.names()?;
+        names
+            .iter()
+            .map(|n| resolve_one(n).map_err(|e| anyhow::anyhow!("{e} (endpoints from {from})")))
+            .collect()
+    }
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn split(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn from_file(path: &Path) -> anyhow::Result<Vec<String>> {
+    let file = ClusterFile::load(path)?;
+    Ok(file.replicas.iter().map(|r| r.addr.to_string()).collect())
+}
+
+/// `HOST:PORT` to one address. A name with several addresses (`localhost`
+/// is ::1 and 127.0.0.1) takes its first IPv4 one, since replicas usually
+/// listen on IPv4; one replica must be one connection, not several.
+pub fn resolve_one(endpoint: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = endpoint.parse() {
+        return Ok(a);
+    }
+    if !endpoint.contains(':') {
+        return Err(format!("endpoint '{endpoint}' has no port (HOST:PORT)"));
+    }
+    let addrs: Vec<SocketAddr> = endpoint
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve endpoint '{endpoint}': {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("endpoint '{endpoint}' resolves to no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_resolve_and_bad_ones_say_why() {
+        assert_eq!(resolve_one("127.0.0.1:7001").unwrap().port(), 7001);
+        let local = resolve_one("localhost:7001").unwrap();
+        assert_eq!(local.port(), 7001);
+        assert!(local.ip().is_loopback());
+        assert!(resolve_one("localhost").unwrap_err().contains("no port"));
+        assert!(resolve_one("no-such-host.invalid:1")
+            .unwrap_err()
+            .contains("cannot resolve"));
+    }
+
+    #[test]
+    fn flag_beats_cluster_file() {
+        let e = Endpoints {
+            endpoints: vec!["h:1".into()],
+            cluster: Some("x".into()),
+        };
+        assert_eq!(e.names().unwrap().0, vec!["h:1"]);
+        let e = Endpoints {
+            endpoints: vec![],
+            cluster: Some("/nonexistent/c.toml".into()),
+        };
+        assert!(e.names().is_err());
+    }
+}
