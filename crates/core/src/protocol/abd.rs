@@ -89,6 +89,15 @@ pub enum InjectedBug {
     AcceptOlderTag,
     /// a replica restarted without its data answers queries at once.
     NoRecovery,
+    /// a replica acknowledges a store before it persists it (a crash in
+    /// between loses an acknowledged write).
+    AckBeforePersist,
+    /// a recovering replica merges the stores of N−Q peers, one fewer than
+    /// it needs, before answering.
+    RecoveryOnePeerShort,
+    /// the fast read takes the quorum's tags as equal when only their
+    /// timestamps match (two writers can use one ts for different values).
+    FastReadTsOnly,
 }
 
 impl InjectedBug {
@@ -97,6 +106,9 @@ impl InjectedBug {
         InjectedBug::MinorityQuorum,
         InjectedBug::AcceptOlderTag,
         InjectedBug::NoRecovery,
+        InjectedBug::AckBeforePersist,
+        InjectedBug::RecoveryOnePeerShort,
+        InjectedBug::FastReadTsOnly,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -104,6 +116,9 @@ impl InjectedBug {
             InjectedBug::MinorityQuorum => "abd-minority-quorum",
             InjectedBug::AcceptOlderTag => "abd-accept-older-tag",
             InjectedBug::NoRecovery => "abd-no-recovery",
+            InjectedBug::AckBeforePersist => "abd-ack-before-persist",
+            InjectedBug::RecoveryOnePeerShort => "abd-recovery-one-peer-short",
+            InjectedBug::FastReadTsOnly => "abd-fast-read-ts-only",
         }
     }
     pub fn describe(self) -> &'static str {
@@ -113,6 +128,15 @@ impl InjectedBug {
             InjectedBug::AcceptOlderTag => "a replica overwrites its value with an older tag",
             InjectedBug::NoRecovery => {
                 "a replica restarted without its data answers at once (shows with --durability memory)"
+            }
+            InjectedBug::AckBeforePersist => {
+                "a replica acks a store before persisting it (shows with crashes inside handlers, durable)"
+            }
+            InjectedBug::RecoveryOnePeerShort => {
+                "a recovering replica syncs from one peer fewer than it needs (shows with --durability memory)"
+            }
+            InjectedBug::FastReadTsOnly => {
+                "the fast read compares only the timestamps of the quorum's tags, not the writers"
             }
         }
     }
@@ -180,6 +204,10 @@ impl Replica {
     ) {
         let current = self.store.get(&key).map(|(t, _)| *t).unwrap_or(Tag::ZERO);
         let newer = tag > current || self.bug == Some(InjectedBug::AcceptOlderTag);
+        let ack_first = self.bug == Some(InjectedBug::AckBeforePersist);
+        if ack_first {
+            out.send(from, Msg::StoreAck { op });
+        }
         if newer {
             if self.durable {
                 out.persist(Record::Register {
@@ -194,7 +222,9 @@ impl Replica {
         }
         // Always acknowledge: a replica holding a newer tag already holds
         // something at least as recent as what the coordinator wants stored.
-        out.send(from, Msg::StoreAck { op });
+        if !ack_first {
+            out.send(from, Msg::StoreAck { op });
+        }
     }
 
     /// Handle a message addressed to the replica role.
@@ -527,7 +557,12 @@ impl Coordinator {
         if !votes.won() {
             return;
         }
-        let (agreed, max_tag, max_value) = (*lowest == *highest, *highest, best.take());
+        let agreed = if self.bug == Some(InjectedBug::FastReadTsOnly) {
+            lowest.ts == highest.ts
+        } else {
+            *lowest == *highest
+        };
+        let (max_tag, max_value) = (*highest, best.take());
         match p.kind.clone() {
             Kind::Get => {
                 let skip =
@@ -784,7 +819,10 @@ impl AbdNode {
         if self.coord.bug == Some(InjectedBug::NoRecovery) {
             return self;
         }
-        let need = self.members.len() - majority(self.members.len()) + 1;
+        let mut need = self.members.len() - majority(self.members.len()) + 1;
+        if self.coord.bug == Some(InjectedBug::RecoveryOnePeerShort) {
+            need = need.saturating_sub(1).max(1);
+        }
         self.recovery = Some(QuorumTracker::new(need));
         self
     }
@@ -1370,6 +1408,57 @@ mod tests {
                 "op {op} asked the silent replica: {to:?}"
             );
             assert_eq!(to.len(), 2);
+        }
+    }
+
+    // ------------------------------------------ injected bugs (testing aid)
+
+    #[test]
+    fn bug_ack_before_persist_acks_first() {
+        let store = Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts: 1, writer: 1 },
+            value: None,
+        };
+        let mut r = Replica::new(true).with_bug(Some(InjectedBug::AckBeforePersist));
+        let mut out = O::new();
+        r.handle(Peer::Node(1), store, &mut out);
+        let cmds = out.commands();
+        assert!(matches!(cmds[0], Command::Send { .. }));
+        assert!(matches!(cmds[1], Command::Persist(_)));
+        assert_eq!(cmds.len(), 2);
+    }
+
+    #[test]
+    fn bug_recovery_one_peer_short_stops_a_peer_early() {
+        // N = 5 needs 3 peers (see the test above); the bug takes 2.
+        let mut n = AbdNode::new(1, vec![1, 2, 3, 4, 5], false, CoordinatorConfig::default())
+            .with_bug(Some(InjectedBug::RecoveryOnePeerShort))
+            .recovering();
+        let mut out = O::new();
+        for peer in [2, 3] {
+            assert!(n.is_recovering());
+            let reply = Msg::SyncReply { entries: vec![] };
+            n.on_msg(T0, Peer::Node(peer), reply, &mut out);
+        }
+        assert!(!n.is_recovering());
+    }
+
+    /// Two writers can issue one ts for two values; only the full tags agree.
+    #[test]
+    fn fast_read_needs_equal_tags_not_just_equal_timestamps() {
+        for (bug, writes_back) in [(None, true), (Some(InjectedBug::FastReadTsOnly), false)] {
+            let mut c = coord(3).with_bug(bug);
+            let mut out = O::new();
+            c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+            out.drain();
+            qreply(&mut c, 1, 4, 1, Some("a"), &mut out);
+            qreply(&mut c, 2, 4, 2, Some("b"), &mut out);
+            let cmds = out.drain().collect::<Vec<_>>();
+            let stored = cmds.iter().any(|c| matches!(c, Command::Send { .. }));
+            let replied = cmds.iter().any(|c| matches!(c, Command::Reply { .. }));
+            assert_eq!((stored, replied), (writes_back, !writes_back), "{bug:?}");
         }
     }
 }
