@@ -150,10 +150,10 @@ enum Ev<P: SimProtocol> {
 }
 
 impl<P: SimProtocol> Ev<P> {
-    /// A copy for the duplicating network. Only protocol messages are
-    /// copied: a client request travels on one TCP stream and is never
-    /// duplicated (no core deduplicates requests: a duplicated put would
-    /// apply twice, under a newer tag, after the client moved on).
+    /// A copy for the duplicating network: protocol messages, and client
+    /// requests too if the protocol deduplicates them (a retry that arrives
+    /// after the first attempt; [`SimProtocol::DEDUPLICATES_REQUESTS`]).
+    /// Replies travel on one TCP stream and are never duplicated.
     fn duplicate(&self) -> Option<Ev<P>> {
         Some(match self {
             Ev::NodeMsg { node, from, msg } => Ev::NodeMsg {
@@ -165,6 +165,11 @@ impl<P: SimProtocol> Ev<P> {
                 client: *client,
                 from: *from,
                 msg: msg.clone(),
+            },
+            Ev::ProxyRequest { node, cref, req } if P::DEDUPLICATES_REQUESTS => Ev::ProxyRequest {
+                node: *node,
+                cref: *cref,
+                req: req.clone(),
             },
             _ => return None,
         })

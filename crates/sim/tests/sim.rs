@@ -374,3 +374,62 @@ fn a_node_that_reuses_its_writer_id_after_a_restart_is_caught() {
     assert!(matches!(f.verdict, Verdict::Unsafe { .. }), "{}", f.verdict);
     eprintln!("fixed writer id: first caught at seed {}", f.seed);
 }
+
+/// ABD as it is, but claiming that its servers deduplicate client requests:
+/// the `dup` fault then delivers proxy requests twice, as a client's retry
+/// would, and a put applied a second time after the client moved on breaks
+/// linearizability. Shows that the retry path has teeth for protocols that
+/// do deduplicate (and why ABD must not claim it).
+struct AbdClaimsDedup;
+
+impl SimProtocol for AbdClaimsDedup {
+    const NAME: &'static str = "abd-claims-dedup";
+    const PROMISES_LIVENESS: bool = true;
+    const DEDUPLICATES_REQUESTS: bool = true;
+    type Msg = abd::Msg;
+    type Node = AbdNode;
+    type Client = Coordinator;
+    type Bug = InjectedBug;
+    fn bugs() -> &'static [InjectedBug] {
+        &[]
+    }
+    fn bug_name(b: InjectedBug) -> &'static str {
+        b.name()
+    }
+    fn bug_about(b: InjectedBug) -> &'static str {
+        b.describe()
+    }
+    fn node(s: &NodeSpec<'_, InjectedBug>) -> AbdNode {
+        Abd::node(s)
+    }
+    fn available(node: &AbdNode) -> bool {
+        Abd::available(node)
+    }
+    fn client(_: &ClientSpec<'_, InjectedBug>) -> Option<Coordinator> {
+        None // proxy mode only: client requests go through a server
+    }
+}
+
+#[test]
+fn a_protocol_that_claims_dedup_without_it_is_caught() {
+    let proto = register::<AbdClaimsDedup>();
+    let c = SimConfig {
+        protocol: "abd-claims-dedup".into(),
+        ..cfg()
+    };
+    let f = first_failure(&proto, &c, "0..100").expect("a duplicated put applies twice");
+    assert!(matches!(f.verdict, Verdict::Unsafe { .. }), "{}", f.verdict);
+    eprintln!(
+        "duplicated requests without dedup: first caught at seed {}",
+        f.seed
+    );
+    // The same seeds pass when requests are not duplicated (ABD's own claim).
+    let honest = SimConfig {
+        mode: ClientMode::Proxy,
+        ..cfg()
+    };
+    let range = format!("0..{}", f.seed + 1);
+    assert!(sweep(&abd(), &honest, seeds(&range), 2, 0, |_| {})
+        .unwrap()
+        .all_passed());
+}
