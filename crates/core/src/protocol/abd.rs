@@ -1236,6 +1236,53 @@ mod tests {
         assert_eq!(c.in_flight(), 0);
     }
 
+    fn timers(out: &mut O) -> Vec<(Duration, Timer)> {
+        out.drain()
+            .filter_map(|c| match c {
+                Command::SetTimer { after, timer } => Some((after, timer)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// One retransmit tick at a time, at half the retry interval, re-armed
+    /// only while operations are pending; outcomes are counted.
+    #[test]
+    fn the_tick_runs_while_operations_are_pending() {
+        let mut c = coord(3); // retry 100 ms, timeout 2 s
+        let mut out = O::new();
+        let tick = vec![(Duration::from_millis(50), Timer::Tick)];
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        assert_eq!(timers(&mut out), tick);
+        c.start(T0, ClientRef(2), Request::Get { key: key() }, &mut out);
+        assert!(timers(&mut out).is_empty(), "a tick is already pending");
+        c.tick(Time(50_000), &mut out);
+        assert_eq!(timers(&mut out), tick, "re-armed: operations pending");
+        c.tick(Time(2_000_000), &mut out);
+        assert!(timers(&mut out).is_empty(), "all expired: no more ticks");
+        assert_eq!((c.timed_out, c.completed), (2, 0));
+        c.start(
+            Time(2_000_000),
+            ClientRef(3),
+            Request::Get { key: key() },
+            &mut out,
+        );
+        assert_eq!(timers(&mut out), tick, "armed again for new work");
+        let op = c.next_op - 1;
+        for n in [1, 2] {
+            let reply = Msg::QueryReply {
+                op,
+                tag: Tag::ZERO,
+                value: None,
+            };
+            c.handle(T0, Peer::Node(n), reply, &mut out);
+        }
+        assert_eq!((c.timed_out, c.completed), (2, 1));
+        c.handle(T0, Peer::Conn(4), Msg::StoreAck { op }, &mut out);
+        c.handle(T0, Peer::Node(3), Msg::Query { op, key: key() }, &mut out);
+        assert_eq!(c.counters.misrouted, 2);
+    }
+
     #[test]
     fn delete_stores_a_tombstone() {
         let mut c = coord(1);
