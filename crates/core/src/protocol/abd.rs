@@ -1154,19 +1154,27 @@ mod tests {
             "one replica twice is not a quorum"
         );
         assert_eq!(c.counters.duplicate_replies, 1);
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(c.counters.misrouted, 1, "an ack cannot answer phase 1");
+        assert_eq!(c.in_flight(), 1);
         qreply(&mut c, 2, 1, 1, None, &mut out);
         out.drain();
+        // Replica 3's query reply arrives once the store phase began.
+        qreply(&mut c, 3, 1, 1, None, &mut out);
+        assert_eq!(c.counters.stale_replies, 1);
         c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
         c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
         assert!(replies(&mut out).is_empty());
+        assert_eq!(c.counters.duplicate_replies, 2);
         c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(replies(&mut out).len(), 1);
         // The third replica's late answers arrive after completion.
         qreply(&mut c, 3, 1, 1, None, &mut out);
         c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert!(out.is_empty());
-        assert_eq!(c.counters.stale_replies, 2);
+        assert_eq!(c.counters.stale_replies, 3);
         assert_eq!(c.in_flight(), 0, "completed ops leave the pending table");
+        assert_eq!((c.completed, c.timed_out), (1, 0));
     }
 
     #[test]
@@ -1188,6 +1196,13 @@ mod tests {
             .all(|(to, m)| *to == Peer::Conn(1) && matches!(m, Msg::StoreAck { op: 1 })));
         assert_eq!(r.get(b"k").unwrap().1.as_deref(), Some(&b"two"[..]));
         assert_eq!(r.counters.older_stores, 1);
+        r.handle(Peer::Conn(1), store(2, "two"), &mut out);
+        assert_eq!(r.counters.older_stores, 2, "an equal tag is not newer");
+        assert_eq!((r.len(), r.is_empty()), (1, false));
+        assert!(Replica::new(false).is_empty());
+        r.handle(Peer::Conn(1), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(r.counters.misrouted, 1);
+        out.drain();
         r.handle(Peer::Node(2), Msg::Query { op: 5, key: key() }, &mut out);
         assert_eq!(
             sends(&mut out),
@@ -1225,9 +1240,13 @@ mod tests {
         c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
         out.drain();
         qreply(&mut c, 1, 0, 0, None, &mut out);
-        c.tick(Time(150_000), &mut out);
+        c.tick(Time(50_000), &mut out);
+        assert!(sends(&mut out).is_empty(), "not before the retry interval");
+        c.tick(Time(100_000), &mut out);
         let s = sends(&mut out);
         assert_eq!(s.len(), 2, "retransmit to the two silent replicas only");
+        c.tick(Time(150_000), &mut out);
+        assert!(sends(&mut out).is_empty(), "next retry at 200 ms");
         c.tick(Time(2_000_000), &mut out);
         assert_eq!(
             replies(&mut out),
@@ -1397,8 +1416,14 @@ mod tests {
             "the highest tag of the merged stores"
         );
         n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
-        assert!(
-            matches!(&sends(&mut out)[..], [(Peer::Node(4), Msg::SyncReply { entries })] if entries.len() == 1)
+        let sync = vec![(
+            key(),
+            Tag { ts: 3, writer: 1 },
+            Some(Bytes::from_static(b"new")),
+        )];
+        assert_eq!(
+            sends(&mut out),
+            vec![(Peer::Node(4), Msg::SyncReply { entries: sync })]
         );
     }
 
@@ -1458,7 +1483,66 @@ mod tests {
         }
     }
 
+    /// Thrifty phases start at rotating replicas, and still ask Q distinct
+    /// replicas when all but one are avoided.
+    #[test]
+    fn thrifty_rotates_and_asks_a_quorum_even_when_most_are_avoided() {
+        let cfg = CoordinatorConfig {
+            thrifty: true,
+            ..Default::default()
+        };
+        let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
+        let mut out = O::new();
+        let mut asked = Vec::new();
+        for op in 1..=3 {
+            c.start(T0, ClientRef(op), Request::Get { key: key() }, &mut out);
+            let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+            asked.push(to);
+            let reply = Msg::QueryReply {
+                op,
+                tag: Tag::ZERO,
+                value: None,
+            };
+            c.handle(T0, Peer::Node(1), reply, &mut out);
+        }
+        let n = Peer::Node;
+        assert_eq!(
+            asked,
+            vec![vec![n(1), n(2)], vec![n(2), n(3)], vec![n(1), n(3)]]
+        );
+        // Replicas 2 and 3 stay silent past the fallback: both avoided.
+        c.tick(Time(6_000), &mut out);
+        out.drain();
+        c.start(
+            Time(7_000),
+            ClientRef(9),
+            Request::Get { key: key() },
+            &mut out,
+        );
+        assert_eq!(sends(&mut out).len(), 2, "Q = 2 distinct replicas");
+    }
+
     // ------------------------------------------ injected bugs (testing aid)
+
+    #[test]
+    fn quorums_are_majorities_and_the_minority_bug_shrinks_them() {
+        for (n, q, bad) in [(1, 1, 1), (3, 2, 1), (4, 3, 2), (5, 3, 2)] {
+            assert_eq!(coord(n).quorum(), q);
+            let c = coord(n).with_bug(Some(InjectedBug::MinorityQuorum));
+            assert_eq!(c.quorum(), bad, "N={n}");
+        }
+    }
+
+    #[test]
+    fn injected_bugs_have_distinct_names_and_descriptions() {
+        let names: std::collections::HashSet<_> =
+            InjectedBug::ALL.iter().map(|b| b.name()).collect();
+        assert_eq!(names.len(), InjectedBug::ALL.len());
+        assert!(names.iter().all(|n| n.starts_with("abd-")));
+        let about: std::collections::HashSet<_> =
+            InjectedBug::ALL.iter().map(|b| b.describe()).collect();
+        assert_eq!(about.len(), InjectedBug::ALL.len());
+    }
 
     #[test]
     fn bug_ack_before_persist_acks_first() {
