@@ -327,6 +327,29 @@ fn cli_exit_codes() {
 
 // ------------------------------------------- a protocol plugged in by a test
 
+/// What every ABD variant of these tests shares: ABD's types, no injected
+/// bugs, proxy mode only.
+macro_rules! abd_variant {
+    () => {
+        type Msg = abd::Msg;
+        type Node = AbdNode;
+        type Client = Coordinator;
+        type Bug = InjectedBug;
+        fn bugs() -> &'static [InjectedBug] {
+            &[]
+        }
+        fn bug_name(b: InjectedBug) -> &'static str {
+            b.name()
+        }
+        fn bug_about(b: InjectedBug) -> &'static str {
+            b.describe()
+        }
+        fn client(_: &ClientSpec<'_, InjectedBug>) -> Option<Coordinator> {
+            None // proxy mode only: client requests go through a server
+        }
+    };
+}
+
 /// ABD as the node runtime builds it today: the writer id is the node id in
 /// every incarnation. The simulator shows why each boot needs a fresh one.
 struct AbdFixedWriter;
@@ -334,19 +357,7 @@ struct AbdFixedWriter;
 impl SimProtocol for AbdFixedWriter {
     const NAME: &'static str = "abd-fixed-writer";
     const PROMISES_LIVENESS: bool = true;
-    type Msg = abd::Msg;
-    type Node = AbdNode;
-    type Client = Coordinator;
-    type Bug = InjectedBug;
-    fn bugs() -> &'static [InjectedBug] {
-        &[]
-    }
-    fn bug_name(b: InjectedBug) -> &'static str {
-        b.name()
-    }
-    fn bug_about(b: InjectedBug) -> &'static str {
-        b.describe()
-    }
+    abd_variant!();
     fn node(s: &NodeSpec<'_, InjectedBug>) -> AbdNode {
         let cfg = CoordinatorConfig {
             op_timeout: s.timing.op_timeout,
@@ -354,9 +365,6 @@ impl SimProtocol for AbdFixedWriter {
             ..Default::default()
         };
         AbdNode::new(s.id, s.members.to_vec(), s.durable, cfg)
-    }
-    fn client(_: &ClientSpec<'_, InjectedBug>) -> Option<Coordinator> {
-        None // proxy mode only
     }
 }
 
@@ -386,27 +394,12 @@ impl SimProtocol for AbdClaimsDedup {
     const NAME: &'static str = "abd-claims-dedup";
     const PROMISES_LIVENESS: bool = true;
     const DEDUPLICATES_REQUESTS: bool = true;
-    type Msg = abd::Msg;
-    type Node = AbdNode;
-    type Client = Coordinator;
-    type Bug = InjectedBug;
-    fn bugs() -> &'static [InjectedBug] {
-        &[]
-    }
-    fn bug_name(b: InjectedBug) -> &'static str {
-        b.name()
-    }
-    fn bug_about(b: InjectedBug) -> &'static str {
-        b.describe()
-    }
+    abd_variant!();
     fn node(s: &NodeSpec<'_, InjectedBug>) -> AbdNode {
         Abd::node(s)
     }
     fn available(node: &AbdNode) -> bool {
         Abd::available(node)
-    }
-    fn client(_: &ClientSpec<'_, InjectedBug>) -> Option<Coordinator> {
-        None // proxy mode only: client requests go through a server
     }
 }
 

@@ -987,21 +987,27 @@ mod tests {
     fn key() -> Bytes {
         Bytes::from_static(b"k")
     }
+    /// Drain `out`, keeping what `pick` picks.
+    fn drained<T>(out: &mut O, pick: impl FnMut(Command<Msg, Timer>) -> Option<T>) -> Vec<T> {
+        out.drain().filter_map(pick).collect()
+    }
     fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-        out.drain()
-            .filter_map(|c| match c {
-                Command::Send { to, msg } => Some((to, msg)),
-                _ => None,
-            })
-            .collect()
+        drained(out, |c| match c {
+            Command::Send { to, msg } => Some((to, msg)),
+            _ => None,
+        })
     }
     fn replies(out: &mut O) -> Vec<Response> {
-        out.drain()
-            .filter_map(|c| match c {
-                Command::Reply { resp, .. } => Some(resp),
-                _ => None,
-            })
-            .collect()
+        drained(out, |c| match c {
+            Command::Reply { resp, .. } => Some(resp),
+            _ => None,
+        })
+    }
+    fn timers(out: &mut O) -> Vec<(Duration, Timer)> {
+        drained(out, |c| match c {
+            Command::SetTimer { after, timer } => Some((after, timer)),
+            _ => None,
+        })
     }
     fn qreply(
         c: &mut Coordinator,
@@ -1253,15 +1259,6 @@ mod tests {
             vec![Response::Failed(OpError::Timeout { got: 1, need: 2 })]
         );
         assert_eq!(c.in_flight(), 0);
-    }
-
-    fn timers(out: &mut O) -> Vec<(Duration, Timer)> {
-        out.drain()
-            .filter_map(|c| match c {
-                Command::SetTimer { after, timer } => Some((after, timer)),
-                _ => None,
-            })
-            .collect()
     }
 
     /// One retransmit tick at a time, at half the retry interval, re-armed
