@@ -1272,7 +1272,7 @@ mod tests {
         assert_eq!(timers(&mut out), tick);
         c.start(T0, ClientRef(2), Request::Get { key: key() }, &mut out);
         assert!(timers(&mut out).is_empty(), "a tick is already pending");
-        c.tick(Time(50_000), &mut out);
+        c.on_timer(Time(50_000), Timer::Tick, &mut out);
         assert_eq!(timers(&mut out), tick, "re-armed: operations pending");
         c.tick(Time(2_000_000), &mut out);
         assert!(timers(&mut out).is_empty(), "all expired: no more ticks");
@@ -1357,6 +1357,7 @@ mod tests {
         let query = Msg::Query { op: 1, key: key() };
         n.on_msg(T0, Peer::Conn(9), query.clone(), &mut out);
         assert!(out.is_empty(), "no answer while recovering");
+        assert_eq!(n.queries_held_back, 1);
         let entry = |ts, v: &str| {
             vec![(
                 key(),
@@ -1517,6 +1518,32 @@ mod tests {
             &mut out,
         );
         assert_eq!(sends(&mut out).len(), 2, "Q = 2 distinct replicas");
+    }
+
+    /// A replica that stays silent is avoided again at every retransmit,
+    /// not only the first.
+    #[test]
+    fn thrifty_keeps_avoiding_a_replica_while_it_stays_silent() {
+        let cfg = CoordinatorConfig {
+            thrifty: true,
+            ..Default::default()
+        };
+        let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        qreply(&mut c, 1, 0, 0, None, &mut out);
+        c.tick(Time(6_000), &mut out); // 2 silent: avoided until 1.006 s
+        c.tick(Time(106_000), &mut out); // 2 and 3 silent: until 1.106 s
+        out.drain();
+        // Rotation now starts at replica 2, but 2 and 3 are still avoided.
+        c.start(
+            Time(1_050_000),
+            ClientRef(2),
+            Request::Get { key: key() },
+            &mut out,
+        );
+        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(to, vec![Peer::Node(1), Peer::Node(2)]);
     }
 
     // ------------------------------------------ injected bugs (testing aid)
