@@ -1205,6 +1205,14 @@ mod tests {
         r.handle(Peer::Conn(1), store(2, "two"), &mut out);
         assert_eq!(r.counters.older_stores, 2, "an equal tag is not newer");
         assert_eq!((r.len(), r.is_empty()), (1, false));
+        let other = Msg::Store {
+            op: 2,
+            key: Bytes::from_static(b"other"),
+            tag: Tag { ts: 1, writer: 1 },
+            value: None,
+        };
+        r.handle(Peer::Conn(1), other, &mut out);
+        assert_eq!(r.len(), 2);
         assert!(Replica::new(false).is_empty());
         r.handle(Peer::Conn(1), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(r.counters.misrouted, 1);
