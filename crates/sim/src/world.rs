@@ -454,16 +454,13 @@ impl<'a, P: SimProtocol> World<'a, P> {
             .count()
     }
 
-    /// Nodes down (as [`Self::down_count`]) or paused.
+    /// Nodes out of quorums right now: crashed, not yet available, or
+    /// paused (a node armed to crash still serves until it does).
     fn out_count(&self) -> usize {
-        let paused = self
-            .nodes
+        self.nodes
             .iter()
-            .filter(|s| {
-                s.paused && s.crash_armed == Armed::No && s.core.as_ref().is_some_and(P::available)
-            })
-            .count();
-        self.down_count() + paused
+            .filter(|s| s.paused || s.core.as_ref().is_none_or(|c| !P::available(c)))
+            .count()
     }
 
     // ------------------------------------------------------------- network
