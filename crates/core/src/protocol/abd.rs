@@ -1489,15 +1489,19 @@ mod tests {
         }
     }
 
-    /// Thrifty phases start at rotating replicas, and still ask Q distinct
-    /// replicas when all but one are avoided.
-    #[test]
-    fn thrifty_rotates_and_asks_a_quorum_even_when_most_are_avoided() {
+    fn thrifty_coord(n: u32) -> Coordinator {
         let cfg = CoordinatorConfig {
             thrifty: true,
             ..Default::default()
         };
-        let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
+        Coordinator::new(100, (1..=n).collect(), cfg)
+    }
+
+    /// Thrifty phases start at rotating replicas, and still ask Q distinct
+    /// replicas when all but one are avoided.
+    #[test]
+    fn thrifty_rotates_and_asks_a_quorum_even_when_most_are_avoided() {
+        let mut c = thrifty_coord(3);
         let mut out = O::new();
         let mut asked = Vec::new();
         for op in 1..=3 {
@@ -1532,11 +1536,7 @@ mod tests {
     /// not only the first.
     #[test]
     fn thrifty_keeps_avoiding_a_replica_while_it_stays_silent() {
-        let cfg = CoordinatorConfig {
-            thrifty: true,
-            ..Default::default()
-        };
-        let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
+        let mut c = thrifty_coord(3);
         let mut out = O::new();
         c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
         qreply(&mut c, 1, 0, 0, None, &mut out);
