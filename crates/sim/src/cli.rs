@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug, Clone)]
 #[command(
     after_help = "Exit status: 0 when every seed passes, 1 when any fails, 2 on a usage error.\n\
-Every parameter of a run is drawn from its seed: a failing seed prints the exact command that replays it."
+Every parameter of a run is drawn from its seed: a failing seed prints the exact command that replays it.\n\
+Unless fixed by a flag, each seed draws N from {3, 5} and the durability (durable or memory), and a\n\
+quarter of the seeds are biased toward divergence (one key, many writers, partitions, reads right after\n\
+a heal). Crashes may fall between two commands of one handler call; the `outage` fault takes more than\n\
+f nodes down for a while (operations must then time out, and the cluster recover)."
 )]
 pub struct Args {
     /// Protocol to simulate.
@@ -22,12 +26,12 @@ pub struct Args {
     /// Seeds to run: `N`, `A..B` (B excluded) or `A..=B`.
     #[arg(long, default_value = "0..100")]
     pub seeds: SeedRange,
-    /// Faults: `none`, `all`, or a comma list of delay,loss,dup,reorder,partition,crash,pause.
+    /// Faults: `none`, `all`, or a comma list of delay,loss,dup,reorder,partition,crash,pause,outage.
     #[arg(long, default_value = "all")]
     pub faults: FaultSet,
-    /// Replicas (N).
-    #[arg(long, default_value_t = 3)]
-    pub replicas: u32,
+    /// Replicas (N) (default: drawn per seed, 3 or 5).
+    #[arg(long)]
+    pub replicas: Option<u32>,
     /// Concurrent clients.
     #[arg(long, default_value_t = 5)]
     pub clients: u32,
@@ -42,12 +46,13 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = ClientMode::Mixed)]
     pub mode: ClientMode,
     /// What a crashed node keeps: its persisted records (durable) or nothing
-    /// (memory). With memory a restarted ABD replica recovers from f+1 live
-    /// peers before it answers (as `quorumkv server --recover` does), so
-    /// sweeps stay linearizable; `--inject-bug abd-no-recovery` shows the
-    /// checker catching acknowledged writes lost without that recovery.
-    #[arg(long, value_enum, default_value_t = Durability::Durable)]
-    pub durability: Durability,
+    /// (memory). Default: drawn per seed, half each. With memory a restarted
+    /// ABD replica recovers from f+1 live peers before it answers (as
+    /// `quorumkv server --recover` does), so sweeps stay linearizable;
+    /// `--inject-bug abd-no-recovery` shows the checker catching acknowledged
+    /// writes lost without that recovery.
+    #[arg(long, value_enum)]
+    pub durability: Option<Durability>,
     /// TESTING AID: run a deliberately broken variant of the protocol, to
     /// prove that the simulator and the checker catch it. `list` names them.
     #[arg(long, value_name = "NAME")]
@@ -98,9 +103,15 @@ impl Args {
     /// The command line that replays `seed` exactly.
     pub fn replay_command(&self, seed: u64) -> String {
         let mut cmd = format!(
-            "quorumkv sim --protocol {} --seeds {seed} --faults {} --replicas {} --clients {} --ops {} --mode {} --durability {}",
-            self.protocol, self.faults, self.replicas, self.clients, self.ops, self.mode, self.durability
+            "quorumkv sim --protocol {} --seeds {seed} --faults {} --clients {} --ops {} --mode {}",
+            self.protocol, self.faults, self.clients, self.ops, self.mode
         );
+        if let Some(n) = self.replicas {
+            cmd += &format!(" --replicas {n}");
+        }
+        if let Some(d) = self.durability {
+            cmd += &format!(" --durability {d}");
+        }
         if let Some(k) = self.keys {
             cmd += &format!(" --keys {k}");
         }
@@ -166,16 +177,17 @@ pub fn run_to(args: &Args, proto: &Registered, out: &mut impl Write) -> Result<S
         .as_deref()
         .map(|b| format!(", INJECTED BUG {b}"))
         .unwrap_or_default();
+    let drawn = |x: Option<String>| x.unwrap_or_else(|| "drawn".into());
     let _ = writeln!(
         out,
         "sim {}: N={} clients={} ops/seed={} faults={} mode={} durability={} seeds={}{bug}",
         proto.name,
-        args.replicas,
+        drawn(args.replicas.map(|n| n.to_string())),
         args.clients,
         args.ops,
         args.faults,
         args.mode,
-        args.durability,
+        drawn(args.durability.map(|d| d.to_string())),
         args.seeds
     );
     let mut bar = Progress::new(
@@ -217,7 +229,7 @@ pub fn run_to(args: &Args, proto: &Registered, out: &mut impl Write) -> Result<S
 fn seed_line(r: &SeedReport) -> (u64, String) {
     let s = &r.stats;
     let line = format!(
-        "seed {:>6} {:<16} ops ok={} fail={} unknown={}  msgs={} crashes={} partitions={} pauses={} virtual={:.1}ms  [{}]",
+        "seed {:>6} {:<16} ops ok={} fail={} unknown={}  msgs={} crashes={} (inside {}) outages={} partitions={} pauses={} virtual={:.1}ms  [{}]",
         r.seed,
         r.verdict.label(),
         s.ops_ok,
@@ -225,6 +237,8 @@ fn seed_line(r: &SeedReport) -> (u64, String) {
         s.ops_unknown,
         s.messages,
         s.crashes,
+        s.crashes_inside,
+        s.outages,
         s.partitions,
         s.pauses,
         s.virtual_us as f64 / 1000.0,
@@ -311,7 +325,7 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
     );
     let _ = writeln!(
         out,
-        "simulated: {} ops ({} ok, {} fail, {} unknown), {} messages (+{} client requests/replies; {} lost, {} cut, {} duplicated), {} events, {} crashes, {} partitions, {} pauses, {:.1}s virtual",
+        "simulated: {} ops ({} ok, {} fail, {} unknown), {} messages (+{} client requests/replies; {} lost, {} cut, {} duplicated), {} events, {} crashes ({} inside a handler), {} outages, {} partitions, {} pauses, {:.1}s virtual",
         s.ops(),
         t.ops_ok,
         t.ops_fail,
@@ -323,6 +337,8 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
         t.duplicated,
         t.events,
         t.crashes,
+        t.crashes_inside,
+        t.outages,
         t.partitions,
         t.pauses,
         t.virtual_us as f64 / 1e6

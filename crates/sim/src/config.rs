@@ -25,10 +25,13 @@ pub enum Fault {
     Crash,
     /// Nodes freeze for a while (GC pause, slow disk), and timers fire late.
     Pause,
+    /// More than f nodes down at once for a while (no quorum reachable):
+    /// crashed in durable seeds, frozen otherwise.
+    Outage,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::Delay,
         Fault::Loss,
         Fault::Dup,
@@ -36,6 +39,7 @@ impl Fault {
         Fault::Partition,
         Fault::Crash,
         Fault::Pause,
+        Fault::Outage,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -46,6 +50,7 @@ impl Fault {
             Fault::Partition => "partition",
             Fault::Crash => "crash",
             Fault::Pause => "pause",
+            Fault::Outage => "outage",
         }
     }
 }
@@ -144,10 +149,14 @@ pub enum Durability {
     /// Every `Persist` is on disk before the next message leaves (fsync mode);
     /// a restarted node is rebuilt from its records.
     Durable,
-    /// Nothing survives a crash (the thesis' "Net-Only" setting). ABD is NOT
-    /// linearizable under crash-restart in this mode: a replica that forgets
-    /// an acknowledged store breaks quorum intersection. Testing aid.
+    /// Nothing survives a crash (the thesis' "Net-Only" setting): a
+    /// restarted node has forgotten everything, so protocols must recover
+    /// from their peers (ABD: `AbdNode::recovering`).
     Memory,
+}
+
+impl Durability {
+    pub const ALL: [Durability; 2] = [Durability::Durable, Durability::Memory];
 }
 
 impl fmt::Display for Durability {
@@ -188,7 +197,8 @@ impl Default for Timing {
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub protocol: String,
-    pub replicas: u32,
+    /// Replicas (N); `None` = drawn per seed from {3, 5}.
+    pub replicas: Option<u32>,
     pub clients: u32,
     /// Operations per seed, over all clients.
     pub ops: u32,
@@ -196,7 +206,8 @@ pub struct SimConfig {
     pub keys: Option<u32>,
     pub faults: FaultSet,
     pub mode: ClientMode,
-    pub durability: Durability,
+    /// `None` = drawn per seed (half durable, half memory).
+    pub durability: Option<Durability>,
     /// Name of an injected bug (testing aid).
     pub bug: Option<String>,
     pub timing: Timing,
@@ -210,13 +221,13 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             protocol: "abd".into(),
-            replicas: 3,
+            replicas: None,
             clients: 5,
             ops: 200,
             keys: None,
             faults: FaultSet::all(),
             mode: ClientMode::Mixed,
-            durability: Durability::Durable,
+            durability: None,
             bug: None,
             timing: Timing::default(),
             check_timeout: Duration::from_secs(10),
@@ -229,6 +240,18 @@ impl Default for SimConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeedParams {
     pub seed: u64,
+    /// Replicas (N): `--replicas`, or drawn from {3, 5} (at N = 3, Q − 1 =
+    /// f = 1 hides many off-by-one quorum bugs).
+    pub replicas: u32,
+    /// What a crashed node keeps: `--durability`, or drawn (half and half),
+    /// so that recovery code runs in the default sweep.
+    pub durability: Durability,
+    /// Divergence bias: one key, many writers, partitions preferred, every
+    /// client reads right after a partition heals.
+    pub diverge: bool,
+    /// Probability that a nemesis crash falls *inside* a handler call, between
+    /// two of its commands (crash fault), instead of between events.
+    pub crash_inside_p: f64,
     /// Random bits a protocol may use to pick its optional behaviours per
     /// seed, so every variant gets simulated (ABD: bit 0 = thrifty).
     pub knobs: u64,
@@ -274,14 +297,18 @@ pub struct SeedParams {
 impl SeedParams {
     pub fn draw(cfg: &SimConfig, seed: u64, has_client_coordinator: bool) -> SeedParams {
         let mut r = Rng::stream(seed, Stream::Params);
-        let mut f = cfg.faults;
-        let mut swarm = Rng::stream(seed, Stream::Swarm);
-        let many = Fault::ALL.iter().filter(|&&x| f.has(x)).count() > 1;
-        if many {
-            f = Fault::ALL
-                .iter()
-                .filter(|&&x| f.has(x) && swarm.chance(0.7))
-                .fold(FaultSet::NONE, |s, &x| s.with(x));
+        // The cluster's shape comes from its own stream: fixing N or the
+        // durability with a flag leaves every other draw of the seed alone.
+        let mut shape = Rng::stream(seed, Stream::Shape);
+        let replicas = shape.pick(&[3, 5]);
+        let durability = shape.pick(&Durability::ALL);
+        let diverge = shape.chance(0.25);
+        let crash_inside_p = shape.uniform(0.2, 0.8);
+        let diverge_read_pct = shape.range(20, 50);
+        let replicas = cfg.replicas.unwrap_or(replicas);
+        let mut f = swarm(cfg.faults, seed);
+        if diverge && cfg.faults.has(Fault::Partition) {
+            f = f.with(Fault::Partition);
         }
         let coin = r.chance(0.5);
         let client_driven = has_client_coordinator
@@ -296,7 +323,7 @@ impl SeedParams {
         let delay = f.has(Fault::Delay);
         let tail_p = r.uniform(0.01, 0.2);
         let tail_max_us = r.range(1_000, 20_000);
-        let slow = r.below(cfg.replicas.max(1) as u64 + 1) as usize; // == replicas: none
+        let slow = r.below(replicas.max(1) as u64 + 1) as usize; // == replicas: none
         let slow_link_p = r.uniform(0.1, 0.6);
         let slow_link_max = r.range(5, 50);
         let loss_p = r.uniform(0.005, 0.1);
@@ -310,13 +337,21 @@ impl SeedParams {
         let knobs = r.next_u64();
         SeedParams {
             seed,
+            replicas,
+            durability: cfg.durability.unwrap_or(durability),
+            diverge,
+            crash_inside_p: if f.has(Fault::Crash) {
+                crash_inside_p
+            } else {
+                0.0
+            },
             faults: f,
             client_driven,
-            keys: cfg.keys.unwrap_or(keys).max(1),
+            keys: cfg.keys.unwrap_or(if diverge { 1 } else { keys }).max(1),
             latency_us: (lo, hi),
             tail_p: if delay { tail_p } else { 0.0 },
             tail_max_us,
-            slow_node: (delay && slow < cfg.replicas as usize).then_some(slow),
+            slow_node: (delay && slow < replicas as usize).then_some(slow),
             slow_link_p: if delay { slow_link_p } else { 0.0 },
             slow_link_max,
             loss_p: if f.has(Fault::Loss) { loss_p } else { 0.0 },
@@ -330,19 +365,37 @@ impl SeedParams {
             },
             late_timer_max_us,
             think_max_us,
-            read_pct,
+            read_pct: if diverge { diverge_read_pct } else { read_pct },
             heal_after_ops: cfg.ops * heal_pct / 100,
             knobs,
         }
     }
 }
 
+/// Swarm testing: with more than one fault enabled, each seed keeps each
+/// fault with probability 0.7 (a list of one is kept as is).
+fn swarm(faults: FaultSet, seed: u64) -> FaultSet {
+    let many = Fault::ALL.iter().filter(|&&x| faults.has(x)).count() > 1;
+    if !many {
+        return faults;
+    }
+    let mut r = Rng::stream(seed, Stream::Swarm);
+    Fault::ALL
+        .iter()
+        .filter(|&&x| faults.has(x) && r.chance(0.7))
+        .fold(FaultSet::NONE, |s, &x| s.with(x))
+}
+
 impl fmt::Display for SeedParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "faults={} mode={} keys={} reads={}% latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} slow_links={:.2}x{} loss={:.3} dup={:.3} reorder={} \
+            "N={} durability={} diverge={} crash_inside_p={:.2} faults={} mode={} keys={} reads={}% latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} slow_links={:.2}x{} loss={:.3} dup={:.3} reorder={} \
              nemesis_gap={}us late_timer_p={:.2} heal_after_ops={} knobs={:#x}",
+            self.replicas,
+            self.durability,
+            self.diverge,
+            self.crash_inside_p,
             self.faults,
             if self.client_driven { "client" } else { "proxy" },
             self.keys,
@@ -483,5 +536,33 @@ mod tests {
             (p.keys, p.client_driven, p.latency_us),
             (q.keys, q.client_driven, q.latency_us)
         );
+    }
+
+    /// Unless fixed by a flag, N, the durability and the divergence bias
+    /// vary across seeds, and fixing one leaves the seed's other draws alone.
+    #[test]
+    fn the_shape_of_a_cluster_is_drawn_per_seed_unless_fixed() {
+        let cfg = SimConfig::default();
+        let drawn: Vec<_> = (0..200).map(|s| SeedParams::draw(&cfg, s, true)).collect();
+        let count = |f: &dyn Fn(&SeedParams) -> bool| drawn.iter().filter(|p| f(p)).count();
+        assert!(count(&|p| p.replicas == 3) > 60 && count(&|p| p.replicas == 5) > 60);
+        assert!(count(&|p| p.durability == Durability::Memory) > 60);
+        assert!(count(&|p| p.durability == Durability::Durable) > 60);
+        let diverging = count(&|p| p.diverge);
+        assert!((20..100).contains(&diverging), "{diverging}");
+        assert!(drawn.iter().filter(|p| p.diverge).all(|p| p.keys == 1));
+        let fixed = SimConfig {
+            replicas: Some(5),
+            durability: Some(Durability::Memory),
+            ..SimConfig::default()
+        };
+        for (s, p) in drawn.iter().enumerate() {
+            let q = SeedParams::draw(&fixed, s as u64, true);
+            assert_eq!((q.replicas, q.durability), (5, Durability::Memory));
+            assert_eq!(
+                (q.faults, q.read_pct, q.knobs),
+                (p.faults, p.read_pct, p.knobs)
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod disk;
 pub mod history;
 pub mod protocol;
 pub mod rng;

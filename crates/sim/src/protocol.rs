@@ -48,6 +48,13 @@ pub trait SimProtocol: 'static {
     /// Whether the protocol promises that, once faults heal, every operation
     /// completes (the liveness phase checks it).
     const PROMISES_LIVENESS: bool;
+    /// Whether a server applies a client request at most once even when it
+    /// arrives twice (a client's retry after the first attempt got through).
+    /// If so, the `dup` fault also duplicates proxy-mode client requests, to
+    /// exercise the dedup path. ABD has none (no request ids): a duplicated
+    /// put can apply again after the client moved on, which the checker
+    /// catches (see the test `a_protocol_that_claims_dedup_without_it_is_caught`).
+    const DEDUPLICATES_REQUESTS: bool = false;
     /// The messages nodes and client coordinators exchange.
     type Msg: Clone + Debug;
     /// A server node (replica, plus proxy coordinator if the protocol has one).

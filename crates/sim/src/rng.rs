@@ -26,6 +26,7 @@ pub enum Stream {
     Timers = 5,
     Links = 6,
     Swarm = 7,
+    Shape = 8,
 }
 
 impl Rng {

@@ -66,8 +66,8 @@ pub struct SeedReport {
 
 /// Run seed `seed` of protocol `P`. `Err` only for configuration errors.
 pub fn run_seed<P: SimProtocol>(cfg: &SimConfig, seed: u64) -> Result<SeedReport, String> {
-    if cfg.replicas == 0 || cfg.replicas > 63 {
-        return Err(format!("--replicas must be 1..=63, not {}", cfg.replicas));
+    if let Some(n @ (0 | 64..)) = cfg.replicas {
+        return Err(format!("--replicas must be 1..=63, not {n}"));
     }
     if cfg.clients == 0 {
         return Err("--clients must be at least 1".into());

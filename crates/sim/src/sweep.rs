@@ -58,6 +58,8 @@ fn add(t: &mut Stats, s: &Stats) {
     t.events += s.events;
     t.timers_fired += s.timers_fired;
     t.crashes += s.crashes;
+    t.crashes_inside += s.crashes_inside;
+    t.outages += s.outages;
     t.partitions += s.partitions;
     t.pauses += s.pauses;
     t.ops_ok += s.ops_ok;

@@ -9,17 +9,19 @@
 //!
 //! The driver's contract of `quorumkv_core::protocol` is kept exactly:
 //! handlers run one at a time; the commands of a call execute in order, and
-//! a `Persist` lands in the node's durable log before the call's later sends
-//! (a crash happens only between events, so nothing can overtake it); a send
-//! to oneself comes back through `on_msg` after the call returns, without
-//! network faults; setting a pending timer replaces it (generation numbers);
-//! links are FIFO unless the `reorder` fault is on.
+//! a `Persist` is synced to the node's [`Disk`] before the call's next
+//! command runs; a crash may fall between two commands of one call (the
+//! later ones never happen), as real crashes do; a send to oneself comes
+//! back through `on_msg` after the call returns, without network faults;
+//! setting a pending timer replaces it (generation numbers); links are FIFO
+//! unless the `reorder` fault is on.
 
 use crate::config::{Durability, Fault, SeedParams, SimConfig};
+use crate::disk::Disk;
 use crate::history::{Clock, OpRecord, SimOp, SimOutcome};
 use crate::protocol::{ClientSpec, NodeSpec, SimProtocol};
 use crate::rng::{Rng, Stream};
-use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
 use quorumkv_core::{ClientRef, NodeId, Peer, Request, Response, Time};
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
@@ -33,6 +35,8 @@ macro_rules! trace {
         }
     };
 }
+
+mod nemesis;
 
 type NodeTimer<P> = <<P as SimProtocol>::Node as Protocol>::Timer;
 type ClientTimer<P> = <<P as SimProtocol>::Client as Protocol>::Timer;
@@ -60,6 +64,10 @@ pub struct Stats {
     pub events: u64,
     pub timers_fired: u64,
     pub crashes: u64,
+    /// Crashes that fell between two commands of one handler call.
+    pub crashes_inside: u64,
+    /// Times the nemesis took more than f nodes down at once.
+    pub outages: u64,
     pub partitions: u64,
     pub pauses: u64,
     pub ops_ok: u64,
@@ -142,10 +150,10 @@ enum Ev<P: SimProtocol> {
 }
 
 impl<P: SimProtocol> Ev<P> {
-    /// A copy for the duplicating network. Only protocol messages are
-    /// copied: a client request travels on one TCP stream and is never
-    /// duplicated (no core deduplicates requests: a duplicated put would
-    /// apply twice, under a newer tag, after the client moved on).
+    /// A copy for the duplicating network: protocol messages, and client
+    /// requests too if the protocol deduplicates them (a retry that arrives
+    /// after the first attempt; [`SimProtocol::DEDUPLICATES_REQUESTS`]).
+    /// Replies travel on one TCP stream and are never duplicated.
     fn duplicate(&self) -> Option<Ev<P>> {
         Some(match self {
             Ev::NodeMsg { node, from, msg } => Ev::NodeMsg {
@@ -157,6 +165,11 @@ impl<P: SimProtocol> Ev<P> {
                 client: *client,
                 from: *from,
                 msg: msg.clone(),
+            },
+            Ev::ProxyRequest { node, cref, req } if P::DEDUPLICATES_REQUESTS => Ev::ProxyRequest {
+                node: *node,
+                cref: *cref,
+                req: req.clone(),
             },
             _ => return None,
         })
@@ -201,12 +214,38 @@ struct NodeSlot<P: SimProtocol> {
     core: Option<P::Node>,
     /// Pending timers and the generation that may fire them.
     timers: HashMap<NodeTimer<P>, u64>,
-    /// What survives a crash (durability mode `durable`).
-    durable: Vec<Record>,
+    /// What the node persisted; what survives a crash depends on the mode.
+    disk: Disk,
+    /// Whether the nemesis has chosen this node to crash inside a coming
+    /// handler call, and which.
+    crash_armed: Armed,
     paused: bool,
     /// Events that reached the node while paused, in arrival order.
     deferred: Vec<Ev<P>>,
     incarnation: u64,
+}
+
+/// A crash the nemesis has armed to fall inside a handler call of a node:
+/// between two of the call's commands, so that the later ones never happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Armed {
+    No,
+    /// The next call with two commands or more.
+    AnyCall,
+    /// The next call with two commands or more that persists something:
+    /// crashes cluster around disk writes, and so do ordering bugs.
+    PersistCall,
+}
+
+impl Armed {
+    fn fires<M, T>(self, cmds: &[Command<M, T>]) -> bool {
+        let persists = || cmds.iter().any(|c| matches!(c, Command::Persist(_)));
+        match self {
+            Armed::No => false,
+            Armed::AnyCall => cmds.len() >= 2,
+            Armed::PersistCall => cmds.len() >= 2 && persists(),
+        }
+    }
 }
 
 struct Pending {
@@ -223,6 +262,8 @@ struct ClientSlot<P: SimProtocol> {
     pending: Option<Pending>,
     next_req: u64,
     done: bool,
+    /// The next operation is a read (divergence bias: set when a partition heals).
+    read_next: bool,
 }
 
 /// The outcome of [`World::run`].
@@ -274,13 +315,13 @@ pub struct World<'a, P: SimProtocol> {
 impl<'a, P: SimProtocol> World<'a, P> {
     pub fn new(cfg: &'a SimConfig, params: SeedParams, bug: Option<P::Bug>) -> Self {
         let seed = params.seed;
-        let n = cfg.replicas as usize;
+        let n = params.replicas as usize;
         let c = cfg.clients as usize;
         let e = n + c;
         let mut w = World {
             cfg,
             bug,
-            members: (1..=cfg.replicas).collect(),
+            members: (1..=params.replicas).collect(),
             now: 0,
             seq: 0,
             queue: BinaryHeap::with_capacity(1024),
@@ -320,7 +361,8 @@ impl<'a, P: SimProtocol> World<'a, P> {
             w.nodes.push(NodeSlot {
                 core: None,
                 timers: HashMap::new(),
-                durable: Vec::new(),
+                disk: Disk::default(),
+                crash_armed: Armed::No,
                 paused: false,
                 deferred: Vec::new(),
                 incarnation: 0,
@@ -350,6 +392,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
                 pending: None,
                 next_req: 1,
                 done: quota == 0,
+                read_next: false,
             });
         }
         w.clients_done = w.clients.iter().filter(|s| s.done).count();
@@ -400,11 +443,23 @@ impl<'a, P: SimProtocol> World<'a, P> {
         self.nodes[i].core.is_some()
     }
 
-    /// Nodes crashed, or up but not yet taking part in quorums.
+    /// Nodes crashed, up but not yet taking part in quorums, or about to
+    /// crash (armed).
     fn down_count(&self) -> usize {
         self.nodes
             .iter()
-            .filter(|s| s.core.as_ref().is_none_or(|c| !P::available(c)))
+            .filter(|s| {
+                s.crash_armed != Armed::No || s.core.as_ref().is_none_or(|c| !P::available(c))
+            })
+            .count()
+    }
+
+    /// Nodes out of quorums right now: crashed, not yet available, or
+    /// paused (a node armed to crash still serves until it does).
+    fn out_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|s| s.paused || s.core.as_ref().is_none_or(|c| !P::available(c)))
             .count()
     }
 
@@ -487,7 +542,9 @@ impl<'a, P: SimProtocol> World<'a, P> {
 
     // --------------------------------------------------------------- nodes
 
-    /// Call a handler of node `i` and execute its commands.
+    /// Call a handler of node `i` and execute its commands; if the node is
+    /// armed to crash and the call has two commands or more, it crashes
+    /// after a random, proper prefix of them.
     fn with_node(&mut self, i: usize, f: impl FnOnce(&mut P::Node, Time, &mut NodeOut<P>)) {
         let now = Time(self.now);
         let mut out = std::mem::take(&mut self.node_out);
@@ -495,7 +552,23 @@ impl<'a, P: SimProtocol> World<'a, P> {
             Some(core) => f(core, now, &mut out),
             None => return self.node_out = out,
         }
-        for cmd in out.drain() {
+        let len = out.len();
+        let cut = if self.nodes[i].crash_armed.fires(out.commands()) && !self.healed {
+            self.nemesis_rng.range(1, len as u64 - 1) as usize
+        } else {
+            usize::MAX
+        };
+        for (k, cmd) in out.drain().enumerate() {
+            if k == cut {
+                self.stats.crashes_inside += 1;
+                trace!(
+                    self,
+                    "CRASH n{} inside a handler: {k} of {len} commands ran",
+                    i + 1
+                );
+                self.crash_for_a_while(i);
+                break;
+            }
             self.exec_node(i, cmd);
         }
         self.node_out = out;
@@ -581,9 +654,10 @@ impl<'a, P: SimProtocol> World<'a, P> {
                 self.nodes[i].timers.remove(&timer);
             }
             Command::Persist(rec) => {
-                if self.cfg.durability == Durability::Durable {
-                    self.nodes[i].durable.push(rec);
-                }
+                // Durable (fsync) mode: synced before the next command runs.
+                let disk = &mut self.nodes[i].disk;
+                disk.write(rec);
+                disk.sync();
             }
         }
     }
@@ -610,13 +684,13 @@ impl<'a, P: SimProtocol> World<'a, P> {
             id: i as NodeId + 1,
             incarnation: self.nodes[i].incarnation,
             members: &self.members,
-            durable: self.cfg.durability == Durability::Durable,
+            durable: self.p.durability == Durability::Durable,
             bug: self.bug,
             timing: self.cfg.timing,
             knobs: self.p.knobs,
         };
         let mut core = P::node(&spec);
-        for rec in self.nodes[i].durable.iter().cloned() {
+        for rec in self.nodes[i].disk.synced().iter().cloned() {
             core.restore(rec);
         }
         self.nodes[i].core = Some(core);
@@ -629,9 +703,13 @@ impl<'a, P: SimProtocol> World<'a, P> {
         slot.timers.clear();
         slot.deferred.clear();
         slot.paused = false;
+        slot.crash_armed = Armed::No;
         slot.incarnation += 1;
-        if self.cfg.durability == Durability::Memory {
-            slot.durable.clear();
+        match self.p.durability {
+            Durability::Durable => {
+                slot.disk.crash();
+            }
+            Durability::Memory => slot.disk.wipe(),
         }
         self.stats.crashes += 1;
         trace!(self, "CRASH n{}", i + 1);
@@ -650,7 +728,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             self,
             "RESTART n{} ({} durable records)",
             i + 1,
-            self.nodes[i].durable.len()
+            self.nodes[i].disk.synced().len()
         );
         self.boot(i);
         for j in 0..self.nodes.len() {
@@ -763,7 +841,10 @@ impl<'a, P: SimProtocol> World<'a, P> {
 
     fn random_op(&mut self, c: usize) -> SimOp {
         let key = format!("k{}", self.work_rng.below(self.p.keys as u64));
-        let roll = self.work_rng.below(100);
+        let mut roll = self.work_rng.below(100);
+        if std::mem::take(&mut self.clients[c].read_next) {
+            roll = 0;
+        }
         let n = self.clients[c].issued;
         let puts = self.p.read_pct + (100 - self.p.read_pct) * 85 / 100;
         if roll < self.p.read_pct {
@@ -865,206 +946,6 @@ impl<'a, P: SimProtocol> World<'a, P> {
         self.schedule(self.now + think, Ev::ClientIssue { client: c });
     }
 
-    // ------------------------------------------------------------- nemesis
-
-    fn nemesis(&mut self) {
-        if self.healed {
-            return;
-        }
-        let f = self.p.faults;
-        let mut actions = Vec::with_capacity(3);
-        if f.has(Fault::Partition) {
-            actions.push(Fault::Partition);
-        }
-        if f.has(Fault::Crash) {
-            actions.push(Fault::Crash);
-        }
-        if f.has(Fault::Pause) {
-            actions.push(Fault::Pause);
-        }
-        if actions.is_empty() {
-            return;
-        }
-        match self.nemesis_rng.pick(&actions) {
-            Fault::Partition if !self.partition_active => self.form_partition(),
-            Fault::Crash => self.nemesis_crash(),
-            Fault::Pause => self.nemesis_pause(),
-            _ => {}
-        }
-        let gap = self.p.nemesis_gap_us;
-        let next = self.now + self.nemesis_rng.range(gap / 2, gap * 3 / 2);
-        self.schedule(next, Ev::Nemesis);
-    }
-
-    fn nemesis_crash(&mut self) {
-        let n = self.nodes.len();
-        let f = (n - 1) / 2; // never more than f down at once: quorums stay possible
-        if self.down_count() >= f {
-            return;
-        }
-        let up: Vec<usize> = (0..n).filter(|&i| self.node_up(i)).collect();
-        let i = self.nemesis_rng.pick(&up);
-        self.crash(i);
-        let back = self.now + self.nemesis_rng.range(5_000, 50_000);
-        self.schedule(back, Ev::Restart { node: i });
-    }
-
-    fn nemesis_pause(&mut self) {
-        let cands: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.node_up(i) && !self.nodes[i].paused)
-            .collect();
-        if cands.is_empty() {
-            return;
-        }
-        let i = self.nemesis_rng.pick(&cands);
-        self.nodes[i].paused = true;
-        self.stats.pauses += 1;
-        let until = self.now + self.nemesis_rng.range(1_000, 30_000);
-        let incarnation = self.nodes[i].incarnation;
-        trace!(
-            self,
-            "PAUSE n{} until {:.3}ms",
-            i + 1,
-            until as f64 / 1000.0
-        );
-        self.schedule(
-            until,
-            Ev::Resume {
-                node: i,
-                incarnation,
-            },
-        );
-    }
-
-    fn resume(&mut self, i: usize) {
-        if !self.nodes[i].paused {
-            return;
-        }
-        self.nodes[i].paused = false;
-        trace!(self, "RESUME n{}", i + 1);
-        let held = std::mem::take(&mut self.nodes[i].deferred);
-        for ev in held {
-            self.schedule(self.now, ev);
-        }
-    }
-
-    /// Cut the cluster: a split into two sides (clients take sides too), an
-    /// isolated node, or a one-way cut (asymmetric).
-    fn form_partition(&mut self) {
-        let n = self.nodes.len();
-        let e = n + self.clients.len();
-        if n < 2 {
-            return;
-        }
-        let r = &mut self.nemesis_rng;
-        let kind = r.below(3);
-        let mut side = vec![false; e];
-        if kind == 1 {
-            side[r.below(n as u64) as usize] = true; // isolate one node
-        } else {
-            // A random non-empty proper subset of the nodes.
-            let mask = r.range(1, (1u64 << n) - 2);
-            for (i, s) in side.iter_mut().enumerate().take(n) {
-                *s = mask & (1 << i) != 0;
-            }
-        }
-        for s in side.iter_mut().skip(n) {
-            *s = r.chance(0.5);
-        }
-        let one_way = kind == 2;
-        let before = self.node_links();
-        for a in 0..e {
-            for b in 0..e {
-                if side[a] && !side[b] {
-                    self.blocked[a * e + b] = true;
-                    if !one_way {
-                        self.blocked[b * e + a] = true;
-                    }
-                }
-            }
-        }
-        self.partition_active = true;
-        self.partition_epoch += 1;
-        self.stats.partitions += 1;
-        let dur = self.nemesis_rng.range(5_000, 60_000);
-        let label: Vec<String> = (0..n)
-            .filter(|&i| side[i])
-            .map(|i| format!("n{}", i + 1))
-            .collect();
-        let kind = ["split", "isolate", "one-way"][kind as usize];
-        trace!(
-            self,
-            "PARTITION {kind} {{{}}} for {:.3}ms",
-            label.join(","),
-            dur as f64 / 1000.0
-        );
-        self.schedule(
-            self.now + dur,
-            Ev::HealPartition {
-                epoch: self.partition_epoch,
-            },
-        );
-        self.announce_links(before);
-    }
-
-    fn heal_partition(&mut self) {
-        if !self.partition_active {
-            return;
-        }
-        let before = self.node_links();
-        self.blocked.iter_mut().for_each(|b| *b = false);
-        self.partition_active = false;
-        trace!(self, "HEAL partition");
-        self.announce_links(before);
-    }
-
-    fn node_links(&self) -> Vec<bool> {
-        let n = self.nodes.len();
-        (0..n * n).map(|k| self.connected(k / n, k % n)).collect()
-    }
-
-    /// Tell live nodes about node-to-node links that went down or came up.
-    fn announce_links(&mut self, before: Vec<bool>) {
-        let n = self.nodes.len();
-        for a in 0..n {
-            for b in 0..n {
-                let now_up = self.connected(a, b);
-                if a == b || before[a * n + b] == now_up || !self.node_up(a) || !self.node_up(b) {
-                    continue;
-                }
-                let peer = Peer::Node(b as NodeId + 1);
-                self.link_event(
-                    a,
-                    if now_up {
-                        LinkEvent::Up(peer)
-                    } else {
-                        LinkEvent::Down(peer)
-                    },
-                );
-            }
-        }
-    }
-
-    /// End of the fault phase: heal partitions, restart crashed nodes,
-    /// resume paused ones; the network stops losing, duplicating and
-    /// delaying messages abnormally.
-    fn heal_all(&mut self) {
-        if self.healed {
-            return;
-        }
-        trace!(self, "HEAL ALL: fault phase over, liveness phase begins");
-        self.healed = true;
-        self.stats.healed_at_us = self.now;
-        // FIFO links still carry the fault phase's slow messages; operations
-        // are held to the liveness bound once that backlog has drained.
-        self.liveness_from_us = self.link_last.iter().copied().fold(self.now, u64::max);
-        self.heal_partition();
-        for i in 0..self.nodes.len() {
-            self.restart(i);
-            self.resume(i);
-        }
-    }
-
     // ---------------------------------------------------------------- run
 
     /// Run the seed to its end.
@@ -1077,7 +958,8 @@ impl<'a, P: SimProtocol> World<'a, P> {
             self.schedule(start, Ev::ClientIssue { client: c });
         }
         let f = self.p.faults;
-        if f.has(Fault::Partition) || f.has(Fault::Crash) || f.has(Fault::Pause) {
+        let nemesis = [Fault::Partition, Fault::Crash, Fault::Pause, Fault::Outage];
+        if nemesis.iter().any(|&x| f.has(x)) {
             let first = self.nemesis_rng.range(0, self.p.nemesis_gap_us);
             self.schedule(first, Ev::Nemesis);
         }

@@ -89,6 +89,15 @@ pub enum InjectedBug {
     AcceptOlderTag,
     /// a replica restarted without its data answers queries at once.
     NoRecovery,
+    /// a replica acknowledges a store before it persists it (a crash in
+    /// between loses an acknowledged write).
+    AckBeforePersist,
+    /// a recovering replica merges the stores of N−Q peers, one fewer than
+    /// it needs, before answering.
+    RecoveryOnePeerShort,
+    /// the fast read takes the quorum's tags as equal when only their
+    /// timestamps match (two writers can use one ts for different values).
+    FastReadTsOnly,
 }
 
 impl InjectedBug {
@@ -97,6 +106,9 @@ impl InjectedBug {
         InjectedBug::MinorityQuorum,
         InjectedBug::AcceptOlderTag,
         InjectedBug::NoRecovery,
+        InjectedBug::AckBeforePersist,
+        InjectedBug::RecoveryOnePeerShort,
+        InjectedBug::FastReadTsOnly,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -104,6 +116,9 @@ impl InjectedBug {
             InjectedBug::MinorityQuorum => "abd-minority-quorum",
             InjectedBug::AcceptOlderTag => "abd-accept-older-tag",
             InjectedBug::NoRecovery => "abd-no-recovery",
+            InjectedBug::AckBeforePersist => "abd-ack-before-persist",
+            InjectedBug::RecoveryOnePeerShort => "abd-recovery-one-peer-short",
+            InjectedBug::FastReadTsOnly => "abd-fast-read-ts-only",
         }
     }
     pub fn describe(self) -> &'static str {
@@ -113,6 +128,15 @@ impl InjectedBug {
             InjectedBug::AcceptOlderTag => "a replica overwrites its value with an older tag",
             InjectedBug::NoRecovery => {
                 "a replica restarted without its data answers at once (shows with --durability memory)"
+            }
+            InjectedBug::AckBeforePersist => {
+                "a replica acks a store before persisting it (shows with crashes inside handlers, durable)"
+            }
+            InjectedBug::RecoveryOnePeerShort => {
+                "a recovering replica syncs from one peer fewer than it needs (shows with --durability memory)"
+            }
+            InjectedBug::FastReadTsOnly => {
+                "the fast read compares only the timestamps of the quorum's tags, not the writers"
             }
         }
     }
@@ -180,6 +204,10 @@ impl Replica {
     ) {
         let current = self.store.get(&key).map(|(t, _)| *t).unwrap_or(Tag::ZERO);
         let newer = tag > current || self.bug == Some(InjectedBug::AcceptOlderTag);
+        let ack_first = self.bug == Some(InjectedBug::AckBeforePersist);
+        if ack_first {
+            out.send(from, Msg::StoreAck { op });
+        }
         if newer {
             if self.durable {
                 out.persist(Record::Register {
@@ -194,7 +222,9 @@ impl Replica {
         }
         // Always acknowledge: a replica holding a newer tag already holds
         // something at least as recent as what the coordinator wants stored.
-        out.send(from, Msg::StoreAck { op });
+        if !ack_first {
+            out.send(from, Msg::StoreAck { op });
+        }
     }
 
     /// Handle a message addressed to the replica role.
@@ -527,7 +557,12 @@ impl Coordinator {
         if !votes.won() {
             return;
         }
-        let (agreed, max_tag, max_value) = (*lowest == *highest, *highest, best.take());
+        let agreed = if self.bug == Some(InjectedBug::FastReadTsOnly) {
+            lowest.ts == highest.ts
+        } else {
+            *lowest == *highest
+        };
+        let (max_tag, max_value) = (*highest, best.take());
         match p.kind.clone() {
             Kind::Get => {
                 let skip =
@@ -784,7 +819,10 @@ impl AbdNode {
         if self.coord.bug == Some(InjectedBug::NoRecovery) {
             return self;
         }
-        let need = self.members.len() - majority(self.members.len()) + 1;
+        let mut need = self.members.len() - majority(self.members.len()) + 1;
+        if self.coord.bug == Some(InjectedBug::RecoveryOnePeerShort) {
+            need = need.saturating_sub(1).max(1);
+        }
         self.recovery = Some(QuorumTracker::new(need));
         self
     }
@@ -949,21 +987,27 @@ mod tests {
     fn key() -> Bytes {
         Bytes::from_static(b"k")
     }
+    /// Drain `out`, keeping what `pick` picks.
+    fn drained<T>(out: &mut O, pick: impl FnMut(Command<Msg, Timer>) -> Option<T>) -> Vec<T> {
+        out.drain().filter_map(pick).collect()
+    }
     fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-        out.drain()
-            .filter_map(|c| match c {
-                Command::Send { to, msg } => Some((to, msg)),
-                _ => None,
-            })
-            .collect()
+        drained(out, |c| match c {
+            Command::Send { to, msg } => Some((to, msg)),
+            _ => None,
+        })
     }
     fn replies(out: &mut O) -> Vec<Response> {
-        out.drain()
-            .filter_map(|c| match c {
-                Command::Reply { resp, .. } => Some(resp),
-                _ => None,
-            })
-            .collect()
+        drained(out, |c| match c {
+            Command::Reply { resp, .. } => Some(resp),
+            _ => None,
+        })
+    }
+    fn timers(out: &mut O) -> Vec<(Duration, Timer)> {
+        drained(out, |c| match c {
+            Command::SetTimer { after, timer } => Some((after, timer)),
+            _ => None,
+        })
     }
     fn qreply(
         c: &mut Coordinator,
@@ -1116,19 +1160,27 @@ mod tests {
             "one replica twice is not a quorum"
         );
         assert_eq!(c.counters.duplicate_replies, 1);
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(c.counters.misrouted, 1, "an ack cannot answer phase 1");
+        assert_eq!(c.in_flight(), 1);
         qreply(&mut c, 2, 1, 1, None, &mut out);
         out.drain();
+        // Replica 3's query reply arrives once the store phase began.
+        qreply(&mut c, 3, 1, 1, None, &mut out);
+        assert_eq!(c.counters.stale_replies, 1);
         c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
         c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
         assert!(replies(&mut out).is_empty());
+        assert_eq!(c.counters.duplicate_replies, 2);
         c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(replies(&mut out).len(), 1);
         // The third replica's late answers arrive after completion.
         qreply(&mut c, 3, 1, 1, None, &mut out);
         c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert!(out.is_empty());
-        assert_eq!(c.counters.stale_replies, 2);
+        assert_eq!(c.counters.stale_replies, 3);
         assert_eq!(c.in_flight(), 0, "completed ops leave the pending table");
+        assert_eq!((c.completed, c.timed_out), (1, 0));
     }
 
     #[test]
@@ -1150,6 +1202,21 @@ mod tests {
             .all(|(to, m)| *to == Peer::Conn(1) && matches!(m, Msg::StoreAck { op: 1 })));
         assert_eq!(r.get(b"k").unwrap().1.as_deref(), Some(&b"two"[..]));
         assert_eq!(r.counters.older_stores, 1);
+        r.handle(Peer::Conn(1), store(2, "two"), &mut out);
+        assert_eq!(r.counters.older_stores, 2, "an equal tag is not newer");
+        assert_eq!((r.len(), r.is_empty()), (1, false));
+        let other = Msg::Store {
+            op: 2,
+            key: Bytes::from_static(b"other"),
+            tag: Tag { ts: 1, writer: 1 },
+            value: None,
+        };
+        r.handle(Peer::Conn(1), other, &mut out);
+        assert_eq!(r.len(), 2);
+        assert!(Replica::new(false).is_empty());
+        r.handle(Peer::Conn(1), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(r.counters.misrouted, 1);
+        out.drain();
         r.handle(Peer::Node(2), Msg::Query { op: 5, key: key() }, &mut out);
         assert_eq!(
             sends(&mut out),
@@ -1187,15 +1254,57 @@ mod tests {
         c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
         out.drain();
         qreply(&mut c, 1, 0, 0, None, &mut out);
-        c.tick(Time(150_000), &mut out);
+        c.tick(Time(50_000), &mut out);
+        assert!(sends(&mut out).is_empty(), "not before the retry interval");
+        c.tick(Time(100_000), &mut out);
         let s = sends(&mut out);
         assert_eq!(s.len(), 2, "retransmit to the two silent replicas only");
+        c.tick(Time(150_000), &mut out);
+        assert!(sends(&mut out).is_empty(), "next retry at 200 ms");
         c.tick(Time(2_000_000), &mut out);
         assert_eq!(
             replies(&mut out),
             vec![Response::Failed(OpError::Timeout { got: 1, need: 2 })]
         );
         assert_eq!(c.in_flight(), 0);
+    }
+
+    /// One retransmit tick at a time, at half the retry interval, re-armed
+    /// only while operations are pending; outcomes are counted.
+    #[test]
+    fn the_tick_runs_while_operations_are_pending() {
+        let mut c = coord(3); // retry 100 ms, timeout 2 s
+        let mut out = O::new();
+        let tick = vec![(Duration::from_millis(50), Timer::Tick)];
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        assert_eq!(timers(&mut out), tick);
+        c.start(T0, ClientRef(2), Request::Get { key: key() }, &mut out);
+        assert!(timers(&mut out).is_empty(), "a tick is already pending");
+        c.on_timer(Time(50_000), Timer::Tick, &mut out);
+        assert_eq!(timers(&mut out), tick, "re-armed: operations pending");
+        c.tick(Time(2_000_000), &mut out);
+        assert!(timers(&mut out).is_empty(), "all expired: no more ticks");
+        assert_eq!((c.timed_out, c.completed), (2, 0));
+        c.start(
+            Time(2_000_000),
+            ClientRef(3),
+            Request::Get { key: key() },
+            &mut out,
+        );
+        assert_eq!(timers(&mut out), tick, "armed again for new work");
+        let op = c.next_op - 1;
+        for n in [1, 2] {
+            let reply = Msg::QueryReply {
+                op,
+                tag: Tag::ZERO,
+                value: None,
+            };
+            c.handle(T0, Peer::Node(n), reply, &mut out);
+        }
+        assert_eq!((c.timed_out, c.completed), (2, 1));
+        c.handle(T0, Peer::Conn(4), Msg::StoreAck { op }, &mut out);
+        c.handle(T0, Peer::Node(3), Msg::Query { op, key: key() }, &mut out);
+        assert_eq!(c.counters.misrouted, 2);
     }
 
     #[test]
@@ -1256,6 +1365,7 @@ mod tests {
         let query = Msg::Query { op: 1, key: key() };
         n.on_msg(T0, Peer::Conn(9), query.clone(), &mut out);
         assert!(out.is_empty(), "no answer while recovering");
+        assert_eq!(n.queries_held_back, 1);
         let entry = |ts, v: &str| {
             vec![(
                 key(),
@@ -1312,8 +1422,14 @@ mod tests {
             "the highest tag of the merged stores"
         );
         n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
-        assert!(
-            matches!(&sends(&mut out)[..], [(Peer::Node(4), Msg::SyncReply { entries })] if entries.len() == 1)
+        let sync = vec![(
+            key(),
+            Tag { ts: 3, writer: 1 },
+            Some(Bytes::from_static(b"new")),
+        )];
+        assert_eq!(
+            sends(&mut out),
+            vec![(Peer::Node(4), Msg::SyncReply { entries: sync })]
         );
     }
 
@@ -1370,6 +1486,142 @@ mod tests {
                 "op {op} asked the silent replica: {to:?}"
             );
             assert_eq!(to.len(), 2);
+        }
+    }
+
+    fn thrifty_coord(n: u32) -> Coordinator {
+        let cfg = CoordinatorConfig {
+            thrifty: true,
+            ..Default::default()
+        };
+        Coordinator::new(100, (1..=n).collect(), cfg)
+    }
+
+    /// Thrifty phases start at rotating replicas, and still ask Q distinct
+    /// replicas when all but one are avoided.
+    #[test]
+    fn thrifty_rotates_and_asks_a_quorum_even_when_most_are_avoided() {
+        let mut c = thrifty_coord(3);
+        let mut out = O::new();
+        let mut asked = Vec::new();
+        for op in 1..=3 {
+            c.start(T0, ClientRef(op), Request::Get { key: key() }, &mut out);
+            let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+            asked.push(to);
+            let reply = Msg::QueryReply {
+                op,
+                tag: Tag::ZERO,
+                value: None,
+            };
+            c.handle(T0, Peer::Node(1), reply, &mut out);
+        }
+        let n = Peer::Node;
+        assert_eq!(
+            asked,
+            vec![vec![n(1), n(2)], vec![n(2), n(3)], vec![n(1), n(3)]]
+        );
+        // Replicas 2 and 3 stay silent past the fallback: both avoided.
+        c.tick(Time(6_000), &mut out);
+        out.drain();
+        c.start(
+            Time(7_000),
+            ClientRef(9),
+            Request::Get { key: key() },
+            &mut out,
+        );
+        assert_eq!(sends(&mut out).len(), 2, "Q = 2 distinct replicas");
+    }
+
+    /// A replica that stays silent is avoided again at every retransmit,
+    /// not only the first.
+    #[test]
+    fn thrifty_keeps_avoiding_a_replica_while_it_stays_silent() {
+        let mut c = thrifty_coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        qreply(&mut c, 1, 0, 0, None, &mut out);
+        c.tick(Time(6_000), &mut out); // 2 silent: avoided until 1.006 s
+        c.tick(Time(106_000), &mut out); // 2 and 3 silent: until 1.106 s
+        out.drain();
+        // Rotation now starts at replica 2, but 2 and 3 are still avoided.
+        c.start(
+            Time(1_050_000),
+            ClientRef(2),
+            Request::Get { key: key() },
+            &mut out,
+        );
+        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(to, vec![Peer::Node(1), Peer::Node(2)]);
+    }
+
+    // ------------------------------------------ injected bugs (testing aid)
+
+    #[test]
+    fn quorums_are_majorities_and_the_minority_bug_shrinks_them() {
+        for (n, q, bad) in [(1, 1, 1), (3, 2, 1), (4, 3, 2), (5, 3, 2)] {
+            assert_eq!(coord(n).quorum(), q);
+            let c = coord(n).with_bug(Some(InjectedBug::MinorityQuorum));
+            assert_eq!(c.quorum(), bad, "N={n}");
+        }
+    }
+
+    #[test]
+    fn injected_bugs_have_distinct_names_and_descriptions() {
+        let names: std::collections::HashSet<_> =
+            InjectedBug::ALL.iter().map(|b| b.name()).collect();
+        assert_eq!(names.len(), InjectedBug::ALL.len());
+        assert!(names.iter().all(|n| n.starts_with("abd-")));
+        let about: std::collections::HashSet<_> =
+            InjectedBug::ALL.iter().map(|b| b.describe()).collect();
+        assert_eq!(about.len(), InjectedBug::ALL.len());
+    }
+
+    #[test]
+    fn bug_ack_before_persist_acks_first() {
+        let store = Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts: 1, writer: 1 },
+            value: None,
+        };
+        let mut r = Replica::new(true).with_bug(Some(InjectedBug::AckBeforePersist));
+        let mut out = O::new();
+        r.handle(Peer::Node(1), store, &mut out);
+        let cmds = out.commands();
+        assert!(matches!(cmds[0], Command::Send { .. }));
+        assert!(matches!(cmds[1], Command::Persist(_)));
+        assert_eq!(cmds.len(), 2);
+    }
+
+    #[test]
+    fn bug_recovery_one_peer_short_stops_a_peer_early() {
+        // N = 5 needs 3 peers (see the test above); the bug takes 2.
+        let mut n = AbdNode::new(1, vec![1, 2, 3, 4, 5], false, CoordinatorConfig::default())
+            .with_bug(Some(InjectedBug::RecoveryOnePeerShort))
+            .recovering();
+        let mut out = O::new();
+        for peer in [2, 3] {
+            assert!(n.is_recovering());
+            let reply = Msg::SyncReply { entries: vec![] };
+            n.on_msg(T0, Peer::Node(peer), reply, &mut out);
+        }
+        assert!(!n.is_recovering());
+    }
+
+    /// Two writers can issue one ts for two values; only the full tags agree.
+    #[test]
+    fn fast_read_needs_equal_tags_not_just_equal_timestamps() {
+        for (bug, writes_back) in [(None, true), (Some(InjectedBug::FastReadTsOnly), false)] {
+            let mut c = coord(3).with_bug(bug);
+            let mut out = O::new();
+            c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+            out.drain();
+            qreply(&mut c, 1, 4, 1, Some("a"), &mut out);
+            qreply(&mut c, 2, 4, 2, Some("b"), &mut out);
+            let cmds = out.drain().collect::<Vec<_>>();
+            let stored = cmds.iter().any(|c| matches!(c, Command::Send { .. }));
+            let replied = cmds.iter().any(|c| matches!(c, Command::Reply { .. }));
+            assert_eq!((stored, replied), (writes_back, !writes_back), "{bug:?}");
         }
     }
 }

@@ -1,0 +1,283 @@
+//! The nemesis of a seed: partitions, crashes (between events or inside a
+//! handler call), pauses and outages of more than f nodes, and the heal
+//! that ends the fault phase.
+
+use super::{Armed, Ev, World};
+use crate::config::{Durability, Fault};
+use crate::protocol::SimProtocol;
+use quorumkv_core::protocol::LinkEvent;
+use quorumkv_core::{NodeId, Peer};
+
+impl<P: SimProtocol> World<'_, P> {
+    /// One nemesis action, then schedule the next. Diverging seeds pick
+    /// partitions twice as often; outages are rarer than the other actions.
+    pub(super) fn nemesis(&mut self) {
+        if self.healed {
+            return;
+        }
+        let f = self.p.faults;
+        let mut actions = Vec::with_capacity(6);
+        for a in [Fault::Partition, Fault::Crash, Fault::Pause, Fault::Outage] {
+            if f.has(a) {
+                actions.push(a);
+            }
+        }
+        if f.has(Fault::Partition) && self.p.diverge {
+            actions.push(Fault::Partition);
+        }
+        if actions.is_empty() {
+            return;
+        }
+        match self.nemesis_rng.pick(&actions) {
+            Fault::Partition if !self.partition_active => self.form_partition(),
+            Fault::Crash => self.nemesis_crash(),
+            Fault::Pause => self.nemesis_pause(),
+            Fault::Outage if self.nemesis_rng.chance(0.3) => self.outage(),
+            _ => {}
+        }
+        let gap = self.p.nemesis_gap_us;
+        let next = self.now + self.nemesis_rng.range(gap / 2, gap * 3 / 2);
+        self.schedule(next, Ev::Nemesis);
+    }
+
+    /// Never more than f nodes down at once (quorums stay possible). The
+    /// crash falls between events, or is armed to fall inside the node's
+    /// next handler call that has two commands or more.
+    fn nemesis_crash(&mut self) {
+        let n = self.nodes.len();
+        let f = (n - 1) / 2;
+        if self.down_count() >= f {
+            return;
+        }
+        let up: Vec<usize> = (0..n)
+            .filter(|&i| self.node_up(i) && self.nodes[i].crash_armed == Armed::No)
+            .collect();
+        if up.is_empty() {
+            return;
+        }
+        let i = self.nemesis_rng.pick(&up);
+        if self.nemesis_rng.chance(self.p.crash_inside_p) {
+            let durable = self.p.durability == Durability::Durable;
+            let armed = if durable && self.nemesis_rng.chance(0.5) {
+                Armed::PersistCall
+            } else {
+                Armed::AnyCall
+            };
+            trace!(
+                self,
+                "ARM crash of n{} inside a handler call: {armed:?}",
+                i + 1
+            );
+            self.nodes[i].crash_armed = armed;
+        } else {
+            self.crash_for_a_while(i);
+        }
+    }
+
+    /// Crash node `i` now and restart it 5–50 ms later.
+    pub(super) fn crash_for_a_while(&mut self, i: usize) {
+        self.crash(i);
+        let back = self.now + self.nemesis_rng.range(5_000, 50_000);
+        self.schedule(back, Ev::Restart { node: i });
+    }
+
+    /// Take nodes down until more than f are (f+1 up to all N) for 5–40 ms:
+    /// no quorum is reachable, so operations must end unknown (timeout),
+    /// never succeed wrongly, and the cluster must recover afterwards. In
+    /// durable seeds the nodes crash; in memory seeds they freeze instead (a
+    /// majority that loses its memory has lost acknowledged writes for good,
+    /// which no protocol survives).
+    fn outage(&mut self) {
+        let n = self.nodes.len();
+        let f = (n - 1) / 2;
+        let target = self.nemesis_rng.range(f as u64 + 1, n as u64) as usize;
+        let until = self.now + self.nemesis_rng.range(5_000, 40_000);
+        self.stats.outages += 1;
+        trace!(
+            self,
+            "OUTAGE: {target} of {n} nodes down until {:.3}ms",
+            until as f64 / 1000.0
+        );
+        let crash = self.p.durability == Durability::Durable;
+        let mut order: Vec<usize> = (0..n).collect();
+        for k in (1..n).rev() {
+            order.swap(k, self.nemesis_rng.below(k as u64 + 1) as usize);
+        }
+        for i in order {
+            if self.out_count() >= target {
+                break;
+            }
+            if crash && self.node_up(i) {
+                self.crash(i);
+                self.schedule(until, Ev::Restart { node: i });
+            } else if !crash && self.node_up(i) && !self.nodes[i].paused {
+                self.pause_until(i, until);
+            }
+        }
+    }
+
+    fn nemesis_pause(&mut self) {
+        let cands: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.node_up(i) && !self.nodes[i].paused)
+            .collect();
+        if cands.is_empty() {
+            return;
+        }
+        let i = self.nemesis_rng.pick(&cands);
+        let until = self.now + self.nemesis_rng.range(1_000, 30_000);
+        self.pause_until(i, until);
+    }
+
+    fn pause_until(&mut self, i: usize, until: u64) {
+        self.nodes[i].paused = true;
+        self.stats.pauses += 1;
+        let incarnation = self.nodes[i].incarnation;
+        trace!(
+            self,
+            "PAUSE n{} until {:.3}ms",
+            i + 1,
+            until as f64 / 1000.0
+        );
+        self.schedule(
+            until,
+            Ev::Resume {
+                node: i,
+                incarnation,
+            },
+        );
+    }
+
+    pub(super) fn resume(&mut self, i: usize) {
+        if !self.nodes[i].paused {
+            return;
+        }
+        self.nodes[i].paused = false;
+        trace!(self, "RESUME n{}", i + 1);
+        let held = std::mem::take(&mut self.nodes[i].deferred);
+        for ev in held {
+            self.schedule(self.now, ev);
+        }
+    }
+
+    /// Cut the cluster: a split into two sides (clients take sides too), an
+    /// isolated node, or a one-way cut (asymmetric).
+    fn form_partition(&mut self) {
+        let n = self.nodes.len();
+        let e = n + self.clients.len();
+        if n < 2 {
+            return;
+        }
+        let r = &mut self.nemesis_rng;
+        let kind = r.below(3);
+        let mut side = vec![false; e];
+        if kind == 1 {
+            side[r.below(n as u64) as usize] = true; // isolate one node
+        } else {
+            // A random non-empty proper subset of the nodes.
+            let mask = r.range(1, (1u64 << n) - 2);
+            for (i, s) in side.iter_mut().enumerate().take(n) {
+                *s = mask & (1 << i) != 0;
+            }
+        }
+        for s in side.iter_mut().skip(n) {
+            *s = r.chance(0.5);
+        }
+        let one_way = kind == 2;
+        let before = self.node_links();
+        for a in 0..e {
+            for b in 0..e {
+                if side[a] && !side[b] {
+                    self.blocked[a * e + b] = true;
+                    if !one_way {
+                        self.blocked[b * e + a] = true;
+                    }
+                }
+            }
+        }
+        self.partition_active = true;
+        self.partition_epoch += 1;
+        self.stats.partitions += 1;
+        let dur = self.nemesis_rng.range(5_000, 60_000);
+        let label: Vec<String> = (0..n)
+            .filter(|&i| side[i])
+            .map(|i| format!("n{}", i + 1))
+            .collect();
+        let kind = ["split", "isolate", "one-way"][kind as usize];
+        trace!(
+            self,
+            "PARTITION {kind} {{{}}} for {:.3}ms",
+            label.join(","),
+            dur as f64 / 1000.0
+        );
+        self.schedule(
+            self.now + dur,
+            Ev::HealPartition {
+                epoch: self.partition_epoch,
+            },
+        );
+        self.announce_links(before);
+    }
+
+    pub(super) fn heal_partition(&mut self) {
+        if !self.partition_active {
+            return;
+        }
+        let before = self.node_links();
+        self.blocked.iter_mut().for_each(|b| *b = false);
+        self.partition_active = false;
+        trace!(self, "HEAL partition");
+        if self.p.diverge {
+            // Reads right after the heal see the replicas at their most divergent.
+            self.clients.iter_mut().for_each(|c| c.read_next = true);
+        }
+        self.announce_links(before);
+    }
+
+    fn node_links(&self) -> Vec<bool> {
+        let n = self.nodes.len();
+        (0..n * n).map(|k| self.connected(k / n, k % n)).collect()
+    }
+
+    /// Tell live nodes about node-to-node links that went down or came up.
+    fn announce_links(&mut self, before: Vec<bool>) {
+        let n = self.nodes.len();
+        for a in 0..n {
+            for b in 0..n {
+                let now_up = self.connected(a, b);
+                if a == b || before[a * n + b] == now_up || !self.node_up(a) || !self.node_up(b) {
+                    continue;
+                }
+                let peer = Peer::Node(b as NodeId + 1);
+                self.link_event(
+                    a,
+                    if now_up {
+                        LinkEvent::Up(peer)
+                    } else {
+                        LinkEvent::Down(peer)
+                    },
+                );
+            }
+        }
+    }
+
+    /// End of the fault phase: heal partitions, restart crashed nodes,
+    /// resume paused ones; the network stops losing, duplicating and
+    /// delaying messages abnormally.
+    pub(super) fn heal_all(&mut self) {
+        if self.healed {
+            return;
+        }
+        trace!(self, "HEAL ALL: fault phase over, liveness phase begins");
+        self.healed = true;
+        self.stats.healed_at_us = self.now;
+        // FIFO links still carry the fault phase's slow messages; operations
+        // are held to the liveness bound once that backlog has drained.
+        self.liveness_from_us = self.link_last.iter().copied().fold(self.now, u64::max);
+        self.heal_partition();
+        for i in 0..self.nodes.len() {
+            self.nodes[i].crash_armed = Armed::No;
+            self.restart(i);
+            self.resume(i);
+        }
+    }
+}

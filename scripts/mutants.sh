@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Mutation testing of the protocol cores (too slow for CI; re-run by every
+# protocol issue on its own module).
+#
+#   scripts/mutants.sh [FILE_GLOB] [extra cargo-mutants options]
+#   scripts/mutants.sh crates/core/src/protocol/abd.rs
+#   scripts/mutants.sh 'crates/core/src/protocol/abd*' --shard 0/2
+#
+# Oracle: the unit tests of quorumkv-core (and the sim's own) plus the
+# simulator's fixed sweeps in crates/sim/tests/oracle.rs (400 seeds with
+# every knob drawn per seed; 40 loss-only seeds in which no operation may end
+# unknown). About 5 s per mutant on 2 busy cores, ~25 min for abd.rs.
+# A mutant is *caught* when that oracle fails (or times out). Cosmetic
+# functions (status lines, metrics) are excluded: no protocol test can see them.
+# Results: target/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);
+# score = (caught + timeout) / (caught + timeout + missed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+file="${1:-crates/core/src/protocol/abd*}"
+shift || true
+command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
+command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
+# cargo-mutants runs its baseline with the mutated package's tests only,
+# where the sim's oracle does not exist; so check the baseline here, then skip it.
+echo "== baseline: the oracle passes on the unmutated tree"
+cargo nextest run -p quorumkv-core -p quorumkv-sim --lib --test oracle
+echo "== mutants of $file"
+# No debug info: faster links, one build per mutant.
+CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
+    --file "$file" \
+    --package quorumkv-core \
+    --test-package quorumkv-core,quorumkv-sim \
+    --baseline skip \
+    --test-tool nextest \
+    --exclude-re '::(metrics|status)\b|<impl Protocol for \w+>::(metrics|status)' \
+    --jobs "${MUTANTS_JOBS:-1}" \
+    --timeout "${MUTANTS_TIMEOUT:-120}" \
+    --output target \
+    "$@" \
+    -- --lib --test oracle
