@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Install the system packages quorumkv's build, tests and bench use, if missing:
-#   protoc (the etcd client compiles .proto files),
+# Install the system packages quorumkv's tests and bench use, if missing (the
+# build itself needs only the Rust toolchain):
 #   redis-cli / redis-benchmark / redis-server (RESP tests, Redis peer),
 #   etcd (the bench's etcd target and its test).
 set -euo pipefail
 need=()
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v redis-server >/dev/null || need+=(redis-server)
-command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v etcd >/dev/null || need+=(etcd-server)
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps.sh: installing ${need[*]}"

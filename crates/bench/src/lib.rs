@@ -3,11 +3,13 @@
 //! workload generator, one [`config::BenchConfig`], tables, CSV/JSON and PNGs.
 //!
 //! Layout: [`config`] (flags → matrix), [`workload`] (PRNG, Zipf, values),
-//! [`target`] (what we talk to), [`runner`] (one point), [`sweep`] (the
-//! matrix), [`stats`], [`report`], [`plot`], [`verify`] (`--check`).
+//! [`target`] (what we talk to; [`etcd`] is our etcd gRPC client), [`runner`]
+//! (one point), [`sweep`] (the matrix), [`stats`], [`report`], [`plot`],
+//! [`verify`] (`--check`).
 
 pub mod cli;
 pub mod config;
+pub mod etcd;
 pub mod plot;
 pub mod report;
 pub mod runner;

@@ -14,6 +14,7 @@ use quorumkv_node::client::{Client, ClientConfig, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 
 use crate::config::{CoordMode, DeploySpec, Variant};
+use crate::etcd::{self, EtcdClient};
 
 /// Why an operation failed, and whether it may still take effect.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,8 +58,7 @@ fn reason_of(msg: &str) -> String {
 #[derive(Clone)]
 pub enum Conn {
     Quorumkv(Client),
-    #[cfg(feature = "etcd")]
-    Etcd(Box<etcd_client::KvClient>),
+    Etcd(EtcdClient),
     Redis(redis::aio::MultiplexedConnection),
 }
 
@@ -66,14 +66,10 @@ impl Conn {
     pub async fn get(&mut self, key: Bytes, timeout: Duration) -> Result<Option<Bytes>, OpFailure> {
         match self {
             Conn::Quorumkv(c) => c.get(key).await.map_err(quorumkv_failure),
-            #[cfg(feature = "etcd")]
-            Conn::Etcd(c) => {
-                let r = tokio::time::timeout(timeout, c.get(key.to_vec(), None))
-                    .await
-                    .map_err(|_| OpFailure::unknown("timeout"))?
-                    .map_err(etcd_failure)?;
-                Ok(r.kvs().first().map(|kv| Bytes::copy_from_slice(kv.value())))
-            }
+            Conn::Etcd(c) => tokio::time::timeout(timeout, c.get(key))
+                .await
+                .map_err(|_| OpFailure::unknown("timeout"))?
+                .map_err(|s| etcd::failure(&s)),
             Conn::Redis(c) => {
                 let mut cmd = redis::cmd("GET");
                 cmd.arg(&key[..]);
@@ -94,14 +90,10 @@ impl Conn {
     ) -> Result<(), OpFailure> {
         match self {
             Conn::Quorumkv(c) => c.put(key, value).await.map_err(quorumkv_failure),
-            #[cfg(feature = "etcd")]
-            Conn::Etcd(c) => {
-                tokio::time::timeout(timeout, c.put(key.to_vec(), value.to_vec(), None))
-                    .await
-                    .map_err(|_| OpFailure::unknown("timeout"))?
-                    .map_err(etcd_failure)?;
-                Ok(())
-            }
+            Conn::Etcd(c) => tokio::time::timeout(timeout, c.put(key, value))
+                .await
+                .map_err(|_| OpFailure::unknown("timeout"))?
+                .map_err(|s| etcd::failure(&s)),
             Conn::Redis(c) => {
                 let mut cmd = redis::cmd("SET");
                 cmd.arg(&key[..]).arg(&value[..]);
@@ -119,16 +111,6 @@ fn quorumkv_failure(e: quorumkv_node::client::ClientError) -> OpFailure {
     OpFailure {
         reason: reason_of(&e.to_string()),
         definite: e.is_definite(),
-    }
-}
-
-#[cfg(feature = "etcd")]
-fn etcd_failure(e: etcd_client::Error) -> OpFailure {
-    // A gRPC status from the server is an answer; anything else (transport,
-    // I/O) leaves the outcome unknown.
-    match &e {
-        etcd_client::Error::GRpcStatus(s) => OpFailure::definite(format!("etcd {:?}", s.code())),
-        _ => OpFailure::unknown(reason_of(&e.to_string())),
     }
 }
 
@@ -201,24 +183,21 @@ impl Deployment {
                 d.native = endpoints.clone();
                 d.replicas = endpoints.len();
             }
-            #[cfg(feature = "etcd")]
             DeploySpec::Etcd { endpoints } => {
-                let mut c = etcd_connect(endpoints, &d.opts).await?;
-                let members = tokio::time::timeout(Duration::from_secs(5), c.member_list())
+                let c = EtcdClient::new(endpoints, d.opts.op_timeout)?;
+                let members = tokio::time::timeout(Duration::from_secs(5), c.member_count())
                     .await
                     .map_err(|_| {
                         anyhow::anyhow!("etcd at {} does not answer", endpoints.join(","))
                     })?
                     .map_err(|e| {
-                        anyhow::anyhow!("etcd at {} is unreachable: {e}", endpoints.join(","))
+                        anyhow::anyhow!(
+                            "etcd at {} is unreachable: {}",
+                            endpoints.join(","),
+                            e.message()
+                        )
                     })?;
-                d.replicas = members.members().len().max(1);
-            }
-            #[cfg(not(feature = "etcd"))]
-            DeploySpec::Etcd { .. } => {
-                anyhow::bail!(
-                    "this build has no etcd target (rebuild quorumkv-bench with feature 'etcd')"
-                )
+                d.replicas = members.max(1);
             }
             DeploySpec::Redis { .. } => {}
         }
@@ -264,12 +243,10 @@ impl Deployment {
                     })?;
                 Ok(Conn::Quorumkv(c))
             }
-            #[cfg(feature = "etcd")]
-            DeploySpec::Etcd { endpoints } => Ok(Conn::Etcd(Box::new(
-                etcd_connect(endpoints, &self.opts).await?.kv_client(),
-            ))),
-            #[cfg(not(feature = "etcd"))]
-            DeploySpec::Etcd { .. } => anyhow::bail!("this build has no etcd target"),
+            DeploySpec::Etcd { endpoints } => Ok(Conn::Etcd(EtcdClient::new(
+                endpoints,
+                self.opts.op_timeout,
+            )?)),
             DeploySpec::Redis { addr } => {
                 let client = redis::Client::open(format!("redis://{addr}/"))
                     .map_err(|e| anyhow::anyhow!("bad redis address {addr}: {e}"))?;
@@ -374,20 +351,6 @@ async fn reachable<'a>(eps: impl IntoIterator<Item = &'a str>, need: usize) -> b
         }
     }
     ok >= need
-}
-
-#[cfg(feature = "etcd")]
-async fn etcd_connect(
-    endpoints: &[String],
-    opts: &DeployOptions,
-) -> anyhow::Result<etcd_client::Client> {
-    let urls: Vec<String> = endpoints.iter().map(|e| format!("http://{e}")).collect();
-    let o = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(3))
-        .with_timeout(opts.op_timeout);
-    etcd_client::Client::connect(&urls, Some(o))
-        .await
-        .map_err(|e| anyhow::anyhow!("etcd at {} is unreachable: {e}", endpoints.join(",")))
 }
 
 /// The processes listening on the ports of `endpoints` that are on this host
