@@ -183,9 +183,11 @@ async fn a_client_that_never_reads_is_cut_off() {
     let client = Client::connect(cluster.native_addrs(), ClientConfig::default())
         .await
         .unwrap();
-    client.put("big", vec![b'x'; 1024]).await.unwrap();
+    const VALUE: usize = 64 * 1024;
+    client.put("big", vec![b'x'; VALUE]).await.unwrap();
 
-    let total = 3 * quorumkv_node::net::MAX_QUEUED_FRAMES;
+    // Three times the replies one connection may have queued.
+    let total = 3 * quorumkv_node::net::DEFAULT_MAX_QUEUED_BYTES / VALUE;
     let s = TcpStream::connect(cluster.native_addrs()[0]).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
     let mut buf = bytes::BytesMut::new();
@@ -240,18 +242,25 @@ async fn a_client_that_never_reads_is_cut_off() {
     writer.abort();
     let mut fb = FrameBuf::new(1 << 20);
     fb.buf_mut().extend_from_slice(&received);
+    let mut last_error = None;
     let mut responses = 0;
     while let Ok(Some(f)) = fb.next_frame::<Msg>() {
-        if matches!(f, Frame::Response { .. }) {
-            responses += 1;
+        match f {
+            Frame::Response { .. } => responses += 1,
+            Frame::Error { message } => last_error = Some(message),
+            _ => {}
         }
     }
     assert!(
         responses < total,
         "the server answered all {total} requests of a client that did not read"
     );
+    // Told why, if it had read: the reason is the last thing sent.
+    if let Some(e) = last_error {
+        assert!(e.contains("replies not read"), "{e}");
+    }
     assert_eq!(
         client.get("big").await.unwrap().map(|v| v.len()),
-        Some(1024)
+        Some(VALUE)
     );
 }

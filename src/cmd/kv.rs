@@ -4,13 +4,12 @@ use clap::Args as ClapArgs;
 use quorumkv_node::client::{Client, ClientConfig, ClientError, ClientMode};
 use quorumkv_node::config::parse_duration;
 use std::io::Write;
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(ClapArgs, Debug)]
 pub struct Target {
-    /// Native endpoints of the replicas, comma separated (default: `quorumkv cluster`'s).
+    /// Native endpoints of the replicas (host:port), comma separated (default: `quorumkv cluster`'s).
     #[arg(
         long,
         short = 'e',
@@ -18,11 +17,11 @@ pub struct Target {
         value_delimiter = ',',
         default_value = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
     )]
-    endpoints: Vec<SocketAddr>,
+    endpoints: Vec<String>,
     /// direct: this client coordinates the quorum itself; proxy: a server does.
     #[arg(long, default_value = "direct")]
     mode: ClientMode,
-    /// Give up on an operation without a quorum after this long.
+    /// Give up after this long, connecting included.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
     /// ABD, direct mode: ask a quorum of replicas first instead of all.
@@ -71,20 +70,23 @@ where
         let cfg = ClientConfig {
             mode: t.mode,
             op_timeout: t.timeout,
+            connect_timeout: t.timeout,
             thrifty: t.thrifty,
             ..Default::default()
         };
-        let client = match Client::connect(t.endpoints, cfg).await {
-            Ok(c) => c,
-            Err(e) => {
+        // --timeout bounds the whole call: connecting and the operation.
+        let call = async move { f(Client::connect(t.endpoints, cfg).await?).await };
+        match tokio::time::timeout(t.timeout, call).await {
+            Ok(Ok(code)) => code,
+            Ok(Err(e)) => {
                 eprintln!("quorumkv: {e}");
-                return ExitCode::from(2);
+                ExitCode::from(2)
             }
-        };
-        match f(client).await {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("quorumkv: {e}");
+            Err(_) => {
+                eprintln!(
+                    "quorumkv: no answer within {:?}; the operation may or may not have taken effect",
+                    t.timeout
+                );
                 ExitCode::from(2)
             }
         }

@@ -1,6 +1,7 @@
 //! quorumkv-node: the tokio runtime around the sans-IO cores — codecs, the
 //! driver, the replica server, the client library and local clusters.
 
+pub mod budget;
 pub mod client;
 pub mod codec;
 pub mod config;

@@ -1,17 +1,30 @@
-//! Connection plumbing shared by servers and clients: a reader that yields
-//! frames and a writer task that coalesces every queued frame into one write.
+//! Connection plumbing shared by servers and clients: a read buffer whose
+//! memory is charged to a [`Budget`] and whose reads have deadlines, a
+//! reader that yields frames, and a writer task that coalesces every queued
+//! frame into one write.
 
-use crate::codec::{encode, CodecError, Frame, FrameBuf};
+use crate::budget::{Budget, Charge, OverBudget};
+use crate::codec::{decode_frame, encode, frame_need, CodecError, Frame};
 use bytes::BytesMut;
 use serde::{de::DeserializeOwned, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// Flush at least this often while a burst is being coalesced.
 const MAX_BATCH_BYTES: usize = 1 << 20;
+
+/// A connection's first read buffer; it grows (doubling) only while a
+/// request larger than this is arriving, and is freed whenever it is empty,
+/// so an idle connection holds no buffer at all.
+pub const MIN_READ_BUF: usize = 8 * 1024;
+
+/// A writer keeps at most this much buffer between writes.
+const KEEP_WRITE_BUF: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -23,34 +36,201 @@ pub enum ReadError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Codec(#[from] CodecError),
+    #[error(transparent)]
+    OverBudget(#[from] OverBudget),
+    #[error("{0}; closing the connection")]
+    Timeout(String),
+}
+
+impl ReadError {
+    /// What to tell the client before closing, when it can still listen.
+    pub fn client_message(&self) -> Option<String> {
+        match self {
+            ReadError::Closed | ReadError::Truncated | ReadError::Io(_) => None,
+            e => Some(e.to_string()),
+        }
+    }
+}
+
+/// Connections this process closed because they stopped reading (INFO and metrics).
+pub static CONNECTIONS_CUT_OFF: AtomicU64 = AtomicU64::new(0);
+/// Client connections closed by the idle or read timeout (INFO and metrics).
+pub static CONNECTIONS_TIMED_OUT: AtomicU64 = AtomicU64::new(0);
+
+/// Read deadlines of a client connection (`None`: wait forever, as replica
+/// links do: they have the protocol's own retransmission and heartbeat).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadTimeouts {
+    /// A request (and a new connection's first request) must arrive whole
+    /// within this long of its first byte: no slow-loris.
+    pub read: Option<Duration>,
+    /// A connection with no partial request is closed after this long
+    /// without a new one.
+    pub idle: Option<Duration>,
+}
+
+/// A read buffer charged to a budget, with the deadlines of [`ReadTimeouts`].
+pub struct InBuf {
+    buf: BytesMut,
+    charge: Charge,
+    timeouts: ReadTimeouts,
+    /// When the request being assembled began (at first: when the
+    /// connection opened).
+    started: Instant,
+    /// When the last whole request was taken out; `None` before the first.
+    last_request: Option<Instant>,
+}
+
+impl InBuf {
+    pub fn new(charge: Charge, timeouts: ReadTimeouts) -> Self {
+        InBuf {
+            buf: BytesMut::new(),
+            charge,
+            timeouts,
+            started: Instant::now(),
+            last_request: None,
+        }
+    }
+    pub fn data(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+    /// The caller took whole requests out of the buffer.
+    pub fn took_requests(&mut self) {
+        let now = Instant::now();
+        self.last_request = Some(now);
+        self.started = now;
+    }
+    /// A replica link: its own budget and cap, no deadlines.
+    pub fn become_link(&mut self, budget: Budget, cap: usize) {
+        self.charge.move_to(budget, cap);
+        self.timeouts = ReadTimeouts::default();
+    }
+
+    fn deadline(&self) -> Option<(Instant, String)> {
+        match self.last_request {
+            Some(t) if self.buf.is_empty() => self
+                .timeouts
+                .idle
+                .map(|d| (t + d, format!("idle for {d:?}"))),
+            _ => self.timeouts.read.map(|d| {
+                let what = if self.last_request.is_some() {
+                    "request"
+                } else {
+                    "first request"
+                };
+                (
+                    self.started + d,
+                    format!("{what} not received whole within {d:?}"),
+                )
+            }),
+        }
+    }
+
+    /// Read more bytes from `rd`; `need` is the size of the request being
+    /// assembled when it is known. `Ok(0)` is end of stream.
+    pub async fn fill(
+        &mut self,
+        rd: &mut OwnedReadHalf,
+        need: Option<usize>,
+    ) -> Result<usize, ReadError> {
+        let was_empty = self.buf.is_empty();
+        let n = match self.deadline() {
+            None => self.read_some(rd, need).await?,
+            Some((at, why)) => match tokio::time::timeout_at(at, self.read_some(rd, need)).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    CONNECTIONS_TIMED_OUT.fetch_add(1, Ordering::Relaxed);
+                    return Err(ReadError::Timeout(why));
+                }
+            },
+        };
+        if was_empty && n > 0 && self.last_request.is_some() {
+            self.started = Instant::now();
+        }
+        Ok(n)
+    }
+
+    async fn read_some(
+        &mut self,
+        rd: &mut OwnedReadHalf,
+        need: Option<usize>,
+    ) -> Result<usize, ReadError> {
+        if self.buf.is_empty() {
+            // Hold no memory while waiting for a request to start.
+            self.buf = BytesMut::new();
+            let _ = self.charge.set(0);
+        }
+        loop {
+            rd.readable().await?;
+            self.make_room(need)?;
+            match rd.try_read_buf(&mut self.buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Make room for at least one more byte. A full buffer is replaced by
+    /// one twice the size of its data (at least [`MIN_READ_BUF`], at most
+    /// `need`), charged before it is allocated; so memory follows the bytes
+    /// a client actually sent, not the lengths it announced.
+    fn make_room(&mut self, need: Option<usize>) -> Result<(), OverBudget> {
+        let len = self.buf.len();
+        if self.buf.capacity() > len {
+            return Ok(());
+        }
+        let mut want = (2 * len).max(MIN_READ_BUF);
+        if let Some(need) = need.filter(|&n| n > len) {
+            want = want.min(need);
+        }
+        if want > self.charge.cap() && self.charge.cap() > len {
+            want = self.charge.cap();
+        }
+        self.charge.set(want)?;
+        let mut grown = BytesMut::with_capacity(want);
+        grown.extend_from_slice(&self.buf);
+        self.buf = grown;
+        Ok(())
+    }
 }
 
 pub struct FrameReader {
     rd: OwnedReadHalf,
-    buf: FrameBuf,
+    buf: InBuf,
+    max_frame: usize,
 }
 
 impl FrameReader {
+    /// A reader with no budget and no deadlines (replica links, clients).
     pub fn new(rd: OwnedReadHalf, max_frame: usize) -> Self {
-        FrameReader {
-            rd,
-            buf: FrameBuf::new(max_frame),
-        }
+        let buf = InBuf::new(Charge::unlimited(4 + max_frame), ReadTimeouts::default());
+        FrameReader::with_buf(rd, buf, max_frame)
+    }
+    pub fn with_buf(rd: OwnedReadHalf, buf: InBuf, max_frame: usize) -> Self {
+        FrameReader { rd, buf, max_frame }
+    }
+    pub fn in_buf(&mut self) -> &mut InBuf {
+        &mut self.buf
     }
 
     /// A frame already buffered, without reading the socket.
     pub fn try_next<M: DeserializeOwned>(&mut self) -> Result<Option<Frame<M>>, ReadError> {
-        Ok(self.buf.next_frame()?)
+        let frame = decode_frame(self.buf.data(), self.max_frame)?;
+        if frame.is_some() {
+            self.buf.took_requests();
+        }
+        Ok(frame)
     }
 
     pub async fn next<M: DeserializeOwned>(&mut self) -> Result<Frame<M>, ReadError> {
         loop {
-            if let Some(f) = self.buf.next_frame()? {
+            if let Some(f) = self.try_next()? {
                 return Ok(f);
             }
-            let n = self.rd.read_buf(self.buf.buf_mut()).await?;
-            if n == 0 {
-                return Err(if self.buf.buf_mut().is_empty() {
+            let need = frame_need(self.buf.data());
+            if self.buf.fill(&mut self.rd, need).await? == 0 {
+                return Err(if self.buf.data().is_empty() {
                     ReadError::Closed
                 } else {
                     ReadError::Truncated
@@ -60,50 +240,71 @@ impl FrameReader {
     }
 }
 
-/// Most replies queued for one client connection. A client that stops
-/// reading (so its TCP window stays shut) would otherwise make us buffer
-/// without bound; past this its connection is closed instead.
-pub const MAX_QUEUED_FRAMES: usize = 16_384;
+/// Default most bytes of replies queued for one client connection. A client
+/// that stops reading (so its TCP window stays shut) would otherwise make
+/// us buffer without bound; past this its connection is closed instead.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
 
-/// Most frames queued for one link between replicas (or from a client-side
-/// coordinator to a replica). Much larger: a burst of client requests fans
-/// out to every peer, and closing a healthy link would only force
-/// retransmissions. A peer this far behind is treated as gone.
-pub const PEER_QUEUED_FRAMES: usize = 1 << 20;
+/// Most bytes queued for one link between replicas (or from a client-side
+/// coordinator to a replica). Larger, and not charged to the client budget:
+/// a burst of client requests fans out to every peer, and closing a healthy
+/// link would only force retransmissions. A peer this far behind is treated
+/// as gone.
+pub const PEER_QUEUED_BYTES: usize = 256 * 1024 * 1024;
 
-/// Connections this process closed because they stopped reading (INFO and metrics).
-pub static CONNECTIONS_CUT_OFF: AtomicU64 = AtomicU64::new(0);
+/// How many bytes an item takes on the wire (what its queue is charged).
+pub trait WireSize {
+    fn wire_size(&self) -> usize;
+}
+
+impl<M: Serialize> WireSize for Frame<M> {
+    fn wire_size(&self) -> usize {
+        let size = postcard::ser_flavors::Size::default();
+        4 + postcard::serialize_with_flavor(self, size).unwrap_or(0)
+    }
+}
 
 /// State shared by both ends of a queue.
 #[derive(Debug)]
 struct QueueState {
+    /// Bytes queued and not yet taken by the writer.
     queued: AtomicUsize,
-    limit: AtomicUsize,
-    overflowed: AtomicBool,
+    /// Most bytes queued at once (one item is always allowed).
+    cap: AtomicUsize,
+    budget: Budget,
+    /// Not charged to `budget` (replica links).
+    exempt: AtomicBool,
+    /// Why the queue was closed for its client, once it was.
+    overflow: OnceLock<String>,
 }
+
+/// An item and the bytes it holds: of its queue, and of the budget (if charged).
+type Queued<T> = (T, usize, bool);
 
 /// The sending side of a connection's outgoing queue. Cheap to clone.
 pub struct OutQueue<T> {
-    tx: mpsc::UnboundedSender<T>,
+    tx: mpsc::UnboundedSender<Queued<T>>,
     state: Arc<QueueState>,
 }
 
 /// The writer task's side of an [`OutQueue`].
 pub struct OutQueueRx<T> {
-    rx: mpsc::UnboundedReceiver<T>,
+    rx: mpsc::UnboundedReceiver<Queued<T>>,
     state: Arc<QueueState>,
 }
 
 /// Frames for a native connection.
 pub type FrameTx<M> = OutQueue<Frame<M>>;
 
-/// A queue of at most [`MAX_QUEUED_FRAMES`] items (see [`OutQueue::set_limit`]).
-pub fn out_queue<T>() -> (OutQueue<T>, OutQueueRx<T>) {
+/// A queue of at most `cap` bytes, also charged to `budget`.
+pub fn out_queue<T>(budget: Budget, cap: usize) -> (OutQueue<T>, OutQueueRx<T>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let state = Arc::new(QueueState {
         queued: AtomicUsize::new(0),
-        limit: AtomicUsize::new(MAX_QUEUED_FRAMES),
-        overflowed: AtomicBool::new(false),
+        cap: AtomicUsize::new(cap),
+        budget,
+        exempt: AtomicBool::new(false),
+        overflow: OnceLock::new(),
     });
     (
         OutQueue {
@@ -112,6 +313,13 @@ pub fn out_queue<T>() -> (OutQueue<T>, OutQueueRx<T>) {
         },
         OutQueueRx { rx, state },
     )
+}
+
+/// A queue for a link that is never charged to a client budget.
+pub fn link_queue<T>() -> (OutQueue<T>, OutQueueRx<T>) {
+    let q = out_queue(Budget::unlimited(), PEER_QUEUED_BYTES);
+    q.0.become_link();
+    q
 }
 
 impl<T> Clone for OutQueue<T> {
@@ -127,7 +335,7 @@ impl<T> std::fmt::Debug for OutQueue<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "OutQueue(queued={})",
+            "OutQueue(queued={} bytes)",
             self.state.queued.load(Ordering::Relaxed)
         )
     }
@@ -137,29 +345,66 @@ impl<T> std::fmt::Debug for OutQueue<T> {
 #[derive(Debug, PartialEq, Eq)]
 pub struct LinkClosed;
 
-impl<T> OutQueue<T> {
-    /// Queue an item. Fails when the writer has gone, or when the connection
-    /// has more than its limit unwritten (then it is closed).
+impl<T: WireSize> OutQueue<T> {
+    /// Queue an item. Fails when the writer has gone, or when the
+    /// connection would hold more than its cap or the port's budget (then
+    /// it is closed, and its client told why).
     pub fn send(&self, item: T) -> Result<(), LinkClosed> {
         let st = &self.state;
-        let limit = st.limit.load(Ordering::Relaxed);
-        if st.queued.fetch_add(1, Ordering::Relaxed) >= limit {
-            st.queued.fetch_sub(1, Ordering::Relaxed);
-            if !st.overflowed.swap(true, Ordering::Relaxed) {
-                CONNECTIONS_CUT_OFF.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("closing a connection that is not reading ({limit} frames queued)");
-            }
+        if st.overflow.get().is_some() {
             return Err(LinkClosed);
         }
-        self.tx.send(item).map_err(|_| LinkClosed)
+        let size = item.wire_size();
+        let before = st.queued.fetch_add(size, Ordering::Relaxed);
+        let cap = st.cap.load(Ordering::Relaxed);
+        let charged = !st.exempt.load(Ordering::Relaxed);
+        let refused = if before > 0 && before + size > cap {
+            Some(OverBudget::Connection {
+                want: before + size,
+                cap,
+            })
+        } else if charged {
+            st.budget.take(size).err()
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            st.queued.fetch_sub(size, Ordering::Relaxed);
+            self.overflow(format!("replies not read: {why}"));
+            return Err(LinkClosed);
+        }
+        self.tx.send((item, size, charged)).map_err(|e| {
+            release(st, e.0 .1, e.0 .2);
+            LinkClosed
+        })
+    }
+}
+
+fn release(st: &QueueState, size: usize, charged: bool) {
+    st.queued.fetch_sub(size, Ordering::Relaxed);
+    if charged {
+        st.budget.give(size);
+    }
+}
+
+impl<T> OutQueue<T> {
+    fn overflow(&self, why: String) {
+        if self.state.overflow.set(why).is_ok() {
+            CONNECTIONS_CUT_OFF.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "closing a client connection: {}",
+                self.state.overflow.get().map_or("", |s| s)
+            );
+        }
     }
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed() || self.state.overflowed.load(Ordering::Relaxed)
+        self.tx.is_closed() || self.state.overflow.get().is_some()
     }
-    /// Change the limit, e.g. to [`PEER_QUEUED_FRAMES`] once a connection
-    /// turns out to be a replica link.
-    pub fn set_limit(&self, frames: usize) {
-        self.state.limit.store(frames, Ordering::Relaxed);
+    /// A link between replicas (or a client's own link): a larger cap and
+    /// no charge to the client budget from now on.
+    pub fn become_link(&self) {
+        self.state.exempt.store(true, Ordering::Relaxed);
+        self.state.cap.store(PEER_QUEUED_BYTES, Ordering::Relaxed);
     }
 }
 
@@ -174,23 +419,54 @@ impl<T> OutQueueRx<T> {
         let item = self.rx.try_recv().ok()?;
         self.taken(item)
     }
-    fn taken(&self, item: T) -> Option<T> {
-        self.state.queued.fetch_sub(1, Ordering::Relaxed);
-        (!self.state.overflowed.load(Ordering::Relaxed)).then_some(item)
+    /// Why the queue was closed for its client, if it was.
+    pub fn overflow(&self) -> Option<&str> {
+        self.state.overflow.get().map(String::as_str)
+    }
+    fn taken(&self, (item, size, charged): Queued<T>) -> Option<T> {
+        release(&self.state, size, charged);
+        self.state.overflow.get().is_none().then_some(item)
     }
 }
 
-/// Spawn the writer of a connection. Frames sent to the returned channel are
-/// encoded and written in batches: whatever is queued when the task wakes
-/// goes out in a single `write_all`. The task ends (and shuts the socket's
-/// write side) when every sender is dropped, the peer stops reading, or the
-/// queue overflowed.
+impl<T> Drop for OutQueueRx<T> {
+    /// Give back what the items nobody will write still hold.
+    fn drop(&mut self) {
+        self.rx.close();
+        while let Ok((_, size, charged)) = self.rx.try_recv() {
+            release(&self.state, size, charged);
+        }
+    }
+}
+
+/// Write `buf`, then keep at most [`KEEP_WRITE_BUF`] of buffer for next time.
+pub async fn write_and_trim(wr: &mut OwnedWriteHalf, buf: &mut BytesMut) -> std::io::Result<()> {
+    wr.write_all(buf).await?;
+    buf.clear();
+    if buf.capacity() > KEEP_WRITE_BUF {
+        *buf = BytesMut::new();
+    }
+    Ok(())
+}
+
+/// After a queue overflowed: tell the client why (if it reads within a
+/// second), then close.
+pub async fn write_last_words(wr: &mut OwnedWriteHalf, words: &[u8]) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), wr.write_all(words)).await;
+    let _ = wr.shutdown().await;
+}
+
+/// Spawn the writer of a connection whose frames go to `(tx, rx)`. Frames
+/// are encoded and written in batches: whatever is queued when the task
+/// wakes goes out in a single `write_all`. The task ends (and shuts the
+/// socket's write side) when every sender is dropped, the peer stops
+/// reading, or the queue overflowed.
 pub fn spawn_writer<M: Serialize + Send + 'static>(
     mut wr: OwnedWriteHalf,
+    (tx, mut rx): (FrameTx<M>, OutQueueRx<Frame<M>>),
 ) -> (FrameTx<M>, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = out_queue::<Frame<M>>();
     let task = tokio::spawn(async move {
-        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let mut buf = BytesMut::new();
         while let Some(f) = rx.recv().await {
             // Let the tasks that are ready run first (the driver finishing
             // its batch, other connections' readers): whatever they queue
@@ -205,12 +481,42 @@ pub fn spawn_writer<M: Serialize + Send + 'static>(
                     None => break,
                 }
             }
-            if wr.write_all(&buf).await.is_err() {
+            if write_and_trim(&mut wr, &mut buf).await.is_err() {
                 return;
             }
-            buf.clear();
         }
-        let _ = wr.shutdown().await;
+        if let Some(why) = rx.overflow() {
+            let message = why.to_string();
+            buf.clear();
+            encode(&Frame::<M>::Error { message }, &mut buf);
+            write_last_words(&mut wr, &buf).await;
+        } else {
+            let _ = wr.shutdown().await;
+        }
     });
     (tx, task)
+}
+
+/// What each client connection of one port may hold and how long it may
+/// take; the budget is shared by all of them.
+#[derive(Clone, Debug)]
+pub struct ConnLimits {
+    pub budget: Budget,
+    /// Most bytes buffered for one connection's incoming requests.
+    pub max_input: usize,
+    /// Most bytes of replies queued for one connection.
+    pub max_queued: usize,
+    pub timeouts: ReadTimeouts,
+}
+
+impl ConnLimits {
+    pub fn in_buf(&self) -> InBuf {
+        InBuf::new(
+            Charge::new(self.budget.clone(), self.max_input),
+            self.timeouts,
+        )
+    }
+    pub fn out_queue<T>(&self) -> (OutQueue<T>, OutQueueRx<T>) {
+        out_queue(self.budget.clone(), self.max_queued)
+    }
 }
