@@ -74,9 +74,14 @@ where
             thrifty: t.thrifty,
             ..Default::default()
         };
-        // --timeout bounds the whole call: connecting and the operation.
-        let call = async move { f(Client::connect(t.endpoints, cfg).await?).await };
-        match tokio::time::timeout(t.timeout, call).await {
+        // --timeout bounds the whole call: connecting (bounded by the
+        // library, with an error naming every endpoint) and the operation.
+        let deadline = tokio::time::Instant::now() + t.timeout;
+        let result = match Client::connect(t.endpoints, cfg).await {
+            Ok(client) => tokio::time::timeout_at(deadline, f(client)).await,
+            Err(e) => Ok(Err(e)),
+        };
+        match result {
             Ok(Ok(code)) => code,
             Ok(Err(e)) => {
                 eprintln!("quorumkv: {e}");
