@@ -13,3 +13,4 @@ pub mod resp;
 mod resp_server;
 pub mod server;
 pub mod storage;
+pub mod trim;

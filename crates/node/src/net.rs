@@ -157,8 +157,7 @@ impl InBuf {
     ) -> Result<usize, ReadError> {
         if self.buf.is_empty() {
             // Hold no memory while waiting for a request to start.
-            self.buf = BytesMut::new();
-            let _ = self.charge.set(0);
+            self.release();
         }
         loop {
             rd.readable().await?;
@@ -169,6 +168,14 @@ impl InBuf {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    fn release(&mut self) {
+        if self.charge.held() > MIN_READ_BUF {
+            crate::trim::note_freed(self.charge.held());
+        }
+        self.buf = BytesMut::new();
+        let _ = self.charge.set(0);
     }
 
     /// Make room for at least one more byte. A full buffer is replaced by
@@ -192,6 +199,12 @@ impl InBuf {
         grown.extend_from_slice(&self.buf);
         self.buf = grown;
         Ok(())
+    }
+}
+
+impl Drop for InBuf {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

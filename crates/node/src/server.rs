@@ -230,6 +230,7 @@ async fn run_core<P: Protocol + Send + 'static>(
             opts.clone(),
         )));
     }
+    tasks.push(tokio::spawn(crate::trim::trim_periodically()));
     drop(tx);
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
     shutdown.await;
@@ -296,6 +297,7 @@ pub(crate) async fn accept_limited<S, SF, R, RF>(
                 tokio::spawn(async move {
                     fut.await;
                     drop(permit);
+                    crate::trim::note_freed(crate::trim::CONNECTION_BYTES);
                 });
             }
             Err(_) => drop(tokio::spawn(refuse(stream))),
