@@ -77,6 +77,19 @@ async fn metrics_count_what_the_replica_did() {
             .count(),
         1
     );
+    // The native port's budget: its limit, and nothing held by an idle client.
+    assert!(
+        text.contains(&format!(
+            "quorumkv_buffer_limit_bytes{{replica=\"1\",port=\"native\"}} {}\n",
+            quorumkv_node::server::DEFAULT_BUFFER_BUDGET
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("quorumkv_buffer_bytes{replica=\"1\",port=\"native\"} 0\n"),
+        "{text}"
+    );
+    assert!(text.contains("quorumkv_connections_timed_out_total{replica=\"1\"} 0\n"));
     let missing = http_get(metrics, "/other").await;
     assert!(missing.starts_with("HTTP/1.0 404"), "{missing}");
     child.kill().await.unwrap();

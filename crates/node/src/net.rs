@@ -136,12 +136,12 @@ impl InBuf {
         let was_empty = self.buf.is_empty();
         let n = match self.deadline() {
             None => self.read_some(rd, need).await?,
+            // Checked first: bytes that are always ready must not keep a
+            // slow request alive past its deadline.
+            Some((at, why)) if Instant::now() >= at => return Err(timed_out(why)),
             Some((at, why)) => match tokio::time::timeout_at(at, self.read_some(rd, need)).await {
                 Ok(r) => r?,
-                Err(_) => {
-                    CONNECTIONS_TIMED_OUT.fetch_add(1, Ordering::Relaxed);
-                    return Err(ReadError::Timeout(why));
-                }
+                Err(_) => return Err(timed_out(why)),
             },
         };
         if was_empty && n > 0 && self.last_request.is_some() {
@@ -206,6 +206,11 @@ impl Drop for InBuf {
     fn drop(&mut self) {
         self.release();
     }
+}
+
+fn timed_out(why: String) -> ReadError {
+    CONNECTIONS_TIMED_OUT.fetch_add(1, Ordering::Relaxed);
+    ReadError::Timeout(why)
 }
 
 pub struct FrameReader {
@@ -531,5 +536,117 @@ impl ConnLimits {
     }
     pub fn out_queue<T>(&self) -> (OutQueue<T>, OutQueueRx<T>) {
         out_queue(self.budget.clone(), self.max_queued)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Item(usize);
+    impl WireSize for Item {
+        fn wire_size(&self) -> usize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn queues_count_bytes_against_their_cap_and_the_budget() {
+        let budget = Budget::new(1000);
+        let (a, mut arx) = out_queue::<Item>(budget.clone(), 500);
+        let (b, brx) = out_queue::<Item>(budget.clone(), 500);
+        a.send(Item(300)).unwrap();
+        a.send(Item(200)).unwrap();
+        assert_eq!(budget.used(), 500);
+        // Over this connection's cap: it is closed, and says why.
+        assert_eq!(a.send(Item(1)), Err(LinkClosed));
+        assert!(a.is_closed());
+        assert!(arx.overflow().unwrap().contains("limit of 500 bytes"));
+        assert!(arx.try_recv().is_none(), "nothing more is written");
+        assert_eq!(budget.used(), 200);
+        drop(arx);
+        assert_eq!(budget.used(), 0, "undelivered items give their bytes back");
+        // One item is always allowed, whatever the cap; the budget is not.
+        b.send(Item(900)).unwrap();
+        let (c, crx) = out_queue::<Item>(budget.clone(), 500);
+        assert_eq!(c.send(Item(101)), Err(LinkClosed));
+        assert!(crx.overflow().unwrap().contains("budget exhausted"));
+        drop(brx);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn links_are_not_charged_to_the_client_budget() {
+        let budget = Budget::new(10);
+        let (q, mut rx) = out_queue::<Item>(budget.clone(), 10);
+        q.become_link();
+        q.send(Item(1000)).unwrap();
+        q.send(Item(1000)).unwrap();
+        assert_eq!(budget.used(), 0);
+        assert!(rx.try_recv().is_some());
+    }
+
+    #[tokio::test]
+    async fn read_buffers_grow_with_the_bytes_and_are_freed_when_empty() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (mut rd, _wr) = server.into_split();
+        let budget = Budget::new(1 << 20);
+        let mut buf = InBuf::new(
+            Charge::new(budget.clone(), 64 * 1024),
+            ReadTimeouts::default(),
+        );
+        // A huge announced length reserves nothing.
+        client.write_all(&[0x00, 0xff, 0xff, 0xff]).await.unwrap();
+        buf.fill(&mut rd, None).await.unwrap();
+        assert_eq!(budget.used(), MIN_READ_BUF);
+        // Bytes beyond the cap are refused.
+        client.write_all(&vec![1u8; 100 * 1024]).await.unwrap();
+        let mut err = None;
+        while err.is_none() {
+            match buf.fill(&mut rd, Some(1 << 24)).await {
+                Ok(_) => assert!(budget.used() <= 64 * 1024),
+                Err(e) => err = Some(e),
+            }
+        }
+        assert!(matches!(
+            err,
+            Some(ReadError::OverBudget(OverBudget::Connection { .. }))
+        ));
+        buf.data().clear();
+        drop(buf);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_partial_request_times_out_however_it_trickles() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (mut rd, _wr) = server.into_split();
+        let timeouts = ReadTimeouts {
+            read: Some(Duration::from_secs(1)),
+            idle: Some(Duration::from_secs(5)),
+        };
+        let mut buf = InBuf::new(Charge::unlimited(1 << 20), timeouts);
+        let start = Instant::now();
+        let result = loop {
+            client.write_all(b"x").await.unwrap();
+            match buf.fill(&mut rd, None).await {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(result, ReadError::Timeout(ref m) if m.contains("first request")));
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
     }
 }
