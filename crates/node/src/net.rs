@@ -155,11 +155,12 @@ impl InBuf {
         rd: &mut OwnedReadHalf,
         need: Option<usize>,
     ) -> Result<usize, ReadError> {
-        if self.buf.is_empty() {
-            // Hold no memory while waiting for a request to start.
-            self.release();
-        }
         loop {
+            if self.buf.is_empty() {
+                // Hold no memory while waiting for a request to start
+                // (also after a stale readiness turned out to be nothing).
+                self.release();
+            }
             rd.readable().await?;
             self.make_room(need)?;
             match rd.try_read_buf(&mut self.buf) {
@@ -179,18 +180,21 @@ impl InBuf {
     }
 
     /// Make room for at least one more byte. A full buffer is replaced by
-    /// one twice the size of its data (at least [`MIN_READ_BUF`], at most
-    /// `need`), charged before it is allocated; so memory follows the bytes
-    /// a client actually sent, not the lengths it announced.
+    /// one twice the size of its data (at most `need`, at least
+    /// [`MIN_READ_BUF`]), charged before it is allocated; so memory follows
+    /// the bytes a client actually sent, not the lengths it announced.
     fn make_room(&mut self, need: Option<usize>) -> Result<(), OverBudget> {
         let len = self.buf.len();
         if self.buf.capacity() > len {
             return Ok(());
         }
-        let mut want = (2 * len).max(MIN_READ_BUF);
+        // Doubling, but not past a large request's known size: small
+        // requests still get a whole MIN_READ_BUF (and what follows them).
+        let mut want = 2 * len;
         if let Some(need) = need.filter(|&n| n > len) {
             want = want.min(need);
         }
+        let mut want = want.max(MIN_READ_BUF);
         if want > self.charge.cap() && self.charge.cap() > len {
             want = self.charge.cap();
         }
