@@ -309,10 +309,14 @@ pub struct OutQueue<T> {
     state: Arc<QueueState>,
 }
 
-/// The writer task's side of an [`OutQueue`].
+/// The writer task's side of an [`OutQueue`]. Items it took stay charged
+/// until [`OutQueueRx::written`]: a writer blocked on a client that does
+/// not read holds them in its buffer.
 pub struct OutQueueRx<T> {
     rx: mpsc::UnboundedReceiver<Queued<T>>,
     state: Arc<QueueState>,
+    /// Bytes taken and not yet written: (all, charged to the budget).
+    unwritten: (usize, usize),
 }
 
 /// Frames for a native connection.
@@ -333,7 +337,11 @@ pub fn out_queue<T>(budget: Budget, cap: usize) -> (OutQueue<T>, OutQueueRx<T>) 
             tx,
             state: state.clone(),
         },
-        OutQueueRx { rx, state },
+        OutQueueRx {
+            rx,
+            state,
+            unwritten: (0, 0),
+        },
     )
 }
 
@@ -445,8 +453,15 @@ impl<T> OutQueueRx<T> {
     pub fn overflow(&self) -> Option<&str> {
         self.state.overflow.get().map(String::as_str)
     }
-    fn taken(&self, (item, size, charged): Queued<T>) -> Option<T> {
-        release(&self.state, size, charged);
+    /// Everything taken so far has been written: give its bytes back.
+    pub fn written(&mut self) {
+        let (all, charged) = std::mem::take(&mut self.unwritten);
+        self.state.queued.fetch_sub(all, Ordering::Relaxed);
+        self.state.budget.give(charged);
+    }
+    fn taken(&mut self, (item, size, charged): Queued<T>) -> Option<T> {
+        self.unwritten.0 += size;
+        self.unwritten.1 += if charged { size } else { 0 };
         self.state.overflow.get().is_none().then_some(item)
     }
 }
@@ -454,6 +469,7 @@ impl<T> OutQueueRx<T> {
 impl<T> Drop for OutQueueRx<T> {
     /// Give back what the items nobody will write still hold.
     fn drop(&mut self) {
+        self.written();
         self.rx.close();
         while let Ok((_, size, charged)) = self.rx.try_recv() {
             release(&self.state, size, charged);
@@ -461,11 +477,18 @@ impl<T> Drop for OutQueueRx<T> {
     }
 }
 
-/// Write `buf`, then keep at most [`KEEP_WRITE_BUF`] of buffer for next time.
-pub async fn write_and_trim(wr: &mut OwnedWriteHalf, buf: &mut BytesMut) -> std::io::Result<()> {
+/// Write `buf` and give its bytes back to `rx`'s budget; then keep the
+/// buffer for more only if more is queued and it is not large, so an idle
+/// connection holds none.
+pub async fn write_and_trim<T>(
+    wr: &mut OwnedWriteHalf,
+    buf: &mut BytesMut,
+    rx: &mut OutQueueRx<T>,
+) -> std::io::Result<()> {
     wr.write_all(buf).await?;
+    rx.written();
     buf.clear();
-    if buf.capacity() > KEEP_WRITE_BUF {
+    if rx.rx.is_empty() || buf.capacity() > KEEP_WRITE_BUF {
         *buf = BytesMut::new();
     }
     Ok(())
@@ -490,6 +513,7 @@ pub fn spawn_writer<M: Serialize + Send + 'static>(
     let task = tokio::spawn(async move {
         let mut buf = BytesMut::new();
         while let Some(f) = rx.recv().await {
+            buf.reserve(4096);
             // Let the tasks that are ready run first (the driver finishing
             // its batch, other connections' readers): whatever they queue
             // for this connection joins this write. Measured: 1.3–1.9× the
@@ -503,7 +527,7 @@ pub fn spawn_writer<M: Serialize + Send + 'static>(
                     None => break,
                 }
             }
-            if write_and_trim(&mut wr, &mut buf).await.is_err() {
+            if write_and_trim(&mut wr, &mut buf, &mut rx).await.is_err() {
                 return;
             }
         }
@@ -567,7 +591,7 @@ mod tests {
         assert!(a.is_closed());
         assert!(arx.overflow().unwrap().contains("limit of 500 bytes"));
         assert!(arx.try_recv().is_none(), "nothing more is written");
-        assert_eq!(budget.used(), 200);
+        assert_eq!(budget.used(), 500, "taken but unwritten bytes stay charged");
         drop(arx);
         assert_eq!(budget.used(), 0, "undelivered items give their bytes back");
         // One item is always allowed, whatever the cap; the budget is not.

@@ -152,7 +152,7 @@ async fn resp_writer(mut wr: tokio::net::tcp::OwnedWriteHalf, mut rx: OutQueueRx
             r.encode(&mut out);
             next += 1;
         }
-        if !out.is_empty() && write_and_trim(&mut wr, &mut out).await.is_err() {
+        if !out.is_empty() && write_and_trim(&mut wr, &mut out, &mut rx).await.is_err() {
             return;
         }
     }
