@@ -614,14 +614,19 @@ mod tests {
         assert!(rx.try_recv().is_some());
     }
 
+    /// A client socket and the server's halves of its connection.
+    async fn connected() -> (tokio::net::TcpStream, OwnedReadHalf, OwnedWriteHalf) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (rd, wr) = server.into_split();
+        (client, rd, wr)
+    }
+
     #[tokio::test]
     async fn read_buffers_grow_with_the_bytes_and_are_freed_when_empty() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let (mut rd, _wr) = server.into_split();
+        let (mut client, mut rd, _wr) = connected().await;
         let budget = Budget::new(1 << 20);
         let mut buf = InBuf::new(
             Charge::new(budget.clone(), 64 * 1024),
@@ -651,12 +656,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_partial_request_times_out_however_it_trickles() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let (mut rd, _wr) = server.into_split();
+        let (mut client, mut rd, _wr) = connected().await;
         let timeouts = ReadTimeouts {
             read: Some(Duration::from_secs(1)),
             idle: Some(Duration::from_secs(5)),
