@@ -20,12 +20,12 @@ use tokio::time::{Instant, Sleep};
 const MAX_BATCH_BYTES: usize = 1 << 20;
 
 /// A connection's first read buffer; it grows (doubling) only while a
-/// request larger than this is arriving, and is freed whenever it is empty,
-/// so an idle connection holds no buffer at all.
+/// request larger than this is arriving, and shrinks back to this (charged
+/// to the budget) once it is empty.
 pub const MIN_READ_BUF: usize = 8 * 1024;
 
 /// A writer keeps at most this much buffer between writes.
-const KEEP_WRITE_BUF: usize = 64 * 1024;
+const KEEP_WRITE_BUF: usize = 16 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -196,9 +196,9 @@ impl Held {
         need: Option<usize>,
     ) -> Result<usize, ReadError> {
         loop {
-            if self.buf.is_empty() {
-                // Hold no memory while waiting for a request to start
-                // (also after a stale readiness turned out to be nothing).
+            if self.buf.is_empty() && self.charge.held() > MIN_READ_BUF {
+                // Waiting for a request to start: keep at most the smallest
+                // buffer (allocating one per wake-up costs throughput).
                 self.release();
             }
             rd.readable().await?;
@@ -517,9 +517,8 @@ impl<T> Drop for OutQueueRx<T> {
     }
 }
 
-/// Write `buf` and give its bytes back to `rx`'s budget; then keep the
-/// buffer for more only if more is queued and it is not large, so an idle
-/// connection holds none.
+/// Write `buf` and give its bytes back to `rx`'s budget; keep the buffer
+/// for next time unless it grew large.
 pub async fn write_and_trim<T>(
     wr: &mut OwnedWriteHalf,
     buf: &mut BytesMut,
@@ -528,7 +527,7 @@ pub async fn write_and_trim<T>(
     wr.write_all(buf).await?;
     rx.written();
     buf.clear();
-    if rx.rx.is_empty() || buf.capacity() > KEEP_WRITE_BUF {
+    if buf.capacity() > KEEP_WRITE_BUF {
         *buf = BytesMut::new();
     }
     Ok(())
