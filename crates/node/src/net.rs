@@ -24,6 +24,11 @@ const MAX_BATCH_BYTES: usize = 1 << 20;
 /// to the budget) once it is empty.
 pub const MIN_READ_BUF: usize = 8 * 1024;
 
+/// The same for replica links and the client library's connections: few,
+/// busy, and not charged to a client budget, so they read bigger bursts
+/// per system call.
+const LINK_READ_BUF: usize = 64 * 1024;
+
 /// A writer keeps at most this much buffer between writes.
 const KEEP_WRITE_BUF: usize = 16 * 1024;
 
@@ -93,6 +98,8 @@ pub struct InBuf {
 struct Held {
     buf: BytesMut,
     charge: Charge,
+    /// Smallest size of `buf` once allocated.
+    min: usize,
 }
 
 impl InBuf {
@@ -101,6 +108,7 @@ impl InBuf {
             held: Held {
                 buf: BytesMut::new(),
                 charge,
+                min: MIN_READ_BUF,
             },
             timeouts,
             started: Instant::now(),
@@ -124,26 +132,21 @@ impl InBuf {
     /// A replica link: its own budget and cap, no deadlines.
     pub fn become_link(&mut self, budget: Budget, cap: usize) {
         self.held.charge.move_to(budget, cap);
+        self.held.min = LINK_READ_BUF;
         self.timeouts = ReadTimeouts::default();
         self.timer = None;
     }
 
-    fn deadline(&self) -> Option<(Instant, String)> {
+    /// The deadline of the current read, and which timeout it is (the
+    /// message is formatted only when it passes: this runs on every read).
+    fn deadline(&self) -> Option<(Instant, Expiry)> {
         match self.last_request {
-            Some(t) if self.held.buf.is_empty() => self
-                .timeouts
-                .idle
-                .map(|d| (t + d, format!("idle for {d:?}"))),
+            Some(t) if self.held.buf.is_empty() => {
+                self.timeouts.idle.map(|d| (t + d, Expiry::Idle(d)))
+            }
             _ => self.timeouts.read.map(|d| {
-                let what = if self.last_request.is_some() {
-                    "request"
-                } else {
-                    "first request"
-                };
-                (
-                    self.started + d,
-                    format!("{what} not received whole within {d:?}"),
-                )
+                let first = self.last_request.is_none();
+                (self.started + d, Expiry::Read { first, after: d })
             }),
         }
     }
@@ -175,7 +178,7 @@ impl InBuf {
     async fn read_before(
         &mut self,
         at: Instant,
-        why: String,
+        why: Expiry,
         rd: &mut OwnedReadHalf,
         need: Option<usize>,
     ) -> Result<usize, ReadError> {
@@ -208,7 +211,7 @@ impl Held {
         need: Option<usize>,
     ) -> Result<usize, ReadError> {
         loop {
-            if self.buf.is_empty() && self.charge.held() > MIN_READ_BUF {
+            if self.buf.is_empty() && self.charge.held() > self.min {
                 // Waiting for a request to start: keep at most the smallest
                 // buffer (allocating one per wake-up costs throughput).
                 self.release();
@@ -224,7 +227,7 @@ impl Held {
     }
 
     fn release(&mut self) {
-        if self.charge.held() > MIN_READ_BUF {
+        if self.charge.held() > self.min {
             crate::trim::note_freed(self.charge.held());
         }
         self.buf = BytesMut::new();
@@ -246,7 +249,7 @@ impl Held {
         if let Some(need) = need.filter(|&n| n > len) {
             want = want.min(need);
         }
-        let mut want = want.max(MIN_READ_BUF);
+        let mut want = want.max(self.min);
         if want > self.charge.cap() && self.charge.cap() > len {
             want = self.charge.cap();
         }
@@ -264,9 +267,22 @@ impl Drop for Held {
     }
 }
 
-fn timed_out(why: String) -> ReadError {
+/// Which timeout a read deadline is.
+#[derive(Clone, Copy, Debug)]
+enum Expiry {
+    Idle(Duration),
+    Read { first: bool, after: Duration },
+}
+
+fn timed_out(why: Expiry) -> ReadError {
     CONNECTIONS_TIMED_OUT.fetch_add(1, Ordering::Relaxed);
-    ReadError::Timeout(why)
+    ReadError::Timeout(match why {
+        Expiry::Idle(d) => format!("idle for {d:?}"),
+        Expiry::Read { first, after } => {
+            let what = if first { "first request" } else { "request" };
+            format!("{what} not received whole within {after:?}")
+        }
+    })
 }
 
 pub struct FrameReader {
@@ -278,7 +294,8 @@ pub struct FrameReader {
 impl FrameReader {
     /// A reader with no budget and no deadlines (replica links, clients).
     pub fn new(rd: OwnedReadHalf, max_frame: usize) -> Self {
-        let buf = InBuf::new(Charge::unlimited(4 + max_frame), ReadTimeouts::default());
+        let mut buf = InBuf::new(Charge::unlimited(4 + max_frame), ReadTimeouts::default());
+        buf.become_link(Budget::unlimited(), 4 + max_frame);
         FrameReader::with_buf(rd, buf, max_frame)
     }
     pub fn with_buf(rd: OwnedReadHalf, buf: InBuf, max_frame: usize) -> Self {
