@@ -179,13 +179,26 @@ async fn unreachable_cluster_is_a_clear_client_error() {
 async fn a_client_that_never_reads_is_cut_off() {
     use quorumkv_core::Request;
     use quorumkv_node::codec::encode;
-    let cluster = start_cluster(3).await;
+    let cfg = quorumkv_node::local::LocalClusterConfig {
+        binary: binary(),
+        server_args: ["--op-timeout", "1s", "--max-queued-bytes", "1MiB"]
+            .map(String::from)
+            .to_vec(),
+        ..Default::default()
+    };
+    let cluster = quorumkv_node::local::LocalCluster::start(cfg)
+        .await
+        .unwrap();
     let client = Client::connect(cluster.native_addrs(), ClientConfig::default())
         .await
         .unwrap();
-    client.put("big", vec![b'x'; 1024]).await.unwrap();
+    const VALUE: usize = 64 * 1024;
+    client.put("big", vec![b'x'; VALUE]).await.unwrap();
 
-    let total = 3 * quorumkv_node::net::MAX_QUEUED_FRAMES;
+    // 32 MiB of replies: far more than the 1 MiB one connection may have
+    // queued plus what the kernel's socket buffers hold, in few requests
+    // (a burst of tens of thousands overloads a debug build).
+    let total = 512;
     let s = TcpStream::connect(cluster.native_addrs()[0]).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
     let mut buf = bytes::BytesMut::new();
@@ -240,18 +253,25 @@ async fn a_client_that_never_reads_is_cut_off() {
     writer.abort();
     let mut fb = FrameBuf::new(1 << 20);
     fb.buf_mut().extend_from_slice(&received);
+    let mut last_error = None;
     let mut responses = 0;
     while let Ok(Some(f)) = fb.next_frame::<Msg>() {
-        if matches!(f, Frame::Response { .. }) {
-            responses += 1;
+        match f {
+            Frame::Response { .. } => responses += 1,
+            Frame::Error { message } => last_error = Some(message),
+            _ => {}
         }
     }
     assert!(
         responses < total,
         "the server answered all {total} requests of a client that did not read"
     );
+    // Told why, if it had read: the reason is the last thing sent.
+    if let Some(e) = last_error {
+        assert!(e.contains("replies not read"), "{e}");
+    }
     assert_eq!(
         client.get("big").await.unwrap().map(|v| v.len()),
-        Some(1024)
+        Some(VALUE)
     );
 }

@@ -77,6 +77,21 @@ async fn metrics_count_what_the_replica_did() {
             .count(),
         1
     );
+    // The native port's budget: its limit, and nothing held by an idle client.
+    assert!(
+        text.contains(&format!(
+            "quorumkv_buffer_limit_bytes{{replica=\"1\",port=\"native\"}} {}\n",
+            quorumkv_node::server::DEFAULT_BUFFER_BUDGET
+        )),
+        "{text}"
+    );
+    let held: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("quorumkv_buffer_bytes{replica=\"1\",port=\"native\"} "))
+        .and_then(|v| v.parse().ok())
+        .expect("buffer_bytes of the native port");
+    assert!(held <= quorumkv_node::net::MIN_READ_BUF, "{held}");
+    assert!(text.contains("quorumkv_connections_timed_out_total{replica=\"1\"} 0\n"));
     let missing = http_get(metrics, "/other").await;
     assert!(missing.starts_with("HTTP/1.0 404"), "{missing}");
     child.kill().await.unwrap();

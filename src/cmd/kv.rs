@@ -19,7 +19,7 @@ pub struct Target {
     /// direct: this client coordinates the quorum itself; proxy: a server does.
     #[arg(long, default_value = "direct")]
     mode: ClientMode,
-    /// Give up on an operation without a quorum after this long.
+    /// Give up after this long, connecting included.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
     /// ABD, direct mode: ask a quorum of replicas first instead of all.
@@ -91,20 +91,28 @@ where
         let cfg = ClientConfig {
             mode: t.mode,
             op_timeout: t.timeout,
+            connect_timeout: t.timeout,
             thrifty: t.thrifty,
             ..Default::default()
         };
-        let client = match Client::connect(endpoints, cfg).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("quorumkv: {e}");
-                return ExitCode::from(2);
-            }
+        // --timeout bounds the whole call: connecting (bounded by the
+        // library, with an error naming every endpoint) and the operation.
+        let deadline = tokio::time::Instant::now() + t.timeout;
+        let result = match Client::connect(endpoints, cfg).await {
+            Ok(client) => tokio::time::timeout_at(deadline, f(client)).await,
+            Err(e) => Ok(Err(e)),
         };
-        match f(client).await {
-            Ok(code) => code,
-            Err(e) => {
+        match result {
+            Ok(Ok(code)) => code,
+            Ok(Err(e)) => {
                 eprintln!("quorumkv: {e}");
+                ExitCode::from(2)
+            }
+            Err(_) => {
+                eprintln!(
+                    "quorumkv: no answer within {:?}; the operation may or may not have taken effect",
+                    t.timeout
+                );
                 ExitCode::from(2)
             }
         }

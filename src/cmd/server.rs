@@ -2,7 +2,7 @@
 
 use clap::Args as ClapArgs;
 use quorumkv_core::protocol::ProtocolKind;
-use quorumkv_node::config::{parse_duration, ClusterFile, ReplicaAddr};
+use quorumkv_node::config::{parse_bytes, parse_duration, ClusterFile, Limits, ReplicaAddr};
 use quorumkv_node::server::{self, Listeners, ServerOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +20,11 @@ use std::time::Duration;
 ///   id = 1
 ///   addr = "127.0.0.1:7001"    # native port (peers and quorumkv clients)
 ///   resp = "127.0.0.1:7101"    # RESP port for redis-cli (optional)
+///   [limits]                   # client connections (optional; flags override)
+///   max_buffer_bytes = "256MiB"
+///   max_queued_bytes = "64MiB"
+///   read_timeout = "10s"
+///   idle_timeout = "60s"         # "0" = never
 ///
 /// Stops on Ctrl-C or SIGTERM.
 #[derive(ClapArgs, Debug)]
@@ -64,6 +69,23 @@ pub struct Args {
     /// running cluster.
     #[arg(long)]
     recover: bool,
+    /// Bytes all client connections of one port may hold together in read
+    /// buffers and queued replies; a connection that would exceed it gets
+    /// an error and is closed [default: 256MiB, per port]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    max_buffer_bytes: Option<usize>,
+    /// Bytes of replies queued for one client connection that is not
+    /// reading them before it is closed [default: 64MiB]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    max_queued_bytes: Option<usize>,
+    /// A client's request (and a new connection's first one) must arrive
+    /// whole within this long; 0 = no limit [default: 10s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    read_timeout: Option<Duration>,
+    /// Close client connections idle this long; 0 = never. Never applies
+    /// to links between replicas [default: 60s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    idle_timeout: Option<Duration>,
     /// Exit when standard input, a pipe from the parent, closes (`quorumkv
     /// cluster` uses it so that replicas never outlive it, even after a
     /// SIGKILL). Says so on stderr when it exits; ignored, with a warning,
@@ -73,6 +95,10 @@ pub struct Args {
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+}
+
+fn never_if_zero(d: Duration) -> Option<Duration> {
+    (!d.is_zero()).then_some(d)
 }
 
 fn parse_peer(s: &str) -> Result<(u32, SocketAddr), String> {
@@ -110,6 +136,7 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
     let file = ClusterFile {
         protocol: a.protocol,
         replicas,
+        limits: None,
     };
     file.validate()?;
     Ok(file)
@@ -133,6 +160,12 @@ pub fn run(a: Args) -> ExitCode {
     opts.fast_read = !a.no_fast_read;
     opts.thrifty = a.thrifty;
     opts.recover = a.recover;
+    opts.apply_limits(&Limits {
+        max_buffer_bytes: a.max_buffer_bytes,
+        max_queued_bytes: a.max_queued_bytes,
+        read_timeout: a.read_timeout.map(never_if_zero),
+        idle_timeout: a.idle_timeout.map(never_if_zero),
+    });
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

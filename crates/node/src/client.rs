@@ -14,7 +14,7 @@
 
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
 use crate::driver::{pump_link, Driver, Input, LinkEnd, NodeInfo, ReplyTo};
-use crate::net::{spawn_writer, FrameReader, FrameTx, PEER_QUEUED_FRAMES};
+use crate::net::{link_queue, spawn_writer, FrameReader, FrameTx};
 use crate::storage::MemoryStorage;
 use bytes::Bytes;
 use quorumkv_core::protocol::abd::{self, Coordinator, CoordinatorConfig};
@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ClientMode {
@@ -52,7 +53,8 @@ pub struct ClientConfig {
     pub mode: ClientMode,
     /// An operation without a quorum fails with a timeout after this long.
     pub op_timeout: Duration,
-    /// How long to wait for each endpoint when connecting.
+    /// How long [`Client::connect`] may take in all (resolving names and
+    /// trying every endpoint); also each later reconnection's bound.
     pub connect_timeout: Duration,
     /// ABD: skip the write-back when the query quorum agrees on one tag.
     pub fast_read: bool,
@@ -163,7 +165,7 @@ async fn handshake<M: serde::de::DeserializeOwned + serde::Serialize + Send + 's
                 reader,
                 wr,
             )),
-            Ok(Frame::Error { message }) => Err(ClientError::Refused(message)),
+            Ok(Frame::Error { message }) => Err(ClientError::Refused(format!("{addr}: {message}"))),
             Ok(_) => Err(ClientError::Connect(format!(
                 "{addr}: unexpected answer to hello (not a quorumkv server?)"
             ))),
@@ -188,19 +190,56 @@ pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<ServerHello, C
         .map(|(h, _, _)| h)
 }
 
+/// Resolve `host:port` endpoints (IPv4 preferred: servers listen there by
+/// default), all by `deadline`.
+async fn resolve(names: &[String], deadline: Instant) -> Result<Vec<SocketAddr>, ClientError> {
+    let mut addrs = Vec::with_capacity(names.len());
+    for name in names {
+        let found = tokio::time::timeout_at(deadline, tokio::net::lookup_host(name.as_str()))
+            .await
+            .map_err(|_| ClientError::Connect(format!("{name}: not resolved in time")))?
+            .map_err(|e| ClientError::Connect(format!("{name}: cannot resolve: {e}")))?
+            .collect::<Vec<_>>();
+        let addr = found.iter().find(|a| a.is_ipv4()).or(found.first());
+        addrs.push(*addr.ok_or_else(|| ClientError::Connect(format!("{name}: no address found")))?);
+    }
+    Ok(addrs)
+}
+
+/// One error for a connect that failed at every endpoint, naming them all.
+fn all_failed(errors: Vec<ClientError>) -> ClientError {
+    if errors.len() == 1 {
+        return errors.into_iter().next().expect("one error");
+    }
+    let each: Vec<String> = errors
+        .iter()
+        .map(|e| match e {
+            ClientError::Connect(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    ClientError::Connect(each.join("; "))
+}
+
 impl Client {
-    pub async fn connect(
-        endpoints: Vec<SocketAddr>,
+    /// Connect to a cluster. `endpoints` are `host:port` names or socket
+    /// addresses; resolving and connecting take at most
+    /// `cfg.connect_timeout` in all.
+    pub async fn connect<E: ToString>(
+        endpoints: impl IntoIterator<Item = E>,
         cfg: ClientConfig,
     ) -> Result<Client, ClientError> {
-        if endpoints.is_empty() {
+        let names: Vec<String> = endpoints.into_iter().map(|e| e.to_string()).collect();
+        if names.is_empty() {
             return Err(ClientError::Connect("no endpoints given".into()));
         }
+        let deadline = Instant::now() + cfg.connect_timeout;
+        let endpoints = resolve(&names, deadline).await?;
         match cfg.mode {
-            ClientMode::Direct => Self::connect_direct(endpoints, cfg).await,
+            ClientMode::Direct => Self::connect_direct(endpoints, cfg, deadline).await,
             ClientMode::Proxy => {
                 let conn = ProxyConn::new(endpoints, cfg.clone());
-                conn.ensure_connected().await?;
+                conn.ensure_connected(deadline).await?;
                 Ok(Client {
                     inner: Arc::new(Inner::Proxy(conn)),
                 })
@@ -211,25 +250,23 @@ impl Client {
     async fn connect_direct(
         endpoints: Vec<SocketAddr>,
         cfg: ClientConfig,
+        deadline: Instant,
     ) -> Result<Client, ClientError> {
-        let attempts = endpoints
-            .iter()
-            .map(|&a| handshake::<abd::Msg>(a, cfg.connect_timeout));
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let attempts = endpoints.iter().map(|&a| handshake::<abd::Msg>(a, wait));
         let results = futures_join_all(attempts).await;
-        let mut first_err = None;
+        let mut errors = Vec::new();
         let mut hello = None;
         for r in &results {
             match r {
                 Ok((h, _, _)) => {
                     hello.get_or_insert_with(|| h.clone());
                 }
-                Err(e) => {
-                    first_err.get_or_insert_with(|| e.clone());
-                }
+                Err(e) => errors.push(e.clone()),
             }
         }
         let Some(hello) = hello else {
-            return Err(first_err.unwrap_or(ClientError::Connect("no endpoint answered".into())));
+            return Err(all_failed(errors));
         };
         if !hello.protocol.has_client_coordinator() {
             return Err(ClientError::Connect(format!(
@@ -249,6 +286,7 @@ impl Client {
             id: NodeId::MAX,
             protocol: hello.protocol.to_string(),
             members: hello.members.clone(),
+            budgets: Vec::new(),
         };
         let driver =
             Driver::new(core, info, Box::new(MemoryStorage)).expect("memory storage loads");
@@ -368,8 +406,7 @@ async fn keep_link<P: Protocol + Send + 'static>(
         if let Ok((hello, mut reader, wr)) = conn {
             backoff = Duration::from_millis(20);
             let peer = Peer::Node(hello.node);
-            let (ftx, writer) = spawn_writer::<P::Msg>(wr);
-            ftx.set_limit(PEER_QUEUED_FRAMES);
+            let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
             if tx.send(Input::LinkUp { peer, tx: ftx }).await.is_err() {
                 return;
             }
@@ -435,8 +472,10 @@ impl ProxyConn {
         }
     }
 
-    /// Connect to the next reachable endpoint unless connected.
-    async fn ensure_connected(&self) -> Result<(), ClientError> {
+    /// Connect to the next reachable endpoint unless connected, by
+    /// `deadline`: each endpoint tried gets an equal share of what is left,
+    /// so a silent one cannot use up the time of the others.
+    async fn ensure_connected(&self, deadline: Instant) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         let alive = |(tx, w): &(FrameTx<abd::Msg>, Waiters)| {
             !tx.is_closed() && !w.lock().expect("no poisoning").closed
@@ -444,14 +483,15 @@ impl ProxyConn {
         if st.link.as_ref().is_some_and(alive) {
             return Ok(());
         }
-        let mut last_err = None;
-        for _ in 0..self.endpoints.len() {
-            let addr = self.endpoints[st.next_endpoint % self.endpoints.len()];
+        let mut errors = Vec::new();
+        let n = self.endpoints.len();
+        for tried in 0..n {
+            let addr = self.endpoints[st.next_endpoint % n];
             st.next_endpoint += 1;
-            match handshake::<abd::Msg>(addr, self.cfg.connect_timeout).await {
+            let share = deadline.saturating_duration_since(Instant::now()) / (n - tried) as u32;
+            match handshake::<abd::Msg>(addr, share).await {
                 Ok((_, mut reader, wr)) => {
-                    let (ftx, _writer) = spawn_writer::<abd::Msg>(wr);
-                    ftx.set_limit(PEER_QUEUED_FRAMES);
+                    let (ftx, _writer) = spawn_writer::<abd::Msg>(wr, link_queue());
                     let waiters: Waiters = Arc::default();
                     let w = waiters.clone();
                     let closer = ftx.clone();
@@ -476,10 +516,10 @@ impl ProxyConn {
                     st.link = Some((ftx, waiters));
                     return Ok(());
                 }
-                Err(e) => last_err = Some(e),
+                Err(e) => errors.push(e),
             }
         }
-        Err(last_err.unwrap_or(ClientError::Connect("no endpoints".into())))
+        Err(all_failed(errors))
     }
 
     async fn call(&self, req: Request) -> Result<Response, ClientError> {
@@ -488,7 +528,8 @@ impl ProxyConn {
         // A link found dead before the request went out is replaced, once:
         // nothing was sent, so retrying cannot apply the request twice.
         for attempt in 0..2 {
-            self.ensure_connected().await?;
+            self.ensure_connected(Instant::now() + self.cfg.connect_timeout)
+                .await?;
             let mut st = self.state.lock().await;
             st.next_id += 1;
             let id = st.next_id;

@@ -87,7 +87,7 @@ pub struct FrameBuf {
 impl FrameBuf {
     pub fn new(max: usize) -> Self {
         FrameBuf {
-            buf: BytesMut::with_capacity(64 * 1024),
+            buf: BytesMut::new(),
             max,
         }
     }
@@ -96,23 +96,38 @@ impl FrameBuf {
     }
     /// The next complete frame, `Ok(None)` when more bytes are needed.
     pub fn next_frame<M: DeserializeOwned>(&mut self) -> Result<Option<Frame<M>>, CodecError> {
-        if self.buf.len() < 4 {
-            return Ok(None);
-        }
-        let len = u32::from_be_bytes(self.buf[..4].try_into().expect("4 bytes")) as usize;
-        if len > self.max {
-            return Err(CodecError::TooLarge { len, max: self.max });
-        }
-        if self.buf.len() < 4 + len {
-            self.buf.reserve(4 + len - self.buf.len());
-            return Ok(None);
-        }
-        self.buf.advance(4);
-        let body = self.buf.split_to(len);
-        postcard::from_bytes(&body)
-            .map(Some)
-            .map_err(|e| CodecError::Malformed(e.to_string()))
+        decode_frame(&mut self.buf, self.max)
     }
+}
+
+/// Take the next complete frame off the front of `buf`; `Ok(None)` when more
+/// bytes are needed. Never reserves room for the announced length: memory
+/// grows with the bytes that actually arrive (see `net::InBuf`).
+pub fn decode_frame<M: DeserializeOwned>(
+    buf: &mut BytesMut,
+    max: usize,
+) -> Result<Option<Frame<M>>, CodecError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
+    if len > max {
+        return Err(CodecError::TooLarge { len, max });
+    }
+    if buf.len() < 4 + len {
+        return Ok(None);
+    }
+    buf.advance(4);
+    let body = buf.split_to(len);
+    postcard::from_bytes(&body)
+        .map(Some)
+        .map_err(|e| CodecError::Malformed(e.to_string()))
+}
+
+/// Bytes the frame at the front of `buf` takes in all, once its length is known.
+pub fn frame_need(buf: &[u8]) -> Option<usize> {
+    let len: [u8; 4] = buf.get(..4)?.try_into().ok()?;
+    Some(4 + u32::from_be_bytes(len) as usize)
 }
 
 #[cfg(test)]

@@ -33,6 +33,51 @@ pub struct ClusterFile {
     pub protocol: ProtocolKind,
     #[serde(rename = "replica")]
     pub replicas: Vec<ReplicaAddr>,
+    /// Client connection limits of every replica (optional; flags of
+    /// `quorumkv server` override them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsFile>,
+}
+
+/// The `[limits]` table of a cluster file, as written (`"64MiB"`, `"10s"`,
+/// `"0"` = no timeout).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    pub max_buffer_bytes: Option<String>,
+    pub max_queued_bytes: Option<String>,
+    pub read_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+}
+
+/// Client connection limits after parsing; `None` = not set here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub max_buffer_bytes: Option<usize>,
+    pub max_queued_bytes: Option<usize>,
+    pub read_timeout: Option<Option<std::time::Duration>>,
+    pub idle_timeout: Option<Option<std::time::Duration>>,
+}
+
+impl LimitsFile {
+    pub fn parse(&self) -> anyhow::Result<Limits> {
+        fn field<T>(
+            name: &str,
+            v: &Option<String>,
+            parse: fn(&str) -> Result<T, String>,
+        ) -> anyhow::Result<Option<T>> {
+            v.as_deref()
+                .map(parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("[limits] {name}: {e}"))
+        }
+        Ok(Limits {
+            max_buffer_bytes: field("max_buffer_bytes", &self.max_buffer_bytes, parse_bytes)?,
+            max_queued_bytes: field("max_queued_bytes", &self.max_queued_bytes, parse_bytes)?,
+            read_timeout: field("read_timeout", &self.read_timeout, parse_optional_duration)?,
+            idle_timeout: field("idle_timeout", &self.idle_timeout, parse_optional_duration)?,
+        })
+    }
 }
 
 impl ClusterFile {
@@ -57,6 +102,9 @@ impl ClusterFile {
         }
         if ids.iter().any(|&i| i == 0 || i >= 64) {
             bail!("replica ids must be between 1 and 63");
+        }
+        if let Some(l) = &self.limits {
+            l.parse()?;
         }
         Ok(())
     }
@@ -85,6 +133,7 @@ impl ClusterFile {
                     metrics: None,
                 })
                 .collect(),
+            limits: None,
         }
     }
 
@@ -113,6 +162,25 @@ mod tests {
         assert!(f.validate().is_err());
         let bad = "protocol = \"paxos\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n";
         assert!(toml::from_str::<ClusterFile>(bad).is_err());
+    }
+
+    #[test]
+    fn limits_table_parses_and_rejects_nonsense() {
+        let base = "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n";
+        let ok = format!("{base}[limits]\nmax_buffer_bytes = \"64MiB\"\nidle_timeout = \"0\"\n");
+        let f: ClusterFile = toml::from_str(&ok).unwrap();
+        f.validate().unwrap();
+        let l = f.limits.unwrap().parse().unwrap();
+        assert_eq!(l.max_buffer_bytes, Some(64 << 20));
+        assert_eq!(l.idle_timeout, Some(None));
+        assert_eq!(l.read_timeout, None);
+        let bad: ClusterFile =
+            toml::from_str(&format!("{base}[limits]\nread_timeout = \"soon\"\n")).unwrap();
+        let e = format!("{:#}", bad.validate().unwrap_err());
+        assert!(e.contains("read_timeout"), "{e}");
+        assert!(
+            toml::from_str::<ClusterFile>(&format!("{base}[limits]\nmax_conns = 1\n")).is_err()
+        );
     }
 }
 
@@ -157,5 +225,53 @@ mod duration_tests {
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("2parsecs").is_err());
         assert!(parse_duration("-1s").is_err());
+    }
+}
+
+/// Parse a byte size: `65536`, `64KiB`, `16MiB`, `1GiB` (`K`, `M`, `G`,
+/// `KB`, `MB`, `GB` mean the same powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (num, unit) = (&s[..split], s[split..].to_ascii_lowercase());
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid size '{s}' (try 65536, 64KiB, 16MiB, 1GiB)"))?;
+    let shift = match unit.as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("invalid size unit in '{s}' (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(1 << shift)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// A duration where `0` means "never" (timeouts that can be turned off).
+pub fn parse_optional_duration(s: &str) -> Result<Option<std::time::Duration>, String> {
+    let d = parse_duration(s)?;
+    Ok((!d.is_zero()).then_some(d))
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_optional_durations() {
+        assert_eq!(parse_bytes("65536").unwrap(), 65536);
+        assert_eq!(parse_bytes("64KiB").unwrap(), 64 << 10);
+        assert_eq!(parse_bytes("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_bytes("1g").unwrap(), 1 << 30);
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("3parsecs").is_err());
+        assert_eq!(parse_optional_duration("0").unwrap(), None);
+        assert_eq!(
+            parse_optional_duration("10s").unwrap(),
+            Some(std::time::Duration::from_secs(10))
+        );
     }
 }

@@ -43,7 +43,7 @@ pub enum ReplyTo<M> {
     Local(oneshot::Sender<Response>),
 }
 
-impl<M> ReplyTo<M> {
+impl<M: serde::Serialize> ReplyTo<M> {
     fn send(self, resp: Response) {
         // A closed receiver means the client went away: nothing to do.
         match self {
@@ -193,6 +193,8 @@ pub struct NodeInfo {
     pub id: NodeId,
     pub protocol: String,
     pub members: Vec<NodeId>,
+    /// Each client port's buffer budget, by port name (INFO and metrics).
+    pub budgets: Vec<(&'static str, crate::budget::Budget)>,
 }
 
 /// Counters the driver keeps about itself.
@@ -475,6 +477,29 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 up,
             );
         }
+        for (port, b) in &self.info.budgets {
+            let l = format!(",port=\"{port}\"");
+            let help = "bytes held by client connections' buffers and queued replies";
+            metric("buffer_bytes", "gauge", help, &l, b.used() as u64);
+        }
+        for (port, b) in &self.info.budgets {
+            let l = format!(",port=\"{port}\"");
+            let help = "most bytes client connections of the port may hold together";
+            metric("buffer_limit_bytes", "gauge", help, &l, b.limit() as u64);
+        }
+        for (port, b) in &self.info.budgets {
+            let l = format!(",port=\"{port}\"");
+            let help = "connections closed because the port's buffer budget was exhausted";
+            metric("budget_refusals_total", "counter", help, &l, b.refusals());
+        }
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        metric(
+            "connections_timed_out_total",
+            "counter",
+            "client connections closed by the idle or read timeout",
+            "",
+            load(&crate::net::CONNECTIONS_TIMED_OUT),
+        );
         for (name, help, v) in self.core.metrics() {
             let kind = if name.ends_with("_total") {
                 "counter"
@@ -556,6 +581,14 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
         let cut = crate::net::CONNECTIONS_CUT_OFF.load(std::sync::atomic::Ordering::Relaxed);
         s.push_str(&format!("connections_cut_off:{cut}\r\n"));
+        let timed_out =
+            crate::net::CONNECTIONS_TIMED_OUT.load(std::sync::atomic::Ordering::Relaxed);
+        s.push_str(&format!("connections_timed_out:{timed_out}\r\n"));
+        for (port, b) in &self.info.budgets {
+            s.push_str(&format!("{port}_buffer_bytes:{}\r\n", b.used()));
+            s.push_str(&format!("{port}_buffer_limit:{}\r\n", b.limit()));
+            s.push_str(&format!("{port}_budget_refusals:{}\r\n", b.refusals()));
+        }
         s.push_str(&format!("core:{}\r\n", self.core.status()));
         s
     }

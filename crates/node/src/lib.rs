@@ -1,6 +1,7 @@
 //! quorumkv-node: the tokio runtime around the sans-IO cores — codecs, the
 //! driver, the replica server, the client library and local clusters.
 
+pub mod budget;
 pub mod client;
 pub mod codec;
 pub mod config;
@@ -17,3 +18,4 @@ mod resp_server;
 pub mod server;
 pub mod status;
 pub mod storage;
+pub mod trim;

@@ -1,17 +1,36 @@
-//! Connection plumbing shared by servers and clients: a reader that yields
-//! frames and a writer task that coalesces every queued frame into one write.
+//! Connection plumbing shared by servers and clients: a read buffer whose
+//! memory is charged to a [`Budget`] and whose reads have deadlines, a
+//! reader that yields frames, and a writer task that coalesces every queued
+//! frame into one write.
 
-use crate::codec::{encode, CodecError, Frame, FrameBuf};
+use crate::budget::{Budget, Charge, OverBudget};
+use crate::codec::{decode_frame, encode, frame_need, CodecError, Frame};
 use bytes::BytesMut;
 use serde::{de::DeserializeOwned, Serialize};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
+use tokio::time::{Instant, Sleep};
 
 /// Flush at least this often while a burst is being coalesced.
 const MAX_BATCH_BYTES: usize = 1 << 20;
+
+/// A connection's first read buffer; it grows (doubling) only while a
+/// request larger than this is arriving, and shrinks back to this (charged
+/// to the budget) once it is empty.
+pub const MIN_READ_BUF: usize = 8 * 1024;
+
+/// The same for replica links and the client library's connections: few,
+/// busy, and not charged to a client budget, so they read bigger bursts
+/// per system call.
+const LINK_READ_BUF: usize = 64 * 1024;
+
+/// A writer keeps at most this much buffer between writes.
+const KEEP_WRITE_BUF: usize = 16 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -23,34 +42,286 @@ pub enum ReadError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Codec(#[from] CodecError),
+    #[error(transparent)]
+    OverBudget(#[from] OverBudget),
+    #[error("{0}; closing the connection")]
+    Timeout(String),
+}
+
+impl ReadError {
+    /// What to tell the client before closing, when it can still listen.
+    pub fn client_message(&self) -> Option<String> {
+        match self {
+            ReadError::Closed | ReadError::Truncated | ReadError::Io(_) => None,
+            e => Some(e.to_string()),
+        }
+    }
+}
+
+/// Connections this process closed because they stopped reading (INFO and metrics).
+pub static CONNECTIONS_CUT_OFF: AtomicU64 = AtomicU64::new(0);
+/// Client connections closed by the idle or read timeout (INFO and metrics).
+pub static CONNECTIONS_TIMED_OUT: AtomicU64 = AtomicU64::new(0);
+
+/// Read deadlines of a client connection (`None`: wait forever, as replica
+/// links do: they have the protocol's own retransmission and heartbeat).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadTimeouts {
+    /// A request (and a new connection's first request) must arrive whole
+    /// within this long of its first byte: no slow-loris.
+    pub read: Option<Duration>,
+    /// A connection with no partial request is closed after this long
+    /// without a new one.
+    pub idle: Option<Duration>,
+}
+
+/// A read buffer charged to a budget, with the deadlines of [`ReadTimeouts`].
+pub struct InBuf {
+    held: Held,
+    timeouts: ReadTimeouts,
+    /// When the request being assembled began (at first: when the
+    /// connection opened).
+    started: Instant,
+    /// When the last whole request was taken out; `None` before the first.
+    last_request: Option<Instant>,
+    /// Requests were taken out since the clock was last read (it is read
+    /// once per read, not once per request: that showed in profiles).
+    progressed: bool,
+    /// Fires at or before the current deadline. Re-armed only when it
+    /// fires early or the deadline moves earlier, not on every read: a
+    /// timer per read cost about a tenth of the throughput.
+    timer: Option<Pin<Box<Sleep>>>,
+    armed: Option<Instant>,
+}
+
+/// The buffer and what it is charged.
+struct Held {
+    buf: BytesMut,
+    charge: Charge,
+    /// Smallest size of `buf` once allocated.
+    min: usize,
+}
+
+impl InBuf {
+    pub fn new(charge: Charge, timeouts: ReadTimeouts) -> Self {
+        InBuf {
+            held: Held {
+                buf: BytesMut::new(),
+                charge,
+                min: MIN_READ_BUF,
+            },
+            timeouts,
+            started: Instant::now(),
+            last_request: None,
+            progressed: false,
+            timer: None,
+            armed: None,
+        }
+    }
+    pub fn data(&mut self) -> &mut BytesMut {
+        &mut self.held.buf
+    }
+    /// The caller took whole requests out of the buffer.
+    pub fn took_requests(&mut self) {
+        self.progressed = true;
+    }
+
+    fn has_deadlines(&self) -> bool {
+        self.timeouts.read.is_some() || self.timeouts.idle.is_some()
+    }
+    /// A replica link: its own budget and cap, no deadlines.
+    pub fn become_link(&mut self, budget: Budget, cap: usize) {
+        self.held.charge.move_to(budget, cap);
+        self.held.min = LINK_READ_BUF;
+        self.timeouts = ReadTimeouts::default();
+        self.timer = None;
+    }
+
+    /// The deadline of the current read, and which timeout it is (the
+    /// message is formatted only when it passes: this runs on every read).
+    fn deadline(&self) -> Option<(Instant, Expiry)> {
+        match self.last_request {
+            Some(t) if self.held.buf.is_empty() => {
+                self.timeouts.idle.map(|d| (t + d, Expiry::Idle(d)))
+            }
+            _ => self.timeouts.read.map(|d| {
+                let first = self.last_request.is_none();
+                (self.started + d, Expiry::Read { first, after: d })
+            }),
+        }
+    }
+
+    /// Read more bytes from `rd`; `need` is the size of the request being
+    /// assembled when it is known. `Ok(0)` is end of stream.
+    pub async fn fill(
+        &mut self,
+        rd: &mut OwnedReadHalf,
+        need: Option<usize>,
+    ) -> Result<usize, ReadError> {
+        let timed = self.has_deadlines();
+        if std::mem::take(&mut self.progressed) && timed {
+            let now = Instant::now();
+            self.last_request = Some(now);
+            self.started = now;
+        }
+        let was_empty = self.held.buf.is_empty();
+        let n = match self.deadline() {
+            None => self.held.read_some(rd, need).await?,
+            Some((at, why)) => self.read_before(at, why, rd, need).await?,
+        };
+        if timed && was_empty && n > 0 && self.last_request.is_some() {
+            self.started = Instant::now();
+        }
+        Ok(n)
+    }
+
+    async fn read_before(
+        &mut self,
+        at: Instant,
+        why: Expiry,
+        rd: &mut OwnedReadHalf,
+        need: Option<usize>,
+    ) -> Result<usize, ReadError> {
+        loop {
+            // Checked first: bytes that are always ready must not keep a
+            // slow request alive past its deadline.
+            if Instant::now() >= at {
+                return Err(timed_out(why));
+            }
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+            if self.armed.is_none_or(|armed| armed > at) {
+                timer.as_mut().reset(at);
+                self.armed = Some(at);
+            }
+            tokio::select! {
+                biased;
+                r = self.held.read_some(rd, need) => return r,
+                _ = timer.as_mut() => self.armed = None,
+            }
+        }
+    }
+}
+
+impl Held {
+    async fn read_some(
+        &mut self,
+        rd: &mut OwnedReadHalf,
+        need: Option<usize>,
+    ) -> Result<usize, ReadError> {
+        loop {
+            if self.buf.is_empty() && self.charge.held() > self.min {
+                // Waiting for a request to start: keep at most the smallest
+                // buffer (allocating one per wake-up costs throughput).
+                self.release();
+            }
+            rd.readable().await?;
+            self.make_room(need)?;
+            match rd.try_read_buf(&mut self.buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        if self.charge.held() > self.min {
+            crate::trim::note_freed(self.charge.held());
+        }
+        self.buf = BytesMut::new();
+        let _ = self.charge.set(0);
+    }
+
+    /// Make room for at least one more byte. A full buffer is replaced by
+    /// one twice the size of its data (at most `need`, at least
+    /// [`MIN_READ_BUF`]), charged before it is allocated; so memory follows
+    /// the bytes a client actually sent, not the lengths it announced.
+    fn make_room(&mut self, need: Option<usize>) -> Result<(), OverBudget> {
+        let len = self.buf.len();
+        if self.buf.capacity() > len {
+            return Ok(());
+        }
+        // Doubling, but not past a large request's known size: small
+        // requests still get a whole MIN_READ_BUF (and what follows them).
+        let mut want = 2 * len;
+        if let Some(need) = need.filter(|&n| n > len) {
+            want = want.min(need);
+        }
+        let mut want = want.max(self.min);
+        if want > self.charge.cap() && self.charge.cap() > len {
+            want = self.charge.cap();
+        }
+        self.charge.set(want)?;
+        let mut grown = BytesMut::with_capacity(want);
+        grown.extend_from_slice(&self.buf);
+        self.buf = grown;
+        Ok(())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Which timeout a read deadline is.
+#[derive(Clone, Copy, Debug)]
+enum Expiry {
+    Idle(Duration),
+    Read { first: bool, after: Duration },
+}
+
+fn timed_out(why: Expiry) -> ReadError {
+    CONNECTIONS_TIMED_OUT.fetch_add(1, Ordering::Relaxed);
+    ReadError::Timeout(match why {
+        Expiry::Idle(d) => format!("idle for {d:?}"),
+        Expiry::Read { first, after } => {
+            let what = if first { "first request" } else { "request" };
+            format!("{what} not received whole within {after:?}")
+        }
+    })
 }
 
 pub struct FrameReader {
     rd: OwnedReadHalf,
-    buf: FrameBuf,
+    buf: InBuf,
+    max_frame: usize,
 }
 
 impl FrameReader {
+    /// A reader with no budget and no deadlines (replica links, clients).
     pub fn new(rd: OwnedReadHalf, max_frame: usize) -> Self {
-        FrameReader {
-            rd,
-            buf: FrameBuf::new(max_frame),
-        }
+        let mut buf = InBuf::new(Charge::unlimited(4 + max_frame), ReadTimeouts::default());
+        buf.become_link(Budget::unlimited(), 4 + max_frame);
+        FrameReader::with_buf(rd, buf, max_frame)
+    }
+    pub fn with_buf(rd: OwnedReadHalf, buf: InBuf, max_frame: usize) -> Self {
+        FrameReader { rd, buf, max_frame }
+    }
+    pub fn in_buf(&mut self) -> &mut InBuf {
+        &mut self.buf
     }
 
     /// A frame already buffered, without reading the socket.
     pub fn try_next<M: DeserializeOwned>(&mut self) -> Result<Option<Frame<M>>, ReadError> {
-        Ok(self.buf.next_frame()?)
+        let frame = decode_frame(self.buf.data(), self.max_frame)?;
+        if frame.is_some() {
+            self.buf.took_requests();
+        }
+        Ok(frame)
     }
 
     pub async fn next<M: DeserializeOwned>(&mut self) -> Result<Frame<M>, ReadError> {
         loop {
-            if let Some(f) = self.buf.next_frame()? {
+            if let Some(f) = self.try_next()? {
                 return Ok(f);
             }
-            let n = self.rd.read_buf(self.buf.buf_mut()).await?;
-            if n == 0 {
-                return Err(if self.buf.buf_mut().is_empty() {
+            let need = frame_need(self.buf.data());
+            if self.buf.fill(&mut self.rd, need).await? == 0 {
+                return Err(if self.buf.data().is_empty() {
                     ReadError::Closed
                 } else {
                     ReadError::Truncated
@@ -60,58 +331,94 @@ impl FrameReader {
     }
 }
 
-/// Most replies queued for one client connection. A client that stops
-/// reading (so its TCP window stays shut) would otherwise make us buffer
-/// without bound; past this its connection is closed instead.
-pub const MAX_QUEUED_FRAMES: usize = 16_384;
+/// Default most bytes of replies queued for one client connection. A client
+/// that stops reading (so its TCP window stays shut) would otherwise make
+/// us buffer without bound; past this its connection is closed instead.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
 
-/// Most frames queued for one link between replicas (or from a client-side
-/// coordinator to a replica). Much larger: a burst of client requests fans
-/// out to every peer, and closing a healthy link would only force
-/// retransmissions. A peer this far behind is treated as gone.
-pub const PEER_QUEUED_FRAMES: usize = 1 << 20;
+/// Most bytes queued for one link between replicas (or from a client-side
+/// coordinator to a replica). Larger, and not charged to the client budget:
+/// a burst of client requests fans out to every peer, and closing a healthy
+/// link would only force retransmissions. A peer this far behind is treated
+/// as gone.
+pub const PEER_QUEUED_BYTES: usize = 256 * 1024 * 1024;
 
-/// Connections this process closed because they stopped reading (INFO and metrics).
-pub static CONNECTIONS_CUT_OFF: AtomicU64 = AtomicU64::new(0);
+/// How many bytes an item takes on the wire (what its queue is charged).
+pub trait WireSize {
+    fn wire_size(&self) -> usize;
+}
+
+impl<M: Serialize> WireSize for Frame<M> {
+    fn wire_size(&self) -> usize {
+        let size = postcard::ser_flavors::Size::default();
+        4 + postcard::serialize_with_flavor(self, size).unwrap_or(0)
+    }
+}
 
 /// State shared by both ends of a queue.
 #[derive(Debug)]
 struct QueueState {
+    /// Bytes queued and not yet taken by the writer.
     queued: AtomicUsize,
-    limit: AtomicUsize,
-    overflowed: AtomicBool,
+    /// Most bytes queued at once (one item is always allowed).
+    cap: AtomicUsize,
+    budget: Budget,
+    /// Not charged to `budget` (replica links).
+    exempt: AtomicBool,
+    /// Why the queue was closed for its client, once it was.
+    overflow: OnceLock<String>,
 }
+
+/// An item and the bytes it holds: of its queue, and of the budget (if charged).
+type Queued<T> = (T, usize, bool);
 
 /// The sending side of a connection's outgoing queue. Cheap to clone.
 pub struct OutQueue<T> {
-    tx: mpsc::UnboundedSender<T>,
+    tx: mpsc::UnboundedSender<Queued<T>>,
     state: Arc<QueueState>,
 }
 
-/// The writer task's side of an [`OutQueue`].
+/// The writer task's side of an [`OutQueue`]. Items it took stay charged
+/// until [`OutQueueRx::written`]: a writer blocked on a client that does
+/// not read holds them in its buffer.
 pub struct OutQueueRx<T> {
-    rx: mpsc::UnboundedReceiver<T>,
+    rx: mpsc::UnboundedReceiver<Queued<T>>,
     state: Arc<QueueState>,
+    /// Bytes taken and not yet written: (all, charged to the budget).
+    unwritten: (usize, usize),
 }
 
 /// Frames for a native connection.
 pub type FrameTx<M> = OutQueue<Frame<M>>;
 
-/// A queue of at most [`MAX_QUEUED_FRAMES`] items (see [`OutQueue::set_limit`]).
-pub fn out_queue<T>() -> (OutQueue<T>, OutQueueRx<T>) {
+/// A queue of at most `cap` bytes, also charged to `budget`.
+pub fn out_queue<T>(budget: Budget, cap: usize) -> (OutQueue<T>, OutQueueRx<T>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let state = Arc::new(QueueState {
         queued: AtomicUsize::new(0),
-        limit: AtomicUsize::new(MAX_QUEUED_FRAMES),
-        overflowed: AtomicBool::new(false),
+        cap: AtomicUsize::new(cap),
+        budget,
+        exempt: AtomicBool::new(false),
+        overflow: OnceLock::new(),
     });
     (
         OutQueue {
             tx,
             state: state.clone(),
         },
-        OutQueueRx { rx, state },
+        OutQueueRx {
+            rx,
+            state,
+            unwritten: (0, 0),
+        },
     )
+}
+
+/// A queue for a link that is never charged to a client budget.
+pub fn link_queue<T>() -> (OutQueue<T>, OutQueueRx<T>) {
+    let q = out_queue(Budget::unlimited(), PEER_QUEUED_BYTES);
+    q.0.become_link();
+    q
 }
 
 impl<T> Clone for OutQueue<T> {
@@ -127,7 +434,7 @@ impl<T> std::fmt::Debug for OutQueue<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "OutQueue(queued={})",
+            "OutQueue(queued={} bytes)",
             self.state.queued.load(Ordering::Relaxed)
         )
     }
@@ -137,29 +444,66 @@ impl<T> std::fmt::Debug for OutQueue<T> {
 #[derive(Debug, PartialEq, Eq)]
 pub struct LinkClosed;
 
-impl<T> OutQueue<T> {
-    /// Queue an item. Fails when the writer has gone, or when the connection
-    /// has more than its limit unwritten (then it is closed).
+impl<T: WireSize> OutQueue<T> {
+    /// Queue an item. Fails when the writer has gone, or when the
+    /// connection would hold more than its cap or the port's budget (then
+    /// it is closed, and its client told why).
     pub fn send(&self, item: T) -> Result<(), LinkClosed> {
         let st = &self.state;
-        let limit = st.limit.load(Ordering::Relaxed);
-        if st.queued.fetch_add(1, Ordering::Relaxed) >= limit {
-            st.queued.fetch_sub(1, Ordering::Relaxed);
-            if !st.overflowed.swap(true, Ordering::Relaxed) {
-                CONNECTIONS_CUT_OFF.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("closing a connection that is not reading ({limit} frames queued)");
-            }
+        if st.overflow.get().is_some() {
             return Err(LinkClosed);
         }
-        self.tx.send(item).map_err(|_| LinkClosed)
+        let size = item.wire_size();
+        let before = st.queued.fetch_add(size, Ordering::Relaxed);
+        let cap = st.cap.load(Ordering::Relaxed);
+        let charged = !st.exempt.load(Ordering::Relaxed);
+        let refused = if before > 0 && before + size > cap {
+            Some(OverBudget::Connection {
+                want: before + size,
+                cap,
+            })
+        } else if charged {
+            st.budget.take(size).err()
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            st.queued.fetch_sub(size, Ordering::Relaxed);
+            self.overflow(format!("replies not read: {why}"));
+            return Err(LinkClosed);
+        }
+        self.tx.send((item, size, charged)).map_err(|e| {
+            release(st, e.0 .1, e.0 .2);
+            LinkClosed
+        })
+    }
+}
+
+fn release(st: &QueueState, size: usize, charged: bool) {
+    st.queued.fetch_sub(size, Ordering::Relaxed);
+    if charged {
+        st.budget.give(size);
+    }
+}
+
+impl<T> OutQueue<T> {
+    fn overflow(&self, why: String) {
+        if self.state.overflow.set(why).is_ok() {
+            CONNECTIONS_CUT_OFF.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "closing a client connection: {}",
+                self.state.overflow.get().map_or("", |s| s)
+            );
+        }
     }
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed() || self.state.overflowed.load(Ordering::Relaxed)
+        self.tx.is_closed() || self.state.overflow.get().is_some()
     }
-    /// Change the limit, e.g. to [`PEER_QUEUED_FRAMES`] once a connection
-    /// turns out to be a replica link.
-    pub fn set_limit(&self, frames: usize) {
-        self.state.limit.store(frames, Ordering::Relaxed);
+    /// A link between replicas (or a client's own link): a larger cap and
+    /// no charge to the client budget from now on.
+    pub fn become_link(&self) {
+        self.state.exempt.store(true, Ordering::Relaxed);
+        self.state.cap.store(PEER_QUEUED_BYTES, Ordering::Relaxed);
     }
 }
 
@@ -174,24 +518,70 @@ impl<T> OutQueueRx<T> {
         let item = self.rx.try_recv().ok()?;
         self.taken(item)
     }
-    fn taken(&self, item: T) -> Option<T> {
-        self.state.queued.fetch_sub(1, Ordering::Relaxed);
-        (!self.state.overflowed.load(Ordering::Relaxed)).then_some(item)
+    /// Why the queue was closed for its client, if it was.
+    pub fn overflow(&self) -> Option<&str> {
+        self.state.overflow.get().map(String::as_str)
+    }
+    /// Everything taken so far has been written: give its bytes back.
+    pub fn written(&mut self) {
+        let (all, charged) = std::mem::take(&mut self.unwritten);
+        self.state.queued.fetch_sub(all, Ordering::Relaxed);
+        self.state.budget.give(charged);
+    }
+    fn taken(&mut self, (item, size, charged): Queued<T>) -> Option<T> {
+        self.unwritten.0 += size;
+        self.unwritten.1 += if charged { size } else { 0 };
+        self.state.overflow.get().is_none().then_some(item)
     }
 }
 
-/// Spawn the writer of a connection. Frames sent to the returned channel are
-/// encoded and written in batches: whatever is queued when the task wakes
-/// goes out in a single `write_all`. The task ends (and shuts the socket's
-/// write side) when every sender is dropped, the peer stops reading, or the
-/// queue overflowed.
+impl<T> Drop for OutQueueRx<T> {
+    /// Give back what the items nobody will write still hold.
+    fn drop(&mut self) {
+        self.written();
+        self.rx.close();
+        while let Ok((_, size, charged)) = self.rx.try_recv() {
+            release(&self.state, size, charged);
+        }
+    }
+}
+
+/// Write `buf` and give its bytes back to `rx`'s budget; keep the buffer
+/// for next time unless it grew large.
+pub async fn write_and_trim<T>(
+    wr: &mut OwnedWriteHalf,
+    buf: &mut BytesMut,
+    rx: &mut OutQueueRx<T>,
+) -> std::io::Result<()> {
+    wr.write_all(buf).await?;
+    rx.written();
+    buf.clear();
+    if buf.capacity() > KEEP_WRITE_BUF {
+        *buf = BytesMut::new();
+    }
+    Ok(())
+}
+
+/// After a queue overflowed: tell the client why (if it reads within a
+/// second), then close.
+pub async fn write_last_words(wr: &mut OwnedWriteHalf, words: &[u8]) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), wr.write_all(words)).await;
+    let _ = wr.shutdown().await;
+}
+
+/// Spawn the writer of a connection whose frames go to `(tx, rx)`. Frames
+/// are encoded and written in batches: whatever is queued when the task
+/// wakes goes out in a single `write_all`. The task ends (and shuts the
+/// socket's write side) when every sender is dropped, the peer stops
+/// reading, or the queue overflowed.
 pub fn spawn_writer<M: Serialize + Send + 'static>(
     mut wr: OwnedWriteHalf,
+    (tx, mut rx): (FrameTx<M>, OutQueueRx<Frame<M>>),
 ) -> (FrameTx<M>, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = out_queue::<Frame<M>>();
     let task = tokio::spawn(async move {
-        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let mut buf = BytesMut::new();
         while let Some(f) = rx.recv().await {
+            buf.reserve(4096);
             // Let the tasks that are ready run first (the driver finishing
             // its batch, other connections' readers): whatever they queue
             // for this connection joins this write. Measured: 1.3–1.9× the
@@ -205,12 +595,154 @@ pub fn spawn_writer<M: Serialize + Send + 'static>(
                     None => break,
                 }
             }
-            if wr.write_all(&buf).await.is_err() {
+            if write_and_trim(&mut wr, &mut buf, &mut rx).await.is_err() {
                 return;
             }
-            buf.clear();
         }
-        let _ = wr.shutdown().await;
+        if let Some(why) = rx.overflow() {
+            let message = why.to_string();
+            buf.clear();
+            encode(&Frame::<M>::Error { message }, &mut buf);
+            write_last_words(&mut wr, &buf).await;
+        } else {
+            let _ = wr.shutdown().await;
+        }
     });
     (tx, task)
+}
+
+/// What each client connection of one port may hold and how long it may
+/// take; the budget is shared by all of them.
+#[derive(Clone, Debug)]
+pub struct ConnLimits {
+    pub budget: Budget,
+    /// Most bytes buffered for one connection's incoming requests.
+    pub max_input: usize,
+    /// Most bytes of replies queued for one connection.
+    pub max_queued: usize,
+    pub timeouts: ReadTimeouts,
+}
+
+impl ConnLimits {
+    pub fn in_buf(&self) -> InBuf {
+        InBuf::new(
+            Charge::new(self.budget.clone(), self.max_input),
+            self.timeouts,
+        )
+    }
+    pub fn out_queue<T>(&self) -> (OutQueue<T>, OutQueueRx<T>) {
+        out_queue(self.budget.clone(), self.max_queued)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Item(usize);
+    impl WireSize for Item {
+        fn wire_size(&self) -> usize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn queues_count_bytes_against_their_cap_and_the_budget() {
+        let budget = Budget::new(1000);
+        let (a, mut arx) = out_queue::<Item>(budget.clone(), 500);
+        let (b, brx) = out_queue::<Item>(budget.clone(), 500);
+        a.send(Item(300)).unwrap();
+        a.send(Item(200)).unwrap();
+        assert_eq!(budget.used(), 500);
+        // Over this connection's cap: it is closed, and says why.
+        assert_eq!(a.send(Item(1)), Err(LinkClosed));
+        assert!(a.is_closed());
+        assert!(arx.overflow().unwrap().contains("limit of 500 bytes"));
+        assert!(arx.try_recv().is_none(), "nothing more is written");
+        assert_eq!(budget.used(), 500, "taken but unwritten bytes stay charged");
+        drop(arx);
+        assert_eq!(budget.used(), 0, "undelivered items give their bytes back");
+        // One item is always allowed, whatever the cap; the budget is not.
+        b.send(Item(900)).unwrap();
+        let (c, crx) = out_queue::<Item>(budget.clone(), 500);
+        assert_eq!(c.send(Item(101)), Err(LinkClosed));
+        assert!(crx.overflow().unwrap().contains("budget exhausted"));
+        drop(brx);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn links_are_not_charged_to_the_client_budget() {
+        let budget = Budget::new(10);
+        let (q, mut rx) = out_queue::<Item>(budget.clone(), 10);
+        q.become_link();
+        q.send(Item(1000)).unwrap();
+        q.send(Item(1000)).unwrap();
+        assert_eq!(budget.used(), 0);
+        assert!(rx.try_recv().is_some());
+    }
+
+    /// A client socket and the server's halves of its connection.
+    async fn connected() -> (tokio::net::TcpStream, OwnedReadHalf, OwnedWriteHalf) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (rd, wr) = server.into_split();
+        (client, rd, wr)
+    }
+
+    #[tokio::test]
+    async fn read_buffers_grow_with_the_bytes_and_are_freed_when_empty() {
+        let (mut client, mut rd, _wr) = connected().await;
+        let budget = Budget::new(1 << 20);
+        let mut buf = InBuf::new(
+            Charge::new(budget.clone(), 64 * 1024),
+            ReadTimeouts::default(),
+        );
+        // A huge announced length reserves nothing.
+        client.write_all(&[0x00, 0xff, 0xff, 0xff]).await.unwrap();
+        buf.fill(&mut rd, None).await.unwrap();
+        assert_eq!(budget.used(), MIN_READ_BUF);
+        // Bytes beyond the cap are refused.
+        client.write_all(&vec![1u8; 100 * 1024]).await.unwrap();
+        let mut err = None;
+        while err.is_none() {
+            match buf.fill(&mut rd, Some(1 << 24)).await {
+                Ok(_) => assert!(budget.used() <= 64 * 1024),
+                Err(e) => err = Some(e),
+            }
+        }
+        assert!(matches!(
+            err,
+            Some(ReadError::OverBudget(OverBudget::Connection { .. }))
+        ));
+        buf.data().clear();
+        drop(buf);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_partial_request_times_out_however_it_trickles() {
+        let (mut client, mut rd, _wr) = connected().await;
+        let timeouts = ReadTimeouts {
+            read: Some(Duration::from_secs(1)),
+            idle: Some(Duration::from_secs(5)),
+        };
+        let mut buf = InBuf::new(Charge::unlimited(1 << 20), timeouts);
+        let start = Instant::now();
+        let result = loop {
+            client.write_all(b"x").await.unwrap();
+            match buf.fill(&mut rd, None).await {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(result, ReadError::Timeout(ref m) if m.contains("first request")));
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
+    }
 }

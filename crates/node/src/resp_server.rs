@@ -3,17 +3,18 @@
 //! pipelined; replies go back in request order.
 
 use crate::driver::{Input, ReplyTo, RespKind, RespTx};
+use crate::net::{write_and_trim, write_last_words, ConnLimits, OutQueueRx, WireSize};
 use crate::resp::{parse_command, Reply};
 use crate::resp_commands;
 use crate::resp_multi::Multi;
-use crate::server::{accept_limited, ServerOptions};
+use crate::server::{accept_limited, finish_writer, ServerOptions};
 use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::Protocol;
 use quorumkv_core::Request;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
@@ -21,11 +22,12 @@ pub(crate) async fn accept_resp<P: Protocol + Send + 'static>(
     listener: TcpListener,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
+    limits: ConnLimits,
 ) {
     let max = opts.max_connections;
     let serve = move |stream: TcpStream, _| {
-        let (tx, opts) = (tx.clone(), opts.clone());
-        async move { serve_resp::<P>(stream, tx, &opts).await }
+        let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
+        async move { serve_resp::<P>(stream, tx, &opts, &limits).await }
     };
     let refuse = |mut stream: TcpStream| async move {
         let _ = stream
@@ -42,17 +44,24 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     stream: TcpStream,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
+    limits: &ConnLimits,
 ) {
     let (mut rd, wr) = stream.into_split();
-    let (rtx, rrx) = crate::net::out_queue::<(u64, Reply)>();
+    let (rtx, rrx) = limits.out_queue::<(u64, Reply)>();
     let writer = tokio::spawn(resp_writer(wr, rrx));
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut buf = limits.in_buf();
     let mut seq = 0u64;
     let conn = RESP_CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
     'conn: loop {
+        let first = seq;
         loop {
-            let args = match parse_command(&mut buf) {
-                Ok(Some(args)) => args,
+            let args = match parse_command(buf.data()) {
+                // Copies: a value kept in the store must not pin the whole
+                // read buffer it arrived in.
+                Ok(Some(args)) => args
+                    .iter()
+                    .map(|a| Bytes::copy_from_slice(a))
+                    .collect::<Vec<_>>(),
                 Ok(None) => break,
                 Err(e) => {
                     let _ = rtx.send((seq, Reply::Error(format!("ERR {e}"))));
@@ -95,17 +104,40 @@ async fn serve_resp<P: Protocol + Send + 'static>(
                 break 'conn; // cut off for not reading its replies
             }
         }
-        if buf.len() > 64 * 1024 * 1024 {
-            let _ = rtx.send((seq, Reply::Error("ERR request too large".into())));
-            break;
+        if seq != first {
+            buf.took_requests();
         }
-        match rd.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => break,
+        match buf.fill(&mut rd, None).await {
+            Ok(0) => break,
             Ok(_) => {}
+            Err(e) => {
+                if let Some(m) = e.client_message() {
+                    let _ = rtx.send((seq, Reply::Error(format!("ERR {m}"))));
+                }
+                break;
+            }
         }
     }
     drop(rtx);
-    let _ = writer.await;
+    finish_writer(writer, opts).await;
+}
+
+impl WireSize for (u64, Reply) {
+    fn wire_size(&self) -> usize {
+        reply_size(&self.1)
+    }
+}
+
+/// Bytes `r.encode` writes (integers and lengths counted at their widest).
+fn reply_size(r: &Reply) -> usize {
+    const HEAD: usize = 1 + 20 + 2;
+    match r {
+        Reply::Simple(s) => 3 + s.len(),
+        Reply::Error(s) => 3 + s.len(),
+        Reply::Int(_) | Reply::Bulk(None) => HEAD,
+        Reply::Bulk(Some(b)) => HEAD + b.len() + 2,
+        Reply::Array(items) => HEAD + items.iter().map(reply_size).sum::<usize>(),
+    }
 }
 
 fn spawn_info_reply(
@@ -123,13 +155,10 @@ fn spawn_info_reply(
     });
 }
 
-async fn resp_writer(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: crate::net::OutQueueRx<(u64, Reply)>,
-) {
+async fn resp_writer(mut wr: tokio::net::tcp::OwnedWriteHalf, mut rx: OutQueueRx<(u64, Reply)>) {
     let mut next = 0u64;
     let mut waiting: BTreeMap<u64, Reply> = BTreeMap::new();
-    let mut out = BytesMut::with_capacity(16 * 1024);
+    let mut out = BytesMut::new();
     while let Some((seq, reply)) = rx.recv().await {
         waiting.insert(seq, reply);
         while let Some((seq, reply)) = rx.try_recv() {
@@ -139,14 +168,14 @@ async fn resp_writer(
             r.encode(&mut out);
             next += 1;
         }
-        if !out.is_empty() {
-            if wr.write_all(&out).await.is_err() {
-                return;
-            }
-            out.clear();
+        if !out.is_empty() && write_and_trim(&mut wr, &mut out, &mut rx).await.is_err() {
+            return;
         }
     }
-    let _ = wr.shutdown().await;
+    match rx.overflow() {
+        Some(why) => write_last_words(&mut wr, format!("-ERR {why}\r\n").as_bytes()).await,
+        None => drop(wr.shutdown().await),
+    }
 }
 
 /// `CONFIG GET name`: quorumkv has no Redis settings, but redis-benchmark

@@ -6,10 +6,14 @@
 //! connection for traffic in both directions, redialling with backoff when it
 //! breaks. So every pair of replicas shares exactly one connection.
 
+use crate::budget::Budget;
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
-use crate::config::ClusterFile;
+use crate::config::{ClusterFile, Limits};
 use crate::driver::{pump_link, Batcher, Driver, DriverGone, Input, LinkEnd, NodeInfo, ReplyTo};
-use crate::net::{spawn_writer, FrameReader, ReadError, PEER_QUEUED_FRAMES};
+use crate::net::{
+    link_queue, spawn_writer, ConnLimits, FrameReader, ReadError, ReadTimeouts,
+    DEFAULT_MAX_QUEUED_BYTES, MIN_READ_BUF,
+};
 use crate::storage::MemoryStorage;
 use anyhow::Context;
 use quorumkv_core::protocol::abd::{AbdNode, CoordinatorConfig};
@@ -40,11 +44,27 @@ pub struct ServerOptions {
     /// This replica restarted without its state: catch up from peers
     /// before answering queries (seed 002's recovery mode `r`).
     pub recover: bool,
+    /// Bytes all client connections of one port may hold together in read
+    /// buffers and queued replies (each port has its own).
+    pub buffer_budget: usize,
+    /// Most bytes of replies queued for one client connection.
+    pub max_queued_bytes: usize,
+    /// Client connections: a request must arrive whole within this long.
+    pub read_timeout: Option<Duration>,
+    /// Client connections: closed after this long without a request.
+    pub idle_timeout: Option<Duration>,
 }
 
+/// Defaults of the client connection limits (`quorumkv server --help`).
+pub const DEFAULT_BUFFER_BUDGET: usize = 256 * 1024 * 1024;
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
 impl ServerOptions {
+    /// Defaults, then the cluster file's `[limits]` (if valid).
     pub fn new(id: NodeId, cluster: ClusterFile) -> Self {
-        ServerOptions {
+        let limits = cluster.limits.as_ref().and_then(|l| l.parse().ok());
+        let mut opts = ServerOptions {
             id,
             cluster,
             op_timeout: Duration::from_secs(2),
@@ -53,6 +73,36 @@ impl ServerOptions {
             max_frame: DEFAULT_MAX_FRAME,
             max_connections: 4096,
             recover: false,
+            buffer_budget: DEFAULT_BUFFER_BUDGET,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            read_timeout: Some(DEFAULT_READ_TIMEOUT),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+        };
+        if let Some(l) = limits {
+            opts.apply_limits(&l);
+        }
+        opts
+    }
+
+    /// Take the limits that `l` sets; keep the others.
+    pub fn apply_limits(&mut self, l: &Limits) {
+        self.buffer_budget = l.max_buffer_bytes.unwrap_or(self.buffer_budget);
+        self.max_queued_bytes = l.max_queued_bytes.unwrap_or(self.max_queued_bytes);
+        self.read_timeout = l.read_timeout.unwrap_or(self.read_timeout);
+        self.idle_timeout = l.idle_timeout.unwrap_or(self.idle_timeout);
+    }
+
+    /// Limits of one port's client connections; `max_request` is the
+    /// largest request its protocol accepts.
+    pub fn conn_limits(&self, max_request: usize) -> ConnLimits {
+        ConnLimits {
+            budget: Budget::new(self.buffer_budget),
+            max_input: max_request,
+            max_queued: self.max_queued_bytes,
+            timeouts: ReadTimeouts {
+                read: self.read_timeout,
+                idle: self.idle_timeout,
+            },
         }
     }
 }
@@ -132,10 +182,18 @@ async fn run_core<P: Protocol + Send + 'static>(
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let native_limits = opts.conn_limits(4 + opts.max_frame);
+    // RESP: a command with a value of the largest frame, plus its framing.
+    let resp_limits = opts.conn_limits(opts.max_frame + MIN_READ_BUF);
+    let mut budgets = vec![("native", native_limits.budget.clone())];
+    if listeners.resp.is_some() {
+        budgets.push(("resp", resp_limits.budget.clone()));
+    }
     let info = NodeInfo {
         id: opts.id,
         protocol: opts.cluster.protocol.to_string(),
         members: opts.cluster.members(),
+        budgets,
     };
     let driver = Driver::new(core, info, Box::new(MemoryStorage)).context("cannot load storage")?;
     let (tx, rx) = mpsc::channel::<Input<P::Msg>>(8192);
@@ -148,12 +206,14 @@ async fn run_core<P: Protocol + Send + 'static>(
         tx.clone(),
         opts.clone(),
         conn_ids.clone(),
+        native_limits,
     ))];
     if let Some(l) = listeners.resp {
         tasks.push(tokio::spawn(crate::resp_server::accept_resp::<P>(
             l,
             tx.clone(),
             opts.clone(),
+            resp_limits,
         )));
     }
     if let Some(l) = listeners.metrics {
@@ -170,6 +230,7 @@ async fn run_core<P: Protocol + Send + 'static>(
             opts.clone(),
         )));
     }
+    tasks.push(tokio::spawn(crate::trim::trim_periodically()));
     drop(tx);
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
     shutdown.await;
@@ -186,13 +247,14 @@ async fn accept_native<P: Protocol + Send + 'static>(
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
     conn_ids: Arc<AtomicU64>,
+    limits: ConnLimits,
 ) {
     let max = opts.max_connections;
     let serve = move |stream: TcpStream, addr: SocketAddr| {
         let conn = conn_ids.fetch_add(1, Ordering::Relaxed);
-        let (tx, opts) = (tx.clone(), opts.clone());
+        let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
         async move {
-            if let Err(e) = serve_native::<P>(stream, conn, tx, &opts).await {
+            if let Err(e) = serve_native::<P>(stream, conn, tx, &opts, &limits).await {
                 tracing::debug!(%addr, "native connection ended: {e}");
             }
         }
@@ -235,6 +297,7 @@ pub(crate) async fn accept_limited<S, SF, R, RF>(
                 tokio::spawn(async move {
                     fut.await;
                     drop(permit);
+                    crate::trim::note_freed(crate::trim::CONNECTION_BYTES);
                 });
             }
             Err(_) => drop(tokio::spawn(refuse(stream))),
@@ -244,7 +307,7 @@ pub(crate) async fn accept_limited<S, SF, R, RF>(
 
 async fn refuse_native<P: Protocol + Send + 'static>(stream: TcpStream, why: &str) {
     let (_, wr) = stream.into_split();
-    let (ftx, task) = spawn_writer::<P::Msg>(wr);
+    let (ftx, task) = spawn_writer::<P::Msg>(wr, link_queue());
     let _ = ftx.send(Frame::Error {
         message: why.to_string(),
     });
@@ -260,10 +323,11 @@ async fn serve_native<P: Protocol + Send + 'static>(
     conn: u64,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
+    limits: &ConnLimits,
 ) -> Result<(), ReadError> {
     let (rd, wr) = stream.into_split();
-    let mut reader = FrameReader::new(rd, opts.max_frame);
-    let (ftx, writer) = spawn_writer::<P::Msg>(wr);
+    let mut reader = FrameReader::with_buf(rd, limits.in_buf(), opts.max_frame);
+    let (ftx, writer) = spawn_writer::<P::Msg>(wr, limits.out_queue());
     // Who is on the other side; set by the first Hello or Proto frame.
     let mut peer: Option<Peer> = None;
     let mut batch = Batcher::new(tx.clone());
@@ -297,7 +361,12 @@ async fn serve_native<P: Protocol + Send + 'static>(
                     break Ok(());
                 }
                 peer = Some(Peer::Node(node));
-                ftx.set_limit(PEER_QUEUED_FRAMES);
+                // A replica link: its own bounds, no client budget, no
+                // deadlines (the protocol retransmits; links are redialled).
+                ftx.become_link();
+                reader
+                    .in_buf()
+                    .become_link(Budget::unlimited(), 4 + opts.max_frame);
                 Input::LinkUp {
                     peer: Peer::Node(node),
                     tx: ftx.clone(),
@@ -350,20 +419,28 @@ async fn serve_native<P: Protocol + Send + 'static>(
             break Ok(()); // closed for not reading its replies
         }
     };
-    if let Err(ReadError::Codec(e)) = &result {
-        let _ = ftx.send(Frame::Error {
-            message: e.to_string(),
-        });
+    if let Some(message) = result.as_ref().err().and_then(ReadError::client_message) {
+        let _ = ftx.send(Frame::Error { message });
     }
     let _ = batch.flush().await;
     if let Some(p) = peer {
         let _ = tx.send(Input::LinkDown { peer: p }).await;
     }
     drop(ftx);
-    // The driver may still hold a clone for pending replies; give the writer
-    // a moment to flush the error frame, then let the socket go.
-    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    finish_writer(writer, opts).await;
     result
+}
+
+/// After a connection's reader stopped: the driver may still hold clones of
+/// its queue for pending replies (answered within the op timeout); let the
+/// writer send them and any error, then stop it, so the socket is closed
+/// even when the client never reads (a writer left running keeps it open).
+pub(crate) async fn finish_writer(writer: tokio::task::JoinHandle<()>, opts: &ServerOptions) {
+    let abort = writer.abort_handle();
+    let grace = opts.op_timeout + Duration::from_secs(1);
+    if tokio::time::timeout(grace, writer).await.is_err() {
+        abort.abort();
+    }
 }
 
 fn frame_name<M>(f: &Frame<M>) -> &'static str {
@@ -402,8 +479,7 @@ async fn dial_peer<P: Protocol + Send + 'static>(
                 backoff = Duration::from_millis(20);
                 let _ = stream.set_nodelay(true);
                 let (rd, wr) = stream.into_split();
-                let (ftx, writer) = spawn_writer::<P::Msg>(wr);
-                ftx.set_limit(PEER_QUEUED_FRAMES);
+                let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
                 let _ = ftx.send(Frame::HelloPeer {
                     node: opts.id,
                     protocol: opts.cluster.protocol,

@@ -48,7 +48,7 @@ impl NodeStatus {
 
 /// The driver input for a `StatusRequest` on a native connection: the
 /// answer goes to `ftx` as a `Frame::Status` once the driver has filled it.
-pub fn request_input<M: Send + 'static>(ftx: &FrameTx<M>) -> Input<M> {
+pub fn request_input<M: serde::Serialize + Send + 'static>(ftx: &FrameTx<M>) -> Input<M> {
     let (otx, orx) = oneshot::channel();
     let ftx = ftx.clone();
     tokio::spawn(async move {
