@@ -123,8 +123,20 @@ fn status_rows(out: &Output) -> Vec<Vec<String>> {
 async fn endpoints_status_shows_each_replica_and_its_peers() {
     let mut cluster = start_cluster(3).await;
     let eps = by_name(&cluster);
-    let out = qkv(&["endpoints", "status", "-e", &eps], &[], b"");
-    assert!(out.status.success(), "{out:?}");
+    // Replicas answer before every peer link is up: wait until all are.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let out = qkv(&["endpoints", "status", "-e", &eps], &[], b"");
+        assert!(out.status.success(), "{out:?}");
+        if status_rows(&out)
+            .iter()
+            .all(|r| r.get(6).map(String::as_str) == Some("-"))
+        {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "links never all up: {out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let head = String::from_utf8_lossy(&out.stdout);
     assert!(head.starts_with("ENDPOINT  "), "{head}");
     let rows = status_rows(&out);
