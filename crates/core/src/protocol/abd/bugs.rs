@@ -1,0 +1,145 @@
+//! Deliberate bugs, a testing aid for the simulator and the checker.
+
+/// Deliberate bugs for the simulator's self-test (`quorumkv sim
+/// --inject-bug`). They exist so that tests can prove the simulator and the
+/// checker catch a broken protocol. Never enabled otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InjectedBug {
+    /// get returns after the query phase, without write-back (allows read inversion).
+    NoWriteBack,
+    /// quorums of ⌊N/2⌋ instead of ⌊N/2⌋+1 (two quorums may not intersect).
+    MinorityQuorum,
+    /// replicas overwrite their value even with an older tag.
+    AcceptOlderTag,
+    /// a replica restarted without its data answers queries at once.
+    NoRecovery,
+    /// a replica acknowledges a store before it persists it (a crash in
+    /// between loses an acknowledged write).
+    AckBeforePersist,
+    /// a recovering replica merges the stores of N−Q peers, one fewer than
+    /// it needs, before answering.
+    RecoveryOnePeerShort,
+    /// the fast read takes the quorum's tags as equal when only their
+    /// timestamps match (two writers can use one ts for different values).
+    FastReadTsOnly,
+}
+
+impl InjectedBug {
+    pub const ALL: &'static [InjectedBug] = &[
+        InjectedBug::NoWriteBack,
+        InjectedBug::MinorityQuorum,
+        InjectedBug::AcceptOlderTag,
+        InjectedBug::NoRecovery,
+        InjectedBug::AckBeforePersist,
+        InjectedBug::RecoveryOnePeerShort,
+        InjectedBug::FastReadTsOnly,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            InjectedBug::NoWriteBack => "abd-no-write-back",
+            InjectedBug::MinorityQuorum => "abd-minority-quorum",
+            InjectedBug::AcceptOlderTag => "abd-accept-older-tag",
+            InjectedBug::NoRecovery => "abd-no-recovery",
+            InjectedBug::AckBeforePersist => "abd-ack-before-persist",
+            InjectedBug::RecoveryOnePeerShort => "abd-recovery-one-peer-short",
+            InjectedBug::FastReadTsOnly => "abd-fast-read-ts-only",
+        }
+    }
+    pub fn describe(self) -> &'static str {
+        match self {
+            InjectedBug::NoWriteBack => "get skips the write-back phase",
+            InjectedBug::MinorityQuorum => "quorum of floor(N/2) instead of floor(N/2)+1",
+            InjectedBug::AcceptOlderTag => "a replica overwrites its value with an older tag",
+            InjectedBug::NoRecovery => {
+                "a replica restarted without its data answers at once (shows with --durability memory)"
+            }
+            InjectedBug::AckBeforePersist => {
+                "a replica acks a store before persisting it (shows with crashes inside handlers, durable)"
+            }
+            InjectedBug::RecoveryOnePeerShort => {
+                "a recovering replica syncs from one peer fewer than it needs (shows with --durability memory)"
+            }
+            InjectedBug::FastReadTsOnly => {
+                "the fast read compares only the timestamps of the quorum's tags, not the writers"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::abd::testing::*;
+    use crate::protocol::abd::{AbdNode, CoordinatorConfig, Msg, Replica};
+    use crate::protocol::{Command, Protocol};
+    use crate::types::{ClientRef, Peer, Request, Tag};
+
+    #[test]
+    fn quorums_are_majorities_and_the_minority_bug_shrinks_them() {
+        for (n, q, bad) in [(1, 1, 1), (3, 2, 1), (4, 3, 2), (5, 3, 2)] {
+            assert_eq!(coord(n).quorum(), q);
+            let c = coord(n).with_bug(Some(InjectedBug::MinorityQuorum));
+            assert_eq!(c.quorum(), bad, "N={n}");
+        }
+    }
+
+    #[test]
+    fn injected_bugs_have_distinct_names_and_descriptions() {
+        let names: std::collections::HashSet<_> =
+            InjectedBug::ALL.iter().map(|b| b.name()).collect();
+        assert_eq!(names.len(), InjectedBug::ALL.len());
+        assert!(names.iter().all(|n| n.starts_with("abd-")));
+        let about: std::collections::HashSet<_> =
+            InjectedBug::ALL.iter().map(|b| b.describe()).collect();
+        assert_eq!(about.len(), InjectedBug::ALL.len());
+    }
+
+    #[test]
+    fn bug_ack_before_persist_acks_first() {
+        let store = Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts: 1, writer: 1 },
+            value: None,
+        };
+        let mut r = Replica::new(true).with_bug(Some(InjectedBug::AckBeforePersist));
+        let mut out = O::new();
+        r.handle(Peer::Node(1), store, &mut out);
+        let cmds = out.commands();
+        assert!(matches!(cmds[0], Command::Send { .. }));
+        assert!(matches!(cmds[1], Command::Persist(_)));
+        assert_eq!(cmds.len(), 2);
+    }
+
+    #[test]
+    fn bug_recovery_one_peer_short_stops_a_peer_early() {
+        // N = 5 needs 3 peers (see the test above); the bug takes 2.
+        let mut n = AbdNode::new(1, vec![1, 2, 3, 4, 5], false, CoordinatorConfig::default())
+            .with_bug(Some(InjectedBug::RecoveryOnePeerShort))
+            .recovering();
+        let mut out = O::new();
+        for peer in [2, 3] {
+            assert!(n.is_recovering());
+            let reply = Msg::SyncReply { entries: vec![] };
+            n.on_msg(T0, Peer::Node(peer), reply, &mut out);
+        }
+        assert!(!n.is_recovering());
+    }
+
+    /// Two writers can issue one ts for two values; only the full tags agree.
+    #[test]
+    fn fast_read_needs_equal_tags_not_just_equal_timestamps() {
+        for (bug, writes_back) in [(None, true), (Some(InjectedBug::FastReadTsOnly), false)] {
+            let mut c = coord(3).with_bug(bug);
+            let mut out = O::new();
+            c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+            out.drain();
+            qreply(&mut c, 1, 4, 1, Some("a"), &mut out);
+            qreply(&mut c, 2, 4, 2, Some("b"), &mut out);
+            let cmds = out.drain().collect::<Vec<_>>();
+            let stored = cmds.iter().any(|c| matches!(c, Command::Send { .. }));
+            let replied = cmds.iter().any(|c| matches!(c, Command::Reply { .. }));
+            assert_eq!((stored, replied), (writes_back, !writes_back), "{bug:?}");
+        }
+    }
+}

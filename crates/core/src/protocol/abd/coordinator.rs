@@ -1,0 +1,730 @@
+//! The coordinator role: runs each client operation in two quorum phases.
+
+use super::thrifty::AVOID_FOR;
+use super::{Counters, InjectedBug, Msg, Timer};
+use crate::protocol::{Out, Protocol};
+use crate::quorum::{majority, QuorumStatus, QuorumTracker};
+use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Settings of a coordinator.
+#[derive(Clone, Debug)]
+pub struct CoordinatorConfig {
+    /// Fail an operation that has no quorum after this long. Its outcome is
+    /// then unknown to the client: the store phase may still complete.
+    pub op_timeout: Duration,
+    /// Resend a phase's message to replicas that have not answered after this long.
+    pub retry_interval: Duration,
+    /// Skip the write-back when the query quorum agrees on one tag.
+    pub fast_read: bool,
+    /// Send each phase to Q replicas only (rotating, avoiding replicas that
+    /// recently failed to answer) instead of all N; fall back to all after
+    /// `thrifty_fallback`. Fewer messages per operation; a slow or dead
+    /// replica costs the operations that picked it one fallback delay.
+    pub thrifty: bool,
+    pub thrifty_fallback: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            op_timeout: Duration::from_secs(2),
+            retry_interval: Duration::from_millis(100),
+            fast_read: true,
+            thrifty: false,
+            thrifty_fallback: Duration::from_millis(5),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Get,
+    /// Put (Some) or delete (None).
+    Write(Option<Bytes>),
+}
+
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Phase 1: collecting tags. `lowest`/`highest` tag seen so far and the
+    /// value of the highest.
+    Query {
+        votes: QuorumTracker,
+        lowest: Tag,
+        highest: Tag,
+        value: Option<Bytes>,
+    },
+    /// Phase 2: storing `(tag, value)`; reply `result` once a quorum acked.
+    Store {
+        acks: QuorumTracker,
+        tag: Tag,
+        value: Option<Bytes>,
+        result: Response,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Pending {
+    client: ClientRef,
+    key: Bytes,
+    kind: Kind,
+    phase: Phase,
+    deadline: Time,
+    retry_at: Time,
+    /// Replicas the current phase was sent to (bit i = member id i).
+    asked: u64,
+}
+
+/// The first op id of a restarted node's coordinator with writer id `id`
+/// (see [`AbdNode::with_writer`]): a hash of it, so that a late reply to the
+/// previous incarnation's op is never taken for one of this incarnation's.
+/// With op ids restarting at 1, a stale `QueryReply` for key A completed a
+/// new operation on key B (found by `quorumkv sim`).
+pub(super) fn first_op(id: u64) -> u64 {
+    let mut state = id;
+    crate::rng::splitmix64(&mut state)
+}
+
+/// Runs ABD operations on behalf of clients. `id` is the writer id that goes
+/// into tags: it must be unique among all coordinators of a cluster.
+#[derive(Debug)]
+pub struct Coordinator {
+    pub(super) id: u64,
+    pub(super) members: Vec<NodeId>,
+    pub(super) quorum: usize,
+    pub(super) cfg: CoordinatorConfig,
+    pub(super) bug: Option<InjectedBug>,
+    pub(super) next_op: u64,
+    /// Highest ts this coordinator has put into a tag (tags stay unique).
+    last_ts: u64,
+    /// Ordered: the retransmit loop in `tick` iterates it and its order
+    /// reaches the output (a seed must replay byte for byte).
+    pending: BTreeMap<u64, Pending>,
+    ticking: bool,
+    /// Thrifty mode: where the next phase's rotation starts, and until when
+    /// each replica (by id) is avoided after it failed to answer.
+    pub(super) rotation: usize,
+    pub(super) avoid_until: Vec<Time>,
+    pub counters: Counters,
+    /// Operations completed since start (for INFO / stats).
+    pub completed: u64,
+    pub timed_out: u64,
+}
+
+impl Coordinator {
+    pub fn new(id: u64, members: Vec<NodeId>, cfg: CoordinatorConfig) -> Self {
+        assert!(
+            !members.is_empty(),
+            "an ABD coordinator needs at least one replica"
+        );
+        let quorum = majority(members.len());
+        Coordinator {
+            id,
+            members,
+            quorum,
+            cfg,
+            bug: None,
+            next_op: 1,
+            last_ts: 0,
+            pending: BTreeMap::new(),
+            ticking: false,
+            rotation: 0,
+            avoid_until: vec![Time::ZERO; 64],
+            counters: Counters::default(),
+            completed: 0,
+            timed_out: 0,
+        }
+    }
+
+    pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
+        self.bug = bug;
+        if bug == Some(InjectedBug::MinorityQuorum) {
+            self.quorum = (self.members.len() / 2).max(1);
+        }
+        self
+    }
+
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Start an operation for `client`.
+    pub fn start(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+        let (key, kind) = match req {
+            Request::Get { key } => (key, Kind::Get),
+            Request::Put { key, value } => (key, Kind::Write(Some(value))),
+            Request::Delete { key } => (key, Kind::Write(None)),
+        };
+        let op = self.next_op;
+        self.next_op = self.next_op.wrapping_add(1);
+        let asked = self.targets(now, None);
+        self.send_to(
+            asked,
+            &Msg::Query {
+                op,
+                key: key.clone(),
+            },
+            out,
+        );
+        let phase = Phase::Query {
+            votes: QuorumTracker::new(self.quorum),
+            lowest: Tag {
+                ts: u64::MAX,
+                writer: u64::MAX,
+            },
+            highest: Tag::ZERO,
+            value: None,
+        };
+        let deadline = now.saturating_add(self.cfg.op_timeout);
+        let retry_at = now.saturating_add(self.first_retry());
+        self.pending.insert(
+            op,
+            Pending {
+                client,
+                key,
+                kind,
+                phase,
+                deadline,
+                retry_at,
+                asked,
+            },
+        );
+        self.arm_tick(out);
+    }
+
+    fn send_to(&self, asked: u64, msg: &Msg, out: &mut Out<Msg, Timer>) {
+        for &n in &self.members {
+            if asked & (1 << n) != 0 {
+                out.send(Peer::Node(n), msg.clone());
+            }
+        }
+    }
+
+    fn arm_tick(&mut self, out: &mut Out<Msg, Timer>) {
+        if !self.ticking {
+            self.ticking = true;
+            out.set_timer(self.tick_interval(), Timer::Tick);
+        }
+    }
+
+    fn tick_interval(&self) -> Duration {
+        self.first_retry()
+            .min(self.cfg.retry_interval)
+            .min(self.cfg.op_timeout)
+            / 2
+    }
+
+    fn on_query_reply(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        op: u64,
+        tag: Tag,
+        value: Option<Bytes>,
+        out: &mut Out<Msg, Timer>,
+    ) {
+        let Some(p) = self.pending.get_mut(&op) else {
+            self.counters.stale_replies += 1;
+            return;
+        };
+        let Phase::Query {
+            votes,
+            lowest,
+            highest,
+            value: best,
+        } = &mut p.phase
+        else {
+            // A query reply arriving during the store phase: surplus.
+            self.counters.stale_replies += 1;
+            return;
+        };
+        match votes.record(from) {
+            QuorumStatus::Duplicate => {
+                self.counters.duplicate_replies += 1;
+                return;
+            }
+            QuorumStatus::AlreadyWon => {
+                unreachable!("the phase changes as soon as the quorum is won")
+            }
+            QuorumStatus::Pending | QuorumStatus::Won => {}
+        }
+        *lowest = (*lowest).min(tag);
+        if tag > *highest || votes.count() == 1 {
+            *highest = tag;
+            *best = value;
+        }
+        if !votes.won() {
+            return;
+        }
+        let agreed = if self.bug == Some(InjectedBug::FastReadTsOnly) {
+            lowest.ts == highest.ts
+        } else {
+            *lowest == *highest
+        };
+        let (max_tag, max_value) = (*highest, best.take());
+        match p.kind.clone() {
+            Kind::Get => {
+                let skip =
+                    self.bug == Some(InjectedBug::NoWriteBack) || (self.cfg.fast_read && agreed);
+                if skip {
+                    let p = self.pending.remove(&op).expect("present");
+                    self.completed += 1;
+                    out.reply(p.client, Response::Value(max_value));
+                } else {
+                    let result = Response::Value(max_value.clone());
+                    self.enter_store(now, op, max_tag, max_value, result, out);
+                }
+            }
+            Kind::Write(value) => {
+                // A tag must name one value: never reuse a ts this
+                // coordinator already issued, even when the query quorum did
+                // not see it (a concurrent write through the same proxy, or
+                // an earlier write that timed out with its store in flight).
+                let ts = max_tag.ts.max(self.last_ts) + 1;
+                self.last_ts = ts;
+                let tag = Tag {
+                    ts,
+                    writer: self.id,
+                };
+                self.enter_store(now, op, tag, value, Response::Done, out);
+            }
+        }
+    }
+
+    fn enter_store(
+        &mut self,
+        now: Time,
+        op: u64,
+        tag: Tag,
+        value: Option<Bytes>,
+        result: Response,
+        out: &mut Out<Msg, Timer>,
+    ) {
+        let voters = match &self.pending[&op].phase {
+            Phase::Query { votes, .. } => votes.members(),
+            Phase::Store { .. } => unreachable!("enter_store leaves phase 1"),
+        };
+        let asked = self.targets(now, Some(voters));
+        let retry_at = now.saturating_add(self.first_retry());
+        let p = self.pending.get_mut(&op).expect("present");
+        let msg = Msg::Store {
+            op,
+            key: p.key.clone(),
+            tag,
+            value: value.clone(),
+        };
+        p.asked = asked;
+        p.retry_at = retry_at;
+        self.send_to(asked, &msg, out);
+        let p = self.pending.get_mut(&op).expect("present");
+        p.phase = Phase::Store {
+            acks: QuorumTracker::new(self.quorum),
+            tag,
+            value,
+            result,
+        };
+    }
+
+    fn on_store_ack(&mut self, from: NodeId, op: u64, out: &mut Out<Msg, Timer>) {
+        let Some(p) = self.pending.get_mut(&op) else {
+            self.counters.stale_replies += 1;
+            return;
+        };
+        let Phase::Store { acks, .. } = &mut p.phase else {
+            // An ack can only answer a Store we sent, so it cannot arrive in phase 1.
+            self.counters.misrouted += 1;
+            return;
+        };
+        match acks.record(from) {
+            QuorumStatus::Duplicate => self.counters.duplicate_replies += 1,
+            QuorumStatus::Pending => {}
+            QuorumStatus::AlreadyWon => unreachable!("the op leaves as soon as the quorum is won"),
+            QuorumStatus::Won => {
+                let p = self.pending.remove(&op).expect("present");
+                let Phase::Store { result, .. } = p.phase else {
+                    unreachable!()
+                };
+                self.completed += 1;
+                out.reply(p.client, result);
+            }
+        }
+    }
+
+    /// Handle a reply addressed to the coordinator role.
+    pub fn handle(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        let Peer::Node(node) = from else {
+            // Replies only come from replicas.
+            self.counters.misrouted += 1;
+            return;
+        };
+        match msg {
+            Msg::QueryReply { op, tag, value } => {
+                self.on_query_reply(now, node, op, tag, value, out)
+            }
+            Msg::StoreAck { op } => self.on_store_ack(node, op, out),
+            Msg::Query { .. } | Msg::Store { .. } | Msg::SyncRequest | Msg::SyncReply { .. } => {
+                self.counters.misrouted += 1
+            }
+        }
+    }
+
+    /// The periodic tick: expire operations past their deadline, retransmit
+    /// the current phase to replicas that have not answered.
+    pub fn tick(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
+        self.ticking = false;
+        let mut expired = Vec::new();
+        for (&op, p) in self.pending.iter_mut() {
+            if now >= p.deadline {
+                expired.push(op);
+                continue;
+            }
+            if now < p.retry_at {
+                continue;
+            }
+            p.retry_at = now.saturating_add(self.cfg.retry_interval);
+            let answered = match &p.phase {
+                Phase::Query { votes, .. } => votes.members(),
+                Phase::Store { acks, .. } => acks.members(),
+            };
+            // Asked but silent: avoid that replica for a while (thrifty).
+            for &n in &self.members {
+                if p.asked & !answered & (1 << n) != 0 {
+                    self.avoid_until[n as usize] = now.saturating_add(AVOID_FOR);
+                }
+            }
+            p.asked = self.members.iter().fold(0u64, |m, &n| m | 1 << n);
+            let (votes, msg) = match &p.phase {
+                Phase::Query { votes, .. } => (
+                    votes,
+                    Msg::Query {
+                        op,
+                        key: p.key.clone(),
+                    },
+                ),
+                Phase::Store {
+                    acks, tag, value, ..
+                } => (
+                    acks,
+                    Msg::Store {
+                        op,
+                        key: p.key.clone(),
+                        tag: *tag,
+                        value: value.clone(),
+                    },
+                ),
+            };
+            for &n in &self.members {
+                if !votes.has(n) {
+                    out.send(Peer::Node(n), msg.clone());
+                }
+            }
+        }
+        for op in expired {
+            let p = self.pending.remove(&op).expect("present");
+            let (got, need) = match &p.phase {
+                Phase::Query { votes, .. } => (votes.count(), votes.need()),
+                Phase::Store { acks, .. } => (acks.count(), acks.need()),
+            };
+            self.timed_out += 1;
+            out.reply(p.client, Response::Failed(OpError::Timeout { got, need }));
+        }
+        if !self.pending.is_empty() {
+            self.arm_tick(out);
+        }
+    }
+}
+
+impl Protocol for Coordinator {
+    type Msg = Msg;
+    type Timer = Timer;
+    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+        self.start(now, client, req, out);
+    }
+    fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        self.handle(now, from, msg, out);
+    }
+    fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
+        match timer {
+            Timer::Tick => self.tick(now, out),
+            Timer::Sync => {} // only servers recover
+        }
+    }
+    fn status(&self) -> String {
+        format!(
+            "coordinator id={} in_flight={} completed={} timed_out={}",
+            self.id,
+            self.pending.len(),
+            self.completed,
+            self.timed_out
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::abd::testing::*;
+    use crate::protocol::abd::Replica;
+    use crate::protocol::Command;
+
+    #[test]
+    fn get_queries_all_and_waits_for_a_majority() {
+        let mut c = slow_read_coord(5);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 5, "phase 1 goes to all N replicas");
+        assert!(s.iter().all(|(_, m)| matches!(m, Msg::Query { op: 1, .. })));
+        qreply(&mut c, 1, 1, 7, Some("a"), &mut out);
+        qreply(&mut c, 2, 1, 7, Some("a"), &mut out);
+        assert!(sends(&mut out).is_empty(), "2 of 5 is not a quorum");
+        qreply(&mut c, 3, 1, 7, Some("a"), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 5, "a quorum of 3 starts the write-back to all");
+        assert!(matches!(
+            &s[0].1,
+            Msg::Store {
+                tag: Tag { ts: 1, writer: 7 },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn get_returns_the_value_of_the_highest_tag_and_writes_it_back() {
+        let mut c = slow_read_coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 2, 5, Some("old"), &mut out);
+        // Same ts, higher writer id wins the tie (lexicographic tag order).
+        qreply(&mut c, 3, 2, 9, Some("new"), &mut out);
+        let s = sends(&mut out);
+        let Msg::Store { tag, value, .. } = &s[0].1 else {
+            panic!("expected write-back")
+        };
+        assert_eq!(*tag, Tag { ts: 2, writer: 9 });
+        assert_eq!(value.as_deref(), Some(&b"new"[..]));
+        assert!(
+            replies(&mut out).is_empty(),
+            "no answer before the write-back quorum"
+        );
+        c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        assert!(replies(&mut out).is_empty());
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Value(Some(Bytes::from_static(b"new")))]
+        );
+    }
+
+    #[test]
+    fn fast_read_skips_write_back_only_when_the_quorum_agrees() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
+        qreply(&mut c, 2, 4, 1, Some("v"), &mut out);
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Value(Some(Bytes::from_static(b"v")))]
+        );
+
+        let mut c = coord(3);
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
+        qreply(&mut c, 2, 3, 1, Some("u"), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 3, "disagreeing quorum must write back");
+        assert!(s.iter().all(|(_, m)| matches!(
+            m,
+            Msg::Store {
+                tag: Tag { ts: 4, .. },
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn put_uses_max_ts_plus_one_and_its_own_id() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(
+            T0,
+            ClientRef(9),
+            Request::Put {
+                key: key(),
+                value: Bytes::from_static(b"x"),
+            },
+            &mut out,
+        );
+        out.drain();
+        qreply(&mut c, 2, 7, 3, None, &mut out);
+        qreply(&mut c, 3, 5, 4, None, &mut out);
+        let s = sends(&mut out);
+        assert!(s.iter().all(|(_, m)| matches!(
+            m,
+            Msg::Store {
+                tag: Tag { ts: 8, writer: 100 },
+                ..
+            }
+        )));
+        c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(replies(&mut out), vec![Response::Done]);
+    }
+
+    #[test]
+    fn duplicate_and_late_replies_are_counted_not_used() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(
+            T0,
+            ClientRef(1),
+            Request::Put {
+                key: key(),
+                value: Bytes::from_static(b"x"),
+            },
+            &mut out,
+        );
+        out.drain();
+        qreply(&mut c, 1, 1, 1, None, &mut out);
+        qreply(&mut c, 1, 1, 1, None, &mut out);
+        assert!(
+            sends(&mut out).is_empty(),
+            "one replica twice is not a quorum"
+        );
+        assert_eq!(c.counters.duplicate_replies, 1);
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(c.counters.misrouted, 1, "an ack cannot answer phase 1");
+        assert_eq!(c.in_flight(), 1);
+        qreply(&mut c, 2, 1, 1, None, &mut out);
+        out.drain();
+        // Replica 3's query reply arrives once the store phase began.
+        qreply(&mut c, 3, 1, 1, None, &mut out);
+        assert_eq!(c.counters.stale_replies, 1);
+        c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
+        assert!(replies(&mut out).is_empty());
+        assert_eq!(c.counters.duplicate_replies, 2);
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(replies(&mut out).len(), 1);
+        // The third replica's late answers arrive after completion.
+        qreply(&mut c, 3, 1, 1, None, &mut out);
+        c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(c.counters.stale_replies, 3);
+        assert_eq!(c.in_flight(), 0, "completed ops leave the pending table");
+        assert_eq!((c.completed, c.timed_out), (1, 0));
+    }
+
+    #[test]
+    fn no_quorum_times_out_and_retransmits_meanwhile() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        out.drain();
+        qreply(&mut c, 1, 0, 0, None, &mut out);
+        c.tick(Time(50_000), &mut out);
+        assert!(sends(&mut out).is_empty(), "not before the retry interval");
+        c.tick(Time(100_000), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 2, "retransmit to the two silent replicas only");
+        c.tick(Time(150_000), &mut out);
+        assert!(sends(&mut out).is_empty(), "next retry at 200 ms");
+        c.tick(Time(2_000_000), &mut out);
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Failed(OpError::Timeout { got: 1, need: 2 })]
+        );
+        assert_eq!(c.in_flight(), 0);
+    }
+
+    /// One retransmit tick at a time, at half the retry interval, re-armed
+    /// only while operations are pending; outcomes are counted.
+    #[test]
+    fn the_tick_runs_while_operations_are_pending() {
+        let mut c = coord(3); // retry 100 ms, timeout 2 s
+        let mut out = O::new();
+        let tick = vec![(Duration::from_millis(50), Timer::Tick)];
+        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        assert_eq!(timers(&mut out), tick);
+        c.start(T0, ClientRef(2), Request::Get { key: key() }, &mut out);
+        assert!(timers(&mut out).is_empty(), "a tick is already pending");
+        c.on_timer(Time(50_000), Timer::Tick, &mut out);
+        assert_eq!(timers(&mut out), tick, "re-armed: operations pending");
+        c.tick(Time(2_000_000), &mut out);
+        assert!(timers(&mut out).is_empty(), "all expired: no more ticks");
+        assert_eq!((c.timed_out, c.completed), (2, 0));
+        c.start(
+            Time(2_000_000),
+            ClientRef(3),
+            Request::Get { key: key() },
+            &mut out,
+        );
+        assert_eq!(timers(&mut out), tick, "armed again for new work");
+        let op = c.next_op - 1;
+        for n in [1, 2] {
+            let reply = Msg::QueryReply {
+                op,
+                tag: Tag::ZERO,
+                value: None,
+            };
+            c.handle(T0, Peer::Node(n), reply, &mut out);
+        }
+        assert_eq!((c.timed_out, c.completed), (2, 1));
+        c.handle(T0, Peer::Conn(4), Msg::StoreAck { op }, &mut out);
+        c.handle(T0, Peer::Node(3), Msg::Query { op, key: key() }, &mut out);
+        assert_eq!(c.counters.misrouted, 2);
+    }
+
+    #[test]
+    fn delete_stores_a_tombstone() {
+        let mut c = coord(1);
+        let mut r = Replica::new(false);
+        let mut out = O::new();
+        let mut run = |c: &mut Coordinator, req| {
+            c.start(T0, ClientRef(1), req, &mut out);
+            loop {
+                let mut progressed = false;
+                for cmd in out.drain().collect::<Vec<_>>() {
+                    match cmd {
+                        Command::Send { msg, .. } => {
+                            let mut o2 = O::new();
+                            r.handle(Peer::Conn(0), msg, &mut o2);
+                            for (_, m) in sends(&mut o2) {
+                                c.handle(T0, Peer::Node(1), m, &mut out);
+                                progressed = true;
+                            }
+                        }
+                        Command::Reply { resp, .. } => return resp,
+                        _ => {}
+                    }
+                }
+                assert!(progressed, "operation stalled");
+            }
+        };
+        assert_eq!(
+            run(
+                &mut c,
+                Request::Put {
+                    key: key(),
+                    value: Bytes::from_static(b"v")
+                }
+            ),
+            Response::Done
+        );
+        assert_eq!(run(&mut c, Request::Delete { key: key() }), Response::Done);
+        assert_eq!(
+            run(&mut c, Request::Get { key: key() }),
+            Response::Value(None)
+        );
+    }
+}

@@ -1,0 +1,298 @@
+//! The server: a replica plus a coordinator (proxy mode), and recovery.
+
+use super::coordinator::first_op;
+use super::{Coordinator, CoordinatorConfig, InjectedBug, Msg, Replica, Timer};
+use crate::protocol::{LinkEvent, Out, Protocol, Record};
+use crate::quorum::{majority, QuorumTracker};
+use crate::types::{ClientRef, NodeId, Peer, Request, Tag, Time};
+use bytes::Bytes;
+use std::time::Duration;
+
+/// A server: one replica plus a coordinator for clients that do not run
+/// their own (proxy mode). Messages are routed by kind: requests to the
+/// replica, replies to the coordinator.
+#[derive(Debug)]
+pub struct AbdNode {
+    pub id: NodeId,
+    pub replica: Replica,
+    pub coord: Coordinator,
+    members: Vec<NodeId>,
+    /// Set while a restarted replica that lost its state catches up.
+    recovery: Option<QuorumTracker>,
+    /// Queries left unanswered because this replica was still recovering.
+    pub queries_held_back: u64,
+}
+
+/// How often a recovering replica asks again.
+const SYNC_RETRY: Duration = Duration::from_millis(200);
+
+impl AbdNode {
+    /// `members` are all replica ids of the cluster (including `id`).
+    pub fn new(id: NodeId, members: Vec<NodeId>, durable: bool, cfg: CoordinatorConfig) -> Self {
+        AbdNode {
+            id,
+            replica: Replica::new(durable),
+            coord: Coordinator::new(id as u64, members.clone(), cfg),
+            members,
+            recovery: None,
+            queries_held_back: 0,
+        }
+    }
+    /// Use `writer` as the coordinator's writer id instead of the node id.
+    /// A restarted node has forgotten which tags it issued before the crash,
+    /// so each boot must write under a fresh id (e.g. node id plus a boot
+    /// counter): otherwise one tag can end up naming two values.
+    pub fn with_writer(mut self, writer: u64) -> Self {
+        self.coord.id = writer;
+        self.coord.next_op = first_op(writer);
+        self
+    }
+    pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
+        self.replica = self.replica.with_bug(bug);
+        self.coord = self.coord.with_bug(bug);
+        self
+    }
+
+    /// Start in recovery: this replica restarted without its state (memory
+    /// mode) and must not answer queries until it has merged the stores of
+    /// f+1 = N−Q+1 live peers. Every completed write is on Q replicas, at
+    /// least Q−1 of them other than this one, and (f+1)+(Q−1) > N−1, so
+    /// those peers hold every completed write. Stores are accepted and
+    /// acknowledged meanwhile (holding a value is always safe). Seed 002's
+    /// recovery mode `r`; not in seed 000, whose replicas never restart.
+    pub fn recovering(mut self) -> Self {
+        if self.coord.bug == Some(InjectedBug::NoRecovery) {
+            return self;
+        }
+        let mut need = self.members.len() - majority(self.members.len()) + 1;
+        if self.coord.bug == Some(InjectedBug::RecoveryOnePeerShort) {
+            need = need.saturating_sub(1).max(1);
+        }
+        self.recovery = Some(QuorumTracker::new(need));
+        self
+    }
+
+    pub fn is_recovering(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    fn ask_for_sync(&self, out: &mut Out<Msg, Timer>) {
+        let Some(votes) = &self.recovery else { return };
+        for &n in self
+            .members
+            .iter()
+            .filter(|&&n| n != self.id && !votes.has(n))
+        {
+            out.send(Peer::Node(n), Msg::SyncRequest);
+        }
+        out.set_timer(SYNC_RETRY, Timer::Sync);
+    }
+
+    fn on_sync_reply(&mut self, from: Peer, entries: Vec<(Bytes, Tag, Option<Bytes>)>) {
+        let (Peer::Node(n), Some(votes)) = (from, self.recovery.as_mut()) else {
+            return; // not recovering (a late reply) or not from a replica
+        };
+        if votes.has(n) {
+            return;
+        }
+        for (key, tag, value) in entries {
+            self.replica.restore(Record::Register { key, tag, value });
+        }
+        votes.record(n);
+        if votes.won() {
+            self.recovery = None;
+        }
+    }
+}
+
+impl Protocol for AbdNode {
+    type Msg = Msg;
+    type Timer = Timer;
+    fn on_start(&mut self, _now: Time, out: &mut Out<Msg, Timer>) {
+        self.ask_for_sync(out);
+    }
+    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+        self.coord.start(now, client, req, out);
+    }
+    fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        match msg {
+            Msg::Query { .. } if self.recovery.is_some() => self.queries_held_back += 1,
+            Msg::Query { .. } | Msg::Store { .. } => self.replica.handle(from, msg, out),
+            Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.coord.handle(now, from, msg, out),
+            // A recovering replica has nothing trustworthy to give.
+            Msg::SyncRequest if self.recovery.is_some() => {}
+            Msg::SyncRequest => out.send(
+                from,
+                Msg::SyncReply {
+                    entries: self.replica.snapshot(),
+                },
+            ),
+            Msg::SyncReply { entries } => self.on_sync_reply(from, entries),
+        }
+    }
+    fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
+        match timer {
+            Timer::Tick => self.coord.tick(now, out),
+            Timer::Sync => self.ask_for_sync(out),
+        }
+    }
+    fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Msg, Timer>) {
+        // ABD needs no failure detector: quorums tolerate silent replicas and
+        // the retransmit tick covers messages lost on a broken link.
+    }
+    fn restore(&mut self, rec: Record) {
+        self.replica.restore(rec);
+    }
+    fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let (r, c) = (&self.replica.counters, &self.coord.counters);
+        vec![
+            (
+                "abd_ops_completed_total",
+                "operations this server coordinated to completion",
+                self.coord.completed,
+            ),
+            (
+                "abd_ops_timed_out_total",
+                "operations this server coordinated that found no quorum in time",
+                self.coord.timed_out,
+            ),
+            (
+                "abd_replica_keys",
+                "keys held by this replica",
+                self.replica.len() as u64,
+            ),
+            (
+                "abd_older_stores_total",
+                "stores ignored because a newer tag was held",
+                r.older_stores,
+            ),
+            (
+                "abd_stale_replies_total",
+                "replies for operations already finished",
+                c.stale_replies,
+            ),
+            (
+                "abd_duplicate_replies_total",
+                "replies from a replica that had already answered",
+                c.duplicate_replies,
+            ),
+            (
+                "abd_misrouted_total",
+                "messages that reached the wrong role",
+                r.misrouted + c.misrouted,
+            ),
+            (
+                "abd_queries_held_back_total",
+                "queries unanswered while recovering",
+                self.queries_held_back,
+            ),
+            (
+                "abd_recovering",
+                "1 while this replica catches up after a restart",
+                self.recovery.is_some() as u64,
+            ),
+        ]
+    }
+    fn status(&self) -> String {
+        let rec = if self.recovery.is_some() {
+            " RECOVERING"
+        } else {
+            ""
+        };
+        format!(
+            "replica keys={}{rec} | {}",
+            self.replica.len(),
+            self.coord.status()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::abd::testing::*;
+    use crate::types::Tag;
+
+    #[test]
+    fn a_recovering_replica_answers_no_query_until_f_plus_one_peers_synced() {
+        // N = 5, Q = 3: a recovering replica needs N - Q + 1 = 3 peers.
+        let mut n =
+            AbdNode::new(1, vec![1, 2, 3, 4, 5], false, CoordinatorConfig::default()).recovering();
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        let asked: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(
+            asked,
+            vec![Peer::Node(2), Peer::Node(3), Peer::Node(4), Peer::Node(5)]
+        );
+        let query = Msg::Query { op: 1, key: key() };
+        n.on_msg(T0, Peer::Conn(9), query.clone(), &mut out);
+        assert!(out.is_empty(), "no answer while recovering");
+        assert_eq!(n.queries_held_back, 1);
+        let entry = |ts, v: &str| {
+            vec![(
+                key(),
+                Tag { ts, writer: 1 },
+                Some(Bytes::copy_from_slice(v.as_bytes())),
+            )]
+        };
+        n.on_msg(
+            T0,
+            Peer::Node(2),
+            Msg::SyncReply {
+                entries: entry(3, "new"),
+            },
+            &mut out,
+        );
+        n.on_msg(
+            T0,
+            Peer::Node(2),
+            Msg::SyncReply {
+                entries: entry(3, "new"),
+            },
+            &mut out,
+        );
+        n.on_msg(
+            T0,
+            Peer::Node(3),
+            Msg::SyncReply {
+                entries: entry(1, "old"),
+            },
+            &mut out,
+        );
+        assert!(n.is_recovering(), "a duplicate reply must not count twice");
+        // A recovering replica refuses to serve as a sync source itself.
+        n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
+        assert!(out.is_empty());
+        n.on_msg(
+            T0,
+            Peer::Node(5),
+            Msg::SyncReply { entries: vec![] },
+            &mut out,
+        );
+        assert!(!n.is_recovering());
+        n.on_msg(T0, Peer::Conn(9), query, &mut out);
+        assert_eq!(
+            sends(&mut out),
+            vec![(
+                Peer::Conn(9),
+                Msg::QueryReply {
+                    op: 1,
+                    tag: Tag { ts: 3, writer: 1 },
+                    value: Some(Bytes::from_static(b"new"))
+                }
+            )],
+            "the highest tag of the merged stores"
+        );
+        n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
+        let sync = vec![(
+            key(),
+            Tag { ts: 3, writer: 1 },
+            Some(Bytes::from_static(b"new")),
+        )];
+        assert_eq!(
+            sends(&mut out),
+            vec![(Peer::Node(4), Msg::SyncReply { entries: sync })]
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! The replica role: one `(tag, value)` per key.
+
+use super::{Counters, InjectedBug, Msg, Timer};
+use crate::protocol::{Out, Record};
+use crate::types::{Peer, Tag};
+use bytes::Bytes;
+use std::collections::HashMap;
+
+/// One ABD replica: `(tag, value)` per key.
+#[derive(Debug, Default)]
+pub struct Replica {
+    store: HashMap<Bytes, (Tag, Option<Bytes>)>,
+    durable: bool,
+    bug: Option<InjectedBug>,
+    pub counters: Counters,
+}
+
+impl Replica {
+    /// `durable`: emit a `Persist` before acknowledging each applied store.
+    pub fn new(durable: bool) -> Self {
+        Replica {
+            durable,
+            ..Default::default()
+        }
+    }
+    pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
+        self.bug = bug;
+        self
+    }
+    pub fn get(&self, key: &[u8]) -> Option<&(Tag, Option<Bytes>)> {
+        self.store.get(key)
+    }
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
+    }
+
+    fn on_query(&mut self, from: Peer, op: u64, key: Bytes, out: &mut Out<Msg, Timer>) {
+        let (tag, value) = self.store.get(&key).cloned().unwrap_or((Tag::ZERO, None));
+        out.send(from, Msg::QueryReply { op, tag, value });
+    }
+
+    fn on_store(
+        &mut self,
+        from: Peer,
+        op: u64,
+        key: Bytes,
+        tag: Tag,
+        value: Option<Bytes>,
+        out: &mut Out<Msg, Timer>,
+    ) {
+        let current = self.store.get(&key).map(|(t, _)| *t).unwrap_or(Tag::ZERO);
+        let newer = tag > current || self.bug == Some(InjectedBug::AcceptOlderTag);
+        let ack_first = self.bug == Some(InjectedBug::AckBeforePersist);
+        if ack_first {
+            out.send(from, Msg::StoreAck { op });
+        }
+        if newer {
+            if self.durable {
+                out.persist(Record::Register {
+                    key: key.clone(),
+                    tag,
+                    value: value.clone(),
+                });
+            }
+            self.store.insert(key, (tag, value));
+        } else {
+            self.counters.older_stores += 1;
+        }
+        // Always acknowledge: a replica holding a newer tag already holds
+        // something at least as recent as what the coordinator wants stored.
+        if !ack_first {
+            out.send(from, Msg::StoreAck { op });
+        }
+    }
+
+    /// Handle a message addressed to the replica role.
+    pub fn handle(&mut self, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        match msg {
+            Msg::Query { op, key } => self.on_query(from, op, key, out),
+            Msg::Store {
+                op,
+                key,
+                tag,
+                value,
+            } => self.on_store(from, op, key, tag, value, out),
+            Msg::QueryReply { .. }
+            | Msg::StoreAck { .. }
+            | Msg::SyncRequest
+            | Msg::SyncReply { .. } => self.counters.misrouted += 1,
+        }
+    }
+
+    /// Everything this replica holds, for a recovering peer.
+    pub fn snapshot(&self) -> Vec<(Bytes, Tag, Option<Bytes>)> {
+        let mut v: Vec<_> = self
+            .store
+            .iter()
+            .map(|(k, (t, val))| (k.clone(), *t, val.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0)); // deterministic message contents
+        v
+    }
+
+    pub fn restore(&mut self, rec: Record) {
+        let Record::Register { key, tag, value } = rec;
+        let newer = self.store.get(&key).map(|(t, _)| tag > *t).unwrap_or(true);
+        if newer {
+            self.store.insert(key, (tag, value));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::abd::testing::*;
+    use crate::protocol::Command;
+    use crate::types::Tag;
+
+    #[test]
+    fn replica_keeps_the_highest_tag_and_always_acks() {
+        let mut r = Replica::new(false);
+        let mut out = O::new();
+        let store = |ts, v: &str| Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts, writer: 1 },
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+        };
+        r.handle(Peer::Conn(1), store(2, "two"), &mut out);
+        r.handle(Peer::Conn(1), store(1, "one"), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 2);
+        assert!(s
+            .iter()
+            .all(|(to, m)| *to == Peer::Conn(1) && matches!(m, Msg::StoreAck { op: 1 })));
+        assert_eq!(r.get(b"k").unwrap().1.as_deref(), Some(&b"two"[..]));
+        assert_eq!(r.counters.older_stores, 1);
+        r.handle(Peer::Conn(1), store(2, "two"), &mut out);
+        assert_eq!(r.counters.older_stores, 2, "an equal tag is not newer");
+        assert_eq!((r.len(), r.is_empty()), (1, false));
+        let other = Msg::Store {
+            op: 2,
+            key: Bytes::from_static(b"other"),
+            tag: Tag { ts: 1, writer: 1 },
+            value: None,
+        };
+        r.handle(Peer::Conn(1), other, &mut out);
+        assert_eq!(r.len(), 2);
+        assert!(Replica::new(false).is_empty());
+        r.handle(Peer::Conn(1), Msg::StoreAck { op: 1 }, &mut out);
+        assert_eq!(r.counters.misrouted, 1);
+        out.drain();
+        r.handle(Peer::Node(2), Msg::Query { op: 5, key: key() }, &mut out);
+        assert_eq!(
+            sends(&mut out),
+            vec![(
+                Peer::Node(2),
+                Msg::QueryReply {
+                    op: 5,
+                    tag: Tag { ts: 2, writer: 1 },
+                    value: Some(Bytes::from_static(b"two"))
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn durable_replica_persists_before_it_acks() {
+        let mut r = Replica::new(true);
+        let mut out = O::new();
+        let msg = Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts: 1, writer: 1 },
+            value: None,
+        };
+        r.handle(Peer::Node(1), msg, &mut out);
+        let cmds = out.commands();
+        assert!(matches!(cmds[0], Command::Persist(_)));
+        assert!(matches!(cmds[1], Command::Send { .. }));
+    }
+}
