@@ -3,20 +3,20 @@
 # protocol issue on its own module).
 #
 #   scripts/mutants.sh [FILE_GLOB] [extra cargo-mutants options]
-#   scripts/mutants.sh crates/core/src/protocol/abd.rs
-#   scripts/mutants.sh 'crates/core/src/protocol/abd*' --shard 0/2
+#   scripts/mutants.sh crates/core/src/protocol/abd/coordinator.rs
+#   scripts/mutants.sh 'crates/core/src/protocol/abd/*' --shard 0/2
 #
 # Oracle: the unit tests of quorumkv-core (and the sim's own) plus the
 # simulator's fixed sweeps in crates/sim/tests/oracle.rs (400 seeds with
 # every knob drawn per seed; 40 loss-only seeds in which no operation may end
-# unknown). About 5 s per mutant on 2 busy cores, ~25 min for abd.rs.
+# unknown). About 5 s per mutant on 2 busy cores, ~25 min for abd/.
 # A mutant is *caught* when that oracle fails (or times out). Cosmetic
 # functions (status lines, metrics) are excluded: no protocol test can see them.
 # Results: target/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);
 # score = (caught + timeout) / (caught + timeout + missed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-file="${1:-crates/core/src/protocol/abd*}"
+file="${1:-crates/core/src/protocol/abd/*}"
 shift || true
 command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest

@@ -2,7 +2,7 @@
 //! every history, print a summary; a failing seed prints its replay command.
 
 use crate::config::{ClientMode, Durability, FaultSet, SeedRange, SimConfig, Timing};
-use crate::protocol::{self, Registered};
+use crate::registry::{self, Registered};
 use crate::run::{SeedReport, Verdict};
 use crate::sweep::{sweep, Summary};
 use std::io::{IsTerminal, Write};
@@ -127,7 +127,7 @@ fn list_bugs(out: &mut impl Write) {
         out,
         "Injected bugs (testing aid: they exist only behind --inject-bug):"
     );
-    for p in protocol::registry() {
+    for p in registry::registry() {
         for b in (p.bugs)() {
             let _ = writeln!(out, "  {:<28} {:<6} {}", b.name, p.name, b.about);
         }
@@ -140,7 +140,7 @@ pub fn run(args: Args) -> ExitCode {
         list_bugs(&mut std::io::stdout());
         return ExitCode::SUCCESS;
     }
-    let proto = match protocol::find(&args.protocol) {
+    let proto = match registry::find(&args.protocol) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("quorumkv sim: {e}");

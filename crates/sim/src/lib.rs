@@ -5,7 +5,8 @@
 //! injected faults, records each seed's client history and hands it to the
 //! linearizability checker. The same seed gives the same run, byte for byte.
 //!
-//! * [`protocol::SimProtocol`]: how a protocol plugs in; [`protocol::registry`].
+//! * [`protocol::SimProtocol`]: how a protocol plugs in; [`registry::registry`]:
+//!   the protocols the simulator knows.
 //! * [`world::World`]: the scheduler, network, nemesis and clients of one seed.
 //! * [`run::run_seed`]: one seed, checked; [`sweep::sweep`]: many seeds.
 //! * [`cli`]: `quorumkv sim`.
@@ -15,6 +16,7 @@ pub mod config;
 pub mod disk;
 pub mod history;
 pub mod protocol;
+pub mod registry;
 pub mod rng;
 pub mod run;
 pub mod sweep;
@@ -24,6 +26,7 @@ pub mod world;
 pub use config::{
     ClientMode, Durability, Fault, FaultSet, SeedParams, SeedRange, SimConfig, Timing,
 };
-pub use protocol::{registry, Abd, Registered, SimProtocol};
+pub use protocol::{Abd, SimProtocol};
+pub use registry::{registry, Registered};
 pub use run::{run_seed, SeedReport, Verdict};
 pub use sweep::{sweep, Summary};

@@ -3,7 +3,7 @@
 //! failures and the totals.
 
 use crate::config::{SeedRange, SimConfig};
-use crate::protocol::Registered;
+use crate::registry::Registered;
 use crate::run::SeedReport;
 use crate::world::Stats;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -5,7 +5,7 @@
 use quorumkv_sim::*;
 
 fn run(cfg: &SimConfig, range: &str) -> Summary {
-    let proto = protocol::find("abd").unwrap();
+    let proto = registry::find("abd").unwrap();
     let s = sweep(&proto, cfg, range.parse().unwrap(), 2, 1, |_| {}).unwrap();
     if let Some(f) = s.failures.first() {
         panic!("seed {} ({}): {}", f.seed, f.params, f.verdict);

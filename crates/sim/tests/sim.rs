@@ -3,7 +3,8 @@
 
 use clap::Parser;
 use quorumkv_core::protocol::abd::{self, AbdNode, Coordinator, CoordinatorConfig, InjectedBug};
-use quorumkv_sim::protocol::{find, register, ClientSpec, NodeSpec};
+use quorumkv_sim::protocol::{ClientSpec, NodeSpec};
+use quorumkv_sim::registry::{find, register};
 use quorumkv_sim::*;
 
 fn cfg() -> SimConfig {
