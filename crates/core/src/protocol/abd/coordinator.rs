@@ -266,8 +266,22 @@ impl Coordinator {
         } else {
             *lowest == *highest
         };
-        let (max_tag, max_value) = (*highest, best.take());
-        match p.kind.clone() {
+        let highest = (*highest, best.take());
+        self.finish_query(now, op, agreed, highest, out);
+    }
+
+    /// The query quorum is in with the `highest` (tag, value) it saw: a get
+    /// returns (fast read, when the quorum `agreed` on one tag) or writes it
+    /// back; a put / delete stores its value under a fresh, higher tag.
+    fn finish_query(
+        &mut self,
+        now: Time,
+        op: u64,
+        agreed: bool,
+        (max_tag, max_value): (Tag, Option<Bytes>),
+        out: &mut Out<Msg, Timer>,
+    ) {
+        match self.pending[&op].kind.clone() {
             Kind::Get => {
                 let skip =
                     self.bug == Some(InjectedBug::NoWriteBack) || (self.cfg.fast_read && agreed);

@@ -4,7 +4,8 @@
 //! Two roles:
 //! * [`Replica`] stores `(tag, value)` per key and answers queries and stores.
 //! * [`Coordinator`] runs one client operation in two phases against all N
-//!   replicas, waiting each time for the first Q = ⌊N/2⌋+1 distinct replies:
+//!   replicas (or Q of them first, in thrifty mode), waiting each time for the
+//!   first Q = ⌊N/2⌋+1 distinct replies (the quorum rule):
 //!   - get: **query** → max tag → **write-back** that (tag, value) → return value;
 //!   - put / delete: **query** → tag = (max.ts + 1, my id) → **store** → done.
 //!
@@ -27,24 +28,38 @@
 //! clients (RESP, CLI): the *proxy* mode. Client libraries run a bare
 //! [`Coordinator`]: the *client-driven* mode the seeds built.
 //!
-//! Where each piece lives:
-//! * [`msg`]: the messages ([`Msg`]) and timers ([`Timer`]);
-//! * [`replica`]: the replica role;
-//! * [`coordinator`]: the two phases of get / put / delete, retransmits, timeouts;
-//! * [`thrifty`]: thrifty mode, each phase to Q replicas instead of N;
-//! * [`node`]: [`AbdNode`], the server, and recovery after a restart without data;
-//! * [`bugs`]: deliberate bugs for the simulator's self-test;
-//! * [`counters`]: counters of things that needed no action.
+//! Messages ([`Msg`]; `op` is the coordinator's id for the operation):
+//!
+//! | request (coordinator → replica) | reply (replica → coordinator)   |
+//! |---------------------------------|---------------------------------|
+//! | `Query { op, key }`             | `QueryReply { op, tag, value }` |
+//! | `Store { op, key, tag, value }` | `StoreAck { op }` (always sent) |
+//! | `SyncRequest` (recovering node) | `SyncReply { entries }`         |
+//!
+//! A replica that restarted without its data (memory mode) answers no query
+//! until it merged the stores of f+1 = N−Q+1 peers (seed 002's recovery mode
+//! `r`; seed 000's replicas never restart): see [`AbdNode::recovering`].
+//!
+//! Where each piece lives (one file each, tests beside the code):
+//! * `msg.rs`: [`Msg`] and the [`Timer`]s;
+//! * `replica.rs`: [`Replica`], the `(tag, value)` store and its two handlers;
+//! * `coordinator.rs`: [`Coordinator`], the two phases of get / put / delete,
+//!   the quorum rule, retransmits and timeouts; [`CoordinatorConfig`];
+//! * `thrifty.rs`: thrifty mode, each phase to Q replicas instead of N;
+//! * `node.rs`: [`AbdNode`], replica + coordinator in one server, and recovery;
+//! * `bugs.rs`: [`InjectedBug`], deliberate bugs for the simulator's self-test;
+//! * `counters.rs`: [`Counters`] of things that needed no action;
+//! * `testing.rs`: helpers of the unit tests.
 
-pub mod bugs;
-pub mod coordinator;
-pub mod counters;
-pub mod msg;
-pub mod node;
-pub mod replica;
+mod bugs;
+mod coordinator;
+mod counters;
+mod msg;
+mod node;
+mod replica;
 #[cfg(test)]
 mod testing;
-pub mod thrifty;
+mod thrifty;
 
 pub use bugs::InjectedBug;
 pub use coordinator::{Coordinator, CoordinatorConfig};

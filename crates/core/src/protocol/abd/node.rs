@@ -213,6 +213,11 @@ mod tests {
     use crate::protocol::abd::testing::*;
     use crate::types::Tag;
 
+    /// `n` receives `entries` from peer `from`, answering its `SyncRequest`.
+    fn sync(n: &mut AbdNode, from: NodeId, entries: Vec<(Bytes, Tag, Option<Bytes>)>, out: &mut O) {
+        n.on_msg(T0, Peer::Node(from), Msg::SyncReply { entries }, out);
+    }
+
     #[test]
     fn a_recovering_replica_answers_no_query_until_f_plus_one_peers_synced() {
         // N = 5, Q = 3: a recovering replica needs N - Q + 1 = 3 peers.
@@ -236,40 +241,14 @@ mod tests {
                 Some(Bytes::copy_from_slice(v.as_bytes())),
             )]
         };
-        n.on_msg(
-            T0,
-            Peer::Node(2),
-            Msg::SyncReply {
-                entries: entry(3, "new"),
-            },
-            &mut out,
-        );
-        n.on_msg(
-            T0,
-            Peer::Node(2),
-            Msg::SyncReply {
-                entries: entry(3, "new"),
-            },
-            &mut out,
-        );
-        n.on_msg(
-            T0,
-            Peer::Node(3),
-            Msg::SyncReply {
-                entries: entry(1, "old"),
-            },
-            &mut out,
-        );
+        sync(&mut n, 2, entry(3, "new"), &mut out);
+        sync(&mut n, 2, entry(3, "new"), &mut out);
+        sync(&mut n, 3, entry(1, "old"), &mut out);
         assert!(n.is_recovering(), "a duplicate reply must not count twice");
         // A recovering replica refuses to serve as a sync source itself.
         n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
         assert!(out.is_empty());
-        n.on_msg(
-            T0,
-            Peer::Node(5),
-            Msg::SyncReply { entries: vec![] },
-            &mut out,
-        );
+        sync(&mut n, 5, vec![], &mut out);
         assert!(!n.is_recovering());
         n.on_msg(T0, Peer::Conn(9), query, &mut out);
         assert_eq!(
