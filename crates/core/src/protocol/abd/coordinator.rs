@@ -570,15 +570,7 @@ mod tests {
     fn put_uses_max_ts_plus_one_and_its_own_id() {
         let mut c = coord(3);
         let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef(9),
-            Request::Put {
-                key: key(),
-                value: Bytes::from_static(b"x"),
-            },
-            &mut out,
-        );
+        c.start(T0, ClientRef(9), put(b"x"), &mut out);
         out.drain();
         qreply(&mut c, 2, 7, 3, None, &mut out);
         qreply(&mut c, 3, 5, 4, None, &mut out);
@@ -599,15 +591,7 @@ mod tests {
     fn duplicate_and_late_replies_are_counted_not_used() {
         let mut c = coord(3);
         let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef(1),
-            Request::Put {
-                key: key(),
-                value: Bytes::from_static(b"x"),
-            },
-            &mut out,
-        );
+        c.start(T0, ClientRef(1), put(b"x"), &mut out);
         out.drain();
         qreply(&mut c, 1, 1, 1, None, &mut out);
         qreply(&mut c, 1, 1, 1, None, &mut out);
@@ -725,16 +709,7 @@ mod tests {
                 assert!(progressed, "operation stalled");
             }
         };
-        assert_eq!(
-            run(
-                &mut c,
-                Request::Put {
-                    key: key(),
-                    value: Bytes::from_static(b"v")
-                }
-            ),
-            Response::Done
-        );
+        assert_eq!(run(&mut c, put(b"v")), Response::Done);
         assert_eq!(run(&mut c, Request::Delete { key: key() }), Response::Done);
         assert_eq!(
             run(&mut c, Request::Get { key: key() }),

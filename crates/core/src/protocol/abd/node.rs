@@ -225,7 +225,7 @@ mod tests {
             AbdNode::new(1, vec![1, 2, 3, 4, 5], false, CoordinatorConfig::default()).recovering();
         let mut out = O::new();
         n.on_start(T0, &mut out);
-        let asked: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        let asked: Vec<_> = sent_to(&mut out);
         assert_eq!(
             asked,
             vec![Peer::Node(2), Peer::Node(3), Peer::Node(4), Peer::Node(5)]
@@ -253,14 +253,7 @@ mod tests {
         n.on_msg(T0, Peer::Conn(9), query, &mut out);
         assert_eq!(
             sends(&mut out),
-            vec![(
-                Peer::Conn(9),
-                Msg::QueryReply {
-                    op: 1,
-                    tag: Tag { ts: 3, writer: 1 },
-                    value: Some(Bytes::from_static(b"new"))
-                }
-            )],
+            vec![(Peer::Conn(9), query_reply(1, 3, 1, b"new"))],
             "the highest tag of the merged stores"
         );
         n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);

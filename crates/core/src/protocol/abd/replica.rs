@@ -157,14 +157,7 @@ mod tests {
         r.handle(Peer::Node(2), Msg::Query { op: 5, key: key() }, &mut out);
         assert_eq!(
             sends(&mut out),
-            vec![(
-                Peer::Node(2),
-                Msg::QueryReply {
-                    op: 5,
-                    tag: Tag { ts: 2, writer: 1 },
-                    value: Some(Bytes::from_static(b"two"))
-                }
-            )]
+            vec![(Peer::Node(2), query_reply(5, 2, 1, b"two"))]
         );
     }
 

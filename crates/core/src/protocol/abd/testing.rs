@@ -4,7 +4,7 @@
 
 use super::{Coordinator, CoordinatorConfig, Msg, Timer};
 use crate::protocol::{Command, Out};
-use crate::types::{NodeId, Peer, Response, Tag, Time};
+use crate::types::{NodeId, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::time::Duration;
 
@@ -68,4 +68,23 @@ pub fn qreply(
         },
         out,
     );
+}
+/// The peers of the messages sent, in order (draining `out`).
+pub fn sent_to(out: &mut O) -> Vec<Peer> {
+    sends(out).into_iter().map(|(to, _)| to).collect()
+}
+/// A put of `value` to [`key`].
+pub fn put(value: &'static [u8]) -> Request {
+    Request::Put {
+        key: key(),
+        value: Bytes::from_static(value),
+    }
+}
+/// A replica's answer to query `op`: it holds `value` at tag (`ts`, `writer`).
+pub fn query_reply(op: u64, ts: u64, writer: u64, value: &'static [u8]) -> Msg {
+    Msg::QueryReply {
+        op,
+        tag: Tag { ts, writer },
+        value: Some(Bytes::from_static(value)),
+    }
 }

@@ -64,7 +64,7 @@ mod tests {
         let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
         let mut out = O::new();
         c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
-        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        let to: Vec<_> = sent_to(&mut out);
         assert_eq!(
             to,
             vec![Peer::Node(1), Peer::Node(2)],
@@ -74,14 +74,14 @@ mod tests {
         assert!(out.is_empty());
         // Replica 2 is silent: after the fallback delay the tick asks replica 3.
         c.tick(Time(6_000), &mut out);
-        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        let to: Vec<_> = sent_to(&mut out);
         assert_eq!(
             to,
             vec![Peer::Node(2), Peer::Node(3)],
             "fallback: everyone who has not answered"
         );
         qreply(&mut c, 3, 2, 1, Some("w"), &mut out);
-        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        let to: Vec<_> = sent_to(&mut out);
         assert_eq!(
             to,
             vec![Peer::Node(1), Peer::Node(3)],
@@ -101,7 +101,7 @@ mod tests {
                 Request::Get { key: key() },
                 &mut out,
             );
-            let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+            let to: Vec<_> = sent_to(&mut out);
             assert!(
                 !to.contains(&Peer::Node(2)),
                 "op {op} asked the silent replica: {to:?}"
@@ -127,7 +127,7 @@ mod tests {
         let mut asked = Vec::new();
         for op in 1..=3 {
             c.start(T0, ClientRef(op), Request::Get { key: key() }, &mut out);
-            let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+            let to: Vec<_> = sent_to(&mut out);
             asked.push(to);
             let reply = Msg::QueryReply {
                 op,
@@ -171,7 +171,7 @@ mod tests {
             Request::Get { key: key() },
             &mut out,
         );
-        let to: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        let to: Vec<_> = sent_to(&mut out);
         assert_eq!(to, vec![Peer::Node(1), Peer::Node(2)]);
     }
 }
