@@ -7,7 +7,7 @@
 //! client-side coordinator) alike.
 
 use crate::codec::Frame;
-use crate::resp::Reply;
+use crate::resp_render::{resp_reply, RespKind, RespTx};
 use crate::storage::Storage;
 use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
 use quorumkv_core::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
@@ -17,16 +17,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use crate::net::FrameTx;
-/// Writer side of a RESP connection: replies tagged with their sequence number.
-pub type RespTx = crate::net::OutQueue<(u64, Reply)>;
-
-/// How a RESP command's response is rendered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RespKind {
-    Get,
-    Set,
-    Del,
-}
 
 /// Where the answer to a client request goes.
 #[derive(Debug)]
@@ -50,22 +40,6 @@ impl<M: serde::Serialize> ReplyTo<M> {
             ReplyTo::Native { tx, id } => drop(tx.send(Frame::Response { id, resp })),
             ReplyTo::Resp { tx, seq, kind } => drop(tx.send((seq, resp_reply(kind, resp)))),
             ReplyTo::Local(tx) => drop(tx.send(resp)),
-        }
-    }
-}
-
-/// Render a store response for a RESP client.
-pub fn resp_reply(kind: RespKind, resp: Response) -> Reply {
-    match (kind, resp) {
-        (_, Response::Failed(e)) => Reply::Error(match e {
-            OpError::Timeout { .. } => format!("TIMEOUT {e}; the operation may still take effect"),
-            OpError::Rejected(m) => format!("ERR {m}"),
-        }),
-        (RespKind::Get, Response::Value(v)) => Reply::Bulk(v),
-        (RespKind::Set, _) => Reply::Simple("OK"),
-        (RespKind::Del, _) => Reply::Int(1),
-        (RespKind::Get, Response::Done) => {
-            Reply::Error("ERR internal: write result for a read".into())
         }
     }
 }
@@ -103,88 +77,6 @@ pub enum Input<M> {
     Status {
         reply: oneshot::Sender<crate::status::NodeStatus>,
     },
-}
-
-/// Collects the inputs a connection's reader decoded from one read and hands
-/// them to the driver in one channel send — one wake-up and one queue slot
-/// instead of one per frame.
-pub struct Batcher<M> {
-    tx: mpsc::Sender<Input<M>>,
-    buf: Vec<Input<M>>,
-}
-
-/// The driver is gone.
-#[derive(Debug)]
-pub struct DriverGone;
-
-impl<M> Batcher<M> {
-    const MAX: usize = 256;
-
-    pub fn new(tx: mpsc::Sender<Input<M>>) -> Self {
-        Batcher {
-            tx,
-            buf: Vec::new(),
-        }
-    }
-    /// Queue an input; hands the batch over when it is full.
-    pub async fn push(&mut self, input: Input<M>) -> Result<(), DriverGone> {
-        self.buf.push(input);
-        if self.buf.len() >= Self::MAX {
-            self.flush().await?;
-        }
-        Ok(())
-    }
-    pub async fn flush(&mut self) -> Result<(), DriverGone> {
-        let input = match self.buf.len() {
-            0 => return Ok(()),
-            1 => self.buf.pop().expect("one input"),
-            _ => Input::Batch(std::mem::take(&mut self.buf)),
-        };
-        self.tx.send(input).await.map_err(|_| DriverGone)
-    }
-}
-
-/// Why [`pump_link`] stopped.
-#[derive(Debug)]
-pub enum LinkEnd {
-    /// The driver is gone: the process is shutting down.
-    DriverGone,
-    /// The link failed or the peer said something it should not have.
-    Closed(String),
-}
-
-/// Forward the protocol messages arriving on a link from `peer` to the
-/// driver — everything one read delivers in one batch — until it fails.
-pub async fn pump_link<M: serde::de::DeserializeOwned>(
-    reader: &mut crate::net::FrameReader,
-    peer: Peer,
-    tx: &mpsc::Sender<Input<M>>,
-) -> LinkEnd {
-    let mut batch = Batcher::new(tx.clone());
-    loop {
-        let frame = match reader.try_next::<M>() {
-            Ok(Some(f)) => Ok(f),
-            Ok(None) => match batch.flush().await {
-                Ok(()) => reader.next::<M>().await,
-                Err(DriverGone) => return LinkEnd::DriverGone,
-            },
-            Err(e) => Err(e),
-        };
-        let why = match frame {
-            Ok(Frame::Proto(msg)) => match batch.push(Input::Msg { from: peer, msg }).await {
-                Ok(()) => continue,
-                Err(DriverGone) => return LinkEnd::DriverGone,
-            },
-            Ok(Frame::Error { message }) => format!("peer refused us: {message}"),
-            Ok(_) => "unexpected frame from peer".to_string(),
-            Err(e) => e.to_string(),
-        };
-        // Deliver what arrived before the failure.
-        return match batch.flush().await {
-            Ok(()) => LinkEnd::Closed(why),
-            Err(DriverGone) => LinkEnd::DriverGone,
-        };
-    }
 }
 
 /// Static facts the driver reports in INFO.

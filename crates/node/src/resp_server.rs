@@ -2,12 +2,14 @@
 //! `redis-benchmark`) talk to the server's proxy coordinator. Commands are
 //! pipelined; replies go back in request order.
 
-use crate::driver::{Input, ReplyTo, RespKind, RespTx};
+use crate::accept::{accept_limited, finish_writer};
+use crate::driver::{Input, ReplyTo};
 use crate::net::{write_and_trim, write_last_words, ConnLimits, OutQueueRx, WireSize};
+use crate::options::ServerOptions;
 use crate::resp::{parse_command, Reply};
 use crate::resp_commands;
 use crate::resp_multi::Multi;
-use crate::server::{accept_limited, finish_writer, ServerOptions};
+use crate::resp_render::{RespKind, RespTx};
 use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::Protocol;
 use quorumkv_core::Request;

@@ -6,13 +6,14 @@
 //! connection for traffic in both directions, redialling with backoff when it
 //! breaks. So every pair of replicas shares exactly one connection.
 
+use crate::accept::{accept_limited, finish_writer};
 use crate::budget::Budget;
-use crate::codec::{Frame, DEFAULT_MAX_FRAME};
-use crate::config::{ClusterFile, Limits};
-use crate::driver::{pump_link, Batcher, Driver, DriverGone, Input, LinkEnd, NodeInfo, ReplyTo};
-use crate::net::{
-    link_queue, spawn_writer, ConnLimits, FrameReader, ReadError, ReadTimeouts,
-    DEFAULT_MAX_QUEUED_BYTES, MIN_READ_BUF,
+use crate::codec::Frame;
+use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
+use crate::link::{pump_link, Batcher, DriverGone, LinkEnd};
+use crate::net::{link_queue, spawn_writer, ConnLimits, FrameReader, ReadError, MIN_READ_BUF};
+pub use crate::options::{
+    ServerOptions, DEFAULT_BUFFER_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
 };
 use crate::storage::MemoryStorage;
 use anyhow::Context;
@@ -25,87 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
-
-/// Everything a replica needs to start.
-#[derive(Clone, Debug)]
-pub struct ServerOptions {
-    pub id: NodeId,
-    pub cluster: ClusterFile,
-    /// How long the server's own (proxy) coordinator waits for a quorum.
-    pub op_timeout: Duration,
-    /// ABD: skip the write-back when the query quorum agrees.
-    pub fast_read: bool,
-    /// ABD: the proxy coordinator sends each phase to a quorum only.
-    pub thrifty: bool,
-    pub max_frame: usize,
-    /// Most client connections served at once per port.
-    pub max_connections: usize,
-    /// This replica restarted without its state: catch up from peers
-    /// before answering queries (seed 002's recovery mode `r`).
-    pub recover: bool,
-    /// Bytes all client connections of one port may hold together in read
-    /// buffers and queued replies (each port has its own).
-    pub buffer_budget: usize,
-    /// Most bytes of replies queued for one client connection.
-    pub max_queued_bytes: usize,
-    /// Client connections: a request must arrive whole within this long.
-    pub read_timeout: Option<Duration>,
-    /// Client connections: closed after this long without a request.
-    pub idle_timeout: Option<Duration>,
-}
-
-/// Defaults of the client connection limits (`quorumkv server --help`).
-pub const DEFAULT_BUFFER_BUDGET: usize = 256 * 1024 * 1024;
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
-impl ServerOptions {
-    /// Defaults, then the cluster file's `[limits]` (if valid).
-    pub fn new(id: NodeId, cluster: ClusterFile) -> Self {
-        let limits = cluster.limits.as_ref().and_then(|l| l.parse().ok());
-        let mut opts = ServerOptions {
-            id,
-            cluster,
-            op_timeout: Duration::from_secs(2),
-            fast_read: true,
-            thrifty: false,
-            max_frame: DEFAULT_MAX_FRAME,
-            max_connections: 4096,
-            recover: false,
-            buffer_budget: DEFAULT_BUFFER_BUDGET,
-            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
-            read_timeout: Some(DEFAULT_READ_TIMEOUT),
-            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
-        };
-        if let Some(l) = limits {
-            opts.apply_limits(&l);
-        }
-        opts
-    }
-
-    /// Take the limits that `l` sets; keep the others.
-    pub fn apply_limits(&mut self, l: &Limits) {
-        self.buffer_budget = l.max_buffer_bytes.unwrap_or(self.buffer_budget);
-        self.max_queued_bytes = l.max_queued_bytes.unwrap_or(self.max_queued_bytes);
-        self.read_timeout = l.read_timeout.unwrap_or(self.read_timeout);
-        self.idle_timeout = l.idle_timeout.unwrap_or(self.idle_timeout);
-    }
-
-    /// Limits of one port's client connections; `max_request` is the
-    /// largest request its protocol accepts.
-    pub fn conn_limits(&self, max_request: usize) -> ConnLimits {
-        ConnLimits {
-            budget: Budget::new(self.buffer_budget),
-            max_input: max_request,
-            max_queued: self.max_queued_bytes,
-            timeouts: ReadTimeouts {
-                read: self.read_timeout,
-                idle: self.idle_timeout,
-            },
-        }
-    }
-}
+use tokio::sync::mpsc;
 
 /// Bound listeners, so "address in use" is reported before anything starts.
 pub struct Listeners {
@@ -265,46 +186,6 @@ async fn accept_native<P: Protocol + Send + 'static>(
     .await;
 }
 
-/// Accept connections forever, serving at most `max` at once: each accepted
-/// stream is served by the future `serve` makes (holding a permit until it
-/// ends); past the limit, `refuse` answers it instead. Accept errors (e.g.
-/// out of file descriptors) are logged and retried after a pause.
-pub(crate) async fn accept_limited<S, SF, R, RF>(
-    listener: TcpListener,
-    max: usize,
-    mut serve: S,
-    mut refuse: R,
-) where
-    S: FnMut(TcpStream, SocketAddr) -> SF,
-    SF: Future<Output = ()> + Send + 'static,
-    R: FnMut(TcpStream) -> RF,
-    RF: Future<Output = ()> + Send + 'static,
-{
-    let limit = Arc::new(Semaphore::new(max));
-    loop {
-        let (stream, addr) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        match limit.clone().try_acquire_owned() {
-            Ok(permit) => {
-                let fut = serve(stream, addr);
-                tokio::spawn(async move {
-                    fut.await;
-                    drop(permit);
-                    crate::trim::note_freed(crate::trim::CONNECTION_BYTES);
-                });
-            }
-            Err(_) => drop(tokio::spawn(refuse(stream))),
-        }
-    }
-}
-
 async fn refuse_native<P: Protocol + Send + 'static>(stream: TcpStream, why: &str) {
     let (_, wr) = stream.into_split();
     let (ftx, task) = spawn_writer::<P::Msg>(wr, link_queue());
@@ -429,18 +310,6 @@ async fn serve_native<P: Protocol + Send + 'static>(
     drop(ftx);
     finish_writer(writer, opts).await;
     result
-}
-
-/// After a connection's reader stopped: the driver may still hold clones of
-/// its queue for pending replies (answered within the op timeout); let the
-/// writer send them and any error, then stop it, so the socket is closed
-/// even when the client never reads (a writer left running keeps it open).
-pub(crate) async fn finish_writer(writer: tokio::task::JoinHandle<()>, opts: &ServerOptions) {
-    let abort = writer.abort_handle();
-    let grace = opts.op_timeout + Duration::from_secs(1);
-    if tokio::time::timeout(grace, writer).await.is_err() {
-        abort.abort();
-    }
 }
 
 fn frame_name<M>(f: &Frame<M>) -> &'static str {
