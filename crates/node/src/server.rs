@@ -11,7 +11,9 @@ use crate::budget::Budget;
 use crate::codec::Frame;
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
 use crate::link::{pump_link, Batcher, DriverGone, LinkEnd};
-use crate::net::{link_queue, spawn_writer, ConnLimits, FrameReader, ReadError, MIN_READ_BUF};
+use crate::net::{
+    link_queue, spawn_writer, ConnLimits, FrameReader, FrameTx, ReadError, MIN_READ_BUF,
+};
 pub use crate::options::{
     ServerOptions, DEFAULT_BUFFER_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
 };
@@ -209,8 +211,12 @@ async fn serve_native<P: Protocol + Send + 'static>(
     let (rd, wr) = stream.into_split();
     let mut reader = FrameReader::with_buf(rd, limits.in_buf(), opts.max_frame);
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, limits.out_queue());
-    // Who is on the other side; set by the first Hello or Proto frame.
-    let mut peer: Option<Peer> = None;
+    let mut native = NativeConn {
+        conn,
+        opts,
+        ftx,
+        peer: None,
+    };
     let mut batch = Batcher::new(tx.clone());
     let result = loop {
         // Decode what is buffered; hand it over before waiting on the socket.
@@ -226,80 +232,17 @@ async fn serve_native<P: Protocol + Send + 'static>(
             Ok(f) => f,
             Err(e) => break Err(e),
         };
-        let input = match frame {
-            Frame::HelloPeer { node, protocol } if peer.is_none() => {
-                if protocol != opts.cluster.protocol
-                    || opts.cluster.replica(node).is_none()
-                    || node == opts.id
-                {
-                    let message = format!(
-                        "replica {} runs {} in a cluster of {:?}; refusing peer {node} running {protocol}",
-                        opts.id,
-                        opts.cluster.protocol,
-                        opts.cluster.members()
-                    );
-                    let _ = ftx.send(Frame::Error { message });
-                    break Ok(());
-                }
-                peer = Some(Peer::Node(node));
-                // A replica link: its own bounds, no client budget, no
-                // deadlines (the protocol retransmits; links are redialled).
-                ftx.become_link();
-                reader
-                    .in_buf()
-                    .become_link(Budget::unlimited(), 4 + opts.max_frame);
-                Input::LinkUp {
-                    peer: Peer::Node(node),
-                    tx: ftx.clone(),
-                }
-            }
-            Frame::HelloClient if peer.is_none() => {
-                let _ = ftx.send(welcome(opts));
-                peer = Some(Peer::Conn(conn));
-                Input::LinkUp {
-                    peer: Peer::Conn(conn),
-                    tx: ftx.clone(),
-                }
-            }
-            Frame::StatusRequest => crate::status::request_input(&ftx),
-            Frame::Request { id, req } => Input::Client {
-                req,
-                reply: ReplyTo::Native {
-                    tx: ftx.clone(),
-                    id,
-                },
-            },
-            Frame::Proto(msg) => {
-                let from = match peer {
-                    Some(p) => p,
-                    None => {
-                        // A coordinator that skipped the hello: register it now.
-                        peer = Some(Peer::Conn(conn));
-                        let up = Input::LinkUp {
-                            peer: Peer::Conn(conn),
-                            tx: ftx.clone(),
-                        };
-                        if batch.push(up).await.is_err() {
-                            break Ok(());
-                        }
-                        Peer::Conn(conn)
-                    }
-                };
-                Input::Msg { from, msg }
-            }
-            other => {
-                let message = format!("unexpected frame {}", frame_name(&other));
-                let _ = ftx.send(Frame::Error { message });
-                break Ok(());
-            }
+        let Some(input) = native.input(frame, &mut reader, &mut batch).await else {
+            break Ok(());
         };
         if batch.push(input).await.is_err() {
             break Ok(());
         }
-        if ftx.is_closed() {
+        if native.ftx.is_closed() {
             break Ok(()); // closed for not reading its replies
         }
     };
+    let NativeConn { ftx, peer, .. } = native;
     if let Some(message) = result.as_ref().err().and_then(ReadError::client_message) {
         let _ = ftx.send(Frame::Error { message });
     }
@@ -310,6 +253,105 @@ async fn serve_native<P: Protocol + Send + 'static>(
     drop(ftx);
     finish_writer(writer, opts).await;
     result
+}
+
+/// An inbound native connection while its frames are read.
+struct NativeConn<'a, M> {
+    conn: u64,
+    opts: &'a ServerOptions,
+    ftx: FrameTx<M>,
+    /// Who is on the other side; set by the first Hello or Proto frame.
+    peer: Option<Peer>,
+}
+
+impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
+    /// The driver input `frame` makes; `None` ends the connection (any
+    /// error for the other side is queued already).
+    async fn input(
+        &mut self,
+        frame: Frame<M>,
+        reader: &mut FrameReader,
+        batch: &mut Batcher<M>,
+    ) -> Option<Input<M>> {
+        let input = match frame {
+            Frame::HelloPeer { node, protocol } if self.peer.is_none() => {
+                return self.hello_peer(node, protocol, reader);
+            }
+            Frame::HelloClient if self.peer.is_none() => {
+                let _ = self.ftx.send(welcome(self.opts));
+                self.peer = Some(Peer::Conn(self.conn));
+                Input::LinkUp {
+                    peer: Peer::Conn(self.conn),
+                    tx: self.ftx.clone(),
+                }
+            }
+            Frame::StatusRequest => crate::status::request_input(&self.ftx),
+            Frame::Request { id, req } => Input::Client {
+                req,
+                reply: ReplyTo::Native {
+                    tx: self.ftx.clone(),
+                    id,
+                },
+            },
+            Frame::Proto(msg) => {
+                let from = match self.peer {
+                    Some(p) => p,
+                    None => {
+                        // A coordinator that skipped the hello: register it now.
+                        self.peer = Some(Peer::Conn(self.conn));
+                        let up = Input::LinkUp {
+                            peer: Peer::Conn(self.conn),
+                            tx: self.ftx.clone(),
+                        };
+                        batch.push(up).await.ok()?;
+                        Peer::Conn(self.conn)
+                    }
+                };
+                Input::Msg { from, msg }
+            }
+            other => {
+                let message = format!("unexpected frame {}", frame_name(&other));
+                let _ = self.ftx.send(Frame::Error { message });
+                return None;
+            }
+        };
+        Some(input)
+    }
+
+    /// A replica dialled us: check it belongs to our cluster, then make this
+    /// connection its link.
+    fn hello_peer(
+        &mut self,
+        node: NodeId,
+        protocol: ProtocolKind,
+        reader: &mut FrameReader,
+    ) -> Option<Input<M>> {
+        let opts = self.opts;
+        if protocol != opts.cluster.protocol
+            || opts.cluster.replica(node).is_none()
+            || node == opts.id
+        {
+            let message = format!(
+                "replica {} runs {} in a cluster of {:?}; refusing peer {node} running {protocol}",
+                opts.id,
+                opts.cluster.protocol,
+                opts.cluster.members()
+            );
+            let _ = self.ftx.send(Frame::Error { message });
+            return None;
+        }
+        self.peer = Some(Peer::Node(node));
+        // A replica link: its own bounds, no client budget, no deadlines
+        // (the protocol retransmits; links are redialled).
+        self.ftx.become_link();
+        reader
+            .in_buf()
+            .become_link(Budget::unlimited(), 4 + opts.max_frame);
+        Some(Input::LinkUp {
+            peer: Peer::Node(node),
+            tx: self.ftx.clone(),
+        })
+    }
 }
 
 fn frame_name<M>(f: &Frame<M>) -> &'static str {
