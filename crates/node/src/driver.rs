@@ -7,6 +7,7 @@
 //! client-side coordinator) alike.
 
 use crate::codec::Frame;
+use crate::node_status::NodeStatus;
 use crate::resp_render::{resp_reply, RespKind, RespTx};
 use crate::storage::Storage;
 use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
@@ -78,7 +79,7 @@ pub enum Input<M> {
     },
     /// Ask for the replica's status (`quorumkv endpoints status`).
     Status {
-        reply: oneshot::Sender<crate::status::NodeStatus>,
+        reply: oneshot::Sender<NodeStatus>,
     },
 }
 
@@ -303,14 +304,14 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         self.timer_index.insert(timer, key);
     }
 
-    fn node_status(&self) -> crate::status::NodeStatus {
+    fn node_status(&self) -> NodeStatus {
         let me = self.info.id;
         let peers_up = (self.info.members.iter().copied())
             .filter(|&m| m != me && self.links.contains_key(&Peer::Node(m)))
             .collect();
         // The core's one-line status marks a replica still catching up.
         let recovering = self.core.status().contains("RECOVERING");
-        crate::status::NodeStatus {
+        NodeStatus {
             id: me,
             protocol: self.info.protocol.clone(),
             role: if recovering { "recovering" } else { "replica" }.to_string(),

@@ -13,6 +13,7 @@ pub mod link;
 pub mod local;
 mod metrics_http;
 pub mod net;
+mod node_status;
 mod options;
 pub mod resp;
 pub mod resp_commands;
