@@ -13,7 +13,8 @@
 //! from many tasks are pipelined on them.
 
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
-use crate::driver::{pump_link, Driver, Input, LinkEnd, NodeInfo, ReplyTo};
+use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
+use crate::link::{pump_link, LinkEnd};
 use crate::net::{link_queue, spawn_writer, FrameReader, FrameTx};
 use crate::storage::MemoryStorage;
 use bytes::Bytes;

@@ -51,7 +51,7 @@ pub enum Frame<M> {
     /// "Who are you and how are you?" (`quorumkv endpoints status`); needs no hello.
     StatusRequest,
     /// The answer to `StatusRequest`.
-    Status(crate::status::NodeStatus),
+    Status(crate::node_status::NodeStatus),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

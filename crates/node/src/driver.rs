@@ -7,7 +7,8 @@
 //! client-side coordinator) alike.
 
 use crate::codec::Frame;
-use crate::resp::Reply;
+use crate::node_status::NodeStatus;
+use crate::resp_render::{resp_reply, RespKind, RespTx};
 use crate::storage::Storage;
 use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
 use quorumkv_core::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
@@ -16,17 +17,10 @@ use std::pin::pin;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-pub use crate::net::FrameTx;
-/// Writer side of a RESP connection: replies tagged with their sequence number.
-pub type RespTx = crate::net::OutQueue<(u64, Reply)>;
+mod info_text;
+mod metrics_text;
 
-/// How a RESP command's response is rendered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RespKind {
-    Get,
-    Set,
-    Del,
-}
+pub use crate::net::FrameTx;
 
 /// Where the answer to a client request goes.
 #[derive(Debug)]
@@ -50,22 +44,6 @@ impl<M: serde::Serialize> ReplyTo<M> {
             ReplyTo::Native { tx, id } => drop(tx.send(Frame::Response { id, resp })),
             ReplyTo::Resp { tx, seq, kind } => drop(tx.send((seq, resp_reply(kind, resp)))),
             ReplyTo::Local(tx) => drop(tx.send(resp)),
-        }
-    }
-}
-
-/// Render a store response for a RESP client.
-pub fn resp_reply(kind: RespKind, resp: Response) -> Reply {
-    match (kind, resp) {
-        (_, Response::Failed(e)) => Reply::Error(match e {
-            OpError::Timeout { .. } => format!("TIMEOUT {e}; the operation may still take effect"),
-            OpError::Rejected(m) => format!("ERR {m}"),
-        }),
-        (RespKind::Get, Response::Value(v)) => Reply::Bulk(v),
-        (RespKind::Set, _) => Reply::Simple("OK"),
-        (RespKind::Del, _) => Reply::Int(1),
-        (RespKind::Get, Response::Done) => {
-            Reply::Error("ERR internal: write result for a read".into())
         }
     }
 }
@@ -101,90 +79,8 @@ pub enum Input<M> {
     },
     /// Ask for the replica's status (`quorumkv endpoints status`).
     Status {
-        reply: oneshot::Sender<crate::status::NodeStatus>,
+        reply: oneshot::Sender<NodeStatus>,
     },
-}
-
-/// Collects the inputs a connection's reader decoded from one read and hands
-/// them to the driver in one channel send — one wake-up and one queue slot
-/// instead of one per frame.
-pub struct Batcher<M> {
-    tx: mpsc::Sender<Input<M>>,
-    buf: Vec<Input<M>>,
-}
-
-/// The driver is gone.
-#[derive(Debug)]
-pub struct DriverGone;
-
-impl<M> Batcher<M> {
-    const MAX: usize = 256;
-
-    pub fn new(tx: mpsc::Sender<Input<M>>) -> Self {
-        Batcher {
-            tx,
-            buf: Vec::new(),
-        }
-    }
-    /// Queue an input; hands the batch over when it is full.
-    pub async fn push(&mut self, input: Input<M>) -> Result<(), DriverGone> {
-        self.buf.push(input);
-        if self.buf.len() >= Self::MAX {
-            self.flush().await?;
-        }
-        Ok(())
-    }
-    pub async fn flush(&mut self) -> Result<(), DriverGone> {
-        let input = match self.buf.len() {
-            0 => return Ok(()),
-            1 => self.buf.pop().expect("one input"),
-            _ => Input::Batch(std::mem::take(&mut self.buf)),
-        };
-        self.tx.send(input).await.map_err(|_| DriverGone)
-    }
-}
-
-/// Why [`pump_link`] stopped.
-#[derive(Debug)]
-pub enum LinkEnd {
-    /// The driver is gone: the process is shutting down.
-    DriverGone,
-    /// The link failed or the peer said something it should not have.
-    Closed(String),
-}
-
-/// Forward the protocol messages arriving on a link from `peer` to the
-/// driver — everything one read delivers in one batch — until it fails.
-pub async fn pump_link<M: serde::de::DeserializeOwned>(
-    reader: &mut crate::net::FrameReader,
-    peer: Peer,
-    tx: &mpsc::Sender<Input<M>>,
-) -> LinkEnd {
-    let mut batch = Batcher::new(tx.clone());
-    loop {
-        let frame = match reader.try_next::<M>() {
-            Ok(Some(f)) => Ok(f),
-            Ok(None) => match batch.flush().await {
-                Ok(()) => reader.next::<M>().await,
-                Err(DriverGone) => return LinkEnd::DriverGone,
-            },
-            Err(e) => Err(e),
-        };
-        let why = match frame {
-            Ok(Frame::Proto(msg)) => match batch.push(Input::Msg { from: peer, msg }).await {
-                Ok(()) => continue,
-                Err(DriverGone) => return LinkEnd::DriverGone,
-            },
-            Ok(Frame::Error { message }) => format!("peer refused us: {message}"),
-            Ok(_) => "unexpected frame from peer".to_string(),
-            Err(e) => e.to_string(),
-        };
-        // Deliver what arrived before the failure.
-        return match batch.flush().await {
-            Ok(()) => LinkEnd::Closed(why),
-            Err(DriverGone) => LinkEnd::DriverGone,
-        };
-    }
 }
 
 /// Static facts the driver reports in INFO.
@@ -408,117 +304,14 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         self.timer_index.insert(timer, key);
     }
 
-    fn metrics_text(&self) -> String {
-        use std::fmt::Write;
-        let id = self.info.id;
-        let mut s = String::new();
-        let mut last = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, labels: &str, v: u64| {
-            // HELP and TYPE once per metric name, then one sample per label set.
-            if last != name {
-                let _ = writeln!(
-                    s,
-                    "# HELP quorumkv_{name} {help}\n# TYPE quorumkv_{name} {kind}"
-                );
-                last = name.to_string();
-            }
-            let _ = writeln!(s, "quorumkv_{name}{{replica=\"{id}\"{labels}}} {v}");
-        };
-        let st = &self.stats;
-        metric(
-            "client_requests_total",
-            "counter",
-            "client requests received",
-            "",
-            st.client_requests,
-        );
-        metric(
-            "inputs_total",
-            "counter",
-            "inputs handled by the driver",
-            "",
-            st.inputs,
-        );
-        metric(
-            "messages_sent_total",
-            "counter",
-            "protocol messages sent to other nodes",
-            "",
-            st.sent,
-        );
-        metric(
-            "messages_dropped_no_link_total",
-            "counter",
-            "messages for a peer without a link",
-            "",
-            st.dropped_no_link,
-        );
-        metric(
-            "persist_errors_total",
-            "counter",
-            "failed writes to storage",
-            "",
-            st.persist_errors,
-        );
-        metric(
-            "uptime_seconds",
-            "gauge",
-            "seconds since start",
-            "",
-            self.start.elapsed().as_secs(),
-        );
-        for &m in self.info.members.iter().filter(|&&m| m != id) {
-            let up = self.links.contains_key(&Peer::Node(m)) as u64;
-            metric(
-                "peer_up",
-                "gauge",
-                "1 when the link to the peer is up",
-                &format!(",peer=\"{m}\""),
-                up,
-            );
-        }
-        for (port, b) in &self.info.budgets {
-            let l = format!(",port=\"{port}\"");
-            let help = "bytes held by client connections' buffers and queued replies";
-            metric("buffer_bytes", "gauge", help, &l, b.used() as u64);
-        }
-        for (port, b) in &self.info.budgets {
-            let l = format!(",port=\"{port}\"");
-            let help = "most bytes client connections of the port may hold together";
-            metric("buffer_limit_bytes", "gauge", help, &l, b.limit() as u64);
-        }
-        for (port, b) in &self.info.budgets {
-            let l = format!(",port=\"{port}\"");
-            let help = "connections closed because the port's buffer budget was exhausted";
-            metric("budget_refusals_total", "counter", help, &l, b.refusals());
-        }
-        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-        metric(
-            "connections_timed_out_total",
-            "counter",
-            "client connections closed by the idle or read timeout",
-            "",
-            load(&crate::net::CONNECTIONS_TIMED_OUT),
-        );
-        for (name, help, v) in self.core.metrics() {
-            let kind = if name.ends_with("_total") {
-                "counter"
-            } else {
-                "gauge"
-            };
-            metric(name, kind, help, "", v);
-        }
-        s
-    }
-
-    fn node_status(&self) -> crate::status::NodeStatus {
+    fn node_status(&self) -> NodeStatus {
         let me = self.info.id;
         let peers_up = (self.info.members.iter().copied())
             .filter(|&m| m != me && self.links.contains_key(&Peer::Node(m)))
             .collect();
         // The core's one-line status marks a replica still catching up.
         let recovering = self.core.status().contains("RECOVERING");
-        crate::status::NodeStatus {
+        NodeStatus {
             id: me,
             protocol: self.info.protocol.clone(),
             role: if recovering { "recovering" } else { "replica" }.to_string(),
@@ -528,68 +321,5 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             durability: self.storage.mode().to_string(),
             uptime_secs: self.start.elapsed().as_secs(),
         }
-    }
-
-    fn info_text(&self) -> String {
-        let mut s = String::new();
-        s.push_str("# Server\r\n");
-        s.push_str(&format!(
-            "quorumkv_version:{}\r\n",
-            env!("CARGO_PKG_VERSION")
-        ));
-        s.push_str(&format!("protocol:{}\r\n", self.info.protocol));
-        s.push_str(&format!("replica_id:{}\r\n", self.info.id));
-        s.push_str(&format!("durability:{}\r\n", self.storage.mode()));
-        s.push_str(&format!(
-            "uptime_in_seconds:{}\r\n",
-            self.start.elapsed().as_secs()
-        ));
-        s.push_str("# Replication\r\n");
-        s.push_str(&format!("replicas:{}\r\n", self.info.members.len()));
-        let mut up = 1; // ourselves
-        for &m in &self.info.members {
-            if m == self.info.id {
-                continue;
-            }
-            let state = if self.links.contains_key(&Peer::Node(m)) {
-                up += 1;
-                "up"
-            } else {
-                "down"
-            };
-            s.push_str(&format!("peer_{m}:{state}\r\n"));
-        }
-        s.push_str(&format!("replicas_reachable:{up}\r\n"));
-        s.push_str(&format!(
-            "quorum_reachable:{}\r\n",
-            if up > self.info.members.len() / 2 {
-                "yes"
-            } else {
-                "no"
-            }
-        ));
-        s.push_str("# Stats\r\n");
-        s.push_str(&format!(
-            "client_requests:{}\r\n",
-            self.stats.client_requests
-        ));
-        s.push_str(&format!("messages_sent:{}\r\n", self.stats.sent));
-        s.push_str(&format!(
-            "messages_dropped_no_link:{}\r\n",
-            self.stats.dropped_no_link
-        ));
-        s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
-        let cut = crate::net::CONNECTIONS_CUT_OFF.load(std::sync::atomic::Ordering::Relaxed);
-        s.push_str(&format!("connections_cut_off:{cut}\r\n"));
-        let timed_out =
-            crate::net::CONNECTIONS_TIMED_OUT.load(std::sync::atomic::Ordering::Relaxed);
-        s.push_str(&format!("connections_timed_out:{timed_out}\r\n"));
-        for (port, b) in &self.info.budgets {
-            s.push_str(&format!("{port}_buffer_bytes:{}\r\n", b.used()));
-            s.push_str(&format!("{port}_buffer_limit:{}\r\n", b.limit()));
-            s.push_str(&format!("{port}_budget_refusals:{}\r\n", b.refusals()));
-        }
-        s.push_str(&format!("core:{}\r\n", self.core.status()));
-        s
     }
 }

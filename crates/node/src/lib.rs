@@ -1,6 +1,7 @@
 //! quorumkv-node: the tokio runtime around the sans-IO cores — codecs, the
 //! driver, the replica server, the client library and local clusters.
 
+mod accept;
 pub mod budget;
 pub mod client;
 pub mod codec;
@@ -8,12 +9,16 @@ pub mod config;
 #[doc(hidden)]
 pub mod decoder_check;
 pub mod driver;
+pub mod link;
 pub mod local;
 mod metrics_http;
 pub mod net;
+mod node_status;
+mod options;
 pub mod resp;
 pub mod resp_commands;
 mod resp_multi;
+pub mod resp_render;
 mod resp_server;
 pub mod server;
 pub mod status;

@@ -1,8 +1,8 @@
 //! The metrics port: a minimal HTTP/1.0 endpoint serving the driver's and
 //! the protocol's counters in Prometheus text format at `/metrics`.
 
+use crate::accept::accept_limited;
 use crate::driver::Input;
-use crate::server::accept_limited;
 use quorumkv_core::protocol::Protocol;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

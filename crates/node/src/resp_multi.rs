@@ -4,8 +4,9 @@
 //! as a whole is NOT atomic — `MGET` is not a snapshot, and a failed `MSET`
 //! can leave some keys written. ABD registers offer nothing stronger.
 
-use crate::driver::{resp_reply, Input, ReplyTo, RespKind, RespTx};
+use crate::driver::{Input, ReplyTo};
 use crate::resp::Reply;
+use crate::resp_render::{resp_reply, RespKind, RespTx};
 use bytes::Bytes;
 use quorumkv_core::{OpError, Request, Response};
 use tokio::sync::{mpsc, oneshot};

@@ -2,12 +2,14 @@
 //! `redis-benchmark`) talk to the server's proxy coordinator. Commands are
 //! pipelined; replies go back in request order.
 
-use crate::driver::{Input, ReplyTo, RespKind, RespTx};
+use crate::accept::{accept_limited, finish_writer};
+use crate::driver::{Input, ReplyTo};
 use crate::net::{write_and_trim, write_last_words, ConnLimits, OutQueueRx, WireSize};
+use crate::options::ServerOptions;
 use crate::resp::{parse_command, Reply};
 use crate::resp_commands;
 use crate::resp_multi::Multi;
-use crate::server::{accept_limited, finish_writer, ServerOptions};
+use crate::resp_render::{RespKind, RespTx};
 use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::Protocol;
 use quorumkv_core::Request;
@@ -71,33 +73,9 @@ async fn serve_resp<P: Protocol + Send + 'static>(
             if args.is_empty() {
                 continue; // an empty inline line
             }
-            let sent = match resp_command(&args, conn) {
-                RespAction::Reply(r) => {
-                    let _ = rtx.send((seq, r));
-                    Ok(())
-                }
-                RespAction::Quit => {
-                    let _ = rtx.send((seq, Reply::Simple("OK")));
-                    break 'conn;
-                }
-                RespAction::Store(req, kind) => {
-                    let reply = ReplyTo::Resp {
-                        tx: rtx.clone(),
-                        seq,
-                        kind,
-                    };
-                    tx.send(Input::Client { req, reply }).await.map_err(drop)
-                }
-                RespAction::Multi(m) => m.start(&tx, rtx.clone(), seq).await,
-                RespAction::Info(sections) => {
-                    let (otx, orx) = oneshot::channel();
-                    let sent = tx.send(Input::Info { reply: otx }).await.map_err(drop);
-                    spawn_info_reply(orx, rtx.clone(), seq, sections, opts);
-                    sent
-                }
-            };
-            if sent.is_err() {
-                break 'conn; // the driver is gone: shutting down
+            let action = resp_command(&args, conn);
+            if run_action::<P>(action, seq, &tx, &rtx, opts).await.is_err() {
+                break 'conn;
             }
             seq += 1;
             if rtx.is_closed() {
@@ -120,6 +98,42 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     }
     drop(rtx);
     finish_writer(writer, opts).await;
+}
+
+/// Carry out one command; `Err` ends the connection: QUIT (answered), or
+/// the driver is gone (shutting down).
+async fn run_action<P: Protocol + Send + 'static>(
+    action: RespAction,
+    seq: u64,
+    tx: &mpsc::Sender<Input<P::Msg>>,
+    rtx: &RespTx,
+    opts: &ServerOptions,
+) -> Result<(), ()> {
+    match action {
+        RespAction::Reply(r) => {
+            let _ = rtx.send((seq, r));
+            Ok(())
+        }
+        RespAction::Quit => {
+            let _ = rtx.send((seq, Reply::Simple("OK")));
+            Err(())
+        }
+        RespAction::Store(req, kind) => {
+            let reply = ReplyTo::Resp {
+                tx: rtx.clone(),
+                seq,
+                kind,
+            };
+            tx.send(Input::Client { req, reply }).await.map_err(drop)
+        }
+        RespAction::Multi(m) => m.start(tx, rtx.clone(), seq).await,
+        RespAction::Info(sections) => {
+            let (otx, orx) = oneshot::channel();
+            let sent = tx.send(Input::Info { reply: otx }).await.map_err(drop);
+            spawn_info_reply(orx, rtx.clone(), seq, sections, opts);
+            sent
+        }
+    }
 }
 
 impl WireSize for (u64, Reply) {

@@ -6,13 +6,16 @@
 //! connection for traffic in both directions, redialling with backoff when it
 //! breaks. So every pair of replicas shares exactly one connection.
 
+use crate::accept::{accept_limited, finish_writer};
 use crate::budget::Budget;
-use crate::codec::{Frame, DEFAULT_MAX_FRAME};
-use crate::config::{ClusterFile, Limits};
-use crate::driver::{pump_link, Batcher, Driver, DriverGone, Input, LinkEnd, NodeInfo, ReplyTo};
+use crate::codec::Frame;
+use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
+use crate::link::{pump_link, Batcher, DriverGone, LinkEnd};
 use crate::net::{
-    link_queue, spawn_writer, ConnLimits, FrameReader, ReadError, ReadTimeouts,
-    DEFAULT_MAX_QUEUED_BYTES, MIN_READ_BUF,
+    link_queue, spawn_writer, ConnLimits, FrameReader, FrameTx, ReadError, MIN_READ_BUF,
+};
+pub use crate::options::{
+    ServerOptions, DEFAULT_BUFFER_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
 };
 use crate::storage::MemoryStorage;
 use anyhow::Context;
@@ -25,87 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
-
-/// Everything a replica needs to start.
-#[derive(Clone, Debug)]
-pub struct ServerOptions {
-    pub id: NodeId,
-    pub cluster: ClusterFile,
-    /// How long the server's own (proxy) coordinator waits for a quorum.
-    pub op_timeout: Duration,
-    /// ABD: skip the write-back when the query quorum agrees.
-    pub fast_read: bool,
-    /// ABD: the proxy coordinator sends each phase to a quorum only.
-    pub thrifty: bool,
-    pub max_frame: usize,
-    /// Most client connections served at once per port.
-    pub max_connections: usize,
-    /// This replica restarted without its state: catch up from peers
-    /// before answering queries (seed 002's recovery mode `r`).
-    pub recover: bool,
-    /// Bytes all client connections of one port may hold together in read
-    /// buffers and queued replies (each port has its own).
-    pub buffer_budget: usize,
-    /// Most bytes of replies queued for one client connection.
-    pub max_queued_bytes: usize,
-    /// Client connections: a request must arrive whole within this long.
-    pub read_timeout: Option<Duration>,
-    /// Client connections: closed after this long without a request.
-    pub idle_timeout: Option<Duration>,
-}
-
-/// Defaults of the client connection limits (`quorumkv server --help`).
-pub const DEFAULT_BUFFER_BUDGET: usize = 256 * 1024 * 1024;
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
-impl ServerOptions {
-    /// Defaults, then the cluster file's `[limits]` (if valid).
-    pub fn new(id: NodeId, cluster: ClusterFile) -> Self {
-        let limits = cluster.limits.as_ref().and_then(|l| l.parse().ok());
-        let mut opts = ServerOptions {
-            id,
-            cluster,
-            op_timeout: Duration::from_secs(2),
-            fast_read: true,
-            thrifty: false,
-            max_frame: DEFAULT_MAX_FRAME,
-            max_connections: 4096,
-            recover: false,
-            buffer_budget: DEFAULT_BUFFER_BUDGET,
-            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
-            read_timeout: Some(DEFAULT_READ_TIMEOUT),
-            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
-        };
-        if let Some(l) = limits {
-            opts.apply_limits(&l);
-        }
-        opts
-    }
-
-    /// Take the limits that `l` sets; keep the others.
-    pub fn apply_limits(&mut self, l: &Limits) {
-        self.buffer_budget = l.max_buffer_bytes.unwrap_or(self.buffer_budget);
-        self.max_queued_bytes = l.max_queued_bytes.unwrap_or(self.max_queued_bytes);
-        self.read_timeout = l.read_timeout.unwrap_or(self.read_timeout);
-        self.idle_timeout = l.idle_timeout.unwrap_or(self.idle_timeout);
-    }
-
-    /// Limits of one port's client connections; `max_request` is the
-    /// largest request its protocol accepts.
-    pub fn conn_limits(&self, max_request: usize) -> ConnLimits {
-        ConnLimits {
-            budget: Budget::new(self.buffer_budget),
-            max_input: max_request,
-            max_queued: self.max_queued_bytes,
-            timeouts: ReadTimeouts {
-                read: self.read_timeout,
-                idle: self.idle_timeout,
-            },
-        }
-    }
-}
+use tokio::sync::mpsc;
 
 /// Bound listeners, so "address in use" is reported before anything starts.
 pub struct Listeners {
@@ -265,46 +188,6 @@ async fn accept_native<P: Protocol + Send + 'static>(
     .await;
 }
 
-/// Accept connections forever, serving at most `max` at once: each accepted
-/// stream is served by the future `serve` makes (holding a permit until it
-/// ends); past the limit, `refuse` answers it instead. Accept errors (e.g.
-/// out of file descriptors) are logged and retried after a pause.
-pub(crate) async fn accept_limited<S, SF, R, RF>(
-    listener: TcpListener,
-    max: usize,
-    mut serve: S,
-    mut refuse: R,
-) where
-    S: FnMut(TcpStream, SocketAddr) -> SF,
-    SF: Future<Output = ()> + Send + 'static,
-    R: FnMut(TcpStream) -> RF,
-    RF: Future<Output = ()> + Send + 'static,
-{
-    let limit = Arc::new(Semaphore::new(max));
-    loop {
-        let (stream, addr) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        match limit.clone().try_acquire_owned() {
-            Ok(permit) => {
-                let fut = serve(stream, addr);
-                tokio::spawn(async move {
-                    fut.await;
-                    drop(permit);
-                    crate::trim::note_freed(crate::trim::CONNECTION_BYTES);
-                });
-            }
-            Err(_) => drop(tokio::spawn(refuse(stream))),
-        }
-    }
-}
-
 async fn refuse_native<P: Protocol + Send + 'static>(stream: TcpStream, why: &str) {
     let (_, wr) = stream.into_split();
     let (ftx, task) = spawn_writer::<P::Msg>(wr, link_queue());
@@ -328,8 +211,12 @@ async fn serve_native<P: Protocol + Send + 'static>(
     let (rd, wr) = stream.into_split();
     let mut reader = FrameReader::with_buf(rd, limits.in_buf(), opts.max_frame);
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, limits.out_queue());
-    // Who is on the other side; set by the first Hello or Proto frame.
-    let mut peer: Option<Peer> = None;
+    let mut native = NativeConn {
+        conn,
+        opts,
+        ftx,
+        peer: None,
+    };
     let mut batch = Batcher::new(tx.clone());
     let result = loop {
         // Decode what is buffered; hand it over before waiting on the socket.
@@ -345,80 +232,17 @@ async fn serve_native<P: Protocol + Send + 'static>(
             Ok(f) => f,
             Err(e) => break Err(e),
         };
-        let input = match frame {
-            Frame::HelloPeer { node, protocol } if peer.is_none() => {
-                if protocol != opts.cluster.protocol
-                    || opts.cluster.replica(node).is_none()
-                    || node == opts.id
-                {
-                    let message = format!(
-                        "replica {} runs {} in a cluster of {:?}; refusing peer {node} running {protocol}",
-                        opts.id,
-                        opts.cluster.protocol,
-                        opts.cluster.members()
-                    );
-                    let _ = ftx.send(Frame::Error { message });
-                    break Ok(());
-                }
-                peer = Some(Peer::Node(node));
-                // A replica link: its own bounds, no client budget, no
-                // deadlines (the protocol retransmits; links are redialled).
-                ftx.become_link();
-                reader
-                    .in_buf()
-                    .become_link(Budget::unlimited(), 4 + opts.max_frame);
-                Input::LinkUp {
-                    peer: Peer::Node(node),
-                    tx: ftx.clone(),
-                }
-            }
-            Frame::HelloClient if peer.is_none() => {
-                let _ = ftx.send(welcome(opts));
-                peer = Some(Peer::Conn(conn));
-                Input::LinkUp {
-                    peer: Peer::Conn(conn),
-                    tx: ftx.clone(),
-                }
-            }
-            Frame::StatusRequest => crate::status::request_input(&ftx),
-            Frame::Request { id, req } => Input::Client {
-                req,
-                reply: ReplyTo::Native {
-                    tx: ftx.clone(),
-                    id,
-                },
-            },
-            Frame::Proto(msg) => {
-                let from = match peer {
-                    Some(p) => p,
-                    None => {
-                        // A coordinator that skipped the hello: register it now.
-                        peer = Some(Peer::Conn(conn));
-                        let up = Input::LinkUp {
-                            peer: Peer::Conn(conn),
-                            tx: ftx.clone(),
-                        };
-                        if batch.push(up).await.is_err() {
-                            break Ok(());
-                        }
-                        Peer::Conn(conn)
-                    }
-                };
-                Input::Msg { from, msg }
-            }
-            other => {
-                let message = format!("unexpected frame {}", frame_name(&other));
-                let _ = ftx.send(Frame::Error { message });
-                break Ok(());
-            }
+        let Some(input) = native.input(frame, &mut reader, &mut batch).await else {
+            break Ok(());
         };
         if batch.push(input).await.is_err() {
             break Ok(());
         }
-        if ftx.is_closed() {
+        if native.ftx.is_closed() {
             break Ok(()); // closed for not reading its replies
         }
     };
+    let NativeConn { ftx, peer, .. } = native;
     if let Some(message) = result.as_ref().err().and_then(ReadError::client_message) {
         let _ = ftx.send(Frame::Error { message });
     }
@@ -431,15 +255,102 @@ async fn serve_native<P: Protocol + Send + 'static>(
     result
 }
 
-/// After a connection's reader stopped: the driver may still hold clones of
-/// its queue for pending replies (answered within the op timeout); let the
-/// writer send them and any error, then stop it, so the socket is closed
-/// even when the client never reads (a writer left running keeps it open).
-pub(crate) async fn finish_writer(writer: tokio::task::JoinHandle<()>, opts: &ServerOptions) {
-    let abort = writer.abort_handle();
-    let grace = opts.op_timeout + Duration::from_secs(1);
-    if tokio::time::timeout(grace, writer).await.is_err() {
-        abort.abort();
+/// An inbound native connection while its frames are read.
+struct NativeConn<'a, M> {
+    conn: u64,
+    opts: &'a ServerOptions,
+    ftx: FrameTx<M>,
+    /// Who is on the other side; set by the first Hello or Proto frame.
+    peer: Option<Peer>,
+}
+
+impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
+    /// The driver input `frame` makes; `None` ends the connection (any
+    /// error for the other side is queued already).
+    async fn input(
+        &mut self,
+        frame: Frame<M>,
+        reader: &mut FrameReader,
+        batch: &mut Batcher<M>,
+    ) -> Option<Input<M>> {
+        let input = match frame {
+            Frame::HelloPeer { node, protocol } if self.peer.is_none() => {
+                return self.hello_peer(node, protocol, reader);
+            }
+            Frame::HelloClient if self.peer.is_none() => {
+                let _ = self.ftx.send(welcome(self.opts));
+                self.peer = Some(Peer::Conn(self.conn));
+                Input::LinkUp {
+                    peer: Peer::Conn(self.conn),
+                    tx: self.ftx.clone(),
+                }
+            }
+            Frame::StatusRequest => crate::status::request_input(&self.ftx),
+            Frame::Request { id, req } => Input::Client {
+                req,
+                reply: ReplyTo::Native {
+                    tx: self.ftx.clone(),
+                    id,
+                },
+            },
+            Frame::Proto(msg) => {
+                let from = match self.peer {
+                    Some(p) => p,
+                    None => {
+                        // A coordinator that skipped the hello: register it now.
+                        self.peer = Some(Peer::Conn(self.conn));
+                        let up = Input::LinkUp {
+                            peer: Peer::Conn(self.conn),
+                            tx: self.ftx.clone(),
+                        };
+                        batch.push(up).await.ok()?;
+                        Peer::Conn(self.conn)
+                    }
+                };
+                Input::Msg { from, msg }
+            }
+            other => {
+                let message = format!("unexpected frame {}", frame_name(&other));
+                let _ = self.ftx.send(Frame::Error { message });
+                return None;
+            }
+        };
+        Some(input)
+    }
+
+    /// A replica dialled us: check it belongs to our cluster, then make this
+    /// connection its link.
+    fn hello_peer(
+        &mut self,
+        node: NodeId,
+        protocol: ProtocolKind,
+        reader: &mut FrameReader,
+    ) -> Option<Input<M>> {
+        let opts = self.opts;
+        if protocol != opts.cluster.protocol
+            || opts.cluster.replica(node).is_none()
+            || node == opts.id
+        {
+            let message = format!(
+                "replica {} runs {} in a cluster of {:?}; refusing peer {node} running {protocol}",
+                opts.id,
+                opts.cluster.protocol,
+                opts.cluster.members()
+            );
+            let _ = self.ftx.send(Frame::Error { message });
+            return None;
+        }
+        self.peer = Some(Peer::Node(node));
+        // A replica link: its own bounds, no client budget, no deadlines
+        // (the protocol retransmits; links are redialled).
+        self.ftx.become_link();
+        reader
+            .in_buf()
+            .become_link(Budget::unlimited(), 4 + opts.max_frame);
+        Some(Input::LinkUp {
+            peer: Peer::Node(node),
+            tx: self.ftx.clone(),
+        })
     }
 }
 

@@ -1,0 +1,70 @@
+//! The driver's INFO text, in the RESP `INFO` command's format.
+
+use super::Driver;
+use quorumkv_core::protocol::Protocol;
+use quorumkv_core::Peer;
+
+impl<P: Protocol + Send + 'static> Driver<P> {
+    pub(super) fn info_text(&self) -> String {
+        let mut s = String::new();
+        s.push_str("# Server\r\n");
+        s.push_str(&format!(
+            "quorumkv_version:{}\r\n",
+            env!("CARGO_PKG_VERSION")
+        ));
+        s.push_str(&format!("protocol:{}\r\n", self.info.protocol));
+        s.push_str(&format!("replica_id:{}\r\n", self.info.id));
+        s.push_str(&format!("durability:{}\r\n", self.storage.mode()));
+        s.push_str(&format!(
+            "uptime_in_seconds:{}\r\n",
+            self.start.elapsed().as_secs()
+        ));
+        s.push_str("# Replication\r\n");
+        s.push_str(&format!("replicas:{}\r\n", self.info.members.len()));
+        let mut up = 1; // ourselves
+        for &m in &self.info.members {
+            if m == self.info.id {
+                continue;
+            }
+            let state = if self.links.contains_key(&Peer::Node(m)) {
+                up += 1;
+                "up"
+            } else {
+                "down"
+            };
+            s.push_str(&format!("peer_{m}:{state}\r\n"));
+        }
+        s.push_str(&format!("replicas_reachable:{up}\r\n"));
+        s.push_str(&format!(
+            "quorum_reachable:{}\r\n",
+            if up > self.info.members.len() / 2 {
+                "yes"
+            } else {
+                "no"
+            }
+        ));
+        s.push_str("# Stats\r\n");
+        s.push_str(&format!(
+            "client_requests:{}\r\n",
+            self.stats.client_requests
+        ));
+        s.push_str(&format!("messages_sent:{}\r\n", self.stats.sent));
+        s.push_str(&format!(
+            "messages_dropped_no_link:{}\r\n",
+            self.stats.dropped_no_link
+        ));
+        s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
+        let cut = crate::net::CONNECTIONS_CUT_OFF.load(std::sync::atomic::Ordering::Relaxed);
+        s.push_str(&format!("connections_cut_off:{cut}\r\n"));
+        let timed_out =
+            crate::net::CONNECTIONS_TIMED_OUT.load(std::sync::atomic::Ordering::Relaxed);
+        s.push_str(&format!("connections_timed_out:{timed_out}\r\n"));
+        for (port, b) in &self.info.budgets {
+            s.push_str(&format!("{port}_buffer_bytes:{}\r\n", b.used()));
+            s.push_str(&format!("{port}_buffer_limit:{}\r\n", b.limit()));
+            s.push_str(&format!("{port}_budget_refusals:{}\r\n", b.refusals()));
+        }
+        s.push_str(&format!("core:{}\r\n", self.core.status()));
+        s
+    }
+}

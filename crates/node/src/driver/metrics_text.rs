@@ -1,0 +1,139 @@
+//! The driver's and the core's counters in Prometheus text format (served
+//! by the metrics port).
+
+use super::Driver;
+use quorumkv_core::protocol::Protocol;
+use quorumkv_core::{NodeId, Peer};
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Writes samples labelled with the replica id: HELP and TYPE once per
+/// metric name, then one sample per label set.
+struct Prom {
+    id: NodeId,
+    s: String,
+    last: String,
+}
+
+impl Prom {
+    fn metric(&mut self, name: &str, kind: &str, help: &str, labels: &str, v: u64) {
+        if self.last != name {
+            let _ = writeln!(
+                self.s,
+                "# HELP quorumkv_{name} {help}\n# TYPE quorumkv_{name} {kind}"
+            );
+            self.last = name.to_string();
+        }
+        let id = self.id;
+        let _ = writeln!(self.s, "quorumkv_{name}{{replica=\"{id}\"{labels}}} {v}");
+    }
+}
+
+impl<P: Protocol + Send + 'static> Driver<P> {
+    pub(super) fn metrics_text(&self) -> String {
+        let mut m = Prom {
+            id: self.info.id,
+            s: String::new(),
+            last: String::new(),
+        };
+        self.driver_metrics(&mut m);
+        self.peer_metrics(&mut m);
+        self.port_metrics(&mut m);
+        for (name, help, v) in self.core.metrics() {
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            m.metric(name, kind, help, "", v);
+        }
+        m.s
+    }
+
+    fn driver_metrics(&self, m: &mut Prom) {
+        let st = &self.stats;
+        m.metric(
+            "client_requests_total",
+            "counter",
+            "client requests received",
+            "",
+            st.client_requests,
+        );
+        m.metric(
+            "inputs_total",
+            "counter",
+            "inputs handled by the driver",
+            "",
+            st.inputs,
+        );
+        m.metric(
+            "messages_sent_total",
+            "counter",
+            "protocol messages sent to other nodes",
+            "",
+            st.sent,
+        );
+        m.metric(
+            "messages_dropped_no_link_total",
+            "counter",
+            "messages for a peer without a link",
+            "",
+            st.dropped_no_link,
+        );
+        m.metric(
+            "persist_errors_total",
+            "counter",
+            "failed writes to storage",
+            "",
+            st.persist_errors,
+        );
+        m.metric(
+            "uptime_seconds",
+            "gauge",
+            "seconds since start",
+            "",
+            self.start.elapsed().as_secs(),
+        );
+    }
+
+    fn peer_metrics(&self, m: &mut Prom) {
+        let id = self.info.id;
+        for &p in self.info.members.iter().filter(|&&p| p != id) {
+            let up = self.links.contains_key(&Peer::Node(p)) as u64;
+            m.metric(
+                "peer_up",
+                "gauge",
+                "1 when the link to the peer is up",
+                &format!(",peer=\"{p}\""),
+                up,
+            );
+        }
+    }
+
+    /// The client ports' buffer budgets and connection limits.
+    fn port_metrics(&self, m: &mut Prom) {
+        for (port, b) in &self.info.budgets {
+            let l = format!(",port=\"{port}\"");
+            let help = "bytes held by client connections' buffers and queued replies";
+            m.metric("buffer_bytes", "gauge", help, &l, b.used() as u64);
+        }
+        for (port, b) in &self.info.budgets {
+            let l = format!(",port=\"{port}\"");
+            let help = "most bytes client connections of the port may hold together";
+            m.metric("buffer_limit_bytes", "gauge", help, &l, b.limit() as u64);
+        }
+        for (port, b) in &self.info.budgets {
+            let l = format!(",port=\"{port}\"");
+            let help = "connections closed because the port's buffer budget was exhausted";
+            m.metric("budget_refusals_total", "counter", help, &l, b.refusals());
+        }
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        m.metric(
+            "connections_timed_out_total",
+            "counter",
+            "client connections closed by the idle or read timeout",
+            "",
+            load(&crate::net::CONNECTIONS_TIMED_OUT),
+        );
+    }
+}

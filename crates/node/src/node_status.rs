@@ -1,0 +1,63 @@
+//! [`NodeStatus`]: what a replica says about itself (`quorumkv endpoints
+//! status`). Plain data, so the wire format and the driver can both name it
+//! without depending on how it is asked for (`status`).
+
+use quorumkv_core::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// What a replica says about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub id: NodeId,
+    pub protocol: String,
+    /// The replica's part in its protocol: for ABD every replica is an equal
+    /// `replica` (no leader), or `recovering` until it has caught up.
+    pub role: String,
+    pub version: String,
+    pub members: Vec<NodeId>,
+    /// Peers with a live link right now.
+    pub peers_up: Vec<NodeId>,
+    pub durability: String,
+    pub uptime_secs: u64,
+}
+
+impl NodeStatus {
+    /// Peers without a live link.
+    pub fn peers_down(&self) -> Vec<NodeId> {
+        self.members
+            .iter()
+            .copied()
+            .filter(|m| *m != self.id && !self.peers_up.contains(m))
+            .collect()
+    }
+    /// Whether this replica plus the peers it reaches form a majority.
+    pub fn quorum_reachable(&self) -> bool {
+        (self.peers_up.len() + 1) * 2 > self.members.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_down_and_quorum() {
+        let s = NodeStatus {
+            id: 2,
+            protocol: "abd".into(),
+            role: "replica".into(),
+            version: "0".into(),
+            members: vec![1, 2, 3, 4, 5],
+            peers_up: vec![1, 4],
+            durability: "memory".into(),
+            uptime_secs: 1,
+        };
+        assert_eq!(s.peers_down(), vec![3, 5]);
+        assert!(s.quorum_reachable());
+        let alone = NodeStatus {
+            peers_up: vec![1],
+            ..s
+        };
+        assert!(!alone.quorum_reachable(), "2 of 5");
+    }
+}

@@ -1,0 +1,89 @@
+//! What a replica is started with: [`ServerOptions`] and the defaults of
+//! its client connection limits. Shared by every port's server.
+
+use crate::budget::Budget;
+use crate::codec::DEFAULT_MAX_FRAME;
+use crate::config::{ClusterFile, Limits};
+use crate::net::{ConnLimits, ReadTimeouts, DEFAULT_MAX_QUEUED_BYTES};
+use quorumkv_core::NodeId;
+use std::time::Duration;
+
+/// Everything a replica needs to start.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    pub id: NodeId,
+    pub cluster: ClusterFile,
+    /// How long the server's own (proxy) coordinator waits for a quorum.
+    pub op_timeout: Duration,
+    /// ABD: skip the write-back when the query quorum agrees.
+    pub fast_read: bool,
+    /// ABD: the proxy coordinator sends each phase to a quorum only.
+    pub thrifty: bool,
+    pub max_frame: usize,
+    /// Most client connections served at once per port.
+    pub max_connections: usize,
+    /// This replica restarted without its state: catch up from peers
+    /// before answering queries (seed 002's recovery mode `r`).
+    pub recover: bool,
+    /// Bytes all client connections of one port may hold together in read
+    /// buffers and queued replies (each port has its own).
+    pub buffer_budget: usize,
+    /// Most bytes of replies queued for one client connection.
+    pub max_queued_bytes: usize,
+    /// Client connections: a request must arrive whole within this long.
+    pub read_timeout: Option<Duration>,
+    /// Client connections: closed after this long without a request.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// Defaults of the client connection limits (`quorumkv server --help`).
+pub const DEFAULT_BUFFER_BUDGET: usize = 256 * 1024 * 1024;
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl ServerOptions {
+    /// Defaults, then the cluster file's `[limits]` (if valid).
+    pub fn new(id: NodeId, cluster: ClusterFile) -> Self {
+        let limits = cluster.limits.as_ref().and_then(|l| l.parse().ok());
+        let mut opts = ServerOptions {
+            id,
+            cluster,
+            op_timeout: Duration::from_secs(2),
+            fast_read: true,
+            thrifty: false,
+            max_frame: DEFAULT_MAX_FRAME,
+            max_connections: 4096,
+            recover: false,
+            buffer_budget: DEFAULT_BUFFER_BUDGET,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            read_timeout: Some(DEFAULT_READ_TIMEOUT),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+        };
+        if let Some(l) = limits {
+            opts.apply_limits(&l);
+        }
+        opts
+    }
+
+    /// Take the limits that `l` sets; keep the others.
+    pub fn apply_limits(&mut self, l: &Limits) {
+        self.buffer_budget = l.max_buffer_bytes.unwrap_or(self.buffer_budget);
+        self.max_queued_bytes = l.max_queued_bytes.unwrap_or(self.max_queued_bytes);
+        self.read_timeout = l.read_timeout.unwrap_or(self.read_timeout);
+        self.idle_timeout = l.idle_timeout.unwrap_or(self.idle_timeout);
+    }
+
+    /// Limits of one port's client connections; `max_request` is the
+    /// largest request its protocol accepts.
+    pub fn conn_limits(&self, max_request: usize) -> ConnLimits {
+        ConnLimits {
+            budget: Budget::new(self.buffer_budget),
+            max_input: max_request,
+            max_queued: self.max_queued_bytes,
+            timeouts: ReadTimeouts {
+                read: self.read_timeout,
+                idle: self.idle_timeout,
+            },
+        }
+    }
+}
