@@ -36,7 +36,10 @@ macro_rules! trace {
     };
 }
 
+mod actor;
 mod nemesis;
+
+use actor::{ClientIx, NodeIx};
 
 type NodeTimer<P> = <<P as SimProtocol>::Node as Protocol>::Timer;
 type ClientTimer<P> = <<P as SimProtocol>::Client as Protocol>::Timer;
@@ -569,97 +572,9 @@ impl<'a, P: SimProtocol> World<'a, P> {
                 self.crash_for_a_while(i);
                 break;
             }
-            self.exec_node(i, cmd);
+            self.exec(NodeIx(i), cmd);
         }
         self.node_out = out;
-    }
-
-    fn exec_node(&mut self, i: usize, cmd: Command<P::Msg, NodeTimer<P>>) {
-        let me = Peer::Node(i as NodeId + 1);
-        match cmd {
-            Command::Send {
-                to: Peer::Node(id),
-                msg,
-            } if id as usize == i + 1 => {
-                self.stats.messages += 1;
-                trace!(self, "n{} -> self {msg:?}", i + 1);
-                self.schedule(
-                    self.now,
-                    Ev::NodeMsg {
-                        node: i,
-                        from: me,
-                        msg,
-                    },
-                );
-            }
-            Command::Send {
-                to: Peer::Node(id),
-                msg,
-            } => {
-                self.stats.messages += 1;
-                let j = id as usize - 1;
-                assert!(j < self.nodes.len(), "n{} sent to unknown node {id}", i + 1);
-                self.transmit(
-                    Ep::Node(i),
-                    Ep::Node(j),
-                    Ev::NodeMsg {
-                        node: j,
-                        from: me,
-                        msg,
-                    },
-                );
-            }
-            Command::Send {
-                to: Peer::Conn(c),
-                msg,
-            } => {
-                self.stats.messages += 1;
-                let c = c as usize;
-                self.transmit(
-                    Ep::Node(i),
-                    Ep::Client(c),
-                    Ev::ClientMsg {
-                        client: c,
-                        from: me,
-                        msg,
-                    },
-                );
-            }
-            Command::Reply { client: cref, resp } => {
-                self.stats.client_messages += 1;
-                let c = (cref.0 >> 32) as usize;
-                self.transmit(
-                    Ep::Node(i),
-                    Ep::Client(c),
-                    Ev::ProxyReply {
-                        client: c,
-                        cref,
-                        resp,
-                    },
-                );
-            }
-            Command::SetTimer { after, timer } => {
-                let (gen, at) = self.arm_timer(after);
-                self.nodes[i].timers.insert(timer.clone(), gen);
-                self.schedule(
-                    at,
-                    Ev::NodeTimer {
-                        node: i,
-                        timer,
-                        gen,
-                    },
-                );
-            }
-            Command::CancelTimer { timer } => {
-                self.nodes[i].timers.remove(&timer);
-            }
-            Command::Persist(rec) => {
-                // Durable (fsync) mode: synced before the next command runs.
-                let disk = &mut self.nodes[i].disk;
-                disk.write(rec);
-                disk.sync();
-            }
-        }
     }
 
     /// When a timer set now with `after` fires: late with some probability
@@ -789,54 +704,9 @@ impl<'a, P: SimProtocol> World<'a, P> {
             None => return self.client_out = out,
         }
         for cmd in out.drain() {
-            self.exec_client(c, cmd);
+            self.exec(ClientIx(c), cmd);
         }
         self.client_out = out;
-    }
-
-    fn exec_client(&mut self, c: usize, cmd: Command<P::Msg, ClientTimer<P>>) {
-        let me = Peer::Conn(c as u64);
-        match cmd {
-            Command::Send {
-                to: Peer::Node(id),
-                msg,
-            } => {
-                self.stats.messages += 1;
-                let j = id as usize - 1;
-                self.transmit(
-                    Ep::Client(c),
-                    Ep::Node(j),
-                    Ev::NodeMsg {
-                        node: j,
-                        from: me,
-                        msg,
-                    },
-                );
-            }
-            Command::Send {
-                to: Peer::Conn(_), ..
-            } => panic!("client coordinator c{c} sent to a connection"),
-            Command::Reply { client: cref, resp } => {
-                let req_no = cref.0 & 0xFFFF_FFFF;
-                self.complete(c, req_no, SimOutcome::from_response(&resp));
-            }
-            Command::SetTimer { after, timer } => {
-                let (gen, at) = self.arm_timer(after);
-                self.clients[c].timers.insert(timer.clone(), gen);
-                self.schedule(
-                    at,
-                    Ev::ClientTimer {
-                        client: c,
-                        timer,
-                        gen,
-                    },
-                );
-            }
-            Command::CancelTimer { timer } => {
-                self.clients[c].timers.remove(&timer);
-            }
-            Command::Persist(_) => {} // a client library has no durable storage
-        }
     }
 
     fn random_op(&mut self, c: usize) -> SimOp {
