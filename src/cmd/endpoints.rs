@@ -1,7 +1,8 @@
 //! `quorumkv endpoints status`: ask each replica who it is and whom it reaches.
 
-use super::target::{resolve_one, Endpoints};
+use super::target::Endpoints;
 use clap::{Args as ClapArgs, Subcommand};
+use quorumkv_node::client::resolve_endpoint;
 use quorumkv_node::config::parse_duration;
 use quorumkv_node::status::{fetch, NodeStatus};
 use std::process::ExitCode;
@@ -52,9 +53,10 @@ pub fn run(a: Args) -> ExitCode {
             .map(|n| {
                 let (n, timeout) = (n.clone(), a.timeout);
                 tokio::spawn(async move {
-                    match resolve_one(&n) {
+                    let deadline = tokio::time::Instant::now() + timeout;
+                    match resolve_endpoint(&n, deadline).await {
                         Ok(addr) => fetch(addr, timeout).await,
-                        Err(e) => Err(e),
+                        Err(e) => Err(e.to_string()),
                     }
                 })
             })

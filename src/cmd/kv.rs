@@ -76,7 +76,7 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = Result<ExitCode, ClientError>>,
 {
-    let endpoints = match t.endpoints.resolve() {
+    let (endpoints, from) = match t.endpoints.names() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("quorumkv: {e:#}");
@@ -104,6 +104,10 @@ where
         };
         match result {
             Ok(Ok(code)) => code,
+            Ok(Err(e @ ClientError::Connect(_))) => {
+                eprintln!("quorumkv: {e} (endpoints from {from})");
+                ExitCode::from(2)
+            }
             Ok(Err(e)) => {
                 eprintln!("quorumkv: {e}");
                 ExitCode::from(2)

@@ -4,7 +4,6 @@
 
 use clap::Args as ClapArgs;
 use quorumkv_node::config::ClusterFile;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
 /// `quorumkv cluster`'s endpoints with the default --port-base.
@@ -42,15 +41,6 @@ impl Endpoints {
         }
         Ok((split(DEFAULT_ENDPOINTS), "default".into()))
     }
-
-    /// The endpoints, resolved to one socket address each.
-    pub fn resolve(&self) -> anyhow::Result<Vec<SocketAddr>> {
-        let (names, from) = self.names()?;
-        names
-            .iter()
-            .map(|n| resolve_one(n).map_err(|e| anyhow::anyhow!("{e} (endpoints from {from})")))
-            .collect()
-    }
 }
 
 fn env_nonempty(name: &str) -> Option<String> {
@@ -70,43 +60,9 @@ fn from_file(path: &Path) -> anyhow::Result<Vec<String>> {
     Ok(file.replicas.iter().map(|r| r.addr.to_string()).collect())
 }
 
-/// `HOST:PORT` to one address. A name with several addresses (`localhost`
-/// is ::1 and 127.0.0.1) takes its first IPv4 one, since replicas usually
-/// listen on IPv4; one replica must be one connection, not several.
-pub fn resolve_one(endpoint: &str) -> Result<SocketAddr, String> {
-    if let Ok(a) = endpoint.parse() {
-        return Ok(a);
-    }
-    if !endpoint.contains(':') {
-        return Err(format!("endpoint '{endpoint}' has no port (HOST:PORT)"));
-    }
-    let addrs: Vec<SocketAddr> = endpoint
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve endpoint '{endpoint}': {e}"))?
-        .collect();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(addrs.first())
-        .copied()
-        .ok_or_else(|| format!("endpoint '{endpoint}' resolves to no address"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_names_resolve_and_bad_ones_say_why() {
-        assert_eq!(resolve_one("127.0.0.1:7001").unwrap().port(), 7001);
-        let local = resolve_one("localhost:7001").unwrap();
-        assert_eq!(local.port(), 7001);
-        assert!(local.ip().is_loopback());
-        assert!(resolve_one("localhost").unwrap_err().contains("no port"));
-        assert!(resolve_one("no-such-host.invalid:1")
-            .unwrap_err()
-            .contains("cannot resolve"));
-    }
 
     #[test]
     fn flag_beats_cluster_file() {

@@ -191,20 +191,36 @@ pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<ServerHello, C
         .map(|(h, _, _)| h)
 }
 
-/// Resolve `host:port` endpoints (IPv4 preferred: servers listen there by
-/// default), all by `deadline`.
+/// Resolve `host:port` endpoints, all by `deadline`.
 async fn resolve(names: &[String], deadline: Instant) -> Result<Vec<SocketAddr>, ClientError> {
     let mut addrs = Vec::with_capacity(names.len());
     for name in names {
-        let found = tokio::time::timeout_at(deadline, tokio::net::lookup_host(name.as_str()))
-            .await
-            .map_err(|_| ClientError::Connect(format!("{name}: not resolved in time")))?
-            .map_err(|e| ClientError::Connect(format!("{name}: cannot resolve: {e}")))?
-            .collect::<Vec<_>>();
-        let addr = found.iter().find(|a| a.is_ipv4()).or(found.first());
-        addrs.push(*addr.ok_or_else(|| ClientError::Connect(format!("{name}: no address found")))?);
+        addrs.push(resolve_endpoint(name, deadline).await?);
     }
     Ok(addrs)
+}
+
+/// One `HOST:PORT` endpoint to one address, by `deadline`. A name with
+/// several addresses (`localhost` is ::1 and 127.0.0.1) takes its first IPv4
+/// one, since replicas listen on IPv4 by default and one replica must be one
+/// connection. The one resolver of the client library and the CLI.
+pub async fn resolve_endpoint(name: &str, deadline: Instant) -> Result<SocketAddr, ClientError> {
+    if let Ok(addr) = name.parse() {
+        return Ok(addr);
+    }
+    if !name.contains(':') {
+        return Err(ClientError::Connect(format!(
+            "{name}: no port (endpoints are HOST:PORT)"
+        )));
+    }
+    let found = tokio::time::timeout_at(deadline, tokio::net::lookup_host(name))
+        .await
+        .map_err(|_| ClientError::Connect(format!("{name}: not resolved in time")))?
+        .map_err(|e| ClientError::Connect(format!("{name}: cannot resolve: {e}")))?
+        .collect::<Vec<_>>();
+    let addr = found.iter().find(|a| a.is_ipv4()).or(found.first());
+    addr.copied()
+        .ok_or_else(|| ClientError::Connect(format!("{name}: no address found")))
 }
 
 /// One error for a connect that failed at every endpoint, naming them all.
@@ -562,5 +578,28 @@ impl ProxyConn {
             }
             Err(_) => Err(ClientError::Op(OpError::Timeout { got: 0, need: 0 })),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn host_names_resolve_and_bad_ones_say_why() {
+        let by = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            resolve_endpoint("127.0.0.1:7001", by).await.unwrap().port(),
+            7001
+        );
+        let local = resolve_endpoint("localhost:7001", by).await.unwrap();
+        assert_eq!(local.port(), 7001);
+        assert!(local.is_ipv4() && local.ip().is_loopback());
+        let no_port = resolve_endpoint("localhost", by).await.unwrap_err();
+        assert!(no_port.to_string().contains("no port"), "{no_port}");
+        let bad = resolve_endpoint("no-such-host.invalid:1", by)
+            .await
+            .unwrap_err();
+        assert!(bad.to_string().contains("cannot resolve"), "{bad}");
     }
 }
