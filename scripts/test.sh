@@ -9,5 +9,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== seam check (no protocol name outside crates/core)"
+scripts/seam-check.sh
 echo "== cargo nextest"
 cargo nextest run --workspace --no-fail-fast "$@"

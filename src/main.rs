@@ -10,11 +10,12 @@ use std::process::ExitCode;
 /// replication protocol is a choice, with the tools to measure and verify it.
 ///
 /// Quick start:
-///   quorumkv cluster --replicas 3          # local 3-replica ABD cluster on ports 7001-7003
+///   quorumkv cluster --replicas 3          # local 3-replica cluster on ports 7001-7003
 ///   quorumkv put greeting hello            # in another terminal
 ///   quorumkv get greeting
 ///   redis-cli -p 7101 GET greeting         # the same data over RESP
 ///   quorumkv bench                         # measure protocols side by side
+///   quorumkv protocols                     # what each protocol offers and assumes
 #[derive(Parser, Debug)]
 #[command(name = "quorumkv", version, about, long_about, verbatim_doc_comment)]
 struct Cli {
@@ -30,6 +31,7 @@ enum Cmd {
     Put(cmd::kv::PutArgs),
     Del(cmd::kv::DelArgs),
     Endpoints(cmd::endpoints::Args),
+    Protocols(cmd::protocols::Args),
     /// Measure protocols (and etcd / Redis) on the same workload.
     Bench(Box<quorumkv_bench::cli::Args>),
     /// Decide whether a recorded history is linearizable.
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Cmd::Put(a) => cmd::kv::put(a),
         Cmd::Del(a) => cmd::kv::del(a),
         Cmd::Endpoints(a) => cmd::endpoints::run(a),
+        Cmd::Protocols(a) => cmd::protocols::run(a),
         Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),

@@ -60,8 +60,10 @@ async fn malformed_and_oversized_frames_close_only_that_connection() {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let frame = quorumkv_node::codec::encode_to_bytes::<Msg>(&Frame::Welcome {
         node: 1,
-        protocol: quorumkv_core::protocol::ProtocolKind::Abd,
+        protocol: "abd".parse().expect("abd is registered"),
         members: vec![],
+        options: vec![],
+        addrs: vec![],
     });
     s.write_all(&frame).await.unwrap();
     let msg = error_frame(&read_to_close(&mut s).await);
@@ -207,6 +209,7 @@ async fn a_client_that_never_reads_is_cut_off() {
         encode::<Msg>(
             &Frame::Request {
                 id,
+                op: quorumkv_core::OpId::NONE,
                 req: Request::Get {
                     key: Bytes::from("big"),
                 },

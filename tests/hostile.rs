@@ -7,7 +7,6 @@ mod common;
 
 use common::binary;
 use quorumkv_core::protocol::abd::Msg;
-use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_core::Request;
 use quorumkv_node::codec::{encode_to_bytes, Frame, FrameBuf, DEFAULT_MAX_FRAME};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
@@ -22,7 +21,7 @@ async fn start_with(args: &[&str]) -> LocalCluster {
     let mut server_args = vec!["--op-timeout".to_string(), "1s".to_string()];
     server_args.extend(args.iter().map(|a| a.to_string()));
     let cfg = LocalClusterConfig {
-        protocol: ProtocolKind::Abd,
+        protocol: "abd".parse().expect("abd is registered"),
         replicas: 3,
         binary: binary(),
         server_args,
@@ -248,6 +247,7 @@ async fn slow_loris_and_silent_connections_are_closed() {
     let mut request = encode_to_bytes::<Msg>(&Frame::HelloClient).to_vec();
     request.extend_from_slice(&encode_to_bytes::<Msg>(&Frame::Request {
         id: 1,
+        op: quorumkv_core::OpId::NONE,
         req: Request::Get {
             key: "a-key-long-enough-to-take-a-while".into(),
         },

@@ -20,11 +20,15 @@ use std::process::ExitCode;
 /// Replica logs go to this process's stderr, each line starting with
 /// `replica N`; $QUORUMKV_LOG filters them (e.g. QUORUMKV_LOG=debug).
 #[derive(ClapArgs, Debug)]
-#[command(verbatim_doc_comment)]
+#[command(verbatim_doc_comment, after_help = super::protocols_help())]
 pub struct Args {
     /// Replication protocol.
-    #[arg(long, short = 'p', default_value = "abd")]
+    #[arg(long, short = 'p', default_value_t = ProtocolKind::default_protocol())]
     protocol: ProtocolKind,
+    /// A protocol option, written to the cluster file's `[options]` (repeat;
+    /// the options of each protocol are listed below).
+    #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = quorumkv_core::protocol::options::parse_pair)]
+    opt: Vec<(String, String)>,
     /// Number of replicas.
     #[arg(long, short = 'n', default_value_t = 3)]
     replicas: usize,
@@ -49,6 +53,7 @@ pub fn run(a: Args) -> ExitCode {
     rt.block_on(async move {
         let cfg = LocalClusterConfig {
             protocol: a.protocol,
+            options: a.opt,
             replicas: a.replicas,
             port_base: Some(a.port_base),
             binary,

@@ -23,9 +23,9 @@ enum Cmd {
 /// One line per endpoint: replica id, protocol, role, version, peers up and
 /// down, whether it reaches a quorum, uptime
 ///
-/// Every ABD replica has the role `replica` (there is no leader: any replica
-/// serves reads and writes), or `recovering` while a restarted replica
-/// catches up from its peers. Exit 0 when every endpoint answered, 2 when
+/// The role is the protocol's: `replica` where every replica is equal (any
+/// serves reads and writes), `leader` / `follower` where one leads, and
+/// `recovering` while a restarted replica catches up from its peers. Exit 0 when every endpoint answered, 2 when
 /// any did not (it is listed on stderr).
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]

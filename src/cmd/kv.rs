@@ -22,9 +22,10 @@ pub struct Target {
     /// Give up after this long, connecting included.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
-    /// ABD, direct mode: ask a quorum of replicas first instead of all.
-    #[arg(long)]
-    thrifty: bool,
+    /// A protocol option for this client's coordinator (direct mode), over
+    /// the servers' (repeat; `quorumkv server --help` lists them).
+    #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = quorumkv_core::protocol::options::parse_pair)]
+    opt: Vec<(String, String)>,
 }
 
 /// Read a key.
@@ -92,7 +93,7 @@ where
             mode: t.mode,
             op_timeout: t.timeout,
             connect_timeout: t.timeout,
-            thrifty: t.thrifty,
+            options: t.opt,
             ..Default::default()
         };
         // --timeout bounds the whole call: connecting (bounded by the

@@ -1,6 +1,7 @@
 pub mod cluster;
 pub mod endpoints;
 pub mod kv;
+pub mod protocols;
 pub mod server;
 pub mod target;
 
@@ -56,4 +57,16 @@ where
         }
         self.inner.format_event(ctx, writer, event)
     }
+}
+
+/// `--help` text listing every registered protocol and its options.
+pub fn protocols_help() -> String {
+    let mut s = String::from("Protocols and their options (--opt KEY=VALUE):\n");
+    for info in quorumkv_core::protocol::registry::infos() {
+        s += &format!("  {} — {}\n", info.name, info.about);
+        for o in info.options {
+            s += &format!("    {:<18} {} [default: {}]\n", o.name, o.help, o.default);
+        }
+    }
+    s
 }

@@ -1,8 +1,10 @@
 //! `quorumkv server`: one replica in the foreground.
 
 use clap::Args as ClapArgs;
+use quorumkv_core::protocol::options::parse_pair;
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::config::{parse_bytes, parse_duration, ClusterFile, Limits, ReplicaAddr};
+use quorumkv_node::heartbeat::HeartbeatConfig;
 use quorumkv_node::server::{self, Listeners, ServerOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +22,8 @@ use std::time::Duration;
 ///   id = 1
 ///   addr = "127.0.0.1:7001"    # native port (peers and quorumkv clients)
 ///   resp = "127.0.0.1:7101"    # RESP port for redis-cli (optional)
+///   [options]                  # the protocol's options (optional; --opt overrides)
+///   fast-read = true
 ///   [limits]                   # client connections (optional; flags override)
 ///   max_buffer_bytes = "256MiB"
 ///   max_queued_bytes = "64MiB"
@@ -28,7 +32,7 @@ use std::time::Duration;
 ///
 /// Stops on Ctrl-C or SIGTERM.
 #[derive(ClapArgs, Debug)]
-#[command(verbatim_doc_comment)]
+#[command(verbatim_doc_comment, after_help = super::protocols_help())]
 pub struct Args {
     /// This replica's id (1-63), as listed in the cluster.
     #[arg(long)]
@@ -37,8 +41,12 @@ pub struct Args {
     #[arg(long, short = 'c', value_name = "FILE", conflicts_with_all = ["listen", "peer"])]
     config: Option<PathBuf>,
     /// Replication protocol (without --config).
-    #[arg(long, default_value = "abd")]
+    #[arg(long, default_value_t = ProtocolKind::default_protocol())]
     protocol: ProtocolKind,
+    /// A protocol option, over the cluster file's `[options]` (repeat; the
+    /// options of each protocol are listed below).
+    #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = parse_pair)]
+    opt: Vec<(String, String)>,
     /// Native address of this replica (without --config).
     #[arg(long, value_name = "ADDR", required_unless_present = "config")]
     listen: Option<SocketAddr>,
@@ -55,18 +63,11 @@ pub struct Args {
     /// How long this server's coordinator waits for a quorum before failing an operation.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     op_timeout: Duration,
-    /// ABD: always write back on reads (disable the one-round-trip read when a quorum agrees).
-    #[arg(long)]
-    no_fast_read: bool,
-    /// ABD: send each phase to a quorum of replicas only (rotating, avoiding
-    /// replicas that were slow to answer), falling back to all after 5 ms.
-    #[arg(long)]
-    thrifty: bool,
-    /// This replica restarted and lost its state (memory durability): answer
-    /// no ABD query (the first phase of every read and write) until it has
-    /// merged the data of f+1 live peers, so that no acknowledged write can
-    /// be missing. Use it for every restart of a replica that was part of a
-    /// running cluster.
+    /// This replica restarted and lost its state (memory durability): it
+    /// catches up from its peers before it serves (e.g. answers no query
+    /// until it has merged the data of f+1 live peers), so that no
+    /// acknowledged write can be missing. Use it for every restart of a
+    /// replica that was part of a running cluster.
     #[arg(long)]
     recover: bool,
     /// Bytes all client connections of one port may hold together in read
@@ -86,6 +87,15 @@ pub struct Args {
     /// to links between replicas [default: 60s]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     idle_timeout: Option<Duration>,
+    /// Links to other replicas and to client-side coordinators: send a
+    /// heartbeat after this long without other traffic
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration)]
+    heartbeat_interval: Duration,
+    /// Declare such a link down (and close it) when nothing arrived on it
+    /// for this long (noticed within one to two of it); at least twice the
+    /// interval
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    heartbeat_timeout: Duration,
     /// Exit when standard input, a pipe from the parent, closes (`quorumkv
     /// cluster` uses it so that replicas never outlive it, even after a
     /// SIGKILL). Says so on stderr when it exits; ignored, with a warning,
@@ -137,6 +147,7 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
         protocol: a.protocol,
         replicas,
         limits: None,
+        options: Default::default(),
     };
     file.validate()?;
     Ok(file)
@@ -157,8 +168,15 @@ pub fn run(a: Args) -> ExitCode {
     }
     let mut opts = ServerOptions::new(a.id, cluster);
     opts.op_timeout = a.op_timeout;
-    opts.fast_read = !a.no_fast_read;
-    opts.thrifty = a.thrifty;
+    opts.protocol_options = a.opt.clone();
+    if let Err(e) = opts
+        .cluster
+        .protocol
+        .info()
+        .check_options(&opts.option_pairs())
+    {
+        return super::fail(e);
+    }
     opts.recover = a.recover;
     opts.apply_limits(&Limits {
         max_buffer_bytes: a.max_buffer_bytes,
@@ -166,6 +184,13 @@ pub fn run(a: Args) -> ExitCode {
         read_timeout: a.read_timeout.map(never_if_zero),
         idle_timeout: a.idle_timeout.map(never_if_zero),
     });
+    opts.heartbeat = HeartbeatConfig {
+        interval: a.heartbeat_interval,
+        timeout: a.heartbeat_timeout,
+    };
+    if let Err(e) = opts.heartbeat.validate() {
+        return super::fail(e);
+    }
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

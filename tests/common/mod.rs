@@ -1,7 +1,6 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,7 +13,7 @@ pub fn binary() -> PathBuf {
 /// no-quorum tests finish quickly.
 pub async fn start_cluster(replicas: usize) -> LocalCluster {
     let cfg = LocalClusterConfig {
-        protocol: ProtocolKind::Abd,
+        protocol: "abd".parse().expect("abd is registered"),
         replicas,
         binary: binary(),
         server_args: vec!["--op-timeout".into(), "1s".into()],

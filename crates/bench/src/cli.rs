@@ -16,23 +16,38 @@ use crate::config::{
 use crate::report;
 use crate::sweep;
 
+/// The end of `quorumkv bench --help`: defaults, then every protocol's
+/// variants and options (from the registry).
+fn after_help() -> String {
+    let mut s = String::from(
+        "With no flags: seed 000's GET-heavy (0.9) and PUT-heavy (0.1) mixes, N = 3, \
+10 keys, clients 1,4,8,16,32, 3 s a point, every protocol, on local clusters the bench starts itself. \
+Peers: scripts/peers.sh start etcd|redis prints the --target to use.\n\nVariants (--variant):\n",
+    );
+    s += &crate::config::variants_help();
+    s += "\nProtocol options (--opt, or KEY=VALUE+KEY=VALUE as a variant):\n";
+    for info in quorumkv_core::protocol::registry::infos() {
+        s += &info.options_help();
+    }
+    s
+}
+
 /// Arguments of `quorumkv bench`. Every list flag takes comma-separated
 /// values and the bench runs the whole matrix.
 #[derive(clap::Args, Debug, Clone, Default)]
-#[command(
-    after_help = "With no flags: seed 000's GET-heavy (0.9) and PUT-heavy (0.1) mixes, N = 3, \
-10 keys, clients 1,4,8,16,32, 3 s a point, every protocol, on local clusters the bench starts itself. \
-Peers: scripts/peers.sh start etcd|redis prints the --target to use."
-)]
+#[command(after_help = after_help())]
 pub struct Args {
     /// Protocols of local clusters (default: all implemented).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub protocol: Option<String>,
-    /// Coordinator variants of quorumkv targets, measured side by side:
-    /// default, thrifty (each phase to a quorum only), no-fast-read (always
-    /// write back) [default: default].
+    /// Protocol variants of quorumkv targets, measured side by side: default,
+    /// a protocol's named variant (listed below), or options KEY=VALUE+KEY=VALUE
+    /// [default: default].
     #[arg(long, value_name = "LIST")]
     pub variant: Option<String>,
+    /// A protocol option for every quorumkv target (repeatable; listed below).
+    #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = quorumkv_core::protocol::options::parse_pair)]
+    pub opt: Vec<(String, String)>,
     /// Targets: local, quorumkv://H:P,H:P…, etcd://H:P,H:P…, redis://H:P (comma-separated; default local).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub target: Option<String>,
@@ -130,6 +145,7 @@ impl Args {
         if let Some(s) = &self.variant {
             c.variants = parse_list::<Variant>("variant", s)?;
         }
+        c.options = self.opt.clone();
         if let Some(s) = &self.target {
             c.targets = parse_targets(s).map_err(|msg| ConfigError::BadValue {
                 flag: "target",

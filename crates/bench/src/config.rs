@@ -214,51 +214,65 @@ impl fmt::Display for Sharing {
     }
 }
 
-/// Optional coordinator behaviours of quorumkv targets, measured side by
-/// side with `--variant default,thrifty,no-fast-read`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Variant {
-    /// Send each phase to all replicas; reads skip the write-back when the
-    /// quorum agrees (the defaults).
-    Default,
-    /// Send each phase to a quorum only, falling back to all (`--thrifty`).
-    Thrifty,
-    /// Always write back on reads (the seeds' ABD, `--no-fast-read`).
-    NoFastRead,
-}
+/// A protocol variant of quorumkv targets, as asked with `--variant`:
+/// `default`, a name the protocol offers (`quorumkv bench --help` lists
+/// them), or ad-hoc options
+/// `key=value+key=value`. Variants are measured side by side.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Variant(pub String);
 
 impl Variant {
-    pub const ALL: [Variant; 3] = [Variant::Default, Variant::Thrifty, Variant::NoFastRead];
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Default => "default",
-            Variant::Thrifty => "thrifty",
-            Variant::NoFastRead => "no-fast-read",
-        }
+    pub fn default_variant() -> Variant {
+        Variant("default".into())
     }
-    /// The `quorumkv server` flags of a local cluster running this variant.
-    pub fn server_args(self) -> Vec<String> {
-        match self {
-            Variant::Default => vec![],
-            Variant::Thrifty => vec!["--thrifty".into()],
-            Variant::NoFastRead => vec!["--no-fast-read".into()],
+    pub fn is_default(&self) -> bool {
+        self.0 == "default"
+    }
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+    /// The options this variant sets on `protocol`, or `None` when the
+    /// protocol does not offer it (that pair is not measured).
+    pub fn options_for(&self, protocol: ProtocolKind) -> Option<Vec<(String, String)>> {
+        if self.is_default() {
+            return Some(Vec::new());
         }
+        let info = protocol.info();
+        if let Some(v) = info.variants.iter().find(|v| v.name == self.0) {
+            return Some(
+                (v.options.iter())
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        let pairs = (self.0.split('+'))
+            .map(quorumkv_core::protocol::options::parse_pair)
+            .collect::<Result<Vec<_>, _>>()
+            .ok()?;
+        info.check_options(&pairs).ok().map(|()| pairs)
     }
 }
 
 impl FromStr for Variant {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Variant::ALL
-            .iter()
-            .copied()
-            .find(|v| v.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Variant::ALL.iter().map(|v| v.name()).collect();
-                format!("unknown variant (known: {})", names.join(", "))
-            })
+        let s = s.trim();
+        if s.is_empty() {
+            return Err("empty variant".into());
+        }
+        Ok(Variant(s.to_string()))
     }
+}
+
+/// Every protocol's named variants, for `--help`.
+pub fn variants_help() -> String {
+    let mut s = String::from("  default            every protocol's defaults\n");
+    for info in quorumkv_core::protocol::registry::infos() {
+        for v in info.variants {
+            s += &format!("  {:<18} {}: {}\n", v.name, info.name, v.about);
+        }
+    }
+    s
 }
 
 /// Where a quorumkv operation's coordinator runs.
@@ -276,8 +290,11 @@ pub struct BenchConfig {
     pub targets: Vec<TargetSpec>,
     /// Protocols of `local` targets (and the protocol of a `quorumkv://` one).
     pub protocols: Vec<ProtocolKind>,
-    /// Coordinator variants of quorumkv targets.
+    /// Protocol variants of quorumkv targets.
     pub variants: Vec<Variant>,
+    /// Protocol options of every quorumkv target (`--opt key=value`),
+    /// under each variant's.
+    pub options: Vec<(String, String)>,
     /// Replica counts of `local` targets.
     pub replicas: Vec<usize>,
     /// Closed-loop logical clients, each with at most one operation outstanding.
@@ -315,7 +332,7 @@ impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
             targets: vec![TargetSpec::Local],
-            protocols: ProtocolKind::ALL.to_vec(),
+            protocols: ProtocolKind::all(),
             replicas: vec![3],
             clients: vec![1, 4, 8, 16, 32],
             get_fractions: vec![0.9, 0.1],
@@ -328,7 +345,8 @@ impl Default for BenchConfig {
             max_outstanding: 25,
             sharing: Sharing::Shared,
             coord: CoordMode::Direct,
-            variants: vec![Variant::Default],
+            variants: vec![Variant::default_variant()],
+            options: Vec::new(),
             op_timeout: Duration::from_secs(2),
             preload: true,
             check: true,
@@ -363,10 +381,11 @@ pub enum DeploySpec {
     },
 }
 
-fn with_variant(name: &str, v: Variant) -> String {
-    match v {
-        Variant::Default => name.to_string(),
-        _ => format!("{name}+{}", v.name()),
+fn with_variant(name: &str, v: &Variant) -> String {
+    if v.is_default() {
+        name.to_string()
+    } else {
+        format!("{name}+{}", v.name())
     }
 }
 
@@ -376,10 +395,10 @@ impl DeploySpec {
         match self {
             DeploySpec::Local {
                 protocol, variant, ..
-            } => with_variant(protocol.name(), *variant),
+            } => with_variant(protocol.name(), variant),
             DeploySpec::Quorumkv {
                 protocol, variant, ..
-            } => with_variant(&format!("quorumkv:{protocol}"), *variant),
+            } => with_variant(&format!("quorumkv:{protocol}"), variant),
             DeploySpec::Etcd { .. } => "etcd".into(),
             DeploySpec::Redis { .. } => "redis".into(),
         }
@@ -444,6 +463,22 @@ impl BenchConfig {
         if self.max_outstanding == 0 {
             return Err(bad("max-outstanding", "must be at least 1"));
         }
+        for v in &self.variants {
+            if !self.protocols.iter().any(|&p| v.options_for(p).is_some()) {
+                let names: Vec<_> = self.protocols.iter().map(|p| p.name()).collect();
+                let msg = format!(
+                    "'{}' is neither a variant nor valid options of {} (see --help)",
+                    v.name(),
+                    names.join(", ")
+                );
+                return Err(bad("variant", msg));
+            }
+        }
+        for &p in &self.protocols {
+            if let Err(e) = p.info().check_options(&self.options) {
+                return Err(bad("opt", e));
+            }
+        }
         match self.length {
             Length::OpsPerClient(0) => return Err(bad("ops-per-client", "must be at least 1")),
             Length::Duration(d) if d.is_zero() => return Err(bad("duration", "must be > 0")),
@@ -471,23 +506,28 @@ impl BenchConfig {
             match t {
                 TargetSpec::Local => {
                     for &protocol in &self.protocols {
-                        for &variant in &self.variants {
+                        let offered =
+                            (self.variants.iter()).filter(|v| v.options_for(protocol).is_some());
+                        for variant in offered {
                             for &replicas in &self.replicas {
                                 plans.push(DeploySpec::Local {
                                     protocol,
                                     replicas,
-                                    variant,
+                                    variant: variant.clone(),
                                 });
                             }
                         }
                     }
                 }
                 TargetSpec::Quorumkv { endpoints } => {
-                    for &variant in &self.variants {
+                    let protocol = self.protocols[0];
+                    let offered =
+                        (self.variants.iter()).filter(|v| v.options_for(protocol).is_some());
+                    for variant in offered {
                         plans.push(DeploySpec::Quorumkv {
-                            protocol: self.protocols[0],
+                            protocol,
                             endpoints: endpoints.clone(),
-                            variant,
+                            variant: variant.clone(),
                         });
                     }
                 }

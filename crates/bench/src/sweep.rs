@@ -44,6 +44,7 @@ fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
         port_base: cfg.port_base,
         coord: cfg.coord,
         op_timeout: cfg.op_timeout,
+        options: cfg.options.clone(),
     })
 }
 

@@ -15,6 +15,7 @@ use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 
 use crate::config::{CoordMode, DeploySpec, Variant};
 use crate::etcd::{self, EtcdClient};
+use quorumkv_core::protocol::ProtocolKind;
 
 /// Why an operation failed, and whether it may still take effect.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,6 +132,8 @@ pub struct DeployOptions {
     pub port_base: Option<u16>,
     pub coord: CoordMode,
     pub op_timeout: Duration,
+    /// `--opt key=value` protocol options.
+    pub options: Vec<(String, String)>,
 }
 
 /// A system under test, started or found.
@@ -167,7 +170,7 @@ impl Deployment {
                 let cfg = LocalClusterConfig {
                     protocol: *protocol,
                     replicas: *replicas,
-                    server_args: variant.server_args(),
+                    options: d.protocol_options(*protocol, variant),
                     port_base: d.opts.port_base,
                     binary: d.opts.binary.clone(),
                     ..Default::default()
@@ -212,16 +215,26 @@ impl Deployment {
         Ok(d)
     }
 
+    /// The protocol options of this deployment: `--opt`'s, then the variant's.
+    fn protocol_options(&self, protocol: ProtocolKind, variant: &Variant) -> Vec<(String, String)> {
+        let mut pairs = self.opts.options.clone();
+        pairs.extend(variant.options_for(protocol).unwrap_or_default());
+        pairs
+    }
+
     /// A new connection-level client.
     pub async fn connect(&self) -> anyhow::Result<Conn> {
         let t = self.opts.op_timeout;
         match &self.spec {
             DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
-                let variant = match &self.spec {
-                    DeploySpec::Local { variant, .. } | DeploySpec::Quorumkv { variant, .. } => {
-                        *variant
+                let options = match &self.spec {
+                    DeploySpec::Local {
+                        protocol, variant, ..
                     }
-                    _ => Variant::Default,
+                    | DeploySpec::Quorumkv {
+                        protocol, variant, ..
+                    } => self.protocol_options(*protocol, variant),
+                    _ => Vec::new(),
                 };
                 let cfg = ClientConfig {
                     mode: match self.coord() {
@@ -229,8 +242,7 @@ impl Deployment {
                         CoordMode::Proxy => ClientMode::Proxy,
                     },
                     op_timeout: t,
-                    thrifty: variant == Variant::Thrifty,
-                    fast_read: variant != Variant::NoFastRead,
+                    options,
                     ..Default::default()
                 };
                 let c = Client::connect(self.native.clone(), cfg)

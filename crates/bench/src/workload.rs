@@ -162,6 +162,14 @@ pub fn make_value(client: u64, seq: u64, size: usize) -> Bytes {
 
 /// The identifying prefix of a value written by [`make_value`].
 pub fn value_id(v: &[u8]) -> String {
-    let end = v.iter().position(|&b| b == PAD).unwrap_or(v.len());
-    String::from_utf8_lossy(&v[..end]).into_owned()
+    quorumkv_core::op::text(&v[..id_len(v)])
+}
+
+/// [`value_id`]'s bytes, without copying: what histories record of a value.
+pub fn id_prefix(v: &Bytes) -> Bytes {
+    v.slice(..id_len(v))
+}
+
+fn id_len(v: &[u8]) -> usize {
+    v.iter().position(|&b| b == PAD).unwrap_or(v.len())
 }

@@ -39,10 +39,7 @@ fn defaults_are_the_main_job() {
     assert_eq!(c.keys, vec![10]);
     assert_eq!(c.clients, vec![1, 4, 8, 16, 32]);
     assert!(matches!(c.length, Length::Duration(d) if d <= Duration::from_secs(5)));
-    assert_eq!(
-        c.protocols,
-        quorumkv_core::protocol::ProtocolKind::ALL.to_vec()
-    );
+    assert_eq!(c.protocols, quorumkv_core::protocol::ProtocolKind::all());
     // 2 mixes × 5 client counts per protocol, a few seconds each.
     assert_eq!(c.point_count(), 10 * c.protocols.len());
 }
@@ -168,6 +165,26 @@ fn a_quorumkv_target_needs_one_protocol() {
         targets: parse_targets("quorumkv://127.0.0.1:7001").unwrap(),
         ..Default::default()
     };
-    c.protocols = vec![quorumkv_core::protocol::ProtocolKind::Abd; 2];
+    c.protocols = vec!["abd".parse().unwrap(); 2];
     assert!(matches!(c.validate(), Err(ConfigError::Conflict(_))));
+}
+
+#[test]
+fn variants_are_each_protocols_and_options_are_checked() {
+    use quorumkv_bench::config::Variant;
+    let abd = "abd".parse().unwrap();
+    let named = |s: &str| s.parse::<Variant>().unwrap().options_for(abd);
+    assert_eq!(named("default"), Some(vec![]));
+    let thrifty = named("thrifty").expect("abd offers thrifty");
+    assert_eq!(thrifty, vec![("thrifty".to_string(), "true".to_string())]);
+    let adhoc = named("fast-read=false+thrifty=true").expect("valid options");
+    assert_eq!(adhoc.len(), 2);
+    assert_eq!(named("warp-speed"), None);
+    assert_eq!(named("lease=1s"), None, "not an abd option");
+    let c = args(&["--variant", "default,thrifty"]).to_config().unwrap();
+    assert_eq!(c.plans().len(), 2);
+    assert!(err(&["--variant", "warp-speed"]).contains("warp-speed"));
+    assert!(err(&["--opt", "nonsense=1"]).contains("nonsense"));
+    let c = args(&["--opt", "thrifty=true"]).to_config().unwrap();
+    assert_eq!(c.options, vec![("thrifty".to_string(), "true".to_string())]);
 }

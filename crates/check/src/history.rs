@@ -8,104 +8,13 @@
 //!
 //! Real-time order: `a` precedes `b` iff `a.ret < b.call`. An invocation at the
 //! same instant as a completion is concurrent with it.
-use std::fmt;
 use std::io::{BufRead, Write};
 
 use serde::{Deserialize, Serialize};
 
-/// One operation on a register or a key-value map.
-///
-/// Register operations carry a key too: `""` for a single register. Every
-/// model checks each key on its own (P-compositionality).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// KV read; the result is in [`Outcome::Ok`] (`None` = key absent).
-    Get { key: String },
-    /// KV overwrite.
-    Put { key: String, value: String },
-    /// KV append: the new value is the old one (or `""` if absent) followed by `value`.
-    Append { key: String, value: String },
-    /// KV delete: later gets return `None`.
-    Delete { key: String },
-    /// Register read; the result is in [`Outcome::Ok`] (`None` = never written).
-    Read { key: String },
-    /// Register write.
-    Write { key: String, value: String },
-    /// Compare-and-set: if the register holds `from`, it now holds `to`.
-    Cas {
-        key: String,
-        from: String,
-        to: String,
-    },
-}
-
-impl Op {
-    /// The key this operation touches (the partition it is checked in).
-    pub fn key(&self) -> &str {
-        match self {
-            Op::Get { key }
-            | Op::Put { key, .. }
-            | Op::Append { key, .. }
-            | Op::Delete { key }
-            | Op::Read { key }
-            | Op::Write { key, .. }
-            | Op::Cas { key, .. } => key,
-        }
-    }
-
-    /// Lower-case name as used in JSONL (`get`, `put`, …).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Op::Get { .. } => "get",
-            Op::Put { .. } => "put",
-            Op::Append { .. } => "append",
-            Op::Delete { .. } => "delete",
-            Op::Read { .. } => "read",
-            Op::Write { .. } => "write",
-            Op::Cas { .. } => "cas",
-        }
-    }
-
-    /// True for operations that only observe (`get`, `read`).
-    pub fn is_read(&self) -> bool {
-        matches!(self, Op::Get { .. } | Op::Read { .. })
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let k = |key: &str| {
-            if key.is_empty() {
-                String::new()
-            } else {
-                format!("({key:?})")
-            }
-        };
-        match self {
-            Op::Get { key } | Op::Read { key } | Op::Delete { key } => {
-                write!(f, "{}{}", self.name(), k(key))
-            }
-            Op::Put { key, value } | Op::Append { key, value } | Op::Write { key, value } => {
-                write!(f, "{}{} {value:?}", self.name(), k(key))
-            }
-            Op::Cas { key, from, to } => write!(f, "cas{} {from:?}->{to:?}", k(key)),
-        }
-    }
-}
-
-/// What the client was told.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// Completed. For reads the value read (`None` = absent / nil); `None`
-    /// for writes; for `Cas`, `Ok(None)` means the swap happened.
-    Ok(Option<String>),
-    /// Definitely had no effect (a failed cas, a rejected request). Dropped
-    /// before checking.
-    Fail,
-    /// Timed out or crashed: may take effect at any moment after the
-    /// invocation, or never. Unknown reads constrain nothing and are dropped.
-    Unknown,
-}
+/// The operation and outcome types live in `quorumkv-core` (shared with the
+/// client, the simulator and the bench); re-exported so these paths keep working.
+pub use quorumkv_core::op::{Op, Outcome};
 
 /// One invocation and its completion.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -388,16 +297,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("ret is before call"), "{e}");
-    }
-
-    #[test]
-    fn display_is_compact() {
-        let op = Op::Cas {
-            key: "".into(),
-            from: "1".into(),
-            to: "2".into(),
-        };
-        assert_eq!(op.to_string(), "cas \"1\"->\"2\"");
-        assert_eq!(Op::Get { key: "x".into() }.to_string(), "get(\"x\")");
     }
 }

@@ -7,10 +7,16 @@
 //! only when the client finishes, i.e. when the `ClientLog` is dropped or
 //! [`ClientLog::finish`]ed. Bench clients should therefore keep their log for
 //! the whole run.
+//!
+//! Operations and outcomes are core's [`Op`] and [`Outcome`]; a client of the
+//! store gets them from its wire request and response with `Op::from(&req)`
+//! and [`Outcome::from_response`], the conversion the simulator uses too.
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::history::{History, Op, Operation, Outcome};
+use quorumkv_core::op::{Op, Outcome};
+
+use crate::history::{History, Operation};
 
 /// Collects the logs of many clients into one [`History`]. Clone it freely.
 #[derive(Clone, Debug)]

@@ -7,6 +7,7 @@
 //! this crate reads a clock, touches a socket or spawns a thread, which is why
 //! the simulator can replay any interleaving from a seed.
 
+pub mod op;
 pub mod protocol;
 pub mod quorum;
 pub mod rng;

@@ -38,9 +38,70 @@ pub enum Peer {
 }
 
 /// Identifies one outstanding client request at the driver, so a core can
-/// reply to it later. Opaque to the core.
+/// reply to it later; `id` is opaque to the core and only handed back.
+///
+/// `session` is the client connection the request came on: the same value
+/// for every request of that connection, and `LinkEvent::Down(Peer::Conn(session))`
+/// reaches the core when it goes away (lock-based protocols release locks,
+/// Zab expires ephemeral nodes). [`ClientRef::LOCAL`] (0) is a driver's own
+/// in-process clients (the client library's coordinator). `op` names the
+/// client's operation across retries, so a core may deduplicate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ClientRef(pub u64);
+pub struct ClientRef {
+    pub id: u64,
+    pub session: u64,
+    pub op: OpId,
+}
+
+impl ClientRef {
+    /// The session of a driver's in-process clients.
+    pub const LOCAL: u64 = 0;
+    /// A request of an in-process client with no operation id (tests, the
+    /// client library before it names its operations).
+    pub fn local(id: u64) -> ClientRef {
+        ClientRef {
+            id,
+            session: ClientRef::LOCAL,
+            op: OpId::NONE,
+        }
+    }
+    /// The link on which this request's session is reported up and down.
+    pub fn session_peer(&self) -> Peer {
+        Peer::Conn(self.session)
+    }
+}
+
+/// A client operation's identity, the same on every attempt: a client
+/// retrying at another server (after `NotLeader`, a lost connection or a
+/// timeout) sends the same `OpId`, so a protocol that keeps a table of
+/// answered operations can apply each at most once. `client` is random per
+/// client process (bit 63 set, never a node's writer id); `seq` counts from 1.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct OpId {
+    pub client: u64,
+    pub seq: u64,
+}
+
+impl OpId {
+    /// No identity: the request cannot be deduplicated.
+    pub const NONE: OpId = OpId { client: 0, seq: 0 };
+    pub fn is_none(&self) -> bool {
+        *self == OpId::NONE
+    }
+}
+
+/// Something a core tells a client unprompted (`Command::Notify`): a watch
+/// fired, a lock was granted, a session expired. `kind` is the protocol's
+/// own word for it (documented in its module); `key` and `value` what it
+/// is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub kind: String,
+    pub key: Bytes,
+    pub value: Option<Bytes>,
+}
 
 /// A version of a register value: `(ts, writer)`, compared lexicographically.
 /// `writer` is the id of the coordinator that wrote it, which makes tags
@@ -70,8 +131,14 @@ impl fmt::Display for Tag {
     }
 }
 
-/// What a client asks of the store.
+/// What a client asks of the store: the shared KV operations every
+/// protocol serves. A protocol with an API of its own (the znode service's
+/// create / children / versions) adds its operations here, at the end (the
+/// wire encoding numbers variants), and answers `OpError::Refused` for ones
+/// it does not serve. Other crates see it `non_exhaustive`: the drivers
+/// pass any request through and render any response generically.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Request {
     Get { key: Bytes },
     Put { key: Bytes, value: Bytes },
@@ -89,8 +156,9 @@ impl Request {
     }
 }
 
-/// What the store answers.
+/// What the store answers (extended like [`Request`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Response {
     /// Result of a get: `None` when the key has no value.
     Value(Option<Bytes>),
@@ -100,21 +168,44 @@ pub enum Response {
     Failed(OpError),
 }
 
-/// Why an operation did not complete.
+/// Why an operation did not complete. Two kinds matter to a client and to
+/// a history: *definite* failures ([`OpError::Refused`], [`OpError::NotLeader`])
+/// had no effect; *unknown* outcomes ([`OpError::Timeout`], [`OpError::Unknown`])
+/// may take effect at any time, or never.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum OpError {
-    /// No quorum answered in time. The operation MAY still take effect later
-    /// (its outcome is unknown to the client).
+    /// A coordinator waited for a quorum in vain. The operation MAY still
+    /// take effect later (its outcome is unknown to the client).
     #[error("timed out waiting for a quorum ({got} of {need} replies)")]
     Timeout { got: u32, need: u32 },
-    /// The request was refused before it could have any effect.
-    #[error("rejected: {0}")]
-    Rejected(String),
+    /// The request was refused before it could have any effect (bad
+    /// request, lock not granted, server shutting down, …).
+    #[error("refused: {reason}")]
+    Refused { reason: String },
+    /// This server is not the leader and did nothing; `hint` is the leader
+    /// it believes in, if any. The client library retries there.
+    #[error("not the leader{}", hint.map(|h| format!(" (try replica {h})")).unwrap_or_default())]
+    NotLeader { hint: Option<NodeId> },
+    /// The outcome is unknown for another reason than a quorum timeout: the
+    /// connection broke after the request left, a persist failed, the client
+    /// gave up waiting.
+    #[error("outcome unknown: {reason}")]
+    Unknown { reason: String },
 }
 
 impl OpError {
     /// True when the operation definitely had no effect.
     pub fn is_definite(&self) -> bool {
-        matches!(self, OpError::Rejected(_))
+        matches!(self, OpError::Refused { .. } | OpError::NotLeader { .. })
+    }
+    pub fn refused(reason: impl Into<String>) -> OpError {
+        OpError::Refused {
+            reason: reason.into(),
+        }
+    }
+    pub fn unknown(reason: impl Into<String>) -> OpError {
+        OpError::Unknown {
+            reason: reason.into(),
+        }
     }
 }

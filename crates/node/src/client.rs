@@ -2,27 +2,41 @@
 //!
 //! Two modes:
 //! * **Direct** (default, the seeds' design): the client runs the protocol's
-//!   coordinator itself (for ABD: query + write-back / store phases) and
+//!   coordinator itself (its quorum phases) and
 //!   talks to every replica over one connection each. No server hop, and no
 //!   single server whose loss stalls the client.
 //! * **Proxy**: the client sends whole requests to one server, whose own
 //!   coordinator runs them (what RESP and thin clients get). On a lost
 //!   connection the next call fails over to the next endpoint.
 //!
+//! The client learns the protocol and its options from the servers' hello
+//! and builds that protocol's coordinator from the core's registry; a
+//! protocol without a client-side coordinator is reached through a server
+//! (proxy) whatever the mode. Every operation gets an [`OpId`] that stays
+//! the same when it is retried elsewhere (a `NotLeader` answer is followed
+//! to the leader it names), and events a server pushes arrive on
+//! [`Client::events`].
+//!
 //! A [`Client`] is cheap to clone; clones share the connections, and calls
 //! from many tasks are pipelined on them.
 
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
+use crate::heartbeat::{self, HeartbeatConfig};
 use crate::link::{pump_link, LinkEnd};
 use crate::net::{link_queue, spawn_writer, FrameReader, FrameTx};
 use crate::storage::MemoryStorage;
 use bytes::Bytes;
-use quorumkv_core::protocol::abd::{self, Coordinator, CoordinatorConfig};
-use quorumkv_core::protocol::{Protocol, ProtocolKind};
-use quorumkv_core::{NodeId, OpError, Peer, Request, Response};
+use quorumkv_core::protocol::registry::client_writer_id;
+use quorumkv_core::protocol::{
+    ClientSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
+};
+use quorumkv_core::{Event, NodeId, OpError, OpId, Peer, Request, Response};
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -57,10 +71,14 @@ pub struct ClientConfig {
     /// How long [`Client::connect`] may take in all (resolving names and
     /// trying every endpoint); also each later reconnection's bound.
     pub connect_timeout: Duration,
-    /// ABD: skip the write-back when the query quorum agrees on one tag.
-    pub fast_read: bool,
-    /// ABD: send each phase to a quorum only, falling back to all replicas.
-    pub thrifty: bool,
+    /// Protocol options for the client's own coordinator, applied over the
+    /// ones the servers announce (`--opt key=value`).
+    pub options: Vec<(String, String)>,
+    /// Proxy mode: when a server does not answer in time (or the connection
+    /// breaks), send the same operation, under the same [`OpId`], to the
+    /// next server, until `op_timeout`. Safe only when the protocol applies
+    /// each `OpId` once; `None` = exactly when it says it does.
+    pub retry_unanswered: Option<bool>,
 }
 
 impl Default for ClientConfig {
@@ -69,8 +87,8 @@ impl Default for ClientConfig {
             mode: ClientMode::Direct,
             op_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
-            fast_read: true,
-            thrifty: false,
+            options: Vec::new(),
+            retry_unanswered: None,
         }
     }
 }
@@ -106,22 +124,68 @@ pub struct ServerHello {
     pub node: NodeId,
     pub protocol: ProtocolKind,
     pub members: Vec<NodeId>,
+    /// The protocol's options as the server runs them.
+    pub options: Vec<(String, String)>,
+    /// Every replica's native address, as the server's cluster file says.
+    pub addrs: Vec<(NodeId, String)>,
 }
 
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    shared: Arc<Shared>,
 }
+
+/// What every clone of a client shares besides its connections.
+struct Shared {
+    protocol: ProtocolKind,
+    /// This client's id in every [`OpId`] (bit 63 set: never a node's).
+    id: u64,
+    next_seq: AtomicU64,
+    /// Events pushed by servers, until [`Client::events`] takes them.
+    events: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
+}
+
+/// The frame type of connections that carry no protocol messages.
+type NoProto = ();
 
 enum Inner {
     Direct {
-        tx: mpsc::Sender<Input<abd::Msg>>,
-        protocol: ProtocolKind,
+        submit: Box<dyn Submit>,
         timeout: Duration,
         /// The driver and link tasks, stopped when the last clone goes.
         tasks: Vec<tokio::task::JoinHandle<()>>,
     },
     Proxy(ProxyConn),
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Hands a call to the client-side driver, whatever its message type.
+trait Submit: Send + Sync {
+    fn submit(
+        &self,
+        req: Request,
+        op: OpId,
+        reply: oneshot::Sender<Response>,
+    ) -> BoxFuture<'_, bool>;
+}
+
+impl<M: Send + 'static> Submit for mpsc::Sender<Input<M>> {
+    fn submit(
+        &self,
+        req: Request,
+        op: OpId,
+        reply: oneshot::Sender<Response>,
+    ) -> BoxFuture<'_, bool> {
+        let input = Input::Client {
+            req,
+            session: quorumkv_core::ClientRef::LOCAL,
+            op,
+            reply: ReplyTo::Local(reply),
+        };
+        Box::pin(async move { self.send(input).await.is_ok() })
+    }
 }
 
 impl Drop for Inner {
@@ -136,7 +200,7 @@ impl Drop for Inner {
 }
 
 /// Open a connection and exchange HelloClient / Welcome.
-async fn handshake<M: serde::de::DeserializeOwned + serde::Serialize + Send + 'static>(
+async fn handshake(
     addr: SocketAddr,
     timeout: Duration,
 ) -> Result<(ServerHello, FrameReader, tokio::net::tcp::OwnedWriteHalf), ClientError> {
@@ -146,22 +210,26 @@ async fn handshake<M: serde::de::DeserializeOwned + serde::Serialize + Send + 's
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let _ = stream.set_nodelay(true);
         let (rd, mut wr) = stream.into_split();
-        let hello = crate::codec::encode_to_bytes::<M>(&Frame::HelloClient);
+        let hello = crate::codec::encode_to_bytes::<NoProto>(&Frame::HelloClient);
         tokio::io::AsyncWriteExt::write_all(&mut wr, &hello)
             .await
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
-        match reader.next::<M>().await {
+        match reader.next::<NoProto>().await {
             Ok(Frame::Welcome {
                 node,
                 protocol,
                 members,
+                options,
+                addrs,
             }) => Ok((
                 ServerHello {
                     addr,
                     node,
                     protocol,
                     members,
+                    options,
+                    addrs,
                 },
                 reader,
                 wr,
@@ -186,9 +254,7 @@ async fn handshake<M: serde::de::DeserializeOwned + serde::Serialize + Send + 's
 
 /// Ask one server who it is (used by `cluster` readiness checks and INFO-like tools).
 pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<ServerHello, ClientError> {
-    handshake::<abd::Msg>(addr, timeout)
-        .await
-        .map(|(h, _, _)| h)
+    handshake(addr, timeout).await.map(|(h, _, _)| h)
 }
 
 /// Resolve `host:port` endpoints, all by `deadline`.
@@ -252,25 +318,43 @@ impl Client {
         }
         let deadline = Instant::now() + cfg.connect_timeout;
         let endpoints = resolve(&names, deadline).await?;
-        match cfg.mode {
-            ClientMode::Direct => Self::connect_direct(endpoints, cfg, deadline).await,
-            ClientMode::Proxy => {
-                let conn = ProxyConn::new(endpoints, cfg.clone());
-                conn.ensure_connected(deadline).await?;
-                Ok(Client {
-                    inner: Arc::new(Inner::Proxy(conn)),
-                })
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (inner, protocol) = match cfg.mode {
+            ClientMode::Direct => {
+                Self::connect_direct(endpoints, &cfg, deadline, events_tx).await?
             }
-        }
+            ClientMode::Proxy => {
+                let mut conn = ProxyConn::new(endpoints, cfg.clone(), events_tx);
+                // A fresh connection always says hello.
+                let hello = conn.ensure_connected(deadline).await?;
+                let protocol = hello.map_or_else(ProtocolKind::default_protocol, |h| h.protocol);
+                conn.learn(protocol);
+                (Inner::Proxy(conn), protocol)
+            }
+        };
+        let shared = Shared {
+            protocol,
+            id: client_writer_id(rand::random::<u64>() >> 1),
+            next_seq: AtomicU64::new(1),
+            events: Mutex::new(Some(events_rx)),
+        };
+        Ok(Client {
+            inner: Arc::new(inner),
+            shared: Arc::new(shared),
+        })
     }
 
+    /// Direct mode: hello every endpoint, then run the protocol's
+    /// coordinator here — or, for a protocol without one, fall back to
+    /// proxy through the endpoints.
     async fn connect_direct(
         endpoints: Vec<SocketAddr>,
-        cfg: ClientConfig,
+        cfg: &ClientConfig,
         deadline: Instant,
-    ) -> Result<Client, ClientError> {
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Result<(Inner, ProtocolKind), ClientError> {
         let wait = deadline.saturating_duration_since(Instant::now());
-        let attempts = endpoints.iter().map(|&a| handshake::<abd::Msg>(a, wait));
+        let attempts = endpoints.iter().map(|&a| handshake(a, wait));
         let results = futures_join_all(attempts).await;
         let mut errors = Vec::new();
         let mut hello = None;
@@ -285,63 +369,51 @@ impl Client {
         let Some(hello) = hello else {
             return Err(all_failed(errors));
         };
-        if !hello.protocol.has_client_coordinator() {
-            return Err(ClientError::Connect(format!(
-                "protocol {} has no client-side coordinator; use proxy mode",
-                hello.protocol
-            )));
+        let protocol = hello.protocol;
+        if !protocol.has_client_coordinator() {
+            tracing::info!(%protocol, "no client-side coordinator: going through a server");
+            let mut conn = ProxyConn::new(endpoints, cfg.clone(), events);
+            conn.ensure_connected(deadline).await?;
+            conn.learn(protocol);
+            return Ok((Inner::Proxy(conn), protocol));
         }
-        let id: u64 = rand::random::<u64>() | (1 << 63); // never collides with replica ids
-        let ccfg = CoordinatorConfig {
-            op_timeout: cfg.op_timeout,
-            fast_read: cfg.fast_read,
-            thrifty: cfg.thrifty,
-            ..Default::default()
+        let build = BuildDirect {
+            hello,
+            links: endpoints.into_iter().zip(results).collect(),
+            cfg: cfg.clone(),
+            events,
         };
-        let core = Coordinator::new(id, hello.members.clone(), ccfg);
-        let info = NodeInfo {
-            id: NodeId::MAX,
-            protocol: hello.protocol.to_string(),
-            members: hello.members.clone(),
-            budgets: Vec::new(),
-        };
-        let driver =
-            Driver::new(core, info, Box::new(MemoryStorage)).expect("memory storage loads");
-        let (tx, rx) = mpsc::channel(8192);
-        let mut tasks = vec![tokio::spawn(driver.run(rx))];
-        for (addr, r) in endpoints.iter().zip(results) {
-            let link = keep_link::<Coordinator>(*addr, r.ok(), tx.clone(), cfg.connect_timeout);
-            tasks.push(tokio::spawn(link));
+        Ok((protocol.visit(build)?, protocol))
+    }
+
+    /// A fresh operation id (the same one is used for every retry of it).
+    fn next_op(&self) -> OpId {
+        OpId {
+            client: self.shared.id,
+            seq: self.shared.next_seq.fetch_add(1, Ordering::Relaxed),
         }
-        Ok(Client {
-            inner: Arc::new(Inner::Direct {
-                tx,
-                protocol: hello.protocol,
-                timeout: cfg.op_timeout,
-                tasks,
-            }),
-        })
     }
 
     pub async fn call(&self, req: Request) -> Result<Response, ClientError> {
+        let op = self.next_op();
         match &*self.inner {
-            Inner::Direct { tx, timeout, .. } => {
+            Inner::Direct {
+                submit, timeout, ..
+            } => {
                 let (otx, orx) = oneshot::channel();
-                tx.send(Input::Client {
-                    req,
-                    reply: ReplyTo::Local(otx),
-                })
-                .await
-                .map_err(|_| ClientError::Disconnected)?;
+                if !submit.submit(req, op, otx).await {
+                    return Err(ClientError::Disconnected);
+                }
                 // The coordinator enforces the op timeout itself; this outer
                 // bound only guards against a wedged driver.
-                match tokio::time::timeout(*timeout + Duration::from_secs(1), orx).await {
+                let bound = *timeout + Duration::from_secs(1);
+                match tokio::time::timeout(bound, orx).await {
                     Ok(Ok(resp)) => Ok(resp),
                     Ok(Err(_)) => Err(ClientError::Disconnected),
-                    Err(_) => Err(ClientError::Op(OpError::Timeout { got: 0, need: 0 })),
+                    Err(_) => Err(no_answer(bound)),
                 }
             }
-            Inner::Proxy(p) => p.call(req).await,
+            Inner::Proxy(p) => p.call(req, op).await,
         }
     }
 
@@ -349,9 +421,9 @@ impl Client {
         match self.call(Request::Get { key: key.into() }).await? {
             Response::Value(v) => Ok(v),
             Response::Failed(e) => Err(e.into()),
-            Response::Done => Err(ClientError::Op(OpError::Rejected(
-                "server answered a get with a write result".into(),
-            ))),
+            other => Err(ClientError::Op(OpError::unknown(format!(
+                "server answered a get with {other:?}"
+            )))),
         }
     }
 
@@ -373,22 +445,92 @@ impl Client {
         expect_done(self.call(Request::Delete { key: key.into() }).await?)
     }
 
-    /// The protocol the cluster runs (direct mode knows it from the hello).
-    pub fn protocol(&self) -> Option<ProtocolKind> {
-        match &*self.inner {
-            Inner::Direct { protocol, .. } => Some(*protocol),
-            Inner::Proxy(_) => None,
-        }
+    /// The protocol the cluster runs, as its servers said.
+    pub fn protocol(&self) -> ProtocolKind {
+        self.shared.protocol
     }
+
+    /// Whether this client runs the protocol's coordinator itself (false:
+    /// a server coordinates, by choice or because the protocol has none).
+    pub fn is_direct(&self) -> bool {
+        matches!(&*self.inner, Inner::Direct { .. })
+    }
+
+    /// The events servers push to this client (watches, lock grants,
+    /// session expiry). The first call takes the stream; later ones get `None`.
+    pub fn events(&self) -> Option<mpsc::UnboundedReceiver<Event>> {
+        self.shared.events.lock().expect("no poisoning").take()
+    }
+}
+
+/// The unknown outcome of a call nobody answered in time.
+fn no_answer(after: Duration) -> ClientError {
+    ClientError::Op(OpError::unknown(format!("no answer within {after:?}")))
 }
 
 fn expect_done(r: Response) -> Result<(), ClientError> {
     match r {
         Response::Done => Ok(()),
         Response::Failed(e) => Err(e.into()),
-        Response::Value(_) => Err(ClientError::Op(OpError::Rejected(
-            "server answered a write with a value".into(),
-        ))),
+        other => Err(ClientError::Op(OpError::unknown(format!(
+            "server answered a write with {other:?}"
+        )))),
+    }
+}
+
+/// One hello per endpoint, as `connect_direct` made them.
+type Handshake = Result<(ServerHello, FrameReader, tokio::net::tcp::OwnedWriteHalf), ClientError>;
+
+/// Direct mode once the protocol's types are known: its coordinator in a
+/// driver of our own, one kept link per replica.
+struct BuildDirect {
+    hello: ServerHello,
+    links: Vec<(SocketAddr, Handshake)>,
+    cfg: ClientConfig,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+impl Visitor for BuildDirect {
+    type Output = Result<Inner, ClientError>;
+    fn visit<D: ProtocolDef>(self) -> Self::Output {
+        let BuildDirect {
+            hello,
+            links,
+            cfg,
+            events,
+        } = self;
+        let mut opts = D::Options::from_pairs(&hello.options).map_err(ClientError::Refused)?;
+        opts.apply(&cfg.options).map_err(ClientError::Connect)?;
+        let spec = ClientSpec {
+            writer_id: client_writer_id(rand::random::<u64>() >> 1),
+            members: &hello.members,
+            timing: Timing {
+                op_timeout: cfg.op_timeout,
+                ..Timing::default()
+            },
+            seed: rand::random(),
+        };
+        let core = D::client(&spec, &opts, None);
+        let info = NodeInfo {
+            id: NodeId::MAX,
+            protocol: hello.protocol.to_string(),
+            members: hello.members.clone(),
+            budgets: Vec::new(),
+        };
+        let driver = Driver::new(core, info, Box::new(MemoryStorage))
+            .expect("memory storage loads")
+            .with_local_events(events);
+        let (tx, rx) = mpsc::channel::<Input<D::Msg>>(8192);
+        let mut tasks = vec![tokio::spawn(driver.run(rx))];
+        for (addr, first) in links {
+            let link = keep_link::<D::Client>(addr, first.ok(), tx.clone(), cfg.connect_timeout);
+            tasks.push(tokio::spawn(link));
+        }
+        Ok(Inner::Direct {
+            submit: Box::new(tx),
+            timeout: cfg.op_timeout,
+            tasks,
+        })
     }
 }
 
@@ -418,20 +560,29 @@ async fn keep_link<P: Protocol + Send + 'static>(
     loop {
         let conn = match first.take() {
             Some(c) => Ok(c),
-            None => handshake::<P::Msg>(addr, connect_timeout).await,
+            None => handshake(addr, connect_timeout).await,
         };
         if let Ok((hello, mut reader, wr)) = conn {
             backoff = Duration::from_millis(20);
             let peer = Peer::Node(hello.node);
             let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
-            if tx.send(Input::LinkUp { peer, tx: ftx }).await.is_err() {
+            heartbeat::start(&ftx, &mut reader, HeartbeatConfig::default());
+            let up = Input::LinkUp {
+                peer,
+                tx: Some(ftx.clone()),
+            };
+            if tx.send(up).await.is_err() {
                 return;
             }
             if let LinkEnd::DriverGone = pump_link::<P::Msg>(&mut reader, peer, &tx).await {
                 return;
             }
             writer.abort();
-            if tx.send(Input::LinkDown { peer }).await.is_err() {
+            let down = Input::LinkDown {
+                peer,
+                tx: Some(ftx),
+            };
+            if tx.send(down).await.is_err() {
                 return;
             }
         }
@@ -456,27 +607,54 @@ struct WaiterTable {
 type Waiters = Arc<Mutex<WaiterTable>>;
 
 struct ProxyConn {
-    endpoints: Vec<SocketAddr>,
     cfg: ClientConfig,
+    /// Whether an unanswered call is retried elsewhere ([`ClientConfig::retry_unanswered`]).
+    retry: bool,
+    events: mpsc::UnboundedSender<Event>,
     state: tokio::sync::Mutex<ProxyState>,
 }
 
-#[derive(Default)]
 struct ProxyState {
+    /// Where to connect, in order of preference; `NotLeader` hints add to it.
+    endpoints: Vec<SocketAddr>,
     next_endpoint: usize,
-    link: Option<(FrameTx<abd::Msg>, Waiters)>,
+    /// Replica id → native address, from the servers' hellos.
+    addrs: HashMap<NodeId, SocketAddr>,
+    link: Option<(FrameTx<NoProto>, Waiters)>,
     /// The task reading the current link's responses.
     reader: Option<tokio::task::JoinHandle<()>>,
     next_id: u64,
 }
 
+/// How many `NotLeader` answers one call follows before giving up.
+const MAX_REDIRECTS: u32 = 8;
+
 impl ProxyConn {
-    fn new(endpoints: Vec<SocketAddr>, cfg: ClientConfig) -> Self {
-        ProxyConn {
+    fn new(
+        endpoints: Vec<SocketAddr>,
+        cfg: ClientConfig,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Self {
+        let state = ProxyState {
             endpoints,
+            next_endpoint: 0,
+            addrs: HashMap::new(),
+            link: None,
+            reader: None,
+            next_id: 0,
+        };
+        ProxyConn {
+            retry: cfg.retry_unanswered.unwrap_or(false),
             cfg,
-            state: tokio::sync::Mutex::new(ProxyState::default()),
+            events,
+            state: tokio::sync::Mutex::new(state),
         }
+    }
+
+    /// The cluster runs `protocol`: retry unanswered calls if it deduplicates.
+    fn learn(&mut self, protocol: ProtocolKind) {
+        let dedup = protocol.info().deduplicates_requests;
+        self.retry = self.cfg.retry_unanswered.unwrap_or(dedup);
     }
 
     /// Stop reading and drop the link (the writer then closes the socket).
@@ -492,54 +670,144 @@ impl ProxyConn {
     /// Connect to the next reachable endpoint unless connected, by
     /// `deadline`: each endpoint tried gets an equal share of what is left,
     /// so a silent one cannot use up the time of the others.
-    async fn ensure_connected(&self, deadline: Instant) -> Result<(), ClientError> {
+    async fn ensure_connected(
+        &self,
+        deadline: Instant,
+    ) -> Result<Option<ServerHello>, ClientError> {
         let mut st = self.state.lock().await;
-        let alive = |(tx, w): &(FrameTx<abd::Msg>, Waiters)| {
+        let alive = |(tx, w): &(FrameTx<NoProto>, Waiters)| {
             !tx.is_closed() && !w.lock().expect("no poisoning").closed
         };
         if st.link.as_ref().is_some_and(alive) {
-            return Ok(());
+            return Ok(None);
         }
         let mut errors = Vec::new();
-        let n = self.endpoints.len();
+        let n = st.endpoints.len();
         for tried in 0..n {
-            let addr = self.endpoints[st.next_endpoint % n];
-            st.next_endpoint += 1;
+            let addr = st.endpoints[st.next_endpoint % n];
             let share = deadline.saturating_duration_since(Instant::now()) / (n - tried) as u32;
-            match handshake::<abd::Msg>(addr, share).await {
-                Ok((_, mut reader, wr)) => {
-                    let (ftx, _writer) = spawn_writer::<abd::Msg>(wr, link_queue());
-                    let waiters: Waiters = Arc::default();
-                    let w = waiters.clone();
-                    let closer = ftx.clone();
-                    if let Some(old) = st.reader.take() {
-                        old.abort();
-                    }
-                    st.reader = Some(tokio::spawn(async move {
-                        while let Ok(Frame::Response { id, resp }) = reader.next::<abd::Msg>().await
-                        {
-                            if let Some(s) = w.lock().expect("no poisoning").pending.remove(&id) {
-                                let _ = s.send(resp);
-                            }
-                        }
-                        // Dropping the waiters' senders fails their calls with
-                        // Disconnected; later calls see `closed` and reconnect.
-                        let mut table = w.lock().expect("no poisoning");
-                        table.closed = true;
-                        table.pending.clear();
-                        drop(table);
-                        drop(closer);
-                    }));
-                    st.link = Some((ftx, waiters));
-                    return Ok(());
+            match handshake(addr, share).await {
+                Ok((hello, reader, wr)) => {
+                    self.use_link(&mut st, &hello, reader, wr);
+                    return Ok(Some(hello));
                 }
                 Err(e) => errors.push(e),
             }
+            st.next_endpoint += 1;
         }
         Err(all_failed(errors))
     }
 
-    async fn call(&self, req: Request) -> Result<Response, ClientError> {
+    /// Make a fresh connection the link: a task reads its responses (and
+    /// pushed events) until it closes.
+    fn use_link(
+        &self,
+        st: &mut ProxyState,
+        hello: &ServerHello,
+        mut reader: FrameReader,
+        wr: tokio::net::tcp::OwnedWriteHalf,
+    ) {
+        for (id, a) in &hello.addrs {
+            if let Ok(a) = a.parse() {
+                st.addrs.insert(*id, a);
+            }
+        }
+        let (ftx, _writer) = spawn_writer::<NoProto>(wr, link_queue());
+        let waiters: Waiters = Arc::default();
+        let (w, closer, events) = (waiters.clone(), ftx.clone(), self.events.clone());
+        if let Some(old) = st.reader.take() {
+            old.abort();
+        }
+        st.reader = Some(tokio::spawn(async move {
+            loop {
+                match reader.next::<NoProto>().await {
+                    Ok(Frame::Response { id, resp }) => {
+                        if let Some(s) = w.lock().expect("no poisoning").pending.remove(&id) {
+                            let _ = s.send(resp);
+                        }
+                    }
+                    Ok(Frame::Notify(event)) => drop(events.send(event)),
+                    _ => break,
+                }
+            }
+            // Dropping the waiters' senders fails their calls with
+            // Disconnected; later calls see `closed` and reconnect.
+            let mut table = w.lock().expect("no poisoning");
+            table.closed = true;
+            table.pending.clear();
+            drop(table);
+            drop(closer);
+        }));
+        st.link = Some((ftx, waiters));
+    }
+
+    /// Run `req` at a server, following `NotLeader` answers to the leader
+    /// they name (or to the next endpoint) with the same operation id, a
+    /// few times, within the operation timeout.
+    async fn call(&self, req: Request, op: OpId) -> Result<Response, ClientError> {
+        let until = Instant::now() + self.cfg.op_timeout;
+        let mut backoff = Duration::from_millis(5);
+        for _ in 0..MAX_REDIRECTS {
+            // Retrying: each attempt gets a share of the time, so that a
+            // dead server leaves time for the next one.
+            let wait = match self.retry {
+                true => (self.cfg.op_timeout / 3).max(Duration::from_millis(50)),
+                false => self.cfg.op_timeout + Duration::from_secs(1),
+            };
+            let resp = match self.call_once(req.clone(), op, wait).await {
+                Err(ClientError::Disconnected | ClientError::Op(OpError::Unknown { .. }))
+                    if self.retry && Instant::now() + backoff < until =>
+                {
+                    // Unknown outcome: the same OpId elsewhere is applied
+                    // at most once by a protocol that deduplicates.
+                    self.redirect(None).await;
+                    continue;
+                }
+                other => other?,
+            };
+            let Response::Failed(OpError::NotLeader { hint }) = resp else {
+                return Ok(resp);
+            };
+            if Instant::now() + backoff >= until {
+                return Ok(Response::Failed(OpError::NotLeader { hint }));
+            }
+            self.redirect(hint).await;
+            // An election may be under way: do not spin on it.
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(200));
+        }
+        Err(ClientError::Op(OpError::NotLeader { hint: None }))
+    }
+
+    /// Point the next connection at replica `hint` (or the next endpoint).
+    async fn redirect(&self, hint: Option<NodeId>) {
+        let mut st = self.state.lock().await;
+        let target = hint.and_then(|h| st.addrs.get(&h).copied());
+        match target {
+            Some(addr) => {
+                let i = match st.endpoints.iter().position(|&a| a == addr) {
+                    Some(i) => i,
+                    None => {
+                        st.endpoints.push(addr);
+                        st.endpoints.len() - 1
+                    }
+                };
+                st.next_endpoint = i;
+            }
+            None => st.next_endpoint += 1,
+        }
+        st.link = None;
+        if let Some(r) = st.reader.take() {
+            r.abort();
+        }
+    }
+
+    async fn call_once(
+        &self,
+        req: Request,
+        op: OpId,
+        bound: Duration,
+    ) -> Result<Response, ClientError> {
         let (otx, orx) = oneshot::channel();
         let mut otx = Some(otx);
         // A link found dead before the request went out is replaced, once:
@@ -564,19 +832,20 @@ impl ProxyConn {
                 }
                 table.pending.insert(id, otx.take().expect("sent once"));
             }
-            if ftx.send(Frame::Request { id, req }).is_err() {
+            let req = req.clone();
+            if ftx.send(Frame::Request { id, op, req }).is_err() {
                 st.link = None;
                 return Err(ClientError::Disconnected);
             }
             break;
         }
-        match tokio::time::timeout(self.cfg.op_timeout + Duration::from_secs(1), orx).await {
+        match tokio::time::timeout(bound, orx).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(_)) => {
                 self.state.lock().await.link = None;
                 Err(ClientError::Disconnected)
             }
-            Err(_) => Err(ClientError::Op(OpError::Timeout { got: 0, need: 0 })),
+            Err(_) => Err(no_answer(bound)),
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use quorumkv_core::protocol::ProtocolKind;
-use quorumkv_core::{NodeId, Request, Response};
+use quorumkv_core::{Event, NodeId, OpId, Request, Response};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// Frames larger than this are refused (values are limited to a bit less).
@@ -32,10 +32,18 @@ pub enum Frame<M> {
         node: NodeId,
         protocol: ProtocolKind,
         members: Vec<NodeId>,
+        /// The protocol's options as the cluster runs them (`key`, `value`),
+        /// so a client-side coordinator runs with the same settings.
+        options: Vec<(String, String)>,
+        /// Every replica's native address, so a client can follow a
+        /// `NotLeader { hint }` to the leader it names.
+        addrs: Vec<(NodeId, String)>,
     },
-    /// A client request, answered by `Response` with the same id (proxy mode).
+    /// A client request, answered by `Response` with the same id (proxy
+    /// mode). `op` names the operation across retries (dedup).
     Request {
         id: u64,
+        op: OpId,
         req: Request,
     },
     Response {
@@ -52,6 +60,12 @@ pub enum Frame<M> {
     StatusRequest,
     /// The answer to `StatusRequest`.
     Status(crate::node_status::NodeStatus),
+    /// An event the server pushes to a client unprompted (`Command::Notify`).
+    Notify(Event),
+    /// "Still here": sent on an idle link so that the other side can tell a
+    /// quiet peer from a vanished one (`heartbeat`). Last, so that the
+    /// encodings of the frames above are unchanged.
+    Heartbeat,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -150,10 +164,11 @@ mod tests {
     fn frames_roundtrip() {
         roundtrip(Frame::HelloPeer {
             node: 3,
-            protocol: ProtocolKind::Abd,
+            protocol: ProtocolKind::default_protocol(),
         });
         roundtrip(Frame::Request {
             id: 7,
+            op: OpId { client: 1, seq: 2 },
             req: Request::Put {
                 key: "k".into(),
                 value: vec![0u8; 1000].into(),
@@ -166,12 +181,14 @@ mod tests {
         roundtrip(Frame::Error {
             message: "no".into(),
         });
+        roundtrip(Frame::Heartbeat);
     }
 
     #[test]
     fn partial_frames_wait_for_more() {
         let b = encode_to_bytes(&Frame::<Msg>::Request {
             id: 1,
+            op: OpId::NONE,
             req: Request::Get { key: "abc".into() },
         });
         let mut fb = FrameBuf::new(DEFAULT_MAX_FRAME);

@@ -8,6 +8,9 @@
 //! addr = "127.0.0.1:7001"   # native port: peers and quorumkv clients
 //! resp = "127.0.0.1:7101"   # RESP port: redis-cli, redis-benchmark (optional)
 //! metrics = "127.0.0.1:7201" # Prometheus text at /metrics (optional)
+//!
+//! [options]                  # the protocol's options (optional;
+//! fast-read = false          # `quorumkv server --help` lists them)
 //! ```
 
 use anyhow::{bail, Context};
@@ -28,7 +31,7 @@ pub struct ReplicaAddr {
     pub metrics: Option<SocketAddr>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClusterFile {
     pub protocol: ProtocolKind,
     #[serde(rename = "replica")]
@@ -37,6 +40,9 @@ pub struct ClusterFile {
     /// `quorumkv server` override them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsFile>,
+    /// The protocol's options (`--opt key=value` overrides them).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub options: std::collections::BTreeMap<String, toml::Value>,
 }
 
 /// The `[limits]` table of a cluster file, as written (`"64MiB"`, `"10s"`,
@@ -106,7 +112,23 @@ impl ClusterFile {
         if let Some(l) = &self.limits {
             l.parse()?;
         }
+        let info = self.protocol.info();
+        info.check_options(&self.option_pairs())
+            .map_err(|e| anyhow::anyhow!("[options] {e}"))?;
         Ok(())
+    }
+
+    /// The `[options]` table as `key = value` text pairs.
+    pub fn option_pairs(&self) -> Vec<(String, String)> {
+        (self.options.iter())
+            .map(|(k, v)| {
+                let v = match v {
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), v)
+            })
+            .collect()
     }
 
     pub fn members(&self) -> Vec<NodeId> {
@@ -134,6 +156,7 @@ impl ClusterFile {
                 })
                 .collect(),
             limits: None,
+            options: Default::default(),
         }
     }
 
@@ -148,7 +171,7 @@ mod tests {
 
     #[test]
     fn local_roundtrips_through_toml() {
-        let c = ClusterFile::local(ProtocolKind::Abd, 3, 7000);
+        let c = ClusterFile::local(ProtocolKind::default_protocol(), 3, 7000);
         assert_eq!(c.replica(2).unwrap().addr.port(), 7002);
         assert_eq!(c.replica(2).unwrap().resp.unwrap().port(), 7102);
         let back: ClusterFile = toml::from_str(&c.to_toml()).unwrap();
@@ -162,6 +185,28 @@ mod tests {
         assert!(f.validate().is_err());
         let bad = "protocol = \"paxos\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n";
         assert!(toml::from_str::<ClusterFile>(bad).is_err());
+    }
+
+    #[test]
+    fn options_table_is_the_protocols_and_checked() {
+        let base = "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n";
+        // Booleans may be written as TOML booleans or strings.
+        let ok = format!("{base}[options]\nfast-read = false\nthrifty = \"true\"\n");
+        let f: ClusterFile = toml::from_str(&ok).unwrap();
+        f.validate().unwrap();
+        let mut pairs = f.option_pairs();
+        pairs.sort();
+        let want = [("fast-read", "false"), ("thrifty", "true")];
+        assert_eq!(pairs, want.map(|(k, v)| (k.to_string(), v.to_string())));
+        let unknown: ClusterFile =
+            toml::from_str(&format!("{base}[options]\nlease = \"1s\"\n")).unwrap();
+        let e = format!("{:#}", unknown.validate().unwrap_err());
+        assert!(
+            e.contains("[options]") && e.contains("lease") && e.contains("known:"),
+            "{e}"
+        );
+        let bad: ClusterFile = toml::from_str(&format!("{base}[options]\nthrifty = 3\n")).unwrap();
+        assert!(format!("{:#}", bad.validate().unwrap_err()).contains("thrifty"));
     }
 
     #[test]
@@ -184,49 +229,8 @@ mod tests {
     }
 }
 
-/// Parse a human duration: `250ms`, `2s`, `1.5s`, `3m`, or plain seconds (`2`).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration '{s}' (try 500ms, 2s, 1m)"))?;
-    let secs = match unit {
-        "us" | "µs" => n / 1e6,
-        "ms" => n / 1e3,
-        "s" => n,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in '{s}' (use us, ms, s, m or h)"
-            ))
-        }
-    };
-    if !(secs.is_finite() && secs >= 0.0) {
-        return Err(format!("invalid duration '{s}'"));
-    }
-    Ok(std::time::Duration::from_secs_f64(secs))
-}
-
-#[cfg(test)]
-mod duration_tests {
-    use super::parse_duration;
-    use std::time::Duration;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("2parsecs").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
-}
+/// The one duration parser (`250ms`, `2s`, `1.5s`, `3m`, plain seconds).
+pub use quorumkv_core::protocol::options::parse_duration;
 
 /// Parse a byte size: `65536`, `64KiB`, `16MiB`, `1GiB` (`K`, `M`, `G`,
 /// `KB`, `MB`, `GB` mean the same powers of 1024).

@@ -9,20 +9,38 @@
 use crate::codec::{encode, Frame, FrameBuf};
 use crate::resp::{parse_command, MAX_ARGS, MAX_BULK};
 use bytes::{BufMut, BytesMut};
-use quorumkv_core::protocol::abd::Msg;
+use quorumkv_core::protocol::registry::visit_all;
+use quorumkv_core::protocol::{ProtocolDef, Visitor};
+use serde::{de::DeserializeOwned, Serialize};
+use std::fmt::Debug;
+
+/// [`check_native_as`] with the messages of every registered protocol.
+pub fn check_native(data: &[u8], max: usize) {
+    struct With<'a>(&'a [u8], usize);
+    impl Visitor for With<'_> {
+        type Output = ();
+        fn visit<D: ProtocolDef>(self) {
+            check_native_as::<D::Msg>(self.0, self.1);
+        }
+    }
+    visit_all(&|| With(data, max));
+}
 
 /// Feed `data` to a native [`FrameBuf`] (limit `max`) in pieces, as reads
-/// would deliver it, decoding everything it yields. Every decoded frame must
-/// re-encode and decode to itself; an error ends the stream as it ends a
-/// connection.
-pub fn check_native(data: &[u8], max: usize) {
+/// would deliver it, decoding everything it yields as frames carrying `M`.
+/// Every decoded frame must re-encode and decode to itself; an error ends
+/// the stream as it ends a connection.
+pub fn check_native_as<M>(data: &[u8], max: usize)
+where
+    M: Serialize + DeserializeOwned + PartialEq + Debug,
+{
     let cut = data.first().map_or(1, |&b| usize::from(b % 16) + 1);
     let mut fb = FrameBuf::new(max);
     for chunk in data.chunks(cut) {
         fb.buf_mut().extend_from_slice(chunk);
         loop {
             let before = fb.buf_mut().len();
-            match fb.next_frame::<Msg>() {
+            match fb.next_frame::<M>() {
                 Ok(Some(frame)) => {
                     assert!(fb.buf_mut().len() < before, "a frame consumed nothing");
                     assert_roundtrip(&frame, max);
@@ -44,12 +62,15 @@ pub fn check_native(data: &[u8], max: usize) {
     }
 }
 
-fn assert_roundtrip(frame: &Frame<Msg>, max: usize) {
+fn assert_roundtrip<M>(frame: &Frame<M>, max: usize)
+where
+    M: Serialize + DeserializeOwned + PartialEq + Debug,
+{
     let mut out = BytesMut::new();
     encode(frame, &mut out);
     let mut again = FrameBuf::new(max.max(out.len()));
     again.buf_mut().extend_from_slice(&out);
-    let back = again.next_frame::<Msg>().expect("re-encoded frame decodes");
+    let back = again.next_frame::<M>().expect("re-encoded frame decodes");
     assert_eq!(back.as_ref(), Some(frame), "frame changed in a round trip");
 }
 
@@ -102,6 +123,7 @@ fn assert_resp_roundtrip(args: &[bytes::Bytes]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quorumkv_core::protocol::abd::Msg;
 
     #[test]
     fn valid_streams_pass_the_checks() {

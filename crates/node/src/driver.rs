@@ -11,7 +11,7 @@ use crate::node_status::NodeStatus;
 use crate::resp_render::{resp_reply, RespKind, RespTx};
 use crate::storage::Storage;
 use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
-use quorumkv_core::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
+use quorumkv_core::{ClientRef, Event, NodeId, OpError, OpId, Peer, Request, Response, Time};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::pin;
 use tokio::sync::{mpsc, oneshot};
@@ -51,21 +51,34 @@ impl<M: serde::Serialize> ReplyTo<M> {
 /// Inputs of the driver.
 #[derive(Debug)]
 pub enum Input<M> {
+    /// A client request that came on `session` (a connection id;
+    /// `ClientRef::LOCAL` for in-process callers), named `op` across retries.
     Client {
         req: Request,
+        session: u64,
+        op: OpId,
         reply: ReplyTo<M>,
     },
     Msg {
         from: Peer,
         msg: M,
     },
-    /// A link to `peer` is up; frames for it go to `tx`.
+    /// A link to `peer` is up; frames for it go to `tx` (`None` for a
+    /// session that cannot carry protocol frames or events: RESP).
     LinkUp {
         peer: Peer,
-        tx: FrameTx<M>,
+        tx: Option<FrameTx<M>>,
     },
+    /// A server pushed `event` to this process (client library).
+    Notified {
+        event: Event,
+    },
+    /// The link to `peer` that fed `tx` is gone. A `Down` for a link that
+    /// has since been replaced (a late report of an old connection) is
+    /// ignored: the peer is up on the new one.
     LinkDown {
         peer: Peer,
+        tx: Option<FrameTx<M>>,
     },
     /// Several inputs from one read of one connection, handed over at once.
     Batch(Vec<Input<M>>),
@@ -102,6 +115,12 @@ pub struct DriverStats {
     /// Messages for a peer with no link at the moment (the protocol retransmits).
     pub dropped_no_link: u64,
     pub persist_errors: u64,
+    /// `LinkDown`s of connections already replaced by a newer one (ignored).
+    pub stale_link_downs: u64,
+    /// Events pushed to clients (`Command::Notify`).
+    pub notified: u64,
+    /// Events for a session that is gone or cannot carry them (RESP).
+    pub notify_dropped: u64,
 }
 
 pub struct Driver<P: Protocol + Send + 'static> {
@@ -116,6 +135,8 @@ pub struct Driver<P: Protocol + Send + 'static> {
     timer_index: HashMap<P::Timer, (Instant, u64)>,
     timer_seq: u64,
     local: VecDeque<P::Msg>,
+    /// Where events for `ClientRef::LOCAL` go (the client library's).
+    local_events: Option<mpsc::UnboundedSender<Event>>,
     out: Out<P::Msg, P::Timer>,
     pub stats: DriverStats,
 }
@@ -138,9 +159,16 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             timer_index: HashMap::new(),
             timer_seq: 0,
             local: VecDeque::new(),
+            local_events: None,
             out: Out::new(),
             stats: DriverStats::default(),
         })
+    }
+
+    /// Deliver events for in-process clients (`ClientRef::LOCAL`) to `tx`.
+    pub fn with_local_events(mut self, tx: mpsc::UnboundedSender<Event>) -> Self {
+        self.local_events = Some(tx);
+        self
     }
 
     fn now(&self) -> Time {
@@ -194,21 +222,37 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         let now = self.now();
         let mut out = std::mem::take(&mut self.out);
         match input {
-            Input::Client { req, reply } => {
+            Input::Client {
+                req,
+                session,
+                op,
+                reply,
+            } => {
                 self.stats.client_requests += 1;
                 let id = self.next_client;
                 self.next_client += 1;
                 self.replies.insert(id, reply);
-                self.core.on_client(now, ClientRef(id), req, &mut out);
+                let client = ClientRef { id, session, op };
+                self.core.on_client(now, client, req, &mut out);
             }
             Input::Msg { from, msg } => self.core.on_msg(now, from, msg, &mut out),
             Input::LinkUp { peer, tx } => {
-                self.links.insert(peer, tx);
+                if let Some(tx) = tx {
+                    self.links.insert(peer, tx);
+                }
                 self.core.on_link(now, LinkEvent::Up(peer), &mut out);
             }
-            Input::LinkDown { peer } => {
-                self.links.remove(&peer);
-                self.core.on_link(now, LinkEvent::Down(peer), &mut out);
+            Input::Notified { event } => self.notify(ClientRef::LOCAL, event),
+            Input::LinkDown { peer, tx } => {
+                let current = self.links.get(&peer);
+                let stale =
+                    matches!((current, &tx), (Some(cur), Some(old)) if !cur.same_queue(old));
+                if stale {
+                    self.stats.stale_link_downs += 1;
+                } else {
+                    self.links.remove(&peer);
+                    self.core.on_link(now, LinkEvent::Down(peer), &mut out);
+                }
             }
             Input::Batch(_) => unreachable!("unpacked above"),
             Input::Info { reply } => drop(reply.send(self.info_text())),
@@ -258,14 +302,17 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                         }
                     }
                     Command::Reply { client, resp } => {
-                        if let Some(r) = self.replies.remove(&client.0) {
+                        if let Some(r) = self.replies.remove(&client.id) {
                             if blocked {
-                                r.send(Response::Failed(OpError::Timeout { got: 0, need: 0 }));
+                                let why = "the server could not persist the operation";
+                                r.send(Response::Failed(OpError::unknown(why)));
                             } else {
                                 r.send(resp);
                             }
                         }
                     }
+                    Command::Notify { session, event } if !blocked => self.notify(session, event),
+                    Command::Notify { .. } => self.stats.notify_dropped += 1,
                     Command::SetTimer { after, timer } => self.set_timer(after, timer),
                     Command::CancelTimer { timer } => {
                         if let Some(k) = self.timer_index.remove(&timer) {
@@ -294,6 +341,21 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         }
     }
 
+    /// Push `event` to client connection `session`, if it is still there.
+    fn notify(&mut self, session: u64, event: Event) {
+        let sent = if session == ClientRef::LOCAL {
+            (self.local_events.as_ref()).is_some_and(|tx| tx.send(event).is_ok())
+        } else {
+            (self.links.get(&Peer::Conn(session)))
+                .is_some_and(|tx| tx.send(Frame::Notify(event)).is_ok())
+        };
+        if sent {
+            self.stats.notified += 1;
+        } else {
+            self.stats.notify_dropped += 1;
+        }
+    }
+
     fn set_timer(&mut self, after: std::time::Duration, timer: P::Timer) {
         if let Some(k) = self.timer_index.remove(&timer) {
             self.timers.remove(&k);
@@ -309,17 +371,74 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         let peers_up = (self.info.members.iter().copied())
             .filter(|&m| m != me && self.links.contains_key(&Peer::Node(m)))
             .collect();
-        // The core's one-line status marks a replica still catching up.
-        let recovering = self.core.status().contains("RECOVERING");
         NodeStatus {
             id: me,
             protocol: self.info.protocol.clone(),
-            role: if recovering { "recovering" } else { "replica" }.to_string(),
+            role: self.core.role().to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             members: self.info.members.clone(),
             peers_up,
             durability: self.storage.mode().to_string(),
             uptime_secs: self.start.elapsed().as_secs(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::link_queue;
+    use crate::storage::MemoryStorage;
+
+    /// A core that only records the link events it sees.
+    #[derive(Default)]
+    struct Links(Vec<LinkEvent>);
+
+    impl Protocol for Links {
+        type Msg = ();
+        type Timer = ();
+        fn on_client(&mut self, _: Time, _: ClientRef, _: Request, _: &mut Out<(), ()>) {}
+        fn on_msg(&mut self, _: Time, _: Peer, _: (), _: &mut Out<(), ()>) {}
+        fn on_timer(&mut self, _: Time, _: (), _: &mut Out<(), ()>) {}
+        fn on_link(&mut self, _: Time, ev: LinkEvent, _: &mut Out<(), ()>) {
+            self.0.push(ev);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_late_down_of_a_replaced_link_is_ignored() {
+        let info = NodeInfo {
+            id: 1,
+            protocol: "test".into(),
+            members: vec![1, 2],
+            budgets: Vec::new(),
+        };
+        let mut d = Driver::new(Links::default(), info, Box::new(MemoryStorage)).unwrap();
+        let peer = Peer::Node(2);
+        let (old, _old_rx) = link_queue();
+        let (new, _new_rx) = link_queue();
+        d.handle(Input::LinkUp {
+            peer,
+            tx: Some(old.clone()),
+        });
+        d.handle(Input::LinkUp {
+            peer,
+            tx: Some(new.clone()),
+        });
+        // The old connection's reader reports its end after the new one is up.
+        d.handle(Input::LinkDown {
+            peer,
+            tx: Some(old),
+        });
+        assert_eq!(d.core.0, vec![LinkEvent::Up(peer), LinkEvent::Up(peer)]);
+        assert!(d.links.get(&peer).is_some_and(|l| l.same_queue(&new)));
+        assert_eq!(d.stats.stale_link_downs, 1);
+        // The current link's own end is a real Down.
+        d.handle(Input::LinkDown {
+            peer,
+            tx: Some(new),
+        });
+        assert_eq!(d.core.0.last(), Some(&LinkEvent::Down(peer)));
+        assert!(!d.links.contains_key(&peer));
     }
 }

@@ -9,6 +9,7 @@ pub mod config;
 #[doc(hidden)]
 pub mod decoder_check;
 pub mod driver;
+pub mod heartbeat;
 pub mod link;
 pub mod local;
 mod metrics_http;
@@ -21,6 +22,7 @@ mod resp_multi;
 pub mod resp_render;
 mod resp_server;
 pub mod server;
+mod shutdown;
 pub mod status;
 pub mod storage;
 pub mod trim;

@@ -63,7 +63,7 @@ pub async fn pump_link<M: serde::de::DeserializeOwned>(
     tx: &mpsc::Sender<Input<M>>,
 ) -> LinkEnd {
     let mut batch = Batcher::new(tx.clone());
-    loop {
+    let why = loop {
         let frame = match reader.try_next::<M>() {
             Ok(Some(f)) => Ok(f),
             Ok(None) => match batch.flush().await {
@@ -72,19 +72,22 @@ pub async fn pump_link<M: serde::de::DeserializeOwned>(
             },
             Err(e) => Err(e),
         };
-        let why = match frame {
-            Ok(Frame::Proto(msg)) => match batch.push(Input::Msg { from: peer, msg }).await {
-                Ok(()) => continue,
-                Err(DriverGone) => return LinkEnd::DriverGone,
-            },
-            Ok(Frame::Error { message }) => format!("peer refused us: {message}"),
-            Ok(_) => "unexpected frame from peer".to_string(),
-            Err(e) => e.to_string(),
+        let input = match frame {
+            Ok(Frame::Proto(msg)) => Input::Msg { from: peer, msg },
+            // A server's event for this process's clients (client library).
+            Ok(Frame::Notify(event)) => Input::Notified { event },
+            Ok(Frame::Heartbeat) => continue, // it did its job by arriving
+            Ok(Frame::Error { message }) => break format!("peer refused us: {message}"),
+            Ok(_) => break "unexpected frame from peer".to_string(),
+            Err(e) => break e.to_string(),
         };
-        // Deliver what arrived before the failure.
-        return match batch.flush().await {
-            Ok(()) => LinkEnd::Closed(why),
-            Err(DriverGone) => LinkEnd::DriverGone,
-        };
+        if batch.push(input).await.is_err() {
+            return LinkEnd::DriverGone;
+        }
+    };
+    // Deliver what arrived before the failure.
+    match batch.flush().await {
+        Ok(()) => LinkEnd::Closed(why),
+        Err(DriverGone) => LinkEnd::DriverGone,
     }
 }

@@ -19,6 +19,8 @@ use tokio::process::{Child, Command};
 #[derive(Clone, Debug)]
 pub struct LocalClusterConfig {
     pub protocol: ProtocolKind,
+    /// The protocol's options, written to the cluster file's `[options]`.
+    pub options: Vec<(String, String)>,
     pub replicas: usize,
     /// Replica i on native port base+i and RESP port base+100+i; `None`
     /// picks free ports.
@@ -36,7 +38,8 @@ pub struct LocalClusterConfig {
 impl Default for LocalClusterConfig {
     fn default() -> Self {
         LocalClusterConfig {
-            protocol: ProtocolKind::Abd,
+            protocol: ProtocolKind::default_protocol(),
+            options: Vec::new(),
             replicas: 3,
             port_base: None,
             binary: PathBuf::from("quorumkv"),
@@ -79,7 +82,7 @@ impl LocalCluster {
         if cfg.replicas == 0 || cfg.replicas > 63 {
             bail!("--replicas must be between 1 and 63 (got {})", cfg.replicas);
         }
-        let file = match cfg.port_base {
+        let mut file = match cfg.port_base {
             Some(base) => {
                 if base as usize + 100 + cfg.replicas > u16::MAX as usize {
                     bail!(
@@ -102,6 +105,11 @@ impl LocalCluster {
                 f
             }
         };
+        for (k, v) in &cfg.options {
+            file.options
+                .insert(k.clone(), toml::Value::String(v.clone()));
+        }
+        file.validate()?;
         let unique = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()

@@ -64,7 +64,8 @@ pub static CONNECTIONS_CUT_OFF: AtomicU64 = AtomicU64::new(0);
 pub static CONNECTIONS_TIMED_OUT: AtomicU64 = AtomicU64::new(0);
 
 /// Read deadlines of a client connection (`None`: wait forever, as replica
-/// links do: they have the protocol's own retransmission and heartbeat).
+/// links do: they have the protocol's own retransmission and heartbeats,
+/// see [`InBuf::expect_traffic`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadTimeouts {
     /// A request (and a new connection's first request) must arrive whole
@@ -92,6 +93,15 @@ pub struct InBuf {
     /// timer per read cost about a tenth of the throughput.
     timer: Option<Pin<Box<Sleep>>>,
     armed: Option<Instant>,
+    /// Links with heartbeats: fail when no byte at all arrived for this
+    /// long (`heartbeat`); `last_bytes` is when the last ones did (kept
+    /// only where client deadlines read the clock anyway).
+    silence: Option<Duration>,
+    last_bytes: Instant,
+    /// Bytes arrived since the silence timer last fired. Links without
+    /// client deadlines check silence this way, with no clock read per
+    /// read: a silent peer is declared gone after one to two timeouts.
+    heard: bool,
 }
 
 /// The buffer and what it is charged.
@@ -116,6 +126,9 @@ impl InBuf {
             progressed: false,
             timer: None,
             armed: None,
+            silence: None,
+            last_bytes: Instant::now(),
+            heard: false,
         }
     }
     pub fn data(&mut self) -> &mut BytesMut {
@@ -129,17 +142,38 @@ impl InBuf {
     fn has_deadlines(&self) -> bool {
         self.timeouts.read.is_some() || self.timeouts.idle.is_some()
     }
-    /// A replica link: its own budget and cap, no deadlines.
+    /// A replica link: its own budget and cap, no client deadlines.
     pub fn become_link(&mut self, budget: Budget, cap: usize) {
         self.held.charge.move_to(budget, cap);
         self.held.min = LINK_READ_BUF;
         self.timeouts = ReadTimeouts::default();
         self.timer = None;
+        self.armed = None;
+    }
+
+    /// From now on, reads fail when nothing at all arrived for `silence`:
+    /// the other side sends heartbeats, so silence means it is gone.
+    pub fn expect_traffic(&mut self, silence: Duration) {
+        self.silence = Some(silence);
+        self.last_bytes = Instant::now();
+        self.heard = false;
+        self.timer = None;
+        self.armed = None;
     }
 
     /// The deadline of the current read, and which timeout it is (the
     /// message is formatted only when it passes: this runs on every read).
     fn deadline(&self) -> Option<(Instant, Expiry)> {
+        let silent = self
+            .silence
+            .map(|d| (self.last_bytes + d, Expiry::Silent(d)));
+        match (self.client_deadline(), silent) {
+            (Some(c), Some(s)) => Some(if s.0 < c.0 { s } else { c }),
+            (c, s) => c.or(s),
+        }
+    }
+
+    fn client_deadline(&self) -> Option<(Instant, Expiry)> {
         match self.last_request {
             Some(t) if self.held.buf.is_empty() => {
                 self.timeouts.idle.map(|d| (t + d, Expiry::Idle(d)))
@@ -165,14 +199,55 @@ impl InBuf {
             self.started = now;
         }
         let was_empty = self.held.buf.is_empty();
-        let n = match self.deadline() {
-            None => self.held.read_some(rd, need).await?,
-            Some((at, why)) => self.read_before(at, why, rd, need).await?,
+        let n = match (timed, self.silence) {
+            (false, None) => self.held.read_some(rd, need).await?,
+            (false, Some(silence)) => self.read_unless_silent(silence, rd, need).await?,
+            (true, _) => match self.deadline() {
+                None => self.held.read_some(rd, need).await?,
+                Some((at, why)) => self.read_before(at, why, rd, need).await?,
+            },
         };
         if timed && was_empty && n > 0 && self.last_request.is_some() {
             self.started = Instant::now();
         }
+        if self.silence.is_some() && n > 0 {
+            self.heard = true;
+            if timed {
+                self.last_bytes = Instant::now();
+            }
+        }
         Ok(n)
+    }
+
+    /// A link's read: fails only when a whole `silence` passed with no
+    /// byte since the timer last fired. The timer is re-armed once per
+    /// `silence`, never per read.
+    async fn read_unless_silent(
+        &mut self,
+        silence: Duration,
+        rd: &mut OwnedReadHalf,
+        need: Option<usize>,
+    ) -> Result<usize, ReadError> {
+        loop {
+            let timer = (self.timer).get_or_insert_with(|| Box::pin(tokio::time::sleep(silence)));
+            tokio::select! {
+                biased;
+                r = self.held.read_some(rd, need) => return r,
+                _ = timer.as_mut() => {}
+            }
+            if std::mem::take(&mut self.heard) {
+                timer.as_mut().reset(Instant::now() + silence);
+                continue;
+            }
+            // A reader that was held up (a full driver queue) must not
+            // blame the peer: bytes already waiting count.
+            tokio::select! {
+                biased;
+                r = self.held.read_some(rd, need) => return r,
+                () = std::future::ready(()) => {}
+            }
+            return Err(timed_out(Expiry::Silent(silence)));
+        }
     }
 
     async fn read_before(
@@ -186,6 +261,15 @@ impl InBuf {
             // Checked first: bytes that are always ready must not keep a
             // slow request alive past its deadline.
             if Instant::now() >= at {
+                if let Expiry::Silent(_) = why {
+                    // A reader that was held up (a full driver queue) must
+                    // not blame the peer: bytes already waiting count.
+                    tokio::select! {
+                        biased;
+                        r = self.held.read_some(rd, need) => return r,
+                        () = std::future::ready(()) => {}
+                    }
+                }
                 return Err(timed_out(why));
             }
             let timer = self
@@ -272,9 +356,13 @@ impl Drop for Held {
 enum Expiry {
     Idle(Duration),
     Read { first: bool, after: Duration },
+    Silent(Duration),
 }
 
 fn timed_out(why: Expiry) -> ReadError {
+    if let Expiry::Silent(d) = why {
+        return ReadError::Timeout(format!("nothing received for {d:?} (heartbeats lost)"));
+    }
     CONNECTIONS_TIMED_OUT.fetch_add(1, Ordering::Relaxed);
     ReadError::Timeout(match why {
         Expiry::Idle(d) => format!("idle for {d:?}"),
@@ -282,6 +370,7 @@ fn timed_out(why: Expiry) -> ReadError {
             let what = if first { "first request" } else { "request" };
             format!("{what} not received whole within {after:?}")
         }
+        Expiry::Silent(_) => unreachable!("returned above"),
     })
 }
 
@@ -421,6 +510,23 @@ pub fn link_queue<T>() -> (OutQueue<T>, OutQueueRx<T>) {
     q
 }
 
+/// An [`OutQueue`] that does not keep its connection open (the writer
+/// stops once every strong sender is gone).
+pub struct WeakOutQueue<T> {
+    tx: mpsc::WeakUnboundedSender<Queued<T>>,
+    state: Arc<QueueState>,
+}
+
+impl<T> WeakOutQueue<T> {
+    /// The queue, while someone else still holds it.
+    pub fn upgrade(&self) -> Option<OutQueue<T>> {
+        Some(OutQueue {
+            tx: self.tx.upgrade()?,
+            state: self.state.clone(),
+        })
+    }
+}
+
 impl<T> Clone for OutQueue<T> {
     fn clone(&self) -> Self {
         OutQueue {
@@ -487,6 +593,11 @@ fn release(st: &QueueState, size: usize, charged: bool) {
 }
 
 impl<T> OutQueue<T> {
+    /// Whether `other` feeds the same writer (the same connection).
+    pub fn same_queue(&self, other: &OutQueue<T>) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
     fn overflow(&self, why: String) {
         if self.state.overflow.set(why).is_ok() {
             CONNECTIONS_CUT_OFF.fetch_add(1, Ordering::Relaxed);
@@ -498,6 +609,16 @@ impl<T> OutQueue<T> {
     }
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed() || self.state.overflow.get().is_some()
+    }
+    /// Nothing is queued or being written.
+    pub fn is_idle(&self) -> bool {
+        self.state.queued.load(Ordering::Relaxed) == 0
+    }
+    pub fn downgrade(&self) -> WeakOutQueue<T> {
+        WeakOutQueue {
+            tx: self.tx.downgrade(),
+            state: self.state.clone(),
+        }
     }
     /// A link between replicas (or a client's own link): a larger cap and
     /// no charge to the client budget from now on.
@@ -720,6 +841,25 @@ mod tests {
         buf.data().clear();
         drop(buf);
         assert_eq!(budget.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn links_fail_on_silence_but_not_when_their_reader_was_held_up() {
+        let (mut client, mut rd, _wr) = connected().await;
+        let mut buf = InBuf::new(Charge::unlimited(1 << 20), ReadTimeouts::default());
+        let silence = Duration::from_millis(200);
+        buf.expect_traffic(silence);
+        // Bytes that arrived while the reader was busy elsewhere count,
+        // however late it comes back for them.
+        client.write_all(b"beat").await.unwrap();
+        tokio::time::sleep(2 * silence).await;
+        assert_eq!(buf.fill(&mut rd, None).await.unwrap(), 4);
+        // Then nothing: the read fails once the silence is over.
+        let start = Instant::now();
+        let err = buf.fill(&mut rd, None).await.unwrap_err();
+        assert!(err.to_string().contains("heartbeats lost"), "{err}");
+        let took = start.elapsed();
+        assert!(took >= silence * 9 / 10 && took < 10 * silence, "{took:?}");
     }
 
     #[tokio::test]

@@ -4,6 +4,7 @@
 use crate::budget::Budget;
 use crate::codec::DEFAULT_MAX_FRAME;
 use crate::config::{ClusterFile, Limits};
+use crate::heartbeat::HeartbeatConfig;
 use crate::net::{ConnLimits, ReadTimeouts, DEFAULT_MAX_QUEUED_BYTES};
 use quorumkv_core::NodeId;
 use std::time::Duration;
@@ -15,10 +16,9 @@ pub struct ServerOptions {
     pub cluster: ClusterFile,
     /// How long the server's own (proxy) coordinator waits for a quorum.
     pub op_timeout: Duration,
-    /// ABD: skip the write-back when the query quorum agrees.
-    pub fast_read: bool,
-    /// ABD: the proxy coordinator sends each phase to a quorum only.
-    pub thrifty: bool,
+    /// The protocol's options from `--opt key=value`, applied over the
+    /// cluster file's `[options]`.
+    pub protocol_options: Vec<(String, String)>,
     pub max_frame: usize,
     /// Most client connections served at once per port.
     pub max_connections: usize,
@@ -34,6 +34,9 @@ pub struct ServerOptions {
     pub read_timeout: Option<Duration>,
     /// Client connections: closed after this long without a request.
     pub idle_timeout: Option<Duration>,
+    /// Links to replicas and client-side coordinators: heartbeat interval
+    /// and the silence after which a link is declared down.
+    pub heartbeat: HeartbeatConfig,
 }
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
@@ -49,8 +52,7 @@ impl ServerOptions {
             id,
             cluster,
             op_timeout: Duration::from_secs(2),
-            fast_read: true,
-            thrifty: false,
+            protocol_options: Vec::new(),
             max_frame: DEFAULT_MAX_FRAME,
             max_connections: 4096,
             recover: false,
@@ -58,11 +60,19 @@ impl ServerOptions {
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             read_timeout: Some(DEFAULT_READ_TIMEOUT),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            heartbeat: HeartbeatConfig::default(),
         };
         if let Some(l) = limits {
             opts.apply_limits(&l);
         }
         opts
+    }
+
+    /// The protocol's options in force: the cluster file's, then `--opt`'s.
+    pub fn option_pairs(&self) -> Vec<(String, String)> {
+        let mut pairs = self.cluster.option_pairs();
+        pairs.extend(self.protocol_options.iter().cloned());
+        pairs
     }
 
     /// Take the limits that `l` sets; keep the others.

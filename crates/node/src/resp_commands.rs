@@ -60,7 +60,7 @@ pub const COMMANDS: &[Spec] = &[
         flags: &["readonly", "fast"],
         keys: (1, 1, 1),
         group: "string",
-        summary: "Linearizable read of a key (an ABD query, and a write-back unless a quorum agrees).",
+        summary: "Linearizable read of a key (the protocol's read: a quorum round, or more).",
         args: &[KEY],
     },
     Spec {
@@ -198,15 +198,15 @@ pub const COMMANDS: &[Spec] = &[
 pub const REFUSED: &[(&str, &str)] = &[
     (
         "dbsize",
-        "ABD keeps no count a quorum can agree on: each replica's key count includes tombstones and differs while writes are in flight, so no honest DBSIZE exists",
+        "replicas keep no key count a quorum agrees on: each replica's count includes tombstones and differs while writes are in flight, so no honest DBSIZE exists",
     ),
     (
         "keys",
-        "listing keys would need a snapshot across replicas that ABD does not provide",
+        "listing keys would need a snapshot across replicas that the store does not provide",
     ),
     (
         "scan",
-        "listing keys would need a snapshot across replicas that ABD does not provide",
+        "listing keys would need a snapshot across replicas that the store does not provide",
     ),
     (
         "flushall",
@@ -218,11 +218,11 @@ pub const REFUSED: &[(&str, &str)] = &[
     ),
     (
         "multi",
-        "ABD registers cannot run transactions (no atomic read-modify-write)",
+        "per-key registers cannot run transactions (no atomic read-modify-write)",
     ),
     (
         "incr",
-        "ABD registers cannot do read-modify-write atomically",
+        "per-key registers cannot do read-modify-write atomically",
     ),
     (
         "auth",

@@ -2,7 +2,7 @@
 //! operation per key, all started at once, the reply assembled when the last
 //! one answers. Each key's operation is linearizable on its own; the command
 //! as a whole is NOT atomic — `MGET` is not a snapshot, and a failed `MSET`
-//! can leave some keys written. ABD registers offer nothing stronger.
+//! can leave some keys written. Per-key registers offer nothing stronger.
 
 use crate::driver::{Input, ReplyTo};
 use crate::resp::Reply;
@@ -70,6 +70,7 @@ impl Multi {
         tx: &mpsc::Sender<Input<M>>,
         rtx: RespTx,
         seq: u64,
+        session: u64,
     ) -> Result<(), ()> {
         let mut waits = Vec::with_capacity(self.reqs.len());
         let mut inputs = Vec::with_capacity(self.reqs.len());
@@ -77,7 +78,12 @@ impl Multi {
             let (otx, orx) = oneshot::channel();
             waits.push(orx);
             let reply = ReplyTo::Local(otx);
-            inputs.push(Input::Client { req, reply });
+            inputs.push(Input::Client {
+                req,
+                session,
+                op: quorumkv_core::OpId::NONE,
+                reply,
+            });
         }
         tx.send(Input::Batch(inputs)).await.map_err(drop)?;
         let combine = self.combine;
@@ -85,7 +91,7 @@ impl Multi {
             let mut resps = Vec::with_capacity(waits.len());
             for w in waits {
                 resps.push(w.await.unwrap_or_else(|_| {
-                    Response::Failed(OpError::Rejected("the server is shutting down".into()))
+                    Response::Failed(OpError::unknown("the server shut down before answering"))
                 }));
             }
             let _ = rtx.send((seq, combine_replies(combine, resps)));

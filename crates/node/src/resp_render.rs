@@ -20,13 +20,15 @@ pub fn resp_reply(kind: RespKind, resp: Response) -> Reply {
     match (kind, resp) {
         (_, Response::Failed(e)) => Reply::Error(match e {
             OpError::Timeout { .. } => format!("TIMEOUT {e}; the operation may still take effect"),
-            OpError::Rejected(m) => format!("ERR {m}"),
+            OpError::Unknown { .. } => format!("UNKNOWN {e}; the operation may still take effect"),
+            OpError::Refused { reason } => format!("ERR {reason}"),
+            OpError::NotLeader { .. } => format!("NOTLEADER {e}"),
         }),
         (RespKind::Get, Response::Value(v)) => Reply::Bulk(v),
         (RespKind::Set, _) => Reply::Simple("OK"),
         (RespKind::Del, _) => Reply::Int(1),
-        (RespKind::Get, Response::Done) => {
-            Reply::Error("ERR internal: write result for a read".into())
+        (RespKind::Get, other) => {
+            Reply::Error(format!("ERR internal: {other:?} is no answer to a read"))
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::resp::{parse_command, Reply};
 use crate::resp_commands;
 use crate::resp_multi::Multi;
 use crate::resp_render::{RespKind, RespTx};
+use crate::shutdown::ConnStop;
 use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::Protocol;
 use quorumkv_core::Request;
@@ -25,11 +26,13 @@ pub(crate) async fn accept_resp<P: Protocol + Send + 'static>(
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
     limits: ConnLimits,
+    stop: ConnStop,
 ) {
     let max = opts.max_connections;
     let serve = move |stream: TcpStream, _| {
         let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
-        async move { serve_resp::<P>(stream, tx, &opts, &limits).await }
+        let stop = stop.clone();
+        async move { serve_resp::<P>(stream, tx, &opts, &limits, stop).await }
     };
     let refuse = |mut stream: TcpStream| async move {
         let _ = stream
@@ -47,6 +50,7 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
     limits: &ConnLimits,
+    mut stop: ConnStop,
 ) {
     let (mut rd, wr) = stream.into_split();
     let (rtx, rrx) = limits.out_queue::<(u64, Reply)>();
@@ -54,6 +58,13 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     let mut buf = limits.in_buf();
     let mut seq = 0u64;
     let conn = RESP_CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
+    // The core's session for this connection: RESP ids are kept apart from
+    // native connection ids by a high bit. RESP carries no pushed events.
+    let session = RESP_SESSION | conn;
+    let peer = quorumkv_core::Peer::Conn(session);
+    if tx.send(Input::LinkUp { peer, tx: None }).await.is_err() {
+        return;
+    }
     'conn: loop {
         let first = seq;
         loop {
@@ -74,7 +85,10 @@ async fn serve_resp<P: Protocol + Send + 'static>(
                 continue; // an empty inline line
             }
             let action = resp_command(&args, conn);
-            if run_action::<P>(action, seq, &tx, &rtx, opts).await.is_err() {
+            if run_action::<P>(action, (seq, session), &tx, &rtx, opts)
+                .await
+                .is_err()
+            {
                 break 'conn;
             }
             seq += 1;
@@ -85,7 +99,12 @@ async fn serve_resp<P: Protocol + Send + 'static>(
         if seq != first {
             buf.took_requests();
         }
-        match buf.fill(&mut rd, None).await {
+        let read = tokio::select! {
+            biased;
+            () = stop.stopped() => break, // shutting down
+            r = buf.fill(&mut rd, None) => r,
+        };
+        match read {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
@@ -96,15 +115,19 @@ async fn serve_resp<P: Protocol + Send + 'static>(
             }
         }
     }
-    drop(rtx);
+    let _ = tx.send(Input::LinkDown { peer, tx: None }).await;
+    drop((rtx, tx));
     finish_writer(writer, opts).await;
 }
+
+/// Set in the session id of every RESP connection (native ones never have it).
+const RESP_SESSION: u64 = 1 << 62;
 
 /// Carry out one command; `Err` ends the connection: QUIT (answered), or
 /// the driver is gone (shutting down).
 async fn run_action<P: Protocol + Send + 'static>(
     action: RespAction,
-    seq: u64,
+    (seq, session): (u64, u64),
     tx: &mpsc::Sender<Input<P::Msg>>,
     rtx: &RespTx,
     opts: &ServerOptions,
@@ -124,9 +147,16 @@ async fn run_action<P: Protocol + Send + 'static>(
                 seq,
                 kind,
             };
-            tx.send(Input::Client { req, reply }).await.map_err(drop)
+            let op = quorumkv_core::OpId::NONE;
+            let input = Input::Client {
+                req,
+                session,
+                op,
+                reply,
+            };
+            tx.send(input).await.map_err(drop)
         }
-        RespAction::Multi(m) => m.start(tx, rtx.clone(), seq).await,
+        RespAction::Multi(m) => m.start(tx, rtx.clone(), seq, session).await,
         RespAction::Info(sections) => {
             let (otx, orx) = oneshot::channel();
             let sent = tx.send(Input::Info { reply: otx }).await.map_err(drop);
@@ -474,7 +504,10 @@ mod tests {
 
     #[test]
     fn info_sections_and_redis_fields() {
-        let opts = ServerOptions::new(2, ClusterFile::local(ProtocolKind::Abd, 3, 7000));
+        let opts = ServerOptions::new(
+            2,
+            ClusterFile::local(ProtocolKind::default_protocol(), 3, 7000),
+        );
         let fields = redis_server_fields(&opts);
         assert!(fields.contains("redis_version:7.0.0\r\n"), "{fields}");
         assert!(fields.contains("tcp_port:7102\r\n"), "{fields}");

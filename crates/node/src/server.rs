@@ -10,25 +10,31 @@ use crate::accept::{accept_limited, finish_writer};
 use crate::budget::Budget;
 use crate::codec::Frame;
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
-use crate::link::{pump_link, Batcher, DriverGone, LinkEnd};
+use crate::heartbeat;
+use crate::link::{pump_link, Batcher, LinkEnd};
 use crate::net::{
     link_queue, spawn_writer, ConnLimits, FrameReader, FrameTx, ReadError, MIN_READ_BUF,
 };
 pub use crate::options::{
     ServerOptions, DEFAULT_BUFFER_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
 };
+use crate::shutdown::{ConnStop, Shutdown};
 use crate::storage::MemoryStorage;
 use anyhow::Context;
-use quorumkv_core::protocol::abd::{AbdNode, CoordinatorConfig};
-use quorumkv_core::protocol::{Protocol, ProtocolKind};
+use quorumkv_core::protocol::{
+    NodeSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
+};
 use quorumkv_core::{NodeId, Peer};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// Bound listeners, so "address in use" is reported before anything starts.
 pub struct Listeners {
@@ -70,33 +76,64 @@ impl Listeners {
     }
 }
 
-/// Run a replica until `shutdown` resolves.
+/// Run a replica until `shutdown` resolves, with the protocol its cluster
+/// file names (looked up in the core's registry).
 pub async fn run(
+    opts: ServerOptions,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let protocol = opts.cluster.protocol;
+    protocol
+        .visit(RunServer {
+            opts,
+            listeners,
+            shutdown: Box::pin(shutdown),
+        })
+        .await
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// `run` once the protocol's types are known.
+struct RunServer {
+    opts: ServerOptions,
+    listeners: Listeners,
+    shutdown: BoxFuture<()>,
+}
+
+impl Visitor for RunServer {
+    type Output = BoxFuture<anyhow::Result<()>>;
+    fn visit<D: ProtocolDef>(self) -> Self::Output {
+        Box::pin(run_with::<D>(self.opts, self.listeners, self.shutdown))
+    }
+}
+
+/// Run a replica of protocol `D` (tests use it with protocols of their own).
+pub async fn run_with<D: ProtocolDef>(
     opts: ServerOptions,
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let popts = D::Options::from_pairs(&opts.option_pairs())
+        .map_err(|e| anyhow::anyhow!("protocol {}: {e}", D::NAME))?;
     let members = opts.cluster.members();
-    match opts.cluster.protocol {
-        ProtocolKind::Abd => {
-            let cfg = CoordinatorConfig {
-                op_timeout: opts.op_timeout,
-                fast_read: opts.fast_read,
-                thrifty: opts.thrifty,
-                ..Default::default()
-            };
-            // A fresh writer id per boot: a restarted replica has forgotten
-            // the tags it issued, so reusing its node id could give one tag
-            // two values (found by `quorumkv sim`). Client ids have bit 63
-            // set; these never do.
-            let writer = (u64::from(rand::random::<u32>()) << 8) | u64::from(opts.id);
-            let mut core = AbdNode::new(opts.id, members, false, cfg).with_writer(writer);
-            if opts.recover {
-                core = core.recovering();
-            }
-            run_core(core, opts, listeners, shutdown).await
-        }
-    }
+    let spec = NodeSpec {
+        id: opts.id,
+        members: &members,
+        // No boot counter survives a restart yet: a random boot id keeps
+        // this life's writer id apart from earlier ones.
+        incarnation: u64::from(rand::random::<u32>()),
+        durable: false,
+        lost_state: opts.recover,
+        timing: Timing {
+            op_timeout: opts.op_timeout,
+            ..Timing::default()
+        },
+        seed: rand::random(),
+    };
+    let core = D::node(&spec, &popts, None);
+    run_core(core, opts, listeners, shutdown).await
 }
 
 async fn run_core<P: Protocol + Send + 'static>(
@@ -123,46 +160,70 @@ async fn run_core<P: Protocol + Send + 'static>(
     let driver_task = tokio::spawn(driver.run(rx));
     let opts = Arc::new(opts);
     let conn_ids = Arc::new(AtomicU64::new(1));
+    let (stopper, stop) = Shutdown::new();
 
-    let mut tasks = vec![tokio::spawn(accept_native::<P>(
+    let mut accepts = vec![tokio::spawn(accept_native::<P>(
         listeners.native,
         tx.clone(),
         opts.clone(),
         conn_ids.clone(),
         native_limits,
+        stop.clone(),
     ))];
     if let Some(l) = listeners.resp {
-        tasks.push(tokio::spawn(crate::resp_server::accept_resp::<P>(
+        accepts.push(tokio::spawn(crate::resp_server::accept_resp::<P>(
             l,
             tx.clone(),
             opts.clone(),
             resp_limits,
+            stop.clone(),
         )));
     }
     if let Some(l) = listeners.metrics {
-        tasks.push(tokio::spawn(crate::metrics_http::accept_metrics::<P>(
+        accepts.push(tokio::spawn(crate::metrics_http::accept_metrics::<P>(
             l,
             tx.clone(),
         )));
     }
-    for r in opts.cluster.replicas.iter().filter(|r| r.id < opts.id) {
-        tasks.push(tokio::spawn(dial_peer::<P>(
-            r.id,
-            r.addr,
-            tx.clone(),
-            opts.clone(),
-        )));
-    }
-    tasks.push(tokio::spawn(crate::trim::trim_periodically()));
-    drop(tx);
+    accepts.push(tokio::spawn(crate::trim::trim_periodically()));
+    let dials = (opts.cluster.replicas.iter().filter(|r| r.id < opts.id))
+        .map(|r| tokio::spawn(dial_peer::<P>(r.id, r.addr, tx.clone(), opts.clone())))
+        .collect();
+    drop((tx, stop));
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
     shutdown.await;
     tracing::info!(id = opts.id, "shutting down");
-    for t in tasks {
-        t.abort();
-    }
-    driver_task.abort();
+    stop_gracefully(stopper, accepts, dials, driver_task).await;
     Ok(())
+}
+
+/// How long a replica takes at most to shut down.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Stop accepting; let client connections hand over what they read, get
+/// their replies and close; then close the links and let the driver finish
+/// (its links' writers flush and close when it drops them). Anything still
+/// running after [`SHUTDOWN_GRACE`] is aborted.
+async fn stop_gracefully(
+    mut stopper: Shutdown,
+    accepts: Vec<JoinHandle<()>>,
+    dials: Vec<JoinHandle<()>>,
+    mut driver: JoinHandle<()>,
+) {
+    let start = Instant::now();
+    accepts.iter().for_each(JoinHandle::abort);
+    if !stopper.drain_clients(start + SHUTDOWN_GRACE * 3 / 4).await {
+        tracing::warn!("client connections still open at shutdown; closing them");
+    }
+    stopper.close_links();
+    dials.iter().for_each(JoinHandle::abort);
+    if tokio::time::timeout_at(start + SHUTDOWN_GRACE, &mut driver)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the driver did not finish within {SHUTDOWN_GRACE:?}; stopping it");
+        driver.abort();
+    }
 }
 
 async fn accept_native<P: Protocol + Send + 'static>(
@@ -171,13 +232,15 @@ async fn accept_native<P: Protocol + Send + 'static>(
     opts: Arc<ServerOptions>,
     conn_ids: Arc<AtomicU64>,
     limits: ConnLimits,
+    stop: ConnStop,
 ) {
     let max = opts.max_connections;
     let serve = move |stream: TcpStream, addr: SocketAddr| {
         let conn = conn_ids.fetch_add(1, Ordering::Relaxed);
         let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
+        let stop = stop.clone();
         async move {
-            if let Err(e) = serve_native::<P>(stream, conn, tx, &opts, &limits).await {
+            if let Err(e) = serve_native::<P>(stream, conn, tx, &opts, &limits, stop).await {
                 tracing::debug!(%addr, "native connection ended: {e}");
             }
         }
@@ -200,13 +263,15 @@ async fn refuse_native<P: Protocol + Send + 'static>(stream: TcpStream, why: &st
 
 /// Serve one inbound native connection: either a replica that dialled us
 /// (`HelloPeer`) or a client (`HelloClient`, requests, or a client-side
-/// coordinator's protocol messages).
+/// coordinator's protocol messages). Replica links, and coordinators that
+/// send heartbeats, get heartbeats.
 async fn serve_native<P: Protocol + Send + 'static>(
     stream: TcpStream,
     conn: u64,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
     limits: &ConnLimits,
+    mut stop: ConnStop,
 ) -> Result<(), ReadError> {
     let (rd, wr) = stream.into_split();
     let mut reader = FrameReader::with_buf(rd, limits.in_buf(), opts.max_frame);
@@ -218,23 +283,29 @@ async fn serve_native<P: Protocol + Send + 'static>(
         peer: None,
     };
     let mut batch = Batcher::new(tx.clone());
+    let mut beating = false;
     let result = loop {
-        // Decode what is buffered; hand it over before waiting on the socket.
-        let frame = match reader.try_next::<P::Msg>() {
-            Ok(Some(f)) => Ok(f),
-            Ok(None) => match batch.flush().await {
-                Ok(()) => reader.next::<P::Msg>().await,
-                Err(DriverGone) => break Ok(()),
-            },
-            Err(e) => Err(e),
-        };
-        let frame = match frame {
-            Ok(f) => f,
+        let frame = match next_frame(&mut reader, &mut batch, &mut stop).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         };
+        if let Frame::Heartbeat = frame {
+            // A client-side coordinator asks for heartbeats by sending one.
+            if !std::mem::replace(&mut beating, true) {
+                heartbeat::start(&native.ftx, &mut reader, opts.heartbeat);
+            }
+            continue;
+        }
         let Some(input) = native.input(frame, &mut reader, &mut batch).await else {
             break Ok(());
         };
+        if matches!(native.peer, Some(Peer::Node(_))) && !std::mem::replace(&mut beating, true) {
+            // A replica link (its hello accepted): heartbeats, and it
+            // stays open until the links close at shutdown.
+            heartbeat::start(&native.ftx, &mut reader, opts.heartbeat);
+            stop.become_link();
+        }
         if batch.push(input).await.is_err() {
             break Ok(());
         }
@@ -248,11 +319,38 @@ async fn serve_native<P: Protocol + Send + 'static>(
     }
     let _ = batch.flush().await;
     if let Some(p) = peer {
-        let _ = tx.send(Input::LinkDown { peer: p }).await;
+        let down = Input::LinkDown {
+            peer: p,
+            tx: Some(ftx.clone()),
+        };
+        let _ = tx.send(down).await;
     }
-    drop(ftx);
+    // Hold no input sender while the replies go out: at shutdown the
+    // driver stops once they are all gone.
+    drop((ftx, batch, tx));
     finish_writer(writer, opts).await;
     result
+}
+
+/// The next frame of a native connection: decode what is buffered, or hand
+/// the batch over and read more. `None`: the driver is gone or the replica
+/// is shutting down.
+async fn next_frame<M: serde::de::DeserializeOwned>(
+    reader: &mut FrameReader,
+    batch: &mut Batcher<M>,
+    stop: &mut ConnStop,
+) -> Result<Option<Frame<M>>, ReadError> {
+    if let Some(f) = reader.try_next::<M>()? {
+        return Ok(Some(f));
+    }
+    if batch.flush().await.is_err() {
+        return Ok(None);
+    }
+    tokio::select! {
+        biased;
+        () = stop.stopped() => Ok(None),
+        f = reader.next::<M>() => f.map(Some),
+    }
 }
 
 /// An inbound native connection while its frames are read.
@@ -282,12 +380,14 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
                 self.peer = Some(Peer::Conn(self.conn));
                 Input::LinkUp {
                     peer: Peer::Conn(self.conn),
-                    tx: self.ftx.clone(),
+                    tx: Some(self.ftx.clone()),
                 }
             }
             Frame::StatusRequest => crate::status::request_input(&self.ftx),
-            Frame::Request { id, req } => Input::Client {
+            Frame::Request { id, op, req } => Input::Client {
                 req,
+                session: self.conn,
+                op,
                 reply: ReplyTo::Native {
                     tx: self.ftx.clone(),
                     id,
@@ -301,7 +401,7 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
                         self.peer = Some(Peer::Conn(self.conn));
                         let up = Input::LinkUp {
                             peer: Peer::Conn(self.conn),
-                            tx: self.ftx.clone(),
+                            tx: Some(self.ftx.clone()),
                         };
                         batch.push(up).await.ok()?;
                         Peer::Conn(self.conn)
@@ -349,7 +449,7 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
             .become_link(Budget::unlimited(), 4 + opts.max_frame);
         Some(Input::LinkUp {
             peer: Peer::Node(node),
-            tx: self.ftx.clone(),
+            tx: Some(self.ftx.clone()),
         })
     }
 }
@@ -365,14 +465,23 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::Error { .. } => "Error",
         Frame::StatusRequest => "StatusRequest",
         Frame::Status(_) => "Status",
+        Frame::Heartbeat => "Heartbeat",
+        Frame::Notify(_) => "Notify",
     }
 }
 
+/// The answer to a client's hello: who we are, the protocol and its
+/// options as configured (the client parses them as we did), and where
+/// every replica listens (to follow `NotLeader` hints).
 fn welcome<M>(opts: &ServerOptions) -> Frame<M> {
     Frame::Welcome {
         node: opts.id,
         protocol: opts.cluster.protocol,
         members: opts.cluster.members(),
+        options: opts.option_pairs(),
+        addrs: (opts.cluster.replicas.iter())
+            .map(|r| (r.id, r.addr.to_string()))
+            .collect(),
     }
 }
 
@@ -388,41 +497,64 @@ async fn dial_peer<P: Protocol + Send + 'static>(
         match TcpStream::connect(addr).await {
             Ok(stream) => {
                 backoff = Duration::from_millis(20);
-                let _ = stream.set_nodelay(true);
-                let (rd, wr) = stream.into_split();
-                let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
-                let _ = ftx.send(Frame::HelloPeer {
-                    node: opts.id,
-                    protocol: opts.cluster.protocol,
-                });
-                if tx
-                    .send(Input::LinkUp {
-                        peer: Peer::Node(id),
-                        tx: ftx.clone(),
-                    })
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                tracing::info!(peer = id, "link up");
-                let mut reader = FrameReader::new(rd, opts.max_frame);
-                let why = match pump_link::<P::Msg>(&mut reader, Peer::Node(id), &tx).await {
+                match run_link::<P>(id, stream, &tx, &opts).await {
                     LinkEnd::DriverGone => return,
-                    LinkEnd::Closed(why) => why,
-                };
-                tracing::warn!(peer = id, "link down: {why}");
-                let _ = tx
-                    .send(Input::LinkDown {
-                        peer: Peer::Node(id),
-                    })
-                    .await;
-                drop(ftx);
-                writer.abort();
+                    LinkEnd::Closed(why) => tracing::warn!(peer = id, "link down: {why}"),
+                }
             }
             Err(e) => tracing::debug!(peer = id, "dial {addr} failed: {e}"),
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
     }
+}
+
+/// One connection to replica `id`, until it fails. The link is up once the
+/// peer answered our hello with any frame (it beats at once): a frozen
+/// process still completes TCP handshakes, but must not count as up.
+async fn run_link<P: Protocol + Send + 'static>(
+    id: NodeId,
+    stream: TcpStream,
+    tx: &mpsc::Sender<Input<P::Msg>>,
+    opts: &ServerOptions,
+) -> LinkEnd {
+    let _ = stream.set_nodelay(true);
+    let peer = Peer::Node(id);
+    let (rd, wr) = stream.into_split();
+    let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
+    let _ = ftx.send(Frame::HelloPeer {
+        node: opts.id,
+        protocol: opts.cluster.protocol,
+    });
+    let mut reader = FrameReader::new(rd, opts.max_frame);
+    heartbeat::start(&ftx, &mut reader, opts.heartbeat);
+    let first = match reader.next::<P::Msg>().await {
+        Ok(Frame::Heartbeat) => None,
+        Ok(Frame::Proto(msg)) => Some(Input::Msg { from: peer, msg }),
+        Ok(Frame::Error { message }) => {
+            return LinkEnd::Closed(format!("peer refused us: {message}"))
+        }
+        Ok(_) => return LinkEnd::Closed("unexpected frame from peer".into()),
+        Err(e) => return LinkEnd::Closed(format!("no answer to our hello: {e}")),
+    };
+    let up = Input::LinkUp {
+        peer,
+        tx: Some(ftx.clone()),
+    };
+    let inputs = std::iter::once(up).chain(first).collect();
+    if tx.send(Input::Batch(inputs)).await.is_err() {
+        return LinkEnd::DriverGone;
+    }
+    tracing::info!(peer = id, "link up");
+    let end = pump_link::<P::Msg>(&mut reader, peer, tx).await;
+    if let LinkEnd::Closed(_) = end {
+        let down = Input::LinkDown {
+            peer,
+            tx: Some(ftx.clone()),
+        };
+        let _ = tx.send(down).await;
+    }
+    drop(ftx);
+    writer.abort();
+    end
 }

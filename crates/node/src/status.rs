@@ -7,7 +7,6 @@ use crate::codec::{encode_to_bytes, Frame, DEFAULT_MAX_FRAME};
 use crate::driver::Input;
 use crate::net::{FrameReader, FrameTx};
 pub use crate::node_status::NodeStatus;
-use quorumkv_core::protocol::abd;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -32,10 +31,10 @@ pub async fn fetch(addr: SocketAddr, timeout: Duration) -> Result<NodeStatus, St
     let ask = async {
         let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
         let (rd, mut wr) = stream.into_split();
-        let req = encode_to_bytes::<abd::Msg>(&Frame::StatusRequest);
+        let req = encode_to_bytes::<()>(&Frame::StatusRequest);
         wr.write_all(&req).await.map_err(|e| e.to_string())?;
         let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
-        match reader.next::<abd::Msg>().await {
+        match reader.next::<()>().await {
             Ok(Frame::Status(s)) => Ok(s),
             Ok(Frame::Error { message }) => Err(format!("refused: {message}")),
             Ok(_) => Err("unexpected answer (not a quorumkv server?)".into()),

@@ -5,23 +5,31 @@ use crate::config::{ClientMode, Durability, FaultSet, SeedRange, SimConfig, Timi
 use crate::registry::{self, Registered};
 use crate::run::{SeedReport, Verdict};
 use crate::sweep::{sweep, Summary};
+use quorumkv_core::protocol::options::parse_pair;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// Arguments of `quorumkv sim`.
-#[derive(clap::Args, Debug, Clone)]
-#[command(
-    after_help = "Exit status: 0 when every seed passes, 1 when any fails, 2 on a usage error.\n\
+const AFTER_HELP: &str = "Exit status: 0 when every seed passes, 1 when any fails, 2 on a usage error.\n\
 Every parameter of a run is drawn from its seed: a failing seed prints the exact command that replays it.\n\
 Unless fixed by a flag, each seed draws N from {3, 5} and the durability (durable or memory), and a\n\
 quarter of the seeds are biased toward divergence (one key, many writers, partitions, reads right after\n\
-a heal). Crashes may fall between two commands of one handler call; the `outage` fault takes more than\n\
-f nodes down for a while (operations must then time out, and the cluster recover)."
-)]
+a heal). Crashes may fall between two commands of one handler call; the nemesis never has more than the\n\
+protocol's max_crashed(N) nodes down at once (`quorumkv protocols` lists it), except the `outage` fault, which takes\n\
+more than that down for a while (operations must then time out, and the cluster recover).\n\n\
+Faults keep to the protocol's link model. Unreliable: loss, dup and reorder as named. FIFO-reliable:\n\
+`loss` resets the connection instead (both ends see the link go Down, then Up; what was in flight is lost),\n\
+dup and reorder are not applied, and a partition holds messages until it heals or the failure detector\n\
+declares the link down. --break-assumptions applies silent loss, dup and reorder anyway (with a warning):\n\
+the protocol is then expected to fail. A heartbeat failure detector reports a crashed, paused or\n\
+partitioned peer Down after 5 x 20ms of silence, and Up when it is back.";
+
+/// Arguments of `quorumkv sim`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_help = AFTER_HELP, after_long_help = long_help())]
 pub struct Args {
     /// Protocol to simulate.
-    #[arg(long, default_value = "abd")]
+    #[arg(long, default_value_t = quorumkv_core::protocol::ProtocolKind::default_protocol().to_string())]
     pub protocol: String,
     /// Seeds to run: `N`, `A..B` (B excluded) or `A..=B`.
     #[arg(long, default_value = "0..100")]
@@ -53,6 +61,14 @@ pub struct Args {
     /// writes lost without that recovery.
     #[arg(long, value_enum)]
     pub durability: Option<Durability>,
+    /// A protocol option, KEY=VALUE (repeatable); it overrides the seed's own
+    /// variation of that option. `--help` lists each protocol's options.
+    #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = parse_pair)]
+    pub opts: Vec<(String, String)>,
+    /// Apply faults outside the protocol's link model (silent loss, dup and
+    /// reorder on FIFO-reliable links), to show that it depends on it.
+    #[arg(long)]
+    pub break_assumptions: bool,
     /// TESTING AID: run a deliberately broken variant of the protocol, to
     /// prove that the simulator and the checker catch it. `list` names them.
     #[arg(long, value_name = "NAME")]
@@ -94,6 +110,8 @@ impl Args {
             mode: self.mode,
             durability: self.durability,
             bug: self.inject_bug.clone(),
+            options: self.opts.clone(),
+            break_assumptions: self.break_assumptions,
             timing: Timing::default(),
             check_timeout: Duration::from_secs_f64(self.check_timeout.max(0.001)),
             trace: false,
@@ -114,6 +132,12 @@ impl Args {
         }
         if let Some(k) = self.keys {
             cmd += &format!(" --keys {k}");
+        }
+        for (k, v) in &self.opts {
+            cmd += &format!(" --opt {k}={v}");
+        }
+        if self.break_assumptions {
+            cmd += " --break-assumptions";
         }
         if let Some(b) = &self.inject_bug {
             cmd += &format!(" --inject-bug {b}");
@@ -164,9 +188,30 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// `--help`'s list of every protocol's options and link model.
+fn long_help() -> String {
+    let mut s = format!("{AFTER_HELP}\n\nProtocol options (--opt KEY=VALUE):\n");
+    for i in registry::infos() {
+        s += &i.options_help();
+    }
+    s += "Link models:\n";
+    for i in registry::infos() {
+        s += &format!("  {}: {}\n", i.name, i.link_model);
+    }
+    s
+}
+
 /// Run the sweep of `args` and write the report to `out`.
 pub fn run_to(args: &Args, proto: &Registered, out: &mut impl Write) -> Result<Summary, String> {
     let cfg = args.to_config();
+    (proto.check_options)(&cfg.options).map_err(|e| format!("protocol {}: {e}", proto.name))?;
+    if cfg.break_assumptions && proto.link_model.is_fifo() {
+        let _ = writeln!(
+            out,
+            "WARNING: --break-assumptions: {} assumes {} links, but loss is now silent and dup/reorder apply; failures are expected",
+            proto.name, proto.link_model
+        );
+    }
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -342,6 +387,19 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
         t.partitions,
         t.pauses,
         t.virtual_us as f64 / 1e6
+    );
+    let _ = writeln!(
+        out,
+        "links: {} down / {} up reported to cores, {} resets ({} messages dropped with them, {} held across partitions), {} reconnects, {} retries, {} notifications ({} dropped)",
+        t.link_downs,
+        t.link_ups,
+        t.resets,
+        t.reset_dropped,
+        t.held,
+        t.reconnects,
+        t.retries,
+        t.notifies,
+        t.notifies_dropped
     );
     let _ = writeln!(
         out,

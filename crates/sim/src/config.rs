@@ -67,6 +67,9 @@ impl FaultSet {
     pub fn with(self, f: Fault) -> FaultSet {
         FaultSet(self.0 | 1 << f as u8)
     }
+    pub fn without(self, f: Fault) -> FaultSet {
+        FaultSet(self.0 & !(1 << f as u8))
+    }
     pub fn has(self, f: Fault) -> bool {
         self.0 & (1 << f as u8) != 0
     }
@@ -180,6 +183,24 @@ pub struct Timing {
     pub client_timeout: Duration,
     /// After the faults heal, an operation must complete within this long.
     pub liveness_bound: Duration,
+    /// The failure detector's heartbeat period: a node that hears nothing
+    /// from a peer for `heartbeat_misses` periods reports it down.
+    pub heartbeat: Duration,
+    pub heartbeat_misses: u32,
+}
+
+impl Timing {
+    /// What the protocol cores are told (`NodeSpec`/`ClientSpec::timing`).
+    pub fn core(&self) -> quorumkv_core::protocol::Timing {
+        quorumkv_core::protocol::Timing {
+            op_timeout: self.op_timeout,
+            retry_interval: self.retry_interval,
+        }
+    }
+    /// Silence after which the failure detector reports a peer down.
+    pub fn heartbeat_timeout(&self) -> Duration {
+        self.heartbeat * self.heartbeat_misses
+    }
 }
 
 impl Default for Timing {
@@ -189,6 +210,8 @@ impl Default for Timing {
             op_timeout: Duration::from_millis(100),
             client_timeout: Duration::from_millis(150),
             liveness_bound: Duration::from_millis(150),
+            heartbeat: Duration::from_millis(20),
+            heartbeat_misses: 5,
         }
     }
 }
@@ -210,6 +233,12 @@ pub struct SimConfig {
     pub durability: Option<Durability>,
     /// Name of an injected bug (testing aid).
     pub bug: Option<String>,
+    /// The protocol's options (`--opt key=value`), applied after the
+    /// seed's own variation ([`quorumkv_core::protocol::ProtocolDef::vary`]).
+    pub options: Vec<(String, String)>,
+    /// Apply faults the protocol's link model rules out (silent loss,
+    /// duplication and reordering on FIFO-reliable links).
+    pub break_assumptions: bool,
     pub timing: Timing,
     /// Budget of the linearizability checker per seed.
     pub check_timeout: Duration,
@@ -220,7 +249,9 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            protocol: "abd".into(),
+            protocol: quorumkv_core::protocol::ProtocolKind::default_protocol()
+                .name()
+                .into(),
             replicas: None,
             clients: 5,
             ops: 200,
@@ -229,6 +260,8 @@ impl Default for SimConfig {
             mode: ClientMode::Mixed,
             durability: None,
             bug: None,
+            options: Vec::new(),
+            break_assumptions: false,
             timing: Timing::default(),
             check_timeout: Duration::from_secs(10),
             trace: false,
@@ -369,6 +402,16 @@ impl SeedParams {
             heal_after_ops: cfg.ops * heal_pct / 100,
             knobs,
         }
+    }
+}
+
+impl SeedParams {
+    /// Keep to FIFO-reliable links: no duplication, no reordering (the
+    /// world turns loss into connection resets).
+    pub fn keep_fifo(&mut self) {
+        self.dup_p = 0.0;
+        self.reorder = false;
+        self.faults = self.faults.without(Fault::Dup).without(Fault::Reorder);
     }
 }
 

@@ -7,78 +7,21 @@
 //! real-time order the checker sees is therefore exactly the causal order of
 //! the simulation.
 
-use bytes::Bytes;
-use quorumkv_core::{OpError, Request, Response};
+use quorumkv_core::op::{Op, Outcome};
 use std::fmt;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum SimOp {
-    Get { key: String },
-    Put { key: String, value: String },
-    Delete { key: String },
-}
+/// The sim's terse text of an operation in traces and history dumps
+/// (`get k0`, `put k0=c1.4`, `delete k0`); the checker's own reports use
+/// [`Op`]'s `Display`.
+pub struct Brief<'a>(pub &'a Op);
 
-impl SimOp {
-    pub fn key(&self) -> &str {
-        match self {
-            SimOp::Get { key } | SimOp::Put { key, .. } | SimOp::Delete { key } => key,
-        }
-    }
-    pub fn to_request(&self) -> Request {
-        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
-        match self {
-            SimOp::Get { key } => Request::Get { key: b(key) },
-            SimOp::Put { key, value } => Request::Put {
-                key: b(key),
-                value: b(value),
-            },
-            SimOp::Delete { key } => Request::Delete { key: b(key) },
-        }
-    }
-}
-
-impl fmt::Display for SimOp {
+impl fmt::Display for Brief<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SimOp::Get { key } => write!(f, "get {key}"),
-            SimOp::Put { key, value } => write!(f, "put {key}={value}"),
-            SimOp::Delete { key } => write!(f, "delete {key}"),
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum SimOutcome {
-    /// Completed; a get's value (`None` = absent), `None` for put/delete.
-    Ok(Option<String>),
-    /// Definitely had no effect.
-    Fail,
-    /// May or may not have taken effect (timeout).
-    Unknown,
-}
-
-impl SimOutcome {
-    /// How a protocol's answer maps to an outcome: a coordinator timeout is
-    /// unknown (the store may still land), a rejection had no effect.
-    pub fn from_response(resp: &Response) -> SimOutcome {
-        match resp {
-            Response::Value(v) => {
-                SimOutcome::Ok(v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
-            }
-            Response::Done => SimOutcome::Ok(None),
-            Response::Failed(OpError::Timeout { .. }) => SimOutcome::Unknown,
-            Response::Failed(OpError::Rejected(_)) => SimOutcome::Fail,
-        }
-    }
-}
-
-impl fmt::Display for SimOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SimOutcome::Ok(Some(v)) => write!(f, "ok {v}"),
-            SimOutcome::Ok(None) => write!(f, "ok"),
-            SimOutcome::Fail => write!(f, "fail"),
-            SimOutcome::Unknown => write!(f, "unknown"),
+        match self.0 {
+            Op::Get { key } => write!(f, "get {key}"),
+            Op::Put { key, value } => write!(f, "put {key}={value}"),
+            Op::Delete { key } => write!(f, "delete {key}"),
+            other => write!(f, "{other}"), // the sim issues no other kind
         }
     }
 }
@@ -90,11 +33,11 @@ pub struct OpRecord {
     /// under a fresh process id (Jepsen's rule), so a process never has two
     /// operations open at once in the checker's eyes.
     pub process: u64,
-    pub op: SimOp,
+    pub op: Op,
     pub invoke_ns: u64,
     /// When the client learnt the outcome (or gave up, for unknown).
     pub complete_ns: u64,
-    pub outcome: SimOutcome,
+    pub outcome: Outcome,
 }
 
 impl fmt::Display for OpRecord {
@@ -105,7 +48,7 @@ impl fmt::Display for OpRecord {
             self.process,
             self.invoke_ns as f64 / 1e6,
             self.complete_ns as f64 / 1e6,
-            self.op,
+            Brief(&self.op),
             self.outcome
         )
     }
@@ -138,19 +81,16 @@ mod tests {
     }
 
     #[test]
-    fn outcomes_map_per_the_contract() {
+    fn brief_is_the_trace_text() {
+        let put = Op::Put {
+            key: "k0".into(),
+            value: "c4.0".into(),
+        };
+        assert_eq!(Brief(&put).to_string(), "put k0=c4.0");
+        assert_eq!(Brief(&Op::Get { key: "k1".into() }).to_string(), "get k1");
         assert_eq!(
-            SimOutcome::from_response(&Response::Done),
-            SimOutcome::Ok(None)
+            Brief(&Op::Delete { key: "k2".into() }).to_string(),
+            "delete k2"
         );
-        let v = Response::Value(Some(Bytes::from_static(b"x")));
-        assert_eq!(
-            SimOutcome::from_response(&v),
-            SimOutcome::Ok(Some("x".into()))
-        );
-        let t = Response::Failed(OpError::Timeout { got: 1, need: 2 });
-        assert_eq!(SimOutcome::from_response(&t), SimOutcome::Unknown);
-        let r = Response::Failed(OpError::Rejected("no".into()));
-        assert_eq!(SimOutcome::from_response(&r), SimOutcome::Fail);
     }
 }

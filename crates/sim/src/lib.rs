@@ -5,8 +5,9 @@
 //! injected faults, records each seed's client history and hands it to the
 //! linearizability checker. The same seed gives the same run, byte for byte.
 //!
-//! * [`protocol::SimProtocol`]: how a protocol plugs in; [`registry::registry`]:
-//!   the protocols the simulator knows.
+//! * Protocols plug in through core's `ProtocolDef` and its one registry;
+//!   [`registry::registry`] is that list, type-erased for the CLI (no
+//!   protocol is named in this crate).
 //! * [`world::World`]: the scheduler, network, nemesis and clients of one seed.
 //! * [`run::run_seed`]: one seed, checked; [`sweep::sweep`]: many seeds.
 //! * [`cli`]: `quorumkv sim`.
@@ -15,7 +16,6 @@ pub mod cli;
 pub mod config;
 pub mod disk;
 pub mod history;
-pub mod protocol;
 pub mod registry;
 pub mod rng;
 pub mod run;
@@ -26,7 +26,6 @@ pub mod world;
 pub use config::{
     ClientMode, Durability, Fault, FaultSet, SeedParams, SeedRange, SimConfig, Timing,
 };
-pub use protocol::{Abd, SimProtocol};
 pub use registry::{registry, Registered};
 pub use run::{run_seed, SeedReport, Verdict};
 pub use sweep::{sweep, Summary};

@@ -1,27 +1,30 @@
 //! The protocols `quorumkv sim --protocol` knows, type-erased for the CLI
-//! and the sweep: each [`Registered`] entry pairs a [`SimProtocol`] with its
-//! [`run_seed`]. This module sits above both, so `protocol` (how a protocol
-//! plugs in) does not depend on `run` (how a seed runs).
+//! and the sweep. They come from core's one registry
+//! (`quorumkv_core::protocol::registry`): a [`Visitor`] turns each
+//! [`ProtocolDef`] into a [`Registered`] entry whose `run_seed` is
+//! [`run_seed::<D>`](run_seed). No protocol is named in this crate.
 
 use crate::config::SimConfig;
-use crate::protocol::{Abd, SimProtocol};
 use crate::run::{run_seed, SeedReport};
+use quorumkv_core::protocol::registry::{self as core_registry, ProtocolInfo};
+use quorumkv_core::protocol::{InjectedBugs, LinkModel, ProtocolDef, ProtocolOptions, Visitor};
 use std::fmt::Debug;
 
-/// A bug of some protocol, by name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BugInfo {
-    pub name: &'static str,
-    pub about: &'static str,
-}
+pub use quorumkv_core::protocol::BugInfo;
+
+/// Checks `--opt` pairs against a protocol's options.
+pub type CheckOptions = fn(&[(String, String)]) -> Result<(), String>;
 
 /// A registered protocol, type-erased for the CLI.
 #[derive(Clone, Copy)]
 pub struct Registered {
     pub name: &'static str,
     pub promises_liveness: bool,
+    pub has_client_coordinator: bool,
+    pub link_model: LinkModel,
     pub bugs: fn() -> Vec<BugInfo>,
-    pub has_client_coordinator: fn() -> bool,
+    /// Whether `pairs` are valid `--opt` options of the protocol.
+    pub check_options: CheckOptions,
     /// Run one seed; `Err` = a configuration error (e.g. unknown bug).
     pub run_seed: fn(&SimConfig, u64) -> Result<SeedReport, String>,
 }
@@ -34,41 +37,52 @@ impl Debug for Registered {
     }
 }
 
-/// The type-erased entry of protocol `P`.
-pub fn register<P: SimProtocol>() -> Registered {
+/// The type-erased entry of protocol `D` (tests register their own).
+pub fn register<D: ProtocolDef>() -> Registered {
     Registered {
-        name: P::NAME,
-        promises_liveness: P::PROMISES_LIVENESS,
+        name: D::NAME,
+        promises_liveness: D::PROMISES_LIVENESS,
+        has_client_coordinator: D::HAS_CLIENT_COORDINATOR,
+        link_model: D::LINK_MODEL,
         bugs: || {
-            P::bugs()
-                .iter()
+            (D::Bug::all().iter())
                 .map(|&b| BugInfo {
-                    name: P::bug_name(b),
-                    about: P::bug_about(b),
+                    name: b.name(),
+                    about: b.about(),
                 })
                 .collect()
         },
-        has_client_coordinator: P::has_client_coordinator,
-        run_seed: run_seed::<P>,
+        check_options: |p| D::Options::from_pairs(p).map(drop),
+        run_seed: run_seed::<D>,
     }
 }
 
-/// Every protocol the simulator knows. Later protocols add one line each.
-pub fn registry() -> Vec<Registered> {
-    vec![register::<Abd>()]
+struct Register;
+
+impl Visitor for Register {
+    type Output = Registered;
+    fn visit<D: ProtocolDef>(self) -> Registered {
+        register::<D>()
+    }
 }
 
-/// The registered protocol called `name`.
+/// Every protocol of core's registry, in registration order.
+pub fn registry() -> Vec<Registered> {
+    core_registry::visit_all(&|| Register)
+}
+
+/// What `--help` shows of every protocol (name, options, assumptions).
+pub fn infos() -> &'static [ProtocolInfo] {
+    core_registry::infos()
+}
+
+/// The registered protocol called `name` (any case).
 pub fn find(name: &str) -> Result<Registered, String> {
-    let all = registry();
-    all.iter()
-        .copied()
-        .find(|r| r.name.eq_ignore_ascii_case(name))
-        .ok_or_else(|| {
-            let names: Vec<_> = all.iter().map(|r| r.name).collect();
-            format!(
-                "unknown protocol '{name}' (the simulator knows: {})",
-                names.join(", ")
-            )
-        })
+    core_registry::visit_named(name, Register).map_err(|_| {
+        let names: Vec<_> = registry().iter().map(|r| r.name).collect();
+        format!(
+            "unknown protocol '{name}' (the simulator knows: {})",
+            names.join(", ")
+        )
+    })
 }

@@ -10,6 +10,18 @@
 /// and derives streams.
 pub use quorumkv_core::rng::splitmix64;
 
+/// A seed for a part of a run (a node's life, a client) from the run's
+/// seed and the part's coordinates, so the cores' random sources differ
+/// per node, per restart and per client, and replay with the seed.
+pub fn derive(seed: u64, parts: &[u64]) -> u64 {
+    let mut x = seed;
+    for &p in parts {
+        let mut sm = x ^ p.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x = splitmix64(&mut sm);
+    }
+    x
+}
+
 /// xoshiro256** (Blackman & Vigna), 256 bits of state.
 #[derive(Clone, Debug)]
 pub struct Rng {

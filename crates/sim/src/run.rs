@@ -3,9 +3,9 @@
 
 use crate::config::{SeedParams, SimConfig};
 use crate::history::OpRecord;
-use crate::protocol::SimProtocol;
 use crate::verify::{self, Safety};
 use crate::world::{RunEnd, Stats, World};
+use quorumkv_core::protocol::{InjectedBugs, ProtocolDef, ProtocolOptions};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -64,8 +64,8 @@ pub struct SeedReport {
     pub check_wall: Duration,
 }
 
-/// Run seed `seed` of protocol `P`. `Err` only for configuration errors.
-pub fn run_seed<P: SimProtocol>(cfg: &SimConfig, seed: u64) -> Result<SeedReport, String> {
+/// Run seed `seed` of protocol `D`. `Err` only for configuration errors.
+pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport, String> {
     if let Some(n @ (0 | 64..)) = cfg.replicas {
         return Err(format!("--replicas must be 1..=63, not {n}"));
     }
@@ -74,25 +74,29 @@ pub fn run_seed<P: SimProtocol>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
     }
     let bug = match cfg.bug.as_deref() {
         None => None,
-        Some(name) => Some(P::find_bug(name).ok_or_else(|| {
-            let names: Vec<_> = P::bugs().iter().map(|&b| P::bug_name(b)).collect();
+        Some(name) => Some(D::Bug::find(name).ok_or_else(|| {
+            let names: Vec<_> = D::Bug::all().iter().map(|b| b.name()).collect();
             format!(
                 "protocol {} has no injected bug '{name}' (it has: {})",
-                P::NAME,
+                D::NAME,
                 names.join(", ")
             )
         })?),
     };
-    let params = SeedParams::draw(cfg, seed, P::has_client_coordinator());
+    let mut params = SeedParams::draw(cfg, seed, D::HAS_CLIENT_COORDINATOR);
+    if D::LINK_MODEL.is_fifo() && !cfg.break_assumptions {
+        params.keep_fifo();
+    }
+    let opts = seed_options::<D>(cfg, params.knobs)?;
     let t0 = Instant::now();
-    let result = World::<P>::new(cfg, params.clone(), bug).run();
+    let result = World::<D>::new(cfg, params.clone(), bug, opts).run();
     let sim_wall = t0.elapsed();
     let t1 = Instant::now();
     let safety = verify::check(&result.history, cfg.check_timeout);
     let check_wall = t1.elapsed();
     let verdict = match (safety, result.end) {
         (Safety::Violation(details), _) => Verdict::Unsafe { details },
-        (_, RunEnd::Stuck(details)) if P::PROMISES_LIVENESS => Verdict::Stuck { details },
+        (_, RunEnd::Stuck(details)) if D::PROMISES_LIVENESS => Verdict::Stuck { details },
         (Safety::Unknown(details), _) => Verdict::Undecided { details },
         (Safety::Linearizable, _) => Verdict::Pass,
     };
@@ -106,4 +110,14 @@ pub fn run_seed<P: SimProtocol>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
         sim_wall,
         check_wall,
     })
+}
+
+/// The options of one seed: defaults, varied by the seed's knobs, then the
+/// user's `--opt`s (which therefore pin what they name).
+pub fn seed_options<D: ProtocolDef>(cfg: &SimConfig, knobs: u64) -> Result<D::Options, String> {
+    let mut opts = D::Options::default();
+    D::vary(&mut opts, knobs);
+    opts.apply(&cfg.options)
+        .map_err(|e| format!("protocol {}: {e}", D::NAME))?;
+    Ok(opts)
 }

@@ -60,12 +60,22 @@ fn add(t: &mut Stats, s: &Stats) {
     t.crashes += s.crashes;
     t.crashes_inside += s.crashes_inside;
     t.outages += s.outages;
+    t.peak_down = t.peak_down.max(s.peak_down);
     t.partitions += s.partitions;
     t.pauses += s.pauses;
     t.ops_ok += s.ops_ok;
     t.ops_fail += s.ops_fail;
     t.ops_unknown += s.ops_unknown;
     t.virtual_us += s.virtual_us;
+    t.link_downs += s.link_downs;
+    t.link_ups += s.link_ups;
+    t.resets += s.resets;
+    t.reset_dropped += s.reset_dropped;
+    t.held += s.held;
+    t.reconnects += s.reconnects;
+    t.retries += s.retries;
+    t.notifies += s.notifies;
+    t.notifies_dropped += s.notifies_dropped;
 }
 
 /// Run `seeds` of protocol `proto` on `jobs` threads. `on_seed` sees every

@@ -1,9 +1,10 @@
 //! Safety: hand a seed's history to the linearizability checker
 //! (`quorumkv-check`, key-value model, each key on its own).
 
-use crate::history::{OpRecord, SimOp, SimOutcome};
-use quorumkv_check::history::{History, Op, Operation, Outcome};
+use crate::history::OpRecord;
+use quorumkv_check::history::{History, Operation};
 use quorumkv_check::{check as lin_check, Model, Verdict};
+use quorumkv_core::op::{Op, Outcome};
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -30,36 +31,24 @@ pub fn to_history(records: &[OpRecord]) -> History {
     let observed: HashSet<&str> = records
         .iter()
         .filter_map(|r| match (&r.op, &r.outcome) {
-            (SimOp::Get { .. }, SimOutcome::Ok(Some(v))) => Some(v.as_str()),
+            (Op::Get { .. }, Outcome::Ok(Some(v))) => Some(v.as_str()),
             _ => None,
         })
         .collect();
     let ops = records
         .iter()
         .filter(|r| match (&r.op, &r.outcome) {
-            (SimOp::Put { value, .. }, SimOutcome::Unknown) => observed.contains(value.as_str()),
+            (Op::Put { value, .. }, Outcome::Unknown) => observed.contains(value.as_str()),
             _ => true,
         })
         .map(|r| {
-            let op = match &r.op {
-                SimOp::Get { key } => Op::Get { key: key.clone() },
-                SimOp::Put { key, value } => Op::Put {
-                    key: key.clone(),
-                    value: value.clone(),
-                },
-                SimOp::Delete { key } => Op::Delete { key: key.clone() },
-            };
-            let (ret, outcome) = match &r.outcome {
-                SimOutcome::Ok(v) => (Some(r.complete_ns), Outcome::Ok(v.clone())),
-                SimOutcome::Fail => (Some(r.complete_ns), Outcome::Fail),
-                SimOutcome::Unknown => (None, Outcome::Unknown),
-            };
+            let ret = (r.outcome != Outcome::Unknown).then_some(r.complete_ns);
             Operation {
                 client: r.process,
-                op,
+                op: r.op.clone(),
                 call: r.invoke_ns,
                 ret,
-                outcome,
+                outcome: r.outcome.clone(),
             }
         })
         .collect();
@@ -71,17 +60,12 @@ fn show(o: &Operation) -> String {
         .ret
         .map(|t| format!("{:>12.6}ms", t as f64 / 1e6))
         .unwrap_or_else(|| format!("{:>14}", "…"));
-    let outcome = match &o.outcome {
-        Outcome::Ok(Some(v)) => format!("ok {v}"),
-        Outcome::Ok(None) => "ok".into(),
-        Outcome::Fail => "fail".into(),
-        Outcome::Unknown => "unknown".into(),
-    };
     format!(
-        "p{:<3} [{:>12.6}ms .. {ret}] {} -> {outcome}",
+        "p{:<3} [{:>12.6}ms .. {ret}] {} -> {}",
         o.client,
         o.call as f64 / 1e6,
-        o.op
+        o.op,
+        o.outcome
     )
 }
 

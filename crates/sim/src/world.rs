@@ -14,16 +14,20 @@
 //! later ones never happen), as real crashes do; a send to oneself comes
 //! back through `on_msg` after the call returns, without network faults;
 //! setting a pending timer replaces it (generation numbers); links are FIFO
-//! unless the `reorder` fault is on.
+//! unless the `reorder` fault is on. Link events come from a heartbeat
+//! failure detector and, for protocols that assume FIFO-reliable links,
+//! from connection resets (`links.rs`); client sessions, retries and
+//! notifications are in `clients.rs`.
 
 use crate::config::{Durability, Fault, SeedParams, SimConfig};
 use crate::disk::Disk;
-use crate::history::{Clock, OpRecord, SimOp, SimOutcome};
-use crate::protocol::{ClientSpec, NodeSpec, SimProtocol};
-use crate::rng::{Rng, Stream};
-use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
-use quorumkv_core::{ClientRef, NodeId, Peer, Request, Response, Time};
-use std::collections::{BinaryHeap, HashMap};
+use crate::history::{Clock, OpRecord};
+use crate::rng::{derive, Rng, Stream};
+use quorumkv_core::protocol::{
+    ClientSpec, Command, LinkEvent, LinkModel, NodeSpec, Out, Protocol, ProtocolDef,
+};
+use quorumkv_core::{ClientRef, Event, NodeId, OpId, Peer, Request, Response, Time};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
 /// Record a trace line (formatting only happens when tracing).
@@ -37,14 +41,16 @@ macro_rules! trace {
 }
 
 mod actor;
+mod clients;
+mod links;
 mod nemesis;
 
 use actor::{ClientIx, NodeIx};
 
-type NodeTimer<P> = <<P as SimProtocol>::Node as Protocol>::Timer;
-type ClientTimer<P> = <<P as SimProtocol>::Client as Protocol>::Timer;
-type NodeOut<P> = Out<<P as SimProtocol>::Msg, NodeTimer<P>>;
-type ClientOut<P> = Out<<P as SimProtocol>::Msg, ClientTimer<P>>;
+type NodeTimer<D> = <<D as ProtocolDef>::Node as Protocol>::Timer;
+type ClientTimer<D> = <<D as ProtocolDef>::Client as Protocol>::Timer;
+type NodeOut<D> = Out<<D as ProtocolDef>::Msg, NodeTimer<D>>;
+type ClientOut<D> = Out<<D as ProtocolDef>::Msg, ClientTimer<D>>;
 
 /// Faults stop and the liveness phase starts at the latest at this instant.
 const FAULT_PHASE_MAX_US: u64 = 30_000_000;
@@ -52,6 +58,9 @@ const FAULT_PHASE_MAX_US: u64 = 30_000_000;
 const RUN_MAX_US: u64 = 300_000_000;
 /// Events per operation before the run is declared runaway.
 const EVENTS_PER_OP_MAX: u64 = 20_000;
+/// Domains of [`derive`]d seeds.
+const NODE_SEED: u64 = 1;
+const CLIENT_SEED: u64 = 2;
 
 /// Counters of one seed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -71,6 +80,8 @@ pub struct Stats {
     pub crashes_inside: u64,
     /// Times the nemesis took more than f nodes down at once.
     pub outages: u64,
+    /// The most nodes crashed at once (a sweep keeps the maximum).
+    pub peak_down: u64,
     pub partitions: u64,
     pub pauses: u64,
     pub ops_ok: u64,
@@ -78,6 +89,22 @@ pub struct Stats {
     pub ops_unknown: u64,
     /// Virtual time at the end of the run, µs.
     pub virtual_us: u64,
+    /// Link events the failure detector (and resets) reported to cores.
+    pub link_downs: u64,
+    pub link_ups: u64,
+    /// FIFO model: connection resets (the `loss` fault), messages dropped
+    /// with their reset connection, messages held across a partition.
+    pub resets: u64,
+    pub reset_dropped: u64,
+    pub held: u64,
+    /// Client connections opened after the first (proxy failover).
+    pub reconnects: u64,
+    /// Proxy retries of an operation at another node (same `OpId`).
+    pub retries: u64,
+    /// `Command::Notify` delivered to their session's client, and dropped
+    /// (no such session, or it had closed).
+    pub notifies: u64,
+    pub notifies_dropped: u64,
     /// When the faults healed, µs.
     pub healed_at_us: u64,
 }
@@ -98,25 +125,35 @@ enum Ep {
     Client(usize),
 }
 
-enum Ev<P: SimProtocol> {
+/// The connection a message was sent on: its directed link and that
+/// link's epoch then (see `World::link_epoch`).
+#[derive(Clone, Copy, Debug)]
+struct Conn {
+    link: u32,
+    epoch: u32,
+}
+
+enum Ev<D: ProtocolDef> {
     NodeMsg {
         node: usize,
         from: Peer,
-        msg: P::Msg,
+        msg: D::Msg,
+        conn: Conn,
     },
     ClientMsg {
         client: usize,
         from: Peer,
-        msg: P::Msg,
+        msg: D::Msg,
+        conn: Conn,
     },
     NodeTimer {
         node: usize,
-        timer: NodeTimer<P>,
+        timer: NodeTimer<D>,
         gen: u64,
     },
     ClientTimer {
         client: usize,
-        timer: ClientTimer<P>,
+        timer: ClientTimer<D>,
         gen: u64,
     },
     /// Proxy mode: a client's request reaches a server node.
@@ -138,6 +175,28 @@ enum Ev<P: SimProtocol> {
         client: usize,
         req_no: u64,
     },
+    /// A core's `Notify` reaches the client connection `session`.
+    Notify {
+        client: usize,
+        session: u64,
+        event: Event,
+    },
+    /// Bookkeeping (not counted as an event): a link event for a node,
+    /// held like a message while the node is paused.
+    Link {
+        node: usize,
+        ev: LinkEvent,
+        incarnation: u64,
+    },
+    /// Bookkeeping: the failure detector's verdict on the link of nodes
+    /// `a` and `b` if it has been bad since `since`.
+    Detect {
+        a: usize,
+        b: usize,
+        since: u64,
+    },
+    /// Bookkeeping: a reset connection may reconnect.
+    Reconnect,
     Nemesis,
     Restart {
         node: usize,
@@ -152,24 +211,36 @@ enum Ev<P: SimProtocol> {
     HealAll,
 }
 
-impl<P: SimProtocol> Ev<P> {
+impl<D: ProtocolDef> Ev<D> {
     /// A copy for the duplicating network: protocol messages, and client
     /// requests too if the protocol deduplicates them (a retry that arrives
-    /// after the first attempt; [`SimProtocol::DEDUPLICATES_REQUESTS`]).
+    /// after the first attempt; [`ProtocolDef::DEDUPLICATES_REQUESTS`]).
     /// Replies travel on one TCP stream and are never duplicated.
-    fn duplicate(&self) -> Option<Ev<P>> {
+    fn duplicate(&self) -> Option<Ev<D>> {
         Some(match self {
-            Ev::NodeMsg { node, from, msg } => Ev::NodeMsg {
+            Ev::NodeMsg {
+                node,
+                from,
+                msg,
+                conn,
+            } => Ev::NodeMsg {
                 node: *node,
                 from: *from,
                 msg: msg.clone(),
+                conn: *conn,
             },
-            Ev::ClientMsg { client, from, msg } => Ev::ClientMsg {
+            Ev::ClientMsg {
+                client,
+                from,
+                msg,
+                conn,
+            } => Ev::ClientMsg {
                 client: *client,
                 from: *from,
                 msg: msg.clone(),
+                conn: *conn,
             },
-            Ev::ProxyRequest { node, cref, req } if P::DEDUPLICATES_REQUESTS => Ev::ProxyRequest {
+            Ev::ProxyRequest { node, cref, req } if D::DEDUPLICATES_REQUESTS => Ev::ProxyRequest {
                 node: *node,
                 cref: *cref,
                 req: req.clone(),
@@ -181,42 +252,74 @@ impl<P: SimProtocol> Ev<P> {
     fn describe(&self) -> String {
         match self {
             Ev::NodeMsg { msg, .. } | Ev::ClientMsg { msg, .. } => format!("{msg:?}"),
-            Ev::ProxyRequest { cref, req, .. } => format!("request#{:x} {req:?}", cref.0),
-            Ev::ProxyReply { cref, resp, .. } => format!("reply#{:x} {resp:?}", cref.0),
+            Ev::ProxyRequest { cref, req, .. } => {
+                format!("request#{:x} s{} {req:?}", cref.id, cref.session)
+            }
+            Ev::ProxyReply { cref, resp, .. } => format!("reply#{:x} {resp:?}", cref.id),
+            Ev::Notify { session, event, .. } => format!("notify s{session} {event:?}"),
             _ => String::new(),
         }
     }
-}
 
-struct Entry<P: SimProtocol> {
-    at: u64,
-    seq: u64,
-    ev: Ev<P>,
-}
-
-impl<P: SimProtocol> PartialEq for Entry<P> {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
+    /// Driver bookkeeping rather than something that happens in the
+    /// system: not counted in `Stats::events` (nor in the runaway bound),
+    /// so that adding the failure detector left every count as it was.
+    fn bookkeeping(&self) -> bool {
+        matches!(self, Ev::Link { .. } | Ev::Detect { .. } | Ev::Reconnect)
     }
 }
-impl<P: SimProtocol> Eq for Entry<P> {}
-impl<P: SimProtocol> PartialOrd for Entry<P> {
+
+/// A scheduled event: the heap orders these small keys; the events
+/// themselves (100+ bytes) stay put in [`Events`] while the heap sifts.
+#[derive(PartialEq, Eq)]
+struct Entry {
+    at: u64,
+    seq: u64,
+    slot: u32,
+}
+
+impl PartialOrd for Entry {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
-impl<P: SimProtocol> Ord for Entry<P> {
+impl Ord for Entry {
     /// Reversed: the heap pops the earliest event, ties in scheduling order.
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         (o.at, o.seq).cmp(&(self.at, self.seq))
     }
 }
 
-struct NodeSlot<P: SimProtocol> {
+/// The pending events, by slot; freed slots are reused.
+struct Events<D: ProtocolDef> {
+    slots: Vec<Option<Ev<D>>>,
+    free: Vec<u32>,
+}
+
+impl<D: ProtocolDef> Events<D> {
+    fn insert(&mut self, ev: Ev<D>) -> u32 {
+        match self.free.pop() {
+            Some(k) => {
+                self.slots[k as usize] = Some(ev);
+                k
+            }
+            None => {
+                self.slots.push(Some(ev));
+                self.slots.len() as u32 - 1
+            }
+        }
+    }
+    fn take(&mut self, k: u32) -> Ev<D> {
+        self.free.push(k);
+        self.slots[k as usize].take().expect("a scheduled event")
+    }
+}
+
+struct NodeSlot<D: ProtocolDef> {
     /// `None` while crashed.
-    core: Option<P::Node>,
+    core: Option<D::Node>,
     /// Pending timers and the generation that may fire them.
-    timers: HashMap<NodeTimer<P>, u64>,
+    timers: HashMap<NodeTimer<D>, u64>,
     /// What the node persisted; what survives a crash depends on the mode.
     disk: Disk,
     /// Whether the nemesis has chosen this node to crash inside a coming
@@ -224,8 +327,10 @@ struct NodeSlot<P: SimProtocol> {
     crash_armed: Armed,
     paused: bool,
     /// Events that reached the node while paused, in arrival order.
-    deferred: Vec<Ev<P>>,
+    deferred: Vec<Ev<D>>,
     incarnation: u64,
+    /// Client sessions this life of the node has seen (got `Up` for).
+    sessions: HashSet<u64>,
 }
 
 /// A crash the nemesis has armed to fall inside a handler call of a node:
@@ -254,16 +359,28 @@ impl Armed {
 struct Pending {
     req_no: u64,
     record: usize,
+    /// The operation's identity on every attempt.
+    op: OpId,
+    /// Proxy mode: the request and the node of the first attempt, kept
+    /// for the one retry of protocols that deduplicate requests.
+    retry: Option<(Request, usize)>,
+    /// The retry went out: a definite failure of it says nothing of the
+    /// first attempt, which may have taken effect.
+    retried: bool,
 }
 
-struct ClientSlot<P: SimProtocol> {
-    coord: Option<P::Client>,
-    timers: HashMap<ClientTimer<P>, u64>,
+struct ClientSlot<D: ProtocolDef> {
+    coord: Option<D::Client>,
+    timers: HashMap<ClientTimer<D>, u64>,
     process: u64,
     issued: u32,
     quota: u32,
     pending: Option<Pending>,
     next_req: u64,
+    /// The client's connection: requests carry it as `ClientRef::session`,
+    /// a client-side coordinator speaks as `Peer::Conn(session)`. A proxy
+    /// client that gives up on a request reconnects (a new session).
+    session: u64,
     done: bool,
     /// The next operation is a read (divergence bias: set when a partition heals).
     read_next: bool,
@@ -277,16 +394,35 @@ pub struct RunResult {
     pub trace: Option<Vec<String>>,
 }
 
-pub struct World<'a, P: SimProtocol> {
+pub struct World<'a, D: ProtocolDef> {
     cfg: &'a SimConfig,
     p: SeedParams,
-    bug: Option<P::Bug>,
+    bug: Option<D::Bug>,
+    opts: D::Options,
+    /// Keep to the FIFO-reliable link model (`D::LINK_MODEL`, unless
+    /// `--break-assumptions`): loss is a connection reset, no dup, no reorder.
+    fifo: bool,
+    /// Keep to the `Reliable` model too: no reset between live nodes, and
+    /// the failure detector suspects no live node a partition leaves alone.
+    perfect_fd: bool,
+    /// Connection number per directed link (`from * E + to`): a reset
+    /// bumps it, and messages sent on an older connection are dropped.
+    link_epoch: Vec<u32>,
+    /// FIFO model: messages held on a partitioned link until it heals
+    /// (TCP retransmits) or the failure detector resets the connection.
+    held: Vec<Vec<Ev<D>>>,
+    /// The failure detector: see `links.rs`.
+    links: links::Detector,
+    next_session: u64,
+    /// Sessions of proxy clients that reconnected since.
+    closed_sessions: HashSet<u64>,
     members: Vec<NodeId>,
     now: u64,
     seq: u64,
-    queue: BinaryHeap<Entry<P>>,
-    nodes: Vec<NodeSlot<P>>,
-    clients: Vec<ClientSlot<P>>,
+    queue: BinaryHeap<Entry>,
+    events: Events<D>,
+    nodes: Vec<NodeSlot<D>>,
+    clients: Vec<ClientSlot<D>>,
     /// `blocked[from * E + to]`: the partition cuts messages from → to.
     blocked: Vec<bool>,
     /// FIFO links: the latest delivery instant per (from, to).
@@ -311,12 +447,17 @@ pub struct World<'a, P: SimProtocol> {
     stuck: Option<String>,
     stats: Stats,
     trace: Option<Vec<String>>,
-    node_out: NodeOut<P>,
-    client_out: ClientOut<P>,
+    node_out: NodeOut<D>,
+    client_out: ClientOut<D>,
 }
 
-impl<'a, P: SimProtocol> World<'a, P> {
-    pub fn new(cfg: &'a SimConfig, params: SeedParams, bug: Option<P::Bug>) -> Self {
+impl<'a, D: ProtocolDef> World<'a, D> {
+    pub fn new(
+        cfg: &'a SimConfig,
+        params: SeedParams,
+        bug: Option<D::Bug>,
+        opts: D::Options,
+    ) -> Self {
         let seed = params.seed;
         let n = params.replicas as usize;
         let c = cfg.clients as usize;
@@ -324,10 +465,22 @@ impl<'a, P: SimProtocol> World<'a, P> {
         let mut w = World {
             cfg,
             bug,
+            opts,
+            fifo: D::LINK_MODEL.is_fifo() && !cfg.break_assumptions,
+            perfect_fd: D::LINK_MODEL == LinkModel::Reliable && !cfg.break_assumptions,
+            link_epoch: vec![0; e * e],
+            held: (0..e * e).map(|_| Vec::new()).collect(),
+            links: links::Detector::new(n),
+            next_session: c as u64 + 1,
+            closed_sessions: HashSet::new(),
             members: (1..=params.replicas).collect(),
             now: 0,
             seq: 0,
             queue: BinaryHeap::with_capacity(1024),
+            events: Events {
+                slots: Vec::with_capacity(1024),
+                free: Vec::with_capacity(1024),
+            },
             nodes: Vec::with_capacity(n),
             clients: Vec::with_capacity(c),
             blocked: vec![false; e * e],
@@ -360,8 +513,17 @@ impl<'a, P: SimProtocol> World<'a, P> {
             client_out: Out::new(),
             p: params,
         };
+        w.add_slots(n, c);
+        w.clients_done = w.clients.iter().filter(|s| s.done).count();
+        w
+    }
+
+    /// `n` node slots (booted later) and `c` client slots with their quotas
+    /// and, in client-driven seeds, their coordinators.
+    fn add_slots(&mut self, n: usize, c: usize) {
+        let (cfg, seed, bug) = (self.cfg, self.p.seed, self.bug);
         for _ in 0..n {
-            w.nodes.push(NodeSlot {
+            self.nodes.push(NodeSlot {
                 core: None,
                 timers: HashMap::new(),
                 disk: Disk::default(),
@@ -369,24 +531,24 @@ impl<'a, P: SimProtocol> World<'a, P> {
                 paused: false,
                 deferred: Vec::new(),
                 incarnation: 0,
+                sessions: HashSet::new(),
             });
         }
         for i in 0..c {
             // Ops are dealt round-robin so the quotas add up to `ops`.
             let quota = cfg.ops / cfg.clients + u32::from((i as u32) < cfg.ops % cfg.clients);
-            let coord = if w.p.client_driven {
+            let coord = self.p.client_driven.then(|| {
                 let spec = ClientSpec {
+                    // Not `client_writer_id`: these ids order ABD's tags
+                    // exactly as before the registry moved to core.
                     writer_id: 1_000_000 + i as u64,
-                    members: &w.members,
-                    bug,
-                    timing: cfg.timing,
-                    knobs: w.p.knobs,
+                    members: &self.members,
+                    timing: cfg.timing.core(),
+                    seed: derive(seed, &[CLIENT_SEED, i as u64]),
                 };
-                P::client(&spec)
-            } else {
-                None
-            };
-            w.clients.push(ClientSlot {
+                D::client(&spec, &self.opts, bug)
+            });
+            self.clients.push(ClientSlot {
                 coord,
                 timers: HashMap::new(),
                 process: i as u64,
@@ -394,22 +556,22 @@ impl<'a, P: SimProtocol> World<'a, P> {
                 quota,
                 pending: None,
                 next_req: 1,
+                session: i as u64 + 1,
                 done: quota == 0,
                 read_next: false,
             });
         }
-        w.clients_done = w.clients.iter().filter(|s| s.done).count();
-        w
     }
 
     // ------------------------------------------------------------ plumbing
 
-    fn schedule(&mut self, at: u64, ev: Ev<P>) {
+    fn schedule(&mut self, at: u64, ev: Ev<D>) {
         self.seq += 1;
+        let slot = self.events.insert(ev);
         self.queue.push(Entry {
             at,
             seq: self.seq,
-            ev,
+            slot,
         });
     }
 
@@ -452,7 +614,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
         self.nodes
             .iter()
             .filter(|s| {
-                s.crash_armed != Armed::No || s.core.as_ref().is_none_or(|c| !P::available(c))
+                s.crash_armed != Armed::No || s.core.as_ref().is_none_or(|c| !D::available(c))
             })
             .count()
     }
@@ -462,7 +624,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
     fn out_count(&self) -> usize {
         self.nodes
             .iter()
-            .filter(|s| s.paused || s.core.as_ref().is_none_or(|c| !P::available(c)))
+            .filter(|s| s.paused || s.core.as_ref().is_none_or(|c| !D::available(c)))
             .count()
     }
 
@@ -483,40 +645,81 @@ impl<'a, P: SimProtocol> World<'a, P> {
         d
     }
 
+    /// Whether the connection `conn` was reset since the message left
+    /// (then it is dropped, and counted).
+    fn reset_since(&mut self, conn: Conn) -> bool {
+        let stale = conn.epoch != self.link_epoch[conn.link as usize];
+        self.stats.reset_dropped += u64::from(stale);
+        stale
+    }
+
+    fn link(&self, from: Ep, to: Ep) -> usize {
+        self.e(from) * (self.nodes.len() + self.clients.len()) + self.e(to)
+    }
+
     /// Put a network event on the wire from `from` to `to`, applying the
     /// partition, loss, delay, FIFO and duplication rules.
-    fn transmit(&mut self, from: Ep, to: Ep, ev: Ev<P>) {
-        let (fi, ti) = (self.e(from), self.e(to));
-        let link = fi * (self.nodes.len() + self.clients.len()) + ti;
+    fn transmit(&mut self, from: Ep, to: Ep, ev: Ev<D>) {
+        let link = self.link(from, to);
         let what = if self.tracing() {
             ev.describe()
         } else {
             String::new()
         };
+        let names = || (Self::ep_name(from), Self::ep_name(to));
         // A proxy client's requests and replies ride its TCP connection to
         // the server: partitions and loss act between nodes (and between
         // client-side coordinators and nodes), not on that connection.
-        let tcp = matches!(ev, Ev::ProxyRequest { .. } | Ev::ProxyReply { .. });
+        let tcp = matches!(
+            ev,
+            Ev::ProxyRequest { .. } | Ev::ProxyReply { .. } | Ev::Notify { .. }
+        );
+        if let (Ep::Node(a), Ep::Node(b)) = (from, to) {
+            if self.conn_down(a, b) {
+                self.stats.cut += 1;
+                trace!(self, "n{} -x n{} NO CONNECTION {what}", a + 1, b + 1);
+                return;
+            }
+        }
         if self.blocked[link] && !tcp {
+            let (f, t) = names();
+            if self.fifo {
+                // TCP retransmits across a partition: the message waits for
+                // the heal, or for the failure detector to reset the link.
+                trace!(self, "{f} -| {t} HELD {what}");
+                self.stats.held += 1;
+                self.held[link].push(ev);
+                return;
+            }
             self.stats.cut += 1;
-            trace!(
-                self,
-                "{} -x {} CUT {what}",
-                Self::ep_name(from),
-                Self::ep_name(to)
-            );
+            trace!(self, "{f} -x {t} CUT {what}");
             return;
         }
-        if !tcp && self.faults_on() && self.net_rng.chance(self.p.loss_p) {
-            self.stats.lost += 1;
-            trace!(
-                self,
-                "{} -x {} LOST {what}",
-                Self::ep_name(from),
-                Self::ep_name(to)
-            );
-            return;
+        if !tcp && !self.perfect_fd && self.faults_on() && self.net_rng.chance(self.p.loss_p) {
+            let (f, t) = names();
+            match (self.fifo, from, to) {
+                (false, ..) => {
+                    self.stats.lost += 1;
+                    trace!(self, "{f} -x {t} LOST {what}");
+                    return;
+                }
+                (true, Ep::Node(a), Ep::Node(b)) => {
+                    trace!(self, "{f} -x {t} RESET {what}");
+                    self.reset_connection(a, b);
+                    return;
+                }
+                // Resets of a client-side coordinator's connections are
+                // not modelled: under the FIFO model the message goes on.
+                (true, ..) => {}
+            }
         }
+        self.wire(from, to, ev, &what);
+    }
+
+    /// Schedule the delivery of `ev` (and maybe a duplicate) after the
+    /// link's latency, in FIFO order unless the `reorder` fault is on.
+    fn wire(&mut self, from: Ep, to: Ep, ev: Ev<D>, what: &str) {
+        let link = self.link(from, to);
         let copy = if self.faults_on() && self.net_rng.chance(self.p.dup_p) {
             ev.duplicate()
         } else {
@@ -548,7 +751,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
     /// Call a handler of node `i` and execute its commands; if the node is
     /// armed to crash and the call has two commands or more, it crashes
     /// after a random, proper prefix of them.
-    fn with_node(&mut self, i: usize, f: impl FnOnce(&mut P::Node, Time, &mut NodeOut<P>)) {
+    fn with_node(&mut self, i: usize, f: impl FnOnce(&mut D::Node, Time, &mut NodeOut<D>)) {
         let now = Time(self.now);
         let mut out = std::mem::take(&mut self.node_out);
         match self.nodes[i].core.as_mut() {
@@ -595,16 +798,20 @@ impl<'a, P: SimProtocol> World<'a, P> {
     }
 
     fn boot(&mut self, i: usize) {
+        let incarnation = self.nodes[i].incarnation;
+        let durable = self.p.durability == Durability::Durable;
+        let id = i as NodeId + 1;
         let spec = NodeSpec {
-            id: i as NodeId + 1,
-            incarnation: self.nodes[i].incarnation,
+            id,
             members: &self.members,
-            durable: self.p.durability == Durability::Durable,
-            bug: self.bug,
-            timing: self.cfg.timing,
-            knobs: self.p.knobs,
+            incarnation,
+            durable,
+            // A protocol that keeps nothing on disk loses it all in any mode.
+            lost_state: (!durable || !D::PERSISTS_STATE) && incarnation > 0,
+            timing: self.cfg.timing.core(),
+            seed: derive(self.p.seed, &[NODE_SEED, id.into(), incarnation]),
         };
-        let mut core = P::node(&spec);
+        let mut core = D::node(&spec, &self.opts, self.bug);
         for rec in self.nodes[i].disk.synced().iter().cloned() {
             core.restore(rec);
         }
@@ -617,6 +824,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
         slot.core = None;
         slot.timers.clear();
         slot.deferred.clear();
+        slot.sessions.clear();
         slot.paused = false;
         slot.crash_armed = Armed::No;
         slot.incarnation += 1;
@@ -627,12 +835,10 @@ impl<'a, P: SimProtocol> World<'a, P> {
             Durability::Memory => slot.disk.wipe(),
         }
         self.stats.crashes += 1;
+        let down = self.nodes.iter().filter(|s| s.core.is_none()).count() as u64;
+        self.stats.peak_down = self.stats.peak_down.max(down);
         trace!(self, "CRASH n{}", i + 1);
-        for j in 0..self.nodes.len() {
-            if j != i && self.connected(i, j) {
-                self.link_event(j, LinkEvent::Down(Peer::Node(i as NodeId + 1)));
-            }
-        }
+        self.crashed_links(i);
     }
 
     fn restart(&mut self, i: usize) {
@@ -646,16 +852,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             self.nodes[i].disk.synced().len()
         );
         self.boot(i);
-        for j in 0..self.nodes.len() {
-            if j != i && self.node_up(j) && self.connected(i, j) {
-                self.link_event(j, LinkEvent::Up(Peer::Node(i as NodeId + 1)));
-                self.link_event(i, LinkEvent::Up(Peer::Node(j as NodeId + 1)));
-            }
-        }
-    }
-
-    fn link_event(&mut self, i: usize, ev: LinkEvent) {
-        self.with_node(i, |core, now, out| core.on_link(now, ev, out));
+        self.restarted_links(i);
     }
 
     /// A node-to-node link works in both directions (TCP needs both).
@@ -665,8 +862,12 @@ impl<'a, P: SimProtocol> World<'a, P> {
     }
 
     /// Deliver a node-bound event, or hold it while the node is paused.
-    fn node_event(&mut self, i: usize, ev: Ev<P>) {
-        if !self.node_up(i) {
+    fn node_event(&mut self, i: usize, ev: Ev<D>) {
+        if let Ev::Link { .. } = ev {
+            if !self.node_up(i) {
+                return; // the node's next life starts with fresh links
+            }
+        } else if !self.node_up(i) {
             self.stats.cut += 1;
             return;
         }
@@ -675,8 +876,21 @@ impl<'a, P: SimProtocol> World<'a, P> {
             return;
         }
         match ev {
-            Ev::NodeMsg { from, msg, .. } => {
+            Ev::NodeMsg {
+                from, msg, conn, ..
+            } => {
+                let closed = matches!(from, Peer::Node(x) if self.conn_down(i, x as usize - 1));
+                if self.reset_since(conn) {
+                    return;
+                }
+                if closed {
+                    self.stats.reset_dropped += 1;
+                    return;
+                }
                 self.stats.delivered += 1;
+                if let Peer::Conn(s) = from {
+                    self.open_session(i, s);
+                }
                 self.with_node(i, |core, now, out| core.on_msg(now, from, msg, out));
             }
             Ev::NodeTimer { timer, gen, .. } => {
@@ -688,132 +902,23 @@ impl<'a, P: SimProtocol> World<'a, P> {
             }
             Ev::ProxyRequest { cref, req, .. } => {
                 self.stats.delivered += 1;
+                self.open_session(i, cref.session);
                 self.with_node(i, |core, now, out| core.on_client(now, cref, req, out));
+            }
+            Ev::Link {
+                ev, incarnation, ..
+            } => {
+                if incarnation == self.nodes[i].incarnation {
+                    match ev {
+                        LinkEvent::Down(_) => self.stats.link_downs += 1,
+                        LinkEvent::Up(_) => self.stats.link_ups += 1,
+                    }
+                    trace!(self, "n{} {ev:?}", i + 1);
+                    self.with_node(i, |core, now, out| core.on_link(now, ev, out));
+                }
             }
             _ => unreachable!("not a node event"),
         }
-    }
-
-    // ------------------------------------------------------------- clients
-
-    fn with_client(&mut self, c: usize, f: impl FnOnce(&mut P::Client, Time, &mut ClientOut<P>)) {
-        let now = Time(self.now);
-        let mut out = std::mem::take(&mut self.client_out);
-        match self.clients[c].coord.as_mut() {
-            Some(coord) => f(coord, now, &mut out),
-            None => return self.client_out = out,
-        }
-        for cmd in out.drain() {
-            self.exec(ClientIx(c), cmd);
-        }
-        self.client_out = out;
-    }
-
-    fn random_op(&mut self, c: usize) -> SimOp {
-        let key = format!("k{}", self.work_rng.below(self.p.keys as u64));
-        let mut roll = self.work_rng.below(100);
-        if std::mem::take(&mut self.clients[c].read_next) {
-            roll = 0;
-        }
-        let n = self.clients[c].issued;
-        let puts = self.p.read_pct + (100 - self.p.read_pct) * 85 / 100;
-        if roll < self.p.read_pct {
-            SimOp::Get { key }
-        } else if roll < puts {
-            SimOp::Put {
-                key,
-                value: format!("c{c}.{n}"),
-            }
-        } else {
-            SimOp::Delete { key }
-        }
-    }
-
-    fn issue(&mut self, c: usize) {
-        if self.clients[c].issued >= self.clients[c].quota {
-            return;
-        }
-        if !self.healed && self.issued_total >= self.p.heal_after_ops {
-            self.heal_all();
-        }
-        self.issued_total += 1;
-        let op = self.random_op(c);
-        let req = op.to_request();
-        let slot = &mut self.clients[c];
-        slot.issued += 1;
-        let req_no = slot.next_req;
-        slot.next_req += 1;
-        let process = slot.process;
-        let invoke_ns = self.clock.stamp(self.now);
-        trace!(self, "c{c} INVOKE p{process} {op}");
-        self.history.push(OpRecord {
-            process,
-            op,
-            invoke_ns,
-            complete_ns: 0,
-            outcome: SimOutcome::Unknown,
-        });
-        self.clients[c].pending = Some(Pending {
-            req_no,
-            record: self.history.len() - 1,
-        });
-        let deadline = self.now + self.cfg.timing.client_timeout.as_micros() as u64;
-        self.schedule(deadline, Ev::ClientTimeout { client: c, req_no });
-        let cref = ClientRef(((c as u64) << 32) | req_no);
-        if self.clients[c].coord.is_some() {
-            self.with_client(c, |coord, now, out| coord.on_client(now, cref, req, out));
-        } else {
-            let node = self.work_rng.below(self.nodes.len() as u64) as usize;
-            self.stats.client_messages += 1;
-            self.transmit(
-                Ep::Client(c),
-                Ep::Node(node),
-                Ev::ProxyRequest { node, cref, req },
-            );
-        }
-    }
-
-    /// Client `c` learnt the outcome of request `req_no` (stale answers to
-    /// requests it already gave up on are ignored).
-    fn complete(&mut self, c: usize, req_no: u64, outcome: SimOutcome) {
-        match &self.clients[c].pending {
-            Some(p) if p.req_no == req_no => {}
-            _ => return,
-        }
-        let p = self.clients[c].pending.take().expect("checked");
-        let complete_ns = self.clock.stamp(self.now);
-        let rec = &mut self.history[p.record];
-        rec.complete_ns = complete_ns;
-        rec.outcome = outcome.clone();
-        match outcome {
-            SimOutcome::Ok(_) => self.stats.ops_ok += 1,
-            SimOutcome::Fail => self.stats.ops_fail += 1,
-            SimOutcome::Unknown => self.stats.ops_unknown += 1,
-        }
-        let invoked_after_heal = self.healed && rec.invoke_ns >= self.liveness_from_us * 1000;
-        let took = complete_ns - rec.invoke_ns;
-        let late = took > self.cfg.timing.liveness_bound.as_nanos() as u64
-            || outcome == SimOutcome::Unknown;
-        if P::PROMISES_LIVENESS && invoked_after_heal && late && self.stuck.is_none() {
-            let line = rec.to_string();
-            self.stuck = Some(format!(
-                "after the faults healed, an operation did not complete in time: {line}"
-            ));
-        }
-        trace!(self, "c{c} COMPLETE {outcome}");
-        if outcome == SimOutcome::Unknown {
-            // Jepsen's rule: the process may still be "inside" that operation.
-            self.clients[c].process = self.next_process;
-            self.next_process += 1;
-        }
-        let slot = &mut self.clients[c];
-        if slot.issued >= slot.quota {
-            slot.done = true;
-            self.clients_done += 1;
-            return;
-        }
-        let think = self.work_rng.range(0, self.p.think_max_us);
-        self.schedule(self.now + think, Ev::ClientIssue { client: c });
     }
 
     // ---------------------------------------------------------------- run
@@ -839,7 +944,7 @@ impl<'a, P: SimProtocol> World<'a, P> {
             if self.clients_done == self.clients.len() {
                 break RunEnd::Finished;
             }
-            let Some(Entry { at, ev, .. }) = self.queue.pop() else {
+            let Some(Entry { at, slot, .. }) = self.queue.pop() else {
                 break RunEnd::Stuck("the event queue ran dry before every client finished".into());
             };
             if at > RUN_MAX_US {
@@ -853,7 +958,10 @@ impl<'a, P: SimProtocol> World<'a, P> {
             }
             debug_assert!(at >= self.now, "time went backwards");
             self.now = at;
-            self.stats.events += 1;
+            let ev = self.events.take(slot);
+            if !ev.bookkeeping() {
+                self.stats.events += 1;
+            }
             self.dispatch(ev);
         };
         self.stats.virtual_us = self.now;
@@ -869,12 +977,21 @@ impl<'a, P: SimProtocol> World<'a, P> {
         }
     }
 
-    fn dispatch(&mut self, ev: Ev<P>) {
+    fn dispatch(&mut self, ev: Ev<D>) {
         match ev {
             Ev::NodeMsg { node, .. }
             | Ev::NodeTimer { node, .. }
-            | Ev::ProxyRequest { node, .. } => self.node_event(node, ev),
-            Ev::ClientMsg { client, from, msg } => {
+            | Ev::ProxyRequest { node, .. }
+            | Ev::Link { node, .. } => self.node_event(node, ev),
+            Ev::ClientMsg {
+                client,
+                from,
+                msg,
+                conn,
+            } => {
+                if self.reset_since(conn) {
+                    return;
+                }
                 self.stats.delivered += 1;
                 self.with_client(client, |coord, now, out| coord.on_msg(now, from, msg, out));
             }
@@ -887,19 +1004,17 @@ impl<'a, P: SimProtocol> World<'a, P> {
             }
             Ev::ProxyReply { client, cref, resp } => {
                 self.stats.delivered += 1;
-                self.complete(
-                    client,
-                    cref.0 & 0xFFFF_FFFF,
-                    SimOutcome::from_response(&resp),
-                );
+                self.proxy_reply(client, cref, resp);
             }
             Ev::ClientIssue { client } => self.issue(client),
-            Ev::ClientTimeout { client, req_no } => {
-                if matches!(&self.clients[client].pending, Some(p) if p.req_no == req_no) {
-                    trace!(self, "c{client} TIMEOUT");
-                }
-                self.complete(client, req_no, SimOutcome::Unknown);
-            }
+            Ev::ClientTimeout { client, req_no } => self.client_timeout(client, req_no),
+            Ev::Notify {
+                client,
+                session,
+                event,
+            } => self.notified(client, session, event),
+            Ev::Detect { a, b, since } => self.detect(a, b, since),
+            Ev::Reconnect => self.refresh_links(),
             Ev::Nemesis => self.nemesis(),
             Ev::Restart { node } => {
                 if !self.healed {

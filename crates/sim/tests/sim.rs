@@ -2,8 +2,10 @@
 //! injected bugs' teeth, the durability decision, the CLI.
 
 use clap::Parser;
-use quorumkv_core::protocol::abd::{self, AbdNode, Coordinator, CoordinatorConfig, InjectedBug};
-use quorumkv_sim::protocol::{ClientSpec, NodeSpec};
+use quorumkv_core::protocol::abd::{
+    self, Abd, AbdNode, AbdOptions, Coordinator, CoordinatorConfig, InjectedBug,
+};
+use quorumkv_core::protocol::{ClientSpec, LinkModel, NodeSpec, ProtocolDef};
 use quorumkv_sim::registry::{find, register};
 use quorumkv_sim::*;
 
@@ -328,38 +330,36 @@ fn cli_exit_codes() {
 
 // ------------------------------------------- a protocol plugged in by a test
 
-/// What every ABD variant of these tests shares: ABD's types, no injected
-/// bugs, proxy mode only.
+/// What every ABD variant of these tests shares: ABD's types, options and
+/// assumptions, no injected bugs, proxy mode only.
 macro_rules! abd_variant {
     () => {
+        const ABOUT: &'static str = "a variant of ABD for a test";
+        const LINK_MODEL: LinkModel = LinkModel::Unreliable;
+        const HAS_CLIENT_COORDINATOR: bool = false; // through a server
+        const PROMISES_LIVENESS: bool = true;
         type Msg = abd::Msg;
         type Node = AbdNode;
         type Client = Coordinator;
+        type Options = AbdOptions;
         type Bug = InjectedBug;
-        fn bugs() -> &'static [InjectedBug] {
-            &[]
+        fn max_crashed(n: usize) -> usize {
+            Abd::max_crashed(n)
         }
-        fn bug_name(b: InjectedBug) -> &'static str {
-            b.name()
-        }
-        fn bug_about(b: InjectedBug) -> &'static str {
-            b.describe()
-        }
-        fn client(_: &ClientSpec<'_, InjectedBug>) -> Option<Coordinator> {
-            None // proxy mode only: client requests go through a server
+        fn client(_: &ClientSpec<'_>, _: &AbdOptions, _: Option<InjectedBug>) -> Coordinator {
+            unreachable!("proxy mode only")
         }
     };
 }
 
-/// ABD as the node runtime builds it today: the writer id is the node id in
+/// ABD as the node runtime built it before: the writer id is the node id in
 /// every incarnation. The simulator shows why each boot needs a fresh one.
 struct AbdFixedWriter;
 
-impl SimProtocol for AbdFixedWriter {
+impl ProtocolDef for AbdFixedWriter {
     const NAME: &'static str = "abd-fixed-writer";
-    const PROMISES_LIVENESS: bool = true;
     abd_variant!();
-    fn node(s: &NodeSpec<'_, InjectedBug>) -> AbdNode {
+    fn node(s: &NodeSpec<'_>, _: &AbdOptions, _: Option<InjectedBug>) -> AbdNode {
         let cfg = CoordinatorConfig {
             op_timeout: s.timing.op_timeout,
             retry_interval: s.timing.retry_interval,
@@ -372,7 +372,7 @@ impl SimProtocol for AbdFixedWriter {
 #[test]
 fn a_node_that_reuses_its_writer_id_after_a_restart_is_caught() {
     let proto = register::<AbdFixedWriter>();
-    assert!(!(proto.has_client_coordinator)());
+    assert!(!proto.has_client_coordinator);
     let c = SimConfig {
         protocol: "abd-fixed-writer".into(),
         faults: "delay,reorder,crash".parse().unwrap(),
@@ -391,13 +391,12 @@ fn a_node_that_reuses_its_writer_id_after_a_restart_is_caught() {
 /// do deduplicate (and why ABD must not claim it).
 struct AbdClaimsDedup;
 
-impl SimProtocol for AbdClaimsDedup {
+impl ProtocolDef for AbdClaimsDedup {
     const NAME: &'static str = "abd-claims-dedup";
-    const PROMISES_LIVENESS: bool = true;
     const DEDUPLICATES_REQUESTS: bool = true;
     abd_variant!();
-    fn node(s: &NodeSpec<'_, InjectedBug>) -> AbdNode {
-        Abd::node(s)
+    fn node(s: &NodeSpec<'_>, o: &AbdOptions, bug: Option<InjectedBug>) -> AbdNode {
+        Abd::node(s, o, bug)
     }
     fn available(node: &AbdNode) -> bool {
         Abd::available(node)
@@ -426,4 +425,45 @@ fn a_protocol_that_claims_dedup_without_it_is_caught() {
     assert!(sweep(&abd(), &honest, seeds(&range), 2, 0, |_| {})
         .unwrap()
         .all_passed());
+}
+
+#[test]
+fn cli_options_are_checked_listed_and_replayed() {
+    use clap::CommandFactory;
+    let help = Cli::command().render_long_help().to_string();
+    assert!(
+        help.contains("fast-read") && help.contains("thrifty-fallback"),
+        "{help}"
+    );
+    for bad in ["--opt no-such=1", "--opt thrifty=maybe"] {
+        let a = args(&format!("--seeds 0..2 --no-progress {bad}"));
+        let e = cli::run_to(&a, &abd(), &mut Vec::new()).unwrap_err();
+        assert!(e.contains("option"), "{e}");
+    }
+    assert!(Cli::try_parse_from(["sim", "--opt", "no-value"]).is_err());
+    let a = args("--seeds 0..3 --no-progress --opt fast-read=false --opt thrifty=true");
+    assert!(cli::run_to(&a, &abd(), &mut Vec::new())
+        .unwrap()
+        .all_passed());
+    assert!(a
+        .replay_command(1)
+        .contains("--opt fast-read=false --opt thrifty=true"));
+}
+
+/// A seed's options: the defaults, varied by its knobs, then `--opt`.
+#[test]
+fn a_seeds_options_vary_unless_the_user_pins_them() {
+    let c = cfg();
+    assert!(!run::seed_options::<Abd>(&c, 0).unwrap().thrifty);
+    assert!(run::seed_options::<Abd>(&c, 1).unwrap().thrifty);
+    let pinned = SimConfig {
+        options: vec![("thrifty".into(), "false".into())],
+        ..cfg()
+    };
+    assert!(!run::seed_options::<Abd>(&pinned, 1).unwrap().thrifty);
+    let bad = SimConfig {
+        options: vec![("nope".into(), "1".into())],
+        ..cfg()
+    };
+    assert!(run_seed::<Abd>(&bad, 0).unwrap_err().contains("nope"));
 }

@@ -19,10 +19,31 @@
 //! 6. A timer fires at most once per `SetTimer`; setting a timer that is
 //!    already pending replaces it. Cores must tolerate timers for work that
 //!    has since finished (they are not required to cancel them).
+//! 7. A client connection is a *session*: every request on it carries the
+//!    same `ClientRef::session`, the core sees `on_link(Up(Peer::Conn(s)))`
+//!    when it opens and `on_link(Down(Peer::Conn(s)))` when it closes or its
+//!    heartbeats stop, and `Command::Notify` pushes events to it.
+//! 8. `Down` comes from TCP closing or from the heartbeat failure detector
+//!    (no frame for the heartbeat timeout), in the node runtime and in the
+//!    simulator alike.
+//!
+//! A protocol plugs in through its [`ProtocolDef`] and one line in
+//! [`registry`]; `protocol/README.md` is the author's guide.
 
 pub mod abd;
+pub mod lamport;
+pub mod lease_lock;
+pub mod options;
+pub mod registry;
+pub mod ring;
 
-use crate::types::{ClientRef, NodeId, Peer, Request, Response, Tag, Time};
+pub use options::{NoOptions, OptSpec, ProtocolOptions};
+pub use registry::{
+    BugInfo, ClientSpec, InjectedBugs, LinkModel, NamedVariant, NoBugs, NodeSpec, ProtocolDef,
+    ProtocolInfo, ProtocolKind, Timing, Visitor,
+};
+
+use crate::types::{ClientRef, Event, NodeId, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::fmt::Debug;
@@ -56,10 +77,28 @@ pub enum Record {
 /// One effect of a handler call, executed by the driver.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command<M, T> {
-    Send { to: Peer, msg: M },
-    Reply { client: ClientRef, resp: Response },
-    SetTimer { after: Duration, timer: T },
-    CancelTimer { timer: T },
+    Send {
+        to: Peer,
+        msg: M,
+    },
+    Reply {
+        client: ClientRef,
+        resp: Response,
+    },
+    /// Push `event` to the client connection `session` unprompted (a watch
+    /// fired, a lock was granted, a session expired). Dropped when the
+    /// session is gone; `ClientRef::LOCAL` is the driver's in-process client.
+    Notify {
+        session: u64,
+        event: Event,
+    },
+    SetTimer {
+        after: Duration,
+        timer: T,
+    },
+    CancelTimer {
+        timer: T,
+    },
     Persist(Record),
 }
 
@@ -93,6 +132,9 @@ impl<M: Clone, T> Out<M, T> {
     }
     pub fn reply(&mut self, client: ClientRef, resp: Response) {
         self.cmds.push(Command::Reply { client, resp });
+    }
+    pub fn notify(&mut self, session: u64, event: Event) {
+        self.cmds.push(Command::Notify { session, event });
     }
     pub fn set_timer(&mut self, after: Duration, timer: T) {
         self.cmds.push(Command::SetTimer { after, timer });
@@ -151,6 +193,12 @@ pub trait Protocol {
     /// Rebuild state from durable records after a restart (before any other
     /// call). Protocols without durable state ignore it.
     fn restore(&mut self, _rec: Record) {}
+    /// This node's part in the protocol right now, one word for `quorumkv
+    /// endpoints status`: `replica` (all equal), `leader`, `follower`,
+    /// `recovering`, …
+    fn role(&self) -> &'static str {
+        "replica"
+    }
     /// One-line status for `INFO` and logs.
     fn status(&self) -> String {
         String::new()
@@ -159,50 +207,5 @@ pub trait Protocol {
     /// names in Prometheus style without the `quorumkv_` prefix.
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
         Vec::new()
-    }
-}
-
-/// The protocols quorumkv knows, by the name the CLI uses. Adding a protocol
-/// is a new module plus a variant here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProtocolKind {
-    /// Attiya–Bar-Noy–Dolev multi-writer atomic register (seeds 000, 002).
-    Abd,
-}
-
-impl ProtocolKind {
-    pub const ALL: &'static [ProtocolKind] = &[ProtocolKind::Abd];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ProtocolKind::Abd => "abd",
-        }
-    }
-    /// Whether clients can run the coordinator themselves (the seeds' design).
-    pub fn has_client_coordinator(self) -> bool {
-        match self {
-            ProtocolKind::Abd => true,
-        }
-    }
-}
-
-impl std::fmt::Display for ProtocolKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for ProtocolKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        ProtocolKind::ALL
-            .iter()
-            .copied()
-            .find(|p| p.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                let names: Vec<_> = ProtocolKind::ALL.iter().map(|p| p.name()).collect();
-                format!("unknown protocol '{s}' (known: {})", names.join(", "))
-            })
     }
 }

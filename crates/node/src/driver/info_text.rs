@@ -54,6 +54,8 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             self.stats.dropped_no_link
         ));
         s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
+        s.push_str(&format!("events_notified:{}\r\n", self.stats.notified));
+        s.push_str(&format!("events_dropped:{}\r\n", self.stats.notify_dropped));
         let cut = crate::net::CONNECTIONS_CUT_OFF.load(std::sync::atomic::Ordering::Relaxed);
         s.push_str(&format!("connections_cut_off:{cut}\r\n"));
         let timed_out =

@@ -87,6 +87,26 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             "",
             st.persist_errors,
         );
+        let more = [
+            (
+                "events_notified_total",
+                "events pushed to client sessions",
+                st.notified,
+            ),
+            (
+                "events_dropped_total",
+                "events for a session that is gone or cannot carry them",
+                st.notify_dropped,
+            ),
+            (
+                "stale_link_downs_total",
+                "link-down reports of connections already replaced",
+                st.stale_link_downs,
+            ),
+        ];
+        for (name, help, v) in more {
+            m.metric(name, "counter", help, "", v);
+        }
         m.metric(
             "uptime_seconds",
             "gauge",

@@ -3,26 +3,26 @@
 //! differ (the source peer, the timer table and event, where replies go,
 //! whether `Persist` applies); [`World::exec`] handles each command once.
 
-use super::{ClientTimer, Ep, Ev, NodeTimer, World};
-use crate::history::SimOutcome;
-use crate::protocol::SimProtocol;
+use super::{ClientTimer, Conn, Ep, Ev, NodeTimer, World};
+use quorumkv_core::op::Outcome;
+use quorumkv_core::protocol::ProtocolDef;
 use quorumkv_core::protocol::{Command, Record};
 use quorumkv_core::{ClientRef, NodeId, Peer, Response};
 use std::collections::HashMap;
 use std::hash::Hash;
 
 /// Who executes a command: node `i` ([`NodeIx`]) or client `c` ([`ClientIx`]).
-pub(super) trait Actor<P: SimProtocol>: Copy {
+pub(super) trait Actor<D: ProtocolDef>: Copy {
     type Timer: Clone + Eq + Hash;
     /// The peer the actor's messages come from.
-    fn peer(self) -> Peer;
+    fn peer(self, w: &World<'_, D>) -> Peer;
     fn ep(self) -> Ep;
     /// Panics on a send this actor must never make.
-    fn check_send(self, w: &World<'_, P>, to: Peer);
-    fn timers<'w>(self, w: &'w mut World<'_, P>) -> &'w mut HashMap<Self::Timer, u64>;
-    fn timer_event(self, timer: Self::Timer, gen: u64) -> Ev<P>;
-    fn reply(self, w: &mut World<'_, P>, cref: ClientRef, resp: Response);
-    fn persist(self, w: &mut World<'_, P>, rec: Record);
+    fn check_send(self, w: &World<'_, D>, to: Peer);
+    fn timers<'w>(self, w: &'w mut World<'_, D>) -> &'w mut HashMap<Self::Timer, u64>;
+    fn timer_event(self, timer: Self::Timer, gen: u64) -> Ev<D>;
+    fn reply(self, w: &mut World<'_, D>, cref: ClientRef, resp: Response);
+    fn persist(self, w: &mut World<'_, D>, rec: Record);
 }
 
 #[derive(Clone, Copy)]
@@ -31,15 +31,15 @@ pub(super) struct NodeIx(pub usize);
 #[derive(Clone, Copy)]
 pub(super) struct ClientIx(pub usize);
 
-impl<P: SimProtocol> Actor<P> for NodeIx {
-    type Timer = NodeTimer<P>;
-    fn peer(self) -> Peer {
+impl<D: ProtocolDef> Actor<D> for NodeIx {
+    type Timer = NodeTimer<D>;
+    fn peer(self, _: &World<'_, D>) -> Peer {
         Peer::Node(self.0 as NodeId + 1)
     }
     fn ep(self) -> Ep {
         Ep::Node(self.0)
     }
-    fn check_send(self, w: &World<'_, P>, to: Peer) {
+    fn check_send(self, w: &World<'_, D>, to: Peer) {
         if let Peer::Node(id) = to {
             let j = id as usize - 1;
             assert!(
@@ -49,19 +49,19 @@ impl<P: SimProtocol> Actor<P> for NodeIx {
             );
         }
     }
-    fn timers<'w>(self, w: &'w mut World<'_, P>) -> &'w mut HashMap<Self::Timer, u64> {
+    fn timers<'w>(self, w: &'w mut World<'_, D>) -> &'w mut HashMap<Self::Timer, u64> {
         &mut w.nodes[self.0].timers
     }
-    fn timer_event(self, timer: Self::Timer, gen: u64) -> Ev<P> {
+    fn timer_event(self, timer: Self::Timer, gen: u64) -> Ev<D> {
         Ev::NodeTimer {
             node: self.0,
             timer,
             gen,
         }
     }
-    fn reply(self, w: &mut World<'_, P>, cref: ClientRef, resp: Response) {
+    fn reply(self, w: &mut World<'_, D>, cref: ClientRef, resp: Response) {
         w.stats.client_messages += 1;
-        let c = (cref.0 >> 32) as usize;
+        let c = (cref.id >> 32) as usize;
         let ev = Ev::ProxyReply {
             client: c,
             cref,
@@ -69,7 +69,7 @@ impl<P: SimProtocol> Actor<P> for NodeIx {
         };
         w.transmit(Ep::Node(self.0), Ep::Client(c), ev);
     }
-    fn persist(self, w: &mut World<'_, P>, rec: Record) {
+    fn persist(self, w: &mut World<'_, D>, rec: Record) {
         // Durable (fsync) mode: synced before the next command runs.
         let disk = &mut w.nodes[self.0].disk;
         disk.write(rec);
@@ -77,39 +77,39 @@ impl<P: SimProtocol> Actor<P> for NodeIx {
     }
 }
 
-impl<P: SimProtocol> Actor<P> for ClientIx {
-    type Timer = ClientTimer<P>;
-    fn peer(self) -> Peer {
-        Peer::Conn(self.0 as u64)
+impl<D: ProtocolDef> Actor<D> for ClientIx {
+    type Timer = ClientTimer<D>;
+    fn peer(self, w: &World<'_, D>) -> Peer {
+        Peer::Conn(w.clients[self.0].session)
     }
     fn ep(self) -> Ep {
         Ep::Client(self.0)
     }
-    fn check_send(self, _: &World<'_, P>, to: Peer) {
+    fn check_send(self, _: &World<'_, D>, to: Peer) {
         if let Peer::Conn(_) = to {
             panic!("client coordinator c{} sent to a connection", self.0);
         }
     }
-    fn timers<'w>(self, w: &'w mut World<'_, P>) -> &'w mut HashMap<Self::Timer, u64> {
+    fn timers<'w>(self, w: &'w mut World<'_, D>) -> &'w mut HashMap<Self::Timer, u64> {
         &mut w.clients[self.0].timers
     }
-    fn timer_event(self, timer: Self::Timer, gen: u64) -> Ev<P> {
+    fn timer_event(self, timer: Self::Timer, gen: u64) -> Ev<D> {
         Ev::ClientTimer {
             client: self.0,
             timer,
             gen,
         }
     }
-    fn reply(self, w: &mut World<'_, P>, cref: ClientRef, resp: Response) {
-        let req_no = cref.0 & 0xFFFF_FFFF;
-        w.complete(self.0, req_no, SimOutcome::from_response(&resp));
+    fn reply(self, w: &mut World<'_, D>, cref: ClientRef, resp: Response) {
+        let req_no = cref.id & 0xFFFF_FFFF;
+        w.complete(self.0, req_no, Outcome::from_response(&resp));
     }
-    fn persist(self, _: &mut World<'_, P>, _: Record) {} // a client library has no durable storage
+    fn persist(self, _: &mut World<'_, D>, _: Record) {} // a client library has no durable storage
 }
 
-impl<P: SimProtocol> World<'_, P> {
+impl<D: ProtocolDef> World<'_, D> {
     /// Execute one command of `actor`'s handler call.
-    pub(super) fn exec<A: Actor<P>>(&mut self, actor: A, cmd: Command<P::Msg, A::Timer>) {
+    pub(super) fn exec<A: Actor<D>>(&mut self, actor: A, cmd: Command<D::Msg, A::Timer>) {
         match cmd {
             Command::Send { to, msg } => self.send(actor, to, msg),
             Command::Reply { client, resp } => actor.reply(self, client, resp),
@@ -122,39 +122,50 @@ impl<P: SimProtocol> World<'_, P> {
                 actor.timers(self).remove(&timer);
             }
             Command::Persist(rec) => actor.persist(self, rec),
+            Command::Notify { session, event } => self.notify(actor.ep(), session, event),
         }
     }
 
     /// A message to oneself comes back without the network's faults.
-    fn send<A: Actor<P>>(&mut self, actor: A, to: Peer, msg: P::Msg) {
-        let me = actor.peer();
+    fn send<A: Actor<D>>(&mut self, actor: A, to: Peer, msg: D::Msg) {
+        let me = actor.peer(self);
         actor.check_send(self, to);
         self.stats.messages += 1;
-        let (ep, ev) = match to {
-            Peer::Node(id) => {
-                let node = id as usize - 1;
-                let ev = Ev::NodeMsg {
-                    node,
-                    from: me,
-                    msg,
-                };
-                (Ep::Node(node), ev)
-            }
-            Peer::Conn(c) => {
-                let client = c as usize;
-                let ev = Ev::ClientMsg {
-                    client,
-                    from: me,
-                    msg,
-                };
-                (Ep::Client(client), ev)
-            }
+        let to_ep = match to {
+            Peer::Node(id) => Ep::Node(id as usize - 1),
+            Peer::Conn(s) => match self.session_client(s) {
+                Some(c) => Ep::Client(c),
+                None => {
+                    // The client-side coordinator of that session is gone.
+                    self.stats.cut += 1;
+                    return;
+                }
+            },
+        };
+        let link = self.link(actor.ep(), to_ep);
+        let conn = Conn {
+            link: link as u32,
+            epoch: self.link_epoch[link],
+        };
+        let ev = match to_ep {
+            Ep::Node(node) => Ev::NodeMsg {
+                node,
+                from: me,
+                msg,
+                conn,
+            },
+            Ep::Client(client) => Ev::ClientMsg {
+                client,
+                from: me,
+                msg,
+                conn,
+            },
         };
         if to == me {
-            trace!(self, "{} -> self {}", Self::ep_name(ep), ev.describe());
+            trace!(self, "{} -> self {}", Self::ep_name(to_ep), ev.describe());
             self.schedule(self.now, ev);
         } else {
-            self.transmit(actor.ep(), ep, ev);
+            self.transmit(actor.ep(), to_ep, ev);
         }
     }
 }

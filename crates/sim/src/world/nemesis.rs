@@ -4,11 +4,9 @@
 
 use super::{Armed, Ev, World};
 use crate::config::{Durability, Fault};
-use crate::protocol::SimProtocol;
-use quorumkv_core::protocol::LinkEvent;
-use quorumkv_core::{NodeId, Peer};
+use quorumkv_core::protocol::ProtocolDef;
 
-impl<P: SimProtocol> World<'_, P> {
+impl<D: ProtocolDef> World<'_, D> {
     /// One nemesis action, then schedule the next. Diverging seeds pick
     /// partitions twice as often; outages are rarer than the other actions.
     pub(super) fn nemesis(&mut self) {
@@ -40,12 +38,13 @@ impl<P: SimProtocol> World<'_, P> {
         self.schedule(next, Ev::Nemesis);
     }
 
-    /// Never more than f nodes down at once (quorums stay possible). The
-    /// crash falls between events, or is armed to fall inside the node's
-    /// next handler call that has two commands or more.
+    /// Never more than the protocol's `max_crashed(N)` nodes down at once
+    /// (ABD: f, so quorums stay possible). The crash falls between events,
+    /// or is armed to fall inside the node's next handler call that has
+    /// two commands or more.
     fn nemesis_crash(&mut self) {
         let n = self.nodes.len();
-        let f = (n - 1) / 2;
+        let f = D::max_crashed(n);
         if self.down_count() >= f {
             return;
         }
@@ -81,7 +80,8 @@ impl<P: SimProtocol> World<'_, P> {
         self.schedule(back, Ev::Restart { node: i });
     }
 
-    /// Take nodes down until more than f are (f+1 up to all N) for 5–40 ms:
+    /// Take nodes down until more than f = `max_crashed(N)` are (f+1 up to
+    /// all N) for 5–40 ms, deliberately beyond the protocol's bound:
     /// no quorum is reachable, so operations must end unknown (timeout),
     /// never succeed wrongly, and the cluster must recover afterwards. In
     /// durable seeds the nodes crash; in memory seeds they freeze instead (a
@@ -89,7 +89,10 @@ impl<P: SimProtocol> World<'_, P> {
     /// which no protocol survives).
     fn outage(&mut self) {
         let n = self.nodes.len();
-        let f = (n - 1) / 2;
+        let f = D::max_crashed(n);
+        if f >= n {
+            return; // the protocol survives every node down: nothing to exceed
+        }
         let target = self.nemesis_rng.range(f as u64 + 1, n as u64) as usize;
         let until = self.now + self.nemesis_rng.range(5_000, 40_000);
         self.stats.outages += 1;
@@ -145,6 +148,7 @@ impl<P: SimProtocol> World<'_, P> {
                 incarnation,
             },
         );
+        self.refresh_links();
     }
 
     pub(super) fn resume(&mut self, i: usize) {
@@ -155,8 +159,15 @@ impl<P: SimProtocol> World<'_, P> {
         trace!(self, "RESUME n{}", i + 1);
         let held = std::mem::take(&mut self.nodes[i].deferred);
         for ev in held {
-            self.schedule(self.now, ev);
+            if self.fifo {
+                // Now, in order: a message arriving at this very instant
+                // must not overtake the ones that waited.
+                self.node_event(i, ev);
+            } else {
+                self.schedule(self.now, ev);
+            }
         }
+        self.refresh_links();
     }
 
     /// Cut the cluster: a split into two sides (clients take sides too), an
@@ -183,7 +194,6 @@ impl<P: SimProtocol> World<'_, P> {
             *s = r.chance(0.5);
         }
         let one_way = kind == 2;
-        let before = self.node_links();
         for a in 0..e {
             for b in 0..e {
                 if side[a] && !side[b] {
@@ -215,14 +225,13 @@ impl<P: SimProtocol> World<'_, P> {
                 epoch: self.partition_epoch,
             },
         );
-        self.announce_links(before);
+        self.refresh_links();
     }
 
     pub(super) fn heal_partition(&mut self) {
         if !self.partition_active {
             return;
         }
-        let before = self.node_links();
         self.blocked.iter_mut().for_each(|b| *b = false);
         self.partition_active = false;
         trace!(self, "HEAL partition");
@@ -230,34 +239,8 @@ impl<P: SimProtocol> World<'_, P> {
             // Reads right after the heal see the replicas at their most divergent.
             self.clients.iter_mut().for_each(|c| c.read_next = true);
         }
-        self.announce_links(before);
-    }
-
-    fn node_links(&self) -> Vec<bool> {
-        let n = self.nodes.len();
-        (0..n * n).map(|k| self.connected(k / n, k % n)).collect()
-    }
-
-    /// Tell live nodes about node-to-node links that went down or came up.
-    fn announce_links(&mut self, before: Vec<bool>) {
-        let n = self.nodes.len();
-        for a in 0..n {
-            for b in 0..n {
-                let now_up = self.connected(a, b);
-                if a == b || before[a * n + b] == now_up || !self.node_up(a) || !self.node_up(b) {
-                    continue;
-                }
-                let peer = Peer::Node(b as NodeId + 1);
-                self.link_event(
-                    a,
-                    if now_up {
-                        LinkEvent::Up(peer)
-                    } else {
-                        LinkEvent::Down(peer)
-                    },
-                );
-            }
-        }
+        self.release_held();
+        self.refresh_links();
     }
 
     /// End of the fault phase: heal partitions, restart crashed nodes,

@@ -132,7 +132,12 @@ mod tests {
         for (bug, writes_back) in [(None, true), (Some(InjectedBug::FastReadTsOnly), false)] {
             let mut c = coord(3).with_bug(bug);
             let mut out = O::new();
-            c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+            c.start(
+                T0,
+                ClientRef::local(1),
+                Request::Get { key: key() },
+                &mut out,
+            );
             out.drain();
             qreply(&mut c, 1, 4, 1, Some("a"), &mut out);
             qreply(&mut c, 2, 4, 2, Some("b"), &mut out);

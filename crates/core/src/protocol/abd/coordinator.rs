@@ -172,7 +172,7 @@ impl Coordinator {
             out,
         );
         let phase = Phase::Query {
-            votes: QuorumTracker::new(self.quorum),
+            votes: QuorumTracker::new(self.members.len(), self.quorum),
             lowest: Tag {
                 ts: u64::MAX,
                 writer: u64::MAX,
@@ -337,7 +337,7 @@ impl Coordinator {
         self.send_to(asked, &msg, out);
         let p = self.pending.get_mut(&op).expect("present");
         p.phase = Phase::Store {
-            acks: QuorumTracker::new(self.quorum),
+            acks: QuorumTracker::new(self.members.len(), self.quorum),
             tag,
             value,
             result,
@@ -490,7 +490,12 @@ mod tests {
     fn get_queries_all_and_waits_for_a_majority() {
         let mut c = slow_read_coord(5);
         let mut out = O::new();
-        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(1),
+            Request::Get { key: key() },
+            &mut out,
+        );
         let s = sends(&mut out);
         assert_eq!(s.len(), 5, "phase 1 goes to all N replicas");
         assert!(s.iter().all(|(_, m)| matches!(m, Msg::Query { op: 1, .. })));
@@ -513,7 +518,12 @@ mod tests {
     fn get_returns_the_value_of_the_highest_tag_and_writes_it_back() {
         let mut c = slow_read_coord(3);
         let mut out = O::new();
-        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(1),
+            Request::Get { key: key() },
+            &mut out,
+        );
         out.drain();
         qreply(&mut c, 1, 2, 5, Some("old"), &mut out);
         // Same ts, higher writer id wins the tie (lexicographic tag order).
@@ -541,7 +551,12 @@ mod tests {
     fn fast_read_skips_write_back_only_when_the_quorum_agrees() {
         let mut c = coord(3);
         let mut out = O::new();
-        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(1),
+            Request::Get { key: key() },
+            &mut out,
+        );
         out.drain();
         qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
         qreply(&mut c, 2, 4, 1, Some("v"), &mut out);
@@ -551,7 +566,12 @@ mod tests {
         );
 
         let mut c = coord(3);
-        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(1),
+            Request::Get { key: key() },
+            &mut out,
+        );
         out.drain();
         qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
         qreply(&mut c, 2, 3, 1, Some("u"), &mut out);
@@ -570,7 +590,7 @@ mod tests {
     fn put_uses_max_ts_plus_one_and_its_own_id() {
         let mut c = coord(3);
         let mut out = O::new();
-        c.start(T0, ClientRef(9), put(b"x"), &mut out);
+        c.start(T0, ClientRef::local(9), put(b"x"), &mut out);
         out.drain();
         qreply(&mut c, 2, 7, 3, None, &mut out);
         qreply(&mut c, 3, 5, 4, None, &mut out);
@@ -591,7 +611,7 @@ mod tests {
     fn duplicate_and_late_replies_are_counted_not_used() {
         let mut c = coord(3);
         let mut out = O::new();
-        c.start(T0, ClientRef(1), put(b"x"), &mut out);
+        c.start(T0, ClientRef::local(1), put(b"x"), &mut out);
         out.drain();
         qreply(&mut c, 1, 1, 1, None, &mut out);
         qreply(&mut c, 1, 1, 1, None, &mut out);
@@ -627,7 +647,12 @@ mod tests {
     fn no_quorum_times_out_and_retransmits_meanwhile() {
         let mut c = coord(3);
         let mut out = O::new();
-        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(1),
+            Request::Get { key: key() },
+            &mut out,
+        );
         out.drain();
         qreply(&mut c, 1, 0, 0, None, &mut out);
         c.tick(Time(50_000), &mut out);
@@ -652,9 +677,19 @@ mod tests {
         let mut c = coord(3); // retry 100 ms, timeout 2 s
         let mut out = O::new();
         let tick = vec![(Duration::from_millis(50), Timer::Tick)];
-        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(1),
+            Request::Get { key: key() },
+            &mut out,
+        );
         assert_eq!(timers(&mut out), tick);
-        c.start(T0, ClientRef(2), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(2),
+            Request::Get { key: key() },
+            &mut out,
+        );
         assert!(timers(&mut out).is_empty(), "a tick is already pending");
         c.on_timer(Time(50_000), Timer::Tick, &mut out);
         assert_eq!(timers(&mut out), tick, "re-armed: operations pending");
@@ -663,7 +698,7 @@ mod tests {
         assert_eq!((c.timed_out, c.completed), (2, 0));
         c.start(
             Time(2_000_000),
-            ClientRef(3),
+            ClientRef::local(3),
             Request::Get { key: key() },
             &mut out,
         );
@@ -689,7 +724,7 @@ mod tests {
         let mut r = Replica::new(false);
         let mut out = O::new();
         let mut run = |c: &mut Coordinator, req| {
-            c.start(T0, ClientRef(1), req, &mut out);
+            c.start(T0, ClientRef::local(1), req, &mut out);
             loop {
                 let mut progressed = false;
                 for cmd in out.drain().collect::<Vec<_>>() {

@@ -48,12 +48,14 @@
 //! * `thrifty.rs`: thrifty mode, each phase to Q replicas instead of N;
 //! * `node.rs`: [`AbdNode`], replica + coordinator in one server, and recovery;
 //! * `bugs.rs`: [`InjectedBug`], deliberate bugs for the simulator's self-test;
+//! * `def.rs`: [`Abd`], the registration: options, link model, crash bound;
 //! * `counters.rs`: [`Counters`] of things that needed no action;
 //! * `testing.rs`: helpers of the unit tests.
 
 mod bugs;
 mod coordinator;
 mod counters;
+mod def;
 mod msg;
 mod node;
 mod replica;
@@ -64,6 +66,7 @@ mod thrifty;
 pub use bugs::InjectedBug;
 pub use coordinator::{Coordinator, CoordinatorConfig};
 pub use counters::Counters;
+pub use def::{Abd, AbdOptions};
 pub use msg::{Msg, Timer};
 pub use node::AbdNode;
 pub use replica::Replica;

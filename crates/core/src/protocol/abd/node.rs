@@ -68,7 +68,7 @@ impl AbdNode {
         if self.coord.bug == Some(InjectedBug::RecoveryOnePeerShort) {
             need = need.saturating_sub(1).max(1);
         }
-        self.recovery = Some(QuorumTracker::new(need));
+        self.recovery = Some(QuorumTracker::new(self.members.len(), need));
         self
     }
 
@@ -192,6 +192,13 @@ impl Protocol for AbdNode {
                 self.recovery.is_some() as u64,
             ),
         ]
+    }
+    fn role(&self) -> &'static str {
+        if self.recovery.is_some() {
+            "recovering"
+        } else {
+            "replica"
+        }
     }
     fn status(&self) -> String {
         let rec = if self.recovery.is_some() {

@@ -63,7 +63,12 @@ mod tests {
         };
         let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
         let mut out = O::new();
-        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(1),
+            Request::Get { key: key() },
+            &mut out,
+        );
         let to: Vec<_> = sent_to(&mut out);
         assert_eq!(
             to,
@@ -97,7 +102,7 @@ mod tests {
         for op in 2..5 {
             c.start(
                 Time(7_000),
-                ClientRef(op),
+                ClientRef::local(op),
                 Request::Get { key: key() },
                 &mut out,
             );
@@ -126,7 +131,12 @@ mod tests {
         let mut out = O::new();
         let mut asked = Vec::new();
         for op in 1..=3 {
-            c.start(T0, ClientRef(op), Request::Get { key: key() }, &mut out);
+            c.start(
+                T0,
+                ClientRef::local(op),
+                Request::Get { key: key() },
+                &mut out,
+            );
             let to: Vec<_> = sent_to(&mut out);
             asked.push(to);
             let reply = Msg::QueryReply {
@@ -146,7 +156,7 @@ mod tests {
         out.drain();
         c.start(
             Time(7_000),
-            ClientRef(9),
+            ClientRef::local(9),
             Request::Get { key: key() },
             &mut out,
         );
@@ -159,7 +169,12 @@ mod tests {
     fn thrifty_keeps_avoiding_a_replica_while_it_stays_silent() {
         let mut c = thrifty_coord(3);
         let mut out = O::new();
-        c.start(T0, ClientRef(1), Request::Get { key: key() }, &mut out);
+        c.start(
+            T0,
+            ClientRef::local(1),
+            Request::Get { key: key() },
+            &mut out,
+        );
         qreply(&mut c, 1, 0, 0, None, &mut out);
         c.tick(Time(6_000), &mut out); // 2 silent: avoided until 1.006 s
         c.tick(Time(106_000), &mut out); // 2 and 3 silent: until 1.106 s
@@ -167,7 +182,7 @@ mod tests {
         // Rotation now starts at replica 2, but 2 and 3 are still avoided.
         c.start(
             Time(1_050_000),
-            ClientRef(2),
+            ClientRef::local(2),
             Request::Get { key: key() },
             &mut out,
         );

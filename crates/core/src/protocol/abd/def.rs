@@ -1,0 +1,201 @@
+//! ABD's registration: how drivers build it, its options and its assumptions.
+
+use super::{AbdNode, Coordinator, CoordinatorConfig, InjectedBug, Msg};
+use crate::protocol::options::{format_duration, parse_bool, parse_duration};
+use crate::protocol::registry::{
+    ClientSpec, InjectedBugs, LinkModel, NamedVariant, NodeSpec, ProtocolDef,
+};
+use crate::protocol::{OptSpec, ProtocolOptions, Timing};
+use crate::quorum::majority;
+use std::time::Duration;
+
+/// ABD as the registry knows it: server = replica + proxy coordinator;
+/// clients may run a bare coordinator (the seeds' design).
+#[derive(Debug)]
+pub struct Abd;
+
+/// ABD's options (`--opt fast-read=false`, `[options]` in a cluster file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AbdOptions {
+    /// Skip the write-back when the query quorum agrees on one tag.
+    pub fast_read: bool,
+    /// Send each phase to Q replicas first instead of all N.
+    pub thrifty: bool,
+    /// How long a thrifty phase waits before asking the other replicas too.
+    pub thrifty_fallback: Duration,
+}
+
+impl Default for AbdOptions {
+    fn default() -> Self {
+        let c = CoordinatorConfig::default();
+        AbdOptions {
+            fast_read: c.fast_read,
+            thrifty: c.thrifty,
+            thrifty_fallback: c.thrifty_fallback,
+        }
+    }
+}
+
+impl ProtocolOptions for AbdOptions {
+    fn specs() -> &'static [OptSpec] {
+        &[
+            OptSpec {
+                name: "fast-read",
+                default: "true",
+                help: "skip a get's write-back when the query quorum agrees on one tag",
+            },
+            OptSpec {
+                name: "thrifty",
+                default: "false",
+                help: "send each phase to a quorum of replicas first instead of all N",
+            },
+            OptSpec {
+                name: "thrifty-fallback",
+                default: "5ms",
+                help: "how long a thrifty phase waits before asking every replica",
+            },
+        ]
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "fast-read" => self.fast_read = parse_bool(value)?,
+            "thrifty" => self.thrifty = parse_bool(value)?,
+            "thrifty-fallback" => self.thrifty_fallback = parse_duration(value)?,
+            _ => return Err(format!("unknown option '{key}'")),
+        }
+        Ok(())
+    }
+    fn get(&self, key: &str) -> String {
+        match key {
+            "fast-read" => self.fast_read.to_string(),
+            "thrifty" => self.thrifty.to_string(),
+            "thrifty-fallback" => format_duration(self.thrifty_fallback),
+            _ => String::new(),
+        }
+    }
+}
+
+impl AbdOptions {
+    fn coordinator(&self, t: &Timing) -> CoordinatorConfig {
+        CoordinatorConfig {
+            op_timeout: t.op_timeout,
+            retry_interval: t.retry_interval,
+            fast_read: self.fast_read,
+            thrifty: self.thrifty,
+            thrifty_fallback: self.thrifty_fallback,
+        }
+    }
+}
+
+impl InjectedBugs for InjectedBug {
+    fn all() -> &'static [Self] {
+        InjectedBug::ALL
+    }
+    fn name(self) -> &'static str {
+        InjectedBug::name(self)
+    }
+    fn about(self) -> &'static str {
+        self.describe()
+    }
+}
+
+impl ProtocolDef for Abd {
+    const NAME: &'static str = "abd";
+    const ABOUT: &'static str =
+        "Attiya-Bar-Noy-Dolev multi-writer atomic register: two quorum phases per operation";
+    // Idempotent handlers and retransmission: loss, duplication and
+    // reordering are all tolerated (seed 002 §3.1 assumes no more).
+    const LINK_MODEL: LinkModel = LinkModel::Unreliable;
+    const HAS_CLIENT_COORDINATOR: bool = true;
+    const PROMISES_LIVENESS: bool = true;
+    // No request ids: a duplicated put may apply again after the client
+    // moved on, which the simulator shows when asked to duplicate requests.
+    const DEDUPLICATES_REQUESTS: bool = false;
+    const VARIANTS: &'static [NamedVariant] = &[
+        NamedVariant {
+            name: "thrifty",
+            about: "each phase to a quorum first, falling back to all",
+            options: &[("thrifty", "true")],
+        },
+        NamedVariant {
+            name: "no-fast-read",
+            about: "every get writes back (the seeds' ABD)",
+            options: &[("fast-read", "false")],
+        },
+    ];
+    type Msg = Msg;
+    type Node = AbdNode;
+    type Client = Coordinator;
+    type Options = AbdOptions;
+    type Bug = InjectedBug;
+
+    /// A majority must stay up: f = N − Q = ⌊(N−1)/2⌋.
+    fn max_crashed(n: usize) -> usize {
+        n - majority(n)
+    }
+
+    fn node(spec: &NodeSpec<'_>, opts: &AbdOptions, bug: Option<InjectedBug>) -> AbdNode {
+        let cfg = opts.coordinator(&spec.timing);
+        let node = AbdNode::new(spec.id, spec.members.to_vec(), spec.durable, cfg)
+            .with_bug(bug)
+            .with_writer(spec.writer_id());
+        // A replica that lost its data catches up from its peers first.
+        if spec.lost_state {
+            node.recovering()
+        } else {
+            node
+        }
+    }
+    fn client(spec: &ClientSpec<'_>, opts: &AbdOptions, bug: Option<InjectedBug>) -> Coordinator {
+        let cfg = opts.coordinator(&spec.timing);
+        Coordinator::new(spec.writer_id, spec.members.to_vec(), cfg).with_bug(bug)
+    }
+    fn available(node: &AbdNode) -> bool {
+        !node.is_recovering()
+    }
+    /// Knob bit 0: thrifty coordinators, half the seeds.
+    fn vary(opts: &mut AbdOptions, knobs: u64) {
+        opts.thrifty = knobs & 1 == 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_render_and_reach_the_coordinator() {
+        let pairs = [
+            ("thrifty".to_string(), "on".to_string()),
+            ("fast-read".to_string(), "false".to_string()),
+        ];
+        let o = AbdOptions::from_pairs(&pairs).unwrap();
+        assert!(o.thrifty && !o.fast_read);
+        assert_eq!(AbdOptions::from_pairs(&o.pairs()).unwrap(), o);
+        let c = o.coordinator(&Timing::default());
+        assert!(c.thrifty && !c.fast_read);
+        let bad = [("thrifty".to_string(), "maybe".to_string())];
+        assert!(AbdOptions::from_pairs(&bad)
+            .unwrap_err()
+            .contains("thrifty"));
+    }
+
+    #[test]
+    fn a_node_that_lost_its_state_recovers_first() {
+        let members = [1, 2, 3];
+        let mut spec = NodeSpec {
+            id: 2,
+            members: &members,
+            incarnation: 0,
+            durable: false,
+            lost_state: false,
+            timing: Timing::default(),
+            seed: 1,
+        };
+        assert!(!Abd::node(&spec, &AbdOptions::default(), None).is_recovering());
+        spec.lost_state = true;
+        assert!(Abd::node(&spec, &AbdOptions::default(), None).is_recovering());
+        assert_eq!(Abd::max_crashed(3), 1);
+        assert_eq!(Abd::max_crashed(5), 2);
+    }
+}

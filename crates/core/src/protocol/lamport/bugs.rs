@@ -1,0 +1,86 @@
+//! Deliberate bugs, a testing aid for the simulator and the checker.
+
+use crate::protocol::registry::InjectedBugs;
+
+/// Deliberate bugs for the simulator's self-test (`quorumkv sim
+/// --inject-bug`). Never enabled otherwise. Caught within 100 seeds
+/// (`--opt read-wait=true`): seed-deferral under `none` (32 stalls),
+/// enter-without-later-message under `delay` (2, not linearizable),
+/// apply-on-arrival and no-resync-on-up under `loss,delay` (45; 61).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InjectedBug {
+    /// The seed's REPLY_LOCK rule (§3.2.2 item 3): a server waiting for
+    /// replies to its own request defers its reply to others, and enters
+    /// only with an explicit reply from every peer. Two servers requesting
+    /// at once wait for each other forever (a stall, easily at N = 2).
+    SeedDeferral,
+    /// Enter the critical section at the queue's head without waiting for
+    /// a later message from every peer: a request still in flight from a
+    /// peer with a lower clock is overlooked, two servers hold the lock.
+    EnterWithoutLaterMessage,
+    /// Apply a SERVER_WRITE when it arrives instead of when its request
+    /// heads the queue (with `read-wait`: instead of at RELEASE).
+    ApplyOnArrival,
+    /// Resend nothing when a link comes back, and never poll a stalled
+    /// peer: a RELEASE_LOCK or SERVER_WRITE lost with the connection
+    /// blocks the lock for good.
+    NoResyncOnUp,
+}
+
+impl InjectedBug {
+    pub const ALL: &'static [InjectedBug] = &[
+        InjectedBug::SeedDeferral,
+        InjectedBug::EnterWithoutLaterMessage,
+        InjectedBug::ApplyOnArrival,
+        InjectedBug::NoResyncOnUp,
+    ];
+}
+
+impl InjectedBugs for InjectedBug {
+    fn all() -> &'static [Self] {
+        InjectedBug::ALL
+    }
+    fn name(self) -> &'static str {
+        match self {
+            InjectedBug::SeedDeferral => "lamport-seed-deferral",
+            InjectedBug::EnterWithoutLaterMessage => "lamport-enter-without-later-message",
+            InjectedBug::ApplyOnArrival => "lamport-apply-on-arrival",
+            InjectedBug::NoResyncOnUp => "lamport-no-resync-on-up",
+        }
+    }
+    fn about(self) -> &'static str {
+        match self {
+            InjectedBug::SeedDeferral => {
+                "the seed's REPLY_LOCK deferral: concurrent requests deadlock (shows as a stall)"
+            }
+            InjectedBug::EnterWithoutLaterMessage => {
+                "enter at the queue's head without a later message from every peer (two holders)"
+            }
+            InjectedBug::ApplyOnArrival => {
+                "apply a SERVER_WRITE on arrival, not from the queue's head (shows with read-wait)"
+            }
+            InjectedBug::NoResyncOnUp => {
+                "resend nothing after a link reset (a lost RELEASE_LOCK blocks the lock)"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn injected_bugs_have_distinct_prefixed_names_and_descriptions() {
+        let names: HashSet<_> = InjectedBug::ALL.iter().map(|b| b.name()).collect();
+        assert_eq!(names.len(), InjectedBug::ALL.len());
+        assert!(names.iter().all(|n| n.starts_with("lamport-")));
+        let about: HashSet<_> = InjectedBug::ALL.iter().map(|b| b.about()).collect();
+        assert_eq!(about.len(), InjectedBug::ALL.len());
+        assert_eq!(
+            InjectedBug::find("lamport-apply-on-arrival"),
+            Some(InjectedBug::ApplyOnArrival)
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! Counters of a server, for INFO and `/metrics`.
+
+/// Things that happened, most of them needing no action.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Writes answered `Done` (or `Unknown` when a peer refused).
+    pub completed: u64,
+    /// Writes refused because the lock did not come within the op timeout.
+    pub refused: u64,
+    /// Writes answered `Timeout` from inside their critical section.
+    pub timed_out: u64,
+    /// Reads that waited for a staged write (`read-wait`).
+    pub reads_waited: u64,
+    /// Messages about requests this server no longer knows (late, resent).
+    pub stale: u64,
+    /// SERVER_WRITEs for a request not queued here (answered `applied: false`).
+    pub unknown_writes: u64,
+    /// Writes applied over a newer version: never in a correct run.
+    pub out_of_order_applies: u64,
+    /// Peers evicted by the lock timeout.
+    pub evictions: u64,
+    /// Messages ignored because their sender was evicted.
+    pub from_evicted: u64,
+    /// Messages from nowhere expected (a client connection, a stranger).
+    pub misrouted: u64,
+    pub links_down: u64,
+    /// Peers polled after a whole tick awaited (see `poll_stalled`).
+    pub polls: u64,
+}
+
+impl Counters {
+    pub fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        vec![
+            (
+                "lamport_polls_total",
+                "peers polled after a whole tick awaited",
+                self.polls,
+            ),
+            (
+                "lamport_writes_completed_total",
+                "writes this server completed",
+                self.completed,
+            ),
+            (
+                "lamport_writes_refused_total",
+                "writes that got no lock within the op timeout",
+                self.refused,
+            ),
+            (
+                "lamport_writes_timed_out_total",
+                "writes answered Timeout inside their critical section",
+                self.timed_out,
+            ),
+            (
+                "lamport_reads_waited_total",
+                "reads that waited for a staged write",
+                self.reads_waited,
+            ),
+            (
+                "lamport_stale_messages_total",
+                "messages about requests no longer known",
+                self.stale,
+            ),
+            (
+                "lamport_unknown_writes_total",
+                "SERVER_WRITEs for a request not queued here",
+                self.unknown_writes,
+            ),
+            (
+                "lamport_out_of_order_applies_total",
+                "writes applied over a newer version (never in a correct run)",
+                self.out_of_order_applies,
+            ),
+            (
+                "lamport_evictions_total",
+                "peers evicted by the lock timeout",
+                self.evictions,
+            ),
+            (
+                "lamport_from_evicted_total",
+                "messages ignored from evicted peers",
+                self.from_evicted,
+            ),
+            (
+                "lamport_misrouted_total",
+                "messages from unexpected senders",
+                self.misrouted,
+            ),
+            (
+                "lamport_links_down_total",
+                "peer links that went down",
+                self.links_down,
+            ),
+        ]
+    }
+}

@@ -1,0 +1,623 @@
+//! Lamport's mutual exclusion, one mutex per scope (seed 002 §3.2.2), and
+//! the critical section: apply, SERVER_WRITE, acks, RELEASE_LOCK.
+
+use super::msg::{Body, Msg, ReqId, Scope, Timer};
+use super::node::{LamportNode, Op, Phase};
+use super::InjectedBug;
+use crate::protocol::Out;
+use crate::types::{ClientRef, NodeId, OpError, Response, Time};
+use bytes::Bytes;
+use std::collections::BTreeSet;
+
+type O = Out<Msg, Timer>;
+
+impl LamportNode {
+    /// A client's PUT (`Some`) or DELETE (`None`): queue a request stamped
+    /// with a fresh clock and send REQUEST_LOCK to every peer.
+    pub(super) fn request(
+        &mut self,
+        now: Time,
+        client: ClientRef,
+        key: Bytes,
+        value: Option<Bytes>,
+        out: &mut O,
+    ) {
+        self.clock += 1;
+        let req = ReqId {
+            ts: self.clock,
+            node: self.id,
+        };
+        let scope = self.scope_of(&key);
+        self.queues.insert(&scope, req);
+        let op = Op {
+            client: Some(client),
+            scope: scope.clone(),
+            key,
+            value,
+            deadline: now.saturating_add(self.cfg.op_timeout),
+            phase: Phase::Waiting {
+                replies: BTreeSet::new(),
+            },
+        };
+        self.ops.insert(req, op);
+        self.broadcast(Body::RequestLock { req, scope }, out);
+    }
+
+    pub(super) fn dispatch(&mut self, from: NodeId, body: Body, out: &mut O) {
+        match body {
+            Body::RequestLock { req, scope } => self.on_request(from, req, scope, out),
+            Body::ReplyLock { req } => self.on_reply(from, req),
+            Body::ReleaseLock { req, scope } => self.on_release(from, req, scope, out),
+            Body::ServerWrite {
+                req,
+                scope,
+                key,
+                value,
+            } => self.on_server_write(from, req, scope, key, value, out),
+            Body::WriteAck { req, applied } => self.on_write_ack(from, req, applied, out),
+            Body::Outstanding { reqs } => self.on_outstanding(from, reqs, out),
+            Body::SyncRequest => self.on_sync_request(from, out),
+            Body::SyncReply {
+                entries,
+                recovering,
+            } => self.on_sync_reply(from, entries, recovering, out),
+            Body::Repair { entries } => self.store.merge(entries),
+            Body::Evicted => self.on_evicted(from, out),
+            Body::Poll => self.resync(from, out),
+        }
+    }
+
+    /// Queue the request and reply at once (Lamport's rule). The seed
+    /// defers the reply while its own request lacks replies (the bug).
+    pub(super) fn on_request(&mut self, from: NodeId, req: ReqId, scope: Scope, out: &mut O) {
+        if req.node != from {
+            self.counters.misrouted += 1;
+            return;
+        }
+        self.queues.insert(&scope, req);
+        if self.bug == Some(InjectedBug::SeedDeferral) && self.waiting_for_replies() {
+            self.deferred.push((from, req));
+        } else {
+            self.send(from, Body::ReplyLock { req }, out);
+        }
+    }
+
+    fn on_reply(&mut self, from: NodeId, req: ReqId) {
+        match self.ops.get_mut(&req).map(|op| &mut op.phase) {
+            Some(Phase::Waiting { replies }) => {
+                replies.insert(from);
+            }
+            // Already entered, or withdrawn: the reply is surplus.
+            _ => self.counters.stale += 1,
+        }
+    }
+
+    fn on_release(&mut self, from: NodeId, req: ReqId, scope: Scope, out: &mut O) {
+        if req.node != from {
+            self.counters.misrouted += 1;
+        } else if !self.release_slot(&scope, req, out) {
+            self.counters.stale += 1;
+        }
+    }
+
+    /// Whether peer `p` no longer holds up request `req` (the second half
+    /// of the entry rule): Lamport's "a message timestamped later than the
+    /// request" — FIFO links then guarantee every earlier request of `p`
+    /// is already queued here. The seed asks for `p`'s REPLY_LOCK instead.
+    pub(super) fn peer_clear(&self, p: NodeId, req: ReqId, replies: &BTreeSet<NodeId>) -> bool {
+        match self.bug {
+            Some(InjectedBug::SeedDeferral) => replies.contains(&p),
+            Some(InjectedBug::EnterWithoutLaterMessage) => true,
+            _ => self.last_recv.get(&p).is_some_and(|&c| c > req.ts),
+        }
+    }
+
+    /// Enter every critical section whose request heads its queue and is
+    /// clear with every active peer.
+    pub(super) fn try_enter(&mut self, out: &mut O) {
+        let active = self.active();
+        let ready: Vec<ReqId> = (self.ops.iter())
+            .filter(|(&req, op)| match &op.phase {
+                Phase::Waiting { replies } => {
+                    self.queues.head(&op.scope) == Some(req)
+                        && active.iter().all(|&p| self.peer_clear(p, req, replies))
+                }
+                Phase::Writing { .. } => false,
+            })
+            .map(|(&r, _)| r)
+            .collect();
+        for req in ready {
+            self.enter(req, out);
+        }
+    }
+
+    /// The critical section: apply locally (or stage, with `read-wait`),
+    /// SERVER_WRITE to every active peer, then wait for their acks.
+    fn enter(&mut self, req: ReqId, out: &mut O) {
+        let op = &self.ops[&req];
+        let (scope, key, value) = (op.scope.clone(), op.key.clone(), op.value.clone());
+        let slot = self
+            .queues
+            .get_mut(&scope, req)
+            .expect("own request queued");
+        slot.write = Some((key.clone(), value.clone()));
+        if !self.cfg.read_wait {
+            slot.applied = true;
+            self.apply(req, key.clone(), value.clone());
+        }
+        let unacked: BTreeSet<NodeId> = self.active().into_iter().collect();
+        let body = Body::ServerWrite {
+            req,
+            scope,
+            key,
+            value,
+        };
+        self.broadcast(body, out);
+        let done = unacked.is_empty();
+        self.ops.get_mut(&req).expect("present").phase = Phase::Writing {
+            unacked,
+            refused: false,
+        };
+        if done {
+            self.finish(req, out);
+        }
+    }
+
+    fn on_write_ack(&mut self, from: NodeId, req: ReqId, applied: bool, out: &mut O) {
+        let Some(Phase::Writing { unacked, refused }) =
+            self.ops.get_mut(&req).map(|o| &mut o.phase)
+        else {
+            self.counters.stale += 1;
+            return;
+        };
+        if !unacked.remove(&from) {
+            self.counters.stale += 1; // a duplicate, after a resend
+            return;
+        }
+        *refused |= !applied;
+        if unacked.is_empty() {
+            self.finish(req, out);
+        }
+    }
+
+    /// Every active peer acknowledged: leave the critical section (apply
+    /// here first with `read-wait`), answer the client, RELEASE_LOCK.
+    pub(super) fn finish(&mut self, req: ReqId, out: &mut O) {
+        let op = self.ops.remove(&req).expect("finishing a known op");
+        let Phase::Writing { refused, .. } = op.phase else {
+            unreachable!("only a critical section finishes")
+        };
+        self.release_slot(&op.scope, req, out);
+        self.counters.completed += 1;
+        if let Some(client) = op.client {
+            let resp = if refused {
+                // A peer had dropped our request (it evicted us): the write
+                // is here and maybe elsewhere, not everywhere.
+                Response::Failed(OpError::unknown("a peer refused the write"))
+            } else {
+                Response::Done
+            };
+            out.reply(client, resp);
+        }
+        let scope = op.scope;
+        self.broadcast(Body::ReleaseLock { req, scope }, out);
+    }
+
+    /// Give up a request: one still waiting (op timeout), or any of ours
+    /// when a peer evicted us. Its write, if made, stays in queue order.
+    pub(super) fn withdraw(&mut self, req: ReqId, out: &mut O) {
+        let op = self.ops.remove(&req).expect("withdrawing a known op");
+        self.release_slot(&op.scope, req, out);
+        let scope = op.scope;
+        self.broadcast(Body::ReleaseLock { req, scope }, out);
+    }
+
+    /// RELEASE_LOCK of `req` here: a request without a write leaves at
+    /// once; one with a write leaves from the head, once applied.
+    pub(super) fn release_slot(&mut self, scope: &Scope, req: ReqId, out: &mut O) -> bool {
+        let Some(slot) = self.queues.get_mut(scope, req) else {
+            return false;
+        };
+        if slot.write.is_none() {
+            self.queues.remove(scope, req);
+        } else {
+            slot.released = true;
+        }
+        self.drain(scope, out);
+        true
+    }
+
+    /// Work at the head of `scope`'s queue: apply its write when its turn
+    /// has come (on arrival at the head; with `read-wait`, once released)
+    /// and acknowledge it; drop released heads.
+    pub(super) fn drain(&mut self, scope: &Scope, out: &mut O) {
+        let read_wait = self.cfg.read_wait;
+        while let Some((req, slot)) = self.queues.head_slot_mut(scope) {
+            let due = !slot.applied && (!read_wait || slot.released);
+            if let (Some((key, value)), true) = (slot.write.clone(), due) {
+                slot.applied = true;
+                self.apply(req, key, value);
+                if !read_wait && req.node != self.id {
+                    self.send(req.node, Body::WriteAck { req, applied: true }, out);
+                }
+                continue;
+            }
+            if !slot.released || (slot.write.is_some() && !slot.applied) {
+                break;
+            }
+            self.queues.remove(scope, req);
+        }
+    }
+
+    /// SERVER_WRITE from the holder of `req`: stage it with its request;
+    /// apply from the queue's head (§3.2.2 item 4), acknowledge once
+    /// applied. With `read-wait`, acknowledge once staged.
+    fn on_server_write(
+        &mut self,
+        from: NodeId,
+        req: ReqId,
+        scope: Scope,
+        key: Bytes,
+        value: Option<Bytes>,
+        out: &mut O,
+    ) {
+        let read_wait = self.cfg.read_wait;
+        let Some(slot) = self
+            .queues
+            .get_mut(&scope, req)
+            .filter(|_| req.node == from)
+        else {
+            self.counters.unknown_writes += 1;
+            self.send(
+                from,
+                Body::WriteAck {
+                    req,
+                    applied: false,
+                },
+                out,
+            );
+            return;
+        };
+        if slot.write.is_some() {
+            // A resend after a link reset: ack again if we already did.
+            if slot.applied || read_wait {
+                self.send(from, Body::WriteAck { req, applied: true }, out);
+            }
+            return;
+        }
+        slot.write = Some((key.clone(), value.clone()));
+        if self.bug == Some(InjectedBug::ApplyOnArrival) {
+            slot.applied = true;
+            self.apply(req, key, value);
+            self.send(from, Body::WriteAck { req, applied: true }, out);
+        } else if read_wait {
+            self.send(from, Body::WriteAck { req, applied: true }, out);
+        } else {
+            self.drain(&scope, out);
+        }
+    }
+
+    pub(super) fn apply(&mut self, req: ReqId, key: Bytes, value: Option<Bytes>) {
+        if !self.store.apply(key, req.tag(), value) {
+            self.counters.out_of_order_applies += 1;
+        }
+    }
+
+    /// Whether one of our requests still lacks a peer's REPLY_LOCK.
+    fn waiting_for_replies(&self) -> bool {
+        let active = self.active();
+        (self.ops.values()).any(|op| match &op.phase {
+            Phase::Waiting { replies } => active.iter().any(|p| !replies.contains(p)),
+            Phase::Writing { .. } => false,
+        })
+    }
+
+    /// The seed's deferred replies go out once our own are all in.
+    pub(super) fn flush_deferred(&mut self, out: &mut O) {
+        if self.deferred.is_empty() || self.waiting_for_replies() {
+            return;
+        }
+        for (to, req) in std::mem::take(&mut self.deferred) {
+            if !self.evicted.contains(&to) {
+                self.send(to, Body::ReplyLock { req }, out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::{Body, Config, InjectedBug, LamportNode, ReqId, Scope};
+    use crate::protocol::{LinkEvent, Protocol};
+    use crate::types::{ClientRef, Peer, Response};
+
+    fn r(ts: u64, node: u32) -> ReqId {
+        ReqId { ts, node }
+    }
+    fn node(id: u32, n: u32) -> LamportNode {
+        LamportNode::new(id, &(1..=n).collect::<Vec<_>>(), Config::default())
+    }
+    /// A server of two with `read-wait`.
+    fn read_wait_node(id: u32, bug: Option<InjectedBug>) -> LamportNode {
+        let cfg = Config {
+            read_wait: true,
+            ..Config::default()
+        };
+        LamportNode::new(id, &[1, 2], cfg).with_bug(bug)
+    }
+    fn request(req: ReqId) -> Body {
+        Body::RequestLock {
+            req,
+            scope: Scope::Global,
+        }
+    }
+    fn release(req: ReqId) -> Body {
+        Body::ReleaseLock {
+            req,
+            scope: Scope::Global,
+        }
+    }
+    fn write(req: ReqId, v: &str) -> Body {
+        Body::ServerWrite {
+            req,
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b(v)),
+        }
+    }
+    fn ack(req: ReqId) -> Body {
+        Body::WriteAck { req, applied: true }
+    }
+
+    /// A write asks every peer with a fresh clock (§3.2.2 item 1); a peer
+    /// queues it and replies at once, even while it waits itself.
+    #[test]
+    fn a_request_goes_to_every_peer_and_is_always_answered() {
+        let mut n = node(1, 3);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        assert_eq!(
+            sent(&mut out),
+            vec![(2, request(r(1, 1))), (3, request(r(1, 1)))]
+        );
+        deliver(&mut n, 2, 1, request(r(1, 2)), &mut out);
+        assert_eq!(sent(&mut out), vec![(2, Body::ReplyLock { req: r(1, 2) })]);
+        assert_eq!(n.clock, 2, "past the received clock");
+    }
+
+    /// Entry: own request at the head and a message stamped later than it
+    /// from every peer; any message will do, not only a reply.
+    #[test]
+    fn entry_needs_the_head_and_a_later_message_from_every_peer() {
+        let mut n = node(1, 3);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        out.drain();
+        deliver(&mut n, 2, 4, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        // Not later than the request (clock 1): it proves nothing.
+        deliver(&mut n, 3, 1, Body::Outstanding { reqs: vec![] }, &mut out);
+        assert!(!n.holds_lock() && out.is_empty());
+        // Node 3's own request, stamped 2 > 1: queued behind ours, and later.
+        deliver(&mut n, 3, 2, request(r(2, 3)), &mut out);
+        assert!(n.holds_lock());
+        assert_eq!(n.value(b"k"), Some(b("v")), "applied on entry");
+        let s = sent(&mut out);
+        assert!(s.contains(&(2, write(r(1, 1), "v"))) && s.contains(&(3, write(r(1, 1), "v"))));
+    }
+
+    /// Ties in clock go to the lower node id; a lower request from a peer
+    /// holds ours back until its RELEASE_LOCK.
+    #[test]
+    fn an_earlier_request_goes_first_until_released() {
+        let mut n = node(2, 2);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("k", "mine"), &mut out);
+        deliver(&mut n, 1, 1, request(r(1, 1)), &mut out);
+        assert_eq!(
+            n.queues.head(&Scope::Global),
+            Some(r(1, 1)),
+            "(1,1) before (1,2)"
+        );
+        deliver(&mut n, 1, 3, Body::ReplyLock { req: r(1, 2) }, &mut out);
+        assert!(!n.holds_lock());
+        deliver(&mut n, 1, 4, write(r(1, 1), "theirs"), &mut out);
+        deliver(&mut n, 1, 5, release(r(1, 1)), &mut out);
+        assert!(n.holds_lock());
+        assert_eq!(n.value(b"k"), Some(b("mine")), "theirs first, then mine");
+    }
+
+    /// With every ack in: answer the client, RELEASE_LOCK to all, leave the queue.
+    #[test]
+    fn the_last_ack_answers_and_releases() {
+        let mut n = node(1, 3);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        deliver(&mut n, 2, 2, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        deliver(&mut n, 3, 2, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        out.drain();
+        deliver(&mut n, 2, 3, ack(r(1, 1)), &mut out);
+        deliver(&mut n, 2, 3, ack(r(1, 1)), &mut out);
+        assert!(
+            out.is_empty() && n.holds_lock(),
+            "a duplicate ack is not 3's"
+        );
+        assert_eq!(n.counters.stale, 1);
+        deliver(&mut n, 3, 3, ack(r(1, 1)), &mut out);
+        let (s, a) = split(&mut out);
+        assert_eq!(a, vec![Response::Done]);
+        assert_eq!(s, vec![(2, release(r(1, 1))), (3, release(r(1, 1)))]);
+        assert!(!n.holds_lock() && n.queues.is_empty());
+    }
+
+    /// SERVER_WRITE is applied only when its request heads the queue
+    /// (§3.2.2 item 4) and acknowledged then; the bug applies on arrival.
+    #[test]
+    fn writes_apply_from_the_head_in_lock_order() {
+        for bug in [None, Some(InjectedBug::ApplyOnArrival)] {
+            let mut n = node(3, 3).with_bug(bug);
+            let mut out = O::new();
+            deliver(&mut n, 1, 1, request(r(1, 1)), &mut out);
+            deliver(&mut n, 2, 2, request(r(2, 2)), &mut out);
+            out.drain();
+            deliver(&mut n, 2, 5, write(r(2, 2), "second"), &mut out);
+            if bug.is_some() {
+                assert_eq!(n.value(b"k"), Some(b("second")), "bug: applied on arrival");
+                assert_eq!(sent(&mut out), vec![(2, ack(r(2, 2)))]);
+                continue;
+            }
+            assert_eq!(
+                (n.value(b"k"), sent(&mut out)),
+                (None, vec![]),
+                "not the head"
+            );
+            deliver(&mut n, 1, 3, write(r(1, 1), "first"), &mut out);
+            assert_eq!(n.value(b"k"), Some(b("first")));
+            assert_eq!(sent(&mut out), vec![(1, ack(r(1, 1)))]);
+            deliver(&mut n, 1, 4, release(r(1, 1)), &mut out);
+            assert_eq!(n.value(b"k"), Some(b("second")));
+            assert_eq!(sent(&mut out), vec![(2, ack(r(2, 2)))]);
+            deliver(&mut n, 2, 6, release(r(2, 2)), &mut out);
+            assert!(n.queues.is_empty());
+            assert_eq!(n.counters.out_of_order_applies, 0);
+        }
+    }
+
+    /// A write for a request not queued here is refused, not applied.
+    #[test]
+    fn a_write_without_its_request_is_refused() {
+        let mut n = node(2, 2);
+        let mut out = O::new();
+        deliver(&mut n, 1, 3, write(r(1, 1), "v"), &mut out);
+        let refusal = Body::WriteAck {
+            req: r(1, 1),
+            applied: false,
+        };
+        assert_eq!(sent(&mut out), vec![(1, refusal)]);
+        assert_eq!((n.value(b"k"), n.counters.unknown_writes), (None, 1));
+    }
+
+    /// SERVER_WRITE is re-sent until acknowledged (§3.2.1 item 3): after a
+    /// link reset the holder lists its requests and re-sends unacked writes.
+    #[test]
+    fn an_unacknowledged_write_is_resent_when_the_link_comes_back() {
+        let mut n = node(1, 2);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        deliver(&mut n, 2, 2, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        out.drain();
+        n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        let listed = Body::Outstanding {
+            reqs: vec![(r(1, 1), Scope::Global)],
+        };
+        assert_eq!(sent(&mut out), vec![(2, listed), (2, write(r(1, 1), "v"))]);
+        deliver(&mut n, 2, 4, ack(r(1, 1)), &mut out);
+        out.drain();
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        let none = Body::Outstanding { reqs: vec![] };
+        assert_eq!(sent(&mut out), vec![(2, none)], "acknowledged: not resent");
+        // The bug resends nothing at all.
+        let mut n = node(1, 2).with_bug(Some(InjectedBug::NoResyncOnUp));
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        assert!(out.is_empty());
+    }
+
+    /// `Outstanding` names every queued request of its sender: the others
+    /// lost their RELEASE_LOCK with the connection and leave the queue.
+    #[test]
+    fn outstanding_drops_requests_whose_release_was_lost() {
+        let mut n = node(2, 2);
+        let mut out = O::new();
+        deliver(&mut n, 1, 1, request(r(1, 1)), &mut out);
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        deliver(&mut n, 1, 5, Body::ReplyLock { req: r(3, 2) }, &mut out);
+        assert!(!n.holds_lock());
+        out.drain();
+        deliver(&mut n, 1, 6, Body::Outstanding { reqs: vec![] }, &mut out);
+        assert!(n.holds_lock(), "(1,1) dropped: ours heads the queue");
+    }
+
+    /// The op timeout withdraws a write still waiting (definite refusal);
+    /// one inside its critical section gets Timeout and still completes.
+    #[test]
+    fn the_op_timeout_refuses_a_waiting_write_and_times_out_an_entered_one() {
+        let mut n = node(1, 2);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("k", "a"), &mut out);
+        out.drain();
+        let late = T0.saturating_add(Config::default().op_timeout);
+        n.on_timer(late, super::Timer::Tick, &mut out);
+        let (s, refused) = split(&mut out);
+        assert!(matches!(&refused[..], [Response::Failed(e)] if e.is_definite()));
+        assert_eq!(s, vec![(2, release(r(1, 1)))]);
+        assert!(n.queues.is_empty() && n.ops.is_empty());
+        out.drain();
+        n.on_client(late, ClientRef::local(2), put("k", "b"), &mut out);
+        deliver(&mut n, 2, 9, Body::ReplyLock { req: r(2, 1) }, &mut out);
+        assert!(n.holds_lock());
+        out.drain();
+        let later = late.saturating_add(Config::default().op_timeout);
+        n.on_timer(later, super::Timer::Tick, &mut out);
+        let e = answers(&mut out);
+        assert!(
+            matches!(&e[..], [Response::Failed(e)] if !e.is_definite()),
+            "{e:?}"
+        );
+        deliver(&mut n, 2, 10, ack(r(2, 1)), &mut out);
+        let (s, a) = split(&mut out);
+        assert!(a.is_empty(), "answered once, at the timeout");
+        assert_eq!(s, vec![(2, release(r(2, 1)))]);
+    }
+
+    /// read-wait: SERVER_WRITE is staged and acknowledged at once, applied
+    /// at RELEASE_LOCK; a read of the staged key waits for it.
+    #[test]
+    fn read_wait_stages_writes_and_holds_reads_of_the_key() {
+        let mut n = read_wait_node(2, None);
+        let mut out = O::new();
+        deliver(&mut n, 1, 1, request(r(1, 1)), &mut out);
+        out.drain();
+        deliver(&mut n, 1, 3, write(r(1, 1), "v"), &mut out);
+        assert_eq!(sent(&mut out), vec![(1, ack(r(1, 1)))], "acked when staged");
+        assert_eq!(n.value(b"k"), None);
+        n.on_client(T0, ClientRef::local(7), get("k"), &mut out);
+        n.on_client(T0, ClientRef::local(8), get("other"), &mut out);
+        assert_eq!(
+            answers(&mut out),
+            vec![Response::Value(None)],
+            "other key: at once"
+        );
+        deliver(&mut n, 1, 4, release(r(1, 1)), &mut out);
+        assert_eq!(answers(&mut out), vec![Response::Value(Some(b("v")))]);
+    }
+
+    /// The bug applies a staged write on arrival: a read sees it before
+    /// the holder has every ack (and before other peers have it at all).
+    #[test]
+    fn apply_on_arrival_shows_a_write_before_its_release_under_read_wait() {
+        let mut n = read_wait_node(2, Some(InjectedBug::ApplyOnArrival));
+        let mut out = O::new();
+        deliver(&mut n, 1, 1, request(r(1, 1)), &mut out);
+        deliver(&mut n, 1, 3, write(r(1, 1), "v"), &mut out);
+        out.drain();
+        n.on_client(T0, ClientRef::local(7), get("k"), &mut out);
+        assert_eq!(answers(&mut out), vec![Response::Value(Some(b("v")))]);
+    }
+
+    /// The holder itself applies only once every peer staged the write.
+    #[test]
+    fn read_wait_holder_applies_at_its_release() {
+        let mut n = read_wait_node(1, None);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        deliver(&mut n, 2, 2, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        assert!(n.holds_lock() && n.value(b"k").is_none());
+        n.on_client(T0, ClientRef::local(2), get("k"), &mut out);
+        out.drain();
+        deliver(&mut n, 2, 3, ack(r(1, 1)), &mut out);
+        assert_eq!(n.value(b"k"), Some(b("v")));
+        let a = answers(&mut out);
+        assert!(a.contains(&Response::Done) && a.contains(&Response::Value(Some(b("v")))));
+    }
+}

@@ -1,0 +1,100 @@
+//! The messages between servers, and the timers.
+
+use crate::types::{NodeId, Tag};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// A lock request's identity and its place in every queue: the requester's
+/// Lamport clock when it asked, ties broken by node id (Lamport's total
+/// order "⇒"). Derived `Ord` compares `ts` first, then `node`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct ReqId {
+    pub ts: u64,
+    pub node: NodeId,
+}
+
+impl ReqId {
+    /// The version a write made under this request carries. Critical
+    /// sections of one scope run in `ReqId` order, so tags grow with them;
+    /// they only arbitrate merges (recovery, repair), never the normal path.
+    pub fn tag(self) -> Tag {
+        Tag {
+            ts: self.ts,
+            writer: u64::from(self.node),
+        }
+    }
+}
+
+/// What a lock protects: the whole store (the seed's choice, §3.2.1 item 2)
+/// or one key (`lock-scope = key`). Each scope is an independent mutex with
+/// its own queue.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    Global,
+    Key(Bytes),
+}
+
+/// One entry of a store snapshot: key, version, value (`None` = deleted).
+pub type Entry = (Bytes, Tag, Option<Bytes>);
+
+/// Every message carries the sender's Lamport clock (Lamport 1978, IR1/IR2):
+/// the receiver advances its own clock past it, and the entry rule asks for
+/// a message *later* than one's request from every peer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Msg {
+    pub clock: u64,
+    pub body: Body,
+}
+
+/// What the message says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Body {
+    /// REQUEST_LOCK: queue my request `req` for `scope` (§3.2.2 item 1).
+    RequestLock { req: ReqId, scope: Scope },
+    /// REPLY_LOCK: I queued your request `req` (§3.2.2 item 3; always sent
+    /// at once, Lamport's rule, not deferred as in the seed).
+    ReplyLock { req: ReqId },
+    /// RELEASE_LOCK: drop my request `req` (done, or withdrawn) (item 2).
+    ReleaseLock { req: ReqId, scope: Scope },
+    /// SERVER_WRITE: the write made under `req`, to apply from the queue's
+    /// head (item 4); re-sent until acknowledged (§3.2.1 item 3).
+    ServerWrite {
+        req: ReqId,
+        scope: Scope,
+        key: Bytes,
+        value: Option<Bytes>,
+    },
+    /// The write of `req` is applied (staged, with `read-wait`); `applied`
+    /// false: no such request is queued here (it was dropped), nothing done.
+    WriteAck { req: ReqId, applied: bool },
+    /// After a link came back (messages may be missing): these are all my
+    /// queued requests; drop any other of mine, queue these, reply to each.
+    Outstanding { reqs: Vec<(ReqId, Scope)> },
+    /// A recovering or rejoining server asks for a peer's whole store.
+    SyncRequest,
+    /// A peer's whole store; `recovering`: the peer has nothing to give.
+    SyncReply {
+        entries: Vec<Entry>,
+        recovering: bool,
+    },
+    /// A server that finished recovering pushes its merged store to its
+    /// peers, who keep the newer version of each key (writes of a holder
+    /// that crashed mid-broadcast reach every replica).
+    Repair { entries: Vec<Entry> },
+    /// You were silent past the lock timeout while we waited for you: we
+    /// dropped your requests and ignore you until you sync again.
+    Evicted,
+    /// We have waited on you for a whole tick: send me your `Outstanding`
+    /// and your unacknowledged writes (a link reset may have been reported
+    /// on one side only, or a RELEASE_LOCK lost while you were idle).
+    Poll,
+}
+
+/// Timers of a server.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// Periodic while work is pending: op timeouts, lock timeouts.
+    Tick,
+}

@@ -1,0 +1,509 @@
+//! Links that come back, servers that lost their state (seed 002 §2,
+//! recovery mode `r`) and peers evicted by the lock timeout (§4.4.1).
+
+use super::msg::{Body, Entry, Msg, ReqId, Scope, Timer};
+use super::node::{LamportNode, Phase};
+use super::InjectedBug;
+use crate::protocol::Out;
+use crate::types::{NodeId, OpError, Response, Time};
+use std::collections::BTreeSet;
+
+type O = Out<Msg, Timer>;
+
+impl LamportNode {
+    /// Copy state from every peer before serving: SyncRequest to all. A
+    /// peer answering drops whatever it still queues of ours (a previous
+    /// life's requests) and re-sends its own requests first.
+    pub(super) fn start_recovery(&mut self, out: &mut O) {
+        self.recovery = Some(BTreeSet::new());
+        self.evicted.clear();
+        self.broadcast(Body::SyncRequest, out);
+        self.end_recovery_if_done(out);
+    }
+
+    pub(super) fn on_sync_request(&mut self, from: NodeId, out: &mut O) {
+        self.evicted.remove(&from);
+        self.drop_entries_of(from, out);
+        self.resync(from, out);
+        let body = Body::SyncReply {
+            entries: self.store.snapshot(),
+            recovering: self.recovery.is_some(),
+        };
+        self.send(from, body, out);
+    }
+
+    pub(super) fn on_sync_reply(
+        &mut self,
+        from: NodeId,
+        entries: Vec<Entry>,
+        recovering: bool,
+        out: &mut O,
+    ) {
+        let Some(answered) = self.recovery.as_mut() else {
+            self.counters.stale += 1;
+            return;
+        };
+        if !answered.insert(from) {
+            self.counters.stale += 1;
+            return;
+        }
+        // A peer recovering too lost its state: it has nothing to give.
+        if !recovering {
+            self.store.merge(entries);
+        }
+        self.end_recovery_if_done(out);
+    }
+
+    /// Every peer answered: serve again, and push the merged store to the
+    /// peers (a holder that died mid-broadcast left its write on some only).
+    fn end_recovery_if_done(&mut self, out: &mut O) {
+        let Some(answered) = &self.recovery else {
+            return;
+        };
+        if self.peers.iter().all(|p| answered.contains(p)) {
+            self.recovery = None;
+            let entries = self.store.snapshot();
+            self.broadcast(Body::Repair { entries }, out);
+        }
+    }
+
+    /// A link came back; messages sent meanwhile may be lost: tell the
+    /// peer which requests of ours are still queued and resend the writes
+    /// it has not acknowledged (§3.2.1 item 3). FIFO puts them after
+    /// anything that did arrive.
+    pub(super) fn on_up(&mut self, p: NodeId, out: &mut O) {
+        if self.bug == Some(InjectedBug::NoResyncOnUp) {
+            return;
+        }
+        if self.evicted.contains(&p) {
+            self.send(p, Body::Evicted, out);
+            return;
+        }
+        if self.recovery.as_ref().is_some_and(|a| !a.contains(&p)) {
+            self.send(p, Body::SyncRequest, out);
+        }
+        self.resync(p, out);
+    }
+
+    /// Our queued requests, then our unacknowledged writes, to `p`.
+    pub(super) fn resync(&self, p: NodeId, out: &mut O) {
+        let reqs = (self.ops.iter())
+            .map(|(&r, op)| (r, op.scope.clone()))
+            .collect();
+        self.send(p, Body::Outstanding { reqs }, out);
+        for (&req, op) in &self.ops {
+            if let Phase::Writing { unacked, .. } = &op.phase {
+                if unacked.contains(&p) {
+                    let body = Body::ServerWrite {
+                        req,
+                        scope: op.scope.clone(),
+                        key: op.key.clone(),
+                        value: op.value.clone(),
+                    };
+                    self.send(p, body, out);
+                }
+            }
+        }
+    }
+
+    /// `from`'s complete list of queued requests: drop the others of its
+    /// (their RELEASE_LOCK was lost), queue and answer these.
+    pub(super) fn on_outstanding(&mut self, from: NodeId, reqs: Vec<(ReqId, Scope)>, out: &mut O) {
+        for (scope, req) in self.queues.of_node(from) {
+            if !reqs.iter().any(|(r, s)| *r == req && *s == scope) {
+                self.release_slot(&scope, req, out);
+            }
+        }
+        for (req, scope) in reqs {
+            self.on_request(from, req, scope, out);
+        }
+    }
+
+    /// Release every request of `p` queued here; their writes, if any,
+    /// still apply in queue order.
+    fn drop_entries_of(&mut self, p: NodeId, out: &mut O) {
+        for (scope, req) in self.queues.of_node(p) {
+            self.release_slot(&scope, req, out);
+        }
+        self.deferred.retain(|&(n, _)| n != p);
+    }
+
+    /// Every tick: while recovering, ask again the peers that have not
+    /// answered (a SyncRequest can vanish in a link reset reported to the
+    /// other side only, or while it was paused); else poll every peer we
+    /// have awaited since the last tick: resync to it and ask it for its
+    /// resync (its `Up` may have gone unseen here, its RELEASE_LOCK lost).
+    pub(super) fn poll_stalled(&mut self, out: &mut O) {
+        if let Some(answered) = &self.recovery {
+            for p in self.active().into_iter().filter(|p| !answered.contains(p)) {
+                self.send(p, Body::SyncRequest, out);
+            }
+            return;
+        }
+        let awaited: BTreeSet<NodeId> = (self.active().into_iter())
+            .filter(|&p| self.awaits(p))
+            .collect();
+        for &p in awaited.intersection(&self.stalled) {
+            if self.bug != Some(InjectedBug::NoResyncOnUp) {
+                self.counters.polls += 1;
+                self.resync(p, out);
+                self.send(p, Body::Poll, out);
+            }
+        }
+        self.stalled = awaited;
+    }
+
+    /// With a lock timeout: evict every active peer we have been waiting
+    /// for, silent, that long. A recovering server evicts nobody: it needs
+    /// every peer's state.
+    pub(super) fn check_lock_timeouts(&mut self, now: Time, out: &mut O) {
+        let Some(limit) = self.cfg.lock_timeout else {
+            return;
+        };
+        if self.recovery.is_some() {
+            return;
+        }
+        for p in self.active() {
+            if !self.awaits(p) {
+                self.awaited_since.remove(&p);
+                continue;
+            }
+            let since = *self.awaited_since.entry(p).or_insert(now);
+            let heard = self.last_heard.get(&p).copied().unwrap_or(Time::ZERO);
+            if now >= since.max(heard).saturating_add(limit) {
+                self.evict(p, out);
+            }
+        }
+    }
+
+    /// Whether progress here waits for `p`: one of our writes waits for
+    /// its reply or its ack, or its request heads a queue with requests
+    /// behind it (it holds the lock or is next, and others wait). Nobody
+    /// waiting, nothing to evict: an idle holder stays.
+    fn awaits(&self, p: NodeId) -> bool {
+        let own = self.ops.iter().any(|(&req, op)| match &op.phase {
+            Phase::Waiting { replies } => !self.peer_clear(p, req, replies),
+            Phase::Writing { unacked, .. } => unacked.contains(&p),
+        });
+        own || self.queues.blocking_heads().any(|n| n == p)
+    }
+
+    /// Drop `p` from the lock and the write set until it syncs again:
+    /// its requests leave our queues, we stop waiting for its replies and
+    /// acks, and tell it so (it then rejoins: `on_evicted`).
+    fn evict(&mut self, p: NodeId, out: &mut O) {
+        self.counters.evictions += 1;
+        self.evicted.insert(p);
+        self.awaited_since.remove(&p);
+        self.drop_entries_of(p, out);
+        self.send(p, Body::Evicted, out);
+        let acked: Vec<ReqId> = (self.ops.iter_mut())
+            .filter_map(|(&req, op)| match &mut op.phase {
+                Phase::Writing { unacked, .. } => {
+                    unacked.remove(&p);
+                    unacked.is_empty().then_some(req)
+                }
+                Phase::Waiting { .. } => None,
+            })
+            .collect();
+        for req in acked {
+            self.finish(req, out);
+        }
+    }
+
+    /// A peer evicted us: our requests are void there. Give them up (a
+    /// write not entered is refused; one inside its critical section has
+    /// an unknown outcome), then rejoin by syncing from every peer.
+    pub(super) fn on_evicted(&mut self, from: NodeId, out: &mut O) {
+        if self.recovery.is_some() {
+            return; // already rejoining
+        }
+        let reqs: Vec<ReqId> = self.ops.keys().copied().collect();
+        for req in reqs {
+            let op = &self.ops[&req];
+            let resp = match op.phase {
+                Phase::Waiting { .. } => OpError::refused(format!("evicted by server {from}")),
+                Phase::Writing { .. } => OpError::unknown(format!("evicted by server {from}")),
+            };
+            if let Some(client) = op.client {
+                out.reply(client, Response::Failed(resp));
+            }
+            self.withdraw(req, out);
+        }
+        self.start_recovery(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::{Body, Config, LamportNode, ReqId, Scope};
+    use crate::protocol::{LinkEvent, Protocol};
+    use crate::types::{ClientRef, Peer, Response, Tag};
+
+    fn r(ts: u64, node: u32) -> ReqId {
+        ReqId { ts, node }
+    }
+    fn tag(ts: u64, node: u64) -> Tag {
+        Tag { ts, writer: node }
+    }
+
+    /// Recovery mode (§2 `r`): ask every peer, serve nobody until all
+    /// answered, keep the newest version of each key, repair the peers.
+    #[test]
+    fn a_recovering_server_merges_every_peers_store_then_repairs_them() {
+        let mut n = LamportNode::new(1, &[1, 2, 3], Config::default()).recovering();
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        assert_eq!(
+            sent(&mut out),
+            vec![(2, Body::SyncRequest), (3, Body::SyncRequest)]
+        );
+        n.on_client(T0, ClientRef::local(1), get("k"), &mut out);
+        assert!(matches!(&answers(&mut out)[..], [Response::Failed(e)] if e.is_definite()));
+        let old = vec![(b("k"), tag(2, 2), Some(b("old")))];
+        let new = vec![(b("k"), tag(5, 3), Some(b("new")))];
+        deliver(
+            &mut n,
+            3,
+            9,
+            Body::SyncReply {
+                entries: new.clone(),
+                recovering: false,
+            },
+            &mut out,
+        );
+        deliver(
+            &mut n,
+            3,
+            9,
+            Body::SyncReply {
+                entries: vec![],
+                recovering: false,
+            },
+            &mut out,
+        );
+        assert!(n.is_recovering(), "a duplicate answer is not 2's");
+        deliver(
+            &mut n,
+            2,
+            9,
+            Body::SyncReply {
+                entries: old,
+                recovering: false,
+            },
+            &mut out,
+        );
+        assert!(!n.is_recovering());
+        let repair = Body::Repair { entries: new };
+        assert_eq!(sent(&mut out), vec![(2, repair.clone()), (3, repair)]);
+        assert!(
+            n.clock > 9,
+            "past every peer's clock: its requests come after"
+        );
+        n.on_client(T0, ClientRef::local(2), get("k"), &mut out);
+        assert_eq!(answers(&mut out), vec![Response::Value(Some(b("new")))]);
+    }
+
+    /// A peer recovering at the same time lost its state too: its answer
+    /// counts but gives nothing. With every peer recovering the store is
+    /// empty (all N lost it: nothing is persisted).
+    #[test]
+    fn a_recovering_peer_answers_with_nothing() {
+        let mut n = LamportNode::new(1, &[1, 2], Config::default()).recovering();
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        deliver(&mut n, 2, 1, Body::SyncRequest, &mut out);
+        let s = sent(&mut out);
+        let reply = Body::SyncReply {
+            entries: vec![],
+            recovering: true,
+        };
+        assert_eq!(s.last(), Some(&(2, reply)));
+        let junk = vec![(b("k"), tag(1, 2), Some(b("junk")))];
+        deliver(
+            &mut n,
+            2,
+            2,
+            Body::SyncReply {
+                entries: junk,
+                recovering: true,
+            },
+            &mut out,
+        );
+        assert!(!n.is_recovering() && n.value(b"k").is_none());
+        // A lone server has nobody to ask.
+        let mut solo = LamportNode::new(1, &[1], Config::default()).recovering();
+        solo.on_start(T0, &mut out);
+        assert!(!solo.is_recovering());
+    }
+
+    /// A peer answering a SyncRequest first drops what it still queues of
+    /// the sender's previous life, lists its own requests, then its store.
+    #[test]
+    fn a_sync_request_drops_the_senders_old_requests_and_resyncs_first() {
+        let mut n = LamportNode::new(2, &[1, 2], Config::default());
+        let mut out = O::new();
+        deliver(
+            &mut n,
+            1,
+            1,
+            Body::RequestLock {
+                req: r(1, 1),
+                scope: Scope::Global,
+            },
+            &mut out,
+        );
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        assert!(!n.holds_lock(), "behind the dead server's request");
+        out.drain();
+        deliver(&mut n, 1, 1, Body::SyncRequest, &mut out);
+        assert_eq!(
+            n.queues.head(&Scope::Global),
+            Some(r(3, 2)),
+            "old request gone"
+        );
+        let s = sent(&mut out);
+        let mine = Body::Outstanding {
+            reqs: vec![(r(3, 2), Scope::Global)],
+        };
+        assert_eq!(s[0], (1, mine));
+        assert!(matches!(
+            s.last(),
+            Some((
+                1,
+                Body::SyncReply {
+                    recovering: false,
+                    ..
+                }
+            ))
+        ));
+        // The new life's clock restarted: its reply to our listed request
+        // is the later message we still need.
+        assert!(!n.holds_lock());
+        deliver(&mut n, 1, 4, Body::ReplyLock { req: r(3, 2) }, &mut out);
+        assert!(n.holds_lock());
+    }
+
+    /// Evicted: a write still waiting is refused (never entered), one in
+    /// its critical section has an unknown outcome; both are withdrawn and
+    /// the server rejoins by syncing with everyone.
+    #[test]
+    fn an_evicted_server_gives_up_its_writes_and_rejoins() {
+        let mut n = LamportNode::new(1, &[1, 2, 3], Config::default());
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("k", "a"), &mut out);
+        deliver(&mut n, 2, 5, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        deliver(&mut n, 3, 5, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        assert!(n.holds_lock());
+        n.on_client(T0, ClientRef::local(2), put("k", "b"), &mut out);
+        out.drain();
+        deliver(&mut n, 2, 6, Body::Evicted, &mut out);
+        let (s, a) = split(&mut out);
+        assert!(
+            matches!(&a[..], [Response::Failed(x), Response::Failed(y)]
+            if !x.is_definite() && y.is_definite()),
+            "{a:?}"
+        );
+        assert!(s.contains(&(
+            3,
+            Body::ReleaseLock {
+                req: r(1, 1),
+                scope: Scope::Global
+            }
+        )));
+        assert!(s.contains(&(2, Body::SyncRequest)) && s.contains(&(3, Body::SyncRequest)));
+        assert!(n.is_recovering() && n.queues.is_empty());
+        assert_eq!(n.value(b"k"), Some(b("a")), "applied before the eviction");
+    }
+
+    /// A server that evicted a peer answers it with `Evicted` again when
+    /// its link comes back, and ignores everything else until it syncs.
+    #[test]
+    fn an_evicted_peer_is_ignored_until_it_syncs() {
+        let mut n = LamportNode::new(1, &[1, 2], Config::default());
+        n.evicted.insert(2);
+        let mut out = O::new();
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        assert_eq!(sent(&mut out), vec![(2, Body::Evicted)]);
+        deliver(
+            &mut n,
+            2,
+            3,
+            Body::RequestLock {
+                req: r(3, 2),
+                scope: Scope::Global,
+            },
+            &mut out,
+        );
+        assert!(out.is_empty() && n.queues.is_empty());
+        assert_eq!(n.counters.from_evicted, 1);
+        deliver(&mut n, 2, 4, Body::SyncRequest, &mut out);
+        assert!(n.evicted.is_empty());
+        assert_eq!(sent(&mut out).len(), 2, "Outstanding, SyncReply");
+    }
+}
+
+#[cfg(test)]
+mod poll_tests {
+    use super::super::testing::*;
+    use super::super::{Body, Config, LamportNode, ReqId, Scope, Timer};
+    use crate::protocol::Protocol;
+    use crate::types::ClientRef;
+
+    /// Sim seed 0 (crash,pause, read-wait): a restarted server's
+    /// SyncRequest vanished in a link reset only its peer saw; it stayed
+    /// recovering forever. Now every tick asks again whoever has not
+    /// answered.
+    #[test]
+    fn a_recovering_server_asks_again_until_every_peer_answered() {
+        let mut n = LamportNode::new(1, &[1, 2, 3], Config::default()).recovering();
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        out.drain();
+        let reply = Body::SyncReply {
+            entries: vec![],
+            recovering: false,
+        };
+        deliver(&mut n, 2, 3, reply.clone(), &mut out);
+        out.drain();
+        n.on_timer(T0, Timer::Tick, &mut out);
+        assert_eq!(sent(&mut out), vec![(3, Body::SyncRequest)]);
+        deliver(&mut n, 3, 3, reply, &mut out);
+        assert!(!n.is_recovering());
+        out.drain();
+        n.on_timer(T0, Timer::Tick, &mut out);
+        assert!(sent(&mut out).is_empty(), "recovered: nobody to ask");
+    }
+
+    /// A peer's request heads our queue and its RELEASE_LOCK was lost in
+    /// a reset we never saw (no `Up` here): after a whole tick awaited the
+    /// peer is polled; its `Outstanding` drops the stale request.
+    #[test]
+    fn a_peer_awaited_for_a_whole_tick_is_polled_and_its_stale_request_goes() {
+        let mut n = LamportNode::new(2, &[1, 2], Config::default());
+        let mut out = O::new();
+        let stale = ReqId { ts: 1, node: 1 };
+        let scope = Scope::Global;
+        let lock = Body::RequestLock { req: stale, scope };
+        deliver(&mut n, 1, 1, lock, &mut out);
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        out.drain();
+        n.on_timer(T0, Timer::Tick, &mut out);
+        assert!(sent(&mut out).is_empty(), "awaited for less than a tick");
+        n.on_timer(T0, Timer::Tick, &mut out);
+        let s = sent(&mut out);
+        assert!(s.contains(&(1, Body::Poll)), "{s:?}");
+        assert!(matches!(s[0], (1, Body::Outstanding { .. })), "{s:?}");
+        assert!(!n.holds_lock());
+        deliver(&mut n, 1, 9, Body::Outstanding { reqs: vec![] }, &mut out);
+        assert!(n.holds_lock(), "the stale request left the head");
+        // And a polled server answers with its own resync.
+        out.drain();
+        deliver(&mut n, 1, 10, Body::Poll, &mut out);
+        assert!(matches!(
+            &sent(&mut out)[..],
+            [(1, Body::Outstanding { .. }), ..]
+        ));
+    }
+}

@@ -1,0 +1,69 @@
+//! The local copy of the data: a version and a value per key.
+
+use super::msg::Entry;
+use crate::types::Tag;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+/// One server's copy. Deletes keep a tombstone (`None`) with its version,
+/// so that a recovery merge cannot resurrect a deleted value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Store {
+    map: BTreeMap<Bytes, (Tag, Option<Bytes>)>,
+}
+
+impl Store {
+    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
+        self.map.get(key).and_then(|(_, v)| v.clone())
+    }
+    pub fn tag(&self, key: &[u8]) -> Tag {
+        self.map.get(key).map(|(t, _)| *t).unwrap_or(Tag::ZERO)
+    }
+    /// Apply a write in lock order, unconditionally (the seed's rule: the
+    /// lock orders writes, so no version check is needed — and none hides
+    /// a broken lock). Returns false if the stored version was newer, which
+    /// a correct run never sees (counted as an invariant breach).
+    pub fn apply(&mut self, key: Bytes, tag: Tag, value: Option<Bytes>) -> bool {
+        let in_order = tag >= self.tag(&key);
+        self.map.insert(key, (tag, value));
+        in_order
+    }
+    /// Keep the newer version of each entry (recovery and repair).
+    pub fn merge(&mut self, entries: Vec<Entry>) {
+        for (key, tag, value) in entries {
+            if tag > self.tag(&key) {
+                self.map.insert(key, (tag, value));
+            }
+        }
+    }
+    pub fn snapshot(&self) -> Vec<Entry> {
+        (self.map.iter())
+            .map(|(k, (t, v))| (k.clone(), *t, v.clone()))
+            .collect()
+    }
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ts: u64) -> Tag {
+        Tag { ts, writer: 1 }
+    }
+
+    #[test]
+    fn apply_is_unconditional_but_reports_order_and_merge_keeps_the_newer() {
+        let mut s = Store::default();
+        assert!(s.apply("k".into(), t(2), Some("b".into())));
+        assert!(!s.apply("k".into(), t(1), Some("a".into())), "older");
+        assert_eq!(s.get(b"k"), Some("a".into()), "applied anyway");
+        s.merge(vec![("k".into(), t(1), Some("x".into()))]);
+        assert_eq!(s.get(b"k"), Some("a".into()), "not newer: kept");
+        s.merge(vec![("k".into(), t(3), None)]);
+        assert_eq!((s.get(b"k"), s.tag(b"k")), (None, t(3)), "tombstone");
+        assert_eq!(s.snapshot(), vec![("k".into(), t(3), None)]);
+    }
+}

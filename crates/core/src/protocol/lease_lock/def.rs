@@ -1,0 +1,331 @@
+//! The registration: how drivers build lease-lock, its options and its
+//! assumptions. (Registered by one line in `registry!`.)
+
+use super::{Bug, Coordinator, CoordinatorConfig, LeaseNode, LockRetry, Msg};
+use crate::protocol::options::{format_duration, parse_bool, parse_duration};
+use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
+use crate::protocol::{OptSpec, ProtocolOptions, Timing};
+use crate::quorum::majority;
+use std::time::Duration;
+
+/// The lease-lock blocking quorum protocol as the registry knows it:
+/// server = replica + proxy coordinator; clients may run a bare
+/// coordinator (the seed's design, §4.1).
+#[derive(Debug)]
+pub struct LeaseLock;
+
+/// Lease-lock's options (`--opt lease=500ms`, `[options]` in a cluster file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseOptions {
+    /// How long a grant lasts (the seed's `LOCK_LEASE_SEC`); `None` = the
+    /// op timeout of the node or client ([`LeaseOptions::lease_for`]).
+    pub lease: Option<Duration>,
+    pub lock_retry: LockRetry,
+    /// A get writes back what it read before unlocking.
+    pub write_back: bool,
+    /// UNLOCK grants the coordinator will not use (else they expire).
+    pub release_surplus: bool,
+}
+
+/// The default lease: the op timeout (`Timing::op_timeout`, 2 s in the
+/// server; the simulator's 100 ms). A coordinator gives up (and unlocks) at
+/// its op timeout, and a lease starts at a grant, after the operation
+/// began: so with lease ≥ op timeout a live coordinator never outlives its
+/// lease, and only a crashed or partitioned one leaves a lock behind,
+/// blocking its key for at most this long. Deriving it (rather than a fixed
+/// 2 s) keeps that bound when the timing is shorter: with a 2 s lease and the
+/// simulator's 100 ms ops, a crashed client's locks refuse every operation
+/// on its keys for twenty op timeouts.
+pub const DEFAULT_LEASE: &str = "op-timeout";
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        let c = CoordinatorConfig::default();
+        LeaseOptions {
+            lease: None,
+            lock_retry: c.lock_retry,
+            write_back: c.write_back,
+            release_surplus: c.release_surplus,
+        }
+    }
+}
+
+impl ProtocolOptions for LeaseOptions {
+    fn specs() -> &'static [OptSpec] {
+        &[
+            OptSpec {
+                name: "lease",
+                default: DEFAULT_LEASE,
+                help: "how long a lock grant lasts (seed LOCK_LEASE_SEC): a duration, or op-timeout (keep it >= the op timeout)",
+            },
+            OptSpec {
+                name: "lock-retry",
+                default: "none",
+                help: "after a denied lock round: none (fail, the seed) or backoff (jittered, until the op timeout)",
+            },
+            OptSpec {
+                name: "write-back",
+                default: "false",
+                help: "a get writes the value it read back to its locked quorum before unlocking",
+            },
+            OptSpec {
+                name: "surplus-grants",
+                default: "unlock",
+                help: "grants a coordinator will not use: unlock at once, or expire (the seed)",
+            },
+        ]
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "lease" if value == DEFAULT_LEASE => self.lease = None,
+            "lease" => {
+                let lease = parse_duration(value)?;
+                if lease.is_zero() {
+                    return Err("a lease must be longer than 0".into());
+                }
+                self.lease = Some(lease);
+            }
+            "lock-retry" => {
+                self.lock_retry = match value {
+                    "none" => LockRetry::None,
+                    "backoff" => LockRetry::Backoff,
+                    _ => return Err(format!("'{value}' is not none or backoff")),
+                }
+            }
+            "write-back" => self.write_back = parse_bool(value)?,
+            "surplus-grants" => {
+                self.release_surplus = match value {
+                    "unlock" => true,
+                    "expire" => false,
+                    _ => return Err(format!("'{value}' is not unlock or expire")),
+                }
+            }
+            _ => return Err(format!("unknown option '{key}'")),
+        }
+        Ok(())
+    }
+    fn get(&self, key: &str) -> String {
+        match key {
+            "lease" => self.lease.map_or(DEFAULT_LEASE.into(), format_duration),
+            "lock-retry" => match self.lock_retry {
+                LockRetry::None => "none".into(),
+                LockRetry::Backoff => "backoff".into(),
+            },
+            "write-back" => self.write_back.to_string(),
+            "surplus-grants" => (if self.release_surplus {
+                "unlock"
+            } else {
+                "expire"
+            })
+            .into(),
+            _ => String::new(),
+        }
+    }
+}
+
+impl LeaseOptions {
+    /// The lease under timing `t`: the option, else the op timeout.
+    pub fn lease_for(&self, t: &Timing) -> Duration {
+        self.lease.unwrap_or(t.op_timeout)
+    }
+    pub fn coordinator(&self, t: &Timing) -> CoordinatorConfig {
+        CoordinatorConfig {
+            op_timeout: t.op_timeout,
+            retry_interval: t.retry_interval,
+            lock_retry: self.lock_retry,
+            write_back: self.write_back,
+            release_surplus: self.release_surplus,
+        }
+    }
+}
+
+impl ProtocolDef for LeaseLock {
+    const NAME: &'static str = "lease-lock";
+    const ABOUT: &'static str =
+        "blocking quorum protocol: lock a majority with leases, read, write, unlock (seed 000)";
+    // Every message names its lock round and replicas check it, so loss,
+    // duplication and reordering never confuse rounds; lost messages are
+    // re-sent (a lost UNLOCK costs one lease). The seed's TCP is not needed.
+    const LINK_MODEL: LinkModel = LinkModel::Unreliable;
+    const HAS_CLIENT_COORDINATOR: bool = true;
+    // Every operation is answered by its op timeout, and every lock ends
+    // with its lease, so progress resumes once faults heal.
+    const PROMISES_LIVENESS: bool = true;
+    const DEDUPLICATES_REQUESTS: bool = false;
+    const VARIANTS: &'static [NamedVariant] = &[
+        NamedVariant {
+            name: "backoff",
+            about: "retry a denied lock round after a jittered exponential delay",
+            options: &[("lock-retry", "backoff")],
+        },
+        NamedVariant {
+            name: "write-back",
+            about: "gets write back what they read (linearizable under lease expiry and crashes)",
+            options: &[("write-back", "true")],
+        },
+        NamedVariant {
+            name: "seed",
+            about: "the seed exactly: surplus grants expire instead of being unlocked",
+            options: &[("surplus-grants", "expire")],
+        },
+    ];
+    type Msg = Msg;
+    type Node = LeaseNode;
+    type Client = Coordinator;
+    type Options = LeaseOptions;
+    type Bug = Bug;
+
+    /// A majority must stay up to grant Q locks: f = N − Q.
+    fn max_crashed(n: usize) -> usize {
+        n - majority(n)
+    }
+    fn node(spec: &NodeSpec<'_>, opts: &LeaseOptions, bug: Option<Bug>) -> LeaseNode {
+        let cfg = opts.coordinator(&spec.timing);
+        let node = LeaseNode::new(
+            spec.id,
+            spec.members.to_vec(),
+            opts.lease_for(&spec.timing),
+            spec.durable,
+            cfg,
+        )
+        .with_bug(bug)
+        .with_writer(spec.writer_id())
+        .with_seed(spec.seed);
+        // A replica that lost its data catches up from its peers first.
+        if spec.lost_state {
+            node.recovering()
+        } else {
+            node
+        }
+    }
+    fn client(spec: &ClientSpec<'_>, opts: &LeaseOptions, bug: Option<Bug>) -> Coordinator {
+        let cfg = opts.coordinator(&spec.timing);
+        Coordinator::new(spec.writer_id, spec.members.to_vec(), cfg)
+            .with_bug(bug)
+            .with_seed(spec.seed)
+    }
+    fn available(node: &LeaseNode) -> bool {
+        !node.is_recovering()
+    }
+    /// Knob bit 0: backoff retries; bit 1: surplus grants expire. Write-back
+    /// is left to `--opt`: it decides whether the run is linearizable.
+    fn vary(opts: &mut LeaseOptions, knobs: u64) {
+        if knobs & 1 == 1 {
+            opts.lock_retry = LockRetry::Backoff;
+        }
+        opts.release_surplus = knobs & 2 == 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::registry::client_writer_id;
+    use crate::protocol::Protocol;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn options_round_trip_and_reject_bad_values() {
+        let o = LeaseOptions::from_pairs(&pairs(&[
+            ("lease", "250ms"),
+            ("lock-retry", "backoff"),
+            ("write-back", "on"),
+            ("surplus-grants", "expire"),
+        ]))
+        .unwrap();
+        assert_eq!(o.lease, Some(Duration::from_millis(250)));
+        assert_eq!(o.lock_retry, LockRetry::Backoff);
+        assert!(o.write_back && !o.release_surplus);
+        assert_eq!(LeaseOptions::from_pairs(&o.pairs()).unwrap(), o);
+        let d = LeaseOptions::default();
+        assert_eq!(LeaseOptions::from_pairs(&d.pairs()).unwrap(), d);
+        for spec in LeaseOptions::specs() {
+            assert_eq!(d.get(spec.name), spec.default, "{}", spec.name);
+        }
+        for (k, v) in [
+            ("lease", "0s"),
+            ("lock-retry", "often"),
+            ("surplus-grants", "keep"),
+            ("write-back", "maybe"),
+        ] {
+            let err = LeaseOptions::from_pairs(&pairs(&[(k, v)])).unwrap_err();
+            assert!(err.contains(k), "{err}");
+        }
+        assert!(LeaseOptions::from_pairs(&pairs(&[("fast-read", "true")])).is_err());
+    }
+
+    #[test]
+    fn the_registry_builds_nodes_and_clients_with_their_options() {
+        let members = [1, 2, 3, 4, 5];
+        let opts = LeaseOptions::from_pairs(&pairs(&[
+            ("lease", "300ms"),
+            ("lock-retry", "backoff"),
+            ("write-back", "true"),
+        ]))
+        .unwrap();
+        let spec = NodeSpec {
+            id: 2,
+            members: &members,
+            incarnation: 3,
+            durable: true,
+            lost_state: false,
+            timing: Timing::default(),
+            seed: 7,
+        };
+        let node = <LeaseLock as ProtocolDef>::node(&spec, &opts, None);
+        assert_eq!(node.id, 2);
+        assert_eq!(node.replica.lease(), Duration::from_millis(300));
+        assert_eq!(
+            node.coord.id,
+            spec.writer_id(),
+            "a fresh writer id per life"
+        );
+        assert_eq!(node.coord.quorum(), 3);
+        let cfg = node.coord.config();
+        assert!(cfg.write_back && cfg.release_surplus);
+        assert_eq!(cfg.lock_retry, LockRetry::Backoff);
+        assert_eq!(cfg.op_timeout, Timing::default().op_timeout);
+        assert!(
+            node.status().contains("replica keys=0"),
+            "{}",
+            node.status()
+        );
+        assert!(LeaseLock::available(&node));
+        let lost = NodeSpec {
+            lost_state: true,
+            ..spec.clone()
+        };
+        let node = <LeaseLock as ProtocolDef>::node(&lost, &opts, None);
+        assert!(node.is_recovering() && !LeaseLock::available(&node));
+
+        let cspec = ClientSpec {
+            writer_id: client_writer_id(9),
+            members: &members,
+            timing: Timing::default(),
+            seed: 1,
+        };
+        let bug = Some(Bug::MinorityQuorum);
+        let client = <LeaseLock as ProtocolDef>::client(&cspec, &opts, bug);
+        assert_eq!(client.id, client_writer_id(9));
+        assert_eq!(client.quorum(), 2, "the injected bug reaches the client");
+        assert_eq!(LeaseLock::max_crashed(3), 1);
+        assert_eq!(LeaseLock::max_crashed(5), 2);
+    }
+
+    #[test]
+    fn vary_covers_both_retry_modes_and_keeps_write_back() {
+        let mut seen = std::collections::HashSet::new();
+        for knobs in 0..4 {
+            let mut o = LeaseOptions::default();
+            LeaseLock::vary(&mut o, knobs);
+            assert!(!o.write_back);
+            seen.insert((o.lock_retry, o.release_surplus));
+        }
+        assert_eq!(seen.len(), 4);
+    }
+}

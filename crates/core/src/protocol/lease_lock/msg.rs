@@ -1,0 +1,75 @@
+//! The messages between coordinators and replicas (seed 000 §4.2), and the timers.
+
+use crate::types::{Tag, Time};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// Who holds a lock: the coordinator's writer id and its lock round. A
+/// fresh round per lock attempt (a retry after backoff takes a new one), so
+/// a late message of an earlier attempt never passes for the current one,
+/// whatever the order the network delivers them in.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct LockId {
+    /// The coordinator's writer id (unique per coordinator and per life).
+    pub owner: u64,
+    /// The lock round, unique per coordinator.
+    pub round: u64,
+}
+
+/// Messages between a coordinator and the replicas. Every one names the
+/// lock round it belongs to; replies go back to the sender.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Msg {
+    /// "Lock `key` for `lock` for one lease" (`LOCK_REQ key client_id`).
+    LockReq { lock: LockId, key: Bytes },
+    /// The lock is `lock`'s until its lease ends (`LOCK_GRANTED`); names the
+    /// key so that a grant the coordinator will not use can be released.
+    LockGranted { lock: LockId, key: Bytes },
+    /// Another holder's lease is still running (`LOCK_DENIED`).
+    LockDenied { lock: LockId },
+    /// Release `key` if `lock` holds it (`UNLOCK key client_id`); no reply.
+    Unlock { lock: LockId, key: Bytes },
+    /// "What tag and value do you hold for `key`?" (`READ_REQ`), allowed
+    /// whoever holds the lock; `lock` only routes the reply.
+    Read { lock: LockId, key: Bytes },
+    /// A replica's answer to `Read`.
+    ReadReply {
+        lock: LockId,
+        tag: Tag,
+        value: Option<Bytes>,
+    },
+    /// "Hold `value` at `tag`" (`WRITE_REQ`), only from the lock's holder
+    /// while its lease runs.
+    Write {
+        lock: LockId,
+        key: Bytes,
+        tag: Tag,
+        value: Option<Bytes>,
+    },
+    /// The write was accepted (applied if `tag` was newer) (`ACK`).
+    Ack { lock: LockId },
+    /// Not the holder, or the lease ran out: nothing written (`WRITE_DENIED`).
+    WriteDenied { lock: LockId },
+    /// A restarted replica that lost its state asks a peer for its registers.
+    SyncRequest,
+    /// A peer's registers `(key, tag, value)` at its time `at`, answering
+    /// `SyncRequest`.
+    SyncReply {
+        at: Time,
+        entries: Vec<(Bytes, Tag, Option<Bytes>)>,
+    },
+}
+
+/// Timers of the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// Periodic while operations are pending: retransmit and expire them.
+    Tick,
+    /// `lock-retry=backoff`: the operation whose lock round `round` was
+    /// denied tries again.
+    Retry { round: u64 },
+    /// Periodic while a restarted replica catches up: ask again.
+    Sync,
+}

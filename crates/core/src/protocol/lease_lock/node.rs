@@ -1,0 +1,432 @@
+//! The server: a replica plus a coordinator for clients that do not run
+//! their own (proxy mode).
+
+use super::{Bug, Coordinator, CoordinatorConfig, Msg, Replica, Timer};
+use crate::protocol::{LinkEvent, Out, Protocol, Record};
+use crate::quorum::{majority, QuorumTracker};
+use crate::types::{ClientRef, NodeId, Peer, Request, Tag, Time};
+use bytes::Bytes;
+use std::time::Duration;
+
+/// How often a recovering replica asks its peers again.
+const SYNC_RETRY: Duration = Duration::from_millis(200);
+
+/// A lease-lock server. Messages are routed by kind: requests to the
+/// replica, replies to the coordinator.
+#[derive(Debug)]
+pub struct LeaseNode {
+    pub id: NodeId,
+    pub replica: Replica,
+    pub coord: Coordinator,
+    members: Vec<NodeId>,
+    /// Set while a restarted replica that lost its state catches up.
+    recovery: Option<QuorumTracker>,
+    /// Peers' registers count for recovery only as of this time.
+    sync_from: Time,
+    /// LOCK_REQs denied because this replica was still recovering.
+    pub denied_recovering: u64,
+    /// READs left unanswered because this replica was still recovering.
+    pub reads_ignored_recovering: u64,
+}
+
+impl LeaseNode {
+    /// `members` are all replica ids of the cluster (including `id`).
+    pub fn new(
+        id: NodeId,
+        members: Vec<NodeId>,
+        lease: Duration,
+        durable: bool,
+        cfg: CoordinatorConfig,
+    ) -> Self {
+        LeaseNode {
+            id,
+            replica: Replica::new(lease, durable),
+            coord: Coordinator::new(u64::from(id), members.clone(), cfg),
+            members,
+            recovery: None,
+            sync_from: Time(0),
+            denied_recovering: 0,
+            reads_ignored_recovering: 0,
+        }
+    }
+    /// Write and lock under `writer` (the spec's writer id: a fresh one per
+    /// life, so a late reply to an earlier life's round is never taken for
+    /// one of this life's).
+    pub fn with_writer(mut self, writer: u64) -> Self {
+        self.coord.id = writer;
+        self
+    }
+    pub fn with_bug(mut self, bug: Option<Bug>) -> Self {
+        self.replica = self.replica.with_bug(bug);
+        self.coord = self.coord.with_bug(bug);
+        self
+    }
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.coord = self.coord.with_seed(seed);
+        self
+    }
+
+    /// Start in recovery: this replica restarted without its state and
+    /// denies every lock (so it is in no quorum: reads and writes go to
+    /// locked replicas only) until it merged the registers of N−Q+1 peers.
+    /// Every completed write is on a locked Q, at least Q−1 of them others,
+    /// and (N−Q+1)+(Q−1) > N−1, so those peers hold every completed write.
+    /// Not in the seed, whose servers never restart; as ABD's recovery.
+    pub fn recovering(mut self) -> Self {
+        let n = self.members.len();
+        self.recovery = Some(QuorumTracker::new(n, n - majority(n) + 1));
+        self
+    }
+    pub fn is_recovering(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    fn ask_for_sync(&self, out: &mut Out<Msg, Timer>) {
+        let Some(votes) = &self.recovery else { return };
+        for &n in (self.members.iter()).filter(|&&n| n != self.id && !votes.has(n)) {
+            out.send(Peer::Node(n), Msg::SyncRequest);
+        }
+        out.set_timer(SYNC_RETRY, Timer::Sync);
+    }
+
+    fn on_sync_reply(&mut self, from: Peer, at: Time, entries: Vec<(Bytes, Tag, Option<Bytes>)>) {
+        let (Peer::Node(n), Some(votes)) = (from, self.recovery.as_mut()) else {
+            return; // not recovering (a late reply), or not from a replica
+        };
+        if votes.has(n) || at < self.sync_from {
+            return;
+        }
+        for (key, tag, value) in entries {
+            self.replica.restore(Record::Register { key, tag, value });
+        }
+        votes.record(n);
+        if votes.won() {
+            self.recovery = None;
+        }
+    }
+}
+
+impl Protocol for LeaseNode {
+    type Msg = Msg;
+    type Timer = Timer;
+    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+        self.coord.start(now, client, req, out);
+    }
+    /// A recovering replica first waits out one lease. Its acks of the
+    /// previous life may still complete a write whose WRITE is in flight
+    /// to a peer (sim seed 1753, N=3, memory); that write can only land
+    /// under a lock granted before the crash, so within a lease of the
+    /// restart. Registers read after that hold it.
+    fn on_start(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
+        if self.recovery.is_some() {
+            let lease = self.replica.lease();
+            self.sync_from = now.saturating_add(lease);
+            out.set_timer(lease, Timer::Sync);
+        }
+    }
+    fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        match msg {
+            Msg::LockReq { lock, .. } if self.recovery.is_some() => {
+                self.denied_recovering += 1;
+                out.send(from, Msg::LockDenied { lock });
+            }
+            // A READ under a lock granted before the crash (its coordinator
+            // re-sends it): the half-merged registers would pass for a
+            // locked replica's and hide a completed write.
+            Msg::Read { .. } if self.recovery.is_some() => self.reads_ignored_recovering += 1,
+            Msg::LockReq { .. } | Msg::Unlock { .. } | Msg::Read { .. } | Msg::Write { .. } => {
+                self.replica.handle(now, from, msg, out)
+            }
+            // A recovering replica has nothing trustworthy to give.
+            Msg::SyncRequest if self.recovery.is_some() => {}
+            Msg::SyncRequest => {
+                let entries = self.replica.snapshot();
+                out.send(from, Msg::SyncReply { at: now, entries });
+            }
+            Msg::SyncReply { at, entries } => self.on_sync_reply(from, at, entries),
+            Msg::LockGranted { .. }
+            | Msg::LockDenied { .. }
+            | Msg::ReadReply { .. }
+            | Msg::Ack { .. }
+            | Msg::WriteDenied { .. } => self.coord.handle(now, from, msg, out),
+        }
+    }
+    fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
+        match timer {
+            Timer::Sync => self.ask_for_sync(out),
+            Timer::Tick | Timer::Retry { .. } => self.coord.timer(now, timer, out),
+        }
+    }
+    fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Msg, Timer>) {
+        // Locks end by UNLOCK or by their lease (the seed's design): a
+        // vanished client's locks block their keys for one lease. Lost
+        // messages are re-sent by the coordinator's tick.
+    }
+    fn restore(&mut self, rec: Record) {
+        self.replica.restore(rec);
+    }
+    fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let (r, c) = (&self.replica.counters, &self.coord.counters);
+        vec![
+            (
+                "lease_lock_ops_completed_total",
+                "operations this server coordinated to completion",
+                self.coord.completed,
+            ),
+            (
+                "lease_lock_ops_refused_total",
+                "operations failed definitely (lock denied, no quorum in time)",
+                self.coord.refused,
+            ),
+            (
+                "lease_lock_ops_unknown_total",
+                "operations with an unknown outcome (write denied or timed out)",
+                self.coord.unknown,
+            ),
+            (
+                "lease_lock_grants_total",
+                "locks this replica granted",
+                r.grants,
+            ),
+            (
+                "lease_lock_denials_total",
+                "locks this replica denied",
+                r.denials,
+            ),
+            (
+                "lease_lock_expired_leases_total",
+                "leases found expired",
+                r.expired_leases,
+            ),
+            (
+                "lease_lock_writes_denied_total",
+                "writes refused: not the holder or lease over",
+                r.writes_denied,
+            ),
+            (
+                "lease_lock_surplus_grants_total",
+                "grants this coordinator did not use",
+                c.surplus_grants,
+            ),
+            (
+                "lease_lock_retries_total",
+                "lock rounds retried after backoff",
+                c.retries,
+            ),
+            (
+                "lease_lock_stale_replies_total",
+                "replies for finished rounds or phases",
+                c.stale_replies,
+            ),
+            (
+                "lease_lock_denied_recovering_total",
+                "locks denied while this replica recovered",
+                self.denied_recovering,
+            ),
+            (
+                "lease_lock_recovering",
+                "1 while this replica catches up after a restart",
+                self.recovery.is_some() as u64,
+            ),
+            (
+                "lease_lock_misrouted_total",
+                "messages that reached the wrong role",
+                r.misrouted + c.misrouted,
+            ),
+        ]
+    }
+    fn role(&self) -> &'static str {
+        if self.recovery.is_some() {
+            "recovering"
+        } else {
+            "replica"
+        }
+    }
+    fn status(&self) -> String {
+        let rec = if self.recovery.is_some() {
+            " RECOVERING"
+        } else {
+            ""
+        };
+        format!(
+            "replica keys={}{rec} | {}",
+            self.replica.len(),
+            self.coord.status()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::lease_lock::testing::*;
+    use crate::protocol::Command;
+
+    #[test]
+    fn requests_go_to_the_replica_and_replies_to_the_coordinator() {
+        let mut n = LeaseNode::new(
+            1,
+            vec![1],
+            Duration::from_secs(1),
+            false,
+            Default::default(),
+        );
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(5), put(b"v"), &mut out);
+        // One node: LOCK_REQ, grant, READ, reply, WRITE, ACK, each to itself.
+        for _ in 0..6 {
+            let s = sends(&mut out);
+            assert_eq!(s.len(), 1, "one request or one reply at a time");
+            n.on_msg(T0, Peer::Node(1), s[0].1.clone(), &mut out);
+        }
+        let s = sends(&mut out);
+        assert!(matches!(&s[..], [(_, Msg::Unlock { .. })]), "{s:?}");
+        n.on_msg(T0, Peer::Node(1), s[0].1.clone(), &mut out);
+        assert!(n.replica.holder(b"k", T0).is_none());
+        assert_eq!(n.coord.completed, 1);
+        assert_eq!(
+            n.replica.get(b"k").unwrap().value.as_deref(),
+            Some(&b"v"[..])
+        );
+        let m = n.metrics();
+        assert!(m
+            .iter()
+            .any(|(name, _, v)| *name == "lease_lock_grants_total" && *v == 1));
+        assert!(n.status().contains("keys=1"));
+        n.on_timer(Time(5_000_000), Timer::Tick, &mut out);
+        assert!(out.is_empty(), "a tick with nothing pending");
+    }
+
+    fn sync(n: &mut LeaseNode, from: NodeId, ts: u64, v: &'static [u8], out: &mut O) {
+        let entries = vec![(key(), Tag { ts, writer: 1 }, Some(Bytes::from_static(v)))];
+        let at = Time(u64::MAX);
+        n.on_msg(T0, Peer::Node(from), Msg::SyncReply { at, entries }, out);
+    }
+
+    /// A replica that lost its state is in no quorum (it denies every
+    /// lock) until N−Q+1 peers' registers are merged, then holds the newest.
+    #[test]
+    fn a_recovering_replica_denies_locks_until_n_minus_q_plus_one_peers_synced() {
+        let cfg = CoordinatorConfig::default();
+        let mut n =
+            LeaseNode::new(1, vec![1, 2, 3, 4, 5], Duration::from_secs(1), false, cfg).recovering();
+        assert_eq!(n.role(), "recovering");
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        let cmds: Vec<_> = out.drain().collect();
+        let wait = Command::SetTimer {
+            after: Duration::from_secs(1),
+            timer: Timer::Sync,
+        };
+        assert_eq!(cmds, vec![wait], "first a lease passes");
+        // A snapshot older than a lease after the restart may miss a write
+        // that the previous life's acks complete: not counted.
+        let entries = vec![(key(), Tag { ts: 9, writer: 1 }, None)];
+        let early = Msg::SyncReply {
+            at: Time(999_999),
+            entries,
+        };
+        n.on_msg(T0, Peer::Node(2), early, &mut out);
+        n.on_timer(Time(1_000_000), Timer::Sync, &mut out);
+        let cmds: Vec<_> = out.drain().collect();
+        let asked: Vec<_> = (cmds.iter())
+            .filter_map(|c| match c {
+                Command::Send {
+                    to,
+                    msg: Msg::SyncRequest,
+                } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(asked, [2, 3, 4, 5].map(Peer::Node));
+        assert!(cmds.contains(&Command::SetTimer {
+            after: SYNC_RETRY,
+            timer: Timer::Sync
+        }));
+        let req = Msg::LockReq {
+            lock: lock(7, 1),
+            key: key(),
+        };
+        n.on_msg(T0, Peer::Conn(7), req.clone(), &mut out);
+        assert_eq!(
+            sends(&mut out),
+            vec![(Peer::Conn(7), Msg::LockDenied { lock: lock(7, 1) })]
+        );
+        n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
+        assert!(out.is_empty(), "no state to give while recovering");
+        sync(&mut n, 2, 3, b"new", &mut out);
+        sync(&mut n, 2, 3, b"new", &mut out);
+        sync(&mut n, 3, 1, b"old", &mut out);
+        assert!(n.is_recovering(), "a duplicate reply counts once");
+        n.on_timer(T0, Timer::Sync, &mut out);
+        assert_eq!(
+            sent_to_sync(&mut out),
+            [4, 5].map(Peer::Node),
+            "asks the silent peers again"
+        );
+        sync(&mut n, 5, 2, b"mid", &mut out);
+        assert!(!n.is_recovering() && n.role() == "replica");
+        assert_eq!(n.denied_recovering, 1);
+        n.on_msg(T0, Peer::Conn(7), req, &mut out);
+        assert!(matches!(
+            &sends(&mut out)[..],
+            [(_, Msg::LockGranted { .. })]
+        ));
+        n.on_msg(T0, Peer::Node(4), Msg::SyncRequest, &mut out);
+        let entries = vec![(
+            key(),
+            Tag { ts: 3, writer: 1 },
+            Some(Bytes::from_static(b"new")),
+        )];
+        assert_eq!(
+            sends(&mut out),
+            vec![(Peer::Node(4), Msg::SyncReply { at: T0, entries })]
+        );
+        sync(&mut n, 4, 9, b"late", &mut out);
+        assert_eq!(
+            n.replica.get(b"k").unwrap().tag.ts,
+            3,
+            "late replies are ignored"
+        );
+    }
+
+    /// Found by `sim --faults crash,pause` seed 138 (N=3, memory): a
+    /// coordinator locked {1, 3}, 3 crashed before its READ reply, came
+    /// back empty, merged one peer's registers (not the newest write) and
+    /// answered the re-sent READ: the get returned a deleted value.
+    #[test]
+    fn a_recovering_replica_answers_no_read_until_synced() {
+        let cfg = CoordinatorConfig::default();
+        let mut n =
+            LeaseNode::new(3, vec![1, 2, 3], Duration::from_secs(1), false, cfg).recovering();
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        out.drain();
+        sync(&mut n, 1, 10, b"old", &mut out);
+        let read = Msg::Read {
+            lock: lock(1, 42),
+            key: key(),
+        };
+        n.on_msg(T0, Peer::Node(1), read.clone(), &mut out);
+        assert!(
+            sends(&mut out).is_empty(),
+            "half-merged state is not a reply"
+        );
+        assert_eq!(n.reads_ignored_recovering, 1);
+        sync(&mut n, 2, 11, b"deleted", &mut out);
+        assert!(!n.is_recovering());
+        n.on_msg(T0, Peer::Node(1), read, &mut out);
+        let s = sends(&mut out);
+        assert!(
+            matches!(&s[..], [(_, Msg::ReadReply { tag, .. })] if tag.ts == 11),
+            "{s:?}"
+        );
+    }
+
+    fn sent_to_sync(out: &mut O) -> Vec<Peer> {
+        (sends(out).into_iter())
+            .filter(|(_, m)| *m == Msg::SyncRequest)
+            .map(|(to, _)| to)
+            .collect()
+    }
+}

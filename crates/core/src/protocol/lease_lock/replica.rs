@@ -1,0 +1,427 @@
+//! The replica role: per key a tag, a value and a lock with a lease
+//! (seed 000 §2.2 `KeyState`, §4.2 the blocking server).
+
+use super::{Bug, Counters, LockId, Msg, Timer};
+use crate::protocol::{Out, Record};
+use crate::types::{Peer, Tag, Time};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// One key's state: the register and its lock.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyState {
+    pub tag: Tag,
+    pub value: Option<Bytes>,
+    /// `locked_by` and `lock_expiry`: the holder and the end of its lease.
+    pub lock: Option<(LockId, Time)>,
+}
+
+impl KeyState {
+    /// The holder whose lease still runs at `now`, if any.
+    fn holder(&self, now: Time) -> Option<LockId> {
+        self.lock.filter(|&(_, end)| now < end).map(|(id, _)| id)
+    }
+}
+
+/// A lease-lock replica.
+#[derive(Debug)]
+pub struct Replica {
+    keys: HashMap<Bytes, KeyState>,
+    lease: Duration,
+    durable: bool,
+    bug: Option<Bug>,
+    pub counters: Counters,
+}
+
+impl Replica {
+    /// `lease`: how long a grant lasts. `durable`: persist each applied
+    /// write before acknowledging it.
+    pub fn new(lease: Duration, durable: bool) -> Self {
+        Replica {
+            keys: HashMap::new(),
+            lease,
+            durable,
+            bug: None,
+            counters: Counters::default(),
+        }
+    }
+    pub fn with_bug(mut self, bug: Option<Bug>) -> Self {
+        self.bug = bug;
+        self
+    }
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+    pub fn get(&self, key: &[u8]) -> Option<&KeyState> {
+        self.keys.get(key)
+    }
+    /// The holder of `key`'s lock whose lease runs at `now`.
+    pub fn holder(&self, key: &[u8], now: Time) -> Option<LockId> {
+        self.keys.get(key).and_then(|k| k.holder(now))
+    }
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// §4.2: drop an expired lock; grant if the key is then free (or
+    /// already `lock`'s: a re-sent request, answered again without
+    /// extending the lease), else deny.
+    fn on_lock_req(
+        &mut self,
+        now: Time,
+        from: Peer,
+        lock: LockId,
+        key: Bytes,
+        out: &mut Out<Msg, Timer>,
+    ) {
+        let steal = self.bug == Some(Bug::GrantWhileHeld);
+        let k = self.keys.entry(key.clone()).or_default();
+        if k.lock.is_some() && k.holder(now).is_none() {
+            k.lock = None;
+            self.counters.expired_leases += 1;
+        }
+        let granted = k.holder(now).is_none_or(|h| h == lock || steal);
+        if granted {
+            if k.holder(now) != Some(lock) {
+                k.lock = Some((lock, now.saturating_add(self.lease)));
+            }
+            self.counters.grants += 1;
+            out.send(from, Msg::LockGranted { lock, key });
+        } else {
+            self.counters.denials += 1;
+            out.send(from, Msg::LockDenied { lock });
+        }
+    }
+
+    /// §4.2: clear the lock if `lock` holds it or its lease ran out.
+    fn on_unlock(&mut self, now: Time, lock: LockId, key: &[u8]) {
+        let Some(k) = self.keys.get_mut(key) else {
+            self.counters.foreign_unlocks += 1;
+            return;
+        };
+        match k.lock {
+            Some((h, _)) if h == lock => k.lock = None,
+            Some(_) if k.holder(now).is_none() => {
+                k.lock = None;
+                self.counters.expired_leases += 1;
+            }
+            _ => self.counters.foreign_unlocks += 1,
+        }
+    }
+
+    fn on_read(&mut self, from: Peer, lock: LockId, key: &[u8], out: &mut Out<Msg, Timer>) {
+        let (tag, value) = match self.keys.get(key) {
+            Some(k) => (k.tag, k.value.clone()),
+            None => (Tag::ZERO, None),
+        };
+        out.send(from, Msg::ReadReply { lock, tag, value });
+    }
+
+    /// §4.2: only the holder, while its lease runs; the value is replaced if
+    /// the tag is newer. An equal or older tag under a valid lock is a
+    /// re-sent write: acknowledged, not applied (the seed's "otherwise
+    /// WRITE_DENIED" is read as "not the holder or expired").
+    fn on_write(&mut self, now: Time, from: Peer, w: Write, out: &mut Out<Msg, Timer>) {
+        let Write {
+            lock,
+            key,
+            tag,
+            value,
+        } = w;
+        let holds = self.keys.get(&key).and_then(|k| k.holder(now)) == Some(lock);
+        if !holds {
+            self.counters.writes_denied += 1;
+            out.send(from, Msg::WriteDenied { lock });
+            return;
+        }
+        let k = self.keys.get_mut(&key).expect("a held lock has a key");
+        if tag > k.tag {
+            if self.durable {
+                let (key, value) = (key.clone(), value.clone());
+                out.persist(Record::Register { key, tag, value });
+            }
+            k.tag = tag;
+            k.value = value;
+        } else {
+            self.counters.older_writes += 1;
+        }
+        out.send(from, Msg::Ack { lock });
+    }
+
+    /// Handle a message addressed to the replica role.
+    pub fn handle(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        match msg {
+            Msg::LockReq { lock, key } => self.on_lock_req(now, from, lock, key, out),
+            Msg::Unlock { lock, key } => self.on_unlock(now, lock, &key),
+            Msg::Read { lock, key } => self.on_read(from, lock, &key, out),
+            Msg::Write {
+                lock,
+                key,
+                tag,
+                value,
+            } => self.on_write(
+                now,
+                from,
+                Write {
+                    lock,
+                    key,
+                    tag,
+                    value,
+                },
+                out,
+            ),
+            Msg::LockGranted { .. }
+            | Msg::LockDenied { .. }
+            | Msg::ReadReply { .. }
+            | Msg::Ack { .. }
+            | Msg::WriteDenied { .. }
+            | Msg::SyncRequest
+            | Msg::SyncReply { .. } => self.counters.misrouted += 1,
+        }
+    }
+
+    /// Every register this replica holds, sorted by key (deterministic
+    /// messages), for a recovering peer.
+    pub fn snapshot(&self) -> Vec<(Bytes, Tag, Option<Bytes>)> {
+        let mut v: Vec<_> = (self.keys.iter())
+            .filter(|(_, k)| k.tag != Tag::ZERO)
+            .map(|(key, k)| (key.clone(), k.tag, k.value.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// A durable record read back after a restart; locks are not durable.
+    pub fn restore(&mut self, rec: Record) {
+        let Record::Register { key, tag, value } = rec;
+        let k = self.keys.entry(key).or_default();
+        if tag > k.tag {
+            k.tag = tag;
+            k.value = value;
+        }
+    }
+}
+
+/// The fields of a `Msg::Write`.
+struct Write {
+    lock: LockId,
+    key: Bytes,
+    tag: Tag,
+    value: Option<Bytes>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::lease_lock::testing::*;
+    use crate::protocol::Command;
+
+    const LEASE: Duration = Duration::from_millis(100);
+    const A: Peer = Peer::Conn(1);
+    const B: Peer = Peer::Node(2);
+
+    fn req(r: &mut Replica, at: u64, from: Peer, l: LockId) -> Msg {
+        let mut out = O::new();
+        let msg = Msg::LockReq {
+            lock: l,
+            key: key(),
+        };
+        r.handle(Time(at), from, msg, &mut out);
+        let mut s = sends(&mut out);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].0, from, "the answer goes to the requester");
+        s.pop().unwrap().1
+    }
+    fn write(r: &mut Replica, at: u64, l: LockId, ts: u64, v: &'static [u8]) -> Msg {
+        let mut out = O::new();
+        let msg = Msg::Write {
+            lock: l,
+            key: key(),
+            tag: Tag {
+                ts,
+                writer: l.owner,
+            },
+            value: Some(Bytes::from_static(v)),
+        };
+        r.handle(Time(at), A, msg, &mut out);
+        sends(&mut out).pop().unwrap().1
+    }
+    fn unlock(r: &mut Replica, at: u64, l: LockId) {
+        let mut out = O::new();
+        r.handle(
+            Time(at),
+            A,
+            Msg::Unlock {
+                lock: l,
+                key: key(),
+            },
+            &mut out,
+        );
+        assert!(out.is_empty(), "UNLOCK has no reply");
+    }
+    fn granted(l: LockId) -> Msg {
+        Msg::LockGranted {
+            lock: l,
+            key: key(),
+        }
+    }
+
+    /// §4.2: a free key is granted for one lease; while it runs every other
+    /// lock is denied; once it ran out the next request takes the key.
+    #[test]
+    fn grants_a_free_key_denies_while_the_lease_runs_and_expires() {
+        let (a, b) = (lock(1, 1), lock(2, 1));
+        let mut r = Replica::new(LEASE, false);
+        assert_eq!(req(&mut r, 0, A, a), granted(a));
+        assert_eq!(r.holder(b"k", Time(99_999)), Some(a));
+        assert_eq!(req(&mut r, 99_999, B, b), Msg::LockDenied { lock: b });
+        assert_eq!(req(&mut r, 100_000, B, b), granted(b), "lease over");
+        assert_eq!(r.counters.expired_leases, 1);
+        assert_eq!((r.counters.grants, r.counters.denials), (2, 1));
+        assert_eq!(r.get(b"k").unwrap().lock, Some((b, Time(200_000))));
+    }
+
+    /// A re-sent LOCK_REQ of the holder is granted again without
+    /// extending its lease; another round of the same owner is denied.
+    #[test]
+    fn a_duplicate_request_is_granted_again_without_a_longer_lease() {
+        let a = lock(1, 1);
+        let mut r = Replica::new(LEASE, false);
+        req(&mut r, 0, A, a);
+        assert_eq!(req(&mut r, 50_000, A, a), granted(a));
+        assert_eq!(r.get(b"k").unwrap().lock, Some((a, Time(100_000))));
+        let next = lock(1, 2);
+        assert_eq!(req(&mut r, 50_000, A, next), Msg::LockDenied { lock: next });
+    }
+
+    /// §4.2: UNLOCK clears the lock only for its holder (or once expired).
+    #[test]
+    fn only_the_holder_unlocks_a_running_lease() {
+        let (a, b) = (lock(1, 1), lock(2, 1));
+        let mut r = Replica::new(LEASE, false);
+        unlock(&mut r, 0, a);
+        assert_eq!(r.counters.foreign_unlocks, 1, "unknown key");
+        req(&mut r, 0, A, a);
+        unlock(&mut r, 10, b);
+        unlock(&mut r, 10, lock(1, 2));
+        assert_eq!(r.holder(b"k", Time(10)), Some(a));
+        assert_eq!(r.counters.foreign_unlocks, 3);
+        unlock(&mut r, 10, a);
+        assert_eq!(r.holder(b"k", Time(10)), None);
+        unlock(&mut r, 20, a);
+        assert_eq!(
+            r.counters.foreign_unlocks, 4,
+            "a duplicate UNLOCK is harmless"
+        );
+        req(&mut r, 20, B, b);
+        unlock(&mut r, 200_000, a);
+        assert_eq!(
+            r.get(b"k").unwrap().lock,
+            None,
+            "an expired lease is cleared by anyone"
+        );
+        assert_eq!(r.counters.expired_leases, 1);
+    }
+
+    /// §4.2: a WRITE is applied only for the holder while its lease runs.
+    #[test]
+    fn writes_need_the_lock_and_a_running_lease() {
+        let (a, b) = (lock(1, 1), lock(2, 1));
+        let mut r = Replica::new(LEASE, false);
+        assert_eq!(
+            write(&mut r, 0, a, 1, b"x"),
+            Msg::WriteDenied { lock: a },
+            "no lock"
+        );
+        req(&mut r, 0, A, a);
+        assert_eq!(
+            write(&mut r, 1, b, 1, b"y"),
+            Msg::WriteDenied { lock: b },
+            "not holder"
+        );
+        assert_eq!(write(&mut r, 2, a, 1, b"x"), Msg::Ack { lock: a });
+        assert_eq!(r.get(b"k").unwrap().value.as_deref(), Some(&b"x"[..]));
+        // A re-sent write (same tag) and an older one: acked, not applied.
+        assert_eq!(write(&mut r, 3, a, 1, b"x"), Msg::Ack { lock: a });
+        assert_eq!(write(&mut r, 3, a, 0, b"old"), Msg::Ack { lock: a });
+        assert_eq!(r.counters.older_writes, 2);
+        assert_eq!(r.get(b"k").unwrap().tag, Tag { ts: 1, writer: 1 });
+        assert_eq!(
+            write(&mut r, 100_000, a, 2, b"late"),
+            Msg::WriteDenied { lock: a }
+        );
+        assert_eq!(r.get(b"k").unwrap().value.as_deref(), Some(&b"x"[..]));
+        assert_eq!(r.counters.writes_denied, 3);
+    }
+
+    /// §4.2: reads are answered whoever holds the lock.
+    #[test]
+    fn reads_are_answered_regardless_of_the_lock() {
+        let (a, b) = (lock(1, 1), lock(2, 1));
+        let mut r = Replica::new(LEASE, false);
+        let read = |r: &mut Replica| {
+            let mut out = O::new();
+            r.handle(
+                T0,
+                B,
+                Msg::Read {
+                    lock: b,
+                    key: key(),
+                },
+                &mut out,
+            );
+            let s = sends(&mut out);
+            assert!(matches!(&s[..], [(to, _)] if *to == B), "{s:?}");
+            s[0].1.clone()
+        };
+        let none = Msg::ReadReply {
+            lock: b,
+            tag: Tag::ZERO,
+            value: None,
+        };
+        assert_eq!(read(&mut r), none);
+        req(&mut r, 0, A, a);
+        write(&mut r, 0, a, 3, b"v");
+        let reply = Msg::ReadReply {
+            lock: b,
+            tag: Tag { ts: 3, writer: 1 },
+            value: Some(Bytes::from_static(b"v")),
+        };
+        assert_eq!(read(&mut r), reply, "while another holds the lock");
+        let mut out = O::new();
+        r.handle(T0, B, Msg::Ack { lock: b }, &mut out);
+        assert_eq!(r.counters.misrouted, 1);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_durable_replica_persists_before_it_acks_and_restores() {
+        let a = lock(1, 1);
+        let mut r = Replica::new(LEASE, true);
+        req(&mut r, 0, A, a);
+        let mut out = O::new();
+        let tag = Tag { ts: 1, writer: 1 };
+        let msg = Msg::Write {
+            lock: a,
+            key: key(),
+            tag,
+            value: None,
+        };
+        r.handle(T0, A, msg, &mut out);
+        let cmds = out.commands();
+        assert!(matches!(cmds[0], Command::Persist(_)));
+        assert!(matches!(cmds[1], Command::Send { .. }));
+        let Command::Persist(rec) = cmds[0].clone() else {
+            unreachable!()
+        };
+        let mut fresh = Replica::new(LEASE, true);
+        fresh.restore(rec);
+        assert_eq!(fresh.get(b"k").unwrap().tag, tag);
+        assert_eq!(fresh.get(b"k").unwrap().lock, None, "locks are not durable");
+        assert_eq!((fresh.len(), fresh.is_empty()), (1, false));
+    }
+}

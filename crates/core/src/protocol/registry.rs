@@ -1,0 +1,468 @@
+//! The one registration point: every protocol exports a [`ProtocolDef`]
+//! and is named once in [`registry!`] at the bottom of this file. The
+//! server, the client library, the simulator, the bench and the CLI learn
+//! everything about a protocol from here: its name, how to build its
+//! server node and client-side coordinator, its options, its injected
+//! bugs, the links it assumes and how many nodes may crash at once.
+//!
+//! Drivers are generic over the protocol's types, so a name given at run
+//! time becomes types through a [`Visitor`]: `kind.visit(v)` calls
+//! `v.visit::<D>()` with `D` the protocol's definition.
+
+use super::options::{OptSpec, ProtocolOptions};
+use super::Protocol;
+use crate::types::NodeId;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::fmt::{self, Debug};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// What a protocol assumes of the links between its roles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkModel {
+    /// TCP-like: per pair of endpoints, messages arrive in order, at most
+    /// once, and nothing is lost silently — a loss is a connection reset,
+    /// reported as `LinkEvent::Down` then `Up`, after which messages sent
+    /// meanwhile may be missing (a gap). Zab, Lamport's mutex and the ring
+    /// rely on it. The simulator then models loss as a reset, and neither
+    /// duplicates nor reorders unless asked to.
+    FifoReliable,
+    /// FIFO-reliable links between live nodes that never break, and a
+    /// perfect failure detector: `LinkEvent::Down(Peer::Node(j))` means `j`
+    /// crashed (a synchronous system: a slow or paused node is never
+    /// suspected). The ring relies on it. The simulator then never resets a
+    /// connection between live nodes (loss is retransmitted, only late) and
+    /// suspects only crashed nodes, and partitioned ones: a partition is a
+    /// false suspicion, outside this model.
+    Reliable,
+    /// Datagrams: messages may be lost, duplicated and reordered, with no
+    /// notice. ABD tolerates it (idempotent handlers, retransmission).
+    Unreliable,
+}
+
+impl LinkModel {
+    /// Whether messages between two endpoints arrive in order, at most once.
+    pub fn is_fifo(self) -> bool {
+        matches!(self, LinkModel::FifoReliable | LinkModel::Reliable)
+    }
+}
+
+impl fmt::Display for LinkModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LinkModel::FifoReliable => "fifo-reliable",
+            LinkModel::Reliable => "reliable",
+            LinkModel::Unreliable => "unreliable",
+        })
+    }
+}
+
+/// The timing every protocol's coordinator needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// An operation not done by then fails with an unknown outcome.
+    pub op_timeout: Duration,
+    /// Retransmit interval for protocols that retransmit.
+    pub retry_interval: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            op_timeout: Duration::from_secs(2),
+            retry_interval: Duration::from_millis(200),
+        }
+    }
+}
+
+/// What a driver tells a protocol when it builds a server node.
+#[derive(Clone, Debug)]
+pub struct NodeSpec<'a> {
+    pub id: NodeId,
+    /// All replica ids of the cluster (1..=N), including `id`.
+    pub members: &'a [NodeId],
+    /// Which life of this node this is: the simulator counts restarts (0 at
+    /// first boot); the node runtime draws a random boot id until durable
+    /// storage keeps a boot counter. See [`NodeSpec::writer_id`].
+    pub incarnation: u64,
+    /// `Persist` records survive a crash (the durability mode is durable).
+    pub durable: bool,
+    /// This node ran before and lost its state (memory mode restart, or
+    /// `server --recover`): it must catch up from its peers before serving.
+    pub lost_state: bool,
+    pub timing: Timing,
+    /// Seed of the core's random source (backoff jitter, election timeouts,
+    /// coin tosses): from the seed and node id in the simulator, from the
+    /// OS in the node runtime. Cores never draw randomness elsewhere.
+    pub seed: u64,
+}
+
+impl NodeSpec<'_> {
+    /// The incarnation / writer-id rule, written once: a restarted node has
+    /// forgotten which identifiers (ABD tags, Zab epochs' proposals, lock
+    /// tokens) it issued before, so each life writes under its own id:
+    /// node id in the low 32 bits, incarnation above it, bit 63 clear.
+    /// Client ids ([`client_writer_id`]) have bit 63 set, so they never meet.
+    pub fn writer_id(&self) -> u64 {
+        u64::from(self.id) | (self.incarnation & 0x7FFF_FFFF) << 32
+    }
+}
+
+/// A client-side coordinator's writer id from any number unique among the
+/// cluster's clients (a random draw, or the simulator's client index).
+pub fn client_writer_id(n: u64) -> u64 {
+    n | 1 << 63
+}
+
+/// What a driver tells a protocol when it builds a client-side coordinator.
+#[derive(Clone, Debug)]
+pub struct ClientSpec<'a> {
+    /// Unique among all writers of the cluster, never a node's writer id.
+    pub writer_id: u64,
+    pub members: &'a [NodeId],
+    pub timing: Timing,
+    /// Seed of the coordinator's random source.
+    pub seed: u64,
+}
+
+/// A protocol's deliberate bugs, for the simulator's self-test
+/// (`quorumkv sim --inject-bug`) and mutation-style checks.
+pub trait InjectedBugs: Copy + Debug + PartialEq + Send + Sync + 'static {
+    fn all() -> &'static [Self];
+    fn name(self) -> &'static str;
+    fn about(self) -> &'static str;
+    fn find(name: &str) -> Option<Self> {
+        Self::all().iter().copied().find(|b| b.name() == name)
+    }
+}
+
+/// The bugs of a protocol that has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoBugs {}
+
+impl InjectedBugs for NoBugs {
+    fn all() -> &'static [Self] {
+        &[]
+    }
+    fn name(self) -> &'static str {
+        match self {}
+    }
+    fn about(self) -> &'static str {
+        match self {}
+    }
+}
+
+/// A named set of options worth comparing in `quorumkv bench --variant`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedVariant {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// `(option, value)` pairs applied over the defaults.
+    pub options: &'static [(&'static str, &'static str)],
+}
+
+/// Everything drivers need to know about one protocol.
+pub trait ProtocolDef: 'static {
+    /// The name `--protocol` and cluster files use (kebab-case).
+    const NAME: &'static str;
+    /// One line for `--help` and `quorumkv protocols`.
+    const ABOUT: &'static str;
+    const LINK_MODEL: LinkModel;
+    /// Whether clients may run the coordinator themselves; if not, the
+    /// client library and the simulator go through a server (proxy).
+    const HAS_CLIENT_COORDINATOR: bool;
+    /// Whether, once faults heal, every operation completes (the
+    /// simulator's liveness phase checks it).
+    const PROMISES_LIVENESS: bool;
+    /// Whether a server applies a request at most once even when it
+    /// arrives twice with the same [`crate::OpId`] (a client's retry).
+    /// If so, the simulator's `dup` fault duplicates client requests too.
+    const DEDUPLICATES_REQUESTS: bool = false;
+    /// Whether the node keeps state on disk (`Command::Persist`). If not,
+    /// every restart loses the node's state, durable mode or not, and
+    /// drivers report it as `NodeSpec::lost_state`.
+    const PERSISTS_STATE: bool = true;
+    /// Option sets the bench offers by name (`--variant NAME`), besides
+    /// `default`; each must be valid options of the protocol.
+    const VARIANTS: &'static [NamedVariant] = &[];
+
+    /// Compared only by tests and the decoder checks (`PartialEq`).
+    type Msg: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + 'static;
+    /// A server node (replica, plus a proxy coordinator if clients may ask it).
+    type Node: Protocol<Msg = Self::Msg> + Debug + Send + 'static;
+    /// The client-side coordinator; protocols without one set `Self::Node`.
+    type Client: Protocol<Msg = Self::Msg> + Debug + Send + 'static;
+    type Options: ProtocolOptions;
+    type Bug: InjectedBugs;
+
+    /// The most nodes of `n` that may be down at once with the protocol
+    /// still safe and, once they return, live: ABD ⌊(N−1)/2⌋, the ring N−1,
+    /// a protocol with durable logs all N. The simulator's nemesis keeps to
+    /// it unless a fault outside the assumptions is asked for.
+    fn max_crashed(n: usize) -> usize;
+
+    fn node(spec: &NodeSpec<'_>, opts: &Self::Options, bug: Option<Self::Bug>) -> Self::Node;
+    /// Called only when `HAS_CLIENT_COORDINATOR`.
+    fn client(spec: &ClientSpec<'_>, opts: &Self::Options, bug: Option<Self::Bug>) -> Self::Client;
+    /// Whether a live node takes part in quorums (an ABD replica still
+    /// recovering does not; the nemesis counts it as down).
+    fn available(_node: &Self::Node) -> bool {
+        true
+    }
+    /// Let the simulator vary optional behaviours per seed from random
+    /// `knobs`, so every variant gets simulated; `--opt` overrides after.
+    fn vary(_opts: &mut Self::Options, _knobs: u64) {}
+}
+
+/// Something to do with a protocol's types, chosen by name at run time.
+pub trait Visitor {
+    type Output;
+    fn visit<D: ProtocolDef>(self) -> Self::Output;
+}
+
+/// A bug of some protocol, by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BugInfo {
+    pub name: &'static str,
+    pub about: &'static str,
+}
+
+/// What the CLI shows of a protocol, without its types.
+#[derive(Clone, Debug)]
+pub struct ProtocolInfo {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub link_model: LinkModel,
+    pub has_client_coordinator: bool,
+    pub promises_liveness: bool,
+    pub deduplicates_requests: bool,
+    pub options: &'static [OptSpec],
+    pub variants: &'static [NamedVariant],
+    pub bugs: Vec<BugInfo>,
+    max_crashed: fn(usize) -> usize,
+    check_options: CheckOptions,
+}
+
+/// Whether `key = value` pairs are valid options of one protocol.
+type CheckOptions = fn(&[(String, String)]) -> Result<(), String>;
+
+impl ProtocolInfo {
+    pub fn max_crashed(&self, n: usize) -> usize {
+        (self.max_crashed)(n)
+    }
+    /// Whether `pairs` are valid options of this protocol.
+    pub fn check_options(&self, pairs: &[(String, String)]) -> Result<(), String> {
+        (self.check_options)(pairs).map_err(|e| format!("protocol {}: {e}", self.name))
+    }
+    /// `--help` text: one line per option.
+    pub fn options_help(&self) -> String {
+        if self.options.is_empty() {
+            return format!("  {}: no options\n", self.name);
+        }
+        let mut s = format!("  {}:\n", self.name);
+        for o in self.options {
+            s += &format!("    {:<18} {} (default {})\n", o.name, o.help, o.default);
+        }
+        s
+    }
+}
+
+struct Describe;
+
+impl Visitor for Describe {
+    type Output = ProtocolInfo;
+    fn visit<D: ProtocolDef>(self) -> ProtocolInfo {
+        ProtocolInfo {
+            name: D::NAME,
+            about: D::ABOUT,
+            link_model: D::LINK_MODEL,
+            has_client_coordinator: D::HAS_CLIENT_COORDINATOR,
+            promises_liveness: D::PROMISES_LIVENESS,
+            deduplicates_requests: D::DEDUPLICATES_REQUESTS,
+            options: D::Options::specs(),
+            variants: D::VARIANTS,
+            bugs: (D::Bug::all().iter())
+                .map(|&b| BugInfo {
+                    name: b.name(),
+                    about: b.about(),
+                })
+                .collect(),
+            max_crashed: D::max_crashed,
+            check_options: |p| D::Options::from_pairs(p).map(drop),
+        }
+    }
+}
+
+/// A registered protocol, by name. Serialized as its name; deserializing
+/// an unknown name is an error (a peer from another build).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProtocolKind(&'static str);
+
+impl ProtocolKind {
+    /// Every registered protocol, in registration order.
+    pub fn all() -> Vec<ProtocolKind> {
+        infos().iter().map(|i| ProtocolKind(i.name)).collect()
+    }
+    /// The protocol a cluster runs when nothing says otherwise.
+    pub fn default_protocol() -> ProtocolKind {
+        ProtocolKind(infos()[0].name)
+    }
+    pub fn name(self) -> &'static str {
+        self.0
+    }
+    pub fn info(self) -> &'static ProtocolInfo {
+        (infos().iter())
+            .find(|i| i.name == self.0)
+            .expect("a ProtocolKind is always registered")
+    }
+    pub fn has_client_coordinator(self) -> bool {
+        self.info().has_client_coordinator
+    }
+    /// Run `v` with this protocol's types.
+    pub fn visit<V: Visitor>(self, v: V) -> V::Output {
+        visit_named(self.0, v).unwrap_or_else(|_| unreachable!("registered"))
+    }
+}
+
+impl Debug for ProtocolKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl fmt::Display for ProtocolKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::str::FromStr for ProtocolKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        (infos().iter())
+            .find(|i| i.name.eq_ignore_ascii_case(s))
+            .map(|i| ProtocolKind(i.name))
+            .ok_or_else(|| {
+                let names: Vec<_> = infos().iter().map(|i| i.name).collect();
+                format!("unknown protocol '{s}' (known: {})", names.join(", "))
+            })
+    }
+}
+
+impl Serialize for ProtocolKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProtocolKind {
+    fn deserialize<De: serde::Deserializer<'de>>(d: De) -> Result<Self, De::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Descriptions of every registered protocol, made once.
+pub fn infos() -> &'static [ProtocolInfo] {
+    static INFOS: OnceLock<Vec<ProtocolInfo>> = OnceLock::new();
+    INFOS.get_or_init(|| visit_all(&|| Describe))
+}
+
+/// The one list. Adding a protocol is one line in the `registry!` call.
+macro_rules! registry {
+    ($($def:ty),+ $(,)?) => {
+        /// Run `make()`'s visitor with every registered protocol, in order.
+        pub fn visit_all<V: Visitor>(make: &dyn Fn() -> V) -> Vec<V::Output> {
+            vec![$(make().visit::<$def>()),+]
+        }
+        /// Run `v` with the protocol called `name` (any case).
+        pub fn visit_named<V: Visitor>(name: &str, v: V) -> Result<V::Output, V> {
+            $(if name.eq_ignore_ascii_case(<$def as ProtocolDef>::NAME) {
+                return Ok(v.visit::<$def>());
+            })+
+            Err(v)
+        }
+    };
+}
+
+registry! {
+    super::abd::Abd,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_kebab_case_and_round_trip() {
+        let all = ProtocolKind::all();
+        assert!(!all.is_empty());
+        let mut names: Vec<_> = all.iter().map(|k| k.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "two protocols share a name");
+        for k in all {
+            assert!(k.name().chars().all(|c| c.is_ascii_lowercase() || c == '-'));
+            assert_eq!(k.name().to_uppercase().parse::<ProtocolKind>(), Ok(k));
+            let bytes = postcard::to_stdvec(&k).unwrap();
+            assert_eq!(postcard::from_bytes::<ProtocolKind>(&bytes).unwrap(), k);
+        }
+        let unknown = postcard::to_stdvec("no-such-protocol").unwrap();
+        assert!(postcard::from_bytes::<ProtocolKind>(&unknown).is_err());
+        let err = "paxos".parse::<ProtocolKind>().unwrap_err();
+        assert!(err.contains("known:"), "{err}");
+    }
+
+    #[test]
+    fn every_protocol_keeps_some_nodes_and_checks_its_options() {
+        for info in infos() {
+            assert!(info.max_crashed(5) <= 5, "{}", info.name);
+            let bad = [("no-such-option".to_string(), "1".to_string())];
+            assert!(info.check_options(&bad).is_err(), "{}", info.name);
+            assert!(info.check_options(&[]).is_ok(), "{}", info.name);
+            for o in info.options {
+                let pair = [(o.name.to_string(), o.default.to_string())];
+                assert!(
+                    info.check_options(&pair).is_ok(),
+                    "{} {}",
+                    info.name,
+                    o.name
+                );
+            }
+            for v in info.variants {
+                let pairs: Vec<_> = (v.options.iter())
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                assert!(
+                    info.check_options(&pairs).is_ok(),
+                    "{} {}",
+                    info.name,
+                    v.name
+                );
+                assert_ne!(
+                    v.name, "default",
+                    "{}: `default` is every protocol's",
+                    info.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn writer_ids_of_nodes_and_clients_never_meet() {
+        let members = [1, 2, 3];
+        let spec = |id, incarnation| NodeSpec {
+            id,
+            members: &members,
+            incarnation,
+            durable: false,
+            lost_state: false,
+            timing: Timing::default(),
+            seed: 0,
+        };
+        assert_ne!(spec(1, 0).writer_id(), spec(1, 1).writer_id());
+        assert_ne!(spec(1, 0).writer_id(), spec(2, 0).writer_id());
+        let max_node = spec(u32::MAX, u64::MAX).writer_id();
+        assert!(max_node < client_writer_id(0));
+    }
+}

@@ -1,0 +1,46 @@
+//! Deliberate bugs, for the simulator's self-test.
+
+use crate::protocol::registry::InjectedBugs;
+
+/// Deliberate bugs (`quorumkv sim --inject-bug`): each a plausible mistake
+/// the simulator and the checker must catch. Never enabled otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InjectedBug {
+    /// A read answers at once even with a pending pre-write newer than the
+    /// value held: read inversion (seed lines 197-201).
+    ReadNoWait,
+    /// Nobody ends a crashed origin's rounds: its pre-writes circulate
+    /// forever and reads wait on them (the gap (a) of the seed).
+    NoTakeover,
+    /// Forward first, in arrival order; own writes only when nothing waits
+    /// to be forwarded: under load a server's writes starve (line 207).
+    FifoForwarding,
+}
+
+impl InjectedBugs for InjectedBug {
+    fn all() -> &'static [Self] {
+        &[
+            InjectedBug::ReadNoWait,
+            InjectedBug::NoTakeover,
+            InjectedBug::FifoForwarding,
+        ]
+    }
+    fn name(self) -> &'static str {
+        match self {
+            InjectedBug::ReadNoWait => "ring-read-no-wait",
+            InjectedBug::NoTakeover => "ring-no-takeover",
+            InjectedBug::FifoForwarding => "ring-fifo-forwarding",
+        }
+    }
+    fn about(self) -> &'static str {
+        match self {
+            InjectedBug::ReadNoWait => "a read does not wait for a pending pre-write (read inversion)",
+            InjectedBug::NoTakeover => {
+                "nobody ends a crashed server's pre-writes and writes (reads stall; needs crashes)"
+            }
+            InjectedBug::FifoForwarding => {
+                "forwarding first in FIFO order instead of nb_msg (a server's writes starve under load)"
+            }
+        }
+    }
+}

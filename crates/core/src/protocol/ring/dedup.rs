@@ -1,0 +1,94 @@
+//! Retried writes (c): a client re-sends a timed-out write to another
+//! server with the same `OpId` (line 191); it must take effect once.
+//!
+//! Rules, with "a live copy of X here" = a non-void pre-write of X in this
+//! server's pending set (forwarded from here, or this server's own):
+//! * A client write of X: `Done` if X was applied here; else wait for a
+//!   write of X if a live copy is here; else start a new copy.
+//! * A copy of X arriving (or back home) is voided if X was applied here
+//!   or a *lower* live copy of X is here. Void copies go round, clearing
+//!   pending entries, and are never applied.
+//! * A void copy back home, with X neither applied nor live here, starts
+//!   a new copy (the lower copy that voided it died in crashes).
+//!
+//! Why at most one copy is seen: say a copy C1 of X is acknowledged at time
+//! T; its pre-write round ended before T, so from T on every live server
+//! holds C1 pending or X applied. A write Z begun after T is tagged above
+//! C1. Another copy C2 above Z would reach Z's server after Z began (else
+//! Z > C2), so after T, and be voided there. So no copy lands above a
+//! write begun after the acknowledgement (a lower copy changes nothing).
+
+use super::node::RingNode;
+use super::queue::ClientWrite;
+use super::register::Waiter;
+use super::{Entry, Msg, Timer};
+use crate::protocol::Out;
+use crate::types::{ClientRef, OpId, Response, Tag};
+use bytes::Bytes;
+
+impl RingNode {
+    /// A live copy of `op` is pending here, below `below` if given.
+    pub(super) fn live_copy(&self, key: &Bytes, op: OpId, below: Option<Tag>) -> bool {
+        let Some(reg) = self.regs.get(key) else {
+            return false;
+        };
+        (reg.pending.values()).any(|e| e.op == op && !e.void && below.is_none_or(|b| e.tag < b))
+    }
+
+    /// Whether copy `e` must be voided here.
+    pub(super) fn void_here(&self, e: &Entry) -> bool {
+        !e.void
+            && !e.op.is_none()
+            && (self.ops.applied(e.op) || self.live_copy(&e.key, e.op, Some(e.tag)))
+    }
+
+    /// A client write whose operation is known here: answered or parked.
+    /// False if it must start (a first attempt, or no copy left here).
+    pub(super) fn known_op(
+        &mut self,
+        client: ClientRef,
+        key: &Bytes,
+        out: &mut Out<Msg, Timer>,
+    ) -> bool {
+        let op = client.op;
+        if op.is_none() {
+            return false;
+        }
+        if self.ops.applied(op) {
+            self.counters.deduplicated += 1;
+            out.reply(client, Response::Done);
+            return true;
+        }
+        if !self.live_copy(key, op, None) {
+            return false;
+        }
+        self.counters.deduplicated += 1;
+        let w = Waiter {
+            client,
+            op,
+            tag: Tag::ZERO,
+            converted: false,
+        };
+        self.reg(key).wait_for_write(w);
+        true
+    }
+
+    /// A void copy ended its round here: start X again if nothing else
+    /// will apply it (its clients wait here by `OpId`).
+    pub(super) fn void_came_home(&mut self, e: Entry) {
+        if e.origin == self.id {
+            self.own.remove(&(e.key.clone(), e.tag));
+        }
+        if self.ops.applied(e.op) || self.live_copy(&e.key, e.op, None) {
+            return;
+        }
+        self.counters.restarted += 1;
+        let (key, value, op) = (e.key, e.value, e.op);
+        self.queues.push_write(ClientWrite {
+            client: None,
+            op,
+            key,
+            value,
+        });
+    }
+}

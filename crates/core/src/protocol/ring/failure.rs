@@ -1,0 +1,213 @@
+//! Crashes: the view, the successor, re-sending (pc 85-92) and the
+//! takeover of a crashed origin's writes.
+
+use super::node::RingNode;
+use super::{Entry, InjectedBug, Msg, Timer};
+use crate::protocol::Out;
+use crate::types::NodeId;
+
+impl RingNode {
+    /// The first live server after this one in ring order (itself if alone).
+    pub(super) fn successor(&self) -> NodeId {
+        let after = self.members.iter().filter(|&&m| m > self.id);
+        let wrap = self.members.iter().filter(|&&m| m <= self.id);
+        *after
+            .chain(wrap)
+            .find(|m| self.alive.contains(m))
+            .expect("this server is alive")
+    }
+
+    /// The first live server before `n` in ring order.
+    fn live_pred(&self, n: NodeId) -> NodeId {
+        let before = self.members.iter().rev().filter(|&&m| m < n);
+        let wrap = self.members.iter().rev().filter(|&&m| m >= n);
+        *before
+            .chain(wrap)
+            .find(|m| self.alive.contains(m))
+            .expect("this server is alive")
+    }
+
+    /// Where a message of `origin` ends its round: at `origin`, or, once
+    /// `origin` crashed, at its live predecessor, which has seen it go past
+    /// every other live server (a).
+    pub(super) fn is_home(&self, origin: NodeId) -> bool {
+        origin == self.id
+            || (self.bug != Some(InjectedBug::NoTakeover)
+                && !self.alive.contains(&origin)
+                && self.live_pred(origin) == self.id)
+    }
+
+    /// pc 85-92, for a perfect failure detector: `j` crashed.
+    pub(super) fn on_crash(&mut self, j: NodeId, out: &mut Out<Msg, Timer>) {
+        if j == self.id || !self.alive.remove(&j) {
+            self.counters.ignored_downs += 1;
+            return;
+        }
+        self.counters.crashes_seen += 1;
+        self.queues.nb_msg.remove(&j); // (b): no share for the dead
+                                       // Messages of `j` (or of crashed servers `j` had taken over) that
+                                       // are pending or queued here went past every live server: end them
+                                       // now. Re-sent instead, they would be dropped as copies on the way.
+        self.take_over_pending(out);
+        self.take_over_queued(out);
+        let next = self.successor();
+        if next != self.next {
+            self.next = next; // pc 86-87
+            self.link.sent = 0;
+            self.link.credited = 0;
+            self.resend();
+        }
+    }
+
+    /// Pending pre-writes of crashed origins this server is now home for:
+    /// forwarded from here, so they came round from their origin.
+    fn take_over_pending(&mut self, out: &mut Out<Msg, Timer>) {
+        let orphans: Vec<Entry> = (self.regs.values())
+            .flat_map(|r| r.pending.values())
+            .filter(|e| e.origin != self.id && self.is_home(e.origin))
+            .cloned()
+            .collect();
+        for e in orphans {
+            self.redeliver(Msg::PreWrite(e), out);
+        }
+    }
+
+    /// pc 88-91: the latest write of every key, every write forwarded
+    /// lately and every pending pre-write, to the new successor, before
+    /// anything else. Copies that already went past are harmless: applying
+    /// is idempotent and a round ends at its home whatever the copy.
+    fn resend(&mut self) {
+        let mut msgs: Vec<Msg> = Vec::new();
+        for (key, reg) in &self.regs {
+            if reg.tag > crate::types::Tag::ZERO {
+                msgs.push(Msg::Write(reg.as_write(key)));
+            }
+        }
+        msgs.extend(self.sent_writes.iter().cloned().map(Msg::Write));
+        for reg in self.regs.values() {
+            msgs.extend(reg.pending.values().cloned().map(Msg::PreWrite));
+        }
+        self.counters.resent += msgs.len() as u64;
+        for m in msgs.into_iter().rev() {
+            self.queues.ready.push_front(m);
+        }
+    }
+
+    fn take_over_queued(&mut self, out: &mut Out<Msg, Timer>) {
+        let orphan = |n: &RingNode, m: &Msg| {
+            m.entry()
+                .is_some_and(|e: &Entry| e.origin != n.id && n.is_home(e.origin))
+        };
+        let (mine, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.queues.forward)
+            .into_iter()
+            .partition(|(_, m)| orphan(self, m));
+        self.queues.forward = keep.into();
+        for (_, m) in mine {
+            self.redeliver(m, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ring::testing::*;
+    use crate::protocol::ring::RingConfig;
+    use crate::protocol::{LinkEvent, Protocol};
+    use crate::types::Peer;
+
+    fn node(id: NodeId, n: u32) -> RingNode {
+        RingNode::new(id, (1..=n).collect(), RingConfig::default())
+    }
+    fn down(n: &mut RingNode, j: NodeId) -> Vec<Msg> {
+        let mut out = Out::new();
+        n.on_link(T0, LinkEvent::Down(Peer::Node(j)), &mut out);
+        (out.drain())
+            .filter_map(|c| match c {
+                crate::protocol::Command::Send { msg, .. } => Some(msg),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_successor_and_the_home_of_messages_skip_crashed_servers() {
+        let mut n = node(2, 5);
+        assert_eq!(n.successor(), 3);
+        assert!(n.is_home(2) && !n.is_home(3));
+        down(&mut n, 3);
+        down(&mut n, 4);
+        assert_eq!(n.successor(), 5);
+        assert!(n.is_home(3) && n.is_home(4), "2 precedes them now");
+        assert!(!n.is_home(5));
+        let mut last = node(5, 5);
+        assert_eq!(last.successor(), 1, "the ring wraps");
+        down(&mut last, 1);
+        assert!(last.is_home(1));
+        let mut bug = node(2, 5).with_bug(Some(InjectedBug::NoTakeover));
+        down(&mut bug, 3);
+        assert!(!bug.is_home(3));
+    }
+
+    #[test]
+    fn a_successor_crash_re_sends_latest_writes_then_pending_pre_writes() {
+        // pc 85-92, on a server that forwarded a write and holds a pre-write.
+        let mut n = node(1, 3);
+        let mut out = Out::new();
+        n.on_msg(T0, Peer::Node(3), Msg::Write(entry(1, 3, "a")), &mut out);
+        n.on_msg(T0, Peer::Node(3), Msg::PreWrite(entry(2, 3, "b")), &mut out);
+        let resent = down(&mut n, 2);
+        let kinds: Vec<_> = (resent.iter())
+            .map(|m| match m {
+                Msg::Write(e) => ("w", e.tag),
+                Msg::PreWrite(e) => ("p", e.tag),
+                Msg::Credit { .. } => ("c", tag(0, 0)),
+            })
+            .collect();
+        // The latest write (pc 88), the lately forwarded one, the pre-write (pc 91).
+        assert_eq!(
+            kinds,
+            vec![("w", tag(1, 3)), ("w", tag(1, 3)), ("p", tag(2, 3))]
+        );
+        assert_eq!(n.successor_id(), 3);
+        assert_eq!(n.counters.resent, 3);
+        assert!(down(&mut n, 2).is_empty(), "a second Down changes nothing");
+        assert_eq!(n.counters.ignored_downs, 1);
+    }
+
+    #[test]
+    fn the_new_home_ends_a_crashed_origins_queued_messages_at_once() {
+        // 2 holds 3's pre-write in its forward queue (window 1, busy) when
+        // 3 crashes: 2 precedes 3 and converts it without a round.
+        let cfg = RingConfig {
+            window: 1,
+            ..RingConfig::default()
+        };
+        let mut n = RingNode::new(2, vec![1, 2, 3], cfg);
+        let mut out = Out::new();
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 3, "c")), &mut out);
+        assert_eq!(n.queues.forward.len(), 1);
+        let sent = down(&mut n, 3);
+        assert_eq!(n.counters.taken_over, 1);
+        assert!(n.queues.forward.is_empty());
+        assert_eq!(
+            n.register(b"k").unwrap().tag,
+            tag(1, 3),
+            "applied by the taker"
+        );
+        // Window 1 to the new successor: the latest write goes first, the
+        // re-sent pre-write and the taken-over write wait for credit.
+        assert!(
+            matches!(&sent[..], [Msg::Write(e)] if e.tag == tag(1, 3)),
+            "{sent:?}"
+        );
+        let ready: Vec<_> = n
+            .queues
+            .ready
+            .iter()
+            .map(|m| m.entry().unwrap().tag)
+            .collect();
+        assert_eq!(ready, vec![tag(1, 1), tag(1, 3)]);
+    }
+}

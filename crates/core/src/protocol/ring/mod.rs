@@ -1,0 +1,135 @@
+//! The ring atomic storage of Guerraoui, Kostić, Levy and Quéma ("A High
+//! Throughput Atomic Storage Algorithm", seed 004; PROTOCOLS.md §4), one
+//! register per key. Pseudo-code lines are cited as pc N (seed lines 58-189).
+//!
+//! Servers form a ring in id order; each sends only to its successor, the
+//! next live server (§2). Clients talk to any one server (proxy only).
+//! * **Read** (pc 76-84): with no pending pre-write newer than the value
+//!   held, answer at once; else park until a write with a tag >= the
+//!   highest pending one is applied here, and answer the value then held.
+//! * **Write** (pc 18-52): queued in the write_queue; when the queue
+//!   handler starts it, tag = `[max(highest pending ts, ts) + 1, i]` (pc 23)
+//!   with `i` the writer id (node id + incarnation), and above any ts this
+//!   server issued for the key (a void copy, below, leaves no trace, and a
+//!   tag must never name two writes). It is pending here and a `PreWrite`
+//!   goes round; every server forwards it and holds it pending (pc 71).
+//!   Back home, the origin applies it and sends a `Write` round (pc 32-37);
+//!   servers apply it if newer and drop it from pending (pc 42-48); back
+//!   home again, the client gets `Done` (pc 49-50).
+//! * A pending tag at or below the value held holds no read up (it cannot
+//!   make the value older). A pre-write that arrives when its tag is
+//!   pending here or its write passed already is a re-sent copy: dropped,
+//!   the first copy does the round (otherwise it leaves pending entries).
+//!
+//! Per key: `ts, id, v`, pending_write_set, parked reads ([`Register`]).
+//! Per server (fairness across keys): write_queue, forward_queue, nb_msg.
+//!
+//! | message | from → to | meaning |
+//! |---|---|---|
+//! | `PreWrite(entry)` | predecessor → successor | phase 1: hold it pending |
+//! | `Write(entry)` | predecessor → successor | phase 2: apply it |
+//! | `Credit { received }` | successor → predecessor | flow control (ours) |
+//!
+//! **The queue handler** (pc 53-75 are garbled; rebuilt from lines
+//! 205-209). It runs whenever the successor may take a message:
+//! ```text
+//! if forward_queue = ∅:                       (pc 54)
+//!     nb_msg[p] ← 0 for all p                 (pc 55)
+//!     if write_queue ≠ ∅: write(write_queue.first); nb_msg[i] += 1
+//! else:
+//!     p_j ← the origin in forward_queue with the least nb_msg
+//!           (ties: the oldest message)        (pc 61-63)
+//!     if write_queue ≠ ∅ and nb_msg[i] < nb_msg[p_j]:
+//!         write(write_queue.first); nb_msg[i] += 1      (pc 65-66)
+//!     else:
+//!         m ← first message of p_j in forward_queue; send m to successor;
+//!         pending ∪= m.tag if m is a pre_write; nb_msg[p_j] += 1  (pc 68-73)
+//! ```
+//! Ties go to forwarding: a server favouring its clients stops the ring
+//! (line 207). A write message made at home (pc 37) and re-sends after a
+//! crash (pc 88-91) go first. "May take a message" is a credit window
+//! (`window`, default 16 messages in flight): the seed's model sends one
+//! message per round (§2 line 50); without a bound the queues never fill
+//! and no rule is needed. The successor credits on *receipt*, so the ring
+//! cannot deadlock on full windows.
+//!
+//! **Failures** (perfect failure detector: `on_link(Down(Peer::Node(j)))`,
+//! TCP close or heartbeat loss, §2). `j` leaves the view for good.
+//! * (a) **Takeover.** A crashed origin's messages would circulate for
+//!   ever (writes) or stay pending everywhere (pre-writes), and reads wait
+//!   on their tags. Its *live predecessor* becomes their home: a message
+//!   that reaches it went past every other live server. It converts their
+//!   pre-writes into writes and ends their writes, and at the crash it does
+//!   so at once for those pending or queued here (they came round already;
+//!   re-sent, they would be dropped as copies on the way). If the taker
+//!   crashes too, its live predecessor takes over both.
+//! * If `j` was the successor, link to the next live server and re-send,
+//!   first, the latest write of every key, the writes forwarded lately
+//!   (the last 1024: `j` may have swallowed older ones than the latest)
+//!   and every pending pre-write (pc 85-92). Copies that went past already
+//!   are dropped (pre-writes) or harmless (writes: idempotent, they end at
+//!   their home).
+//! * (b) nb_msg forgets `j`, and any crashed origin after each send: its
+//!   leftovers count 0, so they drain first and free the reads on them.
+//! * An own write past its pre-write round is acknowledged by any write of
+//!   the same key at or above its tag (its own write message may have died
+//!   in a crashed successor: every server already has it pending or
+//!   applied, so it is atomic).
+//!
+//! **Retried writes (c)** (`dedup.rs` has the rules and the argument).
+//! Clients re-send to another server on timeout (line 191) with the same
+//! `OpId`, which ring messages carry. A client write is `Done` at once if
+//! its operation was applied here ([`OpTable`], bounded), waits if a copy
+//! of it is pending here, and only else starts a copy. Two copies can
+//! still start (a retry at a server the first has not reached): a copy
+//! reaching a server that applied the operation or holds a *lower* copy
+//! pending is *voided*: it goes round, clearing pending entries, and is
+//! never applied. A void copy back home with no other copy left starts the
+//! operation again (the lower copy died in crashes).
+//!
+//! **Rejoin (d)**: not built. A server out of the view is fenced: its
+//! messages and its `Up` are ignored (counted). A restarted server is not
+//! let back in yet. The design for it: messages carry a view number and
+//! origins are writer ids (an old life's messages are taken over, never
+//! sent to the new one); the restarted `r` sends `Join` to its
+//! predecessor `p`, which in one handler bumps the view, sends `r` a
+//! snapshot (registers, pending, applied op ids), makes `r` its successor
+//! and sends `ViewChange` first; `r` installs it, forwards it first, then
+//! serves (FIFO `p → r` puts the snapshot before every later message). A
+//! server that sees a view without itself fences itself. A false suspicion
+//! (a partition) splits the ring: outside the model (§2), as the README
+//! must say.
+
+//! Where each piece lives: `msg.rs` ([`Msg`], [`Entry`]); `register.rs`
+//! (the read rule, tags); `queue.rs` (the fairness rule); `node.rs`
+//! ([`RingNode`], the handlers); `failure.rs` (view, re-send, takeover);
+//! `dedup.rs` and `ops.rs` (retried writes); `bugs.rs`; `def.rs` ([`Ring`],
+//! options, link model); `counters.rs`; test-only: `testing.rs` (a
+//! multi-node harness), `scenarios.rs` (its tests) and `fuzz.rs` (random
+//! runs with crashes and retries, checked; `ring_sweep` is the long one).
+
+mod bugs;
+mod counters;
+mod dedup;
+mod def;
+mod failure;
+#[cfg(test)]
+mod fuzz;
+mod msg;
+mod node;
+mod ops;
+mod queue;
+mod register;
+#[cfg(test)]
+mod scenarios;
+#[cfg(test)]
+mod testing;
+
+pub use bugs::InjectedBug;
+pub use counters::Counters;
+pub use def::{Ring, RingOptions};
+pub use msg::{Entry, Msg, Timer};
+pub use node::{RingConfig, RingNode};
+pub use ops::OpTable;
+pub use queue::Fairness;
+pub use register::Register;

@@ -1,0 +1,656 @@
+//! The ring server: client requests, the two phases of a write and the
+//! queue handler that feeds the successor (pc 18-84).
+
+use super::ops::OpTable;
+use super::queue::{ClientWrite, Fairness, Next, Queues};
+use super::register::{Register, Waiter};
+use super::{Counters, Entry, InjectedBug, Msg, Timer};
+use crate::protocol::{LinkEvent, Out, Protocol};
+use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+
+/// Settings of a ring server (from [`super::RingOptions`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingConfig {
+    pub fairness: Fairness,
+    /// Ring messages in flight to the successor before waiting for its
+    /// credit; 0 = no limit (the queues never fill, fairness has no effect).
+    pub window: u64,
+    /// Client writes queued beyond this are refused (definite: not started).
+    pub max_queued_writes: usize,
+    /// Operations remembered for deduplication.
+    pub max_ops: usize,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            fairness: Fairness::NbMsg,
+            window: 16,
+            max_queued_writes: 10_000,
+            max_ops: 100_000,
+        }
+    }
+}
+
+/// Where an own write is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    PreWrite,
+    Write,
+}
+
+/// Flow control towards the successor, and receipts from predecessors.
+#[derive(Debug, Default)]
+pub(super) struct Link {
+    pub sent: u64,
+    pub credited: u64,
+    pub received: BTreeMap<NodeId, u64>,
+}
+
+/// Writes forwarded lately, re-sent if the successor crashes (pc 88 keeps
+/// one per key; a crashed successor may also have swallowed older ones).
+pub(super) const SENT_WRITES_KEPT: usize = 1024;
+
+/// `(key, tag)`s of the writes seen lately (the last [`WRITTEN_KEPT`]).
+#[derive(Debug, Default)]
+pub(super) struct Recent {
+    set: HashSet<(Bytes, Tag)>,
+    order: VecDeque<(Bytes, Tag)>,
+}
+
+pub(super) const WRITTEN_KEPT: usize = 65_536;
+
+impl Recent {
+    fn insert(&mut self, key: &Bytes, tag: Tag) {
+        if self.set.insert((key.clone(), tag)) {
+            self.order.push_back((key.clone(), tag));
+            if self.order.len() > WRITTEN_KEPT {
+                let old = self.order.pop_front().expect("non-empty");
+                self.set.remove(&old);
+            }
+        }
+    }
+    fn contains(&self, key: &Bytes, tag: Tag) -> bool {
+        self.set.contains(&(key.clone(), tag))
+    }
+}
+
+/// One ring server (proxy-only: clients talk to any server).
+#[derive(Debug)]
+pub struct RingNode {
+    pub id: NodeId,
+    /// Goes into tags: node id plus incarnation (`NodeSpec::writer_id`).
+    pub(super) writer: u64,
+    /// Ring order: the members sorted; `alive` is the current view.
+    pub(super) members: Vec<NodeId>,
+    pub(super) alive: BTreeSet<NodeId>,
+    pub(super) next: NodeId,
+    pub(super) cfg: RingConfig,
+    pub(super) bug: Option<InjectedBug>,
+    /// A restarted server: the others dropped it from their view and it
+    /// lost its registers, so it answers nobody (fencing) until a rejoin
+    /// protocol (state transfer, view number) exists: issue 12, (d).
+    pub(super) outside: bool,
+    pub(super) regs: BTreeMap<Bytes, Register>,
+    pub(super) queues: Queues,
+    pub(super) link: Link,
+    /// This server's writes in flight, by key and tag (a tag is unique per
+    /// key only: two keys' writes can share one).
+    pub(super) own: BTreeMap<(Bytes, Tag), Phase>,
+    /// Crashed origins' pre-writes this server converted (takeover).
+    pub(super) taken: BTreeSet<(Bytes, Tag)>,
+    pub(super) sent_writes: VecDeque<Entry>,
+    /// Writes seen lately, to drop stale copies of their pre-writes.
+    pub(super) written: Recent,
+    pub(super) ops: OpTable,
+    pub counters: Counters,
+}
+
+type O = Out<Msg, Timer>;
+
+impl RingNode {
+    /// `members` are all server ids (including `id`), in any order.
+    pub fn new(id: NodeId, members: Vec<NodeId>, cfg: RingConfig) -> Self {
+        let mut members = members;
+        members.sort_unstable();
+        members.dedup();
+        assert!(members.contains(&id), "node {id} is not a member");
+        let mut n = RingNode {
+            id,
+            writer: u64::from(id),
+            alive: members.iter().copied().collect(),
+            members,
+            next: id,
+            ops: OpTable::new(cfg.max_ops),
+            cfg,
+            bug: None,
+            outside: false,
+            regs: BTreeMap::new(),
+            queues: Queues::default(),
+            link: Link::default(),
+            own: BTreeMap::new(),
+            taken: BTreeSet::new(),
+            sent_writes: VecDeque::new(),
+            written: Recent::default(),
+            counters: Counters::default(),
+        };
+        n.next = n.successor();
+        n
+    }
+    pub fn with_writer(mut self, writer: u64) -> Self {
+        self.writer = writer;
+        self
+    }
+    pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
+        self.bug = bug;
+        if bug == Some(InjectedBug::FifoForwarding) {
+            self.cfg.fairness = Fairness::ForwardFirst;
+        }
+        self
+    }
+    /// Start fenced: this is a restarted server (see `outside`).
+    pub fn restarted(mut self) -> Self {
+        self.outside = true;
+        self
+    }
+    pub fn is_outside(&self) -> bool {
+        self.outside
+    }
+    pub fn successor_id(&self) -> NodeId {
+        self.next
+    }
+    pub fn register(&self, key: &[u8]) -> Option<&Register> {
+        self.regs.get(key)
+    }
+    pub(super) fn reg(&mut self, key: &Bytes) -> &mut Register {
+        self.regs.entry(key.clone()).or_default()
+    }
+
+    fn on_get(&mut self, client: ClientRef, key: Bytes, out: &mut O) {
+        let wait = self.bug != Some(InjectedBug::ReadNoWait);
+        match self.reg(&key).read(client, wait) {
+            Some(v) => out.reply(client, Response::Value(v)),
+            None => self.counters.parked_reads += 1,
+        }
+    }
+
+    /// pc 18-19: queue the write; refuse (nothing done) when full.
+    fn on_put(&mut self, client: ClientRef, key: Bytes, value: Option<Bytes>, out: &mut O) {
+        if self.known_op(client, &key, out) {
+            return;
+        }
+        if self.queues.writes.len() >= self.cfg.max_queued_writes {
+            self.counters.refused_writes += 1;
+            let err = OpError::refused("write queue full");
+            return out.reply(client, Response::Failed(err));
+        }
+        let op = client.op;
+        let client = Some(client);
+        self.queues.push_write(ClientWrite {
+            client,
+            op,
+            key,
+            value,
+        });
+    }
+
+    /// pc 21-27: tag it, make it pending, pre-write it to the successor.
+    fn originate(&mut self, w: ClientWrite, out: &mut O) {
+        let handled = match w.client {
+            Some(c) => self.known_op(c, &w.key, out), // a duplicate queued meanwhile
+            None => self.ops.applied(w.op) || self.live_copy(&w.key, w.op, None),
+        };
+        if handled {
+            return;
+        }
+        let (writer, origin, op) = (self.writer, self.id, w.op);
+        let reg = self.reg(&w.key);
+        let tag = reg.next_tag(writer);
+        let e = Entry {
+            key: w.key,
+            tag,
+            value: w.value,
+            origin,
+            op,
+            void: false,
+        };
+        reg.pending.insert(tag, e.clone());
+        if let Some(client) = w.client {
+            let converted = false;
+            reg.wait_for_write(Waiter {
+                client,
+                op,
+                tag,
+                converted,
+            });
+        }
+        self.own.insert((e.key.clone(), tag), Phase::PreWrite);
+        self.send_ring(Msg::PreWrite(e), out);
+    }
+
+    /// The queue handler (pc 53-75): send while the window allows.
+    pub(super) fn pump(&mut self, out: &mut O) {
+        while self.cfg.window == 0 || self.link.sent - self.link.credited < self.cfg.window {
+            match self.queues.pick(self.id, self.cfg.fairness) {
+                None => break,
+                Some(Next::Own(w)) => self.originate(w, out),
+                Some(Next::Ready(m)) => self.send_ring(m, out),
+                Some(Next::Forward(m)) => self.forward(m, out),
+            }
+        }
+        // (b): a crashed origin has no share to keep; its leftovers count 0
+        // and so drain first, which frees the reads waiting on them.
+        let alive = &self.alive;
+        self.queues.nb_msg.retain(|n, _| alive.contains(n));
+    }
+
+    /// pc 68-71: forward; a pre-write is pending from the moment it leaves.
+    fn forward(&mut self, m: Msg, out: &mut O) {
+        if let Msg::PreWrite(e) = &m {
+            if self.written.contains(&e.key, e.tag) {
+                // Its write passed while it waited here: a late copy.
+                self.counters.duplicates += 1;
+                return;
+            }
+            self.reg(&e.key).pending.insert(e.tag, e.clone());
+        }
+        self.send_ring(m, out);
+    }
+
+    fn send_ring(&mut self, m: Msg, out: &mut O) {
+        if let Msg::Write(e) = &m {
+            self.sent_writes.push_back(e.clone());
+            if self.sent_writes.len() > SENT_WRITES_KEPT {
+                self.sent_writes.pop_front();
+            }
+        }
+        self.link.sent += 1;
+        out.send(Peer::Node(self.next), m);
+    }
+
+    /// Count a ring message from `from` and credit it back every half window.
+    fn receipt(&mut self, from: NodeId, out: &mut O) {
+        let n = self.link.received.entry(from).or_default();
+        *n += 1;
+        let batch = (self.cfg.window / 2).max(1);
+        if self.cfg.window > 0 && n.is_multiple_of(batch) {
+            out.send(Peer::Node(from), Msg::Credit { received: *n });
+        }
+    }
+
+    /// pc 29-40: a pre-write from the predecessor.
+    fn on_pre_write(&mut self, mut e: Entry, out: &mut O) {
+        if self.is_home(e.origin) {
+            return self.pre_write_home(e, out);
+        }
+        // A copy re-sent after a crash, of a pre-write forwarded already
+        // (then pending here) or written already: the first copy did or
+        // does the round; this one would leave pending entries behind.
+        let pending = self
+            .regs
+            .get(&e.key)
+            .is_some_and(|r| r.pending.contains_key(&e.tag));
+        if pending || self.written.contains(&e.key, e.tag) {
+            self.counters.duplicates += 1;
+            return;
+        }
+        if self.void_here(&e) {
+            e.void = true;
+            self.counters.voided += 1;
+        }
+        self.queues.push_forward(Msg::PreWrite(e));
+    }
+
+    /// The pre-write went round: every live server has it pending.
+    fn pre_write_home(&mut self, mut e: Entry, out: &mut O) {
+        let fresh = if e.origin == self.id {
+            self.own.get(&(e.key.clone(), e.tag)) == Some(&Phase::PreWrite)
+        } else {
+            self.taken.insert((e.key.clone(), e.tag)) // (a) takeover of a crashed origin's write
+        };
+        if !fresh {
+            self.counters.duplicates += 1;
+            return;
+        }
+        if e.origin != self.id {
+            self.counters.taken_over += 1;
+        }
+        // Another copy of the same operation won meanwhile (dedup.rs).
+        if self.void_here(&e) {
+            e.void = true;
+            self.counters.voided += 1;
+        }
+        let reg = self.reg(&e.key);
+        reg.pending.remove(&e.tag); // pc 35
+        if !e.void {
+            reg.apply(&e); // pc 32-33
+            reg.mark_converted(e.tag);
+        }
+        let reads = reg.release_reads();
+        self.answer_reads(reads, out);
+        if e.origin == self.id {
+            self.own.insert((e.key.clone(), e.tag), Phase::Write);
+        }
+        self.queues.ready.push_back(Msg::Write(e)); // pc 37
+    }
+
+    /// pc 41-52: a write from the predecessor; at home it ends (write_ack).
+    fn on_write(&mut self, e: Entry, out: &mut O) {
+        self.written.insert(&e.key, e.tag);
+        let reg = self.regs.entry(e.key.clone()).or_default();
+        reg.pending.remove(&e.tag); // pc 47
+        let mut done = Vec::new();
+        if !e.void {
+            reg.apply(&e); // pc 42-46
+            done = reg.release_writers(e.op, e.tag);
+        }
+        let reads = reg.release_reads();
+        if !e.void {
+            self.ops.on_write(e.op);
+        }
+        for client in done {
+            out.reply(client, Response::Done); // pc 50
+        }
+        self.answer_reads(reads, out);
+        if self.is_home(e.origin) && e.void {
+            self.void_came_home(e);
+        } else if self.is_home(e.origin) {
+            if e.origin == self.id && self.own.remove(&(e.key.clone(), e.tag)).is_some() {
+                self.counters.completed += 1;
+            }
+        } else {
+            self.queues.push_forward(Msg::Write(e)); // pc 48
+        }
+    }
+
+    fn answer_reads(&mut self, reads: Vec<(ClientRef, Option<Bytes>)>, out: &mut O) {
+        for (client, v) in reads {
+            out.reply(client, Response::Value(v));
+        }
+    }
+
+    /// Handle a queued message again as if it had just arrived.
+    pub(super) fn redeliver(&mut self, m: Msg, out: &mut O) {
+        match m {
+            Msg::PreWrite(e) => self.on_pre_write(e, out),
+            Msg::Write(e) => self.on_write(e, out),
+            Msg::Credit { .. } => {}
+        }
+    }
+
+    fn on_ring_msg(&mut self, from: NodeId, msg: Msg, out: &mut O) {
+        match msg {
+            Msg::Credit { received } if from == self.next => {
+                self.link.credited = self.link.credited.max(received);
+            }
+            Msg::Credit { .. } => self.counters.stale_credits += 1,
+            Msg::PreWrite(e) => {
+                self.receipt(from, out);
+                self.on_pre_write(e, out);
+            }
+            Msg::Write(e) => {
+                self.receipt(from, out);
+                self.on_write(e, out);
+            }
+        }
+    }
+}
+
+impl Protocol for RingNode {
+    type Msg = Msg;
+    type Timer = Timer;
+
+    fn on_client(&mut self, _now: Time, client: ClientRef, req: Request, out: &mut O) {
+        if self.outside {
+            // Definite: nothing was done, the client may try another server.
+            let err = OpError::refused("restarted: outside the ring view until it rejoins");
+            return out.reply(client, Response::Failed(err));
+        }
+        match req {
+            Request::Get { key } => self.on_get(client, key, out),
+            Request::Put { key, value } => self.on_put(client, key, Some(value), out),
+            Request::Delete { key } => self.on_put(client, key, None, out),
+        }
+        self.pump(out);
+    }
+    fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut O) {
+        match from {
+            _ if self.outside => self.counters.fenced += 1,
+            Peer::Conn(_) => self.counters.misrouted += 1,
+            // Fencing: nothing from a server outside the view (d).
+            Peer::Node(j) if !self.alive.contains(&j) => self.counters.fenced += 1,
+            Peer::Node(j) => self.on_ring_msg(j, msg, out),
+        }
+        self.pump(out);
+    }
+    fn on_timer(&mut self, _now: Time, timer: Timer, _out: &mut O) {
+        match timer {}
+    }
+    fn on_link(&mut self, _now: Time, ev: LinkEvent, out: &mut O) {
+        if self.outside {
+            return;
+        }
+        match ev {
+            LinkEvent::Down(Peer::Node(j)) => self.on_crash(j, out),
+            LinkEvent::Down(Peer::Conn(s)) if s != ClientRef::LOCAL => {
+                self.regs.values_mut().for_each(|r| r.forget_session(s));
+            }
+            LinkEvent::Down(Peer::Conn(_)) => {}
+            // No rejoin without a state transfer (d): a returning server
+            // stays outside the view.
+            LinkEvent::Up(Peer::Node(j)) if !self.alive.contains(&j) => {
+                self.counters.fenced += 1;
+            }
+            LinkEvent::Up(_) => {}
+        }
+        self.pump(out);
+    }
+    fn role(&self) -> &'static str {
+        if self.outside {
+            "fenced"
+        } else {
+            "replica"
+        }
+    }
+    fn status(&self) -> String {
+        let pending: usize = self.regs.values().map(|r| r.pending.len()).sum();
+        format!(
+            "ring next={} view={:?} keys={} pending={pending} queued={}+{} own={}",
+            self.next,
+            self.alive,
+            self.regs.len(),
+            self.queues.writes.len(),
+            self.queues.forward.len(),
+            self.own.len(),
+        )
+    }
+    fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        self.counters.metrics(self.alive.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ring::testing::{entry, get, put, tag, value, T0};
+    use crate::protocol::Command;
+    use crate::types::OpId;
+
+    fn node(id: NodeId, n: u32, window: u64) -> RingNode {
+        let cfg = RingConfig {
+            window,
+            ..RingConfig::default()
+        };
+        RingNode::new(id, (1..=n).collect(), cfg)
+    }
+    fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
+        (out.drain())
+            .filter_map(|c| match c {
+                Command::Send { to, msg } => Some((to, msg)),
+                _ => None,
+            })
+            .collect()
+    }
+    fn replies(out: &mut O) -> Vec<Response> {
+        (out.drain())
+            .filter_map(|c| match c {
+                Command::Reply { resp, .. } => Some(resp),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_client_write_is_tagged_and_pre_written_to_the_successor_only() {
+        // pc 21-27.
+        let mut n = node(2, 3, 16).with_writer(42);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("v"), &mut out);
+        let s = sends(&mut out);
+        assert_eq!(s.len(), 1);
+        let (to, Msg::PreWrite(e)) = &s[0] else {
+            panic!("{s:?}")
+        };
+        assert_eq!((*to, e.tag, e.origin), (Peer::Node(3), tag(1, 42), 2));
+        assert!(n.register(b"k").unwrap().pending.contains_key(&tag(1, 42)));
+        assert_eq!(
+            n.own.get(&(Bytes::from("k"), tag(1, 42))),
+            Some(&Phase::PreWrite)
+        );
+    }
+
+    #[test]
+    fn a_forwarded_pre_write_is_pending_from_the_moment_it_leaves() {
+        // pc 71, with a window of 1: the second waits in the forward queue.
+        let mut n = node(2, 3, 1);
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(2, 1, "b")), &mut out);
+        let pending = |n: &RingNode| n.register(b"k").unwrap().pending.len();
+        assert_eq!(pending(&n), 1, "the queued one is not pending yet");
+        let s = sends(&mut out);
+        let fwd = s.iter().filter(|(to, _)| *to == Peer::Node(3)).count();
+        assert_eq!(
+            (fwd, s.len()),
+            (1, 3),
+            "one forwarded, a credit each: {s:?}"
+        );
+        n.on_msg(T0, Peer::Node(3), Msg::Credit { received: 1 }, &mut out);
+        assert_eq!(pending(&n), 2);
+        assert_eq!(n.link.sent, 2);
+        // A read now waits for the highest pending tag.
+        n.on_client(T0, ClientRef::local(9), get(), &mut out);
+        assert!(replies(&mut out).is_empty());
+        n.on_msg(T0, Peer::Node(1), Msg::Write(entry(2, 1, "b")), &mut out);
+        assert_eq!(replies(&mut out), vec![value("b")]);
+    }
+
+    #[test]
+    fn a_pre_write_back_home_is_applied_and_written_and_its_write_back_home_acked() {
+        // pc 32-37, 49-50.
+        let mut n = node(1, 3, 16);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("v"), &mut out);
+        let (_, pw) = sends(&mut out).pop().unwrap();
+        n.on_msg(T0, Peer::Node(3), pw.clone(), &mut out);
+        assert_eq!(n.register(b"k").unwrap().tag, tag(1, 1));
+        let s = sends(&mut out);
+        assert!(matches!(&s[..], [(Peer::Node(2), Msg::Write(e))] if e.tag == tag(1, 1)));
+        // A copy of the pre-write coming back again is a duplicate.
+        n.on_msg(T0, Peer::Node(3), pw, &mut out);
+        assert_eq!(n.counters.duplicates, 1);
+        assert!(sends(&mut out).is_empty());
+        n.on_msg(T0, Peer::Node(3), s[0].1.clone(), &mut out);
+        assert_eq!(replies(&mut out), vec![Response::Done]);
+        assert!(n.own.is_empty() && n.counters.completed == 1);
+        assert!(n.queues.forward.is_empty(), "a write ends at home");
+    }
+
+    #[test]
+    fn a_write_from_elsewhere_is_applied_if_newer_and_forwarded_either_way() {
+        // pc 41-48.
+        let mut n = node(2, 3, 16);
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(1), Msg::Write(entry(5, 1, "new")), &mut out);
+        n.on_msg(T0, Peer::Node(1), Msg::Write(entry(3, 3, "old")), &mut out);
+        let r = n.register(b"k").unwrap();
+        assert_eq!((r.tag, r.value.as_deref()), (tag(5, 1), Some(&b"new"[..])));
+        let fwd: Vec<_> = sends(&mut out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(fwd, vec![Peer::Node(3), Peer::Node(3)]);
+    }
+
+    #[test]
+    fn a_full_write_queue_refuses_and_closed_sessions_are_forgotten() {
+        let cfg = RingConfig {
+            window: 1,
+            max_queued_writes: 1,
+            ..RingConfig::default()
+        };
+        let mut n = RingNode::new(1, vec![1, 2], cfg);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("a"), &mut out); // sent
+        n.on_client(T0, ClientRef::local(2), put("b"), &mut out); // queued
+        n.on_client(T0, ClientRef::local(3), put("c"), &mut out); // refused
+        let r = replies(&mut out);
+        assert!(
+            matches!(&r[..], [Response::Failed(e)] if e.is_definite()),
+            "{r:?}"
+        );
+        let c = ClientRef {
+            id: 4,
+            session: 7,
+            op: OpId::NONE,
+        };
+        n.on_client(T0, c, get(), &mut out);
+        assert_eq!(n.register(b"k").unwrap().waiting(), (1, 1));
+        n.on_link(T0, LinkEvent::Down(Peer::Conn(7)), &mut out);
+        assert_eq!(n.register(b"k").unwrap().waiting(), (0, 1));
+    }
+
+    #[test]
+    fn messages_from_clients_or_from_outside_the_view_are_ignored() {
+        let mut n = node(2, 3, 16);
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Conn(5), Msg::PreWrite(entry(1, 1, "a")), &mut out);
+        assert_eq!(n.counters.misrouted, 1);
+        n.on_link(T0, LinkEvent::Down(Peer::Node(1)), &mut out);
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
+        n.on_link(T0, LinkEvent::Up(Peer::Node(1)), &mut out);
+        assert_eq!(
+            n.counters.fenced, 2,
+            "(d): no way back without a state transfer"
+        );
+        assert!(out.is_empty());
+        n.on_msg(T0, Peer::Node(1), Msg::Credit { received: 1 }, &mut out);
+        n.on_msg(T0, Peer::Node(2), Msg::Credit { received: 1 }, &mut out);
+        assert_eq!(n.counters.stale_credits, 1, "only the successor credits");
+        assert!(n.status().contains("next=3"));
+        assert!(n
+            .metrics()
+            .iter()
+            .any(|(k, _, v)| *k == "ring_view_size" && *v == 2));
+    }
+
+    #[test]
+    fn a_restarted_server_is_fenced_it_answers_nobody_and_sends_nothing() {
+        // (d) not built: until a rejoin with state transfer exists, a
+        // restarted server (registers lost, dropped from every view) must
+        // not serve stale values.
+        let mut n = node(2, 3, 16).restarted();
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), get(), &mut out);
+        n.on_client(T0, ClientRef::local(2), put("v"), &mut out);
+        let r = replies(&mut out);
+        assert_eq!(r.len(), 2);
+        assert!(r
+            .iter()
+            .all(|r| matches!(r, Response::Failed(e) if e.is_definite())));
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
+        n.on_link(T0, LinkEvent::Down(Peer::Node(3)), &mut out);
+        assert!(out.is_empty());
+        assert_eq!((n.counters.fenced, n.successor_id()), (1, 3));
+        assert_eq!(n.role(), "fenced");
+    }
+}
