@@ -387,6 +387,9 @@ macro_rules! registry {
 
 registry! {
     super::abd::Abd,
+    super::ring::Ring,
+    super::lease_lock::LeaseLock,
+    super::lamport::Lamport,
 }
 
 #[cfg(test)]
