@@ -12,6 +12,7 @@
 //! * [`run::run_seed`]: one seed, checked; [`sweep::sweep`]: many seeds.
 //! * [`cli`]: `quorumkv sim`.
 
+pub mod checks;
 pub mod cli;
 pub mod config;
 pub mod disk;

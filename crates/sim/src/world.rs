@@ -44,6 +44,7 @@ mod actor;
 mod clients;
 mod links;
 mod nemesis;
+mod probe;
 
 use actor::{ClientIx, NodeIx};
 
@@ -445,6 +446,7 @@ pub struct World<'a, D: ProtocolDef> {
     clock: Clock,
     history: Vec<OpRecord>,
     stuck: Option<String>,
+    probe: probe::Probe,
     stats: Stats,
     trace: Option<Vec<String>>,
     node_out: NodeOut<D>,
@@ -507,6 +509,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             clock: Clock::default(),
             history: Vec::with_capacity(cfg.ops as usize),
             stuck: None,
+            probe: probe::Probe::default(),
             stats: Stats::default(),
             trace: cfg.trace.then(Vec::new),
             node_out: Out::new(),

@@ -185,6 +185,11 @@ pub trait ProtocolDef: 'static {
     /// Option sets the bench offers by name (`--variant NAME`), besides
     /// `default`; each must be valid options of the protocol.
     const VARIANTS: &'static [NamedVariant] = &[];
+    /// Whether, under a saturating write load from clients spread evenly
+    /// over the servers, each server's clients complete a fair share of
+    /// the writes (the ring's nb_msg rule). The simulator's load phase
+    /// checks it.
+    const PROMISES_FAIRNESS: bool = false;
 
     /// Compared only by tests and the decoder checks (`PartialEq`).
     type Msg: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + 'static;
@@ -212,6 +217,14 @@ pub trait ProtocolDef: 'static {
     /// Let the simulator vary optional behaviours per seed from random
     /// `knobs`, so every variant gets simulated; `--opt` overrides after.
     fn vary(_opts: &mut Self::Options, _knobs: u64) {}
+    /// How long, with no faults, a finished operation may still refuse
+    /// later ones on its key: state it leaves to expire rather than
+    /// release (lease-lock's surplus grants in the seed's mode: a lease).
+    /// The simulator's stall probe waits this long before each of its
+    /// lone operations, which must then succeed.
+    fn linger(_opts: &Self::Options, _timing: &Timing) -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// Something to do with a protocol's types, chosen by name at run time.

@@ -57,7 +57,12 @@ impl<D: ProtocolDef> World<'_, D> {
             self.heal_all();
         }
         self.issued_total += 1;
-        let req = self.random_op(c);
+        let probe = self.probe_request(c);
+        let probing = probe.is_some();
+        let req = match probe {
+            Some(req) => req,
+            None => self.random_op(c),
+        };
         let op = Op::from(&req);
         let slot = &mut self.clients[c];
         slot.issued += 1;
@@ -93,7 +98,10 @@ impl<D: ProtocolDef> World<'_, D> {
             let cref = ClientRef { id, session, op };
             self.with_client(c, |coord, now, out| coord.on_client(now, cref, req, out));
         } else {
-            let node = self.work_rng.below(self.nodes.len() as u64) as usize;
+            let node = match self.probe_node(c).filter(|_| probing) {
+                Some(i) => i,
+                None => self.work_rng.below(self.nodes.len() as u64) as usize,
+            };
             if D::DEDUPLICATES_REQUESTS && self.nodes.len() > 1 {
                 let p = self.clients[c].pending.as_mut().expect("just set");
                 p.retry = Some((req.clone(), node));
@@ -260,6 +268,7 @@ impl<D: ProtocolDef> World<'_, D> {
         }
         let p = self.clients[c].pending.take().expect("checked");
         let complete_ns = self.clock.stamp(self.now);
+        let probe = self.is_probe(p.record);
         let rec = &mut self.history[p.record];
         rec.complete_ns = complete_ns;
         rec.outcome = outcome.clone();
@@ -272,13 +281,16 @@ impl<D: ProtocolDef> World<'_, D> {
         let took = complete_ns - rec.invoke_ns;
         let late =
             took > self.cfg.timing.liveness_bound.as_nanos() as u64 || outcome == Outcome::Unknown;
-        if D::PROMISES_LIVENESS && invoked_after_heal && late && self.stuck.is_none() {
+        if D::PROMISES_LIVENESS && invoked_after_heal && late && self.stuck.is_none() && !probe {
             let line = rec.to_string();
             self.stuck = Some(format!(
                 "after the faults healed, an operation did not complete in time: {line}"
             ));
         }
         trace!(self, "c{c} COMPLETE {outcome}");
+        if probe {
+            self.judge_probe(p.record);
+        }
         if outcome == Outcome::Unknown {
             // Jepsen's rule: the process may still be "inside" that operation.
             self.clients[c].process = self.next_process;
@@ -288,9 +300,16 @@ impl<D: ProtocolDef> World<'_, D> {
         if slot.issued >= slot.quota {
             slot.done = true;
             self.clients_done += 1;
+            if self.clients_done == self.clients.len() {
+                self.advance_probe();
+            }
             return;
         }
-        let think = self.work_rng.range(0, self.p.think_max_us);
+        let think = if probe {
+            self.probe_gap_us()
+        } else {
+            self.work_rng.range(0, self.p.think_max_us)
+        };
         self.schedule(self.now + think, Ev::ClientIssue { client: c });
     }
 }

@@ -215,6 +215,14 @@ impl ProtocolDef for LeaseLock {
         }
         opts.release_surplus = knobs & 2 == 0;
     }
+    /// Surplus grants left to expire block their replica for a lease.
+    fn linger(opts: &LeaseOptions, timing: &Timing) -> Duration {
+        if opts.release_surplus {
+            Duration::ZERO
+        } else {
+            opts.lease_for(timing)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -87,6 +87,9 @@ impl ProtocolDef for Ring {
     const DEDUPLICATES_REQUESTS: bool = true;
     // Nothing durable (the seed keeps none): every restart is `lost_state`.
     const PERSISTS_STATE: bool = false;
+    // §3 lines 205-209 and §4.2: nb_msg lets each server complete its
+    // fair share of writes under load.
+    const PROMISES_FAIRNESS: bool = true;
     const VARIANTS: &'static [NamedVariant] = &[NamedVariant {
         name: "fifo",
         about: "arrival order instead of the nb_msg fairness rule",
