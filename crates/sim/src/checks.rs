@@ -1,16 +1,7 @@
-//! Liveness checks on a finished history, beyond "every operation of the
-//! liveness phase completed in time" (which `world/clients.rs` applies as
-//! operations complete):
-//!
-//! * [`stalls`]: after the heal, an operation that fails (refused) although
-//!   nothing on its key could have been in its way. A refusal is a definite
-//!   outcome, so the bound alone takes it for progress; a protocol that
-//!   leaves a lock behind refuses every later operation on the key.
-//! * [`starvation`]: under the load phase's saturating writes, spread evenly
-//!   over the servers, each server's writers complete a fair share.
+//! Liveness checks beyond "every operation of the liveness phase completed
+//! in time" (`world/clients.rs`); the stall probe is `world/probe.rs`.
 
 use crate::config::SeedParams;
-use crate::history::OpRecord;
 
 /// The longest one-way trip of a message once the faults have healed, µs
 /// (the slow node's links stay slow).
@@ -19,3 +10,49 @@ pub fn slowest_trip_us(p: &SeedParams) -> u64 {
     p.latency_us.1 * slow
 }
 
+/// One write of the load phase: its server (node id), how long its
+/// client waited for the outcome, whether it succeeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wait {
+    pub server: u32,
+    pub ns: u64,
+    pub ok: bool,
+}
+
+/// How much longer than the mean a write of the load may wait.
+pub const MAX_WAIT_OVER_MEAN: u64 = 3;
+
+/// The load phase's verdict (`writers` closed-loop writers spread evenly
+/// over the servers for `window_us`): starvation if a write waited more
+/// than [`MAX_WAIT_OVER_MEAN`] times the mean (whatever its outcome). With a fair
+/// queue every write waits behind about as many others (seed 004 §4.2:
+/// the fairness mechanism bounds the latency of a write, l_max); a server
+/// that serves one origin first makes the others' writes wait for lulls.
+pub fn starvation(waits: &[Wait], writers: usize, window_us: u64) -> Option<String> {
+    let n = waits.len() as u64;
+    let worst = waits.iter().max_by_key(|w| w.ns)?;
+    let mean = waits.iter().map(|w| w.ns).sum::<u64>() / n;
+    if worst.ns <= MAX_WAIT_OVER_MEAN * mean {
+        return None;
+    }
+    let mut per_server = std::collections::BTreeMap::<u32, (u64, u64)>::new();
+    for w in waits {
+        let e = per_server.entry(w.server).or_default();
+        e.0 += u64::from(w.ok);
+        e.1 = e.1.max(w.ns);
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let servers: Vec<String> = (per_server.iter())
+        .map(|(s, (ok, max))| format!("n{s}: {ok} ok, max {:.1}ms", ms(*max)))
+        .collect();
+    Some(format!(
+        "starvation: under a saturating write load ({writers} writers spread over the servers for {}ms), \
+         a write at n{} {} after {:.1}ms, more than {MAX_WAIT_OVER_MEAN}x the mean wait {:.1}ms ({})",
+        window_us / 1000,
+        worst.server,
+        if worst.ok { "completed" } else { "failed" },
+        ms(worst.ns),
+        ms(mean),
+        servers.join("; ")
+    ))
+}

@@ -43,6 +43,7 @@ macro_rules! trace {
 mod actor;
 mod clients;
 mod links;
+mod load;
 mod nemesis;
 mod probe;
 
@@ -447,6 +448,7 @@ pub struct World<'a, D: ProtocolDef> {
     history: Vec<OpRecord>,
     stuck: Option<String>,
     probe: probe::Probe,
+    load: load::Load,
     stats: Stats,
     trace: Option<Vec<String>>,
     node_out: NodeOut<D>,
@@ -463,7 +465,8 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         let seed = params.seed;
         let n = params.replicas as usize;
         let c = cfg.clients as usize;
-        let e = n + c;
+        let load = Self::load_clients(n);
+        let e = n + c + load;
         let mut w = World {
             cfg,
             bug,
@@ -473,7 +476,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             link_epoch: vec![0; e * e],
             held: (0..e * e).map(|_| Vec::new()).collect(),
             links: links::Detector::new(n),
-            next_session: c as u64 + 1,
+            next_session: (c + load) as u64 + 1,
             closed_sessions: HashSet::new(),
             members: (1..=params.replicas).collect(),
             now: 0,
@@ -490,9 +493,15 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             link_mult: {
                 let mut r = Rng::stream(seed, Stream::Links);
                 let (p, max) = (params.slow_link_p, params.slow_link_max);
-                (0..e * e)
-                    .map(|_| if r.chance(p) { r.range(2, max) } else { 1 })
-                    .collect()
+                // Drawn among the nodes and workload clients only, in the
+                // same order with load clients or not.
+                let mut m = vec![1; e * e];
+                for from in 0..n + c {
+                    for to in 0..n + c {
+                        m[from * e + to] = if r.chance(p) { r.range(2, max) } else { 1 };
+                    }
+                }
+                m
             },
             partition_epoch: 0,
             partition_active: false,
@@ -505,18 +514,22 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             liveness_from_us: u64::MAX,
             issued_total: 0,
             clients_done: 0,
-            next_process: c as u64,
+            next_process: (c + load) as u64,
             clock: Clock::default(),
             history: Vec::with_capacity(cfg.ops as usize),
             stuck: None,
             probe: probe::Probe::default(),
+            load: load::Load {
+                first_client: c,
+                ..load::Load::default()
+            },
             stats: Stats::default(),
             trace: cfg.trace.then(Vec::new),
             node_out: Out::new(),
             client_out: Out::new(),
             p: params,
         };
-        w.add_slots(n, c);
+        w.add_slots(n, c + load);
         w.clients_done = w.clients.iter().filter(|s| s.done).count();
         w
     }
@@ -539,7 +552,11 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         }
         for i in 0..c {
             // Ops are dealt round-robin so the quotas add up to `ops`.
-            let quota = cfg.ops / cfg.clients + u32::from((i as u32) < cfg.ops % cfg.clients);
+            // Load clients (after the workload's) start idle.
+            let quota = match i < cfg.clients as usize {
+                true => cfg.ops / cfg.clients + u32::from((i as u32) < cfg.ops % cfg.clients),
+                false => 0,
+            };
             let coord = self.p.client_driven.then(|| {
                 let spec = ClientSpec {
                     // Not `client_writer_id`: these ids order ABD's tags
@@ -931,7 +948,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         for i in 0..self.nodes.len() {
             self.boot(i);
         }
-        for c in 0..self.clients.len() {
+        for c in 0..self.load.first_client {
             let start = self.work_rng.range(0, self.p.think_max_us);
             self.schedule(start, Ev::ClientIssue { client: c });
         }

@@ -57,10 +57,12 @@ impl<D: ProtocolDef> World<'_, D> {
             self.heal_all();
         }
         self.issued_total += 1;
+        let load = self.is_load_client(c);
         let probe = self.probe_request(c);
         let probing = probe.is_some();
         let req = match probe {
             Some(req) => req,
+            None if load => self.load_request(c),
             None => self.random_op(c),
         };
         let op = Op::from(&req);
@@ -89,7 +91,7 @@ impl<D: ProtocolDef> World<'_, D> {
             retry: None,
             retried: false,
         });
-        let deadline = self.now + self.cfg.timing.client_timeout.as_micros() as u64;
+        let deadline = self.now + self.patience_us(c);
         self.schedule(deadline, Ev::ClientTimeout { client: c, req_no });
         let id = ((c as u64) << 32) | req_no;
         if self.clients[c].coord.is_some() {
@@ -100,6 +102,7 @@ impl<D: ProtocolDef> World<'_, D> {
         } else {
             let node = match self.probe_node(c).filter(|_| probing) {
                 Some(i) => i,
+                None if load => self.load_node(c),
                 None => self.work_rng.below(self.nodes.len() as u64) as usize,
             };
             if D::DEDUPLICATES_REQUESTS && self.nodes.len() > 1 {
@@ -138,7 +141,7 @@ impl<D: ProtocolDef> World<'_, D> {
             self.stats.retries += 1;
             self.reconnect(c);
             self.send_request(c, node, ((c as u64) << 32) | req_no, op, req);
-            let deadline = self.now + self.cfg.timing.client_timeout.as_micros() as u64;
+            let deadline = self.now + self.patience_us(c);
             self.schedule(deadline, Ev::ClientTimeout { client: c, req_no });
             return;
         }
@@ -269,6 +272,8 @@ impl<D: ProtocolDef> World<'_, D> {
         let p = self.clients[c].pending.take().expect("checked");
         let complete_ns = self.clock.stamp(self.now);
         let probe = self.is_probe(p.record);
+        let load = self.is_load_client(c);
+        let bursting = self.probe_bursting();
         let rec = &mut self.history[p.record];
         rec.complete_ns = complete_ns;
         rec.outcome = outcome.clone();
@@ -281,7 +286,11 @@ impl<D: ProtocolDef> World<'_, D> {
         let took = complete_ns - rec.invoke_ns;
         let late =
             took > self.cfg.timing.liveness_bound.as_nanos() as u64 || outcome == Outcome::Unknown;
-        if D::PROMISES_LIVENESS && invoked_after_heal && late && self.stuck.is_none() && !probe {
+        // Lone probes and the load have checks of their own; the probe's
+        // burst has none (five writers on one key may queue past the bound).
+        let own_check = probe || load || bursting;
+        if D::PROMISES_LIVENESS && invoked_after_heal && late && self.stuck.is_none() && !own_check
+        {
             let line = rec.to_string();
             self.stuck = Some(format!(
                 "after the faults healed, an operation did not complete in time: {line}"
@@ -290,6 +299,9 @@ impl<D: ProtocolDef> World<'_, D> {
         trace!(self, "c{c} COMPLETE {outcome}");
         if probe {
             self.judge_probe(p.record);
+        }
+        if load {
+            self.load_completed(c, p.record);
         }
         if outcome == Outcome::Unknown {
             // Jepsen's rule: the process may still be "inside" that operation.
@@ -300,13 +312,18 @@ impl<D: ProtocolDef> World<'_, D> {
         if slot.issued >= slot.quota {
             slot.done = true;
             self.clients_done += 1;
-            if self.clients_done == self.clients.len() {
-                self.advance_probe();
+            if self.clients_done == self.clients.len()
+                && !self.advance_probe()
+                && !self.start_load()
+            {
+                self.judge_load();
             }
             return;
         }
         let think = if probe {
             self.probe_gap_us()
+        } else if load {
+            0
         } else {
             self.work_rng.range(0, self.p.think_max_us)
         };

@@ -110,15 +110,25 @@ impl<D: ProtocolDef> World<'_, D> {
         }
     }
 
+    /// Whether the probe's burst is under way.
+    pub(super) fn probe_bursting(&self) -> bool {
+        self.probe.stage == Stage::Burst
+    }
+
     /// Whether history record `record` is one of the lone operations.
     pub(super) fn is_probe(&self, record: usize) -> bool {
-        self.probe.first_lone.is_some_and(|f| record >= f)
+        self.probe.stage == Stage::Lone && self.probe.first_lone.is_some_and(|f| record >= f)
     }
 
     /// A server that takes part in quorums, for a probing client `c` in
     /// proxy mode: the clients spread over them.
     pub(super) fn probe_node(&self, c: usize) -> Option<usize> {
-        let up = |i: &usize| self.nodes[*i].core.as_ref().is_some_and(|x| D::available(x));
+        let up = |i: &usize| {
+            self.nodes[*i]
+                .core
+                .as_ref()
+                .is_some_and(|x| D::available(x))
+        };
         let live: Vec<usize> = (0..self.nodes.len()).filter(up).collect();
         (!live.is_empty()).then(|| live[c % live.len()])
     }
