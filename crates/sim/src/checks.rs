@@ -56,3 +56,34 @@ pub fn starvation(waits: &[Wait], writers: usize, window_us: u64) -> Option<Stri
         servers.join("; ")
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waits(ms: &[(u32, u64)]) -> Vec<Wait> {
+        (ms.iter())
+            .map(|&(server, ms)| Wait {
+                server,
+                ns: ms * 1_000_000,
+                ok: true,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn even_waits_are_fair() {
+        let w = waits(&[(1, 10), (2, 12), (3, 9), (1, 11), (2, 25), (3, 10)]);
+        assert_eq!(starvation(&w, 3, 100_000), None);
+        assert_eq!(starvation(&[], 3, 100_000), None);
+    }
+
+    #[test]
+    fn a_write_waiting_over_three_means_is_starvation() {
+        // Mean 15.4ms; n3's 50ms write is over 3x.
+        let w = waits(&[(1, 10), (2, 10), (1, 10), (2, 10), (3, 50), (1, 10), (2, 8)]);
+        let s = starvation(&w, 3, 100_000).expect("starved");
+        assert!(s.contains("write at n3 completed after 50.0ms"), "{s}");
+        assert!(s.contains("n1: 3 ok") && s.contains("n3: 1 ok"), "{s}");
+    }
+}
