@@ -237,6 +237,18 @@ mod tests {
             .collect()
     }
 
+    /// Only grants left to expire outlive an operation (for a lease).
+    #[test]
+    fn linger_is_a_lease_only_when_surplus_grants_expire() {
+        let t = Timing::default();
+        let mut o = LeaseOptions::default();
+        assert_eq!(LeaseLock::linger(&o, &t), Duration::ZERO);
+        o.release_surplus = false;
+        assert_eq!(LeaseLock::linger(&o, &t), t.op_timeout);
+        o.lease = Some(Duration::from_millis(700));
+        assert_eq!(LeaseLock::linger(&o, &t), Duration::from_millis(700));
+    }
+
     #[test]
     fn options_round_trip_and_reject_bad_values() {
         let o = LeaseOptions::from_pairs(&pairs(&[
