@@ -59,13 +59,7 @@ impl<D: ProtocolDef> World<'_, D> {
         if !self.healed || self.load.window.is_some() || first == self.clients.len() {
             return false;
         }
-        let up = |i: &usize| {
-            self.nodes[*i]
-                .core
-                .as_ref()
-                .is_some_and(|x| D::available(x))
-        };
-        self.load.servers = (0..self.nodes.len()).filter(up).collect();
+        self.load.servers = self.live_nodes();
         if self.load.servers.is_empty() {
             return false;
         }

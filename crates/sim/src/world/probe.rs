@@ -123,14 +123,19 @@ impl<D: ProtocolDef> World<'_, D> {
     /// A server that takes part in quorums, for a probing client `c` in
     /// proxy mode: the clients spread over them.
     pub(super) fn probe_node(&self, c: usize) -> Option<usize> {
+        let live = self.live_nodes();
+        (!live.is_empty()).then(|| live[c % live.len()])
+    }
+
+    /// The nodes that are up and take part in quorums.
+    pub(super) fn live_nodes(&self) -> Vec<usize> {
         let up = |i: &usize| {
             self.nodes[*i]
                 .core
                 .as_ref()
                 .is_some_and(|x| D::available(x))
         };
-        let live: Vec<usize> = (0..self.nodes.len()).filter(up).collect();
-        (!live.is_empty()).then(|| live[c % live.len()])
+        (0..self.nodes.len()).filter(up).collect()
     }
 
     /// When whatever the fault phase left behind has ended: an operation
