@@ -66,6 +66,7 @@ fn add(t: &mut Stats, s: &Stats) {
     t.ops_ok += s.ops_ok;
     t.ops_fail += s.ops_fail;
     t.ops_unknown += s.ops_unknown;
+    t.ops_after_workload += s.ops_after_workload;
     t.virtual_us += s.virtual_us;
     t.link_downs += s.link_downs;
     t.link_ups += s.link_ups;

@@ -89,6 +89,9 @@ pub struct Stats {
     pub ops_ok: u64,
     pub ops_fail: u64,
     pub ops_unknown: u64,
+    /// Of those, operations of the stall probe and the load phase, which
+    /// come after the workload's `--ops`.
+    pub ops_after_workload: u64,
     /// Virtual time at the end of the run, µs.
     pub virtual_us: u64,
     /// Link events the failure detector (and resets) reported to cores.

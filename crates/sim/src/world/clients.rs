@@ -277,6 +277,7 @@ impl<D: ProtocolDef> World<'_, D> {
         let rec = &mut self.history[p.record];
         rec.complete_ns = complete_ns;
         rec.outcome = outcome.clone();
+        self.stats.ops_after_workload += u64::from(probe || load || bursting);
         match outcome {
             Outcome::Ok(_) => self.stats.ops_ok += 1,
             Outcome::Fail => self.stats.ops_fail += 1,
