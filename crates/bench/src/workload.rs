@@ -173,3 +173,17 @@ pub fn id_prefix(v: &Bytes) -> Bytes {
 fn id_len(v: &[u8]) -> usize {
     v.iter().position(|&b| b == PAD).unwrap_or(v.len())
 }
+
+/// Dedicated clients (seed 004 §5: a reader and a writer per server):
+/// whether closed-loop client `c` of `clients`, pinned to server
+/// `c mod servers`, only reads. Clients are dealt to servers in rounds
+/// (round r holds clients r·N … r·N + N - 1); the first
+/// `round(get_fraction × rounds)` rounds read and the rest write, so every
+/// server gets the same mix (up to one client when N does not divide the
+/// count).
+pub fn dedicated_reader(c: usize, clients: usize, servers: usize, get_fraction: f64) -> bool {
+    let servers = servers.max(1);
+    let rounds = clients.div_ceil(servers);
+    let readers = (get_fraction * rounds as f64).round() as usize;
+    c / servers < readers
+}
