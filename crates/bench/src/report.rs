@@ -169,8 +169,8 @@ elapsed_s,throughput,ok_get,ok_put,failed,failures,\
 get_count,get_avg_us,get_p50_us,get_p95_us,get_p99_us,get_max_us,\
 put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
 all_count,all_avg_us,all_p50_us,all_p95_us,all_p99_us,all_max_us,\
-cpu_s_per_kop,client_cpu_s_per_kop,check,connections,note,\
-mb_per_s,server_puts,dedicated,replica_cpu";
+cpu_s_per_kop,client_cpu_s_per_kop,check,\
+mb_per_s,server_puts,dedicated,replica_cpu,connections,note";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -199,7 +199,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
         let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{}",
             csv_field(&r.target),
             r.kind,
             r.replicas,
@@ -225,14 +225,14 @@ pub fn to_csv(results: &[PointResult]) -> String {
                 .map(|c| format!("{c:.4}"))
                 .unwrap_or_default(),
             csv_field(&opt(&r.check)),
-            csv_field(&r.connections),
-            csv_field(&opt(&r.note)),
             r.mb_per_s(),
             (r.server_puts.iter().map(u64::to_string))
                 .collect::<Vec<_>>()
                 .join(";"),
             r.dedicated,
             opt(&r.replica_cpu),
+            csv_field(&r.connections),
+            csv_field(&opt(&r.note)),
         );
     }
     s
