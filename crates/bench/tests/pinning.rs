@@ -104,3 +104,37 @@ fn put_shares_are_fractions_of_the_total_in_server_order() {
     assert!(result(4096, 1.0, vec![0, 0]).put_shares().is_empty());
     assert_eq!(shares_cell(&[]), "-");
 }
+
+#[test]
+fn figures_against_n_are_drawn_when_a_workload_has_several_n() {
+    let mut rs = Vec::new();
+    for target in ["ring", "abd"] {
+        for n in [2, 4, 8] {
+            let mut r = result(4096, 1000.0, (1..=n as u64).collect());
+            r.target = target.into();
+            r.replicas = n;
+            r.get_fraction = 0.0;
+            r.put.p50_us = 1000 * n as u64;
+            rs.push(r);
+        }
+    }
+    // Measured at one N only: no figure vs N.
+    let mut lone = result(4096, 1000.0, Vec::new());
+    lone.get_fraction = 1.0;
+    rs.push(lone);
+    let dir = tempfile::tempdir().unwrap();
+    let files = quorumkv_bench::plot::write_plots(dir.path(), &rs).unwrap();
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for want in [
+        "scaling_throughput_get0_c8_4096B.png",
+        "scaling_latency_get0_c8_4096B.png",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+    }
+    assert!(!names.iter().any(|n| n.contains("scaling") && n.contains("get100")));
+    let png = std::fs::read(dir.path().join("scaling_throughput_get0_c8_4096B.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+}
