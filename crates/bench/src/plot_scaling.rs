@@ -83,11 +83,25 @@ pub fn write_scaling_plots(dir: &Path, results: &[PointResult]) -> anyhow::Resul
         let share = cpu_note(&pts);
         let tp = dir.join(format!("scaling_throughput_{}.png", w.slug()));
         let title = format!("throughput vs replicas: {}{share}", w.title());
-        draw(&tp, &title, ("replicas N", ""), &throughput_panels(&w, &pts), 1, false)?;
+        draw(
+            &tp,
+            &title,
+            ("replicas N", ""),
+            &throughput_panels(&w, &pts),
+            1,
+            false,
+        )?;
         files.push(tp);
         let lp = dir.join(format!("scaling_latency_{}.png", w.slug()));
         let title = format!("latency vs replicas: {}{share}", w.title());
-        draw(&lp, &title, ("replicas N", "ms"), &latency_panels(&pts), 2, false)?;
+        draw(
+            &lp,
+            &title,
+            ("replicas N", "ms"),
+            &latency_panels(&pts),
+            2,
+            false,
+        )?;
         files.push(lp);
     }
     Ok(files)

@@ -318,9 +318,7 @@ pub fn table(results: &[PointResult]) -> String {
     if show_mb {
         head.push("MB/s");
     }
-    head.extend([
-        "failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99",
-    ]);
+    head.extend(["failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99"]);
     if show_shares {
         head.push("PUT % by server");
     }
@@ -397,10 +395,7 @@ pub fn shares_cell(shares: &[f64]) -> String {
     if shares.is_empty() {
         return "-".into();
     }
-    let pct: Vec<String> = shares
-        .iter()
-        .map(|s| format!("{:.0}", s * 100.0))
-        .collect();
+    let pct: Vec<String> = shares.iter().map(|s| format!("{:.0}", s * 100.0)).collect();
     pct.join("/")
 }
 

@@ -14,9 +14,7 @@ use crate::report::PointResult;
 use crate::stats::{throughput, LatencySummary, OpKind, Stats};
 use crate::target::{Conn, Deployment};
 use crate::verify::{check_history, Log};
-use crate::workload::{
-    dedicated_reader, make_value, next_op, GenOp, KeyChooser, KeySpace, Rng,
-};
+use crate::workload::{dedicated_reader, make_value, next_op, GenOp, KeyChooser, KeySpace, Rng};
 
 /// Set by Ctrl-C (see `cli::run`): the current point stops at once and the
 /// sweep ends with what was measured.

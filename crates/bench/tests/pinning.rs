@@ -134,7 +134,9 @@ fn figures_against_n_are_drawn_when_a_workload_has_several_n() {
     ] {
         assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
     }
-    assert!(!names.iter().any(|n| n.contains("scaling") && n.contains("get100")));
+    assert!(!names
+        .iter()
+        .any(|n| n.contains("scaling") && n.contains("get100")));
     let png = std::fs::read(dir.path().join("scaling_throughput_get0_c8_4096B.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }

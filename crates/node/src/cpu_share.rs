@@ -5,8 +5,9 @@
 //! Linux cgroup v1 CPU bandwidth control: each replica gets its own group
 //! `<our cpu cgroup>/quorumkv-<pid>-<n>/replica-<id>` with
 //! `cpu.cfs_quota_us = share × cpu.cfs_period_us`, i.e. it runs at most
-//! `share` of one core per period, however many threads it has. Groups
-//! are removed when the [`CpuShares`] is dropped (the replicas are moved
+//! `share` of one core per period, however many threads it has. The
+//! cluster's group has a large weight ([`CLUSTER_WEIGHT`]) so that
+//! neighbours cannot push a replica below its quota. Groups are removed when the [`CpuShares`] is dropped (the replicas are moved
 //! back to our own group first: a group with members cannot be removed),
 //! and groups left behind by a bench that was killed are removed the next
 //! time one is created.
@@ -25,6 +26,12 @@ pub const PERIOD_US: u64 = 100_000;
 
 /// The kernel refuses quotas below 1 ms.
 const MIN_QUOTA_US: u64 = 1_000;
+
+/// `cpu.shares` of a cluster's group: the weight of 32 ordinary busy
+/// processes (1024 each). A quota is a ceiling, not a guarantee: on a
+/// machine that others load, a group of default weight would get less
+/// than its quota. The quotas still bound what the cluster takes.
+pub const CLUSTER_WEIGHT: u64 = 32 * 1024;
 
 /// Prefix of the groups we create, so stale ones can be found.
 const GROUP_PREFIX: &str = "quorumkv-";
@@ -140,16 +147,18 @@ impl CpuShares {
             .unwrap_or_default()
             .as_nanos();
         let dir = home.join(format!("{GROUP_PREFIX}{}-{unique}", std::process::id()));
-        std::fs::create_dir(&dir).map_err(|source| CpuShareError::NotWritable {
-            path: dir.clone(),
-            source,
-        })?;
-        Ok(CpuShares {
+        let not_writable =
+            |path: PathBuf| move |source| CpuShareError::NotWritable { path, source };
+        std::fs::create_dir(&dir).map_err(not_writable(dir.clone()))?;
+        let shares = CpuShares {
             home,
             dir,
             share,
             quota_us,
-        })
+        };
+        let weight = shares.dir.join("cpu.shares");
+        std::fs::write(&weight, CLUSTER_WEIGHT.to_string()).map_err(not_writable(weight))?;
+        Ok(shares)
     }
 
     /// The fraction of one core each replica gets.
@@ -328,12 +337,14 @@ mod tests {
         let quota = std::fs::read_to_string(g.join("cpu.cfs_quota_us")).unwrap();
         let procs = std::fs::read_to_string(g.join("cgroup.procs")).unwrap();
         let dir = shares.dir.clone();
+        let weight = std::fs::read_to_string(dir.join("cpu.shares")).unwrap();
         // Removed with the process still in it (moved back home first).
         drop(shares);
         let gone = !dir.exists();
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(quota.trim(), "25000");
+        assert_eq!(weight.trim(), CLUSTER_WEIGHT.to_string());
         assert_eq!(procs.trim(), child.id().to_string());
         assert!(gone, "{} left behind", dir.display());
     }
