@@ -135,7 +135,7 @@ pub async fn run_point(
                 let conn = conns[c % conns.len()].clone();
                 let log = Log::new(recorder.as_ref(), c as u64);
                 let rng = Rng::derive(seed, index as u64, c as u64);
-                let get_fraction = client_get_fraction(cfg, w, c, servers.unwrap_or(1));
+                let get_fraction = client_get_fraction(cfg, w, c);
                 let me = ClientSpec {
                     id: c as u64,
                     get_fraction,
@@ -250,11 +250,11 @@ pub fn conn_count(sharing: Sharing, slots: usize, servers: Option<usize>) -> usi
 
 /// The GET fraction of closed-loop client `c`: the workload's, or with
 /// `--dedicated-clients` 1 (a reader) or 0 (a writer).
-fn client_get_fraction(cfg: &BenchConfig, w: &Workload, c: usize, servers: usize) -> f64 {
+fn client_get_fraction(cfg: &BenchConfig, w: &Workload, c: usize) -> f64 {
     if !cfg.dedicated {
         return w.get_fraction;
     }
-    match dedicated_reader(c, w.clients, servers, w.get_fraction) {
+    match dedicated_reader(c, w.clients, w.get_fraction) {
         true => 1.0,
         false => 0.0,
     }

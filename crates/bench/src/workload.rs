@@ -175,15 +175,11 @@ fn id_len(v: &[u8]) -> usize {
 }
 
 /// Dedicated clients (seed 004 §5: a reader and a writer per server):
-/// whether closed-loop client `c` of `clients`, pinned to server
-/// `c mod servers`, only reads. Clients are dealt to servers in rounds
-/// (round r holds clients r·N … r·N + N - 1); the first
-/// `round(get_fraction × rounds)` rounds read and the rest write, so every
-/// server gets the same mix (up to one client when N does not divide the
-/// count).
-pub fn dedicated_reader(c: usize, clients: usize, servers: usize, get_fraction: f64) -> bool {
-    let servers = servers.max(1);
-    let rounds = clients.div_ceil(servers);
-    let readers = (get_fraction * rounds as f64).round() as usize;
-    c / servers < readers
+/// whether closed-loop client `c` of `clients` only reads. The first
+/// `round(get_fraction × clients)` clients read and the rest write; as
+/// client c is pinned to server c mod N, every server gets the same mix
+/// (up to one client), e.g. 2N clients at 0.5 = one reader and one writer
+/// per server.
+pub fn dedicated_reader(c: usize, clients: usize, get_fraction: f64) -> bool {
+    c < (get_fraction * clients as f64).round() as usize
 }

@@ -50,7 +50,7 @@ fn dedicated_clients_give_every_server_one_reader_and_one_writer() {
         let mut readers = vec![0; n];
         let mut writers = vec![0; n];
         for c in 0..clients {
-            match dedicated_reader(c, clients, n, 0.5) {
+            match dedicated_reader(c, clients, 0.5) {
                 true => readers[c % n] += 1,
                 false => writers[c % n] += 1,
             }
@@ -58,15 +58,15 @@ fn dedicated_clients_give_every_server_one_reader_and_one_writer() {
         assert_eq!(readers, vec![1; n], "n={n}");
         assert_eq!(writers, vec![1; n], "n={n}");
     }
-    // Four per server, a quarter reading: one reader and three writers each.
-    let n = 3;
-    let readers: Vec<usize> = (0..12)
-        .filter(|&c| dedicated_reader(c, 12, n, 0.25))
-        .collect();
+    // Fewer clients than servers: one reader (server 0), one writer (server 1).
+    assert!(dedicated_reader(0, 2, 0.5) && !dedicated_reader(1, 2, 0.5));
+    // Four per server (N = 3), a quarter reading: one reader and three
+    // writers each.
+    let readers: Vec<usize> = (0..12).filter(|&c| dedicated_reader(c, 12, 0.25)).collect();
     assert_eq!(readers, [0, 1, 2]);
     // The extremes: everyone reads, or everyone writes.
-    assert!((0..10).all(|c| dedicated_reader(c, 10, 4, 1.0)));
-    assert!((0..10).all(|c| !dedicated_reader(c, 10, 4, 0.0)));
+    assert!((0..10).all(|c| dedicated_reader(c, 10, 1.0)));
+    assert!((0..10).all(|c| !dedicated_reader(c, 10, 0.0)));
 }
 
 fn result(value_size: usize, throughput: f64, server_puts: Vec<u64>) -> PointResult {
