@@ -317,6 +317,9 @@ impl Deployment {
                     "{} TCP (one per replica), pipelined, coordinator in the client",
                     self.native.len()
                 ),
+                CoordMode::Proxy if self.pins_clients() => "1 TCP to one replica, pipelined, \
+                    coordinator in that server; logical client i on replica i mod N"
+                    .into(),
                 CoordMode::Proxy => {
                     "1 TCP to one replica, pipelined, coordinator in that server".into()
                 }
