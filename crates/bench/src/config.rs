@@ -512,7 +512,8 @@ impl BenchConfig {
             .filter(|t| matches!(t, TargetSpec::Quorumkv { .. }));
         if quorumkv_targets.count() > 0 && self.protocols.len() != 1 {
             return Err(ConfigError::Conflict(
-                "a quorumkv:// target runs one protocol: give exactly one --protocol".into(),
+                "a quorumkv:// target runs one protocol: give exactly one --protocol (the cluster's)"
+                    .into(),
             ));
         }
         Ok(())
