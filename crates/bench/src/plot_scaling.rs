@@ -81,28 +81,16 @@ pub fn write_scaling_plots(dir: &Path, results: &[PointResult]) -> anyhow::Resul
             continue;
         }
         let share = cpu_note(&pts);
-        let tp = dir.join(format!("scaling_throughput_{}.png", w.slug()));
-        let title = format!("throughput vs replicas: {}{share}", w.title());
-        draw(
-            &tp,
-            &title,
-            ("replicas N", ""),
-            &throughput_panels(&w, &pts),
-            1,
-            false,
-        )?;
-        files.push(tp);
-        let lp = dir.join(format!("scaling_latency_{}.png", w.slug()));
-        let title = format!("latency vs replicas: {}{share}", w.title());
-        draw(
-            &lp,
-            &title,
-            ("replicas N", "ms"),
-            &latency_panels(&pts),
-            2,
-            false,
-        )?;
-        files.push(lp);
+        let figures = [
+            ("throughput", "", throughput_panels(&w, &pts), 1),
+            ("latency", "ms", latency_panels(&pts), 2),
+        ];
+        for (what, unit, panels, cols) in figures {
+            let path = dir.join(format!("scaling_{what}_{}.png", w.slug()));
+            let title = format!("{what} vs replicas: {}{share}", w.title());
+            draw(&path, &title, ("replicas N", unit), &panels, cols, false)?;
+            files.push(path);
+        }
     }
     Ok(files)
 }
