@@ -6,6 +6,7 @@
 # and the figures against N to crates/bench/docs/ring/.
 #   scripts/ring-figures.sh                 # all four claims
 #   NS=2,4,8 DUR=2s scripts/ring-figures.sh # fewer points
+#   NOBUILD=1 …                            # use target/release as it is
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ring-figures}
@@ -13,7 +14,7 @@ NS=${NS:-2,3,4,5,6,7,8}
 DUR=${DUR:-3s}
 CPU=${CPU:-0.1}
 DOCS=crates/bench/docs/ring
-cargo build --release --quiet --bin quorumkv
+[ -n "${NOBUILD:-}" ] || cargo build --release --quiet --bin quorumkv
 B=target/release/quorumkv
 common=(--protocol ring,abd --client-mode proxy --replicas "$NS" --replica-cpu "$CPU"
         --value-size 4096 --keys 100 --duration "$DUR" --warmup 1s --no-progress)

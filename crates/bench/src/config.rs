@@ -498,7 +498,7 @@ impl BenchConfig {
             return Err(bad("value-size", "larger than 64 MiB"));
         }
         if let Some(share) = self.replica_cpu {
-            quorumkv_node::cpu_share::quota_us(share, quorumkv_node::cpu_share::PERIOD_US)
+            quorumkv_node::cpu_share::bandwidth(share)
                 .map_err(|e| bad("replica-cpu", e.to_string()))?;
         }
         if self.dedicated && !self.rates.is_empty() {

@@ -5,7 +5,8 @@
 //! Linux cgroup v1 CPU bandwidth control: each replica gets its own group
 //! `<our cpu cgroup>/quorumkv-<pid>-<n>/replica-<id>` with
 //! `cpu.cfs_quota_us = share × cpu.cfs_period_us`, i.e. it runs at most
-//! `share` of one core per period, however many threads it has. The
+//! `share` of one core per period (10 ms when the share allows, see
+//! [`bandwidth`]), however many threads it has. The
 //! cluster's group has a large weight ([`CLUSTER_WEIGHT`]) so that
 //! neighbours cannot push a replica below its quota. Groups are removed when the [`CpuShares`] is dropped (the replicas are moved
 //! back to our own group first: a group with members cannot be removed),
@@ -21,8 +22,12 @@ use quorumkv_core::NodeId;
 /// Where cgroup v1 mounts the cpu controller.
 pub const CGROUP_V1_CPU: &str = "/sys/fs/cgroup/cpu";
 
-/// The scheduler period used for every replica: 100 ms, the kernel's default.
-pub const PERIOD_US: u64 = 100_000;
+/// Bounds of the scheduler period. A replica that used up its quota waits
+/// for the next period (up to `period × (1 - share)`: 90 ms at 0.1 core and
+/// the kernel's default 100 ms), which shows as tail latency; so the period
+/// is the shortest in these bounds that leaves a quota of at least 1 ms.
+const MIN_PERIOD_US: u64 = 10_000;
+const MAX_PERIOD_US: u64 = 100_000;
 
 /// The kernel refuses quotas below 1 ms.
 const MIN_QUOTA_US: u64 = 1_000;
@@ -66,6 +71,16 @@ pub enum CpuShareError {
         path: PathBuf,
         source: io::Error,
     },
+}
+
+/// `(period, quota)` in µs that give `share` of one core: the shortest
+/// period within 10-100 ms whose quota is at least 1 ms.
+pub fn bandwidth(share: f64) -> Result<(u64, u64), CpuShareError> {
+    if !(share.is_finite() && share > 0.0) {
+        return Err(CpuShareError::BadShare(share));
+    }
+    let period = ((MIN_QUOTA_US as f64 / share).ceil() as u64).clamp(MIN_PERIOD_US, MAX_PERIOD_US);
+    Ok((period, quota_us(share, period)?))
 }
 
 /// The quota (µs per `period_us`) that gives `share` of one core.
@@ -126,6 +141,7 @@ pub struct CpuShares {
     /// The cluster's group (parent of the replicas' groups).
     dir: PathBuf,
     share: f64,
+    period_us: u64,
     quota_us: u64,
 }
 
@@ -135,7 +151,7 @@ impl CpuShares {
     /// Fails with a clear message when the hierarchy is missing or not
     /// writable.
     pub fn create(mount: &Path, share: f64) -> Result<CpuShares, CpuShareError> {
-        let quota_us = quota_us(share, PERIOD_US)?;
+        let (period_us, quota_us) = bandwidth(share)?;
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let home = under(mount, &own_cpu_group(&own));
         if !home.join("cpu.cfs_quota_us").exists() {
@@ -154,6 +170,7 @@ impl CpuShares {
             home,
             dir,
             share,
+            period_us,
             quota_us,
         };
         let weight = shares.dir.join("cpu.shares");
@@ -189,7 +206,7 @@ impl CpuShares {
         }
         // Period first: a quota is checked against the period in place.
         let writes = [
-            ("cpu.cfs_period_us", PERIOD_US.to_string()),
+            ("cpu.cfs_period_us", self.period_us.to_string()),
             ("cpu.cfs_quota_us", self.quota_us.to_string()),
             ("cgroup.procs", pid.to_string()),
         ];
@@ -268,6 +285,21 @@ mod tests {
     }
 
     #[test]
+    fn the_period_is_the_shortest_that_leaves_a_1_ms_quota() {
+        assert_eq!(bandwidth(0.1).unwrap(), (10_000, 1_000));
+        assert_eq!(bandwidth(0.25).unwrap(), (10_000, 2_500));
+        assert_eq!(bandwidth(2.0).unwrap(), (10_000, 20_000));
+        assert_eq!(bandwidth(0.05).unwrap(), (20_000, 1_000));
+        assert_eq!(bandwidth(0.03).unwrap(), (33_334, 1_000));
+        assert_eq!(bandwidth(0.01).unwrap(), (100_000, 1_000));
+        assert!(matches!(
+            bandwidth(0.005),
+            Err(CpuShareError::TooSmall { quota_us: 500, .. })
+        ));
+        assert!(matches!(bandwidth(0.0), Err(CpuShareError::BadShare(_))));
+    }
+
+    #[test]
     fn shares_out_of_range_are_refused() {
         for bad in [0.0, -0.5, f64::NAN, f64::INFINITY, 65.0] {
             assert!(
@@ -335,6 +367,7 @@ mod tests {
         shares.attach(3, child.id()).unwrap();
         let g = shares.group(3);
         let quota = std::fs::read_to_string(g.join("cpu.cfs_quota_us")).unwrap();
+        let period = std::fs::read_to_string(g.join("cpu.cfs_period_us")).unwrap();
         let procs = std::fs::read_to_string(g.join("cgroup.procs")).unwrap();
         let dir = shares.dir.clone();
         let weight = std::fs::read_to_string(dir.join("cpu.shares")).unwrap();
@@ -343,7 +376,7 @@ mod tests {
         let gone = !dir.exists();
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(quota.trim(), "25000");
+        assert_eq!((period.trim(), quota.trim()), ("10000", "2500"));
         assert_eq!(weight.trim(), CLUSTER_WEIGHT.to_string());
         assert_eq!(procs.trim(), child.id().to_string());
         assert!(gone, "{} left behind", dir.display());
