@@ -139,12 +139,16 @@ fn throughput_panels(w: &Workload, pts: &[&PointResult]) -> Vec<(String, Series)
     panels.push(("ops/s".to_string(), by_n(w, pts, |_, ops| ops)));
     let shares = share_series(pts);
     if !shares.is_empty() {
-        panels.push(("each server's share of the writes (%)".into(), shares));
+        panels.push((
+            "each server's share of the writes × N (1 = 1/N)".into(),
+            shares,
+        ));
     }
     panels
 }
 
-/// The smallest and largest per-server share of the writes, and 1/N.
+/// The smallest and largest per-server share of the writes, times N (so
+/// that a fair split is 1 at every N), and that ideal.
 fn share_series(pts: &[&PointResult]) -> Series {
     let mut s: Series = BTreeMap::new();
     for r in pts {
@@ -155,10 +159,10 @@ fn share_series(pts: &[&PointResult]) -> Series {
         let n = r.replicas as f64;
         let lo = shares.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = shares.iter().copied().fold(0.0, f64::max);
-        let mut add = |name: String, y: f64| s.entry(name).or_default().push((n, y * 100.0));
+        let mut add = |name: String, y: f64| s.entry(name).or_default().push((n, y * n));
         add(format!("{} min", r.target), lo);
         add(format!("{} max", r.target), hi);
-        add("1/N".into(), 1.0 / n);
+        add("fair (1/N)".into(), 1.0 / n);
     }
     for v in s.values_mut() {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
