@@ -13,7 +13,7 @@ OUT=${OUT:-/tmp/ring-figures}
 NS=${NS:-2,3,4,5,6,7,8}
 DUR=${DUR:-3s}
 CPU=${CPU:-0.1}
-DOCS=crates/bench/docs/ring
+DOCS=${DOCS:-crates/bench/docs/ring}
 [ -n "${NOBUILD:-}" ] || cargo build --release --quiet --bin quorumkv
 B=target/release/quorumkv
 common=(--protocol ring,abd --client-mode proxy --replicas "$NS" --replica-cpu "$CPU"
