@@ -44,6 +44,9 @@ mod actor;
 mod clients;
 mod links;
 mod nemesis;
+mod rounds;
+
+pub use rounds::round_of;
 
 use actor::{ClientIx, NodeIx};
 
@@ -449,6 +452,8 @@ pub struct World<'a, D: ProtocolDef> {
     trace: Option<Vec<String>>,
     node_out: NodeOut<D>,
     client_out: ClientOut<D>,
+    /// Round mode (`rounds.rs`): inboxes instead of the event queue.
+    rounds: Option<Box<rounds::Rounds<D>>>,
 }
 
 impl<'a, D: ProtocolDef> World<'a, D> {
@@ -511,6 +516,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             trace: cfg.trace.then(Vec::new),
             node_out: Out::new(),
             client_out: Out::new(),
+            rounds: None,
             p: params,
         };
         w.add_slots(n, c);
@@ -566,6 +572,9 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     // ------------------------------------------------------------ plumbing
 
     fn schedule(&mut self, at: u64, ev: Ev<D>) {
+        if self.rounds.is_some() {
+            return self.round_schedule(at, ev);
+        }
         self.seq += 1;
         let slot = self.events.insert(ev);
         self.queue.push(Entry {

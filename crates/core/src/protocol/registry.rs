@@ -387,6 +387,7 @@ macro_rules! registry {
 
 registry! {
     super::abd::Abd,
+    super::ring::Ring,
 }
 
 #[cfg(test)]
