@@ -23,7 +23,9 @@
 //!   outnumber writers for reads to reach N per round.
 //!
 //! Throughput counts the operations completed in the last three quarters
-//! of the run (the first quarter fills the pipeline). Proxy clients are
+//! of the run (the first quarter fills the pipeline). A loaded run of a
+//! protocol that promises liveness fails if a client completes nothing in
+//! that window (starvation: the ring's fairness rule, line 244). Proxy clients are
 //! spread evenly: client `c` talks to server `c mod N`.
 
 use crate::config::{ClientMode, FaultSet, SeedParams, SimConfig};
@@ -145,6 +147,11 @@ pub struct LoadRun {
     pub writes_per_round: f64,
     pub read_latency: Latency,
     pub write_latency: Latency,
+    /// Writes completed by the clients of each server (client `c` is
+    /// server `c mod N`'s), as a multiple of a fair share: `(min, max)`;
+    /// `(1, 1)` when every server's writers got 1/N of the writes (line
+    /// 244). Zero writes: `(0, 0)`.
+    pub write_share: (f64, f64),
     /// Operations in the history (in flight at the end included).
     pub ops: usize,
     /// Protocol messages, and client requests and replies (proxy mode).
@@ -222,11 +229,33 @@ pub fn run_load<D: ProtocolDef>(
         )
     };
     let (read_latency, write_latency) = (latency(true), latency(false));
+    let mut per_server = vec![0u64; n as usize];
+    for r in done.iter().filter(|r| !is_read(r)) {
+        per_server[(r.process % u64::from(n)) as usize] += 1;
+    }
+    let fair = write_latency.count.max(1) as f64 / f64::from(n);
+    let share = |x: Option<&u64>| x.map_or(0.0, |&x| x as f64 / fair);
+    let write_share = (
+        share(per_server.iter().min()),
+        share(per_server.iter().max()),
+    );
     let window = (round_of(result.stats.virtual_us * 1000) - warmup).max(1) as f64;
-    let verdict = match (
-        verify::check(&result.history, cfg.check_timeout),
-        result.end,
-    ) {
+    // Liveness under load: every client completes something in the
+    // measured window (a write that waits longer is starved).
+    let mut served = vec![false; clients];
+    for r in &done {
+        served[r.process as usize % clients] = true;
+    }
+    let end = match served.iter().position(|&s| !s) {
+        Some(c) if warmup > 0 && D::PROMISES_LIVENESS && result.end == RunEnd::Finished => {
+            RunEnd::Stuck(format!(
+                "client {c} completed no operation in rounds {}..={rounds} (starved)",
+                warmup + 1
+            ))
+        }
+        _ => result.end,
+    };
+    let verdict = match (verify::check(&result.history, cfg.check_timeout), end) {
         (Safety::Violation(details), _) => Verdict::Unsafe { details },
         (_, RunEnd::Stuck(details)) => Verdict::Stuck { details },
         (Safety::Unknown(details), _) => Verdict::Undecided { details },
@@ -240,6 +269,7 @@ pub fn run_load<D: ProtocolDef>(
         writes_per_round: write_latency.count as f64 / window,
         read_latency,
         write_latency,
+        write_share,
         ops: result.history.len(),
         messages: result.stats.messages,
         client_messages: result.stats.client_messages,
@@ -343,6 +373,7 @@ fn run_json(r: &LoadRun) -> serde_json::Value {
         "writes_per_round": r.writes_per_round,
         "read_latency": latency_json(&r.read_latency),
         "write_latency": latency_json(&r.write_latency),
+        "write_share": {"min": r.write_share.0, "max": r.write_share.1},
         "ops": r.ops,
         "messages": r.messages,
         "client_messages": r.client_messages,

@@ -80,7 +80,10 @@ fn ring_serves_n_reads_per_round_and_at_most_half_a_write() {
         let shared = loaded::<Ring>(&c, n, Role::Writer, Net::Shared);
         let bound = f64::from(n) / f64::from(2 * n + 1);
         let w = shared.writes_per_round;
-        assert!(w <= bound + 0.005 && w > bound - 0.03, "N={n}: {w} > {bound}");
+        assert!(
+            w <= bound + 0.005 && w > bound - 0.03,
+            "N={n}: {w} > {bound}"
+        );
     }
 }
 
@@ -129,4 +132,36 @@ fn a_round_run_that_is_not_linearizable_fails() {
     assert!(good.reads_per_round > 0.0 && good.writes_per_round > 0.0);
     let again = run_load::<Ring>(&cfg("ring", &[]), 3, "mixed", load).unwrap();
     assert_eq!(good.history, again.history);
+}
+
+/// With a window of one message the ring's queues fill and its fairness
+/// rule picks what goes next: every server's writer is served; forwarding
+/// first (the injected bug) starves one, which fails the run.
+#[test]
+fn ring_fairness_serves_every_writer_and_its_absence_starves_one() {
+    let n = 5;
+    let mut roles = vec![Role::Reader; 4 * n];
+    roles.extend(vec![Role::Writer; n]);
+    let load = RoundLoad {
+        roles,
+        rounds: 2000,
+        issue_when_idle: false,
+        ops_per_client: None,
+        net: Net::Separate,
+    };
+    let fair = cfg("ring", &[("window", "1")]);
+    let run = run_load::<Ring>(&fair, n as u32, "mixed", load.clone()).unwrap();
+    assert_eq!(run.verdict, Verdict::Pass);
+    assert!(run.write_share.0 > 0.9, "{:?}", run.write_share);
+    let unfair = SimConfig {
+        bug: Some("ring-fifo-forwarding".into()),
+        ..fair
+    };
+    let run = run_load::<Ring>(&unfair, n as u32, "mixed", load).unwrap();
+    assert!(
+        matches!(&run.verdict, Verdict::Stuck { details } if details.contains("starved")),
+        "{}",
+        run.verdict
+    );
+    assert_eq!(run.write_share.0, 0.0);
 }
