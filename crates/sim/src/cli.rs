@@ -105,7 +105,7 @@ pub struct Args {
     /// in rounds and the reads and writes completed per round under load,
     /// each run's history checked. ROUNDS: the length of each loaded run.
     /// Clients run their own coordinator if the protocol has one, unless
-    /// `--mode proxy`.
+    /// `--mode proxy`. With `--trace`: the idle run's trace (1 ms = 1 round).
     #[arg(long, value_name = "ROUNDS", help_heading = "Round model")]
     pub rounds: Option<u64>,
     /// Round model: what a server receives per round: one message (shared)
@@ -227,7 +227,10 @@ fn run_rounds(args: &Args, proto: &Registered, r: u64, out: &mut impl Write) -> 
         Some(n) => vec![n],
         None => (2..=8).collect(),
     };
-    let cfg = args.to_config();
+    let cfg = SimConfig {
+        trace: args.trace,
+        ..args.to_config()
+    };
     match rounds::run_cli(proto, &cfg, &replicas, &settings, args.json, out) {
         Ok(passed) if passed != args.expect_failure => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),

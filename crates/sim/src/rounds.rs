@@ -160,6 +160,8 @@ pub struct LoadRun {
     pub timers_fired: u64,
     pub verdict: Verdict,
     pub history: Vec<OpRecord>,
+    /// The message trace (`SimConfig::trace`; one round prints as 1 ms).
+    pub trace: Option<Vec<String>>,
 }
 
 /// The four runs at one N.
@@ -276,6 +278,7 @@ pub fn run_load<D: ProtocolDef>(
         timers_fired: result.stats.timers_fired,
         verdict,
         history: result.history,
+        trace: result.trace,
     })
 }
 
@@ -303,6 +306,10 @@ pub fn measure<D: ProtocolDef>(
     };
     // Readers and one writer per server: the seed's server that "receives
     // an infinite number of read requests" while writes go on (§4.2).
+    let untraced = SimConfig {
+        trace: false,
+        ..cfg.clone()
+    };
     let mut mixed = vec![Role::Reader; k];
     mixed.extend(vec![Role::Writer; n as usize]);
     Ok(RoundReport {
@@ -313,10 +320,11 @@ pub fn measure<D: ProtocolDef>(
         } else {
             "proxy"
         },
+        // Only the idle run is traced: a loaded one sends thousands of messages.
         idle: run_load::<D>(cfg, n, "idle", idle)?,
-        reads: run_load::<D>(cfg, n, "reads", loaded(vec![Role::Reader; k]))?,
-        writes: run_load::<D>(cfg, n, "writes", loaded(vec![Role::Writer; k]))?,
-        mixed: run_load::<D>(cfg, n, "mixed", loaded(mixed))?,
+        reads: run_load::<D>(&untraced, n, "reads", loaded(vec![Role::Reader; k]))?,
+        writes: run_load::<D>(&untraced, n, "writes", loaded(vec![Role::Writer; k]))?,
+        mixed: run_load::<D>(&untraced, n, "mixed", loaded(mixed))?,
     })
 }
 
@@ -423,6 +431,21 @@ pub fn run_cli(
         table(&reports, s)
     };
     let _ = writeln!(out, "{text}");
+    for r in &reports {
+        if let Some(trace) = &r.idle.trace {
+            let _ = writeln!(
+                out,
+                "--- trace of the idle run at N={} (1 ms = 1 round) ---",
+                r.replicas
+            );
+            for l in trace {
+                let _ = writeln!(out, "  {l}");
+            }
+            for op in &r.idle.history {
+                let _ = writeln!(out, "  {op}");
+            }
+        }
+    }
     let mut ok = true;
     for r in &reports {
         for run in r.runs().into_iter().filter(|x| !x.verdict.passed()) {

@@ -728,6 +728,16 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     /// Schedule the delivery of `ev` (and maybe a duplicate) after the
     /// link's latency, in FIFO order unless the `reorder` fault is on.
     fn wire(&mut self, from: Ep, to: Ep, ev: Ev<D>, what: &str) {
+        if self.rounds.is_some() {
+            // Round mode: to the receiver's inbox, for the next round on.
+            trace!(
+                self,
+                "{} -> {} {what}",
+                Self::ep_name(from),
+                Self::ep_name(to)
+            );
+            return self.schedule(self.now, ev);
+        }
         let link = self.link(from, to);
         let copy = if self.faults_on() && self.net_rng.chance(self.p.dup_p) {
             ev.duplicate()

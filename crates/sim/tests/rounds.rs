@@ -98,6 +98,8 @@ fn abd_isolated_read_takes_one_plus_a_quorum_of_rounds() {
         let r = run.read_latency;
         assert_eq!((r.min, r.max), (1 + q, 1 + q), "N={n}");
         assert!(run.write_latency.min >= 2 * (1 + q), "N={n}");
+        // Its retransmission timer never fires: nothing is ever lost.
+        assert_eq!(run.timers_fired, 0);
         // Every operation sends N queries and each server takes one
         // message per round: at most one read per round, whatever N.
         let reads = loaded::<Abd>(&cfg("abd", &[]), n, Role::Reader, Net::Shared);
