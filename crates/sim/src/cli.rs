@@ -105,7 +105,9 @@ pub struct Args {
     /// in rounds and the reads and writes completed per round under load,
     /// each run's history checked. ROUNDS: the length of each loaded run.
     /// Clients run their own coordinator if the protocol has one, unless
-    /// `--mode proxy`. With `--trace`: the idle run's trace (1 ms = 1 round).
+    /// `--mode proxy`; proxy clients are spread evenly over the servers. One
+    /// key; --seeds, --faults, --clients, --ops and --keys do not apply.
+    /// With `--trace`: the idle run's trace (1 ms = 1 round).
     #[arg(long, value_name = "ROUNDS", help_heading = "Round model")]
     pub rounds: Option<u64>,
     /// Round model: what a server receives per round: one message (shared)
