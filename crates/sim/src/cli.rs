@@ -97,26 +97,28 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
-    /// Run the round model of seed 004 instead of seeds: synchronous rounds,
-    /// each process (server or client) receives at most one message per
-    /// round (the oldest waiting), what it sends arrives from the next round
-    /// on; no faults, timers fire only when nothing is in flight. Prints, per
-    /// N (`--replicas`, default 2 to 8), the isolated read and write latency
-    /// in rounds and the reads and writes completed per round under load,
-    /// each run's history checked. ROUNDS: the length of each loaded run.
-    /// Clients run their own coordinator if the protocol has one, unless
-    /// `--mode proxy`; proxy clients are spread evenly over the servers. One
-    /// key; --seeds, --faults, --clients, --ops and --keys do not apply.
-    /// With `--trace`: the idle run's trace (1 ms = 1 round).
+    /// Run seed 004's round model instead of seeds: latency and throughput
+    /// in rounds per N, ROUNDS rounds per loaded run (e.g. 2000).
+    ///
+    /// Synchronous rounds: each process (server or client) receives at most
+    /// one message per round, the oldest waiting; what it sends arrives from
+    /// the next round on; no faults; timers fire only when nothing is in
+    /// flight. Per N (`--replicas`, default 2 to 8): the isolated read and
+    /// write latency in rounds, and the reads and writes completed per round
+    /// under load (reads only, writes only, readers plus one writer per
+    /// server); every run's history is checked. Clients run their own
+    /// coordinator if the protocol has one, unless `--mode proxy`; proxy
+    /// clients are spread evenly over the servers. One key; --seeds,
+    /// --faults, --clients, --ops and --keys do not apply. With `--trace`:
+    /// the idle run's trace (1 ms = 1 round).
     #[arg(long, value_name = "ROUNDS", help_heading = "Round model")]
     pub rounds: Option<u64>,
-    /// Round model: what a server receives per round: one message (shared)
-    /// or one from a server and one from a client (separate networks, the
-    /// seed's §4.2 analysis).
+    /// Round model: what a server receives per round (separate: one
+    /// message from a server and one from a client, seed 004 §4.2).
     #[arg(long, value_enum, default_value_t = Net::Shared, help_heading = "Round model")]
     pub round_net: Net,
-    /// Round model: clients per server of each kind (readers, writers) in the
-    /// loaded runs, each keeping one operation outstanding.
+    /// Round model: readers (or writers) per server in the loaded runs, each
+    /// keeping one operation outstanding.
     #[arg(long, default_value_t = 4, help_heading = "Round model")]
     pub round_clients: u32,
     /// Round model: print JSON instead of the table.
