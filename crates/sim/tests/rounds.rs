@@ -5,7 +5,7 @@
 use quorumkv_core::protocol::abd::Abd;
 use quorumkv_core::protocol::ring::Ring;
 use quorumkv_core::protocol::ProtocolDef;
-use quorumkv_sim::rounds::{run_load, LoadRun, Net, Role, RoundLoad};
+use quorumkv_sim::rounds::{run_cli, run_load, LoadRun, Net, Role, RoundLoad, RoundSettings};
 use quorumkv_sim::{SimConfig, Verdict};
 
 fn cfg(protocol: &str, opts: &[(&str, &str)]) -> SimConfig {
@@ -166,4 +166,35 @@ fn ring_fairness_serves_every_writer_and_its_absence_starves_one() {
         run.verdict
     );
     assert_eq!(run.write_share.0, 0.0);
+}
+
+/// `quorumkv sim --rounds`: the table, the JSON, and a failing run.
+#[test]
+fn the_cli_prints_a_table_or_json_and_reports_failures() {
+    let ring = quorumkv_sim::registry::register::<Ring>();
+    let s = RoundSettings {
+        rounds: 200,
+        ..RoundSettings::default()
+    };
+    let mut out = Vec::new();
+    let ok = run_cli(&ring, &cfg("ring", &[]), &[3], &s, false, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(ok && text.contains("| 3 | 2 | 8 | 3.00 |"), "{text}");
+    let mut out = Vec::new();
+    assert!(run_cli(&ring, &cfg("ring", &[]), &[2, 4], &s, true, &mut out).unwrap());
+    let rows: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(rows[1]["replicas"], 4);
+    assert_eq!(rows[1]["idle"]["write_latency"]["max"], 10);
+    assert_eq!(rows[0]["reads"]["verdict"], "pass");
+    let bad = SimConfig {
+        bug: Some("ring-read-no-wait".into()),
+        ..cfg("ring", &[])
+    };
+    let mut out = Vec::new();
+    assert!(!run_cli(&ring, &bad, &[3], &s, false, &mut out).unwrap());
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("FAIL N=3 mixed run: NOT LINEARIZABLE"),
+        "{text}"
+    );
 }
