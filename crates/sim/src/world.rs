@@ -44,6 +44,9 @@ mod actor;
 mod clients;
 mod links;
 mod nemesis;
+mod rounds;
+
+pub use rounds::round_of;
 
 use actor::{ClientIx, NodeIx};
 
@@ -450,6 +453,8 @@ pub struct World<'a, D: ProtocolDef> {
     trace: Option<Vec<String>>,
     node_out: NodeOut<D>,
     client_out: ClientOut<D>,
+    /// Round mode (`rounds.rs`): inboxes instead of the event queue.
+    rounds: Option<Box<rounds::Rounds<D>>>,
 }
 
 impl<'a, D: ProtocolDef> World<'a, D> {
@@ -512,6 +517,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             trace: cfg.trace.then(Vec::new),
             node_out: Out::new(),
             client_out: Out::new(),
+            rounds: None,
             p: params,
         };
         w.add_slots(n, c);
@@ -567,6 +573,9 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     // ------------------------------------------------------------ plumbing
 
     fn schedule(&mut self, at: u64, ev: Ev<D>) {
+        if self.rounds.is_some() {
+            return self.round_schedule(at, ev);
+        }
         self.seq += 1;
         let slot = self.events.insert(ev);
         self.queue.push(Entry {
@@ -720,6 +729,16 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     /// Schedule the delivery of `ev` (and maybe a duplicate) after the
     /// link's latency, in FIFO order unless the `reorder` fault is on.
     fn wire(&mut self, from: Ep, to: Ep, ev: Ev<D>, what: &str) {
+        if self.rounds.is_some() {
+            // Round mode: to the receiver's inbox, for the next round on.
+            trace!(
+                self,
+                "{} -> {} {what}",
+                Self::ep_name(from),
+                Self::ep_name(to)
+            );
+            return self.schedule(self.now, ev);
+        }
         let link = self.link(from, to);
         let copy = if self.faults_on() && self.net_rng.chance(self.p.dup_p) {
             ev.duplicate()
