@@ -44,6 +44,9 @@ mod actor;
 mod clients;
 mod links;
 mod nemesis;
+mod rounds;
+
+pub use rounds::round_of;
 
 use actor::{ClientIx, NodeIx};
 
@@ -56,8 +59,9 @@ type ClientOut<D> = Out<<D as ProtocolDef>::Msg, ClientTimer<D>>;
 const FAULT_PHASE_MAX_US: u64 = 30_000_000;
 /// A run that has not finished by then is stuck.
 const RUN_MAX_US: u64 = 300_000_000;
-/// Events per operation before the run is declared runaway.
-const EVENTS_PER_OP_MAX: u64 = 20_000;
+/// Events per operation before the run is declared runaway (a run averages
+/// 5-20; a message storm reaches this bound in well under a second).
+const EVENTS_PER_OP_MAX: u64 = 2_000;
 /// Domains of [`derive`]d seeds.
 const NODE_SEED: u64 = 1;
 const CLIENT_SEED: u64 = 2;
@@ -449,6 +453,8 @@ pub struct World<'a, D: ProtocolDef> {
     trace: Option<Vec<String>>,
     node_out: NodeOut<D>,
     client_out: ClientOut<D>,
+    /// Round mode (`rounds.rs`): inboxes instead of the event queue.
+    rounds: Option<Box<rounds::Rounds<D>>>,
 }
 
 impl<'a, D: ProtocolDef> World<'a, D> {
@@ -511,6 +517,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             trace: cfg.trace.then(Vec::new),
             node_out: Out::new(),
             client_out: Out::new(),
+            rounds: None,
             p: params,
         };
         w.add_slots(n, c);
@@ -566,6 +573,9 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     // ------------------------------------------------------------ plumbing
 
     fn schedule(&mut self, at: u64, ev: Ev<D>) {
+        if self.rounds.is_some() {
+            return self.round_schedule(at, ev);
+        }
         self.seq += 1;
         let slot = self.events.insert(ev);
         self.queue.push(Entry {
@@ -719,6 +729,16 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     /// Schedule the delivery of `ev` (and maybe a duplicate) after the
     /// link's latency, in FIFO order unless the `reorder` fault is on.
     fn wire(&mut self, from: Ep, to: Ep, ev: Ev<D>, what: &str) {
+        if self.rounds.is_some() {
+            // Round mode: to the receiver's inbox, for the next round on.
+            trace!(
+                self,
+                "{} -> {} {what}",
+                Self::ep_name(from),
+                Self::ep_name(to)
+            );
+            return self.schedule(self.now, ev);
+        }
         let link = self.link(from, to);
         let copy = if self.faults_on() && self.net_rng.chance(self.p.dup_p) {
             ev.duplicate()
