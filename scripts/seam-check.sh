@@ -24,4 +24,5 @@ if [ "$found" = 1 ]; then
   echo "seam-check: protocol names above appear outside crates/core (see crates/core/src/protocol/README.md)" >&2
   exit 1
 fi
-echo "seam-check: no protocol name outside crates/core ($(echo $names | wc -w) protocol(s): $names)"
+list=$(echo $names | sed "s/ /, /g")
+echo "seam-check: no protocol name outside crates/core ($(echo $names | wc -w) protocol(s): $list)"

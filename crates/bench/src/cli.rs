@@ -124,6 +124,15 @@ pub struct Args {
     /// First port of local clusters [default: any free].
     #[arg(long, value_name = "PORT")]
     pub port_base: Option<u16>,
+    /// Hold each replica of a local cluster to this fraction of one core
+    /// (cgroup v1 CPU quota; needs root), e.g. 0.1 so that 8 replicas and
+    /// the bench fit 2 cores [default: no limit].
+    #[arg(long, value_name = "CORES")]
+    pub replica_cpu: Option<f64>,
+    /// Closed loop: each client only reads or only writes; --get-fraction
+    /// is the share of readers, spread evenly over the servers.
+    #[arg(long)]
+    pub dedicated_clients: bool,
     /// Run nothing: print the table of DIR/results.json and redraw its plots.
     #[arg(long, value_name = "DIR")]
     pub replot: Option<PathBuf>,
@@ -215,6 +224,8 @@ impl Args {
         c.progress = !self.no_progress;
         c.binary = self.binary.clone();
         c.port_base = self.port_base;
+        c.replica_cpu = self.replica_cpu;
+        c.dedicated = self.dedicated_clients;
         c.validate()?;
         Ok(c)
     }

@@ -326,6 +326,14 @@ pub struct BenchConfig {
     /// The `quorumkv` executable that local clusters run.
     pub binary: Option<PathBuf>,
     pub port_base: Option<u16>,
+    /// Hold each replica of a local cluster to this fraction of one core
+    /// (cgroup v1); `None` = no limit.
+    pub replica_cpu: Option<f64>,
+    /// Each closed-loop client only reads or only writes (a GET fraction
+    /// of them read, spread evenly over the servers they are pinned to:
+    /// seed 004 §5's dedicated readers and writers) instead of drawing
+    /// every operation.
+    pub dedicated: bool,
 }
 
 impl Default for BenchConfig {
@@ -356,6 +364,8 @@ impl Default for BenchConfig {
             progress: true,
             binary: None,
             port_base: None,
+            replica_cpu: None,
+            dedicated: false,
         }
     }
 }
@@ -487,13 +497,23 @@ impl BenchConfig {
         if self.value_sizes.iter().any(|&v| v > 64 << 20) {
             return Err(bad("value-size", "larger than 64 MiB"));
         }
+        if let Some(share) = self.replica_cpu {
+            quorumkv_node::cpu_share::bandwidth(share)
+                .map_err(|e| bad("replica-cpu", e.to_string()))?;
+        }
+        if self.dedicated && !self.rates.is_empty() {
+            return Err(ConfigError::Conflict(
+                "--dedicated-clients is for the closed loop, not --rate".into(),
+            ));
+        }
         let quorumkv_targets = self
             .targets
             .iter()
             .filter(|t| matches!(t, TargetSpec::Quorumkv { .. }));
         if quorumkv_targets.count() > 0 && self.protocols.len() != 1 {
             return Err(ConfigError::Conflict(
-                "a quorumkv:// target runs one protocol: give exactly one --protocol".into(),
+                "a quorumkv:// target runs one protocol: give exactly one --protocol (the cluster's)"
+                    .into(),
             ));
         }
         Ok(())

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod etcd;
 pub mod plot;
+pub mod plot_scaling;
 pub mod report;
 pub mod runner;
 pub mod stats;

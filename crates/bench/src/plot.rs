@@ -78,7 +78,8 @@ struct Varying {
     size: bool,
 }
 
-type Series = BTreeMap<String, Vec<(f64, f64)>>;
+/// Lines of a panel: name → (x, y) points in x order.
+pub(crate) type Series = BTreeMap<String, Vec<(f64, f64)>>;
 
 /// Draws every figure into `dir` and returns the files written.
 pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<PathBuf>> {
@@ -154,7 +155,7 @@ pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<Pa
         draw(
             &tp,
             "successful throughput vs clients",
-            "ops/s",
+            ("clients", "ops/s"),
             &panels,
             1,
             false,
@@ -183,10 +184,11 @@ pub fn write_plots(dir: &Path, results: &[PointResult]) -> anyhow::Result<Vec<Pa
                 ),
             ];
             let title = format!("latency vs clients, GET fraction {g}");
-            draw(&lp, &title, "ms", &panels, 2, true)?;
+            draw(&lp, &title, ("clients", "ms"), &panels, 2, true)?;
             files.push(lp);
         }
     }
+    files.extend(crate::plot_scaling::write_scaling_plots(dir, results)?);
     Ok(files)
 }
 
@@ -207,11 +209,12 @@ fn series(pts: &[&PointResult], g: f64, y: impl Fn(&PointResult) -> f64) -> Seri
     s
 }
 
-/// One PNG of `panels` in a grid with `cols` columns.
-fn draw(
+/// One PNG of `panels` in a grid with `cols` columns; `labels` = the
+/// axes' (x, y) descriptions.
+pub(crate) fn draw(
     path: &Path,
     title: &str,
-    ylabel: &str,
+    (xlabel, ylabel): (&str, &str),
     panels: &[(String, Series)],
     cols: usize,
     log_y: bool,
@@ -265,7 +268,7 @@ fn draw(
         };
         chart
             .configure_mesh()
-            .x_desc("clients")
+            .x_desc(xlabel)
             .y_desc(ydesc)
             .y_labels(if log { (hi - lo) as usize + 1 } else { 10 })
             .label_style(("sans-serif", 14))

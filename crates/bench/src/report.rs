@@ -52,7 +52,21 @@ pub struct PointResult {
     pub check: Option<String>,
     /// Anything that went wrong (the target died, preload failed, …).
     pub note: Option<String>,
+    /// Clients pinned to servers: successful PUTs of each server's clients
+    /// (server i = the i-th endpoint). Empty when not pinned.
+    #[serde(default)]
+    pub server_puts: Vec<u64>,
+    /// Each client only read or only wrote (`--dedicated-clients`).
+    #[serde(default)]
+    pub dedicated: bool,
+    /// Fraction of one core each local replica was held to.
+    #[serde(default)]
+    pub replica_cpu: Option<f64>,
 }
+
+/// Values at least this large are throughput in bytes (seed 004 §5 uses
+/// 4 KB): the table shows MB/s beside ops/s.
+pub const LARGE_VALUE: usize = 1024;
 
 impl PointResult {
     pub fn new(d: &Deployment, w: &Workload, cfg: &BenchConfig) -> PointResult {
@@ -90,7 +104,42 @@ impl PointResult {
             client_cpu_s_per_kop: None,
             check: None,
             note: None,
+            server_puts: Vec::new(),
+            dedicated: cfg.dedicated,
+            replica_cpu: match d.spec {
+                DeploySpec::Local { .. } => cfg.replica_cpu,
+                _ => None,
+            },
         }
+    }
+
+    /// Successful GETs per second.
+    pub fn get_rate(&self) -> f64 {
+        rate(self.ok_get, self.elapsed_s)
+    }
+
+    /// Successful PUTs per second.
+    pub fn put_rate(&self) -> f64 {
+        rate(self.ok_put, self.elapsed_s)
+    }
+
+    /// Value bytes moved per second in MB (10^6 B): every successful GET
+    /// returns a value and every PUT carries one, of `value_size` bytes
+    /// (a GET of a missing key counts too; the bench preloads every key).
+    pub fn mb_per_s(&self) -> f64 {
+        self.throughput * self.value_size as f64 / 1e6
+    }
+
+    /// Each server's fraction of the successful PUTs (pinned clients), in
+    /// endpoint order; empty when unknown or no PUT succeeded.
+    pub fn put_shares(&self) -> Vec<f64> {
+        let total: u64 = self.server_puts.iter().sum();
+        if total == 0 {
+            return Vec::new();
+        }
+        (self.server_puts.iter())
+            .map(|&n| n as f64 / total as f64)
+            .collect()
     }
 
     /// Fills the measurements from merged stats.
@@ -120,7 +169,8 @@ elapsed_s,throughput,ok_get,ok_put,failed,failures,\
 get_count,get_avg_us,get_p50_us,get_p95_us,get_p99_us,get_max_us,\
 put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
 all_count,all_avg_us,all_p50_us,all_p95_us,all_p99_us,all_max_us,\
-cpu_s_per_kop,client_cpu_s_per_kop,check,connections,note";
+cpu_s_per_kop,client_cpu_s_per_kop,check,\
+mb_per_s,server_puts,dedicated,replica_cpu,connections,note";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -149,7 +199,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
         let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{}",
             csv_field(&r.target),
             r.kind,
             r.replicas,
@@ -175,6 +225,12 @@ pub fn to_csv(results: &[PointResult]) -> String {
                 .map(|c| format!("{c:.4}"))
                 .unwrap_or_default(),
             csv_field(&opt(&r.check)),
+            r.mb_per_s(),
+            (r.server_puts.iter().map(u64::to_string))
+                .collect::<Vec<_>>()
+                .join(";"),
+            r.dedicated,
+            opt(&r.replica_cpu),
             csv_field(&r.connections),
             csv_field(&opt(&r.note)),
         );
@@ -256,9 +312,16 @@ pub fn table(results: &[PointResult]) -> String {
     if show_rate {
         head.push("rate/s");
     }
-    head.extend([
-        "clients", "ops/s", "failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99",
-    ]);
+    let show_mb = results.iter().any(|r| r.value_size >= LARGE_VALUE);
+    let show_shares = results.iter().any(|r| !r.put_shares().is_empty());
+    head.extend(["clients", "ops/s"]);
+    if show_mb {
+        head.push("MB/s");
+    }
+    head.extend(["failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99"]);
+    if show_shares {
+        head.push("PUT % by server");
+    }
     if show_cpu {
         head.push("srv cpu");
     }
@@ -288,9 +351,11 @@ pub fn table(results: &[PointResult]) -> String {
         if show_rate {
             row.push(r.rate.map(|x| format!("{x:.0}")).unwrap_or_default());
         }
+        row.extend([r.clients.to_string(), format!("{:.0}", r.throughput)]);
+        if show_mb {
+            row.push(format!("{:.2}", r.mb_per_s()));
+        }
         row.extend([
-            r.clients.to_string(),
-            format!("{:.0}", r.throughput),
             r.failed.to_string(),
             ms(r.get.p50_us),
             ms(r.get.p95_us),
@@ -299,6 +364,9 @@ pub fn table(results: &[PointResult]) -> String {
             ms(r.put.p95_us),
             ms(r.put.p99_us),
         ]);
+        if show_shares {
+            row.push(shares_cell(&r.put_shares()));
+        }
         let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
         if show_cpu {
             row.push(cpu(r.cpu_s_per_kop));
@@ -312,6 +380,23 @@ pub fn table(results: &[PointResult]) -> String {
         rows.push(row);
     }
     render(&head, &rows)
+}
+
+fn rate(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// Per-server shares as whole percents, "26/25/24/25" ("-" when unknown).
+pub fn shares_cell(shares: &[f64]) -> String {
+    if shares.is_empty() {
+        return "-".into();
+    }
+    let pct: Vec<String> = shares.iter().map(|s| format!("{:.0}", s * 100.0)).collect();
+    pct.join("/")
 }
 
 fn render(head: &[&str], rows: &[Vec<String>]) -> String {
@@ -356,6 +441,18 @@ pub fn footnotes(results: &[PointResult]) -> String {
         "latencies in ms; ops/s counts successful operations only; \
          srv/cli cpu = CPU seconds per 1000 ops of the servers / of this bench process\n",
     );
+    if let Some(c) = results.iter().find_map(|r| r.replica_cpu) {
+        let _ = writeln!(
+            s,
+            "each local replica held to {c} of one core (cgroup v1 CPU quota)"
+        );
+    }
+    if results.iter().any(|r| r.dedicated) {
+        s += "dedicated clients: each only reads or only writes (get% = share of readers)\n";
+    }
+    if results.iter().any(|r| r.value_size >= LARGE_VALUE) {
+        s += "MB/s = value bytes moved per second (ops/s × value size, 10^6 B)\n";
+    }
     let mut conns: Vec<(String, String)> = results
         .iter()
         .map(|r| (r.target.clone(), r.connections.clone()))

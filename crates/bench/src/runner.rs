@@ -14,7 +14,7 @@ use crate::report::PointResult;
 use crate::stats::{throughput, LatencySummary, OpKind, Stats};
 use crate::target::{Conn, Deployment};
 use crate::verify::{check_history, Log};
-use crate::workload::{make_value, next_op, GenOp, KeyChooser, KeySpace, Rng};
+use crate::workload::{dedicated_reader, make_value, next_op, GenOp, KeyChooser, KeySpace, Rng};
 
 /// Set by Ctrl-C (see `cli::run`): the current point stops at once and the
 /// sweep ends with what was measured.
@@ -43,6 +43,7 @@ struct Shared {
     planned: Option<u64>,
     keys: KeySpace,
     chooser: KeyChooser,
+    /// The workload's GET fraction (open loop; closed-loop clients have their own).
     get_fraction: f64,
     value_size: usize,
     op_timeout: Duration,
@@ -102,7 +103,9 @@ pub async fn run_point(
     let mut result = PointResult::new(d, w, cfg);
 
     let slots = w.clients;
-    let conns = match connections(d, cfg.sharing, slots).await {
+    // Pinned: client c's proxy is server c mod N (`connections`).
+    let servers = d.pins_clients().then_some(d.replicas);
+    let conns = match connections(d, cfg.sharing, slots, servers).await {
         Ok(c) => c,
         Err(e) => return died(result, format!("cannot connect: {e:#}")),
     };
@@ -132,14 +135,13 @@ pub async fn run_point(
                 let conn = conns[c % conns.len()].clone();
                 let log = Log::new(recorder.as_ref(), c as u64);
                 let rng = Rng::derive(seed, index as u64, c as u64);
-                handles.push(tokio::spawn(closed_client(
-                    sh,
-                    conn,
-                    log,
-                    rng,
-                    c as u64,
-                    ops_per_client,
-                )));
+                let get_fraction = client_get_fraction(cfg, w, c);
+                let me = ClientSpec {
+                    id: c as u64,
+                    get_fraction,
+                    ops: ops_per_client,
+                };
+                handles.push(tokio::spawn(closed_client(sh, conn, log, rng, me)));
             }
             let driver = drive(cfg, d, &shared, &pids, started, slots as u64, progress);
             let all = async {
@@ -152,10 +154,15 @@ pub async fn run_point(
             let (drv, outs) = tokio::join!(driver, all);
             let mut stats = Stats::new();
             let mut last = drv.measure_start;
-            for (s, l) in outs {
-                stats.merge(&s);
-                last = last.max(l);
+            let mut per_server = vec![0; servers.unwrap_or(0)];
+            for (c, (s, l)) in outs.iter().enumerate() {
+                stats.merge(s);
+                last = last.max(*l);
+                if let Some(n) = servers {
+                    per_server[c % n] += s.ok_put;
+                }
             }
+            result.server_puts = per_server;
             (
                 stats,
                 drv.cpu_after(&pids),
@@ -215,17 +222,50 @@ fn died(mut result: PointResult, why: String) -> PointRun {
     }
 }
 
-/// One shared connection-level client, or one per logical client.
-async fn connections(d: &Deployment, sharing: Sharing, slots: usize) -> anyhow::Result<Vec<Conn>> {
-    let n = match sharing {
-        Sharing::Shared => 1,
-        Sharing::PerClient => slots,
-    };
+/// One shared connection-level client, or one per logical client; pinned
+/// to `servers` servers, connection j's proxy is server j mod N.
+async fn connections(
+    d: &Deployment,
+    sharing: Sharing,
+    slots: usize,
+    servers: Option<usize>,
+) -> anyhow::Result<Vec<Conn>> {
+    let n = conn_count(sharing, slots, servers);
     let mut v = Vec::with_capacity(n);
-    for _ in 0..n {
-        v.push(d.connect().await?);
+    for j in 0..n {
+        v.push(d.connect_pinned(j).await?);
     }
     Ok(v)
+}
+
+/// How many connection-level clients a point opens. Logical client c uses
+/// connection c mod count, so with `servers` = N its server is c mod N
+/// either way: shared, one per server; per-client, one each.
+pub fn conn_count(sharing: Sharing, slots: usize, servers: Option<usize>) -> usize {
+    match sharing {
+        Sharing::Shared => servers.unwrap_or(1),
+        Sharing::PerClient => slots,
+    }
+}
+
+/// The GET fraction of closed-loop client `c`: the workload's, or with
+/// `--dedicated-clients` 1 (a reader) or 0 (a writer).
+fn client_get_fraction(cfg: &BenchConfig, w: &Workload, c: usize) -> f64 {
+    if !cfg.dedicated {
+        return w.get_fraction;
+    }
+    match dedicated_reader(c, w.clients, w.get_fraction) {
+        true => 1.0,
+        false => 0.0,
+    }
+}
+
+/// Who a closed-loop client is.
+struct ClientSpec {
+    id: u64,
+    get_fraction: f64,
+    /// Measured operations to issue (ops mode), or until stopped.
+    ops: Option<u64>,
 }
 
 /// Writes every key once, 32 at a time, as extra logical clients.
@@ -269,9 +309,9 @@ async fn closed_client(
     mut conn: Conn,
     mut log: Log,
     mut rng: Rng,
-    id: u64,
-    ops: Option<u64>,
+    me: ClientSpec,
 ) -> (Stats, Instant) {
+    let (id, ops) = (me.id, me.ops);
     let mut stats = Stats::new();
     let mut last = Instant::now();
     let mut measured = 0u64;
@@ -281,7 +321,7 @@ async fn closed_client(
         if phase == STOP || (phase == MEASURE && ops.is_some_and(|n| measured >= n)) {
             break;
         }
-        let op = next_op(&mut rng, &sh.chooser, sh.get_fraction);
+        let op = next_op(&mut rng, &sh.chooser, me.get_fraction);
         seq += 1;
         let t0 = Instant::now();
         let r = issue(&sh, &mut conn, &mut log, op, id, seq).await;

@@ -45,6 +45,7 @@ fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
         coord: cfg.coord,
         op_timeout: cfg.op_timeout,
         options: cfg.options.clone(),
+        replica_cpu: cfg.replica_cpu,
     })
 }
 

@@ -134,6 +134,8 @@ pub struct DeployOptions {
     pub op_timeout: Duration,
     /// `--opt key=value` protocol options.
     pub options: Vec<(String, String)>,
+    /// Fraction of one core each local replica may use (`--replica-cpu`).
+    pub replica_cpu: Option<f64>,
 }
 
 /// A system under test, started or found.
@@ -173,6 +175,7 @@ impl Deployment {
                     options: d.protocol_options(*protocol, variant),
                     port_base: d.opts.port_base,
                     binary: d.opts.binary.clone(),
+                    replica_cpu: d.opts.replica_cpu,
                     ..Default::default()
                 };
                 let cluster = LocalCluster::start(cfg).await.map_err(|e| {
@@ -224,6 +227,24 @@ impl Deployment {
 
     /// A new connection-level client.
     pub async fn connect(&self) -> anyhow::Result<Conn> {
+        self.connect_pinned(0).await
+    }
+
+    /// Whether logical clients are pinned evenly to servers (client i to
+    /// server i mod N, seed 004 §5): quorumkv operations coordinated by a
+    /// server, with more than one server to spread them over.
+    pub fn pins_clients(&self) -> bool {
+        matches!(
+            self.spec,
+            DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. }
+        ) && self.coord() == CoordMode::Proxy
+            && self.native.len() > 1
+    }
+
+    /// A new connection-level client whose proxy is server `k mod N`
+    /// first (the others only on failover). Direct-mode clients talk to
+    /// every server anyway; other targets ignore `k`.
+    pub async fn connect_pinned(&self, k: usize) -> anyhow::Result<Conn> {
         let t = self.opts.op_timeout;
         match &self.spec {
             DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
@@ -245,7 +266,7 @@ impl Deployment {
                     options,
                     ..Default::default()
                 };
-                let c = Client::connect(self.native.clone(), cfg)
+                let c = Client::connect(pinned_order(&self.native, k), cfg)
                     .await
                     .map_err(|e| {
                         anyhow::anyhow!(
@@ -296,6 +317,9 @@ impl Deployment {
                     "{} TCP (one per replica), pipelined, coordinator in the client",
                     self.native.len()
                 ),
+                CoordMode::Proxy if self.pins_clients() => "1 TCP to one replica, pipelined, \
+                    coordinator in that server; logical client i on replica i mod N"
+                    .into(),
                 CoordMode::Proxy => {
                     "1 TCP to one replica, pipelined, coordinator in that server".into()
                 }
@@ -344,6 +368,16 @@ impl Deployment {
             c.stop().await;
         }
     }
+}
+
+/// `endpoints` rotated so that entry `k mod len` comes first.
+pub fn pinned_order<T: Clone>(endpoints: &[T], k: usize) -> Vec<T> {
+    let mut v = endpoints.to_vec();
+    if !v.is_empty() {
+        let n = v.len();
+        v.rotate_left(k % n);
+    }
+    v
 }
 
 fn addrs(a: &[SocketAddr]) -> String {

@@ -173,3 +173,13 @@ pub fn id_prefix(v: &Bytes) -> Bytes {
 fn id_len(v: &[u8]) -> usize {
     v.iter().position(|&b| b == PAD).unwrap_or(v.len())
 }
+
+/// Dedicated clients (seed 004 §5: a reader and a writer per server):
+/// whether closed-loop client `c` of `clients` only reads. The first
+/// `round(get_fraction × clients)` clients read and the rest write; as
+/// client c is pinned to server c mod N, every server gets the same mix
+/// (up to one client), e.g. 2N clients at 0.5 = one reader and one writer
+/// per server.
+pub fn dedicated_reader(c: usize, clients: usize, get_fraction: f64) -> bool {
+    c < (get_fraction * clients as f64).round() as usize
+}

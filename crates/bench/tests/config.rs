@@ -181,10 +181,18 @@ fn variants_are_each_protocols_and_options_are_checked() {
     assert_eq!(adhoc.len(), 2);
     assert_eq!(named("warp-speed"), None);
     assert_eq!(named("lease=1s"), None, "not an abd option");
-    let c = args(&["--variant", "default,thrifty"]).to_config().unwrap();
+    // A variant only one protocol offers runs for that protocol alone.
+    let c = args(&["--protocol", "abd", "--variant", "default,thrifty"])
+        .to_config()
+        .unwrap();
     assert_eq!(c.plans().len(), 2);
+    let every = args(&["--variant", "default,thrifty"]).to_config().unwrap();
+    assert_eq!(every.plans().len(), every.protocols.len() + 1);
     assert!(err(&["--variant", "warp-speed"]).contains("warp-speed"));
     assert!(err(&["--opt", "nonsense=1"]).contains("nonsense"));
-    let c = args(&["--opt", "thrifty=true"]).to_config().unwrap();
+    assert!(err(&["--opt", "thrifty=true"]).contains("ring: unknown option 'thrifty'"));
+    let c = args(&["--protocol", "abd", "--opt", "thrifty=true"])
+        .to_config()
+        .unwrap();
     assert_eq!(c.options, vec![("thrifty".to_string(), "true".to_string())]);
 }

@@ -277,6 +277,7 @@ async fn an_existing_quorumkv_cluster_in_proxy_mode() {
         .collect();
     let cfg = tiny(BenchConfig {
         targets: parse_targets(&format!("quorumkv://{}", eps.join(","))).unwrap(),
+        protocols: vec!["abd".parse().unwrap()],
         coord: quorumkv_bench::config::CoordMode::Proxy,
         clients: vec![4],
         check: true,

@@ -47,6 +47,9 @@ fn point(
         client_cpu_s_per_kop: Some(0.01),
         check: Some("ok".into()),
         note: None,
+        server_puts: Vec::new(),
+        dedicated: false,
+        replica_cpu: None,
     }
 }
 

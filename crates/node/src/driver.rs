@@ -114,6 +114,9 @@ pub struct DriverStats {
     pub sent: u64,
     /// Messages for a peer with no link at the moment (the protocol retransmits).
     pub dropped_no_link: u64,
+    /// Messages held for a member whose link has not come up yet (startup),
+    /// sent when it does.
+    pub held_until_up: u64,
     pub persist_errors: u64,
     /// `LinkDown`s of connections already replaced by a newer one (ignored).
     pub stale_link_downs: u64,
@@ -129,6 +132,11 @@ pub struct Driver<P: Protocol + Send + 'static> {
     storage: Box<dyn Storage>,
     start: Instant,
     links: HashMap<Peer, FrameTx<P::Msg>>,
+    /// Messages for members no link event has been seen for yet. Dropping
+    /// them (as for a peer that went down) would lose messages that a
+    /// protocol assuming reliable links never re-sends: no `Down` tells it
+    /// to. Flushed at the peer's first `Up`, dropped at its first `Down`.
+    held: HashMap<Peer, Vec<P::Msg>>,
     replies: HashMap<u64, ReplyTo<P::Msg>>,
     next_client: u64,
     timers: BTreeMap<(Instant, u64), P::Timer>,
@@ -142,17 +150,25 @@ pub struct Driver<P: Protocol + Send + 'static> {
 }
 
 impl<P: Protocol + Send + 'static> Driver<P> {
+    /// At most this many messages are held for one member that never came up.
+    const MAX_HELD: usize = 65_536;
+
     pub fn new(core: P, info: NodeInfo, mut storage: Box<dyn Storage>) -> std::io::Result<Self> {
         let mut core = core;
         for rec in storage.load()? {
             core.restore(rec);
         }
+        let held = (info.members.iter())
+            .filter(|&&m| m != info.id)
+            .map(|&m| (Peer::Node(m), Vec::new()))
+            .collect();
         Ok(Driver {
             core,
             info,
             storage,
             start: Instant::now(),
             links: HashMap::new(),
+            held,
             replies: HashMap::new(),
             next_client: 1,
             timers: BTreeMap::new(),
@@ -237,7 +253,12 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             }
             Input::Msg { from, msg } => self.core.on_msg(now, from, msg, &mut out),
             Input::LinkUp { peer, tx } => {
+                let held = self.held.remove(&peer).unwrap_or_default();
                 if let Some(tx) = tx {
+                    for msg in held {
+                        self.stats.sent += 1;
+                        drop(tx.send(Frame::Proto(msg)));
+                    }
                     self.links.insert(peer, tx);
                 }
                 self.core.on_link(now, LinkEvent::Up(peer), &mut out);
@@ -251,6 +272,9 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                     self.stats.stale_link_downs += 1;
                 } else {
                     self.links.remove(&peer);
+                    if let Some(held) = self.held.remove(&peer) {
+                        self.stats.dropped_no_link += held.len() as u64;
+                    }
                     self.core.on_link(now, LinkEvent::Down(peer), &mut out);
                 }
             }
@@ -297,6 +321,11 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                                 self.links.remove(&to);
                                 self.stats.dropped_no_link += 1;
                             }
+                        } else if let Some(held) =
+                            self.held.get_mut(&to).filter(|h| h.len() < Self::MAX_HELD)
+                        {
+                            self.stats.held_until_up += 1;
+                            held.push(msg);
                         } else {
                             self.stats.dropped_no_link += 1;
                         }
@@ -440,5 +469,65 @@ mod tests {
         });
         assert_eq!(d.core.0.last(), Some(&LinkEvent::Down(peer)));
         assert!(!d.links.contains_key(&peer));
+    }
+
+    /// A core that sends its client's request number to nodes 2 and 3.
+    struct Sender;
+
+    impl Protocol for Sender {
+        type Msg = u64;
+        type Timer = ();
+        fn on_client(&mut self, _: Time, c: ClientRef, _: Request, out: &mut Out<u64, ()>) {
+            out.send(Peer::Node(2), c.id);
+            out.send(Peer::Node(3), c.id);
+        }
+        fn on_msg(&mut self, _: Time, _: Peer, _: u64, _: &mut Out<u64, ()>) {}
+        fn on_timer(&mut self, _: Time, _: (), _: &mut Out<u64, ()>) {}
+    }
+
+    #[tokio::test]
+    async fn messages_for_a_member_not_up_yet_are_held_until_its_first_up() {
+        let info = NodeInfo {
+            id: 1,
+            protocol: "test".into(),
+            members: vec![1, 2, 3],
+            budgets: Vec::new(),
+        };
+        let mut d = Driver::new(Sender, info, Box::new(MemoryStorage)).unwrap();
+        let request = |d: &mut Driver<Sender>| {
+            let (tx, _rx) = oneshot::channel();
+            d.handle(Input::Client {
+                req: Request::Get { key: "k".into() },
+                session: 0,
+                op: OpId::default(),
+                reply: ReplyTo::Local(tx),
+            });
+        };
+        request(&mut d);
+        request(&mut d);
+        // Node 3 is reported down before it ever came up: its messages go.
+        d.handle(Input::LinkDown {
+            peer: Peer::Node(3),
+            tx: None,
+        });
+        assert_eq!(d.stats.held_until_up, 4);
+        assert_eq!(d.stats.dropped_no_link, 2);
+        let (tx, mut rx) = link_queue();
+        d.handle(Input::LinkUp {
+            peer: Peer::Node(2),
+            tx: Some(tx),
+        });
+        request(&mut d);
+        let got: Vec<u64> = std::iter::from_fn(|| match rx.try_recv()? {
+            Frame::Proto(n) => Some(n),
+            other => panic!("unexpected frame {other:?}"),
+        })
+        .collect();
+        assert_eq!(got, vec![1, 2, 3], "held messages first, in order");
+        // After its first Down a member's messages are dropped, not held
+        // (requests 3 and 4 for node 3).
+        request(&mut d);
+        assert_eq!(d.stats.dropped_no_link, 4);
+        assert_eq!(d.stats.held_until_up, 4);
     }
 }

@@ -6,6 +6,7 @@ pub mod budget;
 pub mod client;
 pub mod codec;
 pub mod config;
+pub mod cpu_share;
 #[doc(hidden)]
 pub mod decoder_check;
 pub mod driver;

@@ -7,11 +7,12 @@
 
 use crate::client::probe;
 use crate::config::ClusterFile;
+use crate::cpu_share::{CpuShares, CGROUP_V1_CPU};
 use anyhow::{bail, Context};
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_core::NodeId;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::{Child, Command};
@@ -33,6 +34,9 @@ pub struct LocalClusterConfig {
     /// the cluster's directory (false).
     pub inherit_logs: bool,
     pub ready_timeout: Duration,
+    /// Hold each replica to this fraction of one core (cgroup v1,
+    /// [`crate::cpu_share`]); `None` = no limit.
+    pub replica_cpu: Option<f64>,
 }
 
 impl Default for LocalClusterConfig {
@@ -46,6 +50,7 @@ impl Default for LocalClusterConfig {
             server_args: Vec::new(),
             inherit_logs: false,
             ready_timeout: Duration::from_secs(10),
+            replica_cpu: None,
         }
     }
 }
@@ -63,6 +68,8 @@ pub struct LocalCluster {
     dir: PathBuf,
     endpoints: Vec<Endpoint>,
     children: Vec<Option<Child>>,
+    /// Last field: its groups are removed after the children are killed.
+    cpu: Option<CpuShares>,
 }
 
 /// Ask the OS for `n` free loopback ports.
@@ -127,12 +134,16 @@ impl LocalCluster {
                 resp: r.resp.expect("local clusters have RESP"),
             })
             .collect();
+        let cpu = (cfg.replica_cpu)
+            .map(|share| CpuShares::create(Path::new(CGROUP_V1_CPU), share))
+            .transpose()?;
         let mut cluster = LocalCluster {
             cfg,
             file,
             dir,
             endpoints,
             children: Vec::new(),
+            cpu,
         };
         for id in cluster.file.members() {
             let child = cluster.spawn(id, false)?;
@@ -163,8 +174,13 @@ impl LocalCluster {
             let log = std::fs::File::create(self.log_path(id))?;
             cmd.stderr(Stdio::from(log));
         }
-        cmd.spawn()
-            .with_context(|| format!("cannot start {}", self.cfg.binary.display()))
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.cfg.binary.display()))?;
+        if let (Some(cpu), Some(pid)) = (&self.cpu, child.id()) {
+            cpu.attach(id, pid)?;
+        }
+        Ok(child)
     }
 
     fn log_path(&self, id: NodeId) -> PathBuf {

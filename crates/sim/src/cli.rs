@@ -3,6 +3,7 @@
 
 use crate::config::{ClientMode, Durability, FaultSet, SeedRange, SimConfig, Timing};
 use crate::registry::{self, Registered};
+use crate::rounds::{self, Net, RoundSettings};
 use crate::run::{SeedReport, Verdict};
 use crate::sweep::{sweep, Summary};
 use quorumkv_core::protocol::options::parse_pair;
@@ -96,6 +97,33 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Run seed 004's round model instead of seeds: latency and throughput
+    /// in rounds per N, ROUNDS rounds per loaded run (e.g. 2000).
+    ///
+    /// Synchronous rounds: each process (server or client) receives at most
+    /// one message per round, the oldest waiting; what it sends arrives from
+    /// the next round on; no faults; timers fire only when nothing is in
+    /// flight. Per N (`--replicas`, default 2 to 8): the isolated read and
+    /// write latency in rounds, and the reads and writes completed per round
+    /// under load (reads only, writes only, readers plus one writer per
+    /// server); every run's history is checked. Clients run their own
+    /// coordinator if the protocol has one, unless `--mode proxy`; proxy
+    /// clients are spread evenly over the servers. One key; --seeds,
+    /// --faults, --clients, --ops and --keys do not apply. With `--trace`:
+    /// the idle run's trace (1 ms = 1 round).
+    #[arg(long, value_name = "ROUNDS", help_heading = "Round model")]
+    pub rounds: Option<u64>,
+    /// Round model: what a server receives per round (separate: one
+    /// message from a server and one from a client, seed 004 §4.2).
+    #[arg(long, value_enum, default_value_t = Net::Shared, help_heading = "Round model")]
+    pub round_net: Net,
+    /// Round model: readers (or writers) per server in the loaded runs, each
+    /// keeping one operation outstanding.
+    #[arg(long, default_value_t = 4, help_heading = "Round model")]
+    pub round_clients: u32,
+    /// Round model: print JSON instead of the table.
+    #[arg(long, help_heading = "Round model")]
+    pub json: bool,
 }
 
 impl Args {
@@ -172,6 +200,9 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let mut stdout = std::io::stdout().lock();
+    if let Some(r) = args.rounds {
+        return run_rounds(&args, &proto, r, &mut stdout);
+    }
     match run_to(&args, &proto, &mut stdout) {
         Ok(summary) => {
             let failed = !summary.all_passed();
@@ -181,6 +212,32 @@ pub fn run(args: Args) -> ExitCode {
                 ExitCode::from(1)
             }
         }
+        Err(e) => {
+            eprintln!("quorumkv sim: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `quorumkv sim --rounds`.
+fn run_rounds(args: &Args, proto: &Registered, r: u64, out: &mut impl Write) -> ExitCode {
+    let settings = RoundSettings {
+        rounds: r.max(4),
+        clients_per_server: args.round_clients.max(1),
+        net: args.round_net,
+        ..RoundSettings::default()
+    };
+    let replicas: Vec<u32> = match args.replicas {
+        Some(n) => vec![n],
+        None => (2..=8).collect(),
+    };
+    let cfg = SimConfig {
+        trace: args.trace,
+        ..args.to_config()
+    };
+    match rounds::run_cli(proto, &cfg, &replicas, &settings, args.json, out) {
+        Ok(passed) if passed != args.expect_failure => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
         Err(e) => {
             eprintln!("quorumkv sim: {e}");
             ExitCode::from(2)

@@ -325,7 +325,14 @@ pub struct SeedParams {
     pub read_pct: u64,
     /// Faults heal once this many operations have been issued.
     pub heal_after_ops: u32,
+    /// Whether the run ends with the load phase (protocols that promise
+    /// fairness only): a quarter of the seeds, since it costs more than
+    /// the rest of a seed.
+    pub load: bool,
 }
+
+/// The share of seeds that end with the load phase.
+const LOAD_P: f64 = 0.25;
 
 impl SeedParams {
     pub fn draw(cfg: &SimConfig, seed: u64, has_client_coordinator: bool) -> SeedParams {
@@ -338,6 +345,7 @@ impl SeedParams {
         let diverge = shape.chance(0.25);
         let crash_inside_p = shape.uniform(0.2, 0.8);
         let diverge_read_pct = shape.range(20, 50);
+        let load = shape.chance(LOAD_P);
         let replicas = cfg.replicas.unwrap_or(replicas);
         let mut f = swarm(cfg.faults, seed);
         if diverge && cfg.faults.has(Fault::Partition) {
@@ -401,6 +409,7 @@ impl SeedParams {
             read_pct: if diverge { diverge_read_pct } else { read_pct },
             heal_after_ops: cfg.ops * heal_pct / 100,
             knobs,
+            load,
         }
     }
 }
@@ -434,7 +443,7 @@ impl fmt::Display for SeedParams {
         write!(
             f,
             "N={} durability={} diverge={} crash_inside_p={:.2} faults={} mode={} keys={} reads={}% latency={}..{}us tail_p={:.3} tail_max={}us slow_node={} slow_links={:.2}x{} loss={:.3} dup={:.3} reorder={} \
-             nemesis_gap={}us late_timer_p={:.2} heal_after_ops={} knobs={:#x}",
+             nemesis_gap={}us late_timer_p={:.2} heal_after_ops={} load={} knobs={:#x}",
             self.replicas,
             self.durability,
             self.diverge,
@@ -456,6 +465,7 @@ impl fmt::Display for SeedParams {
             self.nemesis_gap_us,
             self.late_timer_p,
             self.heal_after_ops,
+            self.load,
             self.knobs,
         )
     }

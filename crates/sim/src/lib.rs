@@ -10,6 +10,7 @@
 //!   protocol is named in this crate).
 //! * [`world::World`]: the scheduler, network, nemesis and clients of one seed.
 //! * [`run::run_seed`]: one seed, checked; [`sweep::sweep`]: many seeds.
+//! * [`rounds`]: the synchronous round model of seed 004 (`--rounds`).
 //! * [`cli`]: `quorumkv sim`.
 
 pub mod checks;
@@ -19,6 +20,7 @@ pub mod disk;
 pub mod history;
 pub mod registry;
 pub mod rng;
+pub mod rounds;
 pub mod run;
 pub mod sweep;
 pub mod verify;

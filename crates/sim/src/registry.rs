@@ -5,6 +5,7 @@
 //! [`run_seed::<D>`](run_seed). No protocol is named in this crate.
 
 use crate::config::SimConfig;
+use crate::rounds::{self, RoundReport, RoundSettings};
 use crate::run::{run_seed, SeedReport};
 use quorumkv_core::protocol::registry::{self as core_registry, ProtocolInfo};
 use quorumkv_core::protocol::{InjectedBugs, LinkModel, ProtocolDef, ProtocolOptions, Visitor};
@@ -27,6 +28,8 @@ pub struct Registered {
     pub check_options: CheckOptions,
     /// Run one seed; `Err` = a configuration error (e.g. unknown bug).
     pub run_seed: fn(&SimConfig, u64) -> Result<SeedReport, String>,
+    /// The round model's four runs at one N (`--rounds`).
+    pub measure_rounds: fn(&SimConfig, u32, &RoundSettings) -> Result<RoundReport, String>,
 }
 
 impl Debug for Registered {
@@ -54,6 +57,7 @@ pub fn register<D: ProtocolDef>() -> Registered {
         },
         check_options: |p| D::Options::from_pairs(p).map(drop),
         run_seed: run_seed::<D>,
+        measure_rounds: rounds::measure::<D>,
     }
 }
 

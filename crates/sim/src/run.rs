@@ -72,17 +72,7 @@ pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
     if cfg.clients == 0 {
         return Err("--clients must be at least 1".into());
     }
-    let bug = match cfg.bug.as_deref() {
-        None => None,
-        Some(name) => Some(D::Bug::find(name).ok_or_else(|| {
-            let names: Vec<_> = D::Bug::all().iter().map(|b| b.name()).collect();
-            format!(
-                "protocol {} has no injected bug '{name}' (it has: {})",
-                D::NAME,
-                names.join(", ")
-            )
-        })?),
-    };
+    let bug = find_bug::<D>(cfg)?;
     let mut params = SeedParams::draw(cfg, seed, D::HAS_CLIENT_COORDINATOR);
     if D::LINK_MODEL.is_fifo() && !cfg.break_assumptions {
         params.keep_fifo();
@@ -109,6 +99,21 @@ pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
         trace: result.trace,
         sim_wall,
         check_wall,
+    })
+}
+
+/// The injected bug `--inject-bug` names, if any.
+pub fn find_bug<D: ProtocolDef>(cfg: &SimConfig) -> Result<Option<D::Bug>, String> {
+    let Some(name) = cfg.bug.as_deref() else {
+        return Ok(None);
+    };
+    D::Bug::find(name).map(Some).ok_or_else(|| {
+        let names: Vec<_> = D::Bug::all().iter().map(|b| b.name()).collect();
+        format!(
+            "protocol {} has no injected bug '{name}' (it has: {})",
+            D::NAME,
+            names.join(", ")
+        )
     })
 }
 

@@ -46,6 +46,9 @@ mod links;
 mod load;
 mod nemesis;
 mod probe;
+mod rounds;
+
+pub use rounds::round_of;
 
 use actor::{ClientIx, NodeIx};
 
@@ -58,8 +61,9 @@ type ClientOut<D> = Out<<D as ProtocolDef>::Msg, ClientTimer<D>>;
 const FAULT_PHASE_MAX_US: u64 = 30_000_000;
 /// A run that has not finished by then is stuck.
 const RUN_MAX_US: u64 = 300_000_000;
-/// Events per operation before the run is declared runaway.
-const EVENTS_PER_OP_MAX: u64 = 20_000;
+/// Events per operation before the run is declared runaway (a run averages
+/// 5-20; a message storm reaches this bound in well under a second).
+const EVENTS_PER_OP_MAX: u64 = 2_000;
 /// Domains of [`derive`]d seeds.
 const NODE_SEED: u64 = 1;
 const CLIENT_SEED: u64 = 2;
@@ -456,6 +460,8 @@ pub struct World<'a, D: ProtocolDef> {
     trace: Option<Vec<String>>,
     node_out: NodeOut<D>,
     client_out: ClientOut<D>,
+    /// Round mode (`rounds.rs`): inboxes instead of the event queue.
+    rounds: Option<Box<rounds::Rounds<D>>>,
 }
 
 impl<'a, D: ProtocolDef> World<'a, D> {
@@ -468,7 +474,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         let seed = params.seed;
         let n = params.replicas as usize;
         let c = cfg.clients as usize;
-        let load = Self::load_clients(n);
+        let load = Self::load_clients(n, params.load);
         let e = n + c + load;
         let mut w = World {
             cfg,
@@ -530,6 +536,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             trace: cfg.trace.then(Vec::new),
             node_out: Out::new(),
             client_out: Out::new(),
+            rounds: None,
             p: params,
         };
         w.add_slots(n, c + load);
@@ -589,6 +596,9 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     // ------------------------------------------------------------ plumbing
 
     fn schedule(&mut self, at: u64, ev: Ev<D>) {
+        if self.rounds.is_some() {
+            return self.round_schedule(at, ev);
+        }
         self.seq += 1;
         let slot = self.events.insert(ev);
         self.queue.push(Entry {
@@ -742,6 +752,16 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     /// Schedule the delivery of `ev` (and maybe a duplicate) after the
     /// link's latency, in FIFO order unless the `reorder` fault is on.
     fn wire(&mut self, from: Ep, to: Ep, ev: Ev<D>, what: &str) {
+        if self.rounds.is_some() {
+            // Round mode: to the receiver's inbox, for the next round on.
+            trace!(
+                self,
+                "{} -> {} {what}",
+                Self::ep_name(from),
+                Self::ep_name(to)
+            );
+            return self.schedule(self.now, ev);
+        }
         let link = self.link(from, to);
         let copy = if self.faults_on() && self.net_rng.chance(self.p.dup_p) {
             ev.duplicate()
@@ -962,7 +982,9 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             self.schedule(first, Ev::Nemesis);
         }
         self.schedule(FAULT_PHASE_MAX_US, Ev::HealAll);
-        let max_events = EVENTS_PER_OP_MAX * (self.cfg.ops as u64 + 10);
+        // The bound grows with the operations issued: the probe and the load
+        // phase add their own to the workload's.
+        let max_events = |w: &Self| EVENTS_PER_OP_MAX * (w.cfg.ops.max(w.issued_total) as u64 + 10);
         let end = loop {
             if self.clients_done == self.clients.len() {
                 break RunEnd::Finished;
@@ -976,8 +998,9 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                     RUN_MAX_US / 1_000_000
                 ));
             }
-            if self.stats.events >= max_events {
-                break RunEnd::Stuck(format!("runaway: more than {max_events} events"));
+            if self.stats.events >= max_events(&self) {
+                let max = max_events(&self);
+                break RunEnd::Stuck(format!("runaway: more than {max} events"));
             }
             debug_assert!(at >= self.now, "time went backwards");
             self.now = at;

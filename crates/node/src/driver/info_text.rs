@@ -53,6 +53,10 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             "messages_dropped_no_link:{}\r\n",
             self.stats.dropped_no_link
         ));
+        s.push_str(&format!(
+            "messages_held_until_up:{}\r\n",
+            self.stats.held_until_up
+        ));
         s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
         s.push_str(&format!("events_notified:{}\r\n", self.stats.notified));
         s.push_str(&format!("events_dropped:{}\r\n", self.stats.notify_dropped));

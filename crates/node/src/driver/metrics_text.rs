@@ -81,6 +81,13 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             st.dropped_no_link,
         );
         m.metric(
+            "messages_held_until_up_total",
+            "counter",
+            "messages held for a member whose link had not come up yet",
+            "",
+            st.held_until_up,
+        );
+        m.metric(
             "persist_errors_total",
             "counter",
             "failed writes to storage",

@@ -30,6 +30,9 @@ impl<D: ProtocolDef> World<'_, D> {
     }
 
     fn random_op(&mut self, c: usize) -> Request {
+        if let Some(req) = self.round_request(c) {
+            return req;
+        }
         let key = Bytes::from(format!("k{}", self.work_rng.below(self.p.keys as u64)));
         let mut roll = self.work_rng.below(100);
         if std::mem::take(&mut self.clients[c].read_next) {
@@ -100,10 +103,11 @@ impl<D: ProtocolDef> World<'_, D> {
             let cref = ClientRef { id, session, op };
             self.with_client(c, |coord, now, out| coord.on_client(now, cref, req, out));
         } else {
-            let node = match self.probe_node(c).filter(|_| probing) {
-                Some(i) => i,
-                None if load => self.load_node(c),
-                None => self.work_rng.below(self.nodes.len() as u64) as usize,
+            let probe = self.probe_node(c).filter(|_| probing);
+            let node = match (self.round_server(c), probe) {
+                (Some(node), _) | (None, Some(node)) => node,
+                _ if load => self.load_node(c),
+                _ => self.work_rng.below(self.nodes.len() as u64) as usize,
             };
             if D::DEDUPLICATES_REQUESTS && self.nodes.len() > 1 {
                 let p = self.clients[c].pending.as_mut().expect("just set");

@@ -39,9 +39,9 @@ pub(super) struct Load {
 
 impl<D: ProtocolDef> World<'_, D> {
     /// Idle load clients to add at construction, if the protocol promises
-    /// fairness.
-    pub(super) fn load_clients(n: usize) -> usize {
-        if D::PROMISES_FAIRNESS {
+    /// fairness and the seed drew the load phase.
+    pub(super) fn load_clients(n: usize, drawn: bool) -> usize {
+        if D::PROMISES_FAIRNESS && drawn {
             n * WRITERS_PER_SERVER
         } else {
             0
@@ -56,7 +56,12 @@ impl<D: ProtocolDef> World<'_, D> {
     /// once. Returns whether it started.
     pub(super) fn start_load(&mut self) -> bool {
         let first = self.load.first_client;
-        if !self.healed || self.load.window.is_some() || first == self.clients.len() {
+        if !self.p.load
+            || self.rounds.is_some()
+            || !self.healed
+            || self.load.window.is_some()
+            || first == self.clients.len()
+        {
             return false;
         }
         self.load.servers = self.live_nodes();

@@ -46,9 +46,10 @@ pub(super) struct Probe {
 
 impl<D: ProtocolDef> World<'_, D> {
     /// Every client has finished its operations: start the probe's next
-    /// stage, if the protocol promises liveness. Returns whether one started.
+    /// stage, if the protocol promises liveness (not in the round model,
+    /// which measures, without faults). Returns whether one started.
     pub(super) fn advance_probe(&mut self) -> bool {
-        if !D::PROMISES_LIVENESS || !self.healed {
+        if !D::PROMISES_LIVENESS || !self.healed || self.rounds.is_some() {
             return false;
         }
         let keys = self.p.keys as usize;
