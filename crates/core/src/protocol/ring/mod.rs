@@ -120,6 +120,7 @@ mod node;
 mod ops;
 mod queue;
 mod register;
+mod rejoin;
 #[cfg(test)]
 mod scenarios;
 #[cfg(test)]
@@ -128,7 +129,7 @@ mod testing;
 pub use bugs::InjectedBug;
 pub use counters::Counters;
 pub use def::{Ring, RingOptions};
-pub use msg::{Entry, Msg, Timer};
+pub use msg::{Entry, Msg, Snapshot, Timer};
 pub use node::{RingConfig, RingNode};
 pub use ops::OpTable;
 pub use queue::Fairness;

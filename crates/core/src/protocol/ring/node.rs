@@ -63,7 +63,7 @@ pub(super) struct Recent {
 pub(super) const WRITTEN_KEPT: usize = 65_536;
 
 impl Recent {
-    fn insert(&mut self, key: &Bytes, tag: Tag) {
+    pub(super) fn insert(&mut self, key: &Bytes, tag: Tag) {
         if self.set.insert((key.clone(), tag)) {
             self.order.push_back((key.clone(), tag));
             if self.order.len() > WRITTEN_KEPT {
@@ -74,6 +74,9 @@ impl Recent {
     }
     fn contains(&self, key: &Bytes, tag: Tag) -> bool {
         self.set.contains(&(key.clone(), tag))
+    }
+    pub(super) fn iter(&self) -> impl Iterator<Item = &(Bytes, Tag)> {
+        self.order.iter()
     }
 }
 
@@ -86,13 +89,26 @@ pub struct RingNode {
     /// Ring order: the members sorted; `alive` is the current view.
     pub(super) members: Vec<NodeId>,
     pub(super) alive: BTreeSet<NodeId>,
+    /// The view number: bumped by each join (rejoin.rs).
+    pub(super) view: u64,
+    /// Writer ids of servers that joined, as far as known here.
+    pub(super) lives: BTreeMap<NodeId, u64>,
+    /// Peers the failure detector reports down now (`Down` not yet
+    /// followed by `Up`), members of the view or not.
+    pub(super) link_down: BTreeSet<NodeId>,
     pub(super) next: NodeId,
+    /// The live predecessor: ring messages come from it.
+    pub(super) pred: NodeId,
     pub(super) cfg: RingConfig,
     pub(super) bug: Option<InjectedBug>,
     /// A restarted server: the others dropped it from their view and it
-    /// lost its registers, so it answers nobody (fencing) until a rejoin
-    /// protocol (state transfer, view number) exists: issue 12, (d).
+    /// lost its registers, so it answers nobody (fencing) until its
+    /// predecessor welcomes it back (rejoin.rs).
     pub(super) outside: bool,
+    /// Outside: where the last `Join` went.
+    pub(super) join_sent_to: Option<NodeId>,
+    /// Joins received while outside, handled once in.
+    pub(super) stash: Vec<(NodeId, u64)>,
     pub(super) regs: BTreeMap<Bytes, Register>,
     pub(super) queues: Queues,
     pub(super) link: Link,
@@ -122,11 +138,17 @@ impl RingNode {
             writer: u64::from(id),
             alive: members.iter().copied().collect(),
             members,
+            view: 0,
+            lives: BTreeMap::new(),
+            link_down: BTreeSet::new(),
             next: id,
+            pred: id,
             ops: OpTable::new(cfg.max_ops),
             cfg,
             bug: None,
             outside: false,
+            join_sent_to: None,
+            stash: Vec::new(),
             regs: BTreeMap::new(),
             queues: Queues::default(),
             link: Link::default(),
@@ -137,6 +159,7 @@ impl RingNode {
             counters: Counters::default(),
         };
         n.next = n.successor();
+        n.pred = n.live_pred(id);
         n
     }
     pub fn with_writer(mut self, writer: u64) -> Self {
@@ -206,6 +229,7 @@ impl RingNode {
             return;
         }
         let (writer, origin, op) = (self.writer, self.id, w.op);
+        let home = origin;
         let reg = self.reg(&w.key);
         let tag = reg.next_tag(writer);
         let e = Entry {
@@ -213,6 +237,7 @@ impl RingNode {
             tag,
             value: w.value,
             origin,
+            home,
             op,
             void: false,
         };
@@ -232,7 +257,12 @@ impl RingNode {
 
     /// The queue handler (pc 53-75): send while the window allows.
     pub(super) fn pump(&mut self, out: &mut O) {
-        while self.cfg.window == 0 || self.link.sent - self.link.credited < self.cfg.window {
+        if self.outside {
+            return;
+        }
+        while self.cfg.window == 0
+            || self.link.sent.saturating_sub(self.link.credited) < self.cfg.window
+        {
             match self.queues.pick(self.id, self.cfg.fairness) {
                 None => break,
                 Some(Next::Own(w)) => self.originate(w, out),
@@ -282,7 +312,7 @@ impl RingNode {
 
     /// pc 29-40: a pre-write from the predecessor.
     fn on_pre_write(&mut self, mut e: Entry, out: &mut O) {
-        if self.is_home(e.origin) {
+        if self.ends_here(e.home) {
             return self.pre_write_home(e, out);
         }
         // A copy re-sent after a crash, of a pre-write forwarded already
@@ -305,17 +335,21 @@ impl RingNode {
 
     /// The pre-write went round: every live server has it pending.
     fn pre_write_home(&mut self, mut e: Entry, out: &mut O) {
-        let fresh = if e.origin == self.id {
+        let mine = self.is_mine(&e);
+        let fresh = if mine {
             self.own.get(&(e.key.clone(), e.tag)) == Some(&Phase::PreWrite)
         } else {
-            self.taken.insert((e.key.clone(), e.tag)) // (a) takeover of a crashed origin's write
+            // (a) takeover of a crashed origin's write (or of an earlier
+            // life of this server's: never its own, `own` forgot them).
+            self.taken.insert((e.key.clone(), e.tag))
         };
         if !fresh {
             self.counters.duplicates += 1;
             return;
         }
-        if e.origin != self.id {
+        if !mine {
             self.counters.taken_over += 1;
+            e.home = self.id; // its write ends here, whoever joins meanwhile
         }
         // Another copy of the same operation won meanwhile (dedup.rs).
         if self.void_here(&e) {
@@ -330,7 +364,7 @@ impl RingNode {
         }
         let reads = reg.release_reads();
         self.answer_reads(reads, out);
-        if e.origin == self.id {
+        if mine {
             self.own.insert((e.key.clone(), e.tag), Phase::Write);
         }
         self.queues.ready.push_back(Msg::Write(e)); // pc 37
@@ -354,10 +388,11 @@ impl RingNode {
             out.reply(client, Response::Done); // pc 50
         }
         self.answer_reads(reads, out);
-        if self.is_home(e.origin) && e.void {
+        let home = self.ends_here(e.home);
+        if home && e.void {
             self.void_came_home(e);
-        } else if self.is_home(e.origin) {
-            if e.origin == self.id && self.own.remove(&(e.key.clone(), e.tag)).is_some() {
+        } else if home {
+            if self.is_mine(&e) && self.own.remove(&(e.key.clone(), e.tag)).is_some() {
                 self.counters.completed += 1;
             }
         } else {
@@ -376,7 +411,7 @@ impl RingNode {
         match m {
             Msg::PreWrite(e) => self.on_pre_write(e, out),
             Msg::Write(e) => self.on_write(e, out),
-            Msg::Credit { .. } => {}
+            _ => {}
         }
     }
 
@@ -394,6 +429,7 @@ impl RingNode {
                 self.receipt(from, out);
                 self.on_write(e, out);
             }
+            _ => unreachable!("membership messages go to rejoin.rs"),
         }
     }
 }
@@ -402,6 +438,9 @@ impl Protocol for RingNode {
     type Msg = Msg;
     type Timer = Timer;
 
+    fn on_start(&mut self, _now: Time, out: &mut O) {
+        self.ask_to_join(out);
+    }
     fn on_client(&mut self, _now: Time, client: ClientRef, req: Request, out: &mut O) {
         if self.outside {
             // Definite: nothing was done, the client may try another server.
@@ -416,12 +455,17 @@ impl Protocol for RingNode {
         self.pump(out);
     }
     fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut O) {
-        match from {
+        match (from, msg) {
+            (Peer::Conn(_), _) => self.counters.misrouted += 1,
+            (Peer::Node(_), Msg::Join { node, writer }) => self.on_join(node, writer, out),
+            (Peer::Node(j), Msg::Welcome(s)) => self.on_welcome(j, *s, out),
+            (Peer::Node(_), Msg::ViewChange { view, node, writer }) => {
+                self.on_view_change(view, node, writer, out)
+            }
             _ if self.outside => self.counters.fenced += 1,
-            Peer::Conn(_) => self.counters.misrouted += 1,
             // Fencing: nothing from a server outside the view (d).
-            Peer::Node(j) if !self.alive.contains(&j) => self.counters.fenced += 1,
-            Peer::Node(j) => self.on_ring_msg(j, msg, out),
+            (Peer::Node(j), _) if !self.alive.contains(&j) => self.counters.fenced += 1,
+            (Peer::Node(j), msg) => self.on_ring_msg(j, msg, out),
         }
         self.pump(out);
     }
@@ -429,22 +473,23 @@ impl Protocol for RingNode {
         match timer {}
     }
     fn on_link(&mut self, _now: Time, ev: LinkEvent, out: &mut O) {
-        if self.outside {
-            return;
-        }
         match ev {
-            LinkEvent::Down(Peer::Node(j)) => self.on_crash(j, out),
+            LinkEvent::Down(Peer::Node(j)) => {
+                self.link_down.insert(j);
+                if !self.outside {
+                    self.on_crash(j, out);
+                }
+            }
+            LinkEvent::Up(Peer::Node(j)) => {
+                // A restarted server's new life: it comes in by `Join` only.
+                self.link_down.remove(&j);
+            }
             LinkEvent::Down(Peer::Conn(s)) if s != ClientRef::LOCAL => {
                 self.regs.values_mut().for_each(|r| r.forget_session(s));
             }
-            LinkEvent::Down(Peer::Conn(_)) => {}
-            // No rejoin without a state transfer (d): a returning server
-            // stays outside the view.
-            LinkEvent::Up(Peer::Node(j)) if !self.alive.contains(&j) => {
-                self.counters.fenced += 1;
-            }
-            LinkEvent::Up(_) => {}
+            LinkEvent::Down(Peer::Conn(_)) | LinkEvent::Up(Peer::Conn(_)) => {}
         }
+        self.ask_to_join(out);
         self.pump(out);
     }
     fn role(&self) -> &'static str {
@@ -457,8 +502,9 @@ impl Protocol for RingNode {
     fn status(&self) -> String {
         let pending: usize = self.regs.values().map(|r| r.pending.len()).sum();
         format!(
-            "ring next={} view={:?} keys={} pending={pending} queued={}+{} own={}",
+            "ring next={} view={}:{:?} keys={} pending={pending} queued={}+{} own={}",
             self.next,
+            self.view,
             self.alive,
             self.regs.len(),
             self.queues.writes.len(),

@@ -25,6 +25,7 @@ pub fn entry(ts: u64, writer: u64, v: &str) -> Entry {
         tag: tag(ts, writer),
         value: Some(Bytes::copy_from_slice(v.as_bytes())),
         origin: writer as NodeId,
+        home: writer as NodeId,
         op: OpId::NONE,
         void: false,
     }
