@@ -105,7 +105,11 @@ impl ProtocolDef for Ring {
     }
 
     fn node(spec: &NodeSpec<'_>, opts: &RingOptions, bug: Option<InjectedBug>) -> RingNode {
-        let node = RingNode::new(spec.id, spec.members.to_vec(), opts.cfg.clone())
+        let cfg = RingConfig {
+            join_retry: spec.timing.retry_interval,
+            ..opts.cfg.clone()
+        };
+        let node = RingNode::new(spec.id, spec.members.to_vec(), cfg)
             .with_writer(spec.writer_id())
             .with_bug(bug);
         // The others took its crash for good (perfect failure detector) and
@@ -184,7 +188,7 @@ mod tests {
         let n = Ring::node(&spec, &o, Some(InjectedBug::NoTakeover));
         assert_eq!((n.id, n.successor_id()), (2, 3));
         assert_eq!(n.writer, spec.writer_id());
-        assert_eq!(n.cfg, o.cfg);
+        assert_eq!(n.cfg.window, o.cfg.window);
         assert_eq!(n.bug, Some(InjectedBug::NoTakeover));
         assert_eq!(Ring::max_crashed(3), 2);
         assert_eq!(Ring::max_crashed(1), 0);

@@ -75,7 +75,11 @@ impl Msg {
     }
 }
 
-/// The ring sets no timers: failures come from the failure detector
+/// The ring's one timer: failures come from the failure detector
 /// (`on_link(Down)`), and clients time out on their own.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Timer {}
+pub enum Timer {
+    /// Outside: send `Join` again (it is lost if its target crashes, or
+    /// if the driver opens the new life's links after `on_start`).
+    Join,
+}

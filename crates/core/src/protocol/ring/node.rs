@@ -9,6 +9,7 @@ use crate::protocol::{LinkEvent, Out, Protocol};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::time::Duration;
 
 /// Settings of a ring server (from [`super::RingOptions`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,6 +22,8 @@ pub struct RingConfig {
     pub max_queued_writes: usize,
     /// Operations remembered for deduplication.
     pub max_ops: usize,
+    /// Outside, `Join` is sent again this often.
+    pub join_retry: Duration,
 }
 
 impl Default for RingConfig {
@@ -30,6 +33,7 @@ impl Default for RingConfig {
             window: 16,
             max_queued_writes: 10_000,
             max_ops: 100_000,
+            join_retry: Duration::from_millis(200),
         }
     }
 }
@@ -439,7 +443,10 @@ impl Protocol for RingNode {
     type Timer = Timer;
 
     fn on_start(&mut self, _now: Time, out: &mut O) {
-        self.ask_to_join(out);
+        if self.outside {
+            self.ask_to_join(out);
+            out.set_timer(self.cfg.join_retry, Timer::Join);
+        }
     }
     fn on_client(&mut self, _now: Time, client: ClientRef, req: Request, out: &mut O) {
         if self.outside {
@@ -469,8 +476,15 @@ impl Protocol for RingNode {
         }
         self.pump(out);
     }
-    fn on_timer(&mut self, _now: Time, timer: Timer, _out: &mut O) {
-        match timer {}
+    fn on_timer(&mut self, _now: Time, timer: Timer, out: &mut O) {
+        match timer {
+            Timer::Join if self.outside => {
+                self.join_sent_to = None; // again, to the same target
+                self.ask_to_join(out);
+                out.set_timer(self.cfg.join_retry, Timer::Join);
+            }
+            Timer::Join => {}
+        }
     }
     fn on_link(&mut self, _now: Time, ev: LinkEvent, out: &mut O) {
         match ev {

@@ -46,7 +46,9 @@ impl RingNode {
     pub(super) fn on_join(&mut self, node: NodeId, writer: u64, out: &mut O) {
         if self.outside {
             // Handled once this server is in: it precedes `node` then.
-            self.stash.push((node, writer));
+            if !self.stash.contains(&(node, writer)) {
+                self.stash.push((node, writer));
+            }
             return;
         }
         if self.alive.contains(&node) || node == self.id {
