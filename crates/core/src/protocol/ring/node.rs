@@ -678,10 +678,7 @@ mod tests {
         n.on_link(T0, LinkEvent::Down(Peer::Node(1)), &mut out);
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
         n.on_link(T0, LinkEvent::Up(Peer::Node(1)), &mut out);
-        assert_eq!(
-            n.counters.fenced, 2,
-            "(d): no way back without a state transfer"
-        );
+        assert_eq!(n.counters.fenced, 1, "(d): back only through Join");
         assert!(out.is_empty());
         n.on_msg(T0, Peer::Node(1), Msg::Credit { received: 1 }, &mut out);
         n.on_msg(T0, Peer::Node(2), Msg::Credit { received: 1 }, &mut out);
@@ -694,10 +691,10 @@ mod tests {
     }
 
     #[test]
-    fn a_restarted_server_is_fenced_it_answers_nobody_and_sends_nothing() {
-        // (d) not built: until a rejoin with state transfer exists, a
-        // restarted server (registers lost, dropped from every view) must
-        // not serve stale values.
+    fn a_restarted_server_is_fenced_until_welcomed_and_asks_its_live_predecessor() {
+        // (d): a restarted server (registers lost, dropped from every view)
+        // must not serve stale values: it refuses and sends nothing but
+        // `Join`, to its first predecessor not reported down.
         let mut n = node(2, 3, 16).restarted();
         let mut out = O::new();
         n.on_client(T0, ClientRef::local(1), get(), &mut out);
@@ -708,9 +705,27 @@ mod tests {
             .iter()
             .all(|r| matches!(r, Response::Failed(e) if e.is_definite())));
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
-        n.on_link(T0, LinkEvent::Down(Peer::Node(3)), &mut out);
+        n.on_msg(T0, Peer::Node(3), Msg::ViewChange { view: 1, node: 3, writer: 3 }, &mut out);
         assert!(out.is_empty());
-        assert_eq!((n.counters.fenced, n.successor_id()), (1, 3));
+        assert_eq!((n.counters.fenced, n.successor_id()), (2, 3));
         assert_eq!(n.role(), "fenced");
+        let joins = |out: &mut O| {
+            (sends(out).into_iter())
+                .map(|(to, m)| match m {
+                    Msg::Join { node: 2, writer: 2 } => to,
+                    other => panic!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        n.on_start(T0, &mut out);
+        assert_eq!(joins(&mut out), vec![Peer::Node(1)]);
+        n.on_link(T0, LinkEvent::Down(Peer::Node(3)), &mut out);
+        assert!(joins(&mut out).is_empty(), "1 is still the target");
+        n.on_link(T0, LinkEvent::Up(Peer::Node(3)), &mut out);
+        n.on_link(T0, LinkEvent::Down(Peer::Node(1)), &mut out);
+        assert_eq!(joins(&mut out), vec![Peer::Node(3)]);
+        n.on_timer(T0, Timer::Join, &mut out);
+        assert_eq!(joins(&mut out), vec![Peer::Node(3)], "again on the timer");
+        assert_eq!(n.counters.joins_sent, 3);
     }
 }

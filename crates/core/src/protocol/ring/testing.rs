@@ -59,6 +59,10 @@ pub struct Net {
     pub read_tags: BTreeMap<ClientRef, Tag>,
     /// Every tag each value was sent under (not void copies).
     pub all_tags: BTreeMap<Vec<u8>, BTreeSet<Tag>>,
+    /// Restarts per server (its life; writer id = id + life << 32).
+    pub lives: BTreeMap<NodeId, u64>,
+    cfg: RingConfig,
+    bug: Option<InjectedBug>,
     next_client: u64,
 }
 
@@ -67,10 +71,8 @@ impl Net {
         let members: Vec<NodeId> = (1..=n).collect();
         let nodes = (members.iter())
             .map(|&i| {
-                (
-                    i,
-                    RingNode::new(i, members.clone(), cfg.clone()).with_bug(bug),
-                )
+                let node = RingNode::new(i, members.clone(), cfg.clone());
+                (i, node.with_bug(bug))
             })
             .collect();
         Net {
@@ -81,6 +83,9 @@ impl Net {
             tags: BTreeMap::new(),
             all_tags: BTreeMap::new(),
             read_tags: BTreeMap::new(),
+            lives: BTreeMap::new(),
+            cfg,
+            bug,
             next_client: 0,
         }
     }
@@ -110,6 +115,7 @@ impl Net {
                     }
                     self.replies.push((client, resp));
                 }
+                Command::SetTimer { .. } => {} // the Join retry: never needed here
                 other => panic!("unexpected command {other:?}"),
             }
         }
@@ -216,6 +222,42 @@ impl Net {
             self.nodes.get_mut(&n).unwrap().on_link(T0, ev, &mut out);
             self.exec(n, out);
         }
+    }
+
+    /// `j` restarts with nothing (a new life, outside the view): every live
+    /// peer sees its new connection come `Up`, and it learns which peers
+    /// are down at once. It asks to join at start.
+    pub fn restart(&mut self, j: NodeId) {
+        assert!(self.dead.remove(&j), "{j} is not down");
+        self.wire.retain(|(_, t, _)| *t != j); // sent to the dead: lost
+        let life = self.lives.entry(j).or_default();
+        *life += 1;
+        let members: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let node = RingNode::new(j, members, self.cfg.clone())
+            .with_writer(u64::from(j) | *life << 32)
+            .with_bug(self.bug)
+            .restarted();
+        self.nodes.insert(j, node);
+        let mut out = O::new();
+        self.nodes.get_mut(&j).unwrap().on_start(T0, &mut out);
+        self.exec(j, out);
+        let peers: Vec<NodeId> = self.nodes.keys().copied().filter(|&n| n != j).collect();
+        for n in peers {
+            let (at, ev) = match self.dead.contains(&n) {
+                true => (j, LinkEvent::Down(Peer::Node(n))),
+                false => (n, LinkEvent::Up(Peer::Node(j))),
+            };
+            let mut out = O::new();
+            self.nodes.get_mut(&at).unwrap().on_link(T0, ev, &mut out);
+            self.exec(at, out);
+        }
+    }
+    /// Live servers in the view (not restarted and waiting to rejoin).
+    pub fn serving(&self) -> Vec<NodeId> {
+        (self.nodes.iter())
+            .filter(|(n, node)| !self.dead.contains(n) && !node.is_outside())
+            .map(|(&n, _)| n)
+            .collect()
     }
 
     /// The answer given to `c`, if any (panics if it got two).
