@@ -58,6 +58,9 @@ impl RingNode {
         self.take_over_pending(out);
         self.take_over_queued(out);
         self.view_changed(true, out);
+        if self.next != self.id {
+            out.send(crate::types::Peer::Node(self.next), Msg::Gone { node: j });
+        }
     }
 
     /// After the view changed: a new predecessor starts counting from 0;
@@ -155,7 +158,9 @@ mod tests {
         n.on_link(T0, LinkEvent::Down(Peer::Node(j)), &mut out);
         (out.drain())
             .filter_map(|c| match c {
-                crate::protocol::Command::Send { msg, .. } => Some(msg),
+                crate::protocol::Command::Send { msg, .. } if msg != Msg::Gone { node: j } => {
+                    Some(msg)
+                }
                 _ => None,
             })
             .collect()

@@ -46,6 +46,10 @@ pub enum Msg {
     /// `node` (life `writer`) joined in view `view`: from the joiner around
     /// the ring, each server adding it and passing it on once.
     ViewChange { view: u64, node: NodeId, writer: u64 },
+    /// "`node` crashed" (this server's failure detector said so), to the
+    /// successor: one welcomed lately may have seen that `Down` while
+    /// outside and taken it for nothing, with `node` in its snapshot.
+    Gone { node: NodeId },
 }
 
 /// What a joining server gets from its predecessor: everything that went

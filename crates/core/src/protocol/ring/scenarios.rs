@@ -371,8 +371,10 @@ fn a_write_in_flight_during_the_join_is_not_lost_and_reads_at_the_joiner_wait_fo
     let x = net.ask(1, put("x"), op(1, 1)); // pre-write 1 -> 3
     net.restart(2); // Join 2 -> 1
     let y = net.ask(3, put("y"), op(2, 1)); // pre-write 3 -> 1
-    net.steps(2); // 3 forwards x; 1 takes the Join, x pending at 1
-    assert_eq!(net.node(1).successor_id(), 2);
+    net.run_until(|n| n.node(1).successor_id() == 2); // 1 takes the Join
+    let at_1 = net.node(1).register(b"k").unwrap();
+    assert!(at_1.pending.contains_key(&tag(1, 1)), "x left 1 before the join");
+    assert_eq!(net.answer(x), None);
     net.run_until(|n| !n.node(2).is_outside());
     let read = net.ask(2, get(), OpId::NONE);
     assert_eq!(net.answer(read), None, "x is pending at the joiner: no old value");
