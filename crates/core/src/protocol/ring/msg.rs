@@ -67,6 +67,9 @@ pub struct Snapshot {
     /// Writes seen lately, and crashed origins' pre-writes converted.
     pub written: Vec<(Bytes, Tag)>,
     pub taken: Vec<(Bytes, Tag)>,
+    /// Pending pre-writes the predecessor has yet to (re-)send: copies of
+    /// them will come, to be passed on, not dropped as copies.
+    pub owed: Vec<(Bytes, Tag)>,
 }
 
 impl Msg {

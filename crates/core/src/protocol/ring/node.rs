@@ -124,6 +124,8 @@ pub struct RingNode {
     pub(super) sent_writes: VecDeque<Entry>,
     /// Writes seen lately, to drop stale copies of their pre-writes.
     pub(super) written: Recent,
+    /// Pending here (a joiner's snapshot) but owed by the predecessor.
+    pub(super) owed: HashSet<(Bytes, Tag)>,
     pub(super) ops: OpTable,
     pub counters: Counters,
 }
@@ -160,6 +162,7 @@ impl RingNode {
             taken: BTreeSet::new(),
             sent_writes: VecDeque::new(),
             written: Recent::default(),
+            owed: HashSet::new(),
             counters: Counters::default(),
         };
         n.next = n.successor();
@@ -326,7 +329,8 @@ impl RingNode {
             .regs
             .get(&e.key)
             .is_some_and(|r| r.pending.contains_key(&e.tag));
-        if pending || self.written.contains(&e.key, e.tag) {
+        let owed = pending && self.owed.remove(&(e.key.clone(), e.tag));
+        if !owed && (pending || self.written.contains(&e.key, e.tag)) {
             self.counters.duplicates += 1;
             return;
         }

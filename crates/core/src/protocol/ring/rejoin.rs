@@ -93,6 +93,12 @@ impl RingNode {
             ops: self.ops.iter().copied().collect(),
             written: self.written.iter().cloned().collect(),
             taken: self.taken.iter().cloned().collect(),
+            owed: (self.queues.ready.iter())
+                .filter_map(|m| match m {
+                    Msg::PreWrite(e) => Some((e.key.clone(), e.tag)),
+                    _ => None,
+                })
+                .collect(),
         }
     }
 
@@ -120,6 +126,7 @@ impl RingNode {
             self.written.insert(&k, t);
         }
         self.taken = s.taken.into_iter().collect();
+        self.owed = s.owed.into_iter().collect();
         self.counters.rejoined += 1;
         self.next = self.successor();
         self.pred = self.live_pred(self.id);

@@ -162,6 +162,9 @@ impl Net {
         let Some((from, to, msg)) = self.wire.pop_front() else {
             return false;
         };
+        if std::env::var("RING_TRACE").is_ok() {
+            eprintln!("{from}->{to} dead={} {msg:?}", self.dead.contains(&to));
+        }
         if !self.dead.contains(&to) {
             let mut out = O::new();
             let node = self.nodes.get_mut(&to).unwrap();
@@ -211,6 +214,9 @@ impl Net {
     /// `j` crashes: what is on the wire to or from it is lost, and every
     /// survivor learns it (TCP close / heartbeat loss).
     pub fn crash(&mut self, j: NodeId) {
+        if std::env::var("RING_TRACE").is_ok() {
+            eprintln!("CRASH {j}");
+        }
         self.dead.insert(j);
         self.wire.retain(|(f, t, _)| *f != j && *t != j);
         let live: Vec<NodeId> = (self.nodes.keys().copied())
@@ -229,6 +235,9 @@ impl Net {
     /// are down at once. It asks to join at start.
     pub fn restart(&mut self, j: NodeId) {
         assert!(self.dead.remove(&j), "{j} is not down");
+        if std::env::var("RING_TRACE").is_ok() {
+            eprintln!("RESTART {j}");
+        }
         self.wire.retain(|(_, t, _)| *t != j); // sent to the dead: lost
         let life = self.lives.entry(j).or_default();
         *life += 1;
