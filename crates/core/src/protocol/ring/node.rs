@@ -372,6 +372,11 @@ impl RingNode {
         }
         let reads = reg.release_reads();
         self.answer_reads(reads, out);
+        if !e.void {
+            // Applied here now: a joiner's snapshot must say so (its write
+            // may go round without passing the joiner).
+            self.ops.on_write(e.op);
+        }
         if mine {
             self.own.insert((e.key.clone(), e.tag), Phase::Write);
         }
