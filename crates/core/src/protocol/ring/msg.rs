@@ -64,9 +64,10 @@ pub struct Snapshot {
     pub regs: Vec<(Entry, Vec<Entry>)>,
     /// Operations applied (dedup, newest last).
     pub ops: Vec<OpId>,
-    /// Writes seen lately, and crashed origins' pre-writes converted.
+    /// Writes seen lately. (Not the pre-writes the predecessor took over:
+    /// a copy of one reaching the joiner as their new home must be ended
+    /// again, its first write may have died with a crash.)
     pub written: Vec<(Bytes, Tag)>,
-    pub taken: Vec<(Bytes, Tag)>,
     /// Pending pre-writes the predecessor has yet to (re-)send: copies of
     /// them will come, to be passed on, not dropped as copies.
     pub owed: Vec<(Bytes, Tag)>,

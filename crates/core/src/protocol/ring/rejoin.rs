@@ -92,7 +92,6 @@ impl RingNode {
             regs,
             ops: self.ops.iter().copied().collect(),
             written: self.written.iter().cloned().collect(),
-            taken: self.taken.iter().cloned().collect(),
             owed: (self.queues.ready.iter())
                 .filter_map(|m| match m {
                     Msg::PreWrite(e) => Some((e.key.clone(), e.tag)),
@@ -125,7 +124,6 @@ impl RingNode {
         for (k, t) in s.written {
             self.written.insert(&k, t);
         }
-        self.taken = s.taken.into_iter().collect();
         self.owed = s.owed.into_iter().collect();
         self.counters.rejoined += 1;
         self.next = self.successor();
