@@ -72,6 +72,7 @@ impl RingNode {
         if pred != self.pred {
             self.pred = pred;
             self.link.received.remove(&pred);
+            self.release_owed(out);
         }
         let next = self.successor();
         if next == self.next {

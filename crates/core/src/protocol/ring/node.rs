@@ -383,6 +383,22 @@ impl RingNode {
         self.queues.ready.push_back(Msg::Write(e)); // pc 37
     }
 
+    /// The predecessor that owed this joiner some pre-writes is gone: no
+    /// copy of them will come, so pass them on (or end them) from here.
+    pub(super) fn release_owed(&mut self, out: &mut O) {
+        for (key, tag) in std::mem::take(&mut self.owed) {
+            let Some(e) = self.regs.get(&key).and_then(|r| r.pending.get(&tag)) else {
+                continue; // ended meanwhile
+            };
+            let e = e.clone();
+            if self.ends_here(e.home) {
+                self.pre_write_home(e, out);
+            } else {
+                self.queues.push_forward(Msg::PreWrite(e));
+            }
+        }
+    }
+
     /// pc 41-52: a write from the predecessor; at home it ends (write_ack).
     fn on_write(&mut self, e: Entry, out: &mut O) {
         self.written.insert(&e.key, e.tag);
