@@ -97,6 +97,7 @@ impl RingNode {
                     Msg::PreWrite(e) => Some((e.key.clone(), e.tag)),
                     _ => None,
                 })
+                .chain(self.owed.iter().cloned()) // owed to this one in turn
                 .collect(),
         }
     }
