@@ -99,6 +99,7 @@ impl RingNode {
                 })
                 .chain(self.owed.iter().cloned()) // owed to this one in turn
                 .collect(),
+            sent_writes: self.sent_writes.iter().cloned().collect(),
         }
     }
 
@@ -126,6 +127,7 @@ impl RingNode {
             self.written.insert(&k, t);
         }
         self.owed = s.owed.into_iter().collect();
+        self.sent_writes = s.sent_writes.into();
         self.counters.rejoined += 1;
         self.next = self.successor();
         self.pred = self.live_pred(self.id);
