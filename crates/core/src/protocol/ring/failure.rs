@@ -50,7 +50,7 @@ impl RingNode {
             return;
         }
         self.counters.crashes_seen += 1;
-        self.lives.remove(&j);
+        let life = self.lives.remove(&j);
         self.queues.nb_msg.remove(&j); // (b): no share for the dead
         // Messages of `j` (or of crashed servers `j` had taken over) that
         // are pending or queued here went past every live server: end them
@@ -59,7 +59,8 @@ impl RingNode {
         self.take_over_queued(out);
         self.view_changed(true, out);
         if self.next != self.id {
-            out.send(crate::types::Peer::Node(self.next), Msg::Gone { node: j });
+            let gone = Msg::Gone { node: j, life };
+            out.send(crate::types::Peer::Node(self.next), gone);
         }
     }
 
@@ -159,7 +160,7 @@ mod tests {
         n.on_link(T0, LinkEvent::Down(Peer::Node(j)), &mut out);
         (out.drain())
             .filter_map(|c| match c {
-                crate::protocol::Command::Send { msg, .. } if msg != Msg::Gone { node: j } => {
+                crate::protocol::Command::Send { msg, .. } if !matches!(msg, Msg::Gone { .. }) => {
                     Some(msg)
                 }
                 _ => None,

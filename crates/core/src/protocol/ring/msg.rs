@@ -49,7 +49,9 @@ pub enum Msg {
     /// "`node` crashed" (this server's failure detector said so), to the
     /// successor: one welcomed lately may have seen that `Down` while
     /// outside and taken it for nothing, with `node` in its snapshot.
-    Gone { node: NodeId },
+    /// `life`: the writer id of the life that crashed, if it joined (a
+    /// notice of an old life must not remove a new one).
+    Gone { node: NodeId, life: Option<u64> },
 }
 
 /// What a joining server gets from its predecessor: everything that went

@@ -496,8 +496,10 @@ impl Protocol for RingNode {
             }
             _ if self.outside => self.counters.fenced += 1,
             // The predecessor's failure detector, as good as this one's.
-            (Peer::Node(j), Msg::Gone { node }) if self.alive.contains(&j) => {
-                self.on_crash(node, out)
+            (Peer::Node(j), Msg::Gone { node, life }) if self.alive.contains(&j) => {
+                if self.lives.get(&node).copied() == life {
+                    self.on_crash(node, out)
+                }
             }
             // Fencing: nothing from a server outside the view (d).
             (Peer::Node(j), _) if !self.alive.contains(&j) => self.counters.fenced += 1,
@@ -706,7 +708,8 @@ mod tests {
         assert_eq!(n.counters.misrouted, 1);
         n.on_link(T0, LinkEvent::Down(Peer::Node(1)), &mut out);
         let gone = sends(&mut out);
-        assert_eq!(gone, vec![(Peer::Node(3), Msg::Gone { node: 1 })]);
+        let life = None;
+        assert_eq!(gone, vec![(Peer::Node(3), Msg::Gone { node: 1, life })]);
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
         n.on_link(T0, LinkEvent::Up(Peer::Node(1)), &mut out);
         assert_eq!(n.counters.fenced, 1, "(d): back only through Join");
