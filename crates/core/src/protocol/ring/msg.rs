@@ -73,6 +73,9 @@ pub struct Snapshot {
     /// Pending pre-writes the predecessor has yet to (re-)send: copies of
     /// them will come, to be passed on, not dropped as copies.
     pub owed: Vec<(Bytes, Tag)>,
+    /// Writes the predecessor applied and has yet to send (its own, or
+    /// re-sends): if it crashes first, the joiner sends them on.
+    pub owed_writes: Vec<Entry>,
     /// Writes the predecessor forwarded lately: they went to the old
     /// successor, now the joiner's, which may crash with them unsent.
     pub sent_writes: Vec<Entry>,

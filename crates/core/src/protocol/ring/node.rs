@@ -126,6 +126,7 @@ pub struct RingNode {
     pub(super) written: Recent,
     /// Pending here (a joiner's snapshot) but owed by the predecessor.
     pub(super) owed: HashSet<(Bytes, Tag)>,
+    pub(super) owed_writes: Vec<Entry>,
     pub(super) ops: OpTable,
     pub counters: Counters,
 }
@@ -163,6 +164,7 @@ impl RingNode {
             sent_writes: VecDeque::new(),
             written: Recent::default(),
             owed: HashSet::new(),
+            owed_writes: Vec::new(),
             counters: Counters::default(),
         };
         n.next = n.successor();
@@ -395,6 +397,11 @@ impl RingNode {
                 self.pre_write_home(e, out);
             } else {
                 self.queues.push_forward(Msg::PreWrite(e));
+            }
+        }
+        for e in std::mem::take(&mut self.owed_writes) {
+            if !self.ends_here(e.home) {
+                self.queues.push_forward(Msg::Write(e));
             }
         }
     }

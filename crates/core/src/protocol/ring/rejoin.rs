@@ -100,6 +100,13 @@ impl RingNode {
                 .chain(self.owed.iter().cloned()) // owed to this one in turn
                 .collect(),
             sent_writes: self.sent_writes.iter().cloned().collect(),
+            owed_writes: (self.queues.ready.iter())
+                .filter_map(|m| match m {
+                    Msg::Write(e) => Some(e.clone()),
+                    _ => None,
+                })
+                .chain(self.owed_writes.iter().cloned())
+                .collect(),
         }
     }
 
@@ -128,6 +135,7 @@ impl RingNode {
         }
         self.owed = s.owed.into_iter().collect();
         self.sent_writes = s.sent_writes.into();
+        self.owed_writes = s.owed_writes;
         self.counters.rejoined += 1;
         self.next = self.successor();
         self.pred = self.live_pred(self.id);
