@@ -58,6 +58,10 @@ impl RingNode {
         self.take_over_pending(out);
         self.take_over_queued(out);
         self.view_changed(true, out);
+        if self.welcomed_by == Some(j) {
+            self.welcomed_by = None;
+            self.resend();
+        }
         if self.next != self.id {
             let gone = Msg::Gone { node: j, life };
             out.send(crate::types::Peer::Node(self.next), gone);

@@ -127,6 +127,10 @@ pub struct RingNode {
     /// Pending here (a joiner's snapshot) but owed by the predecessor.
     pub(super) owed: HashSet<(Bytes, Tag)>,
     pub(super) owed_writes: Vec<Entry>,
+    /// The server that welcomed this one: what it sent its old successor
+    /// before the join went past this one's position, and is lost if it
+    /// crashes; this one then re-sends all it holds.
+    pub(super) welcomed_by: Option<NodeId>,
     pub(super) ops: OpTable,
     pub counters: Counters,
 }
@@ -165,6 +169,7 @@ impl RingNode {
             written: Recent::default(),
             owed: HashSet::new(),
             owed_writes: Vec::new(),
+            welcomed_by: None,
             counters: Counters::default(),
         };
         n.next = n.successor();

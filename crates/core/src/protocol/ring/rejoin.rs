@@ -133,10 +133,17 @@ impl RingNode {
         for (k, t) in s.written {
             self.written.insert(&k, t);
         }
+        // Every pending entry of the snapshot is owed: it went past this
+        // position but not through this server, so a copy that comes must
+        // be passed on once (a copy that may be all that is left of it).
         self.owed = s.owed.into_iter().collect();
+        for (k, r) in &self.regs {
+            self.owed.extend(r.pending.keys().map(|t| (k.clone(), *t)));
+        }
         self.sent_writes = s.sent_writes.into();
         self.owed_writes = s.owed_writes;
         self.counters.rejoined += 1;
+        self.welcomed_by = Some(from);
         self.next = self.successor();
         self.pred = self.live_pred(self.id);
         if self.next != self.id {
