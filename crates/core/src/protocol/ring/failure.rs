@@ -51,6 +51,7 @@ impl RingNode {
         }
         self.counters.crashes_seen += 1;
         let life = self.lives.remove(&j);
+        self.dead_lives.extend(life);
         self.queues.nb_msg.remove(&j); // (b): no share for the dead
         // Messages of `j` (or of crashed servers `j` had taken over) that
         // are pending or queued here went past every live server: end them

@@ -227,3 +227,13 @@ fn dbg_seed() {
     }
     eprintln!("{:?}", check(&r));
 }
+
+#[test]
+#[ignore]
+fn dbg_range() {
+    let a: u64 = std::env::var("FROM").unwrap().parse().unwrap();
+    let b: u64 = std::env::var("TO").unwrap().parse().unwrap();
+    let bad: Vec<_> = (a..b).filter_map(|seed| check(&drive(seed, 2 + (seed % 4) as u32, None)).err()).collect();
+    for e in &bad { eprintln!("{e}"); }
+    assert!(bad.is_empty(), "{} failed", bad.len());
+}

@@ -97,6 +97,8 @@ pub struct RingNode {
     pub(super) view: u64,
     /// Writer ids of servers that joined, as far as known here.
     pub(super) lives: BTreeMap<NodeId, u64>,
+    /// Lives seen crashing: a late `ViewChange` of one must not bring it back.
+    pub(super) dead_lives: HashSet<u64>,
     /// Peers the failure detector reports down now (`Down` not yet
     /// followed by `Up`), members of the view or not.
     pub(super) link_down: BTreeSet<NodeId>,
@@ -151,6 +153,7 @@ impl RingNode {
             members,
             view: 0,
             lives: BTreeMap::new(),
+            dead_lives: HashSet::new(),
             link_down: BTreeSet::new(),
             next: id,
             pred: id,

@@ -51,7 +51,7 @@ impl RingNode {
             }
             return;
         }
-        if self.alive.contains(&node) || node == self.id {
+        if self.alive.contains(&node) || node == self.id || self.dead_lives.contains(&writer) {
             // Joined already (a copy). An old life's `Down` comes before
             // its new life's `Join` (the new connection replaces the old).
             self.counters.duplicates += 1;
@@ -172,7 +172,11 @@ impl RingNode {
             return;
         }
         self.view = self.view.max(view);
-        if node == self.id || self.alive.contains(&node) || self.link_down.contains(&node) {
+        if node == self.id
+            || self.alive.contains(&node)
+            || self.link_down.contains(&node)
+            || self.dead_lives.contains(&writer)
+        {
             return;
         }
         self.counters.views_installed += 1;
