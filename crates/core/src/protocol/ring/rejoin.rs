@@ -51,9 +51,10 @@ impl RingNode {
             }
             return;
         }
-        if self.alive.contains(&node) || node == self.id || self.dead_lives.contains(&writer) {
-            // Joined already (a copy). An old life's `Down` comes before
-            // its new life's `Join` (the new connection replaces the old).
+        let down = self.link_down.contains(&node) || self.dead_lives.contains(&writer);
+        if self.alive.contains(&node) || node == self.id || down {
+            // Joined already (a copy; an old life's `Down` comes before
+            // its new life's `Join`), or crashed since (a kept `Join`).
             self.counters.duplicates += 1;
             return;
         }
