@@ -115,6 +115,9 @@ pub struct RingNode {
     pub(super) join_sent_to: Option<NodeId>,
     /// Joins received while outside, handled once in.
     pub(super) stash: Vec<(NodeId, u64)>,
+    /// `ViewChange`s received while outside (`(view, node, writer)`): a
+    /// new successor of this one's welcomer can announce itself first.
+    pub(super) stashed_views: Vec<(u64, NodeId, u64)>,
     pub(super) regs: BTreeMap<Bytes, Register>,
     pub(super) queues: Queues,
     pub(super) link: Link,
@@ -163,6 +166,7 @@ impl RingNode {
             outside: false,
             join_sent_to: None,
             stash: Vec::new(),
+            stashed_views: Vec::new(),
             regs: BTreeMap::new(),
             queues: Queues::default(),
             link: Link::default(),
@@ -756,7 +760,8 @@ mod tests {
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
         n.on_msg(T0, Peer::Node(3), Msg::ViewChange { view: 1, node: 3, writer: 3 }, &mut out);
         assert!(out.is_empty());
-        assert_eq!((n.counters.fenced, n.successor_id()), (2, 3));
+        assert_eq!((n.counters.fenced, n.successor_id()), (1, 3));
+        assert_eq!(n.stashed_views.len(), 1, "applied once welcomed");
         assert_eq!(n.role(), "fenced");
         let joins = |out: &mut O| {
             (sends(out).into_iter())

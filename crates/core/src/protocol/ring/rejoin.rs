@@ -158,6 +158,9 @@ impl RingNode {
         for j in gone {
             self.on_crash(j, out);
         }
+        for (view, node, writer) in std::mem::take(&mut self.stashed_views) {
+            self.on_view_change(view, node, writer, out);
+        }
         for (node, writer) in std::mem::take(&mut self.stash) {
             self.on_join(node, writer, out);
         }
@@ -169,7 +172,7 @@ impl RingNode {
     /// the server that accepted the join, or at the joiner.
     pub(super) fn on_view_change(&mut self, view: u64, node: NodeId, writer: u64, out: &mut O) {
         if self.outside {
-            self.counters.fenced += 1;
+            self.stashed_views.push((view, node, writer));
             return;
         }
         self.view = self.view.max(view);
