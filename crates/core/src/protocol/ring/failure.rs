@@ -128,10 +128,13 @@ impl RingNode {
         for reg in self.regs.values() {
             msgs.extend(reg.pending.values().cloned().map(Msg::PreWrite));
         }
-        // Once each, and not what waits to be sent already: sent writes
-        // include earlier re-sends, and crashes in a row would multiply them.
-        let id = |m: &Msg| m.entry().map(|e| (matches!(m, Msg::Write(_)), e.key.clone(), e.tag));
-        let mut seen: std::collections::HashSet<_> = self.queues.ready.iter().map(id).collect();
+        // Once each (first place kept): sent writes include earlier
+        // re-sends, and crashes in a row would multiply them.
+        let id = |m: &Msg| {
+            let e = m.entry().expect("ring messages");
+            (matches!(m, Msg::Write(_)), e.void, e.key.clone(), e.tag)
+        };
+        let mut seen = std::collections::HashSet::new();
         msgs.retain(|m| seen.insert(id(m)));
         self.counters.resent += msgs.len() as u64;
         for m in msgs.into_iter().rev() {
