@@ -111,6 +111,9 @@ pub struct RingNode {
     /// lost its registers, so it answers nobody (fencing) until its
     /// predecessor welcomes it back (rejoin.rs).
     pub(super) outside: bool,
+    /// Welcomed back, but its `ViewChange` has not come round yet: some
+    /// live server may not know it and skip it, so it serves no client.
+    pub(super) announcing: bool,
     /// Outside: where the last `Join` went.
     pub(super) join_sent_to: Option<NodeId>,
     /// Joins received while outside, handled once in.
@@ -164,6 +167,7 @@ impl RingNode {
             cfg,
             bug: None,
             outside: false,
+            announcing: false,
             join_sent_to: None,
             stash: Vec::new(),
             stashed_views: Vec::new(),
@@ -199,8 +203,9 @@ impl RingNode {
         self.outside = true;
         self
     }
+    /// Outside the view, or not yet known to every live server.
     pub fn is_outside(&self) -> bool {
-        self.outside
+        self.outside || self.announcing
     }
     pub fn successor_id(&self) -> NodeId {
         self.next
@@ -493,7 +498,7 @@ impl Protocol for RingNode {
         }
     }
     fn on_client(&mut self, _now: Time, client: ClientRef, req: Request, out: &mut O) {
-        if self.outside {
+        if self.is_outside() {
             // Definite: nothing was done, the client may try another server.
             let err = OpError::refused("restarted: outside the ring view until it rejoins");
             return out.reply(client, Response::Failed(err));
@@ -557,7 +562,7 @@ impl Protocol for RingNode {
         self.pump(out);
     }
     fn role(&self) -> &'static str {
-        if self.outside {
+        if self.is_outside() {
             "fenced"
         } else {
             "replica"

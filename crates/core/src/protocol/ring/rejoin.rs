@@ -144,12 +144,15 @@ impl RingNode {
         self.sent_writes = s.sent_writes.into();
         self.owed_writes = s.owed_writes;
         self.counters.rejoined += 1;
+        self.announcing = true;
         self.welcomed_by = Some(from);
         self.next = self.successor();
         self.pred = self.live_pred(self.id);
         if self.next != self.id {
             let (view, node, writer) = (self.view, self.id, self.writer);
             out.send(Peer::Node(self.next), Msg::ViewChange { view, node, writer });
+        } else {
+            self.announcing = false; // alone: nobody to tell
         }
         // Servers the predecessor still counted in but this one saw go.
         let gone: Vec<NodeId> = (self.alive.intersection(&self.link_down))
@@ -167,26 +170,29 @@ impl RingNode {
     }
 
     /// `node` (life `writer`) joined: add it unless the failure detector
-    /// reports it down again, and pass the news on. Each server passes it
-    /// on once (when it adds `node`), so it stops where it is known: at
-    /// the server that accepted the join, or at the joiner.
+    /// reports it down again, and pass the news on, round to `node`
+    /// itself, which then serves: every live server knows it (a server
+    /// that did not could think itself alone and end a write without it).
     pub(super) fn on_view_change(&mut self, view: u64, node: NodeId, writer: u64, out: &mut O) {
         if self.outside {
             self.stashed_views.push((view, node, writer));
             return;
         }
         self.view = self.view.max(view);
-        if node == self.id
-            || self.alive.contains(&node)
-            || self.link_down.contains(&node)
-            || self.dead_lives.contains(&writer)
-        {
+        if node == self.id {
+            // Back round: every live server knows this one now.
+            self.announcing &= writer != self.writer;
             return;
         }
-        self.counters.views_installed += 1;
-        self.alive.insert(node);
-        self.lives.insert(node, writer);
-        self.view_changed(true, out);
+        if self.link_down.contains(&node) || self.dead_lives.contains(&writer) {
+            return;
+        }
+        if !self.alive.contains(&node) {
+            self.counters.views_installed += 1;
+            self.alive.insert(node);
+            self.lives.insert(node, writer);
+            self.view_changed(true, out);
+        }
         if self.next != self.id {
             let view = self.view;
             out.send(Peer::Node(self.next), Msg::ViewChange { view, node, writer });
