@@ -53,9 +53,9 @@ impl RingNode {
         let life = self.lives.remove(&j);
         self.dead_lives.extend(life);
         self.queues.nb_msg.remove(&j); // (b): no share for the dead
-        // Messages of `j` (or of crashed servers `j` had taken over) that
-        // are pending or queued here went past every live server: end them
-        // now. Re-sent instead, they would be dropped as copies on the way.
+                                       // Messages of `j` (or of crashed servers `j` had taken over) that
+                                       // are pending or queued here went past every live server: end them
+                                       // now. Re-sent instead, they would be dropped as copies on the way.
         self.take_over_pending(out);
         self.take_over_queued(out);
         self.view_changed(true, out);

@@ -45,7 +45,11 @@ pub enum Msg {
     Welcome(Box<Snapshot>),
     /// `node` (life `writer`) joined in view `view`: from the joiner around
     /// the ring, each server adding it and passing it on once.
-    ViewChange { view: u64, node: NodeId, writer: u64 },
+    ViewChange {
+        view: u64,
+        node: NodeId,
+        writer: u64,
+    },
     /// "`node` crashed" (this server's failure detector said so), to the
     /// successor: one welcomed lately may have seen that `Down` while
     /// outside and taken it for nothing, with `node` in its snapshot.

@@ -763,7 +763,16 @@ mod tests {
             .iter()
             .all(|r| matches!(r, Response::Failed(e) if e.is_definite())));
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
-        n.on_msg(T0, Peer::Node(3), Msg::ViewChange { view: 1, node: 3, writer: 3 }, &mut out);
+        n.on_msg(
+            T0,
+            Peer::Node(3),
+            Msg::ViewChange {
+                view: 1,
+                node: 3,
+                writer: 3,
+            },
+            &mut out,
+        );
         assert!(out.is_empty());
         assert_eq!((n.counters.fenced, n.successor_id()), (1, 3));
         assert_eq!(n.stashed_views.len(), 1, "applied once welcomed");

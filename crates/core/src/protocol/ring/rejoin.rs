@@ -150,7 +150,10 @@ impl RingNode {
         self.pred = self.live_pred(self.id);
         if self.next != self.id {
             let (view, node, writer) = (self.view, self.id, self.writer);
-            out.send(Peer::Node(self.next), Msg::ViewChange { view, node, writer });
+            out.send(
+                Peer::Node(self.next),
+                Msg::ViewChange { view, node, writer },
+            );
         } else {
             self.announcing = false; // alone: nobody to tell
         }
@@ -195,7 +198,10 @@ impl RingNode {
         }
         if self.next != self.id {
             let view = self.view;
-            out.send(Peer::Node(self.next), Msg::ViewChange { view, node, writer });
+            out.send(
+                Peer::Node(self.next),
+                Msg::ViewChange { view, node, writer },
+            );
         }
     }
 }

@@ -341,8 +341,15 @@ fn a_restarted_server_rejoins_and_serves_reads_and_writes_again() {
     net.settle();
     assert!(!net.node(2).is_outside(), "welcomed back");
     assert_eq!(net.node(1).counters.joins_accepted, 1);
-    assert_eq!((net.node(1).successor_id(), net.node(2).successor_id()), (2, 3));
-    assert_eq!(net.node(3).counters.views_installed, 1, "the ViewChange went round");
+    assert_eq!(
+        (net.node(1).successor_id(), net.node(2).successor_id()),
+        (2, 3)
+    );
+    assert_eq!(
+        net.node(3).counters.views_installed,
+        1,
+        "the ViewChange went round"
+    );
     let read = net.ask(2, get(), OpId::NONE);
     assert_eq!(net.answer(read), Some(value("b")), "the write it missed");
     let c = net.ask(2, put("c"), op(1, 3));
@@ -373,11 +380,18 @@ fn a_write_in_flight_during_the_join_is_not_lost_and_reads_at_the_joiner_wait_fo
     let y = net.ask(3, put("y"), op(2, 1)); // pre-write 3 -> 1
     net.run_until(|n| n.node(1).successor_id() == 2); // 1 takes the Join
     let at_1 = net.node(1).register(b"k").unwrap();
-    assert!(at_1.pending.contains_key(&tag(1, 1)), "x left 1 before the join");
+    assert!(
+        at_1.pending.contains_key(&tag(1, 1)),
+        "x left 1 before the join"
+    );
     assert_eq!(net.answer(x), None);
     net.run_until(|n| !n.node(2).is_outside());
     let read = net.ask(2, get(), OpId::NONE);
-    assert_eq!(net.answer(read), None, "x is pending at the joiner: no old value");
+    assert_eq!(
+        net.answer(read),
+        None,
+        "x is pending at the joiner: no old value"
+    );
     net.settle();
     assert_eq!(pending(&net), 0, "nothing left pending");
     assert_eq!(net.answer(x), Some(Response::Done));
@@ -424,5 +438,8 @@ fn an_old_lifes_pre_write_is_taken_over_by_its_new_life_not_taken_as_its_own() {
     assert_eq!(pending(&net), 0, "nothing left pending");
     assert_eq!(net.answer(parked), Some(value("old")));
     let vals = values(&net);
-    assert!(vals.iter().all(|v| v.as_deref() == Some(&b"old"[..])), "{vals:?}");
+    assert!(
+        vals.iter().all(|v| v.as_deref() == Some(&b"old"[..])),
+        "{vals:?}"
+    );
 }
