@@ -35,6 +35,11 @@ impl ProtocolOptions for RingOptions {
                 help: "ring messages in flight to the successor (0 = unlimited: no queueing)",
             },
             OptSpec {
+                name: "rejoin",
+                default: "off",
+                help: "let a restarted server back in (Join, state transfer, new view); off: fenced for ever",
+            },
+            OptSpec {
                 name: "max-queued-writes",
                 default: "10000",
                 help: "client writes queued per server before refusing more",
@@ -51,6 +56,7 @@ impl ProtocolOptions for RingOptions {
                 }
             }
             "window" => self.cfg.window = parse_count(value)?,
+            "rejoin" => self.cfg.rejoin = crate::protocol::options::parse_bool(value)?,
             "max-queued-writes" => self.cfg.max_queued_writes = parse_count(value)? as usize,
             _ => return Err(format!("unknown option '{key}'")),
         }
@@ -64,6 +70,7 @@ impl ProtocolOptions for RingOptions {
             }
             .to_string(),
             "window" => self.cfg.window.to_string(),
+            "rejoin" => if self.cfg.rejoin { "on" } else { "off" }.to_string(),
             "max-queued-writes" => self.cfg.max_queued_writes.to_string(),
             _ => String::new(),
         }
@@ -155,9 +162,11 @@ mod tests {
         let pairs = [
             ("fairness".to_string(), "fifo".to_string()),
             ("window".to_string(), "0".to_string()),
+            ("rejoin".to_string(), "on".to_string()),
         ];
         let o = RingOptions::from_pairs(&pairs).unwrap();
         assert_eq!(o.cfg.fairness, Fairness::Fifo);
+        assert!(o.cfg.rejoin);
         assert_eq!(RingOptions::from_pairs(&o.pairs()).unwrap(), o);
         for spec in RingOptions::specs() {
             let d = RingOptions::default();

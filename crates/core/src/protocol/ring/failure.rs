@@ -63,7 +63,7 @@ impl RingNode {
             self.welcomed_by = None;
             self.resend();
         }
-        if self.next != self.id {
+        if self.next != self.id && self.cfg.rejoin {
             let gone = Msg::Gone { node: j, life };
             out.send(crate::types::Peer::Node(self.next), gone);
         }
@@ -166,7 +166,11 @@ mod tests {
     use crate::types::Peer;
 
     fn node(id: NodeId, n: u32) -> RingNode {
-        RingNode::new(id, (1..=n).collect(), RingConfig::default())
+        let cfg = RingConfig {
+            rejoin: true,
+            ..RingConfig::default()
+        };
+        RingNode::new(id, (1..=n).collect(), cfg)
     }
     fn down(n: &mut RingNode, j: NodeId) -> Vec<Msg> {
         let mut out = Out::new();

@@ -24,6 +24,8 @@ pub struct RingConfig {
     pub max_ops: usize,
     /// Outside, `Join` is sent again this often.
     pub join_retry: Duration,
+    /// Let restarted servers back in (d); off: they stay fenced for ever.
+    pub rejoin: bool,
 }
 
 impl Default for RingConfig {
@@ -34,6 +36,7 @@ impl Default for RingConfig {
             max_queued_writes: 10_000,
             max_ops: 100_000,
             join_retry: Duration::from_millis(200),
+            rejoin: false,
         }
     }
 }
@@ -492,7 +495,7 @@ impl Protocol for RingNode {
     type Timer = Timer;
 
     fn on_start(&mut self, _now: Time, out: &mut O) {
-        if self.outside {
+        if self.outside && self.cfg.rejoin {
             self.ask_to_join(out);
             out.set_timer(self.cfg.join_retry, Timer::Join);
         }
@@ -596,6 +599,7 @@ mod tests {
     fn node(id: NodeId, n: u32, window: u64) -> RingNode {
         let cfg = RingConfig {
             window,
+            rejoin: true,
             ..RingConfig::default()
         };
         RingNode::new(id, (1..=n).collect(), cfg)

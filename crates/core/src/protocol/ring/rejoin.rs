@@ -27,7 +27,7 @@ impl RingNode {
     /// Outside: send `Join` to the target whenever it changes (it crashed,
     /// or a server between it and this one came back). Copies are harmless.
     pub(super) fn ask_to_join(&mut self, out: &mut O) {
-        if !self.outside {
+        if !self.outside || !self.cfg.rejoin {
             return;
         }
         let target = self.join_target();

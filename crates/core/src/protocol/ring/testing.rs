@@ -68,6 +68,10 @@ pub struct Net {
 
 impl Net {
     pub fn new(n: u32, cfg: RingConfig, bug: Option<InjectedBug>) -> Net {
+        let cfg = RingConfig {
+            rejoin: true,
+            ..cfg
+        };
         let members: Vec<NodeId> = (1..=n).collect();
         let nodes = (members.iter())
             .map(|&i| {
