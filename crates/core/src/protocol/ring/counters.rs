@@ -25,8 +25,17 @@ pub struct Counters {
     pub crashes_seen: u64,
     /// `Down` for a server already out of the view (or this one).
     pub ignored_downs: u64,
-    /// Messages and links from servers outside the view, ignored (d).
+    /// Messages from servers outside the view, ignored (d).
     pub fenced: u64,
+    /// `Join`s sent while outside, accepted here, passed on to the
+    /// joiner's live predecessor (d).
+    pub joins_sent: u64,
+    pub joins_accepted: u64,
+    pub joins_forwarded: u64,
+    /// Times this server was welcomed back (d).
+    pub rejoined: u64,
+    /// Joins of others learnt from a `ViewChange` (d).
+    pub views_installed: u64,
     /// Credits from a server that is not the successor (any more).
     pub stale_credits: u64,
     /// Ring messages from a client connection.
@@ -86,6 +95,16 @@ impl Counters {
                 "ring_fenced_total",
                 "messages or links from servers outside the view",
                 self.fenced,
+            ),
+            (
+                "ring_joins_accepted_total",
+                "restarted servers welcomed back here",
+                self.joins_accepted,
+            ),
+            (
+                "ring_rejoined_total",
+                "times this server was welcomed back",
+                self.rejoined,
             ),
             (
                 "ring_stale_credits_total",

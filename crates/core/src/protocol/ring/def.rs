@@ -35,6 +35,11 @@ impl ProtocolOptions for RingOptions {
                 help: "ring messages in flight to the successor (0 = unlimited: no queueing)",
             },
             OptSpec {
+                name: "rejoin",
+                default: "off",
+                help: "let a restarted server back in (Join, state transfer, new view); off: fenced for ever",
+            },
+            OptSpec {
                 name: "max-queued-writes",
                 default: "10000",
                 help: "client writes queued per server before refusing more",
@@ -51,6 +56,7 @@ impl ProtocolOptions for RingOptions {
                 }
             }
             "window" => self.cfg.window = parse_count(value)?,
+            "rejoin" => self.cfg.rejoin = crate::protocol::options::parse_bool(value)?,
             "max-queued-writes" => self.cfg.max_queued_writes = parse_count(value)? as usize,
             _ => return Err(format!("unknown option '{key}'")),
         }
@@ -64,6 +70,7 @@ impl ProtocolOptions for RingOptions {
             }
             .to_string(),
             "window" => self.cfg.window.to_string(),
+            "rejoin" => if self.cfg.rejoin { "on" } else { "off" }.to_string(),
             "max-queued-writes" => self.cfg.max_queued_writes.to_string(),
             _ => String::new(),
         }
@@ -108,7 +115,11 @@ impl ProtocolDef for Ring {
     }
 
     fn node(spec: &NodeSpec<'_>, opts: &RingOptions, bug: Option<InjectedBug>) -> RingNode {
-        let node = RingNode::new(spec.id, spec.members.to_vec(), opts.cfg.clone())
+        let cfg = RingConfig {
+            join_retry: spec.timing.retry_interval,
+            ..opts.cfg.clone()
+        };
+        let node = RingNode::new(spec.id, spec.members.to_vec(), cfg)
             .with_writer(spec.writer_id())
             .with_bug(bug);
         // The others took its crash for good (perfect failure detector) and
@@ -154,9 +165,11 @@ mod tests {
         let pairs = [
             ("fairness".to_string(), "fifo".to_string()),
             ("window".to_string(), "0".to_string()),
+            ("rejoin".to_string(), "on".to_string()),
         ];
         let o = RingOptions::from_pairs(&pairs).unwrap();
         assert_eq!(o.cfg.fairness, Fairness::Fifo);
+        assert!(o.cfg.rejoin);
         assert_eq!(RingOptions::from_pairs(&o.pairs()).unwrap(), o);
         for spec in RingOptions::specs() {
             let d = RingOptions::default();
@@ -187,7 +200,7 @@ mod tests {
         let n = Ring::node(&spec, &o, Some(InjectedBug::NoTakeover));
         assert_eq!((n.id, n.successor_id()), (2, 3));
         assert_eq!(n.writer, spec.writer_id());
-        assert_eq!(n.cfg, o.cfg);
+        assert_eq!(n.cfg.window, o.cfg.window);
         assert_eq!(n.bug, Some(InjectedBug::NoTakeover));
         assert_eq!(Ring::max_crashed(3), 2);
         assert_eq!(Ring::max_crashed(1), 0);

@@ -87,22 +87,58 @@
 //! never applied. A void copy back home with no other copy left starts the
 //! operation again (the lower copy died in crashes).
 //!
-//! **Rejoin (d)**: not built. A server out of the view is fenced: its
-//! messages and its `Up` are ignored (counted). A restarted server is not
-//! let back in yet. The design for it: messages carry a view number and
-//! origins are writer ids (an old life's messages are taken over, never
-//! sent to the new one); the restarted `r` sends `Join` to its
-//! predecessor `p`, which in one handler bumps the view, sends `r` a
-//! snapshot (registers, pending, applied op ids), makes `r` its successor
-//! and sends `ViewChange` first; `r` installs it, forwards it first, then
-//! serves (FIFO `p → r` puts the snapshot before every later message). A
-//! server that sees a view without itself fences itself. A false suspicion
-//! (a partition) splits the ring: outside the model (§2), as the README
-//! must say.
-
+//! **Rejoin (d)** (`rejoin.rs`). A restarted server lost everything (the
+//! ring persists nothing) and was dropped from every view: it starts
+//! *outside*, refusing clients (definite) and ignoring ring messages.
+//! * Lives: every server writes under its writer id (node id plus
+//!   incarnation), and a message's life is `tag.writer`. A round ends at
+//!   `home` (`Entry::home`: the origin, or the taker of a converted write)
+//!   while that node is in the view, *whichever life*: a new life sits where
+//!   the old one sat, so a message that reaches it went past every other
+//!   live server. An old life's pre-write reaching the new life is taken
+//!   over (`taken`), never taken for its own (`own` is per life).
+//! * The restarted `r` sends `Join` to its first member predecessor that the
+//!   failure detector does not report down, again whenever that changes
+//!   and on a timer (`join_retry`: the driver may open the new life's
+//!   links after `on_start`). A server outside keeps a `Join` (and any
+//!   `ViewChange`) until it is in; one in the view that is not `r`'s live
+//!   predecessor passes it there; copies, and `Join`s of servers down
+//!   again, are dropped.
+//! * `r`'s live predecessor `p`, in one handler: bumps the view, adds `r`,
+//!   sends `Welcome` (view, lives, registers with their pending sets,
+//!   applied op ids, writes seen and forwarded lately) and makes `r` its
+//!   successor. The link is FIFO (`LinkModel::Reliable`): the snapshot
+//!   precedes every later message, so `r` sees all that went past `p`.
+//! * Pending entries of the snapshot did not go *through* `r`: they are
+//!   *owed*. A copy that comes is passed on once instead of dropped, and
+//!   if `p` crashes first `r` passes them on itself, with the writes `p`
+//!   applied but had not sent (its `ready` queue), and re-sends what it
+//!   holds (what `p` sent its old successor may have died with `p`).
+//! * `r` installs the snapshot (and crashes at once the servers its own
+//!   detector reported down while it was outside), sends `ViewChange`
+//!   first to its successor (which fences senders outside its view), and
+//!   each server adds `r` and passes the `ViewChange` on, round to `r`.
+//!   `r` serves clients only then: a server that does not know `r` may
+//!   think itself alone and end a write without it. A new successor (a
+//!   crash) gets the known joins again, before any ring message.
+//! * `Gone { node, life }`: each server tells its successor of the crashes
+//!   its detector reports; a server welcomed lately may have seen that
+//!   `Down` while outside, with `node` still in its snapshot. The life
+//!   keeps a notice about an old life from removing a new one, and a late
+//!   `ViewChange` of a life seen crashing is dropped.
+//! * Departures from the first design: view numbers are carried by
+//!   `Welcome`/`ViewChange` only (lives, not views, tell messages apart;
+//!   they are informational), and "a server that sees a view without itself
+//!   fences itself" is not built: with a perfect failure detector a live
+//!   server never leaves a view, and with concurrent joins a view number
+//!   does not order views, so the rule would fence live servers. A false
+//!   suspicion (a partition) splits the ring: outside the model (§2), as
+//!   the README must say.
+//!
 //! Where each piece lives: `msg.rs` ([`Msg`], [`Entry`]); `register.rs`
 //! (the read rule, tags); `queue.rs` (the fairness rule); `node.rs`
 //! ([`RingNode`], the handlers); `failure.rs` (view, re-send, takeover);
+//! `rejoin.rs` (Join, Welcome, ViewChange);
 //! `dedup.rs` and `ops.rs` (retried writes); `bugs.rs`; `def.rs` ([`Ring`],
 //! options, link model); `counters.rs`; test-only: `testing.rs` (a
 //! multi-node harness), `scenarios.rs` (its tests) and `fuzz.rs` (random
@@ -120,6 +156,7 @@ mod node;
 mod ops;
 mod queue;
 mod register;
+mod rejoin;
 #[cfg(test)]
 mod scenarios;
 #[cfg(test)]
@@ -128,7 +165,7 @@ mod testing;
 pub use bugs::InjectedBug;
 pub use counters::Counters;
 pub use def::{Ring, RingOptions};
-pub use msg::{Entry, Msg, Timer};
+pub use msg::{Entry, Msg, Snapshot, Timer};
 pub use node::{RingConfig, RingNode};
 pub use ops::OpTable;
 pub use queue::Fairness;

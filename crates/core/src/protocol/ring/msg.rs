@@ -15,6 +15,10 @@ pub struct Entry {
     /// The value written; `None` is a delete (a tombstone).
     pub value: Option<Bytes>,
     pub origin: NodeId,
+    /// Where the current phase ends: `origin` for a pre-write and for the
+    /// origin's own write; the taker for a write it converted (takeover).
+    /// The life that made the message is `tag.writer`.
+    pub home: NodeId,
     pub op: OpId,
     /// A copy of an operation already travelling under a lower tag (a
     /// client's retry met the original): it clears `pending` entries but is
@@ -34,6 +38,51 @@ pub enum Msg {
     /// ring messages from you", so it may send `window` more. Not in the
     /// seed: it stands for the seed's one-message-per-round link.
     Credit { received: u64 },
+    /// A restarted server `node` (life `writer`) asks to be let back in,
+    /// sent to its live predecessor (forwarded there by a server that is not).
+    Join { node: NodeId, writer: u64 },
+    /// The predecessor's answer: its state and view, first on the link.
+    Welcome(Box<Snapshot>),
+    /// `node` (life `writer`) joined in view `view`: from the joiner around
+    /// the ring, each server adding it and passing it on once.
+    ViewChange {
+        view: u64,
+        node: NodeId,
+        writer: u64,
+    },
+    /// "`node` crashed" (this server's failure detector said so), to the
+    /// successor: one welcomed lately may have seen that `Down` while
+    /// outside and taken it for nothing, with `node` in its snapshot.
+    /// `life`: the writer id of the life that crashed, if it joined (a
+    /// notice of an old life must not remove a new one).
+    Gone { node: NodeId, life: Option<u64> },
+}
+
+/// What a joining server gets from its predecessor: everything that went
+/// past the predecessor so far (later messages follow on the same link).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub view: u64,
+    pub alive: Vec<NodeId>,
+    /// Known lives (`writer` of servers that joined).
+    pub lives: Vec<(NodeId, u64)>,
+    /// Per key: the value held as a write, and the pending pre-writes.
+    pub regs: Vec<(Entry, Vec<Entry>)>,
+    /// Operations applied (dedup, newest last).
+    pub ops: Vec<OpId>,
+    /// Writes seen lately. (Not the pre-writes the predecessor took over:
+    /// a copy of one reaching the joiner as their new home must be ended
+    /// again, its first write may have died with a crash.)
+    pub written: Vec<(Bytes, Tag)>,
+    /// Pending pre-writes the predecessor has yet to (re-)send: copies of
+    /// them will come, to be passed on, not dropped as copies.
+    pub owed: Vec<(Bytes, Tag)>,
+    /// Writes the predecessor applied and has yet to send (its own, or
+    /// re-sends): if it crashes first, the joiner sends them on.
+    pub owed_writes: Vec<Entry>,
+    /// Writes the predecessor forwarded lately: they went to the old
+    /// successor, now the joiner's, which may crash with them unsent.
+    pub sent_writes: Vec<Entry>,
 }
 
 impl Msg {
@@ -41,12 +90,16 @@ impl Msg {
     pub fn entry(&self) -> Option<&Entry> {
         match self {
             Msg::PreWrite(e) | Msg::Write(e) => Some(e),
-            Msg::Credit { .. } => None,
+            _ => None,
         }
     }
 }
 
-/// The ring sets no timers: failures come from the failure detector
+/// The ring's one timer: failures come from the failure detector
 /// (`on_link(Down)`), and clients time out on their own.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Timer {}
+pub enum Timer {
+    /// Outside: send `Join` again (it is lost if its target crashes, or
+    /// if the driver opens the new life's links after `on_start`).
+    Join,
+}

@@ -9,6 +9,7 @@ use crate::protocol::{LinkEvent, Out, Protocol};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::time::Duration;
 
 /// Settings of a ring server (from [`super::RingOptions`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,6 +22,10 @@ pub struct RingConfig {
     pub max_queued_writes: usize,
     /// Operations remembered for deduplication.
     pub max_ops: usize,
+    /// Outside, `Join` is sent again this often.
+    pub join_retry: Duration,
+    /// Let restarted servers back in (d); off: they stay fenced for ever.
+    pub rejoin: bool,
 }
 
 impl Default for RingConfig {
@@ -30,6 +35,8 @@ impl Default for RingConfig {
             window: 16,
             max_queued_writes: 10_000,
             max_ops: 100_000,
+            join_retry: Duration::from_millis(200),
+            rejoin: false,
         }
     }
 }
@@ -63,7 +70,7 @@ pub(super) struct Recent {
 pub(super) const WRITTEN_KEPT: usize = 65_536;
 
 impl Recent {
-    fn insert(&mut self, key: &Bytes, tag: Tag) {
+    pub(super) fn insert(&mut self, key: &Bytes, tag: Tag) {
         if self.set.insert((key.clone(), tag)) {
             self.order.push_back((key.clone(), tag));
             if self.order.len() > WRITTEN_KEPT {
@@ -74,6 +81,9 @@ impl Recent {
     }
     fn contains(&self, key: &Bytes, tag: Tag) -> bool {
         self.set.contains(&(key.clone(), tag))
+    }
+    pub(super) fn iter(&self) -> impl Iterator<Item = &(Bytes, Tag)> {
+        self.order.iter()
     }
 }
 
@@ -86,13 +96,34 @@ pub struct RingNode {
     /// Ring order: the members sorted; `alive` is the current view.
     pub(super) members: Vec<NodeId>,
     pub(super) alive: BTreeSet<NodeId>,
+    /// The view number: bumped by each join (rejoin.rs).
+    pub(super) view: u64,
+    /// Writer ids of servers that joined, as far as known here.
+    pub(super) lives: BTreeMap<NodeId, u64>,
+    /// Lives seen crashing: a late `ViewChange` of one must not bring it back.
+    pub(super) dead_lives: HashSet<u64>,
+    /// Peers the failure detector reports down now (`Down` not yet
+    /// followed by `Up`), members of the view or not.
+    pub(super) link_down: BTreeSet<NodeId>,
     pub(super) next: NodeId,
+    /// The live predecessor: ring messages come from it.
+    pub(super) pred: NodeId,
     pub(super) cfg: RingConfig,
     pub(super) bug: Option<InjectedBug>,
     /// A restarted server: the others dropped it from their view and it
-    /// lost its registers, so it answers nobody (fencing) until a rejoin
-    /// protocol (state transfer, view number) exists: issue 12, (d).
+    /// lost its registers, so it answers nobody (fencing) until its
+    /// predecessor welcomes it back (rejoin.rs).
     pub(super) outside: bool,
+    /// Welcomed back, but its `ViewChange` has not come round yet: some
+    /// live server may not know it and skip it, so it serves no client.
+    pub(super) announcing: bool,
+    /// Outside: where the last `Join` went.
+    pub(super) join_sent_to: Option<NodeId>,
+    /// Joins received while outside, handled once in.
+    pub(super) stash: Vec<(NodeId, u64)>,
+    /// `ViewChange`s received while outside (`(view, node, writer)`): a
+    /// new successor of this one's welcomer can announce itself first.
+    pub(super) stashed_views: Vec<(u64, NodeId, u64)>,
     pub(super) regs: BTreeMap<Bytes, Register>,
     pub(super) queues: Queues,
     pub(super) link: Link,
@@ -104,6 +135,13 @@ pub struct RingNode {
     pub(super) sent_writes: VecDeque<Entry>,
     /// Writes seen lately, to drop stale copies of their pre-writes.
     pub(super) written: Recent,
+    /// Pending here (a joiner's snapshot) but owed by the predecessor.
+    pub(super) owed: HashSet<(Bytes, Tag)>,
+    pub(super) owed_writes: Vec<Entry>,
+    /// The server that welcomed this one: what it sent its old successor
+    /// before the join went past this one's position, and is lost if it
+    /// crashes; this one then re-sends all it holds.
+    pub(super) welcomed_by: Option<NodeId>,
     pub(super) ops: OpTable,
     pub counters: Counters,
 }
@@ -122,11 +160,20 @@ impl RingNode {
             writer: u64::from(id),
             alive: members.iter().copied().collect(),
             members,
+            view: 0,
+            lives: BTreeMap::new(),
+            dead_lives: HashSet::new(),
+            link_down: BTreeSet::new(),
             next: id,
+            pred: id,
             ops: OpTable::new(cfg.max_ops),
             cfg,
             bug: None,
             outside: false,
+            announcing: false,
+            join_sent_to: None,
+            stash: Vec::new(),
+            stashed_views: Vec::new(),
             regs: BTreeMap::new(),
             queues: Queues::default(),
             link: Link::default(),
@@ -134,9 +181,13 @@ impl RingNode {
             taken: BTreeSet::new(),
             sent_writes: VecDeque::new(),
             written: Recent::default(),
+            owed: HashSet::new(),
+            owed_writes: Vec::new(),
+            welcomed_by: None,
             counters: Counters::default(),
         };
         n.next = n.successor();
+        n.pred = n.live_pred(id);
         n
     }
     pub fn with_writer(mut self, writer: u64) -> Self {
@@ -155,8 +206,9 @@ impl RingNode {
         self.outside = true;
         self
     }
+    /// Outside the view, or not yet known to every live server.
     pub fn is_outside(&self) -> bool {
-        self.outside
+        self.outside || self.announcing
     }
     pub fn successor_id(&self) -> NodeId {
         self.next
@@ -206,6 +258,7 @@ impl RingNode {
             return;
         }
         let (writer, origin, op) = (self.writer, self.id, w.op);
+        let home = origin;
         let reg = self.reg(&w.key);
         let tag = reg.next_tag(writer);
         let e = Entry {
@@ -213,6 +266,7 @@ impl RingNode {
             tag,
             value: w.value,
             origin,
+            home,
             op,
             void: false,
         };
@@ -232,7 +286,12 @@ impl RingNode {
 
     /// The queue handler (pc 53-75): send while the window allows.
     pub(super) fn pump(&mut self, out: &mut O) {
-        while self.cfg.window == 0 || self.link.sent - self.link.credited < self.cfg.window {
+        if self.outside {
+            return;
+        }
+        while self.cfg.window == 0
+            || self.link.sent.saturating_sub(self.link.credited) < self.cfg.window
+        {
             match self.queues.pick(self.id, self.cfg.fairness) {
                 None => break,
                 Some(Next::Own(w)) => self.originate(w, out),
@@ -282,7 +341,7 @@ impl RingNode {
 
     /// pc 29-40: a pre-write from the predecessor.
     fn on_pre_write(&mut self, mut e: Entry, out: &mut O) {
-        if self.is_home(e.origin) {
+        if self.ends_here(e.home) {
             return self.pre_write_home(e, out);
         }
         // A copy re-sent after a crash, of a pre-write forwarded already
@@ -292,7 +351,8 @@ impl RingNode {
             .regs
             .get(&e.key)
             .is_some_and(|r| r.pending.contains_key(&e.tag));
-        if pending || self.written.contains(&e.key, e.tag) {
+        let owed = pending && self.owed.remove(&(e.key.clone(), e.tag));
+        if !owed && (pending || self.written.contains(&e.key, e.tag)) {
             self.counters.duplicates += 1;
             return;
         }
@@ -305,17 +365,21 @@ impl RingNode {
 
     /// The pre-write went round: every live server has it pending.
     fn pre_write_home(&mut self, mut e: Entry, out: &mut O) {
-        let fresh = if e.origin == self.id {
+        let mine = self.is_mine(&e);
+        let fresh = if mine {
             self.own.get(&(e.key.clone(), e.tag)) == Some(&Phase::PreWrite)
         } else {
-            self.taken.insert((e.key.clone(), e.tag)) // (a) takeover of a crashed origin's write
+            // (a) takeover of a crashed origin's write (or of an earlier
+            // life of this server's: never its own, `own` forgot them).
+            self.taken.insert((e.key.clone(), e.tag))
         };
         if !fresh {
             self.counters.duplicates += 1;
             return;
         }
-        if e.origin != self.id {
+        if !mine {
             self.counters.taken_over += 1;
+            e.home = self.id; // its write ends here, whoever joins meanwhile
         }
         // Another copy of the same operation won meanwhile (dedup.rs).
         if self.void_here(&e) {
@@ -330,10 +394,36 @@ impl RingNode {
         }
         let reads = reg.release_reads();
         self.answer_reads(reads, out);
-        if e.origin == self.id {
+        if !e.void {
+            // Applied here now: a joiner's snapshot must say so (its write
+            // may go round without passing the joiner).
+            self.ops.on_write(e.op);
+        }
+        if mine {
             self.own.insert((e.key.clone(), e.tag), Phase::Write);
         }
         self.queues.ready.push_back(Msg::Write(e)); // pc 37
+    }
+
+    /// The predecessor that owed this joiner some pre-writes is gone: no
+    /// copy of them will come, so pass them on (or end them) from here.
+    pub(super) fn release_owed(&mut self, out: &mut O) {
+        for (key, tag) in std::mem::take(&mut self.owed) {
+            let Some(e) = self.regs.get(&key).and_then(|r| r.pending.get(&tag)) else {
+                continue; // ended meanwhile
+            };
+            let e = e.clone();
+            if self.ends_here(e.home) {
+                self.pre_write_home(e, out);
+            } else {
+                self.queues.push_forward(Msg::PreWrite(e));
+            }
+        }
+        for e in std::mem::take(&mut self.owed_writes) {
+            if !self.ends_here(e.home) {
+                self.queues.push_forward(Msg::Write(e));
+            }
+        }
     }
 
     /// pc 41-52: a write from the predecessor; at home it ends (write_ack).
@@ -354,10 +444,11 @@ impl RingNode {
             out.reply(client, Response::Done); // pc 50
         }
         self.answer_reads(reads, out);
-        if self.is_home(e.origin) && e.void {
+        let home = self.ends_here(e.home);
+        if home && e.void {
             self.void_came_home(e);
-        } else if self.is_home(e.origin) {
-            if e.origin == self.id && self.own.remove(&(e.key.clone(), e.tag)).is_some() {
+        } else if home {
+            if self.is_mine(&e) && self.own.remove(&(e.key.clone(), e.tag)).is_some() {
                 self.counters.completed += 1;
             }
         } else {
@@ -376,7 +467,7 @@ impl RingNode {
         match m {
             Msg::PreWrite(e) => self.on_pre_write(e, out),
             Msg::Write(e) => self.on_write(e, out),
-            Msg::Credit { .. } => {}
+            _ => {}
         }
     }
 
@@ -394,6 +485,7 @@ impl RingNode {
                 self.receipt(from, out);
                 self.on_write(e, out);
             }
+            _ => unreachable!("membership messages go to rejoin.rs"),
         }
     }
 }
@@ -402,8 +494,14 @@ impl Protocol for RingNode {
     type Msg = Msg;
     type Timer = Timer;
 
+    fn on_start(&mut self, _now: Time, out: &mut O) {
+        if self.outside && self.cfg.rejoin {
+            self.ask_to_join(out);
+            out.set_timer(self.cfg.join_retry, Timer::Join);
+        }
+    }
     fn on_client(&mut self, _now: Time, client: ClientRef, req: Request, out: &mut O) {
-        if self.outside {
+        if self.is_outside() {
             // Definite: nothing was done, the client may try another server.
             let err = OpError::refused("restarted: outside the ring view until it rejoins");
             return out.reply(client, Response::Failed(err));
@@ -416,39 +514,58 @@ impl Protocol for RingNode {
         self.pump(out);
     }
     fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut O) {
-        match from {
+        match (from, msg) {
+            (Peer::Conn(_), _) => self.counters.misrouted += 1,
+            (Peer::Node(_), Msg::Join { node, writer }) => self.on_join(node, writer, out),
+            (Peer::Node(j), Msg::Welcome(s)) => self.on_welcome(j, *s, out),
+            (Peer::Node(_), Msg::ViewChange { view, node, writer }) => {
+                self.on_view_change(view, node, writer, out)
+            }
             _ if self.outside => self.counters.fenced += 1,
-            Peer::Conn(_) => self.counters.misrouted += 1,
+            // The predecessor's failure detector, as good as this one's.
+            (Peer::Node(j), Msg::Gone { node, life }) if self.alive.contains(&j) => {
+                if self.lives.get(&node).copied() == life {
+                    self.on_crash(node, out)
+                }
+            }
             // Fencing: nothing from a server outside the view (d).
-            Peer::Node(j) if !self.alive.contains(&j) => self.counters.fenced += 1,
-            Peer::Node(j) => self.on_ring_msg(j, msg, out),
+            (Peer::Node(j), _) if !self.alive.contains(&j) => self.counters.fenced += 1,
+            (Peer::Node(j), msg) => self.on_ring_msg(j, msg, out),
         }
         self.pump(out);
     }
-    fn on_timer(&mut self, _now: Time, timer: Timer, _out: &mut O) {
-        match timer {}
+    fn on_timer(&mut self, _now: Time, timer: Timer, out: &mut O) {
+        match timer {
+            Timer::Join if self.outside => {
+                self.join_sent_to = None; // again, to the same target
+                self.ask_to_join(out);
+                out.set_timer(self.cfg.join_retry, Timer::Join);
+            }
+            Timer::Join => {}
+        }
     }
     fn on_link(&mut self, _now: Time, ev: LinkEvent, out: &mut O) {
-        if self.outside {
-            return;
-        }
         match ev {
-            LinkEvent::Down(Peer::Node(j)) => self.on_crash(j, out),
+            LinkEvent::Down(Peer::Node(j)) => {
+                self.link_down.insert(j);
+                if !self.outside {
+                    self.on_crash(j, out);
+                }
+            }
+            LinkEvent::Up(Peer::Node(j)) => {
+                // A restarted server's new life: it comes in by `Join` only.
+                self.link_down.remove(&j);
+            }
             LinkEvent::Down(Peer::Conn(s)) if s != ClientRef::LOCAL => {
                 self.regs.values_mut().for_each(|r| r.forget_session(s));
             }
-            LinkEvent::Down(Peer::Conn(_)) => {}
-            // No rejoin without a state transfer (d): a returning server
-            // stays outside the view.
-            LinkEvent::Up(Peer::Node(j)) if !self.alive.contains(&j) => {
-                self.counters.fenced += 1;
-            }
-            LinkEvent::Up(_) => {}
+            LinkEvent::Down(Peer::Conn(_)) | LinkEvent::Up(Peer::Conn(_)) => {}
         }
+        self.ask_to_join(out);
         self.pump(out);
     }
     fn role(&self) -> &'static str {
-        if self.outside {
+        if self.is_outside() {
             "fenced"
         } else {
             "replica"
@@ -457,8 +574,9 @@ impl Protocol for RingNode {
     fn status(&self) -> String {
         let pending: usize = self.regs.values().map(|r| r.pending.len()).sum();
         format!(
-            "ring next={} view={:?} keys={} pending={pending} queued={}+{} own={}",
+            "ring next={} view={}:{:?} keys={} pending={pending} queued={}+{} own={}",
             self.next,
+            self.view,
             self.alive,
             self.regs.len(),
             self.queues.writes.len(),
@@ -481,6 +599,7 @@ mod tests {
     fn node(id: NodeId, n: u32, window: u64) -> RingNode {
         let cfg = RingConfig {
             window,
+            rejoin: true,
             ..RingConfig::default()
         };
         RingNode::new(id, (1..=n).collect(), cfg)
@@ -616,12 +735,12 @@ mod tests {
         n.on_msg(T0, Peer::Conn(5), Msg::PreWrite(entry(1, 1, "a")), &mut out);
         assert_eq!(n.counters.misrouted, 1);
         n.on_link(T0, LinkEvent::Down(Peer::Node(1)), &mut out);
+        let gone = sends(&mut out);
+        let life = None;
+        assert_eq!(gone, vec![(Peer::Node(3), Msg::Gone { node: 1, life })]);
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
         n.on_link(T0, LinkEvent::Up(Peer::Node(1)), &mut out);
-        assert_eq!(
-            n.counters.fenced, 2,
-            "(d): no way back without a state transfer"
-        );
+        assert_eq!(n.counters.fenced, 1, "(d): back only through Join");
         assert!(out.is_empty());
         n.on_msg(T0, Peer::Node(1), Msg::Credit { received: 1 }, &mut out);
         n.on_msg(T0, Peer::Node(2), Msg::Credit { received: 1 }, &mut out);
@@ -634,10 +753,10 @@ mod tests {
     }
 
     #[test]
-    fn a_restarted_server_is_fenced_it_answers_nobody_and_sends_nothing() {
-        // (d) not built: until a rejoin with state transfer exists, a
-        // restarted server (registers lost, dropped from every view) must
-        // not serve stale values.
+    fn a_restarted_server_is_fenced_until_welcomed_and_asks_its_live_predecessor() {
+        // (d): a restarted server (registers lost, dropped from every view)
+        // must not serve stale values: it refuses and sends nothing but
+        // `Join`, to its first predecessor not reported down.
         let mut n = node(2, 3, 16).restarted();
         let mut out = O::new();
         n.on_client(T0, ClientRef::local(1), get(), &mut out);
@@ -648,9 +767,37 @@ mod tests {
             .iter()
             .all(|r| matches!(r, Response::Failed(e) if e.is_definite())));
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
-        n.on_link(T0, LinkEvent::Down(Peer::Node(3)), &mut out);
+        n.on_msg(
+            T0,
+            Peer::Node(3),
+            Msg::ViewChange {
+                view: 1,
+                node: 3,
+                writer: 3,
+            },
+            &mut out,
+        );
         assert!(out.is_empty());
         assert_eq!((n.counters.fenced, n.successor_id()), (1, 3));
+        assert_eq!(n.stashed_views.len(), 1, "applied once welcomed");
         assert_eq!(n.role(), "fenced");
+        let joins = |out: &mut O| {
+            (sends(out).into_iter())
+                .map(|(to, m)| match m {
+                    Msg::Join { node: 2, writer: 2 } => to,
+                    other => panic!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        n.on_start(T0, &mut out);
+        assert_eq!(joins(&mut out), vec![Peer::Node(1)]);
+        n.on_link(T0, LinkEvent::Down(Peer::Node(3)), &mut out);
+        assert!(joins(&mut out).is_empty(), "1 is still the target");
+        n.on_link(T0, LinkEvent::Up(Peer::Node(3)), &mut out);
+        n.on_link(T0, LinkEvent::Down(Peer::Node(1)), &mut out);
+        assert_eq!(joins(&mut out), vec![Peer::Node(3)]);
+        n.on_timer(T0, Timer::Join, &mut out);
+        assert_eq!(joins(&mut out), vec![Peer::Node(3)], "again on the timer");
+        assert_eq!(n.counters.joins_sent, 3);
     }
 }

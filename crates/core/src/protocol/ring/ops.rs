@@ -31,6 +31,10 @@ impl OpTable {
     pub fn is_empty(&self) -> bool {
         self.applied.is_empty()
     }
+    /// The operations remembered, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &OpId> {
+        self.order.iter()
+    }
     /// A (non-void) write of `op` was applied here.
     pub fn on_write(&mut self, op: OpId) {
         if op.is_none() || !self.applied.insert(op) {

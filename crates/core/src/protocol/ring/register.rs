@@ -26,6 +26,7 @@ pub struct Register {
     pub value: Option<Bytes>,
     /// Who wrote the value held, to re-send it as a write (pc 88).
     pub origin: NodeId,
+    pub home: NodeId,
     pub op: OpId,
     /// pending_write_set (pc 13): pre-writes seen and not yet written,
     /// kept whole so they can be re-sent when the successor crashes (pc 91).
@@ -89,6 +90,7 @@ impl Register {
             self.tag = e.tag;
             self.value = e.value.clone();
             self.origin = e.origin;
+            self.home = e.home;
             self.op = e.op;
         }
         newer
@@ -101,9 +103,19 @@ impl Register {
             tag: self.tag,
             value: self.value.clone(),
             origin: self.origin,
+            home: self.home,
             op: self.op,
             void: false,
         }
+    }
+
+    /// A joiner's copy of a register: the value held and the pending set
+    /// (no clients: they wait at the server they asked).
+    pub fn from_snapshot(held: &Entry, pending: Vec<Entry>) -> Register {
+        let mut r = Register::default();
+        r.apply(held);
+        r.pending = pending.into_iter().map(|e| (e.tag, e)).collect();
+        r
     }
 
     /// Parked reads that may now answer, with the value to answer. A read

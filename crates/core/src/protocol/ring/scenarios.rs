@@ -314,3 +314,132 @@ fn two_keys_writes_with_the_same_tag_both_complete() {
     assert_eq!(net.answer(a), Some(Response::Done));
     assert_eq!(net.answer(b), Some(Response::Done));
 }
+
+/// The value of [`key`] at every server in the view.
+fn values(net: &Net) -> Vec<Option<Bytes>> {
+    let serving = net.serving();
+    (net.registers().into_iter())
+        .filter(|(n, _, _)| serving.contains(n))
+        .map(|(_, _, v)| v)
+        .collect()
+}
+
+#[test]
+fn a_restarted_server_rejoins_and_serves_reads_and_writes_again() {
+    // (d): 2 crashes, misses a write, restarts empty and outside the view:
+    // it refuses until 1 welcomes it back with the state, then serves.
+    let mut net = net(3);
+    let a = net.ask(1, put("a"), op(1, 1));
+    net.settle();
+    net.crash(2);
+    let b = net.ask(3, put("b"), op(1, 2));
+    net.settle();
+    net.restart(2);
+    assert!(net.node(2).is_outside());
+    let early = net.ask(2, get(), OpId::NONE);
+    assert!(matches!(net.answer(early), Some(Response::Failed(e)) if e.is_definite()));
+    net.settle();
+    assert!(!net.node(2).is_outside(), "welcomed back");
+    assert_eq!(net.node(1).counters.joins_accepted, 1);
+    assert_eq!(
+        (net.node(1).successor_id(), net.node(2).successor_id()),
+        (2, 3)
+    );
+    assert_eq!(
+        net.node(3).counters.views_installed,
+        1,
+        "the ViewChange went round"
+    );
+    let read = net.ask(2, get(), OpId::NONE);
+    assert_eq!(net.answer(read), Some(value("b")), "the write it missed");
+    let c = net.ask(2, put("c"), op(1, 3));
+    net.settle();
+    assert_eq!(pending(&net), 0, "nothing left pending");
+    for w in [a, b, c] {
+        assert_eq!(net.answer(w), Some(Response::Done));
+    }
+    assert!(values(&net).iter().all(|v| v.as_deref() == Some(&b"c"[..])));
+    // A retry of an operation applied before the join is known there.
+    let retry = net.ask(2, put("b"), op(1, 2));
+    assert_eq!(net.answer(retry), Some(Response::Done));
+    assert!(net.wire.is_empty(), "deduplicated from the snapshot");
+    // It can crash again, and come back again.
+    net.crash(2);
+    net.restart(2);
+    net.settle();
+    let read = net.ask(2, get(), OpId::NONE);
+    assert_eq!(net.answer(read), Some(value("c")));
+}
+
+#[test]
+fn a_write_in_flight_during_the_join_is_not_lost_and_reads_at_the_joiner_wait_for_it() {
+    let mut net = net(3);
+    net.crash(2);
+    let x = net.ask(1, put("x"), op(1, 1)); // pre-write 1 -> 3
+    net.restart(2); // Join 2 -> 1
+    let y = net.ask(3, put("y"), op(2, 1)); // pre-write 3 -> 1
+    net.run_until(|n| n.node(1).successor_id() == 2); // 1 takes the Join
+    let at_1 = net.node(1).register(b"k").unwrap();
+    assert!(
+        at_1.pending.contains_key(&tag(1, 1)),
+        "x left 1 before the join"
+    );
+    assert_eq!(net.answer(x), None);
+    net.run_until(|n| !n.node(2).is_outside());
+    let read = net.ask(2, get(), OpId::NONE);
+    assert_eq!(
+        net.answer(read),
+        None,
+        "x is pending at the joiner: no old value"
+    );
+    net.settle();
+    assert_eq!(pending(&net), 0, "nothing left pending");
+    assert_eq!(net.answer(x), Some(Response::Done));
+    assert_eq!(net.answer(y), Some(Response::Done));
+    let vals = values(&net);
+    assert_eq!(vals.len(), 3);
+    assert!(vals.windows(2).all(|w| w[0] == w[1]), "{vals:?}");
+    assert!(matches!(net.answer(read), Some(Response::Value(Some(_)))));
+}
+
+#[test]
+fn a_join_sent_to_a_server_still_outside_waits_until_that_one_is_in() {
+    // 1 restarts and asks 3; 2 restarts and asks 1, which is outside: 1
+    // keeps the Join and welcomes 2 once 3 welcomed it.
+    let mut net = net(3);
+    net.crash(1);
+    net.restart(1);
+    net.crash(2);
+    net.restart(2);
+    net.settle();
+    assert!(net.nodes.values().all(|n| !n.is_outside()));
+    assert_eq!(net.node(3).counters.joins_accepted, 1);
+    assert_eq!(net.node(1).counters.joins_accepted, 1);
+    let succ: Vec<_> = (1..=3).map(|i| net.node(i).successor_id()).collect();
+    assert_eq!(succ, vec![2, 3, 1]);
+    let w = net.ask(2, put("v"), OpId::NONE);
+    net.settle();
+    assert_eq!(net.answer(w), Some(Response::Done));
+    assert!(values(&net).iter().all(|v| v.as_deref() == Some(&b"v"[..])));
+}
+
+#[test]
+fn an_old_lifes_pre_write_is_taken_over_by_its_new_life_not_taken_as_its_own() {
+    // 2 starts a write and crashes with it pending at 3; it restarts and
+    // is welcomed back before 1 (its old home's taker) sees the pre-write:
+    // the new life ends the old life's round as a taker.
+    let mut net = net(3);
+    net.ask(2, put("old"), OpId::NONE);
+    net.step(); // at 3, forwarded to 1
+    let parked = net.ask(3, get(), OpId::NONE);
+    net.crash(2); // 1 takes over what it holds; the copy to 1 may be in flight
+    net.restart(2);
+    net.settle();
+    assert_eq!(pending(&net), 0, "nothing left pending");
+    assert_eq!(net.answer(parked), Some(value("old")));
+    let vals = values(&net);
+    assert!(
+        vals.iter().all(|v| v.as_deref() == Some(&b"old"[..])),
+        "{vals:?}"
+    );
+}

@@ -25,6 +25,7 @@ pub fn entry(ts: u64, writer: u64, v: &str) -> Entry {
         tag: tag(ts, writer),
         value: Some(Bytes::copy_from_slice(v.as_bytes())),
         origin: writer as NodeId,
+        home: writer as NodeId,
         op: OpId::NONE,
         void: false,
     }
@@ -58,18 +59,24 @@ pub struct Net {
     pub read_tags: BTreeMap<ClientRef, Tag>,
     /// Every tag each value was sent under (not void copies).
     pub all_tags: BTreeMap<Vec<u8>, BTreeSet<Tag>>,
+    /// Restarts per server (its life; writer id = id + life << 32).
+    pub lives: BTreeMap<NodeId, u64>,
+    cfg: RingConfig,
+    bug: Option<InjectedBug>,
     next_client: u64,
 }
 
 impl Net {
     pub fn new(n: u32, cfg: RingConfig, bug: Option<InjectedBug>) -> Net {
+        let cfg = RingConfig {
+            rejoin: true,
+            ..cfg
+        };
         let members: Vec<NodeId> = (1..=n).collect();
         let nodes = (members.iter())
             .map(|&i| {
-                (
-                    i,
-                    RingNode::new(i, members.clone(), cfg.clone()).with_bug(bug),
-                )
+                let node = RingNode::new(i, members.clone(), cfg.clone());
+                (i, node.with_bug(bug))
             })
             .collect();
         Net {
@@ -80,6 +87,9 @@ impl Net {
             tags: BTreeMap::new(),
             all_tags: BTreeMap::new(),
             read_tags: BTreeMap::new(),
+            lives: BTreeMap::new(),
+            cfg,
+            bug,
             next_client: 0,
         }
     }
@@ -109,6 +119,7 @@ impl Net {
                     }
                     self.replies.push((client, resp));
                 }
+                Command::SetTimer { .. } => {} // the Join retry: never needed here
                 other => panic!("unexpected command {other:?}"),
             }
         }
@@ -155,6 +166,9 @@ impl Net {
         let Some((from, to, msg)) = self.wire.pop_front() else {
             return false;
         };
+        if std::env::var("RING_TRACE").is_ok() {
+            eprintln!("{from}->{to} dead={} {msg:?}", self.dead.contains(&to));
+        }
         if !self.dead.contains(&to) {
             let mut out = O::new();
             let node = self.nodes.get_mut(&to).unwrap();
@@ -204,6 +218,9 @@ impl Net {
     /// `j` crashes: what is on the wire to or from it is lost, and every
     /// survivor learns it (TCP close / heartbeat loss).
     pub fn crash(&mut self, j: NodeId) {
+        if std::env::var("RING_TRACE").is_ok() {
+            eprintln!("CRASH {j}");
+        }
         self.dead.insert(j);
         self.wire.retain(|(f, t, _)| *f != j && *t != j);
         let live: Vec<NodeId> = (self.nodes.keys().copied())
@@ -215,6 +232,45 @@ impl Net {
             self.nodes.get_mut(&n).unwrap().on_link(T0, ev, &mut out);
             self.exec(n, out);
         }
+    }
+
+    /// `j` restarts with nothing (a new life, outside the view): every live
+    /// peer sees its new connection come `Up`, and it learns which peers
+    /// are down at once. It asks to join at start.
+    pub fn restart(&mut self, j: NodeId) {
+        assert!(self.dead.remove(&j), "{j} is not down");
+        if std::env::var("RING_TRACE").is_ok() {
+            eprintln!("RESTART {j}");
+        }
+        self.wire.retain(|(_, t, _)| *t != j); // sent to the dead: lost
+        let life = self.lives.entry(j).or_default();
+        *life += 1;
+        let members: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let node = RingNode::new(j, members, self.cfg.clone())
+            .with_writer(u64::from(j) | *life << 32)
+            .with_bug(self.bug)
+            .restarted();
+        self.nodes.insert(j, node);
+        let mut out = O::new();
+        self.nodes.get_mut(&j).unwrap().on_start(T0, &mut out);
+        self.exec(j, out);
+        let peers: Vec<NodeId> = self.nodes.keys().copied().filter(|&n| n != j).collect();
+        for n in peers {
+            let (at, ev) = match self.dead.contains(&n) {
+                true => (j, LinkEvent::Down(Peer::Node(n))),
+                false => (n, LinkEvent::Up(Peer::Node(j))),
+            };
+            let mut out = O::new();
+            self.nodes.get_mut(&at).unwrap().on_link(T0, ev, &mut out);
+            self.exec(at, out);
+        }
+    }
+    /// Live servers in the view (not restarted and waiting to rejoin).
+    pub fn serving(&self) -> Vec<NodeId> {
+        (self.nodes.iter())
+            .filter(|(n, node)| !self.dead.contains(n) && !node.is_outside())
+            .map(|(&n, _)| n)
+            .collect()
     }
 
     /// The answer given to `c`, if any (panics if it got two).
