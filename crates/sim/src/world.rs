@@ -894,6 +894,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             i + 1,
             self.nodes[i].disk.synced().len()
         );
+        self.new_life_links(i);
         self.boot(i);
         self.restarted_links(i);
     }

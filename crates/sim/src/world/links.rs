@@ -172,13 +172,22 @@ impl<D: ProtocolDef> World<'_, D> {
         }
     }
 
+    /// Node `i` is about to start a new life: its connections are new, so
+    /// what it sends from `on_start` on is delivered and nothing of the old
+    /// life's reaches it.
+    pub(super) fn new_life_links(&mut self, i: usize) {
+        self.reset_all_epochs(i);
+        let n = self.nodes.len();
+        for j in (0..n).filter(|&j| j != i) {
+            self.links.view[i * n + j] = true;
+        }
+    }
+
     /// Node `i` restarted: its core starts believing every peer up; a peer
     /// that had not noticed the crash sees the old connection go `Down`.
     pub(super) fn restarted_links(&mut self, i: usize) {
         let n = self.nodes.len();
-        self.reset_all_epochs(i);
         for j in (0..n).filter(|&j| j != i) {
-            self.links.view[i * n + j] = true;
             self.set_view(j, i, false);
             let k = self.links.pair(i, j);
             self.links.bad_since[k] = None;
