@@ -5,11 +5,13 @@
 #   scripts/mutants.sh [FILE_GLOB] [extra cargo-mutants options]
 #   scripts/mutants.sh crates/core/src/protocol/abd/coordinator.rs
 #   scripts/mutants.sh 'crates/core/src/protocol/abd/*' --shard 0/2
+#   scripts/mutants.sh crates/core/src/protocol/ring/register.rs
 #
 # Oracle: the unit tests of quorumkv-core (and the sim's own) plus the
-# simulator's fixed sweeps in crates/sim/tests/oracle.rs (400 seeds with
-# every knob drawn per seed; 40 loss-only seeds in which no operation may end
-# unknown). About 5 s per mutant on 2 busy cores, ~25 min for abd/.
+# simulator's fixed sweeps in crates/sim/tests/oracle.rs (ABD: 400 seeds with
+# every knob drawn per seed, 40 loss-only seeds in which no operation may end
+# unknown; ring: 300 seeds with crashes, delay, reorder and pauses at N = 3
+# and 5, and 80 fault-free seeds, some with the starvation check). About 5 s per mutant on 2 busy cores, ~25 min for abd/.
 # A mutant is *caught* when that oracle fails (or times out). Cosmetic
 # functions (status lines, metrics) are excluded: no protocol test can see them.
 # Results: target/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);

@@ -5,7 +5,7 @@
 use quorumkv_sim::*;
 
 fn run(cfg: &SimConfig, range: &str) -> Summary {
-    let proto = registry::find("abd").unwrap();
+    let proto = registry::find(&cfg.protocol).unwrap();
     let s = sweep(&proto, cfg, range.parse().unwrap(), 2, 1, |_| {}).unwrap();
     if let Some(f) = s.failures.first() {
         panic!("seed {} ({}): {}", f.seed, f.params, f.verdict);
@@ -34,4 +34,25 @@ fn loss_alone_never_leaves_an_operation_unknown() {
     let s = run(&cfg, "0..40");
     assert!(s.totals.lost > 0);
     assert_eq!((s.totals.ops_unknown, s.totals.ops_fail), (0, 0));
+}
+
+/// The ring (seed 004) in its model: crashes up to N-1, delay, reorder and
+/// pauses at N = 3 and 5, and no faults (where a quarter of the seeds run
+/// the load phase and its starvation check).
+#[test]
+fn ring_fixed_sweep() {
+    for (n, faults, range) in [
+        (3, "crash,delay,reorder,pause", "0..150"),
+        (5, "crash,delay,reorder,pause", "0..150"),
+        (3, "none", "0..40"),
+        (5, "none", "0..40"),
+    ] {
+        let cfg = SimConfig {
+            protocol: "ring".into(),
+            replicas: Some(n),
+            faults: faults.parse().unwrap(),
+            ..SimConfig::default()
+        };
+        run(&cfg, range);
+    }
 }
