@@ -11,7 +11,7 @@ use quorumkv_core::protocol::ProtocolKind;
 
 use crate::config::{
     parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution,
-    Length, Sharing, Variant,
+    Length, Sharing, TargetSpec, Variant,
 };
 use crate::report;
 use crate::sweep;
@@ -226,6 +226,8 @@ impl Args {
         c.port_base = self.port_base;
         c.replica_cpu = self.replica_cpu;
         c.dedicated = self.dedicated_clients;
+        c.protocol_from_target = self.protocol.is_none()
+            && (c.targets.iter()).any(|t| matches!(t, TargetSpec::Quorumkv { .. }));
         c.validate()?;
         Ok(c)
     }

@@ -334,6 +334,9 @@ pub struct BenchConfig {
     /// seed 004 §5's dedicated readers and writers) instead of drawing
     /// every operation.
     pub dedicated: bool,
+    /// No `--protocol` was given for a `quorumkv://` target: ask the
+    /// cluster which one it runs before the first point.
+    pub protocol_from_target: bool,
 }
 
 impl Default for BenchConfig {
@@ -366,6 +369,7 @@ impl Default for BenchConfig {
             port_base: None,
             replica_cpu: None,
             dedicated: false,
+            protocol_from_target: false,
         }
     }
 }
@@ -510,7 +514,7 @@ impl BenchConfig {
             .targets
             .iter()
             .filter(|t| matches!(t, TargetSpec::Quorumkv { .. }));
-        if quorumkv_targets.count() > 0 && self.protocols.len() != 1 {
+        if quorumkv_targets.count() > 0 && self.protocols.len() != 1 && !self.protocol_from_target {
             return Err(ConfigError::Conflict(
                 "a quorumkv:// target runs one protocol: give exactly one --protocol (the cluster's)"
                     .into(),

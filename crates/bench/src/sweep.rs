@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::config::{BenchConfig, DeploySpec, Plan};
+use crate::config::{BenchConfig, DeploySpec, Plan, TargetSpec};
 use crate::report::{self, PointResult};
 use crate::runner::run_point;
 use crate::target::{DeployOptions, Deployment};
@@ -98,8 +98,31 @@ fn progress_bar(cfg: &BenchConfig, points: usize) -> ProgressBar {
     pb
 }
 
+/// Without `--protocol`, a `quorumkv://` target is benchmarked with the
+/// protocol its first endpoint says it runs (and so are local targets).
+async fn learn_protocol(cfg: &BenchConfig) -> Result<Option<BenchConfig>, String> {
+    if !cfg.protocol_from_target {
+        return Ok(None);
+    }
+    let first = cfg.targets.iter().find_map(|t| match t {
+        TargetSpec::Quorumkv { endpoints } => endpoints.first().copied(),
+        _ => None,
+    });
+    let Some(addr) = first else { return Ok(None) };
+    let hello = quorumkv_node::client::probe(addr, cfg.op_timeout.max(Duration::from_secs(2)))
+        .await
+        .map_err(|e| format!("cannot ask {addr} which protocol it runs ({e}); give --protocol"))?;
+    let mut learned = cfg.clone();
+    learned.protocols = vec![hello.protocol];
+    learned.protocol_from_target = false;
+    learned.validate().map_err(|e| e.to_string())?;
+    Ok(Some(learned))
+}
+
 /// Runs the sweep. `Err` = nothing could start (one line for the user).
 pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
+    let learned = learn_protocol(cfg).await?;
+    let cfg = learned.as_ref().unwrap_or(cfg);
     let mut existing = preflight(cfg).await?;
     let opts = deploy_options(cfg)?;
     let plans: Vec<Plan> = cfg.plans();

@@ -167,6 +167,13 @@ fn a_quorumkv_target_needs_one_protocol() {
     };
     c.protocols = vec!["abd".parse().unwrap(); 2];
     assert!(matches!(c.validate(), Err(ConfigError::Conflict(_))));
+    // Without --protocol the bench asks the cluster; with two it refuses.
+    let t = ["--target", "quorumkv://127.0.0.1:7001"];
+    let asked = args(&t).to_config().unwrap();
+    assert!(asked.protocol_from_target);
+    assert!(err(&[t[0], t[1], "--protocol", "abd,ring"]).contains("one protocol"));
+    let given = args(&[t[0], t[1], "--protocol", "abd"]).to_config().unwrap();
+    assert!(!given.protocol_from_target);
 }
 
 #[test]

@@ -277,7 +277,9 @@ async fn an_existing_quorumkv_cluster_in_proxy_mode() {
         .collect();
     let cfg = tiny(BenchConfig {
         targets: parse_targets(&format!("quorumkv://{}", eps.join(","))).unwrap(),
-        protocols: vec!["abd".parse().unwrap()],
+        // As `quorumkv bench --target quorumkv://…` without --protocol:
+        // the bench asks the cluster.
+        protocol_from_target: true,
         coord: quorumkv_bench::config::CoordMode::Proxy,
         clients: vec![4],
         check: true,
