@@ -172,7 +172,9 @@ fn a_quorumkv_target_needs_one_protocol() {
     let asked = args(&t).to_config().unwrap();
     assert!(asked.protocol_from_target);
     assert!(err(&[t[0], t[1], "--protocol", "abd,ring"]).contains("one protocol"));
-    let given = args(&[t[0], t[1], "--protocol", "abd"]).to_config().unwrap();
+    let given = args(&[t[0], t[1], "--protocol", "abd"])
+        .to_config()
+        .unwrap();
     assert!(!given.protocol_from_target);
 }
 
