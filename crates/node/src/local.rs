@@ -8,6 +8,7 @@
 use crate::client::probe;
 use crate::config::ClusterFile;
 use crate::cpu_share::{CpuShares, CGROUP_V1_CPU};
+use crate::storage::Durability;
 use anyhow::{bail, Context};
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_core::NodeId;
@@ -37,6 +38,10 @@ pub struct LocalClusterConfig {
     /// Hold each replica to this fraction of one core (cgroup v1,
     /// [`crate::cpu_share`]); `None` = no limit.
     pub replica_cpu: Option<f64>,
+    /// Each replica's durability; data lives in `<cluster dir>/replica-N/`.
+    /// With `Memory` a restarted replica recovers from its peers
+    /// (`--recover`); otherwise it reloads its directory.
+    pub durability: Durability,
 }
 
 impl Default for LocalClusterConfig {
@@ -51,6 +56,7 @@ impl Default for LocalClusterConfig {
             inherit_logs: false,
             ready_timeout: Duration::from_secs(10),
             replica_cpu: None,
+            durability: Durability::Memory,
         }
     }
 }
@@ -164,6 +170,7 @@ impl LocalCluster {
             .arg(id.to_string())
             .arg("--exit-on-stdin-eof")
             .args(recover.then_some("--recover"))
+            .args(self.durability_args(id))
             .args(&self.cfg.server_args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -181,6 +188,25 @@ impl LocalCluster {
             cpu.attach(id, pid)?;
         }
         Ok(child)
+    }
+
+    /// `--durability` and `--data-dir` for replica `id` (none for memory,
+    /// the server's default there).
+    fn durability_args(&self, id: NodeId) -> Vec<String> {
+        match self.cfg.durability {
+            Durability::Memory => Vec::new(),
+            d => vec![
+                "--durability".into(),
+                d.to_string(),
+                "--data-dir".into(),
+                self.data_dir(id).display().to_string(),
+            ],
+        }
+    }
+
+    /// Where replica `id` keeps its data (durable modes).
+    pub fn data_dir(&self, id: NodeId) -> PathBuf {
+        self.dir.join(format!("replica-{id}"))
     }
 
     fn log_path(&self, id: NodeId) -> PathBuf {
@@ -252,8 +278,9 @@ impl LocalCluster {
         Ok(())
     }
 
-    /// Start a killed replica again. It lost its state, so it recovers from
-    /// its peers before answering queries (`quorumkv server --recover`).
+    /// Start a killed replica again. With memory durability it lost its
+    /// state, so it recovers from its peers before answering queries
+    /// (`quorumkv server --recover`); otherwise it reloads its directory.
     pub async fn restart(&mut self, id: NodeId) -> anyhow::Result<()> {
         if self
             .children
@@ -263,7 +290,7 @@ impl LocalCluster {
         {
             bail!("replica {id} is running");
         }
-        let child = self.spawn(id, true)?;
+        let child = self.spawn(id, !self.cfg.durability.keeps_data())?;
         self.children[(id - 1) as usize] = Some(child);
         self.wait_ready(id).await
     }
