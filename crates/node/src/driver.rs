@@ -409,6 +409,8 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             peers_up,
             durability: self.storage.mode().to_string(),
             uptime_secs: self.start.elapsed().as_secs(),
+            persist_records: 0,
+            persist_syncs: 0,
         }
     }
 }

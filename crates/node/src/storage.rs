@@ -9,7 +9,19 @@ use std::io;
 use std::str::FromStr;
 
 /// What a replica's acknowledgement promises about its data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Kept in memory only: a restarted replica comes back empty (seed 003's
     /// "Net-Only") and recovers from its peers (`--recover`).
