@@ -3,6 +3,7 @@
 use clap::Args as ClapArgs;
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::storage::Durability;
 use std::process::ExitCode;
 
 /// Start a local cluster of replicas as child processes (Ctrl-C stops it)
@@ -38,6 +39,13 @@ pub struct Args {
     /// Extra argument passed to every `quorumkv server` (repeat), e.g. --server-arg=--op-timeout=1s
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
     server_arg: Vec<String>,
+    /// Every replica's durability: memory (nothing on disk), buffered or fsync.
+    #[arg(long, value_enum, default_value_t = Durability::Memory, value_name = "MODE")]
+    durability: Durability,
+    /// Keep replica N's data in DIR/replica-N (kept after the cluster stops;
+    /// default: a temporary directory removed when it stops).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -59,13 +67,15 @@ pub fn run(a: Args) -> ExitCode {
             binary,
             server_args: a.server_arg,
             inherit_logs: true,
+            durability: a.durability,
+            data_root: a.data_dir,
             ..Default::default()
         };
         let mut cluster = match LocalCluster::start(cfg).await {
             Ok(c) => c,
             Err(e) => return super::fail(format!("{e:#}")),
         };
-        println!("quorumkv cluster: protocol {}, {} replicas", a.protocol, a.replicas);
+        println!("quorumkv cluster: protocol {}, {} replicas, durability {}", a.protocol, a.replicas, a.durability);
         for e in cluster.endpoints() {
             println!("  replica {}  native {}  resp {}  pid {}", e.id, e.native, e.resp, cluster.pid(e.id).unwrap_or(0));
         }
