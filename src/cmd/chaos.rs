@@ -195,7 +195,9 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
 
     let rec = Recorder::new();
     let pb = progress_bar(a);
-    let echo = pb.clone().map(|pb| -> timeline::Echo { Box::new(move |l: &str| pb.println(l)) });
+    let echo = pb
+        .clone()
+        .map(|pb| -> timeline::Echo { Box::new(move |l: &str| pb.println(l)) });
     let mut timeline = Timeline::new(Instant::now(), echo);
     let counts = Arc::new(OpCounts::default());
     let faults = Arc::new(FaultCounts::default());
@@ -223,7 +225,12 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
 
     timeline.note(format!("start: {} clients", a.clients));
     let info = a.shape.protocol.info();
-    let schedule = Schedule::new(seed, &a.faults, a.shape.replicas, info.max_crashed(a.shape.replicas));
+    let schedule = Schedule::new(
+        seed,
+        &a.faults,
+        a.shape.replicas,
+        info.max_crashed(a.shape.replicas),
+    );
     let until = tokio::time::Instant::now() + a.duration;
     let mut nemesis = Nemesis {
         cluster: &mut cluster,
@@ -232,7 +239,11 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
         counts: &faults,
         serve_timeout: a.serve_timeout,
     };
-    let error = nemesis.run(schedule, until).await.err().map(|e| format!("{e:#}"));
+    let error = nemesis
+        .run(schedule, until)
+        .await
+        .err()
+        .map(|e| format!("{e:#}"));
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         let _ = t.await;
@@ -245,7 +256,10 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
     }
     timeline.note(format!("clients stopped; final read of {} keys", a.keys));
     let keys_read = workload::final_reads(&final_client, &rec, a.clients, a.keys, &counts).await;
-    timeline.note(format!("final read done ({keys_read} of {} keys read)", a.keys));
+    timeline.note(format!(
+        "final read done ({keys_read} of {} keys read)",
+        a.keys
+    ));
     drop(final_client);
     cluster.stop().await;
     Ok(Run {
@@ -269,7 +283,11 @@ fn finish(a: &Args, seed: u64, run: Run) -> ExitCode {
                 std::io::Write::flush(&mut w)
             });
         history_note = match written {
-            Ok(()) => format!("history: {} operations written to {}\n", run.history.ops.len(), path.display()),
+            Ok(()) => format!(
+                "history: {} operations written to {}\n",
+                run.history.ops.len(),
+                path.display()
+            ),
             Err(e) => return setup_error(format!("cannot write {}: {e}", path.display())),
         };
     }
@@ -293,18 +311,34 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report) -> String {
     let failing = report.violation.as_ref().map(|v| {
         let op = &v.ops[v.failing_op];
         let at = Duration::from_nanos(op.ret.unwrap_or(op.call));
-        (at, format!("<- VIOLATION on key {:?}: {} returned here", v.key, report::op_text(op)))
+        (
+            at,
+            format!(
+                "<- VIOLATION on key {:?}: {} returned here",
+                v.key,
+                report::op_text(op)
+            ),
+        )
     });
-    s += &run.timeline.render(failing.as_ref().map(|(at, t)| (*at, t.as_str())));
+    s += &run
+        .timeline
+        .render(failing.as_ref().map(|(at, t)| (*at, t.as_str())));
     let (c, f) = (&run.counts, &run.faults);
     let load = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
     s += &format!(
         "faults: {} kill/restart cycles, {} pauses, {} kill-all\n",
-        load(&f.kills), load(&f.pauses), load(&f.kill_alls)
+        load(&f.kills),
+        load(&f.pauses),
+        load(&f.kill_alls)
     );
     s += &format!(
         "operations: {} ({} ok, {} failed, {} unknown outcome); final read of {} of {} keys\n",
-        c.total(), load(&c.ok), load(&c.failed), load(&c.unknown), run.keys_read, a.keys
+        c.total(),
+        load(&c.ok),
+        load(&c.failed),
+        load(&c.unknown),
+        run.keys_read,
+        a.keys
     );
     if let Some(e) = &run.error {
         s += &format!("stopped early: {e}\n");

@@ -4,10 +4,10 @@
 
 use super::schedule::{Fault, Schedule};
 use super::timeline::Timeline;
+use quorumkv_core::NodeId;
 use quorumkv_node::local::LocalCluster;
 use quorumkv_node::status::fetch;
 use quorumkv_node::storage::Durability;
-use quorumkv_core::NodeId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -38,7 +38,10 @@ pub struct Nemesis<'a> {
 }
 
 fn ids(list: &[NodeId]) -> String {
-    list.iter().map(NodeId::to_string).collect::<Vec<_>>().join(",")
+    list.iter()
+        .map(NodeId::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl Nemesis<'_> {
@@ -101,13 +104,15 @@ impl Nemesis<'_> {
                 for &id in list {
                     self.cluster.resume(id)?;
                 }
-                self.timeline.note(format!("resume {} (SIGCONT)", ids(list)));
+                self.timeline
+                    .note(format!("resume {} (SIGCONT)", ids(list)));
                 self.counts.pauses.fetch_add(1, Ordering::Relaxed);
             }
             Fault::KillAll => {
                 let all: Vec<NodeId> = self.cluster.endpoints().iter().map(|e| e.id).collect();
                 if self.durability.keeps_data() {
-                    self.timeline.note("restart all (each reloads its data directory)");
+                    self.timeline
+                        .note("restart all (each reloads its data directory)");
                     for &id in &all {
                         self.cluster.restart(id).await?;
                     }

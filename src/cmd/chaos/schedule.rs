@@ -119,7 +119,10 @@ impl Schedule {
         let kind = self.kinds[self.rng.below(self.kinds.len() as u64) as usize];
         let gap = millis(&mut self.rng, 300, 1500);
         let (fault, hold) = match kind {
-            FaultKind::Kill => (Fault::Kill(self.some_replicas()), millis(&mut self.rng, 0, 1000)),
+            FaultKind::Kill => (
+                Fault::Kill(self.some_replicas()),
+                millis(&mut self.rng, 0, 1000),
+            ),
             FaultKind::Pause => (
                 Fault::Pause(self.some_replicas()),
                 millis(&mut self.rng, 200, 2000),
@@ -154,7 +157,10 @@ mod tests {
     #[test]
     fn fault_sets_parse_and_print() {
         assert_eq!(all().to_string(), "kill,pause,kill-all");
-        assert_eq!("pause, kill,pause".parse::<FaultSet>().unwrap().to_string(), "pause,kill");
+        assert_eq!(
+            "pause, kill,pause".parse::<FaultSet>().unwrap().to_string(),
+            "pause,kill"
+        );
         assert!("none".parse::<FaultSet>().unwrap().0.is_empty());
         let e = "kill,crash".parse::<FaultSet>().unwrap_err();
         assert!(e.contains("'crash'"), "{e}");
@@ -194,7 +200,9 @@ mod tests {
 
     #[test]
     fn no_faults_means_no_steps_and_one_replica_still_gets_killed() {
-        assert!(Schedule::new(1, &"none".parse().unwrap(), 3, 1).next_step().is_none());
+        assert!(Schedule::new(1, &"none".parse().unwrap(), 3, 1)
+            .next_step()
+            .is_none());
         let mut s = Schedule::new(1, &"kill".parse().unwrap(), 1, 0);
         assert_eq!(s.next_step().unwrap().fault, Fault::Kill(vec![1]));
     }

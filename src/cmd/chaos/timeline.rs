@@ -73,7 +73,10 @@ mod tests {
         assert!(lines[0].ends_with("s  kill 2") && lines[1].ends_with("restart 2"));
         let first = t.events[0].0;
         let marked = t.render(Some((first - Duration::from_millis(1), "<- here")));
-        assert!(marked.lines().next().unwrap().ends_with("<- here"), "{marked}");
+        assert!(
+            marked.lines().next().unwrap().ends_with("<- here"),
+            "{marked}"
+        );
         let last = t.render(Some((Duration::from_secs(99), "end")));
         assert!(last.lines().last().unwrap().ends_with("end"), "{last}");
     }

@@ -41,7 +41,12 @@ pub fn key_name(i: u64) -> String {
 }
 
 /// Run `req`, recording its invocation and outcome in `log`.
-async fn recorded(client: &Client, log: &mut ClientLog, req: Request, counts: &OpCounts) -> Outcome {
+async fn recorded(
+    client: &Client,
+    log: &mut ClientLog,
+    req: Request,
+    counts: &OpCounts,
+) -> Outcome {
     let h = log.invoke(Op::from(&req));
     let outcome = match client.call(req).await {
         Ok(resp) => Outcome::from_response(&resp),
@@ -76,7 +81,10 @@ pub async fn client_loop(
                 value: format!("c{id}-{n}").into_bytes().into(),
             }
         };
-        if !matches!(recorded(&client, &mut log, req, &counts).await, Outcome::Ok(_)) {
+        if !matches!(
+            recorded(&client, &mut log, req, &counts).await,
+            Outcome::Ok(_)
+        ) {
             // No replica to talk to fails fast: do not spin on it.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -109,4 +117,3 @@ pub async fn final_reads(
     }
     read
 }
-
