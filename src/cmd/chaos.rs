@@ -255,11 +255,15 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
         pb.finish_and_clear();
     }
     timeline.note(format!("clients stopped; final read of {} keys", a.keys));
-    let keys_read = workload::final_reads(&final_client, &rec, a.clients, a.keys, &counts).await;
+    let (keys_read, last_error) =
+        workload::final_reads(&final_client, &rec, a.clients, a.keys, &counts).await;
     timeline.note(format!(
         "final read done ({keys_read} of {} keys read)",
         a.keys
     ));
+    if let Some(e) = last_error {
+        timeline.note(format!("a final read failed: {e}"));
+    }
     drop(final_client);
     cluster.stop().await;
     Ok(Run {

@@ -37,6 +37,10 @@ pub struct Nemesis<'a> {
     pub serve_timeout: Duration,
 }
 
+/// Roles (`NodeStatus::role`) of a replica that refuses operations: ABD
+/// catching up after a memory restart, a ring replica outside the view.
+const NOT_SERVING: [&str; 2] = ["recovering", "fenced"];
+
 fn ids(list: &[NodeId]) -> String {
     list.iter()
         .map(NodeId::to_string)
@@ -131,23 +135,23 @@ impl Nemesis<'_> {
         Ok(())
     }
 
-    /// Every replica answers its status, is not recovering, and reaches a
-    /// quorum of its peers.
+    /// Every replica answers its status, is in a serving role, and reaches
+    /// a quorum of its peers.
     pub async fn wait_serving(&mut self) -> anyhow::Result<()> {
         let start = Instant::now();
         let deadline = start + self.serve_timeout;
         for e in self.cluster.endpoints().to_vec() {
             loop {
-                let ready = match fetch(e.native, Duration::from_millis(500)).await {
-                    Ok(s) => s.role != "recovering" && s.quorum_reachable(),
-                    Err(_) => false,
+                let seen = match fetch(e.native, Duration::from_millis(500)).await {
+                    Ok(s) if !NOT_SERVING.contains(&s.role.as_str()) && s.quorum_reachable() => {
+                        break
+                    }
+                    Ok(s) => format!("role {}, {} peers up", s.role, s.peers_up.len()),
+                    Err(err) => err,
                 };
-                if ready {
-                    break;
-                }
                 if Instant::now() >= deadline {
                     let msg = format!(
-                        "replica {} did not serve again within {:?}",
+                        "replica {} did not serve again within {:?} (last seen: {seen})",
                         e.id, self.serve_timeout
                     );
                     self.timeline.note(msg.clone());

@@ -5,8 +5,8 @@
 use quorumkv_check::recorder::{ClientLog, Recorder};
 use quorumkv_core::op::{Op, Outcome};
 use quorumkv_core::rng::SplitMix64;
-use quorumkv_core::Request;
-use quorumkv_node::client::{Client, ClientError};
+use quorumkv_core::{Request, Response};
+use quorumkv_node::client::Client;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,15 +46,16 @@ async fn recorded(
     log: &mut ClientLog,
     req: Request,
     counts: &OpCounts,
-) -> Outcome {
+) -> (Outcome, Option<String>) {
     let h = log.invoke(Op::from(&req));
-    let outcome = match client.call(req).await {
-        Ok(resp) => Outcome::from_response(&resp),
-        Err(e) => Outcome::failure(ClientError::is_definite(&e)),
+    let (outcome, error) = match client.call(req).await {
+        Ok(Response::Failed(e)) => (Outcome::failure(e.is_definite()), Some(e.to_string())),
+        Ok(resp) => (Outcome::from_response(&resp), None),
+        Err(e) => (Outcome::failure(e.is_definite()), Some(e.to_string())),
     };
     log.complete(h, outcome.clone());
     counts.count(&outcome);
-    outcome
+    (outcome, error)
 }
 
 /// One logical client: until `stop`, half gets and half puts of a value
@@ -82,7 +83,7 @@ pub async fn client_loop(
             }
         };
         if !matches!(
-            recorded(&client, &mut log, req, &counts).await,
+            recorded(&client, &mut log, req, &counts).await.0,
             Outcome::Ok(_)
         ) {
             // No replica to talk to fails fast: do not spin on it.
@@ -93,27 +94,31 @@ pub async fn client_loop(
 
 /// After the faults: read every key once (retrying a failed read a few
 /// times), so that a write lost since its last read still shows. Returns
-/// how many keys were read.
+/// how many keys were read, and the last error of a key not read.
 pub async fn final_reads(
     client: &Client,
     rec: &Recorder,
     id: u64,
     keys: u64,
     counts: &OpCounts,
-) -> u64 {
+) -> (u64, Option<String>) {
     let mut log = rec.client(id);
     let mut read = 0;
+    let mut last_error = None;
     for k in 0..keys {
         for _ in 0..5 {
             let req = Request::Get {
                 key: key_name(k).into_bytes().into(),
             };
-            if let Outcome::Ok(_) = recorded(client, &mut log, req, counts).await {
-                read += 1;
-                break;
+            match recorded(client, &mut log, req, counts).await {
+                (Outcome::Ok(_), _) => {
+                    read += 1;
+                    break;
+                }
+                (_, e) => last_error = e,
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    read
+    (read, last_error)
 }
