@@ -1,3 +1,4 @@
+pub mod chaos;
 pub mod cluster;
 pub mod endpoints;
 pub mod kv;

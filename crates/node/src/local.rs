@@ -78,6 +78,8 @@ pub struct LocalCluster {
     dir: PathBuf,
     endpoints: Vec<Endpoint>,
     children: Vec<Option<Child>>,
+    /// Replicas stopped with SIGSTOP ([`LocalCluster::pause`]), by index.
+    paused: Vec<bool>,
     /// Last field: its groups are removed after the children are killed.
     cpu: Option<CpuShares>,
 }
@@ -153,11 +155,13 @@ impl LocalCluster {
             dir,
             endpoints,
             children: Vec::new(),
+            paused: Vec::new(),
             cpu,
         };
         for id in cluster.file.members() {
             let child = cluster.spawn(id, false)?;
             cluster.children.push(Some(child));
+            cluster.paused.push(false);
         }
         for id in cluster.file.members() {
             cluster.wait_ready(id).await?;
@@ -280,6 +284,8 @@ impl LocalCluster {
         if let Some(mut c) = slot.take() {
             c.kill().await?;
         }
+        // SIGKILL ends a stopped process too.
+        self.paused[(id - 1) as usize] = false;
         Ok(())
     }
 
@@ -287,6 +293,18 @@ impl LocalCluster {
     /// state, so it recovers from its peers before answering queries
     /// (`quorumkv server --recover`); otherwise it reloads its directory.
     pub async fn restart(&mut self, id: NodeId) -> anyhow::Result<()> {
+        self.respawn(id, !self.cfg.durability.keeps_data()).await
+    }
+
+    /// Start a killed replica again without `--recover`, whatever the
+    /// durability: what a memory replica does when every peer lost its
+    /// state too (no one is left to recover from; its data is gone).
+    pub async fn restart_without_recovery(&mut self, id: NodeId) -> anyhow::Result<()> {
+        self.respawn(id, false).await
+    }
+
+    /// The one way a killed replica comes back.
+    async fn respawn(&mut self, id: NodeId, recover: bool) -> anyhow::Result<()> {
         if self
             .children
             .get((id - 1) as usize)
@@ -295,9 +313,42 @@ impl LocalCluster {
         {
             bail!("replica {id} is running");
         }
-        let child = self.spawn(id, !self.cfg.durability.keeps_data())?;
+        let child = self.spawn(id, recover)?;
         self.children[(id - 1) as usize] = Some(child);
+        self.paused[(id - 1) as usize] = false;
         self.wait_ready(id).await
+    }
+
+    /// SIGSTOP one replica: it keeps its sockets and state but answers
+    /// nothing (a long GC pause, a stalled VM) until [`Self::resume`].
+    pub fn pause(&mut self, id: NodeId) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGSTOP)?;
+        self.paused[(id - 1) as usize] = true;
+        Ok(())
+    }
+
+    /// SIGCONT a paused replica.
+    pub fn resume(&mut self, id: NodeId) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGCONT)?;
+        self.paused[(id - 1) as usize] = false;
+        Ok(())
+    }
+
+    pub fn is_paused(&self, id: NodeId) -> bool {
+        self.paused.get((id - 1) as usize).copied().unwrap_or(false)
+    }
+
+    fn signal(&self, id: NodeId, sig: libc::c_int) -> anyhow::Result<()> {
+        let pid = self
+            .pid(id)
+            .with_context(|| format!("replica {id} is not running"))?;
+        let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
+        // SAFETY: kill(2) on our own child's pid; no memory is shared.
+        if unsafe { libc::kill(pid, sig) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot signal replica {id}"));
+        }
+        Ok(())
     }
 
     /// Wait until any replica exits; returns its id and exit status.
