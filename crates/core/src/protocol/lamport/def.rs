@@ -106,6 +106,8 @@ impl ProtocolDef for Lamport {
     // queue: 0 liveness failures in 2000 seeds per fault set, N = 3, 5.
     const PROMISES_LIVENESS: bool = true;
     const DEDUPLICATES_REQUESTS: bool = false;
+    // Nothing is persisted: drivers report every restart as `lost_state`.
+    const PERSISTS_STATE: bool = false;
     const VARIANTS: &'static [NamedVariant] = &[
         NamedVariant {
             name: "per-key",
@@ -134,12 +136,12 @@ impl ProtocolDef for Lamport {
         n.saturating_sub(1)
     }
 
-    /// Every boot after the first recovers (nothing is persisted, so any
-    /// restart lost the store), as does a first boot with `lost_state`
-    /// (`server --recover`, the seed's `r`).
+    /// A node that lost its state recovers: every restart (nothing is
+    /// persisted, `PERSISTS_STATE` is false, so drivers say so), and a
+    /// first boot with `server --recover` (the seed's `r`).
     fn node(spec: &NodeSpec<'_>, opts: &LamportOptions, bug: Option<InjectedBug>) -> LamportNode {
         let node = LamportNode::new(spec.id, spec.members, opts.config(&spec.timing)).with_bug(bug);
-        if spec.lost_state || spec.incarnation > 0 {
+        if spec.lost_state {
             node.recovering()
         } else {
             node
@@ -245,7 +247,7 @@ mod tests {
         assert_eq!((fresh.id, fresh.is_recovering()), (2, false));
         assert_eq!(fresh.role(), "replica");
         assert!(Lamport::available(&fresh));
-        for (inc, lost) in [(1, false), (0, true)] {
+        for (inc, lost) in [(1, true), (0, true)] {
             let n = Lamport::node(
                 &spec(&members, inc, lost),
                 &o,
