@@ -37,6 +37,7 @@
 //! [`registry`]; `protocol/README.md` is the author's guide.
 
 pub mod abd;
+pub mod catch_up;
 pub mod lamport;
 pub mod lease_lock;
 pub mod options;
