@@ -443,6 +443,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         let peers_up = (self.info.members.iter().copied())
             .filter(|&m| m != me && self.links.contains_key(&Peer::Node(m)))
             .collect();
+        let persisted = self.storage.report();
         NodeStatus {
             id: me,
             protocol: self.info.protocol.clone(),
@@ -452,8 +453,8 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             peers_up,
             durability: self.storage.mode().to_string(),
             uptime_secs: self.start.elapsed().as_secs(),
-            persist_records: 0,
-            persist_syncs: 0,
+            persist_records: persisted.records,
+            persist_syncs: persisted.syncs,
         }
     }
 }
