@@ -196,3 +196,75 @@ async fn restart_time_against_data_size() {
         c.stop().await;
     }
 }
+
+/// Every file under `dir`, recursively.
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The file under `dir` holding `needle`, and where.
+fn find(dir: &std::path::Path, needle: &[u8]) -> (std::path::PathBuf, usize) {
+    for p in files(dir) {
+        let data = std::fs::read(&p).unwrap();
+        if let Some(at) = data.windows(needle.len()).position(|w| w == needle) {
+            return (p, at);
+        }
+    }
+    panic!("{needle:?} not found under {}", dir.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_tail_is_dropped_and_a_corrupt_middle_stops_startup() {
+    let mut c = cluster(1, Durability::Fsync).await;
+    let client = Client::connect(c.native_addrs(), cfg(ClientMode::Proxy))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let v = format!("marker-{i:03}-{}", "x".repeat(100));
+        client.put(format!("k{i}"), v).await.unwrap();
+    }
+    drop(client);
+    c.kill(1).await.unwrap();
+    // A write torn by the crash: the journal ends in the middle of the
+    // last batch. It was never acknowledged; the rest comes back.
+    let (journal, at) = find(&c.data_dir(1), b"marker-019");
+    let len = std::fs::metadata(&journal).unwrap().len();
+    assert!(at as u64 + 50 < len);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .unwrap();
+    f.set_len(at as u64 + 50).unwrap();
+    drop(f);
+    c.restart(1).await.unwrap();
+    let client = Client::connect(c.native_addrs(), cfg(ClientMode::Direct))
+        .await
+        .unwrap();
+    let v = client.get("k18").await.unwrap().expect("k18 survives");
+    assert!(v.starts_with(b"marker-018"));
+    assert_eq!(client.get("k19").await.unwrap(), None, "the torn write");
+    drop(client);
+    c.kill(1).await.unwrap();
+    // A damaged batch before the tail: refuse to start, in one line.
+    let (journal, at) = find(&c.data_dir(1), b"marker-005");
+    let mut data = std::fs::read(&journal).unwrap();
+    data[at + 20] ^= 0x55;
+    std::fs::write(&journal, data).unwrap();
+    let err = c.restart(1).await.unwrap_err().to_string();
+    assert!(err.contains("the data is damaged"), "{err}");
+    let log = std::fs::read_to_string(c.dir().join("replica-1.log")).unwrap();
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("quorumkv: cannot open the data in"),
+        "{log}"
+    );
+}
