@@ -45,6 +45,18 @@ async fn acknowledged_writes_survive_killing_every_replica() {
         }
         client.delete("k7").await.unwrap();
         drop(client);
+        let info = info(c.endpoints()[0].resp).await;
+        assert!(
+            info.contains(&format!("# Persistence\r\ndurability:{mode}\r\n")),
+            "{info}"
+        );
+        let field = |name: &str| -> u64 {
+            let line = info.lines().find(|l| l.starts_with(name)).expect(name);
+            line[name.len() + 1..].parse().expect(name)
+        };
+        assert!(field("persist_records") >= 101, "{info}");
+        assert!(field("persist_syncs") >= 1 && field("persist_syncs") <= field("persist_records"));
+        assert!(info.contains("persist_stalled:\r\n"), "{info}");
         for id in 1..=3 {
             c.kill(id).await.unwrap();
         }
@@ -137,6 +149,20 @@ fn another_replicas_directory_is_refused() {
     assert!(err.contains("belongs to replica 1, not 2"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The INFO text of the replica whose RESP port is `addr`.
+async fn info(addr: std::net::SocketAddr) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"*1\r\n$4\r\nINFO\r\n").await.unwrap();
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    r.read_line(&mut head).await.unwrap();
+    let len: usize = head.trim().trim_start_matches('$').parse().unwrap();
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).await.unwrap();
+    String::from_utf8(body).unwrap()
 }
 
 /// SET `n` keys through one pipelined RESP connection.

@@ -730,4 +730,32 @@ mod tests {
         drop(tx);
         run.await.unwrap();
     }
+
+    #[tokio::test]
+    async fn metrics_and_info_name_the_persistence_counters() {
+        let d = Driver::new(Persister, info(vec![1]), Box::new(Manual::default())).unwrap();
+        let m = d.metrics_text();
+        for name in [
+            "quorumkv_durability_info{replica=\"1\",durability=\"fsync\"} 1",
+            "quorumkv_persist_records_total{replica=\"1\"} 0",
+            "quorumkv_persist_syncs_total{replica=\"1\"} 0",
+            "quorumkv_persist_sync_seconds_sum{replica=\"1\"} 0",
+            "quorumkv_persist_sync_seconds_count{replica=\"1\"} 0",
+            "quorumkv_persist_stalled{replica=\"1\"} 0",
+        ] {
+            assert!(m.contains(name), "{name} missing in {m}");
+        }
+        let i = d.info_text();
+        for f in [
+            "# Persistence\r\ndurability:fsync\r\n",
+            "persist_records:0\r\n",
+            "persist_syncs:0\r\n",
+            "persist_sync_us_avg:0\r\n",
+            "persist_sync_us_max:0\r\n",
+            "persist_pending:0\r\n",
+            "persist_stalled:\r\n",
+        ] {
+            assert!(i.contains(f), "{f} missing in {i}");
+        }
+    }
 }
