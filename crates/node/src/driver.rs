@@ -254,6 +254,13 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 _ = &mut sleep => self.fire_due_timers(),
             }
         }
+        // Inputs are over (shutdown): send what waits for storage once it
+        // is durable. A stalled disk never gets there; the server stops
+        // the driver after its grace period then.
+        while let (Some(w), false) = (&waker, self.gated.is_empty()) {
+            w.notified().await;
+            self.release();
+        }
     }
 
     pub fn handle(&mut self, input: Input<P::Msg>) {
