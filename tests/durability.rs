@@ -45,6 +45,18 @@ async fn acknowledged_writes_survive_killing_every_replica() {
         }
         client.delete("k7").await.unwrap();
         drop(client);
+        let info = info(c.endpoints()[0].resp).await;
+        assert!(
+            info.contains(&format!("# Persistence\r\ndurability:{mode}\r\n")),
+            "{info}"
+        );
+        let field = |name: &str| -> u64 {
+            let line = info.lines().find(|l| l.starts_with(name)).expect(name);
+            line[name.len() + 1..].parse().expect(name)
+        };
+        assert!(field("persist_records") >= 101, "{info}");
+        assert!(field("persist_syncs") >= 1 && field("persist_syncs") <= field("persist_records"));
+        assert!(info.contains("persist_stalled:\r\n"), "{info}");
         for id in 1..=3 {
             c.kill(id).await.unwrap();
         }
@@ -139,6 +151,20 @@ fn another_replicas_directory_is_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The INFO text of the replica whose RESP port is `addr`.
+async fn info(addr: std::net::SocketAddr) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"*1\r\n$4\r\nINFO\r\n").await.unwrap();
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    r.read_line(&mut head).await.unwrap();
+    let len: usize = head.trim().trim_start_matches('$').parse().unwrap();
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).await.unwrap();
+    String::from_utf8(body).unwrap()
+}
+
 /// SET `n` keys through one pipelined RESP connection.
 async fn load_keys(addr: std::net::SocketAddr, n: usize) {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -195,4 +221,76 @@ async fn restart_time_against_data_size() {
         println!("{n} keys: loaded in {load:.2}s; restart after kill -9: {restart:.2}s");
         c.stop().await;
     }
+}
+
+/// Every file under `dir`, recursively.
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The file under `dir` holding `needle`, and where.
+fn find(dir: &std::path::Path, needle: &[u8]) -> (std::path::PathBuf, usize) {
+    for p in files(dir) {
+        let data = std::fs::read(&p).unwrap();
+        if let Some(at) = data.windows(needle.len()).position(|w| w == needle) {
+            return (p, at);
+        }
+    }
+    panic!("{needle:?} not found under {}", dir.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_tail_is_dropped_and_a_corrupt_middle_stops_startup() {
+    let mut c = cluster(1, Durability::Fsync).await;
+    let client = Client::connect(c.native_addrs(), cfg(ClientMode::Proxy))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let v = format!("marker-{i:03}-{}", "x".repeat(100));
+        client.put(format!("k{i}"), v).await.unwrap();
+    }
+    drop(client);
+    c.kill(1).await.unwrap();
+    // A write torn by the crash: the journal ends in the middle of the
+    // last batch. It was never acknowledged; the rest comes back.
+    let (journal, at) = find(&c.data_dir(1), b"marker-019");
+    let len = std::fs::metadata(&journal).unwrap().len();
+    assert!(at as u64 + 50 < len);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .unwrap();
+    f.set_len(at as u64 + 50).unwrap();
+    drop(f);
+    c.restart(1).await.unwrap();
+    let client = Client::connect(c.native_addrs(), cfg(ClientMode::Direct))
+        .await
+        .unwrap();
+    let v = client.get("k18").await.unwrap().expect("k18 survives");
+    assert!(v.starts_with(b"marker-018"));
+    assert_eq!(client.get("k19").await.unwrap(), None, "the torn write");
+    drop(client);
+    c.kill(1).await.unwrap();
+    // A damaged batch before the tail: refuse to start, in one line.
+    let (journal, at) = find(&c.data_dir(1), b"marker-005");
+    let mut data = std::fs::read(&journal).unwrap();
+    data[at + 20] ^= 0x55;
+    std::fs::write(&journal, data).unwrap();
+    let err = c.restart(1).await.unwrap_err().to_string();
+    assert!(err.contains("the data is damaged"), "{err}");
+    let log = std::fs::read_to_string(c.dir().join("replica-1.log")).unwrap();
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("quorumkv: cannot open the data in"),
+        "{log}"
+    );
 }

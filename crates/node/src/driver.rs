@@ -254,6 +254,13 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 _ = &mut sleep => self.fire_due_timers(),
             }
         }
+        // Inputs are over (shutdown): send what waits for storage once it
+        // is durable. A stalled disk never gets there; the server stops
+        // the driver after its grace period then.
+        while let (Some(w), false) = (&waker, self.gated.is_empty()) {
+            w.notified().await;
+            self.release();
+        }
     }
 
     pub fn handle(&mut self, input: Input<P::Msg>) {
@@ -732,5 +739,33 @@ mod tests {
         assert!(engine.syncs.load(std::sync::atomic::Ordering::Relaxed) < 40);
         drop(tx);
         run.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn metrics_and_info_name_the_persistence_counters() {
+        let d = Driver::new(Persister, info(vec![1]), Box::new(Manual::default())).unwrap();
+        let m = d.metrics_text();
+        for name in [
+            "quorumkv_durability_info{replica=\"1\",durability=\"fsync\"} 1",
+            "quorumkv_persist_records_total{replica=\"1\"} 0",
+            "quorumkv_persist_syncs_total{replica=\"1\"} 0",
+            "quorumkv_persist_sync_seconds_sum{replica=\"1\"} 0",
+            "quorumkv_persist_sync_seconds_count{replica=\"1\"} 0",
+            "quorumkv_persist_stalled{replica=\"1\"} 0",
+        ] {
+            assert!(m.contains(name), "{name} missing in {m}");
+        }
+        let i = d.info_text();
+        for f in [
+            "# Persistence\r\ndurability:fsync\r\n",
+            "persist_records:0\r\n",
+            "persist_syncs:0\r\n",
+            "persist_sync_us_avg:0\r\n",
+            "persist_sync_us_max:0\r\n",
+            "persist_pending:0\r\n",
+            "persist_stalled:\r\n",
+        ] {
+            assert!(i.contains(f), "{f} missing in {i}");
+        }
     }
 }
