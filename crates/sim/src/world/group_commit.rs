@@ -91,7 +91,13 @@ impl<D: ProtocolDef> World<'_, D> {
                 if !std::mem::replace(&mut slot.commit.flush_due, true) {
                     let incarnation = slot.incarnation;
                     let at = (self.now / FLUSH_US + 1) * FLUSH_US;
-                    self.schedule(at, Ev::Flush { node: i, incarnation });
+                    self.schedule(
+                        at,
+                        Ev::Flush {
+                            node: i,
+                            incarnation,
+                        },
+                    );
                 }
             }
         }
@@ -127,7 +133,13 @@ impl<D: ProtocolDef> World<'_, D> {
         let took = self.disk_rng.range(SYNC_US.0, SYNC_US.1);
         trace!(self, "n{} SYNC {batch} records, {took}us", i + 1);
         let incarnation = self.nodes[i].incarnation;
-        self.schedule(self.now + took, Ev::SyncDone { node: i, incarnation });
+        self.schedule(
+            self.now + took,
+            Ev::SyncDone {
+                node: i,
+                incarnation,
+            },
+        );
         if std::mem::take(&mut self.power_cut_armed) {
             let at = self.now + self.nemesis_rng.range(0, took);
             self.schedule(at, Ev::PowerCut);
