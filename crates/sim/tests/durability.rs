@@ -19,10 +19,16 @@ fn run(proto: &str, cfg: &SimConfig, seeds: &str) -> Summary {
 
 /// Correct ABD keeps every acknowledged write in `fsync` mode, although
 /// the nemesis crashes every node at once (inside syncs too): a node's
-/// messages and replies wait for its syncs. Syncs take virtual time, so
-/// batches of several records form (group commit).
+/// messages and replies wait for its syncs. (Let them leave at once and
+/// these seeds lose acknowledged writes: 2 of the mixed ones, 6 of 300 in
+/// client mode.)
 #[test]
 fn abd_passes_fsync_seeds_with_every_node_crashing_at_once() {
+    let client = SimConfig {
+        mode: ClientMode::Client,
+        ..with(Durability::Fsync)
+    };
+    assert!(run("abd", &client, "0..300").all_passed());
     let s = run("abd", &with(Durability::Fsync), "0..300");
     for f in &s.failures {
         eprintln!("seed {} ({}): {}", f.seed, f.params, f.verdict);
