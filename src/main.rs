@@ -27,6 +27,7 @@ struct Cli {
 enum Cmd {
     Server(cmd::server::Args),
     Cluster(cmd::cluster::Args),
+    Chaos(cmd::chaos::Args),
     Get(cmd::kv::GetArgs),
     Put(cmd::kv::PutArgs),
     Del(cmd::kv::DelArgs),
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Server(a) => cmd::server::run(a),
         Cmd::Cluster(a) => cmd::cluster::run(a),
+        Cmd::Chaos(a) => cmd::chaos::run(a),
         Cmd::Get(a) => cmd::kv::get(a),
         Cmd::Put(a) => cmd::kv::put(a),
         Cmd::Del(a) => cmd::kv::del(a),

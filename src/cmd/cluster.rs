@@ -3,6 +3,7 @@
 use clap::Args as ClapArgs;
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::storage::Durability;
 use std::process::ExitCode;
 
 /// Start a local cluster of replicas as child processes (Ctrl-C stops it)
@@ -22,22 +23,50 @@ use std::process::ExitCode;
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment, after_help = super::protocols_help())]
 pub struct Args {
-    /// Replication protocol.
-    #[arg(long, short = 'p', default_value_t = ProtocolKind::default_protocol())]
-    protocol: ProtocolKind,
-    /// A protocol option, written to the cluster file's `[options]` (repeat;
-    /// the options of each protocol are listed below).
-    #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = quorumkv_core::protocol::options::parse_pair)]
-    opt: Vec<(String, String)>,
-    /// Number of replicas.
-    #[arg(long, short = 'n', default_value_t = 3)]
-    replicas: usize,
+    #[command(flatten)]
+    shape: Shape,
     /// Replica i gets native port P+i and RESP port P+100+i.
     #[arg(long, default_value_t = 7000, value_name = "P")]
     port_base: u16,
+    /// Every replica's durability: memory (nothing on disk), buffered or fsync.
+    #[arg(long, value_enum, default_value_t = Durability::Memory, value_name = "MODE")]
+    durability: Durability,
+    /// Keep replica N's data in DIR/replica-N (kept after the cluster stops;
+    /// default: a temporary directory removed when it stops).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
+}
+
+/// What a local cluster runs; shared by `cluster` and `chaos`.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Shape {
+    /// Replication protocol.
+    #[arg(long, short = 'p', default_value_t = ProtocolKind::default_protocol())]
+    pub protocol: ProtocolKind,
+    /// A protocol option, written to the cluster file's `[options]` (repeat;
+    /// the options of each protocol are listed below).
+    #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = quorumkv_core::protocol::options::parse_pair)]
+    pub opt: Vec<(String, String)>,
+    /// Number of replicas.
+    #[arg(long, short = 'n', default_value_t = 3)]
+    pub replicas: usize,
     /// Extra argument passed to every `quorumkv server` (repeat), e.g. --server-arg=--op-timeout=1s
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
-    server_arg: Vec<String>,
+    pub server_arg: Vec<String>,
+}
+
+impl Shape {
+    /// A local cluster of this shape, every other setting at its default.
+    pub fn config(&self, binary: std::path::PathBuf) -> LocalClusterConfig {
+        LocalClusterConfig {
+            protocol: self.protocol,
+            options: self.opt.clone(),
+            replicas: self.replicas,
+            binary,
+            server_args: self.server_arg.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -52,20 +81,20 @@ pub fn run(a: Args) -> ExitCode {
         .expect("runtime");
     rt.block_on(async move {
         let cfg = LocalClusterConfig {
-            protocol: a.protocol,
-            options: a.opt,
-            replicas: a.replicas,
             port_base: Some(a.port_base),
-            binary,
-            server_args: a.server_arg,
             inherit_logs: true,
-            ..Default::default()
+            durability: a.durability,
+            data_root: a.data_dir,
+            ..a.shape.config(binary)
         };
         let mut cluster = match LocalCluster::start(cfg).await {
             Ok(c) => c,
             Err(e) => return super::fail(format!("{e:#}")),
         };
-        println!("quorumkv cluster: protocol {}, {} replicas", a.protocol, a.replicas);
+        println!(
+            "quorumkv cluster: protocol {}, {} replicas, durability {}",
+            a.shape.protocol, a.shape.replicas, a.durability
+        );
         for e in cluster.endpoints() {
             println!("  replica {}  native {}  resp {}  pid {}", e.id, e.native, e.resp, cluster.pid(e.id).unwrap_or(0));
         }
@@ -89,7 +118,7 @@ pub fn run(a: Args) -> ExitCode {
         }
         // stdout may be gone by now (a closed pipe): never panic on it.
         use std::io::Write;
-        let _ = writeln!(std::io::stdout(), "stopping {} replicas", a.replicas);
+        let _ = writeln!(std::io::stdout(), "stopping {} replicas", a.shape.replicas);
         cluster.stop().await;
         ExitCode::SUCCESS
     })

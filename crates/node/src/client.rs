@@ -517,7 +517,7 @@ impl Visitor for BuildDirect {
             members: hello.members.clone(),
             budgets: Vec::new(),
         };
-        let driver = Driver::new(core, info, Box::new(MemoryStorage))
+        let driver = Driver::new(core, info, Box::new(MemoryStorage::default()))
             .expect("memory storage loads")
             .with_local_events(events);
         let (tx, rx) = mpsc::channel::<Input<D::Msg>>(8192);
@@ -595,6 +595,31 @@ async fn keep_link<P: Protocol + Send + 'static>(
 }
 
 // -------------------------------------------------------------- proxy mode
+
+/// The result of a call's last attempt, given whether an earlier attempt's
+/// outcome was unknown (`uncertain`): a definite failure then becomes
+/// unknown, since the earlier attempt may have been applied.
+fn after_retries(
+    uncertain: bool,
+    last: Result<Response, ClientError>,
+) -> Result<Response, ClientError> {
+    let definite = match &last {
+        Ok(Response::Failed(e)) => e.is_definite(),
+        Ok(_) => false,
+        Err(e) => e.is_definite(),
+    };
+    if !(uncertain && definite) {
+        return last;
+    }
+    let why = match last {
+        Ok(Response::Failed(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+        Ok(_) => unreachable!("only failures are definite"),
+    };
+    Err(ClientError::Op(OpError::unknown(format!(
+        "{why}, after an earlier attempt whose outcome is unknown"
+    ))))
+}
 
 /// Calls waiting for a response on one proxy link.
 #[derive(Default)]
@@ -747,6 +772,9 @@ impl ProxyConn {
     async fn call(&self, req: Request, op: OpId) -> Result<Response, ClientError> {
         let until = Instant::now() + self.cfg.op_timeout;
         let mut backoff = Duration::from_millis(5);
+        // Set once an attempt's outcome is unknown: that attempt may still
+        // apply, so no later answer can make the call a definite failure.
+        let mut uncertain = false;
         for _ in 0..MAX_REDIRECTS {
             // Retrying: each attempt gets a share of the time, so that a
             // dead server leaves time for the next one.
@@ -760,23 +788,28 @@ impl ProxyConn {
                 {
                     // Unknown outcome: the same OpId elsewhere is applied
                     // at most once by a protocol that deduplicates.
+                    uncertain = true;
                     self.redirect(None).await;
                     continue;
                 }
-                other => other?,
+                other => after_retries(uncertain, other)?,
             };
             let Response::Failed(OpError::NotLeader { hint }) = resp else {
                 return Ok(resp);
             };
             if Instant::now() + backoff >= until {
-                return Ok(Response::Failed(OpError::NotLeader { hint }));
+                let last = Ok(Response::Failed(OpError::NotLeader { hint }));
+                return after_retries(uncertain, last);
             }
             self.redirect(hint).await;
             // An election may be under way: do not spin on it.
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_millis(200));
         }
-        Err(ClientError::Op(OpError::NotLeader { hint: None }))
+        after_retries(
+            uncertain,
+            Err(ClientError::Op(OpError::NotLeader { hint: None })),
+        )
     }
 
     /// Point the next connection at replica `hint` (or the next endpoint).
@@ -853,6 +886,83 @@ impl ProxyConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fake server that says hello, reads one request, then either drops
+    /// the connection unanswered (`answer` = None) or answers it.
+    async fn one_request_server(answer: Option<Response>) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (rd, mut wr) = stream.into_split();
+            let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
+            assert!(matches!(reader.next::<()>().await, Ok(Frame::HelloClient)));
+            let welcome = Frame::<()>::Welcome {
+                node: 1,
+                protocol: "abd".parse().unwrap(),
+                members: vec![1, 2],
+                options: Vec::new(),
+                addrs: Vec::new(),
+            };
+            let bytes = crate::codec::encode_to_bytes(&welcome);
+            tokio::io::AsyncWriteExt::write_all(&mut wr, &bytes)
+                .await
+                .unwrap();
+            let Ok(Frame::Request { id, .. }) = reader.next::<()>().await else {
+                panic!("expected a request");
+            };
+            if let Some(resp) = answer {
+                let bytes = crate::codec::encode_to_bytes::<()>(&Frame::Response { id, resp });
+                tokio::io::AsyncWriteExt::write_all(&mut wr, &bytes)
+                    .await
+                    .unwrap();
+                // Keep the connection until the client is done with it.
+                let _ = reader.next::<()>().await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_refusal_after_an_unanswered_attempt_is_unknown() {
+        let silent = one_request_server(None).await;
+        let refuses = one_request_server(Some(Response::Failed(OpError::refused("busy")))).await;
+        let cfg = ClientConfig {
+            mode: ClientMode::Proxy,
+            op_timeout: Duration::from_secs(3),
+            retry_unanswered: Some(true),
+            ..Default::default()
+        };
+        let c = Client::connect([silent, refuses], cfg).await.unwrap();
+        let err = c.put("k", "v").await.unwrap_err();
+        // The first server may have applied the write before it went away.
+        assert!(!err.is_definite(), "{err:?}");
+        assert!(err.to_string().contains("busy"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_on_the_first_attempt_stays_definite() {
+        let refuses = one_request_server(Some(Response::Failed(OpError::refused("busy")))).await;
+        let cfg = ClientConfig {
+            mode: ClientMode::Proxy,
+            retry_unanswered: Some(true),
+            ..Default::default()
+        };
+        let c = Client::connect([refuses], cfg).await.unwrap();
+        let err = c.put("k", "v").await.unwrap_err();
+        assert!(err.is_definite(), "{err:?}");
+    }
+
+    #[test]
+    fn after_retries_keeps_successes_and_unknowns() {
+        let done = after_retries(true, Ok(Response::Done));
+        assert_eq!(done, Ok(Response::Done));
+        let refused = Err(ClientError::Refused("x".into()));
+        assert!(!after_retries(true, refused.clone())
+            .unwrap_err()
+            .is_definite());
+        assert!(after_retries(false, refused).unwrap_err().is_definite());
+    }
 
     #[tokio::test]
     async fn host_names_resolve_and_bad_ones_say_why() {

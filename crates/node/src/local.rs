@@ -42,6 +42,9 @@ pub struct LocalClusterConfig {
     /// With `Memory` a restarted replica recovers from its peers
     /// (`--recover`); otherwise it reloads its directory.
     pub durability: Durability,
+    /// Keep replica N's data in `data_root/replica-N` instead of the
+    /// cluster's temporary directory (which is removed when it stops).
+    pub data_root: Option<PathBuf>,
 }
 
 impl Default for LocalClusterConfig {
@@ -57,6 +60,7 @@ impl Default for LocalClusterConfig {
             ready_timeout: Duration::from_secs(10),
             replica_cpu: None,
             durability: Durability::Memory,
+            data_root: None,
         }
     }
 }
@@ -74,6 +78,8 @@ pub struct LocalCluster {
     dir: PathBuf,
     endpoints: Vec<Endpoint>,
     children: Vec<Option<Child>>,
+    /// Replicas stopped with SIGSTOP ([`LocalCluster::pause`]), by index.
+    paused: Vec<bool>,
     /// Last field: its groups are removed after the children are killed.
     cpu: Option<CpuShares>,
 }
@@ -149,11 +155,13 @@ impl LocalCluster {
             dir,
             endpoints,
             children: Vec::new(),
+            paused: Vec::new(),
             cpu,
         };
         for id in cluster.file.members() {
             let child = cluster.spawn(id, false)?;
             cluster.children.push(Some(child));
+            cluster.paused.push(false);
         }
         for id in cluster.file.members() {
             cluster.wait_ready(id).await?;
@@ -190,11 +198,10 @@ impl LocalCluster {
         Ok(child)
     }
 
-    /// `--durability` and `--data-dir` for replica `id` (none for memory,
-    /// the server's default there).
+    /// `--durability` and `--data-dir` for replica `id`.
     fn durability_args(&self, id: NodeId) -> Vec<String> {
         match self.cfg.durability {
-            Durability::Memory => Vec::new(),
+            Durability::Memory => vec!["--durability".into(), "memory".into()],
             d => vec![
                 "--durability".into(),
                 d.to_string(),
@@ -206,7 +213,9 @@ impl LocalCluster {
 
     /// Where replica `id` keeps its data (durable modes).
     pub fn data_dir(&self, id: NodeId) -> PathBuf {
-        self.dir.join(format!("replica-{id}"))
+        (self.cfg.data_root.as_deref())
+            .unwrap_or(&self.dir)
+            .join(format!("replica-{id}"))
     }
 
     fn log_path(&self, id: NodeId) -> PathBuf {
@@ -275,6 +284,8 @@ impl LocalCluster {
         if let Some(mut c) = slot.take() {
             c.kill().await?;
         }
+        // SIGKILL ends a stopped process too.
+        self.paused[(id - 1) as usize] = false;
         Ok(())
     }
 
@@ -282,6 +293,18 @@ impl LocalCluster {
     /// state, so it recovers from its peers before answering queries
     /// (`quorumkv server --recover`); otherwise it reloads its directory.
     pub async fn restart(&mut self, id: NodeId) -> anyhow::Result<()> {
+        self.respawn(id, !self.cfg.durability.keeps_data()).await
+    }
+
+    /// Start a killed replica again without `--recover`, whatever the
+    /// durability: what a memory replica does when every peer lost its
+    /// state too (no one is left to recover from; its data is gone).
+    pub async fn restart_without_recovery(&mut self, id: NodeId) -> anyhow::Result<()> {
+        self.respawn(id, false).await
+    }
+
+    /// The one way a killed replica comes back.
+    async fn respawn(&mut self, id: NodeId, recover: bool) -> anyhow::Result<()> {
         if self
             .children
             .get((id - 1) as usize)
@@ -290,9 +313,42 @@ impl LocalCluster {
         {
             bail!("replica {id} is running");
         }
-        let child = self.spawn(id, !self.cfg.durability.keeps_data())?;
+        let child = self.spawn(id, recover)?;
         self.children[(id - 1) as usize] = Some(child);
+        self.paused[(id - 1) as usize] = false;
         self.wait_ready(id).await
+    }
+
+    /// SIGSTOP one replica: it keeps its sockets and state but answers
+    /// nothing (a long GC pause, a stalled VM) until [`Self::resume`].
+    pub fn pause(&mut self, id: NodeId) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGSTOP)?;
+        self.paused[(id - 1) as usize] = true;
+        Ok(())
+    }
+
+    /// SIGCONT a paused replica.
+    pub fn resume(&mut self, id: NodeId) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGCONT)?;
+        self.paused[(id - 1) as usize] = false;
+        Ok(())
+    }
+
+    pub fn is_paused(&self, id: NodeId) -> bool {
+        self.paused.get((id - 1) as usize).copied().unwrap_or(false)
+    }
+
+    fn signal(&self, id: NodeId, sig: libc::c_int) -> anyhow::Result<()> {
+        let pid = self
+            .pid(id)
+            .with_context(|| format!("replica {id} is not running"))?;
+        let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
+        // SAFETY: kill(2) on our own child's pid; no memory is shared.
+        if unsafe { libc::kill(pid, sig) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot signal replica {id}"));
+        }
+        Ok(())
     }
 
     /// Wait until any replica exits; returns its id and exit status.

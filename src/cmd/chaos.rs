@@ -1,0 +1,362 @@
+//! `quorumkv chaos`: the real-process counterpart of `quorumkv sim`. A local
+//! cluster of child processes, clients recording a history through the
+//! client library, a seeded schedule of SIGKILL / SIGSTOP faults on the
+//! replicas, then a final read of every key and the linearizability check.
+
+mod nemesis;
+mod schedule;
+mod timeline;
+mod workload;
+
+use super::cluster::Shape;
+use clap::Args as ClapArgs;
+use nemesis::{FaultCounts, Nemesis};
+use quorumkv_check::recorder::Recorder;
+use quorumkv_check::{report, History, Model, Report, Verdict};
+use quorumkv_node::client::{Client, ClientConfig, ClientMode};
+use quorumkv_node::config::parse_duration;
+use quorumkv_node::local::LocalCluster;
+use quorumkv_node::storage::Durability;
+use schedule::{FaultSet, Schedule};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use timeline::Timeline;
+use workload::OpCounts;
+
+const AFTER_HELP: &str = "\
+Faults (--faults, a comma list, or none):
+  kill      SIGKILL one replica or a minority (at most what the protocol tolerates),
+            then restart them: with --durability memory they come back empty and
+            recover from their peers (server --recover); otherwise they reload
+            their data directory.
+  pause     SIGSTOP one replica or a minority, then SIGCONT them (a long GC
+            pause, a stalled VM): they keep their state and sockets.
+  kill-all  SIGKILL every replica at once, then restart them all.
+After each fault is healed, every replica must serve again (not recovering,
+reaching a quorum) before the next one. At the end every key is read once more.
+
+Exit status: 0 when the history is linearizable, 1 when it is not, 2 on a
+setup error (the cluster did not start, a replica did not come back) or when
+the checker ran out of time (--check-timeout).
+
+With --durability memory, kill-all loses every acknowledged write (nothing
+survives on any replica): the checker then reports the history not
+linearizable and chaos exits 1. That is expected, and shows what the durable
+modes are for. What `buffered` loses (written, not synced) cannot show here:
+kill -9 keeps the operating system's page cache, so nothing short of a power
+cut loses it; the simulator (`quorumkv sim --durability`) shows it instead.";
+
+/// Kill and pause the replicas of a local cluster while clients run, then
+/// check the recorded history for linearizability
+///
+/// Starts a local cluster of child processes (as `quorumkv cluster`), runs
+/// --clients clients through the client library for --duration, each doing
+/// gets and puts of unique values on --keys keys, and injects the faults of
+/// a schedule drawn from --seed on the replica processes. Prints the fault
+/// timeline beside the checker's verdict; --history writes what the clients
+/// saw, for `quorumkv check`.
+#[derive(ClapArgs, Debug)]
+#[command(verbatim_doc_comment, after_help = AFTER_HELP)]
+pub struct Args {
+    #[command(flatten)]
+    shape: Shape,
+    /// Concurrent clients (each one operation at a time).
+    #[arg(long, default_value_t = 8)]
+    clients: u64,
+    /// Number of keys the clients share.
+    #[arg(long, default_value_t = 8)]
+    keys: u64,
+    /// How long the clients run and faults are injected, e.g. 20s, 5m.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Faults to inject: a comma list of kill, pause, kill-all; or none.
+    #[arg(long, default_value = "kill,pause")]
+    faults: FaultSet,
+    /// What each replica's acknowledgement promises (server --durability).
+    #[arg(long, value_enum, default_value_t = Durability::Fsync)]
+    durability: Durability,
+    /// Seed of the fault schedule and the clients' choices (default: random, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write the recorded history here (JSONL, as `quorumkv check` reads it).
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
+    /// direct: each client coordinates the quorum itself; proxy: a server does.
+    #[arg(long, default_value = "direct")]
+    client_mode: ClientMode,
+    /// A client's operation without a quorum fails (outcome unknown) after this long.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    op_timeout: Duration,
+    /// Give the checker this long; undecided is exit 2.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    check_timeout: Duration,
+    /// How long a restarted or resumed replica may take to serve again.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    serve_timeout: Duration,
+    /// No progress bar (there is none when stderr is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// What the run produced, for the report.
+struct Run {
+    timeline: Timeline,
+    history: History,
+    counts: Arc<OpCounts>,
+    faults: Arc<FaultCounts>,
+    keys_read: u64,
+    /// Why the run stopped early, if it did.
+    error: Option<String>,
+}
+
+pub fn run(a: Args) -> ExitCode {
+    super::init_logging("warn", Some("chaos".into()));
+    let binary = match std::env::current_exe() {
+        Ok(b) => b,
+        Err(e) => return setup_error(format!("cannot find my own executable: {e}")),
+    };
+    if a.clients == 0 || a.keys == 0 {
+        return setup_error("--clients and --keys must be at least 1");
+    }
+    let seed = a.seed.unwrap_or_else(rand_seed);
+    println!(
+        "quorumkv chaos: protocol {}, {} replicas, durability {}, faults {}, {} clients ({}), {} keys, {:?}, seed {seed}",
+        a.shape.protocol, a.shape.replicas, a.durability, a.faults, a.clients,
+        mode_name(a.client_mode), a.keys, a.duration
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let run = match rt.block_on(drive(&a, binary, seed)) {
+        Ok(r) => r,
+        Err(e) => return setup_error(format!("{e:#}")),
+    };
+    drop(rt);
+    finish(&a, seed, run)
+}
+
+fn rand_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    t.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32)
+}
+
+fn mode_name(m: ClientMode) -> &'static str {
+    match m {
+        ClientMode::Direct => "direct",
+        ClientMode::Proxy => "proxy",
+    }
+}
+
+fn setup_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("quorumkv chaos: {msg}");
+    ExitCode::from(2)
+}
+
+fn progress_bar(a: &Args) -> Option<indicatif::ProgressBar> {
+    if a.no_progress || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new(a.duration.as_millis() as u64);
+    let style = indicatif::ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {msg}")
+        .expect("valid template")
+        .progress_chars("=> ");
+    pb.set_style(style);
+    Some(pb)
+}
+
+/// Start the cluster, run clients and faults, read every key, stop.
+async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
+    let cfg = quorumkv_node::local::LocalClusterConfig {
+        durability: a.durability,
+        ready_timeout: Duration::from_secs(20),
+        ..a.shape.config(binary)
+    };
+    let mut cluster = LocalCluster::start(cfg).await?;
+    let client_cfg = ClientConfig {
+        mode: a.client_mode,
+        op_timeout: a.op_timeout,
+        options: a.shape.opt.clone(),
+        ..Default::default()
+    };
+    let addrs = cluster.native_addrs();
+    let mut clients = Vec::new();
+    for _ in 0..=a.clients {
+        clients.push(Client::connect(addrs.clone(), client_cfg.clone()).await?);
+    }
+    let final_client = clients.pop().expect("one more than --clients");
+
+    let rec = Recorder::new();
+    let pb = progress_bar(a);
+    let echo = pb
+        .clone()
+        .map(|pb| -> timeline::Echo { Box::new(move |l: &str| pb.println(l)) });
+    let mut timeline = Timeline::new(Instant::now(), echo);
+    let counts = Arc::new(OpCounts::default());
+    let faults = Arc::new(FaultCounts::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let id = i as u64;
+            let log = rec.client(id);
+            let job = workload::client_loop(c, log, id, a.keys, seed, stop.clone(), counts.clone());
+            tokio::spawn(job)
+        })
+        .collect();
+    let ticker = pb.clone().map(|pb| {
+        let (counts, faults, start) = (counts.clone(), faults.clone(), tokio::time::Instant::now());
+        tokio::spawn(async move {
+            loop {
+                pb.set_position(start.elapsed().as_millis() as u64);
+                pb.set_message(format!("{} ops, {} faults", counts.total(), faults.total()));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    });
+
+    timeline.note(format!("start: {} clients", a.clients));
+    let info = a.shape.protocol.info();
+    let schedule = Schedule::new(
+        seed,
+        &a.faults,
+        a.shape.replicas,
+        info.max_crashed(a.shape.replicas),
+    );
+    let until = tokio::time::Instant::now() + a.duration;
+    let mut nemesis = Nemesis {
+        cluster: &mut cluster,
+        durability: a.durability,
+        timeline: &mut timeline,
+        counts: &faults,
+        serve_timeout: a.serve_timeout,
+    };
+    let error = nemesis
+        .run(schedule, until)
+        .await
+        .err()
+        .map(|e| format!("{e:#}"));
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    timeline.note(format!("clients stopped; final read of {} keys", a.keys));
+    let (keys_read, last_error) =
+        workload::final_reads(&final_client, &rec, a.clients, a.keys, &counts).await;
+    timeline.note(format!(
+        "final read done ({keys_read} of {} keys read)",
+        a.keys
+    ));
+    if let Some(e) = last_error {
+        timeline.note(format!("a final read failed: {e}"));
+    }
+    drop(final_client);
+    cluster.stop().await;
+    Ok(Run {
+        timeline,
+        history: rec.history(),
+        counts,
+        faults,
+        keys_read,
+        error,
+    })
+}
+
+/// Write the history, check it, print the timeline beside the verdict.
+fn finish(a: &Args, seed: u64, run: Run) -> ExitCode {
+    let mut history_note = String::new();
+    if let Some(path) = &a.history {
+        let written = std::fs::File::create(path)
+            .map(std::io::BufWriter::new)
+            .and_then(|mut w| {
+                run.history.write_jsonl(&mut w)?;
+                std::io::Write::flush(&mut w)
+            });
+        history_note = match written {
+            Ok(()) => format!(
+                "history: {} operations written to {}\n",
+                run.history.ops.len(),
+                path.display()
+            ),
+            Err(e) => return setup_error(format!("cannot write {}: {e}", path.display())),
+        };
+    }
+    let opts = quorumkv_check::Options {
+        timeout: Some(a.check_timeout),
+        ..Default::default()
+    };
+    let report = quorumkv_check::check_with(&run.history, Model::Kv, opts);
+    print!("{}", render(a, seed, &run, &report));
+    print!("{history_note}");
+    match (report.verdict, &run.error) {
+        (Verdict::NotLinearizable | Verdict::Skipped, _) => ExitCode::from(1),
+        (_, Some(e)) => setup_error(format!("the run stopped early: {e}")),
+        (Verdict::Linearizable, None) => ExitCode::SUCCESS,
+        (Verdict::Unknown, None) => ExitCode::from(2),
+    }
+}
+
+fn render(a: &Args, seed: u64, run: &Run, report: &Report) -> String {
+    let mut s = String::from("fault timeline (seconds since the start):\n");
+    let failing = report.violation.as_ref().map(|v| {
+        let op = &v.ops[v.failing_op];
+        let at = Duration::from_nanos(op.ret.unwrap_or(op.call));
+        (
+            at,
+            format!(
+                "<- VIOLATION on key {:?}: {} returned here",
+                v.key,
+                report::op_text(op)
+            ),
+        )
+    });
+    s += &run
+        .timeline
+        .render(failing.as_ref().map(|(at, t)| (*at, t.as_str())));
+    let (c, f) = (&run.counts, &run.faults);
+    let load = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
+    s += &format!(
+        "faults: {} kill/restart cycles, {} pauses, {} kill-all\n",
+        load(&f.kills),
+        load(&f.pauses),
+        load(&f.kill_alls)
+    );
+    s += &format!(
+        "operations: {} ({} ok, {} failed, {} unknown outcome); final read of {} of {} keys\n",
+        c.total(),
+        load(&c.ok),
+        load(&c.failed),
+        load(&c.unknown),
+        run.keys_read,
+        a.keys
+    );
+    if let Some(e) = &run.error {
+        s += &format!("stopped early: {e}\n");
+    }
+    s += &format!("verdict: {}", report::verdict_line(report));
+    if let Some(v) = &report.violation {
+        s += &report::violation_text(v);
+        if a.durability == Durability::Memory && load(&f.kill_alls) > 0 {
+            s += "(expected: with --durability memory, kill-all loses every acknowledged write)\n";
+        }
+    }
+    if report.verdict == Verdict::Unknown {
+        s += &report::keys_text(report, false);
+    }
+    s += &format!("replay: quorumkv chaos --seed {seed} (timings vary between runs)\n");
+    s
+}

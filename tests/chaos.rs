@@ -1,0 +1,124 @@
+//! `quorumkv chaos` end to end: real replica processes killed and paused
+//! while clients record a history, then the checker's verdict as the exit
+//! status.
+
+mod common;
+
+use quorumkv_check::History;
+use std::process::{Command, Output};
+
+fn chaos(args: &[&str]) -> Output {
+    Command::new(common::binary())
+        .arg("chaos")
+        .args(["--no-progress", "--check-timeout", "30s"])
+        .args(args)
+        .output()
+        .expect("quorumkv runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Seed 3's schedule starts with a kill, then a pause, both within the
+/// first two seconds.
+#[test]
+fn kills_and_pauses_of_a_memory_cluster_stay_linearizable() {
+    let dir = std::env::temp_dir().join(format!("chaos-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hist = dir.join("history.jsonl");
+    let out = chaos(&[
+        "--durability",
+        "memory",
+        "--faults",
+        "kill,pause",
+        "--duration",
+        "5s",
+        "--seed",
+        "3",
+        "--history",
+        hist.to_str().unwrap(),
+    ]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("verdict: LINEARIZABLE"), "{t}");
+    assert!(t.contains("(SIGKILL)") && t.contains("restart 1"), "{t}");
+    assert!(t.contains("(SIGSTOP)") && t.contains("(SIGCONT)"), "{t}");
+    assert!(t.contains("final read of 8 of 8 keys"), "{t}");
+    // The history file is what `quorumkv check` reads, with every client's
+    // operations and the final reads (logical client 8).
+    let h =
+        History::read_jsonl(std::io::BufReader::new(std::fs::File::open(&hist).unwrap())).unwrap();
+    assert!(h.ops.len() > 100, "{} ops", h.ops.len());
+    assert_eq!(h.ops.iter().filter(|o| o.client == 8).count(), 8);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Memory replicas keep nothing: killing every one at once loses every
+/// acknowledged write, which the final reads (on many keys, few of them
+/// written again after the restart) show as a violation. Expected.
+#[test]
+fn memory_kill_all_loses_acknowledged_writes_and_exits_1() {
+    let out = chaos(&[
+        "--durability",
+        "memory",
+        "--faults",
+        "kill-all",
+        "--duration",
+        "3s",
+        "--keys",
+        "200",
+        "--clients",
+        "2",
+        "--seed",
+        "1",
+    ]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("kill-all: every replica (SIGKILL)"), "{t}");
+    assert!(t.contains("verdict: NOT LINEARIZABLE"), "{t}");
+    assert!(t.contains("-> nil"), "a lost write reads as nil: {t}");
+    assert!(t.contains("expected: with --durability memory"), "{t}");
+}
+
+/// With fsync every acknowledged write survives SIGKILL of every replica.
+#[test]
+#[ignore = "needs durable server (server --durability/--data-dir)"]
+fn fsync_cluster_survives_kills_and_kill_all() {
+    let out = chaos(&[
+        "--durability",
+        "fsync",
+        "--faults",
+        "kill,kill-all",
+        "--duration",
+        "5s",
+        "--seed",
+        "2",
+    ]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("kill-all: every replica") || t.contains("(SIGKILL)"),
+        "{t}"
+    );
+    assert!(t.contains("verdict: LINEARIZABLE"), "{t}");
+}
+
+#[test]
+fn a_cluster_that_cannot_start_is_exit_2() {
+    let out = chaos(&[
+        "--durability",
+        "memory",
+        "--replicas",
+        "0",
+        "--duration",
+        "1s",
+    ]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("--replicas must be between 1 and 63"), "{t}");
+}
