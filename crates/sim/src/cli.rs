@@ -13,11 +13,13 @@ use std::time::{Duration, Instant};
 
 const AFTER_HELP: &str = "Exit status: 0 when every seed passes, 1 when any fails, 2 on a usage error.\n\
 Every parameter of a run is drawn from its seed: a failing seed prints the exact command that replays it.\n\
-Unless fixed by a flag, each seed draws N from {3, 5} and the durability (durable or memory), and a\n\
-quarter of the seeds are biased toward divergence (one key, many writers, partitions, reads right after\n\
-a heal). Crashes may fall between two commands of one handler call; the nemesis never has more than the\n\
-protocol's max_crashed(N) nodes down at once (`quorumkv protocols` lists it), except the `outage` fault, which takes\n\
-more than that down for a while (operations must then time out, and the cluster recover).\n\n\
+Unless fixed by a flag, each seed draws N from {3, 5} and the durability (fsync or memory; buffered only\n\
+by the flag), and a quarter of the seeds are biased toward divergence (one key, many writers, partitions,\n\
+reads right after a heal). Crashes may fall between two commands of one handler call. Where nodes forget\n\
+(memory, or a protocol that persists nothing) the nemesis never has more than the protocol's max_crashed(N)\n\
+nodes down at once (`quorumkv protocols` lists it), except the `outage` fault, which freezes more than that\n\
+for a while (operations must then time out, and the cluster recover). Where they keep their records (fsync,\n\
+buffered) it crashes any number, every node at once too (a power cut), and outages crash nodes.\n\n\
 Faults keep to the protocol's link model. Unreliable: loss, dup and reorder as named. FIFO-reliable:\n\
 `loss` resets the connection instead (both ends see the link go Down, then Up; what was in flight is lost),\n\
 dup and reorder are not applied, and a partition holds messages until it heals or the failure detector\n\
@@ -54,12 +56,16 @@ pub struct Args {
     /// own coordinator (client), or drawn per seed (mixed).
     #[arg(long, value_enum, default_value_t = ClientMode::Mixed)]
     pub mode: ClientMode,
-    /// What a crashed node keeps: its persisted records (durable) or nothing
-    /// (memory). Default: drawn per seed, half each. With memory a restarted
-    /// ABD replica recovers from f+1 live peers before it answers (as
-    /// `quorumkv server --recover` does), so sweeps stay linearizable;
-    /// `--inject-bug abd-no-recovery` shows the checker catching acknowledged
-    /// writes lost without that recovery.
+    /// What a crash (a power cut of the node) leaves: fsync keeps every
+    /// record whose sync completed (a sync takes 100-500us of virtual time
+    /// and covers everything written before it: group commit; messages and
+    /// replies wait for the syncs of earlier records); buffered keeps what
+    /// the last flush (every 5ms) wrote, and acknowledges before that;
+    /// memory keeps nothing. Default: drawn per seed, half fsync, half
+    /// memory. With memory a restarted ABD replica recovers from f+1 live
+    /// peers before it answers (as `quorumkv server --recover` does);
+    /// `--inject-bug abd-no-recovery` shows the checker catching
+    /// acknowledged writes lost without that recovery.
     #[arg(long, value_enum)]
     pub durability: Option<Durability>,
     /// A protocol option, KEY=VALUE (repeatable); it overrides the seed's own
@@ -445,6 +451,18 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
         t.pauses,
         t.virtual_us as f64 / 1e6
     );
+    if t.persisted > 0 {
+        let _ = writeln!(
+            out,
+            "disk: {} records persisted, {} fsyncs ({:.2} records each), {} messages/replies held behind a sync, {} unsynced records lost to crashes, {} crashes of every node at once",
+            t.persisted,
+            t.syncs,
+            t.persisted as f64 / t.syncs.max(1) as f64,
+            t.held_outputs,
+            t.records_lost,
+            t.cluster_crashes
+        );
+    }
     let _ = writeln!(
         out,
         "links: {} down / {} up reported to cores, {} resets ({} messages dropped with them, {} held across partitions), {} reconnects, {} retries, {} notifications ({} dropped)",

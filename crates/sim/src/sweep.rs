@@ -60,6 +60,11 @@ fn add(t: &mut Stats, s: &Stats) {
     t.crashes += s.crashes;
     t.crashes_inside += s.crashes_inside;
     t.outages += s.outages;
+    t.cluster_crashes += s.cluster_crashes;
+    t.persisted += s.persisted;
+    t.syncs += s.syncs;
+    t.held_outputs += s.held_outputs;
+    t.records_lost += s.records_lost;
     t.peak_down = t.peak_down.max(s.peak_down);
     t.partitions += s.partitions;
     t.pauses += s.pauses;

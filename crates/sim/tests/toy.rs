@@ -296,11 +296,16 @@ fn fifo_links_keep_their_model_unless_told_to_break_it() {
     assert!(text.contains("WARNING: --break-assumptions"), "{text}");
 }
 
-/// (b) The nemesis keeps to `max_crashed(N)`: none for a protocol that
-/// tolerates no crash, more than ABD's f for one that tolerates N − 1.
+/// (b) Where nodes forget (memory), the nemesis keeps to `max_crashed(N)`:
+/// none for a protocol that tolerates no crash, more than ABD's f for one
+/// that tolerates N − 1. Where they keep their records (fsync), it may
+/// crash every node at once.
 #[test]
 fn the_nemesis_keeps_to_the_protocols_crash_bound() {
-    let crash = config("crash,pause,partition");
+    let crash = SimConfig {
+        durability: Some(Durability::Memory),
+        ..config("crash,pause,partition")
+    };
     let (_, none) = run::<NeverCrash>(&crash, 0..20);
     assert_eq!(total(&none, |s| s.crashes), 0);
     let five = SimConfig {
@@ -317,6 +322,15 @@ fn the_nemesis_keeps_to_the_protocols_crash_bound() {
         "{:?}",
         s.totals
     );
+    let fsync = SimConfig {
+        durability: Some(Durability::Fsync),
+        ..five
+    };
+    let (_, all) = run::<NeverCrash>(&fsync, 0..20);
+    assert!(total(&all, |s| s.cluster_crashes) > 0);
+    let s = sweep(&abd, &fsync, "0..40".parse().unwrap(), 2, 0, |_| {}).unwrap();
+    assert!(s.all_passed());
+    assert_eq!(s.totals.peak_down, 5, "{:?}", s.totals);
 }
 
 /// (c) A proxy client that gives up reconnects: the servers that knew its

@@ -200,10 +200,12 @@ pub trait ProtocolDef: 'static {
     type Options: ProtocolOptions;
     type Bug: InjectedBugs;
 
-    /// The most nodes of `n` that may be down at once with the protocol
-    /// still safe and, once they return, live: ABD ⌊(N−1)/2⌋, the ring N−1,
-    /// a protocol with durable logs all N. The simulator's nemesis keeps to
-    /// it unless a fault outside the assumptions is asked for.
+    /// The most nodes of `n` that may be down at once, having lost their
+    /// state, with the protocol still safe and, once they return, live: ABD
+    /// ⌊(N−1)/2⌋, the ring N−1. The simulator's nemesis keeps to it where
+    /// nodes forget (memory durability, or `PERSISTS_STATE == false`) unless
+    /// a fault outside the assumptions is asked for; where they keep their
+    /// records (fsync, buffered) it may crash every node at once.
     fn max_crashed(n: usize) -> usize;
 
     fn node(spec: &NodeSpec<'_>, opts: &Self::Options, bug: Option<Self::Bug>) -> Self::Node;
