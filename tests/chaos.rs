@@ -122,3 +122,32 @@ fn a_cluster_that_cannot_start_is_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{t}");
     assert!(t.contains("--replicas must be between 1 and 63"), "{t}");
 }
+
+/// The primitives chaos is made of: a paused replica answers nothing until
+/// resumed; a restart without recovery comes back at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_cluster_pauses_resumes_and_restarts_without_recovery() {
+    use quorumkv_node::client::probe;
+    use std::time::Duration;
+    let mut cluster = common::start_cluster(3).await;
+    let addr = cluster.endpoint(2).unwrap().native;
+    cluster.pause(2).unwrap();
+    assert!(cluster.is_paused(2) && !cluster.is_paused(1));
+    assert!(probe(addr, Duration::from_millis(300)).await.is_err());
+    cluster.resume(2).unwrap();
+    assert!(!cluster.is_paused(2));
+    probe(addr, Duration::from_secs(2)).await.unwrap();
+    // SIGKILL ends a stopped process too, and clears the mark.
+    cluster.pause(2).unwrap();
+    cluster.kill(2).await.unwrap();
+    assert!(!cluster.is_paused(2) && cluster.pid(2).is_none());
+    assert!(cluster.pause(2).is_err(), "nothing to pause");
+    cluster.restart_without_recovery(2).await.unwrap();
+    let status = quorumkv_node::status::fetch(addr, Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(status.role, "replica", "no --recover: serves at once");
+    cluster.kill(2).await.unwrap();
+    cluster.restart(2).await.unwrap();
+    assert!(cluster.restart(2).await.is_err(), "already running");
+}
