@@ -5,6 +5,7 @@
 #   scripts/peers.sh start etcd  [--replicas N] [--port-base P]   # N members (default 3), ports P.. (default 2379)
 #   scripts/peers.sh start redis [--replicas N] [--port-base P]   # 1 primary + N-1 async replicas (default 1), port P (6379)
 #   ... [--tmpfs]                                                  # data in /dev/shm: fsync costs ~nothing
+#   start redis ... --fsync          # appendonly yes + appendfsync always: fsync before each reply (default: no AOF)
 #   scripts/peers.sh stop  etcd|redis                              # idempotent
 #   scripts/peers.sh status etcd|redis
 #
@@ -14,19 +15,20 @@
 # State lives in ${QKV_PEERS_DIR:-${TMPDIR:-/tmp}/quorumkv-peers}/NAME.
 set -euo pipefail
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "peers.sh: $*" >&2; exit 1; }
 log() { echo "peers.sh: $*" >&2; }
 
 [ $# -ge 2 ] || usage
 action=$1 name=$2
 shift 2
-replicas="" port_base="" tmpfs=0
+replicas="" port_base="" tmpfs=0 fsync=0
 while [ $# -gt 0 ]; do
   case $1 in
     --replicas) [ $# -ge 2 ] || usage; replicas=$2; shift 2 ;;
     --port-base) [ $# -ge 2 ] || usage; port_base=$2; shift 2 ;;
     --tmpfs) tmpfs=1; shift ;;
+    --fsync) fsync=1; shift ;;
     *) die "unknown argument '$1'" ;;
   esac
 done
@@ -35,6 +37,7 @@ case $name in
   redis) replicas=${replicas:-1}; port_base=${port_base:-6379} ;;
   *) die "unknown peer '$name' (etcd or redis)" ;;
 esac
+[ $fsync = 1 ] && [ "$name" != redis ] && die "--fsync is for redis (etcd always fsyncs its log)"
 [[ $replicas =~ ^[1-9][0-9]*$ ]] || die "--replicas must be a positive number (got '$replicas')"
 [[ $port_base =~ ^[0-9]+$ ]] && [ "$port_base" -ge 1024 ] && [ "$port_base" -le 60000 ] \
   || die "--port-base must be between 1024 and 60000 (got '$port_base')"
@@ -130,13 +133,15 @@ start_etcd() {
 start_redis() {
   install redis-server redis-server
   local i p primary=$port_base
+  local aof="--appendonly no"
+  [ $fsync = 1 ] && aof="--appendonly yes --appendfsync always"
   for ((i = 0; i < replicas; i++)); do
     p=$((port_base + i))
     port_free "$p" || die "port $p is in use"
     mkdir -p "$data/r$i"
     local extra=()
     [ "$i" -gt 0 ] && extra=(--replicaof 127.0.0.1 "$primary")
-    setsid redis-server --port "$p" --bind 127.0.0.1 --dir "$data/r$i" --save "" --appendonly no \
+    setsid redis-server --port "$p" --bind 127.0.0.1 --dir "$data/r$i" --save "" $aof \
       --protected-mode no --daemonize no "${extra[@]}" </dev/null >"$state/r$i.log" 2>&1 &
     echo $! >>"$state/pids"
     wait_port "$p" 10 || die "redis-server did not open port $p (see $state/r$i.log)"

@@ -186,6 +186,8 @@ fn server(extra: &[&str], stdin: Stdio) -> (Child, u16) {
             "1",
             "--listen",
             &format!("127.0.0.1:{port}"),
+            "--durability",
+            "memory",
         ])
         .args(extra)
         .env_remove("QUORUMKV_LOG")

@@ -36,6 +36,8 @@ async fn metrics_count_what_the_replica_did() {
             &native.to_string(),
             "--metrics",
             &metrics.to_string(),
+            "--durability",
+            "memory",
         ])
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)

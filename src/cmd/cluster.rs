@@ -3,6 +3,7 @@
 use clap::Args as ClapArgs;
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::storage::Durability;
 use std::process::ExitCode;
 
 /// Start a local cluster of replicas as child processes (Ctrl-C stops it)
@@ -27,6 +28,13 @@ pub struct Args {
     /// Replica i gets native port P+i and RESP port P+100+i.
     #[arg(long, default_value_t = 7000, value_name = "P")]
     port_base: u16,
+    /// Every replica's durability: memory (nothing on disk), buffered or fsync.
+    #[arg(long, value_enum, default_value_t = Durability::Memory, value_name = "MODE")]
+    durability: Durability,
+    /// Keep replica N's data in DIR/replica-N (kept after the cluster stops;
+    /// default: a temporary directory removed when it stops).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
 }
 
 /// What a local cluster runs; shared by `cluster` and `chaos`.
@@ -75,13 +83,18 @@ pub fn run(a: Args) -> ExitCode {
         let cfg = LocalClusterConfig {
             port_base: Some(a.port_base),
             inherit_logs: true,
+            durability: a.durability,
+            data_root: a.data_dir,
             ..a.shape.config(binary)
         };
         let mut cluster = match LocalCluster::start(cfg).await {
             Ok(c) => c,
             Err(e) => return super::fail(format!("{e:#}")),
         };
-        println!("quorumkv cluster: protocol {}, {} replicas", a.shape.protocol, a.shape.replicas);
+        println!(
+            "quorumkv cluster: protocol {}, {} replicas, durability {}",
+            a.shape.protocol, a.shape.replicas, a.durability
+        );
         for e in cluster.endpoints() {
             println!("  replica {}  native {}  resp {}  pid {}", e.id, e.native, e.resp, cluster.pid(e.id).unwrap_or(0));
         }

@@ -18,7 +18,13 @@ pub fn fail(msg: impl std::fmt::Display) -> std::process::ExitCode {
 /// interleaved logs of `quorumkv cluster`'s replicas say whose they are.
 pub fn init_logging(default: &str, who: Option<String>) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("QUORUMKV_LOG")
+    // The storage engine's own logs only when asked for by name
+    // (QUORUMKV_LOG=fjall=info): our log says what matters to an operator.
+    let mut spec = std::env::var("QUORUMKV_LOG").unwrap_or_else(|_| default.to_string());
+    if !spec.contains("fjall") && !spec.contains("lsm_tree") {
+        spec.push_str(",fjall=off,lsm_tree=off");
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&spec)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let format = tracing_subscriber::fmt::format()

@@ -6,6 +6,7 @@ use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::config::{parse_bytes, parse_duration, ClusterFile, Limits, ReplicaAddr};
 use quorumkv_node::heartbeat::HeartbeatConfig;
 use quorumkv_node::server::{self, Listeners, ServerOptions};
+use quorumkv_node::storage::Durability;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -102,6 +103,17 @@ pub struct Args {
     /// when standard input is not a pipe.
     #[arg(long)]
     exit_on_stdin_eof: bool,
+    /// What an acknowledgement promises: `fsync` (synced to disk, group
+    /// commit), `buffered` (written to the OS: survives kill -9, not a power
+    /// cut) or `memory` (nothing on disk; restart with --recover)
+    /// [default: the cluster file's `durability`, else fsync]
+    #[arg(long, value_enum, value_name = "MODE")]
+    durability: Option<Durability>,
+    /// This replica's data directory (locked while the server runs)
+    /// [default: the cluster file's `data_dir`/replica-ID, else
+    /// ./quorumkv-data/replica-ID]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -145,6 +157,9 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
     }));
     let file = ClusterFile {
         protocol: a.protocol,
+        cluster_id: None,
+        durability: None,
+        data_dir: None,
         replicas,
         limits: None,
         options: Default::default(),
@@ -178,6 +193,15 @@ pub fn run(a: Args) -> ExitCode {
         return super::fail(e);
     }
     opts.recover = a.recover;
+    if opts.cluster.durability.is_none() {
+        opts.durability = Durability::Fsync;
+    }
+    opts.durability = a.durability.unwrap_or(opts.durability);
+    opts.data_dir = a
+        .data_dir
+        .clone()
+        .or(opts.data_dir.take())
+        .or_else(|| Some(PathBuf::from("quorumkv-data").join(format!("replica-{}", a.id))));
     opts.apply_limits(&Limits {
         max_buffer_bytes: a.max_buffer_bytes,
         max_queued_bytes: a.max_queued_bytes,

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_node::storage::Durability;
 
 use crate::config::{
     parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution,
@@ -54,6 +55,10 @@ pub struct Args {
     /// Replica counts of local clusters [default: 3].
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub replicas: Option<String>,
+    /// Durability of local clusters' replicas, side by side: memory,
+    /// buffered, fsync [default: fsync, what `quorumkv server` runs].
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    pub durability: Option<String>,
     /// Closed-loop logical clients [default: 1,4,8,16,32].
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub clients: Option<String>,
@@ -163,6 +168,9 @@ impl Args {
         }
         if let Some(s) = &self.replicas {
             c.replicas = parse_list("replicas", s)?;
+        }
+        if let Some(s) = &self.durability {
+            c.durabilities = parse_list::<Durability>("durability", s)?;
         }
         if let Some(s) = &self.clients {
             c.clients = parse_list("clients", s)?;

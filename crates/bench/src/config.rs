@@ -13,6 +13,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_node::storage::Durability;
 use serde::Serialize;
 
 /// A configuration that cannot run. Its `Display` is the one line the CLI prints.
@@ -297,6 +298,8 @@ pub struct BenchConfig {
     pub options: Vec<(String, String)>,
     /// Replica counts of `local` targets.
     pub replicas: Vec<usize>,
+    /// Durability modes of `local` targets, side by side.
+    pub durabilities: Vec<Durability>,
     /// Closed-loop logical clients, each with at most one operation outstanding.
     pub clients: Vec<usize>,
     pub get_fractions: Vec<f64>,
@@ -345,6 +348,7 @@ impl Default for BenchConfig {
             targets: vec![TargetSpec::Local],
             protocols: ProtocolKind::all(),
             replicas: vec![3],
+            durabilities: vec![Durability::Fsync],
             clients: vec![1, 4, 8, 16, 32],
             get_fractions: vec![0.9, 0.1],
             keys: vec![10],
@@ -381,6 +385,7 @@ pub enum DeploySpec {
         protocol: ProtocolKind,
         replicas: usize,
         variant: Variant,
+        durability: Durability,
     },
     Quorumkv {
         protocol: ProtocolKind,
@@ -407,9 +412,16 @@ impl DeploySpec {
     /// The name of the line in plots and the first column of the table.
     pub fn label(&self) -> String {
         match self {
+            // `fsync` is what a server runs by default: the plain name.
             DeploySpec::Local {
-                protocol, variant, ..
-            } => with_variant(protocol.name(), variant),
+                protocol,
+                variant,
+                durability,
+                ..
+            } => match durability {
+                Durability::Fsync => with_variant(protocol.name(), variant),
+                d => format!("{}/{d}", with_variant(protocol.name(), variant)),
+            },
             DeploySpec::Quorumkv {
                 protocol, variant, ..
             } => with_variant(&format!("quorumkv:{protocol}"), variant),
@@ -450,6 +462,7 @@ impl BenchConfig {
         nonempty(&self.targets, "target")?;
         nonempty(&self.protocols, "protocol")?;
         nonempty(&self.replicas, "replicas")?;
+        nonempty(&self.durabilities, "durability")?;
         nonempty(&self.clients, "clients")?;
         nonempty(&self.get_fractions, "get-fraction")?;
         nonempty(&self.keys, "keys")?;
@@ -533,12 +546,15 @@ impl BenchConfig {
                         let offered =
                             (self.variants.iter()).filter(|v| v.options_for(protocol).is_some());
                         for variant in offered {
-                            for &replicas in &self.replicas {
-                                plans.push(DeploySpec::Local {
-                                    protocol,
-                                    replicas,
-                                    variant: variant.clone(),
-                                });
+                            for &durability in &self.durabilities {
+                                for &replicas in &self.replicas {
+                                    plans.push(DeploySpec::Local {
+                                        protocol,
+                                        replicas,
+                                        variant: variant.clone(),
+                                        durability,
+                                    });
+                                }
                             }
                         }
                     }

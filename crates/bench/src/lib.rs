@@ -3,12 +3,14 @@
 //! workload generator, one [`config::BenchConfig`], tables, CSV/JSON and PNGs.
 //!
 //! Layout: [`config`] (flags → matrix), [`workload`] (PRNG, Zipf, values),
-//! [`target`] (what we talk to; [`etcd`] is our etcd gRPC client), [`runner`]
+//! [`target`] (what we talk to; [`etcd`] is our etcd gRPC client;
+//! [`durability`] its sync counters), [`runner`]
 //! (one point), [`sweep`] (the matrix), [`stats`], [`report`], [`plot`],
 //! [`verify`] (`--check`).
 
 pub mod cli;
 pub mod config;
+pub mod durability;
 pub mod etcd;
 pub mod plot;
 pub mod plot_scaling;

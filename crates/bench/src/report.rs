@@ -62,6 +62,15 @@ pub struct PointResult {
     /// Fraction of one core each local replica was held to.
     #[serde(default)]
     pub replica_cpu: Option<f64>,
+    /// What an acknowledged write survives (`Deployment::durability`).
+    #[serde(default)]
+    pub durability: Option<String>,
+    /// Syncs per second over all replicas while measuring.
+    #[serde(default)]
+    pub syncs_per_s: Option<f64>,
+    /// Records made durable per second over all replicas while measuring.
+    #[serde(default)]
+    pub records_per_s: Option<f64>,
 }
 
 /// Values at least this large are throughput in bytes (seed 004 §5 uses
@@ -110,6 +119,9 @@ impl PointResult {
                 DeploySpec::Local { .. } => cfg.replica_cpu,
                 _ => None,
             },
+            durability: d.durability.clone(),
+            syncs_per_s: None,
+            records_per_s: None,
         }
     }
 
@@ -128,6 +140,12 @@ impl PointResult {
     /// (a GET of a missing key counts too; the bench preloads every key).
     pub fn mb_per_s(&self) -> f64 {
         self.throughput * self.value_size as f64 / 1e6
+    }
+
+    /// Records per sync: how many writes one fsync covers (group commit).
+    pub fn records_per_sync(&self) -> Option<f64> {
+        let (r, s) = (self.records_per_s?, self.syncs_per_s?);
+        (s > 0.0).then(|| r / s)
     }
 
     /// Each server's fraction of the successful PUTs (pinned clients), in
@@ -170,7 +188,7 @@ get_count,get_avg_us,get_p50_us,get_p95_us,get_p99_us,get_max_us,\
 put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
 all_count,all_avg_us,all_p50_us,all_p95_us,all_p99_us,all_max_us,\
 cpu_s_per_kop,client_cpu_s_per_kop,check,\
-mb_per_s,server_puts,dedicated,replica_cpu,connections,note";
+mb_per_s,server_puts,dedicated,replica_cpu,durability,syncs_per_s,records_per_s,connections,note";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -199,7 +217,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
         let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{}",
             csv_field(&r.target),
             r.kind,
             r.replicas,
@@ -231,6 +249,9 @@ pub fn to_csv(results: &[PointResult]) -> String {
                 .join(";"),
             r.dedicated,
             opt(&r.replica_cpu),
+            csv_field(&opt(&r.durability)),
+            r.syncs_per_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            r.records_per_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
             csv_field(&r.connections),
             csv_field(&opt(&r.note)),
         );
@@ -298,8 +319,15 @@ pub fn table(results: &[PointResult]) -> String {
     let show_rate = results.iter().any(|r| r.rate.is_some());
     let show_cpu = results.iter().any(|r| r.cpu_s_per_kop.is_some());
     let show_check = results.iter().any(|r| r.check.is_some());
+    let show_disk = vary(&|r| opt(&r.durability));
+    let show_syncs = results
+        .iter()
+        .any(|r| r.syncs_per_s.is_some_and(|s| s > 0.0));
 
     let mut head: Vec<&str> = vec!["target", "N", "get%"];
+    if show_disk {
+        head.push("disk");
+    }
     if show_keys {
         head.push("keys");
     }
@@ -322,6 +350,9 @@ pub fn table(results: &[PointResult]) -> String {
     if show_shares {
         head.push("PUT % by server");
     }
+    if show_syncs {
+        head.extend(["syncs/s", "recs/sync"]);
+    }
     if show_cpu {
         head.push("srv cpu");
     }
@@ -339,6 +370,9 @@ pub fn table(results: &[PointResult]) -> String {
             r.replicas.to_string(),
             format!("{:.0}", r.get_fraction * 100.0),
         ];
+        if show_disk {
+            row.push(r.durability.clone().unwrap_or_else(|| "-".into()));
+        }
         if show_keys {
             row.push(r.keys.to_string());
         }
@@ -366,6 +400,13 @@ pub fn table(results: &[PointResult]) -> String {
         ]);
         if show_shares {
             row.push(shares_cell(&r.put_shares()));
+        }
+        if show_syncs {
+            row.push(r.syncs_per_s.map_or("-".into(), |x| format!("{x:.0}")));
+            row.push(
+                r.records_per_sync()
+                    .map_or("-".into(), |x| format!("{x:.1}")),
+            );
         }
         let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
         if show_cpu {
@@ -446,6 +487,11 @@ pub fn footnotes(results: &[PointResult]) -> String {
             s,
             "each local replica held to {c} of one core (cgroup v1 CPU quota)"
         );
+    }
+    if results.iter().any(|r| r.syncs_per_s.is_some()) {
+        s += "disk = what an acknowledged write survives (fsync: synced before the ack; buffered: \
+              written, not synced; memory: nothing); syncs/s over all replicas, recs/sync = \
+              records each sync covered (group commit)\n";
     }
     if results.iter().any(|r| r.dedicated) {
         s += "dedicated clients: each only reads or only writes (get% = share of readers)\n";

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use quorumkv_check::recorder::Recorder;
 
 use crate::config::{BenchConfig, Length, Sharing, Workload};
+use crate::durability::SyncCounters;
 use crate::report::PointResult;
 use crate::stats::{throughput, LatencySummary, OpKind, Stats};
 use crate::target::{Conn, Deployment};
@@ -123,7 +124,7 @@ pub async fn run_point(
     let pids = d.pids();
     let seed = cfg.seed;
     let started = Instant::now();
-    let (stats, cpu, elapsed, died) = match w.rate {
+    let (stats, cpu, elapsed, died, syncs_before) = match w.rate {
         None => {
             let ops_per_client = match cfg.length {
                 Length::OpsPerClient(n) => Some(n),
@@ -168,6 +169,7 @@ pub async fn run_point(
                 drv.cpu_after(&pids),
                 last.duration_since(drv.measure_start),
                 drv.died,
+                drv.syncs_before,
             )
         }
         Some(rate) => {
@@ -188,6 +190,15 @@ pub async fn run_point(
     };
 
     result.fill(&stats, elapsed, cpu);
+    // Writes stop with the measurement, so the counters' difference over
+    // the measured time is the rate (the readings bracket it closely).
+    if let (Some(before), false) = (syncs_before, died) {
+        if let Some(after) = d.sync_counters().await {
+            let (syncs, records) = after.rates_since(&before, elapsed.as_secs_f64());
+            result.syncs_per_s = Some(syncs);
+            result.records_per_s = records;
+        }
+    }
     if let Some(rec) = recorder {
         let history = rec.history();
         let verdict = check_history(history.clone(), cfg.check_timeout).await;
@@ -399,6 +410,8 @@ struct Drive {
     measure_start: Instant,
     /// CPU seconds of the servers and of this process when measuring began.
     cpu_before: (Option<f64>, Option<f64>),
+    /// The target's sync counters when measuring began.
+    syncs_before: Option<SyncCounters>,
     died: bool,
 }
 
@@ -433,10 +446,12 @@ async fn drive(
             return Drive {
                 measure_start: Instant::now(),
                 cpu_before: (None, None),
+                syncs_before: None,
                 died: true,
             };
         }
     }
+    let syncs_before = d.sync_counters().await;
     let cpu_before = cpu_now(pids);
     let measure_start = Instant::now();
     let done_before = sh.ok.load(Ordering::Relaxed) + sh.failed.load(Ordering::Relaxed);
@@ -476,6 +491,7 @@ async fn drive(
     Drive {
         measure_start,
         cpu_before,
+        syncs_before,
         died,
     }
 }
@@ -529,7 +545,13 @@ async fn open_loop(
     pids: &[u32],
     started: Instant,
     progress: Progress<'_>,
-) -> (Stats, (Option<f64>, Option<f64>), Duration, bool) {
+) -> (
+    Stats,
+    (Option<f64>, Option<f64>),
+    Duration,
+    bool,
+    Option<SyncCounters>,
+) {
     struct Slot {
         id: u64,
         conn: Conn,
@@ -620,7 +642,13 @@ async fn open_loop(
     let elapsed = last
         .max(drv.measure_start)
         .duration_since(drv.measure_start);
-    (stats, drv.cpu_after(pids), elapsed, drv.died)
+    (
+        stats,
+        drv.cpu_after(pids),
+        elapsed,
+        drv.died,
+        drv.syncs_before,
+    )
 }
 
 fn cpu_now(pids: &[u32]) -> (Option<f64>, Option<f64>) {

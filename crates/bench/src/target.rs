@@ -14,6 +14,7 @@ use quorumkv_node::client::{Client, ClientConfig, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 
 use crate::config::{CoordMode, DeploySpec, Variant};
+use crate::durability::{self, SyncCounters};
 use crate::etcd::{self, EtcdClient};
 use quorumkv_core::protocol::ProtocolKind;
 
@@ -149,6 +150,9 @@ pub struct Deployment {
     peer_pids: Vec<u32>,
     native: Vec<SocketAddr>,
     opts: DeployOptions,
+    /// What an acknowledged write survives: `fsync`, `buffered`, `memory`
+    /// (quorumkv), `fsync` (etcd), `aof-always`, `none`, … (Redis).
+    pub durability: Option<String>,
 }
 
 impl Deployment {
@@ -162,16 +166,19 @@ impl Deployment {
             peer_pids: Vec::new(),
             native: Vec::new(),
             opts,
+            durability: None,
         };
         match &spec {
             DeploySpec::Local {
                 protocol,
                 replicas,
                 variant,
+                durability,
             } => {
                 let cfg = LocalClusterConfig {
                     protocol: *protocol,
                     replicas: *replicas,
+                    durability: *durability,
                     options: d.protocol_options(*protocol, variant),
                     port_base: d.opts.port_base,
                     binary: d.opts.binary.clone(),
@@ -213,7 +220,15 @@ impl Deployment {
             _ => Vec::new(),
         };
         // Proves the target answers before any point is measured.
-        let probe = d.connect().await?;
+        let mut probe = d.connect().await?;
+        d.durability = match (&spec, &mut probe) {
+            (DeploySpec::Local { durability, .. }, _) => Some(durability.to_string()),
+            (DeploySpec::Quorumkv { .. }, _) => durability::quorumkv_mode(&d.native).await,
+            // etcd fsyncs its WAL before acknowledging; it has no other mode.
+            (DeploySpec::Etcd { .. }, _) => Some("fsync".into()),
+            (DeploySpec::Redis { .. }, Conn::Redis(c)) => durability::redis_mode(c).await,
+            (DeploySpec::Redis { .. }, _) => None,
+        };
         drop(probe);
         Ok(d)
     }
@@ -355,6 +370,17 @@ impl Deployment {
             }
             DeploySpec::Redis { addr } => reachable([addr.as_str()], 1).await,
             DeploySpec::Local { .. } => false,
+        }
+    }
+
+    /// Sync counters summed over the replicas, where the target exposes them.
+    pub async fn sync_counters(&self) -> Option<SyncCounters> {
+        match &self.spec {
+            DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
+                durability::quorumkv_counters(&self.native).await
+            }
+            DeploySpec::Etcd { endpoints } => durability::etcd_counters(endpoints).await,
+            DeploySpec::Redis { .. } => None,
         }
     }
 

@@ -8,6 +8,7 @@ use quorumkv_bench::config::{
     parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, Distribution, Length,
     TargetSpec, SEED_002_ZIPF,
 };
+use quorumkv_node::storage::Durability;
 
 #[derive(Parser)]
 struct Cli {
@@ -40,6 +41,8 @@ fn defaults_are_the_main_job() {
     assert_eq!(c.clients, vec![1, 4, 8, 16, 32]);
     assert!(matches!(c.length, Length::Duration(d) if d <= Duration::from_secs(5)));
     assert_eq!(c.protocols, quorumkv_core::protocol::ProtocolKind::all());
+    // What `quorumkv server` runs by default.
+    assert_eq!(c.durabilities, vec![Durability::Fsync]);
     // 2 mixes × 5 client counts per protocol, a few seconds each.
     assert_eq!(c.point_count(), 10 * c.protocols.len());
 }
@@ -74,6 +77,17 @@ fn lists_expand_into_the_matrix() {
     let per_deploy = 3 * 2 * 4 * 2;
     assert_eq!(c.plans().len(), 3 * c.protocols.len());
     assert!(c.plans().iter().all(|p| p.workloads.len() == per_deploy));
+}
+
+#[test]
+fn durability_modes_are_side_by_side_deployments() {
+    let c = args(&["--durability", "memory,buffered,fsync", "--protocol", "abd"])
+        .to_config()
+        .unwrap();
+    let labels: Vec<String> = c.plans().iter().map(|p| p.deploy.label()).collect();
+    assert_eq!(labels, ["abd/memory", "abd/buffered", "abd"]);
+    let e = err(&["--durability", "disk"]);
+    assert!(e.contains("durability") && e.contains("disk"), "{e}");
 }
 
 #[test]

@@ -70,6 +70,10 @@ async fn local_cluster_with_check() {
         assert!(r.cpu_s_per_kop.is_some(), "our servers' CPU is measured");
         assert_eq!(r.check.as_deref(), Some("ok"), "verdict column: {r:?}");
         assert!(r.connections.starts_with("shared"), "{}", r.connections);
+        // The default is what a server runs: fsync, with syncs counted.
+        assert_eq!(r.durability.as_deref(), Some("fsync"), "{r:?}");
+        assert!(r.syncs_per_s.is_some_and(|s| s > 0.0), "{r:?}");
+        assert!(r.records_per_sync().is_some_and(|x| x >= 1.0), "{r:?}");
     }
     for f in [
         "results.csv",

@@ -50,6 +50,16 @@ fn point(
         server_puts: Vec::new(),
         dedicated: false,
         replica_cpu: None,
+        durability: Some(
+            if kind == "redis" {
+                "aof-always"
+            } else {
+                "fsync"
+            }
+            .into(),
+        ),
+        syncs_per_s: (kind != "redis").then_some(tput / 10.0),
+        records_per_s: (kind != "redis").then_some(tput * 0.3),
     }
 }
 
@@ -134,6 +144,31 @@ fn table_has_a_row_per_point_and_the_check_column() {
         lines[0].starts_with("target") && lines[0].contains("ops/s") && lines[0].ends_with("check")
     );
     assert!(lines[2].starts_with("abd ") && lines[2].ends_with("ok"));
+    // Durability differs between targets, and local/etcd report syncs:
+    // a disk column, syncs/s and writes per sync (here 0.3 / 0.1 = 3).
+    assert!(lines[0].contains("disk") && lines[0].contains("recs/sync"));
+    assert!(
+        lines[2].contains(" fsync ") && lines[2].contains(" 3.0 "),
+        "{}",
+        lines[2]
+    );
+    let redis = lines.iter().find(|l| l.starts_with("redis")).unwrap();
+    assert!(redis.contains("aof-always"), "{redis}");
+}
+
+#[test]
+fn one_durability_everywhere_needs_no_column() {
+    let mut rs = sample();
+    for r in &mut rs {
+        r.durability = Some("memory".into());
+        r.syncs_per_s = None;
+    }
+    let t = table(&rs);
+    let head = t.lines().next().unwrap();
+    assert!(
+        !head.contains("disk") && !head.contains("syncs/s"),
+        "{head}"
+    );
 }
 
 #[test]

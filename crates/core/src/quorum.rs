@@ -7,6 +7,13 @@ pub fn majority(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// The most of `n` replicas that may fail with a majority left: N − Q =
+/// ⌈n/2⌉ − 1. A recovering replica merges `minority(n) + 1` peers' state:
+/// with the Q − 1 others holding any completed write, (f+1)+(Q−1) > N−1.
+pub fn minority(n: usize) -> usize {
+    n - majority(n)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuorumStatus {
     /// Not enough replies yet.
@@ -114,6 +121,8 @@ mod tests {
         assert_eq!(majority(3), 2);
         assert_eq!(majority(4), 3);
         assert_eq!(majority(5), 3);
+        let f: Vec<_> = (1..=6).map(minority).collect();
+        assert_eq!(f, [0, 0, 1, 1, 2, 2]);
     }
 
     #[test]

@@ -517,7 +517,7 @@ impl Visitor for BuildDirect {
             members: hello.members.clone(),
             budgets: Vec::new(),
         };
-        let driver = Driver::new(core, info, Box::new(MemoryStorage))
+        let driver = Driver::new(core, info, Box::new(MemoryStorage::default()))
             .expect("memory storage loads")
             .with_local_events(events);
         let (tx, rx) = mpsc::channel::<Input<D::Msg>>(8192);

@@ -2,6 +2,9 @@
 //!
 //! ```toml
 //! protocol = "abd"
+//! cluster_id = "prod-eu"    # optional; stored in every data directory
+//! durability = "fsync"       # optional: memory, buffered or fsync
+//! data_dir = "/var/lib/qkv"  # optional: replica N uses data_dir/replica-N
 //!
 //! [[replica]]
 //! id = 1
@@ -34,6 +37,17 @@ pub struct ReplicaAddr {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClusterFile {
     pub protocol: ProtocolKind,
+    /// Names the cluster in each replica's data directory, so that data of
+    /// another cluster is refused; derived from the replicas when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    /// Every replica's durability (`--durability` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<crate::storage::Durability>,
+    /// Replica N keeps its data in `data_dir/replica-N` (`--data-dir`
+    /// overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<std::path::PathBuf>,
     #[serde(rename = "replica")]
     pub replicas: Vec<ReplicaAddr>,
     /// Client connection limits of every replica (optional; flags of
@@ -147,6 +161,9 @@ impl ClusterFile {
         let ip = std::net::Ipv4Addr::LOCALHOST;
         ClusterFile {
             protocol,
+            cluster_id: None,
+            durability: None,
+            data_dir: None,
             replicas: (1..=replicas as u16)
                 .map(|i| ReplicaAddr {
                     id: i as NodeId,
@@ -158,6 +175,17 @@ impl ClusterFile {
             limits: None,
             options: Default::default(),
         }
+    }
+
+    /// The cluster id stored in data directories: `cluster_id`, else one
+    /// derived from the replicas' ids and addresses.
+    pub fn id(&self) -> String {
+        self.cluster_id.clone().unwrap_or_else(|| {
+            let replicas: Vec<_> = (self.replicas.iter())
+                .map(|r| (r.id, r.addr.to_string()))
+                .collect();
+            crate::storage::dir::derived_cluster_id(&replicas)
+        })
     }
 
     pub fn to_toml(&self) -> String {

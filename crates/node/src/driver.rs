@@ -11,10 +11,11 @@ use crate::node_status::NodeStatus;
 use crate::resp_render::{resp_reply, RespKind, RespTx};
 use crate::storage::Storage;
 use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
-use quorumkv_core::{ClientRef, Event, NodeId, OpError, OpId, Peer, Request, Response, Time};
+use quorumkv_core::{ClientRef, Event, NodeId, OpId, Peer, Request, Response, Time};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::pin;
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 
 mod info_text;
@@ -117,7 +118,6 @@ pub struct DriverStats {
     /// Messages held for a member whose link has not come up yet (startup),
     /// sent when it does.
     pub held_until_up: u64,
-    pub persist_errors: u64,
     /// `LinkDown`s of connections already replaced by a newer one (ignored).
     pub stale_link_downs: u64,
     /// Events pushed to clients (`Command::Notify`).
@@ -146,7 +146,23 @@ pub struct Driver<P: Protocol + Send + 'static> {
     /// Where events for `ClientRef::LOCAL` go (the client library's).
     local_events: Option<mpsc::UnboundedSender<Event>>,
     out: Out<P::Msg, P::Timer>,
+    /// Sequence number of the last record handed to storage.
+    last_persist: u64,
+    /// Outputs waiting for the records persisted before them to be
+    /// durable, with the sequence number they wait for (in issue order).
+    gated: VecDeque<(u64, Gated<P::Msg>)>,
+    /// Notified when storage's durable watermark moves; `None` for storage
+    /// that is durable at once (memory): nothing is ever gated then.
+    waker: Option<Arc<Notify>>,
     pub stats: DriverStats,
+}
+
+/// A `Send`, `Reply` or `Notify` held back until storage catches up.
+#[derive(Debug)]
+enum Gated<M> {
+    Send { to: Peer, msg: M },
+    Reply { client: ClientRef, resp: Response },
+    Notify { session: u64, event: Event },
 }
 
 impl<P: Protocol + Send + 'static> Driver<P> {
@@ -158,6 +174,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         for rec in storage.load()? {
             core.restore(rec);
         }
+        let waker = storage.waker();
         let held = (info.members.iter())
             .filter(|&&m| m != info.id)
             .map(|&m| (Peer::Node(m), Vec::new()))
@@ -177,6 +194,9 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             local: VecDeque::new(),
             local_events: None,
             out: Out::new(),
+            last_persist: 0,
+            gated: VecDeque::new(),
+            waker,
             stats: DriverStats::default(),
         })
     }
@@ -200,6 +220,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         self.core.on_start(self.now(), &mut out);
         self.execute(&mut out);
         self.out = out;
+        let waker = self.waker.clone();
         loop {
             let next = self
                 .timers
@@ -210,8 +231,13 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 sleep.as_mut().reset(next);
                 armed = next;
             }
+            let waiting = !self.gated.is_empty();
             tokio::select! {
                 biased;
+                // First, so that a flood of inputs cannot hold back the
+                // acknowledgements of what is already durable.
+                () = async { waker.as_ref().expect("gated only with a waker").notified().await },
+                    if waiting => self.release(),
                 input = rx.recv() => {
                     let Some(input) = input else { break };
                     self.handle(input);
@@ -223,6 +249,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                             Err(_) => break,
                         }
                     }
+                    self.release();
                 }
                 _ = &mut sleep => self.fire_due_timers(),
             }
@@ -303,63 +330,28 @@ impl<P: Protocol + Send + 'static> Driver<P> {
     }
 
     /// Execute the commands of one handler call, then deliver messages the
-    /// node sent to itself (which may produce more commands).
+    /// node sent to itself (which may produce more commands). Messages,
+    /// replies and events wait (in order) for every record persisted before
+    /// them; timers and messages to the node itself do not.
     fn execute(&mut self, out: &mut Out<P::Msg, P::Timer>) {
         loop {
-            let mut blocked = false;
             for cmd in out.drain() {
                 match cmd {
-                    Command::Send { to, msg } => {
-                        if blocked {
-                            continue;
-                        }
-                        if to == Peer::Node(self.info.id) {
-                            self.local.push_back(msg);
-                        } else if let Some(tx) = self.links.get(&to) {
-                            self.stats.sent += 1;
-                            if tx.send(Frame::Proto(msg)).is_err() {
-                                self.links.remove(&to);
-                                self.stats.dropped_no_link += 1;
-                            }
-                        } else if let Some(held) =
-                            self.held.get_mut(&to).filter(|h| h.len() < Self::MAX_HELD)
-                        {
-                            self.stats.held_until_up += 1;
-                            held.push(msg);
-                        } else {
-                            self.stats.dropped_no_link += 1;
-                        }
+                    Command::Send { to, msg } if to == Peer::Node(self.info.id) => {
+                        self.local.push_back(msg);
                     }
-                    Command::Reply { client, resp } => {
-                        if let Some(r) = self.replies.remove(&client.id) {
-                            if blocked {
-                                let why = "the server could not persist the operation";
-                                r.send(Response::Failed(OpError::unknown(why)));
-                            } else {
-                                r.send(resp);
-                            }
-                        }
+                    Command::Send { to, msg } => self.output(Gated::Send { to, msg }),
+                    Command::Reply { client, resp } => self.output(Gated::Reply { client, resp }),
+                    Command::Notify { session, event } => {
+                        self.output(Gated::Notify { session, event })
                     }
-                    Command::Notify { session, event } if !blocked => self.notify(session, event),
-                    Command::Notify { .. } => self.stats.notify_dropped += 1,
                     Command::SetTimer { after, timer } => self.set_timer(after, timer),
                     Command::CancelTimer { timer } => {
                         if let Some(k) = self.timer_index.remove(&timer) {
                             self.timers.remove(&k);
                         }
                     }
-                    Command::Persist(rec) => {
-                        if let Err(e) = self.storage.persist(&rec) {
-                            // Persist-before-send: nothing after a failed
-                            // persist may leave the node. The client learns
-                            // its outcome is unknown.
-                            self.stats.persist_errors += 1;
-                            tracing::error!(
-                                "persist failed, withholding this batch's messages: {e}"
-                            );
-                            blocked = true;
-                        }
-                    }
+                    Command::Persist(rec) => self.last_persist = self.storage.append(rec),
                 }
             }
             let Some(msg) = self.local.pop_front() else {
@@ -367,6 +359,57 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             };
             let now = self.now();
             self.core.on_msg(now, Peer::Node(self.info.id), msg, out);
+        }
+    }
+
+    /// Emit `g` now if nothing persisted before it is still in flight,
+    /// else queue it behind the records it waits for.
+    fn output(&mut self, g: Gated<P::Msg>) {
+        if self.waker.is_some()
+            && (!self.gated.is_empty() || self.last_persist > self.storage.durable())
+        {
+            self.gated.push_back((self.last_persist, g));
+        } else {
+            self.emit(g);
+        }
+    }
+
+    /// Emit the queued outputs whose records are durable now.
+    fn release(&mut self) {
+        let durable = self.storage.durable();
+        while let Some((seq, _)) = self.gated.front() {
+            if *seq > durable {
+                break;
+            }
+            let (_, g) = self.gated.pop_front().expect("front exists");
+            self.emit(g);
+        }
+    }
+
+    fn emit(&mut self, g: Gated<P::Msg>) {
+        match g {
+            Gated::Send { to, msg } => self.send(to, msg),
+            Gated::Reply { client, resp } => {
+                if let Some(r) = self.replies.remove(&client.id) {
+                    r.send(resp);
+                }
+            }
+            Gated::Notify { session, event } => self.notify(session, event),
+        }
+    }
+
+    fn send(&mut self, to: Peer, msg: P::Msg) {
+        if let Some(tx) = self.links.get(&to) {
+            self.stats.sent += 1;
+            if tx.send(Frame::Proto(msg)).is_err() {
+                self.links.remove(&to);
+                self.stats.dropped_no_link += 1;
+            }
+        } else if let Some(held) = self.held.get_mut(&to).filter(|h| h.len() < Self::MAX_HELD) {
+            self.stats.held_until_up += 1;
+            held.push(msg);
+        } else {
+            self.stats.dropped_no_link += 1;
         }
     }
 
@@ -409,6 +452,8 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             peers_up,
             durability: self.storage.mode().to_string(),
             uptime_secs: self.start.elapsed().as_secs(),
+            persist_records: 0,
+            persist_syncs: 0,
         }
     }
 }
@@ -442,7 +487,8 @@ mod tests {
             members: vec![1, 2],
             budgets: Vec::new(),
         };
-        let mut d = Driver::new(Links::default(), info, Box::new(MemoryStorage)).unwrap();
+        let mut d =
+            Driver::new(Links::default(), info, Box::new(MemoryStorage::default())).unwrap();
         let peer = Peer::Node(2);
         let (old, _old_rx) = link_queue();
         let (new, _new_rx) = link_queue();
@@ -493,7 +539,7 @@ mod tests {
             members: vec![1, 2, 3],
             budgets: Vec::new(),
         };
-        let mut d = Driver::new(Sender, info, Box::new(MemoryStorage)).unwrap();
+        let mut d = Driver::new(Sender, info, Box::new(MemoryStorage::default())).unwrap();
         let request = |d: &mut Driver<Sender>| {
             let (tx, _rx) = oneshot::channel();
             d.handle(Input::Client {
@@ -529,5 +575,161 @@ mod tests {
         request(&mut d);
         assert_eq!(d.stats.dropped_no_link, 4);
         assert_eq!(d.stats.held_until_up, 4);
+    }
+
+    /// A core that, for each request, persists (PUTs only), sends the
+    /// request number to node 2 and replies with it.
+    struct Persister;
+
+    impl Protocol for Persister {
+        type Msg = u64;
+        type Timer = ();
+        fn on_client(&mut self, _: Time, c: ClientRef, req: Request, out: &mut Out<u64, ()>) {
+            if let Request::Put { key, value } = req {
+                out.persist(quorumkv_core::protocol::Record::Register {
+                    key,
+                    tag: quorumkv_core::Tag {
+                        ts: c.id,
+                        writer: 1,
+                    },
+                    value: Some(value),
+                });
+            }
+            out.send(Peer::Node(2), c.id);
+            out.reply(c, Response::Value(Some(c.id.to_string().into())));
+        }
+        fn on_msg(&mut self, _: Time, _: Peer, _: u64, _: &mut Out<u64, ()>) {}
+        fn on_timer(&mut self, _: Time, _: (), _: &mut Out<u64, ()>) {}
+    }
+
+    /// Storage whose durable watermark the test moves by hand.
+    #[derive(Default)]
+    struct Manual {
+        appended: u64,
+        durable: Arc<std::sync::atomic::AtomicU64>,
+        notify: Arc<Notify>,
+    }
+
+    impl Storage for Manual {
+        fn append(&mut self, _: quorumkv_core::protocol::Record) -> u64 {
+            self.appended += 1;
+            self.appended
+        }
+        fn durable(&self) -> u64 {
+            self.durable.load(std::sync::atomic::Ordering::Relaxed)
+        }
+        fn waker(&self) -> Option<Arc<Notify>> {
+            Some(self.notify.clone())
+        }
+        fn load(&mut self) -> std::io::Result<Vec<quorumkv_core::protocol::Record>> {
+            Ok(Vec::new())
+        }
+        fn mode(&self) -> crate::storage::Durability {
+            crate::storage::Durability::Fsync
+        }
+        fn report(&self) -> crate::storage::PersistReport {
+            Default::default()
+        }
+    }
+
+    fn put(k: &str) -> Request {
+        Request::Put {
+            key: k.to_string().into(),
+            value: "v".into(),
+        }
+    }
+
+    fn info(members: Vec<NodeId>) -> NodeInfo {
+        NodeInfo {
+            id: 1,
+            protocol: "test".into(),
+            members,
+            budgets: Vec::new(),
+        }
+    }
+
+    fn ask<P: Protocol + Send + 'static>(
+        d: &mut Driver<P>,
+        req: Request,
+    ) -> oneshot::Receiver<Response> {
+        let (tx, rx) = oneshot::channel();
+        d.handle(Input::Client {
+            req,
+            session: 0,
+            op: OpId::default(),
+            reply: ReplyTo::Local(tx),
+        });
+        rx
+    }
+
+    #[tokio::test]
+    async fn nothing_overtakes_a_persist_issued_before_it() {
+        let storage = Manual::default();
+        let durable = storage.durable.clone();
+        let mut d = Driver::new(Persister, info(vec![1, 2]), Box::new(storage)).unwrap();
+        let (tx, mut link) = link_queue();
+        d.handle(Input::LinkUp {
+            peer: Peer::Node(2),
+            tx: Some(tx),
+        });
+        let mut a = ask(&mut d, put("a")); // record 1
+                                           // A later call that persists nothing: its message and reply must
+                                           // not show what record 1 holds before it is durable.
+        let mut b = ask(&mut d, Request::Get { key: "a".into() });
+        let mut c = ask(&mut d, put("c")); // record 2
+        d.release();
+        assert!(link.try_recv().is_none(), "a message overtook its persist");
+        assert!(a.try_recv().is_err() && b.try_recv().is_err());
+        durable.store(1, std::sync::atomic::Ordering::Relaxed);
+        d.release();
+        let sent: Vec<u64> = std::iter::from_fn(|| match link.try_recv()? {
+            Frame::Proto(n) => Some(n),
+            other => panic!("unexpected frame {other:?}"),
+        })
+        .collect();
+        assert_eq!(sent, vec![1, 2], "requests 1 and 2 only, in order");
+        assert!(a.try_recv().is_ok() && b.try_recv().is_ok());
+        assert!(c.try_recv().is_err(), "record 2 is not durable yet");
+        durable.store(2, std::sync::atomic::Ordering::Relaxed);
+        d.release();
+        assert!(c.try_recv().is_ok());
+    }
+
+    /// The whole loop with the real pipeline over a slow engine: every
+    /// reply finds its record synced.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replies_wait_for_a_slow_sync() {
+        use crate::storage::pipeline::{tests::FakeEngine, Pipeline};
+        let engine = FakeEngine {
+            delay: std::time::Duration::from_millis(15),
+            ..FakeEngine::default()
+        };
+        let p = Pipeline::start(engine.clone(), crate::storage::Durability::Fsync, None).unwrap();
+        let d = Driver::new(Persister, info(vec![1]), Box::new(p)).unwrap();
+        let (tx, rx) = mpsc::channel(64);
+        let run = tokio::spawn(d.run(rx));
+        let mut waiting = Vec::new();
+        for i in 0..40 {
+            let (rtx, rrx) = oneshot::channel();
+            let input = Input::Client {
+                req: put(&format!("k{i}")),
+                session: 0,
+                op: OpId::default(),
+                reply: ReplyTo::Local(rtx),
+            };
+            tx.send(input).await.unwrap();
+            waiting.push(rrx);
+        }
+        for (i, r) in waiting.into_iter().enumerate() {
+            r.await.unwrap();
+            let synced = engine.synced.lock().unwrap().len();
+            assert!(
+                synced > i,
+                "reply {i} came with only {synced} records synced"
+            );
+        }
+        assert!(engine.syncs.load(std::sync::atomic::Ordering::Relaxed) < 40);
+        drop(tx);
+        run.await.unwrap();
     }
 }

@@ -42,6 +42,9 @@ pub struct LocalClusterConfig {
     /// With `Memory` a restarted replica recovers from its peers
     /// (`--recover`); otherwise it reloads its directory.
     pub durability: Durability,
+    /// Keep replica N's data in `data_root/replica-N` instead of the
+    /// cluster's temporary directory (which is removed when it stops).
+    pub data_root: Option<PathBuf>,
 }
 
 impl Default for LocalClusterConfig {
@@ -57,6 +60,7 @@ impl Default for LocalClusterConfig {
             ready_timeout: Duration::from_secs(10),
             replica_cpu: None,
             durability: Durability::Memory,
+            data_root: None,
         }
     }
 }
@@ -194,11 +198,10 @@ impl LocalCluster {
         Ok(child)
     }
 
-    /// `--durability` and `--data-dir` for replica `id` (none for memory,
-    /// the server's default there).
+    /// `--durability` and `--data-dir` for replica `id`.
     fn durability_args(&self, id: NodeId) -> Vec<String> {
         match self.cfg.durability {
-            Durability::Memory => Vec::new(),
+            Durability::Memory => vec!["--durability".into(), "memory".into()],
             d => vec![
                 "--durability".into(),
                 d.to_string(),
@@ -210,7 +213,9 @@ impl LocalCluster {
 
     /// Where replica `id` keeps its data (durable modes).
     pub fn data_dir(&self, id: NodeId) -> PathBuf {
-        self.dir.join(format!("replica-{id}"))
+        (self.cfg.data_root.as_deref())
+            .unwrap_or(&self.dir)
+            .join(format!("replica-{id}"))
     }
 
     fn log_path(&self, id: NodeId) -> PathBuf {

@@ -19,6 +19,13 @@ pub struct NodeStatus {
     pub peers_up: Vec<NodeId>,
     pub durability: String,
     pub uptime_secs: u64,
+    /// Records made durable and syncs (fsyncs, or flushes in `buffered`)
+    /// since start: the bench reads them around a point to show group
+    /// commit (writes per sync).
+    #[serde(default)]
+    pub persist_records: u64,
+    #[serde(default)]
+    pub persist_syncs: u64,
 }
 
 impl NodeStatus {
@@ -51,6 +58,8 @@ mod tests {
             peers_up: vec![1, 4],
             durability: "memory".into(),
             uptime_secs: 1,
+            persist_records: 0,
+            persist_syncs: 0,
         };
         assert_eq!(s.peers_down(), vec![3, 5]);
         assert!(s.quorum_reachable());

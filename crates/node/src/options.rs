@@ -6,7 +6,9 @@ use crate::codec::DEFAULT_MAX_FRAME;
 use crate::config::{ClusterFile, Limits};
 use crate::heartbeat::HeartbeatConfig;
 use crate::net::{ConnLimits, ReadTimeouts, DEFAULT_MAX_QUEUED_BYTES};
+use crate::storage::{DataDir, Durability};
 use quorumkv_core::NodeId;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Everything a replica needs to start.
@@ -37,6 +39,10 @@ pub struct ServerOptions {
     /// Links to replicas and client-side coordinators: heartbeat interval
     /// and the silence after which a link is declared down.
     pub heartbeat: HeartbeatConfig,
+    /// What an acknowledgement promises (`memory` keeps nothing on disk).
+    pub durability: Durability,
+    /// Where this replica's data lives (durable modes).
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
@@ -50,7 +56,6 @@ impl ServerOptions {
         let limits = cluster.limits.as_ref().and_then(|l| l.parse().ok());
         let mut opts = ServerOptions {
             id,
-            cluster,
             op_timeout: Duration::from_secs(2),
             protocol_options: Vec::new(),
             max_frame: DEFAULT_MAX_FRAME,
@@ -61,11 +66,31 @@ impl ServerOptions {
             read_timeout: Some(DEFAULT_READ_TIMEOUT),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             heartbeat: HeartbeatConfig::default(),
+            durability: cluster.durability.unwrap_or_default(),
+            data_dir: (cluster.data_dir.as_ref()).map(|d| d.join(format!("replica-{id}"))),
+            cluster,
         };
         if let Some(l) = limits {
             opts.apply_limits(&l);
         }
         opts
+    }
+
+    /// This replica's data directory and whose data it holds (durable
+    /// modes with a directory; `None` otherwise).
+    pub fn data(&self) -> Option<DataDir> {
+        let path = self
+            .data_dir
+            .clone()
+            .filter(|_| self.durability.keeps_data())?;
+        Some(DataDir {
+            path,
+            identity: crate::storage::dir::Identity {
+                cluster_id: self.cluster.id(),
+                replica: self.id,
+                protocol: self.cluster.protocol.to_string(),
+            },
+        })
     }
 
     /// The protocol's options in force: the cluster file's, then `--opt`'s.

@@ -19,7 +19,6 @@ pub use crate::options::{
     ServerOptions, DEFAULT_BUFFER_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
 };
 use crate::shutdown::{ConnStop, Shutdown};
-use crate::storage::MemoryStorage;
 use anyhow::Context;
 use quorumkv_core::protocol::{
     NodeSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
@@ -124,7 +123,7 @@ pub async fn run_with<D: ProtocolDef>(
         // No boot counter survives a restart yet: a random boot id keeps
         // this life's writer id apart from earlier ones.
         incarnation: u64::from(rand::random::<u32>()),
-        durable: false,
+        durable: opts.durability.keeps_data(),
         lost_state: opts.recover,
         timing: Timing {
             op_timeout: opts.op_timeout,
@@ -132,12 +131,19 @@ pub async fn run_with<D: ProtocolDef>(
         },
         seed: rand::random(),
     };
+    if opts.durability.keeps_data() && opts.data_dir.is_none() {
+        anyhow::bail!("durability {} needs a data directory", opts.durability);
+    }
+    let started = std::time::Instant::now();
+    let storage = crate::storage::open(opts.durability, opts.data().as_ref())?;
     let core = D::node(&spec, &popts, None);
-    run_core(core, opts, listeners, shutdown).await
+    let storage = (storage, started);
+    run_core(core, storage, opts, listeners, shutdown).await
 }
 
 async fn run_core<P: Protocol + Send + 'static>(
     core: P,
+    (storage, started): (Box<dyn crate::storage::Storage>, std::time::Instant),
     opts: ServerOptions,
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
@@ -155,7 +161,17 @@ async fn run_core<P: Protocol + Send + 'static>(
         members: opts.cluster.members(),
         budgets,
     };
-    let driver = Driver::new(core, info, Box::new(MemoryStorage)).context("cannot load storage")?;
+    let driver = Driver::new(core, info, storage).context("cannot load storage")?;
+    if opts.durability.keeps_data() {
+        tracing::info!(
+            "restored from {} in {:.3}s",
+            opts.data_dir
+                .as_deref()
+                .unwrap_or(std::path::Path::new("?"))
+                .display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
     let (tx, rx) = mpsc::channel::<Input<P::Msg>>(8192);
     let driver_task = tokio::spawn(driver.run(rx));
     let opts = Arc::new(opts);

@@ -1,15 +1,35 @@
 //! Where a replica keeps what must survive a restart. The in-memory engine is
-//! the thesis' "Net-Only" setting: nothing survives. A durable engine (an
-//! embedded store with group commit) plugs in behind the same trait in the
-//! durability issue; the driver already honours the persist-before-send rule.
+//! the thesis' "Net-Only" setting: nothing survives. The durable modes write
+//! to fjall (an LSM with a checksummed journal) from a sync thread that
+//! commits in groups ([`pipeline`]); the driver holds back what a client or
+//! peer could see until the records before it are durable.
 
 use quorumkv_core::protocol::Record;
 use std::fmt;
 use std::io;
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+pub mod dir;
+pub mod fjall_engine;
+pub mod pipeline;
 
 /// What a replica's acknowledgement promises about its data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Kept in memory only: a restarted replica comes back empty (seed 003's
     /// "Net-Only") and recovers from its peers (`--recover`).
@@ -55,29 +75,100 @@ impl FromStr for Durability {
     }
 }
 
+/// What the persistence pipeline reports for INFO and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PersistReport {
+    /// Records made durable.
+    pub records: u64,
+    /// Sync (fsync) or flush batches.
+    pub syncs: u64,
+    pub sync_us_sum: u64,
+    pub sync_us_max: u64,
+    /// Records handed over and not durable yet.
+    pub pending: u64,
+    /// Failed writes or syncs (each retried).
+    pub errors: u64,
+    /// Why the pipeline is stuck (e.g. the disk is full); empty when not.
+    pub stalled: String,
+}
+
+/// Where a replica's `Persist` records go. Records are appended with a
+/// sequence number (1, 2, …); the engine makes them durable in the
+/// background, several at once, and [`Storage::durable`] says how far it
+/// got. The driver holds back every message and reply until the records
+/// persisted before it are durable.
 pub trait Storage: Send {
-    /// Make `rec` durable (per the engine's mode) before returning.
-    fn persist(&mut self, rec: &Record) -> io::Result<()>;
-    /// Everything persisted so far, oldest first, for `Protocol::restore`.
+    /// Hand `rec` over; returns its sequence number.
+    fn append(&mut self, rec: Record) -> u64;
+    /// Every record with a sequence number up to this one is durable.
+    fn durable(&self) -> u64;
+    /// Notified whenever `durable` moves; `None` when every append is
+    /// durable at once (memory), so the driver never has to wait.
+    fn waker(&self) -> Option<Arc<Notify>>;
+    /// Everything persisted before this start, for `Protocol::restore`
+    /// (in the order `Record` documents). Called once, before any append.
     fn load(&mut self) -> io::Result<Vec<Record>>;
-    /// The durability mode's name, for INFO.
-    fn mode(&self) -> &'static str;
+    fn mode(&self) -> Durability;
+    fn report(&self) -> PersistReport;
 }
 
 /// Keeps nothing: a restarted replica comes back empty.
 #[derive(Debug, Default)]
-pub struct MemoryStorage;
+pub struct MemoryStorage {
+    appended: u64,
+}
 
 impl Storage for MemoryStorage {
-    fn persist(&mut self, _rec: &Record) -> io::Result<()> {
-        Ok(())
+    fn append(&mut self, _rec: Record) -> u64 {
+        self.appended += 1;
+        self.appended
+    }
+    fn durable(&self) -> u64 {
+        self.appended
+    }
+    fn waker(&self) -> Option<Arc<Notify>> {
+        None
     }
     fn load(&mut self) -> io::Result<Vec<Record>> {
         Ok(Vec::new())
     }
-    fn mode(&self) -> &'static str {
-        "memory"
+    fn mode(&self) -> Durability {
+        Durability::Memory
     }
+    fn report(&self) -> PersistReport {
+        PersistReport {
+            records: self.appended,
+            ..PersistReport::default()
+        }
+    }
+}
+
+/// Where a replica's data lives and whose it is (durable modes).
+#[derive(Clone, Debug)]
+pub struct DataDir {
+    pub path: PathBuf,
+    pub identity: dir::Identity,
+}
+
+/// The storage for `mode`: memory, or the fjall engine in `data` behind
+/// the group-commit pipeline (the directory locked and its identity checked).
+pub fn open(mode: Durability, data: Option<&DataDir>) -> anyhow::Result<Box<dyn Storage>> {
+    let Some(data) = data.filter(|_| mode.keeps_data()) else {
+        return Ok(Box::new(MemoryStorage::default()));
+    };
+    let lock = dir::prepare(&data.path, &data.identity)?;
+    let engine = fjall_engine::FjallEngine::open(&data.path.join("db")).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot open the data in {}: {e} (the data is damaged; move the directory away \
+             and restart with --recover to rebuild it from the peers)",
+            data.path.display()
+        )
+    })?;
+    Ok(Box::new(pipeline::Pipeline::start(
+        engine,
+        mode,
+        Some(lock),
+    )?))
 }
 
 #[cfg(test)]

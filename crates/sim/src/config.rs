@@ -146,12 +146,31 @@ impl fmt::Display for ClientMode {
     }
 }
 
-/// What a crashed node keeps.
+/// What a crashed node keeps, and when a node's messages may leave.
+///
+/// A crash in the simulator is a *power cut* of that node: the process dies
+/// and whatever its disk had not made stable is gone, page cache included.
+/// (A real `kill -9` keeps the page cache, so `buffered` loses nothing to
+/// it; only the simulator can show what a power cut takes.) The node
+/// crate's `Durability` (`node/src/storage.rs`) has the same three modes;
+/// the simulator keeps its own type so that it does not depend on the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Durability {
-    /// Every `Persist` is on disk before the next message leaves (fsync mode);
-    /// a restarted node is rebuilt from its records.
-    Durable,
+    /// Every `Persist` is synced to disk, in group commits: a sync takes
+    /// 100–500 µs of virtual time and covers every record written before it
+    /// started (records written meanwhile join the next one). A node's
+    /// sends, replies and notifications wait until every record it
+    /// persisted before them is synced (the node runtime's contract);
+    /// timers and sends to itself do not wait. A crash loses only records
+    /// whose sync had not completed, which nothing acknowledged.
+    #[value(alias = "durable")]
+    Fsync,
+    /// Records are written at once (page cache) and become durable at the
+    /// next flush, every 5 ms of virtual time; nothing waits for them, so a
+    /// node acknowledges what it has only written. A crash (power cut)
+    /// drops what followed the last flush: acknowledged writes can be lost
+    /// when enough nodes crash together. Never drawn: only by the flag.
+    Buffered,
     /// Nothing survives a crash (the thesis' "Net-Only" setting): a
     /// restarted node has forgotten everything, so protocols must recover
     /// from their peers (ABD: `AbdNode::recovering`).
@@ -159,15 +178,30 @@ pub enum Durability {
 }
 
 impl Durability {
-    pub const ALL: [Durability; 2] = [Durability::Durable, Durability::Memory];
+    pub const ALL: [Durability; 3] = [Durability::Fsync, Durability::Buffered, Durability::Memory];
+    /// What a seed draws from when `--durability` is not given (half and
+    /// half; in this order, so that each seed draws what it drew when these
+    /// were the only two modes).
+    pub const DRAWN: [Durability; 2] = [Durability::Fsync, Durability::Memory];
+
+    /// Whether a restarted node finds its persisted records (some of them,
+    /// in `buffered`).
+    pub fn keeps_data(self) -> bool {
+        self != Durability::Memory
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Fsync => "fsync",
+            Durability::Buffered => "buffered",
+            Durability::Memory => "memory",
+        }
+    }
 }
 
 impl fmt::Display for Durability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Durability::Durable => "durable",
-            Durability::Memory => "memory",
-        })
+        f.write_str(self.name())
     }
 }
 
@@ -229,7 +263,7 @@ pub struct SimConfig {
     pub keys: Option<u32>,
     pub faults: FaultSet,
     pub mode: ClientMode,
-    /// `None` = drawn per seed (half durable, half memory).
+    /// `None` = drawn per seed (half fsync, half memory; buffered only when asked).
     pub durability: Option<Durability>,
     /// Name of an injected bug (testing aid).
     pub bug: Option<String>,
@@ -276,8 +310,8 @@ pub struct SeedParams {
     /// Replicas (N): `--replicas`, or drawn from {3, 5} (at N = 3, Q − 1 =
     /// f = 1 hides many off-by-one quorum bugs).
     pub replicas: u32,
-    /// What a crashed node keeps: `--durability`, or drawn (half and half),
-    /// so that recovery code runs in the default sweep.
+    /// What a crashed node keeps: `--durability`, or drawn (half fsync, half
+    /// memory), so that recovery code runs in the default sweep.
     pub durability: Durability,
     /// Divergence bias: one key, many writers, partitions preferred, every
     /// client reads right after a partition heals.
@@ -341,7 +375,7 @@ impl SeedParams {
         // durability with a flag leaves every other draw of the seed alone.
         let mut shape = Rng::stream(seed, Stream::Shape);
         let replicas = shape.pick(&[3, 5]);
-        let durability = shape.pick(&Durability::ALL);
+        let durability = shape.pick(&Durability::DRAWN);
         let diverge = shape.chance(0.25);
         let crash_inside_p = shape.uniform(0.2, 0.8);
         let diverge_read_pct = shape.range(20, 50);
@@ -600,7 +634,8 @@ mod tests {
         let count = |f: &dyn Fn(&SeedParams) -> bool| drawn.iter().filter(|p| f(p)).count();
         assert!(count(&|p| p.replicas == 3) > 60 && count(&|p| p.replicas == 5) > 60);
         assert!(count(&|p| p.durability == Durability::Memory) > 60);
-        assert!(count(&|p| p.durability == Durability::Durable) > 60);
+        assert!(count(&|p| p.durability == Durability::Fsync) > 60);
+        assert_eq!(count(&|p| p.durability == Durability::Buffered), 0);
         let diverging = count(&|p| p.diverge);
         assert!((20..100).contains(&diverging), "{diverging}");
         assert!(drawn.iter().filter(|p| p.diverge).all(|p| p.keys == 1));

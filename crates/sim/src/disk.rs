@@ -2,11 +2,11 @@
 //! persisted, split into the part that is synced (survives a crash) and the
 //! part that is written but not yet synced (lost by a crash).
 //!
-//! Today's durability modes use only the two ends: `durable` syncs every
-//! `Persist` before the handler's next command runs (fsync mode), `memory`
-//! loses everything. A buffered mode (write now, sync on a timer) needs only
-//! to call [`Disk::write`] without [`Disk::sync`] and sync when its flush
-//! fires; a crash then loses exactly the unsynced tail.
+//! `fsync` writes each record and syncs batches of them in group commits
+//! ([`Disk::sync_first`]: the records a sync started with; later ones wait
+//! for the next); `buffered` writes and syncs everything at each flush
+//! ([`Disk::sync`]); `memory` [`Disk::wipe`]s it all at a crash. A crash
+//! (power cut) loses exactly the unsynced tail ([`Disk::crash`]).
 
 use quorumkv_core::protocol::Record;
 
@@ -25,6 +25,18 @@ impl Disk {
     /// Everything written so far is now on stable storage.
     pub fn sync(&mut self) {
         self.synced.append(&mut self.unsynced);
+    }
+
+    /// The oldest `k` records written but not synced are now on stable
+    /// storage (a sync that covers what was written when it started).
+    pub fn sync_first(&mut self, k: usize) {
+        let k = k.min(self.unsynced.len());
+        self.synced.extend(self.unsynced.drain(..k));
+    }
+
+    /// Records written and not yet synced.
+    pub fn unsynced_len(&self) -> usize {
+        self.unsynced.len()
     }
 
     /// A crash: what was written but not synced is gone. Returns how many
@@ -75,5 +87,17 @@ mod tests {
         assert_eq!(d.synced(), &[rec(1), rec(3)]);
         d.wipe();
         assert!(d.synced().is_empty());
+    }
+
+    #[test]
+    fn a_group_commit_syncs_only_what_it_started_with() {
+        let mut d = Disk::default();
+        d.write(rec(1));
+        d.write(rec(2));
+        d.write(rec(3)); // written while the sync of the first two runs
+        d.sync_first(2);
+        assert_eq!((d.synced(), d.unsynced_len()), (&[rec(1), rec(2)][..], 1));
+        assert_eq!(d.crash(), 1);
+        assert_eq!(d.synced(), &[rec(1), rec(2)]);
     }
 }

@@ -39,6 +39,8 @@ pub enum Stream {
     Links = 6,
     Swarm = 7,
     Shape = 8,
+    /// How long each fsync takes.
+    Disk = 9,
 }
 
 impl Rng {

@@ -8,10 +8,11 @@
 //! complete within a bound. Everything has a limit (virtual time, events).
 //!
 //! The driver's contract of `quorumkv_core::protocol` is kept exactly:
-//! handlers run one at a time; the commands of a call execute in order, and
-//! a `Persist` is synced to the node's [`Disk`] before the call's next
-//! command runs; a crash may fall between two commands of one call (the
-//! later ones never happen), as real crashes do; a send to oneself comes
+//! handlers run one at a time; the commands of a call execute in order; a
+//! `Send` or `Reply` leaves only once every `Persist` the node issued
+//! before it is on its [`Disk`] per the durability mode (group commit in
+//! `fsync`, `group_commit.rs`); a crash may fall between two commands of
+//! one call (the later ones never happen), as real crashes do; a send to oneself comes
 //! back through `on_msg` after the call returns, without network faults;
 //! setting a pending timer replaces it (generation numbers); links are FIFO
 //! unless the `reorder` fault is on. Link events come from a heartbeat
@@ -19,7 +20,7 @@
 //! from connection resets (`links.rs`); client sessions, retries and
 //! notifications are in `clients.rs`.
 
-use crate::config::{Durability, Fault, SeedParams, SimConfig};
+use crate::config::{Fault, SeedParams, SimConfig};
 use crate::disk::Disk;
 use crate::history::{Clock, OpRecord};
 use crate::rng::{derive, Rng, Stream};
@@ -42,6 +43,7 @@ macro_rules! trace {
 
 mod actor;
 mod clients;
+mod group_commit;
 mod links;
 mod load;
 mod nemesis;
@@ -56,6 +58,7 @@ type NodeTimer<D> = <<D as ProtocolDef>::Node as Protocol>::Timer;
 type ClientTimer<D> = <<D as ProtocolDef>::Client as Protocol>::Timer;
 type NodeOut<D> = Out<<D as ProtocolDef>::Msg, NodeTimer<D>>;
 type ClientOut<D> = Out<<D as ProtocolDef>::Msg, ClientTimer<D>>;
+type NodeCmd<D> = Command<<D as ProtocolDef>::Msg, NodeTimer<D>>;
 
 /// Faults stop and the liveness phase starts at the latest at this instant.
 const FAULT_PHASE_MAX_US: u64 = 30_000_000;
@@ -86,6 +89,14 @@ pub struct Stats {
     pub crashes_inside: u64,
     /// Times the nemesis took more than f nodes down at once.
     pub outages: u64,
+    /// Times the nemesis crashed every node at once (modes that keep data).
+    pub cluster_crashes: u64,
+    /// Records persisted, fsync batches (group commits), outputs held
+    /// behind a sync, and records a crash dropped before they were synced.
+    pub persisted: u64,
+    pub syncs: u64,
+    pub held_outputs: u64,
+    pub records_lost: u64,
     /// The most nodes crashed at once (a sweep keeps the maximum).
     pub peak_down: u64,
     pub partitions: u64,
@@ -206,7 +217,19 @@ enum Ev<D: ProtocolDef> {
     },
     /// Bookkeeping: a reset connection may reconnect.
     Reconnect,
+    /// Bookkeeping: node `node`'s sync (fsync mode) completed.
+    SyncDone {
+        node: usize,
+        incarnation: u64,
+    },
+    /// Bookkeeping: node `node`'s page cache is flushed (buffered mode).
+    Flush {
+        node: usize,
+        incarnation: u64,
+    },
     Nemesis,
+    /// Every node crashes at once (armed to fall inside a sync).
+    PowerCut,
     Restart {
         node: usize,
     },
@@ -274,7 +297,14 @@ impl<D: ProtocolDef> Ev<D> {
     /// system: not counted in `Stats::events` (nor in the runaway bound),
     /// so that adding the failure detector left every count as it was.
     fn bookkeeping(&self) -> bool {
-        matches!(self, Ev::Link { .. } | Ev::Detect { .. } | Ev::Reconnect)
+        matches!(
+            self,
+            Ev::Link { .. }
+                | Ev::Detect { .. }
+                | Ev::Reconnect
+                | Ev::SyncDone { .. }
+                | Ev::Flush { .. }
+        )
     }
 }
 
@@ -331,6 +361,8 @@ struct NodeSlot<D: ProtocolDef> {
     timers: HashMap<NodeTimer<D>, u64>,
     /// What the node persisted; what survives a crash depends on the mode.
     disk: Disk,
+    /// Syncs in flight and the outputs waiting for them.
+    commit: group_commit::Commit<D>,
     /// Whether the nemesis has chosen this node to crash inside a coming
     /// handler call, and which.
     crash_armed: Armed,
@@ -444,7 +476,10 @@ pub struct World<'a, D: ProtocolDef> {
     nemesis_rng: Rng,
     work_rng: Rng,
     timer_rng: Rng,
+    disk_rng: Rng,
     timer_gen: u64,
+    /// The nemesis crashes every node inside the next sync that starts.
+    power_cut_armed: bool,
     healed: bool,
     /// Operations invoked from this instant on must complete in time.
     liveness_from_us: u64,
@@ -518,7 +553,9 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             nemesis_rng: Rng::stream(seed, Stream::Nemesis),
             work_rng: Rng::stream(seed, Stream::Workload),
             timer_rng: Rng::stream(seed, Stream::Timers),
+            disk_rng: Rng::stream(seed, Stream::Disk),
             timer_gen: 0,
+            power_cut_armed: false,
             healed: false,
             liveness_from_us: u64::MAX,
             issued_total: 0,
@@ -553,6 +590,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                 core: None,
                 timers: HashMap::new(),
                 disk: Disk::default(),
+                commit: group_commit::Commit::default(),
                 crash_armed: Armed::No,
                 paused: false,
                 deferred: Vec::new(),
@@ -818,9 +856,12 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                 self.crash_for_a_while(i);
                 break;
             }
-            self.exec(NodeIx(i), cmd);
+            if let Some(cmd) = self.hold(i, cmd) {
+                self.exec(NodeIx(i), cmd);
+            }
         }
         self.node_out = out;
+        self.start_sync(i);
     }
 
     /// When a timer set now with `after` fires: late with some probability
@@ -842,7 +883,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
 
     fn boot(&mut self, i: usize) {
         let incarnation = self.nodes[i].incarnation;
-        let durable = self.p.durability == Durability::Durable;
+        let durable = self.p.durability.keeps_data();
         let id = i as NodeId + 1;
         let spec = NodeSpec {
             id,
@@ -871,12 +912,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         slot.paused = false;
         slot.crash_armed = Armed::No;
         slot.incarnation += 1;
-        match self.p.durability {
-            Durability::Durable => {
-                slot.disk.crash();
-            }
-            Durability::Memory => slot.disk.wipe(),
-        }
+        self.crash_disk(i);
         self.stats.crashes += 1;
         let down = self.nodes.iter().filter(|s| s.core.is_none()).count() as u64;
         self.stats.peak_down = self.stats.peak_down.max(down);
@@ -907,7 +943,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
 
     /// Deliver a node-bound event, or hold it while the node is paused.
     fn node_event(&mut self, i: usize, ev: Ev<D>) {
-        if let Ev::Link { .. } = ev {
+        if let Ev::Link { .. } | Ev::SyncDone { .. } = ev {
             if !self.node_up(i) {
                 return; // the node's next life starts with fresh links
             }
@@ -959,6 +995,11 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                     }
                     trace!(self, "n{} {ev:?}", i + 1);
                     self.with_node(i, |core, now, out| core.on_link(now, ev, out));
+                }
+            }
+            Ev::SyncDone { incarnation, .. } => {
+                if incarnation == self.nodes[i].incarnation {
+                    self.sync_done(i);
                 }
             }
             _ => unreachable!("not a node event"),
@@ -1029,7 +1070,14 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             Ev::NodeMsg { node, .. }
             | Ev::NodeTimer { node, .. }
             | Ev::ProxyRequest { node, .. }
-            | Ev::Link { node, .. } => self.node_event(node, ev),
+            | Ev::Link { node, .. }
+            | Ev::SyncDone { node, .. } => self.node_event(node, ev),
+            // The kernel flushes whether the process runs or not.
+            Ev::Flush { node, incarnation } => {
+                if self.nodes[node].incarnation == incarnation {
+                    self.flush(node);
+                }
+            }
             Ev::ClientMsg {
                 client,
                 from,
@@ -1063,6 +1111,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             Ev::Detect { a, b, since } => self.detect(a, b, since),
             Ev::Reconnect => self.refresh_links(),
             Ev::Nemesis => self.nemesis(),
+            Ev::PowerCut => self.crash_all(),
             Ev::Restart { node } => {
                 if !self.healed {
                     self.restart(node);

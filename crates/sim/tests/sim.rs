@@ -147,7 +147,7 @@ fn every_injected_abd_bug_is_caught() {
                 InjectedBug::NoRecovery | InjectedBug::RecoveryOnePeerShort => {
                     Some(Durability::Memory)
                 }
-                InjectedBug::AckBeforePersist => Some(Durability::Durable),
+                InjectedBug::AckBeforePersist => Some(Durability::Fsync),
                 _ => None,
             };
             let c = SimConfig {
@@ -213,7 +213,7 @@ fn minority_quorum_is_caught_even_without_faults() {
 #[test]
 fn memory_durability_is_safe_only_with_recovery() {
     let crash: FaultSet = "crash".parse().unwrap();
-    for durability in [Durability::Durable, Durability::Memory] {
+    for durability in [Durability::Fsync, Durability::Memory] {
         let c = SimConfig {
             faults: crash,
             durability: Some(durability),

@@ -9,7 +9,13 @@
 //! 2. Commands of one handler call are executed in order. Every
 //!    [`Command::Persist`] is durable (according to the durability mode)
 //!    before any *later* `Send` or `Reply` of the same call leaves the node —
-//!    the raft-rs rule, which Zab and crash-recovery ABD rely on.
+//!    the raft-rs rule, which Zab and crash-recovery ABD rely on. The node
+//!    runtime keeps a stronger rule: a `Send`, `Reply` or `Notify` leaves
+//!    only after every `Persist` issued before it, *by any earlier handler
+//!    call too*, is durable. So a later call's read reply never shows a
+//!    value that is still off disk. Persists of many calls are synced
+//!    together (group commit) while the driver goes on handling inputs;
+//!    timers and sends to the node itself are not held back.
 //! 3. `Send` to the node itself is delivered back through `on_msg` (after the
 //!    current call returns), so a coordinator can count its own replica
 //!    without special cases.
@@ -31,6 +37,7 @@
 //! [`registry`]; `protocol/README.md` is the author's guide.
 
 pub mod abd;
+pub mod catch_up;
 pub mod lamport;
 pub mod lease_lock;
 pub mod options;
@@ -63,7 +70,11 @@ pub enum LinkEvent {
 
 /// A record a core asks the driver to make durable before it speaks again.
 /// Register-based protocols (ABD, lease-lock, ring) persist `(key, tag,
-/// value)`; log-based protocols (Zab) will add their own variants here.
+/// value)`; log-based protocols (Zab) use the log-shaped variants.
+///
+/// After a restart `Protocol::restore` gets, in this order: every `Meta`,
+/// the latest `Snapshot`, every register's latest `Register`, then the
+/// log's `Entry`s above the snapshot in index order (truncations applied).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Record {
     /// The register `key` now holds `value` (None = deleted) at `tag`.
@@ -72,6 +83,16 @@ pub enum Record {
         tag: Tag,
         value: Option<Bytes>,
     },
+    /// The log holds `data` at `index`, written in `epoch` (replaces an
+    /// entry already at `index`).
+    Entry { index: u64, epoch: u64, data: Bytes },
+    /// Drop every log entry at `index` or above.
+    TruncateFrom { index: u64 },
+    /// The state up to and including log `index`; entries at or below it
+    /// may be discarded.
+    Snapshot { index: u64, data: Bytes },
+    /// A small named value (current epoch, vote, …); the last write wins.
+    Meta { key: String, value: Bytes },
 }
 
 /// One effect of a handler call, executed by the driver.

@@ -401,6 +401,8 @@ macro_rules! registry {
 registry! {
     super::abd::Abd,
     super::ring::Ring,
+    super::lease_lock::LeaseLock,
+    super::lamport::Lamport,
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         ));
         s.push_str(&format!("protocol:{}\r\n", self.info.protocol));
         s.push_str(&format!("replica_id:{}\r\n", self.info.id));
-        s.push_str(&format!("durability:{}\r\n", self.storage.mode()));
         s.push_str(&format!(
             "uptime_in_seconds:{}\r\n",
             self.start.elapsed().as_secs()
@@ -43,6 +42,17 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 "no"
             }
         ));
+        let p = self.storage.report();
+        s.push_str("# Persistence\r\n");
+        s.push_str(&format!("durability:{}\r\n", self.storage.mode()));
+        s.push_str(&format!("persist_records:{}\r\n", p.records));
+        s.push_str(&format!("persist_syncs:{}\r\n", p.syncs));
+        let avg = p.sync_us_sum.checked_div(p.syncs).unwrap_or(0);
+        s.push_str(&format!("persist_sync_us_avg:{avg}\r\n"));
+        s.push_str(&format!("persist_sync_us_max:{}\r\n", p.sync_us_max));
+        s.push_str(&format!("persist_pending:{}\r\n", p.pending));
+        s.push_str(&format!("persist_errors:{}\r\n", p.errors));
+        s.push_str(&format!("persist_stalled:{}\r\n", p.stalled));
         s.push_str("# Stats\r\n");
         s.push_str(&format!(
             "client_requests:{}\r\n",
@@ -57,7 +67,6 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             "messages_held_until_up:{}\r\n",
             self.stats.held_until_up
         ));
-        s.push_str(&format!("persist_errors:{}\r\n", self.stats.persist_errors));
         s.push_str(&format!("events_notified:{}\r\n", self.stats.notified));
         s.push_str(&format!("events_dropped:{}\r\n", self.stats.notify_dropped));
         let cut = crate::net::CONNECTIONS_CUT_OFF.load(std::sync::atomic::Ordering::Relaxed);

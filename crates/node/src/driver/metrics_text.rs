@@ -37,6 +37,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             last: String::new(),
         };
         self.driver_metrics(&mut m);
+        self.persist_metrics(&mut m);
         self.peer_metrics(&mut m);
         self.port_metrics(&mut m);
         for (name, help, v) in self.core.metrics() {
@@ -87,13 +88,6 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             "",
             st.held_until_up,
         );
-        m.metric(
-            "persist_errors_total",
-            "counter",
-            "failed writes to storage",
-            "",
-            st.persist_errors,
-        );
         let more = [
             (
                 "events_notified_total",
@@ -121,6 +115,50 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             "",
             self.start.elapsed().as_secs(),
         );
+    }
+
+    fn persist_metrics(&self, m: &mut Prom) {
+        let p = self.storage.report();
+        let mode = format!(",durability=\"{}\"", self.storage.mode());
+        let help = "1, labelled with the durability mode (memory, buffered, fsync)";
+        m.metric("durability_info", "gauge", help, &mode, 1);
+        let counters = [
+            ("persist_records_total", "records made durable", p.records),
+            (
+                "persist_syncs_total",
+                "sync (fsync) or flush batches",
+                p.syncs,
+            ),
+            (
+                "persist_errors_total",
+                "failed writes or syncs (retried)",
+                p.errors,
+            ),
+        ];
+        for (name, help, v) in counters {
+            m.metric(name, "counter", help, "", v);
+        }
+        let help = "records handed to storage and not durable yet";
+        m.metric("persist_pending", "gauge", help, "", p.pending);
+        let help = "1 while persisting fails (e.g. a full disk) and acknowledgements wait";
+        m.metric(
+            "persist_stalled",
+            "gauge",
+            help,
+            "",
+            u64::from(!p.stalled.is_empty()),
+        );
+        let id = self.info.id;
+        let secs = p.sync_us_sum as f64 / 1e6;
+        let _ = writeln!(
+            m.s,
+            "# HELP quorumkv_persist_sync_seconds time spent writing and syncing batches\n\
+             # TYPE quorumkv_persist_sync_seconds summary\n\
+             quorumkv_persist_sync_seconds_sum{{replica=\"{id}\"}} {secs}\n\
+             quorumkv_persist_sync_seconds_count{{replica=\"{id}\"}} {}",
+            p.syncs
+        );
+        m.last.clear();
     }
 
     fn peer_metrics(&self, m: &mut Prom) {

@@ -39,6 +39,9 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
     }
     let file = ClusterFile {
         protocol: abd(),
+        cluster_id: None,
+        durability: None,
+        data_dir: None,
         replicas,
         limits: None,
         options: Default::default(),

@@ -70,10 +70,7 @@ impl<D: ProtocolDef> Actor<D> for NodeIx {
         w.transmit(Ep::Node(self.0), Ep::Client(c), ev);
     }
     fn persist(self, w: &mut World<'_, D>, rec: Record) {
-        // Durable (fsync) mode: synced before the next command runs.
-        let disk = &mut w.nodes[self.0].disk;
-        disk.write(rec);
-        disk.sync();
+        w.persist(self.0, rec);
     }
 }
 

@@ -38,15 +38,28 @@ impl<D: ProtocolDef> World<'_, D> {
         self.schedule(next, Ev::Nemesis);
     }
 
-    /// Never more than the protocol's `max_crashed(N)` nodes down at once
-    /// (ABD: f, so quorums stay possible). The crash falls between events,
-    /// or is armed to fall inside the node's next handler call that has
-    /// two commands or more.
+    /// Where nodes forget (memory mode, or a protocol that persists
+    /// nothing), never more than the protocol's `max_crashed(N)` nodes down
+    /// at once (ABD: f, so quorums stay possible). Where they keep their
+    /// records (fsync, buffered) there is no bound, and a tenth of the
+    /// crashes take every node down at once (a power cut of the cluster):
+    /// now, or (half of them) at a random instant inside the next sync
+    /// that starts, when records are on their way to disk.
+    /// The crash falls between events, or is armed to fall inside the
+    /// node's next handler call that has two commands or more.
     fn nemesis_crash(&mut self) {
         let n = self.nodes.len();
-        let f = D::max_crashed(n);
-        if self.down_count() >= f {
+        let keeps = self.keeps_data();
+        if !keeps && self.down_count() >= D::max_crashed(n) {
             return;
+        }
+        if keeps && self.nemesis_rng.chance(0.1) {
+            if self.nemesis_rng.chance(0.5) && self.p.durability == Durability::Fsync {
+                trace!(self, "ARM power cut inside the next sync");
+                self.power_cut_armed = true;
+                return;
+            }
+            return self.crash_all();
         }
         let up: Vec<usize> = (0..n)
             .filter(|&i| self.node_up(i) && self.nodes[i].crash_armed == Armed::No)
@@ -56,8 +69,7 @@ impl<D: ProtocolDef> World<'_, D> {
         }
         let i = self.nemesis_rng.pick(&up);
         if self.nemesis_rng.chance(self.p.crash_inside_p) {
-            let durable = self.p.durability == Durability::Durable;
-            let armed = if durable && self.nemesis_rng.chance(0.5) {
+            let armed = if self.p.durability.keeps_data() && self.nemesis_rng.chance(0.5) {
                 Armed::PersistCall
             } else {
                 Armed::AnyCall
@@ -73,6 +85,22 @@ impl<D: ProtocolDef> World<'_, D> {
         }
     }
 
+    /// Crash every node that is up, now; each restarts 5–50 ms later.
+    pub(super) fn crash_all(&mut self) {
+        if self.healed {
+            return;
+        }
+        let up: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.node_up(i)).collect();
+        if up.is_empty() {
+            return;
+        }
+        self.stats.cluster_crashes += 1;
+        trace!(self, "CRASH ALL: {} nodes", up.len());
+        for i in up {
+            self.crash_for_a_while(i);
+        }
+    }
+
     /// Crash node `i` now and restart it 5–50 ms later.
     pub(super) fn crash_for_a_while(&mut self, i: usize) {
         self.crash(i);
@@ -83,10 +111,11 @@ impl<D: ProtocolDef> World<'_, D> {
     /// Take nodes down until more than f = `max_crashed(N)` are (f+1 up to
     /// all N) for 5–40 ms, deliberately beyond the protocol's bound:
     /// no quorum is reachable, so operations must end unknown (timeout),
-    /// never succeed wrongly, and the cluster must recover afterwards. In
-    /// durable seeds the nodes crash; in memory seeds they freeze instead (a
-    /// majority that loses its memory has lost acknowledged writes for good,
-    /// which no protocol survives).
+    /// never succeed wrongly, and the cluster must recover afterwards. Where
+    /// nodes keep their records (fsync, buffered) they crash; where they
+    /// forget (memory mode, or a protocol that persists nothing) they
+    /// freeze instead (a majority that loses its memory has lost
+    /// acknowledged writes for good, which no protocol survives).
     fn outage(&mut self) {
         let n = self.nodes.len();
         let f = D::max_crashed(n);
@@ -101,7 +130,7 @@ impl<D: ProtocolDef> World<'_, D> {
             "OUTAGE: {target} of {n} nodes down until {:.3}ms",
             until as f64 / 1000.0
         );
-        let crash = self.p.durability == Durability::Durable;
+        let crash = self.keeps_data();
         let mut order: Vec<usize> = (0..n).collect();
         for k in (1..n).rev() {
             order.swap(k, self.nemesis_rng.below(k as u64 + 1) as usize);
@@ -257,6 +286,7 @@ impl<D: ProtocolDef> World<'_, D> {
         // are held to the liveness bound once that backlog has drained.
         self.liveness_from_us = self.link_last.iter().copied().fold(self.now, u64::max);
         self.heal_partition();
+        self.power_cut_armed = false;
         for i in 0..self.nodes.len() {
             self.nodes[i].crash_armed = Armed::No;
             self.restart(i);

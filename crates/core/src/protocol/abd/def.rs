@@ -6,7 +6,7 @@ use crate::protocol::registry::{
     ClientSpec, InjectedBugs, LinkModel, NamedVariant, NodeSpec, ProtocolDef,
 };
 use crate::protocol::{OptSpec, ProtocolOptions, Timing};
-use crate::quorum::majority;
+use crate::quorum::minority;
 use std::time::Duration;
 
 /// ABD as the registry knows it: server = replica + proxy coordinator;
@@ -131,7 +131,7 @@ impl ProtocolDef for Abd {
 
     /// A majority must stay up: f = N − Q = ⌊(N−1)/2⌋.
     fn max_crashed(n: usize) -> usize {
-        n - majority(n)
+        minority(n)
     }
 
     fn node(spec: &NodeSpec<'_>, opts: &AbdOptions, bug: Option<InjectedBug>) -> AbdNode {

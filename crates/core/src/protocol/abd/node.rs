@@ -2,11 +2,10 @@
 
 use super::coordinator::first_op;
 use super::{Coordinator, CoordinatorConfig, InjectedBug, Msg, Replica, Timer};
-use crate::protocol::{LinkEvent, Out, Protocol, Record};
-use crate::quorum::{majority, QuorumTracker};
+use crate::protocol::{catch_up, LinkEvent, Out, Protocol, Record};
+use crate::quorum::{minority, QuorumTracker};
 use crate::types::{ClientRef, NodeId, Peer, Request, Tag, Time};
 use bytes::Bytes;
-use std::time::Duration;
 
 /// A server: one replica plus a coordinator for clients that do not run
 /// their own (proxy mode). Messages are routed by kind: requests to the
@@ -22,9 +21,6 @@ pub struct AbdNode {
     /// Queries left unanswered because this replica was still recovering.
     pub queries_held_back: u64,
 }
-
-/// How often a recovering replica asks again.
-const SYNC_RETRY: Duration = Duration::from_millis(200);
 
 impl AbdNode {
     /// `members` are all replica ids of the cluster (including `id`).
@@ -64,7 +60,7 @@ impl AbdNode {
         if self.coord.bug == Some(InjectedBug::NoRecovery) {
             return self;
         }
-        let mut need = self.members.len() - majority(self.members.len()) + 1;
+        let mut need = minority(self.members.len()) + 1;
         if self.coord.bug == Some(InjectedBug::RecoveryOnePeerShort) {
             need = need.saturating_sub(1).max(1);
         }
@@ -77,15 +73,10 @@ impl AbdNode {
     }
 
     fn ask_for_sync(&self, out: &mut Out<Msg, Timer>) {
-        let Some(votes) = &self.recovery else { return };
-        for &n in self
-            .members
-            .iter()
-            .filter(|&&n| n != self.id && !votes.has(n))
-        {
-            out.send(Peer::Node(n), Msg::SyncRequest);
+        if let Some(votes) = &self.recovery {
+            let (id, members) = (self.id, &self.members);
+            catch_up::ask_missing(id, members, votes, Msg::SyncRequest, Timer::Sync, out);
         }
-        out.set_timer(SYNC_RETRY, Timer::Sync);
     }
 
     fn on_sync_reply(&mut self, from: Peer, entries: Vec<(Bytes, Tag, Option<Bytes>)>) {
@@ -194,23 +185,11 @@ impl Protocol for AbdNode {
         ]
     }
     fn role(&self) -> &'static str {
-        if self.recovery.is_some() {
-            "recovering"
-        } else {
-            "replica"
-        }
+        catch_up::role(self.recovery.is_some())
     }
     fn status(&self) -> String {
-        let rec = if self.recovery.is_some() {
-            " RECOVERING"
-        } else {
-            ""
-        };
-        format!(
-            "replica keys={}{rec} | {}",
-            self.replica.len(),
-            self.coord.status()
-        )
+        let coord = self.coord.status();
+        catch_up::status(self.replica.len(), self.recovery.is_some(), &coord)
     }
 }
 

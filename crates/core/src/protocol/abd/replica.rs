@@ -105,7 +105,9 @@ impl Replica {
     }
 
     pub fn restore(&mut self, rec: Record) {
-        let Record::Register { key, tag, value } = rec;
+        let Record::Register { key, tag, value } = rec else {
+            return;
+        };
         let newer = self.store.get(&key).map(|(t, _)| tag > *t).unwrap_or(true);
         if newer {
             self.store.insert(key, (tag, value));

@@ -25,6 +25,11 @@ pub enum InjectedBug {
     /// peer: a RELEASE_LOCK or SERVER_WRITE lost with the connection
     /// blocks the lock for good.
     NoResyncOnUp,
+    /// The former crash rule: a restarted holder's writes left staged
+    /// (`read-wait`) are applied by each peer when the holder's new life
+    /// syncs, though a peer the SERVER_WRITE never reached keeps the old
+    /// value until the `Repair`: reads there go back in time.
+    ApplyOrphans,
 }
 
 impl InjectedBug {
@@ -33,6 +38,7 @@ impl InjectedBug {
         InjectedBug::EnterWithoutLaterMessage,
         InjectedBug::ApplyOnArrival,
         InjectedBug::NoResyncOnUp,
+        InjectedBug::ApplyOrphans,
     ];
 }
 
@@ -46,6 +52,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::EnterWithoutLaterMessage => "lamport-enter-without-later-message",
             InjectedBug::ApplyOnArrival => "lamport-apply-on-arrival",
             InjectedBug::NoResyncOnUp => "lamport-no-resync-on-up",
+            InjectedBug::ApplyOrphans => "lamport-apply-orphans",
         }
     }
     fn about(self) -> &'static str {
@@ -61,6 +68,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::NoResyncOnUp => {
                 "resend nothing after a link reset (a lost RELEASE_LOCK blocks the lock)"
+            }
+            InjectedBug::ApplyOrphans => {
+                "apply a restarted holder's staged writes when it syncs (read-wait; stale reads)"
             }
         }
     }

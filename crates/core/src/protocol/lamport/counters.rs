@@ -26,11 +26,18 @@ pub struct Counters {
     pub links_down: u64,
     /// Peers polled after a whole tick awaited (see `poll_stalled`).
     pub polls: u64,
+    /// Staged writes of a previous life this server ruled on at restart.
+    pub orphans_resolved: u64,
 }
 
 impl Counters {
     pub fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
         vec![
+            (
+                "lamport_orphans_resolved_total",
+                "staged writes of a previous life committed or aborted at restart",
+                self.orphans_resolved,
+            ),
             (
                 "lamport_polls_total",
                 "peers polled after a whole tick awaited",

@@ -1,5 +1,5 @@
 //! The registration: how drivers build a server, its options, its
-//! assumptions. (Not in `registry!` yet: the lead adds the one line.)
+//! assumptions. (Registered by one line in `registry!`.)
 
 use super::node::{Config, LamportNode, LockScope};
 use super::{InjectedBug, Msg};
@@ -13,12 +13,24 @@ use std::time::Duration;
 pub struct Lamport;
 
 /// Lamport's options (`--opt lock-scope=key`, `[options]` in a cluster file).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LamportOptions {
     pub lock_scope: LockScope,
     /// Zero: wait for a silent peer forever (the seed).
     pub lock_timeout: Duration,
     pub read_wait: bool,
+}
+
+/// The default is the repair: `read-wait` (the seed's local read during a
+/// broadcast is not linearizable). The seed's rule is the `seed` variant.
+impl Default for LamportOptions {
+    fn default() -> Self {
+        LamportOptions {
+            lock_scope: LockScope::Global,
+            lock_timeout: Duration::ZERO,
+            read_wait: true,
+        }
+    }
 }
 
 impl ProtocolOptions for LamportOptions {
@@ -36,8 +48,8 @@ impl ProtocolOptions for LamportOptions {
             },
             OptSpec {
                 name: "read-wait",
-                default: "false",
-                help: "stage writes everywhere, apply at release; reads of a staged key wait",
+                default: "true",
+                help: "stage writes everywhere, apply at release; reads of a staged key wait (false: the seed)",
             },
         ]
     }
@@ -94,6 +106,8 @@ impl ProtocolDef for Lamport {
     // queue: 0 liveness failures in 2000 seeds per fault set, N = 3, 5.
     const PROMISES_LIVENESS: bool = true;
     const DEDUPLICATES_REQUESTS: bool = false;
+    // Nothing is persisted: drivers report every restart as `lost_state`.
+    const PERSISTS_STATE: bool = false;
     const VARIANTS: &'static [NamedVariant] = &[
         NamedVariant {
             name: "per-key",
@@ -101,9 +115,9 @@ impl ProtocolDef for Lamport {
             options: &[("lock-scope", "key")],
         },
         NamedVariant {
-            name: "read-wait",
-            about: "writes staged, applied at release; reads of a staged key wait",
-            options: &[("read-wait", "true")],
+            name: "seed",
+            about: "the seed: writes applied on arrival from the queue's head, reads local at once",
+            options: &[("read-wait", "false")],
         },
     ];
     type Msg = Msg;
@@ -122,12 +136,12 @@ impl ProtocolDef for Lamport {
         n.saturating_sub(1)
     }
 
-    /// Every boot after the first recovers (nothing is persisted, so any
-    /// restart lost the store), as does a first boot with `lost_state`
-    /// (`server --recover`, the seed's `r`).
+    /// A node that lost its state recovers: every restart (nothing is
+    /// persisted, `PERSISTS_STATE` is false, so drivers say so), and a
+    /// first boot with `server --recover` (the seed's `r`).
     fn node(spec: &NodeSpec<'_>, opts: &LamportOptions, bug: Option<InjectedBug>) -> LamportNode {
         let node = LamportNode::new(spec.id, spec.members, opts.config(&spec.timing)).with_bug(bug);
-        if spec.lost_state || spec.incarnation > 0 {
+        if spec.lost_state {
             node.recovering()
         } else {
             node
@@ -176,8 +190,12 @@ mod tests {
         let d = LamportOptions::default().config(&Timing::default());
         assert_eq!(
             (d.scope, d.lock_timeout, d.read_wait),
-            (LockScope::Global, None, false)
+            (LockScope::Global, None, true)
         );
+        for spec in LamportOptions::specs() {
+            let d = LamportOptions::default();
+            assert_eq!(d.get(spec.name), spec.default, "{}", spec.name);
+        }
         for (k, v) in [
             ("lock-scope", "row"),
             ("read-wait", "maybe"),
@@ -197,6 +215,16 @@ mod tests {
                 .collect();
             assert!(LamportOptions::from_pairs(&p).is_ok(), "{}", v.name);
         }
+    }
+
+    #[test]
+    fn the_seed_variant_reads_locally() {
+        let seed = Lamport::VARIANTS.iter().find(|v| v.name == "seed").unwrap();
+        let p: Vec<_> = (seed.options.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let o = LamportOptions::from_pairs(&p).unwrap();
+        assert!(!o.read_wait && LamportOptions::default().read_wait);
     }
 
     fn spec(members: &[u32], incarnation: u64, lost_state: bool) -> NodeSpec<'_> {
@@ -219,7 +247,7 @@ mod tests {
         assert_eq!((fresh.id, fresh.is_recovering()), (2, false));
         assert_eq!(fresh.role(), "replica");
         assert!(Lamport::available(&fresh));
-        for (inc, lost) in [(1, false), (0, true)] {
+        for (inc, lost) in [(1, true), (0, true)] {
             let n = Lamport::node(
                 &spec(&members, inc, lost),
                 &o,

@@ -59,8 +59,10 @@ impl LamportNode {
             Body::SyncRequest => self.on_sync_request(from, out),
             Body::SyncReply {
                 entries,
+                staged,
                 recovering,
-            } => self.on_sync_reply(from, entries, recovering, out),
+            } => self.on_sync_reply(from, entries, staged, recovering, out),
+            Body::Resolve { req, scope, commit } => self.on_resolve(from, req, scope, commit, out),
             Body::Repair { entries } => self.store.merge(entries),
             Body::Evicted => self.on_evicted(from, out),
             Body::Poll => self.resync(from, out),
@@ -97,6 +99,9 @@ impl LamportNode {
             self.counters.misrouted += 1;
         } else if !self.release_slot(&scope, req, out) {
             self.counters.stale += 1;
+            if let Some(r) = &mut self.recovery {
+                r.released.insert(req); // its write must not be staged here later
+            }
         }
     }
 

@@ -131,5 +131,5 @@ mod testing;
 pub use bugs::InjectedBug;
 pub use counters::Counters;
 pub use def::{Lamport, LamportOptions};
-pub use msg::{Body, Entry, Msg, ReqId, Scope, Timer};
+pub use msg::{Body, Entry, Msg, ReqId, Scope, Staged, Timer};
 pub use node::{Config, LamportNode, LockScope};

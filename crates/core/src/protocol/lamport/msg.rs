@@ -39,6 +39,17 @@ pub enum Scope {
 /// One entry of a store snapshot: key, version, value (`None` = deleted).
 pub type Entry = (Bytes, Tag, Option<Bytes>);
 
+/// A write staged under its request, not applied yet (`read-wait`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Staged {
+    pub req: ReqId,
+    pub scope: Scope,
+    pub key: Bytes,
+    pub value: Option<Bytes>,
+    /// Its holder restarted since (see `queue::Slot::orphan`).
+    pub orphan: bool,
+}
+
 /// Every message carries the sender's Lamport clock (Lamport 1978, IR1/IR2):
 /// the receiver advances its own clock past it, and the entry rule asks for
 /// a message *later* than one's request from every peer.
@@ -74,10 +85,20 @@ pub enum Body {
     Outstanding { reqs: Vec<(ReqId, Scope)> },
     /// A recovering or rejoining server asks for a peer's whole store.
     SyncRequest,
-    /// A peer's whole store; `recovering`: the peer has nothing to give.
+    /// A peer's whole store and the writes staged there (`read-wait`):
+    /// the asker's own from a previous life, kept until it resolves them,
+    /// and other holders'; `recovering`: the peer has nothing to give.
     SyncReply {
         entries: Vec<Entry>,
+        staged: Vec<Staged>,
         recovering: bool,
+    },
+    /// A restarted holder's verdict on a write of its previous life left
+    /// staged: apply it in queue order (`commit`) or drop it.
+    Resolve {
+        req: ReqId,
+        scope: Scope,
+        commit: bool,
     },
     /// A server that finished recovering pushes its merged store to its
     /// peers, who keep the newer version of each key (writes of a holder

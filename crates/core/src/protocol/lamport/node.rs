@@ -2,6 +2,7 @@
 
 use super::msg::{Body, Msg, ReqId, Scope, Timer};
 use super::queue::Queues;
+use super::recovery::Recovery;
 use super::store::Store;
 use super::{Counters, InjectedBug};
 use crate::protocol::{LinkEvent, Out, Protocol};
@@ -104,7 +105,7 @@ pub struct LamportNode {
     /// Replies held back ([`InjectedBug::SeedDeferral`] only).
     pub(super) deferred: Vec<(NodeId, ReqId)>,
     /// Set while copying state from peers; the peers that answered.
-    pub(super) recovery: Option<BTreeSet<NodeId>>,
+    pub(super) recovery: Option<Recovery>,
     /// The peers awaited at the last tick (polled if still awaited).
     pub(super) stalled: BTreeSet<NodeId>,
     ticking: bool,
@@ -143,7 +144,7 @@ impl LamportNode {
     /// Start by copying state from every peer (seed 002 §2, recovery mode
     /// `r`): `on_start` asks them; no client is served until all answered.
     pub fn recovering(mut self) -> Self {
-        self.recovery = Some(BTreeSet::new());
+        self.recovery = Some(Recovery::default());
         self
     }
     pub fn is_recovering(&self) -> bool {

@@ -1,6 +1,6 @@
 //! The lock queues: one per scope, ordered by (Lamport clock, node id).
 
-use super::msg::{ReqId, Scope};
+use super::msg::{ReqId, Scope, Staged};
 use crate::types::NodeId;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -15,6 +15,9 @@ pub struct Slot {
     /// Its holder released it; it leaves the queue when at the head and
     /// its write (if any) is applied.
     pub released: bool,
+    /// A staged write of a holder that restarted since: only its verdict
+    /// (`Resolve`) takes it out, never its new life's `Outstanding`.
+    pub orphan: bool,
 }
 
 impl Slot {
@@ -77,6 +80,24 @@ impl Queues {
         (self.queues.values())
             .filter(|q| q.len() > 1)
             .filter_map(|q| q.keys().next().map(|r| r.node))
+    }
+    /// Every staged write, all scopes (for a recovering peer).
+    pub fn staged_writes(&self) -> Vec<Staged> {
+        let mut v = Vec::new();
+        for (scope, q) in &self.queues {
+            for (&req, slot) in q {
+                if let (Some((key, value)), false) = (&slot.write, slot.applied) {
+                    v.push(Staged {
+                        req,
+                        scope: scope.clone(),
+                        key: key.clone(),
+                        value: value.clone(),
+                        orphan: slot.orphan,
+                    });
+                }
+            }
+        }
+        v
     }
     /// Whether a write of `key` is staged (known, not applied) anywhere.
     pub fn is_staged(&self, key: &[u8]) -> bool {

@@ -1,70 +1,186 @@
 //! Links that come back, servers that lost their state (seed 002 §2,
 //! recovery mode `r`) and peers evicted by the lock timeout (§4.4.1).
 
-use super::msg::{Body, Entry, Msg, ReqId, Scope, Timer};
+use super::msg::{Body, Entry, Msg, ReqId, Scope, Staged, Timer};
 use super::node::{LamportNode, Phase};
 use super::InjectedBug;
 use crate::protocol::Out;
 use crate::types::{NodeId, OpError, Response, Time};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 type O = Out<Msg, Timer>;
+
+/// What a server copying state from its peers has learnt so far.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Recovery {
+    /// The peers that answered.
+    pub answered: BTreeSet<NodeId>,
+    /// Those that answered while recovering too (nothing to give).
+    pub empty: BTreeSet<NodeId>,
+    /// Writes of our previous lives left staged, and the peers staging each.
+    pub orphans: BTreeMap<ReqId, (Staged, BTreeSet<NodeId>)>,
+    /// Other holders' staged writes, staged here when recovery ends.
+    pub others: BTreeMap<ReqId, Staged>,
+    /// Requests released meanwhile that were not queued here.
+    pub released: BTreeSet<ReqId>,
+}
 
 impl LamportNode {
     /// Copy state from every peer before serving: SyncRequest to all. A
     /// peer answering drops whatever it still queues of ours (a previous
     /// life's requests) and re-sends its own requests first.
     pub(super) fn start_recovery(&mut self, out: &mut O) {
-        self.recovery = Some(BTreeSet::new());
+        self.recovery = Some(Recovery::default());
         self.evicted.clear();
         self.broadcast(Body::SyncRequest, out);
         self.end_recovery_if_done(out);
     }
 
+    /// `from` restarted (or rejoins): drop its previous life's requests,
+    /// but keep its staged writes (`read-wait`) until its new life rules
+    /// on them; re-send it our writes it acknowledged in that life; send
+    /// our store and every staged write.
     pub(super) fn on_sync_request(&mut self, from: NodeId, out: &mut O) {
         self.evicted.remove(&from);
-        self.drop_entries_of(from, out);
+        let keep = self.keeps_orphans();
+        self.drop_entries_of(from, keep, out);
+        for op in self.ops.values_mut() {
+            if let Phase::Writing { unacked, .. } = &mut op.phase {
+                unacked.insert(from);
+            }
+        }
         self.resync(from, out);
         let body = Body::SyncReply {
             entries: self.store.snapshot(),
+            staged: if keep {
+                self.queues.staged_writes()
+            } else {
+                Vec::new()
+            },
             recovering: self.recovery.is_some(),
         };
         self.send(from, body, out);
+    }
+
+    /// Whether a restarted holder's staged writes wait for its verdict
+    /// (else they apply when it syncs: the former rule, now a bug).
+    fn keeps_orphans(&self) -> bool {
+        self.cfg.read_wait && self.bug != Some(InjectedBug::ApplyOrphans)
     }
 
     pub(super) fn on_sync_reply(
         &mut self,
         from: NodeId,
         entries: Vec<Entry>,
+        staged: Vec<Staged>,
         recovering: bool,
         out: &mut O,
     ) {
-        let Some(answered) = self.recovery.as_mut() else {
+        let me = self.id;
+        let Some(rec) = self.recovery.as_mut() else {
             self.counters.stale += 1;
             return;
         };
-        if !answered.insert(from) {
+        if !rec.answered.insert(from) {
             self.counters.stale += 1;
             return;
         }
         // A peer recovering too lost its state: it has nothing to give.
-        if !recovering {
+        if recovering {
+            rec.empty.insert(from);
+        } else {
             self.store.merge(entries);
+        }
+        for s in staged {
+            if s.req.node == me {
+                let e = rec
+                    .orphans
+                    .entry(s.req)
+                    .or_insert_with(|| (s, BTreeSet::new()));
+                e.1.insert(from);
+            } else {
+                rec.others.entry(s.req).or_insert(s);
+            }
         }
         self.end_recovery_if_done(out);
     }
 
-    /// Every peer answered: serve again, and push the merged store to the
-    /// peers (a holder that died mid-broadcast left its write on some only).
+    /// Every peer answered: rule on our previous lives' staged writes,
+    /// stage the others' that are still pending, serve again, and push
+    /// the merged store to the peers (a holder that died mid-broadcast
+    /// left its write on some only).
+    ///
+    /// A staged write commits iff some peer applied it (its holder then
+    /// had every ack) or every peer that kept its state staged it: a
+    /// holder answers Done only after every ack, so one such peer
+    /// without it proves it never did, and nobody applied it.
     fn end_recovery_if_done(&mut self, out: &mut O) {
-        let Some(answered) = &self.recovery else {
+        let Some(rec) = &self.recovery else {
             return;
         };
-        if self.peers.iter().all(|p| answered.contains(p)) {
-            self.recovery = None;
-            let entries = self.store.snapshot();
-            self.broadcast(Body::Repair { entries }, out);
+        if !self.peers.iter().all(|p| rec.answered.contains(p)) {
+            return;
         }
+        let rec = self.recovery.take().expect("checked");
+        let witnesses: Vec<NodeId> = (self.peers.iter().copied())
+            .filter(|p| !rec.empty.contains(p))
+            .collect();
+        for (req, (s, at)) in rec.orphans {
+            let applied = self.store.tag(&s.key) >= req.tag();
+            let commit = applied || witnesses.iter().all(|p| at.contains(p));
+            if commit && !applied {
+                self.apply(req, s.key, s.value);
+            }
+            self.counters.orphans_resolved += 1;
+            let scope = s.scope;
+            self.broadcast(Body::Resolve { req, scope, commit }, out);
+        }
+        for (req, s) in rec.others {
+            if rec.released.contains(&req) || self.store.tag(&s.key) >= req.tag() {
+                continue;
+            }
+            self.queues.insert(&s.scope, req);
+            let slot = self.queues.get_mut(&s.scope, req).expect("inserted");
+            if slot.write.is_none() {
+                slot.write = Some((s.key, s.value));
+                slot.orphan = s.orphan;
+            }
+        }
+        let entries = self.store.snapshot();
+        self.broadcast(Body::Repair { entries }, out);
+    }
+
+    /// A restarted holder's verdict on its previous life's staged write.
+    pub(super) fn on_resolve(
+        &mut self,
+        from: NodeId,
+        req: ReqId,
+        scope: Scope,
+        commit: bool,
+        out: &mut O,
+    ) {
+        if req.node != from {
+            self.counters.misrouted += 1;
+            return;
+        }
+        if let Some(rec) = &mut self.recovery {
+            // Recovering too: not staged here yet.
+            if let Some(s) = rec.others.remove(&req) {
+                if commit && self.store.tag(&s.key) < req.tag() {
+                    self.apply(req, s.key, s.value);
+                }
+                return;
+            }
+        }
+        let Some(slot) = self.queues.get_mut(&scope, req) else {
+            self.counters.stale += 1;
+            return;
+        };
+        if !commit {
+            slot.write = None;
+        }
+        slot.orphan = false;
+        self.release_slot(&scope, req, out);
     }
 
     /// A link came back; messages sent meanwhile may be lost: tell the
@@ -79,7 +195,11 @@ impl LamportNode {
             self.send(p, Body::Evicted, out);
             return;
         }
-        if self.recovery.as_ref().is_some_and(|a| !a.contains(&p)) {
+        if self
+            .recovery
+            .as_ref()
+            .is_some_and(|r| !r.answered.contains(&p))
+        {
             self.send(p, Body::SyncRequest, out);
         }
         self.resync(p, out);
@@ -108,9 +228,12 @@ impl LamportNode {
 
     /// `from`'s complete list of queued requests: drop the others of its
     /// (their RELEASE_LOCK was lost), queue and answer these.
+    /// A previous life's staged writes are not its to drop (`Resolve`).
     pub(super) fn on_outstanding(&mut self, from: NodeId, reqs: Vec<(ReqId, Scope)>, out: &mut O) {
         for (scope, req) in self.queues.of_node(from) {
-            if !reqs.iter().any(|(r, s)| *r == req && *s == scope) {
+            let listed = reqs.iter().any(|(r, s)| *r == req && *s == scope);
+            let orphan = self.queues.get_mut(&scope, req).is_some_and(|s| s.orphan);
+            if !listed && !orphan {
                 self.release_slot(&scope, req, out);
             }
         }
@@ -120,9 +243,15 @@ impl LamportNode {
     }
 
     /// Release every request of `p` queued here; their writes, if any,
-    /// still apply in queue order.
-    fn drop_entries_of(&mut self, p: NodeId, out: &mut O) {
+    /// still apply in queue order, except staged ones when `keep_staged`:
+    /// those become orphans, left for `p`'s verdict.
+    fn drop_entries_of(&mut self, p: NodeId, keep_staged: bool, out: &mut O) {
         for (scope, req) in self.queues.of_node(p) {
+            let slot = self.queues.get_mut(&scope, req).expect("listed");
+            if keep_staged && slot.staged().is_some() {
+                slot.orphan = true;
+                continue;
+            }
             self.release_slot(&scope, req, out);
         }
         self.deferred.retain(|&(n, _)| n != p);
@@ -134,8 +263,12 @@ impl LamportNode {
     /// have awaited since the last tick: resync to it and ask it for its
     /// resync (its `Up` may have gone unseen here, its RELEASE_LOCK lost).
     pub(super) fn poll_stalled(&mut self, out: &mut O) {
-        if let Some(answered) = &self.recovery {
-            for p in self.active().into_iter().filter(|p| !answered.contains(p)) {
+        if let Some(rec) = &self.recovery {
+            for p in self
+                .active()
+                .into_iter()
+                .filter(|p| !rec.answered.contains(p))
+            {
                 self.send(p, Body::SyncRequest, out);
             }
             return;
@@ -195,7 +328,7 @@ impl LamportNode {
         self.counters.evictions += 1;
         self.evicted.insert(p);
         self.awaited_since.remove(&p);
-        self.drop_entries_of(p, out);
+        self.drop_entries_of(p, false, out);
         self.send(p, Body::Evicted, out);
         let acked: Vec<ReqId> = (self.ops.iter_mut())
             .filter_map(|(&req, op)| match &mut op.phase {
@@ -268,6 +401,7 @@ mod tests {
             3,
             9,
             Body::SyncReply {
+                staged: vec![],
                 entries: new.clone(),
                 recovering: false,
             },
@@ -278,6 +412,7 @@ mod tests {
             3,
             9,
             Body::SyncReply {
+                staged: vec![],
                 entries: vec![],
                 recovering: false,
             },
@@ -289,6 +424,7 @@ mod tests {
             2,
             9,
             Body::SyncReply {
+                staged: vec![],
                 entries: old,
                 recovering: false,
             },
@@ -316,6 +452,7 @@ mod tests {
         deliver(&mut n, 2, 1, Body::SyncRequest, &mut out);
         let s = sent(&mut out);
         let reply = Body::SyncReply {
+            staged: vec![],
             entries: vec![],
             recovering: true,
         };
@@ -326,6 +463,7 @@ mod tests {
             2,
             2,
             Body::SyncReply {
+                staged: vec![],
                 entries: junk,
                 recovering: true,
             },
@@ -462,6 +600,7 @@ mod poll_tests {
         n.on_start(T0, &mut out);
         out.drain();
         let reply = Body::SyncReply {
+            staged: vec![],
             entries: vec![],
             recovering: false,
         };

@@ -58,7 +58,7 @@ impl InjectedBugs for Bug {
 mod tests {
     use super::*;
     use crate::protocol::lease_lock::testing::*;
-    use crate::protocol::lease_lock::{LeaseOptions, Msg, Replica};
+    use crate::protocol::lease_lock::{LeaseOptions, LockRetry, Msg, Replica};
     use crate::types::{OpError, Peer, Response, Tag, Time};
     use std::collections::HashSet;
     use std::time::Duration;
@@ -158,7 +158,11 @@ mod tests {
     #[test]
     fn no_unlock_after_failure_leaves_a_lock_for_a_lease() {
         for (bug, left) in [(None, vec![]), (Some(Bug::NoUnlockAfterFailure), vec![3])] {
-            let mut net = Net::new(3, LeaseOptions::default());
+            let no_retry = LeaseOptions {
+                lock_retry: LockRetry::None,
+                ..LeaseOptions::default()
+            };
+            let mut net = Net::new(3, no_retry);
             let node = net.nodes.remove(&3).unwrap().with_bug(bug);
             net.nodes.insert(3, node);
             net.add_client(9);

@@ -5,7 +5,7 @@ use super::{Bug, Coordinator, CoordinatorConfig, LeaseNode, LockRetry, Msg};
 use crate::protocol::options::{format_duration, parse_bool, parse_duration};
 use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
 use crate::protocol::{OptSpec, ProtocolOptions, Timing};
-use crate::quorum::majority;
+use crate::quorum::minority;
 use std::time::Duration;
 
 /// The lease-lock blocking quorum protocol as the registry knows it:
@@ -38,14 +38,16 @@ pub struct LeaseOptions {
 /// on its keys for twenty op timeouts.
 pub const DEFAULT_LEASE: &str = "op-timeout";
 
+/// The defaults are the repairs: gets write back (linearizable under lease
+/// expiry and coordinator crashes) and denied rounds retry with backoff.
+/// The seed's exact behaviour is the `seed` variant.
 impl Default for LeaseOptions {
     fn default() -> Self {
-        let c = CoordinatorConfig::default();
         LeaseOptions {
             lease: None,
-            lock_retry: c.lock_retry,
-            write_back: c.write_back,
-            release_surplus: c.release_surplus,
+            lock_retry: LockRetry::Backoff,
+            write_back: true,
+            release_surplus: true,
         }
     }
 }
@@ -60,13 +62,13 @@ impl ProtocolOptions for LeaseOptions {
             },
             OptSpec {
                 name: "lock-retry",
-                default: "none",
+                default: "backoff",
                 help: "after a denied lock round: none (fail, the seed) or backoff (jittered, until the op timeout)",
             },
             OptSpec {
                 name: "write-back",
-                default: "false",
-                help: "a get writes the value it read back to its locked quorum before unlocking",
+                default: "true",
+                help: "a get writes the value it read back to its locked quorum before unlocking (false: the seed)",
             },
             OptSpec {
                 name: "surplus-grants",
@@ -154,19 +156,18 @@ impl ProtocolDef for LeaseLock {
     const DEDUPLICATES_REQUESTS: bool = false;
     const VARIANTS: &'static [NamedVariant] = &[
         NamedVariant {
-            name: "backoff",
-            about: "retry a denied lock round after a jittered exponential delay",
-            options: &[("lock-retry", "backoff")],
-        },
-        NamedVariant {
-            name: "write-back",
-            about: "gets write back what they read (linearizable under lease expiry and crashes)",
-            options: &[("write-back", "true")],
-        },
-        NamedVariant {
             name: "seed",
-            about: "the seed exactly: surplus grants expire instead of being unlocked",
-            options: &[("surplus-grants", "expire")],
+            about: "the seed exactly: no write-back, a denied round fails, surplus grants expire",
+            options: &[
+                ("write-back", "false"),
+                ("lock-retry", "none"),
+                ("surplus-grants", "expire"),
+            ],
+        },
+        NamedVariant {
+            name: "no-retry",
+            about: "the default, but a denied lock round fails at once (the seed's retry rule)",
+            options: &[("lock-retry", "none")],
         },
     ];
     type Msg = Msg;
@@ -177,7 +178,7 @@ impl ProtocolDef for LeaseLock {
 
     /// A majority must stay up to grant Q locks: f = N − Q.
     fn max_crashed(n: usize) -> usize {
-        n - majority(n)
+        minority(n)
     }
     fn node(spec: &NodeSpec<'_>, opts: &LeaseOptions, bug: Option<Bug>) -> LeaseNode {
         let cfg = opts.coordinator(&spec.timing);
@@ -207,11 +208,12 @@ impl ProtocolDef for LeaseLock {
     fn available(node: &LeaseNode) -> bool {
         !node.is_recovering()
     }
-    /// Knob bit 0: backoff retries; bit 1: surplus grants expire. Write-back
-    /// is left to `--opt`: it decides whether the run is linearizable.
+    /// Knob bit 0: no retries (the seed's); bit 1: surplus grants expire.
+    /// Write-back is left to `--opt`: it decides whether the run is
+    /// linearizable.
     fn vary(opts: &mut LeaseOptions, knobs: u64) {
         if knobs & 1 == 1 {
-            opts.lock_retry = LockRetry::Backoff;
+            opts.lock_retry = LockRetry::None;
         }
         opts.release_surplus = knobs & 2 == 0;
     }
@@ -337,13 +339,28 @@ mod tests {
         assert_eq!(LeaseLock::max_crashed(5), 2);
     }
 
+    /// The default runs the repairs; the `seed` variant is the seed.
+    #[test]
+    fn defaults_are_the_repairs_and_the_seed_variant_is_the_seed() {
+        let d = LeaseOptions::default();
+        assert!(d.write_back && d.release_surplus);
+        assert_eq!(d.lock_retry, LockRetry::Backoff);
+        let seed = LeaseLock::VARIANTS
+            .iter()
+            .find(|v| v.name == "seed")
+            .unwrap();
+        let s = LeaseOptions::from_pairs(&pairs(seed.options)).unwrap();
+        assert!(!s.write_back && !s.release_surplus);
+        assert_eq!(s.lock_retry, LockRetry::None);
+    }
+
     #[test]
     fn vary_covers_both_retry_modes_and_keeps_write_back() {
         let mut seen = std::collections::HashSet::new();
         for knobs in 0..4 {
             let mut o = LeaseOptions::default();
             LeaseLock::vary(&mut o, knobs);
-            assert!(!o.write_back);
+            assert!(o.write_back);
             seen.insert((o.lock_retry, o.release_surplus));
         }
         assert_eq!(seen.len(), 4);

@@ -2,14 +2,11 @@
 //! their own (proxy mode).
 
 use super::{Bug, Coordinator, CoordinatorConfig, Msg, Replica, Timer};
-use crate::protocol::{LinkEvent, Out, Protocol, Record};
-use crate::quorum::{majority, QuorumTracker};
+use crate::protocol::{catch_up, LinkEvent, Out, Protocol, Record};
+use crate::quorum::{minority, QuorumTracker};
 use crate::types::{ClientRef, NodeId, Peer, Request, Tag, Time};
 use bytes::Bytes;
 use std::time::Duration;
-
-/// How often a recovering replica asks its peers again.
-const SYNC_RETRY: Duration = Duration::from_millis(200);
 
 /// A lease-lock server. Messages are routed by kind: requests to the
 /// replica, replies to the coordinator.
@@ -74,7 +71,7 @@ impl LeaseNode {
     /// Not in the seed, whose servers never restart; as ABD's recovery.
     pub fn recovering(mut self) -> Self {
         let n = self.members.len();
-        self.recovery = Some(QuorumTracker::new(n, n - majority(n) + 1));
+        self.recovery = Some(QuorumTracker::new(n, minority(n) + 1));
         self
     }
     pub fn is_recovering(&self) -> bool {
@@ -82,11 +79,10 @@ impl LeaseNode {
     }
 
     fn ask_for_sync(&self, out: &mut Out<Msg, Timer>) {
-        let Some(votes) = &self.recovery else { return };
-        for &n in (self.members.iter()).filter(|&&n| n != self.id && !votes.has(n)) {
-            out.send(Peer::Node(n), Msg::SyncRequest);
+        if let Some(votes) = &self.recovery {
+            let (id, members) = (self.id, &self.members);
+            catch_up::ask_missing(id, members, votes, Msg::SyncRequest, Timer::Sync, out);
         }
-        out.set_timer(SYNC_RETRY, Timer::Sync);
     }
 
     fn on_sync_reply(&mut self, from: Peer, at: Time, entries: Vec<(Bytes, Tag, Option<Bytes>)>) {
@@ -236,23 +232,11 @@ impl Protocol for LeaseNode {
         ]
     }
     fn role(&self) -> &'static str {
-        if self.recovery.is_some() {
-            "recovering"
-        } else {
-            "replica"
-        }
+        catch_up::role(self.recovery.is_some())
     }
     fn status(&self) -> String {
-        let rec = if self.recovery.is_some() {
-            " RECOVERING"
-        } else {
-            ""
-        };
-        format!(
-            "replica keys={}{rec} | {}",
-            self.replica.len(),
-            self.coord.status()
-        )
+        let coord = self.coord.status();
+        catch_up::status(self.replica.len(), self.recovery.is_some(), &coord)
     }
 }
 
@@ -340,7 +324,7 @@ mod tests {
             .collect();
         assert_eq!(asked, [2, 3, 4, 5].map(Peer::Node));
         assert!(cmds.contains(&Command::SetTimer {
-            after: SYNC_RETRY,
+            after: catch_up::SYNC_RETRY,
             timer: Timer::Sync
         }));
         let req = Msg::LockReq {

@@ -197,7 +197,9 @@ impl Replica {
 
     /// A durable record read back after a restart; locks are not durable.
     pub fn restore(&mut self, rec: Record) {
-        let Record::Register { key, tag, value } = rec;
+        let Record::Register { key, tag, value } = rec else {
+            return;
+        };
         let k = self.keys.entry(key).or_default();
         if tag > k.tag {
             k.tag = tag;

@@ -334,7 +334,11 @@ mod tests {
 
     #[test]
     fn of_two_contending_coordinators_one_is_denied_and_fails_definitely() {
-        let mut net = contend(LeaseOptions::default());
+        let no_retry = LeaseOptions {
+            lock_retry: LockRetry::None,
+            ..LeaseOptions::default()
+        };
+        let mut net = contend(no_retry);
         assert_eq!(net.answer(1), Some(&Response::Done));
         let Some(Response::Failed(e)) = net.answer(2) else {
             panic!("client 2 must fail: {:?}", net.answer(2))

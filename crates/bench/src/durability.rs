@@ -1,0 +1,173 @@
+//! What a target promises about an acknowledged write, and how often it
+//! syncs to get there. The bench reads each replica's counters before and
+//! after a point: syncs per second against records per second shows group
+//! commit at work (many writes per fsync).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Counters summed over every replica / member.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SyncCounters {
+    /// fsyncs (or flushes, in `buffered`).
+    pub syncs: u64,
+    /// Records made durable; `None` where the target does not count them.
+    pub records: Option<u64>,
+}
+
+impl SyncCounters {
+    /// What happened between `self` and a later reading, per second.
+    pub fn rates_since(&self, before: &SyncCounters, secs: f64) -> (f64, Option<f64>) {
+        let per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs.max(1e-9);
+        (
+            per_s(self.syncs, before.syncs),
+            self.records.zip(before.records).map(|(a, b)| per_s(a, b)),
+        )
+    }
+}
+
+/// quorumkv replicas: from each one's status (`persist_syncs`, `persist_records`).
+pub async fn quorumkv_counters(native: &[SocketAddr]) -> Option<SyncCounters> {
+    let mut c = SyncCounters {
+        syncs: 0,
+        records: Some(0),
+    };
+    for &addr in native {
+        let s = quorumkv_node::status::fetch(addr, ASK_TIMEOUT).await.ok()?;
+        c.syncs += s.persist_syncs;
+        c.records = c.records.map(|r| r + s.persist_records);
+    }
+    Some(c)
+}
+
+/// The durability a quorumkv replica reports (the first that answers).
+pub async fn quorumkv_mode(native: &[SocketAddr]) -> Option<String> {
+    for &addr in native {
+        if let Ok(s) = quorumkv_node::status::fetch(addr, ASK_TIMEOUT).await {
+            return Some(s.durability);
+        }
+    }
+    None
+}
+
+/// etcd members: WAL fsyncs and committed proposals from `/metrics`.
+pub async fn etcd_counters(endpoints: &[String]) -> Option<SyncCounters> {
+    let mut c = SyncCounters {
+        syncs: 0,
+        records: Some(0),
+    };
+    for ep in endpoints {
+        let text = http_get(ep, "/metrics").await?;
+        c.syncs += metric(&text, "etcd_disk_wal_fsync_duration_seconds_count")? as u64;
+        // Every member applies every committed proposal; like quorumkv's
+        // records, this counts each write once per replica.
+        c.records = c
+            .records
+            .zip(metric(&text, "etcd_server_proposals_committed_total"))
+            .map(|(r, p)| r + p as u64);
+    }
+    Some(c)
+}
+
+/// Redis' durability from `CONFIG GET appendonly/appendfsync`:
+/// `aof-always`, `aof-everysec`, `aof-no` or `none`.
+pub async fn redis_mode(conn: &mut redis::aio::MultiplexedConnection) -> Option<String> {
+    async fn get(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<String> {
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(key)
+            .query_async(conn)
+            .await
+            .ok()?;
+        pair.get(1).cloned()
+    }
+    Some(redis_mode_name(
+        &get(conn, "appendonly").await?,
+        &get(conn, "appendfsync").await?,
+    ))
+}
+
+pub fn redis_mode_name(appendonly: &str, appendfsync: &str) -> String {
+    if appendonly == "yes" {
+        format!("aof-{appendfsync}")
+    } else {
+        "none".into()
+    }
+}
+
+/// The value of an unlabelled Prometheus metric in `text`.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?;
+        let v = rest.strip_prefix(' ')?;
+        v.trim().parse().ok()
+    })
+}
+
+/// A plain HTTP/1.0 GET of `path` on `host:port`; the body, if 200.
+async fn http_get(hostport: &str, path: &str) -> Option<String> {
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(hostport).await.ok()?;
+        let req = format!("GET {path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n");
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        head.starts_with("HTTP/1.")
+            .then_some(())
+            .filter(|_| head.split_whitespace().nth(1) == Some("200"))?;
+        Some(body.to_string())
+    };
+    tokio::time::timeout(ASK_TIMEOUT, ask).await.ok()?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_unlabelled_metrics_only() {
+        let text = "# HELP x\n\
+            etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 3\n\
+            etcd_disk_wal_fsync_duration_seconds_count 42\n\
+            etcd_server_proposals_committed_total 1.5e+06\n";
+        assert_eq!(
+            metric(text, "etcd_disk_wal_fsync_duration_seconds_count"),
+            Some(42.0)
+        );
+        assert_eq!(
+            metric(text, "etcd_server_proposals_committed_total"),
+            Some(1.5e6)
+        );
+        assert_eq!(metric(text, "etcd_disk_wal_fsync_duration_seconds"), None);
+    }
+
+    #[test]
+    fn rates_between_two_readings() {
+        let a = SyncCounters {
+            syncs: 100,
+            records: Some(1000),
+        };
+        let b = SyncCounters {
+            syncs: 300,
+            records: Some(3600),
+        };
+        assert_eq!(b.rates_since(&a, 2.0), (100.0, Some(1300.0)));
+        let none = SyncCounters {
+            syncs: 300,
+            records: None,
+        };
+        assert_eq!(none.rates_since(&a, 2.0), (100.0, None));
+    }
+
+    #[test]
+    fn redis_modes() {
+        assert_eq!(redis_mode_name("yes", "always"), "aof-always");
+        assert_eq!(redis_mode_name("no", "always"), "none");
+    }
+}

@@ -1,0 +1,247 @@
+//! The durable engine: fjall, an LSM tree whose journal checksums every
+//! write batch (xxh3). On open it replays the journal: a torn last batch
+//! (a crash in the middle of a write) is dropped, which is safe because
+//! nothing in it was acknowledged; a damaged batch before the tail fails
+//! the open. One keyspace per kind of record.
+
+use super::pipeline::Engine;
+use super::Durability;
+use bytes::Bytes;
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
+use quorumkv_core::protocol::Record;
+use quorumkv_core::Tag;
+use std::io;
+use std::path::{Path, PathBuf};
+
+struct Open {
+    db: Database,
+    registers: Keyspace,
+    log: Keyspace,
+    snapshot: Keyspace,
+    meta: Keyspace,
+}
+
+pub struct FjallEngine {
+    path: PathBuf,
+    open: Option<Open>,
+}
+
+const SNAPSHOT_KEY: &[u8] = b"latest";
+
+fn err(e: fjall::Error) -> io::Error {
+    match e {
+        fjall::Error::Io(e) => e,
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_stdvec(v).expect("records always encode")
+}
+
+fn decode<'a, T: serde::Deserialize<'a>>(what: &str, b: &'a [u8]) -> io::Result<T> {
+    postcard::from_bytes(b).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("bad {what} record: {e}"),
+        )
+    })
+}
+
+fn index_of(key: &[u8]) -> io::Result<u64> {
+    let k: [u8; 8] = key
+        .try_into()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad log index"))?;
+    Ok(u64::from_be_bytes(k))
+}
+
+impl Open {
+    fn new(path: &Path) -> fjall::Result<Open> {
+        let db = Database::builder(path)
+            // The sync thread decides when the journal reaches the OS.
+            .manual_journal_persist(true)
+            .worker_threads(1)
+            .open()?;
+        let ks = |name| db.keyspace(name, KeyspaceCreateOptions::default);
+        Ok(Open {
+            registers: ks("registers")?,
+            log: ks("log")?,
+            snapshot: ks("snapshot")?,
+            meta: ks("meta")?,
+            db,
+        })
+    }
+
+    /// Remove the log entries in `range` (committed first: a batch does
+    /// not see its own inserts).
+    fn remove_log(&self, range: impl std::ops::RangeBounds<[u8; 8]>) -> fjall::Result<()> {
+        let mut b = self.db.batch().durability(None);
+        for kv in self.log.range(range) {
+            b.remove(&self.log, kv.key()?);
+        }
+        b.commit()
+    }
+}
+
+impl FjallEngine {
+    pub fn open(path: &Path) -> io::Result<FjallEngine> {
+        let open = Open::new(path).map_err(err)?;
+        Ok(FjallEngine {
+            path: path.to_path_buf(),
+            open: Some(open),
+        })
+    }
+
+    fn db(&self) -> io::Result<&Open> {
+        self.open
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the database is not open"))
+    }
+
+    fn write_all(o: &Open, recs: &[Record]) -> fjall::Result<()> {
+        let new_batch = || o.db.batch().durability(None);
+        let mut b: OwnedWriteBatch = new_batch();
+        for rec in recs {
+            match rec {
+                Record::Register { key, tag, value } => {
+                    b.insert(&o.registers, key.as_ref(), encode(&(tag, value)));
+                }
+                Record::Entry { index, epoch, data } => {
+                    b.insert(&o.log, index.to_be_bytes(), encode(&(epoch, data)));
+                }
+                Record::Meta { key, value } => b.insert(&o.meta, key.as_str(), value.as_ref()),
+                Record::TruncateFrom { index } => {
+                    std::mem::replace(&mut b, new_batch()).commit()?;
+                    o.remove_log(index.to_be_bytes()..)?;
+                }
+                Record::Snapshot { index, data } => {
+                    std::mem::replace(&mut b, new_batch()).commit()?;
+                    let mut s = new_batch();
+                    s.insert(&o.snapshot, SNAPSHOT_KEY, encode(&(index, data)));
+                    s.commit()?;
+                    o.remove_log(..=index.to_be_bytes())?;
+                }
+            }
+        }
+        b.commit()
+    }
+}
+
+impl Engine for FjallEngine {
+    fn write(&mut self, recs: &[Record]) -> io::Result<()> {
+        Self::write_all(self.db()?, recs).map_err(err)
+    }
+
+    fn sync(&mut self, mode: Durability) -> io::Result<()> {
+        let how = match mode {
+            Durability::Fsync => PersistMode::SyncData,
+            _ => PersistMode::Buffer,
+        };
+        self.db()?.db.persist(how).map_err(err)
+    }
+
+    fn reopen(&mut self) -> io::Result<()> {
+        drop(self.open.take());
+        self.open = Some(Open::new(&self.path).map_err(err)?);
+        Ok(())
+    }
+
+    fn load(&mut self) -> io::Result<Vec<Record>> {
+        let o = self.db()?;
+        let mut out = Vec::new();
+        for kv in o.meta.iter() {
+            let (k, v) = kv.into_inner().map_err(err)?;
+            let key = String::from_utf8_lossy(&k).into_owned();
+            let value = Bytes::copy_from_slice(&v);
+            out.push(Record::Meta { key, value });
+        }
+        if let Some(v) = o.snapshot.get(SNAPSHOT_KEY).map_err(err)? {
+            let (index, data): (u64, Bytes) = decode("snapshot", &v)?;
+            out.push(Record::Snapshot { index, data });
+        }
+        for kv in o.registers.iter() {
+            let (k, v) = kv.into_inner().map_err(err)?;
+            let (tag, value): (Tag, Option<Bytes>) = decode("register", &v)?;
+            let key = Bytes::copy_from_slice(&k);
+            out.push(Record::Register { key, tag, value });
+        }
+        for kv in o.log.iter() {
+            let (k, v) = kv.into_inner().map_err(err)?;
+            let (epoch, data): (u64, Bytes) = decode("log", &v)?;
+            let index = index_of(&k)?;
+            out.push(Record::Entry { index, epoch, data });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("qkv-fjall-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn reg(k: &'static str, ts: u64, v: Option<&'static str>) -> Record {
+        Record::Register {
+            key: Bytes::from_static(k.as_bytes()),
+            tag: Tag { ts, writer: 7 },
+            value: v.map(|v| Bytes::from_static(v.as_bytes())),
+        }
+    }
+
+    fn entry(index: u64) -> Record {
+        Record::Entry {
+            index,
+            epoch: 1,
+            data: Bytes::from(format!("e{index}")),
+        }
+    }
+
+    #[test]
+    fn every_kind_of_record_comes_back_after_a_reopen() {
+        let d = tempdir("kinds");
+        let mut e = FjallEngine::open(&d).unwrap();
+        e.write(&[
+            reg("a", 1, Some("x")),
+            reg("a", 2, Some("y")),
+            reg("b", 1, None),
+            Record::Meta {
+                key: "epoch".into(),
+                value: Bytes::from_static(b"3"),
+            },
+        ])
+        .unwrap();
+        e.write(&(1..=6).map(entry).collect::<Vec<_>>()).unwrap();
+        e.write(&[Record::TruncateFrom { index: 5 }, entry(5)])
+            .unwrap();
+        e.write(&[Record::Snapshot {
+            index: 2,
+            data: Bytes::from_static(b"snap"),
+        }])
+        .unwrap();
+        e.sync(Durability::Fsync).unwrap();
+        drop(e);
+        let got = FjallEngine::open(&d).unwrap().load().unwrap();
+        let want = vec![
+            Record::Meta {
+                key: "epoch".into(),
+                value: Bytes::from_static(b"3"),
+            },
+            Record::Snapshot {
+                index: 2,
+                data: Bytes::from_static(b"snap"),
+            },
+            reg("a", 2, Some("y")),
+            reg("b", 1, None),
+            entry(3),
+            entry(4),
+            entry(5),
+        ];
+        assert_eq!(got, want);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,198 @@
+//! Durable replicas: acknowledged writes survive SIGKILL of every replica,
+//! a data directory serves one server at a time, and restart time against
+//! data size (ignored; release build).
+
+mod common;
+
+use bytes::Bytes;
+use common::binary;
+use quorumkv_node::client::{Client, ClientConfig, ClientMode};
+use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::storage::Durability;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+async fn cluster(replicas: usize, durability: Durability) -> LocalCluster {
+    let cfg = LocalClusterConfig {
+        protocol: "abd".parse().expect("abd is registered"),
+        replicas,
+        binary: binary(),
+        server_args: vec!["--op-timeout".into(), "2s".into()],
+        ready_timeout: Duration::from_secs(60),
+        durability,
+        ..Default::default()
+    };
+    LocalCluster::start(cfg).await.expect("cluster starts")
+}
+
+fn cfg(mode: ClientMode) -> ClientConfig {
+    ClientConfig {
+        mode,
+        op_timeout: Duration::from_secs(2),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_killing_every_replica() {
+    for mode in [Durability::Fsync, Durability::Buffered] {
+        let mut c = cluster(3, mode).await;
+        let client = Client::connect(c.native_addrs(), cfg(ClientMode::Proxy))
+            .await
+            .unwrap();
+        for i in 0..100 {
+            client.put(format!("k{i}"), format!("v{i}")).await.unwrap();
+        }
+        client.delete("k7").await.unwrap();
+        drop(client);
+        for id in 1..=3 {
+            c.kill(id).await.unwrap();
+        }
+        for id in 1..=3 {
+            c.restart(id).await.unwrap();
+        }
+        assert!(c.data_dir(1).join("IDENTITY").exists());
+        let client = Client::connect(c.native_addrs(), cfg(ClientMode::Direct))
+            .await
+            .unwrap();
+        for i in 0..100 {
+            let want = (i != 7).then(|| Bytes::from(format!("v{i}")));
+            assert_eq!(client.get(format!("k{i}")).await.unwrap(), want, "{mode}");
+        }
+        c.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_directory_in_use_is_refused_naming_its_owner() {
+    let c = cluster(1, Durability::Fsync).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = std::process::Command::new(binary())
+        .args(["server", "--id", "1", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--durability", "fsync", "--data-dir"])
+        .arg(c.data_dir(1))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let pid = c.pid(1).unwrap();
+    assert!(
+        err.contains(&format!("is in use by another quorumkv server (pid {pid})")),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn another_replicas_directory_is_refused() {
+    let dir = std::env::temp_dir().join(format!("qkv-ident-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = || {
+        (std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let file = dir.join("cluster.toml");
+    let text = format!(
+        "protocol = \"abd\"\ncluster_id = \"t1\"\ndurability = \"buffered\"\n\
+         [[replica]]\nid = 1\naddr = \"127.0.0.1:{}\"\n[[replica]]\nid = 2\naddr = \"127.0.0.1:{}\"\n",
+        port(),
+        port()
+    );
+    std::fs::write(&file, text).unwrap();
+    let data = dir.join("data");
+    let serve = |id: u32| {
+        std::process::Command::new(binary())
+            .args(["server", "--id", &id.to_string(), "--exit-on-stdin-eof"])
+            .arg("--config")
+            .arg(&file)
+            .arg("--data-dir")
+            .arg(&data)
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Replica 1 creates the directory; closing its stdin stops it.
+    let mut first = serve(1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !data.join("IDENTITY").exists() {
+        assert!(Instant::now() < deadline, "replica 1 never wrote IDENTITY");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(first.stdin.take());
+    first.wait().unwrap();
+    let ident = std::fs::read_to_string(data.join("IDENTITY")).unwrap();
+    assert!(ident.contains("cluster_id = \"t1\""), "{ident}");
+    let out = serve(2).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("belongs to replica 1, not 2"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SET `n` keys through one pipelined RESP connection.
+async fn load_keys(addr: std::net::SocketAddr, n: usize) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (rd, mut wr) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        for i in 0..n {
+            let (k, v) = (format!("key:{i:09}"), format!("value:{i:09}"));
+            buf.extend_from_slice(
+                format!(
+                    "*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n{v}\r\n",
+                    k.len(),
+                    v.len()
+                )
+                .as_bytes(),
+            );
+            if buf.len() > 1 << 16 {
+                wr.write_all(&buf).await.unwrap();
+                buf.clear();
+            }
+        }
+        wr.write_all(&buf).await.unwrap();
+        wr
+    });
+    let mut lines = BufReader::new(rd).lines();
+    for i in 0..n {
+        let line = lines.next_line().await.unwrap().expect("a reply");
+        assert_eq!(line, "+OK", "reply {i}");
+    }
+    drop(writer.await.unwrap());
+}
+
+/// Restart time after a crash against data size. Run with
+/// `cargo test --release --test durability -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn restart_time_against_data_size() {
+    for n in [100_000, 1_000_000] {
+        let mut c = cluster(1, Durability::Fsync).await;
+        let ep = c.endpoints()[0];
+        let t = Instant::now();
+        load_keys(ep.resp, n).await;
+        let load = t.elapsed().as_secs_f64();
+        c.kill(1).await.unwrap();
+        let t = Instant::now();
+        c.restart(1).await.unwrap();
+        let restart = t.elapsed().as_secs_f64();
+        let client = Client::connect(c.native_addrs(), cfg(ClientMode::Direct))
+            .await
+            .unwrap();
+        let last = format!("key:{:09}", n - 1);
+        let want = Bytes::from(format!("value:{:09}", n - 1));
+        assert_eq!(client.get(last).await.unwrap(), Some(want));
+        println!("{n} keys: loaded in {load:.2}s; restart after kill -9: {restart:.2}s");
+        c.stop().await;
+    }
+}
