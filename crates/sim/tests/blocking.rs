@@ -8,26 +8,15 @@ use quorumkv_core::protocol::lease_lock::LeaseLock;
 use quorumkv_sim::registry::{register, Registered};
 use quorumkv_sim::*;
 
+mod common;
+use common::{details, run};
+
+/// A config of `protocol` at N = `n`.
 fn cfg(protocol: &str, faults: &str, n: u32, opts: &[(&str, &str)]) -> SimConfig {
     SimConfig {
-        protocol: protocol.into(),
-        faults: faults.parse().unwrap(),
         replicas: Some(n),
-        options: (opts.iter())
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..SimConfig::default()
+        ..common::cfg(protocol, faults, opts)
     }
-}
-
-fn run(p: &Registered, c: &SimConfig, seeds: &str) -> Summary {
-    sweep(p, c, seeds.parse().unwrap(), 2, 0, |_| {}).unwrap()
-}
-
-fn details(s: &Summary) -> Vec<String> {
-    (s.failures.iter())
-        .map(|f| format!("seed {}: {}", f.seed, f.verdict))
-        .collect()
 }
 
 /// The first failing seed of `bug` in 0..100, if any.
