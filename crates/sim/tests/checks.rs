@@ -5,30 +5,11 @@
 use quorumkv_core::protocol::lamport::Lamport;
 use quorumkv_core::protocol::lease_lock::LeaseLock;
 use quorumkv_core::protocol::ring::Ring;
-use quorumkv_sim::registry::{register, Registered};
+use quorumkv_sim::registry::register;
 use quorumkv_sim::*;
 
-fn cfg(protocol: &str, faults: &str, opts: &[(&str, &str)]) -> SimConfig {
-    SimConfig {
-        protocol: protocol.into(),
-        faults: faults.parse().unwrap(),
-        options: (opts.iter())
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..SimConfig::default()
-    }
-}
-
-fn run(p: &Registered, c: &SimConfig, seeds: &str) -> Summary {
-    sweep(p, c, seeds.parse().unwrap(), 2, 0, |_| {}).unwrap()
-}
-
-/// The failures' details, one line each.
-fn details(s: &Summary) -> Vec<String> {
-    (s.failures.iter())
-        .map(|f| format!("seed {}: {}", f.seed, f.verdict))
-        .collect()
-}
+mod common;
+use common::{cfg, details, run};
 
 fn assert_all_pass(s: &Summary, what: &str) {
     assert!(s.all_passed(), "{what}: {:#?}", details(s));

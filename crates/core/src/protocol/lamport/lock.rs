@@ -60,8 +60,9 @@ impl LamportNode {
             Body::SyncReply {
                 entries,
                 staged,
+                unwritten,
                 recovering,
-            } => self.on_sync_reply(from, entries, staged, recovering, out),
+            } => self.on_sync_reply(from, entries, staged, unwritten, recovering, out),
             Body::Resolve { req, scope, commit } => self.on_resolve(from, req, scope, commit, out),
             Body::Repair { entries } => self.store.merge(entries),
             Body::Evicted => self.on_evicted(from, out),

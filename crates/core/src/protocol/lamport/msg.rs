@@ -88,9 +88,12 @@ pub enum Body {
     /// A peer's whole store and the writes staged there (`read-wait`):
     /// the asker's own from a previous life, kept until it resolves them,
     /// and other holders'; `recovering`: the peer has nothing to give.
+    /// `unwritten`: the asker's previous life's requests that were queued
+    /// here without their write (it never had this peer's ack for them).
     SyncReply {
         entries: Vec<Entry>,
         staged: Vec<Staged>,
+        unwritten: Vec<ReqId>,
         recovering: bool,
     },
     /// A restarted holder's verdict on a write of its previous life left

@@ -108,6 +108,9 @@ pub struct LamportNode {
     pub(super) recovery: Option<Recovery>,
     /// The peers awaited at the last tick (polled if still awaited).
     pub(super) stalled: BTreeSet<NodeId>,
+    /// Our verdicts on a previous life's staged writes, re-sent with every
+    /// resync (a `Resolve` lost in a reset would leave its key staged).
+    pub(super) verdicts: BTreeMap<ReqId, (Scope, bool)>,
     ticking: bool,
     pub counters: Counters,
 }
@@ -133,6 +136,7 @@ impl LamportNode {
             deferred: Vec::new(),
             recovery: None,
             stalled: BTreeSet::new(),
+            verdicts: BTreeMap::new(),
             ticking: false,
             counters: Counters::default(),
         }

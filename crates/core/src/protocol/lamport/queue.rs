@@ -99,6 +99,10 @@ impl Queues {
         }
         v
     }
+    /// Whether a staged write of `node`'s previous life waits here.
+    pub fn has_orphan_of(&self, node: NodeId) -> bool {
+        (self.queues.values().flat_map(|q| q.iter())).any(|(r, s)| r.node == node && s.orphan)
+    }
     /// Whether a write of `key` is staged (known, not applied) anywhere.
     pub fn is_staged(&self, key: &[u8]) -> bool {
         (self.queues.values().flat_map(|q| q.values()))

@@ -23,6 +23,8 @@ pub(super) struct Recovery {
     pub others: BTreeMap<ReqId, Staged>,
     /// Requests released meanwhile that were not queued here.
     pub released: BTreeSet<ReqId>,
+    /// Our previous lives' requests some peer queued without their write.
+    pub unwritten: BTreeSet<ReqId>,
 }
 
 impl LamportNode {
@@ -43,6 +45,12 @@ impl LamportNode {
     pub(super) fn on_sync_request(&mut self, from: NodeId, out: &mut O) {
         self.evicted.remove(&from);
         let keep = self.keeps_orphans();
+        let unwritten = (self.queues.of_node(from).into_iter())
+            .filter(|(scope, req)| {
+                (self.queues.get_mut(scope, *req)).is_some_and(|s| s.write.is_none())
+            })
+            .map(|(_, req)| req)
+            .collect();
         self.drop_entries_of(from, keep, out);
         for op in self.ops.values_mut() {
             if let Phase::Writing { unacked, .. } = &mut op.phase {
@@ -57,6 +65,7 @@ impl LamportNode {
             } else {
                 Vec::new()
             },
+            unwritten,
             recovering: self.recovery.is_some(),
         };
         self.send(from, body, out);
@@ -73,6 +82,7 @@ impl LamportNode {
         from: NodeId,
         entries: Vec<Entry>,
         staged: Vec<Staged>,
+        unwritten: Vec<ReqId>,
         recovering: bool,
         out: &mut O,
     ) {
@@ -91,6 +101,7 @@ impl LamportNode {
         } else {
             self.store.merge(entries);
         }
+        rec.unwritten.extend(unwritten);
         for s in staged {
             if s.req.node == me {
                 let e = rec
@@ -111,9 +122,10 @@ impl LamportNode {
     /// left its write on some only).
     ///
     /// A staged write commits iff some peer applied it (its holder then
-    /// had every ack) or every peer that kept its state staged it: a
-    /// holder answers Done only after every ack, so one such peer
-    /// without it proves it never did, and nobody applied it.
+    /// had every ack), or no peer queued its request without the write
+    /// and every peer that kept its state staged it: a holder answers
+    /// Done only after every ack, so one peer without it proves it never
+    /// did, and nobody applied it.
     fn end_recovery_if_done(&mut self, out: &mut O) {
         let Some(rec) = &self.recovery else {
             return;
@@ -127,12 +139,14 @@ impl LamportNode {
             .collect();
         for (req, (s, at)) in rec.orphans {
             let applied = self.store.tag(&s.key) >= req.tag();
-            let commit = applied || witnesses.iter().all(|p| at.contains(p));
+            let commit = applied
+                || (!rec.unwritten.contains(&req) && witnesses.iter().all(|p| at.contains(p)));
             if commit && !applied {
                 self.apply(req, s.key, s.value);
             }
             self.counters.orphans_resolved += 1;
             let scope = s.scope;
+            self.verdicts.insert(req, (scope.clone(), commit));
             self.broadcast(Body::Resolve { req, scope, commit }, out);
         }
         for (req, s) in rec.others {
@@ -211,6 +225,10 @@ impl LamportNode {
             .map(|(&r, op)| (r, op.scope.clone()))
             .collect();
         self.send(p, Body::Outstanding { reqs }, out);
+        for (&req, (scope, commit)) in &self.verdicts {
+            let (scope, commit) = (scope.clone(), *commit);
+            self.send(p, Body::Resolve { req, scope, commit }, out);
+        }
         for (&req, op) in &self.ops {
             if let Phase::Writing { unacked, .. } = &op.phase {
                 if unacked.contains(&p) {
@@ -318,7 +336,7 @@ impl LamportNode {
             Phase::Waiting { replies } => !self.peer_clear(p, req, replies),
             Phase::Writing { unacked, .. } => unacked.contains(&p),
         });
-        own || self.queues.blocking_heads().any(|n| n == p)
+        own || self.queues.blocking_heads().any(|n| n == p) || self.queues.has_orphan_of(p)
     }
 
     /// Drop `p` from the lock and the write set until it syncs again:
@@ -402,6 +420,7 @@ mod tests {
             9,
             Body::SyncReply {
                 staged: vec![],
+                unwritten: vec![],
                 entries: new.clone(),
                 recovering: false,
             },
@@ -413,6 +432,7 @@ mod tests {
             9,
             Body::SyncReply {
                 staged: vec![],
+                unwritten: vec![],
                 entries: vec![],
                 recovering: false,
             },
@@ -425,6 +445,7 @@ mod tests {
             9,
             Body::SyncReply {
                 staged: vec![],
+                unwritten: vec![],
                 entries: old,
                 recovering: false,
             },
@@ -453,6 +474,7 @@ mod tests {
         let s = sent(&mut out);
         let reply = Body::SyncReply {
             staged: vec![],
+            unwritten: vec![],
             entries: vec![],
             recovering: true,
         };
@@ -464,6 +486,7 @@ mod tests {
             2,
             Body::SyncReply {
                 staged: vec![],
+                unwritten: vec![],
                 entries: junk,
                 recovering: true,
             },
@@ -601,6 +624,7 @@ mod poll_tests {
         out.drain();
         let reply = Body::SyncReply {
             staged: vec![],
+            unwritten: vec![],
             entries: vec![],
             recovering: false,
         };

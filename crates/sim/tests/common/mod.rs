@@ -1,0 +1,28 @@
+//! Helpers shared by the sweep tests (`mod common;`).
+
+use quorumkv_sim::registry::Registered;
+use quorumkv_sim::*;
+
+/// A config of `protocol` under `faults` with options `opts`.
+pub fn cfg(protocol: &str, faults: &str, opts: &[(&str, &str)]) -> SimConfig {
+    SimConfig {
+        protocol: protocol.into(),
+        faults: faults.parse().unwrap(),
+        options: (opts.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..SimConfig::default()
+    }
+}
+
+/// Sweep `seeds` on two threads.
+pub fn run(p: &Registered, c: &SimConfig, seeds: &str) -> Summary {
+    sweep(p, c, seeds.parse().unwrap(), 2, 0, |_| {}).unwrap()
+}
+
+/// The failures' details, one line each.
+pub fn details(s: &Summary) -> Vec<String> {
+    (s.failures.iter())
+        .map(|f| format!("seed {}: {}", f.seed, f.verdict))
+        .collect()
+}
