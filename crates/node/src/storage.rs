@@ -157,6 +157,7 @@ pub fn open(mode: Durability, data: Option<&DataDir>) -> anyhow::Result<Box<dyn 
         return Ok(Box::new(MemoryStorage::default()));
     };
     let lock = dir::prepare(&data.path, &data.identity)?;
+    let t = std::time::Instant::now();
     let engine = fjall_engine::FjallEngine::open(&data.path.join("db")).map_err(|e| {
         anyhow::anyhow!(
             "cannot open the data in {}: {e} (the data is damaged; move the directory away \
@@ -164,11 +165,11 @@ pub fn open(mode: Durability, data: Option<&DataDir>) -> anyhow::Result<Box<dyn 
             data.path.display()
         )
     })?;
-    Ok(Box::new(pipeline::Pipeline::start(
-        engine,
-        mode,
-        Some(lock),
-    )?))
+    let opened = t.elapsed().as_secs_f64();
+    let p = pipeline::Pipeline::start(engine, mode, Some(lock))?;
+    let read = t.elapsed().as_secs_f64() - opened;
+    tracing::info!("data opened in {opened:.3}s (journal replayed), read in {read:.3}s");
+    Ok(Box::new(p))
 }
 
 #[cfg(test)]

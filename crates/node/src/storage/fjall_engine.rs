@@ -27,6 +27,7 @@ pub struct FjallEngine {
 }
 
 const SNAPSHOT_KEY: &[u8] = b"latest";
+const MEMTABLE_BYTES: u64 = 16 * 1024 * 1024;
 
 fn err(e: fjall::Error) -> io::Error {
     match e {
@@ -62,7 +63,10 @@ impl Open {
             .manual_journal_persist(true)
             .worker_threads(1)
             .open()?;
-        let ks = |name| db.keyspace(name, KeyspaceCreateOptions::default);
+        // Small memtables are flushed to sorted tables early, so a restart
+        // after a crash replays a short journal instead of all of it.
+        let opts = || KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
+        let ks = |name| db.keyspace(name, opts);
         Ok(Open {
             registers: ks("registers")?,
             log: ks("log")?,
