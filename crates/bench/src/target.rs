@@ -222,8 +222,11 @@ impl Deployment {
         // Proves the target answers before any point is measured.
         let mut probe = d.connect().await?;
         d.durability = match (&spec, &mut probe) {
-            (DeploySpec::Local { durability, .. }, _) => Some(durability.to_string()),
-            (DeploySpec::Quorumkv { .. }, _) => durability::quorumkv_mode(&d.native).await,
+            // What the replicas say they run: a protocol that persists
+            // nothing runs `memory` whatever was asked.
+            (DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. }, _) => {
+                durability::quorumkv_mode(&d.native).await
+            }
             // etcd fsyncs its WAL before acknowledging; it has no other mode.
             (DeploySpec::Etcd { .. }, _) => Some("fsync".into()),
             (DeploySpec::Redis { .. }, Conn::Redis(c)) => durability::redis_mode(c).await,

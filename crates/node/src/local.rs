@@ -293,7 +293,8 @@ impl LocalCluster {
     /// state, so it recovers from its peers before answering queries
     /// (`quorumkv server --recover`); otherwise it reloads its directory.
     pub async fn restart(&mut self, id: NodeId) -> anyhow::Result<()> {
-        self.respawn(id, !self.cfg.durability.keeps_data()).await
+        let kept = self.cfg.durability.keeps_data() && self.cfg.protocol.info().persists_state;
+        self.respawn(id, !kept).await
     }
 
     /// Start a killed replica again without `--recover`, whatever the

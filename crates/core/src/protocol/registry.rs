@@ -251,6 +251,9 @@ pub struct ProtocolInfo {
     pub has_client_coordinator: bool,
     pub promises_liveness: bool,
     pub deduplicates_requests: bool,
+    /// `ProtocolDef::PERSISTS_STATE`: whether `--durability` can keep
+    /// anything of this protocol's state across a restart.
+    pub persists_state: bool,
     pub options: &'static [OptSpec],
     pub variants: &'static [NamedVariant],
     pub bugs: Vec<BugInfo>,
@@ -294,6 +297,7 @@ impl Visitor for Describe {
             has_client_coordinator: D::HAS_CLIENT_COORDINATOR,
             promises_liveness: D::PROMISES_LIVENESS,
             deduplicates_requests: D::DEDUPLICATES_REQUESTS,
+            persists_state: D::PERSISTS_STATE,
             options: D::Options::specs(),
             variants: D::VARIANTS,
             bugs: (D::Bug::all().iter())
