@@ -12,11 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn cfg(mode: ClientMode) -> ClientConfig {
-    ClientConfig {
-        mode,
-        op_timeout: Duration::from_secs(1),
-        ..Default::default()
-    }
+    common::client_cfg(mode, Duration::from_secs(1))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,30 +7,17 @@ mod common;
 use bytes::Bytes;
 use common::binary;
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
-use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::local::LocalCluster;
 use quorumkv_node::storage::Durability;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 async fn cluster(replicas: usize, durability: Durability) -> LocalCluster {
-    let cfg = LocalClusterConfig {
-        protocol: "abd".parse().expect("abd is registered"),
-        replicas,
-        binary: binary(),
-        server_args: vec!["--op-timeout".into(), "2s".into()],
-        ready_timeout: Duration::from_secs(60),
-        durability,
-        ..Default::default()
-    };
-    LocalCluster::start(cfg).await.expect("cluster starts")
+    common::start_cluster_with(replicas, durability, Duration::from_secs(2)).await
 }
 
 fn cfg(mode: ClientMode) -> ClientConfig {
-    ClientConfig {
-        mode,
-        op_timeout: Duration::from_secs(2),
-        ..Default::default()
-    }
+    common::client_cfg(mode, Duration::from_secs(2))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use quorumkv_node::client::{ClientConfig, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::storage::Durability;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,12 +14,26 @@ pub fn binary() -> PathBuf {
 /// A local ABD cluster on free ports, with a short operation timeout so
 /// no-quorum tests finish quickly.
 pub async fn start_cluster(replicas: usize) -> LocalCluster {
+    start_cluster_with(replicas, Durability::Memory, Duration::from_secs(1)).await
+}
+
+/// A local ABD cluster of `durability` whose servers time operations out
+/// after `op_timeout`.
+pub async fn start_cluster_with(
+    replicas: usize,
+    durability: Durability,
+    op_timeout: Duration,
+) -> LocalCluster {
     let cfg = LocalClusterConfig {
         protocol: "abd".parse().expect("abd is registered"),
         replicas,
         binary: binary(),
-        server_args: vec!["--op-timeout".into(), "1s".into()],
-        ready_timeout: Duration::from_secs(20),
+        server_args: vec![
+            "--op-timeout".into(),
+            format!("{}ms", op_timeout.as_millis()),
+        ],
+        ready_timeout: Duration::from_secs(60),
+        durability,
         ..Default::default()
     };
     LocalCluster::start(cfg)
@@ -43,4 +59,13 @@ pub fn require_tool(name: &str) -> bool {
         eprintln!("SKIPPED: {name} not installed");
     }
     found
+}
+
+/// A client configuration of `mode` with operations timing out after `op_timeout`.
+pub fn client_cfg(mode: ClientMode, op_timeout: Duration) -> ClientConfig {
+    ClientConfig {
+        mode,
+        op_timeout,
+        ..Default::default()
+    }
 }
