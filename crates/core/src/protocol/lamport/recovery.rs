@@ -34,6 +34,8 @@ impl LamportNode {
     pub(super) fn start_recovery(&mut self, out: &mut O) {
         self.recovery = Some(Recovery::default());
         self.evicted.clear();
+        // Ruled on again when this recovery ends (the peers still stage them).
+        self.committing.clear();
         self.broadcast(Body::SyncRequest, out);
         self.end_recovery_if_done(out);
     }
@@ -56,6 +58,9 @@ impl LamportNode {
             if let Phase::Writing { unacked, .. } = &mut op.phase {
                 unacked.insert(from);
             }
+        }
+        for (_, unacked) in self.committing.values_mut() {
+            unacked.insert(from);
         }
         self.resync(from, out);
         let body = Body::SyncReply {
@@ -141,12 +146,17 @@ impl LamportNode {
             let applied = self.store.tag(&s.key) >= req.tag();
             let commit = applied
                 || (!rec.unwritten.contains(&req) && witnesses.iter().all(|p| at.contains(p)));
-            if commit && !applied {
-                self.apply(req, s.key, s.value);
+            if commit {
+                self.commit_orphan(s, out);
+                continue;
+            }
+            // Staged here by an earlier commit attempt (we were evicted).
+            if self.queues.remove(&s.scope, req).is_some() {
+                self.drain(&s.scope, out);
             }
             self.counters.orphans_resolved += 1;
             let scope = s.scope;
-            self.verdicts.insert(req, (scope.clone(), commit));
+            self.verdicts.insert(req, (scope.clone(), false));
             self.broadcast(Body::Resolve { req, scope, commit }, out);
         }
         for (req, s) in rec.others {
@@ -162,6 +172,98 @@ impl LamportNode {
         }
         let entries = self.store.snapshot();
         self.broadcast(Body::Repair { entries }, out);
+    }
+
+    /// Commit a previous life's staged write as a live holder finishes
+    /// one: stage it here (reads of its key wait, our later requests queue
+    /// behind it), send it to every peer (`Commit`), and only once every
+    /// peer acknowledged apply it and `Resolve`. A peer that was recovering
+    /// (no witness) may have lived through the write without ever getting
+    /// it and then finish its recovery from stores taken before it: it
+    /// must hold the write before anyone serves it (sim seed 91).
+    fn commit_orphan(&mut self, s: Staged, out: &mut O) {
+        let req = s.req;
+        self.queues.insert(&s.scope, req);
+        let slot = self.queues.get_mut(&s.scope, req).expect("inserted");
+        if slot.write.is_none() {
+            slot.write = Some((s.key.clone(), s.value.clone()));
+        }
+        slot.orphan = true;
+        let unacked: BTreeSet<NodeId> = self.active().into_iter().collect();
+        for &p in &unacked {
+            self.send(p, commit_body(&s), out);
+        }
+        self.committing.insert(req, (s, unacked));
+        self.finish_commit_if_acked(req, out);
+    }
+
+    /// A peer staged (or had applied) our previous life's write.
+    pub(super) fn on_commit_ack(&mut self, from: NodeId, req: ReqId, out: &mut O) {
+        let Some((_, unacked)) = self.committing.get_mut(&req) else {
+            return;
+        };
+        if !unacked.remove(&from) {
+            self.counters.stale += 1;
+            return;
+        }
+        self.finish_commit_if_acked(req, out);
+    }
+
+    /// Every peer holds the write: apply it in queue order (unless a
+    /// version as new is here already) and tell everyone (`Resolve`).
+    fn finish_commit_if_acked(&mut self, req: ReqId, out: &mut O) {
+        if !self.committing.get(&req).is_some_and(|(_, u)| u.is_empty()) {
+            return;
+        }
+        let (s, _) = self.committing.remove(&req).expect("checked");
+        let superseded = self.store.tag(&s.key) >= req.tag();
+        if let Some(slot) = self.queues.get_mut(&s.scope, req) {
+            if superseded {
+                slot.write = None;
+            }
+            slot.orphan = false;
+        }
+        self.release_slot(&s.scope, req, out);
+        self.counters.orphans_resolved += 1;
+        let scope = s.scope;
+        self.verdicts.insert(req, (scope.clone(), true));
+        self.broadcast(Body::Resolve { req, scope, commit: true }, out);
+    }
+
+    /// A restarted holder commits its previous life's write: stage it
+    /// unless it is staged or applied here already, or superseded, then
+    /// acknowledge. A recovering server stages it when its recovery ends.
+    pub(super) fn on_commit(
+        &mut self,
+        from: NodeId,
+        req: ReqId,
+        scope: Scope,
+        key: bytes::Bytes,
+        value: Option<bytes::Bytes>,
+        out: &mut O,
+    ) {
+        if req.node != from {
+            self.counters.misrouted += 1;
+            return;
+        }
+        if let Some(rec) = &mut self.recovery {
+            let s = Staged {
+                req,
+                scope,
+                key,
+                value,
+                orphan: true,
+            };
+            rec.others.entry(req).or_insert(s);
+        } else if self.store.tag(&key) < req.tag() {
+            self.queues.insert(&scope, req);
+            let slot = self.queues.get_mut(&scope, req).expect("inserted");
+            if slot.write.is_none() {
+                slot.write = Some((key, value));
+                slot.orphan = true;
+            }
+        }
+        self.send(from, Body::WriteAck { req, applied: true }, out);
     }
 
     /// A restarted holder's verdict on its previous life's staged write.
@@ -186,11 +288,12 @@ impl LamportNode {
                 return;
             }
         }
+        let newer = (slot_key(self, &scope, req)).is_some_and(|k| self.store.tag(&k) >= req.tag());
         let Some(slot) = self.queues.get_mut(&scope, req) else {
             self.counters.stale += 1;
             return;
         };
-        if !commit {
+        if !commit || (newer && !slot.applied) {
             slot.write = None;
         }
         slot.orphan = false;
@@ -228,6 +331,11 @@ impl LamportNode {
         for (&req, (scope, commit)) in &self.verdicts {
             let (scope, commit) = (scope.clone(), *commit);
             self.send(p, Body::Resolve { req, scope, commit }, out);
+        }
+        for (s, unacked) in self.committing.values() {
+            if unacked.contains(&p) {
+                self.send(p, commit_body(s), out);
+            }
         }
         for (&req, op) in &self.ops {
             if let Phase::Writing { unacked, .. } = &op.phase {
@@ -336,7 +444,10 @@ impl LamportNode {
             Phase::Waiting { replies } => !self.peer_clear(p, req, replies),
             Phase::Writing { unacked, .. } => unacked.contains(&p),
         });
-        own || self.queues.blocking_heads().any(|n| n == p) || self.queues.has_orphan_of(p)
+        let committing = self.committing.values().any(|(_, u)| u.contains(&p));
+        own || committing
+            || self.queues.blocking_heads().any(|n| n == p)
+            || self.queues.has_orphan_of(p)
     }
 
     /// Drop `p` from the lock and the write set until it syncs again:
@@ -359,6 +470,10 @@ impl LamportNode {
             .collect();
         for req in acked {
             self.finish(req, out);
+        }
+        let reqs: Vec<ReqId> = self.committing.keys().copied().collect();
+        for req in reqs {
+            self.on_commit_ack(p, req, out);
         }
     }
 
@@ -383,6 +498,20 @@ impl LamportNode {
         }
         self.start_recovery(out);
     }
+}
+
+fn commit_body(s: &Staged) -> Body {
+    Body::Commit {
+        req: s.req,
+        scope: s.scope.clone(),
+        key: s.key.clone(),
+        value: s.value.clone(),
+    }
+}
+
+/// The key of the write staged under `req`, if any.
+fn slot_key(n: &mut LamportNode, scope: &Scope, req: ReqId) -> Option<bytes::Bytes> {
+    (n.queues.get_mut(scope, req)).and_then(|s| s.write.as_ref().map(|(k, _)| k.clone()))
 }
 
 #[cfg(test)]
