@@ -69,6 +69,7 @@ impl LamportNode {
                 key,
                 value,
             } => self.on_commit(from, req, scope, key, value, out),
+            Body::Orphans { staged } => self.on_orphans(staged, out),
             Body::Resolve { req, scope, commit } => self.on_resolve(from, req, scope, commit, out),
             Body::Repair { entries } => self.store.merge(entries),
             Body::Evicted => self.on_evicted(from, out),

@@ -106,6 +106,10 @@ pub enum Body {
         key: Bytes,
         value: Option<Bytes>,
     },
+    /// Writes of the receiver's previous lives still staged here, sent
+    /// while we poll it for them: a holder whose recovery heard of them
+    /// from nobody (every peer was recovering too) commits them now.
+    Orphans { staged: Vec<Staged> },
     /// A restarted holder's verdict on a write of its previous life left
     /// staged: apply it in queue order (`commit`) or drop it.
     Resolve {

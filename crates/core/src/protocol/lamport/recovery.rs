@@ -66,7 +66,7 @@ impl LamportNode {
         let body = Body::SyncReply {
             entries: self.store.snapshot(),
             staged: if keep {
-                self.queues.staged_writes()
+                self.staged_writes()
             } else {
                 Vec::new()
             },
@@ -74,6 +74,16 @@ impl LamportNode {
             recovering: self.recovery.is_some(),
         };
         self.send(from, body, out);
+    }
+
+    /// Every staged write, with those a recovering server will stage when
+    /// its recovery ends (a `Commit` may have reached it only).
+    fn staged_writes(&self) -> Vec<Staged> {
+        let mut v = self.queues.staged_writes();
+        if let Some(rec) = &self.recovery {
+            v.extend(rec.others.values().cloned());
+        }
+        v
     }
 
     /// Whether a restarted holder's staged writes wait for its verdict
@@ -197,6 +207,23 @@ impl LamportNode {
         self.finish_commit_if_acked(req, out);
     }
 
+    /// A peer still stages writes of our previous lives: commit those we
+    /// have not ruled on (our recovery heard of them from nobody). Safe
+    /// whatever an earlier life did: a write it left unanswered may take
+    /// effect late, and `Commit` skips where a newer version is applied.
+    pub(super) fn on_orphans(&mut self, staged: Vec<Staged>, out: &mut O) {
+        if self.recovery.is_some() {
+            return; // our recovery hears of them
+        }
+        for s in staged {
+            if s.req.node != self.id {
+                self.counters.misrouted += 1;
+            } else if !self.committing.contains_key(&s.req) && !self.verdicts.contains_key(&s.req) {
+                self.commit_orphan(s, out);
+            }
+        }
+    }
+
     /// A peer staged (or had applied) our previous life's write.
     pub(super) fn on_commit_ack(&mut self, from: NodeId, req: ReqId, out: &mut O) {
         let Some((_, unacked)) = self.committing.get_mut(&req) else {
@@ -227,7 +254,14 @@ impl LamportNode {
         self.counters.orphans_resolved += 1;
         let scope = s.scope;
         self.verdicts.insert(req, (scope.clone(), true));
-        self.broadcast(Body::Resolve { req, scope, commit: true }, out);
+        self.broadcast(
+            Body::Resolve {
+                req,
+                scope,
+                commit: true,
+            },
+            out,
+        );
     }
 
     /// A restarted holder commits its previous life's write: stage it
@@ -407,6 +441,10 @@ impl LamportNode {
                 self.counters.polls += 1;
                 self.resync(p, out);
                 self.send(p, Body::Poll, out);
+                let staged = self.queues.orphans_of(p);
+                if !staged.is_empty() {
+                    self.send(p, Body::Orphans { staged }, out);
+                }
             }
         }
         self.stalled = awaited;
