@@ -555,7 +555,7 @@ fn slot_key(n: &mut LamportNode, scope: &Scope, req: ReqId) -> Option<bytes::Byt
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::{Body, Config, LamportNode, ReqId, Scope};
+    use super::super::{Body, Config, LamportNode, ReqId, Scope, Staged};
     use crate::protocol::{LinkEvent, Protocol};
     use crate::types::{ClientRef, Peer, Response, Tag};
 
@@ -627,6 +627,86 @@ mod tests {
         );
         n.on_client(T0, ClientRef::local(2), get("k"), &mut out);
         assert_eq!(answers(&mut out), vec![Response::Value(Some(b("new")))]);
+    }
+
+    /// Sim seed 91: peer 1 is recovering (no witness) and never got the
+    /// write; committing at once let 2 and 3 serve it while 1 served the
+    /// old value. The commit now waits for every peer's ack to `Commit`.
+    #[test]
+    fn a_restarted_holder_commits_its_orphan_once_every_peer_holds_it() {
+        let mut n = LamportNode::new(3, &[1, 2, 3], cfg_rw()).recovering();
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        let w = Staged {
+            req: r(11, 3),
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b("new")),
+            orphan: true,
+        };
+        let reply = |staged: Vec<Staged>, recovering| Body::SyncReply {
+            entries: vec![],
+            staged,
+            unwritten: vec![],
+            recovering,
+        };
+        deliver(&mut n, 1, 5, reply(vec![], true), &mut out);
+        deliver(&mut n, 2, 5, reply(vec![w.clone()], false), &mut out);
+        assert!(!n.is_recovering());
+        let commit = Body::Commit {
+            req: w.req,
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b("new")),
+        };
+        let s = sent(&mut out);
+        assert!(
+            s.contains(&(1, commit.clone())) && s.contains(&(2, commit)),
+            "{s:?}"
+        );
+        assert!(!s.iter().any(|(_, m)| matches!(m, Body::Resolve { .. })));
+        n.on_client(T0, ClientRef::local(1), get("k"), &mut out);
+        assert!(answers(&mut out).is_empty(), "the key's reads wait");
+        let ack = Body::WriteAck {
+            req: w.req,
+            applied: true,
+        };
+        deliver(&mut n, 2, 6, ack.clone(), &mut out);
+        assert!(sent(&mut out).is_empty() && n.value(b"k").is_none());
+        deliver(&mut n, 1, 6, ack, &mut out);
+        let (s, a) = split(&mut out);
+        let resolve = Body::Resolve {
+            req: w.req,
+            scope: Scope::Global,
+            commit: true,
+        };
+        assert!(s.contains(&(1, resolve.clone())) && s.contains(&(2, resolve)));
+        assert_eq!(a, vec![Response::Value(Some(b("new")))]);
+        // A peer that never had the write stages it: its reads wait too.
+        let mut p = LamportNode::new(1, &[1, 2, 3], cfg_rw());
+        let c = Body::Commit {
+            req: w.req,
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b("new")),
+        };
+        deliver(&mut p, 3, 20, c, &mut out);
+        assert!(p.queues.is_staged(b"k"));
+        let resolve = Body::Resolve {
+            req: w.req,
+            scope: Scope::Global,
+            commit: true,
+        };
+        deliver(&mut p, 3, 21, resolve, &mut out);
+        assert_eq!(p.value(b"k"), Some(b("new")));
+        assert!(p.queues.is_empty());
+    }
+
+    fn cfg_rw() -> Config {
+        Config {
+            read_wait: true,
+            ..Config::default()
+        }
     }
 
     /// A peer recovering at the same time lost its state too: its answer
