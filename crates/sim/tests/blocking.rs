@@ -136,6 +136,34 @@ fn lamport_crashed_holders_writes_wait_for_its_verdict() {
     assert!(s.all_passed(), "{:#?}", details(&s));
 }
 
+/// A restarted holder commits its previous life's write only once every
+/// peer holds it (`Commit`, acks, `Resolve`), and peers report orphans
+/// its recovery heard of from nobody. Formerly failing seeds: 91 (a
+/// recovering peer, no witness, finished its recovery without the write
+/// and served the old value), 128, 216, 369 (not linearizable), 202, 407
+/// (liveness: reads waiting on an orphan); N = 5: 22, 91, 274; every
+/// fault the model admits, N = 3: 1525.
+#[test]
+fn lamport_orphans_commit_only_once_every_peer_holds_them() {
+    let lp = register::<Lamport>();
+    let cases: &[(&str, u32, &[u64])] = &[
+        ("crash,delay,pause", 3, &[91, 128, 202, 216, 369, 407]),
+        ("crash,delay,pause", 5, &[22, 91, 274]),
+        ("delay,loss,partition,crash,pause", 3, &[1525]),
+    ];
+    for &(faults, n, seeds) in cases {
+        let c = cfg("lamport", faults, n, &[]);
+        for seed in seeds {
+            let s = run(&lp, &c, &format!("{seed}..{}", seed + 1));
+            assert!(
+                s.all_passed(),
+                "N={n} {faults} seed {seed}: {:#?}",
+                details(&s)
+            );
+        }
+    }
+}
+
 /// Exploration: `BLOCKING_SEEDS=0..2000 cargo test -p quorumkv-sim --test
 /// blocking explore -- --ignored --nocapture` prints every failure.
 #[test]

@@ -63,6 +63,13 @@ impl LamportNode {
                 unwritten,
                 recovering,
             } => self.on_sync_reply(from, entries, staged, unwritten, recovering, out),
+            Body::Commit {
+                req,
+                scope,
+                key,
+                value,
+            } => self.on_commit(from, req, scope, key, value, out),
+            Body::Orphans { staged } => self.on_orphans(staged, out),
             Body::Resolve { req, scope, commit } => self.on_resolve(from, req, scope, commit, out),
             Body::Repair { entries } => self.store.merge(entries),
             Body::Evicted => self.on_evicted(from, out),
@@ -170,6 +177,9 @@ impl LamportNode {
     }
 
     fn on_write_ack(&mut self, from: NodeId, req: ReqId, applied: bool, out: &mut O) {
+        if self.committing.contains_key(&req) {
+            return self.on_commit_ack(from, req, out);
+        }
         let Some(Phase::Writing { unacked, refused }) =
             self.ops.get_mut(&req).map(|o| &mut o.phase)
         else {

@@ -96,6 +96,20 @@ pub enum Body {
         unwritten: Vec<ReqId>,
         recovering: bool,
     },
+    /// A restarted holder commits a write of its previous life left staged:
+    /// stage it if missing here (unless a version as new is applied) and
+    /// acknowledge (`WriteAck`); `Resolve` follows once every peer did, as
+    /// a live holder's RELEASE_LOCK follows its acks.
+    Commit {
+        req: ReqId,
+        scope: Scope,
+        key: Bytes,
+        value: Option<Bytes>,
+    },
+    /// Writes of the receiver's previous lives still staged here, sent
+    /// while we poll it for them: a holder whose recovery heard of them
+    /// from nobody (every peer was recovering too) commits them now.
+    Orphans { staged: Vec<Staged> },
     /// A restarted holder's verdict on a write of its previous life left
     /// staged: apply it in queue order (`commit`) or drop it.
     Resolve {

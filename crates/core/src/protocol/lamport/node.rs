@@ -1,6 +1,6 @@
 //! The server: its state, the client entry points and the dispatch.
 
-use super::msg::{Body, Msg, ReqId, Scope, Timer};
+use super::msg::{Body, Msg, ReqId, Scope, Staged, Timer};
 use super::queue::Queues;
 use super::recovery::Recovery;
 use super::store::Store;
@@ -111,6 +111,9 @@ pub struct LamportNode {
     /// Our verdicts on a previous life's staged writes, re-sent with every
     /// resync (a `Resolve` lost in a reset would leave its key staged).
     pub(super) verdicts: BTreeMap<ReqId, (Scope, bool)>,
+    /// Writes of our previous lives being committed (`Commit` sent), and
+    /// the peers whose ack we still need before `Resolve`.
+    pub(super) committing: BTreeMap<ReqId, (Staged, BTreeSet<NodeId>)>,
     ticking: bool,
     pub counters: Counters,
 }
@@ -137,6 +140,7 @@ impl LamportNode {
             recovery: None,
             stalled: BTreeSet::new(),
             verdicts: BTreeMap::new(),
+            committing: BTreeMap::new(),
             ticking: false,
             counters: Counters::default(),
         }

@@ -99,6 +99,12 @@ impl Queues {
         }
         v
     }
+    /// The staged writes of `node`'s previous lives.
+    pub fn orphans_of(&self, node: NodeId) -> Vec<Staged> {
+        let mut v = self.staged_writes();
+        v.retain(|s| s.req.node == node && s.orphan);
+        v
+    }
     /// Whether a staged write of `node`'s previous life waits here.
     pub fn has_orphan_of(&self, node: NodeId) -> bool {
         (self.queues.values().flat_map(|q| q.iter())).any(|(r, s)| r.node == node && s.orphan)

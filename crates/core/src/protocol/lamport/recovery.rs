@@ -34,6 +34,8 @@ impl LamportNode {
     pub(super) fn start_recovery(&mut self, out: &mut O) {
         self.recovery = Some(Recovery::default());
         self.evicted.clear();
+        // Ruled on again when this recovery ends (the peers still stage them).
+        self.committing.clear();
         self.broadcast(Body::SyncRequest, out);
         self.end_recovery_if_done(out);
     }
@@ -57,11 +59,14 @@ impl LamportNode {
                 unacked.insert(from);
             }
         }
+        for (_, unacked) in self.committing.values_mut() {
+            unacked.insert(from);
+        }
         self.resync(from, out);
         let body = Body::SyncReply {
             entries: self.store.snapshot(),
             staged: if keep {
-                self.queues.staged_writes()
+                self.staged_writes()
             } else {
                 Vec::new()
             },
@@ -69,6 +74,16 @@ impl LamportNode {
             recovering: self.recovery.is_some(),
         };
         self.send(from, body, out);
+    }
+
+    /// Every staged write, with those a recovering server will stage when
+    /// its recovery ends (a `Commit` may have reached it only).
+    fn staged_writes(&self) -> Vec<Staged> {
+        let mut v = self.queues.staged_writes();
+        if let Some(rec) = &self.recovery {
+            v.extend(rec.others.values().cloned());
+        }
+        v
     }
 
     /// Whether a restarted holder's staged writes wait for its verdict
@@ -141,12 +156,17 @@ impl LamportNode {
             let applied = self.store.tag(&s.key) >= req.tag();
             let commit = applied
                 || (!rec.unwritten.contains(&req) && witnesses.iter().all(|p| at.contains(p)));
-            if commit && !applied {
-                self.apply(req, s.key, s.value);
+            if commit {
+                self.commit_orphan(s, out);
+                continue;
+            }
+            // Staged here by an earlier commit attempt (we were evicted).
+            if self.queues.remove(&s.scope, req).is_some() {
+                self.drain(&s.scope, out);
             }
             self.counters.orphans_resolved += 1;
             let scope = s.scope;
-            self.verdicts.insert(req, (scope.clone(), commit));
+            self.verdicts.insert(req, (scope.clone(), false));
             self.broadcast(Body::Resolve { req, scope, commit }, out);
         }
         for (req, s) in rec.others {
@@ -162,6 +182,122 @@ impl LamportNode {
         }
         let entries = self.store.snapshot();
         self.broadcast(Body::Repair { entries }, out);
+    }
+
+    /// Commit a previous life's staged write as a live holder finishes
+    /// one: stage it here (reads of its key wait, our later requests queue
+    /// behind it), send it to every peer (`Commit`), and only once every
+    /// peer acknowledged apply it and `Resolve`. A peer that was recovering
+    /// (no witness) may have lived through the write without ever getting
+    /// it and then finish its recovery from stores taken before it: it
+    /// must hold the write before anyone serves it (sim seed 91).
+    fn commit_orphan(&mut self, s: Staged, out: &mut O) {
+        let req = s.req;
+        self.queues.insert(&s.scope, req);
+        let slot = self.queues.get_mut(&s.scope, req).expect("inserted");
+        if slot.write.is_none() {
+            slot.write = Some((s.key.clone(), s.value.clone()));
+        }
+        slot.orphan = true;
+        let unacked: BTreeSet<NodeId> = self.active().into_iter().collect();
+        for &p in &unacked {
+            self.send(p, commit_body(&s), out);
+        }
+        self.committing.insert(req, (s, unacked));
+        self.finish_commit_if_acked(req, out);
+    }
+
+    /// A peer still stages writes of our previous lives: commit those we
+    /// have not ruled on (our recovery heard of them from nobody). Safe
+    /// whatever an earlier life did: a write it left unanswered may take
+    /// effect late, and `Commit` skips where a newer version is applied.
+    pub(super) fn on_orphans(&mut self, staged: Vec<Staged>, out: &mut O) {
+        if self.recovery.is_some() {
+            return; // our recovery hears of them
+        }
+        for s in staged {
+            if s.req.node != self.id {
+                self.counters.misrouted += 1;
+            } else if !self.committing.contains_key(&s.req) && !self.verdicts.contains_key(&s.req) {
+                self.commit_orphan(s, out);
+            }
+        }
+    }
+
+    /// A peer staged (or had applied) our previous life's write.
+    pub(super) fn on_commit_ack(&mut self, from: NodeId, req: ReqId, out: &mut O) {
+        let Some((_, unacked)) = self.committing.get_mut(&req) else {
+            return;
+        };
+        if !unacked.remove(&from) {
+            self.counters.stale += 1;
+            return;
+        }
+        self.finish_commit_if_acked(req, out);
+    }
+
+    /// Every peer holds the write: apply it in queue order (unless a
+    /// version as new is here already) and tell everyone (`Resolve`).
+    fn finish_commit_if_acked(&mut self, req: ReqId, out: &mut O) {
+        if !self.committing.get(&req).is_some_and(|(_, u)| u.is_empty()) {
+            return;
+        }
+        let (s, _) = self.committing.remove(&req).expect("checked");
+        let superseded = self.store.tag(&s.key) >= req.tag();
+        if let Some(slot) = self.queues.get_mut(&s.scope, req) {
+            if superseded {
+                slot.write = None;
+            }
+            slot.orphan = false;
+        }
+        self.release_slot(&s.scope, req, out);
+        self.counters.orphans_resolved += 1;
+        let scope = s.scope;
+        self.verdicts.insert(req, (scope.clone(), true));
+        self.broadcast(
+            Body::Resolve {
+                req,
+                scope,
+                commit: true,
+            },
+            out,
+        );
+    }
+
+    /// A restarted holder commits its previous life's write: stage it
+    /// unless it is staged or applied here already, or superseded, then
+    /// acknowledge. A recovering server stages it when its recovery ends.
+    pub(super) fn on_commit(
+        &mut self,
+        from: NodeId,
+        req: ReqId,
+        scope: Scope,
+        key: bytes::Bytes,
+        value: Option<bytes::Bytes>,
+        out: &mut O,
+    ) {
+        if req.node != from {
+            self.counters.misrouted += 1;
+            return;
+        }
+        if let Some(rec) = &mut self.recovery {
+            let s = Staged {
+                req,
+                scope,
+                key,
+                value,
+                orphan: true,
+            };
+            rec.others.entry(req).or_insert(s);
+        } else if self.store.tag(&key) < req.tag() {
+            self.queues.insert(&scope, req);
+            let slot = self.queues.get_mut(&scope, req).expect("inserted");
+            if slot.write.is_none() {
+                slot.write = Some((key, value));
+                slot.orphan = true;
+            }
+        }
+        self.send(from, Body::WriteAck { req, applied: true }, out);
     }
 
     /// A restarted holder's verdict on its previous life's staged write.
@@ -186,11 +322,12 @@ impl LamportNode {
                 return;
             }
         }
+        let newer = (slot_key(self, &scope, req)).is_some_and(|k| self.store.tag(&k) >= req.tag());
         let Some(slot) = self.queues.get_mut(&scope, req) else {
             self.counters.stale += 1;
             return;
         };
-        if !commit {
+        if !commit || (newer && !slot.applied) {
             slot.write = None;
         }
         slot.orphan = false;
@@ -228,6 +365,11 @@ impl LamportNode {
         for (&req, (scope, commit)) in &self.verdicts {
             let (scope, commit) = (scope.clone(), *commit);
             self.send(p, Body::Resolve { req, scope, commit }, out);
+        }
+        for (s, unacked) in self.committing.values() {
+            if unacked.contains(&p) {
+                self.send(p, commit_body(s), out);
+            }
         }
         for (&req, op) in &self.ops {
             if let Phase::Writing { unacked, .. } = &op.phase {
@@ -299,6 +441,10 @@ impl LamportNode {
                 self.counters.polls += 1;
                 self.resync(p, out);
                 self.send(p, Body::Poll, out);
+                let staged = self.queues.orphans_of(p);
+                if !staged.is_empty() {
+                    self.send(p, Body::Orphans { staged }, out);
+                }
             }
         }
         self.stalled = awaited;
@@ -336,7 +482,10 @@ impl LamportNode {
             Phase::Waiting { replies } => !self.peer_clear(p, req, replies),
             Phase::Writing { unacked, .. } => unacked.contains(&p),
         });
-        own || self.queues.blocking_heads().any(|n| n == p) || self.queues.has_orphan_of(p)
+        let committing = self.committing.values().any(|(_, u)| u.contains(&p));
+        own || committing
+            || self.queues.blocking_heads().any(|n| n == p)
+            || self.queues.has_orphan_of(p)
     }
 
     /// Drop `p` from the lock and the write set until it syncs again:
@@ -359,6 +508,10 @@ impl LamportNode {
             .collect();
         for req in acked {
             self.finish(req, out);
+        }
+        let reqs: Vec<ReqId> = self.committing.keys().copied().collect();
+        for req in reqs {
+            self.on_commit_ack(p, req, out);
         }
     }
 
@@ -385,10 +538,24 @@ impl LamportNode {
     }
 }
 
+fn commit_body(s: &Staged) -> Body {
+    Body::Commit {
+        req: s.req,
+        scope: s.scope.clone(),
+        key: s.key.clone(),
+        value: s.value.clone(),
+    }
+}
+
+/// The key of the write staged under `req`, if any.
+fn slot_key(n: &mut LamportNode, scope: &Scope, req: ReqId) -> Option<bytes::Bytes> {
+    (n.queues.get_mut(scope, req)).and_then(|s| s.write.as_ref().map(|(k, _)| k.clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::{Body, Config, LamportNode, ReqId, Scope};
+    use super::super::{Body, Config, LamportNode, ReqId, Scope, Staged};
     use crate::protocol::{LinkEvent, Protocol};
     use crate::types::{ClientRef, Peer, Response, Tag};
 
@@ -460,6 +627,86 @@ mod tests {
         );
         n.on_client(T0, ClientRef::local(2), get("k"), &mut out);
         assert_eq!(answers(&mut out), vec![Response::Value(Some(b("new")))]);
+    }
+
+    /// Sim seed 91: peer 1 is recovering (no witness) and never got the
+    /// write; committing at once let 2 and 3 serve it while 1 served the
+    /// old value. The commit now waits for every peer's ack to `Commit`.
+    #[test]
+    fn a_restarted_holder_commits_its_orphan_once_every_peer_holds_it() {
+        let mut n = LamportNode::new(3, &[1, 2, 3], cfg_rw()).recovering();
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        let w = Staged {
+            req: r(11, 3),
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b("new")),
+            orphan: true,
+        };
+        let reply = |staged: Vec<Staged>, recovering| Body::SyncReply {
+            entries: vec![],
+            staged,
+            unwritten: vec![],
+            recovering,
+        };
+        deliver(&mut n, 1, 5, reply(vec![], true), &mut out);
+        deliver(&mut n, 2, 5, reply(vec![w.clone()], false), &mut out);
+        assert!(!n.is_recovering());
+        let commit = Body::Commit {
+            req: w.req,
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b("new")),
+        };
+        let s = sent(&mut out);
+        assert!(
+            s.contains(&(1, commit.clone())) && s.contains(&(2, commit)),
+            "{s:?}"
+        );
+        assert!(!s.iter().any(|(_, m)| matches!(m, Body::Resolve { .. })));
+        n.on_client(T0, ClientRef::local(1), get("k"), &mut out);
+        assert!(answers(&mut out).is_empty(), "the key's reads wait");
+        let ack = Body::WriteAck {
+            req: w.req,
+            applied: true,
+        };
+        deliver(&mut n, 2, 6, ack.clone(), &mut out);
+        assert!(sent(&mut out).is_empty() && n.value(b"k").is_none());
+        deliver(&mut n, 1, 6, ack, &mut out);
+        let (s, a) = split(&mut out);
+        let resolve = Body::Resolve {
+            req: w.req,
+            scope: Scope::Global,
+            commit: true,
+        };
+        assert!(s.contains(&(1, resolve.clone())) && s.contains(&(2, resolve)));
+        assert_eq!(a, vec![Response::Value(Some(b("new")))]);
+        // A peer that never had the write stages it: its reads wait too.
+        let mut p = LamportNode::new(1, &[1, 2, 3], cfg_rw());
+        let c = Body::Commit {
+            req: w.req,
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b("new")),
+        };
+        deliver(&mut p, 3, 20, c, &mut out);
+        assert!(p.queues.is_staged(b"k"));
+        let resolve = Body::Resolve {
+            req: w.req,
+            scope: Scope::Global,
+            commit: true,
+        };
+        deliver(&mut p, 3, 21, resolve, &mut out);
+        assert_eq!(p.value(b"k"), Some(b("new")));
+        assert!(p.queues.is_empty());
+    }
+
+    fn cfg_rw() -> Config {
+        Config {
+            read_wait: true,
+            ..Config::default()
+        }
     }
 
     /// A peer recovering at the same time lost its state too: its answer
