@@ -79,7 +79,7 @@ impl Recent {
             }
         }
     }
-    fn contains(&self, key: &Bytes, tag: Tag) -> bool {
+    pub(super) fn contains(&self, key: &Bytes, tag: Tag) -> bool {
         self.set.contains(&(key.clone(), tag))
     }
     pub(super) fn iter(&self) -> impl Iterator<Item = &(Bytes, Tag)> {
@@ -398,6 +398,7 @@ impl RingNode {
             // Applied here now: a joiner's snapshot must say so (its write
             // may go round without passing the joiner).
             self.ops.on_write(e.op);
+            self.written.insert(&e.key, e.tag);
         }
         if mine {
             self.own.insert((e.key.clone(), e.tag), Phase::Write);
