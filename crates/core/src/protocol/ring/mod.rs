@@ -85,7 +85,10 @@
 //! reaching a server that applied the operation or holds a *lower* copy
 //! pending is *voided*: it goes round, clearing pending entries, and is
 //! never applied. A void copy back home with no other copy left starts the
-//! operation again (the lower copy died in crashes).
+//! operation again (the lower copy died in crashes). A copy whose own tag
+//! was applied here is no second copy and is never voided: its void would
+//! clear pending entries ahead of its own write (seed 264 at N = 3 with
+//! rejoin on: a new life got an old life's pre-write its taker had applied).
 //!
 //! **Rejoin (d)** (`rejoin.rs`). A restarted server lost everything (the
 //! ring persists nothing) and was dropped from every view: it starts
