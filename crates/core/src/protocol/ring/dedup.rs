@@ -35,11 +35,24 @@ impl RingNode {
         (reg.pending.values()).any(|e| e.op == op && !e.void && below.is_none_or(|b| e.tag < b))
     }
 
-    /// Whether copy `e` must be voided here.
+    /// Whether copy `e` must be voided here. Never when this very write
+    /// (same tag) was applied here: it is no second copy, and a void copy
+    /// would clear its pending entries at servers its write has not reached
+    /// yet, which then answer reads with an older value than one already
+    /// read elsewhere (seed 264 at N = 3, rejoin on: a taker applied an
+    /// old life's write and welcomed the new life, whose late copy of the
+    /// pre-write came home voided).
     pub(super) fn void_here(&self, e: &Entry) -> bool {
         !e.void
             && !e.op.is_none()
+            && !self.applied_same(e)
             && (self.ops.applied(e.op) || self.live_copy(&e.key, e.op, Some(e.tag)))
+    }
+
+    /// The write with `e`'s tag was applied here (held or seen lately).
+    fn applied_same(&self, e: &Entry) -> bool {
+        self.regs.get(&e.key).is_some_and(|r| r.tag == e.tag)
+            || self.written.contains(&e.key, e.tag)
     }
 
     /// A client write whose operation is known here: answered or parked.

@@ -117,7 +117,7 @@ impl RingNode {
     /// lately and every pending pre-write, to the new successor, before
     /// anything else. Copies that already went past are harmless: applying
     /// is idempotent and a round ends at its home whatever the copy.
-    fn resend(&mut self) {
+    pub(super) fn resend(&mut self) {
         let mut msgs: Vec<Msg> = Vec::new();
         for (key, reg) in &self.regs {
             if reg.tag > crate::types::Tag::ZERO {

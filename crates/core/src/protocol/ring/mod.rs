@@ -85,7 +85,10 @@
 //! reaching a server that applied the operation or holds a *lower* copy
 //! pending is *voided*: it goes round, clearing pending entries, and is
 //! never applied. A void copy back home with no other copy left starts the
-//! operation again (the lower copy died in crashes).
+//! operation again (the lower copy died in crashes). A copy whose own tag
+//! was applied here is no second copy and is never voided: its void would
+//! clear pending entries ahead of its own write (seed 264 at N = 3 with
+//! rejoin on: a new life got an old life's pre-write its taker had applied).
 //!
 //! **Rejoin (d)** (`rejoin.rs`). A restarted server lost everything (the
 //! ring persists nothing) and was dropped from every view: it starts
@@ -121,6 +124,20 @@
 //!   `r` serves clients only then: a server that does not know `r` may
 //!   think itself alone and end a write without it. A new successor (a
 //!   crash) gets the known joins again, before any ring message.
+//! * **Who may be let in** (seeds 144, 554 and 1763 at N = 3: a view
+//!   that misses a server already in made two rings). The live predecessor
+//!   *holds* a `Join` while some member its failure detector reports up is
+//!   neither in its view nor known to be joining (its `Join` passed here);
+//!   it tells the view of a held `Join` once, so two holders waiting on each
+//!   other's joiner both learn. Servers outside pass the `Join`s they keep
+//!   on towards the ring. With rejoin on, a server whose view misses a
+//!   member reported up sends no ring message until its view is complete:
+//!   its successor may be wrong and a round could end without that member.
+//! * A `Join` from a life already in the view: its `Welcome` died with the
+//!   welcomer (seed 66 at N = 5). Its live predecessor welcomes it again
+//!   (once per life), counts the link from zero and re-sends. `Gone`
+//!   notices received while outside are applied after the `Welcome` (a
+//!   `Down` seen outside may be hidden by the new life's `Up`, seed 22).
 //! * `Gone { node, life }`: each server tells its successor of the crashes
 //!   its detector reports; a server welcomed lately may have seen that
 //!   `Down` while outside, with `node` still in its snapshot. The life

@@ -79,7 +79,7 @@ impl Recent {
             }
         }
     }
-    fn contains(&self, key: &Bytes, tag: Tag) -> bool {
+    pub(super) fn contains(&self, key: &Bytes, tag: Tag) -> bool {
         self.set.contains(&(key.clone(), tag))
     }
     pub(super) fn iter(&self) -> impl Iterator<Item = &(Bytes, Tag)> {
@@ -121,9 +121,22 @@ pub struct RingNode {
     pub(super) join_sent_to: Option<NodeId>,
     /// Joins received while outside, handled once in.
     pub(super) stash: Vec<(NodeId, u64)>,
+    /// In: joins this server must accept but holds, while a live peer is
+    /// neither in its view nor joining here (rejoin.rs, `blocked`).
+    pub(super) held: Vec<(NodeId, u64)>,
+    /// In: servers whose `Join` passed here and that are not in the view
+    /// (yet): outside, so no reason to hold another join (`blocked`).
+    pub(super) joining: BTreeMap<NodeId, u64>,
+    /// Lives welcomed a second time here (`welcome_again`, once each).
+    pub(super) welcomed_again: HashSet<u64>,
+    /// Lives whose held `Join` this server told the view about.
+    pub(super) told_held: HashSet<u64>,
     /// `ViewChange`s received while outside (`(view, node, writer)`): a
     /// new successor of this one's welcomer can announce itself first.
     pub(super) stashed_views: Vec<(u64, NodeId, u64)>,
+    /// `Gone` notices received while outside (`(node, life)`): the snapshot
+    /// may still count that life in, and the `Down` was seen here too early.
+    pub(super) stashed_gone: Vec<(NodeId, Option<u64>)>,
     pub(super) regs: BTreeMap<Bytes, Register>,
     pub(super) queues: Queues,
     pub(super) link: Link,
@@ -173,7 +186,12 @@ impl RingNode {
             announcing: false,
             join_sent_to: None,
             stash: Vec::new(),
+            held: Vec::new(),
+            joining: BTreeMap::new(),
+            welcomed_again: HashSet::new(),
+            told_held: HashSet::new(),
             stashed_views: Vec::new(),
+            stashed_gone: Vec::new(),
             regs: BTreeMap::new(),
             queues: Queues::default(),
             link: Link::default(),
@@ -286,7 +304,7 @@ impl RingNode {
 
     /// The queue handler (pc 53-75): send while the window allows.
     pub(super) fn pump(&mut self, out: &mut O) {
-        if self.outside {
+        if self.outside || self.uncertain() {
             return;
         }
         while self.cfg.window == 0
@@ -398,6 +416,7 @@ impl RingNode {
             // Applied here now: a joiner's snapshot must say so (its write
             // may go round without passing the joiner).
             self.ops.on_write(e.op);
+            self.written.insert(&e.key, e.tag);
         }
         if mine {
             self.own.insert((e.key.clone(), e.tag), Phase::Write);
@@ -521,6 +540,9 @@ impl Protocol for RingNode {
             (Peer::Node(_), Msg::ViewChange { view, node, writer }) => {
                 self.on_view_change(view, node, writer, out)
             }
+            (Peer::Node(_), Msg::Gone { node, life }) if self.outside => {
+                self.stashed_gone.push((node, life))
+            }
             _ if self.outside => self.counters.fenced += 1,
             // The predecessor's failure detector, as good as this one's.
             (Peer::Node(j), Msg::Gone { node, life }) if self.alive.contains(&j) => {
@@ -532,6 +554,7 @@ impl Protocol for RingNode {
             (Peer::Node(j), _) if !self.alive.contains(&j) => self.counters.fenced += 1,
             (Peer::Node(j), msg) => self.on_ring_msg(j, msg, out),
         }
+        self.retry_held(out);
         self.pump(out);
     }
     fn on_timer(&mut self, _now: Time, timer: Timer, out: &mut O) {
@@ -562,6 +585,7 @@ impl Protocol for RingNode {
             LinkEvent::Down(Peer::Conn(_)) | LinkEvent::Up(Peer::Conn(_)) => {}
         }
         self.ask_to_join(out);
+        self.retry_held(out);
         self.pump(out);
     }
     fn role(&self) -> &'static str {

@@ -39,31 +39,134 @@ impl RingNode {
             self.counters.joins_sent += 1;
             let (node, writer) = (self.id, self.writer);
             out.send(Peer::Node(t), Msg::Join { node, writer });
+            // And the joins kept here: a server in the view must learn of
+            // them to let anyone in (`blocked`), whatever crashed meanwhile.
+            for &(node, writer) in &self.stash {
+                out.send(Peer::Node(t), Msg::Join { node, writer });
+            }
         }
     }
 
     /// A `Join` from `node` (life `writer`), direct or forwarded.
     pub(super) fn on_join(&mut self, node: NodeId, writer: u64, out: &mut O) {
+        if node == self.id {
+            return; // its own, passed round by servers outside
+        }
         if self.outside {
             // Handled once this server is in: it precedes `node` then.
+            // Passed on once towards the ring meanwhile, so that a server
+            // in the view learns `node` is joining (and lets others in).
             if !self.stash.contains(&(node, writer)) {
                 self.stash.push((node, writer));
+                if let Some(t) = self.join_target() {
+                    out.send(Peer::Node(t), Msg::Join { node, writer });
+                }
             }
+            // (`ask_to_join` passes them on again on its timer.)
             return;
         }
         let down = self.link_down.contains(&node) || self.dead_lives.contains(&writer);
+        if !down && self.lives.get(&node) == Some(&writer) {
+            // This very life is in the view but still asks: its `Welcome`
+            // died with the welcomer (seed 66 at N = 5: every other server
+            // counted it in, dropped its `Join` as a copy, and the ring
+            // stalled behind it). Its live predecessor welcomes it again.
+            let pred = self.live_pred(node);
+            if pred != self.id {
+                self.counters.joins_forwarded += 1;
+                return out.send(Peer::Node(pred), Msg::Join { node, writer });
+            }
+            if self.welcomed_again.insert(writer) {
+                self.welcome_again(node, out);
+            }
+            return;
+        }
         if self.alive.contains(&node) || node == self.id || down {
             // Joined already (a copy; an old life's `Down` comes before
             // its new life's `Join`), or crashed since (a kept `Join`).
             self.counters.duplicates += 1;
             return;
         }
+        self.joining.insert(node, writer);
         let pred = self.live_pred(node);
         if pred != self.id {
             self.counters.joins_forwarded += 1;
             return out.send(Peer::Node(pred), Msg::Join { node, writer });
         }
+        if self.blocked(node) {
+            if !self.held.contains(&(node, writer)) {
+                self.held.push((node, writer));
+                // Tell the view: a server holding a join because of this
+                // one's joiner must not wait for ever (two joins held at
+                // two servers, each for the other's joiner). Each passes
+                // it back here, where it is held already.
+                // Once per life: retries re-hold it, and a notice each
+                // time would multiply (a runaway at seed 129, N = 5).
+                let first = self.told_held.insert(writer);
+                for &m in self.alive.iter().filter(|_| first) {
+                    if m != self.id {
+                        out.send(Peer::Node(m), Msg::Join { node, writer });
+                    }
+                }
+            }
+            return;
+        }
+        self.held.retain(|&(n, _)| n != node);
         self.accept(node, writer, out);
+    }
+
+    /// A join must wait while a peer the failure detector reports up is
+    /// neither in this server's view nor joining here: that peer may be in
+    /// (welcomed by another server, its `ViewChange` still on its way), and
+    /// a snapshot without it lets the joiner in with a view that misses
+    /// it; after one more crash the two think themselves alone: two rings
+    /// (seeds 144 and 1763 at N = 3). The peer's `ViewChange`, `Join` or
+    /// crash releases the join.
+    fn blocked(&self, node: NodeId) -> bool {
+        self.members.iter().any(|&m| {
+            m != self.id
+                && m != node
+                && !self.alive.contains(&m)
+                && !self.link_down.contains(&m)
+                && !self.joining.contains_key(&m)
+        })
+    }
+
+    /// With rejoin on, a peer the failure detector reports up but that is
+    /// not in the view may be in already (welcomed by a server that then
+    /// crashed, its `ViewChange` on its way here): this server's successor
+    /// may be wrong, and a round sent now could skip it and end without it
+    /// (seed 554 at N = 3: a server that thought itself alone acknowledged
+    /// a write the newcomer never saw, then the newcomer served a read). So
+    /// no ring message leaves until the view is complete again.
+    pub(super) fn uncertain(&self) -> bool {
+        self.cfg.rejoin
+            && self
+                .members
+                .iter()
+                .any(|&m| m != self.id && !self.alive.contains(&m) && !self.link_down.contains(&m))
+    }
+
+    /// Try the held joins again (the view or the links changed).
+    pub(super) fn retry_held(&mut self, out: &mut O) {
+        if self.outside {
+            return;
+        }
+        let (alive, down) = (&self.alive, &self.link_down);
+        let dead = &self.dead_lives;
+        self.joining
+            .retain(|n, w| !alive.contains(n) && !down.contains(n) && !dead.contains(w));
+        if self.held.is_empty() {
+            return;
+        }
+        let held = self.held.clone();
+        for (node, writer) in held {
+            if !self.held.contains(&(node, writer)) {
+                continue;
+            }
+            self.held.retain(|&h| h != (node, writer));
+            self.on_join(node, writer, out);
+        }
     }
 
     /// In one handler: a new view with `node` in it, `Welcome` to it, and
@@ -80,6 +183,20 @@ impl RingNode {
         // No re-send: the snapshot holds all of it.
         self.view_changed(false, out);
         debug_assert_eq!(self.next, node);
+    }
+
+    /// `accept` for a successor that never got its `Welcome`: it dropped
+    /// all sent to it meanwhile (outside), so count the link from zero and
+    /// re-send, after the snapshot, what a new successor gets (pc 86-91).
+    fn welcome_again(&mut self, node: NodeId, out: &mut O) {
+        debug_assert_eq!(self.next, node);
+        self.view += 1;
+        self.counters.joins_accepted += 1;
+        let snap = self.snapshot();
+        out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
+        self.link.sent = 0;
+        self.link.credited = 0;
+        self.resend();
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -163,6 +280,14 @@ impl RingNode {
             .collect();
         for j in gone {
             self.on_crash(j, out);
+        }
+        // A life that crashed while this one was outside, and came back up
+        // since (its `Down` no longer shows): seed 22 at N = 5 kept it in
+        // the view for ever and dropped its new life's `Join` as a copy.
+        for (j, life) in std::mem::take(&mut self.stashed_gone) {
+            if self.lives.get(&j).copied() == life {
+                self.on_crash(j, out);
+            }
         }
         for (view, node, writer) in std::mem::take(&mut self.stashed_views) {
             self.on_view_change(view, node, writer, out);

@@ -405,7 +405,8 @@ fn a_write_in_flight_during_the_join_is_not_lost_and_reads_at_the_joiner_wait_fo
 #[test]
 fn a_join_sent_to_a_server_still_outside_waits_until_that_one_is_in() {
     // 1 restarts and asks 3; 2 restarts and asks 1, which is outside: 1
-    // keeps the Join and welcomes 2 once 3 welcomed it.
+    // keeps the Join and passes it on to 3, which holds 1's Join until it
+    // knows 2 is joining too (`blocked`), then lets both in.
     let mut net = net(3);
     net.crash(1);
     net.restart(1);
@@ -413,8 +414,10 @@ fn a_join_sent_to_a_server_still_outside_waits_until_that_one_is_in() {
     net.restart(2);
     net.settle();
     assert!(net.nodes.values().all(|n| !n.is_outside()));
-    assert_eq!(net.node(3).counters.joins_accepted, 1);
-    assert_eq!(net.node(1).counters.joins_accepted, 1);
+    let accepted: u64 = (1..=3).map(|i| net.node(i).counters.joins_accepted).sum();
+    // A copy of a Join that raced its Welcome brings a second Welcome
+    // (`welcome_again`), which the joiner, in by then, ignores.
+    assert!((2..=3).contains(&accepted), "{accepted}");
     let succ: Vec<_> = (1..=3).map(|i| net.node(i).successor_id()).collect();
     assert_eq!(succ, vec![2, 3, 1]);
     let w = net.ask(2, put("v"), OpId::NONE);
