@@ -4,14 +4,18 @@
 #
 #   scripts/peers.sh start etcd  [--replicas N] [--port-base P]   # N members (default 3), ports P.. (default 2379)
 #   scripts/peers.sh start redis [--replicas N] [--port-base P]   # 1 primary + N-1 async replicas (default 1), port P (6379)
+#   scripts/peers.sh start zookeeper [--replicas N] [--port-base P] # N-server ensemble (default 3; 1 = standalone),
+#                                    # server i: client port P+3i (default 2181), quorum P+3i+1, election P+3i+2
 #   ... [--tmpfs]                                                  # data in /dev/shm: fsync costs ~nothing
 #   start redis ... --fsync          # appendonly yes + appendfsync always: fsync before each reply (default: no AOF)
-#   scripts/peers.sh stop  etcd|redis                              # idempotent
-#   scripts/peers.sh status etcd|redis
+#   start zookeeper ... --memory     # data in /dev/shm and forceSync=no (default: forceSync=yes, data on disk)
+#   scripts/peers.sh stop  etcd|redis|zookeeper                    # idempotent
+#   scripts/peers.sh status etcd|redis|zookeeper
 #
 # `start` prints the --target to pass to `quorumkv bench` on stdout (and only
 # that), e.g.  T=$(scripts/peers.sh start etcd) && quorumkv bench --target "local,$T"
-# Missing servers are installed from Debian packages (etcd-server, redis-server).
+# Missing servers are installed from Debian packages (etcd-server, redis-server,
+# zookeeper; ZooKeeper needs a Java runtime, which the package pulls in).
 # State lives in ${QKV_PEERS_DIR:-${TMPDIR:-/tmp}/quorumkv-peers}/NAME.
 set -euo pipefail
 
@@ -22,22 +26,25 @@ log() { echo "peers.sh: $*" >&2; }
 [ $# -ge 2 ] || usage
 action=$1 name=$2
 shift 2
-replicas="" port_base="" tmpfs=0 fsync=0
+replicas="" port_base="" tmpfs=0 fsync=0 memory=0
 while [ $# -gt 0 ]; do
   case $1 in
     --replicas) [ $# -ge 2 ] || usage; replicas=$2; shift 2 ;;
     --port-base) [ $# -ge 2 ] || usage; port_base=$2; shift 2 ;;
     --tmpfs) tmpfs=1; shift ;;
     --fsync) fsync=1; shift ;;
+    --memory) memory=1; tmpfs=1; shift ;;
     *) die "unknown argument '$1'" ;;
   esac
 done
 case $name in
   etcd) replicas=${replicas:-3}; port_base=${port_base:-2379} ;;
   redis) replicas=${replicas:-1}; port_base=${port_base:-6379} ;;
-  *) die "unknown peer '$name' (etcd or redis)" ;;
+  zookeeper | zk) name=zookeeper; replicas=${replicas:-3}; port_base=${port_base:-2181} ;;
+  *) die "unknown peer '$name' (etcd, redis or zookeeper)" ;;
 esac
-[ $fsync = 1 ] && [ "$name" != redis ] && die "--fsync is for redis (etcd always fsyncs its log)"
+[ $fsync = 1 ] && [ "$name" != redis ] && die "--fsync is for redis (etcd always fsyncs its log, zookeeper by default)"
+[ $memory = 1 ] && [ "$name" != zookeeper ] && die "--memory is for zookeeper (use --tmpfs)"
 [[ $replicas =~ ^[1-9][0-9]*$ ]] || die "--replicas must be a positive number (got '$replicas')"
 [[ $port_base =~ ^[0-9]+$ ]] && [ "$port_base" -ge 1024 ] && [ "$port_base" -le 60000 ] \
   || die "--port-base must be between 1024 and 60000 (got '$port_base')"
@@ -147,6 +154,79 @@ start_redis() {
     wait_port "$p" 10 || die "redis-server did not open port $p (see $state/r$i.log)"
   done
   echo "redis://127.0.0.1:$primary" >"$state/target"
+}
+
+# zk4 PORT WORD: a ZooKeeper four-letter-word command's answer ("" if none).
+zk4() {
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' _ "$1" "$2" 2>/dev/null || true
+}
+
+start_zookeeper() {
+  install zookeeper /usr/share/zookeeper/bin/zkServer.sh
+  command -v java >/dev/null 2>&1 || die "zookeeper needs java (apt-get install default-jre-headless)"
+  local jar=/usr/share/java/zookeeper.jar cp i c q e
+  [ -f "$jar" ] || die "$jar is missing (Debian package zookeeper)"
+  # slf4j-simple writes ZooKeeper's log to stderr, i.e. to zN.log.
+  cp=$jar
+  [ -f /usr/share/java/slf4j-simple.jar ] && cp+=:/usr/share/java/slf4j-simple.jar
+  local servers="" sync=yes
+  [ $memory = 1 ] && sync=no
+  if [ "$replicas" -gt 1 ]; then
+    for ((i = 0; i < replicas; i++)); do
+      q=$((port_base + 3 * i + 1)) e=$((port_base + 3 * i + 2))
+      servers+="server.$((i + 1))=127.0.0.1:$q:$e"$'\n'
+    done
+  fi
+  for ((i = 0; i < replicas; i++)); do
+    c=$((port_base + 3 * i)) q=$((port_base + 3 * i + 1)) e=$((port_base + 3 * i + 2))
+    port_free "$c" && port_free "$q" && port_free "$e" || die "port $c, $q or $e is in use"
+    mkdir -p "$data/z$i"
+    echo $((i + 1)) >"$data/z$i/myid"
+    # Every bench client comes from 127.0.0.1: no per-address connection cap.
+    # The admin server (Jetty, port 8080) is off; 4lw for health checks only.
+    cat >"$state/z$i.cfg" <<EOF
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=$data/z$i
+clientPort=$c
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+forceSync=$sync
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,mntr
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=1
+${servers}
+EOF
+    setsid java -Xmx1g -Dzookeeper.log.dir="$state" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+      -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$state/z$i.cfg" \
+      </dev/null >"$state/z$i.log" 2>&1 &
+    echo $! >>"$state/pids"
+  done
+  local eps="" mode leader=0
+  for ((i = 0; i < replicas; i++)); do
+    c=$((port_base + 3 * i))
+    wait_port "$c" 30 || die "zookeeper server z$i did not open port $c (see $state/z$i.log)"
+    eps+="${eps:+,}127.0.0.1:$c"
+  done
+  # Serving needs every server in an ensemble and a leader (or standalone):
+  # ask each with `srvr` until all of them name their mode.
+  for _ in $(seq 300); do
+    leader=0 mode=0
+    for ((i = 0; i < replicas; i++)); do
+      c=$((port_base + 3 * i))
+      case $(zk4 "$c" srvr) in
+        *"Mode: leader"* | *"Mode: standalone"*) leader=$((leader + 1)); mode=$((mode + 1)) ;;
+        *"Mode: follower"*) mode=$((mode + 1)) ;;
+      esac
+    done
+    [ $leader = 1 ] && [ $mode = "$replicas" ] && break
+    sleep 0.1
+  done
+  [ $leader = 1 ] && [ $mode = "$replicas" ] \
+    || die "zookeeper: no leader with all $replicas servers serving after 30 s (see $state/z*.log)"
+  echo "zk://$eps" >"$state/target"
 }
 
 case $action in
