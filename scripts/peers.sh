@@ -183,7 +183,8 @@ start_zookeeper() {
     mkdir -p "$data/z$i"
     echo $((i + 1)) >"$data/z$i/myid"
     # Every bench client comes from 127.0.0.1: no per-address connection cap.
-    # The admin server (Jetty, port 8080) is off; 4lw for health checks only.
+    # The admin server (Jetty, port 8080) is off; 4lw for health checks and
+    # the bench's fsync counters (mntr) and data directory (conf).
     cat >"$state/z$i.cfg" <<EOF
 tickTime=2000
 initLimit=10
@@ -194,7 +195,7 @@ clientPortAddress=127.0.0.1
 maxClientCnxns=0
 forceSync=$sync
 admin.enableServer=false
-4lw.commands.whitelist=srvr,ruok,mntr
+4lw.commands.whitelist=srvr,ruok,mntr,conf
 autopurge.snapRetainCount=3
 autopurge.purgeInterval=1
 ${servers}

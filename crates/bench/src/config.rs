@@ -95,6 +95,23 @@ pub enum TargetSpec {
     Redis {
         addr: String,
     },
+    /// ZooKeeper servers (`host:port` of their client ports), read as asked.
+    Zookeeper {
+        endpoints: Vec<String>,
+        read: ZkRead,
+    },
+}
+
+/// How the ZooKeeper target reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ZkRead {
+    /// `getData` answered by the server the session is connected to:
+    /// ZooKeeper's local read, sequentially consistent, not linearizable.
+    Local,
+    /// `sync` then `getData` on the same session: the server first catches
+    /// up with the leader. Close to linearizable (ZooKeeper's `sync` is not
+    /// a quorum operation, ZOOKEEPER-1675), at the cost of a leader round trip.
+    Sync,
 }
 
 impl TargetSpec {
@@ -104,6 +121,7 @@ impl TargetSpec {
             TargetSpec::Quorumkv { .. } => "quorumkv",
             TargetSpec::Etcd { .. } => "etcd",
             TargetSpec::Redis { .. } => "redis",
+            TargetSpec::Zookeeper { .. } => "zookeeper",
         }
     }
 }
@@ -118,13 +136,22 @@ impl fmt::Display for TargetSpec {
             }
             TargetSpec::Etcd { endpoints } => write!(f, "etcd://{}", endpoints.join(",")),
             TargetSpec::Redis { addr } => write!(f, "redis://{addr}"),
+            TargetSpec::Zookeeper { endpoints, read } => {
+                let scheme = match read {
+                    ZkRead::Local => "zk",
+                    ZkRead::Sync => "zk+sync",
+                };
+                write!(f, "{scheme}://{}", endpoints.join(","))
+            }
         }
     }
 }
 
 /// Parses `--target`: comma-separated targets, where a bare `host:port` after
 /// a URL adds an endpoint to it. `local,etcd://h:1,h:2,redis://h:3` is three
-/// targets, the second with two endpoints.
+/// targets, the second with two endpoints. `zk://` is ZooKeeper with local
+/// reads, `zk+sync://` with `sync` before each read (`zookeeper://` and
+/// `zookeeper+sync://` too).
 pub fn parse_targets(s: &str) -> Result<Vec<TargetSpec>, String> {
     let mut out: Vec<TargetSpec> = Vec::new();
     for tok in s.split(',').map(str::trim) {
@@ -140,28 +167,37 @@ pub fn parse_targets(s: &str) -> Result<Vec<TargetSpec>, String> {
                 "quorumkv" => TargetSpec::Quorumkv { endpoints: vec![resolve(rest)?] },
                 "etcd" | "http" => TargetSpec::Etcd { endpoints: vec![rest.to_string()] },
                 "redis" => TargetSpec::Redis { addr: rest.to_string() },
+                "zk" | "zookeeper" => TargetSpec::Zookeeper {
+                    endpoints: vec![rest.to_string()],
+                    read: ZkRead::Local,
+                },
+                "zk+sync" | "zookeeper+sync" => TargetSpec::Zookeeper {
+                    endpoints: vec![rest.to_string()],
+                    read: ZkRead::Sync,
+                },
                 other => {
                     return Err(format!(
-                        "unknown target scheme '{other}://' (known: local, quorumkv://, etcd://, redis://)"
+                        "unknown target scheme '{other}://' (known: local, quorumkv://, etcd://, redis://, zk://, zk+sync://)"
                     ))
                 }
             });
         } else {
             if matches!(out.last(), None | Some(TargetSpec::Local)) {
                 return Err(format!(
-                    "unknown target '{tok}' (want local, quorumkv://H:P,…, etcd://H:P,… or redis://H:P)"
+                    "unknown target '{tok}' (want local, quorumkv://H:P,…, etcd://H:P,…, zk://H:P,… or redis://H:P)"
                 ));
             }
             check_host_port(tok)?;
             match out.last_mut() {
                 Some(TargetSpec::Quorumkv { endpoints }) => endpoints.push(resolve(tok)?),
-                Some(TargetSpec::Etcd { endpoints }) => endpoints.push(tok.to_string()),
+                Some(TargetSpec::Etcd { endpoints })
+                | Some(TargetSpec::Zookeeper { endpoints, .. }) => endpoints.push(tok.to_string()),
                 Some(TargetSpec::Redis { .. }) => {
                     return Err(format!("'{tok}': a redis:// target takes one address"))
                 }
                 _ => {
                     return Err(format!(
-                        "unknown target '{tok}' (want local, quorumkv://H:P,…, etcd://H:P,… or redis://H:P)"
+                        "unknown target '{tok}' (want local, quorumkv://H:P,…, etcd://H:P,…, zk://H:P,… or redis://H:P)"
                     ))
                 }
             }
@@ -398,6 +434,10 @@ pub enum DeploySpec {
     Redis {
         addr: String,
     },
+    Zookeeper {
+        endpoints: Vec<String>,
+        read: ZkRead,
+    },
 }
 
 fn with_variant(name: &str, v: &Variant) -> String {
@@ -409,6 +449,21 @@ fn with_variant(name: &str, v: &Variant) -> String {
 }
 
 impl DeploySpec {
+    /// Why a history of this target may legitimately fail the
+    /// linearizability check: its reads do not promise linearizability.
+    pub fn weaker_reads(&self) -> Option<&'static str> {
+        match self {
+            DeploySpec::Zookeeper {
+                read: ZkRead::Local,
+                ..
+            } => Some(
+                "ZooKeeper's local reads are sequentially consistent, not linearizable: \
+                 a stale read is allowed (zk+sync:// reads after a sync)",
+            ),
+            _ => None,
+        }
+    }
+
     /// The name of the line in plots and the first column of the table.
     pub fn label(&self) -> String {
         match self {
@@ -427,6 +482,10 @@ impl DeploySpec {
             } => with_variant(&format!("quorumkv:{protocol}"), variant),
             DeploySpec::Etcd { .. } => "etcd".into(),
             DeploySpec::Redis { .. } => "redis".into(),
+            DeploySpec::Zookeeper { read, .. } => match read {
+                ZkRead::Local => "zookeeper".into(),
+                ZkRead::Sync => "zookeeper+sync".into(),
+            },
         }
     }
 }
@@ -575,6 +634,10 @@ impl BenchConfig {
                     endpoints: endpoints.clone(),
                 }),
                 TargetSpec::Redis { addr } => plans.push(DeploySpec::Redis { addr: addr.clone() }),
+                TargetSpec::Zookeeper { endpoints, read } => plans.push(DeploySpec::Zookeeper {
+                    endpoints: endpoints.clone(),
+                    read: *read,
+                }),
             }
         }
         plans
@@ -621,6 +684,36 @@ impl BenchConfig {
             }
         }
         out
+    }
+
+    /// Protocols measured on quorumkv targets that cannot run as asked in
+    /// `--client-mode direct` (no client-side coordinator): their clients
+    /// go through a server instead (proxy mode). Empty in proxy mode.
+    pub fn proxy_fallbacks(&self) -> Vec<ProtocolKind> {
+        if self.coord != CoordMode::Direct {
+            return Vec::new();
+        }
+        let mut out: Vec<ProtocolKind> = Vec::new();
+        for p in self.plans() {
+            let protocol = match p.deploy {
+                DeploySpec::Local { protocol, .. } | DeploySpec::Quorumkv { protocol, .. } => {
+                    protocol
+                }
+                _ => continue,
+            };
+            if !protocol.has_client_coordinator() && !out.contains(&protocol) {
+                out.push(protocol);
+            }
+        }
+        out
+    }
+
+    /// The line `quorumkv bench` prints for each of [`Self::proxy_fallbacks`].
+    pub fn proxy_fallback_notice(protocol: ProtocolKind) -> String {
+        format!(
+            "quorumkv bench: {protocol} has no client-side coordinator: its clients go through a \
+             server (--client-mode proxy) instead of direct"
+        )
     }
 
     /// Number of points of the whole sweep.

@@ -100,6 +100,69 @@ pub fn redis_mode_name(appendonly: &str, appendfsync: &str) -> String {
 }
 
 /// The value of an unlabelled Prometheus metric in `text`.
+/// ZooKeeper's fsyncs of its transaction log, summed over the servers
+/// (`mntr`'s `zk_cnt_fsynctime`: one sample per fsync, none with
+/// `forceSync=no`). Needs the `mntr` four-letter word whitelisted.
+pub async fn zookeeper_counters(endpoints: &[String]) -> Option<SyncCounters> {
+    let mut c = SyncCounters {
+        syncs: 0,
+        records: None,
+    };
+    for ep in endpoints {
+        let text = four_letter_word(ep, "mntr").await?;
+        c.syncs += zk_stat(&text, "zk_cnt_fsynctime")? as u64;
+    }
+    Some(c)
+}
+
+/// Whether a ZooKeeper server keeps its log on tmpfs (`conf`'s dataLogDir
+/// under /dev/shm), as `scripts/peers.sh start zookeeper --memory` runs it.
+pub async fn zookeeper_on_tmpfs(endpoints: &[String]) -> bool {
+    let Some(ep) = endpoints.first() else {
+        return false;
+    };
+    let Some(conf) = four_letter_word(ep, "conf").await else {
+        return false;
+    };
+    conf.lines().any(|l| {
+        l.strip_prefix("dataLogDir=")
+            .is_some_and(|d| d.starts_with("/dev/shm/"))
+    })
+}
+
+/// The durability column of a ZooKeeper ensemble: `fsync` when a write
+/// moved the fsync counters, else `memory` on tmpfs or `buffered` on disk.
+pub fn zookeeper_mode_name(fsyncs: bool, tmpfs: bool) -> String {
+    match (fsyncs, tmpfs) {
+        (true, false) => "fsync".into(),
+        (true, true) => "fsync (tmpfs)".into(),
+        (false, true) => "memory".into(),
+        (false, false) => "buffered".into(),
+    }
+}
+
+/// A value of `mntr`'s tab-separated `name value` lines.
+pub fn zk_stat(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once('\t')?;
+        (k.trim() == name).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// The answer of a ZooKeeper four-letter word (`mntr`, `conf`, `srvr`).
+async fn four_letter_word(hostport: &str, word: &str) -> Option<String> {
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(hostport).await.ok()?;
+        s.write_all(word.as_bytes()).await.ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        // A word that is not whitelisted is answered by this sentence.
+        (!text.contains("is not executed because it is not in the whitelist")).then_some(text)
+    };
+    tokio::time::timeout(ASK_TIMEOUT, ask).await.ok()?
+}
+
 pub fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines().find_map(|l| {
         let rest = l.strip_prefix(name)?;
@@ -129,6 +192,16 @@ async fn http_get(hostport: &str, path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_zookeeper_mntr_lines() {
+        let text = "zk_version\t3.8.0\nzk_avg_fsynctime\t0.5\nzk_cnt_fsynctime\t17\n";
+        assert_eq!(zk_stat(text, "zk_cnt_fsynctime"), Some(17.0));
+        assert_eq!(zk_stat(text, "zk_fsynctime"), None);
+        assert_eq!(zk_stat(text, "zk_version"), None, "not a number");
+        assert_eq!(zookeeper_mode_name(true, false), "fsync");
+        assert_eq!(zookeeper_mode_name(false, true), "memory");
+    }
 
     #[test]
     fn reads_unlabelled_metrics_only() {

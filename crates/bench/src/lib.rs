@@ -3,7 +3,8 @@
 //! workload generator, one [`config::BenchConfig`], tables, CSV/JSON and PNGs.
 //!
 //! Layout: [`config`] (flags → matrix), [`workload`] (PRNG, Zipf, values),
-//! [`target`] (what we talk to; [`etcd`] is our etcd gRPC client;
+//! [`target`] (what we talk to; [`etcd`] is our etcd gRPC client, `zk` our
+//! ZooKeeper client with the `zookeeper` feature;
 //! [`durability`] its sync counters), [`runner`]
 //! (one point), [`sweep`] (the matrix), [`stats`], [`report`], [`plot`],
 //! [`verify`] (`--check`).
@@ -21,5 +22,7 @@ pub mod sweep;
 pub mod target;
 pub mod verify;
 pub mod workload;
+#[cfg(feature = "zookeeper")]
+pub mod zk;
 
 pub use config::BenchConfig;

@@ -90,6 +90,7 @@ impl PointResult {
                 DeploySpec::Quorumkv { .. } => "quorumkv",
                 DeploySpec::Etcd { .. } => "etcd",
                 DeploySpec::Redis { .. } => "redis",
+                DeploySpec::Zookeeper { .. } => "zookeeper",
             }
             .into(),
             replicas: d.replicas,

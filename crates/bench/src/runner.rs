@@ -212,6 +212,14 @@ pub async fn run_point(
                 }
             }
         }
+        if verdict.starts_with("VIOLATION") {
+            if let Some(why) = d.spec.weaker_reads() {
+                result.note = Some(match result.note.take() {
+                    Some(n) => format!("{why}; {n}"),
+                    None => why.to_string(),
+                });
+            }
+        }
         result.check = Some(verdict);
     }
     if died {

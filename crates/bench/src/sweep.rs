@@ -124,6 +124,11 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
     let learned = learn_protocol(cfg).await?;
     let cfg = learned.as_ref().unwrap_or(cfg);
     let mut existing = preflight(cfg).await?;
+    // A protocol without a client-side coordinator runs in proxy mode
+    // whatever was asked (see `Deployment::coord`): say so, once.
+    for p in cfg.proxy_fallbacks() {
+        eprintln!("{}", BenchConfig::proxy_fallback_notice(p));
+    }
     let opts = deploy_options(cfg)?;
     let plans: Vec<Plan> = cfg.plans();
     let total: usize = plans.iter().map(|p| p.workloads.len()).sum();

@@ -16,6 +16,8 @@ use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use crate::config::{CoordMode, DeploySpec, Variant};
 use crate::durability::{self, SyncCounters};
 use crate::etcd::{self, EtcdClient};
+#[cfg(feature = "zookeeper")]
+use crate::zk::{self, ZkClient};
 use quorumkv_core::protocol::ProtocolKind;
 
 /// Why an operation failed, and whether it may still take effect.
@@ -62,6 +64,9 @@ pub enum Conn {
     Quorumkv(Client),
     Etcd(EtcdClient),
     Redis(redis::aio::MultiplexedConnection),
+    /// One ZooKeeper session (built with the `zookeeper` feature).
+    #[cfg(feature = "zookeeper")]
+    Zk(ZkClient),
 }
 
 impl Conn {
@@ -81,6 +86,11 @@ impl Conn {
                     .map_err(redis_failure)?;
                 Ok(r.map(Bytes::from))
             }
+            #[cfg(feature = "zookeeper")]
+            Conn::Zk(c) => tokio::time::timeout(timeout, c.get(&key))
+                .await
+                .map_err(|_| OpFailure::unknown("timeout"))?
+                .map_err(|e| zk::failure(&e)),
         }
     }
 
@@ -105,6 +115,11 @@ impl Conn {
                     .map_err(redis_failure)?;
                 Ok(())
             }
+            #[cfg(feature = "zookeeper")]
+            Conn::Zk(c) => tokio::time::timeout(timeout, c.put(&key, &value))
+                .await
+                .map_err(|_| OpFailure::unknown("timeout"))?
+                .map_err(|e| zk::failure(&e)),
         }
     }
 }
@@ -213,9 +228,14 @@ impl Deployment {
                 d.replicas = members.max(1);
             }
             DeploySpec::Redis { .. } => {}
+            DeploySpec::Zookeeper { endpoints, .. } => {
+                d.replicas = zookeeper_ensemble(endpoints, d.opts.op_timeout).await?;
+            }
         }
         d.peer_pids = match &spec {
-            DeploySpec::Etcd { endpoints } => local_listener_pids(endpoints),
+            DeploySpec::Etcd { endpoints } | DeploySpec::Zookeeper { endpoints, .. } => {
+                local_listener_pids(endpoints)
+            }
             DeploySpec::Redis { addr } => local_listener_pids(std::slice::from_ref(addr)),
             _ => Vec::new(),
         };
@@ -231,6 +251,9 @@ impl Deployment {
             (DeploySpec::Etcd { .. }, _) => Some("fsync".into()),
             (DeploySpec::Redis { .. }, Conn::Redis(c)) => durability::redis_mode(c).await,
             (DeploySpec::Redis { .. }, _) => None,
+            (DeploySpec::Zookeeper { endpoints, .. }, _) => {
+                zookeeper_mode(endpoints, d.opts.op_timeout).await
+            }
         };
         drop(probe);
         Ok(d)
@@ -251,17 +274,23 @@ impl Deployment {
     /// Whether logical clients are pinned evenly to servers (client i to
     /// server i mod N, seed 004 §5): quorumkv operations coordinated by a
     /// server, with more than one server to spread them over.
+    /// ZooKeeper sessions are spread the same way: a session talks to one
+    /// server, which answers its reads.
     pub fn pins_clients(&self) -> bool {
-        matches!(
-            self.spec,
-            DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. }
-        ) && self.coord() == CoordMode::Proxy
-            && self.native.len() > 1
+        match &self.spec {
+            DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
+                self.coord() == CoordMode::Proxy && self.native.len() > 1
+            }
+            DeploySpec::Zookeeper { endpoints, .. } => endpoints.len() > 1,
+            _ => false,
+        }
     }
 
     /// A new connection-level client whose proxy is server `k mod N`
     /// first (the others only on failover). Direct-mode clients talk to
-    /// every server anyway; other targets ignore `k`.
+    /// every server anyway; a ZooKeeper session is with server `k mod N`
+    /// only (no failover: the bench measures a healthy ensemble); other
+    /// targets ignore `k`.
     pub async fn connect_pinned(&self, k: usize) -> anyhow::Result<Conn> {
         let t = self.opts.op_timeout;
         match &self.spec {
@@ -310,6 +339,13 @@ impl Deployment {
                     .map_err(|e| anyhow::anyhow!("redis at {addr} is unreachable: {e}"))?;
                 Ok(Conn::Redis(c))
             }
+            #[cfg(feature = "zookeeper")]
+            DeploySpec::Zookeeper { endpoints, read } => {
+                let one = pinned_order(endpoints, k);
+                Ok(Conn::Zk(ZkClient::connect(&one[..1], *read, t).await?))
+            }
+            #[cfg(not(feature = "zookeeper"))]
+            DeploySpec::Zookeeper { .. } => Err(no_zookeeper()),
         }
     }
 
@@ -344,6 +380,10 @@ impl Deployment {
             },
             DeploySpec::Etcd { .. } => "1 gRPC/HTTP2 channel, multiplexed".into(),
             DeploySpec::Redis { .. } => "1 TCP, multiplexed".into(),
+            DeploySpec::Zookeeper { .. } if self.pins_clients() => "1 ZooKeeper session (1 TCP) \
+                per server, pipelined; logical client i on server i mod N"
+                .into(),
+            DeploySpec::Zookeeper { .. } => "1 ZooKeeper session (1 TCP), pipelined".into(),
         }
     }
 
@@ -372,6 +412,13 @@ impl Deployment {
                 reachable(endpoints.iter().map(String::as_str), 1).await
             }
             DeploySpec::Redis { addr } => reachable([addr.as_str()], 1).await,
+            DeploySpec::Zookeeper { endpoints, .. } => {
+                reachable(
+                    endpoints.iter().map(String::as_str),
+                    endpoints.len() / 2 + 1,
+                )
+                .await
+            }
             DeploySpec::Local { .. } => false,
         }
     }
@@ -384,6 +431,9 @@ impl Deployment {
             }
             DeploySpec::Etcd { endpoints } => durability::etcd_counters(endpoints).await,
             DeploySpec::Redis { .. } => None,
+            DeploySpec::Zookeeper { endpoints, .. } => {
+                durability::zookeeper_counters(endpoints).await
+            }
         }
     }
 
@@ -397,6 +447,49 @@ impl Deployment {
             c.stop().await;
         }
     }
+}
+
+#[cfg(not(feature = "zookeeper"))]
+fn no_zookeeper() -> anyhow::Error {
+    anyhow::anyhow!(
+        "this quorumkv was built without the ZooKeeper target (cargo feature `zookeeper`)"
+    )
+}
+
+/// How many servers a ZooKeeper ensemble has (its configuration, else the
+/// endpoints given); creates the keys' parent znode on the way.
+#[cfg(feature = "zookeeper")]
+async fn zookeeper_ensemble(endpoints: &[String], t: Duration) -> anyhow::Result<usize> {
+    let c = ZkClient::connect(endpoints, crate::config::ZkRead::Local, t).await?;
+    Ok(c.ensemble_size().await.unwrap_or(endpoints.len()))
+}
+
+#[cfg(not(feature = "zookeeper"))]
+async fn zookeeper_ensemble(_: &[String], _: Duration) -> anyhow::Result<usize> {
+    Err(no_zookeeper())
+}
+
+/// What a ZooKeeper write survives: one write, and whether the servers'
+/// fsync counters moved (`forceSync`), with where their data is.
+#[cfg(feature = "zookeeper")]
+async fn zookeeper_mode(endpoints: &[String], t: Duration) -> Option<String> {
+    let c = ZkClient::connect(endpoints, crate::config::ZkRead::Local, t)
+        .await
+        .ok()?;
+    let before = durability::zookeeper_counters(endpoints).await?;
+    c.put(b"~", b"durability probe").await.ok()?;
+    c.delete(b"~").await.ok()?;
+    let after = durability::zookeeper_counters(endpoints).await?;
+    let tmpfs = durability::zookeeper_on_tmpfs(endpoints).await;
+    Some(durability::zookeeper_mode_name(
+        after.syncs > before.syncs,
+        tmpfs,
+    ))
+}
+
+#[cfg(not(feature = "zookeeper"))]
+async fn zookeeper_mode(_: &[String], _: Duration) -> Option<String> {
+    None
 }
 
 /// `endpoints` rotated so that entry `k mod len` comes first.

@@ -5,9 +5,10 @@ use std::time::Duration;
 use clap::Parser;
 use quorumkv_bench::cli::Args;
 use quorumkv_bench::config::{
-    parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, Distribution, Length,
-    TargetSpec, SEED_002_ZIPF,
+    parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution,
+    Length, TargetSpec, ZkRead, SEED_002_ZIPF,
 };
+use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::storage::Durability;
 
 #[derive(Parser)]
@@ -123,13 +124,81 @@ fn targets_parse_with_extra_endpoints() {
 }
 
 #[test]
+fn zookeeper_targets_read_locally_or_after_a_sync() {
+    let t = parse_targets("zk://127.0.0.1:2181,127.0.0.1:2184,zk+sync://127.0.0.1:2181").unwrap();
+    let local = TargetSpec::Zookeeper {
+        endpoints: vec!["127.0.0.1:2181".into(), "127.0.0.1:2184".into()],
+        read: ZkRead::Local,
+    };
+    let sync = TargetSpec::Zookeeper {
+        endpoints: vec!["127.0.0.1:2181".into()],
+        read: ZkRead::Sync,
+    };
+    assert_eq!(t, vec![local.clone(), sync.clone()]);
+    assert_eq!(t[0].to_string(), "zk://127.0.0.1:2181,127.0.0.1:2184");
+    assert_eq!(parse_targets(&t[1].to_string()).unwrap(), vec![sync]);
+    let long = parse_targets("zookeeper+sync://h:1,zookeeper://h:2").unwrap();
+    assert!(matches!(
+        long[0],
+        TargetSpec::Zookeeper {
+            read: ZkRead::Sync,
+            ..
+        }
+    ));
+    assert!(matches!(
+        long[1],
+        TargetSpec::Zookeeper {
+            read: ZkRead::Local,
+            ..
+        }
+    ));
+    // One deployment each, labelled by how it reads; only local reads
+    // may fail the linearizability check legitimately.
+    let cfg = BenchConfig {
+        targets: t,
+        ..Default::default()
+    };
+    let plans = cfg.plans();
+    let labels: Vec<String> = plans.iter().map(|p| p.deploy.label()).collect();
+    assert_eq!(labels, ["zookeeper", "zookeeper+sync"]);
+    assert!(plans[0].deploy.weaker_reads().is_some());
+    assert!(plans[1].deploy.weaker_reads().is_none());
+    assert_eq!(cfg.proxy_fallbacks(), vec![], "no quorumkv target");
+}
+
+/// `--client-mode direct` (the default) with a protocol that has no
+/// client-side coordinator: the bench runs it through a server and says so.
+#[test]
+fn direct_mode_falls_back_to_proxy_without_a_client_coordinator() {
+    let (without, with): (Vec<ProtocolKind>, Vec<ProtocolKind>) = ProtocolKind::all()
+        .into_iter()
+        .partition(|p| !p.has_client_coordinator());
+    let c = args(&[]).to_config().unwrap();
+    assert_eq!(c.coord, CoordMode::Direct);
+    assert_eq!(c.proxy_fallbacks(), without);
+    for &p in &without {
+        let line = BenchConfig::proxy_fallback_notice(p);
+        assert!(line.contains(p.name()) && line.contains("proxy"), "{line}");
+        assert!(!line.contains('\n'));
+    }
+    if let Some(p) = with.first() {
+        let c = args(&["--protocol", p.name()]).to_config().unwrap();
+        assert!(c.proxy_fallbacks().is_empty());
+    }
+    if let Some(p) = without.first() {
+        let c = args(&["--protocol", p.name(), "--client-mode", "proxy"])
+            .to_config()
+            .unwrap();
+        assert!(c.proxy_fallbacks().is_empty(), "proxy was asked");
+    }
+}
+
+#[test]
 fn bad_input_is_one_clear_line() {
     for (flags, needle) in [
         (vec!["--protocol", "abd,paxos"], "unknown protocol 'paxos'"),
-        (
-            vec!["--target", "zookeeper://h:2181"],
-            "unknown target scheme",
-        ),
+        (vec!["--target", "consul://h:8500"], "unknown target scheme"),
+        (vec!["--target", "zk://h:2181,redis"], "not host:port"),
         (vec!["--target", "mongo"], "unknown target 'mongo'"),
         (vec!["--target", "etcd://nohost"], "not host:port"),
         (vec!["--clients", "1,x,4"], "--clients: bad value 'x'"),

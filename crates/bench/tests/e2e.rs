@@ -385,3 +385,110 @@ async fn etcd_target() {
         "etcd's reads are linearizable"
     );
 }
+
+/// A throwaway ZooKeeper ensemble run by `scripts/peers.sh`, in its own
+/// state directory; stopped (data removed) when dropped.
+#[cfg(feature = "zookeeper")]
+struct ZooKeeper {
+    target: String,
+    state: tempfile::TempDir,
+}
+
+#[cfg(feature = "zookeeper")]
+impl ZooKeeper {
+    fn peers() -> Command {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/peers.sh");
+        Command::new(script)
+    }
+
+    /// `servers` servers on ports from a base that depends on the process,
+    /// below the ephemeral range; another base if one is taken.
+    fn start(servers: usize) -> ZooKeeper {
+        let state = tempfile::tempdir().unwrap();
+        let mut last = String::new();
+        for attempt in 0..4u32 {
+            let base = 21000 + ((std::process::id() + attempt * 97) % 900) * 10;
+            let out = Self::peers()
+                .args(["start", "zookeeper", "--replicas", &servers.to_string()])
+                .args(["--port-base", &base.to_string()])
+                .env("QKV_PEERS_DIR", state.path())
+                .stdin(Stdio::null())
+                .output()
+                .expect("run scripts/peers.sh");
+            if out.status.success() {
+                let target = String::from_utf8(out.stdout).unwrap().trim().to_string();
+                return ZooKeeper { target, state };
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        panic!("peers.sh start zookeeper failed: {last}");
+    }
+}
+
+#[cfg(feature = "zookeeper")]
+impl Drop for ZooKeeper {
+    fn drop(&mut self) {
+        let _ = Self::peers()
+            .args(["stop", "zookeeper"])
+            .env("QKV_PEERS_DIR", self.state.path())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A real three-server ensemble, read locally and after a sync.
+#[cfg(feature = "zookeeper")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_target() {
+    let installed = std::path::Path::new("/usr/share/java/zookeeper.jar").is_file()
+        && Command::new("java").arg("-version").output().is_ok();
+    if !installed {
+        println!("SKIPPED: ZooKeeper is not installed (Debian: apt-get install zookeeper)");
+        return;
+    }
+    let zk = ZooKeeper::start(3);
+    assert!(zk.target.starts_with("zk://"), "{}", zk.target);
+    let synced = zk.target.replacen("zk://", "zk+sync://", 1);
+    let cfg = BenchConfig {
+        clients: vec![4],
+        ..tiny(BenchConfig {
+            targets: parse_targets(&format!("{},{synced}", zk.target)).unwrap(),
+            check: true,
+            op_timeout: Duration::from_secs(5),
+            out: None,
+            ..Default::default()
+        })
+    };
+    let out = execute(&cfg).await.expect("bench runs");
+    assert_eq!(out.incomplete, None);
+    let labels: Vec<&str> = out.results.iter().map(|r| r.target.as_str()).collect();
+    assert_eq!(labels, ["zookeeper", "zookeeper+sync"]);
+    for r in &out.results {
+        assert_eq!((r.kind.as_str(), r.replicas), ("zookeeper", 3));
+        assert!(r.throughput > 0.0 && r.ok_get > 0 && r.ok_put > 0, "{r:?}");
+        assert_eq!(r.failed, 0, "{r:?}");
+        // forceSync=yes: the servers' fsync counters move with the writes.
+        assert_eq!(r.durability.as_deref(), Some("fsync"));
+        assert!(r.syncs_per_s.is_some_and(|s| s > 0.0), "{r:?}");
+        assert!(r.cpu_s_per_kop.is_some(), "the servers run on this host");
+        assert!(r.connections.contains("session"), "{}", r.connections);
+    }
+    // Local reads may be stale (sequential consistency): a violation is
+    // allowed, and then explained. After a sync, with a stable leader,
+    // reads are linearizable.
+    let local = &out.results[0];
+    match local.check.as_deref() {
+        Some("ok") => {}
+        Some(v) if v.starts_with("VIOLATION") => {
+            let note = local.note.as_deref().unwrap_or_default();
+            assert!(note.contains("sequentially consistent"), "{note}");
+        }
+        other => panic!("local reads' verdict: {other:?}"),
+    }
+    assert_eq!(
+        out.results[1].check.as_deref(),
+        Some("ok"),
+        "{:?}",
+        out.results[1]
+    );
+}
