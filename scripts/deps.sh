@@ -2,12 +2,14 @@
 # Install the system packages quorumkv's tests and bench use, if missing (the
 # build itself needs only the Rust toolchain):
 #   redis-cli / redis-benchmark / redis-server (RESP tests, Redis peer),
-#   etcd (the bench's etcd target and its test).
+#   etcd (the bench's etcd target and its test),
+#   zookeeper (the bench's ZooKeeper target and its test; Debian's 3.8, Java).
 set -euo pipefail
 need=()
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps.sh: installing ${need[*]}"
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
