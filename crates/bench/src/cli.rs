@@ -23,7 +23,7 @@ fn after_help() -> String {
     let mut s = String::from(
         "With no flags: seed 000's GET-heavy (0.9) and PUT-heavy (0.1) mixes, N = 3, \
 10 keys, clients 1,4,8,16,32, 3 s a point, every protocol, on local clusters the bench starts itself. \
-Peers: scripts/peers.sh start etcd|redis prints the --target to use.\n\nVariants (--variant):\n",
+Peers: scripts/peers.sh start etcd|redis|zookeeper prints the --target to use.\n\nVariants (--variant):\n",
     );
     s += &crate::config::variants_help();
     s += "\nProtocol options (--opt, or KEY=VALUE+KEY=VALUE as a variant):\n";
@@ -49,7 +49,9 @@ pub struct Args {
     /// A protocol option for every quorumkv target (repeatable; listed below).
     #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = quorumkv_core::protocol::options::parse_pair)]
     pub opt: Vec<(String, String)>,
-    /// Targets: local, quorumkv://H:P,H:P…, etcd://H:P,H:P…, redis://H:P (comma-separated; default local).
+    /// Targets: local, quorumkv://H:P,H:P…, etcd://H:P,H:P…, redis://H:P,
+    /// zk://H:P,H:P… (ZooKeeper, local reads), zk+sync://H:P,H:P… (sync before
+    /// each read) (comma-separated; default local).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub target: Option<String>,
     /// Replica counts of local clusters [default: 3].
