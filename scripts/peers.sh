@@ -84,6 +84,18 @@ wait_port() {
   return 1
 }
 
+# wait_members STRIDE PREFIX SECONDS WHAT: until member i (log PREFIXi.log)
+# listens on port_base + STRIDE * i; sets eps to their host:port list.
+wait_members() {
+  local i p
+  eps=""
+  for ((i = 0; i < replicas; i++)); do
+    p=$((port_base + $1 * i))
+    wait_port "$p" "$3" || die "$4 $2$i did not open port $p (see $state/$2$i.log)"
+    eps+="${eps:+,}127.0.0.1:$p"
+  done
+}
+
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 stop() {
@@ -123,12 +135,8 @@ start_etcd() {
       </dev/null >"$state/m$i.log" 2>&1 &
     echo $! >>"$state/pids"
   done
-  local eps=""
-  for ((i = 0; i < replicas; i++)); do
-    cp=$((port_base + 2 * i))
-    wait_port "$cp" 20 || die "etcd member m$i did not open port $cp (see $state/m$i.log)"
-    eps+="${eps:+,}127.0.0.1:$cp"
-  done
+  local eps
+  wait_members 2 m 20 "etcd member"
   # Serving clients needs a leader; etcd logs this line once it has one.
   for _ in $(seq 200); do
     grep -q "ready to serve client requests" "$state/m0.log" && grep -q "elected leader\|became leader" "$state"/m*.log && break
@@ -205,12 +213,8 @@ EOF
       </dev/null >"$state/z$i.log" 2>&1 &
     echo $! >>"$state/pids"
   done
-  local eps="" mode leader=0
-  for ((i = 0; i < replicas; i++)); do
-    c=$((port_base + 3 * i))
-    wait_port "$c" 30 || die "zookeeper server z$i did not open port $c (see $state/z$i.log)"
-    eps+="${eps:+,}127.0.0.1:$c"
-  done
+  local eps mode leader=0
+  wait_members 3 z 30 "zookeeper server"
   # Serving needs every server in an ensemble and a leader (or standalone):
   # ask each with `srvr` until all of them name their mode.
   for _ in $(seq 300); do
