@@ -28,6 +28,8 @@ pub struct Counters {
     pub polls: u64,
     /// Staged writes of a previous life this server ruled on at restart.
     pub orphans_resolved: u64,
+    /// Recovery rounds in which every peer was recovering too (asked again).
+    pub sourceless_rounds: u64,
 }
 
 impl Counters {
@@ -37,6 +39,11 @@ impl Counters {
                 "lamport_orphans_resolved_total",
                 "staged writes of a previous life committed or aborted at restart",
                 self.orphans_resolved,
+            ),
+            (
+                "lamport_sourceless_recovery_rounds_total",
+                "recovery rounds in which every peer was recovering too (asked again)",
+                self.sourceless_rounds,
             ),
             (
                 "lamport_polls_total",

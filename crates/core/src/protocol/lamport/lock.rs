@@ -26,6 +26,7 @@ impl LamportNode {
         let req = ReqId {
             ts: self.clock,
             node: self.id,
+            life: self.life,
         };
         let scope = self.scope_of(&key);
         self.queues.insert(&scope, req);
@@ -55,7 +56,7 @@ impl LamportNode {
                 value,
             } => self.on_server_write(from, req, scope, key, value, out),
             Body::WriteAck { req, applied } => self.on_write_ack(from, req, applied, out),
-            Body::Outstanding { reqs } => self.on_outstanding(from, reqs, out),
+            Body::Outstanding { life, reqs } => self.on_outstanding(from, life, reqs, out),
             Body::SyncRequest => self.on_sync_request(from, out),
             Body::SyncReply {
                 entries,
@@ -349,7 +350,7 @@ mod tests {
     use crate::types::{ClientRef, Peer, Response};
 
     fn r(ts: u64, node: u32) -> ReqId {
-        ReqId { ts, node }
+        ReqId { ts, node, life: 0 }
     }
     fn node(id: u32, n: u32) -> LamportNode {
         LamportNode::new(id, &(1..=n).collect::<Vec<_>>(), Config::default())
@@ -412,7 +413,16 @@ mod tests {
         out.drain();
         deliver(&mut n, 2, 4, Body::ReplyLock { req: r(1, 1) }, &mut out);
         // Not later than the request (clock 1): it proves nothing.
-        deliver(&mut n, 3, 1, Body::Outstanding { reqs: vec![] }, &mut out);
+        deliver(
+            &mut n,
+            3,
+            1,
+            Body::Outstanding {
+                life: 0,
+                reqs: vec![],
+            },
+            &mut out,
+        );
         assert!(!n.holds_lock() && out.is_empty());
         // Node 3's own request, stamped 2 > 1: queued behind ours, and later.
         deliver(&mut n, 3, 2, request(r(2, 3)), &mut out);
@@ -525,13 +535,17 @@ mod tests {
         n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
         n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
         let listed = Body::Outstanding {
+            life: 0,
             reqs: vec![(r(1, 1), Scope::Global)],
         };
         assert_eq!(sent(&mut out), vec![(2, listed), (2, write(r(1, 1), "v"))]);
         deliver(&mut n, 2, 4, ack(r(1, 1)), &mut out);
         out.drain();
         n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
-        let none = Body::Outstanding { reqs: vec![] };
+        let none = Body::Outstanding {
+            life: 0,
+            reqs: vec![],
+        };
         assert_eq!(sent(&mut out), vec![(2, none)], "acknowledged: not resent");
         // The bug resends nothing at all.
         let mut n = node(1, 2).with_bug(Some(InjectedBug::NoResyncOnUp));
@@ -550,7 +564,16 @@ mod tests {
         deliver(&mut n, 1, 5, Body::ReplyLock { req: r(3, 2) }, &mut out);
         assert!(!n.holds_lock());
         out.drain();
-        deliver(&mut n, 1, 6, Body::Outstanding { reqs: vec![] }, &mut out);
+        deliver(
+            &mut n,
+            1,
+            6,
+            Body::Outstanding {
+                life: 0,
+                reqs: vec![],
+            },
+            &mut out,
+        );
         assert!(n.holds_lock(), "(1,1) dropped: ours heads the queue");
     }
 
