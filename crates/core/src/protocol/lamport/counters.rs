@@ -15,7 +15,11 @@ pub struct Counters {
     pub stale: u64,
     /// SERVER_WRITEs for a request not queued here (answered `applied: false`).
     pub unknown_writes: u64,
-    /// Writes applied over a newer version: never in a correct run.
+    /// Writes not applied at their turn: a newer version of the key came
+    /// first, by a merge (recovery, `Repair`).
+    pub superseded: u64,
+    /// Writes applied at their turn over a newer version that no merge
+    /// brought: never in a correct run (a broken lock).
     pub out_of_order_applies: u64,
     /// Peers evicted by the lock timeout.
     pub evictions: u64,
@@ -79,6 +83,11 @@ impl Counters {
                 "lamport_unknown_writes_total",
                 "SERVER_WRITEs for a request not queued here",
                 self.unknown_writes,
+            ),
+            (
+                "lamport_superseded_writes_total",
+                "writes skipped at their turn: a newer version came first by a merge",
+                self.superseded,
             ),
             (
                 "lamport_out_of_order_applies_total",

@@ -42,11 +42,16 @@
 //!   its own request lacks replies (§3.2.2 item 3) and enters only with
 //!   every reply: two servers requesting at once wait for each other
 //!   forever (N = 2 suffices). Kept as [`InjectedBug::SeedDeferral`].
-//! * **Tags.** A write carries its request's `(clock, node)` as version.
-//!   Writes are applied in lock order without comparing versions (as the
-//!   seed; a version check would hide a broken lock, and
-//!   `out_of_order_applies` counts what it would have caught); versions
-//!   only arbitrate recovery merges.
+//! * **Tags.** A write carries its request's `(clock, node, life)` as
+//!   version. Writes are applied in lock order without comparing versions
+//!   (as the seed; a version check would hide a broken lock, and
+//!   `out_of_order_applies` counts what it would have caught), except one
+//!   whose turn comes when a *merge* (recovery, `Repair`) brought a newer
+//!   version of its key: a later write can arrive that way ahead of an
+//!   earlier one still staged in the queue (its RELEASE_LOCK lost, the
+//!   holder's `Outstanding` on its way). Applying it then put a completed
+//!   delete back over the later put (sim seed 272, N = 3): it is skipped
+//!   (`superseded`).
 //! * **Op timeout.** A write still waiting for the lock at the op timeout
 //!   is withdrawn (RELEASE_LOCK) and refused (definite: it never entered).
 //!   One inside its critical section is already applied here: the client

@@ -367,6 +367,23 @@ impl LamportNode {
         {
             self.send(p, Body::SyncRequest, out);
         }
+        // An ack that came over the connection that went down does not
+        // show that `p` still holds the write: `p` may have restarted, its
+        // new life's SyncRequest still on its way. Ask it again (the write
+        // goes again below; a peer that holds it acks again). Else a Done
+        // write may be missing at a restarted peer that queued its request
+        // anew, whose `unwritten` then made the holder's next life abort
+        // it (sim seed 786, N = 5).
+        if self.bug != Some(InjectedBug::AckAcrossResets) {
+            for op in self.ops.values_mut() {
+                if let Phase::Writing { unacked, .. } = &mut op.phase {
+                    unacked.insert(p);
+                }
+            }
+            for (_, unacked) in self.committing.values_mut() {
+                unacked.insert(p);
+            }
+        }
         self.resync(p, out);
     }
 
