@@ -11,7 +11,10 @@
 # simulator's fixed sweeps in crates/sim/tests/oracle.rs (ABD: 400 seeds with
 # every knob drawn per seed, 40 loss-only seeds in which no operation may end
 # unknown; ring: 300 seeds with crashes, delay, reorder and pauses at N = 3
-# and 5, and 80 fault-free seeds, some with the starvation check). About 5 s per mutant on 2 busy cores, ~25 min for abd/.
+# and 5, and 80 fault-free seeds, some with the starvation check; lamport:
+# 600 seeds with crashes, delay and pauses at N = 3 and 5 and 100 with
+# connection resets; lease-lock: 300 seeds with every fault at N = 3 and 5).
+# About 5 s per mutant on 2 busy cores, ~25 min for abd/.
 # A mutant is *caught* when that oracle fails (or times out). Cosmetic
 # functions (status lines, metrics) are excluded: no protocol test can see them.
 # Results: target/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);

@@ -56,3 +56,25 @@ fn ring_fixed_sweep() {
         run(&cfg, range);
     }
 }
+
+/// The two blocking protocols (issue 11) in their models. Lamport: crashes
+/// (up to N-1), delay and pauses at N = 3 and 5, and connection resets
+/// (`loss` on its FIFO links); lease-lock: every fault.
+#[test]
+fn blocking_fixed_sweep() {
+    for (protocol, n, faults, range) in [
+        ("lamport", 3, "crash,delay,pause", "0..300"),
+        ("lamport", 5, "crash,delay,pause", "0..200"),
+        ("lamport", 3, "loss,delay,partition", "0..100"),
+        ("lease-lock", 3, "all", "0..200"),
+        ("lease-lock", 5, "all", "0..100"),
+    ] {
+        let cfg = SimConfig {
+            protocol: protocol.into(),
+            replicas: Some(n),
+            faults: faults.parse().unwrap(),
+            ..SimConfig::default()
+        };
+        run(&cfg, range);
+    }
+}

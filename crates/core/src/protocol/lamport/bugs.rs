@@ -30,6 +30,14 @@ pub enum InjectedBug {
     /// syncs, though a peer the SERVER_WRITE never reached keeps the old
     /// value until the `Repair`: reads there go back in time.
     ApplyOrphans,
+    /// Count a peer's ack across a reset of its connection: the peer may
+    /// have restarted since and lost the write, so a write answered Done
+    /// is missing there, and a restarted holder that hears of its request
+    /// queued there without the write aborts it.
+    AckAcrossResets,
+    /// Apply a write at its turn in the queue over a newer version of its
+    /// key that a merge brought first (the former rule: unconditional).
+    ApplyOverNewer,
 }
 
 impl InjectedBug {
@@ -39,6 +47,8 @@ impl InjectedBug {
         InjectedBug::ApplyOnArrival,
         InjectedBug::NoResyncOnUp,
         InjectedBug::ApplyOrphans,
+        InjectedBug::AckAcrossResets,
+        InjectedBug::ApplyOverNewer,
     ];
 }
 
@@ -53,6 +63,8 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ApplyOnArrival => "lamport-apply-on-arrival",
             InjectedBug::NoResyncOnUp => "lamport-no-resync-on-up",
             InjectedBug::ApplyOrphans => "lamport-apply-orphans",
+            InjectedBug::AckAcrossResets => "lamport-ack-across-resets",
+            InjectedBug::ApplyOverNewer => "lamport-apply-over-newer",
         }
     }
     fn about(self) -> &'static str {
@@ -71,6 +83,12 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ApplyOrphans => {
                 "apply a restarted holder's staged writes when it syncs (read-wait; stale reads)"
+            }
+            InjectedBug::AckAcrossResets => {
+                "count a peer's write ack across a reset of its connection (it may have restarted)"
+            }
+            InjectedBug::ApplyOverNewer => {
+                "apply a queued write over a newer version that a merge brought first"
             }
         }
     }

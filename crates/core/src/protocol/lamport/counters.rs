@@ -15,7 +15,11 @@ pub struct Counters {
     pub stale: u64,
     /// SERVER_WRITEs for a request not queued here (answered `applied: false`).
     pub unknown_writes: u64,
-    /// Writes applied over a newer version: never in a correct run.
+    /// Writes not applied at their turn: a newer version of the key came
+    /// first, by a merge (recovery, `Repair`).
+    pub superseded: u64,
+    /// Writes applied at their turn over a newer version that no merge
+    /// brought: never in a correct run (a broken lock).
     pub out_of_order_applies: u64,
     /// Peers evicted by the lock timeout.
     pub evictions: u64,
@@ -28,6 +32,8 @@ pub struct Counters {
     pub polls: u64,
     /// Staged writes of a previous life this server ruled on at restart.
     pub orphans_resolved: u64,
+    /// Recovery rounds in which every peer was recovering too (asked again).
+    pub sourceless_rounds: u64,
 }
 
 impl Counters {
@@ -37,6 +43,11 @@ impl Counters {
                 "lamport_orphans_resolved_total",
                 "staged writes of a previous life committed or aborted at restart",
                 self.orphans_resolved,
+            ),
+            (
+                "lamport_sourceless_recovery_rounds_total",
+                "recovery rounds in which every peer was recovering too (asked again)",
+                self.sourceless_rounds,
             ),
             (
                 "lamport_polls_total",
@@ -72,6 +83,11 @@ impl Counters {
                 "lamport_unknown_writes_total",
                 "SERVER_WRITEs for a request not queued here",
                 self.unknown_writes,
+            ),
+            (
+                "lamport_superseded_writes_total",
+                "writes skipped at their turn: a newer version came first by a merge",
+                self.superseded,
             ),
             (
                 "lamport_out_of_order_applies_total",

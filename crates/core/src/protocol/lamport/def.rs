@@ -140,7 +140,9 @@ impl ProtocolDef for Lamport {
     /// persisted, `PERSISTS_STATE` is false, so drivers say so), and a
     /// first boot with `server --recover` (the seed's `r`).
     fn node(spec: &NodeSpec<'_>, opts: &LamportOptions, bug: Option<InjectedBug>) -> LamportNode {
-        let node = LamportNode::new(spec.id, spec.members, opts.config(&spec.timing)).with_bug(bug);
+        let node = LamportNode::new(spec.id, spec.members, opts.config(&spec.timing))
+            .with_bug(bug)
+            .with_life(spec.incarnation);
         if spec.lost_state {
             node.recovering()
         } else {

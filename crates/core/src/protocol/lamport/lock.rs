@@ -26,6 +26,7 @@ impl LamportNode {
         let req = ReqId {
             ts: self.clock,
             node: self.id,
+            life: self.life,
         };
         let scope = self.scope_of(&key);
         self.queues.insert(&scope, req);
@@ -55,7 +56,7 @@ impl LamportNode {
                 value,
             } => self.on_server_write(from, req, scope, key, value, out),
             Body::WriteAck { req, applied } => self.on_write_ack(from, req, applied, out),
-            Body::Outstanding { reqs } => self.on_outstanding(from, reqs, out),
+            Body::Outstanding { life, reqs } => self.on_outstanding(from, life, reqs, out),
             Body::SyncRequest => self.on_sync_request(from, out),
             Body::SyncReply {
                 entries,
@@ -313,8 +314,13 @@ impl LamportNode {
         }
     }
 
+    /// Apply a write at its turn in the queue, unless a newer version of
+    /// its key came first by a merge (see the module doc, **Tags**).
     pub(super) fn apply(&mut self, req: ReqId, key: Bytes, value: Option<Bytes>) {
-        if !self.store.apply(key, req.tag(), value) {
+        let stale = self.store.merged_newer(&key, req.tag());
+        if stale && self.bug != Some(InjectedBug::ApplyOverNewer) {
+            self.counters.superseded += 1;
+        } else if !self.store.apply(key, req.tag(), value) {
             self.counters.out_of_order_applies += 1;
         }
     }
@@ -349,7 +355,7 @@ mod tests {
     use crate::types::{ClientRef, Peer, Response};
 
     fn r(ts: u64, node: u32) -> ReqId {
-        ReqId { ts, node }
+        ReqId { ts, node, life: 0 }
     }
     fn node(id: u32, n: u32) -> LamportNode {
         LamportNode::new(id, &(1..=n).collect::<Vec<_>>(), Config::default())
@@ -412,7 +418,16 @@ mod tests {
         out.drain();
         deliver(&mut n, 2, 4, Body::ReplyLock { req: r(1, 1) }, &mut out);
         // Not later than the request (clock 1): it proves nothing.
-        deliver(&mut n, 3, 1, Body::Outstanding { reqs: vec![] }, &mut out);
+        deliver(
+            &mut n,
+            3,
+            1,
+            Body::Outstanding {
+                life: 0,
+                reqs: vec![],
+            },
+            &mut out,
+        );
         assert!(!n.holds_lock() && out.is_empty());
         // Node 3's own request, stamped 2 > 1: queued behind ours, and later.
         deliver(&mut n, 3, 2, request(r(2, 3)), &mut out);
@@ -499,6 +514,33 @@ mod tests {
         }
     }
 
+    /// Sim seed 272: a `Repair` brought a later write ahead of an earlier
+    /// one still staged here (its RELEASE_LOCK lost); applying the earlier
+    /// at its turn put a completed delete back over the later put. It is
+    /// skipped now; the bug applies it.
+    #[test]
+    fn a_write_whose_turn_comes_after_a_newer_merged_version_is_skipped() {
+        for bug in [None, Some(InjectedBug::ApplyOverNewer)] {
+            let mut n = read_wait_node(2, bug);
+            let mut out = O::new();
+            deliver(&mut n, 1, 1, request(r(1, 1)), &mut out);
+            let delete = Body::ServerWrite {
+                req: r(1, 1),
+                scope: Scope::Global,
+                key: b("k"),
+                value: None,
+            };
+            deliver(&mut n, 1, 3, delete, &mut out);
+            let newer = vec![(b("k"), r(5, 1).tag(), Some(b("new")))];
+            deliver(&mut n, 1, 4, Body::Repair { entries: newer }, &mut out);
+            deliver(&mut n, 1, 6, release(r(1, 1)), &mut out);
+            assert!(n.queues.is_empty());
+            let kept = n.value(b"k") == Some(b("new"));
+            assert_eq!(kept, bug.is_none(), "{bug:?}");
+            assert_eq!(n.counters.superseded, u64::from(bug.is_none()));
+        }
+    }
+
     /// A write for a request not queued here is refused, not applied.
     #[test]
     fn a_write_without_its_request_is_refused() {
@@ -525,13 +567,17 @@ mod tests {
         n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
         n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
         let listed = Body::Outstanding {
+            life: 0,
             reqs: vec![(r(1, 1), Scope::Global)],
         };
         assert_eq!(sent(&mut out), vec![(2, listed), (2, write(r(1, 1), "v"))]);
         deliver(&mut n, 2, 4, ack(r(1, 1)), &mut out);
         out.drain();
         n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
-        let none = Body::Outstanding { reqs: vec![] };
+        let none = Body::Outstanding {
+            life: 0,
+            reqs: vec![],
+        };
         assert_eq!(sent(&mut out), vec![(2, none)], "acknowledged: not resent");
         // The bug resends nothing at all.
         let mut n = node(1, 2).with_bug(Some(InjectedBug::NoResyncOnUp));
@@ -550,7 +596,16 @@ mod tests {
         deliver(&mut n, 1, 5, Body::ReplyLock { req: r(3, 2) }, &mut out);
         assert!(!n.holds_lock());
         out.drain();
-        deliver(&mut n, 1, 6, Body::Outstanding { reqs: vec![] }, &mut out);
+        deliver(
+            &mut n,
+            1,
+            6,
+            Body::Outstanding {
+                life: 0,
+                reqs: vec![],
+            },
+            &mut out,
+        );
         assert!(n.holds_lock(), "(1,1) dropped: ours heads the queue");
     }
 

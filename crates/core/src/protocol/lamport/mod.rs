@@ -42,11 +42,16 @@
 //!   its own request lacks replies (§3.2.2 item 3) and enters only with
 //!   every reply: two servers requesting at once wait for each other
 //!   forever (N = 2 suffices). Kept as [`InjectedBug::SeedDeferral`].
-//! * **Tags.** A write carries its request's `(clock, node)` as version.
-//!   Writes are applied in lock order without comparing versions (as the
-//!   seed; a version check would hide a broken lock, and
-//!   `out_of_order_applies` counts what it would have caught); versions
-//!   only arbitrate recovery merges.
+//! * **Tags.** A write carries its request's `(clock, node, life)` as
+//!   version. Writes are applied in lock order without comparing versions
+//!   (as the seed; a version check would hide a broken lock, and
+//!   `out_of_order_applies` counts what it would have caught), except one
+//!   whose turn comes when a *merge* (recovery, `Repair`) brought a newer
+//!   version of its key: a later write can arrive that way ahead of an
+//!   earlier one still staged in the queue (its RELEASE_LOCK lost, the
+//!   holder's `Outstanding` on its way). Applying it then put a completed
+//!   delete back over the later put (sim seed 272, N = 3): it is skipped
+//!   (`superseded`).
 //! * **Op timeout.** A write still waiting for the lock at the op timeout
 //!   is withdrawn (RELEASE_LOCK) and refused (definite: it never entered).
 //!   One inside its critical section is already applied here: the client
@@ -129,13 +134,31 @@
 //!   recovering server stages the other holders' staged writes it is told
 //!   of, and a holder re-sends its write to a peer that lost state (its
 //!   ack came from the previous life). The former rule (apply at the
-//!   sync) is [`InjectedBug::ApplyOrphans`]. Simulator, seeds 0..2000,
-//!   `crash,delay,pause`: N = 3: 5 failures (the former rule 59; applying
-//!   a committed orphan at once: 17), N = 5: 7 (66; 8); every fault the
-//!   model admits, seeds 0..10000: N = 3: 22 (102), N = 5: 65 (81).
-//!   **Known gap**: the remaining failures (all but one not
-//!   linearizable) were not analysed
-//!   (`quorumkv sim --protocol lamport --seeds 566 --faults delay,crash,pause --replicas 3`).
+//!   sync) is [`InjectedBug::ApplyOrphans`].
+//! * **A recovery needs a source.** A recovering server ends its recovery
+//!   only once every peer answered *and* at least one of them held the
+//!   state (was not recovering itself); with only recovering answers it
+//!   asks them all again, every tick. Ending with answers from recovering
+//!   peers only let it serve, and count as holding the state (the
+//!   simulator's crash bound counts only unavailable servers), with
+//!   nothing: sim seed 566 (N = 3), where the last two holders of a
+//!   completed delete then crashed. So with every server recovering at
+//!   once (all N lost their state: `server --recover` on every server)
+//!   recovery waits for good: there is nothing to recover from.
+//! * **Lives.** A request id carries its requester's life
+//!   (`NodeSpec::incarnation`), and `Outstanding` its sender's: a
+//!   restarted server's clock starts at 0 again, and its new life's
+//!   `Outstanding` must not release (as a lost RELEASE_LOCK) a request of
+//!   its previous life, whose staged write only its verdict may apply: a
+//!   peer that learnt of that write after the new life synced with it
+//!   never marked it orphan, and applied a write never finished (sim seed
+//!   291, N = 5). Such a request becomes an orphan there, as on
+//!   `SyncRequest`.
+//!
+//!   Simulator, seeds 0..2000, `delay,crash,pause` (`quorumkv sim
+//!   --protocol lamport --seeds 0..2000 --faults delay,crash,pause
+//!   --replicas N`): N = 3: 0 failures, N = 5: 1 (before these two
+//!   rules: 5 and 7).
 //! * **`max_crashed` = N − 1**: a write needs every server, so while one is
 //!   down writes stall; but data survives while one server lives, and
 //!   returning servers recover from the rest, after which writes resume.

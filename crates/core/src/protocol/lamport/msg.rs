@@ -6,13 +6,18 @@ use serde::{Deserialize, Serialize};
 
 /// A lock request's identity and its place in every queue: the requester's
 /// Lamport clock when it asked, ties broken by node id (Lamport's total
-/// order "⇒"). Derived `Ord` compares `ts` first, then `node`.
+/// order "⇒"). Derived `Ord` compares `ts` first, then `node`, then `life`.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 pub struct ReqId {
     pub ts: u64,
     pub node: NodeId,
+    /// The requester's life (`NodeSpec::incarnation`): nothing is
+    /// persisted, so a restarted server's clock starts again at 0 and its
+    /// requests must not be taken for its previous life's (see
+    /// `Body::Outstanding`). Only ties in `(ts, node)` compare it.
+    pub life: u64,
 }
 
 impl ReqId {
@@ -22,7 +27,7 @@ impl ReqId {
     pub fn tag(self) -> Tag {
         Tag {
             ts: self.ts,
-            writer: u64::from(self.node),
+            writer: u64::from(self.node) << 32 | (self.life & 0xFFFF_FFFF),
         }
     }
 }
@@ -82,7 +87,12 @@ pub enum Body {
     WriteAck { req: ReqId, applied: bool },
     /// After a link came back (messages may be missing): these are all my
     /// queued requests; drop any other of mine, queue these, reply to each.
-    Outstanding { reqs: Vec<(ReqId, Scope)> },
+    /// `life`: the sender's; a request of another life is not its to drop
+    /// (its staged write waits for `Resolve`).
+    Outstanding {
+        life: u64,
+        reqs: Vec<(ReqId, Scope)>,
+    },
     /// A recovering or rejoining server asks for a peer's whole store.
     SyncRequest,
     /// A peer's whole store and the writes staged there (`read-wait`):

@@ -84,6 +84,8 @@ pub(super) struct WaitingRead {
 #[derive(Debug)]
 pub struct LamportNode {
     pub id: NodeId,
+    /// This life's number (`NodeSpec::incarnation`), in every request id.
+    pub(super) life: u64,
     /// The other servers (every member but `id`).
     pub(super) peers: Vec<NodeId>,
     pub(super) cfg: Config,
@@ -124,6 +126,7 @@ impl LamportNode {
         assert!(members.contains(&id), "node {id} is not a member");
         LamportNode {
             id,
+            life: 0,
             peers: members.iter().copied().filter(|&n| n != id).collect(),
             cfg,
             bug: None,
@@ -144,6 +147,11 @@ impl LamportNode {
             ticking: false,
             counters: Counters::default(),
         }
+    }
+    /// This server's life: a restarted server must use another one.
+    pub fn with_life(mut self, life: u64) -> Self {
+        self.life = life;
+        self
     }
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
         self.bug = bug;

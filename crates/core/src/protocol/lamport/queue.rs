@@ -128,7 +128,7 @@ mod tests {
     use super::*;
 
     fn r(ts: u64, node: NodeId) -> ReqId {
-        ReqId { ts, node }
+        ReqId { ts, node, life: 0 }
     }
 
     /// Lamport's total order: clock first, node id breaks ties (§3.2.2 item 1).

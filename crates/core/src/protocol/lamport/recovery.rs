@@ -125,7 +125,9 @@ impl LamportNode {
                     .or_insert_with(|| (s, BTreeSet::new()));
                 e.1.insert(from);
             } else {
-                rec.others.entry(s.req).or_insert(s);
+                // Orphan if any peer knows its holder restarted.
+                let orphan = s.orphan;
+                (rec.others.entry(s.req).or_insert(s)).orphan |= orphan;
             }
         }
         self.end_recovery_if_done(out);
@@ -146,6 +148,18 @@ impl LamportNode {
             return;
         };
         if !self.peers.iter().all(|p| rec.answered.contains(p)) {
+            return;
+        }
+        // Only a peer that holds the state can give it. Every answer from
+        // a recovering peer: ask them again (each tick) until one of them
+        // has recovered from a peer that held it. Ending here let a server
+        // serve, and count as holding the state, with nothing (sim seed
+        // 566: the last two holders of a completed delete then crashed).
+        if !self.peers.is_empty() && self.peers.iter().all(|p| rec.empty.contains(p)) {
+            let rec = self.recovery.as_mut().expect("checked");
+            rec.answered.clear();
+            rec.empty.clear();
+            self.counters.sourceless_rounds += 1;
             return;
         }
         let rec = self.recovery.take().expect("checked");
@@ -353,6 +367,23 @@ impl LamportNode {
         {
             self.send(p, Body::SyncRequest, out);
         }
+        // An ack that came over the connection that went down does not
+        // show that `p` still holds the write: `p` may have restarted, its
+        // new life's SyncRequest still on its way. Ask it again (the write
+        // goes again below; a peer that holds it acks again). Else a Done
+        // write may be missing at a restarted peer that queued its request
+        // anew, whose `unwritten` then made the holder's next life abort
+        // it (sim seed 786, N = 5).
+        if self.bug != Some(InjectedBug::AckAcrossResets) {
+            for op in self.ops.values_mut() {
+                if let Phase::Writing { unacked, .. } = &mut op.phase {
+                    unacked.insert(p);
+                }
+            }
+            for (_, unacked) in self.committing.values_mut() {
+                unacked.insert(p);
+            }
+        }
         self.resync(p, out);
     }
 
@@ -361,7 +392,8 @@ impl LamportNode {
         let reqs = (self.ops.iter())
             .map(|(&r, op)| (r, op.scope.clone()))
             .collect();
-        self.send(p, Body::Outstanding { reqs }, out);
+        let life = self.life;
+        self.send(p, Body::Outstanding { life, reqs }, out);
         for (&req, (scope, commit)) in &self.verdicts {
             let (scope, commit) = (scope.clone(), *commit);
             self.send(p, Body::Resolve { req, scope, commit }, out);
@@ -389,11 +421,27 @@ impl LamportNode {
     /// `from`'s complete list of queued requests: drop the others of its
     /// (their RELEASE_LOCK was lost), queue and answer these.
     /// A previous life's staged writes are not its to drop (`Resolve`).
-    pub(super) fn on_outstanding(&mut self, from: NodeId, reqs: Vec<(ReqId, Scope)>, out: &mut O) {
+    ///
+    /// A request of another life of `from` is one it restarted since (a
+    /// SyncRequest of the new life may have come before we queued it: we
+    /// learnt of its staged write from a peer, recovering, sim seed 291):
+    /// as on `SyncRequest`, its staged write becomes an orphan, which only
+    /// the verdict takes out, the rest goes. Releasing it as a lost
+    /// RELEASE_LOCK applied a write its holder never finished.
+    pub(super) fn on_outstanding(
+        &mut self,
+        from: NodeId,
+        life: u64,
+        reqs: Vec<(ReqId, Scope)>,
+        out: &mut O,
+    ) {
+        let keep = self.keeps_orphans();
         for (scope, req) in self.queues.of_node(from) {
             let listed = reqs.iter().any(|(r, s)| *r == req && *s == scope);
-            let orphan = self.queues.get_mut(&scope, req).is_some_and(|s| s.orphan);
-            if !listed && !orphan {
+            let slot = self.queues.get_mut(&scope, req).expect("listed");
+            if req.life != life && keep && slot.staged().is_some() {
+                slot.orphan = true;
+            } else if !listed && !slot.orphan {
                 self.release_slot(&scope, req, out);
             }
         }
@@ -555,12 +603,12 @@ fn slot_key(n: &mut LamportNode, scope: &Scope, req: ReqId) -> Option<bytes::Byt
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::{Body, Config, LamportNode, ReqId, Scope, Staged};
+    use super::super::{Body, Config, LamportNode, ReqId, Scope, Staged, Timer};
     use crate::protocol::{LinkEvent, Protocol};
     use crate::types::{ClientRef, Peer, Response, Tag};
 
     fn r(ts: u64, node: u32) -> ReqId {
-        ReqId { ts, node }
+        ReqId { ts, node, life: 0 }
     }
     fn tag(ts: u64, node: u64) -> Tag {
         Tag { ts, writer: node }
@@ -702,6 +750,77 @@ mod tests {
         assert!(p.queues.is_empty());
     }
 
+    /// Sim seed 291: a peer learnt of a holder's staged write (here: its
+    /// SERVER_WRITE) after the holder's new life synced with it, so it
+    /// never marked it orphan; the new life's `Outstanding`, which cannot
+    /// list it, released it as if its RELEASE_LOCK were lost and the
+    /// write, never finished, was applied. Another life's request is now
+    /// an orphan, left for the verdict; the same life's is released.
+    #[test]
+    fn another_lifes_outstanding_leaves_a_staged_write_to_its_verdict() {
+        let mut n = LamportNode::new(2, &[1, 2, 3], cfg_rw());
+        let mut out = O::new();
+        let old = r(3, 1);
+        let scope = Scope::Global;
+        let lock = Body::RequestLock {
+            req: old,
+            scope: scope.clone(),
+        };
+        deliver(&mut n, 1, 3, lock, &mut out);
+        let write = Body::ServerWrite {
+            req: old,
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b("v")),
+        };
+        deliver(&mut n, 1, 4, write, &mut out);
+        let new_life = Body::Outstanding {
+            life: 1,
+            reqs: vec![],
+        };
+        deliver(&mut n, 1, 1, new_life, &mut out);
+        assert!(n.queues.is_staged(b"k"), "kept for the verdict");
+        assert_eq!(n.queues.orphans_of(1).len(), 1);
+        assert_eq!(n.value(b"k"), None);
+        let resolve = Body::Resolve {
+            req: old,
+            scope: Scope::Global,
+            commit: false,
+        };
+        deliver(&mut n, 1, 2, resolve, &mut out);
+        assert!(n.queues.is_empty() && n.value(b"k").is_none(), "aborted");
+        // The same life's Outstanding not listing it: its release was lost.
+        let lock = Body::RequestLock { req: old, scope };
+        deliver(&mut n, 1, 3, lock, &mut out);
+        let write = Body::ServerWrite {
+            req: old,
+            scope: Scope::Global,
+            key: b("k"),
+            value: Some(b("v")),
+        };
+        deliver(&mut n, 1, 4, write, &mut out);
+        let same = Body::Outstanding {
+            life: 0,
+            reqs: vec![],
+        };
+        deliver(&mut n, 1, 5, same, &mut out);
+        assert!(n.queues.is_empty());
+        assert_eq!(n.value(b"k"), Some(b("v")));
+    }
+
+    /// A request of another life is another request, though its clock
+    /// and node are the same (a restarted server's clock starts at 0).
+    #[test]
+    fn requests_of_two_lives_differ_and_so_do_their_versions() {
+        let (a, b) = (r(3, 1), ReqId { life: 1, ..r(3, 1) });
+        assert!(a != b && a < b);
+        assert!(a.tag() < b.tag() && r(3, 1).tag() < r(3, 2).tag());
+        assert!(
+            ReqId { life: 9, ..r(3, 1) }.tag() < r(3, 2).tag(),
+            "node first"
+        );
+    }
+
     fn cfg_rw() -> Config {
         Config {
             read_wait: true,
@@ -710,8 +829,9 @@ mod tests {
     }
 
     /// A peer recovering at the same time lost its state too: its answer
-    /// counts but gives nothing. With every peer recovering the store is
-    /// empty (all N lost it: nothing is persisted).
+    /// counts but gives nothing. With every peer recovering nobody could
+    /// give the state: ask again (each tick) until one holds it (sim seed
+    /// 566: ending there served, and counted as a holder, with nothing).
     #[test]
     fn a_recovering_peer_answers_with_nothing() {
         let mut n = LamportNode::new(1, &[1, 2], Config::default()).recovering();
@@ -739,7 +859,25 @@ mod tests {
             },
             &mut out,
         );
-        assert!(!n.is_recovering() && n.value(b"k").is_none());
+        assert!(n.is_recovering(), "nobody with the state answered");
+        assert!(n.value(b"k").is_none(), "a recovering peer's store is junk");
+        assert_eq!(n.counters.sourceless_rounds, 1);
+        out.drain();
+        n.on_timer(T0, Timer::Tick, &mut out);
+        assert!(
+            sent(&mut out).contains(&(2, Body::SyncRequest)),
+            "asked again"
+        );
+        let good = vec![(b("k"), tag(3, 2), Some(b("good")))];
+        let reply = Body::SyncReply {
+            staged: vec![],
+            unwritten: vec![],
+            entries: good,
+            recovering: false,
+        };
+        deliver(&mut n, 2, 5, reply, &mut out);
+        assert!(!n.is_recovering());
+        assert_eq!(n.value(b"k"), Some(b("good")));
         // A lone server has nobody to ask.
         let mut solo = LamportNode::new(1, &[1], Config::default()).recovering();
         solo.on_start(T0, &mut out);
@@ -773,6 +911,7 @@ mod tests {
         );
         let s = sent(&mut out);
         let mine = Body::Outstanding {
+            life: 0,
             reqs: vec![(r(3, 2), Scope::Global)],
         };
         assert_eq!(s[0], (1, mine));
@@ -893,7 +1032,11 @@ mod poll_tests {
     fn a_peer_awaited_for_a_whole_tick_is_polled_and_its_stale_request_goes() {
         let mut n = LamportNode::new(2, &[1, 2], Config::default());
         let mut out = O::new();
-        let stale = ReqId { ts: 1, node: 1 };
+        let stale = ReqId {
+            ts: 1,
+            node: 1,
+            life: 0,
+        };
         let scope = Scope::Global;
         let lock = Body::RequestLock { req: stale, scope };
         deliver(&mut n, 1, 1, lock, &mut out);
@@ -906,7 +1049,16 @@ mod poll_tests {
         assert!(s.contains(&(1, Body::Poll)), "{s:?}");
         assert!(matches!(s[0], (1, Body::Outstanding { .. })), "{s:?}");
         assert!(!n.holds_lock());
-        deliver(&mut n, 1, 9, Body::Outstanding { reqs: vec![] }, &mut out);
+        deliver(
+            &mut n,
+            1,
+            9,
+            Body::Outstanding {
+                life: 0,
+                reqs: vec![],
+            },
+            &mut out,
+        );
         assert!(n.holds_lock(), "the stale request left the head");
         // And a polled server answers with its own resync.
         out.drain();

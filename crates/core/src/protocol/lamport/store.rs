@@ -3,13 +3,15 @@
 use super::msg::Entry;
 use crate::types::Tag;
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One server's copy. Deletes keep a tombstone (`None`) with its version,
 /// so that a recovery merge cannot resurrect a deleted value.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Store {
     map: BTreeMap<Bytes, (Tag, Option<Bytes>)>,
+    /// Keys whose version came by a merge, not by a write at its turn.
+    merged: BTreeSet<Bytes>,
 }
 
 impl Store {
@@ -19,12 +21,18 @@ impl Store {
     pub fn tag(&self, key: &[u8]) -> Tag {
         self.map.get(key).map(|(t, _)| *t).unwrap_or(Tag::ZERO)
     }
-    /// Apply a write in lock order, unconditionally (the seed's rule: the
-    /// lock orders writes, so no version check is needed — and none hides
-    /// a broken lock). Returns false if the stored version was newer, which
-    /// a correct run never sees (counted as an invariant breach).
+    /// Whether a merge brought a version of `key` newer than `tag`: a
+    /// write made before it, whose turn comes now, is stale.
+    pub fn merged_newer(&self, key: &[u8], tag: Tag) -> bool {
+        self.merged.contains(key) && self.tag(key) > tag
+    }
+    /// Apply a write at its turn in lock order, unconditionally (the
+    /// seed's rule: the lock orders writes, and a version check would hide
+    /// a broken lock). Returns false if the stored version was newer,
+    /// which a correct run never sees (counted as an invariant breach).
     pub fn apply(&mut self, key: Bytes, tag: Tag, value: Option<Bytes>) -> bool {
         let in_order = tag >= self.tag(&key);
+        self.merged.remove(&key);
         self.map.insert(key, (tag, value));
         in_order
     }
@@ -32,6 +40,7 @@ impl Store {
     pub fn merge(&mut self, entries: Vec<Entry>) {
         for (key, tag, value) in entries {
             if tag > self.tag(&key) {
+                self.merged.insert(key.clone());
                 self.map.insert(key, (tag, value));
             }
         }

@@ -17,6 +17,10 @@ pub enum Bug {
     /// A put with a WRITE_DENIED is answered as a definite failure, though
     /// the replicas that acknowledged hold the value.
     DeniedWriteIsFailure,
+    /// A coordinator ignores a replica going down: an operation holding its
+    /// lock waits for its reply until the op timeout (the former rule; a
+    /// stall of one op timeout after a replica is killed, not a safety bug).
+    WaitForDownReplica,
 }
 
 impl Bug {
@@ -25,6 +29,7 @@ impl Bug {
         Bug::MinorityQuorum,
         Bug::NoUnlockAfterFailure,
         Bug::DeniedWriteIsFailure,
+        Bug::WaitForDownReplica,
     ];
 }
 
@@ -38,6 +43,7 @@ impl InjectedBugs for Bug {
             Bug::MinorityQuorum => "lease-lock-minority-quorum",
             Bug::NoUnlockAfterFailure => "lease-lock-no-unlock-after-failure",
             Bug::DeniedWriteIsFailure => "lease-lock-denied-write-is-failure",
+            Bug::WaitForDownReplica => "lease-lock-wait-for-down-replica",
         }
     }
     fn about(self) -> &'static str {
@@ -49,6 +55,9 @@ impl InjectedBugs for Bug {
             }
             Bug::DeniedWriteIsFailure => {
                 "a put with a WRITE_DENIED reports a definite failure (shows with a short lease)"
+            }
+            Bug::WaitForDownReplica => {
+                "ignore a replica going down: ops holding its lock wait for the op timeout (a stall)"
             }
         }
     }

@@ -3,7 +3,7 @@
 //! read and write phases under the locks are in `phases.rs`.
 
 use super::{Bug, Counters, LockId, Msg, Timer};
-use crate::protocol::{Out, Protocol};
+use crate::protocol::{LinkEvent, Out, Protocol};
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
 use crate::rng::SplitMix64;
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
@@ -364,6 +364,54 @@ impl Coordinator {
         }
     }
 
+    /// Replica `n`'s link went down (it crashed, or is paused or cut off):
+    /// an operation that counts on its lock would wait for its READ reply
+    /// or WRITE ack until the op timeout, holding its other locks, so its
+    /// key stays blocked that long (a SIGKILLed replica stalled every
+    /// key whose lock it held for a whole op timeout). Before any WRITE
+    /// nothing happened: release the locks and start a new round at once
+    /// (it needs Q grants of the others); a lock round stops counting on
+    /// `n`. A write already sent cannot be taken back: it runs to its
+    /// deadline (outcome unknown), as before.
+    pub fn on_down(&mut self, now: Time, n: NodeId, out: &mut Out<Msg, Timer>) {
+        if self.bug == Some(Bug::WaitForDownReplica) || n >= 64 {
+            return;
+        }
+        let bit = 1u64 << n;
+        let rounds: Vec<u64> = self.pending.keys().copied().collect();
+        for round in rounds {
+            let p = self.pending.get_mut(&round).expect("listed");
+            let relock = matches!(p.phase, Phase::Locking { .. } | Phase::Reading { .. })
+                && p.phase.locked() & bit != 0;
+            if let Phase::Locking { grants, denied } = &mut p.phase {
+                if !relock && *denied & bit == 0 {
+                    *denied |= bit;
+                    grants.lose(n);
+                    if !grants.still_possible() {
+                        self.lock_round_failed(now, round, out);
+                    }
+                    continue;
+                }
+            }
+            if !relock {
+                continue;
+            }
+            self.counters.relocks += 1;
+            let lock = self.lock_id(round);
+            let mut p = self.pending.remove(&round).expect("listed");
+            let key = p.key.clone();
+            self.send_to(p.phase.locked(), &Msg::Unlock { lock, key }, out);
+            p.phase = Phase::Backoff;
+            if now < p.lock_deadline {
+                self.lock_round(now, p, out);
+            } else {
+                self.pending.insert(round, p);
+                let e = OpError::refused(format!("replica {n} went down, no time to relock"));
+                self.finish(round, Response::Failed(e), out);
+            }
+        }
+    }
+
     /// Answer the client: release the locks the operation holds, count it.
     pub(super) fn finish(&mut self, round: u64, resp: Response, out: &mut Out<Msg, Timer>) {
         let p = self.pending.remove(&round).expect("present");
@@ -519,6 +567,11 @@ impl Protocol for Coordinator {
     }
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         self.timer(now, timer, out);
+    }
+    fn on_link(&mut self, now: Time, ev: LinkEvent, out: &mut Out<Msg, Timer>) {
+        if let LinkEvent::Down(Peer::Node(n)) = ev {
+            self.on_down(now, n, out);
+        }
     }
     fn status(&self) -> String {
         Coordinator::status(self)
@@ -893,6 +946,51 @@ mod tests {
             vec![Response::Failed(OpError::Timeout { got: 1, need: 2 })]
         );
         assert_eq!(c.unknown, 1);
+    }
+
+    /// A SIGKILLed replica whose lock an operation held stalled its key
+    /// for a whole op timeout (the op waited for its READ reply, holding
+    /// the other lock). On its link going down the op releases its locks
+    /// and locks anew at once; a round only stops counting on a replica
+    /// that had not granted; a write already sent is left to its deadline.
+    #[test]
+    fn a_replica_going_down_makes_an_op_holding_its_lock_lock_anew() {
+        for bug in [None, Some(Bug::WaitForDownReplica)] {
+            let mut c = coord(3).with_bug(bug);
+            let mut out = O::new();
+            let l = locked(&mut c, put(b"v"), &[1, 3], &mut out);
+            out.drain();
+            c.on_down(T0, 3, &mut out);
+            let s = sends(&mut out);
+            if bug.is_some() {
+                assert!(s.is_empty() && c.counters.relocks == 0);
+                continue;
+            }
+            assert!(s.contains(&(Peer::Node(1), unlock_of(l))), "{s:?}");
+            assert!(s.contains(&(Peer::Node(3), unlock_of(l))), "{s:?}");
+            let next = (s.iter())
+                .filter_map(|(to, m)| match m {
+                    Msg::LockReq { lock, .. } => Some((*to, *lock)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>();
+            assert_eq!(next.len(), 3, "a new round asks all: {s:?}");
+            assert!(next.iter().all(|(_, lock)| lock.round != l.round));
+            assert_eq!(c.counters.relocks, 1);
+            // The new round: 3 is down; 1 and 2 grant and the op goes on.
+            let l2 = next[0].1;
+            c.on_down(T0, 3, &mut out);
+            assert!(sends(&mut out).is_empty(), "not counted on: nothing to do");
+            for n in [1, 2] {
+                let g = Msg::LockGranted {
+                    lock: l2,
+                    key: key(),
+                };
+                c.handle(T0, Peer::Node(n), g, &mut out);
+            }
+            let s = sends(&mut out);
+            assert!(s.iter().all(|(_, m)| matches!(m, Msg::Read { .. })) && s.len() == 2);
+        }
     }
 
     #[test]

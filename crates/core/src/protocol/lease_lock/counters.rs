@@ -23,6 +23,9 @@ pub struct Counters {
     pub duplicate_replies: u64,
     /// Coordinator: lock rounds retried after backoff.
     pub retries: u64,
+    /// Coordinator: operations that released their locks and locked anew
+    /// because a replica whose lock they held went down.
+    pub relocks: u64,
     /// Retry timers for operations that had already finished.
     pub stale_timers: u64,
     /// Messages that reached the wrong role (e.g. a reply at a bare replica).

@@ -153,10 +153,14 @@ impl Protocol for LeaseNode {
             Timer::Tick | Timer::Retry { .. } => self.coord.timer(now, timer, out),
         }
     }
-    fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Msg, Timer>) {
-        // Locks end by UNLOCK or by their lease (the seed's design): a
-        // vanished client's locks block their keys for one lease. Lost
-        // messages are re-sent by the coordinator's tick.
+    fn on_link(&mut self, now: Time, ev: LinkEvent, out: &mut Out<Msg, Timer>) {
+        // The replica role: locks end by UNLOCK or by their lease (the
+        // seed's design): a vanished client's locks block their keys for
+        // one lease. Lost messages are re-sent by the coordinator's tick.
+        // The coordinator role stops counting on a replica that is down.
+        if let LinkEvent::Down(Peer::Node(n)) = ev {
+            self.coord.on_down(now, n, out);
+        }
     }
     fn restore(&mut self, rec: Record) {
         self.replica.restore(rec);
