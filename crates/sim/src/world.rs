@@ -1053,6 +1053,12 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             self.dispatch(ev);
         };
         self.stats.virtual_us = self.now;
+        // Where each node ended (a stuck run's trace says why).
+        for i in 0..self.nodes.len() {
+            let status = self.nodes[i].core.as_ref().map(|c| c.status());
+            let status = status.unwrap_or_else(|| "crashed".into());
+            trace!(self, "END n{} {status}", i + 1);
+        }
         let end = match (end, self.stuck.take()) {
             (RunEnd::Finished, Some(why)) => RunEnd::Stuck(why),
             (end, _) => end,

@@ -535,7 +535,12 @@ impl Protocol for RingNode {
     fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut O) {
         match (from, msg) {
             (Peer::Conn(_), _) => self.counters.misrouted += 1,
-            (Peer::Node(_), Msg::Join { node, writer }) => self.on_join(node, writer, out),
+            (Peer::Node(j), Msg::Join { node, writer }) => {
+                if j == node {
+                    self.join_from_life(node, writer, out);
+                }
+                self.on_join(node, writer, out)
+            }
             (Peer::Node(j), Msg::Welcome(s)) => self.on_welcome(j, *s, out),
             (Peer::Node(_), Msg::ViewChange { view, node, writer }) => {
                 self.on_view_change(view, node, writer, out)
@@ -598,14 +603,24 @@ impl Protocol for RingNode {
     fn status(&self) -> String {
         let pending: usize = self.regs.values().map(|r| r.pending.len()).sum();
         format!(
-            "ring next={} view={}:{:?} keys={} pending={pending} queued={}+{} own={}",
+            "ring out={} ann={} next={} view={}:{:?} keys={} pending={pending} queued={}+{}+{} own={} \
+             writer={} lives={:?} down={:?} held={:?} joining={:?} stash={:?}",
+            self.outside,
+            self.announcing,
             self.next,
             self.view,
             self.alive,
             self.regs.len(),
             self.queues.writes.len(),
             self.queues.forward.len(),
+            self.queues.ready.len(),
             self.own.len(),
+            self.writer,
+            self.lives,
+            self.link_down,
+            self.held,
+            self.joining,
+            self.stash,
         )
     }
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {

@@ -47,6 +47,21 @@ impl RingNode {
         }
     }
 
+    /// A `Join` straight from `node`: its life `writer` runs now (a crash
+    /// closes the old life's links, and what was in flight on them), so a
+    /// different life of `node` that this view counts in crashed. A server
+    /// outside when it crashed saw its `Down`, then the new life's `Up`,
+    /// and may install a snapshot that still counts it in (seed 5 at
+    /// N = 5: the new life's `Join` was dropped as a copy for ever, and
+    /// the joins held behind it stalled the ring). A forwarded `Join` may
+    /// be a stale one of an older life: it proves nothing.
+    pub(super) fn join_from_life(&mut self, node: NodeId, writer: u64, out: &mut O) {
+        let other_life = self.lives.get(&node) != Some(&writer);
+        if !self.outside && node != self.id && self.alive.contains(&node) && other_life {
+            self.on_crash(node, out);
+        }
+    }
+
     /// A `Join` from `node` (life `writer`), direct or forwarded.
     pub(super) fn on_join(&mut self, node: NodeId, writer: u64, out: &mut O) {
         if node == self.id {
@@ -328,5 +343,61 @@ impl RingNode {
                 Msg::ViewChange { view, node, writer },
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ring::testing::T0;
+    use crate::protocol::ring::RingConfig;
+    use crate::protocol::{Command, Protocol};
+
+    fn node(id: NodeId, n: u32) -> RingNode {
+        let cfg = RingConfig {
+            rejoin: true,
+            ..RingConfig::default()
+        };
+        RingNode::new(id, (1..=n).collect(), cfg)
+    }
+    fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
+        (out.drain())
+            .filter_map(|c| match c {
+                Command::Send { to, msg } => Some((to, msg)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_join_straight_from_a_new_life_ends_the_life_in_the_view() {
+        // Seed 5 at N = 5: 3 counts 1's old life in, never having seen it
+        // crash. A forwarded `Join` of another life may be a stale one of
+        // an older life: dropped as a copy. One from 1 itself proves that
+        // life runs: the old one crashed, and the new one is let in.
+        let mut n = node(3, 3);
+        let mut out = O::new();
+        let join = Msg::Join { node: 1, writer: 7 };
+        n.on_msg(T0, Peer::Node(2), join.clone(), &mut out);
+        assert!(n.alive.contains(&1) && n.counters.duplicates == 1);
+        assert!(sends(&mut out).is_empty());
+        n.on_msg(T0, Peer::Node(1), join, &mut out);
+        assert_eq!(n.counters.crashes_seen, 1);
+        assert_eq!(n.lives.get(&1), Some(&7));
+        assert!(n.alive.contains(&1) && n.successor_id() == 1);
+        let s = sends(&mut out);
+        assert!(
+            s.iter()
+                .any(|(to, m)| *to == Peer::Node(1) && matches!(m, Msg::Welcome(_))),
+            "{s:?}"
+        );
+        // The same life asking again is not taken for a crash.
+        n.on_msg(
+            T0,
+            Peer::Node(1),
+            Msg::Join { node: 1, writer: 7 },
+            &mut out,
+        );
+        assert_eq!(n.counters.crashes_seen, 1);
     }
 }
