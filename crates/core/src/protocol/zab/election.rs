@@ -48,7 +48,7 @@ impl ZabNode {
         }
     }
 
-    fn notification(&self) -> Msg {
+    pub(super) fn notification(&self) -> Msg {
         let (vote, state) = match &self.role {
             Role::Looking => (self.election.vote, PeerState::Looking),
             Role::Following(f) => (Some(self.vote_for(f.leader)), PeerState::Following),
@@ -106,6 +106,14 @@ impl ZabNode {
         recovering: bool,
         out: &mut O,
     ) {
+        if let Role::Following(f) = &self.role {
+            // Our leader left, or leads an epoch we are not in.
+            let gone = state != PeerState::Leading || vote.is_none_or(|v| v.cur_epoch != f.epoch);
+            let broadcasting = matches!(f.stage, FStage::Synced | FStage::Serving);
+            if f.leader == from && broadcasting && gone {
+                return self.look(out);
+            }
+        }
         if !matches!(self.role, Role::Looking) {
             // Tell a looking server who leads.
             if state == PeerState::Looking {

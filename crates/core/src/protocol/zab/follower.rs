@@ -63,7 +63,11 @@ impl ZabNode {
         let Some(f) = self.heard_leader(from) else {
             return;
         };
-        if !matches!(f.stage, FStage::Info | FStage::Epoch) {
+        if f.stage == FStage::Epoch && f.epoch == epoch {
+            // A repeat (our FOLLOWERINFO went twice): answer again.
+            return self.send_ack_epoch(from, epoch, out);
+        }
+        if f.stage != FStage::Info {
             return;
         }
         // Promise each epoch to one leader only (ACKEPOCH at most once).
@@ -74,13 +78,17 @@ impl ZabNode {
         f.stage = FStage::Epoch;
         f.epoch = epoch;
         self.persist_accepted(epoch, from, out);
+        self.send_ack_epoch(from, epoch, out);
+    }
+
+    fn send_ack_epoch(&self, to: NodeId, epoch: u64, out: &mut O) {
         let msg = Msg::AckEpoch {
             epoch,
             cur_epoch: self.current_epoch,
             summary: self.log.summary(),
             recovering: self.recovering,
         };
-        out.send(Peer::Node(from), msg);
+        out.send(Peer::Node(to), msg);
     }
 
     pub(super) fn on_new_leader(&mut self, from: NodeId, epoch: u64, sync: SyncData, out: &mut O) {

@@ -407,7 +407,8 @@ impl ZabNode {
                 f.ponged = f.ponged.max(round);
                 f.acked = f.acked.max(last);
             }
-            _ => return,
+            Some(_) => return,
+            None => return self.not_in_broadcast(from, out),
         }
         self.advance_commit(out);
         self.check_read_rounds(out);
@@ -423,13 +424,25 @@ impl ZabNode {
         out: &mut O,
     ) {
         let Some(l) = self.leading() else {
+            out.send(Peer::Node(from), Msg::Dropped { rid });
             return;
         };
         let ok = l.established && epoch == l.epoch && l.fols.get(&from).is_some_and(|f| f.counts());
         if ok {
             let p = Payload { origin, rid, op };
             self.propose(p.to_bytes(), out);
+        } else {
+            // Not proposed, and never will be: the follower may send it
+            // again once it is back in our broadcast.
+            out.send(Peer::Node(from), Msg::Dropped { rid });
+            self.not_in_broadcast(from, out);
         }
+    }
+
+    /// A server talks to us as to its leader but is not in our broadcast
+    /// (it missed our step-down or a new epoch): tell it who we are.
+    pub(super) fn not_in_broadcast(&mut self, from: NodeId, out: &mut O) {
+        out.send(Peer::Node(from), self.notification());
     }
 
     /// Send a heartbeat (and read-index) round to every follower.

@@ -126,6 +126,8 @@ pub enum Msg {
         rid: u64,
         op: Bytes,
     },
+    /// L → F: a forwarded request was not proposed (not in our broadcast).
+    Dropped { rid: u64 },
     /// F → L: confirm leadership for a read (read index).
     ReadIndex { epoch: u64, rid: u64 },
     /// L → F: leadership confirmed; serve the read once applied `index`.

@@ -74,9 +74,10 @@ pub struct Waiter {
     pub client: ClientRef,
     pub deadline: Time,
     pub op: Bytes,
-    /// Handed to a leader (ours or a follower's): from then on, a failure
-    /// is an unknown outcome.
-    pub sent: bool,
+    /// The leader it was handed to (us, or the leader we forwarded it to):
+    /// from then on its outcome is unknown until delivered here, or until
+    /// that server says it dropped it unproposed.
+    pub sent: Option<NodeId>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -276,21 +277,12 @@ impl ZabNode {
         self.counters.snapshots += 1;
     }
 
-    /// Leave the current role: requests handed to a leader get an unknown
-    /// outcome (never retried silently), reads in flight are refused.
+    /// Leave the current role. Writes handed to a leader stay: the next
+    /// leader's history may hold them (they are then delivered and
+    /// answered here), else they end `Unknown` at their deadline; never
+    /// sent again unless the leader said it dropped them. Reads in flight
+    /// are refused.
     pub(super) fn abandon(&mut self, out: &mut O) {
-        let sent: Vec<u64> = (self.writes.iter())
-            .filter(|(_, w)| w.sent)
-            .map(|(&r, _)| r)
-            .collect();
-        for rid in sent {
-            let w = self.writes.remove(&rid).expect("listed");
-            self.counters.unknown += 1;
-            out.reply(
-                w.client,
-                Response::Failed(OpError::unknown("leader lost before delivery")),
-            );
-        }
         self.fail_sent_reads(out);
     }
 
@@ -312,7 +304,7 @@ impl ZabNode {
             client,
             deadline,
             op: op.to_bytes(),
-            sent: false,
+            sent: None,
         };
         self.writes.insert(rid, w);
         self.send_write(rid, out);
@@ -321,7 +313,7 @@ impl ZabNode {
     /// Hand write `rid` to the leader if one serves: propose it (we lead)
     /// or forward it (we follow). Otherwise it waits for one.
     pub(super) fn send_write(&mut self, rid: u64, out: &mut O) {
-        let Some(w) = self.writes.get(&rid) else {
+        let Some(w) = self.writes.get(&rid).filter(|w| w.sent.is_none()) else {
             return;
         };
         let payload = Payload {
@@ -331,7 +323,7 @@ impl ZabNode {
         };
         match &self.role {
             Role::Leading(l) if l.established => {
-                self.writes.get_mut(&rid).expect("got").sent = true;
+                self.writes.get_mut(&rid).expect("got").sent = Some(self.id);
                 self.propose(payload.to_bytes(), out);
             }
             Role::Following(f) if f.stage == FStage::Serving => {
@@ -341,17 +333,26 @@ impl ZabNode {
                     rid,
                     op: payload.op,
                 };
-                out.send(Peer::Node(f.leader), msg);
-                self.writes.get_mut(&rid).expect("got").sent = true;
+                let to = f.leader;
+                out.send(Peer::Node(to), msg);
+                self.writes.get_mut(&rid).expect("got").sent = Some(to);
             }
             _ => {}
+        }
+    }
+
+    /// Our leader did not propose write `rid`: it waits for a leader again.
+    fn on_dropped(&mut self, from: NodeId, rid: u64, out: &mut O) {
+        if let Some(w) = self.writes.get_mut(&rid).filter(|w| w.sent == Some(from)) {
+            w.sent = None;
+            self.send_write(rid, out);
         }
     }
 
     /// A leader now serves: send what waited for one.
     pub(super) fn flush_waiting(&mut self, out: &mut O) {
         let waiting: Vec<u64> = (self.writes.iter())
-            .filter(|(_, w)| !w.sent)
+            .filter(|(_, w)| w.sent.is_none())
             .map(|(&r, _)| r)
             .collect();
         for rid in waiting {
@@ -370,7 +371,7 @@ impl ZabNode {
             .collect();
         for rid in late {
             let w = self.writes.remove(&rid).expect("listed");
-            let err = if w.sent {
+            let err = if w.sent.is_some() {
                 self.counters.unknown += 1;
                 OpError::unknown("not delivered within the op timeout")
             } else {
@@ -449,6 +450,7 @@ impl ZabNode {
                 rid,
                 op,
             } => self.on_forward(from, epoch, origin, rid, op, out),
+            Msg::Dropped { rid } => self.on_dropped(from, rid, out),
             Msg::ReadIndex { epoch, rid } => self.on_read_index(from, epoch, rid, out),
             Msg::ReadIndexOk { epoch, rid, index } => {
                 self.on_read_index_ok(from, epoch, rid, index, out)

@@ -137,7 +137,8 @@ impl ZabNode {
     pub(super) fn on_read_index(&mut self, from: NodeId, epoch: u64, rid: u64, out: &mut O) {
         match self.leading() {
             Some(l) if l.established && l.epoch == epoch => {}
-            _ => return,
+            Some(_) => return self.not_in_broadcast(from, out),
+            None => return,
         }
         self.read_at_leader(Asker::Follower(from, rid), out);
     }

@@ -124,7 +124,9 @@ fn a_follower_behind_the_snapshot_gets_snap_and_restarts_from_it() {
 
 #[test]
 fn a_leader_without_a_quorum_steps_down_and_its_requests_are_unknown() {
-    let mut c = Cluster::new(3, cfg());
+    let mut cfg = cfg();
+    cfg.op_timeout = std::time::Duration::from_millis(300);
+    let mut c = Cluster::new(3, cfg);
     let l = c.settle();
     let others: Vec<u32> = (1..=3).filter(|&n| n != l).collect();
     for &f in &others {
@@ -135,13 +137,18 @@ fn a_leader_without_a_quorum_steps_down_and_its_requests_are_unknown() {
         c.tick();
     }
     assert_eq!(c.node(l).leader(), None, "stepped down");
+    // Its proposal may yet be committed by a later leader: no answer
+    // until the op timeout, then an unknown outcome.
+    assert!(c.replies.is_empty());
+    for _ in 0..12 {
+        c.tick();
+    }
     let (_, _, resp) = c.replies.iter().find(|(_, cl, _)| *cl == client).unwrap();
     assert!(
         matches!(resp, Response::Failed(e) if !e.is_definite()),
         "{resp:?}"
     );
     // Without a leader a write is refused at the op timeout: definite.
-    let mut cfg = cfg();
     cfg.op_timeout = std::time::Duration::from_millis(50);
     let mut lone = Cluster::new(3, cfg);
     lone.crash(1);
