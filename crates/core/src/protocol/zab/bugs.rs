@@ -10,17 +10,19 @@ pub enum InjectedBug {
     /// itself, without a quorum's ACKs: the crash-tolerance invariant
     /// (seed 003 lines 683-691) broken.
     DeliverBeforeQuorum,
-    /// Epochs are never written to disk (a restarted server takes them
-    /// from its last log entry), and a follower accepts a NEWEPOCH equal to
-    /// the one it promised another leader: one epoch, two leaders, two
-    /// different proposals with the same zxid.
+    /// The new epoch is the highest promised one, not one above it, and a
+    /// follower accepts a NEWEPOCH equal to the epoch it promised another
+    /// leader: one epoch, two leaders, two different proposals with the
+    /// same zxid (which log matching then takes for the same).
     ReuseEpoch,
     /// Votes compare server ids only, and the new leader does not check
     /// that its history is the newest of its quorum: a leader with a stale
     /// log, whose synchronisation erases committed proposals.
     StaleLogLeader,
     /// A follower ignores TRUNC: a divergent suffix from an old epoch
-    /// stays in its log after synchronisation.
+    /// stays in its log after synchronisation, and it takes the new
+    /// leader's proposals at those indexes for ones it holds (ACKs them,
+    /// keeps its own): it delivers the old suffix.
     SkipTrunc,
 }
 
@@ -51,12 +53,14 @@ impl InjectedBugs for InjectedBug {
                 "commit a proposal once the leader logged it, before a quorum did"
             }
             InjectedBug::ReuseEpoch => {
-                "epochs not persisted and promised twice: two leaders share an epoch"
+                "new epoch = highest promised, promised twice: two leaders share an epoch"
             }
             InjectedBug::StaleLogLeader => {
                 "elect by server id alone, no history check: a leader with a stale log"
             }
-            InjectedBug::SkipTrunc => "a follower ignores TRUNC and keeps a divergent suffix",
+            InjectedBug::SkipTrunc => {
+                "a follower ignores TRUNC, keeps a divergent suffix and delivers it"
+            }
         }
     }
 }

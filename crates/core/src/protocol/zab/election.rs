@@ -9,7 +9,7 @@ use super::msg::{Msg, PeerState, Timer, Vote};
 use super::node::{Role, ZabNode, O};
 use super::InjectedBug;
 use crate::types::{NodeId, Peer};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Debug, Default)]
 pub struct Election {
@@ -20,6 +20,9 @@ pub struct Election {
     pub received: BTreeMap<NodeId, Vote>,
     /// The finalize timer is pending (re-arming it would postpone it).
     pub armed: bool,
+    /// Servers that already follow us (their notification or FOLLOWERINFO
+    /// said so) while we still look: with a quorum of them, we lead.
+    pub followers: BTreeSet<NodeId>,
 }
 
 impl ZabNode {
@@ -39,6 +42,18 @@ impl ZabNode {
             return a.leader > b.leader;
         }
         a.key() > b.key()
+    }
+
+    /// Whether a history `(cur_epoch, last)` is at least ours.
+    fn not_behind(&self, v: &Vote) -> bool {
+        match self.own_vote() {
+            Some(me) => self.not_behind_of(v, &me),
+            None => true,
+        }
+    }
+
+    fn not_behind_of(&self, a: &Vote, b: &Vote) -> bool {
+        self.has_bug(InjectedBug::StaleLogLeader) || (a.cur_epoch, a.last) >= (b.cur_epoch, b.last)
     }
 
     fn best(&self, a: Option<Vote>, b: Option<Vote>) -> Option<Vote> {
@@ -81,6 +96,7 @@ impl ZabNode {
         self.election.round += 1;
         self.election.vote = self.own_vote();
         self.election.received.clear();
+        self.election.followers.clear();
         self.record_own_vote();
         self.broadcast_notification(out);
         self.check_election(out);
@@ -122,11 +138,27 @@ impl ZabNode {
             return;
         }
         match state {
-            PeerState::Leading => return self.follow(from, out),
+            // Join a leader unless our history is newer (it would only
+            // abdicate when it sees ours).
+            PeerState::Leading => {
+                if vote.is_some_and(|v| self.not_behind(&v)) {
+                    self.follow(from, out);
+                }
+                return;
+            }
             PeerState::Following => {
-                // Ask its leader directly; it answers if it still leads.
-                if let Some(v) = vote.filter(|v| v.leader != self.id) {
-                    out.send(Peer::Node(v.leader), self.notification());
+                match vote {
+                    // It follows us, who still look (the others decided
+                    // first): with a quorum of them we lead.
+                    Some(v) if v.leader == self.id => {
+                        let mine = self.own_vote();
+                        if !recovering && mine.is_some_and(|me| self.not_behind_of(&me, &v)) {
+                            self.followed_by(from, out);
+                        }
+                    }
+                    // Ask its leader directly; it answers if it leads.
+                    Some(v) => out.send(Peer::Node(v.leader), self.notification()),
+                    None => {}
                 }
                 return;
             }
@@ -155,6 +187,17 @@ impl ZabNode {
             }
         }
         self.check_election(out);
+    }
+
+    /// `from` follows us while we look (a notification, a FOLLOWERINFO).
+    pub(super) fn followed_by(&mut self, from: NodeId, out: &mut O) {
+        if !matches!(self.role, Role::Looking) || self.recovering {
+            return;
+        }
+        self.election.followers.insert(from);
+        if self.election.followers.len() + 1 >= self.quorum() {
+            self.lead(out);
+        }
     }
 
     fn record_own_vote(&mut self) {

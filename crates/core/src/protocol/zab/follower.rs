@@ -135,7 +135,7 @@ impl ZabNode {
     }
 
     pub(super) fn on_proposal(&mut self, from: NodeId, epoch: u64, e: LogEntry, out: &mut O) {
-        let (last, commit) = (self.log.last(), self.commit);
+        let last = self.log.last();
         let skip_trunc = self.has_bug(InjectedBug::SkipTrunc);
         let Some(f) = self.heard_leader(from) else {
             return;
@@ -143,12 +143,16 @@ impl ZabNode {
         if !matches!(f.stage, FStage::Synced | FStage::Serving) || f.epoch != epoch {
             return;
         }
+        let index = e.index;
+        if skip_trunc && index <= last {
+            // The bug: "already logged" (the untruncated suffix), ACK it.
+            out.send(Peer::Node(from), Msg::Ack { epoch, index });
+            return;
+        }
         // FIFO: proposals come in order, right after the history.
-        let in_order = e.index == last + 1 || (skip_trunc && e.index > commit && e.index <= last);
-        if !in_order {
+        if index != last + 1 {
             return self.look(out);
         }
-        let index = e.index;
         self.persist_entry(index, e.epoch, e.data, out);
         out.send(Peer::Node(from), Msg::Ack { epoch, index });
     }

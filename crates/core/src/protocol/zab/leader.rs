@@ -123,13 +123,15 @@ impl ZabNode {
             // Someone promised a newer epoch: ours is obsolete.
             return self.look(out);
         }
+        let epoch = l.epoch;
         if l.fols
             .get(&from)
             .is_some_and(|f| f.stage == Stage::EpochSent)
         {
-            return; // a repeat sent before our NEWEPOCH reached it
+            // A repeat: our NEWEPOCH may have died with a connection.
+            out.send(Peer::Node(from), Msg::NewEpoch { epoch });
+            return;
         }
-        let epoch = l.epoch;
         let fol = self.fresh_fol(Stage::EpochSent, recovering);
         self.leading().expect("leading").fols.insert(from, fol);
         out.send(Peer::Node(from), Msg::NewEpoch { epoch });
@@ -140,6 +142,7 @@ impl ZabNode {
     pub(super) fn check_discovery(&mut self, out: &mut O) {
         let q = self.quorum();
         let own = self.accepted.0;
+        let reuse = self.has_bug(InjectedBug::ReuseEpoch);
         let l = self.leading().expect("leading");
         if l.epoch != 0 {
             return;
@@ -156,7 +159,7 @@ impl ZabNode {
                 _ => None,
             })
             .fold(own, u64::max);
-        let epoch = max + 1;
+        let epoch = if reuse { max.max(1) } else { max + 1 };
         l.epoch = epoch;
         let ids: Vec<NodeId> = l.fols.keys().copied().collect();
         for f in l.fols.values_mut() {

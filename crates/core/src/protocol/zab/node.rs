@@ -525,8 +525,7 @@ impl Protocol for ZabNode {
         if self.has_bug(InjectedBug::ReuseEpoch) {
             // Epochs were never written: take them from the log.
             let e = self.log.last_zxid().epoch;
-            self.accepted = (e, 0);
-            self.current_epoch = e;
+            (self.accepted, self.current_epoch) = ((e, 0), e);
         }
     }
     fn role(&self) -> &'static str {
