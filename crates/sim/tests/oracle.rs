@@ -78,3 +78,17 @@ fn blocking_fixed_sweep() {
         run(&cfg, range);
     }
 }
+
+/// Zab with every fault: durable logs (every node may crash at once) and
+/// memory mode (servers that lost their state recover through a leader).
+#[test]
+fn zab_fixed_sweep() {
+    for (durability, range) in [(Durability::Fsync, "0..150"), (Durability::Memory, "0..60")] {
+        let cfg = SimConfig {
+            protocol: "zab".into(),
+            durability: Some(durability),
+            ..SimConfig::default()
+        };
+        run(&cfg, range);
+    }
+}

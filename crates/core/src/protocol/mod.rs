@@ -43,6 +43,7 @@ pub mod lease_lock;
 pub mod options;
 pub mod registry;
 pub mod ring;
+pub mod zab;
 
 pub use options::{NoOptions, OptSpec, ProtocolOptions};
 pub use registry::{

@@ -409,6 +409,7 @@ registry! {
     super::ring::Ring,
     super::lease_lock::LeaseLock,
     super::lamport::Lamport,
+    super::zab::Zab,
 }
 
 #[cfg(test)]

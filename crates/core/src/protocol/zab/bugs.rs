@@ -1,0 +1,85 @@
+//! Deliberate bugs, a testing aid for the simulator and the checker.
+
+use crate::protocol::registry::InjectedBugs;
+
+/// Deliberate bugs for the simulator's self-test (`quorumkv sim --bug`).
+/// Never enabled otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InjectedBug {
+    /// The leader commits (and delivers) a proposal as soon as it logged it
+    /// itself, without a quorum's ACKs: the crash-tolerance invariant
+    /// (seed 003 lines 683-691) broken.
+    DeliverBeforeQuorum,
+    /// The new epoch is the highest promised one, not one above it, and a
+    /// follower accepts a NEWEPOCH equal to the epoch it promised another
+    /// leader: one epoch, two leaders, two different proposals with the
+    /// same zxid (which log matching then takes for the same).
+    ReuseEpoch,
+    /// Votes compare server ids only, and the new leader does not check
+    /// that its history is the newest of its quorum: a leader with a stale
+    /// log, whose synchronisation erases committed proposals.
+    StaleLogLeader,
+    /// A follower ignores TRUNC: a divergent suffix from an old epoch
+    /// stays in its log after synchronisation, and it takes the new
+    /// leader's proposals at those indexes for ones it holds (ACKs them,
+    /// keeps its own): it delivers the old suffix.
+    SkipTrunc,
+}
+
+impl InjectedBug {
+    pub const ALL: &'static [InjectedBug] = &[
+        InjectedBug::DeliverBeforeQuorum,
+        InjectedBug::ReuseEpoch,
+        InjectedBug::StaleLogLeader,
+        InjectedBug::SkipTrunc,
+    ];
+}
+
+impl InjectedBugs for InjectedBug {
+    fn all() -> &'static [Self] {
+        InjectedBug::ALL
+    }
+    fn name(self) -> &'static str {
+        match self {
+            InjectedBug::DeliverBeforeQuorum => "zab-deliver-before-quorum",
+            InjectedBug::ReuseEpoch => "zab-reuse-epoch",
+            InjectedBug::StaleLogLeader => "zab-stale-log-leader",
+            InjectedBug::SkipTrunc => "zab-skip-trunc",
+        }
+    }
+    fn about(self) -> &'static str {
+        match self {
+            InjectedBug::DeliverBeforeQuorum => {
+                "commit a proposal once the leader logged it, before a quorum did"
+            }
+            InjectedBug::ReuseEpoch => {
+                "new epoch = highest promised, promised twice: two leaders share an epoch"
+            }
+            InjectedBug::StaleLogLeader => {
+                "elect by server id alone, no history check: a leader with a stale log"
+            }
+            InjectedBug::SkipTrunc => {
+                "a follower ignores TRUNC, keeps a divergent suffix and delivers it"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn injected_bugs_have_distinct_prefixed_names_and_descriptions() {
+        let names: HashSet<_> = InjectedBug::ALL.iter().map(|b| b.name()).collect();
+        assert_eq!(names.len(), InjectedBug::ALL.len());
+        assert!(names.iter().all(|n| n.starts_with("zab-")));
+        let about: HashSet<_> = InjectedBug::ALL.iter().map(|b| b.about()).collect();
+        assert_eq!(about.len(), InjectedBug::ALL.len());
+        assert_eq!(
+            InjectedBug::find("zab-skip-trunc"),
+            Some(InjectedBug::SkipTrunc)
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! The registration: how drivers build a server, its options, its
+//! assumptions. (Registered by one line in `registry!`.)
+
+use super::node::{Config, ReadMode, ZabNode};
+use super::{InjectedBug, Msg};
+use crate::protocol::options::{format_duration, parse_duration};
+use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
+use crate::protocol::{OptSpec, ProtocolOptions, Timing};
+use crate::quorum::minority;
+use std::time::Duration;
+
+/// Zab as the registry knows it: servers only (clients go through one).
+#[derive(Debug)]
+pub struct Zab;
+
+/// Zab's options (`--opt read=local`, `[options]` in a cluster file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZabOptions {
+    pub read: ReadMode,
+    pub tick: Duration,
+    pub sync_limit: Duration,
+    pub init_limit: Duration,
+    pub snapshot_every: u64,
+}
+
+impl Default for ZabOptions {
+    fn default() -> Self {
+        let c = Config::default();
+        ZabOptions {
+            read: c.read,
+            tick: c.tick,
+            sync_limit: c.sync_limit,
+            init_limit: c.init_limit,
+            snapshot_every: c.snapshot_every,
+        }
+    }
+}
+
+fn read_name(r: ReadMode) -> &'static str {
+    match r {
+        ReadMode::Index => "index",
+        ReadMode::Log => "log",
+        ReadMode::Local => "local",
+    }
+}
+
+impl ProtocolOptions for ZabOptions {
+    fn specs() -> &'static [OptSpec] {
+        &[
+            OptSpec {
+                name: "read",
+                default: "index",
+                help: "GET: index (leader confirms with a quorum), log (broadcast), local (ZooKeeper's, not linearizable)",
+            },
+            OptSpec {
+                name: "tick",
+                default: "10ms",
+                help: "period of election notifications, pings and timeout checks",
+            },
+            OptSpec {
+                name: "sync-limit",
+                default: "80ms",
+                help: "silence after which a leader without a quorum steps down / a follower looks",
+            },
+            OptSpec {
+                name: "init-limit",
+                default: "150ms",
+                help: "time for discovery and synchronisation before going back to election",
+            },
+            OptSpec {
+                name: "snapshot-every",
+                default: "1000",
+                help: "snapshot the state and compact the log every this many deliveries",
+            },
+        ]
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "read" => {
+                self.read = match value {
+                    "index" => ReadMode::Index,
+                    "log" => ReadMode::Log,
+                    "local" => ReadMode::Local,
+                    _ => return Err(format!("'{value}' is not index, log or local")),
+                }
+            }
+            "tick" => self.tick = parse_duration(value)?,
+            "sync-limit" => self.sync_limit = parse_duration(value)?,
+            "init-limit" => self.init_limit = parse_duration(value)?,
+            "snapshot-every" => {
+                self.snapshot_every = match value.parse::<u64>() {
+                    Ok(n) if n > 0 => n,
+                    _ => return Err(format!("'{value}' is not a positive count")),
+                }
+            }
+            _ => return Err(format!("unknown option '{key}'")),
+        }
+        Ok(())
+    }
+    fn get(&self, key: &str) -> String {
+        match key {
+            "read" => read_name(self.read).into(),
+            "tick" => format_duration(self.tick),
+            "sync-limit" => format_duration(self.sync_limit),
+            "init-limit" => format_duration(self.init_limit),
+            "snapshot-every" => self.snapshot_every.to_string(),
+            _ => String::new(),
+        }
+    }
+}
+
+impl ZabOptions {
+    pub fn config(&self, t: &Timing) -> Config {
+        Config {
+            tick: self.tick,
+            sync_limit: self.sync_limit,
+            init_limit: self.init_limit,
+            snapshot_every: self.snapshot_every,
+            read: self.read,
+            op_timeout: t.op_timeout,
+        }
+    }
+}
+
+impl ProtocolDef for Zab {
+    const NAME: &'static str = "zab";
+    const ABOUT: &'static str =
+        "ZooKeeper atomic broadcast: elected leader, durable log, linearizable reads by read index";
+    // A2 (seed 003 lines 576-582): FIFO reliable channels; a reset shows
+    // as Down, after which a follower re-synchronises.
+    const LINK_MODEL: LinkModel = LinkModel::FifoReliable;
+    // Clients talk to any server, which forwards writes (Fig. 2.1).
+    const HAS_CLIENT_COORDINATOR: bool = false;
+    const PROMISES_LIVENESS: bool = true;
+    // No table of answered OpIds: a retried write could apply twice.
+    const DEDUPLICATES_REQUESTS: bool = false;
+    const PERSISTS_STATE: bool = true;
+    const VARIANTS: &'static [NamedVariant] = &[
+        NamedVariant {
+            name: "read-log",
+            about: "reads broadcast through the log like writes",
+            options: &[("read", "log")],
+        },
+        NamedVariant {
+            name: "read-local",
+            about: "ZooKeeper's local reads (sequentially consistent, not linearizable)",
+            options: &[("read", "local")],
+        },
+    ];
+    type Msg = Msg;
+    type Node = ZabNode;
+    type Client = ZabNode;
+    type Options = ZabOptions;
+    type Bug = InjectedBug;
+
+    /// f = ⌊(N−1)/2⌋: a quorum must be up (A1, seed 003 line 571). With
+    /// durable logs every server may crash at once and recover.
+    fn max_crashed(n: usize) -> usize {
+        minority(n)
+    }
+
+    fn node(spec: &NodeSpec<'_>, opts: &ZabOptions, bug: Option<InjectedBug>) -> ZabNode {
+        let cfg = opts.config(&spec.timing);
+        let node = ZabNode::new(spec.id, spec.members, spec.writer_id(), cfg).with_bug(bug);
+        if spec.lost_state {
+            node.recovering()
+        } else {
+            node
+        }
+    }
+    /// Never called: `HAS_CLIENT_COORDINATOR` is false.
+    fn client(_: &ClientSpec<'_>, _: &ZabOptions, _: Option<InjectedBug>) -> ZabNode {
+        unreachable!("zab has no client-side coordinator (HAS_CLIENT_COORDINATOR = false)")
+    }
+    fn available(node: &ZabNode) -> bool {
+        !node.is_recovering()
+    }
+    /// Knob bit 0: snapshots every 4 deliveries (SNAP and compaction get
+    /// exercised), half the seeds. The read mode changes what is promised,
+    /// so it is never drawn.
+    fn vary(opts: &mut ZabOptions, knobs: u64) {
+        if knobs & 1 == 1 {
+            opts.snapshot_every = 4;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::registry::InjectedBugs;
+    use crate::protocol::Protocol;
+
+    fn spec(members: &[u32], lost_state: bool) -> NodeSpec<'_> {
+        NodeSpec {
+            id: 2,
+            members,
+            incarnation: 1,
+            durable: true,
+            lost_state,
+            timing: Timing::default(),
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn options_round_trip_and_reach_the_node() {
+        let pairs: Vec<(String, String)> = [
+            ("read", "local"),
+            ("tick", "5ms"),
+            ("sync-limit", "40ms"),
+            ("init-limit", "90ms"),
+            ("snapshot-every", "7"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let o = ZabOptions::from_pairs(&pairs).unwrap();
+        assert_eq!(ZabOptions::from_pairs(&o.pairs()).unwrap(), o);
+        let members = [1, 2, 3];
+        let n = Zab::node(&spec(&members, false), &o, None);
+        let c = n.config();
+        assert_eq!(c.read, ReadMode::Local);
+        assert_eq!(c.tick, Duration::from_millis(5));
+        assert_eq!(c.sync_limit, Duration::from_millis(40));
+        assert_eq!(c.init_limit, Duration::from_millis(90));
+        assert_eq!(c.snapshot_every, 7);
+        for s in ZabOptions::specs() {
+            assert_eq!(ZabOptions::default().get(s.name), s.default, "{}", s.name);
+        }
+        for (k, v) in [("read", "fast"), ("tick", "soon"), ("snapshot-every", "0")] {
+            let bad = [(k.to_string(), v.to_string())];
+            assert!(ZabOptions::from_pairs(&bad).unwrap_err().contains(k));
+        }
+        let mut varied = ZabOptions::default();
+        Zab::vary(&mut varied, 1);
+        assert_eq!(varied.snapshot_every, 4);
+    }
+
+    #[test]
+    fn a_server_that_lost_its_state_recovers_first() {
+        let members = [1, 2, 3];
+        let o = ZabOptions::default();
+        let fresh = Zab::node(&spec(&members, false), &o, None);
+        assert!(Zab::available(&fresh) && fresh.role() == "looking");
+        let lost = Zab::node(&spec(&members, true), &o, Some(InjectedBug::SkipTrunc));
+        assert!(!Zab::available(&lost) && lost.role() == "recovering");
+        assert_eq!((Zab::max_crashed(3), Zab::max_crashed(5)), (1, 2));
+        assert!(InjectedBug::all()
+            .iter()
+            .all(|b| b.name().starts_with("zab-")));
+    }
+}

@@ -1,0 +1,261 @@
+//! Fast leader election (seed 003 §2.2.1 "Discovery Phase", lines
+//! 614-635): LOOKING servers exchange votes `(current epoch, last zxid,
+//! sid)` in numbered rounds, adopt any better vote, and decide once a
+//! quorum agrees with theirs (after a short wait for better ones).
+
+use super::follower::{FStage, Following};
+use super::leader::Leading;
+use super::msg::{Msg, PeerState, Timer, Vote};
+use super::node::{Role, ZabNode, O};
+use super::InjectedBug;
+use crate::types::{NodeId, Peer};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug, Default)]
+pub struct Election {
+    /// The election round (ZooKeeper's logical clock), not persisted.
+    pub round: u64,
+    pub vote: Option<Vote>,
+    /// The latest vote of each non-recovering server in this round.
+    pub received: BTreeMap<NodeId, Vote>,
+    /// The finalize timer is pending (re-arming it would postpone it).
+    pub armed: bool,
+    /// Servers that already follow us (their notification or FOLLOWERINFO
+    /// said so) while we still look: with a quorum of them, we lead.
+    pub followers: BTreeSet<NodeId>,
+}
+
+impl ZabNode {
+    /// This server's own candidacy (none while recovering: its log is empty
+    /// for having lost it, not for being behind).
+    pub(super) fn own_vote(&self) -> Option<Vote> {
+        (!self.recovering).then(|| Vote {
+            leader: self.id,
+            cur_epoch: self.current_epoch,
+            last: self.log.last_zxid(),
+        })
+    }
+
+    /// Whether `a` beats `b` (ZooKeeper's total order predicate).
+    pub(super) fn beats(&self, a: &Vote, b: &Vote) -> bool {
+        if self.has_bug(InjectedBug::StaleLogLeader) {
+            return a.leader > b.leader;
+        }
+        a.key() > b.key()
+    }
+
+    /// Whether a history `(cur_epoch, last)` is at least ours.
+    fn not_behind(&self, v: &Vote) -> bool {
+        match self.own_vote() {
+            Some(me) => self.not_behind_of(v, &me),
+            None => true,
+        }
+    }
+
+    fn not_behind_of(&self, a: &Vote, b: &Vote) -> bool {
+        self.has_bug(InjectedBug::StaleLogLeader) || (a.cur_epoch, a.last) >= (b.cur_epoch, b.last)
+    }
+
+    fn best(&self, a: Option<Vote>, b: Option<Vote>) -> Option<Vote> {
+        match (a, b) {
+            (Some(x), Some(y)) => Some(if self.beats(&y, &x) { y } else { x }),
+            (x, y) => x.or(y),
+        }
+    }
+
+    pub(super) fn notification(&self) -> Msg {
+        let (vote, state) = match &self.role {
+            Role::Looking => (self.election.vote, PeerState::Looking),
+            Role::Following(f) => (Some(self.vote_for(f.leader)), PeerState::Following),
+            Role::Leading(_) => (Some(self.vote_for(self.id)), PeerState::Leading),
+        };
+        Msg::Notify {
+            round: self.election.round,
+            vote,
+            state,
+            recovering: self.recovering,
+        }
+    }
+
+    fn vote_for(&self, leader: NodeId) -> Vote {
+        Vote {
+            leader,
+            cur_epoch: self.current_epoch,
+            last: self.log.last_zxid(),
+        }
+    }
+
+    /// Enter LOOKING: a new round, voting for ourselves.
+    pub(super) fn look(&mut self, out: &mut O) {
+        if matches!(self.role, Role::Leading(_)) {
+            self.counters.step_downs += 1;
+        }
+        self.abandon(out);
+        self.role = Role::Looking;
+        self.counters.elections += 1;
+        self.election.round += 1;
+        self.election.vote = self.own_vote();
+        self.election.received.clear();
+        self.election.followers.clear();
+        self.record_own_vote();
+        self.broadcast_notification(out);
+        self.check_election(out);
+    }
+
+    fn broadcast_notification(&self, out: &mut O) {
+        let n = self.notification();
+        for p in self.peers() {
+            out.send(Peer::Node(p), n.clone());
+        }
+    }
+
+    pub(super) fn election_tick(&mut self, out: &mut O) {
+        self.broadcast_notification(out);
+    }
+
+    pub(super) fn on_notify(
+        &mut self,
+        from: NodeId,
+        round: u64,
+        vote: Option<Vote>,
+        state: PeerState,
+        recovering: bool,
+        out: &mut O,
+    ) {
+        if let Role::Following(f) = &self.role {
+            // Our leader left, or leads an epoch we are not in.
+            let gone = state != PeerState::Leading || vote.is_none_or(|v| v.cur_epoch != f.epoch);
+            let broadcasting = matches!(f.stage, FStage::Synced | FStage::Serving);
+            if f.leader == from && broadcasting && gone {
+                return self.look(out);
+            }
+        }
+        if !matches!(self.role, Role::Looking) {
+            // Tell a looking server who leads.
+            if state == PeerState::Looking {
+                out.send(Peer::Node(from), self.notification());
+            }
+            return;
+        }
+        match state {
+            // Join a leader unless our history is newer (it would only
+            // abdicate when it sees ours).
+            PeerState::Leading => {
+                if vote.is_some_and(|v| self.not_behind(&v)) {
+                    self.follow(from, out);
+                }
+                return;
+            }
+            PeerState::Following => {
+                match vote {
+                    // It follows us, who still look (the others decided
+                    // first): with a quorum of them we lead.
+                    Some(v) if v.leader == self.id => {
+                        let mine = self.own_vote();
+                        if !recovering && mine.is_some_and(|me| self.not_behind_of(&me, &v)) {
+                            self.followed_by(from, out);
+                        }
+                    }
+                    // Ask its leader directly; it answers if it leads.
+                    Some(v) => out.send(Peer::Node(v.leader), self.notification()),
+                    None => {}
+                }
+                return;
+            }
+            PeerState::Looking => {}
+        }
+        if round > self.election.round {
+            self.election.round = round;
+            self.election.received.clear();
+            self.election.vote = self.best(self.own_vote(), vote);
+            self.record_own_vote();
+            self.broadcast_notification(out);
+        } else if round < self.election.round {
+            out.send(Peer::Node(from), self.notification());
+            return;
+        } else if self.best(self.election.vote, vote) != self.election.vote {
+            self.election.vote = vote;
+            self.record_own_vote();
+            self.broadcast_notification(out);
+        }
+        match vote {
+            Some(v) if !recovering => {
+                self.election.received.insert(from, v);
+            }
+            _ => {
+                self.election.received.remove(&from);
+            }
+        }
+        self.check_election(out);
+    }
+
+    /// `from` follows us while we look (a notification, a FOLLOWERINFO).
+    pub(super) fn followed_by(&mut self, from: NodeId, out: &mut O) {
+        if !matches!(self.role, Role::Looking) || self.recovering {
+            return;
+        }
+        self.election.followers.insert(from);
+        if self.election.followers.len() + 1 >= self.quorum() {
+            self.lead(out);
+        }
+    }
+
+    fn record_own_vote(&mut self) {
+        if let (Some(v), false) = (self.election.vote, self.recovering) {
+            self.election.received.insert(self.id, v);
+        }
+    }
+
+    /// A quorum of non-recovering servers agrees with our vote: decide
+    /// after a tick, unless a better vote comes meanwhile.
+    fn check_election(&mut self, out: &mut O) {
+        if self.agreed() && !self.election.armed {
+            self.election.armed = true;
+            out.set_timer(self.cfg.tick, Timer::Finalize);
+        }
+    }
+
+    fn agreed(&self) -> bool {
+        let Some(v) = self.election.vote else {
+            return false;
+        };
+        let n = (self.election.received.values())
+            .filter(|r| r.leader == v.leader)
+            .count();
+        n >= self.quorum()
+    }
+
+    pub(super) fn finalize(&mut self, out: &mut O) {
+        self.election.armed = false;
+        if !matches!(self.role, Role::Looking) || !self.agreed() {
+            return;
+        }
+        let leader = self.election.vote.expect("agreed").leader;
+        if leader == self.id {
+            self.lead(out);
+        } else {
+            self.follow(leader, out);
+        }
+    }
+
+    /// FOLLOWING `leader`: announce ourselves (FOLLOWERINFO, F1 of sync).
+    pub(super) fn follow(&mut self, leader: NodeId, out: &mut O) {
+        self.abandon(out);
+        self.role = Role::Following(Following {
+            leader,
+            stage: FStage::Info,
+            epoch: 0,
+            heard: self.now,
+            since: self.now,
+        });
+        self.send_follower_info(out);
+    }
+
+    /// LEADING: a prospective leader gathering FOLLOWERINFO.
+    pub(super) fn lead(&mut self, out: &mut O) {
+        self.abandon(out);
+        self.counters.led += 1;
+        self.role = Role::Leading(Leading::new(self.now));
+        self.check_discovery(out);
+    }
+}

@@ -1,0 +1,500 @@
+//! The leader's side: discovery (FOLLOWERINFO → NEWEPOCH → ACKEPOCH),
+//! synchronisation (NEWLEADER with DIFF / TRUNC / SNAP → ACKNEWLEADER →
+//! COMMIT) and broadcast (PROPOSAL → ACK → COMMIT in zxid order), seed 003
+//! lines 637-668; heartbeats and SC2 (no quorum: step down).
+
+use super::msg::{Msg, Summary, SyncData};
+use super::node::{Role, ZabNode, O};
+use super::state_machine::{encode_snapshot, Payload, StateMachine};
+use super::InjectedBug;
+use crate::types::{NodeId, Peer, Time};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+/// Where a follower is in its leader's eyes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// FOLLOWERINFO received (before the epoch is chosen).
+    Info { accepted: u64 },
+    /// NEWEPOCH sent.
+    EpochSent,
+    /// ACKEPOCH received, NEWLEADER not sent yet.
+    Acked(Summary),
+    /// NEWLEADER sent; `acked` once ACKNEWLEADER came (it then holds our
+    /// history and counts in the broadcast's quorums).
+    Synced { acked: bool },
+}
+
+#[derive(Clone, Debug)]
+pub struct Fol {
+    pub stage: Stage,
+    pub recovering: bool,
+    /// Highest index it logged (ACK, ACKNEWLEADER, PONG).
+    pub acked: u64,
+    /// Highest ping round it answered.
+    pub ponged: u64,
+    pub heard: Time,
+}
+
+impl Fol {
+    fn counts(&self) -> bool {
+        self.stage == Stage::Synced { acked: true }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Leading {
+    /// The new epoch, 0 until a quorum's FOLLOWERINFO chose it.
+    pub epoch: u64,
+    /// NEWLEADER sent (our current epoch is `epoch`).
+    pub syncing: bool,
+    /// A quorum acknowledged NEWLEADER: broadcast phase.
+    pub established: bool,
+    pub since: Time,
+    pub fols: BTreeMap<NodeId, Fol>,
+    /// Heartbeat / read-index rounds sent.
+    pub ping_round: u64,
+    /// A round sent for reads, not yet confirmed by a quorum.
+    pub read_round: Option<u64>,
+}
+
+impl Leading {
+    pub fn new(now: Time) -> Leading {
+        Leading {
+            epoch: 0,
+            syncing: false,
+            established: false,
+            since: now,
+            fols: BTreeMap::new(),
+            ping_round: 0,
+            read_round: None,
+        }
+    }
+    /// Followers in the broadcast (holding our history).
+    pub fn synced(&self) -> impl Iterator<Item = NodeId> + '_ {
+        (self.fols.iter())
+            .filter(|(_, f)| matches!(f.stage, Stage::Synced { .. }))
+            .map(|(&n, _)| n)
+    }
+    /// Whether a quorum (us included) answered round `round` or later.
+    pub fn confirmed(&self, round: u64, quorum: usize) -> bool {
+        let n = (self.fols.values())
+            .filter(|f| f.counts() && f.ponged >= round)
+            .count();
+        n + 1 >= quorum
+    }
+}
+
+impl ZabNode {
+    pub(super) fn leading(&mut self) -> Option<&mut Leading> {
+        match &mut self.role {
+            Role::Leading(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    fn fresh_fol(&self, stage: Stage, recovering: bool) -> Fol {
+        Fol {
+            stage,
+            recovering,
+            acked: 0,
+            ponged: 0,
+            heard: self.now,
+        }
+    }
+
+    pub(super) fn on_follower_info(
+        &mut self,
+        from: NodeId,
+        accepted: u64,
+        recovering: bool,
+        out: &mut O,
+    ) {
+        let Some(l) = self.leading() else {
+            return;
+        };
+        if l.epoch == 0 {
+            let f = Stage::Info { accepted };
+            let fol = self.fresh_fol(f, recovering);
+            self.leading().expect("leading").fols.insert(from, fol);
+            return self.check_discovery(out);
+        }
+        if accepted > l.epoch {
+            // Someone promised a newer epoch: ours is obsolete.
+            return self.look(out);
+        }
+        let epoch = l.epoch;
+        if l.fols
+            .get(&from)
+            .is_some_and(|f| f.stage == Stage::EpochSent)
+        {
+            // A repeat: our NEWEPOCH may have died with a connection.
+            out.send(Peer::Node(from), Msg::NewEpoch { epoch });
+            return;
+        }
+        let fol = self.fresh_fol(Stage::EpochSent, recovering);
+        self.leading().expect("leading").fols.insert(from, fol);
+        out.send(Peer::Node(from), Msg::NewEpoch { epoch });
+    }
+
+    /// With FOLLOWERINFO from a quorum (not recovering), choose an epoch
+    /// above every epoch they promised (L1 of discovery) and propose it.
+    pub(super) fn check_discovery(&mut self, out: &mut O) {
+        let q = self.quorum();
+        let own = self.accepted.0;
+        let reuse = self.has_bug(InjectedBug::ReuseEpoch);
+        let l = self.leading().expect("leading");
+        if l.epoch != 0 {
+            return;
+        }
+        let infos = (l.fols.values())
+            .filter(|f| !f.recovering && matches!(f.stage, Stage::Info { .. }))
+            .count();
+        if infos + 1 < q {
+            return;
+        }
+        let max = (l.fols.values())
+            .filter_map(|f| match f.stage {
+                Stage::Info { accepted } => Some(accepted),
+                _ => None,
+            })
+            .fold(own, u64::max);
+        let epoch = if reuse { max.max(1) } else { max + 1 };
+        l.epoch = epoch;
+        let ids: Vec<NodeId> = l.fols.keys().copied().collect();
+        for f in l.fols.values_mut() {
+            f.stage = Stage::EpochSent;
+        }
+        let me = self.id;
+        self.persist_accepted(epoch, me, out);
+        for n in ids {
+            out.send(Peer::Node(n), Msg::NewEpoch { epoch });
+        }
+        self.check_sync(out);
+    }
+
+    pub(super) fn on_ack_epoch(
+        &mut self,
+        from: NodeId,
+        epoch: u64,
+        cur_epoch: u64,
+        summary: Summary,
+        recovering: bool,
+        out: &mut O,
+    ) {
+        let mine = (self.current_epoch, self.log.last_zxid());
+        let now = self.now;
+        let stale_ok = self.has_bug(InjectedBug::StaleLogLeader);
+        let Some(l) = self.leading() else {
+            return;
+        };
+        let Some(f) = l.fols.get_mut(&from) else {
+            return;
+        };
+        if epoch != l.epoch || f.stage != Stage::EpochSent {
+            return;
+        }
+        f.recovering = recovering;
+        f.heard = now;
+        if !l.syncing && !recovering && !stale_ok && (cur_epoch, summary.last()) > mine {
+            // A follower's history is newer than ours: it must lead, not
+            // us (the leader's history must hold every committed proposal).
+            return self.look(out);
+        }
+        f.stage = Stage::Acked(summary);
+        if l.syncing {
+            return self.send_new_leader(from, out);
+        }
+        self.check_sync(out);
+    }
+
+    /// With ACKEPOCH from a quorum: our history is the epoch's initial
+    /// history; accept it ourselves and send it (NEWLEADER).
+    fn check_sync(&mut self, out: &mut O) {
+        let q = self.quorum();
+        let l = self.leading().expect("leading");
+        if l.syncing || l.epoch == 0 {
+            return;
+        }
+        let acked = (l.fols.values())
+            .filter(|f| !f.recovering && matches!(f.stage, Stage::Acked(_)))
+            .count();
+        if acked + 1 < q {
+            return;
+        }
+        l.syncing = true;
+        let epoch = l.epoch;
+        let ids: Vec<NodeId> = (l.fols.iter())
+            .filter(|(_, f)| matches!(f.stage, Stage::Acked(_)))
+            .map(|(&n, _)| n)
+            .collect();
+        self.persist_current(epoch, out);
+        for n in ids {
+            self.send_new_leader(n, out);
+        }
+        self.check_established(out);
+    }
+
+    /// The synchronisation a follower needs (DIFF, TRUNC + DIFF, or SNAP).
+    pub(super) fn sync_for(&mut self, s: &Summary) -> SyncData {
+        let k = self.log.match_point(s);
+        let last = s.last().counter;
+        if k < self.log.base() || k < s.base {
+            self.counters.sync_snap += 1;
+            let epoch = self
+                .log
+                .epoch_at(self.applied)
+                .expect("applied is in the log");
+            let data = encode_snapshot(epoch, &self.sm.snapshot());
+            return SyncData {
+                snap: Some((self.applied, data)),
+                trunc: None,
+                entries: self.log.entries_from(self.applied + 1),
+            };
+        }
+        let trunc = (last > k).then_some(k + 1);
+        if trunc.is_some() {
+            self.counters.sync_trunc += 1;
+        } else {
+            self.counters.sync_diff += 1;
+        }
+        SyncData {
+            snap: None,
+            trunc,
+            entries: self.log.entries_from(k + 1),
+        }
+    }
+
+    fn send_new_leader(&mut self, to: NodeId, out: &mut O) {
+        let l = self.leading().expect("leading");
+        let epoch = l.epoch;
+        let Some(f) = l.fols.get_mut(&to) else {
+            return;
+        };
+        let Stage::Acked(summary) = std::mem::replace(&mut f.stage, Stage::Synced { acked: false })
+        else {
+            unreachable!("NEWLEADER goes to followers that acknowledged the epoch");
+        };
+        f.acked = 0;
+        let sync = self.sync_for(&summary);
+        out.send(Peer::Node(to), Msg::NewLeader { epoch, sync });
+    }
+
+    pub(super) fn on_ack_new_leader(&mut self, from: NodeId, epoch: u64, last: u64, out: &mut O) {
+        let now = self.now;
+        let Some(l) = self.leading() else {
+            return;
+        };
+        let Some(f) = l.fols.get_mut(&from) else {
+            return;
+        };
+        if epoch != l.epoch || f.stage != (Stage::Synced { acked: false }) {
+            return;
+        }
+        f.stage = Stage::Synced { acked: true };
+        f.recovering = false;
+        f.acked = last;
+        f.heard = now;
+        if l.established {
+            let index = self.commit;
+            out.send(Peer::Node(from), Msg::Commit { epoch, index });
+            return self.advance_commit(out);
+        }
+        self.check_established(out);
+    }
+
+    /// A quorum holds our history: commit it (L2 of sync) and broadcast.
+    fn check_established(&mut self, out: &mut O) {
+        let q = self.quorum();
+        let l = self.leading().expect("leading");
+        if l.established || !l.syncing {
+            return;
+        }
+        let n = l.fols.values().filter(|f| f.counts()).count();
+        if n + 1 < q {
+            return;
+        }
+        l.established = true;
+        let last = self.log.last();
+        self.commit_to(last, out);
+        self.flush_waiting(out);
+    }
+
+    /// Commit up to `index` (COMMIT to every synchronised follower) and
+    /// deliver.
+    fn commit_to(&mut self, index: u64, out: &mut O) {
+        let l = self.leading().expect("leading");
+        let epoch = l.epoch;
+        let to: Vec<NodeId> = l.synced().collect();
+        self.commit = self.commit.max(index);
+        let index = self.commit;
+        for n in to {
+            out.send(Peer::Node(n), Msg::Commit { epoch, index });
+        }
+        self.deliver(out);
+    }
+
+    /// L1 of broadcast: log the proposal, send it to every follower.
+    pub(super) fn propose(&mut self, data: Bytes, out: &mut O) {
+        let l = self.leading().expect("only a leader proposes");
+        let epoch = l.epoch;
+        let to: Vec<NodeId> = l.synced().collect();
+        let index = self.log.last() + 1;
+        self.persist_entry(index, epoch, data.clone(), out);
+        self.counters.proposals += 1;
+        let entry = super::msg::LogEntry { index, epoch, data };
+        for n in to {
+            let msg = Msg::Proposal {
+                epoch,
+                entry: entry.clone(),
+            };
+            out.send(Peer::Node(n), msg);
+        }
+        self.advance_commit(out);
+    }
+
+    pub(super) fn on_ack(&mut self, from: NodeId, epoch: u64, index: u64, out: &mut O) {
+        let now = self.now;
+        let Some(l) = self.leading() else {
+            return;
+        };
+        match l.fols.get_mut(&from) {
+            Some(f) if epoch == l.epoch && f.counts() => {
+                f.acked = f.acked.max(index);
+                f.heard = now;
+            }
+            _ => return,
+        }
+        self.advance_commit(out);
+    }
+
+    /// L2: commit the highest index a quorum logged (us included: our own
+    /// entry leaves no trace outside before it is durable, the driver's
+    /// persist-before-send rule), in zxid order.
+    fn advance_commit(&mut self, out: &mut O) {
+        let q = self.quorum();
+        let last = self.log.last();
+        let l = self.leading().expect("leading");
+        if !l.established {
+            return;
+        }
+        let mut acks: Vec<u64> = (l.fols.values())
+            .filter(|f| f.counts())
+            .map(|f| f.acked.min(last))
+            .collect();
+        acks.push(last);
+        acks.sort_unstable_by(|a, b| b.cmp(a));
+        let index = if self.has_bug(InjectedBug::DeliverBeforeQuorum) {
+            last
+        } else {
+            match acks.get(q - 1) {
+                Some(&i) => i,
+                None => return,
+            }
+        };
+        if index > self.commit {
+            let holders = acks.iter().filter(|&&a| a >= index).count();
+            self.invariant(holders >= q, "committed without a quorum logging it");
+            self.commit_to(index, out);
+        }
+    }
+
+    pub(super) fn on_pong(&mut self, from: NodeId, epoch: u64, round: u64, last: u64, out: &mut O) {
+        let now = self.now;
+        let Some(l) = self.leading() else {
+            return;
+        };
+        match l.fols.get_mut(&from) {
+            Some(f) if epoch == l.epoch && f.counts() => {
+                f.heard = now;
+                f.ponged = f.ponged.max(round);
+                f.acked = f.acked.max(last);
+            }
+            Some(_) => return,
+            None => return self.not_in_broadcast(from, out),
+        }
+        self.advance_commit(out);
+        self.check_read_rounds(out);
+    }
+
+    pub(super) fn on_forward(
+        &mut self,
+        from: NodeId,
+        epoch: u64,
+        origin: u64,
+        rid: u64,
+        op: Bytes,
+        out: &mut O,
+    ) {
+        let Some(l) = self.leading() else {
+            out.send(Peer::Node(from), Msg::Dropped { rid });
+            return;
+        };
+        let ok = l.established && epoch == l.epoch && l.fols.get(&from).is_some_and(|f| f.counts());
+        if ok {
+            let p = Payload { origin, rid, op };
+            self.propose(p.to_bytes(), out);
+        } else {
+            // Not proposed, and never will be: the follower may send it
+            // again once it is back in our broadcast.
+            out.send(Peer::Node(from), Msg::Dropped { rid });
+            self.not_in_broadcast(from, out);
+        }
+    }
+
+    /// A server talks to us as to its leader but is not in our broadcast
+    /// (it missed our step-down or a new epoch): tell it who we are.
+    pub(super) fn not_in_broadcast(&mut self, from: NodeId, out: &mut O) {
+        out.send(Peer::Node(from), self.notification());
+    }
+
+    /// Send a heartbeat (and read-index) round to every follower.
+    pub(super) fn ping(&mut self, out: &mut O) -> u64 {
+        let (commit, last) = (self.commit, self.log.last());
+        let l = self.leading().expect("leading");
+        l.ping_round += 1;
+        let (epoch, round) = (l.epoch, l.ping_round);
+        let to: Vec<NodeId> = l.synced().collect();
+        for n in to {
+            let msg = Msg::Ping {
+                epoch,
+                round,
+                commit,
+                last,
+            };
+            out.send(Peer::Node(n), msg);
+        }
+        round
+    }
+
+    /// Not established in time, or no quorum heard lately (SC2): step down.
+    pub(super) fn leader_tick(&mut self, out: &mut O) {
+        let (now, q) = (self.now, self.quorum());
+        let (init, sync) = (self.cfg.init_limit, self.cfg.sync_limit);
+        let l = self.leading().expect("leading");
+        if !l.established {
+            if now > l.since.saturating_add(init) {
+                return self.look(out);
+            }
+            return;
+        }
+        let alive = (l.fols.values())
+            .filter(|f| f.counts() && now <= f.heard.saturating_add(sync))
+            .count();
+        if alive + 1 < q {
+            return self.look(out);
+        }
+        self.ping(out);
+    }
+
+    pub(super) fn link_down(&mut self, n: NodeId, out: &mut O) {
+        match &mut self.role {
+            // Messages to it may have been lost: it re-synchronises.
+            Role::Leading(l) => {
+                l.fols.remove(&n);
+            }
+            Role::Following(f) if f.leader == n => self.look(out),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Zab, the ZooKeeper atomic broadcast (seed 003 chapter 2, §2.2.1 lines
+//! 531-692; Junqueira, Reed, Serafini, DSN 2011), as a replicated KV store.
+//! PROTOCOLS.md §5.
+//!
+//! Servers only: a client talks to any server (no client coordinator);
+//! writes go to the leader (forwarded by a follower) and are broadcast;
+//! only the server the client asked answers, on delivery (Fig. 2.1, line
+//! 542). A server is LOOKING, FOLLOWING or LEADING (Fig. 2.2) and runs
+//! the three phases in order:
+//!
+//! 1. **Election** (fast leader election, lines 614-635, `election.rs`):
+//!    LOOKING servers broadcast votes `(current epoch, last zxid, sid)` in
+//!    numbered rounds, adopt a better vote, and decide when a quorum agrees
+//!    (after a tick's wait for a better one). A server that is FOLLOWING or
+//!    LEADING answers a looking one with its leader, which it then joins.
+//! 2. **Discovery and synchronisation** (lines 637-656, `leader.rs`,
+//!    `follower.rs`): FOLLOWERINFO(accepted epoch) → on a quorum, the
+//!    leader picks e' above every accepted epoch → NEWEPOCH(e') → each
+//!    follower promises e' (persisted, to this leader only) → ACKEPOCH(current
+//!    epoch, log summary) → on a quorum, the leader checks its history is
+//!    the newest (else it abdicates), sets its current epoch to e' and sends
+//!    NEWLEADER(e', H) as ZooKeeper's DIFF, TRUNC + DIFF, or SNAP → the
+//!    follower makes its log H (truncating a divergent suffix), sets its
+//!    current epoch (persisted) → ACKNEWLEADER → on a quorum the leader
+//!    commits H and the broadcast phase begins. Late followers go through
+//!    the same steps alone.
+//! 3. **Broadcast** (lines 658-668): L1 the leader appends the proposal
+//!    (zxid = (e', index)), logs it and sends PROPOSAL to every follower,
+//!    any number in flight; F1 a follower logs it (`Record::Entry`, durable
+//!    before the ACK leaves) and ACKs; L2 on a quorum of logs (the leader
+//!    included) the leader COMMITs in zxid order; F2/L3 deliver on COMMIT.
+//!
+//! | message | from → to | answer |
+//! |---|---|---|
+//! | `Notify { round, vote, state }` | any → any | a notification back, if behind or not looking |
+//! | `FollowerInfo { accepted }` | F → L | `NewEpoch` |
+//! | `NewEpoch { epoch }` | L → F | `AckEpoch { cur_epoch, summary }` |
+//! | `NewLeader { epoch, sync }` | L → F | `AckNewLeader { last }` |
+//! | `Proposal { epoch, entry }` | L → F | `Ack { index }` |
+//! | `Commit { epoch, index }` | L → F | — |
+//! | `Ping { round, commit, last }` | L → F | `Pong { round, last }` |
+//! | `Forward { origin, rid, op }` | F → L | a `Proposal` |
+//! | `ReadIndex { rid }` | F → L | `ReadIndexOk { index }` after a quorum round |
+//!
+//! Quorum rule: a majority, the same in every phase. **Crash-tolerance
+//! invariant** (lines 683-691): a proposal is delivered anywhere only once
+//! a quorum logged it; `advance_commit` asserts it in debug builds.
+//!
+//! Failures: SC1, a leader crash or a broken link to it (`LinkEvent::Down`)
+//! or silence for `sync-limit`: its followers go back to LOOKING and requests
+//! they handed to it are answered `Unknown` (never retried). SC2: a leader
+//! that heard from no quorum within `sync-limit` steps down. SC3: a
+//! follower that returns goes through synchronisation. A gap in the
+//! leader's FIFO stream (a proposal, commit or ping beyond the follower's
+//! log: messages lost with a connection) also sends the follower back.
+//!
+//! Reads (`reads.rs`): `read=index` (default, linearizable) confirms the
+//! leader with a quorum ping round after noting its commit index, and the
+//! serving server answers once it applied that index; `read=log` broadcasts
+//! reads; `read=local` is ZooKeeper's local read (line 535), sequentially
+//! consistent only. There is no `sync` request (the KV API has none).
+//!
+//! Where we depart from the seed, and decisions it leaves open:
+//! * **The zxid counter is the log index**: it does not restart at 0 with
+//!   each epoch. Zxids order the same way (an epoch's proposals are
+//!   consecutive in every log), and a truncation point is then a position.
+//! * **Votes and the history check compare the current epoch first**
+//!   (ZooKeeper's order), then the last zxid: a server whose history a new
+//!   leader committed by NEWLEADER alone beats one holding an older epoch's
+//!   uncommitted suffix with a higher zxid.
+//! * **The new leader's history must be the newest of its ACKEPOCH quorum**
+//!   (ZooKeeper relies on the election for it): otherwise it abdicates, so
+//!   safety does not rest on the election. The paper's discovery instead
+//!   adopts the newest follower history; we never copy history to a leader.
+//! * **NEWEPOCH equal to the promised epoch** is accepted again from the
+//!   same leader only (the promise records the leader): a follower that lost
+//!   its link rejoins the leader of its epoch.
+//! * **COMMIT and ACK are cumulative** (FIFO links: "up to index"), which
+//!   is the seed's commit-in-order rule without one message per proposal.
+//! * **The leader counts its own log at once**: the entry is durable before
+//!   any COMMIT or reply leaves it (the driver's persist-before-send rule).
+//! * **Recovering servers** (memory mode, `NodeSpec::lost_state`) vote for
+//!   no one and count in no quorum until a NEWLEADER gave them a history.
+//! * **Snapshots** every `snapshot-every` deliveries (`Record::Snapshot`,
+//!   the log below is dropped): restart replays at most that many entries;
+//!   a follower behind the leader's snapshot gets SNAP.
+//! * **Unserved requests**: a write that never reached a leader (none was
+//!   serving) is refused at the op timeout (definite); one handed to a
+//!   leader and not delivered by then is `Unknown`.
+//!
+//! Where each piece lives: `msg.rs` (messages, zxids, votes), `log.rs` (log,
+//! matching), `state_machine.rs` (the machine trait, the KV store, codec),
+//! `election.rs`, `leader.rs`, `follower.rs`, `reads.rs`, `node.rs`
+//! ([`ZabNode`], clients, delivery, dispatch), `bugs.rs`, `def.rs`
+//! ([`Zab`], options).
+
+mod bugs;
+mod def;
+mod election;
+mod follower;
+mod leader;
+mod log;
+mod msg;
+mod node;
+mod reads;
+#[cfg(test)]
+mod scenarios;
+mod state_machine;
+#[cfg(test)]
+mod testing;
+
+pub use bugs::InjectedBug;
+pub use def::{Zab, ZabOptions};
+pub use log::Log;
+pub use msg::{LogEntry, Msg, PeerState, Summary, SyncData, Timer, Vote, Zxid};
+pub use node::{Config, Counters, ReadMode, ZabNode};
+pub use state_machine::{KvStore, Op, Payload, StateMachine};

@@ -1,0 +1,144 @@
+//! Zab's messages, zxids, votes and timers.
+
+use crate::types::NodeId;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// A proposal's identity: `(epoch, counter)`, ordered by epoch then counter.
+/// The counter is the proposal's position in the log (it does not restart
+/// at each epoch, see the module doc); `(0, 0)` is the empty log.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Zxid {
+    pub epoch: u64,
+    pub counter: u64,
+}
+
+/// A fast-leader-election vote: `leader` with its current epoch and last
+/// zxid. Votes compare by `(cur_epoch, last, leader)` (ZooKeeper's total
+/// order predicate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vote {
+    pub leader: NodeId,
+    pub cur_epoch: u64,
+    pub last: Zxid,
+}
+
+impl Vote {
+    pub fn key(&self) -> (u64, Zxid, NodeId) {
+        (self.cur_epoch, self.last, self.leader)
+    }
+}
+
+/// What a server says it is doing, in its election notifications.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerState {
+    Looking,
+    Following,
+    Leading,
+}
+
+/// One log entry as it travels (proposal, synchronisation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub index: u64,
+    pub epoch: u64,
+    pub data: Bytes,
+}
+
+/// A log's shape for synchronisation: its snapshot index and, over
+/// `[base, last]`, its runs of entries of one epoch `(epoch, first, last)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub base: u64,
+    pub runs: Vec<(u64, u64, u64)>,
+}
+
+impl Summary {
+    /// The zxid of the log's last entry.
+    pub fn last(&self) -> Zxid {
+        match self.runs.last() {
+            Some(&(epoch, _, last)) => Zxid {
+                epoch,
+                counter: last,
+            },
+            None => Zxid::default(),
+        }
+    }
+}
+
+/// How a leader brings a follower's log to its own (ZooKeeper's DIFF,
+/// TRUNC and SNAP): `snap` replaces the follower's state and log; else
+/// `trunc` drops the follower's divergent suffix from that index; then
+/// `entries` are appended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncData {
+    pub snap: Option<(u64, Bytes)>,
+    pub trunc: Option<u64>,
+    pub entries: Vec<LogEntry>,
+}
+
+/// Server-to-server messages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Msg {
+    /// FLE notification: my election round, my vote, my state.
+    Notify {
+        round: u64,
+        vote: Option<Vote>,
+        state: PeerState,
+        recovering: bool,
+    },
+    /// F → prospective leader: my accepted epoch (CEPOCH).
+    FollowerInfo { accepted: u64, recovering: bool },
+    /// L → F: the new epoch (NEWEPOCH).
+    NewEpoch { epoch: u64 },
+    /// F → L: epoch accepted; my current epoch and my log (ACKEPOCH).
+    AckEpoch {
+        epoch: u64,
+        cur_epoch: u64,
+        summary: Summary,
+        recovering: bool,
+    },
+    /// L → F: the leader's history as a DIFF / TRUNC / SNAP (NEWLEADER).
+    NewLeader { epoch: u64, sync: SyncData },
+    /// F → L: history logged, current epoch set (ACKNEWLEADER).
+    AckNewLeader { epoch: u64, last: u64 },
+    /// L → F: log this entry (PROPOSAL).
+    Proposal { epoch: u64, entry: LogEntry },
+    /// F → L: logged everything up to `index` (ACK).
+    Ack { epoch: u64, index: u64 },
+    /// L → F: everything up to `index` is committed (COMMIT, in order).
+    Commit { epoch: u64, index: u64 },
+    /// L → F heartbeat, also a read-index round.
+    Ping {
+        epoch: u64,
+        round: u64,
+        commit: u64,
+        last: u64,
+    },
+    /// F → L: alive and following in `epoch`; logged up to `last`.
+    Pong { epoch: u64, round: u64, last: u64 },
+    /// F → L: a client's write (or, with `read=log`, read) to broadcast.
+    Forward {
+        epoch: u64,
+        origin: u64,
+        rid: u64,
+        op: Bytes,
+    },
+    /// L → F: a forwarded request was not proposed (not in our broadcast).
+    Dropped { rid: u64 },
+    /// F → L: confirm leadership for a read (read index).
+    ReadIndex { epoch: u64, rid: u64 },
+    /// L → F: leadership confirmed; serve the read once applied `index`.
+    ReadIndexOk { epoch: u64, rid: u64, index: u64 },
+}
+
+/// Zab's timers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// Periodic: election notifications, pings, timeouts.
+    Tick,
+    /// The election's wait for better votes before deciding.
+    Finalize,
+}

@@ -1,0 +1,611 @@
+//! [`ZabNode`]: one server's state, the client entry points, delivery,
+//! snapshots and the dispatch of the `Protocol` handlers.
+
+use super::election::Election;
+use super::follower::{FStage, Following};
+use super::leader::Leading;
+use super::log::Log;
+use super::msg::{Msg, Timer};
+use super::reads::Reads;
+use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
+use super::InjectedBug;
+use crate::protocol::{LinkEvent, Out, Protocol, Record};
+use crate::quorum::majority;
+use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub type O = Out<Msg, Timer>;
+
+/// How a GET is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// The leader confirms it still leads with a quorum round, then the
+    /// read is served once the server applied the leader's commit index.
+    Index,
+    /// Reads are broadcast like writes and answered on delivery.
+    Log,
+    /// ZooKeeper's reads: the server's own state (sequentially consistent).
+    Local,
+}
+
+/// Timing and modes of a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Period of notifications, pings and timeout checks.
+    pub tick: Duration,
+    /// A leader that heard from no quorum for this long steps down; a
+    /// follower that heard nothing from its leader goes back to election.
+    pub sync_limit: Duration,
+    /// A leader not established, or a follower not synchronised, by then
+    /// goes back to election.
+    pub init_limit: Duration,
+    /// Snapshot (and forget the log below) every this many deliveries.
+    pub snapshot_every: u64,
+    pub read: ReadMode,
+    pub op_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            tick: Duration::from_millis(10),
+            sync_limit: Duration::from_millis(80),
+            init_limit: Duration::from_millis(150),
+            snapshot_every: 1000,
+            read: ReadMode::Index,
+            op_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Where a server is in Zab (Fig. 2.2).
+#[derive(Debug)]
+pub enum Role {
+    Looking,
+    Following(Following),
+    Leading(Leading),
+}
+
+/// A client write (or logged read) waiting for its delivery here.
+#[derive(Debug)]
+pub struct Waiter {
+    pub client: ClientRef,
+    pub deadline: Time,
+    pub op: Bytes,
+    /// The leader it was handed to (us, or the leader we forwarded it to):
+    /// from then on its outcome is unknown until delivered here, or until
+    /// that server says it dropped it unproposed.
+    pub sent: Option<NodeId>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub elections: u64,
+    pub led: u64,
+    pub step_downs: u64,
+    pub proposals: u64,
+    pub delivered: u64,
+    pub sync_diff: u64,
+    pub sync_trunc: u64,
+    pub sync_snap: u64,
+    pub snapshots: u64,
+    pub read_rounds: u64,
+    pub unknown: u64,
+}
+
+/// One Zab server.
+#[derive(Debug)]
+pub struct ZabNode {
+    pub(super) id: NodeId,
+    pub(super) members: Vec<NodeId>,
+    pub(super) cfg: Config,
+    pub(super) bug: Option<InjectedBug>,
+    /// Origin of this life's requests in log entries.
+    pub(super) writer: u64,
+    /// Durable: the last epoch promised, and to which leader.
+    pub(super) accepted: (u64, NodeId),
+    /// Durable: the epoch whose history this server accepted (NEWLEADER).
+    pub(super) current_epoch: u64,
+    pub(super) log: Log,
+    pub(super) sm: KvStore,
+    pub(super) applied: u64,
+    pub(super) commit: u64,
+    /// Lost its state (memory mode): counts in no quorum, votes for no
+    /// one, until a leader synchronised it.
+    pub(super) recovering: bool,
+    pub(super) role: Role,
+    pub(super) election: Election,
+    pub(super) now: Time,
+    pub(super) next_rid: u64,
+    pub(super) writes: BTreeMap<u64, Waiter>,
+    pub(super) reads: Reads,
+    pub counters: Counters,
+}
+
+pub const META_ACCEPTED: &str = "zab.accepted-epoch";
+pub const META_CURRENT: &str = "zab.current-epoch";
+
+impl ZabNode {
+    pub fn new(id: NodeId, members: &[NodeId], writer: u64, cfg: Config) -> ZabNode {
+        ZabNode {
+            id,
+            members: members.to_vec(),
+            cfg,
+            bug: None,
+            writer,
+            accepted: (0, 0),
+            current_epoch: 0,
+            log: Log::default(),
+            sm: KvStore::default(),
+            applied: 0,
+            commit: 0,
+            recovering: false,
+            role: Role::Looking,
+            election: Election::default(),
+            now: Time::ZERO,
+            next_rid: 1,
+            writes: BTreeMap::new(),
+            reads: Reads::default(),
+            counters: Counters::default(),
+        }
+    }
+    pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
+        self.bug = bug;
+        self
+    }
+    /// A server that lost its state: it takes part in no quorum until a
+    /// leader has synchronised it.
+    pub fn recovering(mut self) -> Self {
+        self.recovering = true;
+        self
+    }
+    pub fn is_recovering(&self) -> bool {
+        self.recovering
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    pub fn epochs(&self) -> (u64, u64) {
+        (self.accepted.0, self.current_epoch)
+    }
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+    pub fn store(&self) -> &KvStore {
+        &self.sm
+    }
+    pub fn leader(&self) -> Option<NodeId> {
+        match &self.role {
+            Role::Leading(l) if l.established => Some(self.id),
+            Role::Following(f) if f.stage == FStage::Serving => Some(f.leader),
+            _ => None,
+        }
+    }
+    pub(super) fn has_bug(&self, b: InjectedBug) -> bool {
+        self.bug == Some(b)
+    }
+    pub(super) fn quorum(&self) -> usize {
+        majority(self.members.len())
+    }
+    pub(super) fn peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let me = self.id;
+        self.members.iter().copied().filter(move |&n| n != me)
+    }
+    /// The crash-tolerance invariant and its kin, checked in debug builds
+    /// (an injected bug may break them on purpose).
+    pub(super) fn invariant(&self, ok: bool, what: &str) {
+        if self.bug.is_none() {
+            debug_assert!(ok, "zab n{}: {what}", self.id);
+        }
+    }
+
+    pub(super) fn persist_accepted(&mut self, epoch: u64, leader: NodeId, out: &mut O) {
+        self.accepted = (epoch, leader);
+        if self.has_bug(InjectedBug::ReuseEpoch) {
+            return;
+        }
+        let mut v = epoch.to_le_bytes().to_vec();
+        v.extend_from_slice(&u64::from(leader).to_le_bytes());
+        out.persist(Record::Meta {
+            key: META_ACCEPTED.into(),
+            value: Bytes::from(v),
+        });
+    }
+    pub(super) fn persist_current(&mut self, epoch: u64, out: &mut O) {
+        self.current_epoch = epoch;
+        if self.has_bug(InjectedBug::ReuseEpoch) {
+            return;
+        }
+        out.persist(Record::Meta {
+            key: META_CURRENT.into(),
+            value: Bytes::copy_from_slice(&epoch.to_le_bytes()),
+        });
+    }
+    pub(super) fn persist_entry(&mut self, index: u64, epoch: u64, data: Bytes, out: &mut O) {
+        let ok = self.log.put(index, epoch, data.clone());
+        debug_assert!(ok, "entry {index} out of the log's range");
+        out.persist(Record::Entry { index, epoch, data });
+    }
+
+    /// Deliver every committed entry not yet delivered (abdeliver, in
+    /// order), answering the clients that asked here.
+    pub(super) fn deliver(&mut self, out: &mut O) {
+        let upto = self.commit.min(self.log.last());
+        while self.applied < upto {
+            let i = self.applied + 1;
+            let data = self
+                .log
+                .get(i)
+                .expect("delivered entries are above the snapshot");
+            let Some(p) = Payload::from_bytes(data) else {
+                self.applied = i;
+                continue;
+            };
+            let resp = self.sm.apply(&p.op);
+            self.applied = i;
+            self.counters.delivered += 1;
+            if p.origin == self.writer {
+                if let Some(w) = self.writes.remove(&p.rid) {
+                    out.reply(w.client, resp);
+                }
+            }
+        }
+        self.serve_reads(out);
+        self.maybe_snapshot(out);
+    }
+
+    fn maybe_snapshot(&mut self, out: &mut O) {
+        let every = self.cfg.snapshot_every.max(1);
+        if self.applied < self.log.base() + every {
+            return;
+        }
+        let epoch = self
+            .log
+            .epoch_at(self.applied)
+            .expect("applied is in the log");
+        let data = encode_snapshot(epoch, &self.sm.snapshot());
+        out.persist(Record::Snapshot {
+            index: self.applied,
+            data,
+        });
+        self.log.compact(self.applied);
+        self.counters.snapshots += 1;
+    }
+
+    /// Leave the current role. Writes handed to a leader stay: the next
+    /// leader's history may hold them (they are then delivered and
+    /// answered here), else they end `Unknown` at their deadline; never
+    /// sent again unless the leader said it dropped them. Reads in flight
+    /// are refused.
+    pub(super) fn abandon(&mut self, out: &mut O) {
+        self.fail_sent_reads(out);
+    }
+
+    fn on_client_request(&mut self, client: ClientRef, req: Request, out: &mut O) {
+        let Some(op) = Op::from_request(&req) else {
+            out.reply(
+                client,
+                Response::Failed(OpError::refused("zab serves GET, PUT and DELETE")),
+            );
+            return;
+        };
+        let deadline = self.now.saturating_add(self.cfg.op_timeout);
+        if req.is_read() && self.cfg.read != ReadMode::Log {
+            return self.client_read(client, op.to_bytes(), deadline, out);
+        }
+        let rid = self.next_rid;
+        self.next_rid += 1;
+        let w = Waiter {
+            client,
+            deadline,
+            op: op.to_bytes(),
+            sent: None,
+        };
+        self.writes.insert(rid, w);
+        self.send_write(rid, out);
+    }
+
+    /// Hand write `rid` to the leader if one serves: propose it (we lead)
+    /// or forward it (we follow). Otherwise it waits for one.
+    pub(super) fn send_write(&mut self, rid: u64, out: &mut O) {
+        let Some(w) = self.writes.get(&rid).filter(|w| w.sent.is_none()) else {
+            return;
+        };
+        let payload = Payload {
+            origin: self.writer,
+            rid,
+            op: w.op.clone(),
+        };
+        match &self.role {
+            Role::Leading(l) if l.established => {
+                self.writes.get_mut(&rid).expect("got").sent = Some(self.id);
+                self.propose(payload.to_bytes(), out);
+            }
+            Role::Following(f) if f.stage == FStage::Serving => {
+                let msg = Msg::Forward {
+                    epoch: f.epoch,
+                    origin: payload.origin,
+                    rid,
+                    op: payload.op,
+                };
+                let to = f.leader;
+                out.send(Peer::Node(to), msg);
+                self.writes.get_mut(&rid).expect("got").sent = Some(to);
+            }
+            _ => {}
+        }
+    }
+
+    /// Our leader did not propose write `rid`: it waits for a leader again.
+    fn on_dropped(&mut self, from: NodeId, rid: u64, out: &mut O) {
+        if let Some(w) = self.writes.get_mut(&rid).filter(|w| w.sent == Some(from)) {
+            w.sent = None;
+            self.send_write(rid, out);
+        }
+    }
+
+    /// A leader now serves: send what waited for one.
+    pub(super) fn flush_waiting(&mut self, out: &mut O) {
+        let waiting: Vec<u64> = (self.writes.iter())
+            .filter(|(_, w)| w.sent.is_none())
+            .map(|(&r, _)| r)
+            .collect();
+        for rid in waiting {
+            self.send_write(rid, out);
+        }
+        self.flush_reads(out);
+    }
+
+    /// Requests past their deadline: unknown if handed to a leader, else
+    /// refused (nothing happened).
+    fn expire(&mut self, out: &mut O) {
+        let now = self.now;
+        let late: Vec<u64> = (self.writes.iter())
+            .filter(|(_, w)| w.deadline <= now)
+            .map(|(&r, _)| r)
+            .collect();
+        for rid in late {
+            let w = self.writes.remove(&rid).expect("listed");
+            let err = if w.sent.is_some() {
+                self.counters.unknown += 1;
+                OpError::unknown("not delivered within the op timeout")
+            } else {
+                OpError::refused("no leader within the op timeout")
+            };
+            out.reply(w.client, Response::Failed(err));
+        }
+        self.expire_reads(out);
+    }
+
+    fn tick(&mut self, out: &mut O) {
+        out.set_timer(self.cfg.tick, Timer::Tick);
+        self.expire(out);
+        match &self.role {
+            Role::Looking => self.election_tick(out),
+            Role::Following(_) => self.follower_tick(out),
+            Role::Leading(_) => self.leader_tick(out),
+        }
+    }
+
+    fn restore_meta(&mut self, key: &str, value: &[u8]) {
+        let word = |i: usize| {
+            (value.get(i * 8..i * 8 + 8))
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        match key {
+            META_ACCEPTED => {
+                if let (Some(e), Some(l)) = (word(0), word(1)) {
+                    self.accepted = (e, l as NodeId);
+                }
+            }
+            META_CURRENT => {
+                if let Some(e) = word(0) {
+                    self.current_epoch = e;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn dispatch(&mut self, from: NodeId, msg: Msg, out: &mut O) {
+        match msg {
+            Msg::Notify {
+                round,
+                vote,
+                state,
+                recovering,
+            } => self.on_notify(from, round, vote, state, recovering, out),
+            Msg::FollowerInfo {
+                accepted,
+                recovering,
+            } => self.on_follower_info(from, accepted, recovering, out),
+            Msg::NewEpoch { epoch } => self.on_new_epoch(from, epoch, out),
+            Msg::AckEpoch {
+                epoch,
+                cur_epoch,
+                summary,
+                recovering,
+            } => self.on_ack_epoch(from, epoch, cur_epoch, summary, recovering, out),
+            Msg::NewLeader { epoch, sync } => self.on_new_leader(from, epoch, sync, out),
+            Msg::AckNewLeader { epoch, last } => self.on_ack_new_leader(from, epoch, last, out),
+            Msg::Proposal { epoch, entry } => self.on_proposal(from, epoch, entry, out),
+            Msg::Ack { epoch, index } => self.on_ack(from, epoch, index, out),
+            Msg::Commit { epoch, index } => self.on_commit(from, epoch, index, out),
+            Msg::Ping {
+                epoch,
+                round,
+                commit,
+                last,
+            } => self.on_ping(from, epoch, round, commit, last, out),
+            Msg::Pong { epoch, round, last } => self.on_pong(from, epoch, round, last, out),
+            Msg::Forward {
+                epoch,
+                origin,
+                rid,
+                op,
+            } => self.on_forward(from, epoch, origin, rid, op, out),
+            Msg::Dropped { rid } => self.on_dropped(from, rid, out),
+            Msg::ReadIndex { epoch, rid } => self.on_read_index(from, epoch, rid, out),
+            Msg::ReadIndexOk { epoch, rid, index } => {
+                self.on_read_index_ok(from, epoch, rid, index, out)
+            }
+        }
+    }
+}
+
+impl Protocol for ZabNode {
+    type Msg = Msg;
+    type Timer = Timer;
+
+    fn on_start(&mut self, now: Time, out: &mut O) {
+        self.now = now;
+        // Restored entries above the snapshot are not known committed: the
+        // next leader's synchronisation decides.
+        out.set_timer(self.cfg.tick, Timer::Tick);
+        self.look(out);
+    }
+    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut O) {
+        self.now = now;
+        self.on_client_request(client, req, out);
+    }
+    fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut O) {
+        self.now = now;
+        if let Peer::Node(n) = from {
+            if n != self.id && self.members.contains(&n) {
+                self.dispatch(n, msg, out);
+            }
+        }
+    }
+    fn on_timer(&mut self, now: Time, timer: Timer, out: &mut O) {
+        self.now = now;
+        match timer {
+            Timer::Tick => self.tick(out),
+            Timer::Finalize => self.finalize(out),
+        }
+    }
+    fn on_link(&mut self, now: Time, ev: LinkEvent, out: &mut O) {
+        self.now = now;
+        if let LinkEvent::Down(Peer::Node(n)) = ev {
+            self.link_down(n, out);
+        }
+    }
+    fn restore(&mut self, rec: Record) {
+        match rec {
+            Record::Meta { key, value } => self.restore_meta(&key, &value),
+            Record::Snapshot { index, data } => {
+                if let Some((epoch, state)) = super::state_machine::decode_snapshot(&data) {
+                    if self.sm.restore(&state).is_ok() {
+                        // Records may come in the order written (entries
+                        // above the snapshot before it): keep them.
+                        if self.log.epoch_at(index) == Some(epoch) {
+                            self.log.compact(index);
+                        } else {
+                            self.log.install(index, epoch);
+                        }
+                        self.applied = index;
+                        self.commit = index;
+                    }
+                }
+            }
+            Record::Entry { index, epoch, data } => {
+                if index > self.log.base() {
+                    self.log.truncate_from(index + 1);
+                    self.log.put(index, epoch, data);
+                }
+            }
+            Record::TruncateFrom { index } => self.log.truncate_from(index.max(self.applied + 1)),
+            Record::Register { .. } => {}
+        }
+        if self.has_bug(InjectedBug::ReuseEpoch) {
+            // Epochs were never written: take them from the log.
+            let e = self.log.last_zxid().epoch;
+            (self.accepted, self.current_epoch) = ((e, 0), e);
+        }
+    }
+    fn role(&self) -> &'static str {
+        match &self.role {
+            _ if self.recovering => "recovering",
+            Role::Looking => "looking",
+            Role::Following(_) => "follower",
+            Role::Leading(_) => "leader",
+        }
+    }
+    fn status(&self) -> String {
+        format!(
+            "{} epoch={}/{} last={} commit={} applied={} base={} keys={} leader={}",
+            self.role(),
+            self.accepted.0,
+            self.current_epoch,
+            self.log.last(),
+            self.commit,
+            self.applied,
+            self.log.base(),
+            self.sm.len(),
+            self.leader().map(|l| l.to_string()).unwrap_or("-".into()),
+        )
+    }
+    fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let c = &self.counters;
+        vec![
+            (
+                "zab_elections",
+                "times this server started an election",
+                c.elections,
+            ),
+            (
+                "zab_led",
+                "times this server became a prospective leader",
+                c.led,
+            ),
+            (
+                "zab_step_downs",
+                "leaderships given up (no quorum, newer epoch)",
+                c.step_downs,
+            ),
+            (
+                "zab_proposals",
+                "proposals broadcast as leader",
+                c.proposals,
+            ),
+            (
+                "zab_delivered",
+                "entries delivered (abdeliver)",
+                c.delivered,
+            ),
+            (
+                "zab_sync_diff",
+                "followers synchronised by DIFF",
+                c.sync_diff,
+            ),
+            (
+                "zab_sync_trunc",
+                "followers synchronised by TRUNC + DIFF",
+                c.sync_trunc,
+            ),
+            (
+                "zab_sync_snap",
+                "followers synchronised by SNAP",
+                c.sync_snap,
+            ),
+            (
+                "zab_snapshots",
+                "snapshots taken (log compactions)",
+                c.snapshots,
+            ),
+            ("zab_read_rounds", "read-index quorum rounds", c.read_rounds),
+            (
+                "zab_unknown",
+                "requests answered with an unknown outcome",
+                c.unknown,
+            ),
+            ("zab_last_index", "last log index", self.log.last()),
+            ("zab_commit_index", "commit index known here", self.commit),
+        ]
+    }
+}

@@ -1,0 +1,250 @@
+//! Reads. `read=index` (default): the leader notes its commit index, then
+//! confirms it still leads with a quorum round (a PING round whose PONGs
+//! come from a quorum of followers still in its epoch); the read is served
+//! once the serving server applied that index. A follower asks the leader
+//! for the index (READINDEX) and serves the read itself. `read=log`
+//! broadcasts reads like writes (`node.rs`). `read=local` answers from the
+//! server's state at once: ZooKeeper's sequentially consistent reads
+//! (seed 003 line 535), not linearizable.
+
+use super::follower::FStage;
+use super::msg::Msg;
+use super::node::{ReadMode, Role, ZabNode, O};
+use super::state_machine::StateMachine;
+use crate::types::{ClientRef, NodeId, OpError, Peer, Response, Time};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+/// A read at this server.
+#[derive(Debug)]
+pub struct Read {
+    pub client: ClientRef,
+    pub op: Bytes,
+    pub deadline: Time,
+    /// Asked of the leader (or queued at it).
+    pub sent: bool,
+    /// The index to have applied before answering, once confirmed.
+    pub index: Option<u64>,
+}
+
+/// Who asked the leader for a read index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asker {
+    Me(u64),
+    Follower(NodeId, u64),
+}
+
+/// A read waiting at the leader for its round's quorum.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    pub asker: Asker,
+    pub index: u64,
+    pub round: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Reads {
+    pub mine: BTreeMap<u64, Read>,
+    pub at_leader: Vec<Pending>,
+}
+
+impl ZabNode {
+    fn serving(&self) -> bool {
+        self.leader().is_some()
+    }
+
+    pub(super) fn client_read(
+        &mut self,
+        client: ClientRef,
+        op: Bytes,
+        deadline: Time,
+        out: &mut O,
+    ) {
+        if self.cfg.read == ReadMode::Local {
+            let resp = if self.serving() {
+                self.sm.read(&op)
+            } else {
+                Response::Failed(OpError::NotLeader { hint: None })
+            };
+            return out.reply(client, resp);
+        }
+        let rid = self.next_rid;
+        self.next_rid += 1;
+        let r = Read {
+            client,
+            op,
+            deadline,
+            sent: false,
+            index: None,
+        };
+        self.reads.mine.insert(rid, r);
+        self.send_read(rid, out);
+    }
+
+    fn send_read(&mut self, rid: u64, out: &mut O) {
+        match &self.role {
+            Role::Leading(l) if l.established => {
+                self.read_at_leader(Asker::Me(rid), out);
+            }
+            Role::Following(f) if f.stage == FStage::Serving => {
+                let msg = Msg::ReadIndex {
+                    epoch: f.epoch,
+                    rid,
+                };
+                out.send(Peer::Node(f.leader), msg);
+            }
+            _ => return,
+        }
+        if let Some(r) = self.reads.mine.get_mut(&rid) {
+            r.sent = true;
+        }
+    }
+
+    pub(super) fn flush_reads(&mut self, out: &mut O) {
+        let waiting: Vec<u64> = (self.reads.mine.iter())
+            .filter(|(_, r)| !r.sent)
+            .map(|(&k, _)| k)
+            .collect();
+        for rid in waiting {
+            self.send_read(rid, out);
+        }
+    }
+
+    /// At the leader: note the commit index and the round that must
+    /// confirm it (one sent after the read arrived: now, or after the
+    /// round in flight).
+    fn read_at_leader(&mut self, asker: Asker, out: &mut O) {
+        let index = self.commit;
+        let l = self.leading().expect("leading");
+        let round = match l.read_round {
+            Some(_) => l.ping_round + 1,
+            None => {
+                let r = self.ping(out);
+                self.counters.read_rounds += 1;
+                self.leading().expect("leading").read_round = Some(r);
+                r
+            }
+        };
+        let p = Pending {
+            asker,
+            index,
+            round,
+        };
+        self.reads.at_leader.push(p);
+        self.check_read_rounds(out);
+    }
+
+    pub(super) fn on_read_index(&mut self, from: NodeId, epoch: u64, rid: u64, out: &mut O) {
+        match self.leading() {
+            Some(l) if l.established && l.epoch == epoch => {}
+            Some(_) => return self.not_in_broadcast(from, out),
+            None => return,
+        }
+        self.read_at_leader(Asker::Follower(from, rid), out);
+    }
+
+    /// Reads whose round a quorum confirmed get their index; a round
+    /// wanted by reads that came during the last one goes out.
+    pub(super) fn check_read_rounds(&mut self, out: &mut O) {
+        let q = self.quorum();
+        let Role::Leading(l) = &mut self.role else {
+            return;
+        };
+        if !l.established {
+            return;
+        }
+        let epoch = l.epoch;
+        if l.read_round.is_some_and(|r| l.confirmed(r, q)) {
+            l.read_round = None;
+        }
+        let (done, wait): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.reads.at_leader)
+            .into_iter()
+            .partition(|p| l.confirmed(p.round, q));
+        let again = l.read_round.is_none() && wait.iter().any(|p| p.round > l.ping_round);
+        self.reads.at_leader = wait;
+        if again {
+            let r = self.ping(out);
+            self.counters.read_rounds += 1;
+            self.leading().expect("leading").read_round = Some(r);
+            for p in &mut self.reads.at_leader {
+                p.round = p.round.min(r);
+            }
+        }
+        for p in done {
+            match p.asker {
+                Asker::Me(rid) => {
+                    if let Some(r) = self.reads.mine.get_mut(&rid) {
+                        r.index = Some(p.index);
+                    }
+                }
+                Asker::Follower(n, rid) => {
+                    let msg = Msg::ReadIndexOk {
+                        epoch,
+                        rid,
+                        index: p.index,
+                    };
+                    out.send(Peer::Node(n), msg);
+                }
+            }
+        }
+        self.serve_reads(out);
+    }
+
+    pub(super) fn on_read_index_ok(
+        &mut self,
+        from: NodeId,
+        epoch: u64,
+        rid: u64,
+        index: u64,
+        out: &mut O,
+    ) {
+        match &self.role {
+            Role::Following(f) if f.leader == from && f.epoch == epoch => {}
+            _ => return,
+        }
+        if let Some(r) = self.reads.mine.get_mut(&rid) {
+            r.index = Some(index);
+        }
+        self.serve_reads(out);
+    }
+
+    /// Answer the reads whose index this server applied.
+    pub(super) fn serve_reads(&mut self, out: &mut O) {
+        let applied = self.applied;
+        let ready: Vec<u64> = (self.reads.mine.iter())
+            .filter(|(_, r)| r.index.is_some_and(|i| i <= applied))
+            .map(|(&k, _)| k)
+            .collect();
+        for rid in ready {
+            let r = self.reads.mine.remove(&rid).expect("listed");
+            out.reply(r.client, self.sm.read(&r.op));
+        }
+    }
+
+    /// Leaving a role: reads asked of the leader fail (a read has no
+    /// effect, so the failure is definite).
+    pub(super) fn fail_sent_reads(&mut self, out: &mut O) {
+        self.reads.at_leader.clear();
+        let sent: Vec<u64> = (self.reads.mine.iter())
+            .filter(|(_, r)| r.sent)
+            .map(|(&k, _)| k)
+            .collect();
+        for rid in sent {
+            let r = self.reads.mine.remove(&rid).expect("listed");
+            out.reply(r.client, Response::Failed(OpError::refused("leader lost")));
+        }
+    }
+
+    pub(super) fn expire_reads(&mut self, out: &mut O) {
+        let now = self.now;
+        let late: Vec<u64> = (self.reads.mine.iter())
+            .filter(|(_, r)| r.deadline <= now)
+            .map(|(&k, _)| k)
+            .collect();
+        for rid in late {
+            let r = self.reads.mine.remove(&rid).expect("listed");
+            let err = OpError::refused("read not served within the op timeout");
+            out.reply(r.client, Response::Failed(err));
+        }
+    }
+}

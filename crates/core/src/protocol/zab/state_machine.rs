@@ -1,0 +1,269 @@
+//! The replicated state machine, apart from the broadcast: a small trait
+//! (apply, read, snapshot, restore) and the KV store behind it. Zab only
+//! orders opaque operations; delivery hands them to the machine in order.
+//! Also the byte codec of log entries and snapshots (`Record::Entry` and
+//! `Record::Snapshot` hold bytes).
+
+use crate::types::{OpError, Request, Response};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+/// An operation of the KV machine, as logged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Get { key: Bytes },
+    Put { key: Bytes, value: Bytes },
+    Delete { key: Bytes },
+}
+
+impl Op {
+    /// The operation a client request asks for (None: not a KV request).
+    pub fn from_request(req: &Request) -> Option<Op> {
+        Some(match req {
+            Request::Get { key } => Op::Get { key: key.clone() },
+            Request::Put { key, value } => Op::Put {
+                key: key.clone(),
+                value: value.clone(),
+            },
+            Request::Delete { key } => Op::Delete { key: key.clone() },
+        })
+    }
+    pub fn encode(&self, w: &mut Writer) {
+        match self {
+            Op::Get { key } => {
+                w.u8(0);
+                w.bytes(key);
+            }
+            Op::Put { key, value } => {
+                w.u8(1);
+                w.bytes(key);
+                w.bytes(value);
+            }
+            Op::Delete { key } => {
+                w.u8(2);
+                w.bytes(key);
+            }
+        }
+    }
+    pub fn decode(r: &mut Reader<'_>) -> Option<Op> {
+        Some(match r.u8()? {
+            0 => Op::Get { key: r.bytes()? },
+            1 => Op::Put {
+                key: r.bytes()?,
+                value: r.bytes()?,
+            },
+            2 => Op::Delete { key: r.bytes()? },
+            _ => return None,
+        })
+    }
+    pub fn to_bytes(&self) -> Bytes {
+        let mut w = Writer::default();
+        self.encode(&mut w);
+        w.finish()
+    }
+}
+
+/// A log entry's payload: who asked (the origin server's writer id and its
+/// request number, so that only that server answers) and the operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payload {
+    pub origin: u64,
+    pub rid: u64,
+    pub op: Bytes,
+}
+
+impl Payload {
+    pub fn to_bytes(&self) -> Bytes {
+        let mut w = Writer::default();
+        w.u64(self.origin);
+        w.u64(self.rid);
+        w.bytes(&self.op);
+        w.finish()
+    }
+    pub fn from_bytes(b: &[u8]) -> Option<Payload> {
+        let mut r = Reader(b);
+        Some(Payload {
+            origin: r.u64()?,
+            rid: r.u64()?,
+            op: r.bytes()?,
+        })
+    }
+}
+
+/// What Zab delivers to: apply ordered operations, answer local reads,
+/// and save and restore the whole state (snapshots, SNAP).
+pub trait StateMachine {
+    /// Apply one delivered operation; the answer goes to its client.
+    fn apply(&mut self, op: &[u8]) -> Response;
+    /// Answer a read from the current state (reads outside the log).
+    fn read(&self, op: &[u8]) -> Response;
+    fn snapshot(&self) -> Bytes;
+    fn restore(&mut self, data: &[u8]) -> Result<(), String>;
+}
+
+/// The KV store: GET, PUT, DELETE.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KvStore {
+    map: BTreeMap<Bytes, Bytes>,
+}
+
+impl KvStore {
+    pub fn get(&self, key: &[u8]) -> Option<&Bytes> {
+        self.map.get(key)
+    }
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+fn bad_op() -> Response {
+    Response::Failed(OpError::refused("undecodable operation"))
+}
+
+impl StateMachine for KvStore {
+    fn apply(&mut self, op: &[u8]) -> Response {
+        match Op::decode(&mut Reader(op)) {
+            Some(Op::Get { key }) => Response::Value(self.map.get(&key).cloned()),
+            Some(Op::Put { key, value }) => {
+                self.map.insert(key, value);
+                Response::Done
+            }
+            Some(Op::Delete { key }) => {
+                self.map.remove(&key);
+                Response::Done
+            }
+            None => bad_op(),
+        }
+    }
+    fn read(&self, op: &[u8]) -> Response {
+        match Op::decode(&mut Reader(op)) {
+            Some(Op::Get { key }) => Response::Value(self.map.get(&key).cloned()),
+            Some(_) => Response::Failed(OpError::refused("not a read")),
+            None => bad_op(),
+        }
+    }
+    fn snapshot(&self) -> Bytes {
+        let mut w = Writer::default();
+        w.u64(self.map.len() as u64);
+        for (k, v) in &self.map {
+            w.bytes(k);
+            w.bytes(v);
+        }
+        w.finish()
+    }
+    fn restore(&mut self, data: &[u8]) -> Result<(), String> {
+        let mut r = Reader(data);
+        let bad = || "corrupt KV snapshot".to_string();
+        let n = r.u64().ok_or_else(bad)?;
+        let mut map = BTreeMap::new();
+        for _ in 0..n {
+            let k = r.bytes().ok_or_else(bad)?;
+            let v = r.bytes().ok_or_else(bad)?;
+            map.insert(k, v);
+        }
+        self.map = map;
+        Ok(())
+    }
+}
+
+/// A snapshot as persisted and sent: the epoch of the entry at its index,
+/// then the machine's state.
+pub fn encode_snapshot(epoch: u64, state: &[u8]) -> Bytes {
+    let mut w = Writer::default();
+    w.u64(epoch);
+    w.bytes(state);
+    w.finish()
+}
+
+pub fn decode_snapshot(data: &[u8]) -> Option<(u64, Bytes)> {
+    let mut r = Reader(data);
+    Some((r.u64()?, r.bytes()?))
+}
+
+/// Little-endian, length-prefixed encoding.
+#[derive(Default)]
+pub struct Writer(Vec<u8>);
+
+impl Writer {
+    pub fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    pub fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
+    pub fn finish(self) -> Bytes {
+        Bytes::from(self.0)
+    }
+}
+
+pub struct Reader<'a>(pub &'a [u8]);
+
+impl Reader<'_> {
+    pub fn u8(&mut self) -> Option<u8> {
+        let (&v, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(v)
+    }
+    pub fn u64(&mut self) -> Option<u64> {
+        if self.0.len() < 8 {
+            return None;
+        }
+        let (v, rest) = self.0.split_at(8);
+        self.0 = rest;
+        Some(u64::from_le_bytes(v.try_into().ok()?))
+    }
+    pub fn bytes(&mut self) -> Option<Bytes> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        if self.0.len() < n {
+            return None;
+        }
+        let (v, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(Bytes::copy_from_slice(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn ops_apply_and_snapshots_round_trip() {
+        let mut kv = KvStore::default();
+        let put = Op::Put {
+            key: b("k"),
+            value: b("v"),
+        };
+        assert_eq!(kv.apply(&put.to_bytes()), Response::Done);
+        let get = Op::Get { key: b("k") }.to_bytes();
+        assert_eq!(kv.read(&get), Response::Value(Some(b("v"))));
+        assert_eq!(kv.apply(&get), Response::Value(Some(b("v"))));
+        assert!(matches!(kv.read(&put.to_bytes()), Response::Failed(_)));
+        let snap = kv.snapshot();
+        let mut other = KvStore::default();
+        other.restore(&snap).unwrap();
+        assert_eq!(other, kv);
+        assert!(other.restore(&snap[..snap.len() - 1]).is_err());
+        kv.apply(&Op::Delete { key: b("k") }.to_bytes());
+        assert_eq!(kv.read(&get), Response::Value(None));
+        assert!(matches!(kv.apply(&[9]), Response::Failed(_)));
+        let p = Payload {
+            origin: 7,
+            rid: 3,
+            op: get.clone(),
+        };
+        assert_eq!(Payload::from_bytes(&p.to_bytes()), Some(p));
+        assert_eq!(decode_snapshot(&encode_snapshot(4, &snap)), Some((4, snap)));
+    }
+}

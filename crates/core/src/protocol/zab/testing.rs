@@ -1,0 +1,211 @@
+//! An in-memory cluster for the unit tests: FIFO delivery in send order,
+//! ticks by hand, a disk per server (restored in the driver's order), and
+//! crashes that lose nothing persisted.
+
+use super::node::{Config, ZabNode};
+use super::{InjectedBug, Msg, Timer};
+use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use crate::types::{ClientRef, NodeId, Peer, Request, Response, Time};
+use bytes::Bytes;
+use std::collections::{BTreeMap, VecDeque};
+
+/// What survives a crash, replayed in `Protocol::restore`'s order.
+#[derive(Clone, Debug, Default)]
+pub struct Disk {
+    meta: BTreeMap<String, Bytes>,
+    snapshot: Option<(u64, Bytes)>,
+    entries: BTreeMap<u64, (u64, Bytes)>,
+}
+
+impl Disk {
+    fn write(&mut self, r: Record) {
+        match r {
+            Record::Meta { key, value } => {
+                self.meta.insert(key, value);
+            }
+            Record::Snapshot { index, data } => {
+                self.snapshot = Some((index, data));
+                self.entries = self.entries.split_off(&(index + 1));
+            }
+            Record::Entry { index, epoch, data } => {
+                self.entries.insert(index, (epoch, data));
+            }
+            Record::TruncateFrom { index } => {
+                self.entries.split_off(&index);
+            }
+            Record::Register { .. } => {}
+        }
+    }
+    pub fn records(&self) -> Vec<Record> {
+        let mut v: Vec<Record> = (self.meta.iter())
+            .map(|(k, v)| Record::Meta {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect();
+        if let Some((index, data)) = &self.snapshot {
+            v.push(Record::Snapshot {
+                index: *index,
+                data: data.clone(),
+            });
+        }
+        for (&index, (epoch, data)) in &self.entries {
+            v.push(Record::Entry {
+                index,
+                epoch: *epoch,
+                data: data.clone(),
+            });
+        }
+        v
+    }
+}
+
+pub struct Cluster {
+    pub nodes: Vec<Option<ZabNode>>,
+    pub disks: Vec<Disk>,
+    pub now: Time,
+    pub cfg: Config,
+    pub bug: Option<InjectedBug>,
+    queue: VecDeque<(NodeId, NodeId, Msg)>,
+    pub replies: Vec<(NodeId, ClientRef, Response)>,
+    lives: u64,
+    next_client: u64,
+}
+
+impl Cluster {
+    pub fn new(n: u32, cfg: Config) -> Cluster {
+        let mut c = Cluster {
+            nodes: Vec::new(),
+            disks: vec![Disk::default(); n as usize],
+            now: Time::ZERO,
+            cfg,
+            bug: None,
+            queue: VecDeque::new(),
+            replies: Vec::new(),
+            lives: 0,
+            next_client: 1,
+        };
+        c.nodes = (1..=n).map(|_| None).collect();
+        for id in 1..=n {
+            c.boot(id);
+        }
+        c
+    }
+    fn members(&self) -> Vec<NodeId> {
+        (1..=self.nodes.len() as u32).collect()
+    }
+    fn boot(&mut self, id: NodeId) {
+        self.lives += 1;
+        let writer = u64::from(id) | self.lives << 32;
+        let mut node = ZabNode::new(id, &self.members(), writer, self.cfg).with_bug(self.bug);
+        for r in self.disks[id as usize - 1].records() {
+            node.restore(r);
+        }
+        self.nodes[id as usize - 1] = Some(node);
+        self.call(id, |n, now, out| n.on_start(now, out));
+    }
+    pub fn node(&self, id: NodeId) -> &ZabNode {
+        self.nodes[id as usize - 1].as_ref().expect("up")
+    }
+    fn call(&mut self, id: NodeId, f: impl FnOnce(&mut ZabNode, Time, &mut Out<Msg, Timer>)) {
+        let now = self.now;
+        let Some(node) = self.nodes[id as usize - 1].as_mut() else {
+            return;
+        };
+        let mut out = Out::new();
+        f(node, now, &mut out);
+        for cmd in out.drain() {
+            match cmd {
+                Command::Send {
+                    to: Peer::Node(to),
+                    msg,
+                } => self.queue.push_back((id, to, msg)),
+                Command::Reply { client, resp } => self.replies.push((id, client, resp)),
+                Command::Persist(r) => self.disks[id as usize - 1].write(r),
+                _ => {}
+            }
+        }
+    }
+    /// Deliver every message in flight (and those they cause).
+    pub fn run(&mut self) {
+        for _ in 0..100_000 {
+            let Some((from, to, msg)) = self.queue.pop_front() else {
+                return;
+            };
+            self.call(to, |n, now, out| n.on_msg(now, Peer::Node(from), msg, out));
+        }
+        panic!("messages never stop");
+    }
+    /// One tick of virtual time at every live server, then delivery.
+    pub fn tick(&mut self) {
+        self.now = self.now.saturating_add(self.cfg.tick);
+        for id in self.members() {
+            self.call(id, |n, now, out| n.on_timer(now, Timer::Finalize, out));
+            self.call(id, |n, now, out| n.on_timer(now, Timer::Tick, out));
+        }
+        self.run();
+    }
+    /// Tick until some server leads with every live server following it.
+    pub fn settle(&mut self) -> NodeId {
+        for _ in 0..200 {
+            self.tick();
+            let up: Vec<&ZabNode> = self.nodes.iter().flatten().collect();
+            let leaders: Vec<NodeId> = up.iter().filter_map(|n| n.leader()).collect();
+            if leaders.len() == up.len() && leaders.iter().all(|&l| l == leaders[0]) {
+                return leaders[0];
+            }
+        }
+        panic!("no leader after 200 ticks");
+    }
+    pub fn crash(&mut self, id: NodeId) {
+        self.nodes[id as usize - 1] = None;
+        self.queue.retain(|(f, t, _)| *f != id && *t != id);
+        for other in self.members() {
+            if other != id {
+                let ev = LinkEvent::Down(Peer::Node(id));
+                self.call(other, |n, now, out| n.on_link(now, ev, out));
+            }
+        }
+    }
+    pub fn restart(&mut self, id: NodeId) {
+        self.boot(id);
+    }
+    /// Ask server `at` for `req`; returns its answer once given.
+    pub fn ask(&mut self, at: NodeId, req: Request) -> Option<Response> {
+        let client = ClientRef::local(self.next_client);
+        self.next_client += 1;
+        self.call(at, |n, now, out| n.on_client(now, client, req, out));
+        for _ in 0..50 {
+            self.run();
+            if let Some(i) = self.replies.iter().position(|(_, c, _)| *c == client) {
+                return Some(self.replies.remove(i).2);
+            }
+            self.tick();
+        }
+        None
+    }
+    /// Ask without waiting (the answer lands in `replies`).
+    pub fn send(&mut self, at: NodeId, req: Request) -> ClientRef {
+        let client = ClientRef::local(self.next_client);
+        self.next_client += 1;
+        self.call(at, |n, now, out| n.on_client(now, client, req, out));
+        client
+    }
+}
+
+pub fn put(k: &str, v: &str) -> Request {
+    Request::Put {
+        key: Bytes::copy_from_slice(k.as_bytes()),
+        value: Bytes::copy_from_slice(v.as_bytes()),
+    }
+}
+
+pub fn get(k: &str) -> Request {
+    Request::Get {
+        key: Bytes::copy_from_slice(k.as_bytes()),
+    }
+}
+
+pub fn value(v: &str) -> Response {
+    Response::Value(Some(Bytes::copy_from_slice(v.as_bytes())))
+}

@@ -1,0 +1,103 @@
+//! Zab's CI seeds: every seed passes with every fault, durable logs (all
+//! nodes may crash at once) and in memory mode (recovering servers); each
+//! injected bug is caught within 100 seeds, and ZooKeeper's local reads
+//! are caught not being linearizable.
+
+use quorumkv_core::protocol::zab::Zab;
+use quorumkv_sim::registry::register;
+use quorumkv_sim::*;
+
+fn zab_cfg(durability: Durability) -> SimConfig {
+    SimConfig {
+        protocol: "zab".into(),
+        faults: FaultSet::all(),
+        durability: Some(durability),
+        ..SimConfig::default()
+    }
+}
+
+#[test]
+fn ci_seeds_zab() {
+    let zab = register::<Zab>();
+    for (durability, range) in [
+        (Durability::Fsync, "0..200"),
+        (Durability::Memory, "0..100"),
+    ] {
+        let s = sweep(
+            &zab,
+            &zab_cfg(durability),
+            range.parse().unwrap(),
+            2,
+            3,
+            |_| {},
+        )
+        .unwrap();
+        for f in &s.failures {
+            eprintln!("seed {} ({}): {}", f.seed, f.params, f.verdict);
+        }
+        assert!(
+            s.all_passed(),
+            "zab {durability} failed {} seeds",
+            s.failures.len()
+        );
+        let t = &s.totals;
+        assert!(t.crashes > 0 && t.pauses > 0 && t.link_downs > 0, "{t:?}");
+    }
+}
+
+/// Each bug is caught within 100 seeds (first failing seed today in the
+/// comment), as a linearizability violation. TRUNC is rare in these runs
+/// (a follower must hold proposals no member of the next quorum got), so
+/// skip-trunc gets the faults that make it happen.
+#[test]
+fn zab_injected_bugs_are_caught() {
+    let zab = register::<Zab>();
+    let all = FaultSet::all();
+    let dpc: FaultSet = "delay,partition,crash".parse().unwrap();
+    for (bug, faults, n) in [
+        ("zab-deliver-before-quorum", all, None), // 52
+        ("zab-reuse-epoch", all, None),           // 65
+        ("zab-stale-log-leader", all, None),      // 4
+        ("zab-skip-trunc", dpc, Some(3)),         // 15
+    ] {
+        let c = SimConfig {
+            bug: Some(bug.into()),
+            faults,
+            replicas: n,
+            ..zab_cfg(Durability::Fsync)
+        };
+        let s = sweep(&zab, &c, "0..100".parse().unwrap(), 2, 1, |_| {}).unwrap();
+        let f = (s.failures.first()).unwrap_or_else(|| panic!("{bug} survived 100 seeds"));
+        assert!(
+            matches!(f.verdict, Verdict::Unsafe { .. }),
+            "{bug}: {}",
+            f.verdict
+        );
+        eprintln!("{bug}: first caught at seed {}", f.seed);
+    }
+}
+
+/// `read=local` (ZooKeeper's reads) is not linearizable: caught at once.
+/// The default (read index) passes the same seeds in `ci_seeds_zab`; reads
+/// through the log are linearizable on these seeds too (the rare liveness
+/// failures left are the module doc's known gap).
+#[test]
+fn local_reads_are_stale_and_logged_reads_are_not() {
+    let zab = register::<Zab>();
+    let opt = |v: &str| SimConfig {
+        options: vec![("read".into(), v.into())],
+        ..zab_cfg(Durability::Fsync)
+    };
+    let s = sweep(&zab, &opt("local"), "0..20".parse().unwrap(), 2, 1, |_| {}).unwrap();
+    let f = s
+        .failures
+        .first()
+        .expect("stale local reads within 20 seeds");
+    assert!(matches!(f.verdict, Verdict::Unsafe { .. }), "{}", f.verdict);
+    let s = sweep(&zab, &opt("log"), "0..60".parse().unwrap(), 2, 3, |_| {}).unwrap();
+    let unsafe_seeds: Vec<u64> = (s.failures.iter())
+        .filter(|f| matches!(f.verdict, Verdict::Unsafe { .. }))
+        .map(|f| f.seed)
+        .collect();
+    assert!(unsafe_seeds.is_empty(), "read=log: {unsafe_seeds:?}");
+}
