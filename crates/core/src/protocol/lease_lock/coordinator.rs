@@ -371,8 +371,10 @@ impl Coordinator {
     /// key whose lock it held for a whole op timeout). Before any WRITE
     /// nothing happened: release the locks and start a new round at once
     /// (it needs Q grants of the others); a lock round stops counting on
-    /// `n`. A write already sent cannot be taken back: it runs to its
-    /// deadline (outcome unknown), as before.
+    /// `n`. A write already sent that still lacks `n`'s ack is answered
+    /// now as at its deadline (a put: unknown; a get's write-back: a
+    /// definite failure) and its locks released: waiting could only end
+    /// so, and it blocked the key meanwhile.
     pub fn on_down(&mut self, now: Time, n: NodeId, out: &mut Out<Msg, Timer>) {
         if self.bug == Some(Bug::WaitForDownReplica) || n >= 64 {
             return;
@@ -392,6 +394,14 @@ impl Coordinator {
                     }
                     continue;
                 }
+            }
+            if let Phase::Writing { locked, acks, .. } = &p.phase {
+                if *locked & bit != 0 && !acks.has(n) {
+                    self.counters.writes_cut += 1;
+                    let resp = Response::Failed(self.deadline_error(&self.pending[&round]));
+                    self.finish(round, resp, out);
+                }
+                continue;
             }
             if !relock {
                 continue;
@@ -990,6 +1000,41 @@ mod tests {
             }
             let s = sends(&mut out);
             assert!(s.iter().all(|(_, m)| matches!(m, Msg::Read { .. })) && s.len() == 2);
+        }
+    }
+
+    /// A put whose WRITE still lacks the ack of a replica that went down
+    /// is answered at once, as at its deadline (unknown), and unlocks; one
+    /// that has that ack goes on.
+    #[test]
+    fn a_write_missing_the_ack_of_a_replica_gone_down_is_answered_at_once() {
+        for acked_by_3 in [false, true] {
+            let mut c = coord(3);
+            let mut out = O::new();
+            let l = locked(&mut c, put(b"v"), &[1, 3], &mut out);
+            for n in [1, 3] {
+                let r = Msg::ReadReply {
+                    lock: l,
+                    tag: Tag::ZERO,
+                    value: None,
+                };
+                c.handle(T0, Peer::Node(n), r, &mut out);
+            }
+            out.drain();
+            c.handle(T0, Peer::Node(1), Msg::Ack { lock: l }, &mut out);
+            if acked_by_3 {
+                c.handle(T0, Peer::Node(3), Msg::Ack { lock: l }, &mut out);
+                out.drain();
+                assert_eq!(c.in_flight(), 0, "done");
+                continue;
+            }
+            assert!(out.drain().next().is_none());
+            c.on_down(T0, 3, &mut out);
+            let (s, r) = (sends(&mut out), c.counters.writes_cut);
+            assert_eq!(r, 1);
+            assert!(s.contains(&(Peer::Node(1), unlock_of(l))), "{s:?}");
+            assert_eq!(c.in_flight(), 0);
+            assert_eq!(c.unknown, 1, "a put cut short: unknown");
         }
     }
 
