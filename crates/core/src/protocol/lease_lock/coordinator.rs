@@ -934,15 +934,7 @@ mod tests {
 
         // In the write phase the deadline leaves the outcome unknown.
         let mut c = coord(3);
-        let l = locked(&mut c, put(b"v"), &[1, 2], &mut out);
-        for n in [1, 2] {
-            let reply = Msg::ReadReply {
-                lock: l,
-                tag: Tag::ZERO,
-                value: None,
-            };
-            c.handle(T0, Peer::Node(n), reply, &mut out);
-        }
+        let l = writing(&mut c, put(b"v"), &[1, 2], &mut out);
         c.handle(T0, Peer::Node(1), Msg::Ack { lock: l }, &mut out);
         out.drain();
         c.tick(Time(300_000), &mut out);
@@ -1011,15 +1003,7 @@ mod tests {
         for acked_by_3 in [false, true] {
             let mut c = coord(3);
             let mut out = O::new();
-            let l = locked(&mut c, put(b"v"), &[1, 3], &mut out);
-            for n in [1, 3] {
-                let r = Msg::ReadReply {
-                    lock: l,
-                    tag: Tag::ZERO,
-                    value: None,
-                };
-                c.handle(T0, Peer::Node(n), r, &mut out);
-            }
+            let l = writing(&mut c, put(b"v"), &[1, 3], &mut out);
             out.drain();
             c.handle(T0, Peer::Node(1), Msg::Ack { lock: l }, &mut out);
             if acked_by_3 {
