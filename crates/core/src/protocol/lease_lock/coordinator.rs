@@ -962,6 +962,8 @@ mod tests {
             let mut out = O::new();
             let l = locked(&mut c, put(b"v"), &[1, 3], &mut out);
             out.drain();
+            c.on_down(T0, 2, &mut out);
+            assert!(sends(&mut out).is_empty(), "2's lock is not held: go on");
             c.on_down(T0, 3, &mut out);
             let s = sends(&mut out);
             if bug.is_some() {
