@@ -997,6 +997,41 @@ mod tests {
         }
     }
 
+    /// In a lock round: a replica that granted and went down makes the
+    /// round start anew (its grant is worth nothing); one that had not
+    /// answered stops counting, so the round fails as soon as Q grants
+    /// are out of reach instead of waiting for it.
+    #[test]
+    fn a_replica_going_down_during_a_lock_round() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        let l = locked(&mut c, put(b"v"), &[3], &mut out);
+        out.drain();
+        c.on_down(T0, 3, &mut out);
+        let s = sends(&mut out);
+        assert!(s.contains(&(Peer::Node(3), unlock_of(l))), "{s:?}");
+        let round = |s: &[(Peer, Msg)]| {
+            (s.iter()).find_map(|(_, m)| match m {
+                Msg::LockReq { lock, .. } => Some(*lock),
+                _ => None,
+            })
+        };
+        let l2 = round(&s).expect("a new round");
+        assert_ne!(l2, l);
+        // The new round: 1 grants, 3 is down (not answered), 2 denies.
+        let g = Msg::LockGranted {
+            lock: l2,
+            key: key(),
+        };
+        c.handle(T0, Peer::Node(1), g, &mut out);
+        c.on_down(T0, 3, &mut out);
+        assert!(sends(&mut out).is_empty());
+        c.handle(T0, Peer::Node(2), Msg::LockDenied { lock: l2 }, &mut out);
+        let s = sends(&mut out);
+        assert!(s.contains(&(Peer::Node(1), unlock_of(l2))), "failed: {s:?}");
+        assert_eq!(c.counters.relocks, 1);
+    }
+
     /// A put whose WRITE still lacks the ack of a replica that went down
     /// is answered at once, as at its deadline (unknown), and unlocks; one
     /// that has that ack goes on.
