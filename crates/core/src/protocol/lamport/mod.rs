@@ -155,10 +155,18 @@
 //!   291, N = 5). Such a request becomes an orphan there, as on
 //!   `SyncRequest`.
 //!
-//!   Simulator, seeds 0..2000, `delay,crash,pause` (`quorumkv sim
-//!   --protocol lamport --seeds 0..2000 --faults delay,crash,pause
-//!   --replicas N`): N = 3: 0 failures, N = 5: 1 (before these two
-//!   rules: 5 and 7).
+//! * **Acks across a reset.** When a peer's link comes back `Up`, every
+//!   write (and orphan commit) in progress waits for its ack again: the
+//!   peer may have restarted (its new SyncRequest still on its way), and
+//!   an ack of its previous life let a holder answer Done for a write the
+//!   new life never got; the holder's next life, told the request was
+//!   queued there without its write, then aborted it (sim seed 786,
+//!   N = 5). The former rule is [`InjectedBug::AckAcrossResets`].
+//!
+//!   Simulator (`quorumkv sim --protocol lamport --replicas N`): seeds
+//!   0..2000, `--faults delay,crash,pause`: N = 3: 0 failures, N = 5: 0
+//!   (before these rules: 5 and 7); seeds 0..10000, `--faults all`: N = 3:
+//!   0, N = 5: 0 (before: 22 and 65).
 //! * **`max_crashed` = N − 1**: a write needs every server, so while one is
 //!   down writes stall; but data survives while one server lives, and
 //!   returning servers recover from the rest, after which writes resume.

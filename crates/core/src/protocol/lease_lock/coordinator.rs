@@ -371,8 +371,10 @@ impl Coordinator {
     /// key whose lock it held for a whole op timeout). Before any WRITE
     /// nothing happened: release the locks and start a new round at once
     /// (it needs Q grants of the others); a lock round stops counting on
-    /// `n`. A write already sent cannot be taken back: it runs to its
-    /// deadline (outcome unknown), as before.
+    /// `n`. A write already sent that still lacks `n`'s ack is answered
+    /// now as at its deadline (a put: unknown; a get's write-back: a
+    /// definite failure) and its locks released: waiting could only end
+    /// so, and it blocked the key meanwhile.
     pub fn on_down(&mut self, now: Time, n: NodeId, out: &mut Out<Msg, Timer>) {
         if self.bug == Some(Bug::WaitForDownReplica) || n >= 64 {
             return;
@@ -392,6 +394,14 @@ impl Coordinator {
                     }
                     continue;
                 }
+            }
+            if let Phase::Writing { locked, acks, .. } = &p.phase {
+                if *locked & bit != 0 && !acks.has(n) {
+                    self.counters.writes_cut += 1;
+                    let resp = Response::Failed(self.deadline_error(&self.pending[&round]));
+                    self.finish(round, resp, out);
+                }
+                continue;
             }
             if !relock {
                 continue;
@@ -924,15 +934,7 @@ mod tests {
 
         // In the write phase the deadline leaves the outcome unknown.
         let mut c = coord(3);
-        let l = locked(&mut c, put(b"v"), &[1, 2], &mut out);
-        for n in [1, 2] {
-            let reply = Msg::ReadReply {
-                lock: l,
-                tag: Tag::ZERO,
-                value: None,
-            };
-            c.handle(T0, Peer::Node(n), reply, &mut out);
-        }
+        let l = writing(&mut c, put(b"v"), &[1, 2], &mut out);
         c.handle(T0, Peer::Node(1), Msg::Ack { lock: l }, &mut out);
         out.drain();
         c.tick(Time(300_000), &mut out);
@@ -960,6 +962,8 @@ mod tests {
             let mut out = O::new();
             let l = locked(&mut c, put(b"v"), &[1, 3], &mut out);
             out.drain();
+            c.on_down(T0, 2, &mut out);
+            assert!(sends(&mut out).is_empty(), "2's lock is not held: go on");
             c.on_down(T0, 3, &mut out);
             let s = sends(&mut out);
             if bug.is_some() {
@@ -990,6 +994,68 @@ mod tests {
             }
             let s = sends(&mut out);
             assert!(s.iter().all(|(_, m)| matches!(m, Msg::Read { .. })) && s.len() == 2);
+        }
+    }
+
+    /// In a lock round: a replica that granted and went down makes the
+    /// round start anew (its grant is worth nothing); one that had not
+    /// answered stops counting, so the round fails as soon as Q grants
+    /// are out of reach instead of waiting for it.
+    #[test]
+    fn a_replica_going_down_during_a_lock_round() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        let l = locked(&mut c, put(b"v"), &[3], &mut out);
+        out.drain();
+        c.on_down(T0, 3, &mut out);
+        let s = sends(&mut out);
+        assert!(s.contains(&(Peer::Node(3), unlock_of(l))), "{s:?}");
+        let round = |s: &[(Peer, Msg)]| {
+            (s.iter()).find_map(|(_, m)| match m {
+                Msg::LockReq { lock, .. } => Some(*lock),
+                _ => None,
+            })
+        };
+        let l2 = round(&s).expect("a new round");
+        assert_ne!(l2, l);
+        // The new round: 1 grants, 3 is down (not answered), 2 denies.
+        let g = Msg::LockGranted {
+            lock: l2,
+            key: key(),
+        };
+        c.handle(T0, Peer::Node(1), g, &mut out);
+        c.on_down(T0, 3, &mut out);
+        assert!(sends(&mut out).is_empty());
+        c.handle(T0, Peer::Node(2), Msg::LockDenied { lock: l2 }, &mut out);
+        let s = sends(&mut out);
+        assert!(s.contains(&(Peer::Node(1), unlock_of(l2))), "failed: {s:?}");
+        assert_eq!(c.counters.relocks, 1);
+    }
+
+    /// A put whose WRITE still lacks the ack of a replica that went down
+    /// is answered at once, as at its deadline (unknown), and unlocks; one
+    /// that has that ack goes on.
+    #[test]
+    fn a_write_missing_the_ack_of_a_replica_gone_down_is_answered_at_once() {
+        for acked_by_3 in [false, true] {
+            let mut c = coord(3);
+            let mut out = O::new();
+            let l = writing(&mut c, put(b"v"), &[1, 3], &mut out);
+            out.drain();
+            c.handle(T0, Peer::Node(1), Msg::Ack { lock: l }, &mut out);
+            if acked_by_3 {
+                c.handle(T0, Peer::Node(3), Msg::Ack { lock: l }, &mut out);
+                out.drain();
+                assert_eq!(c.in_flight(), 0, "done");
+                continue;
+            }
+            assert!(out.drain().next().is_none());
+            c.on_down(T0, 3, &mut out);
+            let (s, r) = (sends(&mut out), c.counters.writes_cut);
+            assert_eq!(r, 1);
+            assert!(s.contains(&(Peer::Node(1), unlock_of(l))), "{s:?}");
+            assert_eq!(c.in_flight(), 0);
+            assert_eq!(c.unknown, 1, "a put cut short: unknown");
         }
     }
 

@@ -26,6 +26,9 @@ pub struct Counters {
     /// Coordinator: operations that released their locks and locked anew
     /// because a replica whose lock they held went down.
     pub relocks: u64,
+    /// Coordinator: writes answered before their deadline because a locked
+    /// replica that had not acknowledged went down.
+    pub writes_cut: u64,
     /// Retry timers for operations that had already finished.
     pub stale_timers: u64,
     /// Messages that reached the wrong role (e.g. a reply at a bare replica).

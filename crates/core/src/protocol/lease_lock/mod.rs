@@ -75,6 +75,15 @@
 //! * Locks are not durable and a replica ignores link events: a restarted
 //!   replica forgets its leases, and a vanished client's locks last their
 //!   lease (the seed's design; what the stall experiments measure).
+//! * **A replica that goes down** (link `Down`: killed, paused, cut off):
+//!   a coordinator stops counting on it. An operation holding its lock
+//!   before any WRITE releases its locks and locks anew at once; a WRITE
+//!   still missing its ack is answered at once as at its deadline (put:
+//!   unknown; write-back: refused). Waiting for the op timeout held the
+//!   operation's other lock meanwhile, so every key whose lock the dead
+//!   replica held was blocked for an op timeout after a SIGKILL
+//!   ([`Coordinator::on_down`]; the former rule is the injected bug
+//!   `lease-lock-wait-for-down-replica`).
 //! * A replica restarted **without its data** (memory mode; the seed's
 //!   servers never restart) denies every lock — so it is in no quorum —
 //!   until it merged the registers of N−Q+1 peers (`SyncRequest` /

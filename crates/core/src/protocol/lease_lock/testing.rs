@@ -90,6 +90,20 @@ pub fn locked(c: &mut Coordinator, req: Request, granted: &[NodeId], out: &mut O
     }
     lock
 }
+/// As [`locked`], then every locked replica answers READ with nothing:
+/// the operation is in its write phase (WRITE sent to `granted`).
+pub fn writing(c: &mut Coordinator, req: Request, granted: &[NodeId], out: &mut O) -> LockId {
+    let lock = locked(c, req, granted, out);
+    for &n in granted {
+        let reply = Msg::ReadReply {
+            lock,
+            tag: crate::types::Tag::ZERO,
+            value: None,
+        };
+        c.handle(T0, Peer::Node(n), reply, out);
+    }
+    lock
+}
 
 /// A message in flight.
 #[derive(Clone, Debug)]
