@@ -423,8 +423,9 @@ impl ZabNode {
             } => self.on_notify(from, round, vote, state, recovering, out),
             Msg::FollowerInfo {
                 accepted,
+                promised,
                 recovering,
-            } => self.on_follower_info(from, accepted, recovering, out),
+            } => self.on_follower_info(from, (accepted, promised), recovering, out),
             Msg::NewEpoch { epoch } => self.on_new_epoch(from, epoch, out),
             Msg::AckEpoch {
                 epoch,
