@@ -232,3 +232,32 @@ fn the_deliver_before_quorum_bug_commits_alone() {
     }
     assert_eq!(c.ask(l, put("k", "v")), Some(Response::Done));
 }
+
+#[test]
+fn skipping_trunc_delivers_a_dead_suffix() {
+    let mut c = Cluster::new(3, cfg());
+    let l = c.settle();
+    assert_eq!(c.ask(l, put("k", "1")), Some(Response::Done));
+    let others: Vec<u32> = (1..=3).filter(|&n| n != l).collect();
+    for &f in &others {
+        c.crash(f);
+    }
+    c.send(l, put("k", "lost1"));
+    c.send(l, put("k", "lost2"));
+    c.run();
+    c.crash(l);
+    for &f in &others {
+        c.restart(f);
+    }
+    let l2 = c.settle();
+    assert_eq!(c.ask(l2, put("k", "2")), Some(Response::Done));
+    // The old leader returns with the bug: TRUNC ignored, the new leader's
+    // third entry taken for the dead one it holds.
+    c.bug = Some(InjectedBug::SkipTrunc);
+    c.restart(l);
+    c.settle();
+    assert_eq!(c.ask(l2, put("k", "3")), Some(Response::Done));
+    c.tick();
+    assert_eq!(c.ask(l2, get("k")), Some(value("3")));
+    assert_eq!(c.ask(l, get("k")), Some(value("lost2")), "the dead suffix");
+}
