@@ -53,6 +53,11 @@ impl ZabNode {
         }
     }
 
+    /// Leading, not established yet (discovery, synchronisation).
+    fn candidate(&self) -> bool {
+        matches!(&self.role, Role::Leading(l) if !l.established)
+    }
+
     /// Whether a history `(cur_epoch, last)` is at least ours.
     fn not_behind(&self, v: &Vote) -> bool {
         match self.own_vote() {
@@ -151,7 +156,7 @@ impl ZabNode {
             if state == PeerState::Looking {
                 // Tell a looking server who leads.
                 out.send(Peer::Node(from), self.notification());
-            } else if theirs > self.current_epoch && self.in_broadcast() {
+            } else if theirs > self.current_epoch && (self.in_broadcast() || self.candidate()) {
                 // A newer epoch exists: our leadership (or our leader's)
                 // is over.
                 return self.look(out);
