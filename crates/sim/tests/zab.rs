@@ -58,7 +58,7 @@ fn zab_injected_bugs_are_caught() {
     for (bug, faults, options) in [
         ("zab-deliver-before-quorum", FaultSet::all(), vec![]), // 28
         ("zab-reuse-epoch", FaultSet::all(), vec![]),           // 72
-        ("zab-stale-log-leader", FaultSet::all(), vec![]),      // 2
+        ("zab-stale-log-leader", FaultSet::all(), vec![]),      // 4
         ("zab-skip-trunc", trunc_faults, short_sync),           // 61
     ] {
         let c = SimConfig {

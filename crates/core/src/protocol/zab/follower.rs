@@ -110,16 +110,14 @@ impl ZabNode {
     /// Make our log the leader's history: SNAP, or TRUNC the divergent
     /// suffix, then DIFF (F2 of synchronisation).
     fn apply_sync(&mut self, sync: SyncData, out: &mut O) {
-        if let (Some(t), None) = (sync.trunc, &sync.snap) {
-            // Exact only without SNAP (the leader knows its epochs above
-            // the match point; below its snapshot it cannot tell).
+        if let Some(t) = sync.trunc {
             self.release_dead_writes(t);
         }
         if let Some((index, data)) = sync.snap {
-            if let Some((epoch, state)) = decode_snapshot(&data) {
+            if let Some((runs, state)) = decode_snapshot(&data) {
                 self.invariant(index >= self.applied, "SNAP behind what we delivered");
                 if self.sm.restore(&state).is_ok() {
-                    self.log.install(index, epoch);
+                    self.log.install(index, runs);
                     self.applied = index;
                     self.commit = index;
                     out.persist(Record::Snapshot { index, data });

@@ -247,11 +247,8 @@ impl ZabNode {
         let trunc = (last > k).then_some(k + 1);
         if k < self.log.base() || k < s.base {
             self.counters.sync_snap += 1;
-            let epoch = self
-                .log
-                .epoch_at(self.applied)
-                .expect("applied is in the log");
-            let data = encode_snapshot(epoch, &self.sm.snapshot());
+            let runs = self.log.runs_upto(self.applied);
+            let data = encode_snapshot(&runs, &self.sm.snapshot());
             return SyncData {
                 snap: Some((self.applied, data)),
                 trunc,
