@@ -176,11 +176,16 @@ impl ProtocolDef for Zab {
         !node.is_recovering()
     }
     /// Knob bit 0: snapshots every 4 deliveries (SNAP and compaction get
-    /// exercised), half the seeds. The read mode changes what is promised,
-    /// so it is never drawn.
+    /// exercised); bit 1: `sync-limit` 30 ms, under the simulator's
+    /// partitions (5-60 ms) and heartbeat timeout (100 ms), so partitions
+    /// change leaders and leave divergent suffixes (TRUNC). Half the seeds
+    /// each. The read mode changes what is promised, so it is never drawn.
     fn vary(opts: &mut ZabOptions, knobs: u64) {
         if knobs & 1 == 1 {
             opts.snapshot_every = 4;
+        }
+        if knobs & 2 == 2 {
+            opts.sync_limit = Duration::from_millis(30);
         }
     }
 }
@@ -233,8 +238,9 @@ mod tests {
             assert!(ZabOptions::from_pairs(&bad).unwrap_err().contains(k));
         }
         let mut varied = ZabOptions::default();
-        Zab::vary(&mut varied, 1);
+        Zab::vary(&mut varied, 3);
         assert_eq!(varied.snapshot_every, 4);
+        assert_eq!(varied.sync_limit, Duration::from_millis(30));
     }
 
     #[test]

@@ -44,6 +44,20 @@ impl ZabNode {
         a.key() > b.key()
     }
 
+    /// Leading an established epoch, or following one (synchronised).
+    fn in_broadcast(&self) -> bool {
+        match &self.role {
+            Role::Leading(l) => l.established,
+            Role::Following(f) => matches!(f.stage, FStage::Synced | FStage::Serving),
+            Role::Looking => false,
+        }
+    }
+
+    /// Leading, not established yet (discovery, synchronisation).
+    fn candidate(&self) -> bool {
+        matches!(&self.role, Role::Leading(l) if !l.established)
+    }
+
     /// Whether a history `(cur_epoch, last)` is at least ours.
     fn not_behind(&self, v: &Vote) -> bool {
         match self.own_vote() {
@@ -124,15 +138,30 @@ impl ZabNode {
     ) {
         if let Role::Following(f) = &self.role {
             // Our leader left, or leads an epoch we are not in.
-            let gone = state != PeerState::Leading || vote.is_none_or(|v| v.cur_epoch != f.epoch);
+            let other_epoch = vote.is_none_or(|v| v.cur_epoch != f.epoch);
             let broadcasting = matches!(f.stage, FStage::Synced | FStage::Serving);
-            if f.leader == from && broadcasting && gone {
+            let not_leading = state != PeerState::Leading;
+            if f.leader == from && (not_leading || (broadcasting && other_epoch)) {
                 return self.look(out);
+            }
+            // Still joining someone, and an established newer leader calls.
+            let newer =
+                vote.is_some_and(|v| v.cur_epoch > self.current_epoch && self.not_behind(&v));
+            if f.leader != from && !broadcasting && state == PeerState::Leading && newer {
+                return self.follow(from, out);
             }
         }
         if !matches!(self.role, Role::Looking) {
-            // Tell a looking server who leads.
+            let theirs = vote.map_or(0, |v| v.cur_epoch);
             if state == PeerState::Looking {
+                // Tell a looking server who leads.
+                out.send(Peer::Node(from), self.notification());
+            } else if theirs > self.current_epoch && (self.in_broadcast() || self.candidate()) {
+                // A newer epoch exists: our leadership (or our leader's)
+                // is over.
+                return self.look(out);
+            } else if state == PeerState::Leading && theirs < self.current_epoch {
+                // A stale leader announcing itself: let it learn.
                 out.send(Peer::Node(from), self.notification());
             }
             return;

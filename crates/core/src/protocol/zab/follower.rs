@@ -5,7 +5,7 @@
 
 use super::msg::{LogEntry, Msg, SyncData};
 use super::node::{Role, ZabNode, O};
-use super::state_machine::{decode_snapshot, StateMachine};
+use super::state_machine::{decode_snapshot, Payload, StateMachine};
 use super::InjectedBug;
 use crate::protocol::Record;
 use crate::types::{NodeId, Peer, Time};
@@ -51,6 +51,7 @@ impl ZabNode {
         if let Role::Following(f) = &self.role {
             let msg = Msg::FollowerInfo {
                 accepted: self.accepted.0,
+                promised: self.accepted.1,
                 recovering: self.recovering,
             };
             out.send(Peer::Node(f.leader), msg);
@@ -109,11 +110,14 @@ impl ZabNode {
     /// Make our log the leader's history: SNAP, or TRUNC the divergent
     /// suffix, then DIFF (F2 of synchronisation).
     fn apply_sync(&mut self, sync: SyncData, out: &mut O) {
+        if let Some(t) = sync.trunc {
+            self.release_dead_writes(t);
+        }
         if let Some((index, data)) = sync.snap {
-            if let Some((epoch, state)) = decode_snapshot(&data) {
+            if let Some((runs, state)) = decode_snapshot(&data) {
                 self.invariant(index >= self.applied, "SNAP behind what we delivered");
                 if self.sm.restore(&state).is_ok() {
-                    self.log.install(index, epoch);
+                    self.log.install(index, runs);
                     self.applied = index;
                     self.commit = index;
                     out.persist(Record::Snapshot { index, data });
@@ -130,6 +134,25 @@ impl ZabNode {
         for LogEntry { index, epoch, data } in sync.entries {
             if index > self.log.base() && index <= self.log.last() + 1 {
                 self.persist_entry(index, epoch, data, out);
+            }
+        }
+    }
+
+    /// Our entries from `from` on are not in the new leader's history:
+    /// they are dead (a quorum promised the new epoch, so their own leader
+    /// can never commit them, and every later history descends from this
+    /// one). Our clients' writes among them may go again: sent once more,
+    /// they are not applied twice.
+    fn release_dead_writes(&mut self, from: u64) {
+        for i in from.max(self.log.base() + 1)..=self.log.last() {
+            let Some(p) = self.log.get(i).and_then(|d| Payload::from_bytes(d)) else {
+                continue;
+            };
+            if p.origin != self.writer {
+                continue;
+            }
+            if let Some(w) = self.writes.get_mut(&p.rid) {
+                w.sent = None;
             }
         }
     }

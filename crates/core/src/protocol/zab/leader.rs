@@ -106,11 +106,15 @@ impl ZabNode {
     pub(super) fn on_follower_info(
         &mut self,
         from: NodeId,
-        accepted: u64,
+        (accepted, promised): (u64, NodeId),
         recovering: bool,
         out: &mut O,
     ) {
+        let me = self.id;
+        let reuse = self.has_bug(InjectedBug::ReuseEpoch);
         let Some(l) = self.leading() else {
+            // Not leading: tell it who we follow, or that we look.
+            out.send(Peer::Node(from), self.notification());
             return;
         };
         if l.epoch == 0 {
@@ -119,8 +123,9 @@ impl ZabNode {
             self.leading().expect("leading").fols.insert(from, fol);
             return self.check_discovery(out);
         }
-        if accepted > l.epoch {
-            // Someone promised a newer epoch: ours is obsolete.
+        if accepted > l.epoch || (accepted == l.epoch && promised != me && !reuse) {
+            // Someone promised a newer epoch, or ours to another candidate
+            // (it can never join ours): start over with a new epoch.
             return self.look(out);
         }
         let epoch = l.epoch;
@@ -239,20 +244,17 @@ impl ZabNode {
     pub(super) fn sync_for(&mut self, s: &Summary) -> SyncData {
         let k = self.log.match_point(s);
         let last = s.last().counter;
+        let trunc = (last > k).then_some(k + 1);
         if k < self.log.base() || k < s.base {
             self.counters.sync_snap += 1;
-            let epoch = self
-                .log
-                .epoch_at(self.applied)
-                .expect("applied is in the log");
-            let data = encode_snapshot(epoch, &self.sm.snapshot());
+            let runs = self.log.runs_upto(self.applied);
+            let data = encode_snapshot(&runs, &self.sm.snapshot());
             return SyncData {
                 snap: Some((self.applied, data)),
-                trunc: None,
+                trunc,
                 entries: self.log.entries_from(self.applied + 1),
             };
         }
-        let trunc = (last > k).then_some(k + 1);
         if trunc.is_some() {
             self.counters.sync_trunc += 1;
         } else {
@@ -483,6 +485,17 @@ impl ZabNode {
             .count();
         if alive + 1 < q {
             return self.look(out);
+        }
+        // Announce ourselves to the servers outside our broadcast: one that
+        // follows a newer epoch answers, and we step down at once.
+        let inside: Vec<NodeId> = (l.fols.iter())
+            .filter(|(_, f)| f.counts())
+            .map(|(&n, _)| n)
+            .collect();
+        let outside: Vec<NodeId> = self.peers().filter(|n| !inside.contains(n)).collect();
+        let hello = self.notification();
+        for n in outside {
+            out.send(Peer::Node(n), hello.clone());
         }
         self.ping(out);
     }

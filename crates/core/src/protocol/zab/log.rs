@@ -15,6 +15,10 @@ pub struct Log {
     base: u64,
     /// The epoch of the entry at `base`.
     base_epoch: u64,
+    /// The epochs of the entries gone, `1..=base`, as runs `(epoch, first
+    /// index)` (a few per epoch change): matching stays exact below the
+    /// snapshot.
+    older: Vec<(u64, u64)>,
     /// `(epoch, data)` of entries `base + 1 ..= last`.
     entries: VecDeque<(u64, Bytes)>,
 }
@@ -43,7 +47,23 @@ impl Log {
         if i == self.base {
             return Some(self.base_epoch);
         }
+        if i < self.base {
+            let run = self.older.iter().rev().find(|&&(_, first)| first <= i);
+            return run.map(|&(e, _)| e);
+        }
         self.slot(i).map(|(e, _)| *e)
+    }
+    /// The epochs of entries `1..=upto` (≤ last), as runs `(epoch, first)`:
+    /// what a snapshot at `upto` carries.
+    pub fn runs_upto(&self, upto: u64) -> Vec<(u64, u64)> {
+        let mut runs = self.older.clone();
+        for i in self.base + 1..=upto.min(self.last()) {
+            let e = self.epoch_at(i).expect("in range");
+            if runs.last().is_none_or(|&(le, _)| le != e) {
+                runs.push((e, i));
+            }
+        }
+        runs
     }
     pub fn get(&self, i: u64) -> Option<&Bytes> {
         self.slot(i).map(|(_, d)| d)
@@ -83,16 +103,19 @@ impl Log {
         if index <= self.base || index > self.last() {
             return;
         }
+        self.older = self.runs_upto(index);
         self.base_epoch = self.epoch_at(index).expect("in range");
         let drop = (index - self.base) as usize;
         self.entries.drain(..drop);
         self.base = index;
     }
-    /// Replace everything by a snapshot at `index` written in `epoch`.
-    pub fn install(&mut self, index: u64, epoch: u64) {
+    /// Replace everything by a snapshot at `index` whose entries had the
+    /// epochs `runs` (`runs_upto(index)` of the log it was taken from).
+    pub fn install(&mut self, index: u64, runs: Vec<(u64, u64)>) {
         self.entries.clear();
         self.base = index;
-        self.base_epoch = epoch;
+        self.base_epoch = runs.last().map_or(0, |&(e, _)| e);
+        self.older = runs;
     }
     pub fn entries_from(&self, from: u64) -> Vec<LogEntry> {
         (from.max(self.base + 1)..=self.last())
@@ -118,22 +141,27 @@ impl Log {
             runs,
         }
     }
-    /// The last index in `[base, last]` holding an entry of `epoch`.
+    /// The last index holding an entry of `epoch`.
     fn run_end(&self, epoch: u64) -> Option<u64> {
-        (self.base..=self.last())
+        let retained = (self.base..=self.last())
             .rev()
             .find(|&i| self.epoch_at(i) == Some(epoch))
-            .filter(|&i| i > 0)
+            .filter(|&i| i > 0);
+        retained.or_else(|| {
+            let k = self.older.iter().position(|&(e, _)| e == epoch)?;
+            Some(self.older.get(k + 1).map_or(self.base, |&(_, f)| f - 1))
+        })
     }
-    /// The longest prefix the follower's log (`s`) shares with this one:
-    /// its snapshot (committed, so ours too) or the end of a common epoch's
-    /// run (log matching).
+    /// The longest prefix the follower's log (`s`) shares with this one,
+    /// exactly: its snapshot (committed, so ours too) or the end of a
+    /// common epoch's run (log matching: an epoch's run starts at the same
+    /// index in every log that has it).
     pub fn match_point(&self, s: &Summary) -> u64 {
         let mut k = s.base.min(self.last());
         for &(e, f, l) in &s.runs {
             if let Some(b) = self.run_end(e) {
                 let m = l.min(b);
-                if m >= f && m >= self.base {
+                if m >= f {
                     k = k.max(m);
                 }
             }
@@ -175,7 +203,9 @@ mod tests {
         assert!(!l.put(1, 9, Bytes::new()), "compacted");
         l.truncate_from(1);
         assert_eq!(l.last(), 1, "never below the snapshot");
-        l.install(10, 4);
+        l.install(10, vec![(1, 1), (4, 6)]);
+        assert_eq!((l.epoch_at(5), l.epoch_at(7)), (Some(1), Some(4)));
+        assert_eq!(l.runs_upto(10), vec![(1, 1), (4, 6)]);
         assert_eq!(
             l.last_zxid(),
             Zxid {
@@ -223,8 +253,10 @@ mod tests {
         assert_eq!(c.match_point(&log(&[1, 1, 3]).summary()), 3);
         assert_eq!(
             c.match_point(&log(&[1]).summary()),
-            0,
-            "below its snapshot: SNAP"
+            1,
+            "exact below the snapshot"
         );
+        assert_eq!(c.match_point(&log(&[1, 1, 2]).summary()), 2);
+        assert_eq!(c.runs_upto(4), vec![(1, 1), (3, 3)]);
     }
 }

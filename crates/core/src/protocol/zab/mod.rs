@@ -73,8 +73,18 @@
 //!   safety does not rest on the election. The paper's discovery instead
 //!   adopts the newest follower history; we never copy history to a leader.
 //! * **NEWEPOCH equal to the promised epoch** is accepted again from the
-//!   same leader only (the promise records the leader): a follower that lost
-//!   its link rejoins the leader of its epoch.
+//!   same leader only (the promise records the leader, persisted with the
+//!   epoch): a follower that lost its link rejoins the leader of its epoch.
+//!   A follower that promised the epoch to a losing candidate could never
+//!   join the winner (found by the simulator: a server stalled for good), so
+//!   FOLLOWERINFO names the promise and the leader then starts over with a
+//!   new epoch. (ZooKeeper accepts an equal epoch from anyone.)
+//! * **Stale leaders learn fast**: an established leader announces itself
+//!   each tick to the servers outside its broadcast; a server in a newer
+//!   epoch answers, and the leader (or a follower of it) steps down at once
+//!   instead of after `sync-limit`. A server that is not leading answers a
+//!   FOLLOWERINFO with whom it follows; a looking server joins a leader only
+//!   if its own history is not newer, and leads once a quorum follows it.
 //! * **COMMIT and ACK are cumulative** (FIFO links: "up to index"), which
 //!   is the seed's commit-in-order rule without one message per proposal.
 //! * **The leader counts its own log at once**: the entry is durable before
@@ -84,9 +94,15 @@
 //! * **Snapshots** every `snapshot-every` deliveries (`Record::Snapshot`,
 //!   the log below is dropped): restart replays at most that many entries;
 //!   a follower behind the leader's snapshot gets SNAP.
-//! * **Unserved requests**: a write that never reached a leader (none was
-//!   serving) is refused at the op timeout (definite); one handed to a
-//!   leader and not delivered by then is `Unknown`.
+//! * **Requests across leader changes**: a write handed to a leader stays
+//!   pending when the leader changes: the next history may hold it (it is
+//!   then delivered and answered here) or it ends `Unknown` at the op
+//!   timeout. It is sent again only when that is known to be safe: the
+//!   leader answered `Dropped` (it did not propose it), or a TRUNC removed
+//!   our own entry of it (an exact TRUNC, not a SNAP: the new epoch was
+//!   promised by a quorum, so no one can commit it any more). A write that
+//!   never reached a leader is refused at the op timeout (definite). Reads
+//!   in flight at a leader change are refused (a read has no effect).
 //!
 //! Where each piece lives: `msg.rs` (messages, zxids, votes), `log.rs` (log,
 //! matching), `state_machine.rs` (the machine trait, the KV store, codec),

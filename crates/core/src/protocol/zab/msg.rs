@@ -89,8 +89,13 @@ pub enum Msg {
         state: PeerState,
         recovering: bool,
     },
-    /// F → prospective leader: my accepted epoch (CEPOCH).
-    FollowerInfo { accepted: u64, recovering: bool },
+    /// F → prospective leader: my accepted epoch (CEPOCH) and the leader
+    /// I promised it to.
+    FollowerInfo {
+        accepted: u64,
+        promised: NodeId,
+        recovering: bool,
+    },
     /// L → F: the new epoch (NEWEPOCH).
     NewEpoch { epoch: u64 },
     /// F → L: epoch accepted; my current epoch and my log (ACKEPOCH).

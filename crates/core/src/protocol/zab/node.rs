@@ -238,10 +238,12 @@ impl ZabNode {
         let upto = self.commit.min(self.log.last());
         while self.applied < upto {
             let i = self.applied + 1;
-            let data = self
-                .log
-                .get(i)
-                .expect("delivered entries are above the snapshot");
+            let Some(data) = self.log.get(i) else {
+                // Only an injected bug gets here (a SNAP or TRUNC below
+                // what was delivered).
+                self.invariant(false, "delivering an entry the log lacks");
+                break;
+            };
             let Some(p) = Payload::from_bytes(data) else {
                 self.applied = i;
                 continue;
@@ -264,11 +266,8 @@ impl ZabNode {
         if self.applied < self.log.base() + every {
             return;
         }
-        let epoch = self
-            .log
-            .epoch_at(self.applied)
-            .expect("applied is in the log");
-        let data = encode_snapshot(epoch, &self.sm.snapshot());
+        let runs = self.log.runs_upto(self.applied);
+        let data = encode_snapshot(&runs, &self.sm.snapshot());
         out.persist(Record::Snapshot {
             index: self.applied,
             data,
@@ -423,8 +422,9 @@ impl ZabNode {
             } => self.on_notify(from, round, vote, state, recovering, out),
             Msg::FollowerInfo {
                 accepted,
+                promised,
                 recovering,
-            } => self.on_follower_info(from, accepted, recovering, out),
+            } => self.on_follower_info(from, (accepted, promised), recovering, out),
             Msg::NewEpoch { epoch } => self.on_new_epoch(from, epoch, out),
             Msg::AckEpoch {
                 epoch,
@@ -499,14 +499,15 @@ impl Protocol for ZabNode {
         match rec {
             Record::Meta { key, value } => self.restore_meta(&key, &value),
             Record::Snapshot { index, data } => {
-                if let Some((epoch, state)) = super::state_machine::decode_snapshot(&data) {
+                if let Some((runs, state)) = super::state_machine::decode_snapshot(&data) {
+                    let epoch = runs.last().map_or(0, |&(e, _)| e);
                     if self.sm.restore(&state).is_ok() {
                         // Records may come in the order written (entries
                         // above the snapshot before it): keep them.
                         if self.log.epoch_at(index) == Some(epoch) {
                             self.log.compact(index);
                         } else {
-                            self.log.install(index, epoch);
+                            self.log.install(index, runs);
                         }
                         self.applied = index;
                         self.commit = index;

@@ -42,13 +42,13 @@ fn reads_in_each_mode_see_the_last_write() {
     }
 }
 
-#[test]
-fn a_divergent_suffix_is_truncated_at_sync() {
-    let mut c = Cluster::new(3, cfg());
+/// A leader that logged two proposals alone (its followers down), then
+/// crashed; the others elect a new leader and commit one write. Returns
+/// (old leader, new leader); the old one is down.
+fn diverged(c: &mut Cluster) -> (u32, u32) {
     let l = c.settle();
     assert_eq!(c.ask(l, put("k", "1")), Some(Response::Done));
     let others: Vec<u32> = (1..=3).filter(|&n| n != l).collect();
-    // The followers go; the leader logs two proposals alone, then crashes.
     for &f in &others {
         c.crash(f);
     }
@@ -63,6 +63,13 @@ fn a_divergent_suffix_is_truncated_at_sync() {
     let l2 = c.settle();
     assert!(others.contains(&l2));
     assert_eq!(c.ask(l2, put("k", "2")), Some(Response::Done));
+    (l, l2)
+}
+
+#[test]
+fn a_divergent_suffix_is_truncated_at_sync() {
+    let mut c = Cluster::new(3, cfg());
+    let (l, l2) = diverged(&mut c);
     // The old leader returns with entries 2 and 3 of epoch 1, which the
     // new epoch never had: TRUNC from 2, then DIFF.
     c.restart(l);
@@ -231,4 +238,19 @@ fn the_deliver_before_quorum_bug_commits_alone() {
         c.crash(f);
     }
     assert_eq!(c.ask(l, put("k", "v")), Some(Response::Done));
+}
+
+#[test]
+fn skipping_trunc_delivers_a_dead_suffix() {
+    let mut c = Cluster::new(3, cfg());
+    let (l, l2) = diverged(&mut c);
+    // The old leader returns with the bug: TRUNC ignored, the new leader's
+    // third entry taken for the dead one it holds.
+    c.bug = Some(InjectedBug::SkipTrunc);
+    c.restart(l);
+    c.settle();
+    assert_eq!(c.ask(l2, put("k", "3")), Some(Response::Done));
+    c.tick();
+    assert_eq!(c.ask(l2, get("k")), Some(value("3")));
+    assert_eq!(c.ask(l, get("k")), Some(value("lost2")), "the dead suffix");
 }

@@ -169,18 +169,30 @@ impl StateMachine for KvStore {
     }
 }
 
-/// A snapshot as persisted and sent: the epoch of the entry at its index,
-/// then the machine's state.
-pub fn encode_snapshot(epoch: u64, state: &[u8]) -> Bytes {
+/// A snapshot as persisted and sent: the epochs of the entries it covers
+/// (runs `(epoch, first index)`, for exact matching), then the machine's
+/// state.
+pub fn encode_snapshot(runs: &[(u64, u64)], state: &[u8]) -> Bytes {
     let mut w = Writer::default();
-    w.u64(epoch);
+    w.u64(runs.len() as u64);
+    for &(e, f) in runs {
+        w.u64(e);
+        w.u64(f);
+    }
     w.bytes(state);
     w.finish()
 }
 
-pub fn decode_snapshot(data: &[u8]) -> Option<(u64, Bytes)> {
+pub type Runs = Vec<(u64, u64)>;
+
+pub fn decode_snapshot(data: &[u8]) -> Option<(Runs, Bytes)> {
     let mut r = Reader(data);
-    Some((r.u64()?, r.bytes()?))
+    let n = r.u64()?;
+    let mut runs = Vec::new();
+    for _ in 0..n {
+        runs.push((r.u64()?, r.u64()?));
+    }
+    Some((runs, r.bytes()?))
 }
 
 /// Little-endian, length-prefixed encoding.
@@ -264,6 +276,10 @@ mod tests {
             op: get.clone(),
         };
         assert_eq!(Payload::from_bytes(&p.to_bytes()), Some(p));
-        assert_eq!(decode_snapshot(&encode_snapshot(4, &snap)), Some((4, snap)));
+        let runs = vec![(1, 1), (4, 9)];
+        assert_eq!(
+            decode_snapshot(&encode_snapshot(&runs, &snap)),
+            Some((runs, snap))
+        );
     }
 }
