@@ -168,6 +168,7 @@ mod def;
 mod failure;
 #[cfg(test)]
 mod fuzz;
+mod lap;
 mod msg;
 mod node;
 mod ops;
