@@ -53,11 +53,8 @@ impl RingNode {
         let life = self.lives.remove(&j);
         self.dead_lives.extend(life);
         self.queues.nb_msg.remove(&j); // (b): no share for the dead
-                                       // Messages of `j` (or of crashed servers `j` had taken over) that
-                                       // are pending or queued here went past every live server: end them
-                                       // now. Re-sent instead, they would be dropped as copies on the way.
-        self.take_over_pending(out);
-        self.take_over_queued(out);
+        self.takeover_due = true;
+        self.take_over(out);
         self.view_changed(true, out);
         if self.welcomed_by == Some(j) {
             self.welcomed_by = None;
@@ -100,6 +97,24 @@ impl RingNode {
         self.resend();
     }
 
+    /// Messages of crashed servers (or of crashed servers they had taken
+    /// over) that are pending or queued here went past every live server:
+    /// end them now (re-sent instead, they would be dropped as copies on
+    /// the way). Not while the view misses a live member (`uncertain`):
+    /// it may be in and not have them (seed 112 at N = 5: a server that
+    /// thought itself alone applied a pre-write that had died with a crash
+    /// before reaching a server welcomed meanwhile, and answered a read
+    /// with it; that server then served an older value). They wait until
+    /// the view is complete; by then a re-send may have passed them on.
+    pub(super) fn take_over(&mut self, out: &mut Out<Msg, Timer>) {
+        if !self.takeover_due || self.outside || self.uncertain() {
+            return;
+        }
+        self.takeover_due = false;
+        self.take_over_pending(out);
+        self.take_over_queued(out);
+    }
+
     /// Pending pre-writes of crashed origins this server is now home for:
     /// forwarded from here, so they came round from their origin.
     fn take_over_pending(&mut self, out: &mut Out<Msg, Timer>) {
@@ -126,7 +141,7 @@ impl RingNode {
         }
         msgs.extend(self.sent_writes.iter().cloned().map(Msg::Write));
         for reg in self.regs.values() {
-            msgs.extend(reg.pending.values().cloned().map(Msg::PreWrite));
+            msgs.extend(reg.pending.values().map(|e| self.phase_one(e)));
         }
         // Once each (first place kept): sent writes include earlier
         // re-sends, and crashes in a row would multiply them.

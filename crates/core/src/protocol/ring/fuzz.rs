@@ -135,7 +135,15 @@ fn check(r: &Run) -> Result<(), String> {
         .map(|(_, n)| n.register(b"k").map_or(0, |r| r.pending.len()))
         .sum();
     if pending > 0 {
-        return Err(format!("{ctx}: {pending} pending entries left"));
+        let left: Vec<_> = (net.nodes.iter())
+            .filter(|(i, _)| !net.dead.contains(i))
+            .flat_map(|(i, n)| {
+                n.register(b"k")
+                    .into_iter()
+                    .flat_map(move |r| r.pending.keys().map(move |t| (*i, *t)))
+            })
+            .collect();
+        return Err(format!("{ctx}: {pending} pending entries left: {left:?}"));
     }
     let current = |a: &Asked| {
         !net.dead.contains(&a.at) && net.lives.get(&a.at).copied().unwrap_or(0) == a.life

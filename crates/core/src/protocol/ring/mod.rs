@@ -143,6 +143,14 @@
 //!   `Down` while outside, with `node` still in its snapshot. The life
 //!   keeps a notice about an old life from removing a new one, and a late
 //!   `ViewChange` of a life seen crashing is dropped.
+//! * Takeovers wait while the view misses a live member (`take_over`,
+//!   seed 112 at N = 5): a server that thinks itself alone must not end a
+//!   round a newcomer never saw. A `Join` straight from a node ends the
+//!   other life of it that the view counts in (`join_from_life`, seed 5).
+//! * **Laps** (`lap.rs`, seed 110 at N = 5): a pre-write back home at a
+//!   server that welcomed a joiner since it began (or taken over: start
+//!   unknown) goes round once more as a `Lap` before home applies it: the
+//!   joiner's snapshot came from home, which had not seen it yet.
 //! * Departures from the first design: view numbers are carried by
 //!   `Welcome`/`ViewChange` only (lives, not views, tell messages apart;
 //!   they are informational), and "a server that sees a view without itself
@@ -155,7 +163,7 @@
 //! Where each piece lives: `msg.rs` ([`Msg`], [`Entry`]); `register.rs`
 //! (the read rule, tags); `queue.rs` (the fairness rule); `node.rs`
 //! ([`RingNode`], the handlers); `failure.rs` (view, re-send, takeover);
-//! `rejoin.rs` (Join, Welcome, ViewChange);
+//! `rejoin.rs` (Join, Welcome, ViewChange); `lap.rs` (the extra lap);
 //! `dedup.rs` and `ops.rs` (retried writes); `bugs.rs`; `def.rs` ([`Ring`],
 //! options, link model); `counters.rs`; test-only: `testing.rs` (a
 //! multi-node harness), `scenarios.rs` (its tests) and `fuzz.rs` (random
@@ -168,6 +176,7 @@ mod def;
 mod failure;
 #[cfg(test)]
 mod fuzz;
+mod lap;
 mod msg;
 mod node;
 mod ops;

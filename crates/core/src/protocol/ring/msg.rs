@@ -34,6 +34,14 @@ pub enum Msg {
     PreWrite(Entry),
     /// Phase 2: "apply this value" (pc 37, 49).
     Write(Entry),
+    /// Phase 1 again, once more round the ring (rejoin on): a pre-write
+    /// back home at a server that has let a joiner in since it left. The
+    /// joiner's snapshot came from that server, which had not seen it
+    /// yet, so the joiner (and servers welcomed from it in turn) may not
+    /// hold it pending: each server holds it pending and passes it on,
+    /// and home applies it only when it is back (`lap.rs`). The node is
+    /// the server that sent it round (a taker of the home's sends its own).
+    Lap(Entry, NodeId),
     /// Flow control back to the predecessor: "I have received `received`
     /// ring messages from you", so it may send `window` more. Not in the
     /// seed: it stands for the seed's one-message-per-round link.
@@ -80,6 +88,9 @@ pub struct Snapshot {
     /// Writes the predecessor applied and has yet to send (its own, or
     /// re-sends): if it crashes first, the joiner sends them on.
     pub owed_writes: Vec<Entry>,
+    /// Pre-writes on a lap that passed the predecessor (or that it sent
+    /// round), with who sent the lap: re-sent, they go as laps.
+    pub laps: Vec<(Bytes, Tag, NodeId)>,
     /// Writes the predecessor forwarded lately: they went to the old
     /// successor, now the joiner's, which may crash with them unsent.
     pub sent_writes: Vec<Entry>,
@@ -89,7 +100,7 @@ impl Msg {
     /// The write a ring message carries (`None` for `Credit`).
     pub fn entry(&self) -> Option<&Entry> {
         match self {
-            Msg::PreWrite(e) | Msg::Write(e) => Some(e),
+            Msg::PreWrite(e) | Msg::Write(e) | Msg::Lap(e, _) => Some(e),
             _ => None,
         }
     }

@@ -8,7 +8,7 @@ use super::{Counters, Entry, InjectedBug, Msg, Timer};
 use crate::protocol::{LinkEvent, Out, Protocol};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 /// Settings of a ring server (from [`super::RingOptions`]).
@@ -145,6 +145,18 @@ pub struct RingNode {
     pub(super) own: BTreeMap<(Bytes, Tag), Phase>,
     /// Crashed origins' pre-writes this server converted (takeover).
     pub(super) taken: BTreeSet<(Bytes, Tag)>,
+    /// A crash left messages to take over, not done yet (`take_over`).
+    pub(super) takeover_due: bool,
+    /// Joiners this server let in (welcomed) so far (`lap.rs`).
+    pub(super) welcomes: u64,
+    /// Own pre-writes in their first round: `welcomes` when they began.
+    pub(super) began: HashMap<(Bytes, Tag), u64>,
+    /// Pre-writes on their `Lap` from here (home) / that passed here.
+    pub(super) lapping: HashSet<(Bytes, Tag)>,
+    pub(super) laps: HashMap<(Bytes, Tag), NodeId>,
+    /// Laps the snapshot named: they did not pass here (a copy that comes
+    /// is passed on), but re-sent from here, they go as laps.
+    pub(super) lap_hints: HashMap<(Bytes, Tag), NodeId>,
     pub(super) sent_writes: VecDeque<Entry>,
     /// Writes seen lately, to drop stale copies of their pre-writes.
     pub(super) written: Recent,
@@ -197,6 +209,12 @@ impl RingNode {
             link: Link::default(),
             own: BTreeMap::new(),
             taken: BTreeSet::new(),
+            takeover_due: false,
+            welcomes: 0,
+            began: HashMap::new(),
+            lapping: HashSet::new(),
+            laps: HashMap::new(),
+            lap_hints: HashMap::new(),
             sent_writes: VecDeque::new(),
             written: Recent::default(),
             owed: HashSet::new(),
@@ -299,11 +317,13 @@ impl RingNode {
             });
         }
         self.own.insert((e.key.clone(), tag), Phase::PreWrite);
+        self.began.insert((e.key.clone(), tag), self.welcomes);
         self.send_ring(Msg::PreWrite(e), out);
     }
 
     /// The queue handler (pc 53-75): send while the window allows.
     pub(super) fn pump(&mut self, out: &mut O) {
+        self.take_over(out);
         if self.outside || self.uncertain() {
             return;
         }
@@ -360,7 +380,7 @@ impl RingNode {
     /// pc 29-40: a pre-write from the predecessor.
     fn on_pre_write(&mut self, mut e: Entry, out: &mut O) {
         if self.ends_here(e.home) {
-            return self.pre_write_home(e, out);
+            return self.pre_write_back(e, out);
         }
         // A copy re-sent after a crash, of a pre-write forwarded already
         // (then pending here) or written already: the first copy did or
@@ -382,8 +402,9 @@ impl RingNode {
     }
 
     /// The pre-write went round: every live server has it pending.
-    fn pre_write_home(&mut self, mut e: Entry, out: &mut O) {
+    pub(super) fn pre_write_home(&mut self, mut e: Entry, out: &mut O) {
         let mine = self.is_mine(&e);
+        self.began.remove(&(e.key.clone(), e.tag));
         let fresh = if mine {
             self.own.get(&(e.key.clone(), e.tag)) == Some(&Phase::PreWrite)
         } else {
@@ -433,7 +454,7 @@ impl RingNode {
             };
             let e = e.clone();
             if self.ends_here(e.home) {
-                self.pre_write_home(e, out);
+                self.pre_write_back(e, out);
             } else {
                 self.queues.push_forward(Msg::PreWrite(e));
             }
@@ -448,6 +469,9 @@ impl RingNode {
     /// pc 41-52: a write from the predecessor; at home it ends (write_ack).
     fn on_write(&mut self, e: Entry, out: &mut O) {
         self.written.insert(&e.key, e.tag);
+        let id = (e.key.clone(), e.tag);
+        self.laps.remove(&id);
+        self.lap_hints.remove(&id);
         let reg = self.regs.entry(e.key.clone()).or_default();
         reg.pending.remove(&e.tag); // pc 47
         let mut done = Vec::new();
@@ -486,6 +510,7 @@ impl RingNode {
         match m {
             Msg::PreWrite(e) => self.on_pre_write(e, out),
             Msg::Write(e) => self.on_write(e, out),
+            Msg::Lap(e, by) => self.on_lap(e, by, out),
             _ => {}
         }
     }
@@ -503,6 +528,10 @@ impl RingNode {
             Msg::Write(e) => {
                 self.receipt(from, out);
                 self.on_write(e, out);
+            }
+            Msg::Lap(e, by) => {
+                self.receipt(from, out);
+                self.on_lap(e, by, out);
             }
             _ => unreachable!("membership messages go to rejoin.rs"),
         }
@@ -602,8 +631,13 @@ impl Protocol for RingNode {
     }
     fn status(&self) -> String {
         let pending: usize = self.regs.values().map(|r| r.pending.len()).sum();
+        let few: Vec<_> = (self.regs.values())
+            .flat_map(|r| r.pending.values())
+            .take(4)
+            .map(|e| (e.tag.ts, e.tag.writer, e.home, e.void))
+            .collect();
         format!(
-            "ring out={} ann={} next={} view={}:{:?} keys={} pending={pending} queued={}+{}+{} own={} \
+            "ring out={} ann={} next={} view={}:{:?} keys={} pending={pending}{few:?} queued={}+{}+{} own={} \
              writer={} lives={:?} down={:?} held={:?} joining={:?} stash={:?}",
             self.outside,
             self.announcing,

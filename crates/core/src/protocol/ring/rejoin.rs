@@ -193,6 +193,7 @@ impl RingNode {
         self.alive.insert(node);
         self.lives.insert(node, writer);
         self.counters.joins_accepted += 1;
+        self.welcomes += 1;
         let snap = self.snapshot();
         out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
         // No re-send: the snapshot holds all of it.
@@ -207,6 +208,7 @@ impl RingNode {
         debug_assert_eq!(self.next, node);
         self.view += 1;
         self.counters.joins_accepted += 1;
+        self.welcomes += 1;
         let snap = self.snapshot();
         out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
         self.link.sent = 0;
@@ -233,6 +235,10 @@ impl RingNode {
                 .chain(self.owed.iter().cloned()) // owed to this one in turn
                 .collect(),
             sent_writes: self.sent_writes.iter().cloned().collect(),
+            laps: (self.laps.iter().chain(&self.lap_hints))
+                .map(|((k, t), &by)| (k.clone(), *t, by))
+                .chain(self.lapping.iter().map(|(k, t)| (k.clone(), *t, self.id)))
+                .collect(),
             owed_writes: (self.queues.ready.iter())
                 .filter_map(|m| match m {
                     Msg::Write(e) => Some(e.clone()),
@@ -274,6 +280,9 @@ impl RingNode {
             self.owed.extend(r.pending.keys().map(|t| (k.clone(), *t)));
         }
         self.sent_writes = s.sent_writes.into();
+        self.lap_hints = (s.laps.into_iter())
+            .map(|(k, t, by)| ((k, t), by))
+            .collect();
         self.owed_writes = s.owed_writes;
         self.counters.rejoined += 1;
         self.announcing = true;
