@@ -12,6 +12,7 @@ pub mod protocol;
 pub mod quorum;
 pub mod rng;
 pub mod types;
+pub mod znode;
 
 pub use protocol::{Command, Out, Protocol};
 pub use quorum::{QuorumStatus, QuorumTracker};

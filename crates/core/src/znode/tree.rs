@@ -1,0 +1,643 @@
+//! The znode tree and its sessions: every transaction applied in zxid
+//! order, deterministic, so that every replica that applies the same log
+//! holds the same tree (seed 001 §II.C "single system image").
+//!
+//! Rules taken from ZooKeeper, so a client of ours can be pointed at a real
+//! ensemble and see the same answers:
+//! * a node's parent must exist and must not be ephemeral; `/` always exists;
+//! * a node with children cannot be deleted (`NotEmpty`);
+//! * `version` counts data changes, `cversion` child creations and
+//!   deletions; a conditional set or delete names the version it expects;
+//! * an ephemeral node belongs to a session and dies with it: closing a
+//!   session (asked by the client, or decided by the leader when it expired)
+//!   is one transaction that deletes all its ephemerals at once.
+//!
+//! Where we depart: the sequential suffix is a per-parent counter that only
+//! ever grows (ZooKeeper uses the parent's `cversion`, which deletes also
+//! bump). The seed only asks for a "monotonically increasing identifier"
+//! (§II.C); a counter of its own keeps suffixes dense and makes "a counter
+//! reused" a precise bug to inject and check.
+
+use super::path;
+use super::ZkError;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Largest data a znode holds (ZooKeeper's default `jute.maxbuffer`).
+pub const MAX_DATA: usize = 1 << 20;
+
+/// A znode's metadata, ZooKeeper's `Stat` minus the ACL version.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stat {
+    /// zxid of the transaction that created the node: the fencing token of
+    /// the lock recipes.
+    pub czxid: u64,
+    /// zxid of the last data change (the create at first).
+    pub mzxid: u64,
+    /// zxid of the last change to the set of children.
+    pub pzxid: u64,
+    /// Leader time (ms) of the create and of the last data change.
+    pub ctime: u64,
+    pub mtime: u64,
+    pub version: u32,
+    pub cversion: u32,
+    /// The owning session of an ephemeral node, 0 for a persistent one.
+    pub ephemeral_owner: u64,
+    pub data_length: u32,
+    pub num_children: u32,
+}
+
+/// Where a transaction sits in the log: its zxid and the leader's clock
+/// when it was proposed (so every replica stamps the same times).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub zxid: u64,
+    pub time_ms: u64,
+}
+
+/// A state-changing operation, as logged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Txn {
+    /// Open (or re-open, idempotent) a session with its timeout.
+    OpenSession { session: u64, timeout_ms: u64 },
+    /// Close a session and delete its ephemerals, in one transaction.
+    CloseSession { session: u64 },
+    Create {
+        path: String,
+        data: Bytes,
+        ephemeral: bool,
+        sequential: bool,
+        /// The session asking: owner of an ephemeral node.
+        session: u64,
+    },
+    /// Delete if the version matches (`None`: any version).
+    Delete { path: String, version: Option<u32> },
+    SetData {
+        path: String,
+        data: Bytes,
+        version: Option<u32>,
+    },
+}
+
+/// What a successful transaction answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnOk {
+    /// The node's actual path (with its sequence suffix) and stat.
+    Created {
+        path: String,
+        stat: Stat,
+    },
+    Deleted,
+    Set(Stat),
+    SessionOpened,
+    /// The ephemerals the close deleted, in path order.
+    SessionClosed {
+        deleted: Vec<String>,
+    },
+}
+
+/// What a transaction changed, for the watches (`super::watch`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Change {
+    Created(String),
+    Deleted(String),
+    DataChanged(String),
+    /// A child of this path was created or deleted.
+    ChildrenChanged(String),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Znode {
+    data: Bytes,
+    stat: Stat,
+    children: BTreeSet<String>,
+    /// Next sequential suffix for a child (never reused).
+    next_seq: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Session {
+    timeout_ms: u64,
+    ephemerals: BTreeSet<String>,
+}
+
+/// The whole replicated state of the coordination service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tree {
+    nodes: BTreeMap<String, Znode>,
+    sessions: BTreeMap<u64, Session>,
+    /// zxid of the last transaction applied (reads report it; a restored
+    /// snapshot says where the log resumes).
+    last_zxid: u64,
+}
+
+impl Default for Tree {
+    fn default() -> Tree {
+        let mut nodes = BTreeMap::new();
+        nodes.insert("/".to_string(), Znode::default());
+        Tree {
+            nodes,
+            sessions: BTreeMap::new(),
+            last_zxid: 0,
+        }
+    }
+}
+
+impl Tree {
+    /// Apply one transaction. A failed one changes nothing (atomicity,
+    /// seed 001 §II.C) but still advances `last_zxid`: it was delivered.
+    pub fn apply(&mut self, at: Stamp, txn: &Txn) -> (Result<TxnOk, ZkError>, Vec<Change>) {
+        debug_assert!(
+            at.zxid > self.last_zxid,
+            "transactions applied out of order"
+        );
+        self.last_zxid = at.zxid;
+        let mut changes = Vec::new();
+        let result = match txn {
+            Txn::OpenSession {
+                session,
+                timeout_ms,
+            } => {
+                let s = self.sessions.entry(*session).or_insert(Session {
+                    timeout_ms: *timeout_ms,
+                    ephemerals: BTreeSet::new(),
+                });
+                s.timeout_ms = *timeout_ms;
+                Ok(TxnOk::SessionOpened)
+            }
+            Txn::CloseSession { session } => {
+                let deleted: Vec<String> = match self.sessions.remove(session) {
+                    Some(s) => s.ephemerals.into_iter().collect(),
+                    None => Vec::new(),
+                };
+                // Ephemerals have no children, so any order works; path
+                // order makes the change list deterministic.
+                for p in &deleted {
+                    self.remove(at, p, &mut changes);
+                }
+                Ok(TxnOk::SessionClosed { deleted })
+            }
+            Txn::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                session,
+            } => self.create(
+                at,
+                path,
+                data,
+                *ephemeral,
+                *sequential,
+                *session,
+                &mut changes,
+            ),
+            Txn::Delete { path, version } => self.delete(at, path, *version, &mut changes),
+            Txn::SetData {
+                path,
+                data,
+                version,
+            } => self.set_data(at, path, data, *version, &mut changes),
+        };
+        (result, changes)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &mut self,
+        at: Stamp,
+        path: &str,
+        data: &Bytes,
+        ephemeral: bool,
+        sequential: bool,
+        session: u64,
+        changes: &mut Vec<Change>,
+    ) -> Result<TxnOk, ZkError> {
+        // A sequential create may name the parent itself ("/q/"), as in
+        // ZooKeeper; the suffix makes the final path valid.
+        let probe = if sequential {
+            format!("{path}0")
+        } else {
+            path.to_string()
+        };
+        path::validate(&probe)?;
+        if data.len() > MAX_DATA {
+            return Err(ZkError::BadArguments(format!(
+                "data of {} bytes exceeds {MAX_DATA}",
+                data.len()
+            )));
+        }
+        if probe == "/" {
+            return Err(ZkError::NodeExists);
+        }
+        let parent = path::parent(&probe).to_string();
+        let parent_node = self.nodes.get(&parent).ok_or(ZkError::NoNode)?;
+        if parent_node.stat.ephemeral_owner != 0 {
+            return Err(ZkError::NoChildrenForEphemerals);
+        }
+        if ephemeral && !self.sessions.contains_key(&session) {
+            return Err(ZkError::SessionExpired);
+        }
+        let full = if sequential {
+            path::sequential(path, parent_node.next_seq)
+        } else {
+            path.to_string()
+        };
+        if self.nodes.contains_key(&full) {
+            return Err(ZkError::NodeExists);
+        }
+        let stat = Stat {
+            czxid: at.zxid,
+            mzxid: at.zxid,
+            pzxid: at.zxid,
+            ctime: at.time_ms,
+            mtime: at.time_ms,
+            ephemeral_owner: if ephemeral { session } else { 0 },
+            data_length: data.len() as u32,
+            ..Stat::default()
+        };
+        let parent_node = self.nodes.get_mut(&parent).expect("checked above");
+        if sequential {
+            parent_node.next_seq += 1;
+        }
+        parent_node.children.insert(path::name(&full).to_string());
+        parent_node.stat.cversion += 1;
+        parent_node.stat.pzxid = at.zxid;
+        parent_node.stat.num_children = parent_node.children.len() as u32;
+        self.nodes.insert(
+            full.clone(),
+            Znode {
+                data: data.clone(),
+                stat,
+                ..Znode::default()
+            },
+        );
+        if ephemeral {
+            let s = self.sessions.get_mut(&session).expect("checked above");
+            s.ephemerals.insert(full.clone());
+        }
+        changes.push(Change::Created(full.clone()));
+        changes.push(Change::ChildrenChanged(parent));
+        Ok(TxnOk::Created { path: full, stat })
+    }
+
+    fn delete(
+        &mut self,
+        at: Stamp,
+        path: &str,
+        version: Option<u32>,
+        changes: &mut Vec<Change>,
+    ) -> Result<TxnOk, ZkError> {
+        path::validate(path)?;
+        if path == "/" {
+            return Err(ZkError::BadArguments("the root cannot be deleted".into()));
+        }
+        let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        if version.is_some_and(|v| v != node.stat.version) {
+            return Err(ZkError::BadVersion);
+        }
+        if !node.children.is_empty() {
+            return Err(ZkError::NotEmpty);
+        }
+        self.remove(at, path, changes);
+        Ok(TxnOk::Deleted)
+    }
+
+    /// Remove a childless node and unlink it from its parent and session.
+    fn remove(&mut self, at: Stamp, path: &str, changes: &mut Vec<Change>) {
+        let Some(node) = self.nodes.remove(path) else {
+            return;
+        };
+        let owner = node.stat.ephemeral_owner;
+        if let Some(s) = self.sessions.get_mut(&owner) {
+            s.ephemerals.remove(path);
+        }
+        let parent = path::parent(path).to_string();
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            p.children.remove(path::name(path));
+            p.stat.cversion += 1;
+            p.stat.pzxid = at.zxid;
+            p.stat.num_children = p.children.len() as u32;
+        }
+        changes.push(Change::Deleted(path.to_string()));
+        changes.push(Change::ChildrenChanged(parent));
+    }
+
+    fn set_data(
+        &mut self,
+        at: Stamp,
+        path: &str,
+        data: &Bytes,
+        version: Option<u32>,
+        changes: &mut Vec<Change>,
+    ) -> Result<TxnOk, ZkError> {
+        path::validate(path)?;
+        if data.len() > MAX_DATA {
+            return Err(ZkError::BadArguments(format!(
+                "data of {} bytes exceeds {MAX_DATA}",
+                data.len()
+            )));
+        }
+        let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
+        if version.is_some_and(|v| v != node.stat.version) {
+            return Err(ZkError::BadVersion);
+        }
+        node.data = data.clone();
+        node.stat.version = node.stat.version.wrapping_add(1);
+        node.stat.mzxid = at.zxid;
+        node.stat.mtime = at.time_ms;
+        node.stat.data_length = data.len() as u32;
+        changes.push(Change::DataChanged(path.to_string()));
+        Ok(TxnOk::Set(node.stat))
+    }
+
+    /// `getData`: the node's data and stat.
+    pub fn get_data(&self, path: &str) -> Result<(Bytes, Stat), ZkError> {
+        path::validate(path)?;
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        Ok((n.data.clone(), n.stat))
+    }
+
+    /// `exists`: the stat, or `None` when there is no such node.
+    pub fn exists(&self, path: &str) -> Result<Option<Stat>, ZkError> {
+        path::validate(path)?;
+        Ok(self.nodes.get(path).map(|n| n.stat))
+    }
+
+    /// `getChildren`: the children's names, sorted (so sequential
+    /// children come in creation order).
+    pub fn children(&self, path: &str) -> Result<Vec<String>, ZkError> {
+        path::validate(path)?;
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        Ok(n.children.iter().cloned().collect())
+    }
+
+    /// The open sessions and their timeouts (the leader expires them).
+    pub fn sessions(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.sessions.iter().map(|(&s, i)| (s, i.timeout_ms))
+    }
+
+    pub fn has_session(&self, session: u64) -> bool {
+        self.sessions.contains_key(&session)
+    }
+
+    pub fn last_zxid(&self) -> u64 {
+        self.last_zxid
+    }
+
+    /// Number of znodes, the root included.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when only the root exists.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() == 1
+    }
+
+    pub fn snapshot(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("a tree always serialises")
+    }
+
+    pub fn restore(data: &[u8]) -> Result<Tree, String> {
+        let t: Tree =
+            postcard::from_bytes(data).map_err(|e| format!("corrupt znode snapshot: {e}"))?;
+        if !t.nodes.contains_key("/") {
+            return Err("corrupt znode snapshot: no root".into());
+        }
+        Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    struct T {
+        tree: Tree,
+        zxid: u64,
+    }
+
+    impl T {
+        fn new() -> T {
+            T {
+                tree: Tree::default(),
+                zxid: 0,
+            }
+        }
+        fn run(&mut self, txn: Txn) -> (Result<TxnOk, ZkError>, Vec<Change>) {
+            self.zxid += 1;
+            let at = Stamp {
+                zxid: self.zxid,
+                time_ms: 1000 + self.zxid,
+            };
+            self.tree.apply(at, &txn)
+        }
+        fn create(
+            &mut self,
+            path: &str,
+            eph: bool,
+            seq: bool,
+            session: u64,
+        ) -> Result<String, ZkError> {
+            match self
+                .run(Txn::Create {
+                    path: path.into(),
+                    data: b("d"),
+                    ephemeral: eph,
+                    sequential: seq,
+                    session,
+                })
+                .0?
+            {
+                TxnOk::Created { path, .. } => Ok(path),
+                other => panic!("create answered {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn create_needs_a_parent_and_a_free_name() {
+        let mut t = T::new();
+        assert_eq!(t.create("/a/b", false, false, 0), Err(ZkError::NoNode));
+        assert_eq!(t.create("/a", false, false, 0), Ok("/a".into()));
+        assert_eq!(t.create("/a", false, false, 0), Err(ZkError::NodeExists));
+        assert_eq!(t.create("/", false, false, 0), Err(ZkError::NodeExists));
+        assert_eq!(t.create("/a/b", false, false, 0), Ok("/a/b".into()));
+        assert!(matches!(
+            t.create("a", false, false, 0),
+            Err(ZkError::BadArguments(_))
+        ));
+        assert_eq!(t.tree.children("/a"), Ok(vec!["b".to_string()]));
+        let (_, root) = t.tree.get_data("/").unwrap();
+        assert_eq!((root.num_children, root.cversion), (1, 1));
+    }
+
+    #[test]
+    fn stats_track_zxids_and_versions() {
+        let mut t = T::new();
+        t.create("/a", false, false, 0).unwrap();
+        let (data, st) = t.tree.get_data("/a").unwrap();
+        assert_eq!((data, st.czxid, st.mzxid, st.version), (b("d"), 1, 1, 0));
+        let set = |v| Txn::SetData {
+            path: "/a".into(),
+            data: b("xy"),
+            version: v,
+        };
+        assert_eq!(t.run(set(Some(3))).0, Err(ZkError::BadVersion));
+        let (r, ch) = t.run(set(Some(0)));
+        let TxnOk::Set(st) = r.unwrap() else { panic!() };
+        assert_eq!(
+            (st.czxid, st.mzxid, st.version, st.data_length),
+            (1, 3, 1, 2)
+        );
+        assert_eq!(st.mtime, 1003);
+        assert_eq!(ch, vec![Change::DataChanged("/a".into())]);
+        assert!(t.run(set(None)).0.is_ok());
+        assert_eq!(t.tree.get_data("/a").unwrap().1.version, 2);
+        // A failed transaction still moves last_zxid: it was delivered.
+        assert_eq!(t.tree.last_zxid(), 4);
+    }
+
+    #[test]
+    fn delete_checks_version_and_children() {
+        let mut t = T::new();
+        t.create("/a", false, false, 0).unwrap();
+        t.create("/a/b", false, false, 0).unwrap();
+        let del = |p: &str, v| Txn::Delete {
+            path: p.into(),
+            version: v,
+        };
+        assert_eq!(t.run(del("/a", None)).0, Err(ZkError::NotEmpty));
+        assert_eq!(t.run(del("/a/b", Some(1))).0, Err(ZkError::BadVersion));
+        let (r, ch) = t.run(del("/a/b", Some(0)));
+        assert_eq!(r, Ok(TxnOk::Deleted));
+        assert_eq!(
+            ch,
+            vec![
+                Change::Deleted("/a/b".into()),
+                Change::ChildrenChanged("/a".into())
+            ]
+        );
+        let (_, a) = t.tree.get_data("/a").unwrap();
+        assert_eq!((a.cversion, a.pzxid, a.num_children), (2, 5, 0));
+        assert_eq!(t.run(del("/a/b", None)).0, Err(ZkError::NoNode));
+        assert!(matches!(
+            t.run(del("/", None)).0,
+            Err(ZkError::BadArguments(_))
+        ));
+    }
+
+    #[test]
+    fn sequential_suffixes_grow_and_are_never_reused() {
+        let mut t = T::new();
+        t.create("/q", false, false, 0).unwrap();
+        let a = t.create("/q/n-", false, true, 0).unwrap();
+        let b_ = t.create("/q/n-", false, true, 0).unwrap();
+        assert_eq!(
+            (a.as_str(), b_.as_str()),
+            ("/q/n-0000000000", "/q/n-0000000001")
+        );
+        t.run(Txn::Delete {
+            path: b_.clone(),
+            version: None,
+        })
+        .0
+        .unwrap();
+        // Deleting the newest does not give its number back.
+        assert_eq!(
+            t.create("/q/n-", false, true, 0).unwrap(),
+            "/q/n-0000000002"
+        );
+        // Restored from a snapshot, the counter goes on where it was.
+        let mut r = T {
+            tree: Tree::restore(&t.tree.snapshot()).unwrap(),
+            zxid: t.zxid,
+        };
+        assert_eq!(r.tree, t.tree);
+        assert_eq!(r.create("/q/x", false, true, 0).unwrap(), "/q/x0000000003");
+        assert!(Tree::restore(&[1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn ephemerals_need_a_session_and_die_with_it() {
+        let mut t = T::new();
+        assert_eq!(t.create("/e", true, false, 9), Err(ZkError::SessionExpired));
+        t.run(Txn::OpenSession {
+            session: 9,
+            timeout_ms: 4000,
+        })
+        .0
+        .unwrap();
+        t.create("/l", false, false, 0).unwrap();
+        let e1 = t.create("/l/n-", true, true, 9).unwrap();
+        let e2 = t.create("/e", true, false, 9).unwrap();
+        assert_eq!(
+            t.create("/e/c", false, false, 0),
+            Err(ZkError::NoChildrenForEphemerals)
+        );
+        assert_eq!(t.tree.get_data(&e2).unwrap().1.ephemeral_owner, 9);
+        assert_eq!(t.tree.sessions().collect::<Vec<_>>(), vec![(9, 4000)]);
+        let (r, ch) = t.run(Txn::CloseSession { session: 9 });
+        assert_eq!(
+            r,
+            Ok(TxnOk::SessionClosed {
+                deleted: vec![e2.clone(), e1.clone()]
+            })
+        );
+        assert!(ch.contains(&Change::Deleted(e1.clone())));
+        assert!(ch.contains(&Change::ChildrenChanged("/l".into())));
+        assert_eq!(t.tree.exists(&e1), Ok(None));
+        assert_eq!(t.tree.exists(&e2), Ok(None));
+        assert!(!t.tree.has_session(9));
+        // Closing again is harmless; an explicit delete unlinks the owner.
+        assert_eq!(
+            t.run(Txn::CloseSession { session: 9 }).0,
+            Ok(TxnOk::SessionClosed { deleted: vec![] })
+        );
+        t.run(Txn::OpenSession {
+            session: 4,
+            timeout_ms: 1,
+        })
+        .0
+        .unwrap();
+        let e3 = t.create("/e3", true, false, 4).unwrap();
+        t.run(Txn::Delete {
+            path: e3,
+            version: None,
+        })
+        .0
+        .unwrap();
+        assert_eq!(
+            t.run(Txn::CloseSession { session: 4 }).0,
+            Ok(TxnOk::SessionClosed { deleted: vec![] })
+        );
+    }
+
+    #[test]
+    fn oversized_data_is_refused() {
+        let mut t = T::new();
+        let big = Bytes::from(vec![0u8; MAX_DATA + 1]);
+        let (r, _) = t.run(Txn::Create {
+            path: "/big".into(),
+            data: big.clone(),
+            ephemeral: false,
+            sequential: false,
+            session: 0,
+        });
+        assert!(matches!(r, Err(ZkError::BadArguments(_))));
+        t.create("/s", false, false, 0).unwrap();
+        let (r, _) = t.run(Txn::SetData {
+            path: "/s".into(),
+            data: big,
+            version: None,
+        });
+        assert!(matches!(r, Err(ZkError::BadArguments(_))));
+        assert_eq!(t.tree.len(), 2);
+    }
+}

@@ -1,0 +1,242 @@
+//! One-shot watches (seed 001 §II.C): a server keeps the watches of the
+//! sessions connected to it, and when it applies a transaction it fires the
+//! ones the transaction's changes trigger, each once. Watches are not
+//! replicated (as in ZooKeeper): a session that moves to another server
+//! registers its watches there again (`of_session`).
+//!
+//! Which change fires which watch is ZooKeeper's rule: `exists` and
+//! `getData` set a *data* watch (fired by the node's creation, deletion or
+//! data change), `getChildren` a *child* watch (fired by a child created or
+//! deleted, or by the node's own deletion).
+
+use super::tree::Change;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a watch was set by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WatchKind {
+    /// `exists` or `getData`.
+    Data,
+    /// `getChildren`.
+    Child,
+}
+
+/// ZooKeeper's event types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventType {
+    NodeCreated,
+    NodeDeleted,
+    NodeDataChanged,
+    NodeChildrenChanged,
+}
+
+impl EventType {
+    /// The word an event frame carries (`Event::kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::NodeCreated => "created",
+            EventType::NodeDeleted => "deleted",
+            EventType::NodeDataChanged => "changed",
+            EventType::NodeChildrenChanged => "children",
+        }
+    }
+    pub fn parse(s: &str) -> Option<EventType> {
+        Some(match s {
+            "created" => EventType::NodeCreated,
+            "deleted" => EventType::NodeDeleted,
+            "changed" => EventType::NodeDataChanged,
+            "children" => EventType::NodeChildrenChanged,
+            _ => return None,
+        })
+    }
+}
+
+/// A fired watch: tell `session` that `path` saw `event`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Fired {
+    pub session: u64,
+    pub event: EventType,
+    pub path: String,
+}
+
+/// The watches one server holds.
+#[derive(Clone, Debug, Default)]
+pub struct Watches {
+    data: BTreeMap<String, BTreeSet<u64>>,
+    child: BTreeMap<String, BTreeSet<u64>>,
+}
+
+impl Watches {
+    pub fn add(&mut self, session: u64, path: &str, kind: WatchKind) {
+        self.table(kind)
+            .entry(path.to_string())
+            .or_default()
+            .insert(session);
+    }
+
+    fn table(&mut self, kind: WatchKind) -> &mut BTreeMap<String, BTreeSet<u64>> {
+        match kind {
+            WatchKind::Data => &mut self.data,
+            WatchKind::Child => &mut self.child,
+        }
+    }
+
+    /// Fire (and forget) every watch `changes` trigger, in change order. A
+    /// session with a data and a child watch on a deleted node hears of it
+    /// once.
+    pub fn fire(&mut self, changes: &[Change]) -> Vec<Fired> {
+        let mut out: Vec<Fired> = Vec::new();
+        let mut push = |sessions: Option<BTreeSet<u64>>, event, path: &str| {
+            for session in sessions.into_iter().flatten() {
+                let f = Fired {
+                    session,
+                    event,
+                    path: path.to_string(),
+                };
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        };
+        for c in changes {
+            match c {
+                Change::Created(p) => push(self.data.remove(p), EventType::NodeCreated, p),
+                Change::DataChanged(p) => push(self.data.remove(p), EventType::NodeDataChanged, p),
+                Change::Deleted(p) => {
+                    push(self.data.remove(p), EventType::NodeDeleted, p);
+                    push(self.child.remove(p), EventType::NodeDeleted, p);
+                }
+                Change::ChildrenChanged(p) => {
+                    push(self.child.remove(p), EventType::NodeChildrenChanged, p)
+                }
+            }
+        }
+        out
+    }
+
+    /// The watches `session` holds here, to register again elsewhere.
+    pub fn of_session(&self, session: u64) -> Vec<(String, WatchKind)> {
+        let pick = |t: &BTreeMap<String, BTreeSet<u64>>, kind| {
+            t.iter()
+                .filter(|(_, s)| s.contains(&session))
+                .map(|(p, _)| (p.clone(), kind))
+                .collect::<Vec<_>>()
+        };
+        let mut v = pick(&self.data, WatchKind::Data);
+        v.extend(pick(&self.child, WatchKind::Child));
+        v
+    }
+
+    /// Forget a session's watches (it closed, expired, or moved away).
+    pub fn drop_session(&mut self, session: u64) {
+        for t in [&mut self.data, &mut self.child] {
+            t.retain(|_, s| {
+                s.remove(&session);
+                !s.is_empty()
+            });
+        }
+    }
+
+    /// Number of (path, session) watches held.
+    pub fn len(&self) -> usize {
+        self.data
+            .values()
+            .chain(self.child.values())
+            .map(BTreeSet::len)
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use EventType::*;
+
+    fn fired(session: u64, event: EventType, path: &str) -> Fired {
+        Fired {
+            session,
+            event,
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn each_change_fires_its_watches_once() {
+        let mut w = Watches::default();
+        w.add(1, "/a", WatchKind::Data);
+        w.add(2, "/a", WatchKind::Data);
+        w.add(3, "/", WatchKind::Child);
+        let ch = [
+            Change::Created("/a".into()),
+            Change::ChildrenChanged("/".into()),
+        ];
+        assert_eq!(
+            w.fire(&ch),
+            vec![
+                fired(1, NodeCreated, "/a"),
+                fired(2, NodeCreated, "/a"),
+                fired(3, NodeChildrenChanged, "/")
+            ]
+        );
+        // One-shot: the same changes again fire nothing.
+        assert_eq!(w.fire(&ch), vec![]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn data_changes_do_not_fire_child_watches() {
+        let mut w = Watches::default();
+        w.add(1, "/a", WatchKind::Child);
+        w.add(2, "/a", WatchKind::Data);
+        assert_eq!(
+            w.fire(&[Change::DataChanged("/a".into())]),
+            vec![fired(2, NodeDataChanged, "/a")]
+        );
+        assert_eq!(w.len(), 1);
+    }
+
+    #[test]
+    fn a_deletion_fires_both_kinds_once_per_session() {
+        let mut w = Watches::default();
+        w.add(1, "/a", WatchKind::Child);
+        w.add(1, "/a", WatchKind::Data);
+        w.add(2, "/a", WatchKind::Child);
+        let got = w.fire(&[Change::Deleted("/a".into())]);
+        assert_eq!(
+            got,
+            vec![fired(1, NodeDeleted, "/a"), fired(2, NodeDeleted, "/a")]
+        );
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn sessions_move_and_leave() {
+        let mut w = Watches::default();
+        w.add(1, "/a", WatchKind::Data);
+        w.add(1, "/b", WatchKind::Child);
+        w.add(2, "/a", WatchKind::Data);
+        assert_eq!(
+            w.of_session(1),
+            vec![
+                ("/a".to_string(), WatchKind::Data),
+                ("/b".to_string(), WatchKind::Child)
+            ]
+        );
+        w.drop_session(1);
+        assert_eq!(w.of_session(1), vec![]);
+        assert_eq!(w.len(), 1);
+        for e in [
+            NodeCreated,
+            NodeDeleted,
+            NodeDataChanged,
+            NodeChildrenChanged,
+        ] {
+            assert_eq!(EventType::parse(e.as_str()), Some(e));
+        }
+        assert_eq!(EventType::parse("x"), None);
+    }
+}
