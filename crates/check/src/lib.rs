@@ -4,6 +4,7 @@
 //! * [`recorder`]: a lock-free-on-the-hot-path recorder for clients and the bench;
 //! * [`formats`]: JSONL, Jepsen register logs, the EDN key-value format;
 //! * [`check()`]: the Wing–Gong/Lowe search with memoisation, per key, in parallel;
+//! * [`znode`]: the znode service's model and the lock recipes' mutual-exclusion check;
 //! * [`html`]: a self-contained picture of a violation; [`cli`]: `quorumkv check`.
 //!
 //! The design follows Porcupine (anishathalye/porcupine): a small API, a
@@ -16,6 +17,7 @@ pub mod history;
 pub mod html;
 pub mod recorder;
 pub mod report;
+pub mod znode;
 
 mod check;
 mod explain;

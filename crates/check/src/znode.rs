@@ -1,0 +1,500 @@
+//! A sequential specification of the znode service (seed 001 §II.C) for
+//! [`check_spec`](crate::check_spec), and a mutual-exclusion check for the
+//! lock recipes.
+//!
+//! The model is written apart from the service's tree
+//! (`quorumkv_core::znode::Tree`) on purpose: a checker that ran the same
+//! code would accept its bugs. It keeps what the observed results can
+//! show: data, data version, ephemeral owner, each parent's sequential
+//! counter, open sessions. Children are found by prefix, slowly and simply.
+
+use crate::model::Spec;
+use quorumkv_core::znode::ZkError;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One operation with what its client saw. `None` as a result means the
+/// outcome is unknown: the effect may have happened, or not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ZnodeOp {
+    OpenSession {
+        session: u64,
+    },
+    CloseSession {
+        session: u64,
+    },
+    /// `result`: the created path (with its suffix when sequential).
+    Create {
+        path: String,
+        data: String,
+        ephemeral: bool,
+        sequential: bool,
+        session: u64,
+        result: Option<Result<String, ZkError>>,
+    },
+    Delete {
+        path: String,
+        version: Option<u32>,
+        result: Option<Result<(), ZkError>>,
+    },
+    /// `result`: the new data version.
+    SetData {
+        path: String,
+        data: String,
+        version: Option<u32>,
+        result: Option<Result<u32, ZkError>>,
+    },
+    /// `result`: data and version.
+    GetData {
+        path: String,
+        result: Result<(String, u32), ZkError>,
+    },
+    /// `result`: the version, or `None` when absent.
+    Exists {
+        path: String,
+        result: Option<u32>,
+    },
+    /// `result`: the children's names, sorted.
+    Children {
+        path: String,
+        result: Result<Vec<String>, ZkError>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Node {
+    data: String,
+    version: u32,
+    /// Owning session of an ephemeral, 0 for persistent.
+    owner: u64,
+    next_seq: u64,
+}
+
+/// The model's state: every znode but the root (which always exists, has
+/// no data and may have children), the root's counter, open sessions.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ZnodeState {
+    nodes: BTreeMap<String, Node>,
+    root_seq: u64,
+    sessions: BTreeSet<u64>,
+}
+
+fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+impl ZnodeState {
+    fn exists(&self, path: &str) -> bool {
+        path == "/" || self.nodes.contains_key(path)
+    }
+
+    fn children(&self, path: &str) -> Vec<String> {
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
+        self.nodes
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .filter(|(p, _)| !p[prefix.len()..].contains('/'))
+            .map(|(p, _)| p[prefix.len()..].to_string())
+            .collect()
+    }
+
+    /// What a create would do: its path, or the error.
+    fn create(
+        &mut self,
+        path: &str,
+        data: &str,
+        eph: bool,
+        seq: bool,
+        session: u64,
+    ) -> Result<String, ZkError> {
+        let parent = parent_of(path).to_string();
+        if !self.exists(&parent) {
+            return Err(ZkError::NoNode);
+        }
+        if self.nodes.get(&parent).is_some_and(|p| p.owner != 0) {
+            return Err(ZkError::NoChildrenForEphemerals);
+        }
+        if eph && !self.sessions.contains(&session) {
+            return Err(ZkError::SessionExpired);
+        }
+        let seq_no = match self.nodes.get(&parent) {
+            Some(p) => p.next_seq,
+            None => self.root_seq,
+        };
+        let full = if seq {
+            format!("{path}{seq_no:010}")
+        } else {
+            path.to_string()
+        };
+        if full == "/" || self.nodes.contains_key(&full) {
+            return Err(ZkError::NodeExists);
+        }
+        if seq {
+            match self.nodes.get_mut(&parent) {
+                Some(p) => p.next_seq += 1,
+                None => self.root_seq += 1,
+            }
+        }
+        self.nodes.insert(
+            full.clone(),
+            Node {
+                data: data.to_string(),
+                version: 0,
+                owner: if eph { session } else { 0 },
+                next_seq: 0,
+            },
+        );
+        Ok(full)
+    }
+
+    fn delete(&mut self, path: &str, version: Option<u32>) -> Result<(), ZkError> {
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        if version.is_some_and(|v| v != n.version) {
+            return Err(ZkError::BadVersion);
+        }
+        if !self.children(path).is_empty() {
+            return Err(ZkError::NotEmpty);
+        }
+        self.nodes.remove(path);
+        Ok(())
+    }
+
+    fn set(&mut self, path: &str, data: &str, version: Option<u32>) -> Result<u32, ZkError> {
+        let n = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
+        if version.is_some_and(|v| v != n.version) {
+            return Err(ZkError::BadVersion);
+        }
+        n.data = data.to_string();
+        n.version += 1;
+        Ok(n.version)
+    }
+
+    fn get(&self, path: &str) -> Result<(String, u32), ZkError> {
+        match self.nodes.get(path) {
+            Some(n) => Ok((n.data.clone(), n.version)),
+            None if path == "/" => Ok((String::new(), 0)),
+            None => Err(ZkError::NoNode),
+        }
+    }
+}
+
+/// Run `effect` on a copy of `s`; keep it if its result is the one seen
+/// (or the outcome is unknown), else the observation is impossible here.
+fn expect<T: PartialEq>(
+    s: &ZnodeState,
+    seen: &Option<Result<T, ZkError>>,
+    effect: impl FnOnce(&mut ZnodeState) -> Result<T, ZkError>,
+) -> Option<ZnodeState> {
+    let mut next = s.clone();
+    let got = effect(&mut next);
+    match seen {
+        None => Some(next),
+        Some(r) if *r == got => Some(next),
+        Some(_) => None,
+    }
+}
+
+/// The znode service as a sequential object.
+pub struct ZnodeSpec;
+
+impl Spec for ZnodeSpec {
+    type Op = ZnodeOp;
+    type State = ZnodeState;
+
+    fn init(&self) -> ZnodeState {
+        ZnodeState::default()
+    }
+
+    fn step(&self, s: &ZnodeState, op: &ZnodeOp) -> Option<ZnodeState> {
+        match op {
+            ZnodeOp::OpenSession { session } => {
+                let mut n = s.clone();
+                n.sessions.insert(*session);
+                Some(n)
+            }
+            ZnodeOp::CloseSession { session } => {
+                let mut n = s.clone();
+                n.sessions.remove(session);
+                n.nodes.retain(|_, node| node.owner != *session);
+                Some(n)
+            }
+            ZnodeOp::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                session,
+                result,
+            } => expect(s, result, |n| {
+                n.create(path, data, *ephemeral, *sequential, *session)
+            }),
+            ZnodeOp::Delete {
+                path,
+                version,
+                result,
+            } => expect(s, result, |n| n.delete(path, *version)),
+            ZnodeOp::SetData {
+                path,
+                data,
+                version,
+                result,
+            } => expect(s, result, |n| n.set(path, data, *version)),
+            ZnodeOp::GetData { path, result } => (s.get(path) == *result).then(|| s.clone()),
+            ZnodeOp::Exists { path, result } => {
+                let v = s
+                    .exists(path)
+                    .then(|| s.get(path).map(|g| g.1).unwrap_or(0));
+                (v == *result).then(|| s.clone())
+            }
+            ZnodeOp::Children { path, result } => {
+                let got = if s.exists(path) {
+                    Ok(s.children(path))
+                } else {
+                    Err(ZkError::NoNode)
+                };
+                (got == *result).then(|| s.clone())
+            }
+        }
+    }
+}
+
+/// One lock holding as a recipe saw it: the fencing token (the lock node's
+/// czxid) and the real-time interval from acquire's return to release's
+/// call (`None`: never released, e.g. the holder crashed or paused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holding {
+    pub client: u64,
+    pub token: u64,
+    pub acquired: u64,
+    pub released: Option<u64>,
+}
+
+/// How two holdings broke mutual exclusion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockViolation {
+    /// Two holdings share a fencing token.
+    SameToken(Holding, Holding),
+    /// A later acquisition carries a smaller token: a fenced resource would
+    /// reject the newer holder or accept the older after it.
+    TokenOrder(Holding, Holding),
+    /// Two holders at once by real time (their intervals overlap).
+    Overlap(Holding, Holding),
+}
+
+/// Check a lock's holdings: by fencing token (distinct, increasing in
+/// acquisition order) and by real time (no overlap). A session-based lock
+/// promises the first only; a holder paused past its session timeout breaks
+/// the second (the README explains). Returns every violation found.
+pub fn check_lock(holdings: &[Holding], by_real_time: bool) -> Vec<LockViolation> {
+    let mut h = holdings.to_vec();
+    h.sort_by_key(|x| (x.acquired, x.token));
+    let mut out = Vec::new();
+    for (i, a) in h.iter().enumerate() {
+        for b in &h[i + 1..] {
+            if a.token == b.token {
+                out.push(LockViolation::SameToken(*a, *b));
+            } else if b.token < a.token && a.released.is_none_or(|r| r > b.acquired) {
+                // Only an overlap (or a holder that never released) makes a
+                // smaller later token a problem: after a clean release, the
+                // order of tokens across holders does not matter for fencing
+                // if the resource saw the older holder finish.
+                out.push(LockViolation::TokenOrder(*a, *b));
+            }
+            if by_real_time && a.released.is_none_or(|r| r > b.acquired) {
+                out.push(LockViolation::Overlap(*a, *b));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check_spec, SpecOp, Verdict};
+
+    fn at<O>(call: u64, ret: u64, op: O) -> SpecOp<O> {
+        SpecOp {
+            call,
+            ret: Some(ret),
+            op,
+        }
+    }
+
+    fn create(path: &str, seq: bool, eph: bool, session: u64, r: Result<&str, ZkError>) -> ZnodeOp {
+        ZnodeOp::Create {
+            path: path.into(),
+            data: "d".into(),
+            ephemeral: eph,
+            sequential: seq,
+            session,
+            result: Some(r.map(str::to_string)),
+        }
+    }
+
+    fn children(path: &str, names: &[&str]) -> ZnodeOp {
+        ZnodeOp::Children {
+            path: path.into(),
+            result: Ok(names.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    fn verdict(ops: Vec<SpecOp<ZnodeOp>>) -> Verdict {
+        check_spec(&ZnodeSpec, &[ops], None).remove(0)
+    }
+
+    #[test]
+    fn concurrent_creates_of_one_name_one_wins() {
+        let ok = vec![
+            at(0, 10, create("/l", false, false, 0, Ok("/l"))),
+            at(
+                1,
+                9,
+                create("/l", false, false, 0, Err(ZkError::NodeExists)),
+            ),
+            at(11, 12, children("/", &["l"])),
+        ];
+        assert_eq!(verdict(ok), Verdict::Linearizable);
+        let both_win = vec![
+            at(0, 10, create("/l", false, false, 0, Ok("/l"))),
+            at(1, 9, create("/l", false, false, 0, Ok("/l"))),
+        ];
+        assert_eq!(verdict(both_win), Verdict::NotLinearizable);
+    }
+
+    #[test]
+    fn sequential_names_follow_the_order_of_creation() {
+        let seq = |r| create("/q/n-", true, false, 0, Ok(r));
+        let mut h = vec![at(0, 1, create("/q", false, false, 0, Ok("/q")))];
+        h.push(at(2, 10, seq("/q/n-0000000001")));
+        h.push(at(3, 9, seq("/q/n-0000000000")));
+        h.push(at(
+            11,
+            12,
+            children("/q", &["n-0000000000", "n-0000000001"]),
+        ));
+        assert_eq!(verdict(h.clone()), Verdict::Linearizable);
+        // A number handed out twice (the "counter reused" bug).
+        let mut reused = h[..2].to_vec();
+        reused.push(at(3, 9, seq("/q/n-0000000000")));
+        reused.push(at(
+            11,
+            12,
+            ZnodeOp::Delete {
+                path: "/q/n-0000000000".into(),
+                version: None,
+                result: Some(Ok(())),
+            },
+        ));
+        reused.push(at(13, 14, seq("/q/n-0000000000")));
+        assert_eq!(verdict(reused), Verdict::NotLinearizable);
+    }
+
+    #[test]
+    fn versions_and_unknown_outcomes() {
+        let set = |v, r: Option<Result<u32, ZkError>>| ZnodeOp::SetData {
+            path: "/a".into(),
+            data: "x".into(),
+            version: v,
+            result: r,
+        };
+        let h = vec![
+            at(0, 1, create("/a", false, false, 0, Ok("/a"))),
+            // An unknown set may or may not have happened...
+            SpecOp {
+                call: 2,
+                ret: None,
+                op: set(None, None),
+            },
+            // ...so a conditional set on version 0 may succeed,
+            at(5, 6, set(Some(0), Some(Ok(1)))),
+            at(
+                7,
+                8,
+                ZnodeOp::GetData {
+                    path: "/a".into(),
+                    result: Ok(("x".into(), 2)),
+                },
+            ),
+        ];
+        assert_eq!(verdict(h.clone()), Verdict::Linearizable);
+        // but a read may not see version 3.
+        let mut bad = h;
+        bad[3] = at(
+            7,
+            8,
+            ZnodeOp::Exists {
+                path: "/a".into(),
+                result: Some(3),
+            },
+        );
+        assert_eq!(verdict(bad), Verdict::NotLinearizable);
+    }
+
+    #[test]
+    fn ephemerals_go_with_their_session() {
+        let h = vec![
+            at(0, 1, ZnodeOp::OpenSession { session: 7 }),
+            at(2, 3, create("/e", false, true, 7, Ok("/e"))),
+            at(4, 5, ZnodeOp::CloseSession { session: 7 }),
+            at(
+                6,
+                7,
+                ZnodeOp::Exists {
+                    path: "/e".into(),
+                    result: Some(0),
+                },
+            ),
+        ];
+        assert_eq!(verdict(h), Verdict::NotLinearizable);
+        let no_session = vec![at(0, 1, create("/e", false, true, 8, Ok("/e")))];
+        assert_eq!(verdict(no_session), Verdict::NotLinearizable);
+        let refused = vec![at(
+            0,
+            1,
+            create("/e", false, true, 8, Err(ZkError::SessionExpired)),
+        )];
+        assert_eq!(verdict(refused), Verdict::Linearizable);
+    }
+
+    #[test]
+    fn lock_holdings_by_token_and_by_time() {
+        let h = |client, token, acquired, released| Holding {
+            client,
+            token,
+            acquired,
+            released,
+        };
+        let clean = [
+            h(1, 5, 0, Some(10)),
+            h(2, 9, 11, Some(20)),
+            h(3, 12, 21, None),
+        ];
+        assert_eq!(check_lock(&clean, true), vec![]);
+        let shared = [h(1, 5, 0, Some(10)), h(2, 5, 11, Some(20))];
+        assert!(matches!(
+            check_lock(&shared, false)[..],
+            [LockViolation::SameToken(..)]
+        ));
+        // A paused holder whose session expired: a newer token while it
+        // still believes it holds the lock. Fencing orders them; real time
+        // does not.
+        let paused = [h(1, 5, 0, Some(100)), h(2, 9, 50, Some(60))];
+        assert_eq!(check_lock(&paused, false), vec![]);
+        assert!(matches!(
+            check_lock(&paused, true)[..],
+            [LockViolation::Overlap(..)]
+        ));
+        let backwards = [h(1, 9, 0, None), h(2, 5, 50, Some(60))];
+        assert!(matches!(
+            check_lock(&backwards, false)[..],
+            [LockViolation::TokenOrder(..)]
+        ));
+    }
+}
