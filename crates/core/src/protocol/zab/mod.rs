@@ -111,6 +111,7 @@
 //! ([`Zab`], options).
 
 mod bugs;
+pub mod coin;
 mod def;
 mod election;
 mod follower;
