@@ -7,11 +7,13 @@
 //! * [`watch`] — the watches one server holds for its sessions, fired by the
 //!   [`Change`]s a transaction reports.
 //! * [`path`] — path syntax, parents, sequential names.
+//! * [`recipe`] — the lock recipes' decisions (seed 001 §II.D).
 //!
 //! Nothing here knows about the network or about time beyond the leader's
 //! clock stamped on each transaction ([`Stamp`]).
 
 pub mod path;
+pub mod recipe;
 pub mod tree;
 pub mod watch;
 
