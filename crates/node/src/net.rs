@@ -456,10 +456,43 @@ struct QueueState {
     exempt: AtomicBool,
     /// Why the queue was closed for its client, once it was.
     overflow: OnceLock<String>,
+    /// Injected one-way delay and its uniform jitter, in µs (0: none); see
+    /// [`LinkDelay`].
+    delay_us: AtomicU64,
+    jitter_us: AtomicU64,
+    /// The jitter's random stream (splitmix64 over a counter).
+    rng: AtomicU64,
 }
 
-/// An item and the bytes it holds: of its queue, and of the budget (if charged).
-type Queued<T> = (T, usize, bool);
+/// A delay added to every frame a connection sends, to reproduce a wide
+/// area network on one machine (seed 001 §IV: client and server RTT from 0
+/// to 250 ms). Each frame leaves `delay` plus a uniform draw from
+/// `[0, jitter]` after it was queued, never before a frame queued earlier
+/// (TCP keeps order). The draws come from `seed`, so a run with the same
+/// traffic draws the same delays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkDelay {
+    pub delay: Duration,
+    pub jitter: Duration,
+    pub seed: u64,
+}
+
+impl LinkDelay {
+    pub fn is_none(&self) -> bool {
+        self.delay.is_zero() && self.jitter.is_zero()
+    }
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// An item, the bytes it holds (of its queue, and of the budget if
+/// charged), and when it may leave (an injected delay, [`LinkDelay`]).
+type Queued<T> = (T, usize, bool, Option<Instant>);
 
 /// The sending side of a connection's outgoing queue. Cheap to clone.
 pub struct OutQueue<T> {
@@ -475,6 +508,10 @@ pub struct OutQueueRx<T> {
     state: Arc<QueueState>,
     /// Bytes taken and not yet written: (all, charged to the budget).
     unwritten: (usize, usize),
+    /// An item taken from the channel before its delay was over.
+    held: Option<Queued<T>>,
+    /// When the last delayed item left: later ones never leave earlier.
+    last_due: Option<Instant>,
 }
 
 /// Frames for a native connection.
@@ -489,6 +526,9 @@ pub fn out_queue<T>(budget: Budget, cap: usize) -> (OutQueue<T>, OutQueueRx<T>) 
         budget,
         exempt: AtomicBool::new(false),
         overflow: OnceLock::new(),
+        delay_us: AtomicU64::new(0),
+        jitter_us: AtomicU64::new(0),
+        rng: AtomicU64::new(0),
     });
     (
         OutQueue {
@@ -499,6 +539,8 @@ pub fn out_queue<T>(budget: Budget, cap: usize) -> (OutQueue<T>, OutQueueRx<T>) 
             rx,
             state,
             unwritten: (0, 0),
+            held: None,
+            last_due: None,
         },
     )
 }
@@ -578,7 +620,8 @@ impl<T: WireSize> OutQueue<T> {
             self.overflow(format!("replies not read: {why}"));
             return Err(LinkClosed);
         }
-        self.tx.send((item, size, charged)).map_err(|e| {
+        let due = self.due();
+        self.tx.send((item, size, charged, due)).map_err(|e| {
             release(st, e.0 .1, e.0 .2);
             LinkClosed
         })
@@ -620,6 +663,29 @@ impl<T> OutQueue<T> {
             state: self.state.clone(),
         }
     }
+    /// Delay every frame queued from now on (see [`LinkDelay`]).
+    pub fn set_delay(&self, d: LinkDelay) {
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.state.rng.store(d.seed, Ordering::Relaxed);
+        self.state.jitter_us.store(us(d.jitter), Ordering::Relaxed);
+        self.state.delay_us.store(us(d.delay), Ordering::Relaxed);
+    }
+    /// When an item queued now may leave; `None` without a delay.
+    fn due(&self) -> Option<Instant> {
+        let st = &self.state;
+        let (delay, jitter) = (
+            st.delay_us.load(Ordering::Relaxed),
+            st.jitter_us.load(Ordering::Relaxed),
+        );
+        if delay == 0 && jitter == 0 {
+            return None;
+        }
+        let draw = match jitter {
+            0 => 0,
+            j => splitmix64(st.rng.fetch_add(1, Ordering::Relaxed)) % (j + 1),
+        };
+        Some(Instant::now() + Duration::from_micros(delay.saturating_add(draw)))
+    }
     /// A link between replicas (or a client's own link): a larger cap and
     /// no charge to the client budget from now on.
     pub fn become_link(&self) {
@@ -629,15 +695,39 @@ impl<T> OutQueue<T> {
 }
 
 impl<T> OutQueueRx<T> {
-    /// The next item; `None` when every sender is gone or the queue overflowed.
+    /// The next item, once its injected delay is over; `None` when every
+    /// sender is gone or the queue overflowed.
     pub async fn recv(&mut self) -> Option<T> {
-        let item = self.rx.recv().await?;
+        let mut item = match self.held.take() {
+            Some(item) => item,
+            None => self.rx.recv().await?,
+        };
+        if let Some(due) = self.leaves_at(&mut item) {
+            tokio::time::sleep_until(due).await;
+        }
         self.taken(item)
     }
-    /// An item already queued, without waiting.
+    /// An item already queued and free to leave, without waiting.
     pub fn try_recv(&mut self) -> Option<T> {
-        let item = self.rx.try_recv().ok()?;
+        let mut item = match self.held.take() {
+            Some(item) => item,
+            None => self.rx.try_recv().ok()?,
+        };
+        if self
+            .leaves_at(&mut item)
+            .is_some_and(|d| d > Instant::now())
+        {
+            self.held = Some(item);
+            return None;
+        }
         self.taken(item)
+    }
+    /// When `item` leaves: its due time, but not before the one before it.
+    fn leaves_at(&mut self, item: &mut Queued<T>) -> Option<Instant> {
+        let due = item.3?.max(self.last_due.unwrap_or(item.3?));
+        item.3 = Some(due);
+        self.last_due = Some(due);
+        Some(due)
     }
     /// Why the queue was closed for its client, if it was.
     pub fn overflow(&self) -> Option<&str> {
@@ -649,7 +739,7 @@ impl<T> OutQueueRx<T> {
         self.state.queued.fetch_sub(all, Ordering::Relaxed);
         self.state.budget.give(charged);
     }
-    fn taken(&mut self, (item, size, charged): Queued<T>) -> Option<T> {
+    fn taken(&mut self, (item, size, charged, _): Queued<T>) -> Option<T> {
         self.unwritten.0 += size;
         self.unwritten.1 += if charged { size } else { 0 };
         self.state.overflow.get().is_none().then_some(item)
@@ -661,7 +751,10 @@ impl<T> Drop for OutQueueRx<T> {
     fn drop(&mut self) {
         self.written();
         self.rx.close();
-        while let Ok((_, size, charged)) = self.rx.try_recv() {
+        if let Some((_, size, charged, _)) = self.held.take() {
+            release(&self.state, size, charged);
+        }
+        while let Ok((_, size, charged, _)) = self.rx.try_recv() {
             release(&self.state, size, charged);
         }
     }
@@ -790,6 +883,49 @@ mod tests {
         assert!(crx.overflow().unwrap().contains("budget exhausted"));
         drop(brx);
         assert_eq!(budget.used(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_frames_leave_after_their_delay_and_in_order() {
+        let (q, mut rx) = out_queue::<Item>(Budget::new(1 << 20), 1 << 20);
+        let t0 = Instant::now();
+        q.set_delay(LinkDelay {
+            delay: Duration::from_millis(100),
+            jitter: Duration::from_millis(50),
+            seed: 7,
+        });
+        for i in 1..=20 {
+            q.send(Item(i)).unwrap();
+        }
+        assert!(rx.try_recv().is_none(), "nothing leaves before its delay");
+        let mut last = t0;
+        for i in 1..=20 {
+            let it = rx.recv().await.unwrap();
+            assert_eq!(it.0, i, "order kept whatever the jitter");
+            let at = Instant::now();
+            assert!(at - t0 >= Duration::from_millis(100), "{:?}", at - t0);
+            assert!(at - t0 <= Duration::from_millis(150), "{:?}", at - t0);
+            assert!(at >= last);
+            last = at;
+        }
+        // The draws differ (jitter is real) and repeat with the same seed.
+        let draws = |seed| {
+            let (q, _rx) = out_queue::<Item>(Budget::new(1 << 20), 1 << 20);
+            q.set_delay(LinkDelay {
+                delay: Duration::ZERO,
+                jitter: Duration::from_millis(50),
+                seed,
+            });
+            (0..8)
+                .map(|_| q.due().unwrap() - Instant::now())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draws(3), draws(3));
+        assert!(draws(3).windows(2).any(|w| w[0] != w[1]));
+        // Without a delay, frames are free at once.
+        let (q, mut rx) = out_queue::<Item>(Budget::new(100), 100);
+        q.send(Item(1)).unwrap();
+        assert!(rx.try_recv().is_some());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::budget::Budget;
 use crate::codec::DEFAULT_MAX_FRAME;
 use crate::config::{ClusterFile, Limits};
 use crate::heartbeat::HeartbeatConfig;
-use crate::net::{ConnLimits, ReadTimeouts, DEFAULT_MAX_QUEUED_BYTES};
+use crate::net::{ConnLimits, LinkDelay, ReadTimeouts, DEFAULT_MAX_QUEUED_BYTES};
 use crate::storage::{DataDir, Durability};
 use quorumkv_core::NodeId;
 use std::path::PathBuf;
@@ -43,6 +43,15 @@ pub struct ServerOptions {
     pub durability: Durability,
     /// Where this replica's data lives (durable modes).
     pub data_dir: Option<PathBuf>,
+    /// Round trip added to client connections: this server delays every
+    /// frame it sends to a client by it (seed 001's client RTT).
+    pub rtt_client: Duration,
+    /// Round trip added between replicas: each end delays what it sends by
+    /// half of it (seed 001's server RTT).
+    pub rtt_peer: Duration,
+    /// Uniform jitter added on top of each of the two, per frame (halved on
+    /// replica links, like the RTT).
+    pub rtt_jitter: Duration,
 }
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
@@ -68,6 +77,9 @@ impl ServerOptions {
             heartbeat: HeartbeatConfig::default(),
             durability: cluster.durability.unwrap_or_default(),
             data_dir: (cluster.data_dir.as_ref()).map(|d| d.join(format!("replica-{id}"))),
+            rtt_client: Duration::ZERO,
+            rtt_peer: Duration::ZERO,
+            rtt_jitter: Duration::ZERO,
             cluster,
         };
         if let Some(l) = limits {
@@ -98,6 +110,25 @@ impl ServerOptions {
         let mut pairs = self.cluster.option_pairs();
         pairs.extend(self.protocol_options.iter().cloned());
         pairs
+    }
+
+    /// The delay of the client connection `conn` (its jitter seeded by
+    /// this replica and the connection, so runs repeat).
+    pub fn client_delay(&self, conn: u64) -> LinkDelay {
+        LinkDelay {
+            delay: self.rtt_client,
+            jitter: self.rtt_jitter,
+            seed: (u64::from(self.id) << 48) ^ conn,
+        }
+    }
+
+    /// The delay of this replica's side of its link to `peer`.
+    pub fn peer_delay(&self, peer: NodeId) -> LinkDelay {
+        LinkDelay {
+            delay: self.rtt_peer / 2,
+            jitter: self.rtt_jitter / 2,
+            seed: (u64::from(self.id) << 32) ^ u64::from(peer) ^ (1 << 63),
+        }
     }
 
     /// Take the limits that `l` sets; keep the others.

@@ -62,6 +62,7 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     // native connection ids by a high bit. RESP carries no pushed events.
     let session = RESP_SESSION | conn;
     let peer = quorumkv_core::Peer::Conn(session);
+    rtx.set_delay(opts.client_delay(session));
     if tx.send(Input::LinkUp { peer, tx: None }).await.is_err() {
         return;
     }

@@ -302,6 +302,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
     let (rd, wr) = stream.into_split();
     let mut reader = FrameReader::with_buf(rd, limits.in_buf(), opts.max_frame);
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, limits.out_queue());
+    ftx.set_delay(opts.client_delay(conn));
     let mut native = NativeConn {
         conn,
         opts,
@@ -470,6 +471,7 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
         // A replica link: its own bounds, no client budget, no deadlines
         // (the protocol retransmits; links are redialled).
         self.ftx.become_link();
+        self.ftx.set_delay(opts.peer_delay(node));
         reader
             .in_buf()
             .become_link(Budget::unlimited(), 4 + opts.max_frame);
@@ -548,6 +550,7 @@ async fn run_link<P: Protocol + Send + 'static>(
     let peer = Peer::Node(id);
     let (rd, wr) = stream.into_split();
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
+    ftx.set_delay(opts.peer_delay(id));
     let _ = ftx.send(Frame::HelloPeer {
         node: opts.id,
         protocol: opts.cluster.protocol,
