@@ -119,6 +119,7 @@ mod log;
 mod msg;
 mod node;
 mod reads;
+mod recovery;
 #[cfg(test)]
 mod scenarios;
 mod state_machine;
