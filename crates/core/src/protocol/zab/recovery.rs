@@ -197,24 +197,94 @@ mod tests {
         assert!(!n.accepts_epoch(4, 5) && !n.accepts_epoch(2, 6));
     }
 
+    /// Seed 2138 in miniature: n1 promised epoch 5 to n2 (and ACKed its
+    /// proposals), lost its state, and n3 still waits as the candidate of
+    /// epoch 4. Having learned its floor, n1 tells n3 (which then starts
+    /// over) and refuses NEWEPOCH 4; with the old code it accepted it and
+    /// its ACKNEWLEADER made it a full member of the stale epoch.
+    #[test]
+    fn a_stale_candidate_cannot_recruit_a_server_that_lost_its_state() {
+        for bug in [None, Some(InjectedBug::RecoverWithoutEpoch)] {
+            let mut n = ZabNode::new(1, &[1, 2, 3], 1 << 32 | 1, Config::default())
+                .with_bug(bug)
+                .recovering();
+            let mut out = O::new();
+            n.on_start(Time::ZERO, &mut out);
+            let life = n.writer;
+            n.on_recover_ok(2, life, (5, 2), false, &mut out);
+            n.on_recover_ok(3, life, (4, 3), false, &mut out);
+            sent(&mut out);
+            let stale = Msg::Notify {
+                round: 1,
+                vote: Some(super::super::Vote {
+                    leader: 3,
+                    cur_epoch: 3,
+                    last: Default::default(),
+                }),
+                state: super::super::PeerState::Leading,
+                recovering: false,
+            };
+            n.on_msg(Time::ZERO, Peer::Node(3), stale, &mut out);
+            let info = sent(&mut out);
+            n.on_msg(Time::ZERO, Peer::Node(3), Msg::NewEpoch { epoch: 4 }, &mut out);
+            let sync = Msg::NewLeader {
+                epoch: 4,
+                sync: Default::default(),
+            };
+            n.on_msg(Time::ZERO, Peer::Node(3), sync, &mut out);
+            let answers = sent(&mut out);
+            let acked = answers
+                .iter()
+                .any(|(_, m)| matches!(m, Msg::AckNewLeader { epoch: 4, .. }));
+            if bug.is_none() {
+                let floor = Msg::FollowerInfo {
+                    accepted: 5,
+                    promised: 2,
+                    recovering: true,
+                };
+                assert_eq!(info, vec![(3, floor)], "names the floor to n3");
+                assert!(!acked && n.is_recovering() && n.epochs() == (5, 0));
+            } else {
+                assert!(acked && !n.is_recovering() && n.epochs() == (4, 4));
+            }
+        }
+    }
+
+    /// What the previous life told us is void: a leader drops it from its
+    /// quorums (its ACKEPOCH, ACKs), a follower of it looks again.
     #[test]
     fn an_answer_voids_what_the_previous_life_said() {
+        use super::super::leader::{Fol, Leading, Stage};
+        use super::super::node::Role;
         let mut n = ZabNode::new(2, &[1, 2, 3], 2, Config::default());
+        let mut l = Leading::new(Time::ZERO);
+        let fol = Fol {
+            stage: Stage::Acked(Default::default()),
+            recovering: false,
+            acked: 0,
+            ponged: 0,
+            heard: Time::ZERO,
+        };
+        l.fols.insert(1, fol.clone());
+        l.fols.insert(3, fol);
+        n.role = Role::Leading(l);
         let mut out = O::new();
         n.on_recover(1, 99, &mut out);
-        let msgs = sent(&mut out);
-        assert_eq!(
-            msgs,
-            vec![(
-                1,
-                Msg::RecoverOk {
-                    life: 99,
-                    accepted: 0,
-                    promised: 0,
-                    recovering: false
-                }
-            )]
-        );
+        let Role::Leading(l) = &n.role else {
+            panic!("still leads");
+        };
+        assert_eq!(l.fols.keys().copied().collect::<Vec<_>>(), vec![3]);
+        let ok = Msg::RecoverOk {
+            life: 99,
+            accepted: 0,
+            promised: 0,
+            recovering: false,
+        };
+        assert_eq!(sent(&mut out), vec![(1, ok)]);
+        n.follow(1, &mut out);
+        assert_eq!(n.role(), "follower");
+        n.on_recover(1, 100, &mut out);
+        assert_eq!(n.role(), "looking");
     }
 
     #[test]
