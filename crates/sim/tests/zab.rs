@@ -131,6 +131,10 @@ fn zab_memory_recovery_seeds() {
     for seed in [2138, 4470] {
         let s = one(&c, seed);
         let f = s.failures.first().expect("the old recovery fails");
-        assert!(matches!(f.verdict, Verdict::Unsafe { .. }), "{seed}: {}", f.verdict);
+        assert!(
+            matches!(f.verdict, Verdict::Unsafe { .. }),
+            "{seed}: {}",
+            f.verdict
+        );
     }
 }

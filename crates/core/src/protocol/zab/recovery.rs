@@ -144,7 +144,13 @@ mod tests {
     use crate::types::Time;
 
     fn recovering(id: NodeId) -> ZabNode {
-        ZabNode::new(id, &[1, 2, 3, 4, 5], 7 << 32 | u64::from(id), Config::default()).recovering()
+        ZabNode::new(
+            id,
+            &[1, 2, 3, 4, 5],
+            7 << 32 | u64::from(id),
+            Config::default(),
+        )
+        .recovering()
     }
 
     fn sent(out: &mut O) -> Vec<(NodeId, Msg)> {
@@ -226,7 +232,12 @@ mod tests {
             };
             n.on_msg(Time::ZERO, Peer::Node(3), stale, &mut out);
             let info = sent(&mut out);
-            n.on_msg(Time::ZERO, Peer::Node(3), Msg::NewEpoch { epoch: 4 }, &mut out);
+            n.on_msg(
+                Time::ZERO,
+                Peer::Node(3),
+                Msg::NewEpoch { epoch: 4 },
+                &mut out,
+            );
             let sync = Msg::NewLeader {
                 epoch: 4,
                 sync: Default::default(),
