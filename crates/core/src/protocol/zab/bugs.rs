@@ -24,6 +24,12 @@ pub enum InjectedBug {
     /// leader's proposals at those indexes for ones it holds (ACKs them,
     /// keeps its own): it delivers the old suffix.
     SkipTrunc,
+    /// A server that lost its state (memory mode) joins the first leader
+    /// that calls, without learning the epoch its peers promised: it can
+    /// promise (and ACKNEWLEADER) an epoch below the one its previous life
+    /// promised, completing a stale candidate's quorum whose history lacks
+    /// proposals the previous life ACKed (the code before `recovery.rs`).
+    RecoverWithoutEpoch,
 }
 
 impl InjectedBug {
@@ -32,6 +38,7 @@ impl InjectedBug {
         InjectedBug::ReuseEpoch,
         InjectedBug::StaleLogLeader,
         InjectedBug::SkipTrunc,
+        InjectedBug::RecoverWithoutEpoch,
     ];
 }
 
@@ -45,6 +52,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ReuseEpoch => "zab-reuse-epoch",
             InjectedBug::StaleLogLeader => "zab-stale-log-leader",
             InjectedBug::SkipTrunc => "zab-skip-trunc",
+            InjectedBug::RecoverWithoutEpoch => "zab-recover-without-epoch",
         }
     }
     fn about(self) -> &'static str {
@@ -60,6 +68,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::SkipTrunc => {
                 "a follower ignores TRUNC, keeps a divergent suffix and delivers it"
+            }
+            InjectedBug::RecoverWithoutEpoch => {
+                "a server that lost its state joins any leader, below the epoch it promised"
             }
         }
     }

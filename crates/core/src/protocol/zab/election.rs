@@ -268,7 +268,11 @@ impl ZabNode {
     }
 
     /// FOLLOWING `leader`: announce ourselves (FOLLOWERINFO, F1 of sync).
+    /// Not while learning the epoch floor after losing our state.
     pub(super) fn follow(&mut self, leader: NodeId, out: &mut O) {
+        if self.learning() {
+            return;
+        }
         self.abandon(out);
         self.role = Role::Following(Following {
             leader,

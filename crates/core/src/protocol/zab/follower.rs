@@ -59,8 +59,7 @@ impl ZabNode {
     }
 
     pub(super) fn on_new_epoch(&mut self, from: NodeId, epoch: u64, out: &mut O) {
-        let accepted = self.accepted;
-        let reuse = self.has_bug(InjectedBug::ReuseEpoch);
+        let ok = self.accepts_epoch(from, epoch);
         let Some(f) = self.heard_leader(from) else {
             return;
         };
@@ -71,8 +70,6 @@ impl ZabNode {
         if f.stage != FStage::Info {
             return;
         }
-        // Promise each epoch to one leader only (ACKEPOCH at most once).
-        let ok = epoch > accepted.0 || (epoch == accepted.0 && (accepted.1 == from || reuse));
         if !ok {
             return self.look(out);
         }
@@ -80,6 +77,14 @@ impl ZabNode {
         f.epoch = epoch;
         self.persist_accepted(epoch, from, out);
         self.send_ack_epoch(from, epoch, out);
+    }
+
+    /// Promise each epoch to one leader only (ACKEPOCH at most once); a
+    /// recovering server's `accepted` is its learned floor.
+    pub(super) fn accepts_epoch(&self, from: NodeId, epoch: u64) -> bool {
+        let (e, to) = self.accepted;
+        let reuse = self.has_bug(InjectedBug::ReuseEpoch);
+        epoch > e || (epoch == e && (to == from || reuse))
     }
 
     fn send_ack_epoch(&self, to: NodeId, epoch: u64, out: &mut O) {

@@ -33,6 +33,7 @@
 //! | message | from → to | answer |
 //! |---|---|---|
 //! | `Notify { round, vote, state }` | any → any | a notification back, if behind or not looking |
+//! | `Recover { life }` | a server that lost its state → all | `RecoverOk { accepted, promised }` |
 //! | `FollowerInfo { accepted }` | F → L | `NewEpoch` |
 //! | `NewEpoch { epoch }` | L → F | `AckEpoch { cur_epoch, summary }` |
 //! | `NewLeader { epoch, sync }` | L → F | `AckNewLeader { last }` |
@@ -89,8 +90,22 @@
 //!   is the seed's commit-in-order rule without one message per proposal.
 //! * **The leader counts its own log at once**: the entry is durable before
 //!   any COMMIT or reply leaves it (the driver's persist-before-send rule).
-//! * **Recovering servers** (memory mode, `NodeSpec::lost_state`) vote for
-//!   no one and count in no quorum until a NEWLEADER gave them a history.
+//! * **Servers that lost their state** (memory mode, `NodeSpec::lost_state`;
+//!   the seed assumes durable state, line 571) recover as in Viewstamped
+//!   Replication (`recovery.rs`): first they learn the highest epoch that a
+//!   quorum of peers *that kept their state* promised (RECOVER /
+//!   RECOVEROK), and accept no NEWEPOCH below it afterwards; until then they
+//!   follow and lead no one. They vote for no one, and their FOLLOWERINFO
+//!   and ACKEPOCH count in no discovery quorum (an empty history would hide
+//!   the proposals they ACKed), until a NEWLEADER of an epoch at least the
+//!   learned one synchronised them. A peer that answers RECOVER forgets
+//!   what the previous life told it (as on `Down`). Without the first step
+//!   a stale candidate (discovery done for epoch e, while e' > e was
+//!   established since) could recruit a server that had ACKed e''s
+//!   proposals before losing them, and serve older values (simulator seed
+//!   2138; `zab-recover-without-epoch` keeps that code). If a majority lose
+//!   their state at once, no one leads again: recovery waits for a quorum
+//!   that kept its state.
 //! * **Snapshots** every `snapshot-every` deliveries (`Record::Snapshot`,
 //!   the log below is dropped): restart replays at most that many entries;
 //!   a follower behind the leader's snapshot gets SNAP.
@@ -106,7 +121,7 @@
 //!
 //! Where each piece lives: `msg.rs` (messages, zxids, votes), `log.rs` (log,
 //! matching), `state_machine.rs` (the machine trait, the KV store, codec),
-//! `election.rs`, `leader.rs`, `follower.rs`, `reads.rs`, `node.rs`
+//! `election.rs`, `leader.rs`, `follower.rs`, `reads.rs`, `recovery.rs`, `node.rs`
 //! ([`ZabNode`], clients, delivery, dispatch), `bugs.rs`, `def.rs`
 //! ([`Zab`], options).
 
@@ -120,6 +135,7 @@ mod log;
 mod msg;
 mod node;
 mod reads;
+mod recovery;
 #[cfg(test)]
 mod scenarios;
 mod state_machine;

@@ -96,6 +96,16 @@ pub enum Msg {
         promised: NodeId,
         recovering: bool,
     },
+    /// A server that lost its state (this `life` of it) asks for the
+    /// epoch its peers promised (`recovery.rs`).
+    Recover { life: u64 },
+    /// The answer: my accepted epoch and the leader I promised it to.
+    RecoverOk {
+        life: u64,
+        accepted: u64,
+        promised: NodeId,
+        recovering: bool,
+    },
     /// L → F: the new epoch (NEWEPOCH).
     NewEpoch { epoch: u64 },
     /// F → L: epoch accepted; my current epoch and my log (ACKEPOCH).

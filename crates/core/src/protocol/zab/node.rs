@@ -7,6 +7,7 @@ use super::leader::Leading;
 use super::log::Log;
 use super::msg::{Msg, Timer};
 use super::reads::Reads;
+use super::recovery::Recovery;
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
 use super::InjectedBug;
 use crate::protocol::{LinkEvent, Out, Protocol, Record};
@@ -93,6 +94,7 @@ pub struct Counters {
     pub snapshots: u64,
     pub read_rounds: u64,
     pub unknown: u64,
+    pub recoveries: u64,
 }
 
 /// One Zab server.
@@ -115,6 +117,9 @@ pub struct ZabNode {
     /// Lost its state (memory mode): counts in no quorum, votes for no
     /// one, until a leader synchronised it.
     pub(super) recovering: bool,
+    /// Lost its state and still learning the epoch floor from its peers
+    /// (`recovery.rs`): it follows and leads no one meanwhile.
+    pub(super) recovery: Option<Recovery>,
     pub(super) role: Role,
     pub(super) election: Election,
     pub(super) now: Time,
@@ -142,6 +147,7 @@ impl ZabNode {
             applied: 0,
             commit: 0,
             recovering: false,
+            recovery: None,
             role: Role::Looking,
             election: Election::default(),
             now: Time::ZERO,
@@ -155,10 +161,12 @@ impl ZabNode {
         self.bug = bug;
         self
     }
-    /// A server that lost its state: it takes part in no quorum until a
-    /// leader has synchronised it.
+    /// A server that lost its state: it learns its epoch floor from a
+    /// quorum of peers, then takes part in no quorum until a leader of an
+    /// epoch at least that floor has synchronised it (`recovery.rs`).
     pub fn recovering(mut self) -> Self {
         self.recovering = true;
+        self.start_recovery();
         self
     }
     pub fn is_recovering(&self) -> bool {
@@ -384,6 +392,7 @@ impl ZabNode {
     fn tick(&mut self, out: &mut O) {
         out.set_timer(self.cfg.tick, Timer::Tick);
         self.expire(out);
+        self.ask_recovery(out);
         match &self.role {
             Role::Looking => self.election_tick(out),
             Role::Following(_) => self.follower_tick(out),
@@ -425,6 +434,13 @@ impl ZabNode {
                 promised,
                 recovering,
             } => self.on_follower_info(from, (accepted, promised), recovering, out),
+            Msg::Recover { life } => self.on_recover(from, life, out),
+            Msg::RecoverOk {
+                life,
+                accepted,
+                promised,
+                recovering,
+            } => self.on_recover_ok(from, life, (accepted, promised), recovering, out),
             Msg::NewEpoch { epoch } => self.on_new_epoch(from, epoch, out),
             Msg::AckEpoch {
                 epoch,
@@ -468,6 +484,7 @@ impl Protocol for ZabNode {
         // Restored entries above the snapshot are not known committed: the
         // next leader's synchronisation decides.
         out.set_timer(self.cfg.tick, Timer::Tick);
+        self.ask_recovery(out);
         self.look(out);
     }
     fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut O) {
@@ -604,6 +621,11 @@ impl Protocol for ZabNode {
                 "zab_unknown",
                 "requests answered with an unknown outcome",
                 c.unknown,
+            ),
+            (
+                "zab_recoveries",
+                "epoch floors learned after losing the state",
+                c.recoveries,
             ),
             ("zab_last_index", "last log index", self.log.last()),
             ("zab_commit_index", "commit index known here", self.commit),
