@@ -8,7 +8,7 @@ use super::{Counters, Entry, InjectedBug, Msg, Timer};
 use crate::protocol::{LinkEvent, Out, Protocol};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::time::Duration;
 
 /// Settings of a ring server (from [`super::RingOptions`]).
@@ -150,18 +150,18 @@ pub struct RingNode {
     /// Joiners this server let in (welcomed) so far (`lap.rs`).
     pub(super) welcomes: u64,
     /// Own pre-writes in their first round: `welcomes` when they began.
-    pub(super) began: HashMap<(Bytes, Tag), u64>,
+    pub(super) began: BTreeMap<(Bytes, Tag), u64>,
     /// Pre-writes on their `Lap` from here (home) / that passed here.
-    pub(super) lapping: HashSet<(Bytes, Tag)>,
-    pub(super) laps: HashMap<(Bytes, Tag), NodeId>,
+    pub(super) lapping: BTreeSet<(Bytes, Tag)>,
+    pub(super) laps: BTreeMap<(Bytes, Tag), NodeId>,
     /// Laps the snapshot named: they did not pass here (a copy that comes
     /// is passed on), but re-sent from here, they go as laps.
-    pub(super) lap_hints: HashMap<(Bytes, Tag), NodeId>,
+    pub(super) lap_hints: BTreeMap<(Bytes, Tag), NodeId>,
     pub(super) sent_writes: VecDeque<Entry>,
     /// Writes seen lately, to drop stale copies of their pre-writes.
     pub(super) written: Recent,
     /// Pending here (a joiner's snapshot) but owed by the predecessor.
-    pub(super) owed: HashSet<(Bytes, Tag)>,
+    pub(super) owed: BTreeSet<(Bytes, Tag)>,
     pub(super) owed_writes: Vec<Entry>,
     /// The server that welcomed this one: what it sent its old successor
     /// before the join went past this one's position, and is lost if it
@@ -211,13 +211,13 @@ impl RingNode {
             taken: BTreeSet::new(),
             takeover_due: false,
             welcomes: 0,
-            began: HashMap::new(),
-            lapping: HashSet::new(),
-            laps: HashMap::new(),
-            lap_hints: HashMap::new(),
+            began: BTreeMap::new(),
+            lapping: BTreeSet::new(),
+            laps: BTreeMap::new(),
+            lap_hints: BTreeMap::new(),
             sent_writes: VecDeque::new(),
             written: Recent::default(),
-            owed: HashSet::new(),
+            owed: BTreeSet::new(),
             owed_writes: Vec::new(),
             welcomed_by: None,
             counters: Counters::default(),

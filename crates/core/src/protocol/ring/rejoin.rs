@@ -196,9 +196,32 @@ impl RingNode {
         self.welcomes += 1;
         let snap = self.snapshot();
         out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
-        // No re-send: the snapshot holds all of it.
+        // No re-send: the snapshot holds all of it, except the rounds that
+        // end at `node` (`send_home`).
         self.view_changed(false, out);
         debug_assert_eq!(self.next, node);
+        self.send_home(node);
+    }
+
+    /// Pre-writes pending here whose round ends at the joiner `node` (its
+    /// old life's, whichever life made them): their only copy may have died
+    /// with that old life. This server re-sent them past the crash, but its
+    /// new successor held them pending already and dropped them as copies,
+    /// and it did not take them over: its view missed a live member
+    /// (`uncertain`) until `node` joined, and then `node` was their home
+    /// again (seed 1137 at N = 3: three laps stayed pending everywhere with
+    /// no copy left, and reads on their keys waited for ever). So they go
+    /// to `node` after the snapshot, as pre-writes: back home there, each
+    /// takes one more lap before it is applied (`lap.rs`). A copy that
+    /// still comes is dropped at home (`lapping`, `taken`).
+    fn send_home(&mut self, node: NodeId) {
+        let back: Vec<Msg> = (self.regs.values())
+            .flat_map(|r| r.pending.values())
+            .filter(|e| e.home == node)
+            .map(|e| Msg::PreWrite(e.clone()))
+            .collect();
+        self.counters.resent += back.len() as u64;
+        self.queues.ready.extend(back);
     }
 
     /// `accept` for a successor that never got its `Welcome`: it dropped
