@@ -134,6 +134,8 @@ pub struct RingNode {
     /// `ViewChange`s received while outside (`(view, node, writer)`): a
     /// new successor of this one's welcomer can announce itself first.
     pub(super) stashed_views: Vec<(u64, NodeId, u64)>,
+    /// Members hailed since the view last missed them (`hail`).
+    pub(super) hailed: BTreeSet<NodeId>,
     /// `Gone` notices received while outside (`(node, life)`): the snapshot
     /// may still count that life in, and the `Down` was seen here too early.
     pub(super) stashed_gone: Vec<(NodeId, Option<u64>)>,
@@ -203,6 +205,7 @@ impl RingNode {
             welcomed_again: HashSet::new(),
             told_held: HashSet::new(),
             stashed_views: Vec::new(),
+            hailed: BTreeSet::new(),
             stashed_gone: Vec::new(),
             regs: BTreeMap::new(),
             queues: Queues::default(),
@@ -323,6 +326,7 @@ impl RingNode {
 
     /// The queue handler (pc 53-75): send while the window allows.
     pub(super) fn pump(&mut self, out: &mut O) {
+        self.hail(out);
         self.take_over(out);
         if self.outside || self.uncertain() {
             return;
@@ -574,6 +578,19 @@ impl Protocol for RingNode {
             (Peer::Node(_), Msg::ViewChange { view, node, writer }) => {
                 self.on_view_change(view, node, writer, out)
             }
+            (
+                Peer::Node(j),
+                Msg::Hail {
+                    node,
+                    writer,
+                    answer,
+                },
+            ) => {
+                // Only straight from the node: it proves that life runs.
+                if j == node {
+                    self.on_hail(node, writer, answer, out)
+                }
+            }
             (Peer::Node(_), Msg::Gone { node, life }) if self.outside => {
                 self.stashed_gone.push((node, life))
             }
@@ -598,7 +615,11 @@ impl Protocol for RingNode {
                 self.ask_to_join(out);
                 out.set_timer(self.cfg.join_retry, Timer::Join);
             }
-            Timer::Join => {}
+            Timer::Join => {
+                // In: hail again the members the view still misses.
+                self.hailed.clear();
+                self.hail(out);
+            }
         }
     }
     fn on_link(&mut self, _now: Time, ev: LinkEvent, out: &mut O) {

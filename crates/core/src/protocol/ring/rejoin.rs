@@ -344,6 +344,80 @@ impl RingNode {
         }
     }
 
+    /// In the view, with a member `m` the failure detector reports up but
+    /// the view misses (`uncertain`): hail `m` straight. `m` may be in
+    /// already, welcomed by a server whose `ViewChange` for it died in a
+    /// crash, or it let this server in without knowing it (a `Join` that
+    /// passed a server leaves `m` in its `joining` though `m` was welcomed
+    /// since, and `blocked` lets it welcome another). Neither then sends a
+    /// ring message (`uncertain`), and nothing else would ever tell them
+    /// (seed 1236 at N = 3: two servers, each alone in its view, each
+    /// waiting for the other, for ever). `m`, if in, counts this server in
+    /// and answers with its own `Hail`: both views gain the other. Once per
+    /// member while the view misses it, and again on the `Join` timer (a
+    /// hail dies with a crash). A server outside keeps it as a view change.
+    pub(super) fn hail(&mut self, out: &mut O) {
+        if self.outside || !self.cfg.rejoin {
+            return;
+        }
+        let (alive, down) = (&self.alive, &self.link_down);
+        self.hailed
+            .retain(|m| !alive.contains(m) && !down.contains(m));
+        let missing: Vec<NodeId> = (self.members.iter().copied())
+            .filter(|&m| m != self.id && !alive.contains(&m) && !down.contains(&m))
+            .filter(|m| !self.hailed.contains(m))
+            .collect();
+        for m in missing {
+            self.hailed.insert(m);
+            self.counters.hails += 1;
+            let (node, writer, answer) = (self.id, self.writer, true);
+            out.send(
+                Peer::Node(m),
+                Msg::Hail {
+                    node,
+                    writer,
+                    answer,
+                },
+            );
+            out.set_timer(self.cfg.join_retry, Timer::Join);
+        }
+    }
+
+    /// A `Hail` straight from `node` (life `writer`, in the view there).
+    pub(super) fn on_hail(&mut self, node: NodeId, writer: u64, answer: bool, out: &mut O) {
+        if self.outside {
+            // Outside, `node` is added once this server is in (if it still
+            // misses it then).
+            if !self.stashed_views.contains(&(0, node, writer)) {
+                self.stashed_views.push((0, node, writer));
+            }
+            return;
+        }
+        // This life runs: another life of `node` in the view crashed. (A
+        // server's first life is in no `lives`: nothing to compare.)
+        if self.lives.get(&node).is_some_and(|&w| w != writer) {
+            self.join_from_life(node, writer, out);
+        }
+        if self.link_down.contains(&node) || self.dead_lives.contains(&writer) {
+            return;
+        }
+        if !self.alive.contains(&node) {
+            self.counters.views_installed += 1;
+            self.alive.insert(node);
+            self.lives.insert(node, writer);
+            self.view_changed(true, out);
+        }
+        if answer {
+            let (node_, writer_) = (self.id, self.writer);
+            let m = Msg::Hail {
+                node: node_,
+                writer: writer_,
+                answer: false,
+            };
+            out.send(Peer::Node(node), m);
+        }
+    }
+
     /// `node` (life `writer`) joined: add it unless the failure detector
     /// reports it down again, and pass the news on, round to `node`
     /// itself, which then serves: every live server knows it (a server
