@@ -82,8 +82,7 @@ impl RingNode {
             return;
         }
         self.next = next; // pc 86-87
-        self.link.sent = 0;
-        self.link.credited = 0;
+        self.link.fresh();
         if !resend {
             return;
         }

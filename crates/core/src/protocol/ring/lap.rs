@@ -167,7 +167,8 @@ mod tests {
         assert!(!pending(&n, t) && n.lapping.is_empty());
         let s = sends(&mut out);
         assert!(
-            s.iter().any(|(_, m)| matches!(m, Msg::Write(w) if w.tag == t)),
+            s.iter()
+                .any(|(_, m)| matches!(m, Msg::Write(w) if w.tag == t)),
             "{s:?}"
         );
     }
@@ -254,7 +255,11 @@ mod tests {
         n.lapping.insert(id.clone());
         assert_eq!(n.phase_one(&e), Msg::Lap(e.clone(), 2), "its own lap");
         n.lap_hints.insert(id.clone(), 3);
-        assert_eq!(n.phase_one(&e), Msg::Lap(e.clone(), 3), "named by the snapshot");
+        assert_eq!(
+            n.phase_one(&e),
+            Msg::Lap(e.clone(), 3),
+            "named by the snapshot"
+        );
         n.laps.insert(id, 1);
         assert_eq!(n.phase_one(&e), Msg::Lap(e, 1), "passed here first");
     }

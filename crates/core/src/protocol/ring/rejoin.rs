@@ -234,8 +234,7 @@ impl RingNode {
         self.welcomes += 1;
         let snap = self.snapshot();
         out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
-        self.link.sent = 0;
-        self.link.credited = 0;
+        self.link.fresh();
         self.resend();
     }
 
@@ -311,6 +310,7 @@ impl RingNode {
         self.announcing = true;
         self.welcomed_by = Some(from);
         self.next = self.successor();
+        self.link.fresh();
         self.pred = self.live_pred(self.id);
         if self.next != self.id {
             let (view, node, writer) = (self.view, self.id, self.writer);
@@ -401,13 +401,8 @@ impl RingNode {
         if self.link_down.contains(&node) || self.dead_lives.contains(&writer) {
             return;
         }
-        if !self.alive.contains(&node) {
-            self.counters.views_installed += 1;
-            self.alive.insert(node);
-            self.lives.insert(node, writer);
-            self.view_changed(true, out);
-        }
         if answer {
+            // First: `node` fences ring messages from outside its view.
             let (node_, writer_) = (self.id, self.writer);
             let m = Msg::Hail {
                 node: node_,
@@ -415,6 +410,12 @@ impl RingNode {
                 answer: false,
             };
             out.send(Peer::Node(node), m);
+        }
+        if !self.alive.contains(&node) {
+            self.counters.views_installed += 1;
+            self.alive.insert(node);
+            self.lives.insert(node, writer);
+            self.view_changed(true, out);
         }
     }
 
