@@ -36,6 +36,8 @@ pub struct Counters {
     pub rejoined: u64,
     /// Joins of others learnt from a `ViewChange` (d).
     pub views_installed: u64,
+    /// `Hail`s sent to a member the view missed (d).
+    pub hails: u64,
     /// Pre-writes sent round once more from home (`lap.rs`).
     pub laps: u64,
     /// Credits from a server that is not the successor (any more).

@@ -88,3 +88,198 @@ impl RingNode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ring::testing::{entry, key, put, tag, T0};
+    use crate::protocol::ring::RingConfig;
+    use crate::protocol::{Command, LinkEvent, Protocol};
+    use crate::types::{ClientRef, Peer, Tag};
+
+    fn node(id: NodeId, rejoin: bool) -> RingNode {
+        let cfg = RingConfig {
+            rejoin,
+            ..RingConfig::default()
+        };
+        RingNode::new(id, vec![1, 2, 3], cfg)
+    }
+    fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
+        (out.drain())
+            .filter_map(|c| match c {
+                Command::Send { to, msg } => Some((to, msg)),
+                _ => None,
+            })
+            .collect()
+    }
+    fn held(n: &RingNode) -> Tag {
+        n.register(b"k").map_or(Tag::ZERO, |r| r.tag)
+    }
+    fn pending(n: &RingNode, t: Tag) -> bool {
+        n.register(b"k").is_some_and(|r| r.pending.contains_key(&t))
+    }
+    /// Node 1 pre-writes a client's value; with `welcome`, it lets 2's
+    /// new life in while the pre-write is on its way (2 crashed first).
+    /// Returns the pre-write as it comes back from 3.
+    fn own_write(n: &mut RingNode, welcome: bool) -> Msg {
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("v"), &mut out);
+        let (_, pw) = sends(&mut out).pop().expect("pre-write sent");
+        if welcome {
+            n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+            n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+            let join = Msg::Join { node: 2, writer: 7 };
+            n.on_msg(T0, Peer::Node(2), join, &mut out);
+            assert_eq!(n.welcomes, 1);
+        }
+        pw
+    }
+
+    #[test]
+    fn an_own_pre_write_back_after_a_welcome_laps_once_then_is_applied() {
+        let mut n = node(1, true);
+        let pw = own_write(&mut n, true);
+        let t = pw.entry().unwrap().tag;
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(3), pw.clone(), &mut out);
+        // Not applied: it goes round once more, still pending here.
+        assert_eq!((held(&n), n.counters.laps), (Tag::ZERO, 1));
+        assert!(pending(&n, t) && n.lapping.contains(&(key(), t)));
+        let lap: Vec<_> = (sends(&mut out).into_iter())
+            .filter(|(_, m)| matches!(m, Msg::Lap(..)))
+            .collect();
+        assert!(
+            matches!(&lap[..], [(Peer::Node(2), Msg::Lap(e, 1))] if e.tag == t),
+            "{lap:?}"
+        );
+        // A copy of the pre-write meanwhile: its lap is on its way.
+        let dups = n.counters.duplicates;
+        n.on_msg(T0, Peer::Node(3), pw, &mut out);
+        assert_eq!(n.counters.duplicates, dups + 1);
+        assert_eq!(n.counters.laps, 1);
+        assert!(sends(&mut out).is_empty());
+        // The lap back home ends the pre-write round: applied, written.
+        let (_, Msg::Lap(e, by)) = &lap[0] else {
+            unreachable!()
+        };
+        n.on_msg(T0, Peer::Node(3), Msg::Lap(e.clone(), *by), &mut out);
+        assert_eq!(held(&n), t);
+        assert!(!pending(&n, t) && n.lapping.is_empty());
+        let s = sends(&mut out);
+        assert!(
+            s.iter()
+                .any(|(_, m)| matches!(m, Msg::Write(w) if w.tag == t)),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn no_lap_without_a_welcome_since_it_began_or_with_rejoin_off() {
+        for (rejoin, welcome) in [(true, false), (false, false)] {
+            let mut n = node(1, rejoin);
+            let pw = own_write(&mut n, welcome);
+            let t = pw.entry().unwrap().tag;
+            let mut out = O::new();
+            n.on_msg(T0, Peer::Node(3), pw, &mut out);
+            assert_eq!((held(&n), n.counters.laps), (t, 0), "rejoin {rejoin}");
+        }
+        // A write begun after the welcome: its round started from the
+        // welcomer's view, which has the joiner in it.
+        let mut n = node(1, true);
+        own_write(&mut n, true);
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(3), Msg::Credit { received: 8 }, &mut out);
+        n.on_client(T0, ClientRef::local(2), put("w"), &mut out);
+        let pw = (sends(&mut out).into_iter())
+            .map(|(_, m)| m)
+            .find(|m| matches!(m, Msg::PreWrite(e) if e.value.as_deref() == Some(&b"w"[..])))
+            .expect("the second pre-write");
+        let t = pw.entry().unwrap().tag;
+        n.on_msg(T0, Peer::Node(3), pw, &mut out);
+        assert_eq!(held(&n), t, "applied at once");
+        assert_eq!(n.counters.laps, 0);
+    }
+
+    #[test]
+    fn a_void_copy_and_a_pre_write_taken_over_twice_take_no_lap() {
+        let mut n = node(1, true);
+        let mut e = entry(4, 2, "x");
+        e.home = 1; // a crashed origin's, ending here
+        e.void = true;
+        assert!(!n.needs_lap(&e), "void: never applied");
+        e.void = false;
+        assert!(n.needs_lap(&e), "taken over: its start is unknown");
+        n.taken.insert((e.key.clone(), e.tag));
+        assert!(!n.needs_lap(&e), "ended already");
+        let off = node(1, false);
+        assert!(!off.needs_lap(&e), "rejoin off: nobody joins");
+    }
+
+    #[test]
+    fn a_lap_passing_through_is_held_pending_and_passed_on_once_per_sender() {
+        let mut n = node(2, true);
+        let mut out = O::new();
+        let e = entry(5, 1, "a");
+        n.on_msg(T0, Peer::Node(1), Msg::Lap(e.clone(), 1), &mut out);
+        assert!(pending(&n, tag(5, 1)));
+        assert_eq!(n.laps.get(&(key(), tag(5, 1))), Some(&1));
+        let fwd = |out: &mut O| {
+            (sends(out).into_iter())
+                .filter_map(|(to, m)| match m {
+                    Msg::Lap(e, by) => Some((to, e.tag, by)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fwd(&mut out), vec![(Peer::Node(3), tag(5, 1), 1)]);
+        // The same lap re-sent after a crash: a copy.
+        n.on_msg(T0, Peer::Node(1), Msg::Lap(e.clone(), 1), &mut out);
+        assert_eq!((n.counters.duplicates, fwd(&mut out).len()), (1, 0));
+        // A lap of a new taker of the home must pass where the first did.
+        n.on_msg(T0, Peer::Node(1), Msg::Lap(e.clone(), 3), &mut out);
+        assert_eq!(fwd(&mut out), vec![(Peer::Node(3), tag(5, 1), 3)]);
+        // Its write came meanwhile: the lap goes on but is not pending.
+        n.on_msg(T0, Peer::Node(1), Msg::Write(e.clone()), &mut out);
+        assert!(!pending(&n, tag(5, 1)) && n.laps.is_empty());
+        n.on_msg(T0, Peer::Node(1), Msg::Lap(e, 1), &mut out);
+        assert!(!pending(&n, tag(5, 1)));
+        assert_eq!(fwd(&mut out), vec![(Peer::Node(3), tag(5, 1), 1)]);
+    }
+
+    #[test]
+    fn a_pending_pre_write_is_re_sent_as_the_lap_it_is_on() {
+        let mut n = node(2, true);
+        let e = entry(5, 1, "a");
+        let id = (key(), e.tag);
+        assert_eq!(n.phase_one(&e), Msg::PreWrite(e.clone()));
+        n.lapping.insert(id.clone());
+        assert_eq!(n.phase_one(&e), Msg::Lap(e.clone(), 2), "its own lap");
+        n.lap_hints.insert(id.clone(), 3);
+        assert_eq!(
+            n.phase_one(&e),
+            Msg::Lap(e.clone(), 3),
+            "named by the snapshot"
+        );
+        n.laps.insert(id, 1);
+        assert_eq!(n.phase_one(&e), Msg::Lap(e, 1), "passed here first");
+    }
+
+    #[test]
+    fn a_lap_from_here_reaching_a_server_no_longer_its_home_goes_on() {
+        // 1 sent 2's old life's pre-write round as 2's taker; 2's new life
+        // joined since, so the lap ends there, not here.
+        let mut n = node(1, true);
+        let e = entry(5, 2, "a");
+        let id = (key(), e.tag);
+        n.lapping.insert(id.clone());
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(3), Msg::Lap(e, 1), &mut out);
+        assert!(!n.lapping.contains(&id));
+        assert_eq!(held(&n), Tag::ZERO, "not applied here");
+        let s = sends(&mut out);
+        assert!(
+            matches!(&s[..], [(Peer::Node(2), Msg::Lap(e, 1))] if e.tag == tag(5, 2)),
+            "{s:?}"
+        );
+    }
+}

@@ -64,6 +64,14 @@ pub enum Msg {
     /// `life`: the writer id of the life that crashed, if it joined (a
     /// notice of an old life must not remove a new one).
     Gone { node: NodeId, life: Option<u64> },
+    /// `node` (life `writer`), in the view, straight to a member its
+    /// failure detector reports up but its view misses: "count me in";
+    /// with `answer`, "and tell me you are in" (`rejoin.rs`, `hail`).
+    Hail {
+        node: NodeId,
+        writer: u64,
+        answer: bool,
+    },
 }
 
 /// What a joining server gets from its predecessor: everything that went

@@ -196,9 +196,32 @@ impl RingNode {
         self.welcomes += 1;
         let snap = self.snapshot();
         out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
-        // No re-send: the snapshot holds all of it.
+        // No re-send: the snapshot holds all of it, except the rounds that
+        // end at `node` (`send_home`).
         self.view_changed(false, out);
         debug_assert_eq!(self.next, node);
+        self.send_home(node);
+    }
+
+    /// Pre-writes pending here whose round ends at the joiner `node` (its
+    /// old life's, whichever life made them): their only copy may have died
+    /// with that old life. This server re-sent them past the crash, but its
+    /// new successor held them pending already and dropped them as copies,
+    /// and it did not take them over: its view missed a live member
+    /// (`uncertain`) until `node` joined, and then `node` was their home
+    /// again (seed 1137 at N = 3: three laps stayed pending everywhere with
+    /// no copy left, and reads on their keys waited for ever). So they go
+    /// to `node` after the snapshot, as pre-writes: back home there, each
+    /// takes one more lap before it is applied (`lap.rs`). A copy that
+    /// still comes is dropped at home (`lapping`, `taken`).
+    fn send_home(&mut self, node: NodeId) {
+        let back: Vec<Msg> = (self.regs.values())
+            .flat_map(|r| r.pending.values())
+            .filter(|e| e.home == node)
+            .map(|e| Msg::PreWrite(e.clone()))
+            .collect();
+        self.counters.resent += back.len() as u64;
+        self.queues.ready.extend(back);
     }
 
     /// `accept` for a successor that never got its `Welcome`: it dropped
@@ -211,8 +234,7 @@ impl RingNode {
         self.welcomes += 1;
         let snap = self.snapshot();
         out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
-        self.link.sent = 0;
-        self.link.credited = 0;
+        self.link.fresh();
         self.resend();
     }
 
@@ -288,6 +310,7 @@ impl RingNode {
         self.announcing = true;
         self.welcomed_by = Some(from);
         self.next = self.successor();
+        self.link.fresh();
         self.pred = self.live_pred(self.id);
         if self.next != self.id {
             let (view, node, writer) = (self.view, self.id, self.writer);
@@ -318,6 +341,81 @@ impl RingNode {
         }
         for (node, writer) in std::mem::take(&mut self.stash) {
             self.on_join(node, writer, out);
+        }
+    }
+
+    /// In the view, with a member `m` the failure detector reports up but
+    /// the view misses (`uncertain`): hail `m` straight. `m` may be in
+    /// already, welcomed by a server whose `ViewChange` for it died in a
+    /// crash, or it let this server in without knowing it (a `Join` that
+    /// passed a server leaves `m` in its `joining` though `m` was welcomed
+    /// since, and `blocked` lets it welcome another). Neither then sends a
+    /// ring message (`uncertain`), and nothing else would ever tell them
+    /// (seed 1236 at N = 3: two servers, each alone in its view, each
+    /// waiting for the other, for ever). `m`, if in, counts this server in
+    /// and answers with its own `Hail`: both views gain the other. Once per
+    /// member while the view misses it, and again on the `Join` timer (a
+    /// hail dies with a crash). A server outside keeps it as a view change.
+    pub(super) fn hail(&mut self, out: &mut O) {
+        if self.outside || !self.cfg.rejoin {
+            return;
+        }
+        let (alive, down) = (&self.alive, &self.link_down);
+        self.hailed
+            .retain(|m| !alive.contains(m) && !down.contains(m));
+        let missing: Vec<NodeId> = (self.members.iter().copied())
+            .filter(|&m| m != self.id && !alive.contains(&m) && !down.contains(&m))
+            .filter(|m| !self.hailed.contains(m))
+            .collect();
+        for m in missing {
+            self.hailed.insert(m);
+            self.counters.hails += 1;
+            let (node, writer, answer) = (self.id, self.writer, true);
+            out.send(
+                Peer::Node(m),
+                Msg::Hail {
+                    node,
+                    writer,
+                    answer,
+                },
+            );
+            out.set_timer(self.cfg.join_retry, Timer::Join);
+        }
+    }
+
+    /// A `Hail` straight from `node` (life `writer`, in the view there).
+    pub(super) fn on_hail(&mut self, node: NodeId, writer: u64, answer: bool, out: &mut O) {
+        if self.outside {
+            // Outside, `node` is added once this server is in (if it still
+            // misses it then).
+            if !self.stashed_views.contains(&(0, node, writer)) {
+                self.stashed_views.push((0, node, writer));
+            }
+            return;
+        }
+        // This life runs: another life of `node` in the view crashed. (A
+        // server's first life is in no `lives`: nothing to compare.)
+        if self.lives.get(&node).is_some_and(|&w| w != writer) {
+            self.join_from_life(node, writer, out);
+        }
+        if self.link_down.contains(&node) || self.dead_lives.contains(&writer) {
+            return;
+        }
+        if answer {
+            // First: `node` fences ring messages from outside its view.
+            let (node_, writer_) = (self.id, self.writer);
+            let m = Msg::Hail {
+                node: node_,
+                writer: writer_,
+                answer: false,
+            };
+            out.send(Peer::Node(node), m);
+        }
+        if !self.alive.contains(&node) {
+            self.counters.views_installed += 1;
+            self.alive.insert(node);
+            self.lives.insert(node, writer);
+            self.view_changed(true, out);
         }
     }
 
