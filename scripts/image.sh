@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Build the container image (default tag quorumkv:latest) with nothing
+# pulled: the release binary, statically linked against glibc
+# (-C target-feature=+crt-static on the gnu target; no musl target here),
+# in an image FROM scratch (deploy/Dockerfile). Prints the image's size.
+#
+#   scripts/image.sh [TAG]
+#
+# If the binary does not come out static (a dependency that insists on
+# dynamic linking), the libraries `ldd` lists are copied into the image
+# instead, at the same paths.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tag=${1:-quorumkv:latest}
+target=x86_64-unknown-linux-gnu
+echo "== static release build ($target, crt-static)"
+RUSTFLAGS='-C target-feature=+crt-static' \
+  cargo build --release --locked --target "$target" -p quorumkv
+bin=target/$target/release/quorumkv
+
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+mkdir -p "$ctx/rootfs/usr/bin" "$ctx/rootfs/etc/quorumkv" "$ctx/rootfs/tmp" "$ctx/data"
+chmod 1777 "$ctx/rootfs/tmp"
+# The image needs no debug info (the release profile keeps line tables).
+strip -o "$ctx/rootfs/usr/bin/quorumkv" "$bin"
+if ldd "$bin" >/dev/null 2>&1; then
+  echo "== $bin is dynamically linked: copying its libraries"
+  ldd "$bin" | grep -o '/[^ ]*' | sort -u | while read -r lib; do
+    mkdir -p "$ctx/rootfs$(dirname "$lib")"
+    cp -L "$lib" "$ctx/rootfs$lib"
+  done
+else
+  echo "== $bin is statically linked"
+fi
+"$ctx/rootfs/usr/bin/quorumkv" --version
+# Name lookups (peers by name) with glibc's built-in files and dns services.
+printf 'hosts: files dns\n' > "$ctx/rootfs/etc/nsswitch.conf"
+printf 'quorumkv:x:10001:10001::/data:/usr/bin/quorumkv\n' > "$ctx/rootfs/etc/passwd"
+printf 'quorumkv:x:10001:\n' > "$ctx/rootfs/etc/group"
+cp deploy/Dockerfile "$ctx/Dockerfile"
+echo "== docker build -t $tag"
+docker build -q -t "$tag" "$ctx" >/dev/null
+size=$(docker image inspect --format '{{.Size}}' "$tag")
+echo "image $tag: $size bytes ($(( (size + 524288) / 1048576 )) MiB)"
