@@ -24,9 +24,10 @@ mkdir -p "$ctx/rootfs/usr/bin" "$ctx/rootfs/etc/quorumkv" "$ctx/rootfs/tmp" "$ct
 chmod 1777 "$ctx/rootfs/tmp"
 # The image needs no debug info (the release profile keeps line tables).
 strip -o "$ctx/rootfs/usr/bin/quorumkv" "$bin"
-if ldd "$bin" >/dev/null 2>&1; then
-  echo "== $bin is dynamically linked: copying its libraries"
-  ldd "$bin" | grep -o '/[^ ]*' | sort -u | while read -r lib; do
+# Static (static-pie) binaries name no program interpreter and need no library.
+if readelf -l "$bin" | grep -q 'program interpreter'; then
+  echo "== $bin is dynamically linked: copying the libraries ldd lists"
+  for lib in $(ldd "$bin" | grep -o '/[^ ]*' | sort -u); do
     mkdir -p "$ctx/rootfs$(dirname "$lib")"
     cp -L "$lib" "$ctx/rootfs$lib"
   done
@@ -40,6 +41,9 @@ printf 'quorumkv:x:10001:10001::/data:/usr/bin/quorumkv\n' > "$ctx/rootfs/etc/pa
 printf 'quorumkv:x:10001:\n' > "$ctx/rootfs/etc/group"
 cp deploy/Dockerfile "$ctx/Dockerfile"
 echo "== docker build -t $tag"
-docker build -q -t "$tag" "$ctx" >/dev/null
+if ! out=$(docker build -q -t "$tag" "$ctx" 2>&1); then
+  echo "$out"
+  exit 1
+fi
 size=$(docker image inspect --format '{{.Size}}' "$tag")
 echo "image $tag: $size bytes ($(( (size + 524288) / 1048576 )) MiB)"
