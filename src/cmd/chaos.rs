@@ -181,8 +181,7 @@ pub fn run(a: Args) -> ExitCode {
                 }) {
                     Ok(h) => {
                         println!(
-                    "hosts: netns, replica N on {} (namespace {}), clients on 10.77.0.100{}",
-                    "10.77.0.N:7001",
+                    "hosts: netns, replica N on 10.77.0.N:7001 (namespace {}), clients on 10.77.0.100{}",
                     h.replica_ns(1).replace("r1", "rN"),
                     if h.netem { "" } else { "; no netem in this kernel (netem injects loss only)" }
                 );
