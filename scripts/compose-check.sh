@@ -62,7 +62,7 @@ t0=$(now)
 echo "  docker-compose up -d returned after $(since "$t0") s"
 wait_healthy qkv1 qkv2 qkv3
 echo "  all three healthy $(since "$t0") s after up"
-uid=$(docker top "$(cid qkv1)" -eo uid,args | awk '/quorumkv server/ { print $1 }')
+uid=$(docker top "$(cid qkv1)" -eo pid,uid,args | awk '/quorumkv server/ { print $2 }')
 [ "$uid" = 10001 ] || { echo "FAIL: the replica runs as uid '$uid', not 10001"; exit 1; }
 echo "  the replica runs as uid $uid (non-root)"
 retry put greeting hello >/dev/null

@@ -5,18 +5,27 @@
 # in an image FROM scratch (deploy/Dockerfile). Prints the image's size.
 #
 #   scripts/image.sh [TAG]
+#   scripts/image.sh --binary PATH [TAG]   # an image of a binary already built
 #
-# If the binary does not come out static (a dependency that insists on
-# dynamic linking), the libraries `ldd` lists are copied into the image
-# instead, at the same paths.
+# If the binary is not static (a dependency that insists on dynamic
+# linking, or --binary target/debug/quorumkv as CI does, to spare a second
+# full build), the libraries `ldd` lists are copied into the image instead,
+# at the same paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bin=
+if [ "${1:-}" = --binary ]; then
+  bin=$2
+  shift 2
+fi
 tag=${1:-quorumkv:latest}
-target=x86_64-unknown-linux-gnu
-echo "== static release build ($target, crt-static)"
-RUSTFLAGS='-C target-feature=+crt-static' \
-  cargo build --release --locked --target "$target" -p quorumkv
-bin=target/$target/release/quorumkv
+if [ -z "$bin" ]; then
+  target=x86_64-unknown-linux-gnu
+  echo "== static release build ($target, crt-static)"
+  RUSTFLAGS='-C target-feature=+crt-static' \
+    cargo build --release --locked --target "$target" -p quorumkv
+  bin=target/$target/release/quorumkv
+fi
 
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
