@@ -3,13 +3,18 @@
 # build itself needs only the Rust toolchain):
 #   redis-cli / redis-benchmark / redis-server (RESP tests, Redis peer),
 #   etcd (the bench's etcd target and its test),
-#   zookeeper (the bench's ZooKeeper target and its test; Debian's 3.8, Java).
+#   zookeeper (the bench's ZooKeeper target and its test; Debian's 3.8, Java),
+#   docker-compose (scripts/deploy-check.sh; only where Docker is installed).
 set -euo pipefail
 need=()
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+# docker-compose for scripts/deploy-check.sh, where Docker runs.
+if command -v docker >/dev/null && ! command -v docker-compose >/dev/null; then
+  need+=(docker-compose)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps.sh: installing ${need[*]}"
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"

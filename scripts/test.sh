@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: formatting, lints, then unit + integration tests of all crates
 # (real local clusters, redis-cli, the checker on reference histories, the
-# simulator's fixed seeds). This is what CI runs.
+# simulator's fixed seeds, three hosts partitioned in network namespaces),
+# then the container image and the docker-compose cluster. This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -13,3 +14,5 @@ echo "== seam check (no protocol name outside crates/core)"
 scripts/seam-check.sh
 echo "== cargo nextest"
 cargo nextest run --workspace --no-fail-fast "$@"
+echo "== deployment: container image + docker-compose cluster (scripts/deploy-check.sh)"
+scripts/deploy-check.sh

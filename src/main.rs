@@ -32,6 +32,7 @@ enum Cmd {
     Put(cmd::kv::PutArgs),
     Del(cmd::kv::DelArgs),
     Endpoints(cmd::endpoints::Args),
+    Health(cmd::health::Args),
     Protocols(cmd::protocols::Args),
     /// Measure protocols (and etcd / Redis) on the same workload.
     Bench(Box<quorumkv_bench::cli::Args>),
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         Cmd::Put(a) => cmd::kv::put(a),
         Cmd::Del(a) => cmd::kv::del(a),
         Cmd::Endpoints(a) => cmd::endpoints::run(a),
+        Cmd::Health(a) => cmd::health::run(a),
         Cmd::Protocols(a) => cmd::protocols::run(a),
         Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),

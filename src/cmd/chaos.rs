@@ -2,15 +2,19 @@
 //! cluster of child processes, clients recording a history through the
 //! client library, a seeded schedule of SIGKILL / SIGSTOP faults on the
 //! replicas, then a final read of every key and the linearizability check.
+//! With `--hosts netns` every replica runs on a host of its own (a network
+//! namespace) and the network between them fails too (`netns`).
 
 mod nemesis;
+mod netns;
 mod schedule;
 mod timeline;
 mod workload;
 
 use super::cluster::Shape;
 use clap::Args as ClapArgs;
-use nemesis::{FaultCounts, Nemesis};
+use nemesis::{FaultCounts, Liveness, Nemesis};
+use netns::Hosts;
 use quorumkv_check::recorder::Recorder;
 use quorumkv_check::{report, History, Model, Report, Verdict};
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
@@ -36,8 +40,26 @@ Faults (--faults, a comma list, or none):
   pause     SIGSTOP one replica or a minority, then SIGCONT them (a long GC
             pause, a stalled VM): they keep their state and sockets.
   kill-all  SIGKILL every replica at once, then restart them all.
+  partition (--hosts netns) cut the network, then heal it: a split (one
+            replica or a minority cut off), the leader isolated (the replica
+            whose status says it leads), a bridge replica that sees both
+            sides of a cut, or a one-way cut. The client host stands on
+            either side or reaches all. Packets are dropped with iptables in
+            the replicas' namespaces, from outside.
+  netem     (--hosts netns) slow, lossy links out of a minority (tc netem
+            delay and loss; loss only, by iptables, where the kernel has no
+            netem).
 After each fault is healed, every replica must serve again (not recovering,
-reaching a quorum) before the next one. At the end every key is read once more.
+reaching a quorum), and one more client must read every key, before the next
+one: the time from the heal until every key was read is printed for each heal
+and its worst case at the end (liveness measured). At the end every key is
+read once more.
+
+--hosts netns (root, `ip`, `iptables`, `tc`): each replica in a network
+namespace of its own (10.77.0.N, ports 7001/7101), joined by veth pairs to a
+bridge in another; this process moves into one more (10.77.0.100) to run the
+clients. Hosts share one kernel clock: clock skew cannot be injected (pauses
+stand in for it). The namespaces are removed at the end and on Ctrl-C.
 
 Exit status: 0 when the history is linearizable, 1 when it is not, 2 on a
 setup error (the cluster did not start, a replica did not come back) or when
@@ -73,9 +95,14 @@ pub struct Args {
     /// How long the clients run and faults are injected, e.g. 20s, 5m.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     duration: Duration,
-    /// Faults to inject: a comma list of kill, pause, kill-all; or none.
+    /// Faults to inject: a comma list of kill, pause, kill-all, partition,
+    /// netem; or none.
     #[arg(long, default_value = "kill,pause")]
     faults: FaultSet,
+    /// Where the replicas run: loopback (child processes on 127.0.0.1) or
+    /// netns (each on a host of its own: a network namespace; root).
+    #[arg(long, value_enum, default_value_t = HostsMode::Loopback)]
+    hosts: HostsMode,
     /// What each replica's acknowledgement promises (server --durability).
     #[arg(long, value_enum, default_value_t = Durability::Fsync)]
     durability: Durability,
@@ -102,6 +129,12 @@ pub struct Args {
     no_progress: bool,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostsMode {
+    Loopback,
+    Netns,
+}
+
 /// What the run produced, for the report.
 struct Run {
     timeline: Timeline,
@@ -109,6 +142,8 @@ struct Run {
     counts: Arc<OpCounts>,
     faults: Arc<FaultCounts>,
     keys_read: u64,
+    /// The worst heal-to-serve times.
+    liveness: String,
     /// Why the run stopped early, if it did.
     error: Option<String>,
 }
@@ -122,22 +157,64 @@ pub fn run(a: Args) -> ExitCode {
     if a.clients == 0 || a.keys == 0 {
         return setup_error("--clients and --keys must be at least 1");
     }
+    if a.hosts == HostsMode::Loopback {
+        if let Some(k) = a.faults.0.iter().find(|k| k.needs_hosts()) {
+            return setup_error(format!(
+                "--faults {k:?} needs --hosts netns (on one loopback no partition can happen)"
+            ));
+        }
+    }
     let seed = a.seed.unwrap_or_else(rand_seed);
     println!(
         "quorumkv chaos: protocol {}, {} replicas, durability {}, faults {}, {} clients ({}), {} keys, {:?}, seed {seed}",
         a.shape.protocol, a.shape.replicas, a.durability, a.faults, a.clients,
         mode_name(a.client_mode), a.keys, a.duration
     );
+    // Before any thread starts: this process moves into the client host.
+    let hosts =
+        match a.hosts {
+            HostsMode::Loopback => None,
+            HostsMode::Netns => {
+                match Hosts::create(a.shape.replicas).and_then(|h| {
+                    h.enter_client()?;
+                    Ok(h)
+                }) {
+                    Ok(h) => {
+                        println!(
+                    "hosts: netns, replica N on 10.77.0.N:7001 (namespace {}), clients on 10.77.0.100{}",
+                    h.replica_ns(1).replace("r1", "rN"),
+                    if h.netem { "" } else { "; no netem in this kernel (netem injects loss only)" }
+                );
+                        Some(h)
+                    }
+                    Err(e) => return setup_error(format!("{e:#}")),
+                }
+            }
+        };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    let run = match rt.block_on(drive(&a, binary, seed)) {
-        Ok(r) => r,
-        Err(e) => return setup_error(format!("{e:#}")),
-    };
+    let interrupted = super::server::shutdown_signal(false);
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            r = drive(&a, binary, seed, hosts.as_ref()) => Some(r),
+            () = interrupted => None,
+        }
+    });
+    // The cluster is gone (its children killed) before the hosts are.
     drop(rt);
+    let run = match outcome {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return setup_error(format!("{e:#}")),
+        None => {
+            drop(hosts);
+            eprintln!("quorumkv chaos: interrupted; replicas stopped, hosts removed");
+            return ExitCode::from(130);
+        }
+    };
+    drop(hosts);
     finish(&a, seed, run)
 }
 
@@ -173,10 +250,11 @@ fn progress_bar(a: &Args) -> Option<indicatif::ProgressBar> {
 }
 
 /// Start the cluster, run clients and faults, read every key, stop.
-async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
+async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> anyhow::Result<Run> {
     let cfg = quorumkv_node::local::LocalClusterConfig {
         durability: a.durability,
         ready_timeout: Duration::from_secs(20),
+        hosts: hosts.map(Hosts::replica_hosts).unwrap_or_default(),
         ..a.shape.config(binary)
     };
     let mut cluster = LocalCluster::start(cfg).await?;
@@ -188,18 +266,25 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
     };
     let addrs = cluster.native_addrs();
     let mut clients = Vec::new();
-    for _ in 0..=a.clients {
+    for _ in 0..a.clients + 2 {
         clients.push(Client::connect(addrs.clone(), client_cfg.clone()).await?);
     }
-    let final_client = clients.pop().expect("one more than --clients");
-
+    let final_client = clients.pop().expect("two more than --clients");
+    let counts = Arc::new(OpCounts::default());
     let rec = Recorder::new();
+    let mut liveness = Liveness {
+        client: clients.pop().expect("two more than --clients"),
+        log: rec.client(a.clients + 1),
+        keys: a.keys,
+        counts: counts.clone(),
+        worst: Default::default(),
+    };
+
     let pb = progress_bar(a);
     let echo = pb
         .clone()
         .map(|pb| -> timeline::Echo { Box::new(move |l: &str| pb.println(l)) });
     let mut timeline = Timeline::new(Instant::now(), echo);
-    let counts = Arc::new(OpCounts::default());
     let faults = Arc::new(FaultCounts::default());
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = clients
@@ -238,6 +323,8 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
         timeline: &mut timeline,
         counts: &faults,
         serve_timeout: a.serve_timeout,
+        hosts,
+        liveness: &mut liveness,
     };
     let error = nemesis
         .run(schedule, until)
@@ -265,6 +352,9 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
         timeline.note(format!("a final read failed: {e}"));
     }
     drop(final_client);
+    // Its log goes into the history when it is dropped.
+    let liveness_text = liveness.summary();
+    drop(liveness);
     cluster.stop().await;
     Ok(Run {
         timeline,
@@ -272,6 +362,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64) -> anyhow::Result<Run> {
         counts,
         faults,
         keys_read,
+        liveness: liveness_text,
         error,
     })
 }
@@ -330,11 +421,14 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report) -> String {
     let (c, f) = (&run.counts, &run.faults);
     let load = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
     s += &format!(
-        "faults: {} kill/restart cycles, {} pauses, {} kill-all\n",
+        "faults: {} kill/restart cycles, {} pauses, {} kill-all, {} partitions, {} degraded links\n",
         load(&f.kills),
         load(&f.pauses),
-        load(&f.kill_alls)
+        load(&f.kill_alls),
+        load(&f.partitions),
+        load(&f.degrades)
     );
+    s += &format!("liveness: {}\n", run.liveness);
     s += &format!(
         "operations: {} ({} ok, {} failed, {} unknown outcome); final read of {} of {} keys\n",
         c.total(),
@@ -357,6 +451,13 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report) -> String {
     if report.verdict == Verdict::Unknown {
         s += &report::keys_text(report, false);
     }
-    s += &format!("replay: quorumkv chaos --seed {seed} (timings vary between runs)\n");
+    let hosts = match a.hosts {
+        HostsMode::Netns => " --hosts netns",
+        HostsMode::Loopback => "",
+    };
+    s += &format!(
+        "replay: quorumkv chaos{hosts} --protocol {} --faults {} --seed {seed} (timings vary between runs)\n",
+        a.shape.protocol, a.faults
+    );
     s
 }

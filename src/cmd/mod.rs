@@ -1,6 +1,7 @@
 pub mod chaos;
 pub mod cluster;
 pub mod endpoints;
+pub mod health;
 pub mod kv;
 pub mod protocols;
 pub mod server;

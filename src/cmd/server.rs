@@ -31,36 +31,57 @@ use std::time::Duration;
 ///   read_timeout = "10s"
 ///   idle_timeout = "60s"         # "0" = never
 ///
+/// On its own host (a container): listen on every interface and advertise
+/// the name peers reach it at, in the cluster file (`addr = "0.0.0.0:7001"`,
+/// `advertise = "qkv1:7001"`) or with --listen 0.0.0.0:7001 --advertise
+/// qkv1:7001 --peer 2=qkv2:7001 ... Peers resolve names again at every redial.
+/// Every flag below can also come from the environment variable it names
+/// (the container image is configured so).
+///
 /// Stops on Ctrl-C or SIGTERM.
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment, after_help = super::protocols_help())]
 pub struct Args {
     /// This replica's id (1-63), as listed in the cluster.
-    #[arg(long)]
-    id: u32,
+    #[arg(long, env = "QUORUMKV_ID", required_unless_present = "pod_index")]
+    id: Option<u32>,
+    /// A Kubernetes StatefulSet pod's index (0, 1, ...): the replica id is
+    /// one more (instead of --id).
+    #[arg(long, env = "QUORUMKV_POD_INDEX", conflicts_with = "id")]
+    pod_index: Option<u32>,
     /// Cluster file (TOML). Without it, use --listen/--resp/--peer.
-    #[arg(long, short = 'c', value_name = "FILE", conflicts_with_all = ["listen", "peer"])]
+    #[arg(long, short = 'c', env = "QUORUMKV_CONFIG", value_name = "FILE", conflicts_with_all = ["listen", "peer", "advertise"])]
     config: Option<PathBuf>,
     /// Replication protocol (without --config).
-    #[arg(long, default_value_t = ProtocolKind::default_protocol())]
+    #[arg(long, env = "QUORUMKV_PROTOCOL", default_value_t = ProtocolKind::default_protocol())]
     protocol: ProtocolKind,
     /// A protocol option, over the cluster file's `[options]` (repeat; the
     /// options of each protocol are listed below).
     #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = parse_pair)]
     opt: Vec<(String, String)>,
     /// Native address of this replica (without --config).
-    #[arg(long, value_name = "ADDR", required_unless_present = "config")]
+    #[arg(
+        long,
+        env = "QUORUMKV_LISTEN",
+        value_name = "ADDR",
+        required_unless_present = "config"
+    )]
     listen: Option<SocketAddr>,
+    /// Where peers and clients reach this replica, HOST:PORT (a name or an
+    /// address), when not --listen (without --config).
+    #[arg(long, env = "QUORUMKV_ADVERTISE", value_name = "HOST:PORT")]
+    advertise: Option<String>,
     /// RESP address of this replica (optional).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, env = "QUORUMKV_RESP", value_name = "ADDR")]
     resp: Option<SocketAddr>,
     /// Serve Prometheus metrics at http://ADDR/metrics (without --config; in a
     /// cluster file use `metrics = "ADDR"` in the replica's entry).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
-    /// Another replica, as ID=ADDR (repeat for each; without --config).
-    #[arg(long, value_name = "ID=ADDR", value_parser = parse_peer)]
-    peer: Vec<(u32, SocketAddr)>,
+    /// Another replica, as ID=HOST:PORT (repeat for each, or a comma list;
+    /// without --config). The host may be a name.
+    #[arg(long, env = "QUORUMKV_PEERS", value_name = "ID=HOST:PORT", value_delimiter = ',', value_parser = parse_peer)]
+    peer: Vec<(u32, String)>,
     /// How long this server's coordinator waits for a quorum before failing an operation.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     op_timeout: Duration,
@@ -107,12 +128,12 @@ pub struct Args {
     /// commit), `buffered` (written to the OS: survives kill -9, not a power
     /// cut) or `memory` (nothing on disk; restart with --recover)
     /// [default: the cluster file's `durability`, else fsync]
-    #[arg(long, value_enum, value_name = "MODE")]
+    #[arg(long, env = "QUORUMKV_DURABILITY", value_enum, value_name = "MODE")]
     durability: Option<Durability>,
     /// This replica's data directory (locked while the server runs)
     /// [default: the cluster file's `data_dir`/replica-ID, else
     /// ./quorumkv-data/replica-ID]
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, env = "QUORUMKV_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
@@ -123,17 +144,39 @@ fn never_if_zero(d: Duration) -> Option<Duration> {
     (!d.is_zero()).then_some(d)
 }
 
-fn parse_peer(s: &str) -> Result<(u32, SocketAddr), String> {
+fn parse_peer(s: &str) -> Result<(u32, String), String> {
     let (id, addr) = s
         .split_once('=')
-        .ok_or_else(|| format!("expected ID=ADDR, got '{s}'"))?;
+        .ok_or_else(|| format!("expected ID=HOST:PORT, got '{s}'"))?;
     let id = id
         .parse()
         .map_err(|_| format!("invalid replica id '{id}'"))?;
-    let addr = addr
-        .parse()
-        .map_err(|_| format!("invalid address '{addr}'"))?;
-    Ok((id, addr))
+    quorumkv_node::config::check_host_port(addr)
+        .map_err(|e| format!("invalid address '{addr}': {e}"))?;
+    Ok((id, addr.to_string()))
+}
+
+/// A peer known only by where it is dialled: its listen address is its own
+/// business (the port is kept, the host unknown).
+fn peer_entry(id: u32, dial: &str) -> ReplicaAddr {
+    match dial.parse::<SocketAddr>() {
+        Ok(addr) => ReplicaAddr::at(id, addr),
+        Err(_) => {
+            let port = dial
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse().ok())
+                .unwrap_or(0);
+            ReplicaAddr {
+                advertise: Some(dial.to_string()),
+                ..ReplicaAddr::at(id, SocketAddr::from(([0, 0, 0, 0], port)))
+            }
+        }
+    }
+}
+
+/// The replica id: --id, or --pod-index + 1.
+fn replica_id(a: &Args) -> u32 {
+    a.id.or(a.pod_index.map(|i| i + 1)).unwrap_or(0)
 }
 
 fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
@@ -144,17 +187,12 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
         .listen
         .ok_or_else(|| anyhow::anyhow!("--listen is required without --config"))?;
     let mut replicas = vec![ReplicaAddr {
-        id: a.id,
-        addr: listen,
+        advertise: a.advertise.clone(),
         resp: a.resp,
         metrics: a.metrics,
+        ..ReplicaAddr::at(replica_id(a), listen)
     }];
-    replicas.extend(a.peer.iter().map(|&(id, addr)| ReplicaAddr {
-        id,
-        addr,
-        resp: None,
-        metrics: None,
-    }));
+    replicas.extend(a.peer.iter().map(|(id, addr)| peer_entry(*id, addr)));
     let file = ClusterFile {
         protocol: a.protocol,
         cluster_id: None,
@@ -169,19 +207,19 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    super::init_logging("info", Some(format!("replica {}", a.id)));
+    let id = replica_id(&a);
+    super::init_logging("info", Some(format!("replica {id}")));
     let cluster = match cluster_from_args(&a) {
         Ok(c) => c,
         Err(e) => return super::fail(format!("{e:#}")),
     };
-    if cluster.replica(a.id).is_none() {
+    if cluster.replica(id).is_none() {
         return super::fail(format!(
-            "replica id {} is not in the cluster (ids: {:?})",
-            a.id,
+            "replica id {id} is not in the cluster (ids: {:?})",
             cluster.members()
         ));
     }
-    let mut opts = ServerOptions::new(a.id, cluster);
+    let mut opts = ServerOptions::new(id, cluster);
     opts.op_timeout = a.op_timeout;
     opts.protocol_options = a.opt.clone();
     if let Err(e) = opts
@@ -201,7 +239,7 @@ pub fn run(a: Args) -> ExitCode {
         .data_dir
         .clone()
         .or(opts.data_dir.take())
-        .or_else(|| Some(PathBuf::from("quorumkv-data").join(format!("replica-{}", a.id))));
+        .or_else(|| Some(PathBuf::from("quorumkv-data").join(format!("replica-{id}"))));
     opts.apply_limits(&Limits {
         max_buffer_bytes: a.max_buffer_bytes,
         max_queued_bytes: a.max_queued_bytes,

@@ -57,7 +57,7 @@ fn split(list: &str) -> Vec<String> {
 
 fn from_file(path: &Path) -> anyhow::Result<Vec<String>> {
     let file = ClusterFile::load(path)?;
-    Ok(file.replicas.iter().map(|r| r.addr.to_string()).collect())
+    Ok(file.replicas.iter().map(|r| r.dial()).collect())
 }
 
 #[cfg(test)]

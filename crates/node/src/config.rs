@@ -12,6 +12,12 @@
 //! resp = "127.0.0.1:7101"   # RESP port: redis-cli, redis-benchmark (optional)
 //! metrics = "127.0.0.1:7201" # Prometheus text at /metrics (optional)
 //!
+//! [[replica]]                # on its own host (a container, a VM):
+//! id = 2
+//! addr = "0.0.0.0:7001"      # listen on every interface...
+//! advertise = "qkv2:7001"    # ...and be dialled here (a name or an address;
+//!                            # peers resolve it again at every redial)
+//!
 //! [options]                  # the protocol's options (optional;
 //! fast-read = false          # `quorumkv server --help` lists them)
 //! ```
@@ -26,7 +32,15 @@ use std::path::Path;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicaAddr {
     pub id: NodeId,
+    /// Where the replica listens (its native port).
     pub addr: SocketAddr,
+    /// Where peers and clients reach it, `HOST:PORT` with a host name or an
+    /// address, when not `addr` (a replica listening on 0.0.0.0, behind a
+    /// published port or a service name). Peers resolve a name again each
+    /// time they redial, so a replica that comes back at another address
+    /// (a recreated container) is found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertise: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resp: Option<SocketAddr>,
     /// HTTP address serving Prometheus metrics at /metrics (optional).
@@ -79,6 +93,56 @@ pub struct Limits {
     pub idle_timeout: Option<Option<std::time::Duration>>,
 }
 
+impl ReplicaAddr {
+    /// A replica listening and reached at `addr`.
+    pub fn at(id: NodeId, addr: SocketAddr) -> ReplicaAddr {
+        ReplicaAddr {
+            id,
+            addr,
+            advertise: None,
+            resp: None,
+            metrics: None,
+        }
+    }
+
+    /// Where peers and clients dial it: `advertise`, else `addr`.
+    pub fn dial(&self) -> String {
+        self.advertise
+            .clone()
+            .unwrap_or_else(|| self.addr.to_string())
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        match &self.advertise {
+            Some(a) => check_host_port(a)
+                .with_context(|| format!("replica {}: advertise = {a:?}", self.id)),
+            None if self.addr.ip().is_unspecified() => bail!(
+                "replica {} listens on {} (every interface): give `advertise = \"HOST:PORT\"`, \
+                 where its peers and clients reach it",
+                self.id,
+                self.addr
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one) with a
+/// port that is not 0.
+pub fn check_host_port(s: &str) -> anyhow::Result<()> {
+    if s.parse::<SocketAddr>().is_ok_and(|a| a.port() != 0) {
+        return Ok(());
+    }
+    let (host, port) = s.rsplit_once(':').context("expected HOST:PORT (no port)")?;
+    let port: u16 = port.parse().context("expected HOST:PORT (invalid port)")?;
+    let name_ok = !host.is_empty()
+        && (host.chars()).all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_');
+    if port == 0 || !name_ok {
+        bail!("expected HOST:PORT with a host name or address and a port above 0");
+    }
+    Ok(())
+}
+
 impl LimitsFile {
     pub fn parse(&self) -> anyhow::Result<Limits> {
         fn field<T>(
@@ -123,6 +187,9 @@ impl ClusterFile {
         if ids.iter().any(|&i| i == 0 || i >= 64) {
             bail!("replica ids must be between 1 and 63");
         }
+        for r in &self.replicas {
+            r.validate()?;
+        }
         if let Some(l) = &self.limits {
             l.parse()?;
         }
@@ -166,10 +233,8 @@ impl ClusterFile {
             data_dir: None,
             replicas: (1..=replicas as u16)
                 .map(|i| ReplicaAddr {
-                    id: i as NodeId,
-                    addr: SocketAddr::from((ip, base + i)),
                     resp: Some(SocketAddr::from((ip, base + 100 + i))),
-                    metrics: None,
+                    ..ReplicaAddr::at(i as NodeId, SocketAddr::from((ip, base + i)))
                 })
                 .collect(),
             limits: None,
@@ -178,12 +243,11 @@ impl ClusterFile {
     }
 
     /// The cluster id stored in data directories: `cluster_id`, else one
-    /// derived from the replicas' ids and addresses.
+    /// derived from the replicas' ids and the addresses they are dialled at
+    /// (so three replicas on 0.0.0.0 with distinct names differ from others).
     pub fn id(&self) -> String {
         self.cluster_id.clone().unwrap_or_else(|| {
-            let replicas: Vec<_> = (self.replicas.iter())
-                .map(|r| (r.id, r.addr.to_string()))
-                .collect();
+            let replicas: Vec<_> = (self.replicas.iter()).map(|r| (r.id, r.dial())).collect();
             crate::storage::dir::derived_cluster_id(&replicas)
         })
     }
@@ -235,6 +299,44 @@ mod tests {
         );
         let bad: ClusterFile = toml::from_str(&format!("{base}[options]\nthrifty = 3\n")).unwrap();
         assert!(format!("{:#}", bad.validate().unwrap_err()).contains("thrifty"));
+    }
+
+    #[test]
+    fn replicas_listen_on_every_interface_and_advertise_a_name() {
+        let text = "protocol = \"abd\"\n\
+            [[replica]]\nid = 1\naddr = \"0.0.0.0:7001\"\nadvertise = \"qkv1:7001\"\n\
+            [[replica]]\nid = 2\naddr = \"0.0.0.0:7001\"\nadvertise = \"10.0.0.2:7001\"\n\
+            [[replica]]\nid = 3\naddr = \"127.0.0.1:7003\"\n";
+        let f: ClusterFile = toml::from_str(text).unwrap();
+        f.validate().unwrap();
+        assert_eq!(f.replica(1).unwrap().dial(), "qkv1:7001");
+        assert_eq!(f.replica(2).unwrap().dial(), "10.0.0.2:7001");
+        assert_eq!(f.replica(3).unwrap().dial(), "127.0.0.1:7003");
+        assert_eq!(f.replica(1).unwrap().addr.port(), 7001);
+        let back: ClusterFile = toml::from_str(&f.to_toml()).unwrap();
+        assert_eq!(back, f);
+        // Names, not listen addresses, tell two such clusters apart.
+        let other: ClusterFile = toml::from_str(&text.replace("qkv1", "other1")).unwrap();
+        assert_ne!(f.id(), other.id());
+    }
+
+    #[test]
+    fn every_interface_needs_an_advertised_address_and_it_must_parse() {
+        let one = |extra: &str| {
+            let text = format!(
+                "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"0.0.0.0:7001\"\n{extra}"
+            );
+            toml::from_str::<ClusterFile>(&text).unwrap().validate()
+        };
+        let e = format!("{:#}", one("").unwrap_err());
+        assert!(e.contains("advertise"), "{e}");
+        for bad in ["qkv1", "qkv1:0", "qkv1:http", ":7001", "a b:1"] {
+            let e = one(&format!("advertise = \"{bad}\"\n"));
+            assert!(e.is_err(), "{bad} accepted");
+        }
+        for good in ["qkv-1.svc.local:7001", "[::1]:7001", "10.1.2.3:1"] {
+            one(&format!("advertise = \"{good}\"\n")).unwrap();
+        }
     }
 
     #[test]

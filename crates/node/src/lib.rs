@@ -17,6 +17,7 @@ mod metrics_http;
 pub mod net;
 mod node_status;
 mod options;
+mod peer_dial;
 pub mod resp;
 pub mod resp_commands;
 mod resp_multi;

@@ -45,7 +45,25 @@ pub struct LocalClusterConfig {
     /// Keep replica N's data in `data_root/replica-N` instead of the
     /// cluster's temporary directory (which is removed when it stops).
     pub data_root: Option<PathBuf>,
+    /// Each replica on a host of its own (`quorumkv chaos --hosts netns`):
+    /// replica i runs in network namespace `hosts[i-1].netns` (through
+    /// `ip netns exec`, which execs: the child's pid is the replica's) and
+    /// listens on `hosts[i-1].ip`, ports [`HOST_NATIVE_PORT`] and
+    /// [`HOST_RESP_PORT`]. Empty: every replica on 127.0.0.1.
+    pub hosts: Vec<ReplicaHost>,
 }
+
+/// Where a replica of a multi-host local cluster runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaHost {
+    pub netns: String,
+    pub ip: std::net::IpAddr,
+}
+
+/// A replica's native port on a host of its own.
+pub const HOST_NATIVE_PORT: u16 = 7001;
+/// A replica's RESP port on a host of its own.
+pub const HOST_RESP_PORT: u16 = 7101;
 
 impl Default for LocalClusterConfig {
     fn default() -> Self {
@@ -61,6 +79,7 @@ impl Default for LocalClusterConfig {
             replica_cpu: None,
             durability: Durability::Memory,
             data_root: None,
+            hosts: Vec::new(),
         }
     }
 }
@@ -101,7 +120,18 @@ impl LocalCluster {
         if cfg.replicas == 0 || cfg.replicas > 63 {
             bail!("--replicas must be between 1 and 63 (got {})", cfg.replicas);
         }
+        if !cfg.hosts.is_empty() && cfg.hosts.len() != cfg.replicas {
+            bail!("{} hosts for {} replicas", cfg.hosts.len(), cfg.replicas);
+        }
         let mut file = match cfg.port_base {
+            _ if !cfg.hosts.is_empty() => {
+                let mut f = ClusterFile::local(cfg.protocol, cfg.replicas, 0);
+                for (r, h) in f.replicas.iter_mut().zip(&cfg.hosts) {
+                    r.addr = SocketAddr::new(h.ip, HOST_NATIVE_PORT);
+                    r.resp = Some(SocketAddr::new(h.ip, HOST_RESP_PORT));
+                }
+                f
+            }
             Some(base) => {
                 if base as usize + 100 + cfg.replicas > u16::MAX as usize {
                     bail!(
@@ -170,7 +200,14 @@ impl LocalCluster {
     }
 
     fn spawn(&self, id: NodeId, recover: bool) -> anyhow::Result<Child> {
-        let mut cmd = Command::new(&self.cfg.binary);
+        let mut cmd = match self.cfg.hosts.get((id - 1) as usize) {
+            Some(host) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &host.netns]).arg(&self.cfg.binary);
+                c
+            }
+            None => Command::new(&self.cfg.binary),
+        };
         cmd.arg("server")
             .arg("--config")
             .arg(self.dir.join("cluster.toml"))

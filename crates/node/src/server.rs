@@ -18,6 +18,7 @@ use crate::net::{
 pub use crate::options::{
     ServerOptions, DEFAULT_BUFFER_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
 };
+use crate::peer_dial::PeerDialer;
 use crate::shutdown::{ConnStop, Shutdown};
 use anyhow::Context;
 use quorumkv_core::protocol::{
@@ -213,7 +214,7 @@ async fn run_core<P: Protocol + Send + 'static>(
     }
     accepts.push(tokio::spawn(crate::trim::trim_periodically()));
     let dials = (opts.cluster.replicas.iter().filter(|r| r.id < opts.id))
-        .map(|r| tokio::spawn(dial_peer::<P>(r.id, r.addr, tx.clone(), opts.clone())))
+        .map(|r| tokio::spawn(dial_peer::<P>(r.id, r.dial(), tx.clone(), opts.clone())))
         .collect();
     drop((tx, stop));
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
@@ -508,21 +509,24 @@ fn welcome<M>(opts: &ServerOptions) -> Frame<M> {
         members: opts.cluster.members(),
         options: opts.option_pairs(),
         addrs: (opts.cluster.replicas.iter())
-            .map(|r| (r.id, r.addr.to_string()))
+            .map(|r| (r.id, r.dial()))
             .collect(),
     }
 }
 
-/// Keep one link to replica `id`, redialling with backoff.
+/// Keep one link to replica `id` (dialled at `name`, its advertised
+/// `HOST:PORT`), redialling with backoff; the name is resolved afresh at
+/// every dial ([`PeerDialer`]).
 async fn dial_peer<P: Protocol + Send + 'static>(
     id: NodeId,
-    addr: SocketAddr,
+    name: String,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
 ) {
+    let mut dialer = PeerDialer::new(name, crate::peer_dial::resolve_now);
     let mut backoff = Duration::from_millis(20);
     loop {
-        match TcpStream::connect(addr).await {
+        match dialer.connect().await {
             Ok(stream) => {
                 backoff = Duration::from_millis(20);
                 match run_link::<P>(id, stream, &tx, &opts).await {
@@ -530,7 +534,7 @@ async fn dial_peer<P: Protocol + Send + 'static>(
                     LinkEnd::Closed(why) => tracing::warn!(peer = id, "link down: {why}"),
                 }
             }
-            Err(e) => tracing::debug!(peer = id, "dial {addr} failed: {e}"),
+            Err(e) => tracing::debug!(peer = id, "{e}"),
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));

@@ -2,13 +2,21 @@
 //! time: inject, hold, heal, then wait until every replica serves again
 //! before the calm that precedes the next one.
 
-use super::schedule::{Fault, Schedule};
+use super::netns::Hosts;
+use super::schedule::{Fault, NetFault, Schedule};
 use super::timeline::Timeline;
-use quorumkv_core::NodeId;
+use super::workload::{key_name, recorded, OpCounts};
+use anyhow::Context;
+use quorumkv_check::recorder::ClientLog;
+use quorumkv_core::op::Outcome;
+use quorumkv_core::{NodeId, Request};
+use quorumkv_node::client::Client;
 use quorumkv_node::local::LocalCluster;
 use quorumkv_node::status::fetch;
 use quorumkv_node::storage::Durability;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -18,6 +26,8 @@ pub struct FaultCounts {
     pub kills: AtomicU64,
     pub pauses: AtomicU64,
     pub kill_alls: AtomicU64,
+    pub partitions: AtomicU64,
+    pub degrades: AtomicU64,
 }
 
 impl FaultCounts {
@@ -25,6 +35,69 @@ impl FaultCounts {
         self.kills.load(Ordering::Relaxed)
             + self.pauses.load(Ordering::Relaxed)
             + self.kill_alls.load(Ordering::Relaxed)
+            + self.partitions.load(Ordering::Relaxed)
+            + self.degrades.load(Ordering::Relaxed)
+    }
+}
+
+/// After each heal, one more client reads every key (recorded in the
+/// history like any other), so that "the cluster serves again" is
+/// measured, not assumed: the time from the heal until every key was read.
+pub struct Liveness {
+    pub client: Client,
+    pub log: ClientLog,
+    pub keys: u64,
+    pub counts: Arc<OpCounts>,
+    /// The longest heal-to-serve time seen, by fault kind, and how many.
+    pub worst: BTreeMap<&'static str, (Duration, u32)>,
+}
+
+impl Liveness {
+    /// Read every key until each read succeeds or `deadline` passes;
+    /// the time it took since `healed`, or the key not served.
+    async fn every_key(&mut self, healed: Instant, deadline: Instant) -> Result<Duration, String> {
+        for k in 0..self.keys {
+            loop {
+                let req = Request::Get {
+                    key: key_name(k).into_bytes().into(),
+                };
+                let (outcome, err) = recorded(&self.client, &mut self.log, req, &self.counts).await;
+                if let Outcome::Ok(_) = outcome {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "key {} not served (last error: {})",
+                        key_name(k),
+                        err.unwrap_or_default()
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        Ok(healed.elapsed())
+    }
+
+    /// One line: the worst heal-to-serve time of each kind.
+    pub fn summary(&self) -> String {
+        let parts: Vec<String> = (self.worst.iter())
+            .map(|(k, (d, n))| format!("{k} {:.2}s ({n} heals)", d.as_secs_f64()))
+            .collect();
+        let max = self
+            .worst
+            .values()
+            .map(|(d, _)| *d)
+            .max()
+            .unwrap_or_default();
+        format!(
+            "every key served again after each heal within {:.2}s (worst by fault: {})",
+            max.as_secs_f64(),
+            if parts.is_empty() {
+                "no heals".into()
+            } else {
+                parts.join(", ")
+            }
+        )
     }
 }
 
@@ -35,6 +108,19 @@ pub struct Nemesis<'a> {
     pub counts: &'a FaultCounts,
     /// How long a healed replica may take to serve again.
     pub serve_timeout: Duration,
+    /// The hosts of `--hosts netns` (network faults need them).
+    pub hosts: Option<&'a Hosts>,
+    pub liveness: &'a mut Liveness,
+}
+
+fn kind(f: &Fault) -> &'static str {
+    match f {
+        Fault::Kill(_) => "kill",
+        Fault::Pause(_) => "pause",
+        Fault::KillAll => "kill-all",
+        Fault::Net(NetFault::Degrade { .. }) => "netem",
+        Fault::Net(_) => "partition",
+    }
 }
 
 /// Roles (`NodeStatus::role`) of a replica that refuses operations: ABD
@@ -60,8 +146,31 @@ impl Nemesis<'_> {
             tokio::time::sleep(step.gap).await;
             self.inject(&step.fault).await?;
             tokio::time::sleep(step.hold).await;
+            let healed = Instant::now();
             self.heal(&step.fault).await?;
             self.wait_serving().await?;
+            let took = self
+                .liveness
+                .every_key(healed, healed + self.serve_timeout)
+                .await;
+            match took {
+                Ok(d) => {
+                    self.timeline.note(format!(
+                        "every key served ({:.2}s after the heal)",
+                        d.as_secs_f64()
+                    ));
+                    let w = self.liveness.worst.entry(kind(&step.fault)).or_default();
+                    *w = (w.0.max(d), w.1 + 1);
+                }
+                Err(e) => {
+                    let msg = format!(
+                        "not every key served within {:?} of the heal: {e}",
+                        self.serve_timeout
+                    );
+                    self.timeline.note(msg.clone());
+                    anyhow::bail!(msg);
+                }
+            }
         }
         tokio::time::sleep_until(until).await;
         Ok(())
@@ -87,8 +196,45 @@ impl Nemesis<'_> {
                 }
                 self.timeline.note("kill-all: every replica (SIGKILL)");
             }
+            Fault::Net(f) => {
+                let hosts = self.hosts.context("network faults need --hosts netns")?;
+                let leader = match f {
+                    NetFault::IsolateLeader { .. } => self.leader().await,
+                    _ => None,
+                };
+                let n = self.cluster.endpoints().len();
+                hosts.cut(&f.cuts(n, leader))?;
+                if let NetFault::Degrade {
+                    ids,
+                    delay_ms,
+                    loss_pct,
+                } = f
+                {
+                    hosts.degrade(ids, *delay_ms, *loss_pct)?;
+                }
+                let how = match f {
+                    NetFault::Degrade { .. } if !hosts.netem => {
+                        " (no netem in this kernel: loss only, by iptables)"
+                    }
+                    NetFault::Degrade { .. } => " (tc netem)",
+                    _ => " (iptables DROP)",
+                };
+                self.timeline.note(format!("{}{how}", f.describe(leader)));
+            }
         }
         Ok(())
+    }
+
+    /// The replica that says it leads, if one does.
+    async fn leader(&self) -> Option<NodeId> {
+        for e in self.cluster.endpoints() {
+            if let Ok(s) = fetch(e.native, Duration::from_millis(300)).await {
+                if s.role == "leader" {
+                    return Some(e.id);
+                }
+            }
+        }
+        None
     }
 
     async fn heal(&mut self, fault: &Fault) -> anyhow::Result<()> {
@@ -130,6 +276,17 @@ impl Nemesis<'_> {
                     }
                 }
                 self.counts.kill_alls.fetch_add(1, Ordering::Relaxed);
+            }
+            Fault::Net(f) => {
+                self.hosts
+                    .context("network faults need --hosts netns")?
+                    .heal()?;
+                self.timeline.note("heal the network (every rule removed)");
+                let c = match f {
+                    NetFault::Degrade { .. } => &self.counts.degrades,
+                    _ => &self.counts.partitions,
+                };
+                c.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(())

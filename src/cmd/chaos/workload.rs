@@ -41,7 +41,7 @@ pub fn key_name(i: u64) -> String {
 }
 
 /// Run `req`, recording its invocation and outcome in `log`.
-async fn recorded(
+pub async fn recorded(
     client: &Client,
     log: &mut ClientLog,
     req: Request,

@@ -29,12 +29,7 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
     let mut replicas = Vec::new();
     for id in 1..=n {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        replicas.push(ReplicaAddr {
-            id: id as NodeId,
-            addr: l.local_addr().unwrap(),
-            resp: None,
-            metrics: None,
-        });
+        replicas.push(ReplicaAddr::at(id as NodeId, l.local_addr().unwrap()));
         ls.push(l);
     }
     let file = ClusterFile {

@@ -1,0 +1,118 @@
+//! `quorumkv health`: is the replica at an address up? The container
+//! image's HEALTHCHECK runs it against its own replica (the image has no
+//! shell and no tools: the binary asks itself).
+
+use clap::Args as ClapArgs;
+use quorumkv_node::client::resolve_endpoint;
+use quorumkv_node::config::parse_duration;
+use quorumkv_node::status::{fetch, NodeStatus};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Check one replica's health (exit 0 healthy, 1 not)
+///
+/// Asks the replica at --addr for its status over the native port.
+/// Healthy: it answers and is not catching up (`recovering`) or outside
+/// the view (`fenced`); with --quorum, it must also reach a quorum of its
+/// peers (serving, not only alive). Prints one line either way.
+#[derive(ClapArgs, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// The replica's native address (HOST:PORT).
+    #[arg(long, env = "QUORUMKV_HEALTH_ADDR", default_value = "127.0.0.1:7001")]
+    addr: String,
+    /// Also require that it reaches a quorum of its peers.
+    #[arg(long)]
+    quorum: bool,
+    /// How long to wait for the answer.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+/// Roles of a replica that answers but refuses operations.
+const NOT_SERVING: [&str; 2] = ["recovering", "fenced"];
+
+/// Why `s` is unhealthy, or `None`.
+fn unhealthy(s: &NodeStatus, quorum: bool) -> Option<String> {
+    if NOT_SERVING.contains(&s.role.as_str()) {
+        return Some(format!("role {}", s.role));
+    }
+    if quorum && !s.quorum_reachable() {
+        return Some(format!(
+            "reaches {} of {} replicas (no quorum)",
+            s.peers_up.len() + 1,
+            s.members.len()
+        ));
+    }
+    None
+}
+
+pub fn run(a: Args) -> ExitCode {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let answer = rt.block_on(async {
+        let deadline = tokio::time::Instant::now() + a.timeout;
+        let addr = resolve_endpoint(&a.addr, deadline)
+            .await
+            .map_err(|e| e.to_string())?;
+        fetch(addr, a.timeout).await
+    });
+    match answer {
+        Ok(s) => match unhealthy(&s, a.quorum) {
+            None => {
+                println!(
+                    "healthy: replica {} ({}), role {}, {} of {} peers up",
+                    s.id,
+                    s.protocol,
+                    s.role,
+                    s.peers_up.len(),
+                    s.members.len().saturating_sub(1)
+                );
+                ExitCode::SUCCESS
+            }
+            Some(why) => {
+                println!("unhealthy: replica {} at {}: {why}", s.id, a.addr);
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            println!("unhealthy: {}: {e}", a.addr);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovering_and_no_quorum_are_unhealthy() {
+        let s = NodeStatus {
+            members: vec![1, 2, 3],
+            peers_up: vec![2],
+            role: "replica".into(),
+            id: 1,
+            protocol: "abd".into(),
+            version: String::new(),
+            durability: "fsync".into(),
+            uptime_secs: 0,
+            persist_records: 0,
+            persist_syncs: 0,
+        };
+        assert_eq!(unhealthy(&s, true), None);
+        let alone = NodeStatus {
+            peers_up: vec![],
+            ..s.clone()
+        };
+        assert_eq!(unhealthy(&alone, false), None);
+        assert!(unhealthy(&alone, true).unwrap().contains("no quorum"));
+        let rec = NodeStatus {
+            role: "recovering".into(),
+            ..s
+        };
+        assert_eq!(unhealthy(&rec, false).unwrap(), "role recovering");
+    }
+}
