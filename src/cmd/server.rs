@@ -118,6 +118,20 @@ pub struct Args {
     /// interval
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     heartbeat_timeout: Duration,
+    /// Add this round trip to every client connection (replies and pushed
+    /// events leave this much later), to reproduce a distant client on one
+    /// machine (seed 001's client RTT). Heartbeat timeouts are not adjusted:
+    /// keep them well above the RTTs you add
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    rtt_client: Duration,
+    /// Add this round trip between replicas: this replica delays what it
+    /// sends to a peer by half of it (give every replica the same value)
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    rtt_peer: Duration,
+    /// Uniform random jitter on top of the added round trips, per frame,
+    /// order kept (seeded by replica and connection, so runs repeat)
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    rtt_jitter: Duration,
     /// Exit when standard input, a pipe from the parent, closes (`quorumkv
     /// cluster` uses it so that replicas never outlive it, even after a
     /// SIGKILL). Says so on stderr when it exits; ignored, with a warning,
@@ -253,6 +267,9 @@ pub fn run(a: Args) -> ExitCode {
     if let Err(e) = opts.heartbeat.validate() {
         return super::fail(e);
     }
+    opts.rtt_client = a.rtt_client;
+    opts.rtt_peer = a.rtt_peer;
+    opts.rtt_jitter = a.rtt_jitter;
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
