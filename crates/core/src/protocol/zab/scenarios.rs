@@ -255,55 +255,6 @@ fn skipping_trunc_delivers_a_dead_suffix() {
     assert_eq!(c.ask(l, get("k")), Some(value("lost2")), "the dead suffix");
 }
 
-/// A server that decided for us while we still look (its quorum's votes
-/// reached it first) counts as following us: with a quorum we lead at
-/// once instead of making it start a new round (simulator seed 4935, a
-/// slow vote). Not if it is recovering, nor if our vote is for another.
-#[test]
-fn a_followerinfo_while_looking_counts_as_following() {
-    use super::node::ZabNode;
-    let info = |recovering| Msg::FollowerInfo {
-        accepted: 0,
-        promised: 0,
-        recovering,
-    };
-    let start = || {
-        let mut n = ZabNode::new(1, &[1, 2, 3], 1, cfg());
-        n.on_start(crate::types::Time::ZERO, &mut Out::new());
-        n
-    };
-    let mut n = start();
-    let mut out = Out::new();
-    n.on_msg(n.now, Peer::Node(2), info(true), &mut out);
-    assert_eq!(n.role(), "looking", "a recovering server is no follower");
-    out = Out::new();
-    n.on_msg(n.now, Peer::Node(2), info(false), &mut out);
-    assert_eq!(n.role(), "leader");
-    // Its FOLLOWERINFO is the first of our discovery (no "looking" answer
-    // that would send it into a new round).
-    let super::node::Role::Leading(l) = &n.role else {
-        unreachable!("leads");
-    };
-    assert!(l.fols.contains_key(&2));
-    let looking = (out.drain()).any(|c| {
-        matches!(
-            c,
-            crate::protocol::Command::Send {
-                msg: Msg::Notify {
-                    state: super::PeerState::Looking,
-                    ..
-                },
-                ..
-            }
-        )
-    });
-    assert!(!looking, "no 'looking' answer sends it into a new round");
-    let mut n = start();
-    n.election.vote = n.election.vote.map(|v| super::Vote { leader: 3, ..v });
-    n.on_msg(n.now, Peer::Node(2), info(false), &mut out);
-    assert_eq!(n.role(), "looking");
-}
-
 /// A write we logged that then arrives inside a SNAP (the leader's log
 /// below it is compacted) is committed: answered at once, not left to end
 /// `unknown` (simulator seed 7530). One the SNAP's history replaced (same
