@@ -122,6 +122,7 @@ impl ZabNode {
             if let Some((runs, state)) = decode_snapshot(&data) {
                 self.invariant(index >= self.applied, "SNAP behind what we delivered");
                 if self.sm.restore(&state).is_ok() {
+                    self.answer_writes_in_snapshot(index, &runs, out);
                     self.log.install(index, runs);
                     self.applied = index;
                     self.commit = index;
@@ -139,6 +140,31 @@ impl ZabNode {
         for LogEntry { index, epoch, data } in sync.entries {
             if index > self.log.base() && index <= self.log.last() + 1 {
                 self.persist_entry(index, epoch, data, out);
+            }
+        }
+    }
+
+    /// Our clients' writes that we logged and the SNAP covers (same index,
+    /// same epoch in its history: the same proposal, seed 003's zxid
+    /// uniqueness) are committed and in the snapshot: answer them now,
+    /// since they will never be delivered here one by one. Only writes whose
+    /// answer does not depend on the state; others end at their deadline.
+    fn answer_writes_in_snapshot(&mut self, index: u64, runs: &[(u64, u64)], out: &mut O) {
+        let from = self.applied.max(self.log.base()) + 1;
+        for i in from..=index.min(self.log.last()) {
+            let theirs = (runs.iter().rev()).find(|&&(_, first)| first <= i);
+            if theirs.map(|&(e, _)| e) != self.log.epoch_at(i) {
+                continue;
+            }
+            let Some(p) = self.log.get(i).and_then(|d| Payload::from_bytes(d)) else {
+                continue;
+            };
+            if p.origin != self.writer || !self.writes.contains_key(&p.rid) {
+                continue;
+            }
+            if let Some(resp) = self.sm.blind_answer(&p.op) {
+                let w = self.writes.remove(&p.rid).expect("checked");
+                out.reply(w.client, resp);
             }
         }
     }

@@ -112,13 +112,6 @@ impl ZabNode {
     ) {
         let me = self.id;
         let reuse = self.has_bug(InjectedBug::ReuseEpoch);
-        if matches!(self.role, Role::Looking) && !recovering {
-            // It decided for us before we did (a slow vote still keeps us
-            // looking): it follows us, as a FOLLOWING notification says.
-            if self.election.vote.is_some_and(|v| v.leader == me) {
-                self.followed_by(from, out);
-            }
-        }
         let Some(l) = self.leading() else {
             // Not leading: tell it who we follow, or that we look.
             out.send(Peer::Node(from), self.notification());

@@ -117,7 +117,10 @@
 //!   our own entry of it (an exact TRUNC, not a SNAP: the new epoch was
 //!   promised by a quorum, so no one can commit it any more). A write that
 //!   never reached a leader is refused at the op timeout (definite). Reads
-//!   in flight at a leader change are refused (a read has no effect).
+//!   in flight at a leader change are refused (a read has no effect). A
+//!   write we logged that comes back inside a SNAP (same index and epoch
+//!   in the snapshot's history) is answered then, if its answer does not
+//!   depend on the state (`StateMachine::blind_answer`: PUT, DELETE).
 //!
 //! Where each piece lives: `msg.rs` (messages, zxids, votes), `log.rs` (log,
 //! matching), `state_machine.rs` (the machine trait, the KV store, codec),

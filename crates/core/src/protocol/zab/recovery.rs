@@ -31,8 +31,13 @@
 //! `E_old`; with N = 5 the argument needs the `Down` to reach the old
 //! leader before the answer of a member of `M` that promised `E_old` only
 //! after answering us (the simulator guarantees it: a restart resets the
-//! connections first; crash vectors, Michael et al., DISC 2017, would
-//! remove the assumption, see the module doc).
+//! connections first). Crash vectors (Michael, Ports, Sharma, Szekeres,
+//! DISC 2017) would remove the assumption: a peer that answered RECOVER
+//! with an epoch below one it later promises names the recovering server's
+//! new life in that ACKEPOCH, and the leader drops the older lives' votes
+//! first. Not built: it needs lives that are ordered (the node driver
+//! draws a random incarnation per start) and fences that survive their
+//! holder losing its own state.
 //!
 //! The epochs of the previous life are then all at most the floor, the
 //! new life accepts no NEWEPOCH below it (`accepted` is set to the floor

@@ -97,6 +97,11 @@ pub trait StateMachine {
     fn apply(&mut self, op: &[u8]) -> Response;
     /// Answer a read from the current state (reads outside the log).
     fn read(&self, op: &[u8]) -> Response;
+    /// The answer `apply` gives `op` whatever the state, if there is one
+    /// (a blind write): a write that arrived inside a SNAP is answered so.
+    fn blind_answer(&self, _op: &[u8]) -> Option<Response> {
+        None
+    }
     fn snapshot(&self) -> Bytes;
     fn restore(&mut self, data: &[u8]) -> Result<(), String>;
 }
@@ -143,6 +148,12 @@ impl StateMachine for KvStore {
             Some(Op::Get { key }) => Response::Value(self.map.get(&key).cloned()),
             Some(_) => Response::Failed(OpError::refused("not a read")),
             None => bad_op(),
+        }
+    }
+    fn blind_answer(&self, op: &[u8]) -> Option<Response> {
+        match Op::decode(&mut Reader(op)) {
+            Some(Op::Put { .. } | Op::Delete { .. }) => Some(Response::Done),
+            _ => None,
         }
     }
     fn snapshot(&self) -> Bytes {
