@@ -102,7 +102,7 @@ impl ZabNode {
         f.stage = FStage::Synced;
         // What the driver reports durable from before may be truncated now.
         self.log_gen += 1;
-        self.logged = 0;
+        (self.logged, self.log_asked) = (0, 0);
         self.apply_sync(sync, out);
         self.persist_current(epoch, out);
         self.recovering = false;

@@ -624,6 +624,41 @@ mod tests {
         assert!(commits(&cmds).is_empty());
     }
 
+    /// The batching rule: one durability report in flight at a time. A
+    /// proposal made while one is out asks for none; the report coming
+    /// back asks for the rest, so one sync gives one report (and one ACK
+    /// from each follower), not one per proposal.
+    #[test]
+    fn one_durability_report_is_in_flight_at_a_time() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let first = call(&mut c, l, |n, now, out| {
+            n.on_client(now, ClientRef::local(1), put("a", "1"), out)
+        });
+        let own = logged(&first);
+        let second = call(&mut c, l, |n, now, out| {
+            n.on_client(now, ClientRef::local(2), put("b", "2"), out)
+        });
+        let asks = |cmds: &Cmds| {
+            (cmds.iter())
+                .filter(|c| matches!(c, Command::WhenDurable(_)))
+                .count()
+        };
+        assert_eq!(asks(&second), 0, "asked again while one is in flight");
+        let last = c.node(l).log().last();
+        let back = call(&mut c, l, |n, now, out| {
+            n.on_msg(now, Peer::Node(l), own, out)
+        });
+        let Msg::Logged { index, .. } = logged(&back) else {
+            unreachable!()
+        };
+        assert_eq!(index, last, "the report asks for what was logged since");
+        let again = call(&mut c, l, |n, now, out| {
+            n.on_client(now, ClientRef::local(3), put("c", "3"), out)
+        });
+        assert_eq!(asks(&again), 0);
+    }
+
     /// F1: a follower ACKs a proposal only once the driver reports it
     /// durable, and not on a report from before a synchronisation (its
     /// log may have lost entries since).

@@ -118,6 +118,8 @@ pub struct ZabNode {
     /// Moves when a synchronisation may drop log entries (TRUNC, SNAP):
     /// a `Logged` from before then says nothing of the log now.
     pub(super) log_gen: u64,
+    /// The index the `Logged` in flight was asked for (this `log_gen`).
+    pub(super) log_asked: u64,
     /// Lost its state (memory mode): counts in no quorum, votes for no
     /// one, until a leader synchronised it.
     pub(super) recovering: bool,
@@ -149,6 +151,7 @@ impl ZabNode {
             commit: 0,
             logged: 0,
             log_gen: 0,
+            log_asked: 0,
             recovering: false,
             role: Role::Looking,
             election: Election::default(),
@@ -241,9 +244,16 @@ impl ZabNode {
     }
 
     /// Ask the driver for `Msg::Logged` once what we persisted so far, our
-    /// whole log included, is durable.
-    pub(super) fn when_logged(&self, out: &mut O) {
+    /// whole log included, is durable. One request at a time: entries
+    /// logged while one is in flight are asked for when it comes back, so
+    /// a sync covering many proposals gives one report, one ACK per
+    /// follower and one commit step, not one per proposal.
+    pub(super) fn when_logged(&mut self, out: &mut O) {
+        if self.log_asked > self.logged {
+            return;
+        }
         let (index, gen) = (self.log.last(), self.log_gen);
+        self.log_asked = index;
         out.when_durable(Msg::Logged { index, gen });
     }
 
@@ -256,6 +266,9 @@ impl ZabNode {
             return;
         }
         self.logged = self.logged.max(index);
+        if self.log.last() > self.logged {
+            self.when_logged(out);
+        }
         match &self.role {
             Role::Leading(l) if l.established => self.advance_commit(out),
             Role::Leading(_) => self.check_established(out),
