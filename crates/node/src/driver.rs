@@ -151,18 +151,33 @@ pub struct Driver<P: Protocol + Send + 'static> {
     /// Outputs waiting for the records persisted before them to be
     /// durable, with the sequence number they wait for (in issue order).
     gated: VecDeque<(u64, Gated<P::Msg>)>,
+    /// How many `Gated::Send`s to each peer wait in `gated`: a `SendNow`
+    /// to a peer with one waiting queues behind it (links stay FIFO).
+    gated_to: HashMap<Peer, usize>,
     /// Notified when storage's durable watermark moves; `None` for storage
     /// that is durable at once (memory): nothing is ever gated then.
     waker: Option<Arc<Notify>>,
     pub stats: DriverStats,
 }
 
-/// A `Send`, `Reply` or `Notify` held back until storage catches up.
+/// A `Send`, `Reply`, `Notify` or `WhenDurable` held back until storage
+/// catches up.
 #[derive(Debug)]
 enum Gated<M> {
-    Send { to: Peer, msg: M },
-    Reply { client: ClientRef, resp: Response },
-    Notify { session: u64, event: Event },
+    Send {
+        to: Peer,
+        msg: M,
+    },
+    Reply {
+        client: ClientRef,
+        resp: Response,
+    },
+    Notify {
+        session: u64,
+        event: Event,
+    },
+    /// Back to the core itself (`Command::WhenDurable`).
+    Own(M),
 }
 
 impl<P: Protocol + Send + 'static> Driver<P> {
@@ -196,6 +211,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             out: Out::new(),
             last_persist: 0,
             gated: VecDeque::new(),
+            gated_to: HashMap::new(),
             waker,
             stats: DriverStats::default(),
         })
@@ -359,6 +375,12 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                         }
                     }
                     Command::Persist(rec) => self.last_persist = self.storage.append(rec),
+                    Command::SendNow { to, msg } if to == Peer::Node(self.info.id) => {
+                        self.local.push_back(msg);
+                    }
+                    Command::SendNow { to, msg } => self.send_now(to, msg),
+                    Command::ReplyNow { client, resp } => self.emit(Gated::Reply { client, resp }),
+                    Command::WhenDurable(msg) => self.output(Gated::Own(msg)),
                 }
             }
             let Some(msg) = self.local.pop_front() else {
@@ -375,13 +397,31 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         if self.waker.is_some()
             && (!self.gated.is_empty() || self.last_persist > self.storage.durable())
         {
-            self.gated.push_back((self.last_persist, g));
+            self.hold(self.last_persist, g);
         } else {
             self.emit(g);
         }
     }
 
-    /// Emit the queued outputs whose records are durable now.
+    fn hold(&mut self, seq: u64, g: Gated<P::Msg>) {
+        if let Gated::Send { to, .. } = &g {
+            *self.gated_to.entry(*to).or_default() += 1;
+        }
+        self.gated.push_back((seq, g));
+    }
+
+    /// `Command::SendNow`: out at once, unless a held message to the same
+    /// peer must leave first; then right behind the outputs held before it.
+    fn send_now(&mut self, to: Peer, msg: P::Msg) {
+        if self.gated_to.get(&to).is_some_and(|&n| n > 0) {
+            self.hold(0, Gated::Send { to, msg });
+        } else {
+            self.send(to, msg);
+        }
+    }
+
+    /// Emit the queued outputs whose records are durable now, then hand
+    /// the core the `WhenDurable` messages among them.
     fn release(&mut self) {
         let durable = self.storage.durable();
         while let Some((seq, _)) = self.gated.front() {
@@ -389,12 +429,26 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 break;
             }
             let (_, g) = self.gated.pop_front().expect("front exists");
+            if let Gated::Send { to, .. } = &g {
+                if let Some(n) = self.gated_to.get_mut(to) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.gated_to.remove(to);
+                    }
+                }
+            }
             self.emit(g);
+        }
+        if !self.local.is_empty() {
+            let mut out = std::mem::take(&mut self.out);
+            self.execute(&mut out);
+            self.out = out;
         }
     }
 
     fn emit(&mut self, g: Gated<P::Msg>) {
         match g {
+            Gated::Own(msg) => self.local.push_back(msg),
             Gated::Send { to, msg } => self.send(to, msg),
             Gated::Reply { client, resp } => {
                 if let Some(r) = self.replies.remove(&client.id) {
@@ -739,6 +793,99 @@ mod tests {
         assert!(engine.syncs.load(std::sync::atomic::Ordering::Relaxed) < 40);
         drop(tx);
         run.await.unwrap();
+    }
+
+    /// A core for the `SendNow` / `ReplyNow` / `WhenDurable` rules: a PUT
+    /// persists, sends its number to node 2 the ordinary way and to node 3
+    /// at once, answers at once and asks to hear when it is durable; a GET
+    /// sends its number to nodes 2 and 3 at once. Messages back to itself
+    /// are kept.
+    #[derive(Default)]
+    struct Now {
+        back: Vec<(Peer, u64)>,
+    }
+
+    impl Protocol for Now {
+        type Msg = u64;
+        type Timer = ();
+        fn on_client(&mut self, _: Time, c: ClientRef, req: Request, out: &mut Out<u64, ()>) {
+            if let Request::Put { key, value } = req {
+                out.persist(quorumkv_core::protocol::Record::Register {
+                    key,
+                    tag: quorumkv_core::Tag {
+                        ts: c.id,
+                        writer: 1,
+                    },
+                    value: Some(value),
+                });
+                out.send(Peer::Node(2), c.id);
+                out.send_now(Peer::Node(3), c.id);
+                out.reply_now(c, Response::Done);
+                out.when_durable(c.id);
+            } else {
+                out.send_now(Peer::Node(2), c.id);
+                out.send_now(Peer::Node(3), c.id);
+            }
+        }
+        fn on_msg(&mut self, _: Time, from: Peer, n: u64, _: &mut Out<u64, ()>) {
+            self.back.push((from, n));
+        }
+        fn on_timer(&mut self, _: Time, _: (), _: &mut Out<u64, ()>) {}
+    }
+
+    fn drain(link: &mut crate::net::OutQueueRx<Frame<u64>>) -> Vec<u64> {
+        std::iter::from_fn(|| match link.try_recv()? {
+            Frame::Proto(n) => Some(n),
+            other => panic!("unexpected frame {other:?}"),
+        })
+        .collect()
+    }
+
+    #[tokio::test]
+    async fn send_now_waits_for_no_record_but_never_overtakes_a_held_send() {
+        let storage = Manual::default();
+        let durable = storage.durable.clone();
+        let mut d = Driver::new(Now::default(), info(vec![1, 2, 3]), Box::new(storage)).unwrap();
+        let (tx2, mut link2) = link_queue();
+        let (tx3, mut link3) = link_queue();
+        d.handle(Input::LinkUp {
+            peer: Peer::Node(2),
+            tx: Some(tx2),
+        });
+        d.handle(Input::LinkUp {
+            peer: Peer::Node(3),
+            tx: Some(tx3),
+        });
+        let mut a = ask(&mut d, put("a")); // record 1; request 1
+        assert!(a.try_recv().is_ok(), "reply_now waits for no record");
+        assert_eq!(drain(&mut link3), vec![1], "send_now waits for no record");
+        assert!(drain(&mut link2).is_empty(), "an ordinary send waits");
+        let _b = ask(&mut d, Request::Get { key: "a".into() }); // request 2
+        assert_eq!(drain(&mut link3), vec![2]);
+        assert!(
+            drain(&mut link2).is_empty(),
+            "a send_now stays behind a held send to the same peer"
+        );
+        assert!(d.core.back.is_empty(), "not durable yet");
+        durable.store(1, std::sync::atomic::Ordering::Relaxed);
+        d.release();
+        assert_eq!(drain(&mut link2), vec![1, 2], "in order");
+        assert_eq!(
+            d.core.back,
+            vec![(Peer::Node(1), 1)],
+            "durable: back to itself"
+        );
+        assert!(d.gated_to.is_empty() && d.gated.is_empty());
+        let _c = ask(&mut d, Request::Get { key: "a".into() }); // request 3
+        assert_eq!(drain(&mut link2), vec![3], "nothing held any more");
+    }
+
+    #[tokio::test]
+    async fn when_durable_comes_back_at_once_without_group_commit() {
+        let storage = Box::new(MemoryStorage::default());
+        let mut d = Driver::new(Now::default(), info(vec![1, 2, 3]), storage).unwrap();
+        let _a = ask(&mut d, put("a"));
+        assert_eq!(d.core.back, vec![(Peer::Node(1), 1)]);
     }
 
     #[tokio::test]

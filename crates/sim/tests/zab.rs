@@ -49,26 +49,28 @@ fn ci_seeds_zab() {
 /// comment), as a linearizability violation, with every fault. TRUNC is
 /// rare there (a server must hold proposals that no member of the next
 /// quorum got: a leader change during a partition), so skip-trunc runs
-/// with partitions, delays and a `sync-limit` under the partitions' length.
+/// with a `sync-limit` under the partitions' length and over 300 seeds:
+/// about 1.4 % of those seeds catch it (14 of 0..1000 on the code that
+/// sends proposals before the leader's own sync; partitions and delays
+/// alone: 0.7 %, first at 945), so a schedule change may move the first.
 #[test]
 fn zab_injected_bugs_are_caught() {
     let zab = register::<Zab>();
-    let trunc_faults: FaultSet = "partition,delay".parse().unwrap();
     let short_sync = vec![("sync-limit".to_string(), "30ms".to_string())];
-    for (bug, faults, options) in [
-        ("zab-deliver-before-quorum", FaultSet::all(), vec![]), // 28
-        ("zab-reuse-epoch", FaultSet::all(), vec![]),           // 72
-        ("zab-stale-log-leader", FaultSet::all(), vec![]),      // 4
-        ("zab-skip-trunc", trunc_faults, short_sync),           // 61
+    for (bug, options, seeds) in [
+        ("zab-deliver-before-quorum", vec![], "0..100"), // 9
+        ("zab-reuse-epoch", vec![], "0..100"),           // 65
+        ("zab-stale-log-leader", vec![], "0..100"),      // 2
+        ("zab-skip-trunc", short_sync, "0..300"),        // 29
     ] {
         let c = SimConfig {
             bug: Some(bug.into()),
-            faults,
+            faults: FaultSet::all(),
             options,
             ..zab_cfg(Durability::Fsync)
         };
-        let s = sweep(&zab, &c, "0..100".parse().unwrap(), 2, 1, |_| {}).unwrap();
-        let f = (s.failures.first()).unwrap_or_else(|| panic!("{bug} survived 100 seeds"));
+        let s = sweep(&zab, &c, seeds.parse().unwrap(), 2, 1, |_| {}).unwrap();
+        let f = (s.failures.first()).unwrap_or_else(|| panic!("{bug} survived seeds {seeds}"));
         assert!(
             matches!(f.verdict, Verdict::Unsafe { .. }),
             "{bug}: {}",

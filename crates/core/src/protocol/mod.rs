@@ -16,6 +16,14 @@
 //!    value that is still off disk. Persists of many calls are synced
 //!    together (group commit) while the driver goes on handling inputs;
 //!    timers and sends to the node itself are not held back.
+//!    Three commands relax this for cores that track their own durability
+//!    (Zab's broadcast): [`Command::SendNow`] and [`Command::ReplyNow`] do
+//!    not wait for earlier records (the core vouches that they reveal
+//!    nothing that must be durable first; a `SendNow` still never overtakes
+//!    an earlier held `Send` to the same peer, so links stay FIFO), and
+//!    [`Command::WhenDurable`] hands a message back to the node itself once
+//!    every record persisted before it is durable (the core's "it is on
+//!    disk" signal, ZooKeeper's SyncRequestProcessor → AckRequestProcessor).
 //! 3. `Send` to the node itself is delivered back through `on_msg` (after the
 //!    current call returns), so a coordinator can count its own replica
 //!    without special cases.
@@ -122,6 +130,24 @@ pub enum Command<M, T> {
         timer: T,
     },
     Persist(Record),
+    /// A `Send` that does not wait for the records persisted before it
+    /// (rule 2 of the contract): `msg` must reveal nothing that has to be
+    /// durable first. It never overtakes an earlier `Send` to the same peer
+    /// that is still held (links stay FIFO).
+    SendNow {
+        to: Peer,
+        msg: M,
+    },
+    /// A `Reply` that does not wait for the records persisted before it.
+    ReplyNow {
+        client: ClientRef,
+        resp: Response,
+    },
+    /// Deliver `msg` to this node itself (`on_msg` from its own `Peer`) once
+    /// every record it persisted before this command is durable; at once
+    /// (after the call, like a send to oneself) when nothing is pending.
+    /// Dropped by a crash, like every held output.
+    WhenDurable(M),
 }
 
 /// Collects the commands of one handler call.
@@ -166,6 +192,19 @@ impl<M: Clone, T> Out<M, T> {
     }
     pub fn persist(&mut self, rec: Record) {
         self.cmds.push(Command::Persist(rec));
+    }
+    /// Send without waiting for earlier persists ([`Command::SendNow`]).
+    pub fn send_now(&mut self, to: Peer, msg: M) {
+        self.cmds.push(Command::SendNow { to, msg });
+    }
+    /// Reply without waiting for earlier persists ([`Command::ReplyNow`]).
+    pub fn reply_now(&mut self, client: ClientRef, resp: Response) {
+        self.cmds.push(Command::ReplyNow { client, resp });
+    }
+    /// Get `msg` back once what was persisted so far is durable
+    /// ([`Command::WhenDurable`]).
+    pub fn when_durable(&mut self, msg: M) {
+        self.cmds.push(Command::WhenDurable(msg));
     }
     pub fn is_empty(&self) -> bool {
         self.cmds.is_empty()

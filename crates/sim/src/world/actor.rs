@@ -120,6 +120,12 @@ impl<D: ProtocolDef> World<'_, D> {
             }
             Command::Persist(rec) => actor.persist(self, rec),
             Command::Notify { session, event } => self.notify(actor.ep(), session, event),
+            Command::SendNow { to, msg } => self.send(actor, to, msg),
+            Command::ReplyNow { client, resp } => actor.reply(self, client, resp),
+            Command::WhenDurable(msg) => {
+                let me = actor.peer(self);
+                self.send(actor, me, msg);
+            }
         }
     }
 

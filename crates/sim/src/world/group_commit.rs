@@ -10,6 +10,9 @@
 //!   node runtime's contract, by any earlier handler call too. Timers and
 //!   sends to itself do not wait. A crash drops the held outputs (they
 //!   never left) and the records not yet synced (nothing acknowledged them).
+//!   `WhenDurable` waits the same way, then comes back to the node;
+//!   `SendNow` and `ReplyNow` wait for no record, but a `SendNow` queues
+//!   behind a held `Send` to the same peer (links stay FIFO).
 //! * `buffered`: a persist writes its record and nothing waits; the page
 //!   cache is flushed every [`FLUSH_US`]. A crash is a power cut: what
 //!   followed the last flush is gone, acknowledged or not.
@@ -106,13 +109,26 @@ impl<D: ProtocolDef> World<'_, D> {
     /// Whether node `i` must hold `cmd` until earlier records are synced;
     /// if so it is queued.
     pub(super) fn hold(&mut self, i: usize, cmd: NodeCmd<D>) -> Option<NodeCmd<D>> {
+        let me = Peer::Node(i as NodeId + 1);
         let output = match &cmd {
-            Command::Send { to, .. } => *to != Peer::Node(i as NodeId + 1),
-            Command::Reply { .. } | Command::Notify { .. } => true,
+            Command::Send { to, .. } => *to != me,
+            Command::Reply { .. } | Command::Notify { .. } | Command::WhenDurable(_) => true,
             _ => false,
         };
         let group = self.group_commits();
         let c = &mut self.nodes[i].commit;
+        if let Command::SendNow { to, .. } = &cmd {
+            // Waits for no record, only for a held send to the same peer
+            // (FIFO links): then it leaves right behind it.
+            let behind =
+                |(_, h): &(u64, NodeCmd<D>)| matches!(h, Command::Send { to: t, .. } if t == to);
+            if *to == me || !c.held.iter().any(behind) {
+                return Some(cmd);
+            }
+            c.held.push_back((0, cmd));
+            self.stats.held_outputs += 1;
+            return None;
+        }
         if !output || !group || c.written == c.settled {
             return Some(cmd);
         }

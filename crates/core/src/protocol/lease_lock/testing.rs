@@ -214,8 +214,17 @@ impl Net {
     fn collect(&mut self, at: Peer, mut out: O) {
         for cmd in out.drain() {
             match cmd {
-                Command::Send { to, msg } => self.queue.push_back(Envelope { from: at, to, msg }),
-                Command::Reply { client, resp } => self.answers.push((client.id, resp)),
+                Command::Send { to, msg } | Command::SendNow { to, msg } => {
+                    self.queue.push_back(Envelope { from: at, to, msg })
+                }
+                Command::Reply { client, resp } | Command::ReplyNow { client, resp } => {
+                    self.answers.push((client.id, resp))
+                }
+                Command::WhenDurable(msg) => self.queue.push_back(Envelope {
+                    from: at,
+                    to: at,
+                    msg,
+                }),
                 Command::SetTimer { after, timer } => {
                     self.timers.retain(|(_, p, t)| (*p, t) != (at, &timer));
                     self.timers

@@ -105,6 +105,9 @@ impl ZabNode {
             return;
         }
         f.stage = FStage::Synced;
+        // What the driver reports durable from before may be truncated now.
+        self.log_gen += 1;
+        (self.logged, self.log_asked) = (0, 0);
         self.apply_sync(sync, out);
         self.persist_current(epoch, out);
         self.recovering = false;
@@ -208,7 +211,9 @@ impl ZabNode {
             return self.look(out);
         }
         self.persist_entry(index, e.epoch, e.data, out);
-        out.send(Peer::Node(from), Msg::Ack { epoch, index });
+        // ACK once durable (`Msg::Logged`); proposals logged while a sync
+        // is in flight share the next one.
+        self.when_logged(out);
     }
 
     pub(super) fn on_commit(&mut self, from: NodeId, epoch: u64, index: u64, out: &mut O) {
@@ -254,12 +259,14 @@ impl ZabNode {
             self.commit = self.commit.max(commit);
             self.deliver(out);
         }
+        // What we report logged is on disk: no need to wait for the
+        // records written since.
         let msg = Msg::Pong {
             epoch,
             round,
-            last: my_last,
+            last: self.logged.min(my_last),
         };
-        out.send(Peer::Node(from), msg);
+        out.send_now(Peer::Node(from), msg);
     }
 
     /// Silence from the leader, or synchronisation taking too long: back

@@ -234,6 +234,8 @@ impl ZabNode {
             .map(|(&n, _)| n)
             .collect();
         self.persist_current(epoch, out);
+        // Our own "ACKNEWLEADER": the history is on our disk.
+        self.when_logged(out);
         for n in ids {
             self.send_new_leader(n, out);
         }
@@ -305,15 +307,19 @@ impl ZabNode {
         self.check_established(out);
     }
 
-    /// A quorum holds our history: commit it (L2 of sync) and broadcast.
-    fn check_established(&mut self, out: &mut O) {
+    /// A quorum holds our history, us included once it is on our disk
+    /// (`Msg::Logged`): commit it (L2 of sync) and broadcast. Only then do
+    /// we serve: a read index below the history's end could miss a write
+    /// committed in an earlier epoch.
+    pub(super) fn check_established(&mut self, out: &mut O) {
         let q = self.quorum();
+        let own = self.logged >= self.log.last();
         let l = self.leading().expect("leading");
         if l.established || !l.syncing {
             return;
         }
         let n = l.fols.values().filter(|f| f.counts()).count();
-        if n + 1 < q {
+        if n + usize::from(own) < q {
             return;
         }
         l.established = true;
@@ -323,7 +329,9 @@ impl ZabNode {
     }
 
     /// Commit up to `index` (COMMIT to every synchronised follower) and
-    /// deliver.
+    /// deliver. A quorum, us included, has it on disk (our share counted
+    /// from `Msg::Logged`), so the COMMIT need not wait for our later
+    /// records (`send_now`; FIFO still keeps it behind a held NEWLEADER).
     fn commit_to(&mut self, index: u64, out: &mut O) {
         let l = self.leading().expect("leading");
         let epoch = l.epoch;
@@ -331,12 +339,17 @@ impl ZabNode {
         self.commit = self.commit.max(index);
         let index = self.commit;
         for n in to {
-            out.send(Peer::Node(n), Msg::Commit { epoch, index });
+            out.send_now(Peer::Node(n), Msg::Commit { epoch, index });
         }
         self.deliver(out);
     }
 
-    /// L1 of broadcast: log the proposal, send it to every follower.
+    /// L1 of broadcast: log the proposal and send it to every follower at
+    /// once, in parallel with our own disk write (ZooKeeper's leader does
+    /// the same): a proposal is no promise, and our own vote for it counts
+    /// only once the driver says it is durable (`Msg::Logged`). Many
+    /// proposals made while a sync is in flight share the next one (the
+    /// driver's group commit), at the leader and at each follower.
     pub(super) fn propose(&mut self, data: Bytes, out: &mut O) {
         let l = self.leading().expect("only a leader proposes");
         let epoch = l.epoch;
@@ -350,8 +363,9 @@ impl ZabNode {
                 epoch,
                 entry: entry.clone(),
             };
-            out.send(Peer::Node(n), msg);
+            out.send_now(Peer::Node(n), msg);
         }
+        self.when_logged(out);
         self.advance_commit(out);
     }
 
@@ -370,12 +384,13 @@ impl ZabNode {
         self.advance_commit(out);
     }
 
-    /// L2: commit the highest index a quorum logged (us included: our own
-    /// entry leaves no trace outside before it is durable, the driver's
-    /// persist-before-send rule), in zxid order.
-    fn advance_commit(&mut self, out: &mut O) {
+    /// L2: commit the highest index a quorum logged durably (us included,
+    /// up to what the driver reported on our disk: `Msg::Logged`), in zxid
+    /// order.
+    pub(super) fn advance_commit(&mut self, out: &mut O) {
         let q = self.quorum();
         let last = self.log.last();
+        let own = self.logged.min(last);
         let l = self.leading().expect("leading");
         if !l.established {
             return;
@@ -384,7 +399,7 @@ impl ZabNode {
             .filter(|f| f.counts())
             .map(|f| f.acked.min(last))
             .collect();
-        acks.push(last);
+        acks.push(own);
         acks.sort_unstable_by(|a, b| b.cmp(a));
         let index = if self.has_bug(InjectedBug::DeliverBeforeQuorum) {
             last
@@ -464,7 +479,9 @@ impl ZabNode {
                 commit,
                 last,
             };
-            out.send(Peer::Node(n), msg);
+            // `commit` is on a quorum's disks; `last` only lets the follower
+            // see a missing proposal (they all went before, FIFO).
+            out.send_now(Peer::Node(n), msg);
         }
         round
     }
@@ -509,5 +526,183 @@ impl ZabNode {
             Role::Following(f) if f.leader == n => self.look(out),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::msg::LogEntry;
+    use super::super::node::Config;
+    use super::super::testing::{put, Cluster};
+    use super::*;
+    use crate::protocol::{Command, Out, Protocol, Record};
+    use crate::types::{ClientRef, Response};
+
+    type Cmds = Vec<Command<Msg, super::super::Timer>>;
+
+    fn call(c: &mut Cluster, id: NodeId, f: impl FnOnce(&mut ZabNode, Time, &mut O)) -> Cmds {
+        let now = c.now;
+        let mut out = Out::new();
+        f(
+            c.nodes[id as usize - 1].as_mut().expect("up"),
+            now,
+            &mut out,
+        );
+        out.drain().collect()
+    }
+
+    fn logged(cmds: &Cmds) -> Msg {
+        (cmds.iter())
+            .find_map(|c| match c {
+                Command::WhenDurable(m @ Msg::Logged { .. }) => Some(m.clone()),
+                _ => None,
+            })
+            .expect("asks to hear when its log is durable")
+    }
+
+    fn commits(cmds: &Cmds) -> Vec<(Peer, u64)> {
+        (cmds.iter())
+            .filter_map(|c| match c {
+                Command::SendNow {
+                    to,
+                    msg: Msg::Commit { index, .. },
+                } => Some((*to, *index)),
+                Command::Send {
+                    msg: Msg::Commit { .. },
+                    ..
+                } => panic!("a COMMIT waited for later records"),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// L1/L2 with the leader's disk in parallel: PROPOSALs leave at once,
+    /// and the leader's own vote counts only once the driver reports its
+    /// entry durable, so one follower's ACK is not a quorum of disks (N=3).
+    #[test]
+    fn the_leader_votes_for_its_proposal_only_once_it_is_durable() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f: Vec<NodeId> = (1..=3).filter(|&n| n != l).collect();
+        let client = ClientRef::local(99);
+        let cmds = call(&mut c, l, |n, now, out| {
+            n.on_client(now, client, put("k", "v"), out)
+        });
+        assert!(matches!(cmds[0], Command::Persist(Record::Entry { .. })));
+        let proposed: Vec<Peer> = (cmds.iter())
+            .filter_map(|c| match c {
+                Command::SendNow {
+                    to,
+                    msg: Msg::Proposal { .. },
+                } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(proposed, vec![Peer::Node(f[0]), Peer::Node(f[1])]);
+        let own = logged(&cmds);
+        let (epoch, index) = (c.node(l).epochs().1, c.node(l).log().last());
+        let ack = Msg::Ack { epoch, index };
+        let cmds = call(&mut c, l, |n, now, out| {
+            n.on_msg(now, Peer::Node(f[0]), ack.clone(), out)
+        });
+        assert!(commits(&cmds).is_empty(), "committed on one disk of three");
+        assert!(c.node(l).commit < index);
+        let cmds = call(&mut c, l, |n, now, out| {
+            n.on_msg(now, Peer::Node(l), own, out)
+        });
+        let to_all = vec![(Peer::Node(f[0]), index), (Peer::Node(f[1]), index)];
+        assert_eq!(commits(&cmds), to_all);
+        assert!(cmds.contains(&Command::ReplyNow {
+            client,
+            resp: Response::Done
+        }));
+        // The other follower's ACK then commits nothing new.
+        let ack = Msg::Ack { epoch, index };
+        let cmds = call(&mut c, l, |n, now, out| {
+            n.on_msg(now, Peer::Node(f[1]), ack, out)
+        });
+        assert!(commits(&cmds).is_empty());
+    }
+
+    /// The batching rule: one durability report in flight at a time. A
+    /// proposal made while one is out asks for none; the report coming
+    /// back asks for the rest, so one sync gives one report (and one ACK
+    /// from each follower), not one per proposal.
+    #[test]
+    fn one_durability_report_is_in_flight_at_a_time() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let first = call(&mut c, l, |n, now, out| {
+            n.on_client(now, ClientRef::local(1), put("a", "1"), out)
+        });
+        let own = logged(&first);
+        let second = call(&mut c, l, |n, now, out| {
+            n.on_client(now, ClientRef::local(2), put("b", "2"), out)
+        });
+        let asks = |cmds: &Cmds| {
+            (cmds.iter())
+                .filter(|c| matches!(c, Command::WhenDurable(_)))
+                .count()
+        };
+        assert_eq!(asks(&second), 0, "asked again while one is in flight");
+        let last = c.node(l).log().last();
+        let back = call(&mut c, l, |n, now, out| {
+            n.on_msg(now, Peer::Node(l), own, out)
+        });
+        let Msg::Logged { index, .. } = logged(&back) else {
+            unreachable!()
+        };
+        assert_eq!(index, last, "the report asks for what was logged since");
+        let again = call(&mut c, l, |n, now, out| {
+            n.on_client(now, ClientRef::local(3), put("c", "3"), out)
+        });
+        assert_eq!(asks(&again), 0);
+    }
+
+    /// F1: a follower ACKs a proposal only once the driver reports it
+    /// durable, and not on a report from before a synchronisation (its
+    /// log may have lost entries since).
+    #[test]
+    fn a_follower_acks_once_durable_and_not_on_a_report_from_before_a_sync() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        let epoch = c.node(f).epochs().1;
+        let index = c.node(f).log().last() + 1;
+        let entry = LogEntry {
+            index,
+            epoch,
+            data: Bytes::from_static(b"x"),
+        };
+        let prop = Msg::Proposal { epoch, entry };
+        let cmds = call(&mut c, f, |n, now, out| {
+            n.on_msg(now, Peer::Node(l), prop, out)
+        });
+        assert!(matches!(cmds[0], Command::Persist(Record::Entry { .. })));
+        let acks = |cmds: &Cmds| {
+            (cmds.iter())
+                .filter(|c| match c {
+                    Command::Send { msg, .. } | Command::SendNow { msg, .. } => {
+                        matches!(msg, Msg::Ack { .. })
+                    }
+                    _ => false,
+                })
+                .count()
+        };
+        assert_eq!(acks(&cmds), 0, "ACK before the entry is durable");
+        let own = logged(&cmds);
+        let cmds = call(&mut c, f, |n, now, out| {
+            n.on_msg(now, Peer::Node(f), own.clone(), out)
+        });
+        let ack = Command::SendNow {
+            to: Peer::Node(l),
+            msg: Msg::Ack { epoch, index },
+        };
+        assert_eq!(cmds, vec![ack]);
+        c.nodes[f as usize - 1].as_mut().expect("up").log_gen += 1;
+        let cmds = call(&mut c, f, |n, now, out| {
+            n.on_msg(now, Peer::Node(f), own, out)
+        });
+        assert_eq!(acks(&cmds), 0, "a report from before a sync");
     }
 }

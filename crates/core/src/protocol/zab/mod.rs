@@ -26,8 +26,8 @@
 //!    the same steps alone.
 //! 3. **Broadcast** (lines 658-668): L1 the leader appends the proposal
 //!    (zxid = (e', index)), logs it and sends PROPOSAL to every follower,
-//!    any number in flight; F1 a follower logs it (`Record::Entry`, durable
-//!    before the ACK leaves) and ACKs; L2 on a quorum of logs (the leader
+//!    any number in flight; F1 a follower logs it (`Record::Entry`) and
+//!    ACKs once it is durable; L2 on a quorum of durable logs (the leader
 //!    included) the leader COMMITs in zxid order; F2/L3 deliver on COMMIT.
 //!
 //! | message | from → to | answer |
@@ -88,8 +88,16 @@
 //!   if its own history is not newer, and leads once a quorum follows it.
 //! * **COMMIT and ACK are cumulative** (FIFO links: "up to index"), which
 //!   is the seed's commit-in-order rule without one message per proposal.
-//! * **The leader counts its own log at once**: the entry is durable before
-//!   any COMMIT or reply leaves it (the driver's persist-before-send rule).
+//! * **Disk and network in parallel** (as ZooKeeper's leader): the leader
+//!   sends a PROPOSAL while its own write is in flight and counts its own
+//!   vote only once the driver reports its log durable (`Msg::Logged`, via
+//!   `Command::WhenDurable`); a follower ACKs on that report (ignored if a
+//!   synchronisation moved `log_gen` since). What leaves with
+//!   `send_now`/`reply_now` (PROPOSAL, COMMIT, PING/PONG, FORWARD, read
+//!   traffic, answers) reveals only committed state, which is on a quorum's
+//!   disks, so none of it waits for this server's later records; many
+//!   proposals share each sync (group commit). A leader is established
+//!   (serves) once its history is on a quorum's disks, its own included.
 //! * **Servers that lost their state** (memory mode, `NodeSpec::lost_state`;
 //!   the seed assumes durable state, line 571) recover as in Viewstamped
 //!   Replication (`recovery.rs`): first they learn the highest epoch that a

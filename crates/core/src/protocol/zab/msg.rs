@@ -123,6 +123,10 @@ pub enum Msg {
     Proposal { epoch: u64, entry: LogEntry },
     /// F → L: logged everything up to `index` (ACK).
     Ack { epoch: u64, index: u64 },
+    /// To the server itself only (`Command::WhenDurable`): its log's entries
+    /// up to `index` are on disk, unless the log lost entries since (`gen`
+    /// moved: a synchronisation). Never sent to another server.
+    Logged { index: u64, gen: u64 },
     /// L → F: everything up to `index` is committed (COMMIT, in order).
     Commit { epoch: u64, index: u64 },
     /// L → F heartbeat, also a read-index round.

@@ -114,6 +114,14 @@ pub struct ZabNode {
     pub(super) sm: KvStore,
     pub(super) applied: u64,
     pub(super) commit: u64,
+    /// Our log is on disk up to here (`Msg::Logged`, this life): the
+    /// leader's own vote in commits, the follower's ACKs and PONGs.
+    pub(super) logged: u64,
+    /// Moves when a synchronisation may drop log entries (TRUNC, SNAP):
+    /// a `Logged` from before then says nothing of the log now.
+    pub(super) log_gen: u64,
+    /// The index the `Logged` in flight was asked for (this `log_gen`).
+    pub(super) log_asked: u64,
     /// Lost its state (memory mode): counts in no quorum, votes for no
     /// one, until a leader synchronised it.
     pub(super) recovering: bool,
@@ -146,6 +154,9 @@ impl ZabNode {
             sm: KvStore::default(),
             applied: 0,
             commit: 0,
+            logged: 0,
+            log_gen: 0,
+            log_asked: 0,
             recovering: false,
             recovery: None,
             role: Role::Looking,
@@ -240,8 +251,47 @@ impl ZabNode {
         out.persist(Record::Entry { index, epoch, data });
     }
 
+    /// Ask the driver for `Msg::Logged` once what we persisted so far, our
+    /// whole log included, is durable. One request at a time: entries
+    /// logged while one is in flight are asked for when it comes back, so
+    /// a sync covering many proposals gives one report, one ACK per
+    /// follower and one commit step, not one per proposal.
+    pub(super) fn when_logged(&mut self, out: &mut O) {
+        if self.log_asked > self.logged {
+            return;
+        }
+        let (index, gen) = (self.log.last(), self.log_gen);
+        self.log_asked = index;
+        out.when_durable(Msg::Logged { index, gen });
+    }
+
+    /// The driver says our log is on disk up to `index`. A leader counts
+    /// it in its quorums (and may now be established); a follower ACKs it
+    /// (F2 of broadcast: logged before ACK) without waiting for the
+    /// records it wrote since.
+    fn on_logged(&mut self, index: u64, gen: u64, out: &mut O) {
+        if gen != self.log_gen {
+            return;
+        }
+        self.logged = self.logged.max(index);
+        if self.log.last() > self.logged {
+            self.when_logged(out);
+        }
+        match &self.role {
+            Role::Leading(l) if l.established => self.advance_commit(out),
+            Role::Leading(_) => self.check_established(out),
+            Role::Following(f) if matches!(f.stage, FStage::Synced | FStage::Serving) => {
+                let (epoch, index) = (f.epoch, self.logged);
+                out.send_now(Peer::Node(f.leader), Msg::Ack { epoch, index });
+            }
+            _ => {}
+        }
+    }
+
     /// Deliver every committed entry not yet delivered (abdeliver, in
-    /// order), answering the clients that asked here.
+    /// order), answering the clients that asked here. What is delivered is
+    /// committed, on a quorum's disks: the answer need not wait for this
+    /// server's later records (`reply_now`).
     pub(super) fn deliver(&mut self, out: &mut O) {
         let upto = self.commit.min(self.log.last());
         while self.applied < upto {
@@ -261,7 +311,7 @@ impl ZabNode {
             self.counters.delivered += 1;
             if p.origin == self.writer {
                 if let Some(w) = self.writes.remove(&p.rid) {
-                    out.reply(w.client, resp);
+                    out.reply_now(w.client, resp);
                 }
             }
         }
@@ -341,7 +391,8 @@ impl ZabNode {
                     op: payload.op,
                 };
                 let to = f.leader;
-                out.send(Peer::Node(to), msg);
+                // A client's request reveals nothing of our disk.
+                out.send_now(Peer::Node(to), msg);
                 self.writes.get_mut(&rid).expect("got").sent = Some(to);
             }
             _ => {}
@@ -452,6 +503,7 @@ impl ZabNode {
             Msg::AckNewLeader { epoch, last } => self.on_ack_new_leader(from, epoch, last, out),
             Msg::Proposal { epoch, entry } => self.on_proposal(from, epoch, entry, out),
             Msg::Ack { epoch, index } => self.on_ack(from, epoch, index, out),
+            Msg::Logged { .. } => {} // only from ourselves
             Msg::Commit { epoch, index } => self.on_commit(from, epoch, index, out),
             Msg::Ping {
                 epoch,
@@ -496,6 +548,8 @@ impl Protocol for ZabNode {
         if let Peer::Node(n) = from {
             if n != self.id && self.members.contains(&n) {
                 self.dispatch(n, msg, out);
+            } else if let (true, Msg::Logged { index, gen }) = (n == self.id, msg) {
+                self.on_logged(index, gen, out);
             }
         }
     }

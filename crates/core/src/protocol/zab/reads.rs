@@ -66,7 +66,8 @@ impl ZabNode {
             } else {
                 Response::Failed(OpError::NotLeader { hint: None })
             };
-            return out.reply(client, resp);
+            // Our state is what was committed: on a quorum's disks.
+            return out.reply_now(client, resp);
         }
         let rid = self.next_rid;
         self.next_rid += 1;
@@ -91,7 +92,7 @@ impl ZabNode {
                     epoch: f.epoch,
                     rid,
                 };
-                out.send(Peer::Node(f.leader), msg);
+                out.send_now(Peer::Node(f.leader), msg);
             }
             _ => return,
         }
@@ -183,7 +184,8 @@ impl ZabNode {
                         rid,
                         index: p.index,
                     };
-                    out.send(Peer::Node(n), msg);
+                    // A commit index: on a quorum's disks.
+                    out.send_now(Peer::Node(n), msg);
                 }
             }
         }
@@ -217,7 +219,7 @@ impl ZabNode {
             .collect();
         for rid in ready {
             let r = self.reads.mine.remove(&rid).expect("listed");
-            out.reply(r.client, self.sm.read(&r.op));
+            out.reply_now(r.client, self.sm.read(&r.op));
         }
     }
 

@@ -119,8 +119,16 @@ impl Cluster {
                 Command::Send {
                     to: Peer::Node(to),
                     msg,
+                }
+                | Command::SendNow {
+                    to: Peer::Node(to),
+                    msg,
                 } => self.queue.push_back((id, to, msg)),
-                Command::Reply { client, resp } => self.replies.push((id, client, resp)),
+                // The disk is synchronous: durable at once, back in order.
+                Command::WhenDurable(msg) => self.queue.push_back((id, id, msg)),
+                Command::Reply { client, resp } | Command::ReplyNow { client, resp } => {
+                    self.replies.push((id, client, resp))
+                }
                 Command::Persist(r) => self.disks[id as usize - 1].write(r),
                 _ => {}
             }
