@@ -36,8 +36,8 @@ impl ProtocolOptions for RingOptions {
             },
             OptSpec {
                 name: "rejoin",
-                default: "off",
-                help: "let a restarted server back in (Join, state transfer, new view); off: fenced for ever",
+                default: "on",
+                help: "let a restarted server back in (Join, state transfer, new view; default); off: fenced for ever",
             },
             OptSpec {
                 name: "max-queued-writes",
@@ -123,7 +123,9 @@ impl ProtocolDef for Ring {
             .with_writer(spec.writer_id())
             .with_bug(bug);
         // The others took its crash for good (perfect failure detector) and
-        // the ring keeps nothing durable: a restarted server stays out. Not
+        // the ring keeps nothing durable: a restarted server starts outside,
+        // fenced, and comes back by `Join` (rejoin on, the default) or
+        // stays out (`rejoin=off`). Not
         // `incarnation > 0`: the node runtime draws it at random at boot.
         // The ring persists nothing (`PERSISTS_STATE = false`), so drivers
         // report *any* restart as `lost_state`.
@@ -165,11 +167,12 @@ mod tests {
         let pairs = [
             ("fairness".to_string(), "fifo".to_string()),
             ("window".to_string(), "0".to_string()),
-            ("rejoin".to_string(), "on".to_string()),
+            ("rejoin".to_string(), "off".to_string()),
         ];
         let o = RingOptions::from_pairs(&pairs).unwrap();
         assert_eq!(o.cfg.fairness, Fairness::Fifo);
-        assert!(o.cfg.rejoin);
+        assert!(!o.cfg.rejoin);
+        assert!(RingOptions::default().cfg.rejoin, "rejoin is the default");
         assert_eq!(RingOptions::from_pairs(&o.pairs()).unwrap(), o);
         for spec in RingOptions::specs() {
             let d = RingOptions::default();

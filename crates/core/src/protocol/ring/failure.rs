@@ -74,15 +74,14 @@ impl RingNode {
         let pred = self.live_pred(self.id);
         if pred != self.pred {
             self.pred = pred;
-            self.link.received.remove(&pred);
             self.release_owed(out);
         }
         let next = self.successor();
         if next == self.next {
             return;
         }
+        self.link.switch(self.next, next);
         self.next = next; // pc 86-87
-        self.link.fresh();
         if !resend {
             return;
         }

@@ -17,7 +17,6 @@
 use super::node::{Phase, RingNode};
 use super::{Entry, Msg, Timer};
 use crate::protocol::Out;
-use crate::types::NodeId;
 
 type O = Out<Msg, Timer>;
 
@@ -35,7 +34,7 @@ impl RingNode {
         self.lapping.insert(id);
         self.counters.laps += 1;
         self.reg(&e.key).pending.insert(e.tag, e.clone());
-        self.queues.ready.push_back(Msg::Lap(e, self.id));
+        self.queues.ready.push_back(Msg::Lap(e, self.writer));
     }
 
     /// Whether a joiner may have missed `e` (see the module doc).
@@ -54,12 +53,15 @@ impl RingNode {
 
     /// A lap from the predecessor: hold it pending and pass it on, or, at
     /// its home, end the pre-write round.
-    /// A lap is named by the server that sent it: if that one crashes, the
-    /// next taker of the home sends its own, which must pass where the
-    /// first one did (seed 55 of the fuzz test). A lap sent from here as
+    /// A lap is named by the life that sent it (its writer id): if that
+    /// one crashes, the next taker of the home, or a new life of the home
+    /// itself, sends its own, which must pass where the first one did
+    /// (seed 55 of the fuzz test; seed 224 at N = 3, rejoin on: named by
+    /// node id, the new life's lap was dropped as a copy of its old
+    /// life's, and the pre-write stayed pending everywhere). A lap sent from here as
     /// home, which this server is no longer (a new life of the crashed
     /// origin joined since, seed 1099 at N = 3), goes on to the new home.
-    pub(super) fn on_lap(&mut self, e: Entry, by: NodeId, out: &mut O) {
+    pub(super) fn on_lap(&mut self, e: Entry, by: u64, out: &mut O) {
         let id = (e.key.clone(), e.tag);
         self.lapping.remove(&id);
         if self.ends_here(e.home) {
@@ -82,7 +84,7 @@ impl RingNode {
         if let Some(&by) = self.laps.get(&id).or(self.lap_hints.get(&id)) {
             Msg::Lap(e.clone(), by)
         } else if self.lapping.contains(&id) {
-            Msg::Lap(e.clone(), self.id)
+            Msg::Lap(e.clone(), self.writer)
         } else {
             Msg::PreWrite(e.clone())
         }
@@ -95,7 +97,7 @@ mod tests {
     use crate::protocol::ring::testing::{entry, key, put, tag, T0};
     use crate::protocol::ring::RingConfig;
     use crate::protocol::{Command, LinkEvent, Protocol};
-    use crate::types::{ClientRef, Peer, Tag};
+    use crate::types::{ClientRef, NodeId, Peer, Tag};
 
     fn node(id: NodeId, rejoin: bool) -> RingNode {
         let cfg = RingConfig {
@@ -238,6 +240,10 @@ mod tests {
         // A lap of a new taker of the home must pass where the first did.
         n.on_msg(T0, Peer::Node(1), Msg::Lap(e.clone(), 3), &mut out);
         assert_eq!(fwd(&mut out), vec![(Peer::Node(3), tag(5, 1), 3)]);
+        // So must one of a new life of a server that sent one (seed 224).
+        let new_life = 3 + (1 << 32);
+        n.on_msg(T0, Peer::Node(1), Msg::Lap(e.clone(), new_life), &mut out);
+        assert_eq!(fwd(&mut out), vec![(Peer::Node(3), tag(5, 1), new_life)]);
         // Its write came meanwhile: the lap goes on but is not pending.
         n.on_msg(T0, Peer::Node(1), Msg::Write(e.clone()), &mut out);
         assert!(!pending(&n, tag(5, 1)) && n.laps.is_empty());

@@ -68,7 +68,13 @@
 //!   (the last 1024: `j` may have swallowed older ones than the latest)
 //!   and every pending pre-write (pc 85-92). Copies that went past already
 //!   are dropped (pre-writes) or harmless (writes: idempotent, they end at
-//!   their home).
+//!   their home). A re-send drops the copies an earlier one left queued
+//!   (seed 1836 at N = 5: crashes in a row piled them up in front of a
+//!   client's pre-write), and a server sends each write once per successor
+//!   link (`Link::writes`; the link loses nothing while both ends live, and
+//!   a new successor gets it again): otherwise every re-sent copy goes round
+//!   to its home, and a slow ring stayed busy with them past the liveness
+//!   bound (seed 11 at N = 5).
 //! * (b) nb_msg forgets `j`, and any crashed origin after each send: its
 //!   leftovers count 0, so they drain first and free the reads on them.
 //! * An own write past its pre-write round is acknowledged by any write of
@@ -90,8 +96,9 @@
 //! clear pending entries ahead of its own write (seed 264 at N = 3 with
 //! rejoin on: a new life got an old life's pre-write its taker had applied).
 //!
-//! **Rejoin (d)** (`rejoin.rs`). A restarted server lost everything (the
-//! ring persists nothing) and was dropped from every view: it starts
+//! **Rejoin (d)** (`rejoin.rs`; on by default, `rejoin=off` keeps a
+//! restarted server fenced for ever). A restarted server lost everything
+//! (the ring persists nothing) and was dropped from every view: it starts
 //! *outside*, refusing clients (definite) and ignoring ring messages.
 //! * Lives: every server writes under its writer id (node id plus
 //!   incarnation), and a message's life is `tag.writer`. A round ends at
@@ -151,6 +158,24 @@
 //!   server that welcomed a joiner since it began (or taken over: start
 //!   unknown) goes round once more as a `Lap` before home applies it: the
 //!   joiner's snapshot came from home, which had not seen it yet.
+//! * **Rounds sent home** (`send_home`, seed 1137 at N = 3): a server that
+//!   welcomes `r` sends it, after the snapshot, every pre-write it holds
+//!   pending whose round ends at `r` (any life of `r`), as a pre-write:
+//!   its only copy may have died with `r`'s old life (re-sent past the
+//!   crash, the next server dropped it as a copy, and nobody took it over:
+//!   the view missed `r`, reported up, until `r` joined and was its home
+//!   again). At `r` it takes one more lap before it is applied.
+//! * **Hails** (`hail`, seed 1236 at N = 3): a server in the view whose
+//!   failure detector reports up a member its view misses sends it `Hail`;
+//!   that member, if in, answers with its own `Hail` (first: the hailer
+//!   fences ring messages from outside its view) and counts the hailer in.
+//!   Two servers in, each missing the other, are both `uncertain` and send
+//!   nothing; without the hail nothing else would tell them (a `Join` that
+//!   passed a server leaves a stale `joining` entry, so `blocked` can let a
+//!   joiner in with a view that misses a server welcomed meanwhile, and the
+//!   `ViewChange` that would have fixed it can die in a crash). Once per
+//!   missed member, and again on the `Join` timer. It only adds servers
+//!   that are in, and no round completes while they miss each other.
 //! * Departures from the first design: view numbers are carried by
 //!   `Welcome`/`ViewChange` only (lives, not views, tell messages apart;
 //!   they are informational), and "a server that sees a view without itself
@@ -163,11 +188,13 @@
 //! Where each piece lives: `msg.rs` ([`Msg`], [`Entry`]); `register.rs`
 //! (the read rule, tags); `queue.rs` (the fairness rule); `node.rs`
 //! ([`RingNode`], the handlers); `failure.rs` (view, re-send, takeover);
-//! `rejoin.rs` (Join, Welcome, ViewChange); `lap.rs` (the extra lap);
+//! `rejoin.rs` (Join, Welcome, ViewChange, Hail); `lap.rs` (the extra lap);
 //! `dedup.rs` and `ops.rs` (retried writes); `bugs.rs`; `def.rs` ([`Ring`],
 //! options, link model); `counters.rs`; test-only: `testing.rs` (a
 //! multi-node harness), `scenarios.rs` (its tests) and `fuzz.rs` (random
 //! runs with crashes and retries, checked; `ring_sweep` is the long one).
+//! Sets that are iterated are `BTree*`: a `Hash*` order changes from one
+//! process to the next, and the simulator's runs of one seed differed.
 
 mod bugs;
 mod counters;

@@ -39,9 +39,10 @@ pub enum Msg {
     /// joiner's snapshot came from that server, which had not seen it
     /// yet, so the joiner (and servers welcomed from it in turn) may not
     /// hold it pending: each server holds it pending and passes it on,
-    /// and home applies it only when it is back (`lap.rs`). The node is
-    /// the server that sent it round (a taker of the home's sends its own).
-    Lap(Entry, NodeId),
+    /// and home applies it only when it is back (`lap.rs`). The number is
+    /// the writer id (life) of the server that sent it round (a taker of
+    /// the home, or the home's new life, sends its own).
+    Lap(Entry, u64),
     /// Flow control back to the predecessor: "I have received `received`
     /// ring messages from you", so it may send `window` more. Not in the
     /// seed: it stands for the seed's one-message-per-round link.
@@ -98,7 +99,7 @@ pub struct Snapshot {
     pub owed_writes: Vec<Entry>,
     /// Pre-writes on a lap that passed the predecessor (or that it sent
     /// round), with who sent the lap: re-sent, they go as laps.
-    pub laps: Vec<(Bytes, Tag, NodeId)>,
+    pub laps: Vec<(Bytes, Tag, u64)>,
     /// Writes the predecessor forwarded lately: they went to the old
     /// successor, now the joiner's, which may crash with them unsent.
     pub sent_writes: Vec<Entry>,

@@ -24,7 +24,8 @@ pub struct RingConfig {
     pub max_ops: usize,
     /// Outside, `Join` is sent again this often.
     pub join_retry: Duration,
-    /// Let restarted servers back in (d); off: they stay fenced for ever.
+    /// Let restarted servers back in (d, the default); off: they stay
+    /// fenced for ever.
     pub rejoin: bool,
 }
 
@@ -36,7 +37,7 @@ impl Default for RingConfig {
             max_queued_writes: 10_000,
             max_ops: 100_000,
             join_retry: Duration::from_millis(200),
-            rejoin: false,
+            rejoin: true,
         }
     }
 }
@@ -49,10 +50,20 @@ pub(super) enum Phase {
 }
 
 /// Flow control towards the successor, and receipts from predecessors.
+/// Counts belong to the connection: kept while the successor or the
+/// predecessor changes, dropped only when the failure detector reports the
+/// other end down (`LinkEvent::Down`). A view can lose and regain a server
+/// whose connection stayed up (a `Gone` for an old life of it, a `Hail`
+/// of its new life), and that server's successor did not change (seed
+/// 1856 at N = 3: the receiver counted from 0 again, the sender did not,
+/// and its window never opened again).
 #[derive(Debug, Default)]
 pub(super) struct Link {
+    /// Ring messages sent to the current successor, and its last credit.
     pub sent: u64,
     pub credited: u64,
+    /// `(sent, credited)` of earlier successors still alive.
+    pub others: BTreeMap<NodeId, (u64, u64)>,
     pub received: BTreeMap<NodeId, u64>,
     /// Writes sent to the current successor (`(key, tag, void)`), cleared
     /// when the successor changes or drops what was sent (`fresh`).
@@ -63,11 +74,34 @@ pub(super) struct Link {
 const LINK_WRITES_KEPT: usize = 65_536;
 
 impl Link {
-    /// A new successor, or one that dropped everything sent to it.
+    /// A successor that dropped everything sent to it (outside).
     pub(super) fn fresh(&mut self) {
         self.sent = 0;
         self.credited = 0;
         self.writes.clear();
+    }
+    /// The successor changes from `from` to `to`.
+    pub(super) fn switch(&mut self, from: NodeId, to: NodeId) {
+        self.others.insert(from, (self.sent, self.credited));
+        (self.sent, self.credited) = self.others.remove(&to).unwrap_or_default();
+        self.writes.clear();
+    }
+    /// The connection to `j` broke: a new life of it counts from 0.
+    pub(super) fn forget(&mut self, j: NodeId) {
+        self.others.remove(&j);
+        self.received.remove(&j);
+    }
+    /// A credit from `from`, the successor or an earlier one.
+    pub(super) fn credit(&mut self, from: NodeId, next: NodeId, received: u64) -> bool {
+        let c = if from == next {
+            &mut self.credited
+        } else if let Some((_, c)) = self.others.get_mut(&from) {
+            c
+        } else {
+            return false;
+        };
+        *c = (*c).max(received);
+        true
     }
 }
 
@@ -151,6 +185,9 @@ pub struct RingNode {
     pub(super) stashed_views: Vec<(u64, NodeId, u64)>,
     /// Members hailed since the view last missed them (`hail`).
     pub(super) hailed: BTreeSet<NodeId>,
+    /// Ring messages from servers reported up but not in the view, kept
+    /// until they are (`fence`).
+    pub(super) fenced_msgs: Vec<(NodeId, Msg)>,
     /// `Gone` notices received while outside (`(node, life)`): the snapshot
     /// may still count that life in, and the `Down` was seen here too early.
     pub(super) stashed_gone: Vec<(NodeId, Option<u64>)>,
@@ -170,10 +207,10 @@ pub struct RingNode {
     pub(super) began: BTreeMap<(Bytes, Tag), u64>,
     /// Pre-writes on their `Lap` from here (home) / that passed here.
     pub(super) lapping: BTreeSet<(Bytes, Tag)>,
-    pub(super) laps: BTreeMap<(Bytes, Tag), NodeId>,
+    pub(super) laps: BTreeMap<(Bytes, Tag), u64>,
     /// Laps the snapshot named: they did not pass here (a copy that comes
     /// is passed on), but re-sent from here, they go as laps.
-    pub(super) lap_hints: BTreeMap<(Bytes, Tag), NodeId>,
+    pub(super) lap_hints: BTreeMap<(Bytes, Tag), u64>,
     pub(super) sent_writes: VecDeque<Entry>,
     /// Writes seen lately, to drop stale copies of their pre-writes.
     pub(super) written: Recent,
@@ -221,6 +258,7 @@ impl RingNode {
             told_held: HashSet::new(),
             stashed_views: Vec::new(),
             hailed: BTreeSet::new(),
+            fenced_msgs: Vec::new(),
             stashed_gone: Vec::new(),
             regs: BTreeMap::new(),
             queues: Queues::default(),
@@ -548,12 +586,13 @@ impl RingNode {
         }
     }
 
-    fn on_ring_msg(&mut self, from: NodeId, msg: Msg, out: &mut O) {
+    pub(super) fn on_ring_msg(&mut self, from: NodeId, msg: Msg, out: &mut O) {
         match msg {
-            Msg::Credit { received } if from == self.next => {
-                self.link.credited = self.link.credited.max(received);
+            Msg::Credit { received } => {
+                if !self.link.credit(from, self.next, received) {
+                    self.counters.stale_credits += 1;
+                }
             }
-            Msg::Credit { .. } => self.counters.stale_credits += 1,
             Msg::PreWrite(e) => {
                 self.receipt(from, out);
                 self.on_pre_write(e, out);
@@ -631,9 +670,10 @@ impl Protocol for RingNode {
                 }
             }
             // Fencing: nothing from a server outside the view (d).
-            (Peer::Node(j), _) if !self.alive.contains(&j) => self.counters.fenced += 1,
+            (Peer::Node(j), msg) if !self.alive.contains(&j) => self.fence(j, msg),
             (Peer::Node(j), msg) => self.on_ring_msg(j, msg, out),
         }
+        self.unfence(out);
         self.retry_held(out);
         self.pump(out);
     }
@@ -658,6 +698,7 @@ impl Protocol for RingNode {
                 if !self.outside {
                     self.on_crash(j, out);
                 }
+                self.link.forget(j);
             }
             LinkEvent::Up(Peer::Node(j)) => {
                 // A restarted server's new life: it comes in by `Join` only.
@@ -669,6 +710,7 @@ impl Protocol for RingNode {
             LinkEvent::Down(Peer::Conn(_)) | LinkEvent::Up(Peer::Conn(_)) => {}
         }
         self.ask_to_join(out);
+        self.unfence(out);
         self.retry_held(out);
         self.pump(out);
     }
@@ -688,7 +730,8 @@ impl Protocol for RingNode {
             .collect();
         format!(
             "ring out={} ann={} next={} view={}:{:?} keys={} pending={pending}{few:?} queued={}+{}+{} own={} \
-             writer={} lives={:?} down={:?} held={:?} joining={:?} stash={:?}",
+             writer={} lives={:?} down={:?} held={:?} joining={:?} stash={:?} link={}/{} fenced={} \
+             uncertain={} takeover_due={}",
             self.outside,
             self.announcing,
             self.next,
@@ -705,6 +748,11 @@ impl Protocol for RingNode {
             self.held,
             self.joining,
             self.stash,
+            self.link.sent,
+            self.link.credited,
+            self.fenced_msgs.len(),
+            self.uncertain(),
+            self.takeover_due,
         )
     }
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {

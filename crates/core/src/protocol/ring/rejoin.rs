@@ -259,7 +259,11 @@ impl RingNode {
             sent_writes: self.sent_writes.iter().cloned().collect(),
             laps: (self.laps.iter().chain(&self.lap_hints))
                 .map(|((k, t), &by)| (k.clone(), *t, by))
-                .chain(self.lapping.iter().map(|(k, t)| (k.clone(), *t, self.id)))
+                .chain(
+                    self.lapping
+                        .iter()
+                        .map(|(k, t)| (k.clone(), *t, self.writer)),
+                )
                 .collect(),
             owed_writes: (self.queues.ready.iter())
                 .filter_map(|m| match m {
@@ -380,6 +384,45 @@ impl RingNode {
                 },
             );
             out.set_timer(self.cfg.join_retry, Timer::Join);
+        }
+    }
+
+    /// A ring message from `j`, not in the view. With rejoin on, a server
+    /// the failure detector reports up that sends ring messages is in
+    /// (servers outside send none), and this view misses it: it was
+    /// removed on a `Gone` for an old life of it, say, and its new life's
+    /// `ViewChange` died in a crash. Dropped, the messages were lost on a
+    /// live link, and the sender's credit window never opened again (seed
+    /// 1856 at N = 3: the ring stopped for good). So they wait here until
+    /// `j` is in (a `Hail` or `ViewChange` brings it; `hail` asks) and are
+    /// handled then, in order; they die if `j` is reported down.
+    pub(super) fn fence(&mut self, j: NodeId, msg: Msg) {
+        let ring = matches!(msg, Msg::PreWrite(_) | Msg::Write(_) | Msg::Lap(..));
+        if ring && self.cfg.rejoin && !self.link_down.contains(&j) {
+            self.fenced_msgs.push((j, msg));
+        } else {
+            self.counters.fenced += 1;
+        }
+    }
+
+    /// Handle the ring messages kept by `fence` whose sender is in now.
+    pub(super) fn unfence(&mut self, out: &mut O) {
+        if self.fenced_msgs.is_empty() || self.outside {
+            return;
+        }
+        let (alive, down) = (&self.alive, &self.link_down);
+        let before = self.fenced_msgs.len();
+        self.fenced_msgs.retain(|(j, _)| !down.contains(j));
+        self.counters.fenced += (before - self.fenced_msgs.len()) as u64;
+        if !self.fenced_msgs.iter().any(|(j, _)| alive.contains(j)) {
+            return;
+        }
+        let (now, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.fenced_msgs)
+            .into_iter()
+            .partition(|(j, _)| self.alive.contains(j));
+        self.fenced_msgs = keep;
+        for (j, m) in now {
+            self.on_ring_msg(j, m, out);
         }
     }
 
