@@ -171,26 +171,25 @@ pub fn run(a: Args) -> ExitCode {
         mode_name(a.client_mode), a.keys, a.duration
     );
     // Before any thread starts: this process moves into the client host.
-    let hosts =
-        match a.hosts {
-            HostsMode::Loopback => None,
-            HostsMode::Netns => {
-                match Hosts::create(a.shape.replicas).and_then(|h| {
-                    h.enter_client()?;
-                    Ok(h)
-                }) {
-                    Ok(h) => {
-                        println!(
+    let hosts = match a.hosts {
+        HostsMode::Loopback => None,
+        HostsMode::Netns => {
+            match Hosts::create(a.shape.replicas).and_then(|h| {
+                h.enter_client()?;
+                Ok(h)
+            }) {
+                Ok(h) => {
+                    println!(
                     "hosts: netns, replica N on 10.77.0.N:7001 (namespace {}), clients on 10.77.0.100{}",
                     h.replica_ns(1).replace("r1", "rN"),
                     if h.netem { "" } else { "; no netem in this kernel (netem injects loss only)" }
                 );
-                        Some(h)
-                    }
-                    Err(e) => return setup_error(format!("{e:#}")),
+                    Some(h)
                 }
+                Err(e) => return setup_error(format!("{e:#}")),
             }
-        };
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
