@@ -333,7 +333,7 @@ async fn wait_stdin_closed() -> String {
 #[cfg(test)]
 mod env_tests {
     use super::*;
-    use clap::{Args as _, Command};
+    use clap::Command;
 
     /// Local clusters clear exactly the variables these flags read.
     #[test]
