@@ -22,11 +22,12 @@ for s in $seeds; do
   f="$out/seed-$s.txt"
   "$bin" chaos --hosts netns --no-progress --seed "$s" "$@" >"$f" 2>&1
   rc=$?
-  verdict=$(grep -o '^verdict: [A-Z_ ]*' "$f" | head -1 | cut -d' ' -f2-)
+  verdict=$(grep -o '^verdict: [A-Z_]*\( [A-Z_]\{2,\}\)*' "$f" | head -1 | cut -d' ' -f2-)
   faults=$(grep '^faults:' "$f" | cut -d' ' -f2-)
-  live=$(grep -o 'within [0-9.]*s' "$f" | head -1)
-  ops=$(grep -o '^operations: [0-9]* ([0-9]* ok' "$f" | cut -d' ' -f2,4)
-  echo "seed $s: exit $rc, ${verdict:-no verdict}, heal-to-serve ${live:-?}, ops ${ops:-?}; $faults"
+  live=$(grep '^liveness:' "$f" | grep -o 'within [0-9.]*s')
+  early=$(grep '^stopped early:' "$f" | cut -c1-110)
+  ops=$(grep -o '^operations: [0-9]*' "$f" | cut -d' ' -f2)
+  echo "seed $s: exit $rc, ${verdict:-no verdict}, heal-to-serve ${live:-?}, ${ops:-?} ops; $faults${early:+; $early}"
   [ "$rc" = 0 ] || bad=1
 done
 exit $bad

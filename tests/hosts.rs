@@ -35,6 +35,9 @@ fn no_netns() -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root".into());
     }
+    if Command::new("iptables").arg("--version").output().is_err() {
+        return Some("no `iptables`".into());
+    }
     match Command::new("ip").args(["netns", "list"]).output() {
         Ok(o) if o.status.success() => None,
         Ok(o) => Some(format!(
@@ -58,7 +61,7 @@ fn namespaces() -> String {
 #[test]
 fn partitions_across_three_hosts_stay_linearizable_and_heal() {
     if let Some(why) = no_netns() {
-        eprintln!("SKIPPED partitions_across_three_hosts_stay_linearizable_and_heal: {why} (needs root and ip netns)");
+        eprintln!("SKIPPED partitions_across_three_hosts_stay_linearizable_and_heal: {why} (needs root, ip netns and iptables)");
         return;
     }
     let (out, pid) = chaos(&[

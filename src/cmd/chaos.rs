@@ -454,8 +454,15 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report) -> String {
         HostsMode::Netns => " --hosts netns",
         HostsMode::Loopback => "",
     };
+    let mut shape = String::new();
+    if a.shape.replicas != 3 {
+        shape += &format!(" --replicas {}", a.shape.replicas);
+    }
+    for (k, v) in &a.shape.opt {
+        shape += &format!(" --opt {k}={v}");
+    }
     s += &format!(
-        "replay: quorumkv chaos{hosts} --protocol {} --faults {} --seed {seed} (timings vary between runs)\n",
+        "replay: quorumkv chaos{hosts} --protocol {}{shape} --faults {} --seed {seed} (timings vary between runs)\n",
         a.shape.protocol, a.faults
     );
     s

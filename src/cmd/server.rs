@@ -346,3 +346,35 @@ async fn wait_stdin_closed() -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+    use clap::Command;
+
+    /// Local clusters clear exactly the variables these flags read.
+    #[test]
+    fn every_flag_read_from_the_environment_is_in_server_env() {
+        let cmd = Args::augment_args(Command::new("server"));
+        let mut read: Vec<String> = (cmd.get_arguments())
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect();
+        read.sort();
+        let mut listed: Vec<String> = (quorumkv_node::config::SERVER_ENV.iter())
+            .map(|s| s.to_string())
+            .collect();
+        listed.sort();
+        assert_eq!(read, listed);
+    }
+
+    #[test]
+    fn a_peer_known_by_name_is_dialled_by_name() {
+        let p = peer_entry(2, "qkv2:7001");
+        assert_eq!(p.dial(), "qkv2:7001");
+        assert_eq!(p.addr.port(), 7001);
+        assert_eq!(peer_entry(3, "10.0.0.3:7001").dial(), "10.0.0.3:7001");
+        assert!(parse_peer("2=qkv2").is_err());
+        assert_eq!(parse_peer("2=qkv2:7001").unwrap(), (2, "qkv2:7001".into()));
+    }
+}

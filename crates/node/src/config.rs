@@ -127,6 +127,22 @@ impl ReplicaAddr {
     }
 }
 
+/// The environment variables `quorumkv server` takes its flags from (the
+/// container image is configured by them). Local clusters remove them from
+/// their replicas' environment: their flags say everything.
+pub const SERVER_ENV: [&str; 10] = [
+    "QUORUMKV_ID",
+    "QUORUMKV_POD_INDEX",
+    "QUORUMKV_CONFIG",
+    "QUORUMKV_PROTOCOL",
+    "QUORUMKV_LISTEN",
+    "QUORUMKV_ADVERTISE",
+    "QUORUMKV_RESP",
+    "QUORUMKV_PEERS",
+    "QUORUMKV_DURABILITY",
+    "QUORUMKV_DATA_DIR",
+];
+
 /// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one) with a
 /// port that is not 0.
 pub fn check_host_port(s: &str) -> anyhow::Result<()> {

@@ -220,6 +220,9 @@ impl LocalCluster {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .kill_on_drop(true);
+        for var in crate::config::SERVER_ENV {
+            cmd.env_remove(var);
+        }
         if self.cfg.inherit_logs {
             cmd.stderr(Stdio::inherit());
         } else {
