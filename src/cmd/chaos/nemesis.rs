@@ -214,7 +214,7 @@ impl Nemesis<'_> {
                 }
                 let how = match f {
                     NetFault::Degrade { .. } if !hosts.netem => {
-                        " (no netem in this kernel: loss only, by iptables)"
+                        " (no netem in this kernel: the delay is not applied, the loss is, by iptables)"
                     }
                     NetFault::Degrade { .. } => " (tc netem)",
                     _ => " (iptables DROP)",
