@@ -208,6 +208,35 @@ mod tests {
         assert!(!n.accepts_epoch(4, 5) && !n.accepts_epoch(2, 6));
     }
 
+    /// Two peers name different leaders for the highest epoch (one
+    /// promised it to a losing candidate): the floor names the leader as
+    /// it reported itself, so the winner is accepted at that epoch.
+    #[test]
+    fn the_floor_names_the_leader_that_reported_itself() {
+        let mut n = ZabNode::new(1, &[1, 2, 3], 1 << 32 | 1, Config::default()).recovering();
+        let mut out = O::new();
+        let life = n.writer;
+        n.on_recover_ok(3, life, (6, 2), false, &mut out);
+        n.on_recover_ok(2, life, (6, 2), false, &mut out);
+        assert_eq!(n.epochs(), (6, 0));
+        assert!(n.accepts_epoch(2, 6) && !n.accepts_epoch(3, 6));
+        let mut n = ZabNode::new(1, &[1, 2, 3], 1 << 32 | 1, Config::default()).recovering();
+        n.on_recover_ok(2, life, (6, 3), false, &mut out);
+        n.on_recover_ok(3, life, (6, 3), false, &mut out);
+        assert!(n.accepts_epoch(3, 6) && !n.accepts_epoch(2, 6));
+        let mut n = ZabNode::new(1, &[1, 2, 3], 1 << 32 | 1, Config::default()).recovering();
+        n.on_recover_ok(2, life, (6, 3), false, &mut out);
+        n.on_recover_ok(3, life, (6, 3), false, &mut out);
+        n.on_recover_ok(2, life, (6, 2), false, &mut out);
+        assert!(n.accepts_epoch(3, 6), "learned once, from the quorum");
+        let mut n = ZabNode::new(1, &[1, 2, 3, 4, 5], 1 << 32 | 1, Config::default()).recovering();
+        for (by, leader) in [(2, 4), (3, 3), (4, 3)] {
+            n.on_recover_ok(by, life, (6, leader), false, &mut out);
+        }
+        assert!(n.accepts_epoch(3, 6) && !n.accepts_epoch(4, 6));
+        assert_eq!(n.counters.recoveries, 1);
+    }
+
     /// Seed 2138 in miniature: n1 promised epoch 5 to n2 (and ACKed its
     /// proposals), lost its state, and n3 still waits as the candidate of
     /// epoch 4. Having learned its floor, n1 tells n3 (which then starts
