@@ -912,6 +912,16 @@ mod tests {
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
         n.on_link(T0, LinkEvent::Up(Peer::Node(1)), &mut out);
         assert_eq!(n.counters.fenced, 1, "(d): back only through Join");
+        // Up but not in the view: hailed (it may be in already, rejoin.rs).
+        let hail = Msg::Hail {
+            node: 2,
+            writer: 2,
+            answer: true,
+        };
+        assert_eq!(sends(&mut out), vec![(Peer::Node(1), hail)]);
+        // Its ring messages now wait for it to be in.
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(2, 1, "b")), &mut out);
+        assert_eq!((n.fenced_msgs.len(), n.counters.fenced), (1, 1));
         assert!(out.is_empty());
         n.on_msg(T0, Peer::Node(1), Msg::Credit { received: 1 }, &mut out);
         n.on_msg(T0, Peer::Node(2), Msg::Credit { received: 1 }, &mut out);
