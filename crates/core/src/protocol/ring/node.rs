@@ -439,7 +439,7 @@ impl RingNode {
     }
 
     /// Count a ring message from `from` and credit it back every half window.
-    fn receipt(&mut self, from: NodeId, out: &mut O) {
+    pub(super) fn receipt(&mut self, from: NodeId, out: &mut O) {
         let n = self.link.received.entry(from).or_default();
         *n += 1;
         let batch = (self.cfg.window / 2).max(1);
@@ -662,7 +662,16 @@ impl Protocol for RingNode {
             (Peer::Node(_), Msg::Gone { node, life }) if self.outside => {
                 self.stashed_gone.push((node, life))
             }
-            _ if self.outside => self.counters.fenced += 1,
+            (Peer::Node(j), msg) if self.outside => {
+                // Dropped, but counted: credits count what came on the
+                // connection (`Link`; seed 8763 at N = 3: a server welcomed
+                // with this one's old life in its snapshot sent its new life
+                // 16 messages, and its window never opened again).
+                if msg.entry().is_some() {
+                    self.receipt(j, out);
+                }
+                self.counters.fenced += 1
+            }
             // The predecessor's failure detector, as good as this one's.
             (Peer::Node(j), Msg::Gone { node, life }) if self.alive.contains(&j) => {
                 if self.lives.get(&node).copied() == life {
@@ -670,7 +679,7 @@ impl Protocol for RingNode {
                 }
             }
             // Fencing: nothing from a server outside the view (d).
-            (Peer::Node(j), msg) if !self.alive.contains(&j) => self.fence(j, msg),
+            (Peer::Node(j), msg) if !self.alive.contains(&j) => self.fence(j, msg, out),
             (Peer::Node(j), msg) => self.on_ring_msg(j, msg, out),
         }
         self.unfence(out);

@@ -396,11 +396,14 @@ impl RingNode {
     /// 1856 at N = 3: the ring stopped for good). So they wait here until
     /// `j` is in (a `Hail` or `ViewChange` brings it; `hail` asks) and are
     /// handled then, in order; they die if `j` is reported down.
-    pub(super) fn fence(&mut self, j: NodeId, msg: Msg) {
-        let ring = matches!(msg, Msg::PreWrite(_) | Msg::Write(_) | Msg::Lap(..));
+    pub(super) fn fence(&mut self, j: NodeId, msg: Msg, out: &mut O) {
+        let ring = msg.entry().is_some();
         if ring && self.cfg.rejoin && !self.link_down.contains(&j) {
             self.fenced_msgs.push((j, msg));
         } else {
+            if ring {
+                self.receipt(j, out); // counted all the same (`Link`)
+            }
             self.counters.fenced += 1;
         }
     }
