@@ -694,8 +694,15 @@ impl Protocol for RingNode {
                 out.set_timer(self.cfg.join_retry, Timer::Join);
             }
             Timer::Join => {
-                // In: hail again the members the view still misses.
+                // In: hail again the members the view still misses, and
+                // tell the view again of the joins held here (seed 595 at
+                // N = 5: two servers each held a join until it learnt of
+                // the other's joiner; the one notice each had sent was
+                // dropped while its joiner was reported down, and both
+                // waited for ever).
                 self.hailed.clear();
+                self.told_held.clear();
+                self.retry_held(out);
                 self.hail(out);
             }
         }
