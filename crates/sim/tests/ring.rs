@@ -34,13 +34,16 @@ fn ci_seeds_ring() {
     }
 }
 
-/// A read that does not wait for a pending pre-write (read inversion) and
-/// no takeover of a crashed origin's writes (reads stall): each caught
-/// within 10 seeds at N = 3 and 5 (the CLI sweep catches both at seed 0 or 1).
+/// A read that does not wait for a pending pre-write (read inversion):
+/// caught within 10 seeds at N = 3 and 5 (the CLI sweep catches it at seed
+/// 0). `ring-no-takeover` is no longer caught (ring-report.md): a crashed
+/// origin's writes no longer circulate for ever (each is sent once per
+/// link), restarted servers end their old lives' rounds, and reads parked
+/// behind an orphan pre-write are freed by the next write of the key.
 #[test]
 fn ring_injected_bugs_are_caught() {
     let ring = register::<Ring>();
-    for bug in ["ring-read-no-wait", "ring-no-takeover"] {
+    for bug in ["ring-read-no-wait"] {
         for n in [3, 5] {
             let c = SimConfig {
                 bug: Some(bug.into()),

@@ -128,7 +128,14 @@ fn check(r: &Run) -> Result<(), String> {
         .windows(2)
         .any(|w| (w[0].1, &w[0].2) != (w[1].1, &w[1].2))
     {
-        return Err(format!("{ctx}: registers differ: {regs:?}"));
+        let status: Vec<String> = (net.nodes.iter())
+            .filter(|(i, _)| !net.dead.contains(i))
+            .map(|(i, n)| format!("{i}: {}", crate::protocol::Protocol::status(n)))
+            .collect();
+        return Err(format!(
+            "{ctx}: registers differ: {regs:?}\n{}",
+            status.join("\n")
+        ));
     }
     let pending: usize = (net.nodes.iter())
         .filter(|(i, _)| !net.dead.contains(i))

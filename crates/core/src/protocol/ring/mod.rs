@@ -168,7 +168,8 @@
 //! * **Hails** (`hail`, seed 1236 at N = 3): a server in the view whose
 //!   failure detector reports up a member its view misses sends it `Hail`;
 //!   that member, if in, answers with its own `Hail` (first: the hailer
-//!   fences ring messages from outside its view) and counts the hailer in.
+//!   fences ring messages from outside its view) and counts the hailer in
+//!   (not into `lives`: first lives are in none). Outside, a hail is dropped.
 //!   Two servers in, each missing the other, are both `uncertain` and send
 //!   nothing; without the hail nothing else would tell them (a `Join` that
 //!   passed a server leaves a stale `joining` entry, so `blocked` can let a

@@ -439,7 +439,7 @@ impl RingNode {
     }
 
     /// Count a ring message from `from` and credit it back every half window.
-    fn receipt(&mut self, from: NodeId, out: &mut O) {
+    pub(super) fn receipt(&mut self, from: NodeId, out: &mut O) {
         let n = self.link.received.entry(from).or_default();
         *n += 1;
         let batch = (self.cfg.window / 2).max(1);
@@ -662,7 +662,16 @@ impl Protocol for RingNode {
             (Peer::Node(_), Msg::Gone { node, life }) if self.outside => {
                 self.stashed_gone.push((node, life))
             }
-            _ if self.outside => self.counters.fenced += 1,
+            (Peer::Node(j), msg) if self.outside => {
+                // Dropped, but counted: credits count what came on the
+                // connection (`Link`; seed 8763 at N = 3: a server welcomed
+                // with this one's old life in its snapshot sent its new life
+                // 16 messages, and its window never opened again).
+                if msg.entry().is_some() {
+                    self.receipt(j, out);
+                }
+                self.counters.fenced += 1
+            }
             // The predecessor's failure detector, as good as this one's.
             (Peer::Node(j), Msg::Gone { node, life }) if self.alive.contains(&j) => {
                 if self.lives.get(&node).copied() == life {
@@ -670,7 +679,7 @@ impl Protocol for RingNode {
                 }
             }
             // Fencing: nothing from a server outside the view (d).
-            (Peer::Node(j), msg) if !self.alive.contains(&j) => self.fence(j, msg),
+            (Peer::Node(j), msg) if !self.alive.contains(&j) => self.fence(j, msg, out),
             (Peer::Node(j), msg) => self.on_ring_msg(j, msg, out),
         }
         self.unfence(out);
@@ -685,8 +694,15 @@ impl Protocol for RingNode {
                 out.set_timer(self.cfg.join_retry, Timer::Join);
             }
             Timer::Join => {
-                // In: hail again the members the view still misses.
+                // In: hail again the members the view still misses, and
+                // tell the view again of the joins held here (seed 595 at
+                // N = 5: two servers each held a join until it learnt of
+                // the other's joiner; the one notice each had sent was
+                // dropped while its joiner was reported down, and both
+                // waited for ever).
                 self.hailed.clear();
+                self.told_held.clear();
+                self.retry_held(out);
                 self.hail(out);
             }
         }
@@ -912,6 +928,16 @@ mod tests {
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(1, 1, "a")), &mut out);
         n.on_link(T0, LinkEvent::Up(Peer::Node(1)), &mut out);
         assert_eq!(n.counters.fenced, 1, "(d): back only through Join");
+        // Up but not in the view: hailed (it may be in already, rejoin.rs).
+        let hail = Msg::Hail {
+            node: 2,
+            writer: 2,
+            answer: true,
+        };
+        assert_eq!(sends(&mut out), vec![(Peer::Node(1), hail)]);
+        // Its ring messages now wait for it to be in.
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(2, 1, "b")), &mut out);
+        assert_eq!((n.fenced_msgs.len(), n.counters.fenced), (1, 1));
         assert!(out.is_empty());
         n.on_msg(T0, Peer::Node(1), Msg::Credit { received: 1 }, &mut out);
         n.on_msg(T0, Peer::Node(2), Msg::Credit { received: 1 }, &mut out);

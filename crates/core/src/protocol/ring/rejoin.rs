@@ -396,11 +396,14 @@ impl RingNode {
     /// 1856 at N = 3: the ring stopped for good). So they wait here until
     /// `j` is in (a `Hail` or `ViewChange` brings it; `hail` asks) and are
     /// handled then, in order; they die if `j` is reported down.
-    pub(super) fn fence(&mut self, j: NodeId, msg: Msg) {
-        let ring = matches!(msg, Msg::PreWrite(_) | Msg::Write(_) | Msg::Lap(..));
+    pub(super) fn fence(&mut self, j: NodeId, msg: Msg, out: &mut O) {
+        let ring = msg.entry().is_some();
         if ring && self.cfg.rejoin && !self.link_down.contains(&j) {
             self.fenced_msgs.push((j, msg));
         } else {
+            if ring {
+                self.receipt(j, out); // counted all the same (`Link`)
+            }
             self.counters.fenced += 1;
         }
     }
@@ -429,11 +432,12 @@ impl RingNode {
     /// A `Hail` straight from `node` (life `writer`, in the view there).
     pub(super) fn on_hail(&mut self, node: NodeId, writer: u64, answer: bool, out: &mut O) {
         if self.outside {
-            // Outside, `node` is added once this server is in (if it still
-            // misses it then).
-            if !self.stashed_views.contains(&(0, node, writer)) {
-                self.stashed_views.push((0, node, writer));
-            }
+            // Dropped: the snapshot will say whether `node` is in, and the
+            // hailer hails again while its view misses this server. Kept as
+            // a view change, it went round as a `ViewChange` of a first
+            // life, brought back by servers that never knew it crashed
+            // (fuzz seed 279).
+            self.counters.fenced += 1;
             return;
         }
         // This life runs: another life of `node` in the view crashed. (A
@@ -455,9 +459,13 @@ impl RingNode {
             out.send(Peer::Node(node), m);
         }
         if !self.alive.contains(&node) {
+            // Into the view, not into `lives`: a first life (never joined)
+            // is in no `lives`, and one put there would be re-announced by
+            // `ViewChange`s after it crashed, to servers that never knew
+            // it and so cannot tell it is dead (fuzz seed 279: a server
+            // put the crashed first life back into its view).
             self.counters.views_installed += 1;
             self.alive.insert(node);
-            self.lives.insert(node, writer);
             self.view_changed(true, out);
         }
     }
@@ -501,7 +509,7 @@ mod tests {
     use super::*;
     use crate::protocol::ring::testing::T0;
     use crate::protocol::ring::RingConfig;
-    use crate::protocol::{Command, Protocol};
+    use crate::protocol::{Command, LinkEvent, Protocol};
 
     fn node(id: NodeId, n: u32) -> RingNode {
         let cfg = RingConfig {
@@ -517,6 +525,131 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_hail_answered_adds_the_member_and_releases_its_messages_kept_meanwhile() {
+        // Seed 1236 / 1856 at N = 3: 2 dropped 1 from its view (a `Gone`)
+        // while 1, in, kept sending it ring messages.
+        let mut n = node(2, 3);
+        let mut out = O::new();
+        n.on_msg(
+            T0,
+            Peer::Node(3),
+            Msg::Gone {
+                node: 1,
+                life: None,
+            },
+            &mut out,
+        );
+        assert!(!n.alive.contains(&1) && n.uncertain());
+        let hail = |node, writer, answer| Msg::Hail {
+            node,
+            writer,
+            answer,
+        };
+        let s = sends(&mut out);
+        assert!(s.contains(&(Peer::Node(1), hail(2, 2, true))), "{s:?}");
+        assert_eq!(n.counters.hails, 1);
+        // Once per member while it is missed; again on the timer.
+        n.on_msg(T0, Peer::Node(3), Msg::Credit { received: 0 }, &mut out);
+        assert!(!sends(&mut out)
+            .iter()
+            .any(|(_, m)| matches!(m, Msg::Hail { .. })));
+        n.on_timer(T0, Timer::Join, &mut out);
+        assert_eq!(sends(&mut out), vec![(Peer::Node(1), hail(2, 2, true))]);
+        // 1's pre-write waits; a hail from someone else's name is ignored.
+        let pw = crate::protocol::ring::testing::entry(4, 1, "a");
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(pw.clone()), &mut out);
+        n.on_msg(T0, Peer::Node(3), hail(1, 1, false), &mut out);
+        assert_eq!(n.fenced_msgs.len(), 1);
+        assert!(!n.alive.contains(&1));
+        // 1's answer: in the view again, and its pre-write is handled.
+        n.on_msg(T0, Peer::Node(1), hail(1, 1, false), &mut out);
+        assert!(n.alive.contains(&1) && n.fenced_msgs.is_empty());
+        assert!(n.register(b"k").unwrap().pending.contains_key(&pw.tag));
+        let s = sends(&mut out);
+        assert!(
+            s.iter()
+                .any(|(to, m)| *to == Peer::Node(3) && *m == Msg::PreWrite(pw.clone())),
+            "{s:?}"
+        );
+        assert!(!s.iter().any(|(to, _)| *to == Peer::Node(1)), "no answer");
+    }
+
+    #[test]
+    fn a_hail_is_answered_before_the_hailer_is_counted_in() {
+        let mut n = node(1, 3);
+        let mut out = O::new();
+        n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        out.drain().for_each(drop);
+        let hail = Msg::Hail {
+            node: 2,
+            writer: 9,
+            answer: true,
+        };
+        n.on_msg(T0, Peer::Node(2), hail, &mut out);
+        let s = sends(&mut out);
+        let first = Msg::Hail {
+            node: 1,
+            writer: 1,
+            answer: false,
+        };
+        assert_eq!(s.first(), Some(&(Peer::Node(2), first)), "{s:?}");
+        assert!(n.alive.contains(&2) && !n.lives.contains_key(&2));
+        assert_eq!((n.successor_id(), n.counters.views_installed), (2, 1));
+        // A hail of a life seen crashing is dropped; outside, it is kept.
+        n.dead_lives.insert(5);
+        let mut m = node(1, 3);
+        m.dead_lives.insert(5);
+        m.on_msg(
+            T0,
+            Peer::Node(3),
+            Msg::Gone {
+                node: 3,
+                life: None,
+            },
+            &mut out,
+        );
+        out.drain().for_each(drop);
+        let old = Msg::Hail {
+            node: 3,
+            writer: 5,
+            answer: true,
+        };
+        m.on_msg(T0, Peer::Node(3), old.clone(), &mut out);
+        assert!(!m.alive.contains(&3) && sends(&mut out).is_empty());
+        let mut outside = node(1, 3).restarted();
+        outside.on_msg(T0, Peer::Node(3), old, &mut out);
+        assert!(outside.stashed_views.is_empty() && sends(&mut out).is_empty());
+        assert_eq!(outside.counters.fenced, 1);
+    }
+
+    #[test]
+    fn a_welcome_sends_the_joiner_the_rounds_that_end_at_it() {
+        // Seed 1137 at N = 3: 1 holds 2's old life's pre-write pending,
+        // its only copy died with that life; 2's new life joins through 1.
+        let mut n = node(1, 3);
+        let mut out = O::new();
+        let mut e = crate::protocol::ring::testing::entry(4, 2, "a");
+        e.home = 2;
+        n.on_msg(T0, Peer::Node(3), Msg::PreWrite(e.clone()), &mut out);
+        n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        out.drain().for_each(drop);
+        n.on_msg(
+            T0,
+            Peer::Node(2),
+            Msg::Join { node: 2, writer: 7 },
+            &mut out,
+        );
+        let s = sends(&mut out);
+        let welcome = s.iter().position(|(_, m)| matches!(m, Msg::Welcome(_)));
+        let home = s
+            .iter()
+            .position(|(to, m)| *to == Peer::Node(2) && *m == Msg::PreWrite(e.clone()));
+        assert!(welcome.is_some() && home > welcome, "{s:?}");
     }
 
     #[test]
