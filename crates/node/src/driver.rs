@@ -259,10 +259,19 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                     self.handle(input);
                     // Drain what is already queued before yielding, so the
                     // writers see a batch and coalesce it into one write.
+                    // What became durable meanwhile is released at once, not
+                    // after up to 1024 inputs: a flood of cheap reads must
+                    // not hold back the acknowledgements (and commits) that
+                    // a sync just allowed.
+                    let mut durable = self.storage.durable();
                     for _ in 0..1024 {
                         match rx.try_recv() {
                             Ok(input) => self.handle(input),
                             Err(_) => break,
+                        }
+                        if !self.gated.is_empty() && self.storage.durable() > durable {
+                            durable = self.storage.durable();
+                            self.release();
                         }
                     }
                     self.release();
