@@ -94,9 +94,9 @@ impl RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ring::testing::{entry, key, put, tag, T0};
+    use crate::protocol::ring::testing::{entry, key, put, sends, tag, T0};
     use crate::protocol::ring::RingConfig;
-    use crate::protocol::{Command, LinkEvent, Protocol};
+    use crate::protocol::{LinkEvent, Protocol};
     use crate::types::{ClientRef, NodeId, Peer, Tag};
 
     fn node(id: NodeId, rejoin: bool) -> RingNode {
@@ -105,14 +105,6 @@ mod tests {
             ..RingConfig::default()
         };
         RingNode::new(id, vec![1, 2, 3], cfg)
-    }
-    fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-        (out.drain())
-            .filter_map(|c| match c {
-                Command::Send { to, msg } => Some((to, msg)),
-                _ => None,
-            })
-            .collect()
     }
     fn held(n: &RingNode) -> Tag {
         n.register(b"k").map_or(Tag::ZERO, |r| r.tag)

@@ -779,7 +779,7 @@ impl Protocol for RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ring::testing::{entry, get, put, tag, value, T0};
+    use crate::protocol::ring::testing::{entry, get, put, sends, tag, value, T0};
     use crate::protocol::Command;
     use crate::types::OpId;
 
@@ -790,14 +790,6 @@ mod tests {
             ..RingConfig::default()
         };
         RingNode::new(id, (1..=n).collect(), cfg)
-    }
-    fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-        (out.drain())
-            .filter_map(|c| match c {
-                Command::Send { to, msg } => Some((to, msg)),
-                _ => None,
-            })
-            .collect()
     }
     fn replies(out: &mut O) -> Vec<Response> {
         (out.drain())

@@ -507,9 +507,9 @@ impl RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ring::testing::T0;
+    use crate::protocol::ring::testing::{sends, T0};
     use crate::protocol::ring::RingConfig;
-    use crate::protocol::{Command, LinkEvent, Protocol};
+    use crate::protocol::{LinkEvent, Protocol};
 
     fn node(id: NodeId, n: u32) -> RingNode {
         let cfg = RingConfig {
@@ -517,14 +517,6 @@ mod tests {
             ..RingConfig::default()
         };
         RingNode::new(id, (1..=n).collect(), cfg)
-    }
-    fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-        (out.drain())
-            .filter_map(|c| match c {
-                Command::Send { to, msg } => Some((to, msg)),
-                _ => None,
-            })
-            .collect()
     }
 
     #[test]

@@ -42,6 +42,16 @@ pub fn put(v: &str) -> Request {
 pub fn get() -> Request {
     Request::Get { key: key() }
 }
+/// The messages a handler sent, in order (other commands dropped).
+pub fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
+    (out.drain())
+        .filter_map(|c| match c {
+            Command::Send { to, msg } => Some((to, msg)),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn value(v: &str) -> Response {
     Response::Value(Some(Bytes::copy_from_slice(v.as_bytes())))
 }
