@@ -267,6 +267,18 @@ pub fn run(a: Args) -> ExitCode {
     if let Err(e) = opts.heartbeat.validate() {
         return super::fail(e);
     }
+    // Seed 001's grid ends at 250 ms; a minute is far past any WAN, and
+    // keeps `now + delay` far from overflowing.
+    const MAX_RTT: Duration = Duration::from_secs(60);
+    for (flag, d) in [
+        ("--rtt-client", a.rtt_client),
+        ("--rtt-peer", a.rtt_peer),
+        ("--rtt-jitter", a.rtt_jitter),
+    ] {
+        if d > MAX_RTT {
+            return super::fail(format!("{flag} {d:?} is more than the 60s allowed"));
+        }
+    }
     opts.rtt_client = a.rtt_client;
     opts.rtt_peer = a.rtt_peer;
     opts.rtt_jitter = a.rtt_jitter;

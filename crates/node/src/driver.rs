@@ -648,6 +648,20 @@ mod tests {
         assert_eq!(d.stats.held_until_up, 4);
     }
 
+    /// Persist a PUT as a register record tagged with the request number.
+    fn persist_put<M: Clone, T>(
+        out: &mut Out<M, T>,
+        id: u64,
+        key: bytes::Bytes,
+        value: bytes::Bytes,
+    ) {
+        out.persist(quorumkv_core::protocol::Record::Register {
+            key,
+            tag: quorumkv_core::Tag { ts: id, writer: 1 },
+            value: Some(value),
+        });
+    }
+
     /// A core that, for each request, persists (PUTs only), sends the
     /// request number to node 2 and replies with it.
     struct Persister;
@@ -657,14 +671,7 @@ mod tests {
         type Timer = ();
         fn on_client(&mut self, _: Time, c: ClientRef, req: Request, out: &mut Out<u64, ()>) {
             if let Request::Put { key, value } = req {
-                out.persist(quorumkv_core::protocol::Record::Register {
-                    key,
-                    tag: quorumkv_core::Tag {
-                        ts: c.id,
-                        writer: 1,
-                    },
-                    value: Some(value),
-                });
+                persist_put(out, c.id, key, value);
             }
             out.send(Peer::Node(2), c.id);
             out.reply(c, Response::Value(Some(c.id.to_string().into())));
@@ -819,14 +826,7 @@ mod tests {
         type Timer = ();
         fn on_client(&mut self, _: Time, c: ClientRef, req: Request, out: &mut Out<u64, ()>) {
             if let Request::Put { key, value } = req {
-                out.persist(quorumkv_core::protocol::Record::Register {
-                    key,
-                    tag: quorumkv_core::Tag {
-                        ts: c.id,
-                        writer: 1,
-                    },
-                    value: Some(value),
-                });
+                persist_put(out, c.id, key, value);
                 out.send(Peer::Node(2), c.id);
                 out.send_now(Peer::Node(3), c.id);
                 out.reply_now(c, Response::Done);
