@@ -19,16 +19,22 @@
 # functions (status lines, metrics) are excluded: no protocol test can see them.
 # Results: target/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);
 # score = (caught + timeout) / (caught + timeout + missed).
+# MUTANTS_FILTER (optional): a nextest filter expression that narrows the
+# oracle to the tests that can reach the mutated module, e.g. 'test(zab)'
+# for zab/ (no other protocol's test runs its code): same verdicts, and
+# each mutant skips the other protocols' sweeps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 file="${1:-crates/core/src/protocol/abd/*}"
 shift || true
+filter=()
+if [ -n "${MUTANTS_FILTER:-}" ]; then filter=(-E "$MUTANTS_FILTER"); fi
 command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 # cargo-mutants runs its baseline with the mutated package's tests only,
 # where the sim's oracle does not exist; so check the baseline here, then skip it.
 echo "== baseline: the oracle passes on the unmutated tree"
-cargo nextest run -p quorumkv-core -p quorumkv-sim --lib --test oracle
+cargo nextest run -p quorumkv-core -p quorumkv-sim --lib --test oracle ${filter[@]+"${filter[@]}"}
 echo "== mutants of $file"
 # No debug info: faster links, one build per mutant.
 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
@@ -42,4 +48,4 @@ CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
     --timeout "${MUTANTS_TIMEOUT:-120}" \
     --output target \
     "$@" \
-    -- --lib --test oracle
+    -- --lib --test oracle ${filter[@]+"${filter[@]}"}

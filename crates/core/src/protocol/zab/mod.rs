@@ -140,6 +140,8 @@ mod bugs;
 pub mod coin;
 mod def;
 mod election;
+#[cfg(test)]
+mod election_tests;
 mod follower;
 mod leader;
 mod log;

@@ -155,15 +155,34 @@ impl Cluster {
     }
     /// Tick until some server leads with every live server following it.
     pub fn settle(&mut self) -> NodeId {
-        for _ in 0..200 {
+        self.settle_ticks().0
+    }
+    /// `settle`, and how many ticks it took.
+    pub fn settle_ticks(&mut self) -> (NodeId, u32) {
+        for ticks in 1..=200 {
             self.tick();
             let up: Vec<&ZabNode> = self.nodes.iter().flatten().collect();
             let leaders: Vec<NodeId> = up.iter().filter_map(|n| n.leader()).collect();
             if leaders.len() == up.len() && leaders.iter().all(|&l| l == leaders[0]) {
-                return leaders[0];
+                return (leaders[0], ticks);
             }
         }
         panic!("no leader after 200 ticks");
+    }
+    /// Call server `id` by hand: what it asks for is returned, not carried out.
+    pub fn exec(
+        &mut self,
+        id: NodeId,
+        f: impl FnOnce(&mut ZabNode, Time, &mut Out<Msg, Timer>),
+    ) -> Vec<Command<Msg, Timer>> {
+        let now = self.now;
+        let mut out = Out::new();
+        f(
+            self.nodes[id as usize - 1].as_mut().expect("up"),
+            now,
+            &mut out,
+        );
+        out.drain().collect()
     }
     pub fn crash(&mut self, id: NodeId) {
         self.nodes[id as usize - 1] = None;
@@ -212,6 +231,23 @@ pub fn get(k: &str) -> Request {
     Request::Get {
         key: Bytes::copy_from_slice(k.as_bytes()),
     }
+}
+
+/// The messages among `cmds` (`Send` and `SendNow`), with their recipients.
+pub fn sent(cmds: &[Command<Msg, Timer>]) -> Vec<(NodeId, Msg)> {
+    (cmds.iter())
+        .filter_map(|c| match c {
+            Command::Send {
+                to: Peer::Node(n),
+                msg,
+            }
+            | Command::SendNow {
+                to: Peer::Node(n),
+                msg,
+            } => Some((*n, msg.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn value(v: &str) -> Response {
