@@ -22,7 +22,9 @@
 # MUTANTS_FILTER (optional): a nextest filter expression that narrows the
 # oracle to the tests that can reach the mutated module, e.g. 'test(zab)'
 # for zab/ (no other protocol's test runs its code): same verdicts, and
-# each mutant skips the other protocols' sweeps.
+# each mutant skips the other protocols' sweeps. MUTANTS_JOBS: parallel
+# builds (each in its own copy of the tree); with `--in-place` (mutate this
+# tree, no copy and no cold build) leave it unset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 file="${1:-crates/core/src/protocol/abd/*}"
@@ -44,7 +46,7 @@ CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
     --baseline skip \
     --test-tool nextest \
     --exclude-re '::(metrics|status)\b|<impl Protocol for \w+>::(metrics|status)' \
-    --jobs "${MUTANTS_JOBS:-1}" \
+    ${MUTANTS_JOBS:+--jobs "$MUTANTS_JOBS"} \
     --timeout "${MUTANTS_TIMEOUT:-120}" \
     --output target \
     "$@" \

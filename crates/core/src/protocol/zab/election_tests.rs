@@ -3,52 +3,12 @@
 //! or lead answer them. The simulator's sweeps see only whether operations
 //! stay linearizable and finish; these see a slower or churnier election.
 
-use super::msg::{Msg, PeerState, Timer, Vote, Zxid};
-use super::node::{Config, ZabNode};
-use super::testing::{get, put, sent, value, Cluster};
+use super::msg::{Msg, PeerState, Timer};
+use super::node::Config;
+use super::testing::{at, get, hear, lone, notify, put, sent, settled, value, vote, Cluster, Cmds};
 use super::InjectedBug;
 use crate::protocol::{Command, Out, Protocol};
-use crate::types::{NodeId, Peer, Response, Time};
-use bytes::Bytes;
-
-type Cmds = Vec<Command<Msg, Timer>>;
-
-fn vote(leader: NodeId, cur_epoch: u64, (epoch, counter): (u64, u64)) -> Vote {
-    Vote {
-        leader,
-        cur_epoch,
-        last: Zxid { epoch, counter },
-    }
-}
-
-fn notify(round: u64, vote: Option<Vote>, state: PeerState, recovering: bool) -> Msg {
-    Msg::Notify {
-        round,
-        vote,
-        state,
-        recovering,
-    }
-}
-
-/// Server `id` of `1..=n`, alone, with current epoch `cur` and a log whose
-/// entries have the epochs `log`; started (looking, round 1).
-fn lone(id: NodeId, n: u32, cur: u64, log: &[u64]) -> ZabNode {
-    let members: Vec<NodeId> = (1..=n).collect();
-    let mut node = ZabNode::new(id, &members, u64::from(id), Config::default());
-    node.current_epoch = cur;
-    node.accepted = (cur, id);
-    for &e in log {
-        node.log.append(e, Bytes::new());
-    }
-    node.on_start(Time::ZERO, &mut Out::new());
-    node
-}
-
-fn hear(n: &mut ZabNode, from: NodeId, msg: Msg) -> Cmds {
-    let mut out = Out::new();
-    n.on_msg(Time::ZERO, Peer::Node(from), msg, &mut out);
-    out.drain().collect()
-}
+use crate::types::{NodeId, Response, Time};
 
 fn follower_info_to(cmds: &Cmds) -> Vec<NodeId> {
     (sent(cmds).into_iter())
@@ -268,16 +228,6 @@ fn rounds_votes_and_the_finalize_wait() {
     let mut n = lone(1, 3, 1, &[1]);
     n.on_timer(Time::ZERO, Timer::Finalize, &mut Out::new());
     assert_eq!(n.role(), "looking");
-}
-
-fn settled() -> Cluster {
-    let mut c = Cluster::new(3, Config::default());
-    assert_eq!(c.settle(), 3);
-    c
-}
-
-fn at(c: &mut Cluster, id: NodeId, from: NodeId, msg: Msg) -> Cmds {
-    c.exec(id, |n, now, out| n.on_msg(now, Peer::Node(from), msg, out))
 }
 
 /// Established servers tell a looking one who leads, and a stale leader

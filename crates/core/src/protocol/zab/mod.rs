@@ -144,6 +144,8 @@ mod election;
 mod election_tests;
 mod follower;
 mod leader;
+#[cfg(test)]
+mod leader_tests;
 mod log;
 mod msg;
 mod node;
