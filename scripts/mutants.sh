@@ -38,7 +38,9 @@ command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 echo "== baseline: the oracle passes on the unmutated tree"
 cargo nextest run -p quorumkv-core -p quorumkv-sim --lib --test oracle ${filter[@]+"${filter[@]}"}
 echo "== mutants of $file"
-# No debug info: faster links, one build per mutant.
+# No debug info: faster links, one build per mutant. `--lib --test oracle`
+# go to the build as well as the test run: only the oracle's binaries are
+# built for each mutant, not every integration test of the sim.
 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
     --file "$file" \
     --package quorumkv-core \
@@ -49,5 +51,6 @@ CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
     ${MUTANTS_JOBS:+--jobs "$MUTANTS_JOBS"} \
     --timeout "${MUTANTS_TIMEOUT:-120}" \
     --output target \
+    --cargo-arg=--lib --cargo-arg=--test=oracle \
     "$@" \
-    -- --lib --test oracle ${filter[@]+"${filter[@]}"}
+    -- ${filter[@]+"${filter[@]}"}

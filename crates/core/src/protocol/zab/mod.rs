@@ -143,6 +143,8 @@ mod election;
 #[cfg(test)]
 mod election_tests;
 mod follower;
+#[cfg(test)]
+mod follower_tests;
 mod leader;
 #[cfg(test)]
 mod leader_tests;
