@@ -4,11 +4,11 @@
 //! stay linearizable and finish; these see a slower or churnier election.
 
 use super::msg::{Msg, PeerState, Timer};
-use super::node::Config;
+use super::node::{Config, Role};
 use super::testing::{at, get, hear, lone, notify, put, sent, settled, value, vote, Cluster, Cmds};
 use super::InjectedBug;
-use crate::protocol::{Command, Out, Protocol};
-use crate::types::{NodeId, Response, Time};
+use crate::protocol::{Command, LinkEvent, Out, Protocol};
+use crate::types::{NodeId, Peer, Response, Time};
 
 fn follower_info_to(cmds: &Cmds) -> Vec<NodeId> {
     (sent(cmds).into_iter())
@@ -269,14 +269,35 @@ fn servers_in_the_broadcast_answer_notifications() {
         at(&mut c, 2, 3, msg.clone());
         assert_eq!(c.node(2).role(), "looking", "{msg:?}");
     }
+    // Its own leader's announcement, or a follower of an older epoch:
+    // nothing to do, nothing to answer.
     let mut c = settled();
-    at(
-        &mut c,
-        2,
-        3,
-        notify(1, Some(vote(3, 1, (0, 0))), PeerState::Leading, false),
-    );
+    let own = notify(1, Some(vote(3, 1, (0, 0))), PeerState::Leading, false);
+    assert!(sent(&at(&mut c, 2, 3, own)).is_empty());
     assert_eq!(c.node(2).leader(), Some(3), "its own leader's announcement");
+    for id in [2, 3] {
+        let old = notify(1, Some(vote(1, 0, (0, 0))), PeerState::Following, false);
+        assert!(sent(&at(&mut c, id, 1, old)).is_empty(), "n{id}");
+    }
+}
+
+/// A link going down: a follower whose leader it was looks again, one
+/// that lost another link keeps following; the leader drops that follower
+/// from its broadcast (it re-synchronises when it comes back).
+#[test]
+fn a_broken_link_ends_only_what_went_over_it() {
+    let mut c = settled();
+    let down = |n: NodeId| LinkEvent::Down(Peer::Node(n));
+    c.exec(1, |n, now, out| n.on_link(now, down(2), out));
+    assert_eq!(c.node(1).leader(), Some(3));
+    c.exec(3, |n, now, out| n.on_link(now, down(1), out));
+    assert_eq!(c.node(3).leader(), Some(3));
+    let Role::Leading(l) = &c.node(3).role else {
+        panic!("leads")
+    };
+    assert_eq!(l.fols.keys().copied().collect::<Vec<_>>(), vec![2]);
+    c.exec(1, |n, now, out| n.on_link(now, down(3), out));
+    assert_eq!(c.node(1).role(), "looking");
 }
 
 /// A candidate (leading, not established) gives up for a newer epoch; a

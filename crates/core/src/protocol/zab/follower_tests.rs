@@ -3,8 +3,8 @@
 //! (gaps send the follower back), serving, and the ticks.
 
 use super::msg::{LogEntry, Msg, Summary, SyncData, Timer};
-use super::node::{Config, ZabNode};
-use super::state_machine::{Op, Payload};
+use super::node::{Config, Waiter, ZabNode};
+use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
 use super::testing::{at, hear, lone, put, sent, settled};
 use crate::protocol::{Command, Out, Protocol, Record};
 use crate::types::{ClientRef, Time};
@@ -319,4 +319,72 @@ fn a_follower_gives_up_on_a_slow_or_silent_leader() {
     c.now = c.now.saturating_add(us);
     c.exec(1, |n, now, out| n.on_timer(now, Timer::Tick, out));
     assert_eq!(c.node(1).role(), "looking");
+}
+
+fn waiting(n: &mut ZabNode, rid: u64, sent_to: u32) {
+    let w = Waiter {
+        client: ClientRef::local(rid),
+        deadline: Time::ZERO.saturating_add(Duration::from_secs(9)),
+        op: Op::from_request(&put("k", "v")).expect("a put").to_bytes(),
+        sent: Some(sent_to),
+    };
+    n.writes.insert(rid, w);
+}
+
+/// Our own writes in a suffix that a TRUNC removes are dead (a quorum
+/// promised the new epoch): they go again, to the new leader once it
+/// serves. Another server's entry that carries one of our request ids
+/// does not release ours.
+#[test]
+fn our_writes_in_a_truncated_suffix_go_again() {
+    let mut n = joined(1);
+    let ours = Payload {
+        origin: n.writer,
+        rid: 5,
+        op: Bytes::new(),
+    };
+    let theirs = Payload {
+        origin: 99,
+        rid: 6,
+        op: Bytes::new(),
+    };
+    n.log.append(1, ours.to_bytes());
+    n.log.append(1, theirs.to_bytes());
+    waiting(&mut n, 5, 2);
+    waiting(&mut n, 6, 2);
+    let sync = SyncData {
+        snap: None,
+        trunc: Some(2),
+        entries: vec![],
+    };
+    hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+    assert_eq!((n.writes[&5].sent, n.writes[&6].sent), (None, Some(2)));
+    let cmds = hear(&mut n, 3, Msg::Commit { epoch: 2, index: 1 });
+    assert!(
+        matches!(&sent(&cmds)[..], [(3, Msg::Forward { rid: 5, .. })]),
+        "{cmds:?}"
+    );
+}
+
+/// A SNAP answers only our own writes it covers: another server's entry
+/// that carries one of our request ids does not answer ours.
+#[test]
+fn a_snap_answers_only_our_own_writes() {
+    let mut n = joined(0);
+    let theirs = Payload {
+        origin: 99,
+        rid: 7,
+        op: Op::from_request(&put("k", "v")).expect("a put").to_bytes(),
+    };
+    n.log.append(4, theirs.to_bytes());
+    waiting(&mut n, 7, 3);
+    let state = KvStore::default().snapshot();
+    let sync = SyncData {
+        snap: Some((1, encode_snapshot(&[(4, 1)], &state))),
+        trunc: None,
+        entries: vec![],
+    };
+    let cmds = hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+    assert!(!cmds.iter().any(|c| matches!(c, Command::Reply { .. })));
+    assert!(n.writes.contains_key(&7) && n.applied() == 1);
 }

@@ -5,9 +5,9 @@
 use super::leader::Leading;
 use super::msg::{Msg, Summary, SyncData, Timer};
 use super::node::{Config, Role, ZabNode};
-use super::testing::{at, get, hear, lone, put, sent, settled, Cluster, Cmds};
+use super::testing::{at, get, hear, lone, put, sent, settled, value, Cluster, Cmds};
 use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
-use crate::types::{NodeId, Peer, Response, Time};
+use crate::types::{ClientRef, NodeId, Peer, Response, Time};
 use std::time::Duration;
 
 fn leading(n: &ZabNode) -> &Leading {
@@ -247,4 +247,129 @@ fn counters_count_proposals_syncs_and_read_rounds() {
     let rounds = c.node(3).counters.read_rounds;
     assert!(c.ask(2, get("a")).is_some());
     assert_eq!(c.node(3).counters.read_rounds, rounds + 1);
+}
+
+/// Established once a quorum holds the history: (N = 3) one follower's
+/// ACKNEWLEADER and our own log durable, in either order, not either
+/// alone. A follower synchronised later gets the commit index at once.
+#[test]
+fn a_leader_is_established_by_a_quorum_of_durable_histories() {
+    for durable_first in [false, true] {
+        let mut n = lone(3, 3, 1, &[1]);
+        n.lead(&mut Out::new());
+        hear(&mut n, 1, info(1, 1, false));
+        let mut out = Out::new();
+        n.on_msg(
+            Time::ZERO,
+            Peer::Node(1),
+            ack_epoch(2, 1, vec![], false),
+            &mut out,
+        );
+        let own = (out.drain())
+            .find_map(|c| match c {
+                Command::WhenDurable(m) => Some(m),
+                _ => None,
+            })
+            .expect("asks when its history is durable");
+        let acked = Msg::AckNewLeader { epoch: 2, last: 1 };
+        let (first, then) = if durable_first {
+            ((3, own), (1, acked))
+        } else {
+            ((1, acked), (3, own))
+        };
+        hear(&mut n, first.0, first.1);
+        assert_eq!(
+            n.leader(),
+            None,
+            "one of two (durable first: {durable_first})"
+        );
+        let cmds = hear(&mut n, then.0, then.1);
+        assert_eq!(n.leader(), Some(3));
+        let commit = Msg::Commit { epoch: 2, index: 1 };
+        assert_eq!(sent(&cmds), vec![(1, commit.clone())]);
+        hear(&mut n, 2, info(1, 2, false));
+        hear(&mut n, 2, ack_epoch(2, 1, vec![(1, 1, 1)], false));
+        let cmds = hear(&mut n, 2, Msg::AckNewLeader { epoch: 2, last: 1 });
+        assert_eq!(sent(&cmds), vec![(2, commit)]);
+    }
+}
+
+/// A follower in our broadcast that announces itself again (it went back
+/// to election and chose us again; its link never went down here) goes
+/// through NEWEPOCH and NEWLEADER again.
+#[test]
+fn a_follower_that_rejoins_is_synchronised_again() {
+    let mut c = settled();
+    let cmds = at(&mut c, 3, 1, info(1, 3, false));
+    assert_eq!(new_epochs(&cmds), vec![(1, 1)]);
+    let cmds = at(&mut c, 3, 1, ack_epoch(1, 1, vec![], false));
+    assert_eq!(new_leaders(&cmds).len(), 1);
+}
+
+/// A server that talks to us as to its leader but is not in our broadcast
+/// (its link went down here) is told who we are; its forwarded write is
+/// not proposed but answered `Dropped`, so it may send it again.
+#[test]
+fn a_server_outside_the_broadcast_is_told() {
+    let mut c = settled();
+    c.exec(3, |n, now, out| {
+        n.on_link(now, LinkEvent::Down(Peer::Node(1)), out)
+    });
+    let pong = Msg::Pong {
+        epoch: 1,
+        round: 1,
+        last: 0,
+    };
+    let cmds = at(&mut c, 3, 1, pong);
+    assert!(
+        matches!(&sent(&cmds)[..], [(1, Msg::Notify { .. })]),
+        "{cmds:?}"
+    );
+    let fwd = Msg::Forward {
+        epoch: 1,
+        origin: 1,
+        rid: 4,
+        op: bytes::Bytes::new(),
+    };
+    let cmds = at(&mut c, 3, 1, fwd);
+    assert!(matches!(
+        &sent(&cmds)[..],
+        [(1, Msg::Dropped { rid: 4 }), (1, Msg::Notify { .. })]
+    ));
+    assert_eq!(c.node(3).log().last(), 0, "not proposed");
+}
+
+/// Read index at the leader: a read waits for a PING round sent after it
+/// came to be answered by a quorum (one follower of two, with us); an
+/// answer to an older round does not do.
+#[test]
+fn a_read_waits_for_a_quorum_round_sent_after_it() {
+    let mut c = settled();
+    assert_eq!(c.ask(3, put("k", "v")), Some(Response::Done));
+    c.tick();
+    c.tick();
+    let client = ClientRef::local(50);
+    let cmds = c.exec(3, |n, now, out| n.on_client(now, client, get("k"), out));
+    let rounds: Vec<u64> = (sent(&cmds).into_iter())
+        .filter_map(|(_, m)| match m {
+            Msg::Ping { round, .. } => Some(round),
+            _ => None,
+        })
+        .collect();
+    let r = rounds[0];
+    assert!(r > 1 && rounds == vec![r, r], "{rounds:?}");
+    let pong = |round| Msg::Pong {
+        epoch: 1,
+        round,
+        last: 1,
+    };
+    let replied = |cmds: &Cmds| {
+        (cmds.iter()).any(|c| matches!(c, Command::ReplyNow { client: cl, .. } if *cl == client))
+    };
+    assert!(!replied(&at(&mut c, 3, 1, pong(r - 1))));
+    let cmds = at(&mut c, 3, 1, pong(r));
+    assert!(cmds.contains(&Command::ReplyNow {
+        client,
+        resp: value("v")
+    }));
 }
