@@ -41,7 +41,10 @@ echo "== mutants of $file"
 # No debug info: faster links, one build per mutant. `--lib --test oracle`
 # go to the build as well as the test run: only the oracle's binaries are
 # built for each mutant, not every integration test of the sim.
-CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
+# Not incremental: with incremental builds one mutant after another, every
+# link failed ("undefined hidden symbol core::cmp::default_chaining_impl",
+# rustc 1.95) and cargo-mutants called each mutant unviable.
+CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
     --file "$file" \
     --package quorumkv-core \
     --test-package quorumkv-core,quorumkv-sim \
