@@ -20,6 +20,14 @@ fn joined(log: usize) -> ZabNode {
     n
 }
 
+/// `joined(0)`, synchronised by NEWLEADER(2) with an empty history.
+fn synced() -> ZabNode {
+    let mut n = joined(0);
+    let sync = SyncData::default();
+    hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+    n
+}
+
 fn entry(index: u64, epoch: u64) -> LogEntry {
     LogEntry {
         index,
@@ -154,15 +162,7 @@ fn newleader_makes_the_log_the_leaders_history() {
 /// reports what is durable.
 #[test]
 fn the_broadcast_stream_at_a_follower() {
-    let mut n = joined(0);
-    hear(
-        &mut n,
-        3,
-        Msg::NewLeader {
-            epoch: 2,
-            sync: SyncData::default(),
-        },
-    );
+    let mut n = synced();
     let client = ClientRef::local(7);
     let mut out = Out::new();
     n.on_client(Time::ZERO, client, put("w", "1"), &mut out);
@@ -220,15 +220,7 @@ fn the_broadcast_stream_at_a_follower() {
         Msg::Commit { epoch: 2, index: 2 },
         ping(1, 2),
     ] {
-        let mut m = joined(0);
-        hear(
-            &mut m,
-            3,
-            Msg::NewLeader {
-                epoch: 2,
-                sync: SyncData::default(),
-            },
-        );
+        let mut m = synced();
         hear(
             &mut m,
             3,
@@ -241,15 +233,7 @@ fn the_broadcast_stream_at_a_follower() {
         assert_eq!(m.role(), "looking", "{gap:?}");
     }
     // The stream of another epoch is not ours.
-    let mut m = joined(0);
-    hear(
-        &mut m,
-        3,
-        Msg::NewLeader {
-            epoch: 2,
-            sync: SyncData::default(),
-        },
-    );
+    let mut m = synced();
     for other in [
         Msg::Proposal {
             epoch: 3,
