@@ -140,8 +140,14 @@ mod bugs;
 pub mod coin;
 mod def;
 mod election;
+#[cfg(test)]
+mod election_tests;
 mod follower;
+#[cfg(test)]
+mod follower_tests;
 mod leader;
+#[cfg(test)]
+mod leader_tests;
 mod log;
 mod msg;
 mod node;
