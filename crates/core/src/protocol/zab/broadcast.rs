@@ -518,6 +518,44 @@ mod tests {
         }
     }
 
+    /// ct-q with a follower down (N = 3): the other follower can never
+    /// count f + 1 = 2 follower ACKs, yet delivery does not stop: the
+    /// leader's heartbeat carries its commit index (the switch to Zab of
+    /// §4.3.3, by the heartbeat rather than a `prot` vote). Writes at the
+    /// follower complete within a few ticks, and resume on the fast path
+    /// once the crashed follower is back.
+    #[test]
+    fn ct_q_keeps_delivering_with_a_follower_down() {
+        let mut c = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
+        let l = c.settle();
+        let (f1, f2) = if l == 1 {
+            (2, 3)
+        } else {
+            (1, if l == 2 { 3 } else { 2 })
+        };
+        c.crash(f2);
+        let mut waits = |c: &mut Cluster| -> Vec<u64> {
+            (0..20)
+                .map(|i| {
+                    let t0 = c.now;
+                    assert!(c.ask(f1, put("k", &i.to_string())).is_some(), "write {i}");
+                    c.now.as_micros() - t0.as_micros()
+                })
+                .collect()
+        };
+        let down = waits(&mut c);
+        // Each waits for a heartbeat, never more than three ticks.
+        assert!(down.iter().all(|&w| w > 0 && w <= 30_000), "{down:?}");
+        c.restart(f2);
+        assert_eq!(c.settle(), l);
+        let back = waits(&mut c);
+        assert!(
+            back.iter().any(|&w| w == 0),
+            "no write on the fast path: {back:?}"
+        );
+        assert!(back.iter().all(|&w| w <= 30_000), "{back:?}");
+    }
+
     #[test]
     fn ac_is_for_three_servers_only() {
         assert!(Variant::Ac.check_size(3).is_ok());
