@@ -211,7 +211,6 @@ impl ZabNode {
             return self.look(out);
         }
         self.persist_entry(index, e.epoch, e.data, out);
-        self.note_received(index);
         // ACK once durable (`Msg::Logged`); proposals logged while a sync
         // is in flight share the next one.
         self.when_logged(out);

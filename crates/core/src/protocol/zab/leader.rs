@@ -357,7 +357,7 @@ impl ZabNode {
         let index = self.log.last() + 1;
         self.persist_entry(index, epoch, data.clone(), out);
         self.counters.proposals += 1;
-        self.on_proposed(index, to.len());
+        self.on_proposed(to.len());
         let entry = super::msg::LogEntry { index, epoch, data };
         for n in to {
             let msg = Msg::Proposal {

@@ -324,9 +324,9 @@ impl ZabNode {
             let resp = self.sm.apply(&p.op);
             self.applied = i;
             self.counters.delivered += 1;
-            self.note_delivered(i);
             if p.origin == self.writer {
                 if let Some(w) = self.writes.remove(&p.rid) {
+                    self.note_answered(w.deadline);
                     out.reply_now(w.client, resp);
                 }
             }
