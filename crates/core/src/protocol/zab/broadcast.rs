@@ -41,10 +41,15 @@
 use super::follower::FStage;
 use super::msg::Msg;
 use super::node::{Role, ZabNode, O};
+use crate::protocol::Record;
 use crate::quorum::majority;
 use crate::rng::SplitMix64;
 use crate::types::{NodeId, Peer, Time};
+use bytes::Bytes;
 use std::collections::BTreeMap;
+
+/// A1.1's record: the last epoch this server led (established).
+pub const META_LED: &str = "zab.led-epoch";
 
 /// Which broadcast phase the cluster runs (`--opt broadcast=`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -129,6 +134,10 @@ pub struct Bcast {
     pub variant: Variant,
     /// A1.1 kept (`stay-out`, on by default).
     pub stay_out: bool,
+    /// Durable (`META_LED`): the last epoch we led, under ac, aa, ct.
+    pub(super) led: u64,
+    /// Proposals from this index on wait for `META_LED` to be durable.
+    unmarked_from: Option<u64>,
     /// The coin's probability of Head (ct, ct-q).
     pub p: f64,
     rng: SplitMix64,
@@ -154,6 +163,8 @@ impl Bcast {
         Bcast {
             variant,
             stay_out: true,
+            led: 0,
+            unmarked_from: None,
             p: if variant.tosses() { p } else { 1.0 },
             rng: SplitMix64(seed),
             peer_epoch: 0,
@@ -179,17 +190,49 @@ impl ZabNode {
         self.bcast.variant
     }
 
+    fn a11(&self) -> bool {
+        self.bcast.variant.restricted() && self.bcast.stay_out
+    }
+
     /// A1.1 (§3.3, lines 1000-1008): under the restricted assumptions, a
-    /// server that restarts having led its current epoch stays out (as a
-    /// recovering server: no vote, in no quorum) until a leader of a newer
-    /// epoch synchronised it: its own proposals may be missing from its
-    /// disk while followers delivered them.
+    /// server that restarts having led its current epoch (`META_LED`)
+    /// stays out (as a recovering server: no vote, in no quorum) until a
+    /// leader of a newer epoch synchronised it: its own proposals may be
+    /// missing from its disk while followers delivered them.
     pub(super) fn stay_out_if_old_leader(&mut self) {
-        let (e, to) = self.accepted;
-        let a11 = self.bcast.variant.restricted() && self.bcast.stay_out;
-        if a11 && e > 0 && to == self.id && self.current_epoch == e {
+        let led = self.bcast.led;
+        if self.a11() && led > 0 && led == self.current_epoch {
             self.recovering = true;
             self.counters.stayed_out += 1;
+        }
+    }
+
+    /// "A process logs the epoch number in which it acts as a leader"
+    /// (line 1004): once established, before its first proposal leaves.
+    /// Proposals wait (`Send`, held until the record is durable) until a
+    /// durability report covers the first of them, then go at once again.
+    pub(super) fn mark_led(&mut self, out: &mut O) {
+        let epoch = self.current_epoch;
+        if !self.a11() || self.bcast.led == epoch {
+            return;
+        }
+        self.bcast.led = epoch;
+        self.bcast.unmarked_from = Some(self.log.last() + 1);
+        out.persist(Record::Meta {
+            key: META_LED.into(),
+            value: Bytes::copy_from_slice(&epoch.to_le_bytes()),
+        });
+    }
+
+    /// Whether a proposal must wait for `META_LED` (see `mark_led`).
+    pub(super) fn proposal_waits(&mut self) -> bool {
+        match self.bcast.unmarked_from {
+            Some(i) if self.logged >= i => {
+                self.bcast.unmarked_from = None;
+                false
+            }
+            Some(_) => true,
+            None => false,
         }
     }
 
@@ -491,6 +534,20 @@ mod tests {
             let l = c.settle();
             assert!(c.ask(l, put("k", "v")).is_some());
             let epoch = c.node(l).epochs().1;
+            let marked = (c.disks[l as usize - 1].records().iter())
+                .any(|r| matches!(r, Record::Meta { key, .. } if key == META_LED));
+            assert_eq!(
+                marked,
+                out,
+                "{}: the leader logs the epoch it leads",
+                v.name()
+            );
+            // A follower never led: it rejoins at once.
+            let f = if l == 1 { 2 } else { 1 };
+            c.crash(f);
+            c.restart(f);
+            assert_eq!(c.node(f).role(), "looking");
+            assert_eq!(c.settle(), l);
             c.crash(l);
             c.restart(l);
             let back = c.node(l);

@@ -323,6 +323,7 @@ impl ZabNode {
             return;
         }
         l.established = true;
+        self.mark_led(out);
         let last = self.log.last();
         self.commit_to(last, out);
         self.flush_waiting(out);
@@ -358,13 +359,18 @@ impl ZabNode {
         self.persist_entry(index, epoch, data.clone(), out);
         self.counters.proposals += 1;
         self.on_proposed(to.len());
+        let hold = self.proposal_waits();
         let entry = super::msg::LogEntry { index, epoch, data };
         for n in to {
             let msg = Msg::Proposal {
                 epoch,
                 entry: entry.clone(),
             };
-            out.send_now(Peer::Node(n), msg);
+            if hold {
+                out.send(Peer::Node(n), msg);
+            } else {
+                out.send_now(Peer::Node(n), msg);
+            }
         }
         self.when_logged(out);
         self.advance_commit(out);

@@ -484,6 +484,7 @@ impl ZabNode {
                     self.current_epoch = e;
                 }
             }
+            super::broadcast::META_LED => self.bcast.led = word(0).unwrap_or(0),
             _ => {}
         }
     }
