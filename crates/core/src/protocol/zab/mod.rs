@@ -136,6 +136,7 @@
 //! ([`ZabNode`], clients, delivery, dispatch), `bugs.rs`, `def.rs`
 //! ([`Zab`], options).
 
+mod broadcast;
 mod bugs;
 pub mod coin;
 mod def;
@@ -159,6 +160,7 @@ mod state_machine;
 #[cfg(test)]
 mod testing;
 
+pub use broadcast::Variant;
 pub use bugs::InjectedBug;
 pub use def::{Zab, ZabOptions};
 pub use log::Log;

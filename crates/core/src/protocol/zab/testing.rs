@@ -67,6 +67,8 @@ pub struct Cluster {
     pub now: Time,
     pub cfg: Config,
     pub bug: Option<InjectedBug>,
+    /// The broadcast variant, coin p and A1.1 every boot runs with.
+    pub bcast: (super::Variant, f64, bool),
     queue: VecDeque<(NodeId, NodeId, Msg)>,
     pub replies: Vec<(NodeId, ClientRef, Response)>,
     lives: u64,
@@ -75,12 +77,17 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn new(n: u32, cfg: Config) -> Cluster {
+        Cluster::running(n, cfg, (super::Variant::Zab, 0.5, true))
+    }
+    /// A cluster whose servers run broadcast variant `(variant, p, A1.1)`.
+    pub fn running(n: u32, cfg: Config, bcast: (super::Variant, f64, bool)) -> Cluster {
         let mut c = Cluster {
             nodes: Vec::new(),
             disks: vec![Disk::default(); n as usize],
             now: Time::ZERO,
             cfg,
             bug: None,
+            bcast,
             queue: VecDeque::new(),
             replies: Vec::new(),
             lives: 0,
@@ -98,7 +105,11 @@ impl Cluster {
     fn boot(&mut self, id: NodeId) {
         self.lives += 1;
         let writer = u64::from(id) | self.lives << 32;
-        let mut node = ZabNode::new(id, &self.members(), writer, self.cfg).with_bug(self.bug);
+        let (v, p, stay_out) = self.bcast;
+        let mut node = ZabNode::new(id, &self.members(), writer, self.cfg)
+            .with_bug(self.bug)
+            .with_broadcast(v, p, u64::from(id))
+            .with_stay_out(stay_out);
         for r in self.disks[id as usize - 1].records() {
             node.restore(r);
         }
