@@ -152,6 +152,7 @@ mod scenarios;
 mod state_machine;
 #[cfg(test)]
 mod testing;
+mod znode_sm;
 
 pub use bugs::InjectedBug;
 pub use def::{Zab, ZabOptions};
@@ -159,3 +160,4 @@ pub use log::Log;
 pub use msg::{LogEntry, Msg, PeerState, Summary, SyncData, Timer, Vote, Zxid};
 pub use node::{Config, Counters, ReadMode, ZabNode};
 pub use state_machine::{KvStore, Op, Payload, StateMachine};
+pub use znode_sm::{Machine, ZEntry};
