@@ -400,3 +400,201 @@ impl ZabNode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::node::Config;
+    use super::super::testing::Cluster;
+    use super::*;
+    use crate::types::OpId;
+    use crate::znode::Stat;
+
+    fn client(session: u64, conn: u64) -> ClientRef {
+        ClientRef {
+            id: 0,
+            session: conn,
+            op: OpId {
+                client: session,
+                seq: 1,
+            },
+        }
+    }
+    fn zn(c: &mut Cluster, at: u32, who: ClientRef, op: ZnodeOp) -> ZnodeReply {
+        match c.ask_as(at, who, Request::Znode(op)) {
+            Some(Response::Znode(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+    fn create(path: &str, ephemeral: bool, sequential: bool) -> ZnodeOp {
+        ZnodeOp::Create {
+            path: path.into(),
+            data: Bytes::from_static(b"d"),
+            ephemeral,
+            sequential,
+        }
+    }
+    fn created(r: ZnodeReply) -> (String, Stat) {
+        match r {
+            ZnodeReply::Created { path, stat } => (path, stat),
+            other => panic!("{other:?}"),
+        }
+    }
+    fn exists(c: &mut Cluster, at: u32, path: &str) -> bool {
+        let op = ZnodeOp::Exists {
+            path: path.into(),
+            watch: false,
+        };
+        match zn(c, at, client(0, 0), op) {
+            ZnodeReply::Exists(s) => s.is_some(),
+            other => panic!("{other:?}"),
+        }
+    }
+    fn open(c: &mut Cluster, at: u32, who: ClientRef, timeout_ms: u64) {
+        let r = zn(c, at, who, ZnodeOp::OpenSession { timeout_ms });
+        assert_eq!(
+            r,
+            ZnodeReply::Session {
+                session: who.op.client
+            }
+        );
+    }
+
+    #[test]
+    fn sequential_names_grow_and_stats_carry_zxid_and_leader_time() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let anon = client(0, 0);
+        created(zn(&mut c, 1, anon, create("/q", false, false)));
+        let (a, sa) = created(zn(&mut c, 2, anon, create("/q/n-", false, true)));
+        let (b, sb) = created(zn(&mut c, 3, anon, create("/q/n-", false, true)));
+        assert_eq!(
+            (a.as_str(), b.as_str()),
+            ("/q/n-0000000000", "/q/n-0000000001")
+        );
+        assert!(sa.czxid < sb.czxid && sa.czxid == sa.mzxid);
+        assert!(sa.ctime > 0, "the leader's clock stamps the create");
+        let kids = ZnodeOp::GetChildren {
+            path: "/q".into(),
+            watch: false,
+        };
+        for id in 1..=3 {
+            let r = zn(&mut c, id, anon, kids.clone());
+            assert_eq!(r, ZnodeReply::Children(vec![a[3..].into(), b[3..].into()]));
+        }
+        // KV operations still work beside the tree.
+        let put = super::super::testing::put("k", "v");
+        assert_eq!(c.ask(1, put), Some(Response::Done));
+        assert_eq!(
+            c.ask(2, super::super::testing::get("k")),
+            Some(super::super::testing::value("v"))
+        );
+        // A non-session ephemeral is refused.
+        let r = zn(&mut c, 1, anon, create("/e", true, false));
+        assert_eq!(r, ZnodeReply::Error(ZkError::SessionExpired));
+    }
+
+    #[test]
+    fn closing_a_session_removes_its_ephemerals_everywhere() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let s = client(77, 5);
+        open(&mut c, 1, s, 10_000);
+        created(zn(&mut c, 1, s, create("/e", true, false)));
+        assert!((1..=3).all(|id| exists(&mut c, id, "/e")));
+        let r = zn(&mut c, 2, s, ZnodeOp::CloseSession);
+        assert_eq!(
+            r,
+            ZnodeReply::Closed {
+                deleted: vec!["/e".into()]
+            }
+        );
+        assert!((1..=3).all(|id| !exists(&mut c, id, "/e")));
+    }
+
+    #[test]
+    fn a_watch_fires_once_at_the_server_that_set_it() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let (w, other) = (client(1, 11), client(2, 22));
+        let op = ZnodeOp::Exists {
+            path: "/w".into(),
+            watch: true,
+        };
+        assert_eq!(zn(&mut c, 1, w, op), ZnodeReply::Exists(None));
+        assert_eq!(c.node(1).machine().watch_count(), 1);
+        created(zn(&mut c, 2, other, create("/w", false, false)));
+        c.tick();
+        let ev: Vec<_> = c.events.drain(..).collect();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        let (server, conn, e) = &ev[0];
+        assert_eq!((*server, *conn, e.kind.as_str()), (1, 11, "created"));
+        assert_eq!(&e.key[..], b"/w");
+        // One-shot: a second change fires nothing.
+        let set = ZnodeOp::SetData {
+            path: "/w".into(),
+            data: Bytes::new(),
+            version: None,
+        };
+        assert!(matches!(zn(&mut c, 2, other, set), ZnodeReply::Set(_)));
+        c.tick();
+        assert!(c.events.is_empty());
+        // A child watch set by getChildren fires on a child's creation,
+        // before the creating session's own answer.
+        let kids = ZnodeOp::GetChildren {
+            path: "/w".into(),
+            watch: true,
+        };
+        assert_eq!(zn(&mut c, 3, other, kids), ZnodeReply::Children(vec![]));
+        created(zn(&mut c, 3, other, create("/w/c", false, false)));
+        assert_eq!(c.events.len(), 1, "the event came with the reply");
+        assert_eq!(c.events[0].2.kind, "children");
+    }
+
+    #[test]
+    fn the_leader_expires_a_silent_session_and_its_ephemerals() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        let (alive, silent) = (client(1, 11), client(2, 22));
+        open(&mut c, f, alive, 200);
+        open(&mut c, f, silent, 200);
+        created(zn(&mut c, f, alive, create("/a", true, false)));
+        created(zn(&mut c, f, silent, create("/s", true, false)));
+        // 400 ms: twice the timeout; only `alive` heartbeats (at a follower).
+        for _ in 0..40 {
+            let r = c.ask_as(f, alive, Request::Znode(ZnodeOp::Ping));
+            assert_eq!(r, Some(Response::Znode(ZnodeReply::Pong)));
+            c.tick();
+        }
+        assert!(exists(&mut c, f, "/a"), "a heartbeating session lives");
+        assert!(!exists(&mut c, f, "/s"), "a silent one expires");
+        assert!(c.node(l).machine().tree.has_session(1));
+        assert!(!c.node(l).machine().tree.has_session(2));
+        let expired: Vec<_> = c.events.iter().filter(|e| e.2.kind == "expired").collect();
+        assert_eq!(expired.len(), 1, "{expired:?}");
+        assert_eq!((expired[0].0, expired[0].1), (f, 22));
+    }
+
+    #[test]
+    fn snapshots_hold_both_machines_and_old_kv_snapshots_restore() {
+        let mut m = Machine::default();
+        let put = super::super::state_machine::Op::Put {
+            key: Bytes::from_static(b"k"),
+            value: Bytes::from_static(b"v"),
+        };
+        m.apply_at(1, &put.to_bytes(), true);
+        let e = super::super::state_machine::Op::Znode(ZEntry::new(
+            create("/x", false, false),
+            &client(0, 0),
+        ));
+        let r = m.apply_at(2, &e.to_bytes(), true);
+        assert!(matches!(r, Response::Znode(ZnodeReply::Created { .. })));
+        let mut back = Machine::default();
+        back.restore(&m.snapshot()).unwrap();
+        assert_eq!(back, m);
+        let mut kv_only = Machine::default();
+        kv_only.restore(&m.kv.snapshot()).unwrap();
+        assert_eq!((kv_only.kv, kv_only.tree.len()), (m.kv.clone(), 1));
+        assert!(back.restore(&[1, 2]).is_err());
+    }
+}
