@@ -28,3 +28,4 @@ mod shutdown;
 pub mod status;
 pub mod storage;
 pub mod trim;
+pub mod zk;
