@@ -55,6 +55,7 @@ enum ZkCmd {
         /// The node's data (default: empty).
         #[arg(default_value = "")]
         data: String,
+        /// Delete the node when this command's session ends.
         #[arg(long)]
         ephemeral: bool,
         /// Append a 10-digit number that grows with every sequential create

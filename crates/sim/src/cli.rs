@@ -84,6 +84,11 @@ pub struct Args {
     /// one seed runs).
     #[arg(long)]
     pub trace: bool,
+    /// The clients use the znode service (create, delete, set, get, exists,
+    /// children; sessions and ephemerals) instead of the KV store, and the
+    /// history is also checked against the znode model (`--protocol zab`).
+    #[arg(long)]
+    pub znode: bool,
     /// Print one line per seed.
     #[arg(long, short)]
     pub verbose: bool,
@@ -149,6 +154,7 @@ impl Args {
             timing: Timing::default(),
             check_timeout: Duration::from_secs_f64(self.check_timeout.max(0.001)),
             trace: false,
+            znode: self.znode,
         }
     }
 
@@ -172,6 +178,9 @@ impl Args {
         }
         if self.break_assumptions {
             cmd += " --break-assumptions";
+        }
+        if self.znode {
+            cmd += " --znode";
         }
         if let Some(b) = &self.inject_bug {
             cmd += &format!(" --inject-bug {b}");

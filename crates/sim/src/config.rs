@@ -278,6 +278,9 @@ pub struct SimConfig {
     pub check_timeout: Duration,
     /// Record the message trace.
     pub trace: bool,
+    /// The clients use the znode service (`world/znode.rs`) instead of the
+    /// KV store; their history is checked against the znode model too.
+    pub znode: bool,
 }
 
 impl Default for SimConfig {
@@ -299,6 +302,7 @@ impl Default for SimConfig {
             timing: Timing::default(),
             check_timeout: Duration::from_secs(10),
             trace: false,
+            znode: false,
         }
     }
 }

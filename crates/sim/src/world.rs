@@ -49,6 +49,7 @@ mod load;
 mod nemesis;
 mod probe;
 mod rounds;
+pub mod znode;
 
 pub use rounds::round_of;
 
@@ -431,6 +432,8 @@ struct ClientSlot<D: ProtocolDef> {
 pub struct RunResult {
     pub end: RunEnd,
     pub history: Vec<OpRecord>,
+    /// The znode requests of the history (`SimConfig::znode`).
+    pub znode: Vec<znode::Asked>,
     pub stats: Stats,
     pub trace: Option<Vec<String>>,
 }
@@ -488,6 +491,7 @@ pub struct World<'a, D: ProtocolDef> {
     next_process: u64,
     clock: Clock,
     history: Vec<OpRecord>,
+    znode: Vec<znode::Asked>,
     stuck: Option<String>,
     probe: probe::Probe,
     load: load::Load,
@@ -563,6 +567,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             next_process: (c + load) as u64,
             clock: Clock::default(),
             history: Vec::with_capacity(cfg.ops as usize),
+            znode: Vec::new(),
             stuck: None,
             probe: probe::Probe::default(),
             load: load::Load {
@@ -1066,6 +1071,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         RunResult {
             end,
             history: self.history,
+            znode: self.znode,
             stats: self.stats,
             trace: self.trace,
         }

@@ -318,7 +318,8 @@ impl ZabNode {
             for (conn, event) in self.sm.take_events() {
                 out.notify(conn, event);
             }
-            if let Some(w) = self.writes.remove(&p.rid).filter(|_| here) {
+            if here {
+                let w = self.writes.remove(&p.rid).expect("here: waiting");
                 super::znode_sm::answer(out, w.client, resp);
             }
         }
