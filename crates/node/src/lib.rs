@@ -29,3 +29,4 @@ pub mod status;
 pub mod storage;
 pub mod trim;
 pub mod zk;
+pub mod zk_recipes;
