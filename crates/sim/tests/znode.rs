@@ -93,3 +93,22 @@ fn a_tampered_znode_answer_is_caught() {
         verify::Safety::Violation(_)
     ));
 }
+
+/// A znode bug is caught within 100 seeds (first failing seed today: 16),
+/// as a znode-model violation.
+#[test]
+fn znode_injected_bug_is_caught() {
+    let zab = register::<Zab>();
+    let cfg = SimConfig {
+        bug: Some("zab-znode-keep-ephemerals".into()),
+        ..znode_cfg(Durability::Fsync)
+    };
+    let s = sweep(&zab, &cfg, "0..100".parse().unwrap(), 2, 1, |_| {}).unwrap();
+    let first = s.failures.first().expect("caught within 100 seeds");
+    eprintln!("first failing seed: {}", first.seed);
+    assert!(
+        matches!(first.verdict, Verdict::Unsafe { .. }),
+        "{}",
+        first.verdict
+    );
+}

@@ -122,6 +122,8 @@ pub struct Machine {
     heard: BTreeMap<u64, Time>,
     /// Follower only: sessions heard since the last tick.
     touched: BTreeSet<u64>,
+    /// Injected bug `zab-znode-keep-ephemerals`: a close changes nothing.
+    pub(super) keep_ephemerals: bool,
 }
 
 // `Watches` has no `PartialEq`: two machines are equal by replicated state.
@@ -199,6 +201,9 @@ impl Machine {
         if e.session == 0 && matches!(txn, Txn::OpenSession { .. } | Txn::CloseSession { .. }) {
             let why = "a session needs a client id (OpId::client)".to_string();
             return zk(Err(ZkError::BadArguments(why)));
+        }
+        if self.keep_ephemerals && matches!(txn, Txn::CloseSession { .. }) {
+            return zk(Ok(ZnodeReply::Closed { deleted: vec![] }));
         }
         let (result, changes) = self.tree.apply(at, &txn);
         for f in self.watches.fire(&changes) {
