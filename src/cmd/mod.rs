@@ -6,6 +6,7 @@ pub mod kv;
 pub mod protocols;
 pub mod server;
 pub mod target;
+pub mod zk;
 
 /// Print one clear line and return the failure exit code.
 pub fn fail(msg: impl std::fmt::Display) -> std::process::ExitCode {

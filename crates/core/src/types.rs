@@ -140,15 +140,40 @@ impl fmt::Display for Tag {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Request {
-    Get { key: Bytes },
-    Put { key: Bytes, value: Bytes },
-    Delete { key: Bytes },
+    Get {
+        key: Bytes,
+    },
+    Put {
+        key: Bytes,
+        value: Bytes,
+    },
+    Delete {
+        key: Bytes,
+    },
+    /// An operation of the coordination service (`crate::znode`); only
+    /// Zab serves them, every other protocol refuses them.
+    Znode(crate::znode::ZnodeOp),
 }
 
+/// The key of requests that have none (znode operations name paths).
+static NO_KEY: Bytes = Bytes::from_static(b"");
+
 impl Request {
+    /// The KV key; empty for a znode operation (its path is not a key).
     pub fn key(&self) -> &Bytes {
         match self {
             Request::Get { key } | Request::Put { key, .. } | Request::Delete { key } => key,
+            Request::Znode(_) => &NO_KEY,
+        }
+    }
+    /// The refusal a protocol that does not serve `self` answers, or `None`
+    /// when it is a KV operation every protocol serves.
+    pub fn refusal(&self) -> Option<Response> {
+        match self {
+            Request::Znode(_) => Some(Response::Failed(OpError::refused(
+                crate::znode::op::NEEDS_ZAB,
+            ))),
+            _ => None,
         }
     }
     pub fn is_read(&self) -> bool {
@@ -166,6 +191,8 @@ pub enum Response {
     Done,
     /// The operation failed; see [`OpError`] for whether it may still take effect.
     Failed(OpError),
+    /// The answer to a `Request::Znode`.
+    Znode(crate::znode::ZnodeReply),
 }
 
 /// Why an operation did not complete. Two kinds matter to a client and to

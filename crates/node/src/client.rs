@@ -445,6 +445,12 @@ impl Client {
         expect_done(self.call(Request::Delete { key: key.into() }).await?)
     }
 
+    /// This client's id: the `client` of its [`OpId`]s, and its session
+    /// in the znode service.
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
     /// The protocol the cluster runs, as its servers said.
     pub fn protocol(&self) -> ProtocolKind {
         self.shared.protocol

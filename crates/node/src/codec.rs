@@ -184,6 +184,45 @@ mod tests {
         roundtrip(Frame::Heartbeat);
     }
 
+    /// The coordination service's requests, answers and events travel in
+    /// the same frames (`Request::Znode`, `Response::Znode`, `Notify`).
+    #[test]
+    fn znode_frames_roundtrip() {
+        use quorumkv_core::znode::{Stat, ZkError, ZnodeOp, ZnodeReply};
+        roundtrip(Frame::Request {
+            id: 9,
+            op: OpId { client: 5, seq: 1 },
+            req: Request::Znode(ZnodeOp::Create {
+                path: "/q/n-".into(),
+                data: "d".into(),
+                ephemeral: true,
+                sequential: true,
+            }),
+        });
+        for resp in [
+            ZnodeReply::Created {
+                path: "/q/n-0000000003".into(),
+                stat: Stat {
+                    czxid: 42,
+                    ephemeral_owner: 5,
+                    ..Stat::default()
+                },
+            },
+            ZnodeReply::Children(vec!["a".into(), "b".into()]),
+            ZnodeReply::Error(ZkError::BadArguments("path".into())),
+        ] {
+            roundtrip(Frame::Response {
+                id: 9,
+                resp: Response::Znode(resp),
+            });
+        }
+        roundtrip(Frame::Notify(Event {
+            kind: "deleted".into(),
+            key: "/q/n-0000000003".into(),
+            value: None,
+        }));
+    }
+
     #[test]
     fn partial_frames_wait_for_more() {
         let b = encode_to_bytes(&Frame::<Msg>::Request {

@@ -28,3 +28,5 @@ mod shutdown;
 pub mod status;
 pub mod storage;
 pub mod trim;
+pub mod zk;
+pub mod zk_recipes;

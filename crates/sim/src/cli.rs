@@ -92,6 +92,11 @@ pub struct Args {
     /// one seed runs).
     #[arg(long)]
     pub trace: bool,
+    /// The clients use the znode service (create, delete, set, get, exists,
+    /// children; sessions and ephemerals) instead of the KV store, and the
+    /// history is also checked against the znode model (`--protocol zab`).
+    #[arg(long)]
+    pub znode: bool,
     /// Print one line per seed.
     #[arg(long, short)]
     pub verbose: bool,
@@ -158,6 +163,7 @@ impl Args {
             check_timeout: Duration::from_secs_f64(self.check_timeout.max(0.001)),
             trace: false,
             read_after_crash: self.read_after_crash,
+            znode: self.znode,
         }
     }
 
@@ -181,6 +187,9 @@ impl Args {
         }
         if self.break_assumptions {
             cmd += " --break-assumptions";
+        }
+        if self.znode {
+            cmd += " --znode";
         }
         if let Some(b) = &self.inject_bug {
             cmd += &format!(" --inject-bug {b}");

@@ -281,6 +281,9 @@ pub struct SimConfig {
     /// A key with a write in flight through a server when that server
     /// crashes is only read from then on (`--read-after-crash`).
     pub read_after_crash: bool,
+    /// The clients use the znode service (`world/znode.rs`) instead of the
+    /// KV store; their history is checked against the znode model too.
+    pub znode: bool,
 }
 
 impl Default for SimConfig {
@@ -303,6 +306,7 @@ impl Default for SimConfig {
             check_timeout: Duration::from_secs(10),
             trace: false,
             read_after_crash: false,
+            znode: false,
         }
     }
 }

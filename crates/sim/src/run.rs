@@ -90,7 +90,10 @@ pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
     let result = World::<D>::new(cfg, params.clone(), bug, opts).run();
     let sim_wall = t0.elapsed();
     let t1 = Instant::now();
-    let safety = verify::check(&result.history, cfg.check_timeout);
+    let mut safety = verify::check(&result.history, cfg.check_timeout);
+    if cfg.znode && safety == Safety::Linearizable {
+        safety = verify::check_znode(&result.znode, &result.history, cfg.check_timeout);
+    }
     let check_wall = t1.elapsed();
     let verdict = match (safety, result.end) {
         (Safety::Violation(details), _) => Verdict::Unsafe { details },

@@ -106,3 +106,25 @@ pub fn check(history: &[OpRecord], timeout: Duration) -> Safety {
         }
     }
 }
+
+/// Check the znode requests of a history against the znode model
+/// (`quorumkv_check::znode::ZnodeSpec`), the whole tree as one object.
+pub fn check_znode(
+    asked: &[crate::world::znode::Asked],
+    history: &[OpRecord],
+    timeout: Duration,
+) -> Safety {
+    use quorumkv_check::znode::ZnodeSpec;
+    let ops = crate::world::znode::znode_history(asked, history);
+    let n = ops.len();
+    let verdicts = quorumkv_check::check_spec(&ZnodeSpec, &[ops], Some(timeout));
+    match verdicts.first() {
+        Some(Verdict::Linearizable) | None => Safety::Linearizable,
+        Some(Verdict::Unknown) => Safety::Unknown(format!(
+            "the znode checker timed out after {timeout:?} on {n} operations"
+        )),
+        Some(_) => Safety::Violation(format!(
+            "znode history of {n} operations: no order agrees with the znode model (replay with --trace)"
+        )),
+    }
+}

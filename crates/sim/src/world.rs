@@ -50,6 +50,7 @@ mod load;
 mod nemesis;
 mod probe;
 mod rounds;
+pub mod znode;
 
 pub use rounds::round_of;
 
@@ -434,6 +435,8 @@ struct ClientSlot<D: ProtocolDef> {
 pub struct RunResult {
     pub end: RunEnd,
     pub history: Vec<OpRecord>,
+    /// The znode requests of the history (`SimConfig::znode`).
+    pub znode: Vec<znode::Asked>,
     pub stats: Stats,
     pub trace: Option<Vec<String>>,
 }
@@ -491,6 +494,7 @@ pub struct World<'a, D: ProtocolDef> {
     next_process: u64,
     clock: Clock,
     history: Vec<OpRecord>,
+    znode: Vec<znode::Asked>,
     stuck: Option<String>,
     probe: probe::Probe,
     /// `--read-after-crash`: keys only read from now on.
@@ -568,6 +572,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             next_process: (c + load) as u64,
             clock: Clock::default(),
             history: Vec::with_capacity(cfg.ops as usize),
+            znode: Vec::new(),
             stuck: None,
             probe: probe::Probe::default(),
             read_only: Default::default(),
@@ -1099,6 +1104,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         RunResult {
             end,
             history: self.history,
+            znode: self.znode,
             stats: self.stats,
             trace: self.trace,
         }

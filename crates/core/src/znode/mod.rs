@@ -12,11 +12,13 @@
 //! Nothing here knows about the network or about time beyond the leader's
 //! clock stamped on each transaction ([`Stamp`]).
 
+pub mod op;
 pub mod path;
 pub mod recipe;
 pub mod tree;
 pub mod watch;
 
+pub use op::{ZnodeOp, ZnodeReply};
 pub use tree::{Change, Stamp, Stat, Tree, Txn, TxnOk};
 pub use watch::{EventType, Fired, WatchKind, Watches};
 

@@ -33,6 +33,9 @@ impl<D: ProtocolDef> World<'_, D> {
         if let Some(req) = self.round_request(c) {
             return req;
         }
+        if self.cfg.znode {
+            return self.znode_op(c);
+        }
         let key = Bytes::from(format!("k{}", self.work_rng.below(self.p.keys as u64)));
         let mut roll = self.work_rng.below(100);
         if std::mem::take(&mut self.clients[c].read_next) {
@@ -83,6 +86,7 @@ impl<D: ProtocolDef> World<'_, D> {
             complete_ns: 0,
             outcome: Outcome::Unknown,
         });
+        self.znode_asked(c, &req);
         let op = OpId {
             client: client_writer_id(c as u64),
             seq: req_no,
@@ -259,6 +263,7 @@ impl<D: ProtocolDef> World<'_, D> {
         if cref.session != self.clients[c].session {
             return;
         }
+        self.znode_answered(c, &resp);
         let mut outcome = Outcome::from_response(&resp);
         let retried = self.clients[c].pending.as_ref().is_some_and(|p| p.retried);
         if retried && outcome == Outcome::Fail {

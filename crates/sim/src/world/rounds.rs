@@ -239,6 +239,7 @@ impl<'a, D: quorumkv_core::protocol::ProtocolDef> World<'a, D> {
         RunResult {
             end,
             history: w.history,
+            znode: w.znode,
             stats: w.stats,
             trace: w.trace,
         }

@@ -319,6 +319,7 @@ impl Protocol for LamportNode {
             Request::Get { key } => self.read(now, client, key, out),
             Request::Put { key, value } => self.request(now, client, key, Some(value), out),
             Request::Delete { key } => self.request(now, client, key, None, out),
+            req @ Request::Znode(_) => out.reply(client, req.refusal().expect("not KV")),
         }
         self.after(out);
     }

@@ -216,6 +216,7 @@ impl Coordinator {
             Request::Get { key } => (key, Kind::Get),
             Request::Put { key, value } => (key, Kind::Write(Some(value))),
             Request::Delete { key } => (key, Kind::Write(None)),
+            req @ Request::Znode(_) => return out.reply(client, req.refusal().expect("not KV")),
         };
         let p = Pending {
             client,

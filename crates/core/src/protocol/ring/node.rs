@@ -634,6 +634,7 @@ impl Protocol for RingNode {
             Request::Get { key } => self.on_get(client, key, out),
             Request::Put { key, value } => self.on_put(client, key, Some(value), out),
             Request::Delete { key } => self.on_put(client, key, None, out),
+            req @ Request::Znode(_) => out.reply(client, req.refusal().expect("not KV")),
         }
         self.pump(out);
     }

@@ -30,6 +30,10 @@ pub enum InjectedBug {
     /// promised, completing a stale candidate's quorum whose history lacks
     /// proposals the previous life ACKed (the code before `recovery.rs`).
     RecoverWithoutEpoch,
+    /// Closing a session (by its client or by expiry) deletes none of its
+    /// ephemerals and leaves it open (`znode_sm.rs`): seen only by the
+    /// znode workload (`quorumkv sim --znode`).
+    ZnodeKeepEphemerals,
 }
 
 impl InjectedBug {
@@ -39,6 +43,7 @@ impl InjectedBug {
         InjectedBug::StaleLogLeader,
         InjectedBug::SkipTrunc,
         InjectedBug::RecoverWithoutEpoch,
+        InjectedBug::ZnodeKeepEphemerals,
     ];
 }
 
@@ -53,6 +58,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::StaleLogLeader => "zab-stale-log-leader",
             InjectedBug::SkipTrunc => "zab-skip-trunc",
             InjectedBug::RecoverWithoutEpoch => "zab-recover-without-epoch",
+            InjectedBug::ZnodeKeepEphemerals => "zab-znode-keep-ephemerals",
         }
     }
     fn about(self) -> &'static str {
@@ -71,6 +77,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::RecoverWithoutEpoch => {
                 "a server that lost its state joins any leader, below the epoch it promised"
+            }
+            InjectedBug::ZnodeKeepEphemerals => {
+                "closing a znode session keeps its ephemerals (use with --znode)"
             }
         }
     }

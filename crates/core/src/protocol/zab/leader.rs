@@ -356,6 +356,7 @@ impl ZabNode {
         let epoch = l.epoch;
         let to: Vec<NodeId> = l.synced().collect();
         let index = self.log.last() + 1;
+        let data = super::znode_sm::stamp(data, self.now);
         self.persist_entry(index, epoch, data.clone(), out);
         self.counters.proposals += 1;
         self.on_proposed(to.len());

@@ -159,6 +159,7 @@ mod scenarios;
 mod state_machine;
 #[cfg(test)]
 mod testing;
+mod znode_sm;
 
 pub use broadcast::Variant;
 pub use bugs::InjectedBug;
@@ -167,3 +168,4 @@ pub use log::Log;
 pub use msg::{LogEntry, Msg, PeerState, Summary, SyncData, Timer, Vote, Zxid};
 pub use node::{Config, Counters, ReadMode, ZabNode};
 pub use state_machine::{KvStore, Op, Payload, StateMachine};
+pub use znode_sm::{Machine, ZEntry};

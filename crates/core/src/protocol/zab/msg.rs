@@ -151,6 +151,9 @@ pub enum Msg {
     ReadIndex { epoch: u64, rid: u64 },
     /// L → F: leadership confirmed; serve the read once applied `index`.
     ReadIndexOk { epoch: u64, rid: u64, index: u64 },
+    /// F → L: these znode sessions were heard of here since the last
+    /// tick (`znode_sm.rs`: the leader expires silent sessions).
+    Touch { sessions: Vec<u64> },
 }
 
 /// Zab's timers.

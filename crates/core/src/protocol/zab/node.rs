@@ -10,6 +10,7 @@ use super::msg::{Msg, Timer};
 use super::reads::Reads;
 use super::recovery::Recovery;
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
+use super::znode_sm::Machine;
 use super::InjectedBug;
 use crate::protocol::{LinkEvent, Out, Protocol, Record};
 use crate::quorum::majority;
@@ -124,7 +125,7 @@ pub struct ZabNode {
     /// Durable: the epoch whose history this server accepted (NEWLEADER).
     pub(super) current_epoch: u64,
     pub(super) log: Log,
-    pub(super) sm: KvStore,
+    pub(super) sm: Machine,
     pub(super) applied: u64,
     pub(super) commit: u64,
     /// Our log is on disk up to here (`Msg::Logged`, this life): the
@@ -166,7 +167,7 @@ impl ZabNode {
             accepted: (0, 0),
             current_epoch: 0,
             log: Log::default(),
-            sm: KvStore::default(),
+            sm: Machine::default(),
             applied: 0,
             commit: 0,
             logged: 0,
@@ -186,6 +187,7 @@ impl ZabNode {
     }
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
         self.bug = bug;
+        self.sm.keep_ephemerals = bug == Some(InjectedBug::ZnodeKeepEphemerals);
         self
     }
     /// A server that lost its state: it learns its epoch floor from a
@@ -212,6 +214,10 @@ impl ZabNode {
         self.applied
     }
     pub fn store(&self) -> &KvStore {
+        &self.sm.kv
+    }
+    /// The replicated machine: the KV store and the znode tree.
+    pub fn machine(&self) -> &Machine {
         &self.sm
     }
     pub fn leader(&self) -> Option<NodeId> {
@@ -321,14 +327,17 @@ impl ZabNode {
                 self.applied = i;
                 continue;
             };
-            let resp = self.sm.apply(&p.op);
+            let here = p.origin == self.writer && self.writes.contains_key(&p.rid);
+            let resp = self.sm.apply_at(i, &p.op, here);
             self.applied = i;
             self.counters.delivered += 1;
-            if p.origin == self.writer {
-                if let Some(w) = self.writes.remove(&p.rid) {
-                    self.note_answered(w.deadline);
-                    out.reply_now(w.client, resp);
-                }
+            for (conn, event) in self.sm.take_events() {
+                out.notify(conn, event);
+            }
+            if here {
+                let w = self.writes.remove(&p.rid).expect("here: waiting");
+                self.note_answered(w.deadline);
+                super::znode_sm::answer(out, w.client, resp);
             }
         }
         self.serve_reads(out);
@@ -360,10 +369,13 @@ impl ZabNode {
     }
 
     fn on_client_request(&mut self, client: ClientRef, req: Request, out: &mut O) {
-        let Some(op) = Op::from_request(&req) else {
+        if self.znode_local(client, &req, out) {
+            return;
+        }
+        let Some(op) = Op::from_client(&req, &client) else {
             out.reply(
                 client,
-                Response::Failed(OpError::refused("zab serves GET, PUT and DELETE")),
+                Response::Failed(OpError::refused("zab serves GET, PUT, DELETE and znodes")),
             );
             return;
         };
@@ -460,6 +472,7 @@ impl ZabNode {
         out.set_timer(self.cfg.tick, Timer::Tick);
         self.expire(out);
         self.ask_recovery(out);
+        self.znode_tick(out);
         match &self.role {
             Role::Looking => self.election_tick(out),
             Role::Following(_) => self.follower_tick(out),
@@ -540,6 +553,7 @@ impl ZabNode {
             Msg::ReadIndexOk { epoch, rid, index } => {
                 self.on_read_index_ok(from, epoch, rid, index, out)
             }
+            Msg::Touch { sessions } => self.on_touch(sessions),
         }
     }
 }
@@ -580,8 +594,10 @@ impl Protocol for ZabNode {
     }
     fn on_link(&mut self, now: Time, ev: LinkEvent, out: &mut O) {
         self.now = now;
-        if let LinkEvent::Down(Peer::Node(n)) = ev {
-            self.link_down(n, out);
+        match ev {
+            LinkEvent::Down(Peer::Node(n)) => self.link_down(n, out),
+            LinkEvent::Down(Peer::Conn(c)) => self.sm.drop_conn(c),
+            LinkEvent::Up(_) => {}
         }
     }
     fn restore(&mut self, rec: Record) {

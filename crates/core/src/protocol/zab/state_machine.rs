@@ -4,22 +4,34 @@
 //! Also the byte codec of log entries and snapshots (`Record::Entry` and
 //! `Record::Snapshot` hold bytes).
 
-use crate::types::{OpError, Request, Response};
+use super::znode_sm::ZEntry;
+use crate::types::{ClientRef, OpError, Request, Response};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 
 /// An operation of the KV machine, as logged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    Get { key: Bytes },
-    Put { key: Bytes, value: Bytes },
-    Delete { key: Bytes },
+    Get {
+        key: Bytes,
+    },
+    Put {
+        key: Bytes,
+        value: Bytes,
+    },
+    Delete {
+        key: Bytes,
+    },
+    /// A znode operation with its session, connection and leader time
+    /// (`znode_sm.rs`).
+    Znode(ZEntry),
 }
 
 impl Op {
     /// The operation a client request asks for (None: not a KV request).
     pub fn from_request(req: &Request) -> Option<Op> {
         Some(match req {
+            Request::Znode(_) => return None,
             Request::Get { key } => Op::Get { key: key.clone() },
             Request::Put { key, value } => Op::Put {
                 key: key.clone(),
@@ -27,6 +39,14 @@ impl Op {
             },
             Request::Delete { key } => Op::Delete { key: key.clone() },
         })
+    }
+    /// The operation `client` asks for, znode operations included (their
+    /// session is the client's id, their watches its connection's).
+    pub fn from_client(req: &Request, client: &ClientRef) -> Option<Op> {
+        match req {
+            Request::Znode(op) => Some(Op::Znode(ZEntry::new(op.clone(), client))),
+            _ => Op::from_request(req),
+        }
     }
     pub fn encode(&self, w: &mut Writer) {
         match self {
@@ -43,6 +63,7 @@ impl Op {
                 w.u8(2);
                 w.bytes(key);
             }
+            Op::Znode(e) => e.encode(w),
         }
     }
     pub fn decode(r: &mut Reader<'_>) -> Option<Op> {
@@ -53,6 +74,7 @@ impl Op {
                 value: r.bytes()?,
             },
             2 => Op::Delete { key: r.bytes()? },
+            super::znode_sm::TAG => Op::Znode(ZEntry::decode(r)?),
             _ => return None,
         })
     }
@@ -95,6 +117,13 @@ impl Payload {
 pub trait StateMachine {
     /// Apply one delivered operation; the answer goes to its client.
     fn apply(&mut self, op: &[u8]) -> Response;
+    /// Apply the operation at log `index`; `here`: this server's client
+    /// asked (and gets the answer). Machines that stamp their state with
+    /// the index (the znode tree's zxids) or answer reads in log order
+    /// override it.
+    fn apply_at(&mut self, _index: u64, op: &[u8], _here: bool) -> Response {
+        self.apply(op)
+    }
     /// Answer a read from the current state (reads outside the log).
     fn read(&self, op: &[u8]) -> Response;
     /// The answer `apply` gives `op` whatever the state, if there is one
@@ -140,7 +169,7 @@ impl StateMachine for KvStore {
                 self.map.remove(&key);
                 Response::Done
             }
-            None => bad_op(),
+            Some(Op::Znode(_)) | None => bad_op(),
         }
     }
     fn read(&self, op: &[u8]) -> Response {
@@ -166,7 +195,13 @@ impl StateMachine for KvStore {
         w.finish()
     }
     fn restore(&mut self, data: &[u8]) -> Result<(), String> {
-        let mut r = Reader(data);
+        self.restore_from(&mut Reader(data))
+    }
+}
+
+impl KvStore {
+    /// Restore from the front of `r`, leaving what follows the KV state.
+    pub(super) fn restore_from(&mut self, r: &mut Reader<'_>) -> Result<(), String> {
         let bad = || "corrupt KV snapshot".to_string();
         let n = r.u64().ok_or_else(bad)?;
         let mut map = BTreeMap::new();

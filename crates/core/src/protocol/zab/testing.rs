@@ -6,7 +6,7 @@ use super::msg::{PeerState, Vote, Zxid};
 use super::node::{Config, ZabNode};
 use super::{InjectedBug, Msg, Timer};
 use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
-use crate::types::{ClientRef, NodeId, Peer, Request, Response, Time};
+use crate::types::{ClientRef, Event, NodeId, Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -71,6 +71,8 @@ pub struct Cluster {
     pub bcast: (super::Variant, f64, bool),
     queue: VecDeque<(NodeId, NodeId, Msg)>,
     pub replies: Vec<(NodeId, ClientRef, Response)>,
+    /// Events pushed (`Command::Notify`): server, connection, event.
+    pub events: Vec<(NodeId, u64, Event)>,
     lives: u64,
     next_client: u64,
 }
@@ -90,6 +92,7 @@ impl Cluster {
             bcast,
             queue: VecDeque::new(),
             replies: Vec::new(),
+            events: Vec::new(),
             lives: 0,
             next_client: 1,
         };
@@ -142,6 +145,7 @@ impl Cluster {
                     self.replies.push((id, client, resp))
                 }
                 Command::Persist(r) => self.disks[id as usize - 1].write(r),
+                Command::Notify { session, event } => self.events.push((id, session, event)),
                 _ => {}
             }
         }
@@ -212,6 +216,14 @@ impl Cluster {
     /// Ask server `at` for `req`; returns its answer once given.
     pub fn ask(&mut self, at: NodeId, req: Request) -> Option<Response> {
         let client = ClientRef::local(self.next_client);
+        self.ask_as(at, client, req)
+    }
+    /// Ask as `client` (its session and operation id); a fresh request id.
+    pub fn ask_as(&mut self, at: NodeId, client: ClientRef, req: Request) -> Option<Response> {
+        let client = ClientRef {
+            id: self.next_client,
+            ..client
+        };
         self.next_client += 1;
         self.call(at, |n, now, out| n.on_client(now, client, req, out));
         for _ in 0..50 {

@@ -1,0 +1,605 @@
+//! The coordination service on Zab (seed 001 §II.C, PROTOCOLS.md §7): the
+//! znode tree (`crate::znode`) as part of the replicated machine, sessions
+//! and their expiry by the leader, one-shot watches.
+//!
+//! * **Every znode operation goes through the log**, reads and `sync`
+//!   included: a read is answered when its entry is delivered at the server
+//!   the client asked, from the tree as of that zxid, and its watch is set
+//!   at that same point. So a session's requests, pipelined or not, take
+//!   effect in the order sent (one connection, FIFO to the leader), reads
+//!   are linearizable, `sync` is linearizable (ZooKeeper's is not), and a
+//!   watch misses no change after the read it came with.
+//! * **Stamps**: the zxid is the log index (czxid, mzxid, pzxid); the
+//!   time (ctime, mtime) is the leader's clock when it proposed the entry,
+//!   written into the entry by `propose` ([`stamp`]), so every replica
+//!   stamps the same times.
+//! * **Sessions**: a session is the client's id (`OpId::client`), so it
+//!   moves to another server intact. Opened and closed as transactions.
+//!   Liveness is not replicated: a server notes the sessions it heard from
+//!   (any request, `Ping` heartbeats); a follower reports them to its
+//!   leader each tick (`Msg::Touch`); the leader expires a session silent
+//!   for its timeout by proposing `CloseSession`, which deletes its
+//!   ephemerals in one transaction. A new leader starts every session's
+//!   clock afresh (as ZooKeeper does). A closed connection alone expires
+//!   nothing: the seed's "deleted when a client disconnects" (line 52) is
+//!   read as "when its session times out", as ZooKeeper does, so a client
+//!   may reconnect elsewhere within its timeout and keep its ephemerals.
+//! * **Watches** are held by the server the client asked, for its
+//!   connection, and fired when a transaction applies there; the event
+//!   (`Command::Notify`) and every later answer to that connection are
+//!   both held behind the same persists (`Out::notify`, `Out::reply`), in
+//!   order: an event arrives before any later reply.
+
+use super::msg::Msg;
+use super::node::{Role, ZabNode, O};
+use super::state_machine::{KvStore, Reader, StateMachine, Writer};
+use crate::protocol::Out;
+use crate::types::{ClientRef, Event, OpError, Peer, Request, Response, Time};
+use crate::znode::op::{expired_event, ZnodeOp, ZnodeReply};
+use crate::znode::{Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The log tag of a znode entry (after the KV store's 0, 1, 2).
+pub const TAG: u8 = 3;
+
+/// The connection id of a `CloseSession` the leader decided (expiry).
+const EXPIRY: u64 = u64::MAX;
+
+/// A znode operation as logged: who asked (session = client id, the
+/// connection for watches) and the leader's time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZEntry {
+    pub time_ms: u64,
+    pub session: u64,
+    pub conn: u64,
+    pub op: ZnodeOp,
+}
+
+impl ZEntry {
+    pub fn new(op: ZnodeOp, client: &ClientRef) -> ZEntry {
+        ZEntry {
+            time_ms: 0,
+            session: client.op.client,
+            conn: client.session,
+            op,
+        }
+    }
+    /// Tag, time (fixed offset, see [`stamp`]), then the rest.
+    pub fn encode(&self, w: &mut Writer) {
+        w.u8(TAG);
+        w.u64(self.time_ms);
+        w.u64(self.session);
+        w.u64(self.conn);
+        let op = postcard::to_allocvec(&self.op).expect("an op always serialises");
+        w.bytes(&op);
+    }
+    /// After the tag.
+    pub fn decode(r: &mut Reader<'_>) -> Option<ZEntry> {
+        Some(ZEntry {
+            time_ms: r.u64()?,
+            session: r.u64()?,
+            conn: r.u64()?,
+            op: postcard::from_bytes(&r.bytes()?).ok()?,
+        })
+    }
+}
+
+/// Write the leader's clock into a znode entry's payload (`Payload`:
+/// origin, rid, op length, then the op: tag at 24, time at 25..33). Other
+/// payloads pass unchanged.
+pub fn stamp(data: Bytes, now: Time) -> Bytes {
+    if data.get(24) != Some(&TAG) || data.len() < 33 {
+        return data;
+    }
+    let mut v = data.to_vec();
+    v[25..33].copy_from_slice(&(now.as_micros() / 1000).to_le_bytes());
+    Bytes::from(v)
+}
+
+/// How a server answers a client's entry: znode answers are held like
+/// events (`reply`), so that an event never arrives after a later answer;
+/// KV answers go at once (`reply_now`, what is delivered is committed).
+pub(super) fn answer<M: Clone, T>(out: &mut Out<M, T>, client: ClientRef, resp: Response) {
+    match resp {
+        Response::Znode(_) => out.reply(client, resp),
+        _ => out.reply_now(client, resp),
+    }
+}
+
+/// Zab's replicated machine: the KV store and the znode tree, plus what
+/// this server alone holds (watches, session liveness, events to push).
+#[derive(Debug, Default)]
+pub struct Machine {
+    pub kv: KvStore,
+    pub tree: Tree,
+    watches: Watches,
+    /// Events fired by the last `apply_at`, for `(connection, event)`.
+    events: Vec<(u64, Event)>,
+    /// Connections each session used here (for the `expired` event).
+    conns: BTreeMap<u64, BTreeSet<u64>>,
+    /// Leader only: when each session was last heard of.
+    heard: BTreeMap<u64, Time>,
+    /// Follower only: sessions heard since the last tick.
+    touched: BTreeSet<u64>,
+    /// Injected bug `zab-znode-keep-ephemerals`: a close changes nothing.
+    pub(super) keep_ephemerals: bool,
+}
+
+// `Watches` has no `PartialEq`: two machines are equal by replicated state.
+impl PartialEq for Machine {
+    fn eq(&self, other: &Machine) -> bool {
+        self.kv == other.kv && self.tree == other.tree
+    }
+}
+
+fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
+    Response::Znode(r.unwrap_or_else(ZnodeReply::Error))
+}
+
+impl Machine {
+    /// Number of KV keys (the status line's `keys=`).
+    pub fn len(&self) -> usize {
+        self.kv.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.kv.is_empty() && self.tree.is_empty()
+    }
+    /// The events the last applies fired, in order.
+    pub fn take_events(&mut self) -> Vec<(u64, Event)> {
+        std::mem::take(&mut self.events)
+    }
+    /// Number of watches held here.
+    pub fn watch_count(&self) -> usize {
+        self.watches.len()
+    }
+    /// A client connection closed: its watches go (the session lives on
+    /// until it times out).
+    pub fn drop_conn(&mut self, conn: u64) {
+        self.watches.drop_session(conn);
+        for c in self.conns.values_mut() {
+            c.remove(&conn);
+        }
+        self.conns.retain(|_, c| !c.is_empty());
+    }
+
+    fn apply_znode(&mut self, index: u64, e: ZEntry, here: bool) -> Response {
+        let at = Stamp {
+            zxid: index,
+            time_ms: e.time_ms,
+        };
+        let txn = match e.op {
+            ZnodeOp::OpenSession { timeout_ms } => Txn::OpenSession {
+                session: e.session,
+                timeout_ms,
+            },
+            ZnodeOp::CloseSession => Txn::CloseSession { session: e.session },
+            ZnodeOp::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+            } => Txn::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                session: e.session,
+            },
+            ZnodeOp::Delete { path, version } => Txn::Delete { path, version },
+            ZnodeOp::SetData {
+                path,
+                data,
+                version,
+            } => Txn::SetData {
+                path,
+                data,
+                version,
+            },
+            op => return self.read_znode(index, e.conn, op, here),
+        };
+        if e.session == 0 && matches!(txn, Txn::OpenSession { .. } | Txn::CloseSession { .. }) {
+            let why = "a session needs a client id (OpId::client)".to_string();
+            return zk(Err(ZkError::BadArguments(why)));
+        }
+        if self.keep_ephemerals && matches!(txn, Txn::CloseSession { .. }) {
+            return zk(Ok(ZnodeReply::Closed { deleted: vec![] }));
+        }
+        let (result, changes) = self.tree.apply(at, &txn);
+        for f in self.watches.fire(&changes) {
+            let event = Event {
+                kind: f.event.as_str().into(),
+                key: Bytes::from(f.path.into_bytes()),
+                value: None,
+            };
+            self.events.push((f.session, event));
+        }
+        if let Txn::CloseSession { session } = txn {
+            self.heard.remove(&session);
+            for conn in self.conns.remove(&session).unwrap_or_default() {
+                if e.conn == EXPIRY {
+                    self.events.push((conn, expired_event(session)));
+                }
+            }
+        }
+        zk(result.map(|ok| match ok {
+            TxnOk::Created { path, stat } => ZnodeReply::Created { path, stat },
+            TxnOk::Deleted => ZnodeReply::Deleted,
+            TxnOk::Set(stat) => ZnodeReply::Set(stat),
+            TxnOk::SessionOpened => ZnodeReply::Session { session: e.session },
+            TxnOk::SessionClosed { deleted } => ZnodeReply::Closed { deleted },
+        }))
+    }
+
+    /// A read delivered: answered (and its watch set) only where it was
+    /// asked; elsewhere it changes nothing.
+    fn read_znode(&mut self, index: u64, conn: u64, op: ZnodeOp, here: bool) -> Response {
+        if !here {
+            return Response::Done;
+        }
+        let mut watch = |path: &str, kind, on: bool| {
+            if on {
+                self.watches.add(conn, path, kind);
+            }
+        };
+        let t = &self.tree;
+        zk(match op {
+            ZnodeOp::Exists { path, watch: w } => t.exists(&path).map(|stat| {
+                watch(&path, WatchKind::Data, w);
+                ZnodeReply::Exists(stat)
+            }),
+            // ZooKeeper sets no watch on a failed getData / getChildren.
+            ZnodeOp::GetData { path, watch: w } => t.get_data(&path).map(|(data, stat)| {
+                watch(&path, WatchKind::Data, w);
+                ZnodeReply::Data { data, stat }
+            }),
+            ZnodeOp::GetChildren { path, watch: w } => t.children(&path).map(|names| {
+                watch(&path, WatchKind::Child, w);
+                ZnodeReply::Children(names)
+            }),
+            ZnodeOp::Sync => Ok(ZnodeReply::Synced { zxid: index }),
+            ZnodeOp::Ping => Ok(ZnodeReply::Pong),
+            other => Err(ZkError::BadArguments(format!(
+                "{} is not a read",
+                other.name()
+            ))),
+        })
+    }
+}
+
+impl StateMachine for Machine {
+    fn apply(&mut self, op: &[u8]) -> Response {
+        self.kv.apply(op)
+    }
+    fn apply_at(&mut self, index: u64, op: &[u8], here: bool) -> Response {
+        let mut r = Reader(op);
+        if r.u8() == Some(TAG) {
+            return match ZEntry::decode(&mut r) {
+                Some(e) => self.apply_znode(index, e, here),
+                None => Response::Failed(OpError::refused("undecodable znode operation")),
+            };
+        }
+        self.kv.apply(op)
+    }
+    fn read(&self, op: &[u8]) -> Response {
+        self.kv.read(op)
+    }
+    fn blind_answer(&self, op: &[u8]) -> Option<Response> {
+        self.kv.blind_answer(op)
+    }
+    /// The KV state, then the tree (absent in a KV-only snapshot).
+    fn snapshot(&self) -> Bytes {
+        let mut v = self.kv.snapshot().to_vec();
+        let mut w = Writer::default();
+        w.bytes(&self.tree.snapshot());
+        v.extend_from_slice(&w.finish());
+        Bytes::from(v)
+    }
+    fn restore(&mut self, data: &[u8]) -> Result<(), String> {
+        let mut r = Reader(data);
+        let mut kv = KvStore::default();
+        kv.restore_from(&mut r)?;
+        let tree = match r.0.is_empty() {
+            true => Tree::default(),
+            false => Tree::restore(&r.bytes().ok_or("corrupt znode snapshot")?)?,
+        };
+        (self.kv, self.tree) = (kv, tree);
+        Ok(())
+    }
+}
+
+impl ZabNode {
+    /// Znode requests served without the log: `Ping` (the session is
+    /// alive) is answered here at once. Every znode request counts as a
+    /// sign of life of its session. True when answered.
+    pub(super) fn znode_local(&mut self, client: ClientRef, req: &Request, out: &mut O) -> bool {
+        let Request::Znode(op) = req else {
+            return false;
+        };
+        let session = client.op.client;
+        if session != 0 {
+            self.sm
+                .conns
+                .entry(session)
+                .or_default()
+                .insert(client.session);
+            self.touch(session);
+        }
+        if *op != ZnodeOp::Ping {
+            return false;
+        }
+        let resp = match self.leader() {
+            Some(_) => Response::Znode(ZnodeReply::Pong),
+            None => Response::Failed(OpError::NotLeader { hint: None }),
+        };
+        out.reply(client, resp);
+        true
+    }
+
+    fn touch(&mut self, session: u64) {
+        match &self.role {
+            Role::Leading(_) => {
+                self.sm.heard.insert(session, self.now);
+            }
+            _ => {
+                self.sm.touched.insert(session);
+            }
+        }
+    }
+
+    /// F → L: these sessions were heard of at the follower.
+    pub(super) fn on_touch(&mut self, sessions: Vec<u64>) {
+        if matches!(self.role, Role::Leading(_)) {
+            for s in sessions {
+                self.sm.heard.insert(s, self.now);
+            }
+        }
+    }
+
+    /// Each tick: a follower reports the sessions it heard of; a leader
+    /// expires the silent ones.
+    pub(super) fn znode_tick(&mut self, out: &mut O) {
+        match &self.role {
+            Role::Following(f) => {
+                let (leader, sessions) = (f.leader, std::mem::take(&mut self.sm.touched));
+                self.sm.heard.clear();
+                if !sessions.is_empty() {
+                    let msg = Msg::Touch {
+                        sessions: sessions.into_iter().collect(),
+                    };
+                    out.send_now(Peer::Node(leader), msg);
+                }
+            }
+            Role::Leading(l) if l.established => self.expire_sessions(out),
+            _ => {
+                self.sm.heard.clear();
+                self.sm.touched.clear();
+            }
+        }
+    }
+
+    fn expire_sessions(&mut self, out: &mut O) {
+        let now = self.now;
+        let mut expired = Vec::new();
+        for (session, timeout_ms) in self.sm.tree.sessions() {
+            let heard = *self.sm.heard.entry(session).or_insert(now);
+            if now.as_micros().saturating_sub(heard.as_micros()) > timeout_ms * 1000 {
+                expired.push(session);
+            }
+        }
+        for session in expired {
+            // Proposed again only if still open one timeout later.
+            self.sm.heard.insert(session, now);
+            let e = ZEntry {
+                time_ms: now.as_micros() / 1000,
+                session,
+                conn: EXPIRY,
+                op: ZnodeOp::CloseSession,
+            };
+            let p = super::state_machine::Payload {
+                origin: self.writer,
+                rid: 0,
+                op: super::state_machine::Op::Znode(e).to_bytes(),
+            };
+            self.propose(p.to_bytes(), out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::node::Config;
+    use super::super::testing::Cluster;
+    use super::*;
+    use crate::types::OpId;
+    use crate::znode::Stat;
+
+    fn client(session: u64, conn: u64) -> ClientRef {
+        ClientRef {
+            id: 0,
+            session: conn,
+            op: OpId {
+                client: session,
+                seq: 1,
+            },
+        }
+    }
+    fn zn(c: &mut Cluster, at: u32, who: ClientRef, op: ZnodeOp) -> ZnodeReply {
+        match c.ask_as(at, who, Request::Znode(op)) {
+            Some(Response::Znode(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+    fn create(path: &str, ephemeral: bool, sequential: bool) -> ZnodeOp {
+        ZnodeOp::Create {
+            path: path.into(),
+            data: Bytes::from_static(b"d"),
+            ephemeral,
+            sequential,
+        }
+    }
+    fn created(r: ZnodeReply) -> (String, Stat) {
+        match r {
+            ZnodeReply::Created { path, stat } => (path, stat),
+            other => panic!("{other:?}"),
+        }
+    }
+    fn exists(c: &mut Cluster, at: u32, path: &str) -> bool {
+        let op = ZnodeOp::Exists {
+            path: path.into(),
+            watch: false,
+        };
+        match zn(c, at, client(0, 0), op) {
+            ZnodeReply::Exists(s) => s.is_some(),
+            other => panic!("{other:?}"),
+        }
+    }
+    fn open(c: &mut Cluster, at: u32, who: ClientRef, timeout_ms: u64) {
+        let r = zn(c, at, who, ZnodeOp::OpenSession { timeout_ms });
+        assert_eq!(
+            r,
+            ZnodeReply::Session {
+                session: who.op.client
+            }
+        );
+    }
+
+    #[test]
+    fn sequential_names_grow_and_stats_carry_zxid_and_leader_time() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let anon = client(0, 0);
+        created(zn(&mut c, 1, anon, create("/q", false, false)));
+        let (a, sa) = created(zn(&mut c, 2, anon, create("/q/n-", false, true)));
+        let (b, sb) = created(zn(&mut c, 3, anon, create("/q/n-", false, true)));
+        assert_eq!(
+            (a.as_str(), b.as_str()),
+            ("/q/n-0000000000", "/q/n-0000000001")
+        );
+        assert!(sa.czxid < sb.czxid && sa.czxid == sa.mzxid);
+        assert!(sa.ctime > 0, "the leader's clock stamps the create");
+        let kids = ZnodeOp::GetChildren {
+            path: "/q".into(),
+            watch: false,
+        };
+        for id in 1..=3 {
+            let r = zn(&mut c, id, anon, kids.clone());
+            assert_eq!(r, ZnodeReply::Children(vec![a[3..].into(), b[3..].into()]));
+        }
+        // KV operations still work beside the tree.
+        let put = super::super::testing::put("k", "v");
+        assert_eq!(c.ask(1, put), Some(Response::Done));
+        assert_eq!(
+            c.ask(2, super::super::testing::get("k")),
+            Some(super::super::testing::value("v"))
+        );
+        // A non-session ephemeral is refused.
+        let r = zn(&mut c, 1, anon, create("/e", true, false));
+        assert_eq!(r, ZnodeReply::Error(ZkError::SessionExpired));
+    }
+
+    #[test]
+    fn closing_a_session_removes_its_ephemerals_everywhere() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let s = client(77, 5);
+        open(&mut c, 1, s, 10_000);
+        created(zn(&mut c, 1, s, create("/e", true, false)));
+        assert!((1..=3).all(|id| exists(&mut c, id, "/e")));
+        let r = zn(&mut c, 2, s, ZnodeOp::CloseSession);
+        assert_eq!(
+            r,
+            ZnodeReply::Closed {
+                deleted: vec!["/e".into()]
+            }
+        );
+        assert!((1..=3).all(|id| !exists(&mut c, id, "/e")));
+    }
+
+    #[test]
+    fn a_watch_fires_once_at_the_server_that_set_it() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let (w, other) = (client(1, 11), client(2, 22));
+        let op = ZnodeOp::Exists {
+            path: "/w".into(),
+            watch: true,
+        };
+        assert_eq!(zn(&mut c, 1, w, op), ZnodeReply::Exists(None));
+        assert_eq!(c.node(1).machine().watch_count(), 1);
+        created(zn(&mut c, 2, other, create("/w", false, false)));
+        c.tick();
+        let ev: Vec<_> = c.events.drain(..).collect();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        let (server, conn, e) = &ev[0];
+        assert_eq!((*server, *conn, e.kind.as_str()), (1, 11, "created"));
+        assert_eq!(&e.key[..], b"/w");
+        // One-shot: a second change fires nothing.
+        let set = ZnodeOp::SetData {
+            path: "/w".into(),
+            data: Bytes::new(),
+            version: None,
+        };
+        assert!(matches!(zn(&mut c, 2, other, set), ZnodeReply::Set(_)));
+        c.tick();
+        assert!(c.events.is_empty());
+        // A child watch set by getChildren fires on a child's creation,
+        // before the creating session's own answer.
+        let kids = ZnodeOp::GetChildren {
+            path: "/w".into(),
+            watch: true,
+        };
+        assert_eq!(zn(&mut c, 3, other, kids), ZnodeReply::Children(vec![]));
+        created(zn(&mut c, 3, other, create("/w/c", false, false)));
+        assert_eq!(c.events.len(), 1, "the event came with the reply");
+        assert_eq!(c.events[0].2.kind, "children");
+    }
+
+    #[test]
+    fn the_leader_expires_a_silent_session_and_its_ephemerals() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        let (alive, silent) = (client(1, 11), client(2, 22));
+        open(&mut c, f, alive, 200);
+        open(&mut c, f, silent, 200);
+        created(zn(&mut c, f, alive, create("/a", true, false)));
+        created(zn(&mut c, f, silent, create("/s", true, false)));
+        // 400 ms: twice the timeout; only `alive` heartbeats (at a follower).
+        for _ in 0..40 {
+            let r = c.ask_as(f, alive, Request::Znode(ZnodeOp::Ping));
+            assert_eq!(r, Some(Response::Znode(ZnodeReply::Pong)));
+            c.tick();
+        }
+        assert!(exists(&mut c, f, "/a"), "a heartbeating session lives");
+        assert!(!exists(&mut c, f, "/s"), "a silent one expires");
+        assert!(c.node(l).machine().tree.has_session(1));
+        assert!(!c.node(l).machine().tree.has_session(2));
+        let expired: Vec<_> = c.events.iter().filter(|e| e.2.kind == "expired").collect();
+        assert_eq!(expired.len(), 1, "{expired:?}");
+        assert_eq!((expired[0].0, expired[0].1), (f, 22));
+    }
+
+    #[test]
+    fn snapshots_hold_both_machines_and_old_kv_snapshots_restore() {
+        let mut m = Machine::default();
+        let put = super::super::state_machine::Op::Put {
+            key: Bytes::from_static(b"k"),
+            value: Bytes::from_static(b"v"),
+        };
+        m.apply_at(1, &put.to_bytes(), true);
+        let e = super::super::state_machine::Op::Znode(ZEntry::new(
+            create("/x", false, false),
+            &client(0, 0),
+        ));
+        let r = m.apply_at(2, &e.to_bytes(), true);
+        assert!(matches!(r, Response::Znode(ZnodeReply::Created { .. })));
+        let mut back = Machine::default();
+        back.restore(&m.snapshot()).unwrap();
+        assert_eq!(back, m);
+        let mut kv_only = Machine::default();
+        kv_only.restore(&m.kv.snapshot()).unwrap();
+        assert_eq!((kv_only.kv, kv_only.tree.len()), (m.kv.clone(), 1));
+        assert!(back.restore(&[1, 2]).is_err());
+    }
+}

@@ -1,0 +1,158 @@
+//! The znode service's client operations and answers as they cross the
+//! wire (`Request::Znode`, `Response::Znode`), and the events it pushes
+//! (`Command::Notify` with an [`Event`] whose `kind` is one of
+//! [`EVENT_KINDS`]).
+//!
+//! A session is the client's id (`OpId::client`): random per client
+//! process and the same on every server, so a session outlives its
+//! connection and moves to another server intact. Watches belong to the
+//! connection they were set on (ZooKeeper's rule: they are not replicated).
+
+use super::{Stat, ZkError};
+use crate::types::Event;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// What a client asks of the znode service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ZnodeOp {
+    /// Open this client's session (or change its timeout); idempotent.
+    OpenSession {
+        timeout_ms: u64,
+    },
+    /// Close this client's session: its ephemerals go in one transaction.
+    CloseSession,
+    /// Heartbeat: the session is alive. Answered by the serving server at
+    /// once, reported to the leader within a tick.
+    Ping,
+    Create {
+        path: String,
+        data: Bytes,
+        ephemeral: bool,
+        sequential: bool,
+    },
+    /// Delete if the version matches (`None`: any).
+    Delete {
+        path: String,
+        version: Option<u32>,
+    },
+    SetData {
+        path: String,
+        data: Bytes,
+        version: Option<u32>,
+    },
+    /// `watch`: one data watch, fired by the node's creation, deletion or
+    /// data change.
+    Exists {
+        path: String,
+        watch: bool,
+    },
+    GetData {
+        path: String,
+        watch: bool,
+    },
+    /// `watch`: one child watch, fired by a child created or deleted.
+    GetChildren {
+        path: String,
+        watch: bool,
+    },
+    /// Answered once everything committed before it is applied at the
+    /// serving server (linearizable: it goes through the log).
+    Sync,
+}
+
+impl ZnodeOp {
+    /// The path the operation is about (`""` for session operations).
+    pub fn path(&self) -> &str {
+        match self {
+            ZnodeOp::Create { path, .. }
+            | ZnodeOp::Delete { path, .. }
+            | ZnodeOp::SetData { path, .. }
+            | ZnodeOp::Exists { path, .. }
+            | ZnodeOp::GetData { path, .. }
+            | ZnodeOp::GetChildren { path, .. } => path,
+            ZnodeOp::OpenSession { .. } | ZnodeOp::CloseSession | ZnodeOp::Ping | ZnodeOp::Sync => {
+                ""
+            }
+        }
+    }
+    /// Lower-case name (`create`, `get_data`, …) for histories and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ZnodeOp::OpenSession { .. } => "open_session",
+            ZnodeOp::CloseSession => "close_session",
+            ZnodeOp::Ping => "ping",
+            ZnodeOp::Create { .. } => "create",
+            ZnodeOp::Delete { .. } => "delete",
+            ZnodeOp::SetData { .. } => "set_data",
+            ZnodeOp::Exists { .. } => "exists",
+            ZnodeOp::GetData { .. } => "get_data",
+            ZnodeOp::GetChildren { .. } => "get_children",
+            ZnodeOp::Sync => "sync",
+        }
+    }
+    /// True for operations that change nothing.
+    pub fn is_read(&self) -> bool {
+        matches!(
+            self,
+            ZnodeOp::Ping
+                | ZnodeOp::Exists { .. }
+                | ZnodeOp::GetData { .. }
+                | ZnodeOp::GetChildren { .. }
+                | ZnodeOp::Sync
+        )
+    }
+}
+
+/// What the znode service answers. ZooKeeper's errors are definite
+/// (`Error`); a lost or timed-out request is `Response::Failed` as for
+/// every protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ZnodeReply {
+    /// The session is open; its id.
+    Session {
+        session: u64,
+    },
+    /// The session is closed; the ephemerals that went with it.
+    Closed {
+        deleted: Vec<String>,
+    },
+    Pong,
+    /// The node's actual path (with its sequence suffix) and stat.
+    Created {
+        path: String,
+        stat: Stat,
+    },
+    Deleted,
+    /// The new stat after a set.
+    Set(Stat),
+    /// `exists`: the stat, `None` when there is no such node.
+    Exists(Option<Stat>),
+    Data {
+        data: Bytes,
+        stat: Stat,
+    },
+    /// The children's names, sorted.
+    Children(Vec<String>),
+    /// `sync`: the zxid applied here when it was answered.
+    Synced {
+        zxid: u64,
+    },
+    Error(ZkError),
+}
+
+/// `Event::kind` of a fired watch (the four of `watch::EventType`) and of
+/// a session the leader expired (`expired`, `key` empty).
+pub const EVENT_KINDS: [&str; 5] = ["created", "deleted", "changed", "children", "expired"];
+
+/// The event telling a connection its session expired.
+pub fn expired_event(session: u64) -> Event {
+    Event {
+        kind: "expired".into(),
+        key: Bytes::from(session.to_string()),
+        value: None,
+    }
+}
+
+/// The error a protocol other than Zab answers to every znode operation.
+pub const NEEDS_ZAB: &str = "znode operations need --protocol zab";

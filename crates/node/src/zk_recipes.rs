@@ -1,0 +1,117 @@
+//! Seed 001's lock recipes (§II.D, Fig. 2) over [`ZkClient`], synchronous
+//! forms: each acquisition returns a fencing token, the lock node's `czxid`
+//! (a later acquisition is a later transaction, so tokens grow).
+//!
+//! * [`tas_lock`]: test-and-set, one ephemeral znode of a fixed name
+//!   created until a create succeeds. `watch: false` retries in a loop
+//!   every `poll` (the seed's busy loop); `watch: true` waits for the
+//!   holder's node to go (line 90's alternative).
+//! * [`queue_lock`]: an ephemeral-sequential child of the lock directory;
+//!   the smallest holds the lock, any other waiter watches the child just
+//!   before its own (`quorumkv_core::znode::recipe::queue_step`).
+//!
+//! A lock held through a session is only as good as the session: a holder
+//! paused past its session timeout loses its node while it still believes
+//! it holds the lock. The token lets a fenced resource refuse the older
+//! holder; real-time mutual exclusion is not promised.
+
+use crate::zk::{CreateMode, WatchEvent, ZkClient, ZkClientError};
+use quorumkv_core::znode::recipe::{queue_step, QueueStep};
+use quorumkv_core::znode::ZkError;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// A lock held: the node that holds it and its fencing token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub node: String,
+    pub token: u64,
+}
+
+/// Release: delete the lock node (the answer is not awaited by the seed's
+/// asynchronous release; await it here to know it is gone).
+pub async fn release(zk: &ZkClient, held: &Held) -> Result<(), ZkClientError> {
+    match zk.delete(&held.node, None).await {
+        Ok(()) | Err(ZkClientError::Zk(ZkError::NoNode)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Wait for the next event about `path` on `events` (others are dropped:
+/// one lock per client stream).
+async fn next_event(
+    events: &mut UnboundedReceiver<WatchEvent>,
+    path: &str,
+) -> Result<(), ZkClientError> {
+    loop {
+        match events.recv().await {
+            Some(WatchEvent::Node { path: p, .. }) if p == path => return Ok(()),
+            Some(WatchEvent::Node { .. }) => continue,
+            Some(WatchEvent::SessionExpired) => return Err(ZkError::SessionExpired.into()),
+            None => return Err(ZkClientError::Unexpected("the event stream closed".into())),
+        }
+    }
+}
+
+/// Synchronous test-and-set: create `path` (ephemeral) until it succeeds.
+/// `events` is the client's watch stream ([`ZkClient::watches`]), used
+/// with `watch`.
+pub async fn tas_lock(
+    zk: &ZkClient,
+    path: &str,
+    watch: bool,
+    poll: Duration,
+    events: &mut UnboundedReceiver<WatchEvent>,
+) -> Result<Held, ZkClientError> {
+    loop {
+        match zk.create(path, "", CreateMode::EPHEMERAL).await {
+            Ok((node, stat)) => {
+                return Ok(Held {
+                    node,
+                    token: stat.czxid,
+                })
+            }
+            Err(ZkClientError::Zk(ZkError::NodeExists)) => {}
+            Err(e) => return Err(e),
+        }
+        if watch {
+            // Gone already: try again at once; else wait for its deletion.
+            if zk.exists(path, true).await?.is_some() {
+                next_event(events, path).await?;
+            }
+        } else {
+            tokio::time::sleep(poll).await;
+        }
+    }
+}
+
+/// Synchronous queue lock (Fig. 2) in directory `dir` (which must exist).
+pub async fn queue_lock(
+    zk: &ZkClient,
+    dir: &str,
+    events: &mut UnboundedReceiver<WatchEvent>,
+) -> Result<Held, ZkClientError> {
+    let prefix = format!("{}/lock-", dir.trim_end_matches('/'));
+    let (mine, stat) = zk
+        .create(&prefix, "", CreateMode::EPHEMERAL_SEQUENTIAL)
+        .await?;
+    loop {
+        let names = zk.children(dir, false).await?;
+        match queue_step(&mine, &names) {
+            QueueStep::Acquired => {
+                return Ok(Held {
+                    node: mine,
+                    token: stat.czxid,
+                })
+            }
+            QueueStep::Watch(before) => {
+                // Gone between the list and the watch: look again.
+                if zk.exists(&before, true).await?.is_some() {
+                    next_event(events, &before).await?;
+                }
+            }
+            // Our node is gone: the session expired.
+            QueueStep::Missing => return Err(ZkError::SessionExpired.into()),
+        }
+    }
+}

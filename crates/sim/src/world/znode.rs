@@ -1,0 +1,209 @@
+//! The znode workload (`SimConfig::znode`, `quorumkv sim --znode`): the
+//! clients drive the coordination service instead of the KV store, and
+//! what they saw is checked against `quorumkv_check::znode::ZnodeSpec`.
+//!
+//! Each client's session is its client id (`OpId::client`, the same on
+//! every connection): it opens it first, and now and then closes and
+//! reopens it. Sessions time out after an hour of virtual time (longer than
+//! any run), so every session close in the history is a client's own and
+//! the model needs no expiry. Paths are few, so operations collide: `/a`,
+//! `/b`, `/a/c` (persistent or ephemeral), and sequential children of `/q`
+//! (created by the first operation of every client that finds it missing).
+
+use super::World;
+use bytes::Bytes;
+use quorumkv_check::znode::ZnodeOp as Seen;
+use quorumkv_check::SpecOp;
+use quorumkv_core::op::text;
+use quorumkv_core::protocol::registry::client_writer_id;
+use quorumkv_core::protocol::ProtocolDef;
+use quorumkv_core::znode::{ZkError, ZnodeOp, ZnodeReply};
+use quorumkv_core::{Request, Response};
+
+/// A session's timeout: longer than any seed's run.
+const TIMEOUT_MS: u64 = 3_600_000;
+const PATHS: [&str; 3] = ["/a", "/b", "/a/c"];
+
+/// One znode request of the history: its record, who asked, its answer.
+#[derive(Clone, Debug)]
+pub struct Asked {
+    pub record: usize,
+    pub session: u64,
+    pub op: ZnodeOp,
+    pub reply: Option<Response>,
+}
+
+impl<D: ProtocolDef> World<'_, D> {
+    /// The next znode request of client `c`.
+    pub(super) fn znode_op(&mut self, c: usize) -> Request {
+        let n = self.clients[c].issued;
+        let r = &mut self.work_rng;
+        let path = PATHS[r.below(PATHS.len() as u64) as usize].to_string();
+        let version = match r.below(3) {
+            0 => Some(r.below(3) as u32),
+            _ => None,
+        };
+        let data = Bytes::from(format!("c{c}.{n}"));
+        let op = match (n, r.below(100)) {
+            (0, _) | (_, 0..=2) => ZnodeOp::OpenSession {
+                timeout_ms: TIMEOUT_MS,
+            },
+            (1, _) => ZnodeOp::Create {
+                path: "/q".into(),
+                data,
+                ephemeral: false,
+                sequential: false,
+            },
+            (_, 3..=4) => ZnodeOp::CloseSession,
+            (_, 5..=24) => ZnodeOp::Create {
+                path,
+                data,
+                ephemeral: r.chance(0.5),
+                sequential: false,
+            },
+            (_, 25..=34) => ZnodeOp::Create {
+                path: "/q/n-".into(),
+                data,
+                ephemeral: r.chance(0.5),
+                sequential: true,
+            },
+            (_, 35..=44) => ZnodeOp::Delete { path, version },
+            (_, 45..=59) => ZnodeOp::SetData {
+                path,
+                data,
+                version,
+            },
+            (_, 60..=74) => ZnodeOp::GetData { path, watch: false },
+            (_, 75..=84) => ZnodeOp::Exists { path, watch: false },
+            _ => ZnodeOp::GetChildren {
+                path: if r.chance(0.5) { "/q" } else { "/" }.into(),
+                watch: false,
+            },
+        };
+        Request::Znode(op)
+    }
+
+    /// Note a znode request as it is issued (its record is the last).
+    pub(super) fn znode_asked(&mut self, c: usize, req: &Request) {
+        if let Request::Znode(op) = req {
+            self.znode.push(Asked {
+                record: self.history.len() - 1,
+                session: client_writer_id(c as u64),
+                op: op.clone(),
+                reply: None,
+            });
+        }
+    }
+
+    /// Note the answer to client `c`'s pending znode request.
+    pub(super) fn znode_answered(&mut self, c: usize, resp: &Response) {
+        let Some(p) = &self.clients[c].pending else {
+            return;
+        };
+        let record = p.record;
+        if let Some(a) = self.znode.iter_mut().rev().find(|a| a.record == record) {
+            a.reply = Some(resp.clone());
+        }
+    }
+}
+
+/// The history as the znode model sees it: one operation per request whose
+/// effect is known or may have happened; definite failures and reads with
+/// no answer are left out (they constrain nothing). `call` and `ret` are
+/// the records' invoke and completion instants.
+pub fn znode_history(asked: &[Asked], records: &[crate::history::OpRecord]) -> Vec<SpecOp<Seen>> {
+    asked
+        .iter()
+        .filter_map(|a| {
+            let rec = &records[a.record];
+            let reply = match &a.reply {
+                Some(Response::Znode(r)) => Some(r.clone()),
+                Some(Response::Failed(e)) if e.is_definite() => return None,
+                _ => None,
+            };
+            let op = seen(a, reply.as_ref())?;
+            Some(SpecOp {
+                call: rec.invoke_ns,
+                ret: reply.map(|_| rec.complete_ns),
+                op,
+            })
+        })
+        .collect()
+}
+
+/// The model's operation for a request and its answer (`None`: unknown).
+fn seen(a: &Asked, reply: Option<&ZnodeReply>) -> Option<Seen> {
+    use ZnodeReply as R;
+    let session = a.session;
+    // An answer of the wrong kind is a server bug: the model refuses it.
+    let err = |r: Option<&ZnodeReply>| match r {
+        Some(R::Error(e)) => Some(e.clone()),
+        Some(other) => Some(ZkError::BadArguments(format!(
+            "unexpected answer {other:?}"
+        ))),
+        None => None,
+    };
+    Some(match &a.op {
+        ZnodeOp::OpenSession { .. } => Seen::OpenSession { session },
+        ZnodeOp::CloseSession => Seen::CloseSession { session },
+        ZnodeOp::Create {
+            path,
+            data,
+            ephemeral,
+            sequential,
+        } => Seen::Create {
+            path: path.clone(),
+            data: text(data),
+            ephemeral: *ephemeral,
+            sequential: *sequential,
+            session,
+            result: reply.map(|r| match r {
+                R::Created { path, .. } => Ok(path.clone()),
+                other => Err(err(Some(other)).expect("some")),
+            }),
+        },
+        ZnodeOp::Delete { path, version } => Seen::Delete {
+            path: path.clone(),
+            version: *version,
+            result: reply.map(|r| match r {
+                R::Deleted => Ok(()),
+                other => Err(err(Some(other)).expect("some")),
+            }),
+        },
+        ZnodeOp::SetData {
+            path,
+            data,
+            version,
+        } => Seen::SetData {
+            path: path.clone(),
+            data: text(data),
+            version: *version,
+            result: reply.map(|r| match r {
+                R::Set(stat) => Ok(stat.version),
+                other => Err(err(Some(other)).expect("some")),
+            }),
+        },
+        ZnodeOp::GetData { path, .. } => Seen::GetData {
+            path: path.clone(),
+            result: match reply? {
+                R::Data { data, stat } => Ok((text(data), stat.version)),
+                other => Err(err(Some(other))?),
+            },
+        },
+        ZnodeOp::Exists { path, .. } => Seen::Exists {
+            path: path.clone(),
+            result: match reply? {
+                R::Exists(stat) => stat.map(|s| s.version),
+                _ => return None,
+            },
+        },
+        ZnodeOp::GetChildren { path, .. } => Seen::Children {
+            path: path.clone(),
+            result: match reply? {
+                R::Children(names) => Ok(names.clone()),
+                other => Err(err(Some(other))?),
+            },
+        },
+        ZnodeOp::Ping | ZnodeOp::Sync => return None,
+    })
+}

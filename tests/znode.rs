@@ -1,0 +1,242 @@
+//! The coordination service on a real 3-replica Zab cluster (child
+//! processes, TCP): ephemerals die with their session, watches fire,
+//! sequential names grow, and the `quorumkv zk` CLI.
+
+mod common;
+
+use quorumkv_core::znode::{EventType, ZkError};
+use quorumkv_node::client::{ClientConfig, ClientMode};
+use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::zk::{CreateMode, WatchEvent, ZkClient, ZkClientError};
+use std::time::Duration;
+
+async fn zab_cluster() -> LocalCluster {
+    let cfg = LocalClusterConfig {
+        protocol: "zab".parse().expect("zab is registered"),
+        replicas: 3,
+        binary: common::binary(),
+        ready_timeout: Duration::from_secs(60),
+        ..Default::default()
+    };
+    LocalCluster::start(cfg)
+        .await
+        .expect("local cluster starts")
+}
+
+fn cfg() -> ClientConfig {
+    common::client_cfg(ClientMode::Proxy, Duration::from_secs(5))
+}
+
+/// A client of one replica (so that two clients sit on different servers).
+async fn at(cluster: &LocalCluster, i: usize, timeout: Duration) -> ZkClient {
+    let addr = cluster.native_addrs()[i];
+    ZkClient::connect(vec![addr], cfg(), timeout).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ephemerals_watches_and_sequential_names_on_a_real_cluster() {
+    let cluster = zab_cluster().await;
+    let owner = at(&cluster, 0, Duration::from_secs(10)).await;
+    let watcher = at(&cluster, 1, Duration::from_secs(10)).await;
+    let mut events = watcher.watches().unwrap();
+
+    // Sequential names grow, across clients at different servers.
+    owner
+        .create("/q", "", CreateMode::PERSISTENT)
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    for c in [&owner, &watcher, &owner] {
+        let (p, _) = c
+            .create("/q/n-", "", CreateMode::EPHEMERAL_SEQUENTIAL)
+            .await
+            .unwrap();
+        names.push(p);
+    }
+    assert_eq!(
+        names,
+        ["/q/n-0000000000", "/q/n-0000000001", "/q/n-0000000002"]
+    );
+
+    // A watch set at one server fires for a change made through another.
+    let (eph, stat) = owner
+        .create("/e", "x", CreateMode::EPHEMERAL)
+        .await
+        .unwrap();
+    assert_eq!(stat.ephemeral_owner, owner.session());
+    assert!(watcher.exists(&eph, true).await.unwrap().is_some());
+    assert!(watcher.children("/q", true).await.unwrap().len() == 3);
+
+    // Closing the session deletes its ephemerals in one transaction; both
+    // watches fire, and arrive before the answer to the next call.
+    let mut deleted = owner.close().await.unwrap();
+    deleted.sort();
+    assert_eq!(deleted, ["/e", "/q/n-0000000000", "/q/n-0000000002"]);
+    watcher.sync().await.unwrap();
+    let mut got = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        got.push(e);
+    }
+    assert!(
+        got.contains(&WatchEvent::Node {
+            event: EventType::NodeDeleted,
+            path: "/e".into()
+        }),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&WatchEvent::Node {
+            event: EventType::NodeChildrenChanged,
+            path: "/q".into()
+        }),
+        "{got:?}"
+    );
+    assert_eq!(got.len(), 2, "one-shot: {got:?}");
+    assert_eq!(watcher.exists("/e", false).await.unwrap(), None);
+    assert_eq!(
+        watcher.children("/q", false).await.unwrap(),
+        ["n-0000000001"]
+    );
+
+    // ZooKeeper's errors come back as such, definite.
+    let err = watcher
+        .create("/q", "", CreateMode::PERSISTENT)
+        .await
+        .unwrap_err();
+    assert_eq!(err, ZkClientError::Zk(ZkError::NodeExists));
+    assert!(err.is_definite());
+    let err = watcher.delete("/q", None).await.unwrap_err();
+    assert_eq!(err, ZkClientError::Zk(ZkError::NotEmpty));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_stops_heartbeating_expires() {
+    let cluster = zab_cluster().await;
+    let short = at(&cluster, 2, Duration::from_millis(600)).await;
+    let other = at(&cluster, 0, Duration::from_secs(10)).await;
+    let (p, _) = short
+        .create("/gone", "", CreateMode::EPHEMERAL)
+        .await
+        .unwrap();
+    // Alive while it heartbeats, well past its timeout.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(other.exists(&p, false).await.unwrap().is_some());
+    // Dropped: no more heartbeats (the connection goes too). Wait for the
+    // leader to expire it, bounded.
+    drop(short);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while other.exists(&p, false).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn the_zk_cli_creates_lists_and_reports_errors() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt.block_on(zab_cluster());
+    let eps = cluster
+        .native_addrs()
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let zk = |args: &[&str]| {
+        let out = std::process::Command::new(common::binary())
+            .arg("zk")
+            .args(args)
+            .args(["--endpoints", &eps, "--timeout", "5s"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(zk(&["create", "/cli", "v1"]).1, "/cli\n");
+    assert_eq!(
+        zk(&["create", "/cli/s-", "--sequential"]).1,
+        "/cli/s-0000000000\n"
+    );
+    assert_eq!(zk(&["set", "/cli", "v2"]).1, "version 1\n");
+    assert_eq!(zk(&["get", "/cli"]).1, "v2\n");
+    assert_eq!(zk(&["ls", "/cli"]).1, "s-0000000000\n");
+    assert!(zk(&["stat", "/cli"]).1.contains("num_children 1\n"));
+    let (code, _, err) = zk(&["rm", "/cli"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("directory not empty"), "{err}");
+    let (code, _, err) = zk(&["get", "/nope"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no node"), "{err}");
+    assert!(zk(&["sync"]).1.starts_with("zxid "));
+    drop(cluster);
+}
+
+/// Seed 001's synchronous recipes (§II.D) on a real cluster: four clients
+/// on different servers take each lock in turn; by fencing token and by
+/// real time no two hold it at once (no faults, no pauses here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_recipes_keep_mutual_exclusion() {
+    use quorumkv_check::znode::{check_lock, Holding};
+    use quorumkv_node::zk_recipes::{queue_lock, release, tas_lock};
+    #[derive(Clone, Copy, Debug)]
+    enum Recipe {
+        TasPoll,
+        TasWatch,
+        Queue,
+    }
+    let cluster = zab_cluster().await;
+    let setup = at(&cluster, 0, Duration::from_secs(10)).await;
+    setup
+        .create("/locks", "", CreateMode::PERSISTENT)
+        .await
+        .unwrap();
+    setup
+        .create("/locks/q", "", CreateMode::PERSISTENT)
+        .await
+        .unwrap();
+    let t0 = tokio::time::Instant::now();
+    let micros = move || t0.elapsed().as_micros() as u64;
+    for recipe in [Recipe::TasPoll, Recipe::TasWatch, Recipe::Queue] {
+        let mut tasks = Vec::new();
+        for c in 0..4u64 {
+            let zk = at(&cluster, c as usize % 3, Duration::from_secs(10)).await;
+            tasks.push(tokio::spawn(async move {
+                let mut events = zk.watches().unwrap();
+                let mut held = Vec::new();
+                for _ in 0..4 {
+                    let poll = Duration::from_millis(2);
+                    let h = match recipe {
+                        Recipe::TasPoll => {
+                            tas_lock(&zk, "/locks/tas", false, poll, &mut events).await
+                        }
+                        Recipe::TasWatch => {
+                            tas_lock(&zk, "/locks/tas", true, poll, &mut events).await
+                        }
+                        Recipe::Queue => queue_lock(&zk, "/locks/q", &mut events).await,
+                    }
+                    .unwrap();
+                    let acquired = micros();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let released = micros();
+                    release(&zk, &h).await.unwrap();
+                    held.push(Holding {
+                        client: c,
+                        token: h.token,
+                        acquired,
+                        released: Some(released),
+                    });
+                }
+                held
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        assert_eq!(all.len(), 16, "{recipe:?}");
+        let bad = check_lock(&all, true);
+        assert!(bad.is_empty(), "{recipe:?}: {bad:?}");
+    }
+}
