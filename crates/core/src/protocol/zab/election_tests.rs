@@ -341,3 +341,16 @@ fn candidates_and_joining_followers_move_to_a_newer_epoch() {
         assert_eq!(follower_info_to(&cmds), to, "{v:?}");
     }
 }
+
+/// A looking server repeats its notification to every peer each tick (a
+/// first one may have died with a connection).
+#[test]
+fn a_looking_server_repeats_its_vote_each_tick() {
+    let mut n = lone(2, 3, 1, &[1]);
+    let mut out = Out::new();
+    let later = Time::ZERO.saturating_add(Config::default().tick);
+    n.on_timer(later, Timer::Tick, &mut out);
+    let cmds: Cmds = out.drain().collect();
+    let mine = notify(1, Some(vote(2, 1, (1, 1))), PeerState::Looking, false);
+    assert_eq!(sent(&cmds), vec![(1, mine.clone()), (3, mine)]);
+}
