@@ -51,7 +51,10 @@
 //! (`window`, default 16 messages in flight): the seed's model sends one
 //! message per round (§2 line 50); without a bound the queues never fill
 //! and no rule is needed. The successor credits on *receipt*, so the ring
-//! cannot deadlock on full windows.
+//! cannot deadlock on full windows. Counts and credits belong to the
+//! connection, not the view: a credit is never fenced (seed 2370 at N = 5:
+//! credits that came while their sender was out of the view were dropped,
+//! and its window stayed closed once it was back).
 //!
 //! **Failures** (perfect failure detector: `on_link(Down(Peer::Node(j)))`,
 //! TCP close or heartbeat loss, §2). `j` leaves the view for good.
