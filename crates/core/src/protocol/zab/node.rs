@@ -108,6 +108,7 @@ pub struct Counters {
     pub coin_tosses: u64,
     pub coin_heads: u64,
     pub stayed_out: u64,
+    pub switches: u64,
 }
 
 /// One Zab server.
@@ -463,7 +464,10 @@ impl ZabNode {
         match &self.role {
             Role::Looking => self.election_tick(out),
             Role::Following(_) => self.follower_tick(out),
-            Role::Leading(_) => self.leader_tick(out),
+            Role::Leading(_) => {
+                self.leader_tick(out);
+                self.prot_tick(out);
+            }
         }
     }
 
@@ -536,6 +540,7 @@ impl ZabNode {
                 op,
             } => self.on_forward(from, epoch, origin, rid, op, out),
             Msg::Dropped { rid } => self.on_dropped(from, rid, out),
+            Msg::Prot { epoch, zab } => self.on_prot(from, epoch, zab, out),
             Msg::ReadIndex { epoch, rid } => self.on_read_index(from, epoch, rid, out),
             Msg::ReadIndexOk { epoch, rid, index } => {
                 self.on_read_index_ok(from, epoch, rid, index, out)
@@ -580,6 +585,7 @@ impl Protocol for ZabNode {
     }
     fn on_link(&mut self, now: Time, ev: LinkEvent, out: &mut O) {
         self.now = now;
+        self.peer_link(&ev, out);
         if let LinkEvent::Down(Peer::Node(n)) = ev {
             self.link_down(n, out);
         }
