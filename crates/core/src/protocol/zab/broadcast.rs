@@ -748,6 +748,15 @@ mod tests {
         }
     }
 
+    /// A settled ct-q cluster of three: the leader and its two followers.
+    fn ct_q_three() -> (Cluster, NodeId, NodeId, NodeId) {
+        let mut c = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
+        let l = c.settle();
+        let mut f = (1..=3).filter(|&n| n != l);
+        let (f1, f2) = (f.next().expect("two"), f.next().expect("two"));
+        (c, l, f1, f2)
+    }
+
     /// ct-q with a follower down (N = 3): the other follower can never
     /// count f + 1 = 2 follower ACKs, so it votes for Zab (`Prot`, A3 from
     /// the link going down), the leader switches everyone to Zab's COMMITs
@@ -756,13 +765,7 @@ mod tests {
     /// returns, the leader switches back, and followers decide again.
     #[test]
     fn ct_q_switches_to_zab_on_a_follower_crash_and_back() {
-        let mut c = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
-        let l = c.settle();
-        let (f1, f2) = if l == 1 {
-            (2, 3)
-        } else {
-            (1, if l == 2 { 3 } else { 2 })
-        };
+        let (mut c, l, f1, f2) = ct_q_three();
         let waits = |c: &mut Cluster| -> Vec<u64> {
             (0..20)
                 .map(|i| {
@@ -792,19 +795,13 @@ mod tests {
         assert_eq!(k.delivery_max_us, *down.iter().chain(&back).max().unwrap());
     }
 
-    /// Without the switch (ac, aa never switch) and before it, the leader's
-    /// heartbeat still carries its commit index: ct-q with the switch
-    /// suppressed (no link events reach the follower) delivers within
-    /// three ticks.
+    /// When no rule fires (ac and aa never switch; before a switch), the
+    /// leader's heartbeat still carries its commit index: here one follower
+    /// stops acknowledging to the other (nothing is suspected, no vote),
+    /// and every write at the other is delivered within three ticks.
     #[test]
     fn the_heartbeat_delivers_when_no_rule_fires() {
-        let mut c = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
-        let l = c.settle();
-        let (f1, f2) = if l == 1 {
-            (2, 3)
-        } else {
-            (1, if l == 2 { 3 } else { 2 })
-        };
+        let (mut c, _, f1, f2) = ct_q_three();
         // f2 stops acknowledging to f1 only: f1 counts one follower ACK.
         c.nodes[f1 as usize - 1].as_mut().expect("up").bcast.variant = Variant::AaQ;
         c.nodes[f2 as usize - 1].as_mut().expect("up").bcast.variant = Variant::Ac;
