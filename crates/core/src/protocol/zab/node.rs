@@ -587,6 +587,7 @@ impl Protocol for ZabNode {
         self.now = now;
         self.peer_link(&ev, out);
         if let LinkEvent::Down(Peer::Node(n)) = ev {
+            self.forget_reads_of(n);
             self.link_down(n, out);
         }
     }
