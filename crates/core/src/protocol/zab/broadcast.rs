@@ -41,12 +41,12 @@
 use super::follower::FStage;
 use super::msg::Msg;
 use super::node::{Role, ZabNode, O};
-use crate::protocol::Record;
+use crate::protocol::{LinkEvent, Record};
 use crate::quorum::majority;
 use crate::rng::SplitMix64;
 use crate::types::{NodeId, Peer, Time};
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A1.1's record: the last epoch this server led (established).
 pub const META_LED: &str = "zab.led-epoch";
@@ -109,6 +109,19 @@ impl Variant {
             _ => majority(n) - 1,
         }
     }
+    /// Whether it switches to Zab's broadcast on suspected followers
+    /// (§3.6.2, §4.3.3, §4.4.2): ct, ct-q and aa-q (A3).
+    pub fn switches(self) -> bool {
+        matches!(self, Variant::Ct | Variant::CtQ | Variant::AaQ)
+    }
+    /// Suspected followers tolerated before voting for Zab: none for ct
+    /// and ct-q, f − 1 for aa-q (§4.4.2).
+    fn tolerated(self, n: usize) -> usize {
+        match self {
+            Variant::AaQ => majority(n).saturating_sub(2),
+            _ => 0,
+        }
+    }
     /// Whether a follower tosses a coin before sending its ACK.
     fn tosses(self) -> bool {
         matches!(self, Variant::Ct | Variant::CtQ)
@@ -138,6 +151,16 @@ pub struct Bcast {
     pub(super) led: u64,
     /// Proposals from this index on wait for `META_LED` to be durable.
     unmarked_from: Option<u64>,
+    /// Switched to Zab's broadcast (§3.6.2, §4.3.3): the leader's decision,
+    /// as this server knows it.
+    zab_mode: bool,
+    /// As a follower (A3): other followers whose link is down.
+    suspected: BTreeSet<NodeId>,
+    /// As a follower: the vote last sent, and in which epoch.
+    voted: Option<(u64, bool)>,
+    /// As the leader: followers whose last vote was for Zab, in `votes_epoch`.
+    zab_votes: BTreeSet<NodeId>,
+    votes_epoch: u64,
     /// The coin's probability of Head (ct, ct-q).
     pub p: f64,
     rng: SplitMix64,
@@ -165,6 +188,11 @@ impl Bcast {
             stay_out: true,
             led: 0,
             unmarked_from: None,
+            zab_mode: false,
+            suspected: BTreeSet::new(),
+            voted: None,
+            zab_votes: BTreeSet::new(),
+            votes_epoch: 0,
             p: if variant.tosses() { p } else { 1.0 },
             rng: SplitMix64(seed),
             peer_epoch: 0,
@@ -244,16 +272,29 @@ impl ZabNode {
                 if l.epoch == epoch {
                     self.counters.acks_received += 1;
                 }
-                self.on_ack(from, epoch, index, out)
+                self.on_ack(from, epoch, index, out);
+                if self.bcast.zab_mode {
+                    // A follower back in the broadcast may end the switch.
+                    self.prot_decide(out);
+                }
             }
             Role::Following(_) => self.on_peer_ack(from, epoch, index, out),
             Role::Looking => {}
         }
     }
 
+    /// Followers decide delivery now: a variant, not switched to Zab.
+    fn deciding(&self) -> bool {
+        self.bcast.variant.followers_decide() && !self.bcast.zab_mode
+    }
+
     fn on_peer_ack(&mut self, from: NodeId, epoch: u64, index: u64, out: &mut O) {
         if !self.bcast.variant.followers_decide() {
             return;
+        }
+        // A3: we hear from it, so it is up.
+        if self.bcast.suspected.remove(&from) {
+            self.maybe_vote(out);
         }
         match &self.role {
             Role::Following(f)
@@ -290,10 +331,11 @@ impl ZabNode {
             // Synchronised since: the history's ACK goes as in Zab.
             (self.bcast.gen, self.bcast.tossed) = (self.log_gen, 0);
         }
+        let zab_mode = self.bcast.zab_mode;
         let fresh = index.saturating_sub(self.bcast.tossed);
         let first = self.bcast.tossed == 0;
         self.bcast.tossed = self.bcast.tossed.max(index);
-        let send = if v.tosses() && !first {
+        let send = if v.tosses() && !first && !zab_mode {
             let p = self.bcast.p;
             let heads = (0..fresh).filter(|_| self.bcast.rng.chance(p)).count() as u64;
             self.counters.coin_tosses += fresh;
@@ -304,7 +346,7 @@ impl ZabNode {
         };
         if send {
             let mut to = vec![leader];
-            if v.acks_to_followers() {
+            if v.acks_to_followers() && !zab_mode {
                 to.extend(self.peers().filter(|&n| n != leader));
             }
             self.counters.bcast_msgs += to.len() as u64;
@@ -316,13 +358,14 @@ impl ZabNode {
             self.peer_epoch_is(epoch);
             self.follower_advance(out);
         }
+        self.maybe_vote(out);
     }
 
     /// F4/F5: deliver up to the highest index `k` followers (us included)
     /// logged, k = f or f + 1 (`Variant::follower_quorum`), once serving.
     pub(super) fn follower_advance(&mut self, out: &mut O) {
         let serving = matches!(&self.role, Role::Following(f) if f.stage == FStage::Serving);
-        if !serving || !self.bcast.variant.followers_decide() {
+        if !serving || !self.deciding() {
             return;
         }
         let last = self.log.last();
@@ -353,7 +396,7 @@ impl ZabNode {
     /// follower; the variants deliver here only (§3.5.2).
     pub(super) fn broadcast_commit(&mut self, index: u64, out: &mut O) {
         self.counters.leader_commits += index.saturating_sub(self.commit);
-        if self.bcast.variant.followers_decide() {
+        if self.deciding() {
             self.commit = self.commit.max(index);
             return self.deliver(out);
         }
@@ -379,6 +422,145 @@ impl ZabNode {
         self.counters.delivery_us += us;
         self.counters.delivery_max_us = self.counters.delivery_max_us.max(us);
         self.counters.deliveries_timed += 1;
+    }
+
+    /// A3 (§3.3): the driver's view of the links to the other followers
+    /// (a crash or a reset closes them; our ACKs reopen them).
+    pub(super) fn peer_link(&mut self, ev: &LinkEvent, out: &mut O) {
+        if !self.bcast.variant.switches() {
+            return;
+        }
+        let (n, down) = match ev {
+            LinkEvent::Down(Peer::Node(n)) => (*n, true),
+            LinkEvent::Up(Peer::Node(n)) => (*n, false),
+            _ => return,
+        };
+        if n == self.id || !self.members.contains(&n) {
+            return;
+        }
+        if down {
+            self.bcast.suspected.insert(n);
+        } else {
+            self.bcast.suspected.remove(&n);
+        }
+        self.maybe_vote(out);
+    }
+
+    /// Vote with `Prot` when our view changes (§4.3.3): Zab once more
+    /// followers are suspected than the variant tolerates, the variant
+    /// again once they are back. A follower that never voted Zab in this
+    /// epoch says nothing: silence is a vote for the variant.
+    fn maybe_vote(&mut self, out: &mut O) {
+        let Role::Following(f) = &self.role else {
+            return;
+        };
+        let synced = matches!(f.stage, FStage::Synced | FStage::Serving);
+        if !synced || !self.bcast.variant.switches() {
+            return;
+        }
+        let (leader, epoch) = (f.leader, f.epoch);
+        let down = self
+            .bcast
+            .suspected
+            .iter()
+            .filter(|&&n| n != leader)
+            .count();
+        let zab = down > self.bcast.variant.tolerated(self.members.len());
+        let last = self
+            .bcast
+            .voted
+            .filter(|&(e, _)| e == epoch)
+            .map(|(_, z)| z);
+        if last.unwrap_or(false) == zab {
+            self.bcast.voted = Some((epoch, zab));
+            return;
+        }
+        self.bcast.voted = Some((epoch, zab));
+        out.send_now(Peer::Node(leader), Msg::Prot { epoch, zab });
+    }
+
+    /// `Prot`: a follower's vote at the leader, the decision at a follower.
+    pub(super) fn on_prot(&mut self, from: NodeId, epoch: u64, zab: bool, out: &mut O) {
+        match &self.role {
+            Role::Leading(l) if l.epoch == epoch && l.fols.contains_key(&from) => {
+                self.votes_for(epoch);
+                if zab {
+                    self.bcast.zab_votes.insert(from);
+                } else {
+                    self.bcast.zab_votes.remove(&from);
+                }
+                self.prot_decide(out);
+            }
+            Role::Following(f) if f.leader == from && f.epoch == epoch => {
+                if self.bcast.zab_mode != zab {
+                    self.counters.switches += 1;
+                }
+                self.bcast.zab_mode = zab;
+                self.follower_advance(out);
+            }
+            _ => {}
+        }
+    }
+
+    fn votes_for(&mut self, epoch: u64) {
+        if self.bcast.votes_epoch != epoch {
+            self.bcast.votes_epoch = epoch;
+            self.bcast.zab_votes.clear();
+            self.bcast.zab_mode = false;
+        }
+    }
+
+    /// The leader decides (§3.6.2): one vote for Zab switches everyone to
+    /// Zab; back to the variant once no follower votes Zab and every
+    /// follower the variant needs is in the broadcast (all N − 1 for ct and
+    /// ct-q, N − 1 − (f − 1) for aa-q). Tells every follower on a change.
+    fn prot_decide(&mut self, out: &mut O) {
+        let Role::Leading(l) = &self.role else {
+            return;
+        };
+        let (epoch, n) = (l.epoch, self.members.len());
+        let inside: BTreeSet<NodeId> = l.synced().collect();
+        self.votes_for(epoch);
+        let v = self.bcast.variant;
+        self.bcast.zab_votes.retain(|f| inside.contains(f));
+        let missing = (n - 1).saturating_sub(inside.len());
+        let zab = !self.bcast.zab_votes.is_empty() || missing > v.tolerated(n);
+        if zab == self.bcast.zab_mode {
+            return;
+        }
+        self.bcast.zab_mode = zab;
+        self.counters.switches += 1;
+        let index = self.commit;
+        for f in inside {
+            out.send_now(Peer::Node(f), Msg::Prot { epoch, zab });
+            if zab {
+                out.send_now(Peer::Node(f), Msg::Commit { epoch, index });
+            }
+        }
+    }
+
+    /// Each tick at the leader: decide, and repeat the decision to every
+    /// follower (one that joined since, or follows us after another leader,
+    /// keeps its previous mode until told; either mode is safe).
+    pub(super) fn prot_tick(&mut self, out: &mut O) {
+        if !self.bcast.variant.switches() {
+            return;
+        }
+        let Role::Leading(l) = &self.role else {
+            return;
+        };
+        if !l.established {
+            return;
+        }
+        self.prot_decide(out);
+        let Role::Leading(l) = &self.role else {
+            return;
+        };
+        let (epoch, zab) = (l.epoch, self.bcast.zab_mode);
+        let to: Vec<NodeId> = l.synced().collect();
+        for f in to {
+            out.send_now(Peer::Node(f), Msg::Prot { epoch, zab });
+        }
     }
 
     /// The index a read must wait for (read index): the commit index in
@@ -431,6 +613,11 @@ impl ZabNode {
                 "zab_coin_p_permille",
                 "the coin's probability of Head, in thousandths",
                 (self.bcast.p * 1000.0).round() as u64,
+            ),
+            (
+                "zab_switches",
+                "switches between a variant and Zab's broadcast (prot, §4.3.3)",
+                c.switches,
             ),
             (
                 "zab_stayed_out",
@@ -561,22 +748,24 @@ mod tests {
         }
     }
 
-    /// ct-q with a follower down (N = 3): the other follower can never
-    /// count f + 1 = 2 follower ACKs, yet delivery does not stop: the
-    /// leader's heartbeat carries its commit index (the switch to Zab of
-    /// §4.3.3, by the heartbeat rather than a `prot` vote). Writes at the
-    /// follower complete within a few ticks, and resume on the fast path
-    /// once the crashed follower is back.
-    #[test]
-    fn ct_q_keeps_delivering_with_a_follower_down() {
+    /// A settled ct-q cluster of three: the leader and its two followers.
+    fn ct_q_three() -> (Cluster, NodeId, NodeId, NodeId) {
         let mut c = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
         let l = c.settle();
-        let (f1, f2) = if l == 1 {
-            (2, 3)
-        } else {
-            (1, if l == 2 { 3 } else { 2 })
-        };
-        c.crash(f2);
+        let mut f = (1..=3).filter(|&n| n != l);
+        let (f1, f2) = (f.next().expect("two"), f.next().expect("two"));
+        (c, l, f1, f2)
+    }
+
+    /// ct-q with a follower down (N = 3): the other follower can never
+    /// count f + 1 = 2 follower ACKs, so it votes for Zab (`Prot`, A3 from
+    /// the link going down), the leader switches everyone to Zab's COMMITs
+    /// (§3.6.2, §4.3.3) and writes at the follower complete at once; when
+    /// the crashed follower is back (its ACKs reach the other), the vote
+    /// returns, the leader switches back, and followers decide again.
+    #[test]
+    fn ct_q_switches_to_zab_on_a_follower_crash_and_back() {
+        let (mut c, l, f1, f2) = ct_q_three();
         let waits = |c: &mut Cluster| -> Vec<u64> {
             (0..20)
                 .map(|i| {
@@ -586,19 +775,42 @@ mod tests {
                 })
                 .collect()
         };
+        let s0 = c.node(l).counters.switches;
+        c.crash(f2);
+        c.run();
+        assert!(c.node(l).bcast.zab_mode && c.node(f1).bcast.zab_mode);
         let down = waits(&mut c);
-        // Each waits for a heartbeat, never more than three ticks.
-        assert!(down.iter().all(|&w| w > 0 && w <= 30_000), "{down:?}");
+        // Zab's COMMIT: every write completes without waiting for a tick.
+        assert!(down.iter().all(|&w| w == 0), "{down:?}");
         c.restart(f2);
         assert_eq!(c.settle(), l);
         let back = waits(&mut c);
-        assert!(back.contains(&0), "no write on the fast path: {back:?}");
+        assert!(!c.node(l).bcast.zab_mode && !c.node(f1).bcast.zab_mode);
+        assert!(c.node(l).counters.switches >= s0 + 2);
         assert!(back.iter().all(|&w| w <= 30_000), "{back:?}");
         // The latency counter (§5.1.1): request receipt to delivery here.
         let k = &c.node(f1).counters;
         let sum: u64 = down.iter().chain(&back).sum();
         assert_eq!((k.deliveries_timed, k.delivery_us), (40, sum));
         assert_eq!(k.delivery_max_us, *down.iter().chain(&back).max().unwrap());
+    }
+
+    /// When no rule fires (ac and aa never switch; before a switch), the
+    /// leader's heartbeat still carries its commit index: here one follower
+    /// stops acknowledging to the other (nothing is suspected, no vote),
+    /// and every write at the other is delivered within three ticks.
+    #[test]
+    fn the_heartbeat_delivers_when_no_rule_fires() {
+        let (mut c, _, f1, f2) = ct_q_three();
+        // f2 stops acknowledging to f1 only: f1 counts one follower ACK.
+        c.nodes[f1 as usize - 1].as_mut().expect("up").bcast.variant = Variant::AaQ;
+        c.nodes[f2 as usize - 1].as_mut().expect("up").bcast.variant = Variant::Ac;
+        for i in 0..10 {
+            let t0 = c.now;
+            assert!(c.ask(f1, put("k", &i.to_string())).is_some());
+            let w = c.now.as_micros() - t0.as_micros();
+            assert!(w > 0 && w <= 30_000, "write {i}: {w} us");
+        }
     }
 
     #[test]

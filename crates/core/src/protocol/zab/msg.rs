@@ -147,6 +147,9 @@ pub enum Msg {
     },
     /// L → F: a forwarded request was not proposed (not in our broadcast).
     Dropped { rid: u64 },
+    /// Protocol switching (seed 003 §3.6.2, §4.3.3), variants only: F → L
+    /// a vote (`zab`: a follower is suspected), L → F the decision.
+    Prot { epoch: u64, zab: bool },
     /// F → L: confirm leadership for a read (read index).
     ReadIndex { epoch: u64, rid: u64 },
     /// L → F: leadership confirmed; serve the read once applied `index`.

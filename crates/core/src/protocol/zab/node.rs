@@ -109,6 +109,7 @@ pub struct Counters {
     pub coin_tosses: u64,
     pub coin_heads: u64,
     pub stayed_out: u64,
+    pub switches: u64,
 }
 
 /// One Zab server.
@@ -476,7 +477,10 @@ impl ZabNode {
         match &self.role {
             Role::Looking => self.election_tick(out),
             Role::Following(_) => self.follower_tick(out),
-            Role::Leading(_) => self.leader_tick(out),
+            Role::Leading(_) => {
+                self.leader_tick(out);
+                self.prot_tick(out);
+            }
         }
     }
 
@@ -549,6 +553,7 @@ impl ZabNode {
                 op,
             } => self.on_forward(from, epoch, origin, rid, op, out),
             Msg::Dropped { rid } => self.on_dropped(from, rid, out),
+            Msg::Prot { epoch, zab } => self.on_prot(from, epoch, zab, out),
             Msg::ReadIndex { epoch, rid } => self.on_read_index(from, epoch, rid, out),
             Msg::ReadIndexOk { epoch, rid, index } => {
                 self.on_read_index_ok(from, epoch, rid, index, out)
@@ -594,8 +599,12 @@ impl Protocol for ZabNode {
     }
     fn on_link(&mut self, now: Time, ev: LinkEvent, out: &mut O) {
         self.now = now;
+        self.peer_link(&ev, out);
         match ev {
-            LinkEvent::Down(Peer::Node(n)) => self.link_down(n, out),
+            LinkEvent::Down(Peer::Node(n)) => {
+                self.forget_reads_of(n);
+                self.link_down(n, out);
+            }
             LinkEvent::Down(Peer::Conn(c)) => self.sm.drop_conn(c),
             LinkEvent::Up(_) => {}
         }

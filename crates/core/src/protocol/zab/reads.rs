@@ -135,6 +135,14 @@ impl ZabNode {
         self.check_read_rounds(out);
     }
 
+    /// The link to `n` closed: forget its reads waiting here. A restarted
+    /// server numbers its reads from 1 again, and an answer meant for its
+    /// previous life would serve a new read at an old index (a stale read:
+    /// sim seed 4756 with `broadcast=ct`).
+    pub(super) fn forget_reads_of(&mut self, n: NodeId) {
+        (self.reads.at_leader).retain(|p| !matches!(p.asker, Asker::Follower(f, _) if f == n));
+    }
+
     pub(super) fn on_read_index(&mut self, from: NodeId, epoch: u64, rid: u64, out: &mut O) {
         match self.leading() {
             Some(l) if l.established && l.epoch == epoch => {}
