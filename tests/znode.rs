@@ -240,3 +240,22 @@ async fn lock_recipes_keep_mutual_exclusion() {
         assert!(bad.is_empty(), "{recipe:?}: {bad:?}");
     }
 }
+
+/// Another protocol refuses znode operations, and says what to do.
+#[test]
+fn other_protocols_refuse_znode_operations_clearly() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt.block_on(common::start_cluster(3));
+    let eps = cluster.native_addrs()[0].to_string();
+    let out = std::process::Command::new(common::binary())
+        .args(["zk", "ls", "/", "--endpoints", &eps])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("znode operations need --protocol zab"),
+        "{err}"
+    );
+    drop(cluster);
+}
