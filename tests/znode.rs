@@ -173,18 +173,22 @@ fn the_zk_cli_creates_lists_and_reports_errors() {
     drop(cluster);
 }
 
-/// Seed 001's synchronous recipes (§II.D) on a real cluster: four clients
+/// Seed 001's recipes (§II.D), synchronous and asynchronous, on a real cluster: four clients
 /// on different servers take each lock in turn; by fencing token and by
 /// real time no two hold it at once (no faults, no pauses here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_recipes_keep_mutual_exclusion() {
     use quorumkv_check::znode::{check_lock, Holding};
-    use quorumkv_node::zk_recipes::{queue_lock, release, tas_lock};
+    use quorumkv_node::zk_recipes::{
+        queue_lock, queue_lock_async, release, tas_lock, tas_lock_async,
+    };
     #[derive(Clone, Copy, Debug)]
     enum Recipe {
         TasPoll,
         TasWatch,
+        TasAsync,
         Queue,
+        QueueAsync,
     }
     let cluster = zab_cluster().await;
     let setup = at(&cluster, 0, Duration::from_secs(10)).await;
@@ -198,7 +202,13 @@ async fn lock_recipes_keep_mutual_exclusion() {
         .unwrap();
     let t0 = tokio::time::Instant::now();
     let micros = move || t0.elapsed().as_micros() as u64;
-    for recipe in [Recipe::TasPoll, Recipe::TasWatch, Recipe::Queue] {
+    for recipe in [
+        Recipe::TasPoll,
+        Recipe::TasWatch,
+        Recipe::TasAsync,
+        Recipe::Queue,
+        Recipe::QueueAsync,
+    ] {
         let mut tasks = Vec::new();
         for c in 0..4u64 {
             let zk = at(&cluster, c as usize % 3, Duration::from_secs(10)).await;
@@ -214,7 +224,11 @@ async fn lock_recipes_keep_mutual_exclusion() {
                         Recipe::TasWatch => {
                             tas_lock(&zk, "/locks/tas", true, poll, &mut events).await
                         }
+                        Recipe::TasAsync => tas_lock_async(&zk, "/locks/tas", poll).await,
                         Recipe::Queue => queue_lock(&zk, "/locks/q", &mut events).await,
+                        Recipe::QueueAsync => {
+                            queue_lock_async(&zk, "/locks/q", poll, &mut events).await
+                        }
                     }
                     .unwrap();
                     let acquired = micros();
