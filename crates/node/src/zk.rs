@@ -155,6 +155,7 @@ impl ZkClient {
     }
 
     /// The stream of watch and session events; the first call takes it.
+    /// Call it inside the tokio runtime (it spawns the translating task).
     pub fn watches(&self) -> Option<mpsc::UnboundedReceiver<WatchEvent>> {
         let mut events = self.client.events()?;
         let (tx, rx) = mpsc::unbounded_channel();
