@@ -19,27 +19,41 @@
 # functions (status lines, metrics) are excluded: no protocol test can see them.
 # Results: target/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);
 # score = (caught + timeout) / (caught + timeout + missed).
+# MUTANTS_FILTER (optional): a nextest filter expression that narrows the
+# oracle to the tests that can reach the mutated module, e.g. 'test(zab)'
+# for zab/ (no other protocol's test runs its code): same verdicts, and
+# each mutant skips the other protocols' sweeps. MUTANTS_JOBS: parallel
+# builds (each in its own copy of the tree); with `--in-place` (mutate this
+# tree, no copy and no cold build) leave it unset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 file="${1:-crates/core/src/protocol/abd/*}"
 shift || true
+filter=()
+if [ -n "${MUTANTS_FILTER:-}" ]; then filter=(-E "$MUTANTS_FILTER"); fi
 command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 # cargo-mutants runs its baseline with the mutated package's tests only,
 # where the sim's oracle does not exist; so check the baseline here, then skip it.
 echo "== baseline: the oracle passes on the unmutated tree"
-cargo nextest run -p quorumkv-core -p quorumkv-sim --lib --test oracle
+cargo nextest run -p quorumkv-core -p quorumkv-sim --lib --test oracle ${filter[@]+"${filter[@]}"}
 echo "== mutants of $file"
-# No debug info: faster links, one build per mutant.
-CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
+# No debug info: faster links, one build per mutant. `--lib --test oracle`
+# go to the build as well as the test run: only the oracle's binaries are
+# built for each mutant, not every integration test of the sim.
+# Not incremental: with incremental builds one mutant after another, every
+# link failed ("undefined hidden symbol core::cmp::default_chaining_impl",
+# rustc 1.95) and cargo-mutants called each mutant unviable.
+CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 cargo mutants \
     --file "$file" \
     --package quorumkv-core \
     --test-package quorumkv-core,quorumkv-sim \
     --baseline skip \
     --test-tool nextest \
     --exclude-re '::(metrics|status)\b|<impl Protocol for \w+>::(metrics|status)' \
-    --jobs "${MUTANTS_JOBS:-1}" \
+    ${MUTANTS_JOBS:+--jobs "$MUTANTS_JOBS"} \
     --timeout "${MUTANTS_TIMEOUT:-120}" \
     --output target \
+    --cargo-arg=--lib --cargo-arg=--test=oracle \
     "$@" \
-    -- --lib --test oracle
+    -- ${filter[@]+"${filter[@]}"}

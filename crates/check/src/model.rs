@@ -116,7 +116,7 @@ impl<S: Spec> Stepper for SpecStepper<'_, S> {
 
 /// One operation of the built-in models. State 0 is "absent"; strings are
 /// indices into `ValueStepper::pieces`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Cop {
     /// Completed read that returned "absent".
     ReadAbsent,
@@ -331,6 +331,15 @@ impl Stepper for ValueStepper {
 
     fn is_blind(&self, op: usize) -> bool {
         self.blind[op]
+    }
+
+    fn effect_class(&self, op: usize) -> Option<u64> {
+        let code = match self.ops[op] {
+            Cop::Write(v) => v as u64,
+            Cop::Append(x) => 1 << 32 | x as u64,
+            _ => return None,
+        };
+        Some(code)
     }
 
     fn step(&mut self, s: u32, op: usize) -> Option<u32> {

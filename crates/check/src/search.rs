@@ -44,6 +44,15 @@ pub(crate) trait Stepper {
     fn is_blind(&self, _op: usize) -> bool {
         false
     }
+
+    /// Operations with the same class change every state alike (two
+    /// deletes, two puts of one value). Among such operations with an
+    /// unknown outcome, whose spans both run to the end of the history,
+    /// placing the later-called one while the earlier is still open is
+    /// the same choice under another name, so the search skips it.
+    fn effect_class(&self, _op: usize) -> Option<u64> {
+        None
+    }
 }
 
 /// Times of one operation. Operations must be sorted by `call`.
@@ -391,6 +400,8 @@ pub(crate) struct Search {
     /// Scratch buffers of `expand`.
     reads: Vec<u32>,
     keyed: Vec<(bool, u64, u32, u32)>,
+    /// Effect classes of the open unknown-outcome calls seen by `expand`.
+    twins: HashSet<u64, FxBuild>,
     /// The untried candidates `arena[next..end]` of the current node, or
     /// `None` if the current node is new and must be expanded first.
     cur: Option<(u32, u32)>,
@@ -436,6 +447,7 @@ impl Search {
             rets: spans.iter().map(|s| s.ret.unwrap_or(u64::MAX)).collect(),
             reads: Vec::new(),
             keyed: Vec::new(),
+            twins: HashSet::default(),
             cur: None,
             progress,
         }
@@ -541,10 +553,17 @@ impl Search {
         let from = self.arena.len();
         self.reads.clear();
         let mut blind = None;
+        self.twins.clear();
         let mut e = self.list.next[self.list.head as usize];
         while e != END && self.list.is_call[e as usize] {
             let op = self.list.op[e as usize] as usize;
-            if stepper.is_read_only(op) {
+            let twin = self.rets[op] == u64::MAX
+                && stepper
+                    .effect_class(op)
+                    .is_some_and(|c| !self.twins.insert(c));
+            if twin {
+                // An earlier-called open twin is a candidate already.
+            } else if stepper.is_read_only(op) {
                 if stepper.step(self.state, op).is_some() {
                     self.arena.truncate(from);
                     return Node::Forced(e);

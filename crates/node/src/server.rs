@@ -128,6 +128,9 @@ pub async fn run_with<D: ProtocolDef>(
     let popts = D::Options::from_pairs(&opts.option_pairs())
         .map_err(|e| anyhow::anyhow!("protocol {}: {e}", D::NAME))?;
     let members = opts.cluster.members();
+    popts
+        .check_size(members.len())
+        .map_err(|e| anyhow::anyhow!("protocol {}: {e}", D::NAME))?;
     let spec = NodeSpec {
         id: opts.id,
         members: &members,

@@ -80,6 +80,14 @@ pub struct Args {
     /// prove that the simulator and the checker catch it. `list` names them.
     #[arg(long, value_name = "NAME")]
     pub inject_bug: Option<String>,
+    /// Workload: a key with a write in flight through a server (proxy
+    /// mode) when that server crashes is only read from then on, by the
+    /// clients and by the stall probe. A crashed writer's operation left
+    /// pending for good then stalls reads in the healed cluster instead of
+    /// being overtaken by the next write of its key (ring: `--inject-bug
+    /// ring-no-takeover --opt rejoin=off`).
+    #[arg(long)]
+    pub read_after_crash: bool,
     /// Print the message trace of each failing seed (of every seed when only
     /// one seed runs).
     #[arg(long)]
@@ -154,6 +162,7 @@ impl Args {
             timing: Timing::default(),
             check_timeout: Duration::from_secs_f64(self.check_timeout.max(0.001)),
             trace: false,
+            read_after_crash: self.read_after_crash,
             znode: self.znode,
         }
     }
@@ -184,6 +193,9 @@ impl Args {
         }
         if let Some(b) = &self.inject_bug {
             cmd += &format!(" --inject-bug {b}");
+        }
+        if self.read_after_crash {
+            cmd += " --read-after-crash";
         }
         cmd + " --trace"
     }

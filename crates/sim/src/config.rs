@@ -278,6 +278,9 @@ pub struct SimConfig {
     pub check_timeout: Duration,
     /// Record the message trace.
     pub trace: bool,
+    /// A key with a write in flight through a server when that server
+    /// crashes is only read from then on (`--read-after-crash`).
+    pub read_after_crash: bool,
     /// The clients use the znode service (`world/znode.rs`) instead of the
     /// KV store; their history is checked against the znode model too.
     pub znode: bool,
@@ -302,6 +305,7 @@ impl Default for SimConfig {
             timing: Timing::default(),
             check_timeout: Duration::from_secs(10),
             trace: false,
+            read_after_crash: false,
             znode: false,
         }
     }

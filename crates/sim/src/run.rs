@@ -78,6 +78,14 @@ pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
         params.keep_fifo();
     }
     let opts = seed_options::<D>(cfg, params.knobs)?;
+    opts.check_size(params.replicas as usize).map_err(|e| {
+        let drawn = if cfg.replicas.is_none() {
+            " (N was drawn: pass --replicas)"
+        } else {
+            ""
+        };
+        format!("protocol {}: {e}{drawn}", D::NAME)
+    })?;
     let t0 = Instant::now();
     let result = World::<D>::new(cfg, params.clone(), bug, opts).run();
     let sim_wall = t0.elapsed();

@@ -24,6 +24,7 @@ use crate::config::{Fault, SeedParams, SimConfig};
 use crate::disk::Disk;
 use crate::history::{Clock, OpRecord};
 use crate::rng::{derive, Rng, Stream};
+use quorumkv_core::op::Op;
 use quorumkv_core::protocol::{
     ClientSpec, Command, LinkEvent, LinkModel, NodeSpec, Out, Protocol, ProtocolDef,
 };
@@ -403,6 +404,8 @@ struct Pending {
     record: usize,
     /// The operation's identity on every attempt.
     op: OpId,
+    /// Proxy mode: the node of the first attempt.
+    node: Option<usize>,
     /// Proxy mode: the request and the node of the first attempt, kept
     /// for the one retry of protocols that deduplicate requests.
     retry: Option<(Request, usize)>,
@@ -494,6 +497,8 @@ pub struct World<'a, D: ProtocolDef> {
     znode: Vec<znode::Asked>,
     stuck: Option<String>,
     probe: probe::Probe,
+    /// `--read-after-crash`: keys only read from now on.
+    read_only: std::collections::BTreeSet<String>,
     load: load::Load,
     stats: Stats,
     trace: Option<Vec<String>>,
@@ -570,6 +575,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             znode: Vec::new(),
             stuck: None,
             probe: probe::Probe::default(),
+            read_only: Default::default(),
             load: load::Load {
                 first_client: c,
                 ..load::Load::default()
@@ -923,6 +929,33 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         self.stats.peak_down = self.stats.peak_down.max(down);
         trace!(self, "CRASH n{}", i + 1);
         self.crashed_links(i);
+        if self.cfg.read_after_crash {
+            self.freeze_writes_through(i);
+        }
+    }
+
+    /// `--read-after-crash`: the keys of the writes in flight through node
+    /// `i` are only read from now on (`random_op`, the probe).
+    fn freeze_writes_through(&mut self, i: usize) {
+        let writes: Vec<String> = (self.clients.iter())
+            .filter_map(|c| c.pending.as_ref().filter(|p| p.node == Some(i)))
+            .filter_map(|p| match &self.history[p.record].op {
+                Op::Put { key, .. } | Op::Delete { key } | Op::Append { key, .. } => {
+                    Some(key.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        for key in writes {
+            if self.read_only.insert(key.clone()) {
+                trace!(self, "READ ONLY {key}: its write went through n{}", i + 1);
+            }
+        }
+    }
+
+    /// Whether `--read-after-crash` froze `key`.
+    fn read_only(&self, key: &[u8]) -> bool {
+        std::str::from_utf8(key).is_ok_and(|k| self.read_only.contains(k))
     }
 
     fn restart(&mut self, i: usize) {

@@ -36,10 +36,7 @@ fn ci_seeds_ring() {
 
 /// A read that does not wait for a pending pre-write (read inversion):
 /// caught within 10 seeds at N = 3 and 5 (the CLI sweep catches it at seed
-/// 0). `ring-no-takeover` is no longer caught (ring-report.md): a crashed
-/// origin's writes no longer circulate for ever (each is sent once per
-/// link), restarted servers end their old lives' rounds, and reads parked
-/// behind an orphan pre-write are freed by the next write of the key.
+/// 0). `ring-no-takeover` needs its own workload, below.
 #[test]
 fn ring_injected_bugs_are_caught() {
     let ring = register::<Ring>();
@@ -55,12 +52,48 @@ fn ring_injected_bugs_are_caught() {
     }
 }
 
+/// No takeover of a crashed origin's rounds: an orphan pre-write stays
+/// pending everywhere and reads of its key wait for ever. The default
+/// workload hides it: the next write of the key (tagged above the orphan)
+/// frees the reads, and a restarted origin ends its old life's rounds once
+/// it rejoins, so only the fault phase, where nothing must progress, sees
+/// the stall. So: the origin stays out (`rejoin=off`: fenced for ever, the
+/// seed's crash-stop model) and the keys of the writes in flight through a
+/// server that crashes are only read from then on (`read_after_crash`).
+/// Caught at seed 2 (N = 3) and 15 (N = 5); the correct ring passes the
+/// same workload.
+#[test]
+fn no_takeover_is_caught_when_a_crashed_writers_key_is_only_read() {
+    let ring = register::<Ring>();
+    for (n, first) in [(3, 2), (5, 15)] {
+        let c = SimConfig {
+            options: vec![("rejoin".into(), "off".into())],
+            read_after_crash: true,
+            ..ring_cfg(n)
+        };
+        let bug = SimConfig {
+            bug: Some("ring-no-takeover".into()),
+            ..c.clone()
+        };
+        // One thread, stop at the first failure: the first failing seed.
+        let s = sweep(&ring, &bug, "0..100".parse().unwrap(), 1, 1, |_| {}).unwrap();
+        let f = s.failures.first().expect("no-takeover survived 100 seeds");
+        assert!(matches!(f.verdict, Verdict::Stuck { .. }), "{}", f.verdict);
+        assert_eq!(f.seed, first, "N={n}: the first seed that catches it");
+        let range = format!("0..{}", first + 1);
+        let s = sweep(&ring, &c, range.parse().unwrap(), 2, 3, |_| {}).unwrap();
+        assert!(s.all_passed(), "the correct ring failed at N={n}");
+    }
+}
+
 /// Rejoin is the default. These seeds failed with it at some point (not
 /// linearizable: a voided copy of an applied write, two rings, a takeover
 /// by a server whose view missed a member, a pre-write a joiner never held;
 /// or stalled: a Join held for ever, rounds whose last copy died with a
 /// joiner's old life (1137), two servers each alone in its view (1236),
-/// re-sent writes piling up (N = 5: 11, 1836)); they must keep passing.
+/// re-sent writes piling up (N = 5: 11, 1836), credits dropped while their
+/// sender was out of the view, which closed a window for good (N = 5:
+/// 2370)); they must keep passing.
 #[test]
 fn rejoin_seeds_that_failed_pass() {
     let ring = register::<Ring>();
@@ -77,7 +110,7 @@ fn rejoin_seeds_that_failed_pass() {
             &[
                 5, 11, 37, 56, 66, 67, 110, 112, 188, 364, 426, 436, 455, 462, 479, 480, 508, 555,
                 713, 747, 765, 803, 866, 878, 996, 1185, 1280, 1450, 1611, 1628, 1636, 1763, 1820,
-                1836, 1875,
+                1836, 1875, 2370,
             ][..],
         ),
     ];

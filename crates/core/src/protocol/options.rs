@@ -29,6 +29,11 @@ pub trait ProtocolOptions: Clone + Debug + Default + PartialEq + Send + Sync + '
     fn set(&mut self, key: &str, value: &str) -> Result<(), String>;
     /// The current value of option `key`, as text `set` accepts.
     fn get(&self, key: &str) -> String;
+    /// Whether these options suit a cluster of `n` replicas (a variant
+    /// defined for one size only); drivers refuse to start otherwise.
+    fn check_size(&self, _n: usize) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Defaults overridden by `pairs`, in order; an unknown key or a bad
     /// value is an error naming the protocol's options.

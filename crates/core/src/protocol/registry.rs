@@ -207,6 +207,13 @@ pub trait ProtocolDef: 'static {
     /// a fault outside the assumptions is asked for; where they keep their
     /// records (fsync, buffered) it may crash every node at once.
     fn max_crashed(n: usize) -> usize;
+    /// Whether the `max_crashed` bound holds where nodes keep their records
+    /// too (an assumption such as seed 003's A1.2: never fewer than a
+    /// quorum up), so the nemesis keeps to it in every durability mode
+    /// (outages still break it on request).
+    fn bounds_durable_crashes(_opts: &Self::Options) -> bool {
+        false
+    }
 
     fn node(spec: &NodeSpec<'_>, opts: &Self::Options, bug: Option<Self::Bug>) -> Self::Node;
     /// Called only when `HAS_CLIENT_COORDINATOR`.

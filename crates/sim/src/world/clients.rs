@@ -43,7 +43,7 @@ impl<D: ProtocolDef> World<'_, D> {
         }
         let n = self.clients[c].issued;
         let puts = self.p.read_pct + (100 - self.p.read_pct) * 85 / 100;
-        if roll < self.p.read_pct {
+        if roll < self.p.read_pct || self.read_only(&key) {
             Request::Get { key }
         } else if roll < puts {
             Request::Put {
@@ -95,6 +95,7 @@ impl<D: ProtocolDef> World<'_, D> {
             req_no,
             record: self.history.len() - 1,
             op,
+            node: None,
             retry: None,
             retried: false,
         });
@@ -113,8 +114,9 @@ impl<D: ProtocolDef> World<'_, D> {
                 _ if load => self.load_node(c),
                 _ => self.work_rng.below(self.nodes.len() as u64) as usize,
             };
+            let p = self.clients[c].pending.as_mut().expect("just set");
+            p.node = Some(node);
             if D::DEDUPLICATES_REQUESTS && self.nodes.len() > 1 {
-                let p = self.clients[c].pending.as_mut().expect("just set");
                 p.retry = Some((req.clone(), node));
             }
             self.send_request(c, node, id, op, req);

@@ -50,10 +50,11 @@ impl<D: ProtocolDef> World<'_, D> {
     fn nemesis_crash(&mut self) {
         let n = self.nodes.len();
         let keeps = self.keeps_data();
-        if !keeps && self.down_count() >= D::max_crashed(n) {
+        let bounded = !keeps || D::bounds_durable_crashes(&self.opts);
+        if bounded && self.down_count() >= D::max_crashed(n) {
             return;
         }
-        if keeps && self.nemesis_rng.chance(0.1) {
+        if !bounded && self.nemesis_rng.chance(0.1) {
             if self.nemesis_rng.chance(0.5) && self.p.durability == Durability::Fsync {
                 trace!(self, "ARM power cut inside the next sync");
                 self.power_cut_armed = true;

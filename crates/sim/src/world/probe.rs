@@ -9,7 +9,8 @@
 //! succeed, quickly: a refusal or a slow answer means the protocol left
 //! something behind on the key (a lock a failed attempt kept, a queue no
 //! one serves) — a stall the liveness bound takes for progress, since a
-//! refusal is a definite, timely outcome.
+//! refusal is a definite, timely outcome. With `--read-after-crash` the
+//! keys frozen by a crash are only read (the burst too, if it is one).
 
 use super::World;
 use crate::checks::slowest_trip_us;
@@ -56,10 +57,14 @@ impl<D: ProtocolDef> World<'_, D> {
         let key = |k: usize| Bytes::from(format!("k{k}"));
         let (stage, at) = match self.probe.stage {
             Stage::NotYet => {
+                let frozen = self.read_only(&key(0));
                 self.probe.burst = (0..self.clients.len())
                     .map(|c| {
                         let (key, value) = (key(0), Bytes::from(format!("burst.{c}")));
-                        Some(Request::Put { key, value })
+                        Some(match frozen {
+                            true => Request::Get { key },
+                            false => Request::Put { key, value },
+                        })
                     })
                     .collect();
                 let at = (self.now + self.probe_gap_us()).max(self.fault_phase_shadow_us());
@@ -68,7 +73,9 @@ impl<D: ProtocolDef> World<'_, D> {
             Stage::Burst => {
                 for k in 0..keys {
                     let value = Bytes::from(format!("probe.{k}"));
-                    (self.probe.lone).push_back(Request::Put { key: key(k), value });
+                    if !self.read_only(&key(k)) {
+                        (self.probe.lone).push_back(Request::Put { key: key(k), value });
+                    }
                     (self.probe.lone).push_back(Request::Get { key: key(k) });
                 }
                 self.probe.first_lone = Some(self.history.len());

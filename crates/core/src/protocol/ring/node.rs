@@ -586,13 +586,17 @@ impl RingNode {
         }
     }
 
+    /// A credit from `from`: it counts the connection, not the view
+    /// (`Link`), so it counts whether or not `from` is in the view now.
+    fn on_credit(&mut self, from: NodeId, received: u64) {
+        if !self.link.credit(from, self.next, received) {
+            self.counters.stale_credits += 1;
+        }
+    }
+
     pub(super) fn on_ring_msg(&mut self, from: NodeId, msg: Msg, out: &mut O) {
         match msg {
-            Msg::Credit { received } => {
-                if !self.link.credit(from, self.next, received) {
-                    self.counters.stale_credits += 1;
-                }
-            }
+            Msg::Credit { received } => self.on_credit(from, received),
             Msg::PreWrite(e) => {
                 self.receipt(from, out);
                 self.on_pre_write(e, out);
@@ -673,6 +677,14 @@ impl Protocol for RingNode {
                 }
                 self.counters.fenced += 1
             }
+            // Flow control is not fenced: a credit counts what the
+            // connection carried (`Link`), and the view can lose and regain
+            // a server while its connection stays up (seed 2370 at N = 5: a
+            // `Join` of a new life of 2 ended the life 1 had welcomed, the
+            // credits for 1's first 16 messages to it arrived while 2 was
+            // out of 1's view and were dropped, and once its `Hail` had
+            // brought 2 back, 1's window to its successor stayed closed).
+            (Peer::Node(j), Msg::Credit { received }) => self.on_credit(j, received),
             // The predecessor's failure detector, as good as this one's.
             (Peer::Node(j), Msg::Gone { node, life }) if self.alive.contains(&j) => {
                 if self.lives.get(&node).copied() == life {
@@ -932,14 +944,48 @@ mod tests {
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(2, 1, "b")), &mut out);
         assert_eq!((n.fenced_msgs.len(), n.counters.fenced), (1, 1));
         assert!(out.is_empty());
+        // Credits are not fenced (they count connections), but 1's broke
+        // and 2 (itself) was never a successor: both stale.
         n.on_msg(T0, Peer::Node(1), Msg::Credit { received: 1 }, &mut out);
         n.on_msg(T0, Peer::Node(2), Msg::Credit { received: 1 }, &mut out);
-        assert_eq!(n.counters.stale_credits, 1, "only the successor credits");
+        assert_eq!(n.counters.stale_credits, 2, "only successors credit");
+        assert_eq!(n.counters.fenced, 1);
         assert!(n.status().contains("next=3"));
         assert!(n
             .metrics()
             .iter()
             .any(|(k, _, v)| *k == "ring_view_size" && *v == 2));
+    }
+
+    #[test]
+    fn a_credit_from_a_successor_out_of_the_view_counts_for_its_connection() {
+        // Seed 2370 at N = 5: the view lost the successor (here a `Gone`
+        // from the predecessor; there a `Join` of another life) while its
+        // connection stayed up; its credits came while it was out, and
+        // once back (`Hail`) its window must be open, not closed for good.
+        let mut n = node(1, 3, 2);
+        let mut out = O::new();
+        n.on_client(T0, ClientRef::local(1), put("a"), &mut out);
+        n.on_client(T0, ClientRef::local(2), put("b"), &mut out);
+        let to_2 = |s: Vec<(Peer, Msg)>| s.iter().filter(|(p, _)| *p == Peer::Node(2)).count();
+        assert_eq!(to_2(sends(&mut out)), 2, "a full window");
+        let gone = Msg::Gone {
+            node: 2,
+            life: None,
+        };
+        n.on_msg(T0, Peer::Node(3), gone, &mut out);
+        assert_eq!(n.successor_id(), 3);
+        n.on_msg(T0, Peer::Node(2), Msg::Credit { received: 2 }, &mut out);
+        assert_eq!(n.counters.stale_credits, 0, "its connection is up");
+        let hail = Msg::Hail {
+            node: 2,
+            writer: 2,
+            answer: false,
+        };
+        n.on_msg(T0, Peer::Node(2), hail, &mut out);
+        assert_eq!(n.successor_id(), 2, "back in the view");
+        assert_eq!(n.link.credited, 2, "its window opened");
+        assert!(to_2(sends(&mut out)) > 0, "the re-sends went out");
     }
 
     #[test]

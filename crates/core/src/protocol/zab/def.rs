@@ -2,7 +2,7 @@
 //! assumptions. (Registered by one line in `registry!`.)
 
 use super::node::{Config, ReadMode, ZabNode};
-use super::{InjectedBug, Msg};
+use super::{InjectedBug, Msg, Variant};
 use crate::protocol::options::{format_duration, parse_duration};
 use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
 use crate::protocol::{OptSpec, ProtocolOptions, Timing};
@@ -14,8 +14,15 @@ use std::time::Duration;
 pub struct Zab;
 
 /// Zab's options (`--opt read=local`, `[options]` in a cluster file).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ZabOptions {
+    /// The broadcast phase: Zab's or one of seed 003's variants.
+    pub broadcast: Variant,
+    /// The coin's probability of Head (ct, ct-q), in (0, 1].
+    pub p: f64,
+    /// A1.1 for ac, aa, ct: a restarted old leader stays out until a newer
+    /// epoch synchronised it. `false` breaks the assumption (Fig. 3.1).
+    pub stay_out: bool,
     pub read: ReadMode,
     pub tick: Duration,
     pub sync_limit: Duration,
@@ -41,6 +48,9 @@ impl Default for ZabOptions {
     fn default() -> Self {
         let c = Config::default();
         ZabOptions {
+            broadcast: Variant::Zab,
+            p: 0.5,
+            stay_out: true,
             read: c.read,
             tick: c.tick,
             sync_limit: SERVER_SYNC_LIMIT,
@@ -61,6 +71,21 @@ fn read_name(r: ReadMode) -> &'static str {
 impl ProtocolOptions for ZabOptions {
     fn specs() -> &'static [OptSpec] {
         &[
+            OptSpec {
+                name: "broadcast",
+                default: "zab",
+                help: "broadcast phase (seed 003 ch. 3): zab, ac (ZabAc, N=3), aa (ZabAa), ct (ZabCt), ct-q (ZabCT), aa-q (ZabAA)",
+            },
+            OptSpec {
+                name: "p",
+                default: "0.5",
+                help: "coin probability of Head for broadcast=ct and ct-q, in (0, 1]",
+            },
+            OptSpec {
+                name: "stay-out",
+                default: "true",
+                help: "A1.1 for ac, aa, ct: a restarted old leader stays out until a newer leader synchronised it (false: Fig. 3.1's loss)",
+            },
             OptSpec {
                 name: "read",
                 default: "index",
@@ -90,6 +115,23 @@ impl ProtocolOptions for ZabOptions {
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
+            "broadcast" => {
+                self.broadcast = Variant::parse(value)
+                    .ok_or_else(|| format!("'{value}' is not zab, ac, aa, ct, ct-q or aa-q"))?
+            }
+            "p" => {
+                self.p = match value.parse::<f64>() {
+                    Ok(p) if p > 0.0 && p <= 1.0 => p,
+                    _ => return Err(format!("'{value}' is not a probability in (0, 1]")),
+                }
+            }
+            "stay-out" => {
+                self.stay_out = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(format!("'{value}' is not true or false")),
+                }
+            }
             "read" => {
                 self.read = match value {
                     "index" => ReadMode::Index,
@@ -111,8 +153,14 @@ impl ProtocolOptions for ZabOptions {
         }
         Ok(())
     }
+    fn check_size(&self, n: usize) -> Result<(), String> {
+        self.broadcast.check_size(n)
+    }
     fn get(&self, key: &str) -> String {
         match key {
+            "broadcast" => self.broadcast.name().into(),
+            "p" => self.p.to_string(),
+            "stay-out" => self.stay_out.to_string(),
             "read" => read_name(self.read).into(),
             "tick" => format_duration(self.tick),
             "sync-limit" => format_duration(self.sync_limit),
@@ -175,7 +223,10 @@ impl ProtocolDef for Zab {
 
     fn node(spec: &NodeSpec<'_>, opts: &ZabOptions, bug: Option<InjectedBug>) -> ZabNode {
         let cfg = opts.config(&spec.timing);
-        let node = ZabNode::new(spec.id, spec.members, spec.writer_id(), cfg).with_bug(bug);
+        let node = ZabNode::new(spec.id, spec.members, spec.writer_id(), cfg)
+            .with_bug(bug)
+            .with_broadcast(opts.broadcast, opts.p, spec.seed)
+            .with_stay_out(opts.stay_out);
         if spec.lost_state {
             node.recovering()
         } else {
@@ -185,6 +236,12 @@ impl ProtocolDef for Zab {
     /// Never called: `HAS_CLIENT_COORDINATOR` is false.
     fn client(_: &ClientSpec<'_>, _: &ZabOptions, _: Option<InjectedBug>) -> ZabNode {
         unreachable!("zab has no client-side coordinator (HAS_CLIENT_COORDINATOR = false)")
+    }
+    /// A1.2 (seed 003 line 1010): ac, aa and ct need a quorum up at all
+    /// times, disks or not: with A1.1 an old leader stays out after a
+    /// restart, and two of three out stall the cluster (Fig. 3.1).
+    fn bounds_durable_crashes(opts: &ZabOptions) -> bool {
+        opts.broadcast.restricted()
     }
     fn available(node: &ZabNode) -> bool {
         !node.is_recovering()
@@ -233,6 +290,9 @@ mod tests {
             ("sync-limit", "40ms"),
             ("init-limit", "90ms"),
             ("snapshot-every", "7"),
+            ("broadcast", "ct-q"),
+            ("p", "0.25"),
+            ("stay-out", "false"),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -247,10 +307,25 @@ mod tests {
         assert_eq!(c.sync_limit, Duration::from_millis(40));
         assert_eq!(c.init_limit, Duration::from_millis(90));
         assert_eq!(c.snapshot_every, 7);
+        assert_eq!(n.variant(), Variant::CtQ);
+        assert_eq!(n.bcast.p, 0.25);
+        assert!(!n.bcast.stay_out);
+        assert!(!Zab::bounds_durable_crashes(&o));
+        let ac = [("broadcast".to_string(), "ac".to_string())];
+        let ac = ZabOptions::from_pairs(&ac).unwrap();
+        assert!(Zab::bounds_durable_crashes(&ac) && ac.check_size(3).is_ok());
+        assert!(ac.check_size(5).unwrap_err().contains("N = 3"));
         for s in ZabOptions::specs() {
             assert_eq!(ZabOptions::default().get(s.name), s.default, "{}", s.name);
         }
-        for (k, v) in [("read", "fast"), ("tick", "soon"), ("snapshot-every", "0")] {
+        for (k, v) in [
+            ("read", "fast"),
+            ("tick", "soon"),
+            ("snapshot-every", "0"),
+            ("broadcast", "CT"),
+            ("p", "0"),
+            ("stay-out", "yes"),
+        ] {
             let bad = [(k.to_string(), v.to_string())];
             assert!(ZabOptions::from_pairs(&bad).unwrap_err().contains(k));
         }

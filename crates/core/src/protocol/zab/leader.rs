@@ -323,6 +323,7 @@ impl ZabNode {
             return;
         }
         l.established = true;
+        self.mark_led(out);
         let last = self.log.last();
         self.commit_to(last, out);
         self.flush_waiting(out);
@@ -332,7 +333,7 @@ impl ZabNode {
     /// deliver. A quorum, us included, has it on disk (our share counted
     /// from `Msg::Logged`), so the COMMIT need not wait for our later
     /// records (`send_now`; FIFO still keeps it behind a held NEWLEADER).
-    fn commit_to(&mut self, index: u64, out: &mut O) {
+    pub(super) fn commit_to(&mut self, index: u64, out: &mut O) {
         let l = self.leading().expect("leading");
         let epoch = l.epoch;
         let to: Vec<NodeId> = l.synced().collect();
@@ -358,13 +359,19 @@ impl ZabNode {
         let data = super::znode_sm::stamp(data, self.now);
         self.persist_entry(index, epoch, data.clone(), out);
         self.counters.proposals += 1;
+        self.on_proposed(to.len());
+        let hold = self.proposal_waits();
         let entry = super::msg::LogEntry { index, epoch, data };
         for n in to {
             let msg = Msg::Proposal {
                 epoch,
                 entry: entry.clone(),
             };
-            out.send_now(Peer::Node(n), msg);
+            if hold {
+                out.send(Peer::Node(n), msg);
+            } else {
+                out.send_now(Peer::Node(n), msg);
+            }
         }
         self.when_logged(out);
         self.advance_commit(out);
@@ -413,7 +420,7 @@ impl ZabNode {
         if index > self.commit {
             let holders = acks.iter().filter(|&&a| a >= index).count();
             self.invariant(holders >= q, "committed without a quorum logging it");
-            self.commit_to(index, out);
+            self.broadcast_commit(index, out);
         }
     }
 

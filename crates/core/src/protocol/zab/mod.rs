@@ -136,12 +136,19 @@
 //! ([`ZabNode`], clients, delivery, dispatch), `bugs.rs`, `def.rs`
 //! ([`Zab`], options).
 
+mod broadcast;
 mod bugs;
 pub mod coin;
 mod def;
 mod election;
+#[cfg(test)]
+mod election_tests;
 mod follower;
+#[cfg(test)]
+mod follower_tests;
 mod leader;
+#[cfg(test)]
+mod leader_tests;
 mod log;
 mod msg;
 mod node;
@@ -154,6 +161,7 @@ mod state_machine;
 mod testing;
 mod znode_sm;
 
+pub use broadcast::Variant;
 pub use bugs::InjectedBug;
 pub use def::{Zab, ZabOptions};
 pub use log::Log;

@@ -1,6 +1,7 @@
 //! [`ZabNode`]: one server's state, the client entry points, delivery,
 //! snapshots and the dispatch of the `Protocol` handlers.
 
+use super::broadcast::Bcast;
 use super::election::Election;
 use super::follower::{FStage, Following};
 use super::leader::Leading;
@@ -96,6 +97,18 @@ pub struct Counters {
     pub read_rounds: u64,
     pub unknown: u64,
     pub recoveries: u64,
+    /// Broadcast variants (`broadcast.rs`): follower ACKs received as
+    /// leader, entries committed as leader, broadcast messages sent,
+    /// receipt-to-delivery latency, coin tosses, A1.1 restarts kept out.
+    pub acks_received: u64,
+    pub leader_commits: u64,
+    pub bcast_msgs: u64,
+    pub delivery_us: u64,
+    pub delivery_max_us: u64,
+    pub deliveries_timed: u64,
+    pub coin_tosses: u64,
+    pub coin_heads: u64,
+    pub stayed_out: u64,
 }
 
 /// One Zab server.
@@ -135,6 +148,8 @@ pub struct ZabNode {
     pub(super) next_rid: u64,
     pub(super) writes: BTreeMap<u64, Waiter>,
     pub(super) reads: Reads,
+    /// The broadcast variant and its state (`broadcast.rs`).
+    pub(super) bcast: Bcast,
     pub counters: Counters,
 }
 
@@ -166,6 +181,7 @@ impl ZabNode {
             next_rid: 1,
             writes: BTreeMap::new(),
             reads: Reads::default(),
+            bcast: Bcast::default(),
             counters: Counters::default(),
         }
     }
@@ -287,8 +303,7 @@ impl ZabNode {
             Role::Leading(l) if l.established => self.advance_commit(out),
             Role::Leading(_) => self.check_established(out),
             Role::Following(f) if matches!(f.stage, FStage::Synced | FStage::Serving) => {
-                let (epoch, index) = (f.epoch, self.logged);
-                out.send_now(Peer::Node(f.leader), Msg::Ack { epoch, index });
+                self.follower_logged(out)
             }
             _ => {}
         }
@@ -321,6 +336,7 @@ impl ZabNode {
             }
             if here {
                 let w = self.writes.remove(&p.rid).expect("here: waiting");
+                self.note_answered(w.deadline);
                 super::znode_sm::answer(out, w.client, resp);
             }
         }
@@ -481,6 +497,7 @@ impl ZabNode {
                     self.current_epoch = e;
                 }
             }
+            super::broadcast::META_LED => self.bcast.led = word(0).unwrap_or(0),
             _ => {}
         }
     }
@@ -515,7 +532,7 @@ impl ZabNode {
             Msg::NewLeader { epoch, sync } => self.on_new_leader(from, epoch, sync, out),
             Msg::AckNewLeader { epoch, last } => self.on_ack_new_leader(from, epoch, last, out),
             Msg::Proposal { epoch, entry } => self.on_proposal(from, epoch, entry, out),
-            Msg::Ack { epoch, index } => self.on_ack(from, epoch, index, out),
+            Msg::Ack { epoch, index } => self.on_any_ack(from, epoch, index, out),
             Msg::Logged { .. } => {} // only from ourselves
             Msg::Commit { epoch, index } => self.on_commit(from, epoch, index, out),
             Msg::Ping {
@@ -550,6 +567,7 @@ impl Protocol for ZabNode {
         // Restored entries above the snapshot are not known committed: the
         // next leader's synchronisation decides.
         out.set_timer(self.cfg.tick, Timer::Tick);
+        self.stay_out_if_old_leader();
         self.ask_recovery(out);
         self.look(out);
     }
@@ -640,7 +658,7 @@ impl Protocol for ZabNode {
     }
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
         let c = &self.counters;
-        vec![
+        let mut v = vec![
             (
                 "zab_elections",
                 "times this server started an election",
@@ -699,6 +717,8 @@ impl Protocol for ZabNode {
             ),
             ("zab_last_index", "last log index", self.log.last()),
             ("zab_commit_index", "commit index known here", self.commit),
-        ]
+        ];
+        v.extend(self.broadcast_metrics());
+        v
     }
 }

@@ -115,7 +115,7 @@ impl ZabNode {
     /// confirm it (one sent after the read arrived: now, or after the
     /// round in flight).
     fn read_at_leader(&mut self, asker: Asker, out: &mut O) {
-        let index = self.commit;
+        let index = self.read_point();
         let l = self.leading().expect("leading");
         let round = match l.read_round {
             Some(_) => l.ping_round + 1,

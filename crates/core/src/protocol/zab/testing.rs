@@ -2,6 +2,7 @@
 //! ticks by hand, a disk per server (restored in the driver's order), and
 //! crashes that lose nothing persisted.
 
+use super::msg::{PeerState, Vote, Zxid};
 use super::node::{Config, ZabNode};
 use super::{InjectedBug, Msg, Timer};
 use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
@@ -66,6 +67,8 @@ pub struct Cluster {
     pub now: Time,
     pub cfg: Config,
     pub bug: Option<InjectedBug>,
+    /// The broadcast variant, coin p and A1.1 every boot runs with.
+    pub bcast: (super::Variant, f64, bool),
     queue: VecDeque<(NodeId, NodeId, Msg)>,
     pub replies: Vec<(NodeId, ClientRef, Response)>,
     /// Events pushed (`Command::Notify`): server, connection, event.
@@ -76,12 +79,17 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn new(n: u32, cfg: Config) -> Cluster {
+        Cluster::running(n, cfg, (super::Variant::Zab, 0.5, true))
+    }
+    /// A cluster whose servers run broadcast variant `(variant, p, A1.1)`.
+    pub fn running(n: u32, cfg: Config, bcast: (super::Variant, f64, bool)) -> Cluster {
         let mut c = Cluster {
             nodes: Vec::new(),
             disks: vec![Disk::default(); n as usize],
             now: Time::ZERO,
             cfg,
             bug: None,
+            bcast,
             queue: VecDeque::new(),
             replies: Vec::new(),
             events: Vec::new(),
@@ -100,7 +108,11 @@ impl Cluster {
     fn boot(&mut self, id: NodeId) {
         self.lives += 1;
         let writer = u64::from(id) | self.lives << 32;
-        let mut node = ZabNode::new(id, &self.members(), writer, self.cfg).with_bug(self.bug);
+        let (v, p, stay_out) = self.bcast;
+        let mut node = ZabNode::new(id, &self.members(), writer, self.cfg)
+            .with_bug(self.bug)
+            .with_broadcast(v, p, u64::from(id))
+            .with_stay_out(stay_out);
         for r in self.disks[id as usize - 1].records() {
             node.restore(r);
         }
@@ -159,15 +171,34 @@ impl Cluster {
     }
     /// Tick until some server leads with every live server following it.
     pub fn settle(&mut self) -> NodeId {
-        for _ in 0..200 {
+        self.settle_ticks().0
+    }
+    /// `settle`, and how many ticks it took.
+    pub fn settle_ticks(&mut self) -> (NodeId, u32) {
+        for ticks in 1..=200 {
             self.tick();
             let up: Vec<&ZabNode> = self.nodes.iter().flatten().collect();
             let leaders: Vec<NodeId> = up.iter().filter_map(|n| n.leader()).collect();
             if leaders.len() == up.len() && leaders.iter().all(|&l| l == leaders[0]) {
-                return leaders[0];
+                return (leaders[0], ticks);
             }
         }
         panic!("no leader after 200 ticks");
+    }
+    /// Call server `id` by hand: what it asks for is returned, not carried out.
+    pub fn exec(
+        &mut self,
+        id: NodeId,
+        f: impl FnOnce(&mut ZabNode, Time, &mut Out<Msg, Timer>),
+    ) -> Vec<Command<Msg, Timer>> {
+        let now = self.now;
+        let mut out = Out::new();
+        f(
+            self.nodes[id as usize - 1].as_mut().expect("up"),
+            now,
+            &mut out,
+        );
+        out.drain().collect()
     }
     pub fn crash(&mut self, id: NodeId) {
         self.nodes[id as usize - 1] = None;
@@ -224,6 +255,74 @@ pub fn get(k: &str) -> Request {
     Request::Get {
         key: Bytes::copy_from_slice(k.as_bytes()),
     }
+}
+
+pub type Cmds = Vec<Command<Msg, Timer>>;
+
+pub fn vote(leader: NodeId, cur_epoch: u64, (epoch, counter): (u64, u64)) -> Vote {
+    Vote {
+        leader,
+        cur_epoch,
+        last: Zxid { epoch, counter },
+    }
+}
+
+pub fn notify(round: u64, vote: Option<Vote>, state: PeerState, recovering: bool) -> Msg {
+    Msg::Notify {
+        round,
+        vote,
+        state,
+        recovering,
+    }
+}
+
+/// Server `id` of `1..=n`, alone, with current epoch `cur` and a log whose
+/// entries have the epochs `log`; started (looking, round 1).
+pub fn lone(id: NodeId, n: u32, cur: u64, log: &[u64]) -> ZabNode {
+    let members: Vec<NodeId> = (1..=n).collect();
+    let mut node = ZabNode::new(id, &members, u64::from(id), Config::default());
+    node.current_epoch = cur;
+    node.accepted = (cur, id);
+    for &e in log {
+        node.log.append(e, Bytes::new());
+    }
+    node.on_start(Time::ZERO, &mut Out::new());
+    node
+}
+
+pub fn hear(n: &mut ZabNode, from: NodeId, msg: Msg) -> Cmds {
+    let mut out = Out::new();
+    n.on_msg(Time::ZERO, Peer::Node(from), msg, &mut out);
+    out.drain().collect()
+}
+
+/// Three servers, n3 leading (the highest id, every log empty).
+pub fn settled() -> Cluster {
+    let mut c = Cluster::new(3, Config::default());
+    assert_eq!(c.settle(), 3);
+    c
+}
+
+/// Server `id` receives `msg` from `from`; what it asks for is returned.
+pub fn at(c: &mut Cluster, id: NodeId, from: NodeId, msg: Msg) -> Cmds {
+    c.exec(id, |n, now, out| n.on_msg(now, Peer::Node(from), msg, out))
+}
+
+/// The messages among `cmds` (`Send` and `SendNow`), with their recipients.
+pub fn sent(cmds: &[Command<Msg, Timer>]) -> Vec<(NodeId, Msg)> {
+    (cmds.iter())
+        .filter_map(|c| match c {
+            Command::Send {
+                to: Peer::Node(n),
+                msg,
+            }
+            | Command::SendNow {
+                to: Peer::Node(n),
+                msg,
+            } => Some((*n, msg.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn value(v: &str) -> Response {

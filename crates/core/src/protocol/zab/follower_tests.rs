@@ -1,0 +1,374 @@
+//! Follower-side tests (`follower.rs`): the promise of a new epoch,
+//! NEWLEADER (TRUNC, DIFF, the current epoch), the broadcast stream
+//! (gaps send the follower back), serving, and the ticks.
+
+use super::msg::{LogEntry, Msg, Summary, SyncData, Timer};
+use super::node::{Config, Waiter, ZabNode};
+use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
+use super::testing::{at, hear, lone, put, sent, settled};
+use crate::protocol::{Command, Out, Protocol, Record};
+use crate::types::{ClientRef, Time};
+use bytes::Bytes;
+use std::time::Duration;
+
+/// A follower of n3 (of 1..=3) with current epoch 1 and `log` entries
+/// of epoch 1, that accepted NEWEPOCH(2) from it.
+fn joined(log: usize) -> ZabNode {
+    let mut n = lone(1, 3, 1, &vec![1; log]);
+    n.follow(3, &mut Out::new());
+    hear(&mut n, 3, Msg::NewEpoch { epoch: 2 });
+    n
+}
+
+/// `joined(0)`, synchronised by NEWLEADER(2) with an empty history.
+fn synced() -> ZabNode {
+    let mut n = joined(0);
+    let sync = SyncData::default();
+    hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+    n
+}
+
+fn entry(index: u64, epoch: u64) -> LogEntry {
+    LogEntry {
+        index,
+        epoch,
+        data: Bytes::new(),
+    }
+}
+
+fn write(rid: u64, k: &str, v: &str) -> Bytes {
+    let op = Op::from_request(&put(k, v)).expect("a put").to_bytes();
+    Payload {
+        origin: 99,
+        rid,
+        op,
+    }
+    .to_bytes()
+}
+
+/// NEWEPOCH from our leader: promised (persisted, to that leader) and
+/// answered with ACKEPOCH (our current epoch and log); the same NEWEPOCH
+/// again is answered again; another epoch after that, or NEWEPOCH from a
+/// server we do not follow, is ignored; an epoch we may not accept sends
+/// us back to election.
+#[test]
+fn a_follower_promises_a_new_epoch_once_and_answers_repeats() {
+    let mut n = lone(1, 3, 1, &[1, 1]);
+    n.follow(3, &mut Out::new());
+    assert!(hear(&mut n, 2, Msg::NewEpoch { epoch: 5 }).is_empty());
+    let ack = Msg::AckEpoch {
+        epoch: 5,
+        cur_epoch: 1,
+        summary: Summary {
+            base: 0,
+            runs: vec![(1, 1, 2)],
+        },
+        recovering: false,
+    };
+    let cmds = hear(&mut n, 3, Msg::NewEpoch { epoch: 5 });
+    assert!(matches!(cmds[0], Command::Persist(Record::Meta { .. })));
+    assert_eq!(sent(&cmds), vec![(3, ack.clone())]);
+    assert_eq!((n.epochs(), n.accepted.1), ((5, 1), 3));
+    let cmds = hear(&mut n, 3, Msg::NewEpoch { epoch: 5 });
+    assert_eq!(
+        cmds,
+        vec![Command::Send {
+            to: crate::types::Peer::Node(3),
+            msg: ack
+        }]
+    );
+    assert!(hear(&mut n, 3, Msg::NewEpoch { epoch: 6 }).is_empty());
+    assert_eq!(n.epochs(), (5, 1));
+    for (promise, epoch) in [((4, 2), 3), ((4, 2), 4)] {
+        let mut n = lone(1, 3, 1, &[1]);
+        n.accepted = promise;
+        n.follow(3, &mut Out::new());
+        hear(&mut n, 3, Msg::NewEpoch { epoch });
+        assert_eq!(n.role(), "looking", "{promise:?} {epoch}");
+        assert_eq!(n.accepted, promise);
+    }
+}
+
+/// NEWLEADER: the log becomes the leader's history (the divergent suffix
+/// truncated, then the entries that follow on from the log appended), the
+/// current epoch is the new one (persisted), ACKNEWLEADER names our last
+/// index, and a durability report from before it is void. NEWLEADER of
+/// another epoch, or a second one, is ignored.
+#[test]
+fn newleader_makes_the_log_the_leaders_history() {
+    let mut n = joined(3);
+    let mut out = Out::new();
+    n.when_logged(&mut out);
+    let old = (out.drain())
+        .find_map(|c| match c {
+            Command::WhenDurable(m) => Some(m),
+            _ => None,
+        })
+        .expect("asked");
+    let sync = SyncData {
+        snap: None,
+        trunc: Some(3),
+        entries: vec![entry(3, 2), entry(4, 2), entry(6, 2)],
+    };
+    assert!(hear(
+        &mut n,
+        3,
+        Msg::NewLeader {
+            epoch: 3,
+            sync: sync.clone()
+        }
+    )
+    .is_empty());
+    let cmds = hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+    assert!(cmds.contains(&Command::Persist(Record::TruncateFrom { index: 3 })));
+    assert_eq!(n.log().summary().runs, vec![(1, 1, 2), (2, 3, 4)]);
+    assert_eq!(n.epochs(), (2, 2));
+    let ack = Msg::AckNewLeader { epoch: 2, last: 4 };
+    assert_eq!(sent(&cmds), vec![(3, ack)]);
+    assert!(
+        hear(&mut n, 1, old).is_empty(),
+        "a report from before the sync"
+    );
+    let again = SyncData {
+        trunc: Some(1),
+        ..SyncData::default()
+    };
+    assert!(hear(
+        &mut n,
+        3,
+        Msg::NewLeader {
+            epoch: 2,
+            sync: again
+        }
+    )
+    .is_empty());
+    assert_eq!(n.log().last(), 4);
+    // TRUNC of the last entry alone.
+    let mut n = joined(3);
+    let sync = SyncData {
+        snap: None,
+        trunc: Some(3),
+        entries: vec![],
+    };
+    hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+    assert_eq!(n.log().last(), 2);
+}
+
+/// The broadcast stream: a PROPOSAL right after the log is logged and
+/// ACKed once durable; one beyond it, or a COMMIT or PING beyond the log,
+/// means a message went missing: back to election. The first COMMIT makes
+/// the follower serve (a write waiting for a leader is forwarded); a
+/// PING's commit index is delivered only once serving, and its PONG
+/// reports what is durable.
+#[test]
+fn the_broadcast_stream_at_a_follower() {
+    let mut n = synced();
+    let client = ClientRef::local(7);
+    let mut out = Out::new();
+    n.on_client(Time::ZERO, client, put("w", "1"), &mut out);
+    assert!(
+        sent(&out.drain().collect::<Vec<_>>()).is_empty(),
+        "not serving yet"
+    );
+    let p = LogEntry {
+        index: 1,
+        epoch: 2,
+        data: write(1, "k", "v"),
+    };
+    let cmds = hear(&mut n, 3, Msg::Proposal { epoch: 2, entry: p });
+    assert!(matches!(
+        cmds[0],
+        Command::Persist(Record::Entry { index: 1, .. })
+    ));
+    assert!(sent(&cmds).is_empty(), "ACK once durable");
+    let ping = |commit, last| Msg::Ping {
+        epoch: 2,
+        round: 4,
+        commit,
+        last,
+    };
+    let cmds = hear(&mut n, 3, ping(1, 1));
+    let pong = Msg::Pong {
+        epoch: 2,
+        round: 4,
+        last: 0,
+    };
+    assert_eq!(sent(&cmds), vec![(3, pong)]);
+    assert_eq!(
+        n.applied(),
+        0,
+        "a PING commits nothing before the first COMMIT"
+    );
+    let gen = n.log_gen;
+    let cmds = hear(&mut n, 1, Msg::Logged { index: 1, gen });
+    assert_eq!(sent(&cmds), vec![(3, Msg::Ack { epoch: 2, index: 1 })]);
+    let cmds = hear(&mut n, 3, Msg::Commit { epoch: 2, index: 0 });
+    assert_eq!(n.leader(), Some(3));
+    assert!(
+        matches!(&sent(&cmds)[..], [(3, Msg::Forward { .. })]),
+        "{cmds:?}"
+    );
+    let cmds = hear(&mut n, 3, ping(1, 1));
+    assert_eq!(n.applied(), 1);
+    assert!(n.store().get(b"k").is_some());
+    assert!(matches!(&sent(&cmds)[..], [(3, Msg::Pong { last: 1, .. })]));
+    for gap in [
+        Msg::Proposal {
+            epoch: 2,
+            entry: entry(3, 2),
+        },
+        Msg::Commit { epoch: 2, index: 2 },
+        ping(1, 2),
+    ] {
+        let mut m = synced();
+        hear(
+            &mut m,
+            3,
+            Msg::Proposal {
+                epoch: 2,
+                entry: entry(1, 2),
+            },
+        );
+        hear(&mut m, 3, gap.clone());
+        assert_eq!(m.role(), "looking", "{gap:?}");
+    }
+    // The stream of another epoch is not ours.
+    let mut m = synced();
+    for other in [
+        Msg::Proposal {
+            epoch: 3,
+            entry: entry(1, 3),
+        },
+        Msg::Commit { epoch: 3, index: 0 },
+        Msg::Ping {
+            epoch: 3,
+            round: 1,
+            commit: 0,
+            last: 0,
+        },
+    ] {
+        assert!(hear(&mut m, 3, other).is_empty());
+    }
+    assert_eq!(
+        (m.role(), m.log().last(), m.leader()),
+        ("follower", 0, None)
+    );
+}
+
+/// The follower's clock: FOLLOWERINFO goes again each tick until NEWEPOCH;
+/// not serving within `init-limit` of joining, or (once synchronised)
+/// nothing from the leader for `sync-limit`: back to election, the tick
+/// after the limit.
+#[test]
+fn a_follower_gives_up_on_a_slow_or_silent_leader() {
+    let cfg = Config::default();
+    let us = Duration::from_micros(1);
+    let tick = |n: &mut ZabNode, at: Time| {
+        let mut out = Out::new();
+        n.on_timer(at, Timer::Tick, &mut out);
+        out.drain().collect::<Vec<_>>()
+    };
+    let mut n = lone(1, 3, 1, &[]);
+    n.follow(3, &mut Out::new());
+    let init = Time::ZERO.saturating_add(cfg.init_limit);
+    let cmds = tick(&mut n, init);
+    assert!(matches!(&sent(&cmds)[..], [(3, Msg::FollowerInfo { .. })]));
+    tick(&mut n, init.saturating_add(us));
+    assert_eq!(n.role(), "looking");
+    let mut n = joined(0);
+    let cmds = tick(&mut n, init);
+    assert!(
+        sent(&cmds).is_empty(),
+        "NEWEPOCH came: no more FOLLOWERINFO"
+    );
+    tick(&mut n, init.saturating_add(us));
+    assert_eq!(n.role(), "looking", "not synchronised in time");
+    // Serving: silence counts, from the last message of the leader.
+    let mut c = settled();
+    let heard = c.now;
+    c.now = heard.saturating_add(cfg.sync_limit);
+    c.exec(1, |n, now, out| n.on_timer(now, Timer::Tick, out));
+    assert_eq!(c.node(1).leader(), Some(3));
+    c.now = c.now.saturating_add(us);
+    let ping = Msg::Ping {
+        epoch: 1,
+        round: 99,
+        commit: 0,
+        last: 0,
+    };
+    at(&mut c, 1, 3, ping);
+    c.now = c.now.saturating_add(cfg.sync_limit);
+    c.exec(1, |n, now, out| n.on_timer(now, Timer::Tick, out));
+    assert_eq!(c.node(1).leader(), Some(3), "heard sync-limit ago");
+    c.now = c.now.saturating_add(us);
+    c.exec(1, |n, now, out| n.on_timer(now, Timer::Tick, out));
+    assert_eq!(c.node(1).role(), "looking");
+}
+
+fn waiting(n: &mut ZabNode, rid: u64, sent_to: u32) {
+    let w = Waiter {
+        client: ClientRef::local(rid),
+        deadline: Time::ZERO.saturating_add(Duration::from_secs(9)),
+        op: Op::from_request(&put("k", "v")).expect("a put").to_bytes(),
+        sent: Some(sent_to),
+    };
+    n.writes.insert(rid, w);
+}
+
+/// Our own writes in a suffix that a TRUNC removes are dead (a quorum
+/// promised the new epoch): they go again, to the new leader once it
+/// serves. Another server's entry that carries one of our request ids
+/// does not release ours.
+#[test]
+fn our_writes_in_a_truncated_suffix_go_again() {
+    let mut n = joined(1);
+    let ours = Payload {
+        origin: n.writer,
+        rid: 5,
+        op: Bytes::new(),
+    };
+    let theirs = Payload {
+        origin: 99,
+        rid: 6,
+        op: Bytes::new(),
+    };
+    n.log.append(1, ours.to_bytes());
+    n.log.append(1, theirs.to_bytes());
+    waiting(&mut n, 5, 2);
+    waiting(&mut n, 6, 2);
+    let sync = SyncData {
+        snap: None,
+        trunc: Some(2),
+        entries: vec![],
+    };
+    hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+    assert_eq!((n.writes[&5].sent, n.writes[&6].sent), (None, Some(2)));
+    let cmds = hear(&mut n, 3, Msg::Commit { epoch: 2, index: 1 });
+    assert!(
+        matches!(&sent(&cmds)[..], [(3, Msg::Forward { rid: 5, .. })]),
+        "{cmds:?}"
+    );
+}
+
+/// A SNAP answers only our own writes it covers: another server's entry
+/// that carries one of our request ids does not answer ours.
+#[test]
+fn a_snap_answers_only_our_own_writes() {
+    let mut n = joined(0);
+    let theirs = Payload {
+        origin: 99,
+        rid: 7,
+        op: Op::from_request(&put("k", "v")).expect("a put").to_bytes(),
+    };
+    n.log.append(4, theirs.to_bytes());
+    waiting(&mut n, 7, 3);
+    let state = KvStore::default().snapshot();
+    let sync = SyncData {
+        snap: Some((1, encode_snapshot(&[(4, 1)], &state))),
+        trunc: None,
+        entries: vec![],
+    };
+    let cmds = hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+    assert!(!cmds.iter().any(|c| matches!(c, Command::Reply { .. })));
+    assert!(n.writes.contains_key(&7) && n.applied() == 1);
+}

@@ -1,0 +1,375 @@
+//! Leader-side tests (`leader.rs`): the choice of the new epoch, when
+//! NEWLEADER goes and what it carries, abdication, the ticks (SC2, the
+//! announcement to servers outside the broadcast) and the counters.
+
+use super::leader::Leading;
+use super::msg::{Msg, Summary, SyncData, Timer};
+use super::node::{Config, Role, ZabNode};
+use super::testing::{at, get, hear, lone, put, sent, settled, value, Cluster, Cmds};
+use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use crate::types::{ClientRef, NodeId, Peer, Response, Time};
+use std::time::Duration;
+
+fn leading(n: &ZabNode) -> &Leading {
+    match &n.role {
+        Role::Leading(l) => l,
+        r => panic!("not leading: {r:?}"),
+    }
+}
+
+fn info(accepted: u64, promised: NodeId, recovering: bool) -> Msg {
+    Msg::FollowerInfo {
+        accepted,
+        promised,
+        recovering,
+    }
+}
+
+fn new_epochs(cmds: &Cmds) -> Vec<(NodeId, u64)> {
+    (sent(cmds).into_iter())
+        .filter_map(|(n, m)| match m {
+            Msg::NewEpoch { epoch } => Some((n, epoch)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn new_leaders(cmds: &Cmds) -> Vec<(NodeId, SyncData)> {
+    (sent(cmds).into_iter())
+        .filter_map(|(n, m)| match m {
+            Msg::NewLeader { sync, .. } => Some((n, sync)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ack_epoch(epoch: u64, cur_epoch: u64, runs: Vec<(u64, u64, u64)>, recovering: bool) -> Msg {
+    Msg::AckEpoch {
+        epoch,
+        cur_epoch,
+        summary: Summary { base: 0, runs },
+        recovering,
+    }
+}
+
+fn tick(c: &mut Cluster, id: NodeId) -> Cmds {
+    c.exec(id, |n, now, out| n.on_timer(now, Timer::Tick, out))
+}
+
+/// Discovery: the epoch is chosen once FOLLOWERINFO came from a quorum
+/// (us included; a server that lost its state does not count), above
+/// every epoch any of them promised and our own. Later and repeated
+/// FOLLOWERINFO get that NEWEPOCH; one that promised it to another
+/// candidate, or promised a newer epoch, makes us start over.
+#[test]
+fn discovery_chooses_an_epoch_above_every_promise() {
+    let mut n = lone(3, 5, 2, &[]);
+    n.lead(&mut Out::new());
+    assert!(new_epochs(&hear(&mut n, 1, info(4, 1, false))).is_empty());
+    let cmds = hear(&mut n, 2, info(9, 2, true));
+    assert!(
+        new_epochs(&cmds).is_empty(),
+        "a recovering server counts in no quorum"
+    );
+    let cmds = hear(&mut n, 4, info(1, 4, false));
+    assert_eq!(new_epochs(&cmds), vec![(1, 10), (2, 10), (4, 10)]);
+    assert_eq!(n.epochs(), (10, 2));
+    assert!(matches!(cmds[0], Command::Persist(Record::Meta { .. })));
+    assert_eq!(leading(&n).epoch, 10);
+    assert_eq!(
+        new_epochs(&hear(&mut n, 5, info(3, 5, false))),
+        vec![(5, 10)]
+    );
+    assert_eq!(
+        new_epochs(&hear(&mut n, 5, info(3, 5, false))),
+        vec![(5, 10)]
+    );
+    assert_eq!(
+        new_epochs(&hear(&mut n, 1, info(10, 3, false))),
+        vec![(1, 10)]
+    );
+    assert_eq!(n.role(), "leader");
+    hear(&mut n, 1, info(10, 5, false));
+    assert_eq!(n.role(), "looking", "epoch 10 promised to n5");
+    let mut n = lone(3, 3, 2, &[]);
+    n.lead(&mut Out::new());
+    hear(&mut n, 1, info(1, 1, false));
+    hear(&mut n, 2, info(4, 2, false));
+    assert_eq!(n.role(), "looking", "n2 promised epoch 4 > 3");
+    // Not leading: a FOLLOWERINFO is answered with whom we follow.
+    let mut c = settled();
+    let cmds = at(&mut c, 2, 1, info(1, 3, false));
+    assert!(matches!(&sent(&cmds)[..], [(1, Msg::Notify { .. })]));
+}
+
+/// Synchronisation: once a quorum (us included, servers that lost their
+/// state not counted) acknowledged the epoch, we take it as our current
+/// epoch (persisted) and send each of them NEWLEADER (what its log
+/// lacks); a later ACKEPOCH gets its NEWLEADER at once.
+#[test]
+fn newleader_goes_once_a_quorum_acknowledged_the_epoch() {
+    let mut n = lone(3, 5, 2, &[1, 2]);
+    n.lead(&mut Out::new());
+    for f in [1, 2, 4, 5] {
+        hear(&mut n, f, info(2, f, false));
+    }
+    assert_eq!(leading(&n).epoch, 3);
+    let cmds = hear(
+        &mut n,
+        1,
+        ack_epoch(3, 2, vec![(1, 1, 1), (2, 2, 2)], false),
+    );
+    assert!(new_leaders(&cmds).is_empty());
+    let cmds = hear(&mut n, 2, ack_epoch(3, 0, vec![], true));
+    assert!(
+        new_leaders(&cmds).is_empty(),
+        "a recovering server counts in no quorum"
+    );
+    let cmds = hear(&mut n, 4, ack_epoch(2, 1, vec![(1, 1, 1)], false));
+    assert!(new_leaders(&cmds).is_empty(), "another epoch's ACKEPOCH");
+    let cmds = hear(&mut n, 4, ack_epoch(3, 1, vec![(1, 1, 1)], false));
+    assert_eq!(n.epochs(), (3, 3));
+    let synced = new_leaders(&cmds);
+    assert_eq!(
+        synced.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+        vec![1, 2, 4]
+    );
+    let diff = |s: &SyncData| (s.snap.is_some(), s.trunc, s.entries.len());
+    assert_eq!(diff(&synced[0].1), (false, None, 0), "n1 has it all");
+    assert_eq!(diff(&synced[1].1), (false, None, 2), "n2 has nothing");
+    assert_eq!(diff(&synced[2].1), (false, None, 1), "n4 lacks entry 2");
+    assert_eq!((n.counters.sync_diff, n.counters.sync_trunc), (3, 0));
+    let cmds = hear(&mut n, 5, ack_epoch(3, 1, vec![(1, 1, 3)], false));
+    let late = new_leaders(&cmds);
+    assert_eq!(late.len(), 1);
+    assert_eq!(diff(&late[0].1), (false, Some(2), 1), "TRUNC from 2");
+    assert_eq!(n.counters.sync_trunc, 1);
+    assert!(!leading(&n).established);
+}
+
+/// A candidate whose history is older than one in its ACKEPOCH quorum
+/// (current epoch first, then the last zxid) gives up: the leader's
+/// history must hold every committed proposal. An equal one is fine, and
+/// so is an empty one from a server that lost its state.
+#[test]
+fn a_candidate_with_an_older_history_abdicates() {
+    for (cur, runs, recovering, abdicates) in [
+        (1, vec![(1, 1, 2)], false, true),
+        (2, vec![], false, true),
+        (1, vec![(1, 1, 1)], false, false),
+        (1, vec![], false, false),
+        (0, vec![(0, 1, 5)], false, false),
+        (3, vec![(3, 1, 3)], true, false),
+    ] {
+        let mut n = lone(3, 3, 1, &[1]);
+        n.lead(&mut Out::new());
+        hear(&mut n, 1, info(1, 1, false));
+        let cmds = hear(&mut n, 1, ack_epoch(2, cur, runs.clone(), recovering));
+        let what = format!("{cur} {runs:?} {recovering}");
+        if abdicates {
+            assert_eq!(n.role(), "looking", "{what}");
+            assert_eq!(n.counters.step_downs, 1);
+        } else {
+            assert_eq!(n.role(), "leader", "{what}");
+            let to = if recovering { 0 } else { 1 };
+            assert_eq!(new_leaders(&cmds).len(), to, "{what}");
+        }
+    }
+}
+
+/// Each tick an established leader pings the followers in its broadcast
+/// (a new round each time) and announces itself to every other server.
+#[test]
+fn a_leader_pings_its_followers_and_announces_itself_to_the_others() {
+    let mut c = settled();
+    c.exec(3, |n, now, out| {
+        n.on_link(now, LinkEvent::Down(Peer::Node(1)), out)
+    });
+    let round = leading(c.node(3)).ping_round;
+    let cmds = tick(&mut c, 3);
+    let msgs = sent(&cmds);
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    assert!(matches!(&msgs[0], (1, Msg::Notify { vote: Some(v), .. }) if v.leader == 3));
+    let ping = Msg::Ping {
+        epoch: 1,
+        round: round + 1,
+        commit: 0,
+        last: 0,
+    };
+    assert_eq!(msgs[1], (2, ping));
+    let cmds = tick(&mut c, 3);
+    assert!(sent(&cmds)
+        .iter()
+        .any(|(n, m)| *n == 2 && matches!(m, Msg::Ping { round: r, .. } if *r == round + 2)));
+}
+
+/// SC2 on the clock: a leader keeps leading while a quorum (itself
+/// included) was heard from within `sync-limit`, and steps down the tick
+/// after; a candidate not established within `init-limit` gives up.
+#[test]
+fn a_leader_steps_down_once_no_quorum_was_heard_for_sync_limit() {
+    let mut c = settled();
+    let cfg = Config::default();
+    let heard = c.now;
+    let us = Duration::from_micros(1);
+    c.exec(3, |n, now, out| {
+        n.on_link(now, LinkEvent::Down(Peer::Node(1)), out)
+    });
+    c.now = heard.saturating_add(cfg.sync_limit);
+    tick(&mut c, 3);
+    assert_eq!(c.node(3).leader(), Some(3), "n2 heard sync-limit ago");
+    c.now = c.now.saturating_add(us);
+    tick(&mut c, 3);
+    assert_eq!(c.node(3).role(), "looking");
+    let mut n = lone(3, 3, 0, &[]);
+    n.lead(&mut Out::new());
+    let at_init = Time::ZERO.saturating_add(cfg.init_limit);
+    n.on_timer(at_init, Timer::Tick, &mut Out::new());
+    assert_eq!(n.role(), "leader");
+    n.on_timer(at_init.saturating_add(us), Timer::Tick, &mut Out::new());
+    assert_eq!(n.role(), "looking");
+}
+
+/// The counters the status line and metrics show: proposals, the kind of
+/// each synchronisation, read rounds.
+#[test]
+fn counters_count_proposals_syncs_and_read_rounds() {
+    let mut c = settled();
+    let l = c.node(3).counters.clone();
+    assert_eq!(
+        (l.led, l.sync_diff, l.sync_trunc, l.sync_snap),
+        (1, 2, 0, 0)
+    );
+    assert_eq!(c.ask(3, put("a", "1")), Some(Response::Done));
+    assert_eq!(c.ask(1, put("b", "2")), Some(Response::Done));
+    assert_eq!(c.node(3).counters.proposals, 2);
+    assert_eq!(c.node(3).counters.delivered, 2);
+    let rounds = c.node(3).counters.read_rounds;
+    assert!(c.ask(2, get("a")).is_some());
+    assert_eq!(c.node(3).counters.read_rounds, rounds + 1);
+}
+
+/// Established once a quorum holds the history: (N = 3) one follower's
+/// ACKNEWLEADER and our own log durable, in either order, not either
+/// alone. A follower synchronised later gets the commit index at once.
+#[test]
+fn a_leader_is_established_by_a_quorum_of_durable_histories() {
+    for durable_first in [false, true] {
+        let mut n = lone(3, 3, 1, &[1]);
+        n.lead(&mut Out::new());
+        hear(&mut n, 1, info(1, 1, false));
+        let mut out = Out::new();
+        n.on_msg(
+            Time::ZERO,
+            Peer::Node(1),
+            ack_epoch(2, 1, vec![], false),
+            &mut out,
+        );
+        let own = (out.drain())
+            .find_map(|c| match c {
+                Command::WhenDurable(m) => Some(m),
+                _ => None,
+            })
+            .expect("asks when its history is durable");
+        let acked = Msg::AckNewLeader { epoch: 2, last: 1 };
+        let (first, then) = if durable_first {
+            ((3, own), (1, acked))
+        } else {
+            ((1, acked), (3, own))
+        };
+        hear(&mut n, first.0, first.1);
+        assert_eq!(
+            n.leader(),
+            None,
+            "one of two (durable first: {durable_first})"
+        );
+        let cmds = hear(&mut n, then.0, then.1);
+        assert_eq!(n.leader(), Some(3));
+        let commit = Msg::Commit { epoch: 2, index: 1 };
+        assert_eq!(sent(&cmds), vec![(1, commit.clone())]);
+        hear(&mut n, 2, info(1, 2, false));
+        hear(&mut n, 2, ack_epoch(2, 1, vec![(1, 1, 1)], false));
+        let cmds = hear(&mut n, 2, Msg::AckNewLeader { epoch: 2, last: 1 });
+        assert_eq!(sent(&cmds), vec![(2, commit)]);
+    }
+}
+
+/// A follower in our broadcast that announces itself again (it went back
+/// to election and chose us again; its link never went down here) goes
+/// through NEWEPOCH and NEWLEADER again.
+#[test]
+fn a_follower_that_rejoins_is_synchronised_again() {
+    let mut c = settled();
+    let cmds = at(&mut c, 3, 1, info(1, 3, false));
+    assert_eq!(new_epochs(&cmds), vec![(1, 1)]);
+    let cmds = at(&mut c, 3, 1, ack_epoch(1, 1, vec![], false));
+    assert_eq!(new_leaders(&cmds).len(), 1);
+}
+
+/// A server that talks to us as to its leader but is not in our broadcast
+/// (its link went down here) is told who we are; its forwarded write is
+/// not proposed but answered `Dropped`, so it may send it again.
+#[test]
+fn a_server_outside_the_broadcast_is_told() {
+    let mut c = settled();
+    c.exec(3, |n, now, out| {
+        n.on_link(now, LinkEvent::Down(Peer::Node(1)), out)
+    });
+    let pong = Msg::Pong {
+        epoch: 1,
+        round: 1,
+        last: 0,
+    };
+    let cmds = at(&mut c, 3, 1, pong);
+    assert!(
+        matches!(&sent(&cmds)[..], [(1, Msg::Notify { .. })]),
+        "{cmds:?}"
+    );
+    let fwd = Msg::Forward {
+        epoch: 1,
+        origin: 1,
+        rid: 4,
+        op: bytes::Bytes::new(),
+    };
+    let cmds = at(&mut c, 3, 1, fwd);
+    assert!(matches!(
+        &sent(&cmds)[..],
+        [(1, Msg::Dropped { rid: 4 }), (1, Msg::Notify { .. })]
+    ));
+    assert_eq!(c.node(3).log().last(), 0, "not proposed");
+}
+
+/// Read index at the leader: a read waits for a PING round sent after it
+/// came to be answered by a quorum (one follower of two, with us); an
+/// answer to an older round does not do.
+#[test]
+fn a_read_waits_for_a_quorum_round_sent_after_it() {
+    let mut c = settled();
+    assert_eq!(c.ask(3, put("k", "v")), Some(Response::Done));
+    c.tick();
+    c.tick();
+    let client = ClientRef::local(50);
+    let cmds = c.exec(3, |n, now, out| n.on_client(now, client, get("k"), out));
+    let rounds: Vec<u64> = (sent(&cmds).into_iter())
+        .filter_map(|(_, m)| match m {
+            Msg::Ping { round, .. } => Some(round),
+            _ => None,
+        })
+        .collect();
+    let r = rounds[0];
+    assert!(r > 1 && rounds == vec![r, r], "{rounds:?}");
+    let pong = |round| Msg::Pong {
+        epoch: 1,
+        round,
+        last: 1,
+    };
+    let replied = |cmds: &Cmds| {
+        (cmds.iter()).any(|c| matches!(c, Command::ReplyNow { client: cl, .. } if *cl == client))
+    };
+    assert!(!replied(&at(&mut c, 3, 1, pong(r - 1))));
+    let cmds = at(&mut c, 3, 1, pong(r));
+    assert!(cmds.contains(&Command::ReplyNow {
+        client,
+        resp: value("v")
+    }));
+}
