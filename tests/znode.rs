@@ -173,18 +173,22 @@ fn the_zk_cli_creates_lists_and_reports_errors() {
     drop(cluster);
 }
 
-/// Seed 001's synchronous recipes (§II.D) on a real cluster: four clients
+/// Seed 001's recipes (§II.D), synchronous and asynchronous, on a real cluster: four clients
 /// on different servers take each lock in turn; by fencing token and by
 /// real time no two hold it at once (no faults, no pauses here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_recipes_keep_mutual_exclusion() {
     use quorumkv_check::znode::{check_lock, Holding};
-    use quorumkv_node::zk_recipes::{queue_lock, release, tas_lock};
+    use quorumkv_node::zk_recipes::{
+        queue_lock, queue_lock_async, release, tas_lock, tas_lock_async,
+    };
     #[derive(Clone, Copy, Debug)]
     enum Recipe {
         TasPoll,
         TasWatch,
+        TasAsync,
         Queue,
+        QueueAsync,
     }
     let cluster = zab_cluster().await;
     let setup = at(&cluster, 0, Duration::from_secs(10)).await;
@@ -198,7 +202,13 @@ async fn lock_recipes_keep_mutual_exclusion() {
         .unwrap();
     let t0 = tokio::time::Instant::now();
     let micros = move || t0.elapsed().as_micros() as u64;
-    for recipe in [Recipe::TasPoll, Recipe::TasWatch, Recipe::Queue] {
+    for recipe in [
+        Recipe::TasPoll,
+        Recipe::TasWatch,
+        Recipe::TasAsync,
+        Recipe::Queue,
+        Recipe::QueueAsync,
+    ] {
         let mut tasks = Vec::new();
         for c in 0..4u64 {
             let zk = at(&cluster, c as usize % 3, Duration::from_secs(10)).await;
@@ -214,7 +224,11 @@ async fn lock_recipes_keep_mutual_exclusion() {
                         Recipe::TasWatch => {
                             tas_lock(&zk, "/locks/tas", true, poll, &mut events).await
                         }
+                        Recipe::TasAsync => tas_lock_async(&zk, "/locks/tas", poll).await,
                         Recipe::Queue => queue_lock(&zk, "/locks/q", &mut events).await,
+                        Recipe::QueueAsync => {
+                            queue_lock_async(&zk, "/locks/q", poll, &mut events).await
+                        }
                     }
                     .unwrap();
                     let acquired = micros();
@@ -239,4 +253,91 @@ async fn lock_recipes_keep_mutual_exclusion() {
         let bad = check_lock(&all, true);
         assert!(bad.is_empty(), "{recipe:?}: {bad:?}");
     }
+}
+
+/// Another protocol refuses znode operations, and says what to do.
+#[test]
+fn other_protocols_refuse_znode_operations_clearly() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt.block_on(common::start_cluster(3));
+    let eps = cluster.native_addrs()[0].to_string();
+    let out = std::process::Command::new(common::binary())
+        .args(["zk", "ls", "/", "--endpoints", &eps])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("znode operations need --protocol zab"),
+        "{err}"
+    );
+    drop(cluster);
+}
+
+/// Jepsen's finding on etcd, here: a lock holder paused (SIGSTOP) past its
+/// session timeout loses its node while it still believes it holds the
+/// lock, and the next client acquires it. Two holders by real time; the
+/// fencing tokens still tell the newer holder (what the lock promises).
+#[test]
+fn a_paused_holder_breaks_real_time_exclusion_but_not_the_tokens() {
+    use quorumkv_check::znode::{check_lock, Holding, LockViolation};
+    use quorumkv_node::zk_recipes::tas_lock;
+    use std::io::BufRead;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_rt = rt.enter();
+    let cluster = rt.block_on(zab_cluster());
+    let eps = cluster.native_addrs()[0].to_string();
+    let t0 = std::time::Instant::now();
+    let micros = || t0.elapsed().as_micros() as u64;
+    // Holder A: the CLI, holding its ephemeral lock node with a 500 ms session.
+    let mut a = std::process::Command::new(common::binary())
+        .args(["zk", "create", "/p", "--ephemeral", "--hold"])
+        .args(["--session-timeout", "500ms", "--endpoints", &eps])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(a.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "/p\n");
+    let a_acquired = micros();
+    let b = rt.block_on(at(&cluster, 1, Duration::from_secs(10)));
+    let a_token = rt.block_on(b.exists("/p", false)).unwrap().unwrap().czxid;
+    // Pause A: no more heartbeats; the leader expires its session.
+    let pid = a.id() as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let mut events = b.watches().unwrap();
+    let held = rt.block_on(async {
+        let lock = tas_lock(&b, "/p", true, Duration::from_millis(5), &mut events);
+        tokio::time::timeout(Duration::from_secs(10), lock).await
+    });
+    let b_acquired = micros();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    drop(a.stdin.take()); // A ends its hold (closing an already expired session)
+    let _ = a.wait();
+    let held = held.expect("B acquires once A's session expired").unwrap();
+    let holdings = [
+        Holding {
+            client: 1,
+            token: a_token,
+            acquired: a_acquired,
+            released: None, // A never released: it still believes it holds
+        },
+        Holding {
+            client: 2,
+            token: held.token,
+            acquired: b_acquired,
+            released: Some(micros()),
+        },
+    ];
+    assert!(held.token > a_token);
+    assert_eq!(check_lock(&holdings, false), vec![]);
+    let by_time = check_lock(&holdings, true);
+    assert!(
+        matches!(by_time[..], [LockViolation::Overlap(..)]),
+        "{by_time:?}"
+    );
 }

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use quorumkv_core::znode::op::{ZnodeOp, ZnodeReply};
 use quorumkv_core::znode::{EventType, Stat, ZkError};
 use quorumkv_core::{OpError, Request, Response};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -76,17 +77,21 @@ impl CreateMode {
     };
 }
 
-/// A session with the coordination service.
+/// A session with the coordination service. Cheap to clone: clones share
+/// the connection and the session (the asynchronous recipes issue calls
+/// from several tasks); the heartbeats stop when the last clone goes.
+#[derive(Clone)]
 pub struct ZkClient {
     client: Client,
-    heartbeat: Option<tokio::task::JoinHandle<()>>,
+    heartbeat: Option<Arc<Heartbeat>>,
 }
 
-impl Drop for ZkClient {
+/// The heartbeat task, stopped when dropped.
+struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Drop for Heartbeat {
     fn drop(&mut self) {
-        if let Some(h) = self.heartbeat.take() {
-            h.abort();
-        }
+        self.0.abort();
     }
 }
 
@@ -117,14 +122,14 @@ impl ZkClient {
         }
         let c = zk.client.clone();
         let every = (session_timeout / 3).max(Duration::from_millis(10));
-        zk.heartbeat = Some(tokio::spawn(async move {
+        zk.heartbeat = Some(Arc::new(Heartbeat(tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
                 // A lost ping is no news: the next one goes on time.
                 let _ = c.call(Request::Znode(ZnodeOp::Ping)).await;
             }
-        }));
+        }))));
         Ok(zk)
     }
 
@@ -150,6 +155,7 @@ impl ZkClient {
     }
 
     /// The stream of watch and session events; the first call takes it.
+    /// Call it inside the tokio runtime (it spawns the translating task).
     pub fn watches(&self) -> Option<mpsc::UnboundedReceiver<WatchEvent>> {
         let mut events = self.client.events()?;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -281,7 +287,7 @@ impl ZkClient {
     /// (returned, in path order).
     pub async fn close(mut self) -> R<Vec<String>> {
         if let Some(h) = self.heartbeat.take() {
-            h.abort();
+            h.0.abort();
         }
         match self.call(ZnodeOp::CloseSession).await? {
             ZnodeReply::Closed { deleted } => Ok(deleted),

@@ -115,3 +115,104 @@ pub async fn queue_lock(
         }
     }
 }
+
+/// Asynchronous test-and-set (§II.D.4, line 101): a create every
+/// `interval`, none awaited before the next, until one succeeds. The
+/// creates still in flight then are awaited (they fail with `NodeExists`
+/// while we hold the node) so that none can re-create it after release.
+pub async fn tas_lock_async(
+    zk: &ZkClient,
+    path: &str,
+    interval: Duration,
+) -> Result<Held, ZkClientError> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tick = tokio::time::interval(interval);
+    let mut in_flight = 0usize;
+    let mut held = None;
+    while held.is_none() || in_flight > 0 {
+        tokio::select! {
+            _ = tick.tick(), if held.is_none() => {
+                let (zk, path, tx) = (zk.clone(), path.to_string(), tx.clone());
+                in_flight += 1;
+                tokio::spawn(async move {
+                    let _ = tx.send(zk.create(&path, "", CreateMode::EPHEMERAL).await);
+                });
+            }
+            Some(r) = rx.recv() => {
+                in_flight -= 1;
+                match r {
+                    Ok((node, stat)) => {
+                        let h = Held { node, token: stat.czxid };
+                        if held.replace(h).is_some() {
+                            let why = "two creates of one lock node succeeded";
+                            return Err(ZkClientError::Unexpected(why.into()));
+                        }
+                    }
+                    Err(ZkClientError::Zk(ZkError::NodeExists)) => {}
+                    Err(e) if held.is_none() => return Err(e),
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+    Ok(held.expect("loop ends holding"))
+}
+
+/// Asynchronous queue lock (§II.D.3, lines 97-99, Fig. 4): the create is
+/// issued and, without waiting for it, `getChildren` is polled every
+/// `poll`; the first list that holds the created name (the "consistent
+/// list") decides: the lock, or a watch on the predecessor as in the
+/// synchronous queue lock.
+pub async fn queue_lock_async(
+    zk: &ZkClient,
+    dir: &str,
+    poll: Duration,
+    events: &mut UnboundedReceiver<WatchEvent>,
+) -> Result<Held, ZkClientError> {
+    let prefix = format!("{}/lock-", dir.trim_end_matches('/'));
+    let c = zk.clone();
+    let mut create = tokio::spawn(async move {
+        c.create(&prefix, "", CreateMode::EPHEMERAL_SEQUENTIAL)
+            .await
+    });
+    let (tx, mut lists) = tokio::sync::mpsc::unbounded_channel();
+    let mut tick = tokio::time::interval(poll);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut mine: Option<(String, u64)> = None;
+    // Lists without our node once the create answered: it is gone.
+    let mut missing = 0;
+    loop {
+        tokio::select! {
+            r = &mut create, if mine.is_none() => {
+                let (node, stat) = r.map_err(|e| ZkClientError::Unexpected(e.to_string()))??;
+                mine = Some((node, stat.czxid));
+            }
+            _ = tick.tick() => {
+                let (zk, dir, tx) = (zk.clone(), dir.to_string(), tx.clone());
+                tokio::spawn(async move { let _ = tx.send(zk.children(&dir, false).await); });
+            }
+            Some(list) = lists.recv() => {
+                let (Some((node, token)), names) = (&mine, list?) else { continue };
+                match queue_step(node, &names) {
+                    QueueStep::Acquired => return Ok(Held { node: node.clone(), token: *token }),
+                    QueueStep::Watch(before) => {
+                        missing = 0;
+                        if zk.exists(&before, true).await?.is_some() {
+                            next_event(events, &before).await?;
+                        }
+                        // Decide again with a fresh list (the next poll).
+                    }
+                    // A list sent before the create was applied: wait for
+                    // a consistent one; a few in a row: our node is gone.
+                    QueueStep::Missing => {
+                        missing += 1;
+                        if missing > 3 {
+                            return Err(ZkError::SessionExpired.into());
+                        }
+                        continue;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -42,6 +42,7 @@
 //! | `Ping { round, commit, last }` | L → F | `Pong { round, last }` |
 //! | `Forward { origin, rid, op }` | F → L | a `Proposal` |
 //! | `ReadIndex { rid }` | F → L | `ReadIndexOk { index }` after a quorum round |
+//! | `Touch { sessions }` | F → L | — (znode sessions heard of, `znode_sm.rs`) |
 //!
 //! Quorum rule: a majority, the same in every phase. **Crash-tolerance
 //! invariant** (lines 683-691): a proposal is delivered anywhere only once
@@ -59,7 +60,10 @@
 //! leader with a quorum ping round after noting its commit index, and the
 //! serving server answers once it applied that index; `read=log` broadcasts
 //! reads; `read=local` is ZooKeeper's local read (line 535), sequentially
-//! consistent only. There is no `sync` request (the KV API has none).
+//! consistent only. There is no `sync` request for KV (the KV API has
+//! none); the znode service (`znode_sm.rs`: ZooKeeper's tree, sessions and
+//! watches on this machine) logs all its operations, reads and `sync`
+//! included.
 //!
 //! Where we depart from the seed, and decisions it leaves open:
 //! * **The zxid counter is the log index**: it does not restart at 0 with
