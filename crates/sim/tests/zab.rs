@@ -69,13 +69,12 @@ fn zab_injected_bugs_are_caught() {
             options,
             ..zab_cfg(Durability::Fsync)
         };
-        let s = sweep(&zab, &c, seeds.parse().unwrap(), 2, 1, |_| {}).unwrap();
-        let f = (s.failures.first()).unwrap_or_else(|| panic!("{bug} survived seeds {seeds}"));
-        assert!(
-            matches!(f.verdict, Verdict::Unsafe { .. }),
-            "{bug}: {}",
-            f.verdict
-        );
+        // A bug may first show as a stall (reuse-epoch: seed 60) before a
+        // seed shows what it breaks: the test asks for an unsafe seed.
+        let s = sweep(&zab, &c, seeds.parse().unwrap(), 2, 5, |_| {}).unwrap();
+        let f = (s.failures.iter())
+            .find(|f| matches!(f.verdict, Verdict::Unsafe { .. }))
+            .unwrap_or_else(|| panic!("{bug}: no unsafe seed in {seeds}: {:?}", s.failures));
         eprintln!("{bug}: first caught at seed {}", f.seed);
     }
 }
