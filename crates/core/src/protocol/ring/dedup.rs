@@ -105,3 +105,89 @@ impl RingNode {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ring::testing::{entry, put, sends, tag, T0};
+    use crate::protocol::ring::RingConfig;
+    use crate::protocol::Protocol;
+    use crate::types::Peer;
+
+    /// Seed 264 at N = 3: a copy of a pre-write whose own write was applied
+    /// here (held, or seen lately under a newer value) is no second copy of
+    /// its operation and must not be voided when it comes home (taken over
+    /// from an earlier life): a void copy would clear pending entries ahead
+    /// of its own write. (Mutation testing: `applied_same` survived.)
+    #[test]
+    fn a_copy_whose_own_write_was_applied_here_is_not_voided() {
+        let cfg = RingConfig {
+            rejoin: false, // no extra lap: home ends the round at once
+            ..RingConfig::default()
+        };
+        let mut n = RingNode::new(2, vec![1, 2, 3], cfg);
+        let mut out = Out::new();
+        // Operation x, written by an earlier life of 2 (writer 7).
+        let mut x = entry(1, 7, "a");
+        (x.origin, x.home, x.op) = (2, 2, OpId { client: 9, seq: 1 });
+        n.on_msg(T0, Peer::Node(1), Msg::Write(x.clone()), &mut out);
+        // A newer write y is held; x's write is only in `written` now.
+        let mut y = entry(2, 5, "b");
+        (y.origin, y.home, y.op) = (1, 1, OpId { client: 9, seq: 2 });
+        n.on_msg(T0, Peer::Node(1), Msg::Write(y), &mut out);
+        assert_eq!(n.register(b"k").unwrap().tag, tag(2, 5));
+        // A late copy of x's pre-write comes home: taken over, not voided.
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(x), &mut out);
+        assert_eq!(n.counters.taken_over, 1);
+        assert_eq!(n.counters.voided, 0, "x was applied here with this tag");
+    }
+
+    /// A void copy back home with its operation neither applied nor live
+    /// here starts the operation again (the lower copy that voided it died
+    /// in crashes; its client waits by `OpId`), unless a live copy is here.
+    /// (Mutation testing: `void_came_home` survived whole.)
+    #[test]
+    fn a_void_copy_home_restarts_its_operation_unless_a_live_copy_is_here() {
+        let x = OpId { client: 9, seq: 1 };
+        let client = ClientRef {
+            id: 1,
+            session: 1,
+            op: x,
+        };
+        let mut n = RingNode::new(1, vec![1, 2, 3], RingConfig::default());
+        let mut out = Out::new();
+        n.on_client(T0, client, put("a"), &mut out);
+        let first = match &sends(&mut out)[..] {
+            [(Peer::Node(2), Msg::PreWrite(e))] => e.clone(),
+            s => panic!("{s:?}"),
+        };
+        // Its copy was voided on the way and comes home as a void write.
+        let void = Entry {
+            void: true,
+            ..first.clone()
+        };
+        n.on_msg(T0, Peer::Node(3), Msg::Write(void.clone()), &mut out);
+        assert_eq!(n.counters.restarted, 1);
+        assert!(!n.own.contains_key(&(first.key.clone(), first.tag)));
+        let again: Vec<Entry> = (sends(&mut out).into_iter())
+            .filter_map(|(_, m)| match m {
+                Msg::PreWrite(e) => Some(e),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            again
+                .iter()
+                .any(|e| e.op == x && !e.void && e.tag > first.tag),
+            "x starts again: {again:?}"
+        );
+        // Now a live copy of x is pending here: another void copy home
+        // (of an older tag) starts nothing.
+        let older = Entry {
+            tag: tag(0, 1),
+            ..void
+        };
+        n.on_msg(T0, Peer::Node(3), Msg::Write(older), &mut out);
+        assert_eq!(n.counters.restarted, 1, "the live copy will apply x");
+    }
+}

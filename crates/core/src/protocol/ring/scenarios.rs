@@ -204,6 +204,7 @@ fn a_retried_write_is_applied_once() {
     let late = net.ask(2, put("a"), x);
     assert_eq!(net.answer(late), Some(Response::Done));
     assert!(net.wire.is_empty());
+    assert_eq!(net.node(2).counters.deduplicated, 1, "counted");
 }
 
 #[test]
