@@ -183,7 +183,7 @@ impl ZkClient {
             Response::Znode(r) => Ok(r),
             Response::Failed(e) => Err(ClientError::Op(e).into()),
             other => Err(ZkClientError::Unexpected(format!(
-                "{other:?} (is the cluster running --protocol zab?)"
+                "{other:?} (does the cluster's protocol serve znodes?)"
             ))),
         }
     }
