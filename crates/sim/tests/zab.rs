@@ -7,6 +7,9 @@ use quorumkv_core::protocol::zab::Zab;
 use quorumkv_sim::registry::register;
 use quorumkv_sim::*;
 
+mod common;
+use common::sweep_passes;
+
 fn zab_cfg(durability: Durability) -> SimConfig {
     SimConfig {
         protocol: "zab".into(),
@@ -23,22 +26,11 @@ fn ci_seeds_zab() {
         (Durability::Fsync, "0..300"),
         (Durability::Memory, "0..150"),
     ] {
-        let s = sweep(
+        let s = sweep_passes(
             &zab,
             &zab_cfg(durability),
-            range.parse().unwrap(),
-            2,
-            3,
-            |_| {},
-        )
-        .unwrap();
-        for f in &s.failures {
-            eprintln!("seed {} ({}): {}", f.seed, f.params, f.verdict);
-        }
-        assert!(
-            s.all_passed(),
-            "zab {durability} failed {} seeds",
-            s.failures.len()
+            range,
+            &format!("zab {durability}"),
         );
         let t = &s.totals;
         assert!(t.crashes > 0 && t.pauses > 0 && t.link_downs > 0, "{t:?}");

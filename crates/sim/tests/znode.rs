@@ -6,6 +6,9 @@ use quorumkv_core::protocol::zab::Zab;
 use quorumkv_sim::registry::register;
 use quorumkv_sim::*;
 
+mod common;
+use common::sweep_passes;
+
 fn znode_cfg(durability: Durability) -> SimConfig {
     SimConfig {
         protocol: "zab".into(),
@@ -28,22 +31,11 @@ fn znode_cfg(durability: Durability) -> SimConfig {
 fn ci_seeds_znode() {
     let zab = register::<Zab>();
     for (durability, range) in [(Durability::Fsync, "0..40"), (Durability::Memory, "0..20")] {
-        let s = sweep(
+        let s = sweep_passes(
             &zab,
             &znode_cfg(durability),
-            range.parse().unwrap(),
-            2,
-            3,
-            |_| {},
-        )
-        .unwrap();
-        for f in &s.failures {
-            eprintln!("seed {} ({}): {}", f.seed, f.params, f.verdict);
-        }
-        assert!(
-            s.all_passed(),
-            "znode {durability} failed {} seeds",
-            s.failures.len()
+            range,
+            &format!("znode {durability}"),
         );
         let t = &s.totals;
         assert!(t.crashes > 0 && t.ops_ok > 0, "{t:?}");

@@ -1,4 +1,6 @@
-//! Helpers shared by the sweep tests (`mod common;`).
+//! Helpers shared by the sweep tests (`mod common;`); each test crate uses
+//! some of them.
+#![allow(dead_code)]
 
 use quorumkv_sim::registry::Registered;
 use quorumkv_sim::*;
@@ -25,4 +27,15 @@ pub fn details(s: &Summary) -> Vec<String> {
     (s.failures.iter())
         .map(|f| format!("seed {}: {}", f.seed, f.verdict))
         .collect()
+}
+
+/// Sweep `seeds` on two threads, print each failure with its parameters,
+/// and require every seed to pass.
+pub fn sweep_passes(p: &Registered, c: &SimConfig, seeds: &str, what: &str) -> Summary {
+    let s = sweep(p, c, seeds.parse().unwrap(), 2, 3, |_| {}).unwrap();
+    for f in &s.failures {
+        eprintln!("seed {} ({}): {}", f.seed, f.params, f.verdict);
+    }
+    assert!(s.all_passed(), "{what} failed {} seeds", s.failures.len());
+    s
 }
