@@ -44,13 +44,18 @@
 //! A protocol plugs in through its [`ProtocolDef`] and one line in
 //! [`registry`]; `protocol/README.md` is the author's guide.
 
+#[cfg(feature = "abd")]
 pub mod abd;
 pub mod catch_up;
+#[cfg(feature = "lamport")]
 pub mod lamport;
+#[cfg(feature = "lease-lock")]
 pub mod lease_lock;
 pub mod options;
 pub mod registry;
+#[cfg(feature = "ring")]
 pub mod ring;
+#[cfg(feature = "zab")]
 pub mod zab;
 
 pub use options::{NoOptions, OptSpec, ProtocolOptions};

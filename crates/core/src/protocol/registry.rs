@@ -396,27 +396,33 @@ pub fn infos() -> &'static [ProtocolInfo] {
 
 /// The one list. Adding a protocol is one line in the `registry!` call.
 macro_rules! registry {
-    ($($def:ty),+ $(,)?) => {
+    ($($(#[$on:meta])* $def:ty),+ $(,)?) => {
         /// Run `make()`'s visitor with every registered protocol, in order.
         pub fn visit_all<V: Visitor>(make: &dyn Fn() -> V) -> Vec<V::Output> {
-            vec![$(make().visit::<$def>()),+]
+            let mut all = Vec::new();
+            $($(#[$on])* all.push(make().visit::<$def>());)+
+            all
         }
         /// Run `v` with the protocol called `name` (any case).
         pub fn visit_named<V: Visitor>(name: &str, v: V) -> Result<V::Output, V> {
-            $(if name.eq_ignore_ascii_case(<$def as ProtocolDef>::NAME) {
-                return Ok(v.visit::<$def>());
+            $($(#[$on])* {
+                if name.eq_ignore_ascii_case(<$def as ProtocolDef>::NAME) {
+                    return Ok(v.visit::<$def>());
+                }
             })+
             Err(v)
         }
     };
 }
 
+// Each line: a protocol's definition, behind the cargo feature that compiles
+// it (optional: a protocol without a feature is always built).
 registry! {
-    super::abd::Abd,
-    super::ring::Ring,
-    super::lease_lock::LeaseLock,
-    super::lamport::Lamport,
-    super::zab::Zab,
+    #[cfg(feature = "abd")] super::abd::Abd,
+    #[cfg(feature = "ring")] super::ring::Ring,
+    #[cfg(feature = "lease-lock")] super::lease_lock::LeaseLock,
+    #[cfg(feature = "lamport")] super::lamport::Lamport,
+    #[cfg(feature = "zab")] super::zab::Zab,
 }
 
 #[cfg(test)]
