@@ -398,6 +398,8 @@ pub fn infos() -> &'static [ProtocolInfo] {
 macro_rules! registry {
     ($($(#[$on:meta])* $def:ty),+ $(,)?) => {
         /// Run `make()`'s visitor with every registered protocol, in order.
+        // One push per protocol: each may be compiled out by its feature.
+        #[allow(clippy::vec_init_then_push)]
         pub fn visit_all<V: Visitor>(make: &dyn Fn() -> V) -> Vec<V::Output> {
             let mut all = Vec::new();
             $($(#[$on])* all.push(make().visit::<$def>());)+
