@@ -28,7 +28,11 @@ with open(os.path.join(out, "tier2.txt"), "a") as log:
     for o in missed:
         name = o["scenario"]["Mutant"]["name"]
         diff = os.path.join(out, o["diff_path"])
-        subprocess.run(["git", "apply", diff], check=True)
+        # cargo-mutants' diffs name the file on the `---` line only.
+        with open(diff) as d:
+            path = d.readline().removeprefix("--- ").strip()
+        patch = ["patch", "--quiet", "--forward", path, "-i", diff]
+        subprocess.run(patch, check=True)
         try:
             r = subprocess.run(oracle, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=timeout)
@@ -36,7 +40,7 @@ with open(os.path.join(out, "tier2.txt"), "a") as log:
         except subprocess.TimeoutExpired:
             verdict = "caught"  # a timeout counts as caught, as in tier 1
         finally:
-            subprocess.run(["git", "apply", "-R", diff], check=True)
+            subprocess.run(patch + ["--reverse"], check=True)
         counts[verdict] += 1
         log.write(f"{verdict} {name}\n")
         log.flush()
