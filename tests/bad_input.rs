@@ -155,6 +155,32 @@ fn port_in_use_is_reported() {
     assert!(err.to_lowercase().contains("in use"), "{err}");
 }
 
+/// A local cluster given a port another cluster's replica holds does not
+/// take that replica's hello for its own (the race of two test processes
+/// picking ports at once): starting fails and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_never_mistakes_another_clusters_replica_for_its_own() {
+    let other = start_cluster(1).await;
+    let held = other.endpoints()[0].native.port();
+    let cfg = quorumkv_node::local::LocalClusterConfig {
+        protocol: "abd".parse().expect("abd is registered"),
+        replicas: 2,
+        binary: binary(),
+        // Replica 2's native port is `held`.
+        port_base: Some(held - 2),
+        ready_timeout: std::time::Duration::from_secs(20),
+        ..Default::default()
+    };
+    let err = match quorumkv_node::local::LocalCluster::start(cfg).await {
+        Ok(_) => panic!("a cluster started with a replica it does not own"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        err.contains("another cluster") || err.contains("cannot listen on"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn unreachable_cluster_is_a_clear_client_error() {
     let free = std::net::TcpListener::bind("127.0.0.1:0")

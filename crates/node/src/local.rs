@@ -103,6 +103,19 @@ pub struct LocalCluster {
     cpu: Option<CpuShares>,
 }
 
+/// A replica could not have the port it was given (another process holds
+/// it): the cluster may start again on other ports.
+#[derive(Debug)]
+struct PortTaken(String);
+
+impl std::fmt::Display for PortTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PortTaken {}
+
 /// Ask the OS for `n` free loopback ports.
 fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
     let listeners: Vec<_> = (0..n)
@@ -116,7 +129,28 @@ fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
 
 impl LocalCluster {
     /// Start every replica and return once each answers a hello.
+    ///
+    /// Ports picked by the OS are free when picked, not when a replica binds
+    /// them: a process starting its own cluster at the same moment may be
+    /// handed the same ones. The replica that loses the bind exits, and the
+    /// winner (somebody else's replica) would answer our hello. So each hello
+    /// must name our replica and our cluster's addresses, and a cluster that
+    /// lost a port starts again on fresh ones (three attempts).
     pub async fn start(cfg: LocalClusterConfig) -> anyhow::Result<LocalCluster> {
+        let picked_ports = cfg.port_base.is_none() && cfg.hosts.is_empty();
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(cfg.clone()).await {
+                Err(e) if picked_ports && attempt < 3 && e.is::<PortTaken>() => {
+                    tracing::warn!("local cluster: {e}; starting again on other ports");
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn start_once(cfg: LocalClusterConfig) -> anyhow::Result<LocalCluster> {
         if cfg.replicas == 0 || cfg.replicas > 63 {
             bail!("--replicas must be between 1 and 63 (got {})", cfg.replicas);
         }
@@ -265,9 +299,19 @@ impl LocalCluster {
     async fn wait_ready(&mut self, id: NodeId) -> anyhow::Result<()> {
         let ep = self.endpoint(id).context("unknown replica")?;
         let deadline = tokio::time::Instant::now() + self.cfg.ready_timeout;
+        let ours: Vec<(NodeId, String)> = (self.file.replicas.iter())
+            .map(|r| (r.id, r.dial()))
+            .collect();
         loop {
-            if probe(ep.native, Duration::from_millis(500)).await.is_ok() {
-                return Ok(());
+            if let Ok(hello) = probe(ep.native, Duration::from_millis(500)).await {
+                if hello.node == id && hello.addrs == ours {
+                    return Ok(());
+                }
+                return Err(PortTaken(format!(
+                    "{} answers as replica {} of another cluster",
+                    ep.native, hello.node
+                ))
+                .into());
             }
             let child = self.children[(id - 1) as usize]
                 .as_mut()
@@ -275,7 +319,11 @@ impl LocalCluster {
             if let Some(status) = child.try_wait()? {
                 let log = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
                 let last = log.lines().last().unwrap_or("(no output)");
-                bail!("replica {id} exited with {status} before it was ready: {last}");
+                let why = format!("replica {id} exited with {status} before it was ready: {last}");
+                if last.contains("cannot listen on") {
+                    return Err(PortTaken(why).into());
+                }
+                bail!(why);
             }
             if tokio::time::Instant::now() > deadline {
                 bail!(
