@@ -372,3 +372,37 @@ fn a_snap_answers_only_our_own_writes() {
     assert!(!cmds.iter().any(|c| matches!(c, Command::Reply { .. })));
     assert!(n.writes.contains_key(&7) && n.applied() == 1);
 }
+
+/// A PROPOSAL before NEWLEADER (the follower promised the epoch but its
+/// history is not yet the leader's) is not logged nor acknowledged: it
+/// would append to a log that may still hold a divergent suffix.
+#[test]
+fn a_proposal_before_synchronisation_is_ignored() {
+    let mut n = joined(0);
+    let cmds = hear(
+        &mut n,
+        3,
+        Msg::Proposal {
+            epoch: 2,
+            entry: entry(1, 2),
+        },
+    );
+    assert!(sent(&cmds).is_empty(), "{cmds:?}");
+    assert_eq!(n.log().last(), 0);
+}
+
+/// TRUNC never reaches what we delivered: a leader asking it breaks the
+/// protocol (its history must contain every committed entry), and the
+/// follower's invariant says so rather than undo a delivered write.
+#[test]
+#[should_panic(expected = "TRUNC below what we delivered")]
+fn a_trunc_of_a_delivered_entry_breaks_the_invariant() {
+    let mut n = joined(2);
+    n.applied = 2;
+    let sync = SyncData {
+        snap: None,
+        trunc: Some(2),
+        entries: vec![entry(2, 2)],
+    };
+    hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
+}

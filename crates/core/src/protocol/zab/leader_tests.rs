@@ -373,3 +373,78 @@ fn a_read_waits_for_a_quorum_round_sent_after_it() {
         resp: value("v")
     }));
 }
+
+/// The leader of `settled()` (n3) with one write proposed and on its own
+/// disk: one follower's ACK commits it. Returns the epoch.
+fn one_write_logged_at_the_leader(c: &mut Cluster) -> u64 {
+    let client = ClientRef::local(77);
+    let cmds = c.exec(3, |n, now, out| {
+        n.on_client(now, client, put("k", "v"), out)
+    });
+    let own = (cmds.into_iter())
+        .find_map(|c| match c {
+            Command::WhenDurable(m) => Some(m),
+            _ => None,
+        })
+        .expect("asks when the proposal is durable");
+    at(c, 3, 3, own);
+    leading(c.node(3)).epoch
+}
+
+fn commits(cmds: &Cmds) -> usize {
+    (sent(cmds).into_iter())
+        .filter(|(_, m)| matches!(m, Msg::Commit { .. }))
+        .count()
+}
+
+/// An ACK or a PONG counts towards a commit only from a follower of this
+/// epoch: one of an older epoch (a message that outlived its leader's
+/// term, seed 003 §2.3: acknowledgements are of a proposal of *this*
+/// epoch) leaves the write uncommitted until the right one arrives.
+#[test]
+fn acks_and_pongs_of_another_epoch_commit_nothing() {
+    for pong in [false, true] {
+        let mut c = settled();
+        let epoch = one_write_logged_at_the_leader(&mut c);
+        let said = |epoch| match pong {
+            false => Msg::Ack { epoch, index: 1 },
+            true => Msg::Pong {
+                epoch,
+                round: 1,
+                last: 1,
+            },
+        };
+        let cmds = at(&mut c, 3, 1, said(epoch - 1));
+        assert_eq!(commits(&cmds), 0, "old epoch (pong: {pong})");
+        assert_eq!(c.node(3).commit, 0);
+        let cmds = at(&mut c, 3, 1, said(epoch));
+        assert_eq!(commits(&cmds), 2, "this epoch (pong: {pong})");
+    }
+}
+
+/// ACKNEWLEADER of another epoch does not count towards establishing the
+/// leader: the follower accepted some other history.
+#[test]
+fn an_acknewleader_of_another_epoch_is_ignored() {
+    let mut n = lone(3, 3, 1, &[1]);
+    n.lead(&mut Out::new());
+    hear(&mut n, 1, info(1, 1, false));
+    let mut out = Out::new();
+    n.on_msg(
+        Time::ZERO,
+        Peer::Node(1),
+        ack_epoch(2, 1, vec![], false),
+        &mut out,
+    );
+    let own = (out.drain())
+        .find_map(|c| match c {
+            Command::WhenDurable(m) => Some(m),
+            _ => None,
+        })
+        .expect("asks when its history is durable");
+    hear(&mut n, 3, own);
+    hear(&mut n, 1, Msg::AckNewLeader { epoch: 1, last: 1 });
+    assert_eq!(n.leader(), None, "an old epoch's ACKNEWLEADER");
+    hear(&mut n, 1, Msg::AckNewLeader { epoch: 2, last: 1 });
+    assert_eq!(n.leader(), Some(3));
+}

@@ -30,12 +30,6 @@ impl Log {
     pub fn last(&self) -> u64 {
         self.base + self.entries.len() as u64
     }
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
     pub fn last_zxid(&self) -> Zxid {
         Zxid {
             epoch: self.epoch_at(self.last()).unwrap_or(0),
@@ -198,7 +192,7 @@ mod tests {
         l.truncate_from(3);
         assert_eq!(l.last(), 2);
         l.compact(1);
-        assert_eq!((l.base(), l.epoch_at(1), l.len()), (1, Some(1), 1));
+        assert_eq!((l.base(), l.epoch_at(1), l.last()), (1, Some(1), 2));
         assert_eq!(l.get(1), None);
         assert!(!l.put(1, 9, Bytes::new()), "compacted");
         l.truncate_from(1);
