@@ -249,28 +249,29 @@ fn counters_count_proposals_syncs_and_read_rounds() {
     assert_eq!(c.node(3).counters.read_rounds, rounds + 1);
 }
 
+/// n3 of 3, leading epoch 2 with n1's ACKEPOCH: NEWLEADER sent to n1, its
+/// own history (one entry) being written; returns the leader and the
+/// message that says that history is durable.
+fn syncing_with_n1() -> (ZabNode, Msg) {
+    let mut n = lone(3, 3, 1, &[1]);
+    n.lead(&mut Out::new());
+    hear(&mut n, 1, info(1, 1, false));
+    let own = (hear(&mut n, 1, ack_epoch(2, 1, vec![], false)).into_iter())
+        .find_map(|c| match c {
+            Command::WhenDurable(m) => Some(m),
+            _ => None,
+        })
+        .expect("asks when its history is durable");
+    (n, own)
+}
+
 /// Established once a quorum holds the history: (N = 3) one follower's
 /// ACKNEWLEADER and our own log durable, in either order, not either
 /// alone. A follower synchronised later gets the commit index at once.
 #[test]
 fn a_leader_is_established_by_a_quorum_of_durable_histories() {
     for durable_first in [false, true] {
-        let mut n = lone(3, 3, 1, &[1]);
-        n.lead(&mut Out::new());
-        hear(&mut n, 1, info(1, 1, false));
-        let mut out = Out::new();
-        n.on_msg(
-            Time::ZERO,
-            Peer::Node(1),
-            ack_epoch(2, 1, vec![], false),
-            &mut out,
-        );
-        let own = (out.drain())
-            .find_map(|c| match c {
-                Command::WhenDurable(m) => Some(m),
-                _ => None,
-            })
-            .expect("asks when its history is durable");
+        let (mut n, own) = syncing_with_n1();
         let acked = Msg::AckNewLeader { epoch: 2, last: 1 };
         let (first, then) = if durable_first {
             ((3, own), (1, acked))
@@ -426,22 +427,7 @@ fn acks_and_pongs_of_another_epoch_commit_nothing() {
 /// leader: the follower accepted some other history.
 #[test]
 fn an_acknewleader_of_another_epoch_is_ignored() {
-    let mut n = lone(3, 3, 1, &[1]);
-    n.lead(&mut Out::new());
-    hear(&mut n, 1, info(1, 1, false));
-    let mut out = Out::new();
-    n.on_msg(
-        Time::ZERO,
-        Peer::Node(1),
-        ack_epoch(2, 1, vec![], false),
-        &mut out,
-    );
-    let own = (out.drain())
-        .find_map(|c| match c {
-            Command::WhenDurable(m) => Some(m),
-            _ => None,
-        })
-        .expect("asks when its history is durable");
+    let (mut n, own) = syncing_with_n1();
     hear(&mut n, 3, own);
     hear(&mut n, 1, Msg::AckNewLeader { epoch: 1, last: 1 });
     assert_eq!(n.leader(), None, "an old epoch's ACKNEWLEADER");
