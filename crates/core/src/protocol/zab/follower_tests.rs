@@ -421,3 +421,14 @@ fn a_trunc_of_a_delivered_entry_breaks_the_invariant() {
     };
     hear(&mut n, 3, Msg::NewLeader { epoch: 2, sync });
 }
+
+/// Before NEWLEADER a durability report ACKs nothing: the log may still
+/// hold a suffix the new leader's history drops (F2 applies to proposals
+/// of the epoch we synchronised in).
+#[test]
+fn a_follower_acks_nothing_before_newleader() {
+    let mut n = joined(1);
+    let gen = n.log_gen;
+    let cmds = hear(&mut n, 1, Msg::Logged { index: 1, gen });
+    assert!(sent(&cmds).is_empty(), "{cmds:?}");
+}
