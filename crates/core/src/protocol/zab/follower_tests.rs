@@ -432,3 +432,71 @@ fn a_follower_acks_nothing_before_newleader() {
     let cmds = hear(&mut n, 1, Msg::Logged { index: 1, gen });
     assert!(sent(&cmds).is_empty(), "{cmds:?}");
 }
+
+/// Requests at a follower of the settled cluster (n3 leads), by hand.
+fn client_at_n1(c: &mut super::testing::Cluster, id: u64, req: crate::types::Request) -> Cmds {
+    let client = ClientRef::local(id);
+    c.exec(1, |n, now, out| n.on_client(now, client, req, out))
+}
+
+type Cmds = Vec<Command<Msg, Timer>>;
+
+/// Two writes in flight at one follower are two requests: each has its
+/// own id, each is forwarded and each client gets its answer.
+#[test]
+fn writes_in_flight_at_one_server_are_told_apart() {
+    let mut c = settled();
+    let a = c.send(1, put("a", "1"));
+    let b = c.send(1, put("b", "2"));
+    c.run();
+    c.tick();
+    for client in [a, b] {
+        assert!(
+            c.replies.iter().any(|(_, cl, _)| *cl == client),
+            "{client:?} unanswered: {:?}",
+            c.replies
+        );
+    }
+}
+
+/// DROPPED from the leader we forwarded a write to: the write goes again
+/// (it was never proposed). From another server, or for another write,
+/// it changes nothing.
+#[test]
+fn a_dropped_write_is_forwarded_again() {
+    let mut c = settled();
+    let fwd = |cmds: &Cmds| {
+        (sent(cmds).into_iter())
+            .filter_map(|(to, m)| match m {
+                Msg::Forward { rid, .. } => Some((to, rid)),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = fwd(&client_at_n1(&mut c, 500, put("a", "1")));
+    let [(3, rid)] = first[..] else {
+        panic!("forwarded to n3: {first:?}");
+    };
+    assert!(fwd(&at(&mut c, 1, 2, Msg::Dropped { rid })).is_empty());
+    assert!(fwd(&at(&mut c, 1, 3, Msg::Dropped { rid: rid + 1 })).is_empty());
+    assert_eq!(fwd(&at(&mut c, 1, 3, Msg::Dropped { rid })), vec![(3, rid)]);
+}
+
+/// A read sent to the leader for its read index is refused at once when
+/// the follower loses that leader: the answer could come from a deposed
+/// leader's index.
+#[test]
+fn reads_sent_to_a_lost_leader_are_refused_at_once() {
+    let mut c = settled();
+    let cmds = client_at_n1(&mut c, 600, super::testing::get("a"));
+    assert!(
+        matches!(&sent(&cmds)[..], [(3, Msg::ReadIndex { .. })]),
+        "{cmds:?}"
+    );
+    let down = crate::protocol::LinkEvent::Down(crate::types::Peer::Node(3));
+    let cmds = c.exec(1, |n, now, out| n.on_link(now, down, out));
+    let refused = cmds.iter().any(|cmd| {
+        matches!(cmd, Command::Reply { client, resp: crate::types::Response::Failed(_) } if client.id == 600)
+    });
+    assert!(refused, "{cmds:?}");
+}

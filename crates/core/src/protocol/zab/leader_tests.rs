@@ -434,3 +434,28 @@ fn an_acknewleader_of_another_epoch_is_ignored() {
     hear(&mut n, 1, Msg::AckNewLeader { epoch: 2, last: 1 });
     assert_eq!(n.leader(), Some(3));
 }
+
+/// A leader proposes clients' writes only once established: before, its
+/// history is not yet on a quorum, and a write waits (flushed after).
+#[test]
+fn a_leader_proposes_nothing_before_it_is_established() {
+    let (mut n, own) = syncing_with_n1();
+    let mut out = Out::new();
+    n.on_client(Time::ZERO, ClientRef::local(9), put("k", "v"), &mut out);
+    let cmds: Cmds = out.drain().collect();
+    assert!(
+        !sent(&cmds)
+            .iter()
+            .any(|(_, m)| matches!(m, Msg::Proposal { .. })),
+        "{cmds:?}"
+    );
+    assert_eq!(n.log().last(), 1);
+    hear(&mut n, 3, own);
+    let cmds = hear(&mut n, 1, Msg::AckNewLeader { epoch: 2, last: 1 });
+    assert!(
+        sent(&cmds)
+            .iter()
+            .any(|(_, m)| matches!(m, Msg::Proposal { .. })),
+        "flushed once established: {cmds:?}"
+    );
+}
