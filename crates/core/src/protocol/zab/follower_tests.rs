@@ -210,7 +210,7 @@ fn the_broadcast_stream_at_a_follower() {
     );
     let cmds = hear(&mut n, 3, ping(1, 1));
     assert_eq!(n.applied(), 1);
-    assert!(n.store().get(b"k").is_some());
+    assert_eq!(n.store().get(b"k").map(|v| &v[..]), Some(&b"v"[..]));
     assert!(matches!(&sent(&cmds)[..], [(3, Msg::Pong { last: 1, .. })]));
     // A gap, or a repeat (FIFO links never repeat: the stream is broken;
     // acknowledging the repeat would ACK what may not be durable).
