@@ -93,9 +93,11 @@ fn adaptive_ct_q_goes_to_zab_and_back_and_delivery_goes_on() {
         .without(Fault::Loss)
         .without(Fault::Delay)
         .without(Fault::Pause);
-    (c.replicas, c.clients, c.ops, c.trace) = (Some(3), 20, 1500, true);
+    (c.replicas, c.clients, c.ops, c.keys, c.trace) = (Some(3), 20, 3000, Some(8), true);
+    // Windows of 25 ms: a run lasts a few hundred ms of virtual time.
+    c.options.push(("lambda-window".into(), "25ms".into()));
     let mut back = 0;
-    for seed in 0..6 {
+    for seed in 0..4 {
         let r = (zab.run_seed)(&c, seed).unwrap();
         assert!(r.verdict.passed(), "seed {seed}: {}", r.verdict);
         let cs = coins(&r);
@@ -103,9 +105,9 @@ fn adaptive_ct_q_goes_to_zab_and_back_and_delivery_goes_on() {
         // Feasible at this load: some follower chose P2 = 0.499.
         let chose = cs.iter().any(|c| !c.leader && (c.p - 0.499).abs() < 1e-9);
         assert!(chose, "seed {seed}: {cs:?}");
-        // The leader went to Zab (every follower starts voting for it) and
-        // back at least once.
-        if cs.iter().any(|c| c.leader && c.switches >= 2) {
+        // Some server went to Zab (every follower starts voting for it,
+        // a crash makes the others vote) and back at least once.
+        if cs.iter().any(|c| c.switches >= 2) {
             back += 1;
         }
         // Delivery goes on: no gap between completed writes near the
@@ -119,5 +121,5 @@ fn adaptive_ct_q_goes_to_zab_and_back_and_delivery_goes_on() {
         assert!(done.len() > 100, "seed {seed}: {} writes", done.len());
         assert!(gap < 500_000_000, "seed {seed}: {gap} ns without a write");
     }
-    assert!(back >= 4, "switched to Zab and back in {back} of 6 seeds");
+    assert!(back >= 3, "switched to Zab and back in {back} of 4 seeds");
 }

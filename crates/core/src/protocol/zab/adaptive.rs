@@ -675,7 +675,7 @@ mod tests {
         let mut a = Adaptive::new(cfg(1000));
         let none = BTreeSet::new();
         assert!(a.want_zab, "no p before the first window");
-        a.window(at(0), 3, 2, &none);
+        a.window(at(1_000 * MS), 3, 2, &none);
         for w in 1..BACK_AFTER as u64 {
             assert!(thesis_window(&mut a, w * 1_000 * MS, &none).p.is_some());
             assert!(a.want_zab, "window {w}");

@@ -154,7 +154,7 @@ pub struct Bcast {
     unmarked_from: Option<u64>,
     /// Switched to Zab's broadcast (§3.6.2, §4.3.3): the leader's decision,
     /// as this server knows it.
-    zab_mode: bool,
+    pub(super) zab_mode: bool,
     /// As a follower (A3): other followers whose link is down, or silent
     /// for `sync-limit` (`adaptive.rs`: beats).
     pub(super) suspected: BTreeSet<NodeId>,
