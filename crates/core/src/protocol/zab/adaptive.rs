@@ -619,7 +619,7 @@ mod tests {
             a.on_proposal(k + 1, at(5 * MS + k * 2 * MS), false);
         }
         a.on_echo(10 * MS, 0, at(14 * MS)); // d 2 ms
-        a.on_echo(20 * MS, 1 * MS, at(27 * MS)); // d 3 ms
+        a.on_echo(20 * MS, MS, at(27 * MS)); // d 3 ms
         assert!(a.window(at(104 * MS), 3, 2, &none).is_none(), "still open");
         let dec = a.window(at(105 * MS), 3, 2, &none).expect("closed");
         assert_eq!((a.lambda, a.d_us), (400.0, 2500));
