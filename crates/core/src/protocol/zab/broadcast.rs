@@ -38,6 +38,7 @@
 //! uncommittable is delivered within a tick at the leader and two at the
 //! followers even when no later proposal comes.
 
+use super::adaptive::Adaptive;
 use super::follower::FStage;
 use super::msg::Msg;
 use super::node::{Role, ZabNode, O};
@@ -153,9 +154,16 @@ pub struct Bcast {
     unmarked_from: Option<u64>,
     /// Switched to Zab's broadcast (§3.6.2, §4.3.3): the leader's decision,
     /// as this server knows it.
-    zab_mode: bool,
-    /// As a follower (A3): other followers whose link is down.
-    suspected: BTreeSet<NodeId>,
+    pub(super) zab_mode: bool,
+    /// As a follower (A3): other followers whose link is down, or silent
+    /// for `sync-limit` (`adaptive.rs`: beats).
+    pub(super) suspected: BTreeSet<NodeId>,
+    /// As a follower (A3): when each other follower was last heard, in
+    /// the leadership of epoch `beats_epoch`.
+    pub(super) heard: BTreeMap<NodeId, Time>,
+    pub(super) beats_epoch: u64,
+    /// The adaptive coin (ct-q with `p=upper|mid|low|p-star`).
+    pub(super) adapt: Option<Adaptive>,
     /// As a follower: the vote last sent, and in which epoch.
     voted: Option<(u64, bool)>,
     /// As the leader: followers whose last vote was for Zab, in `votes_epoch`.
@@ -163,7 +171,7 @@ pub struct Bcast {
     votes_epoch: u64,
     /// The coin's probability of Head (ct, ct-q).
     pub p: f64,
-    rng: SplitMix64,
+    pub(super) rng: SplitMix64,
     /// As a follower: the epoch `peer_acks` belong to.
     peer_epoch: u64,
     /// As a follower: the highest index each other follower ACKed to us.
@@ -171,7 +179,10 @@ pub struct Bcast {
     /// As a follower: our log was tossed for (or acked) up to here, in
     /// log generation `gen` (a synchronisation starts a new one).
     tossed: u64,
-    gen: u64,
+    pub(super) gen: u64,
+    /// As a follower: the highest index we sent an ACK for (generation
+    /// `gen`): timer D re-tosses only above it.
+    pub(super) sent_upto: u64,
 }
 
 impl Default for Bcast {
@@ -190,6 +201,9 @@ impl Bcast {
             unmarked_from: None,
             zab_mode: false,
             suspected: BTreeSet::new(),
+            heard: BTreeMap::new(),
+            beats_epoch: 0,
+            adapt: None,
             voted: None,
             zab_votes: BTreeSet::new(),
             votes_epoch: 0,
@@ -199,6 +213,7 @@ impl Bcast {
             peer_acks: BTreeMap::new(),
             tossed: 0,
             gen: 0,
+            sent_upto: 0,
         }
     }
 }
@@ -284,7 +299,7 @@ impl ZabNode {
     }
 
     /// Followers decide delivery now: a variant, not switched to Zab.
-    fn deciding(&self) -> bool {
+    pub(super) fn deciding(&self) -> bool {
         self.bcast.variant.followers_decide() && !self.bcast.zab_mode
     }
 
@@ -296,6 +311,7 @@ impl ZabNode {
         if self.bcast.suspected.remove(&from) {
             self.maybe_vote(out);
         }
+        self.heard_peer(from, epoch, out);
         match &self.role {
             Role::Following(f)
                 if f.leader != from
@@ -329,7 +345,7 @@ impl ZabNode {
         let v = self.bcast.variant;
         if self.bcast.gen != self.log_gen {
             // Synchronised since: the history's ACK goes as in Zab.
-            (self.bcast.gen, self.bcast.tossed) = (self.log_gen, 0);
+            (self.bcast.gen, self.bcast.tossed, self.bcast.sent_upto) = (self.log_gen, 0, 0);
         }
         let zab_mode = self.bcast.zab_mode;
         let fresh = index.saturating_sub(self.bcast.tossed);
@@ -345,20 +361,42 @@ impl ZabNode {
             true
         };
         if send {
-            let mut to = vec![leader];
-            if v.acks_to_followers() && !zab_mode {
-                to.extend(self.peers().filter(|&n| n != leader));
-            }
-            self.counters.bcast_msgs += to.len() as u64;
-            for n in to {
-                out.send_now(Peer::Node(n), Msg::Ack { epoch, index });
-            }
+            self.send_ack(
+                leader,
+                epoch,
+                index,
+                v.acks_to_followers() && !zab_mode,
+                out,
+            );
         }
         if v.followers_decide() {
             self.peer_epoch_is(epoch);
             self.follower_advance(out);
         }
         self.maybe_vote(out);
+    }
+
+    /// Our ACK of `index` to the leader (stamped, for the adaptive coin's
+    /// d, if one is due) and, if `all`, to the other followers.
+    pub(super) fn send_ack(
+        &mut self,
+        leader: NodeId,
+        epoch: u64,
+        index: u64,
+        all: bool,
+        out: &mut O,
+    ) {
+        self.bcast.sent_upto = self.bcast.sent_upto.max(index);
+        let first = self.ack_msg(epoch, index);
+        out.send_now(Peer::Node(leader), first);
+        self.counters.bcast_msgs += 1;
+        if all {
+            let others: Vec<NodeId> = self.peers().filter(|&n| n != leader).collect();
+            self.counters.bcast_msgs += others.len() as u64;
+            for n in others {
+                out.send_now(Peer::Node(n), Msg::Ack { epoch, index });
+            }
+        }
     }
 
     /// F4/F5: deliver up to the highest index `k` followers (us included)
@@ -450,7 +488,7 @@ impl ZabNode {
     /// followers are suspected than the variant tolerates, the variant
     /// again once they are back. A follower that never voted Zab in this
     /// epoch says nothing: silence is a vote for the variant.
-    fn maybe_vote(&mut self, out: &mut O) {
+    pub(super) fn maybe_vote(&mut self, out: &mut O) {
         let Role::Following(f) = &self.role else {
             return;
         };
@@ -465,7 +503,8 @@ impl ZabNode {
             .iter()
             .filter(|&&n| n != leader)
             .count();
-        let zab = down > self.bcast.variant.tolerated(self.members.len());
+        let adaptive = self.bcast.adapt.as_ref().is_some_and(|a| a.want_zab);
+        let zab = adaptive || down > self.bcast.variant.tolerated(self.members.len());
         let last = self
             .bcast
             .voted

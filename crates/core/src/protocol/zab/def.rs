@@ -1,7 +1,9 @@
 //! The registration: how drivers build a server, its options, its
 //! assumptions. (Registered by one line in `registry!`.)
 
+use super::coin::Choice;
 use super::node::{Config, ReadMode, ZabNode};
+use super::AdaptConfig;
 use super::{InjectedBug, Msg, Variant};
 use crate::protocol::options::{format_duration, parse_duration};
 use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
@@ -18,8 +20,14 @@ pub struct Zab;
 pub struct ZabOptions {
     /// The broadcast phase: Zab's or one of seed 003's variants.
     pub broadcast: Variant,
-    /// The coin's probability of Head (ct, ct-q), in (0, 1].
-    pub p: f64,
+    /// The coin (ct, ct-q): a fixed probability of Head in (0, 1]
+    /// (`p=0.5`, `p=fixed:0.5`), or for ct-q the adaptive coin of chapter 4
+    /// (`p=upper|mid|low|p-star`, `adaptive` = `upper`).
+    pub p: Choice,
+    /// The adaptive coin's measurement window (λ, d), timer D, timer C_m.
+    pub lambda_window: Duration,
+    pub timer_d: Duration,
+    pub timer_cm: Duration,
     /// A1.1 for ac, aa, ct: a restarted old leader stays out until a newer
     /// epoch synchronised it. `false` breaks the assumption (Fig. 3.1).
     pub stay_out: bool,
@@ -44,12 +52,42 @@ pub const SERVER_SYNC_LIMIT: Duration = Duration::from_secs(1);
 /// (heartbeat timeout 100 ms, partitions 5-60 ms) is compressed.
 const SIM_SYNC_LIMIT: Duration = Duration::from_millis(80);
 
+/// `lambda-window` of real servers: the thesis measures λ each second.
+pub const SERVER_LAMBDA_WINDOW: Duration = Duration::from_secs(1);
+/// The simulator's window unless one is asked for (its runs last a few
+/// seconds of virtual time: 1 s would close a handful of windows).
+const SIM_LAMBDA_WINDOW: Duration = Duration::from_millis(100);
+
+fn choice_name(c: Choice) -> String {
+    match c {
+        Choice::Upper => "upper".into(),
+        Choice::Mid => "mid".into(),
+        Choice::Low => "low".into(),
+        Choice::PStar => "p-star".into(),
+        Choice::Fixed(p) => p.to_string(),
+    }
+}
+
+fn parse_choice(value: &str) -> Result<Choice, String> {
+    let c = match value.parse::<f64>() {
+        Ok(p) => Choice::parse(&format!("fixed:{p}")),
+        Err(_) if value == "adaptive" => Some(Choice::Upper),
+        Err(_) => Choice::parse(value),
+    };
+    c.ok_or_else(|| {
+        format!("'{value}' is not a probability in (0, 1], fixed:P, upper, mid, low, p-star or adaptive")
+    })
+}
+
 impl Default for ZabOptions {
     fn default() -> Self {
         let c = Config::default();
         ZabOptions {
             broadcast: Variant::Zab,
-            p: 0.5,
+            p: Choice::Fixed(0.5),
+            lambda_window: SERVER_LAMBDA_WINDOW,
+            timer_d: AdaptConfig::default().timer_d,
+            timer_cm: AdaptConfig::default().timer_cm,
             stay_out: true,
             read: c.read,
             tick: c.tick,
@@ -79,7 +117,22 @@ impl ProtocolOptions for ZabOptions {
             OptSpec {
                 name: "p",
                 default: "0.5",
-                help: "coin probability of Head for broadcast=ct and ct-q, in (0, 1]",
+                help: "coin of broadcast=ct and ct-q: a probability of Head in (0, 1] (or fixed:P); for ct-q the adaptive coin of seed 003 ch. 4: upper (P2, ZabCT_u; alias adaptive), mid, low, p-star",
+            },
+            OptSpec {
+                name: "lambda-window",
+                default: "1s",
+                help: "adaptive ct-q: window over which followers measure lambda and d and recompute p (simulator: 100ms unless asked)",
+            },
+            OptSpec {
+                name: "timer-d",
+                default: "20ms",
+                help: "adaptive ct-q: timer D, enforced coin tossing after this long without a proposal (seed 003 4.2.3)",
+            },
+            OptSpec {
+                name: "timer-cm",
+                default: "100ms",
+                help: "adaptive ct-q: timer C_m, a proposal not delivered within it is a vote for Zab (seed 003 4.3.3)",
             },
             OptSpec {
                 name: "stay-out",
@@ -119,10 +172,16 @@ impl ProtocolOptions for ZabOptions {
                 self.broadcast = Variant::parse(value)
                     .ok_or_else(|| format!("'{value}' is not zab, ac, aa, ct, ct-q or aa-q"))?
             }
-            "p" => {
-                self.p = match value.parse::<f64>() {
-                    Ok(p) if p > 0.0 && p <= 1.0 => p,
-                    _ => return Err(format!("'{value}' is not a probability in (0, 1]")),
+            "p" => self.p = parse_choice(value)?,
+            "lambda-window" | "timer-d" | "timer-cm" => {
+                let d = parse_duration(value)?;
+                if d.is_zero() {
+                    return Err(format!("'{value}' must be positive"));
+                }
+                match key {
+                    "lambda-window" => self.lambda_window = d,
+                    "timer-d" => self.timer_d = d,
+                    _ => self.timer_cm = d,
                 }
             }
             "stay-out" => {
@@ -154,12 +213,22 @@ impl ProtocolOptions for ZabOptions {
         Ok(())
     }
     fn check_size(&self, n: usize) -> Result<(), String> {
+        if self.adaptive() && self.broadcast != Variant::CtQ {
+            return Err(format!(
+                "p={} is the adaptive coin of broadcast=ct-q (ZabCT, seed 003 ch. 4), not of broadcast={}; give ct a probability",
+                choice_name(self.p),
+                self.broadcast.name()
+            ));
+        }
         self.broadcast.check_size(n)
     }
     fn get(&self, key: &str) -> String {
         match key {
             "broadcast" => self.broadcast.name().into(),
-            "p" => self.p.to_string(),
+            "p" => choice_name(self.p),
+            "lambda-window" => format_duration(self.lambda_window),
+            "timer-d" => format_duration(self.timer_d),
+            "timer-cm" => format_duration(self.timer_cm),
             "stay-out" => self.stay_out.to_string(),
             "read" => read_name(self.read).into(),
             "tick" => format_duration(self.tick),
@@ -172,6 +241,26 @@ impl ProtocolOptions for ZabOptions {
 }
 
 impl ZabOptions {
+    /// The adaptive coin is asked for (`p` not a fixed probability).
+    pub fn adaptive(&self) -> bool {
+        !matches!(self.p, Choice::Fixed(_))
+    }
+    /// The coin's starting probability: the fixed one, else 0.5 until the
+    /// first window (the adaptive coin starts by voting for Zab anyway).
+    pub fn fixed_p(&self) -> f64 {
+        match self.p {
+            Choice::Fixed(p) => p,
+            _ => 0.5,
+        }
+    }
+    pub fn adapt_config(&self) -> AdaptConfig {
+        AdaptConfig {
+            choice: self.p,
+            window: self.lambda_window,
+            timer_d: self.timer_d,
+            timer_cm: self.timer_cm,
+        }
+    }
     pub fn config(&self, t: &Timing) -> Config {
         Config {
             tick: self.tick,
@@ -225,7 +314,8 @@ impl ProtocolDef for Zab {
         let cfg = opts.config(&spec.timing);
         let node = ZabNode::new(spec.id, spec.members, spec.writer_id(), cfg)
             .with_bug(bug)
-            .with_broadcast(opts.broadcast, opts.p, spec.seed)
+            .with_broadcast(opts.broadcast, opts.fixed_p(), spec.seed)
+            .with_adaptive(opts.adapt_config())
             .with_stay_out(opts.stay_out);
         if spec.lost_state {
             node.recovering()
@@ -260,6 +350,9 @@ impl ProtocolDef for Zab {
             opts.sync_limit = Duration::from_millis(30);
         } else if opts.sync_limit == SERVER_SYNC_LIMIT {
             opts.sync_limit = SIM_SYNC_LIMIT;
+        }
+        if opts.lambda_window == SERVER_LAMBDA_WINDOW {
+            opts.lambda_window = SIM_LAMBDA_WINDOW;
         }
     }
 }

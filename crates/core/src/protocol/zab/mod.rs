@@ -140,6 +140,7 @@
 //! ([`ZabNode`], clients, delivery, dispatch), `bugs.rs`, `def.rs`
 //! ([`Zab`], options).
 
+mod adaptive;
 mod broadcast;
 mod bugs;
 pub mod coin;
@@ -165,6 +166,7 @@ mod state_machine;
 mod testing;
 mod znode_sm;
 
+pub use adaptive::{AdaptConfig, BACK_AFTER};
 pub use broadcast::Variant;
 pub use bugs::InjectedBug;
 pub use def::{Zab, ZabOptions};

@@ -123,6 +123,22 @@ pub enum Msg {
     Proposal { epoch: u64, entry: LogEntry },
     /// F → L: logged everything up to `index` (ACK).
     Ack { epoch: u64, index: u64 },
+    /// F → L, adaptive ct-q (`adaptive.rs`): an ACK the follower stamped
+    /// with its own clock `at` (µs), to be echoed back (§5.2.1, d without
+    /// synchronised clocks).
+    AckAt { epoch: u64, index: u64, at: u64 },
+    /// L → F, adaptive ct-q: a PROPOSAL carrying back the stamp `at` of
+    /// the follower's last stamped ACK and how long the leader `held` it
+    /// (µs, receipt to this proposal): the follower's d = (now − at −
+    /// held) / 2.
+    ProposalEcho {
+        epoch: u64,
+        entry: LogEntry,
+        at: u64,
+        held: u64,
+    },
+    /// F → F heartbeat (A3, line 1020): following this epoch's leader.
+    Beat { epoch: u64 },
     /// To the server itself only (`Command::WhenDurable`): its log's entries
     /// up to `index` are on disk, unless the log lost entries since (`gen`
     /// moved: a synchronisation). Never sent to another server.

@@ -110,6 +110,12 @@ pub struct Counters {
     pub coin_heads: u64,
     pub stayed_out: u64,
     pub switches: u64,
+    /// Adaptive ct-q (`adaptive.rs`): windows closed, windows without a
+    /// feasible p, C_m expiries, timer-D re-tosses.
+    pub coin_windows: u64,
+    pub coin_infeasible: u64,
+    pub coin_cm_expiries: u64,
+    pub coin_d_retosses: u64,
 }
 
 /// One Zab server.
@@ -476,7 +482,10 @@ impl ZabNode {
         self.znode_tick(out);
         match &self.role {
             Role::Looking => self.election_tick(out),
-            Role::Following(_) => self.follower_tick(out),
+            Role::Following(_) => {
+                self.follower_tick(out);
+                self.adaptive_tick(out);
+            }
             Role::Leading(_) => {
                 self.leader_tick(out);
                 self.prot_tick(out);
@@ -535,8 +544,16 @@ impl ZabNode {
             } => self.on_ack_epoch(from, epoch, cur_epoch, summary, recovering, out),
             Msg::NewLeader { epoch, sync } => self.on_new_leader(from, epoch, sync, out),
             Msg::AckNewLeader { epoch, last } => self.on_ack_new_leader(from, epoch, last, out),
-            Msg::Proposal { epoch, entry } => self.on_proposal(from, epoch, entry, out),
+            Msg::Proposal { epoch, entry } => self.on_proposal_seen(from, epoch, entry, out),
+            Msg::ProposalEcho {
+                epoch,
+                entry,
+                at,
+                held,
+            } => self.on_proposal_echo(from, epoch, entry, (at, held), out),
             Msg::Ack { epoch, index } => self.on_any_ack(from, epoch, index, out),
+            Msg::AckAt { epoch, index, at } => self.on_ack_at(from, epoch, index, at, out),
+            Msg::Beat { epoch } => self.heard_peer(from, epoch, out),
             Msg::Logged { .. } => {} // only from ourselves
             Msg::Commit { epoch, index } => self.on_commit(from, epoch, index, out),
             Msg::Ping {
@@ -579,12 +596,14 @@ impl Protocol for ZabNode {
     fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut O) {
         self.now = now;
         self.on_client_request(client, req, out);
+        self.echo_stamps(out);
     }
     fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut O) {
         self.now = now;
         if let Peer::Node(n) = from {
             if n != self.id && self.members.contains(&n) {
                 self.dispatch(n, msg, out);
+                self.echo_stamps(out);
             } else if let (true, Msg::Logged { index, gen }) = (n == self.id, msg) {
                 self.on_logged(index, gen, out);
             }
@@ -593,7 +612,10 @@ impl Protocol for ZabNode {
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut O) {
         self.now = now;
         match timer {
-            Timer::Tick => self.tick(out),
+            Timer::Tick => {
+                self.tick(out);
+                self.echo_stamps(out);
+            }
             Timer::Finalize => self.finalize(out),
         }
     }
@@ -652,8 +674,9 @@ impl Protocol for ZabNode {
         }
     }
     fn status(&self) -> String {
+        let coin = self.adaptive_status().map(|s| format!(" {s}"));
         format!(
-            "{} epoch={}/{} last={} commit={} applied={} base={} keys={} leader={}",
+            "{} epoch={}/{} last={} commit={} applied={} base={} keys={} leader={}{}",
             self.role(),
             self.accepted.0,
             self.current_epoch,
@@ -663,6 +686,7 @@ impl Protocol for ZabNode {
             self.log.base(),
             self.sm.len(),
             self.leader().map(|l| l.to_string()).unwrap_or("-".into()),
+            coin.unwrap_or_default(),
         )
     }
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
@@ -728,6 +752,7 @@ impl Protocol for ZabNode {
             ("zab_commit_index", "commit index known here", self.commit),
         ];
         v.extend(self.broadcast_metrics());
+        v.extend(self.adaptive_metrics());
         v
     }
 }

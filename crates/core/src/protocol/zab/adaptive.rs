@@ -1,0 +1,823 @@
+//! Adaptive ZabCT (seed 003 chapter 4, §5.2.1; PROTOCOLS.md §6): the coin
+//! of `broadcast=ct-q` with `p=upper|mid|low|p-star` (`adaptive` is
+//! `upper`) running in the protocol. The mathematics is `coin.rs`; this
+//! module measures its inputs, feeds it each window and turns its answer
+//! into the coin's p or a vote for Zab. Sans-IO: time is the handler's
+//! `now`, and every periodic check runs on Zab's tick.
+//!
+//! Each follower, per window of `lambda-window` (1 s on servers as in the
+//! thesis, 100 ms in the simulator):
+//! * **λ**: proposals received from the leader over the window's length;
+//!   θ = λ (§5.2.1, line 1733).
+//! * **d**, the one-way leader→follower delay, without synchronised clocks
+//!   (line 1735): the follower stamps an ACK to the leader with its own
+//!   clock (`Msg::AckAt`, one stamp in flight at a time); the leader
+//!   echoes the stamp on its next proposal to that follower with the time
+//!   it held it (`Msg::ProposalEcho`); d = (now − stamp − held) / 2, the
+//!   mean of the window's samples (the last window's d if none came).
+//! * `coin::decide` with n = the followers not suspected (itself included)
+//!   gives P1, P2 and p. A feasible p becomes the coin's; none (P1 > P2,
+//!   λ = 0 included) is a vote for Zab (§4.3.3 (i)).
+//!
+//! Timer C_m (`timer-cm`, §4.3.3 (ii)): a proposal received while the
+//! followers decide and not delivered within C_m is a vote for Zab too. A
+//! follower votes back for ct-q after [`BACK_AFTER`] consecutive feasible
+//! windows in which its suspicions did not change ("several consecutive
+//! iterations and membership unchanged"). Votes travel on the existing
+//! `Prot` path (`broadcast.rs`): one vote for Zab switches every follower,
+//! all must vote back. A follower starts voting for Zab: before its first
+//! window it has no p ("cannot find p").
+//!
+//! Timer D (`timer-d`, §4.2.3 F4): reset on each proposal; when it expires
+//! with a logged proposal neither acked by us nor delivered, toss again for
+//! the highest logged one and on Head broadcast its ACK. Checked each tick,
+//! so it fires within a tick of D.
+//!
+//! A3 (line 1020), for every switching variant (ct, ct-q, aa-q): followers
+//! heartbeat each other (`Msg::Beat`, each tick), and a follower suspects
+//! another after `sync-limit` without a beat or an ACK from it (besides the
+//! driver's `LinkEvent::Down`); a change of suspicion feeds the vote.
+
+use super::broadcast::Bcast;
+use super::coin::{self, Choice, Decision, Measured};
+use super::follower::FStage;
+use super::msg::{LogEntry, Msg};
+use super::node::{Role, ZabNode, O};
+use crate::protocol::Command;
+use crate::types::{NodeId, Peer, Time};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// Feasible windows with unchanged suspicions before a vote back for ct-q.
+pub const BACK_AFTER: u32 = 3;
+
+/// The adaptive coin's settings (`--opt p=`, `lambda-window`, `timer-d`,
+/// `timer-cm`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdaptConfig {
+    pub choice: Choice,
+    pub window: Duration,
+    pub timer_d: Duration,
+    pub timer_cm: Duration,
+}
+
+impl Default for AdaptConfig {
+    fn default() -> Self {
+        AdaptConfig {
+            choice: Choice::Upper,
+            window: Duration::from_secs(1),
+            timer_d: Duration::from_millis(20),
+            timer_cm: Duration::from_millis(100),
+        }
+    }
+}
+
+/// One follower's measurements and vote (and, at a leader, the stamps to
+/// echo).
+#[derive(Clone, Debug)]
+pub struct Adaptive {
+    pub cfg: AdaptConfig,
+    /// The current window: its start (once `begun`), proposals seen, d
+    /// samples (µs).
+    begun: bool,
+    start: Time,
+    proposals: u64,
+    d_sum: u64,
+    d_samples: u64,
+    /// The last window's results.
+    pub lambda: f64,
+    pub d_us: u64,
+    pub p1: f64,
+    pub p2: f64,
+    /// The vote this follower wants: Zab (no feasible p, C_m expired).
+    pub want_zab: bool,
+    /// Feasible windows in a row with the same suspicions.
+    streak: u32,
+    last_suspects: BTreeSet<NodeId>,
+    /// As a follower: the stamp in flight, if any.
+    stamp_out: Option<u64>,
+    /// As the leader: per follower, the last stamp and when it came.
+    echo: BTreeMap<NodeId, (u64, Time)>,
+    /// C_m: proposals received while followers decide, not yet delivered.
+    pending: VecDeque<(u64, Time)>,
+    /// Timer D's last reset.
+    d_reset: Time,
+}
+
+impl Adaptive {
+    pub fn new(cfg: AdaptConfig) -> Adaptive {
+        Adaptive {
+            cfg,
+            begun: false,
+            start: Time::ZERO,
+            proposals: 0,
+            d_sum: 0,
+            d_samples: 0,
+            lambda: 0.0,
+            d_us: 0,
+            p1: 1.0,
+            p2: 0.0,
+            want_zab: true,
+            streak: 0,
+            last_suspects: BTreeSet::new(),
+            stamp_out: None,
+            echo: BTreeMap::new(),
+            pending: VecDeque::new(),
+            d_reset: Time::ZERO,
+        }
+    }
+
+    /// F1: proposal `index` arrived at `now`; `timed` when the followers
+    /// decide (C_m runs only then).
+    pub fn on_proposal(&mut self, index: u64, now: Time, timed: bool) {
+        self.proposals += 1;
+        self.d_reset = now;
+        if timed {
+            self.pending.push_back((index, now));
+        }
+    }
+
+    /// A stamp for the next ACK to the leader, if none is in flight (or
+    /// the one in flight is older than a window: lost with a connection).
+    pub fn stamp(&mut self, now: Time) -> Option<u64> {
+        let at = now.as_micros();
+        let fresh = self
+            .stamp_out
+            .is_some_and(|s| at.saturating_sub(s) < self.cfg.window.as_micros() as u64);
+        if fresh {
+            return None;
+        }
+        self.stamp_out = Some(at);
+        Some(at)
+    }
+
+    /// The leader echoed stamp `at`, having held it `held` µs: one sample
+    /// of d = (round trip − held) / 2, in this follower's clock only.
+    pub fn on_echo(&mut self, at: u64, held: u64, now: Time) {
+        if self.stamp_out == Some(at) {
+            self.stamp_out = None;
+        }
+        let rtt = now.as_micros().saturating_sub(at).saturating_sub(held);
+        self.d_sum += rtt / 2;
+        self.d_samples += 1;
+    }
+
+    /// As the leader: a stamped ACK from `from` arrived at `now`.
+    pub fn stamped(&mut self, from: NodeId, at: u64, now: Time) {
+        self.echo.insert(from, (at, now));
+    }
+
+    /// As the leader: the echo for `to`'s next proposal, if a stamp waits.
+    fn take_echo(&mut self, to: NodeId, now: Time) -> Option<(u64, u64)> {
+        let (at, got) = self.echo.remove(&to)?;
+        Some((at, now.as_micros().saturating_sub(got.as_micros())))
+    }
+
+    /// Close the window if it is over: measure λ and d, decide p for
+    /// `replicas` servers with `n` followers up, update the vote (with
+    /// `suspects`, the followers suspected now). `None` while it runs.
+    pub fn window(
+        &mut self,
+        now: Time,
+        replicas: usize,
+        n: usize,
+        suspects: &BTreeSet<NodeId>,
+    ) -> Option<Decision> {
+        if !self.begun {
+            (self.begun, self.start, self.proposals) = (true, now, 0);
+            return None;
+        }
+        let len = now.as_micros().saturating_sub(self.start.as_micros());
+        if len < self.cfg.window.as_micros() as u64 {
+            return None;
+        }
+        self.lambda = self.proposals as f64 * 1e6 / len as f64;
+        if let Some(d) = self.d_sum.checked_div(self.d_samples) {
+            self.d_us = d;
+        }
+        (self.start, self.proposals, self.d_sum, self.d_samples) = (now, 0, 0, 0);
+        let m = Measured {
+            lambda: self.lambda,
+            theta: self.lambda,
+            d: self.d_us as f64 / 1e6,
+        };
+        let dec = coin::decide(
+            m,
+            replicas,
+            n,
+            self.cfg.timer_d.as_secs_f64(),
+            self.cfg.choice,
+        );
+        (self.p1, self.p2) = (dec.p1, dec.p2);
+        let stable = *suspects == self.last_suspects;
+        self.last_suspects = suspects.clone();
+        if dec.p.is_none() {
+            self.want_zab = true;
+            self.streak = 0;
+        } else {
+            self.streak = if stable { self.streak + 1 } else { 0 };
+            if self.streak >= BACK_AFTER {
+                self.want_zab = false;
+            }
+        }
+        Some(dec)
+    }
+
+    /// C_m: forget what was delivered (up to `commit`); true (and a vote
+    /// for Zab) when the oldest proposal left waited C_m.
+    pub fn cm_expired(&mut self, commit: u64, now: Time) -> bool {
+        while self.pending.front().is_some_and(|&(i, _)| i <= commit) {
+            self.pending.pop_front();
+        }
+        let Some(&(_, t)) = self.pending.front() else {
+            return false;
+        };
+        if now < t.saturating_add(self.cfg.timer_cm) {
+            return false;
+        }
+        self.pending.clear();
+        self.want_zab = true;
+        self.streak = 0;
+        true
+    }
+
+    /// Followers stopped deciding (Zab's broadcast, another leader):
+    /// nothing to time.
+    pub fn untimed(&mut self) {
+        self.pending.clear();
+    }
+
+    /// Timer D: expired (and reset) at `now`?
+    pub fn d_due(&mut self, now: Time) -> bool {
+        if now < self.d_reset.saturating_add(self.cfg.timer_d) {
+            return false;
+        }
+        self.d_reset = now;
+        true
+    }
+}
+
+/// The coin's p as the adaptation last set it.
+fn set_p(b: &mut Bcast, dec: &Decision) {
+    if let Some(p) = dec.p {
+        b.p = p;
+    }
+}
+
+impl ZabNode {
+    /// Run the adaptive coin (ct-q only; other variants ignore it).
+    pub fn with_adaptive(mut self, cfg: AdaptConfig) -> Self {
+        if self.bcast.variant == super::Variant::CtQ && !matches!(cfg.choice, Choice::Fixed(_)) {
+            self.bcast.adapt = Some(Adaptive::new(cfg));
+        }
+        self
+    }
+
+    /// The followers we suspect, the leader aside.
+    fn suspects(&self, leader: NodeId) -> BTreeSet<NodeId> {
+        let s = &self.bcast.suspected;
+        s.iter().copied().filter(|&n| n != leader).collect()
+    }
+
+    /// A3 and the adaptive coin, each tick as a follower.
+    pub(super) fn adaptive_tick(&mut self, out: &mut O) {
+        let Role::Following(f) = &self.role else {
+            return;
+        };
+        let synced = matches!(f.stage, FStage::Synced | FStage::Serving);
+        let serving = f.stage == FStage::Serving;
+        let (leader, epoch) = (f.leader, f.epoch);
+        if !synced || !self.bcast.variant.switches() {
+            return;
+        }
+        self.beat(leader, epoch, out);
+        let now = self.now;
+        let deciding = serving && self.deciding();
+        let (replicas, commit) = (self.members.len(), self.commit);
+        let suspects = self.suspects(leader);
+        let n = (replicas - 1).saturating_sub(suspects.len());
+        let Some(a) = self.bcast.adapt.as_mut() else {
+            return;
+        };
+        let was = a.want_zab;
+        if let Some(dec) = a.window(now, replicas, n, &suspects) {
+            self.counters.coin_windows += 1;
+            if dec.p.is_none() {
+                self.counters.coin_infeasible += 1;
+            }
+            set_p(&mut self.bcast, &dec);
+        }
+        let a = self.bcast.adapt.as_mut().expect("adaptive");
+        if !deciding {
+            a.untimed();
+        } else if a.cm_expired(commit, now) {
+            self.counters.coin_cm_expiries += 1;
+        }
+        let due = a.d_due(now);
+        let changed = a.want_zab != was;
+        if due && deciding {
+            self.enforced_toss(leader, epoch, out);
+        }
+        if changed {
+            self.maybe_vote(out);
+        }
+    }
+
+    /// A3: beat to the other followers; suspect those silent for
+    /// `sync-limit` (heard: their beats and ACKs, since we follow `epoch`).
+    fn beat(&mut self, leader: NodeId, epoch: u64, out: &mut O) {
+        let now = self.now;
+        if self.bcast.beats_epoch != epoch {
+            // A new leadership: everyone gets a full sync-limit.
+            self.bcast.beats_epoch = epoch;
+            self.bcast.heard.clear();
+        }
+        let others: Vec<NodeId> = self.peers().filter(|&n| n != leader).collect();
+        let mut changed = false;
+        for n in others {
+            out.send_now(Peer::Node(n), Msg::Beat { epoch });
+            let heard = *self.bcast.heard.entry(n).or_insert(now);
+            if now > heard.saturating_add(self.cfg.sync_limit) {
+                changed |= self.bcast.suspected.insert(n);
+            }
+        }
+        if changed {
+            self.maybe_vote(out);
+        }
+    }
+
+    /// A3: another follower is alive (a beat or an ACK of this epoch).
+    pub(super) fn heard_peer(&mut self, from: NodeId, epoch: u64, out: &mut O) {
+        let Role::Following(f) = &self.role else {
+            return;
+        };
+        if f.leader == from || f.epoch != epoch || !self.bcast.variant.switches() {
+            return;
+        }
+        if self.bcast.beats_epoch == epoch {
+            self.bcast.heard.insert(from, self.now);
+        }
+        if self.bcast.suspected.remove(&from) {
+            self.maybe_vote(out);
+        }
+    }
+
+    /// F4 of §4.2.3: timer D expired; a logged proposal neither acked by
+    /// us nor delivered gets a new toss, for the highest logged one.
+    fn enforced_toss(&mut self, leader: NodeId, epoch: u64, out: &mut O) {
+        let index = self.logged.min(self.log.last());
+        if self.bcast.gen != self.log_gen || index <= self.commit || index <= self.bcast.sent_upto {
+            return;
+        }
+        self.counters.coin_d_retosses += 1;
+        self.counters.coin_tosses += 1;
+        let p = self.bcast.p;
+        if !self.bcast.rng.chance(p) {
+            return;
+        }
+        self.counters.coin_heads += 1;
+        self.send_ack(leader, epoch, index, true, out);
+    }
+
+    /// As a follower: a stamped ACK if the adaptive coin wants a d sample.
+    pub(super) fn ack_msg(&mut self, epoch: u64, index: u64) -> Msg {
+        let now = self.now;
+        match self.bcast.adapt.as_mut().and_then(|a| a.stamp(now)) {
+            Some(at) => Msg::AckAt { epoch, index, at },
+            None => Msg::Ack { epoch, index },
+        }
+    }
+
+    /// `AckAt`: as the leader keep the stamp for the echo; then an ACK.
+    pub(super) fn on_ack_at(&mut self, from: NodeId, epoch: u64, index: u64, at: u64, out: &mut O) {
+        let now = self.now;
+        if let (Role::Leading(_), Some(a)) = (&self.role, self.bcast.adapt.as_mut()) {
+            a.stamped(from, at, now);
+        }
+        self.on_any_ack(from, epoch, index, out);
+    }
+
+    /// `ProposalEcho`: a d sample from our leader, then the proposal.
+    pub(super) fn on_proposal_echo(
+        &mut self,
+        from: NodeId,
+        epoch: u64,
+        entry: LogEntry,
+        (at, held): (u64, u64),
+        out: &mut O,
+    ) {
+        let now = self.now;
+        let ours = matches!(&self.role, Role::Following(f) if f.leader == from && f.epoch == epoch);
+        if let (true, Some(a)) = (ours, self.bcast.adapt.as_mut()) {
+            a.on_echo(at, held, now);
+        }
+        self.on_proposal_seen(from, epoch, entry, out);
+    }
+
+    /// A proposal (F1): logged by `on_proposal`; counted for λ, C_m and
+    /// timer D once accepted.
+    pub(super) fn on_proposal_seen(&mut self, from: NodeId, epoch: u64, e: LogEntry, out: &mut O) {
+        let before = self.log.last();
+        let index = e.index;
+        self.on_proposal(from, epoch, e, out);
+        if self.log.last() != index || before >= index {
+            return;
+        }
+        let timed = self.deciding()
+            && matches!(&self.role, Role::Following(f) if f.stage == FStage::Serving);
+        let now = self.now;
+        if let Some(a) = self.bcast.adapt.as_mut() {
+            a.on_proposal(index, now, timed);
+        }
+    }
+
+    /// As the leader, after a handler: the proposals it sent to followers
+    /// with a stamp waiting carry the echo (`ProposalEcho`), in place.
+    pub(super) fn echo_stamps(&mut self, out: &mut O) {
+        let waiting = matches!(&self.role, Role::Leading(_))
+            && self
+                .bcast
+                .adapt
+                .as_ref()
+                .is_some_and(|a| !a.echo.is_empty());
+        let proposes = out.commands().iter().any(|c| {
+            matches!(
+                c,
+                Command::Send {
+                    msg: Msg::Proposal { .. },
+                    ..
+                } | Command::SendNow {
+                    msg: Msg::Proposal { .. },
+                    ..
+                }
+            )
+        });
+        if !waiting || !proposes {
+            return;
+        }
+        let now = self.now;
+        let a = self.bcast.adapt.as_mut().expect("adaptive");
+        let cmds: Vec<_> = out.drain().collect();
+        for c in cmds {
+            let (to, msg, now_send) = match c {
+                Command::Send { to, msg } => (to, msg, false),
+                Command::SendNow { to, msg } => (to, msg, true),
+                Command::Reply { client, resp } => {
+                    out.reply(client, resp);
+                    continue;
+                }
+                Command::ReplyNow { client, resp } => {
+                    out.reply_now(client, resp);
+                    continue;
+                }
+                Command::Notify { session, event } => {
+                    out.notify(session, event);
+                    continue;
+                }
+                Command::SetTimer { after, timer } => {
+                    out.set_timer(after, timer);
+                    continue;
+                }
+                Command::CancelTimer { timer } => {
+                    out.cancel_timer(timer);
+                    continue;
+                }
+                Command::Persist(r) => {
+                    out.persist(r);
+                    continue;
+                }
+                Command::WhenDurable(m) => {
+                    out.when_durable(m);
+                    continue;
+                }
+            };
+            let msg = match (to, msg) {
+                (Peer::Node(n), Msg::Proposal { epoch, entry }) => match a.take_echo(n, now) {
+                    Some((at, held)) => Msg::ProposalEcho {
+                        epoch,
+                        entry,
+                        at,
+                        held,
+                    },
+                    None => Msg::Proposal { epoch, entry },
+                },
+                (_, msg) => msg,
+            };
+            if now_send {
+                out.send_now(to, msg);
+            } else {
+                out.send(to, msg);
+            }
+        }
+    }
+
+    /// The adaptive coin's gauges and counters (INFO, /metrics).
+    pub(super) fn adaptive_metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let c = &self.counters;
+        let a = self.bcast.adapt.as_ref();
+        let permille = |x: f64| (x.clamp(0.0, 1.0) * 1000.0).round() as u64;
+        vec![
+            (
+                "zab_coin_lambda",
+                "adaptive ct-q: proposals per second the last window measured (lambda = theta)",
+                a.map_or(0, |a| a.lambda.round() as u64),
+            ),
+            (
+                "zab_coin_d_us",
+                "adaptive ct-q: one-way leader-to-follower delay d from echoed ACK stamps, microseconds",
+                a.map_or(0, |a| a.d_us),
+            ),
+            (
+                "zab_coin_p1_permille",
+                "adaptive ct-q: P1 (Algorithm 1) of the last window, thousandths (1000: none)",
+                a.map_or(0, |a| permille(a.p1)),
+            ),
+            (
+                "zab_coin_p2_permille",
+                "adaptive ct-q: P2 (eq. 4.2) of the last window, thousandths",
+                a.map_or(0, |a| permille(a.p2)),
+            ),
+            (
+                "zab_coin_windows",
+                "adaptive ct-q: measurement windows closed",
+                c.coin_windows,
+            ),
+            (
+                "zab_coin_infeasible",
+                "adaptive ct-q: windows with no feasible p (P1 > P2): votes for Zab",
+                c.coin_infeasible,
+            ),
+            (
+                "zab_coin_cm_expiries",
+                "adaptive ct-q: proposals not delivered within timer C_m: votes for Zab",
+                c.coin_cm_expiries,
+            ),
+            (
+                "zab_coin_d_retosses",
+                "adaptive ct-q: enforced tosses on timer D (section 4.2.3 F4)",
+                c.coin_d_retosses,
+            ),
+        ]
+    }
+
+    /// For `status()`: the adaptive coin in one word.
+    pub(super) fn adaptive_status(&self) -> Option<String> {
+        let a = self.bcast.adapt.as_ref()?;
+        let c = &self.counters;
+        Some(format!(
+            "coin=p:{:.3},win:{},inf:{},cm:{},dre:{},lambda:{:.0},d_us:{},zab:{},sw:{}",
+            self.bcast.p,
+            c.coin_windows,
+            c.coin_infeasible,
+            c.coin_cm_expiries,
+            c.coin_d_retosses,
+            a.lambda,
+            a.d_us,
+            a.want_zab,
+            c.switches
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::node::Config;
+    use super::super::testing::{put, Cluster};
+    use super::super::Variant;
+    use super::*;
+    use crate::protocol::Protocol;
+
+    const MS: u64 = 1000;
+
+    fn at(us: u64) -> Time {
+        Time::from_micros(us)
+    }
+
+    fn cfg(window_ms: u64) -> AdaptConfig {
+        AdaptConfig {
+            window: Duration::from_millis(window_ms),
+            ..AdaptConfig::default()
+        }
+    }
+
+    /// The thesis' load (Table F.1, N = 3, WR 10 %): λ = 2094/s, d = 13 ms.
+    fn thesis_window(a: &mut Adaptive, start: u64, suspects: &BTreeSet<NodeId>) -> Decision {
+        for k in 0..2094 {
+            a.on_proposal(k, at(start + k * 477), false);
+        }
+        a.on_echo(start, 0, at(start + 26 * MS));
+        a.window(at(start + 1_000 * MS), 3, 2, suspects)
+            .expect("closed")
+    }
+
+    #[test]
+    fn a_window_measures_lambda_and_d_and_decides_with_coin() {
+        let mut a = Adaptive::new(cfg(100));
+        let none = BTreeSet::new();
+        assert!(a.window(at(5 * MS), 3, 2, &none).is_none(), "begins");
+        for k in 0..40 {
+            a.on_proposal(k + 1, at(5 * MS + k * 2 * MS), false);
+        }
+        a.on_echo(10 * MS, 0, at(14 * MS)); // d 2 ms
+        a.on_echo(20 * MS, MS, at(27 * MS)); // d 3 ms
+        assert!(a.window(at(104 * MS), 3, 2, &none).is_none(), "still open");
+        let dec = a.window(at(105 * MS), 3, 2, &none).expect("closed");
+        assert_eq!((a.lambda, a.d_us), (400.0, 2500));
+        let m = Measured {
+            lambda: 400.0,
+            theta: 400.0,
+            d: 0.0025,
+        };
+        assert_eq!(dec, coin::decide(m, 3, 2, 0.02, Choice::Upper));
+        // P2 = 0.5 − δ at N = 3 (Table 5.2); R1: d·λ = 1 > W(0.499).
+        assert!(
+            (dec.p2 - 0.499).abs() < 1e-9 && dec.p == Some(dec.p2),
+            "{dec:?}"
+        );
+        // A window without samples keeps the last d; without proposals λ = 0.
+        let dec = a.window(at(205 * MS), 3, 2, &none).expect("closed");
+        assert_eq!((a.lambda, a.d_us), (0.0, 2500));
+        assert_eq!(dec.p, None, "no abcasts: no p");
+    }
+
+    /// d without synchronised clocks: the leader's clock is far off, only
+    /// the time it held the stamp travels; one stamp in flight at a time.
+    #[test]
+    fn d_is_half_the_round_trip_less_the_leaders_hold() {
+        let mut f = Adaptive::new(cfg(100));
+        let mut l = Adaptive::new(cfg(100));
+        let s = f.stamp(at(7 * MS)).expect("first stamp");
+        assert_eq!(f.stamp(at(8 * MS)), None, "one in flight");
+        // Leader's clock: 5 s ahead. The ACK takes 3 ms, it holds 4 ms.
+        l.stamped(2, s, at(5_010 * MS));
+        assert_eq!(l.take_echo(3, at(5_014 * MS)), None);
+        let (echo, held) = l.take_echo(2, at(5_014 * MS)).expect("echo");
+        assert_eq!((echo, held), (s, 4 * MS));
+        assert_eq!(l.take_echo(2, at(5_015 * MS)), None, "echoed once");
+        // The proposal takes 3 ms back: RTT 10 ms, held 4, d = 3 ms.
+        f.on_echo(echo, held, at(17 * MS));
+        assert!(f.stamp(at(18 * MS)).is_some(), "free again");
+        f.window(at(0), 3, 2, &BTreeSet::new());
+        let _ = f.window(at(100 * MS), 3, 2, &BTreeSet::new());
+        assert_eq!(f.d_us, 3 * MS);
+        // A stamp lost with a connection is replaced after a window.
+        let mut g = Adaptive::new(cfg(100));
+        assert!(g.stamp(at(0)).is_some());
+        assert!(g.stamp(at(99 * MS)).is_none());
+        assert!(g.stamp(at(100 * MS)).is_some());
+    }
+
+    /// Votes: Zab at start (no p yet) and on an infeasible window; back
+    /// after `BACK_AFTER` feasible windows in a row with suspicions stable,
+    /// a change restarting the count; C_m expiry is a vote for Zab.
+    #[test]
+    fn votes_zab_when_infeasible_and_back_after_three_stable_feasible_windows() {
+        let mut a = Adaptive::new(cfg(1000));
+        let none = BTreeSet::new();
+        assert!(a.want_zab, "no p before the first window");
+        a.window(at(1_000 * MS), 3, 2, &none);
+        for w in 1..BACK_AFTER as u64 {
+            assert!(thesis_window(&mut a, w * 1_000 * MS, &none).p.is_some());
+            assert!(a.want_zab, "window {w}");
+        }
+        let dec = thesis_window(&mut a, 3_000 * MS, &none);
+        assert!(!a.want_zab && (dec.p.unwrap() - 0.499).abs() < 1e-9);
+        assert!((a.p1 - 0.018).abs() < 1e-9, "Table F.1's P1: {}", a.p1);
+        // Idle: λ = 0, no p.
+        a.window(at(5_000 * MS), 3, 2, &none).expect("closed");
+        assert!(a.want_zab);
+        // Feasible again, but the suspicions change in the middle.
+        let one: BTreeSet<NodeId> = [3].into();
+        thesis_window(&mut a, 5_000 * MS, &none);
+        thesis_window(&mut a, 6_000 * MS, &none);
+        thesis_window(&mut a, 7_000 * MS, &one);
+        thesis_window(&mut a, 8_000 * MS, &one);
+        assert!(a.want_zab, "the count restarted");
+        thesis_window(&mut a, 9_000 * MS, &one);
+        thesis_window(&mut a, 10_000 * MS, &one);
+        assert!(!a.want_zab);
+        // C_m: proposal 7 arrives at 11 s, not delivered by 11.1 s.
+        a.on_proposal(6, at(11_000 * MS), true);
+        a.on_proposal(7, at(11_010 * MS), true);
+        assert!(!a.cm_expired(6, at(11_109 * MS)), "6 delivered, 7 young");
+        assert!(!a.want_zab);
+        assert!(a.cm_expired(6, at(11_110 * MS)));
+        assert!(a.want_zab && !a.cm_expired(6, at(11_300 * MS)), "once");
+    }
+
+    #[test]
+    fn timer_d_expires_d_after_the_last_proposal() {
+        let mut a = Adaptive::new(cfg(100));
+        a.on_proposal(1, at(50 * MS), false);
+        assert!(!a.d_due(at(69 * MS)));
+        assert!(a.d_due(at(70 * MS)));
+        assert!(!a.d_due(at(89 * MS)), "reset when it fires");
+        assert!(a.d_due(at(90 * MS)));
+    }
+
+    /// An adaptive ct-q cluster of three (every server runs the coin).
+    fn adaptive_three(c: AdaptConfig) -> (Cluster, NodeId, NodeId, NodeId) {
+        let mut cl = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
+        for n in cl.nodes.iter_mut().flatten() {
+            n.bcast.adapt = Some(Adaptive::new(c));
+        }
+        let l = cl.settle();
+        let mut f = (1..=3).filter(|&n| n != l);
+        let (f1, f2) = (f.next().expect("two"), f.next().expect("two"));
+        (cl, l, f1, f2)
+    }
+
+    /// In the protocol: an idle cluster has no λ, so its followers vote
+    /// for Zab through `Prot` and the leader switches; writes still
+    /// complete (Zab's COMMIT), and the counters show in the metrics.
+    #[test]
+    fn an_idle_cluster_votes_for_zab_and_keeps_delivering() {
+        let (mut c, l, f1, _) = adaptive_three(cfg(100));
+        for _ in 0..12 {
+            c.tick();
+        }
+        assert!(c.node(l).bcast.zab_mode && c.node(f1).bcast.zab_mode);
+        assert!(c.node(f1).counters.coin_infeasible >= 1);
+        for i in 0..5 {
+            assert!(c.ask(f1, put("k", &i.to_string())).is_some(), "write {i}");
+        }
+        let m = c.node(f1).metrics();
+        let get = |k: &str| m.iter().find(|x| x.0 == k).map(|x| x.2);
+        assert!(get("zab_coin_windows").unwrap() >= 1);
+        assert_eq!(
+            get("zab_coin_infeasible"),
+            Some(c.node(f1).counters.coin_infeasible)
+        );
+        assert_eq!(get("zab_coin_p1_permille"), Some(1000));
+        assert!(c.node(f1).status().contains("coin=p:"));
+    }
+
+    /// The stamps travel: a follower's stamped ACK comes back on the
+    /// leader's next proposal to it, and the follower counts a sample.
+    #[test]
+    fn stamped_acks_are_echoed_on_the_next_proposal() {
+        let (mut c, l, f1, _) = adaptive_three(cfg(100));
+        for i in 0..3 {
+            assert!(c.ask(l, put("k", &i.to_string())).is_some());
+        }
+        let a = c.node(f1).bcast.adapt.as_ref().expect("adaptive");
+        assert!(a.d_samples >= 1, "{a:?}");
+        // The in-memory cluster delivers at once: d = 0 there.
+        assert_eq!(a.d_sum, 0);
+    }
+
+    /// F4 of §4.2.3: tails on every toss leave our log unacked; once D
+    /// passes without a proposal the follower tosses again (here Head:
+    /// p = 1) and broadcasts the ACK of its highest logged proposal.
+    #[test]
+    fn timer_d_tosses_again_for_what_is_left_unacked() {
+        let slow = AdaptConfig {
+            window: Duration::from_secs(3600),
+            ..AdaptConfig::default()
+        };
+        let (mut c, l, f1, f2) = adaptive_three(slow);
+        for n in c.nodes.iter_mut().flatten() {
+            n.bcast.adapt.as_mut().expect("adaptive").want_zab = false;
+        }
+        // The followers vote back for ct-q with their next ACK.
+        assert!(c.ask(f1, put("k", "v0")).is_some());
+        assert!(!c.node(l).bcast.zab_mode && !c.node(f1).bcast.zab_mode);
+        for n in c.nodes.iter_mut().flatten() {
+            n.bcast.p = 1e-9;
+        }
+        let client = c.send(f1, put("k", "v"));
+        c.run();
+        assert!(
+            c.replies.iter().all(|r| r.1 != client),
+            "tails: undelivered"
+        );
+        let before = c.node(f1).counters.coin_d_retosses;
+        for f in [f1, f2] {
+            c.nodes[f as usize - 1].as_mut().expect("up").bcast.p = 1.0;
+        }
+        // Timer D (20 ms) expires at the second tick after the proposal.
+        let cmds = c.exec(f1, |n, now, out| {
+            n.on_timer(
+                now.saturating_add(Duration::from_millis(20)),
+                super::super::Timer::Tick,
+                out,
+            )
+        });
+        let acks: Vec<Peer> = cmds
+            .iter()
+            .filter_map(|c| match c {
+                Command::SendNow {
+                    to,
+                    msg: Msg::Ack { .. } | Msg::AckAt { .. },
+                } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            acks.len(),
+            2,
+            "to the leader and the other follower: {cmds:?}"
+        );
+        assert_eq!(c.node(f1).counters.coin_d_retosses, before + 1);
+    }
+}
