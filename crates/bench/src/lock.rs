@@ -429,7 +429,11 @@ pub async fn run_lock_point(
             match zk_recipes::release(&s.zk, &held).await {
                 Ok(()) => pool.lock().expect("no poisoning").push(s),
                 Err(e) => {
-                    shared.lock().expect("no poisoning").errors.push(e.to_string());
+                    shared
+                        .lock()
+                        .expect("no poisoning")
+                        .errors
+                        .push(e.to_string());
                     let _ = s.zk.close().await;
                 }
             }
@@ -446,7 +450,10 @@ pub async fn run_lock_point(
     let sh = std::mem::take(&mut *shared.lock().expect("no poisoning"));
     let exclusion = check_exclusion(&sh.holds);
     let note = sh.errors.first().map(|e| {
-        format!("{} acquisitions or releases failed, first: {e}", sh.errors.len())
+        format!(
+            "{} acquisitions or releases failed, first: {e}",
+            sh.errors.len()
+        )
     });
     Ok(LockResult {
         target: label,
@@ -488,7 +495,10 @@ pub fn run(cfg: &BenchConfig, rt: &tokio::runtime::Runtime) -> std::process::Exi
         match write_files(dir, cfg, &results, incomplete.is_some()) {
             Ok(()) => println!("wrote lock.csv and lock.json to {}/", dir.display()),
             Err(e) => {
-                eprintln!("quorumkv bench: cannot write results to {}: {e}", dir.display());
+                eprintln!(
+                    "quorumkv bench: cannot write results to {}: {e}",
+                    dir.display()
+                );
                 return ExitCode::from(2);
             }
         }
@@ -624,8 +634,19 @@ pub fn write_files(
 pub fn table(results: &[LockResult]) -> String {
     let mut s = format!(
         "{:<16} {:>2} {:<11} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8} {:>8} {:>6} {:>5} {:>8}\n",
-        "target", "N", "recipe", "rtt-c", "rtt-p", "acq", "acq/s", "p50 ms", "p90 ms", "p99 ms",
-        "failed", "shed", "overlaps"
+        "target",
+        "N",
+        "recipe",
+        "rtt-c",
+        "rtt-p",
+        "acq",
+        "acq/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "failed",
+        "shed",
+        "overlaps"
     );
     for r in results {
         let l = &r.latency;
@@ -688,7 +709,10 @@ mod tests {
     fn percentiles_are_nearest_rank() {
         let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
         let l = LockLatency::of(&v);
-        assert_eq!((l.p50_ms, l.p90_ms, l.p99_ms, l.max_ms), (50.0, 90.0, 99.0, 100.0));
+        assert_eq!(
+            (l.p50_ms, l.p90_ms, l.p99_ms, l.max_ms),
+            (50.0, 90.0, 99.0, 100.0)
+        );
         assert_eq!(l.count, 100);
         assert_eq!(LockLatency::of(&[]), LockLatency::default());
     }

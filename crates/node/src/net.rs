@@ -961,8 +961,14 @@ mod tests {
         let order: Vec<usize> = got.iter().map(|g| g.0).collect();
         assert_eq!(order, vec![1, 2, 3, 4, 5], "every frame, in order");
         for (i, at) in &got {
-            assert!(*at >= Duration::from_millis(100), "frame {i} left at {at:?}");
-            assert!(*at <= Duration::from_millis(137), "frame {i} left at {at:?}");
+            assert!(
+                *at >= Duration::from_millis(100),
+                "frame {i} left at {at:?}"
+            );
+            assert!(
+                *at <= Duration::from_millis(137),
+                "frame {i} left at {at:?}"
+            );
         }
         // The same with try_recv between the attempts.
         q.send(Item(6)).unwrap();
