@@ -53,9 +53,35 @@ pub struct Shape {
     /// Extra argument passed to every `quorumkv server` (repeat), e.g. --server-arg=--op-timeout=1s
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
     pub server_arg: Vec<String>,
+    /// Added round trip between clients and every replica (each server's
+    /// `--rtt-client`: its replies leave this much later).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = quorumkv_node::config::parse_duration)]
+    pub rtt_client: std::time::Duration,
+    /// Added round trip between replicas (each server's `--rtt-peer`: half
+    /// of it at each end of a replica link).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = quorumkv_node::config::parse_duration)]
+    pub rtt_peer: std::time::Duration,
+    /// Uniform jitter on top of the added round trips, per frame (each
+    /// server's `--rtt-jitter`).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = quorumkv_node::config::parse_duration)]
+    pub rtt_jitter: std::time::Duration,
 }
 
 impl Shape {
+    /// `--server-arg`s, then the added round trips that are not zero.
+    fn server_args(&self) -> Vec<String> {
+        let mut args = self.server_arg.clone();
+        for (flag, d) in [
+            ("--rtt-client", self.rtt_client),
+            ("--rtt-peer", self.rtt_peer),
+            ("--rtt-jitter", self.rtt_jitter),
+        ] {
+            if !d.is_zero() {
+                args.push(format!("{flag}={}us", d.as_micros()));
+            }
+        }
+        args
+    }
     /// A local cluster of this shape, every other setting at its default.
     pub fn config(&self, binary: std::path::PathBuf) -> LocalClusterConfig {
         LocalClusterConfig {
@@ -63,7 +89,7 @@ impl Shape {
             options: self.opt.clone(),
             replicas: self.replicas,
             binary,
-            server_args: self.server_arg.clone(),
+            server_args: self.server_args(),
             ..Default::default()
         }
     }

@@ -12,7 +12,7 @@ use quorumkv_node::storage::Durability;
 
 use crate::config::{
     parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution,
-    Length, Sharing, TargetSpec, Variant,
+    Length, Rtt, Sharing, TargetSpec, Variant, WorkloadKind,
 };
 use crate::report;
 use crate::sweep;
@@ -143,6 +143,49 @@ pub struct Args {
     /// Run nothing: print the table of DIR/results.json and redraw its plots.
     #[arg(long, value_name = "DIR")]
     pub replot: Option<PathBuf>,
+    /// What the clients do: kv (GETs and PUTs) or lock (seed 001's lock
+    /// recipes; needs a protocol that serves znodes) [default: kv].
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub workload: Option<WorkloadKind>,
+    /// Lock recipes, one point each: tas, tas-watch, async-tas, queue,
+    /// async-queue [default: all].
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    pub recipe: Option<String>,
+    /// Lock workload: mean inter-arrival of lock requests in ms, exponential
+    /// (open loop; --max-outstanding sessions serve them) [default: 500].
+    #[arg(long, value_name = "MS")]
+    pub arrival_ms: Option<f64>,
+    /// Lock workload: mean critical section in ms, exponential [default: 1].
+    #[arg(long, value_name = "MS")]
+    pub cs_ms: Option<f64>,
+    /// Lock workload: interval of tas's retries, async-tas's creates and
+    /// async-queue's getChildren polls, in ms [default: 10].
+    #[arg(long, value_name = "MS")]
+    pub poll_ms: Option<f64>,
+    /// Local clusters: round trip added between clients and replicas
+    /// (every replica's --rtt-client) [default: 0s].
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub rtt_client: Option<String>,
+    /// Local clusters: round trip added between replicas (--rtt-peer) [default: 0s].
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub rtt_peer: Option<String>,
+    /// Local clusters: uniform jitter on the added round trips (--rtt-jitter) [default: 0s].
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub rtt_jitter: Option<String>,
+}
+
+/// A positive number of milliseconds as a duration.
+fn millis(flag: &'static str, v: Option<f64>) -> Result<Option<std::time::Duration>, ConfigError> {
+    v.map(|ms| {
+        std::time::Duration::try_from_secs_f64(ms / 1000.0)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| ConfigError::BadValue {
+                flag,
+                msg: format!("{ms} is not a positive number of milliseconds"),
+            })
+    })
+    .transpose()
 }
 
 fn dur(flag: &'static str, s: &Option<String>) -> Result<Option<std::time::Duration>, ConfigError> {
@@ -236,6 +279,35 @@ impl Args {
         c.port_base = self.port_base;
         c.replica_cpu = self.replica_cpu;
         c.dedicated = self.dedicated_clients;
+        c.rtt = Rtt {
+            client: dur("rtt-client", &self.rtt_client)?.unwrap_or_default(),
+            peer: dur("rtt-peer", &self.rtt_peer)?.unwrap_or_default(),
+            jitter: dur("rtt-jitter", &self.rtt_jitter)?.unwrap_or_default(),
+        };
+        if let Some(w) = self.workload {
+            c.workload = w;
+        }
+        let lock_flags = self.recipe.is_some()
+            || self.arrival_ms.is_some()
+            || self.cs_ms.is_some()
+            || self.poll_ms.is_some();
+        if lock_flags && c.workload != WorkloadKind::Lock {
+            return Err(ConfigError::Conflict(
+                "--recipe, --arrival-ms, --cs-ms and --poll-ms need --workload lock".into(),
+            ));
+        }
+        if let Some(s) = &self.recipe {
+            c.lock.recipes = parse_list::<crate::lock::Recipe>("recipe", s)?;
+        }
+        if let Some(d) = millis("arrival-ms", self.arrival_ms)? {
+            c.lock.arrival = d;
+        }
+        if let Some(d) = millis("cs-ms", self.cs_ms)? {
+            c.lock.cs = d;
+        }
+        if let Some(d) = millis("poll-ms", self.poll_ms)? {
+            c.lock.poll = d;
+        }
         c.protocol_from_target = self.protocol.is_none()
             && (c.targets.iter()).any(|t| matches!(t, TargetSpec::Quorumkv { .. }));
         c.validate()?;
@@ -285,6 +357,9 @@ pub fn run(args: Args) -> ExitCode {
             }
         }
     });
+    if cfg.workload == WorkloadKind::Lock {
+        return crate::lock::run(&cfg, &rt);
+    }
     let outcome = match rt.block_on(sweep::execute(&cfg)) {
         Ok(o) => o,
         Err(line) => {

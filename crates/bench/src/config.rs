@@ -376,6 +376,51 @@ pub struct BenchConfig {
     /// No `--protocol` was given for a `quorumkv://` target: ask the
     /// cluster which one it runs before the first point.
     pub protocol_from_target: bool,
+    /// Round trips added inside local clusters (`--rtt-*`).
+    pub rtt: Rtt,
+    /// What the clients do: KV operations, or take a lock.
+    pub workload: WorkloadKind,
+    /// The lock workload's settings (`--workload lock`).
+    pub lock: crate::lock::LockConfig,
+}
+
+/// Round trips a local cluster's replicas add (their `--rtt-client`,
+/// `--rtt-peer`, `--rtt-jitter`; seed 001 §IV's user-to-server and
+/// inter-cluster RTT). Existing targets are not touched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Rtt {
+    pub client: Duration,
+    pub peer: Duration,
+    pub jitter: Duration,
+}
+
+impl Rtt {
+    pub fn is_zero(&self) -> bool {
+        self.client.is_zero() && self.peer.is_zero() && self.jitter.is_zero()
+    }
+    /// The server arguments that add these round trips (none for zero).
+    pub fn server_args(&self) -> Vec<String> {
+        [
+            ("--rtt-client", self.client),
+            ("--rtt-peer", self.peer),
+            ("--rtt-jitter", self.jitter),
+        ]
+        .into_iter()
+        .filter(|(_, d)| !d.is_zero())
+        .map(|(flag, d)| format!("{flag}={}us", d.as_micros()))
+        .collect()
+    }
+}
+
+/// `--workload`: what each point's clients do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// GETs and PUTs (every seed but 001).
+    #[default]
+    Kv,
+    /// Seed 001's lock recipes on the coordination service.
+    Lock,
 }
 
 impl Default for BenchConfig {
@@ -410,6 +455,9 @@ impl Default for BenchConfig {
             replica_cpu: None,
             dedicated: false,
             protocol_from_target: false,
+            rtt: Rtt::default(),
+            workload: WorkloadKind::Kv,
+            lock: crate::lock::LockConfig::default(),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod durability;
 pub mod etcd;
+pub mod lock;
 pub mod plot;
 pub mod plot_scaling;
 pub mod report;

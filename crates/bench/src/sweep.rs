@@ -33,7 +33,7 @@ pub fn check_out_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
+pub fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
     let binary = match &cfg.binary {
         Some(b) => b.clone(),
         None => std::env::current_exe()
@@ -46,6 +46,7 @@ fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
         op_timeout: cfg.op_timeout,
         options: cfg.options.clone(),
         replica_cpu: cfg.replica_cpu,
+        server_args: cfg.rtt.server_args(),
     })
 }
 

@@ -152,6 +152,8 @@ pub struct DeployOptions {
     pub options: Vec<(String, String)>,
     /// Fraction of one core each local replica may use (`--replica-cpu`).
     pub replica_cpu: Option<f64>,
+    /// Extra arguments of every local replica (`--rtt-client` …).
+    pub server_args: Vec<String>,
 }
 
 /// A system under test, started or found.
@@ -198,6 +200,7 @@ impl Deployment {
                     port_base: d.opts.port_base,
                     binary: d.opts.binary.clone(),
                     replica_cpu: d.opts.replica_cpu,
+                    server_args: d.opts.server_args.clone(),
                     ..Default::default()
                 };
                 let cluster = LocalCluster::start(cfg).await.map_err(|e| {
@@ -264,6 +267,11 @@ impl Deployment {
         let mut pairs = self.opts.options.clone();
         pairs.extend(variant.options_for(protocol).unwrap_or_default());
         pairs
+    }
+
+    /// The native endpoints of a quorumkv deployment (empty for others).
+    pub fn native_endpoints(&self) -> &[SocketAddr] {
+        &self.native
     }
 
     /// A new connection-level client.

@@ -697,26 +697,33 @@ impl<T> OutQueue<T> {
 impl<T> OutQueueRx<T> {
     /// The next item, once its injected delay is over; `None` when every
     /// sender is gone or the queue overflowed.
+    ///
+    /// Cancel safe: an item taken from the channel waits out its delay in
+    /// `held`, so a caller that drops this future (a `select!` branch that
+    /// lost) finds it there next time, with the same due time.
     pub async fn recv(&mut self) -> Option<T> {
-        let mut item = match self.held.take() {
-            Some(item) => item,
-            None => self.rx.recv().await?,
-        };
-        if let Some(due) = self.leaves_at(&mut item) {
+        if self.held.is_none() {
+            let mut item = self.rx.recv().await?;
+            self.leaves_at(&mut item);
+            self.held = Some(item);
+        }
+        if let Some(due) = self.held.as_ref().and_then(|i| i.3) {
             tokio::time::sleep_until(due).await;
         }
+        let item = self.held.take().expect("held above");
         self.taken(item)
     }
     /// An item already queued and free to leave, without waiting.
     pub fn try_recv(&mut self) -> Option<T> {
-        let mut item = match self.held.take() {
+        let item = match self.held.take() {
             Some(item) => item,
-            None => self.rx.try_recv().ok()?,
+            None => {
+                let mut item = self.rx.try_recv().ok()?;
+                self.leaves_at(&mut item);
+                item
+            }
         };
-        if self
-            .leaves_at(&mut item)
-            .is_some_and(|d| d > Instant::now())
-        {
+        if item.3.is_some_and(|d| d > Instant::now()) {
             self.held = Some(item);
             return None;
         }
@@ -926,6 +933,50 @@ mod tests {
         let (q, mut rx) = out_queue::<Item>(Budget::new(100), 100);
         q.send(Item(1)).unwrap();
         assert!(rx.try_recv().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_recv_loses_no_delayed_frame() {
+        let (q, mut rx) = out_queue::<Item>(Budget::new(1 << 20), 1 << 20);
+        q.set_delay(LinkDelay {
+            delay: Duration::from_millis(100),
+            jitter: Duration::from_millis(30),
+            seed: 11,
+        });
+        let t0 = Instant::now();
+        for i in 1..=5 {
+            q.send(Item(i)).unwrap();
+        }
+        // A writer whose recv keeps losing a select! to a short timer: each
+        // lost race drops the recv future while a frame waits out its delay.
+        let (mut got, mut cancelled) = (Vec::new(), 0);
+        while got.len() < 5 && cancelled < 1000 {
+            tokio::select! {
+                biased;
+                it = rx.recv() => got.push((it.unwrap().0, Instant::now() - t0)),
+                () = tokio::time::sleep(Duration::from_millis(7)) => cancelled += 1,
+            }
+        }
+        assert!(cancelled >= 10, "the race was lost only {cancelled} times");
+        let order: Vec<usize> = got.iter().map(|g| g.0).collect();
+        assert_eq!(order, vec![1, 2, 3, 4, 5], "every frame, in order");
+        for (i, at) in &got {
+            assert!(
+                *at >= Duration::from_millis(100),
+                "frame {i} left at {at:?}"
+            );
+            assert!(
+                *at <= Duration::from_millis(137),
+                "frame {i} left at {at:?}"
+            );
+        }
+        // The same with try_recv between the attempts.
+        q.send(Item(6)).unwrap();
+        assert!(rx.try_recv().is_none());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_none(), "not before its delay");
+        tokio::time::sleep(Duration::from_millis(81)).await;
+        assert_eq!(rx.try_recv().map(|i| i.0), Some(6));
     }
 
     #[test]

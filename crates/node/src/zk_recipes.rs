@@ -125,6 +125,17 @@ pub async fn tas_lock_async(
     path: &str,
     interval: Duration,
 ) -> Result<Held, ZkClientError> {
+    tas_lock_async_at(zk, path, interval).await.map(|(h, _)| h)
+}
+
+/// [`tas_lock_async`], and when the successful create's answer arrived:
+/// the lock is held from then, though the call returns only once the
+/// creates still in flight have answered (up to a round trip later).
+pub async fn tas_lock_async_at(
+    zk: &ZkClient,
+    path: &str,
+    interval: Duration,
+) -> Result<(Held, tokio::time::Instant), ZkClientError> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tick = tokio::time::interval(interval);
     let mut in_flight = 0usize;
@@ -142,7 +153,7 @@ pub async fn tas_lock_async(
                 in_flight -= 1;
                 match r {
                     Ok((node, stat)) => {
-                        let h = Held { node, token: stat.czxid };
+                        let h = (Held { node, token: stat.czxid }, tokio::time::Instant::now());
                         if held.replace(h).is_some() {
                             let why = "two creates of one lock node succeeded";
                             return Err(ZkClientError::Unexpected(why.into()));

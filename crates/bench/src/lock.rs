@@ -1,0 +1,727 @@
+//! `--workload lock`: seed 001 §IV's lock experiments. Lock requests
+//! arrive open loop (exponential inter-arrival, mean `--arrival-ms`); each
+//! is served by an idle session of a pool (`--max-outstanding` sessions,
+//! pinned round-robin to the servers; an arrival finding none idle is
+//! shed) that takes the lock with one recipe of
+//! `quorumkv_node::zk_recipes`, holds it for an exponential critical
+//! section (mean `--cs-ms`) and releases it.
+//!
+//! Measured per recipe: acquisitions per second and the acquire latency
+//! (arrival to lock held: the seed's "synchronization latency" without the
+//! connection set-up, sessions are opened before the run). Every hold
+//! records its fencing token (the lock node's czxid) and its enter and exit
+//! instants (one clock: every client is in this process). Two holds with
+//! different tokens that overlap in real time are reported; tokens that do
+//! not grow in the order the holds began are a violation (exit status 1).
+//!
+//! The workload needs a target whose protocol serves znodes; the bench
+//! does not know which do (no protocol names here): it opens a session and
+//! reports the server's refusal.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use quorumkv_node::client::ClientConfig;
+use quorumkv_node::zk::{CreateMode, WatchEvent, ZkClient, ZkClientError};
+use quorumkv_node::zk_recipes::{self, Held};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
+
+use crate::config::BenchConfig;
+use crate::target::{pinned_order, Deployment};
+use crate::workload::Rng;
+
+/// Seed 001's four primitives (§II.D), the synchronous TAS in both forms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recipe {
+    /// Synchronous test-and-set, retried every `--poll-ms` (busy loop).
+    Tas,
+    /// Synchronous test-and-set waiting on a watch (line 90).
+    TasWatch,
+    /// Creates on a timer (`--poll-ms`), none awaited (line 101).
+    AsyncTas,
+    /// Fig. 2: sequential node, getChildren, watch the predecessor.
+    Queue,
+    /// Create and getChildren polling in parallel (lines 97-99).
+    AsyncQueue,
+}
+
+impl Recipe {
+    pub const ALL: [Recipe; 5] = [
+        Recipe::Tas,
+        Recipe::TasWatch,
+        Recipe::AsyncTas,
+        Recipe::Queue,
+        Recipe::AsyncQueue,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Recipe::Tas => "tas",
+            Recipe::TasWatch => "tas-watch",
+            Recipe::AsyncTas => "async-tas",
+            Recipe::Queue => "queue",
+            Recipe::AsyncQueue => "async-queue",
+        }
+    }
+    fn is_queue(self) -> bool {
+        matches!(self, Recipe::Queue | Recipe::AsyncQueue)
+    }
+}
+
+impl fmt::Display for Recipe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Recipe {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Recipe, String> {
+        (Recipe::ALL.into_iter())
+            .find(|r| r.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                let names: Vec<_> = Recipe::ALL.iter().map(|r| r.name()).collect();
+                format!("unknown recipe '{s}' (known: {})", names.join(", "))
+            })
+    }
+}
+
+/// The lock workload's settings.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LockConfig {
+    pub recipes: Vec<Recipe>,
+    /// Mean inter-arrival of lock requests (exponential).
+    pub arrival: Duration,
+    /// Mean critical section (exponential).
+    pub cs: Duration,
+    /// Retry interval of `tas`, create interval of `async-tas`,
+    /// getChildren interval of `async-queue`.
+    pub poll: Duration,
+    /// Session timeout of the lock clients.
+    pub session_timeout: Duration,
+    /// An acquisition not done after this long is a failure (its session
+    /// is closed, so that its node cannot block the others).
+    pub acquire_timeout: Duration,
+}
+
+impl Default for LockConfig {
+    fn default() -> Self {
+        LockConfig {
+            recipes: Recipe::ALL.to_vec(),
+            arrival: Duration::from_millis(500),
+            cs: Duration::from_millis(1),
+            poll: Duration::from_millis(10),
+            session_timeout: Duration::from_secs(10),
+            acquire_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One hold of the lock, instants from the run's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hold {
+    pub token: u64,
+    pub enter: Duration,
+    pub exit: Duration,
+}
+
+/// What the fencing-token check found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exclusion {
+    /// Pairs of holds with different tokens that overlap in real time.
+    pub overlaps: u64,
+    /// Holds whose token is not larger than the one of the hold that began
+    /// before (tokens must grow with the order of acquisition).
+    pub order_violations: u64,
+    /// The first problem, in words.
+    pub first: Option<String>,
+}
+
+impl Exclusion {
+    pub fn violated(&self) -> bool {
+        self.order_violations > 0
+    }
+}
+
+/// Check the holds of one lock: in the order they began, tokens grow, and
+/// no hold begins before the one holding the latest exit so far ended.
+pub fn check_exclusion(holds: &[Hold]) -> Exclusion {
+    let mut sorted = holds.to_vec();
+    sorted.sort_by_key(|h| (h.enter, h.token));
+    let mut ex = Exclusion::default();
+    let mut latest: Option<Hold> = None;
+    let mut prev: Option<Hold> = None;
+    for h in sorted {
+        if let Some(p) = prev {
+            if h.token <= p.token {
+                ex.order_violations += 1;
+                ex.first.get_or_insert_with(|| {
+                    format!(
+                        "token {} began at {:?}, after token {} (began {:?})",
+                        h.token, h.enter, p.token, p.enter
+                    )
+                });
+            }
+        }
+        if let Some(l) = latest {
+            if h.enter < l.exit && h.token != l.token {
+                ex.overlaps += 1;
+                ex.first.get_or_insert_with(|| {
+                    format!(
+                        "token {} held {:?}..{:?} overlaps token {} held {:?}..{:?}",
+                        h.token, h.enter, h.exit, l.token, l.enter, l.exit
+                    )
+                });
+            }
+        }
+        if latest.is_none_or(|l| h.exit > l.exit) {
+            latest = Some(h);
+        }
+        prev = Some(h);
+    }
+    ex
+}
+
+/// Acquire latency in milliseconds (nearest-rank percentiles).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockLatency {
+    pub count: u64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl LockLatency {
+    pub fn of(samples: &[Duration]) -> LockLatency {
+        if samples.is_empty() {
+            return LockLatency::default();
+        }
+        let mut v: Vec<f64> = samples.iter().map(|&d| ms(d)).collect();
+        v.sort_by(f64::total_cmp);
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        LockLatency {
+            count: v.len() as u64,
+            mean_ms: v.iter().sum::<f64>() / v.len() as f64,
+            p50_ms: rank(0.50),
+            p90_ms: rank(0.90),
+            p99_ms: rank(0.99),
+            max_ms: v[v.len() - 1],
+        }
+    }
+}
+
+/// One recipe on one deployment.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LockResult {
+    pub target: String,
+    pub replicas: usize,
+    pub recipe: Recipe,
+    pub rtt_client_ms: f64,
+    pub rtt_peer_ms: f64,
+    pub rtt_jitter_ms: f64,
+    pub arrival_ms: f64,
+    pub cs_ms: f64,
+    pub poll_ms: f64,
+    pub sessions: usize,
+    /// Measured time (after the warm-up).
+    pub seconds: f64,
+    /// Acquisitions that began after the warm-up and completed.
+    pub acquisitions: u64,
+    pub acq_per_s: f64,
+    pub latency: LockLatency,
+    /// Acquisitions that failed (timeout, error) and arrivals shed (no idle
+    /// session).
+    pub failed: u64,
+    pub shed: u64,
+    /// Every hold of the run, the warm-up included, checked.
+    pub holds: u64,
+    pub exclusion: Exclusion,
+    /// Why the point stopped early or what went wrong, if anything.
+    pub note: Option<String>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// A session of the pool and its watch events.
+struct Session {
+    zk: ZkClient,
+    events: UnboundedReceiver<WatchEvent>,
+}
+
+/// What the arrivals' tasks share.
+#[derive(Default)]
+struct Shared {
+    holds: Vec<Hold>,
+    /// Latencies of acquisitions that arrived after the warm-up.
+    latencies: Vec<Duration>,
+    failed: u64,
+    errors: Vec<String>,
+}
+
+/// Opens a session; a refusal names why (a protocol without znodes).
+async fn open(
+    endpoints: Vec<SocketAddr>,
+    cfg: &BenchConfig,
+    lock: &LockConfig,
+) -> Result<Session, String> {
+    let ccfg = ClientConfig {
+        op_timeout: cfg.op_timeout,
+        ..Default::default()
+    };
+    let zk = ZkClient::connect(endpoints, ccfg, lock.session_timeout)
+        .await
+        .map_err(|e| format!("cannot open a session: {e}"))?;
+    let events = zk.watches().ok_or("no watch stream")?;
+    Ok(Session { zk, events })
+}
+
+/// Create `path` (persistent), fine if it exists.
+async fn ensure(zk: &ZkClient, path: &str) -> Result<(), ZkClientError> {
+    match zk.create(path, "", CreateMode::PERSISTENT).await {
+        Ok(_) | Err(ZkClientError::Zk(quorumkv_core::znode::ZkError::NodeExists)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn acquire(
+    recipe: Recipe,
+    s: &mut Session,
+    path: &str,
+    poll: Duration,
+) -> Result<(Held, Instant), ZkClientError> {
+    // Events of earlier acquisitions (a watch that fired late) are stale.
+    while s.events.try_recv().is_ok() {}
+    let now = |h: Held| (h, Instant::now());
+    match recipe {
+        Recipe::Tas => zk_recipes::tas_lock(&s.zk, path, false, poll, &mut s.events)
+            .await
+            .map(now),
+        Recipe::TasWatch => zk_recipes::tas_lock(&s.zk, path, true, poll, &mut s.events)
+            .await
+            .map(now),
+        Recipe::AsyncTas => zk_recipes::tas_lock_async_at(&s.zk, path, poll).await,
+        Recipe::Queue => zk_recipes::queue_lock(&s.zk, path, &mut s.events)
+            .await
+            .map(now),
+        Recipe::AsyncQueue => zk_recipes::queue_lock_async(&s.zk, path, poll, &mut s.events)
+            .await
+            .map(now),
+    }
+}
+
+/// A name no earlier run on the same cluster used.
+fn run_tag(cfg: &BenchConfig, point: usize) -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    format!("{ms}-{}-{point}", cfg.seed)
+}
+
+/// Run `recipe` on `d`; `Err` when the target cannot serve locks at all.
+pub async fn run_lock_point(
+    cfg: &BenchConfig,
+    d: &Deployment,
+    point: usize,
+    recipe: Recipe,
+) -> Result<LockResult, String> {
+    let lock = &cfg.lock;
+    let endpoints = d.native_endpoints().to_vec();
+    if endpoints.is_empty() {
+        return Err(format!(
+            "{}: the lock workload needs a quorumkv target (local or quorumkv://)",
+            d.spec.label()
+        ));
+    }
+    let label = d.spec.label();
+    let setup = open(endpoints.clone(), cfg, lock).await.map_err(|e| {
+        format!("{label}: {e} (the lock workload needs a protocol that serves znodes)")
+    })?;
+    let root = "/quorumkv-bench-locks";
+    let dir = format!("{root}/{}-{}", recipe.name(), run_tag(cfg, point));
+    for p in [root, dir.as_str()] {
+        ensure(&setup.zk, p)
+            .await
+            .map_err(|e| format!("{label}: cannot create {p}: {e}"))?;
+    }
+    let path = if recipe.is_queue() {
+        dir.clone()
+    } else {
+        format!("{dir}/tas")
+    };
+    // The pool, pinned round-robin to the servers.
+    let n = cfg.max_outstanding;
+    let mut pool = Vec::with_capacity(n);
+    for k in 0..n {
+        pool.push(open(pinned_order(&endpoints, k), cfg, lock).await?);
+    }
+    let pool = Arc::new(Mutex::new(pool));
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let measure = match cfg.length {
+        crate::config::Length::Duration(t) => t,
+        // Open loop: a count per client has no meaning; as long as the
+        // arrivals it takes on average.
+        crate::config::Length::OpsPerClient(k) => lock.arrival * k as u32,
+    };
+    let start = Instant::now();
+    let measured_from = start + cfg.warmup;
+    let end = measured_from + measure;
+    let mut rng = Rng::derive(cfg.seed, point as u64, 0x10c);
+    let mut next = start;
+    let mut shed = 0u64;
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        next += Duration::from_secs_f64(rng.exp(lock.arrival.as_secs_f64()));
+        if next >= end || crate::runner::interrupted() {
+            break;
+        }
+        tokio::time::sleep_until(next).await;
+        let cs = Duration::from_secs_f64(rng.exp(lock.cs.as_secs_f64()));
+        let Some(mut s) = pool.lock().expect("no poisoning").pop() else {
+            if next >= measured_from {
+                shed += 1;
+            }
+            continue;
+        };
+        let (pool, shared, path, poll) = (pool.clone(), shared.clone(), path.clone(), lock.poll);
+        let (arrived, limit) = (next, lock.acquire_timeout);
+        tasks.spawn(async move {
+            let got = tokio::time::timeout(limit, acquire(recipe, &mut s, &path, poll)).await;
+            let (held, at) = match got {
+                Ok(Ok(h)) => h,
+                failed => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => format!("no lock after {limit:?}"),
+                    };
+                    {
+                        let mut sh = shared.lock().expect("no poisoning");
+                        sh.failed += u64::from(arrived >= measured_from);
+                        sh.errors.push(why);
+                    }
+                    // Its node (or its creates) must not block the others.
+                    let _ = s.zk.close().await;
+                    return;
+                }
+            };
+            tokio::time::sleep(cs).await;
+            let exit = Instant::now();
+            {
+                let mut sh = shared.lock().expect("no poisoning");
+                sh.holds.push(Hold {
+                    token: held.token,
+                    enter: at - start,
+                    exit: exit - start,
+                });
+                if arrived >= measured_from {
+                    sh.latencies.push(at - arrived);
+                }
+            }
+            match zk_recipes::release(&s.zk, &held).await {
+                Ok(()) => pool.lock().expect("no poisoning").push(s),
+                Err(e) => {
+                    shared
+                        .lock()
+                        .expect("no poisoning")
+                        .errors
+                        .push(e.to_string());
+                    let _ = s.zk.close().await;
+                }
+            }
+        });
+    }
+    // The acquisitions under way finish (or time out).
+    while tasks.join_next().await.is_some() {}
+    let seconds = measure.as_secs_f64();
+    let sessions: Vec<Session> = std::mem::take(&mut *pool.lock().expect("no poisoning"));
+    for s in sessions {
+        let _ = s.zk.close().await;
+    }
+    let _ = setup.zk.close().await;
+    let sh = std::mem::take(&mut *shared.lock().expect("no poisoning"));
+    let exclusion = check_exclusion(&sh.holds);
+    let note = sh.errors.first().map(|e| {
+        format!(
+            "{} acquisitions or releases failed, first: {e}",
+            sh.errors.len()
+        )
+    });
+    Ok(LockResult {
+        target: label,
+        replicas: d.replicas,
+        recipe,
+        rtt_client_ms: ms(cfg.rtt.client),
+        rtt_peer_ms: ms(cfg.rtt.peer),
+        rtt_jitter_ms: ms(cfg.rtt.jitter),
+        arrival_ms: ms(lock.arrival),
+        cs_ms: ms(lock.cs),
+        poll_ms: ms(lock.poll),
+        sessions: n,
+        seconds,
+        acquisitions: sh.latencies.len() as u64,
+        acq_per_s: sh.latencies.len() as f64 / seconds,
+        latency: LockLatency::of(&sh.latencies),
+        failed: sh.failed,
+        shed,
+        holds: sh.holds.len() as u64,
+        exclusion,
+        note,
+    })
+}
+
+/// The lock sweep: every deployment of the matrix, every recipe on each.
+/// Exit 0 = done; 1 = a token order violated, or the run ended early;
+/// 2 = nothing could start (bad target, a protocol without znodes).
+pub fn run(cfg: &BenchConfig, rt: &tokio::runtime::Runtime) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let (results, incomplete) = match rt.block_on(sweep(cfg)) {
+        Ok(r) => r,
+        Err(line) => {
+            eprintln!("quorumkv bench: {line}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", table(&results));
+    if let Some(dir) = &cfg.out {
+        match write_files(dir, cfg, &results, incomplete.is_some()) {
+            Ok(()) => println!("wrote lock.csv and lock.json to {}/", dir.display()),
+            Err(e) => {
+                eprintln!(
+                    "quorumkv bench: cannot write results to {}: {e}",
+                    dir.display()
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let mut bad = false;
+    for r in &results {
+        if r.exclusion.overlaps > 0 || r.exclusion.violated() {
+            eprintln!(
+                "quorumkv bench: {} {}: {} overlapping holds, {} token order violations; first: {}",
+                r.target,
+                r.recipe,
+                r.exclusion.overlaps,
+                r.exclusion.order_violations,
+                r.exclusion.first.as_deref().unwrap_or("-")
+            );
+        }
+        bad |= r.exclusion.violated();
+    }
+    if let Some(why) = &incomplete {
+        eprintln!("quorumkv bench: run ended early, results cover what was measured: {why}");
+    }
+    if bad || incomplete.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs the points; `Err` = nothing could start. A point that cannot run
+/// (its protocol serves no znodes) is such an error: one line.
+async fn sweep(cfg: &BenchConfig) -> Result<(Vec<LockResult>, Option<String>), String> {
+    cfg.validate().map_err(|e| e.to_string())?;
+    if let Some(dir) = &cfg.out {
+        crate::sweep::check_out_dir(dir)?;
+    }
+    let opts = crate::sweep::deploy_options(cfg)?;
+    let mut results = Vec::new();
+    let mut point = 0;
+    for plan in cfg.plans() {
+        let label = plan.deploy.label();
+        eprintln!("quorumkv bench: starting {label} …");
+        let d = match Deployment::start(plan.deploy.clone(), opts.clone()).await {
+            Ok(d) => d,
+            Err(e) if results.is_empty() => return Err(format!("{e:#}")),
+            Err(e) => return Ok((results, Some(format!("{e:#}")))),
+        };
+        for &recipe in &cfg.lock.recipes {
+            eprintln!("quorumkv bench: {label} N={} recipe {recipe} …", d.replicas);
+            let r = run_lock_point(cfg, &d, point, recipe).await;
+            point += 1;
+            match r {
+                Ok(r) => results.push(r),
+                Err(e) => {
+                    d.stop().await;
+                    return Err(e);
+                }
+            }
+            if crate::runner::interrupted() {
+                d.stop().await;
+                return Ok((results, Some("interrupted (Ctrl-C)".into())));
+            }
+        }
+        d.stop().await;
+    }
+    Ok((results, None))
+}
+
+const CSV_HEADER: &str = "target,replicas,recipe,rtt_client_ms,rtt_peer_ms,rtt_jitter_ms,\
+arrival_ms,cs_ms,poll_ms,sessions,seconds,acquisitions,acq_per_s,mean_ms,p50_ms,p90_ms,p99_ms,\
+max_ms,failed,shed,holds,overlaps,order_violations,note";
+
+/// One line per point, the columns of [`CSV_HEADER`].
+pub fn to_csv(results: &[LockResult]) -> String {
+    let mut out = format!("{CSV_HEADER}\n");
+    for r in results {
+        let l = &r.latency;
+        let note = r.note.as_deref().unwrap_or("").replace(['"', '\n'], "'");
+        out += &format!(
+            "{},{},{},{},{},{},{},{},{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},\"{note}\"\n",
+            r.target,
+            r.replicas,
+            r.recipe,
+            r.rtt_client_ms,
+            r.rtt_peer_ms,
+            r.rtt_jitter_ms,
+            r.arrival_ms,
+            r.cs_ms,
+            r.poll_ms,
+            r.sessions,
+            r.seconds,
+            r.acquisitions,
+            r.acq_per_s,
+            l.mean_ms,
+            l.p50_ms,
+            l.p90_ms,
+            l.p99_ms,
+            l.max_ms,
+            r.failed,
+            r.shed,
+            r.holds,
+            r.exclusion.overlaps,
+            r.exclusion.order_violations,
+        );
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct LockJson<'a> {
+    config: &'a BenchConfig,
+    incomplete: bool,
+    results: &'a [LockResult],
+}
+
+/// `lock.csv` and `lock.json` in `dir`.
+pub fn write_files(
+    dir: &std::path::Path,
+    cfg: &BenchConfig,
+    results: &[LockResult],
+    incomplete: bool,
+) -> std::io::Result<()> {
+    std::fs::write(dir.join("lock.csv"), to_csv(results))?;
+    let json = serde_json::to_string_pretty(&LockJson {
+        config: cfg,
+        incomplete,
+        results,
+    })
+    .map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("lock.json"), json + "\n")
+}
+
+/// The table printed at the end: one row per point.
+pub fn table(results: &[LockResult]) -> String {
+    let mut s = format!(
+        "{:<16} {:>2} {:<11} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8} {:>8} {:>6} {:>5} {:>8}\n",
+        "target",
+        "N",
+        "recipe",
+        "rtt-c",
+        "rtt-p",
+        "acq",
+        "acq/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "failed",
+        "shed",
+        "overlaps"
+    );
+    for r in results {
+        let l = &r.latency;
+        s += &format!(
+            "{:<16} {:>2} {:<11} {:>7} {:>7} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>5} {:>8}\n",
+            r.target,
+            r.replicas,
+            r.recipe.name(),
+            format!("{}ms", r.rtt_client_ms),
+            format!("{}ms", r.rtt_peer_ms),
+            r.acquisitions,
+            r.acq_per_s,
+            l.p50_ms,
+            l.p90_ms,
+            l.p99_ms,
+            r.failed,
+            r.shed,
+            r.exclusion.overlaps,
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(token: u64, enter: u64, exit: u64) -> Hold {
+        Hold {
+            token,
+            enter: Duration::from_millis(enter),
+            exit: Duration::from_millis(exit),
+        }
+    }
+
+    #[test]
+    fn disjoint_holds_with_growing_tokens_pass() {
+        let ex = check_exclusion(&[h(7, 20, 30), h(3, 0, 10), h(9, 30, 31)]);
+        assert_eq!(ex, Exclusion::default());
+        assert!(!ex.violated());
+    }
+
+    #[test]
+    fn overlaps_and_token_order_are_found() {
+        // 5 begins inside 3's hold (which outlasts 4's): an overlap.
+        let ex = check_exclusion(&[h(3, 0, 100), h(4, 10, 20), h(5, 50, 60)]);
+        assert_eq!(ex.overlaps, 2);
+        assert_eq!(ex.order_violations, 0);
+        assert!(ex.first.unwrap().contains("token 4"));
+        // A smaller token after a larger one: the order is violated.
+        let ex = check_exclusion(&[h(8, 0, 10), h(6, 20, 30)]);
+        assert_eq!((ex.overlaps, ex.order_violations), (0, 1));
+        assert!(ex.violated());
+        // Two holds of one token (a duplicate grant) too.
+        let ex = check_exclusion(&[h(8, 0, 10), h(8, 20, 30)]);
+        assert_eq!(ex.order_violations, 1);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        let l = LockLatency::of(&v);
+        assert_eq!(
+            (l.p50_ms, l.p90_ms, l.p99_ms, l.max_ms),
+            (50.0, 90.0, 99.0, 100.0)
+        );
+        assert_eq!(l.count, 100);
+        assert_eq!(LockLatency::of(&[]), LockLatency::default());
+    }
+
+    #[test]
+    fn recipes_parse_by_name() {
+        for r in Recipe::ALL {
+            assert_eq!(r.name().parse::<Recipe>(), Ok(r));
+        }
+        assert!("mcs".parse::<Recipe>().unwrap_err().contains("async-queue"));
+    }
+}
