@@ -84,7 +84,7 @@ fn ci_seeds_adaptive_ct_q() {
 /// sends it to Zab and it comes back; completed writes never stop for
 /// long (no write waits for ACKs that never come: the op timeout is 2 s).
 #[test]
-#[ignore = "every window infeasible at 20 clients (21 of 21): the switch back to ct-q never happens; not yet diagnosed (README, Zab variants: adaptive ct-q)"]
+#[ignore = "R1 infeasible in the simulator: lambda 700/s times d 0.5 ms is 0.35 abcasts per delay, W(p) needs ~2, so the thesis' rule keeps Zab (README, adaptive ct-q); needs larger sim link delays"]
 fn adaptive_ct_q_goes_to_zab_and_back_and_delivery_goes_on() {
     let zab = register::<Zab>();
     let mut c = adaptive_cfg(Durability::Fsync);
