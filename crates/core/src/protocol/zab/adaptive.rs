@@ -440,6 +440,11 @@ impl ZabNode {
                 .adapt
                 .as_ref()
                 .is_some_and(|a| !a.echo.is_empty());
+        // Every handler of every Zab server comes here: leave at once
+        // unless an adaptive leader has a stamp to echo.
+        if !waiting {
+            return;
+        }
         let proposes = out.commands().iter().any(|c| {
             matches!(
                 c,
@@ -452,7 +457,7 @@ impl ZabNode {
                 }
             )
         });
-        if !waiting || !proposes {
+        if !proposes {
             return;
         }
         let now = self.now;
