@@ -5,7 +5,7 @@
 use super::msg::{LogEntry, Msg, Summary, SyncData, Timer};
 use super::node::{Config, Waiter, ZabNode};
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
-use super::testing::{at, hear, lone, put, sent, settled};
+use super::testing::{at, get, hear, lone, put, sent, settled, Cluster, Cmds};
 use crate::protocol::{Command, Out, Protocol, Record};
 use crate::types::{ClientRef, Time};
 use bytes::Bytes;
@@ -434,12 +434,10 @@ fn a_follower_acks_nothing_before_newleader() {
 }
 
 /// Requests at a follower of the settled cluster (n3 leads), by hand.
-fn client_at_n1(c: &mut super::testing::Cluster, id: u64, req: crate::types::Request) -> Cmds {
+fn client_at_n1(c: &mut Cluster, id: u64, req: crate::types::Request) -> Cmds {
     let client = ClientRef::local(id);
     c.exec(1, |n, now, out| n.on_client(now, client, req, out))
 }
-
-type Cmds = Vec<Command<Msg, Timer>>;
 
 /// Two writes in flight at one follower are two requests: each has its
 /// own id, each is forwarded and each client gets its answer.
@@ -488,7 +486,7 @@ fn a_dropped_write_is_forwarded_again() {
 #[test]
 fn reads_sent_to_a_lost_leader_are_refused_at_once() {
     let mut c = settled();
-    let cmds = client_at_n1(&mut c, 600, super::testing::get("a"));
+    let cmds = client_at_n1(&mut c, 600, get("a"));
     assert!(
         matches!(&sent(&cmds)[..], [(3, Msg::ReadIndex { .. })]),
         "{cmds:?}"
