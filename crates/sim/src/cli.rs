@@ -6,7 +6,7 @@ use crate::registry::{self, Registered};
 use crate::rounds::{self, Net, RoundSettings};
 use crate::run::{SeedReport, Verdict};
 use crate::sweep::{sweep, Summary};
-use quorumkv_core::protocol::options::parse_pair;
+use quorumkv_core::protocol::options::{format_duration, parse_duration, parse_pair};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -88,6 +88,13 @@ pub struct Args {
     /// ring-no-takeover --opt rejoin=off`).
     #[arg(long)]
     pub read_after_crash: bool,
+    /// Every link's one-way latency, `D` or `LO..HI` (e.g. `20ms..25ms`),
+    /// instead of the per-seed draw (20 µs to 1.2 ms); every timeout of the
+    /// simulator (retransmit, operation, client, heartbeat, liveness)
+    /// grows in proportion. Protocol timers are options: give Zab a longer
+    /// `--opt init-limit` and `sync-limit` with it.
+    #[arg(long, value_name = "D|LO..HI", value_parser = parse_link_delay)]
+    pub link_delay: Option<(Duration, Duration)>,
     /// Print the message trace of each failing seed (of every seed when only
     /// one seed runs).
     #[arg(long)]
@@ -145,6 +152,18 @@ pub struct Args {
     pub json: bool,
 }
 
+/// `--link-delay`: `D` (every link exactly D) or `LO..HI`.
+fn parse_link_delay(s: &str) -> Result<(Duration, Duration), String> {
+    let (lo, hi) = match s.split_once("..") {
+        Some((lo, hi)) => (parse_duration(lo)?, parse_duration(hi)?),
+        None => (parse_duration(s)?, parse_duration(s)?),
+    };
+    if hi < lo {
+        return Err(format!("{s}: the upper bound is below the lower one"));
+    }
+    Ok((lo, hi))
+}
+
 impl Args {
     pub fn to_config(&self) -> SimConfig {
         SimConfig {
@@ -159,7 +178,10 @@ impl Args {
             bug: self.inject_bug.clone(),
             options: self.opts.clone(),
             break_assumptions: self.break_assumptions,
-            timing: Timing::default(),
+            timing: match self.link_delay {
+                Some((lo, hi)) => Timing::default().with_link_delay(lo, hi),
+                None => Timing::default(),
+            },
             check_timeout: Duration::from_secs_f64(self.check_timeout.max(0.001)),
             trace: false,
             read_after_crash: self.read_after_crash,
@@ -196,6 +218,13 @@ impl Args {
         }
         if self.read_after_crash {
             cmd += " --read-after-crash";
+        }
+        if let Some((lo, hi)) = self.link_delay {
+            cmd += &format!(
+                " --link-delay {}..{}",
+                format_duration(lo),
+                format_duration(hi)
+            );
         }
         cmd + " --trace"
     }

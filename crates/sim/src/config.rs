@@ -221,6 +221,10 @@ pub struct Timing {
     /// from a peer for `heartbeat_misses` periods reports it down.
     pub heartbeat: Duration,
     pub heartbeat_misses: u32,
+    /// Every link's base one-way latency range in µs, instead of the
+    /// per-seed draw (20 µs to 1.2 ms): `--link-delay`. Set it with
+    /// [`Timing::with_link_delay`], which stretches the timeouts to match.
+    pub link_us: Option<(u64, u64)>,
 }
 
 impl Timing {
@@ -235,7 +239,32 @@ impl Timing {
     pub fn heartbeat_timeout(&self) -> Duration {
         self.heartbeat * self.heartbeat_misses
     }
+
+    /// Links of `lo..=hi` one-way latency (a WAN, or a protocol whose rules
+    /// depend on the delay, such as the adaptive coin's d). The defaults
+    /// are sized for the drawn latencies (at most ~1.2 ms one way); with
+    /// slower links every timeout grows by the same factor, so that a
+    /// round trip stays as small a part of each as it is by default.
+    pub fn with_link_delay(self, lo: Duration, hi: Duration) -> Timing {
+        let (lo, hi) = (
+            lo.as_micros() as u64,
+            hi.as_micros().max(lo.as_micros()) as u64,
+        );
+        let k = hi.div_ceil(DRAWN_LATENCY_MAX_US).max(1) as u32;
+        Timing {
+            retry_interval: self.retry_interval * k,
+            op_timeout: self.op_timeout * k,
+            client_timeout: self.client_timeout * k,
+            liveness_bound: self.liveness_bound * k,
+            heartbeat: self.heartbeat * k,
+            link_us: Some((lo, hi)),
+            ..self
+        }
+    }
 }
+
+/// The largest base latency a seed draws (`SeedParams::draw`), µs.
+const DRAWN_LATENCY_MAX_US: u64 = 1_250;
 
 impl Default for Timing {
     fn default() -> Self {
@@ -246,6 +275,7 @@ impl Default for Timing {
             liveness_bound: Duration::from_millis(150),
             heartbeat: Duration::from_millis(20),
             heartbeat_misses: 5,
+            link_us: None,
         }
     }
 }
@@ -431,7 +461,7 @@ impl SeedParams {
             faults: f,
             client_driven,
             keys: cfg.keys.unwrap_or(if diverge { 1 } else { keys }).max(1),
-            latency_us: (lo, hi),
+            latency_us: cfg.timing.link_us.unwrap_or((lo, hi)),
             tail_p: if delay { tail_p } else { 0.0 },
             tail_max_us,
             slow_node: (delay && slow < replicas as usize).then_some(slow),
@@ -658,6 +688,40 @@ mod tests {
             assert_eq!(
                 (q.faults, q.read_pct, q.knobs),
                 (p.faults, p.read_pct, p.knobs)
+            );
+        }
+    }
+
+    /// `--link-delay`: every seed's links take the given latency, and the
+    /// simulator's timeouts stretch with it; the other draws do not move.
+    #[test]
+    fn a_fixed_link_delay_replaces_the_draw_and_stretches_the_timeouts() {
+        let ms = Duration::from_millis;
+        let t = Timing::default().with_link_delay(ms(20), ms(25));
+        assert_eq!(t.link_us, Some((20_000, 25_000)));
+        assert_eq!(t.op_timeout, Timing::default().op_timeout * 20);
+        assert_eq!(
+            t.heartbeat_timeout(),
+            Timing::default().heartbeat_timeout() * 20
+        );
+        let fast = Timing::default().with_link_delay(ms(0), ms(1));
+        assert_eq!(
+            (fast.op_timeout, fast.link_us),
+            (Timing::default().op_timeout, Some((0, 1_000)))
+        );
+        let cfg = SimConfig {
+            timing: t,
+            ..SimConfig::default()
+        };
+        for seed in 0..50 {
+            let (p, q) = (
+                SeedParams::draw(&cfg, seed, true),
+                SeedParams::draw(&SimConfig::default(), seed, true),
+            );
+            assert_eq!(p.latency_us, (20_000, 25_000));
+            assert_eq!(
+                (p.replicas, p.faults, p.knobs),
+                (q.replicas, q.faults, q.knobs)
             );
         }
     }
