@@ -240,6 +240,15 @@ impl Timing {
         self.heartbeat * self.heartbeat_misses
     }
 
+    /// 1, or how much `--link-delay` stretched the timeouts.
+    pub fn link_scale(&self) -> u64 {
+        self.link_us.map_or(1, |(_, hi)| Self::scale_of(hi))
+    }
+
+    fn scale_of(hi_us: u64) -> u64 {
+        hi_us.div_ceil(DRAWN_LATENCY_MAX_US).max(1)
+    }
+
     /// Links of `lo..=hi` one-way latency (a WAN, or a protocol whose rules
     /// depend on the delay, such as the adaptive coin's d). The defaults
     /// are sized for the drawn latencies (at most ~1.2 ms one way); with
@@ -250,7 +259,7 @@ impl Timing {
             lo.as_micros() as u64,
             hi.as_micros().max(lo.as_micros()) as u64,
         );
-        let k = hi.div_ceil(DRAWN_LATENCY_MAX_US).max(1) as u32;
+        let k = Self::scale_of(hi) as u32;
         Timing {
             retry_interval: self.retry_interval * k,
             op_timeout: self.op_timeout * k,
@@ -370,6 +379,11 @@ pub struct SeedParams {
     pub keys: u32,
     /// Base one-way latency range in µs.
     pub latency_us: (u64, u64),
+    /// How much longer than by default every fault lasts and every gap
+    /// between faults is: 1, or with `--link-delay` the factor its timeouts
+    /// grew by ([`Timing::with_link_delay`]), so that a crash or a pause is
+    /// as long, counted in round trips, as with the drawn latencies.
+    pub time_scale: u64,
     /// Probability of a long delay and its maximum in µs (delay fault).
     pub tail_p: f64,
     pub tail_max_us: u64,
@@ -435,16 +449,17 @@ impl SeedParams {
         let hi = lo + r.range(50, 1_000);
         let delay = f.has(Fault::Delay);
         let tail_p = r.uniform(0.01, 0.2);
-        let tail_max_us = r.range(1_000, 20_000);
+        let scale = cfg.timing.link_scale();
+        let tail_max_us = r.range(1_000, 20_000) * scale;
         let slow = r.below(replicas.max(1) as u64 + 1) as usize; // == replicas: none
         let slow_link_p = r.uniform(0.1, 0.6);
         let slow_link_max = r.range(5, 50);
         let loss_p = r.uniform(0.005, 0.1);
         let dup_p = r.uniform(0.005, 0.1);
-        let nemesis_gap_us = r.range(5_000, 40_000);
+        let nemesis_gap_us = r.range(5_000, 40_000) * scale;
         let late_timer_p = r.uniform(0.05, 0.5);
-        let late_timer_max_us = r.range(1_000, 20_000);
-        let think_max_us = r.range(0, 2_000);
+        let late_timer_max_us = r.range(1_000, 20_000) * scale;
+        let think_max_us = r.range(0, 2_000) * scale;
         let read_pct = r.range(30, 95);
         let heal_pct = r.range(60, 85) as u32;
         let knobs = r.next_u64();
@@ -462,6 +477,7 @@ impl SeedParams {
             client_driven,
             keys: cfg.keys.unwrap_or(if diverge { 1 } else { keys }).max(1),
             latency_us: cfg.timing.link_us.unwrap_or((lo, hi)),
+            time_scale: scale,
             tail_p: if delay { tail_p } else { 0.0 },
             tail_max_us,
             slow_node: (delay && slow < replicas as usize).then_some(slow),

@@ -79,12 +79,18 @@ fn ci_seeds_adaptive_ct_q() {
     }
 }
 
-/// Under load (20 clients, N = 3) with followers crashing: the followers
-/// find p (P2 = 0.499 at N = 3, Table 5.2), the cluster runs ct-q, a crash
-/// sends it to Zab and it comes back; completed writes never stop for
-/// long (no write waits for ACKs that never come: the op timeout is 2 s).
+/// Under load (60 clients, N = 3, links of 3 ms one way) with followers
+/// crashing: the followers find p (P2 = 0.499 at N = 3, Table 5.2), the
+/// cluster runs ct-q, a crash sends it to Zab and it comes back; the
+/// longest time without a completed write is at most twice plain Zab's
+/// over the same seeds (no write waits for ACKs that never come; the
+/// crashes come in storms, and which election a storm catches varies).
+///
+/// The links are slow on purpose: R1 (§4.3.1) needs d·λ above W(P2) ≈ 2
+/// abcasts at N = 3. With the drawn latencies (d ≈ 0.5 ms, λ ≈ 700/s at 20
+/// clients) d·λ ≈ 0.35 and the thesis' rule rightly keeps Zab; at d = 3 ms
+/// and 60 closed-loop clients it is ≈ 2.5.
 #[test]
-#[ignore = "R1 infeasible in the simulator: lambda 700/s times d 0.5 ms is 0.35 abcasts per delay, W(p) needs ~2, so the thesis' rule keeps Zab (README, adaptive ct-q); needs larger sim link delays"]
 fn adaptive_ct_q_goes_to_zab_and_back_and_delivery_goes_on() {
     let zab = register::<Zab>();
     let mut c = adaptive_cfg(Durability::Fsync);
@@ -94,10 +100,19 @@ fn adaptive_ct_q_goes_to_zab_and_back_and_delivery_goes_on() {
         .without(Fault::Loss)
         .without(Fault::Delay)
         .without(Fault::Pause);
-    (c.replicas, c.clients, c.ops, c.keys, c.trace) = (Some(3), 20, 3000, Some(8), true);
-    // Windows of 25 ms: a run lasts a few hundred ms of virtual time.
-    c.options.push(("lambda-window".into(), "25ms".into()));
+    (c.replicas, c.clients, c.ops, c.keys, c.trace) = (Some(3), 60, 4000, Some(8), true);
+    let ms = std::time::Duration::from_millis;
+    c.timing = Timing::default().with_link_delay(ms(3), ms(3));
+    // Windows of 25 ms; Zab's own timers sized for 3 ms links.
+    for (k, v) in [
+        ("lambda-window", "25ms"),
+        ("sync-limit", "500ms"),
+        ("init-limit", "1s"),
+    ] {
+        c.options.push((k.into(), v.into()));
+    }
     let mut back = 0;
+    let mut worst = (0, 0);
     for seed in 0..4 {
         let r = (zab.run_seed)(&c, seed).unwrap();
         assert!(r.verdict.passed(), "seed {seed}: {}", r.verdict);
@@ -111,16 +126,38 @@ fn adaptive_ct_q_goes_to_zab_and_back_and_delivery_goes_on() {
         if cs.iter().any(|c| c.switches >= 2) {
             back += 1;
         }
-        // Delivery goes on: no gap between completed writes near the
-        // op timeout.
-        let mut done: Vec<u64> = (r.history.iter())
-            .filter(|o| !o.op.is_read() && matches!(o.outcome, Outcome::Ok(_)))
-            .map(|o| o.complete_ns)
-            .collect();
-        done.sort_unstable();
-        let gap = done.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
-        assert!(done.len() > 100, "seed {seed}: {} writes", done.len());
-        assert!(gap < 500_000_000, "seed {seed}: {gap} ns without a write");
+        // Delivery goes on: the longest time without a completed write,
+        // beside plain Zab's in the same seed.
+        let gap = longest_gap(&r);
+        let mut plain = c.clone();
+        plain
+            .options
+            .retain(|(k, _)| k != "p" && k != "lambda-window");
+        plain.options[0].1 = "zab".into();
+        let zab_gap = longest_gap(&(zab.run_seed)(&plain, seed).unwrap());
+        eprintln!(
+            "seed {seed}: longest time without a completed write {} ms (plain Zab {} ms)",
+            gap / 1_000_000,
+            zab_gap / 1_000_000
+        );
+        worst = (worst.0.max(gap), worst.1.max(zab_gap));
     }
     assert!(back >= 3, "switched to Zab and back in {back} of 4 seeds");
+    let (ct_q, plain) = worst;
+    assert!(
+        ct_q <= 2 * plain,
+        "longest time without a write: {ct_q} ns, Zab {plain} ns"
+    );
+}
+
+/// The longest time between two completed writes of a run, ns (and at
+/// least 100 writes completed).
+fn longest_gap(r: &SeedReport) -> u64 {
+    let mut done: Vec<u64> = (r.history.iter())
+        .filter(|o| !o.op.is_read() && matches!(o.outcome, Outcome::Ok(_)))
+        .map(|o| o.complete_ns)
+        .collect();
+    done.sort_unstable();
+    assert!(done.len() > 100, "{} writes", done.len());
+    done.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0)
 }

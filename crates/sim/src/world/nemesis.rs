@@ -105,7 +105,8 @@ impl<D: ProtocolDef> World<'_, D> {
     /// Crash node `i` now and restart it 5–50 ms later.
     pub(super) fn crash_for_a_while(&mut self, i: usize) {
         self.crash(i);
-        let back = self.now + self.nemesis_rng.range(5_000, 50_000);
+        let k = self.p.time_scale;
+        let back = self.now + self.nemesis_rng.range(5_000 * k, 50_000 * k);
         self.schedule(back, Ev::Restart { node: i });
     }
 
@@ -124,7 +125,8 @@ impl<D: ProtocolDef> World<'_, D> {
             return; // the protocol survives every node down: nothing to exceed
         }
         let target = self.nemesis_rng.range(f as u64 + 1, n as u64) as usize;
-        let until = self.now + self.nemesis_rng.range(5_000, 40_000);
+        let k = self.p.time_scale;
+        let until = self.now + self.nemesis_rng.range(5_000 * k, 40_000 * k);
         self.stats.outages += 1;
         trace!(
             self,
@@ -157,7 +159,8 @@ impl<D: ProtocolDef> World<'_, D> {
             return;
         }
         let i = self.nemesis_rng.pick(&cands);
-        let until = self.now + self.nemesis_rng.range(1_000, 30_000);
+        let k = self.p.time_scale;
+        let until = self.now + self.nemesis_rng.range(1_000 * k, 30_000 * k);
         self.pause_until(i, until);
     }
 
@@ -237,7 +240,8 @@ impl<D: ProtocolDef> World<'_, D> {
         self.partition_active = true;
         self.partition_epoch += 1;
         self.stats.partitions += 1;
-        let dur = self.nemesis_rng.range(5_000, 60_000);
+        let k = self.p.time_scale;
+        let dur = self.nemesis_rng.range(5_000 * k, 60_000 * k);
         let label: Vec<String> = (0..n)
             .filter(|&i| side[i])
             .map(|i| format!("n{}", i + 1))
