@@ -314,10 +314,86 @@ pub fn check_lock(holdings: &[Holding], by_real_time: bool) -> Vec<LockViolation
     out
 }
 
+/// A sequential name handed out twice: in any order of the operations a
+/// parent's counter only grows, so two successful sequential creates can
+/// never return the same path. A check in linear time that needs no
+/// search: the full model finds the same violation, but proving that no
+/// order fits can take it exponential time. The first such path, if any.
+///
+/// For the same reason a sequential create refused with `NodeExists` is
+/// impossible unless a plain create named a node under its prefix.
+pub fn reused_sequential_name(ops: &[crate::SpecOp<ZnodeOp>]) -> Option<String> {
+    let mut seen = BTreeSet::new();
+    let plain: Vec<&str> = (ops.iter())
+        .filter_map(|o| match &o.op {
+            ZnodeOp::Create {
+                sequential: false,
+                path,
+                ..
+            } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    for o in ops {
+        let ZnodeOp::Create {
+            sequential: true,
+            path: prefix,
+            result: Some(result),
+            ..
+        } = &o.op
+        else {
+            continue;
+        };
+        match result {
+            Ok(path) if !seen.insert(path.as_str()) => return Some(path.clone()),
+            Err(ZkError::NodeExists) if !plain.iter().any(|p| p.starts_with(prefix.as_str())) => {
+                return Some(format!("{prefix} (refused: NodeExists)"));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{check_spec, SpecOp, Verdict};
+
+    #[test]
+    fn a_sequential_name_returned_twice_is_found_without_search() {
+        let twice = vec![
+            at(0, 1, create("/q/n-", true, false, 1, Ok("/q/n-0000000000"))),
+            at(2, 3, create("/q/n-", true, false, 2, Ok("/q/n-0000000001"))),
+            at(4, 5, create("/q/n-", true, false, 1, Ok("/q/n-0000000000"))),
+        ];
+        assert_eq!(
+            reused_sequential_name(&twice).as_deref(),
+            Some("/q/n-0000000000")
+        );
+        assert_ne!(verdict(twice.clone()), Verdict::Linearizable);
+        // The same name by two plain creates is the model's business.
+        let plain = vec![
+            at(0, 1, create("/q/a", false, false, 1, Ok("/q/a"))),
+            at(2, 3, create("/q/a", false, false, 1, Ok("/q/a"))),
+        ];
+        assert_eq!(reused_sequential_name(&plain), None);
+        assert_eq!(reused_sequential_name(&twice[..2]), None);
+        // Refused as existing: only a plain create under the prefix explains it.
+        let refused = at(
+            6,
+            7,
+            create("/q/n-", true, false, 1, Err(ZkError::NodeExists)),
+        );
+        let found = reused_sequential_name(&[twice[0].clone(), refused.clone()]);
+        assert_eq!(found.as_deref(), Some("/q/n- (refused: NodeExists)"));
+        let named = at(
+            0,
+            1,
+            create("/q/n-0000000000", false, false, 1, Ok("/q/n-0000000000")),
+        );
+        assert_eq!(reused_sequential_name(&[named, refused]), None);
+    }
 
     fn at<O>(call: u64, ret: u64, op: O) -> SpecOp<O> {
         SpecOp {

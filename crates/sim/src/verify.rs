@@ -117,6 +117,11 @@ pub fn check_znode(
     use quorumkv_check::znode::ZnodeSpec;
     let ops = crate::world::znode::znode_history(asked, history);
     let n = ops.len();
+    if let Some(path) = quorumkv_check::znode::reused_sequential_name(&ops) {
+        return Safety::Violation(format!(
+            "znode history of {n} operations: sequential name handed out again: {path}"
+        ));
+    }
     let verdicts = quorumkv_check::check_spec(&ZnodeSpec, &[ops], Some(timeout));
     match verdicts.first() {
         Some(Verdict::Linearizable) | None => Safety::Linearizable,

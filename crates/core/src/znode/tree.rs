@@ -145,6 +145,15 @@ impl Default for Tree {
 }
 
 impl Tree {
+    /// Injected bug `zab-znode-seq-reuse` only: start every parent's
+    /// sequential counter again at its number of children, as if the
+    /// counter were not part of the replicated state.
+    pub fn restart_seq_counters(&mut self) {
+        for n in self.nodes.values_mut() {
+            n.next_seq = n.children.len() as u64;
+        }
+    }
+
     /// Apply one transaction. A failed one changes nothing (atomicity,
     /// seed 001 §II.C) but still advances `last_zxid`: it was delivered.
     pub fn apply(&mut self, at: Stamp, txn: &Txn) -> (Result<TxnOk, ZkError>, Vec<Change>) {

@@ -34,6 +34,13 @@ pub enum InjectedBug {
     /// ephemerals and leaves it open (`znode_sm.rs`): seen only by the
     /// znode workload (`quorumkv sim --znode`).
     ZnodeKeepEphemerals,
+    /// Each parent's sequential counter is treated as a leader's soft
+    /// state: every server starts it again at the parent's number of
+    /// children when a new leadership begins (`znode::Tree::
+    /// restart_seq_counters`), so a name a since-deleted child held is
+    /// handed out again (or one still held is refused): seen only by the
+    /// znode workload.
+    ZnodeSeqReuse,
 }
 
 impl InjectedBug {
@@ -44,6 +51,7 @@ impl InjectedBug {
         InjectedBug::SkipTrunc,
         InjectedBug::RecoverWithoutEpoch,
         InjectedBug::ZnodeKeepEphemerals,
+        InjectedBug::ZnodeSeqReuse,
     ];
 }
 
@@ -59,6 +67,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::SkipTrunc => "zab-skip-trunc",
             InjectedBug::RecoverWithoutEpoch => "zab-recover-without-epoch",
             InjectedBug::ZnodeKeepEphemerals => "zab-znode-keep-ephemerals",
+            InjectedBug::ZnodeSeqReuse => "zab-znode-seq-reuse",
         }
     }
     fn about(self) -> &'static str {
@@ -80,6 +89,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZnodeKeepEphemerals => {
                 "closing a znode session keeps its ephemerals (use with --znode)"
+            }
+            InjectedBug::ZnodeSeqReuse => {
+                "a new leadership restarts sequential counters at the child count (use with --znode)"
             }
         }
     }

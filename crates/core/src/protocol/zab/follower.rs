@@ -109,6 +109,9 @@ impl ZabNode {
         self.log_gen += 1;
         (self.logged, self.log_asked) = (0, 0);
         self.apply_sync(sync, out);
+        if self.has_bug(InjectedBug::ZnodeSeqReuse) {
+            self.sm.tree.restart_seq_counters();
+        }
         self.persist_current(epoch, out);
         self.recovering = false;
         let last = self.log.last();

@@ -326,6 +326,9 @@ impl ZabNode {
         self.mark_led(out);
         let last = self.log.last();
         self.commit_to(last, out);
+        if self.has_bug(InjectedBug::ZnodeSeqReuse) {
+            self.sm.tree.restart_seq_counters();
+        }
         self.flush_waiting(out);
     }
 
