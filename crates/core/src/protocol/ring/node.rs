@@ -909,6 +909,7 @@ mod tests {
             matches!(&r[..], [Response::Failed(e)] if e.is_definite()),
             "{r:?}"
         );
+        assert_eq!(n.counters.refused_writes, 1);
         let c = ClientRef {
             id: 4,
             session: 7,
@@ -918,6 +919,21 @@ mod tests {
         assert_eq!(n.register(b"k").unwrap().waiting(), (1, 1));
         n.on_link(T0, LinkEvent::Down(Peer::Conn(7)), &mut out);
         assert_eq!(n.register(b"k").unwrap().waiting(), (0, 1));
+    }
+
+    /// `Recent` keeps exactly the last `WRITTEN_KEPT` writes.
+    #[test]
+    fn recent_writes_are_bounded_at_exactly_written_kept() {
+        let mut r = Recent::default();
+        let k = Bytes::from_static(b"k");
+        for ts in 1..=WRITTEN_KEPT as u64 {
+            r.insert(&k, tag(ts, 1));
+        }
+        r.insert(&k, tag(1, 1)); // seen: no change
+        assert!(r.contains(&k, tag(1, 1)) && r.iter().count() == WRITTEN_KEPT);
+        r.insert(&k, tag(WRITTEN_KEPT as u64 + 1, 1));
+        assert!(!r.contains(&k, tag(1, 1)) && r.contains(&k, tag(2, 1)));
+        assert_eq!(r.iter().next(), Some(&(k, tag(2, 1))));
     }
 
     #[test]
