@@ -101,6 +101,7 @@ mod tests {
             uptime_secs: 0,
             persist_records: 0,
             persist_syncs: 0,
+            counters: vec![],
         };
         assert_eq!(unhealthy(&s, true), None);
         let alone = NodeStatus {

@@ -488,6 +488,18 @@ pub enum DeploySpec {
     },
 }
 
+impl DeploySpec {
+    /// The protocol of a quorumkv target.
+    pub fn protocol(&self) -> Option<ProtocolKind> {
+        match self {
+            DeploySpec::Local { protocol, .. } | DeploySpec::Quorumkv { protocol, .. } => {
+                Some(*protocol)
+            }
+            _ => None,
+        }
+    }
+}
+
 fn with_variant(name: &str, v: &Variant) -> String {
     if v.is_default() {
         name.to_string()

@@ -3,6 +3,7 @@
 //! after a point: syncs per second against records per second shows group
 //! commit at work (many writes per fsync).
 
+use quorumkv_core::protocol::registry::{Over, PointRatio};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -11,12 +12,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Counters summed over every replica / member.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SyncCounters {
     /// fsyncs (or flushes, in `buffered`).
     pub syncs: u64,
     /// Records made durable; `None` where the target does not count them.
     pub records: Option<u64>,
+    /// quorumkv only: each replica's protocol counters, for the protocol's
+    /// per-point ratios ([`point_ratios`]).
+    pub replicas: Vec<Vec<(String, u64)>>,
 }
 
 impl SyncCounters {
@@ -30,16 +34,54 @@ impl SyncCounters {
     }
 }
 
+/// The protocol's per-point ratios (`ProtocolDef::POINT_RATIOS`) between
+/// two readings of the same replicas: `(label, value)`, a ratio left out
+/// when its denominator did not grow.
+pub fn point_ratios(
+    ratios: &[PointRatio],
+    before: &SyncCounters,
+    after: &SyncCounters,
+) -> Vec<(String, f64)> {
+    if before.replicas.len() != after.replicas.len() {
+        return Vec::new();
+    }
+    let get = |r: &[(String, u64)], name: &str| (r.iter().find(|c| c.0 == name)).map_or(0, |c| c.1);
+    // Each replica's growth of counter `name` over the point.
+    let delta = |name: &str| -> Vec<u64> {
+        (before.replicas.iter().zip(&after.replicas))
+            .map(|(b, a)| get(a, name).saturating_sub(get(b, name)))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for r in ratios {
+        let den = delta(r.den.0);
+        let Some(busiest) = (0..den.len()).max_by_key(|&i| den[i]) else {
+            continue;
+        };
+        let pick = |d: &[u64], over: Over| match over {
+            Over::Busiest => d[busiest],
+            Over::All => d.iter().sum(),
+        };
+        let (n, m) = (pick(&delta(r.num.0), r.num.1), pick(&den, r.den.1));
+        if m > 0 {
+            out.push((r.label.to_string(), n as f64 / m as f64 * r.scale));
+        }
+    }
+    out
+}
+
 /// quorumkv replicas: from each one's status (`persist_syncs`, `persist_records`).
 pub async fn quorumkv_counters(native: &[SocketAddr]) -> Option<SyncCounters> {
     let mut c = SyncCounters {
         syncs: 0,
         records: Some(0),
+        replicas: Vec::new(),
     };
     for &addr in native {
         let s = quorumkv_node::status::fetch(addr, ASK_TIMEOUT).await.ok()?;
         c.syncs += s.persist_syncs;
         c.records = c.records.map(|r| r + s.persist_records);
+        c.replicas.push(s.counters);
     }
     Some(c)
 }
@@ -59,6 +101,7 @@ pub async fn etcd_counters(endpoints: &[String]) -> Option<SyncCounters> {
     let mut c = SyncCounters {
         syncs: 0,
         records: Some(0),
+        replicas: Vec::new(),
     };
     for ep in endpoints {
         let text = http_get(ep, "/metrics").await?;
@@ -107,6 +150,7 @@ pub async fn zookeeper_counters(endpoints: &[String]) -> Option<SyncCounters> {
     let mut c = SyncCounters {
         syncs: 0,
         records: None,
+        replicas: Vec::new(),
     };
     for ep in endpoints {
         let text = four_letter_word(ep, "mntr").await?;
@@ -221,19 +265,55 @@ mod tests {
     }
 
     #[test]
+    fn ratios_divide_growth_at_the_busiest_replica_or_over_all() {
+        let reading = |v: [[u64; 2]; 3]| SyncCounters {
+            replicas: (v.iter())
+                .map(|r| vec![("acks".to_string(), r[0]), ("commits".to_string(), r[1])])
+                .collect(),
+            ..SyncCounters::default()
+        };
+        let before = reading([[10, 5], [100, 50], [0, 0]]);
+        let after = reading([[20, 5], [160, 80], [3, 0]]);
+        let ratio = |num: Over, den: Over| PointRatio {
+            label: "r",
+            help: "",
+            num: ("acks", num),
+            den: ("commits", den),
+            scale: 2.0,
+        };
+        // Replica 2's commits grew most (30): its acks grew 60.
+        let got = point_ratios(&[ratio(Over::Busiest, Over::Busiest)], &before, &after);
+        assert_eq!(got, vec![("r".to_string(), 60.0 / 30.0 * 2.0)]);
+        // Acks over all replicas: 10 + 60 + 3.
+        let got = point_ratios(&[ratio(Over::All, Over::Busiest)], &before, &after);
+        assert_eq!(got, vec![("r".to_string(), 73.0 / 30.0 * 2.0)]);
+        // Nothing committed: no ratio; replicas of another reading: none.
+        assert!(point_ratios(&[ratio(Over::All, Over::All)], &after, &after).is_empty());
+        assert!(point_ratios(
+            &[ratio(Over::All, Over::All)],
+            &SyncCounters::default(),
+            &after
+        )
+        .is_empty());
+    }
+
+    #[test]
     fn rates_between_two_readings() {
         let a = SyncCounters {
             syncs: 100,
             records: Some(1000),
+            replicas: Vec::new(),
         };
         let b = SyncCounters {
             syncs: 300,
             records: Some(3600),
+            replicas: Vec::new(),
         };
         assert_eq!(b.rates_since(&a, 2.0), (100.0, Some(1300.0)));
         let none = SyncCounters {
             syncs: 300,
             records: None,
+            replicas: Vec::new(),
         };
         assert_eq!(none.rates_since(&a, 2.0), (100.0, None));
     }

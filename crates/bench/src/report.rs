@@ -71,6 +71,10 @@ pub struct PointResult {
     /// Records made durable per second over all replicas while measuring.
     #[serde(default)]
     pub records_per_s: Option<f64>,
+    /// The protocol's ratios of counters over the point
+    /// (`ProtocolDef::POINT_RATIOS`), e.g. Zab's ACKs per commit.
+    #[serde(default)]
+    pub ratios: Vec<(String, f64)>,
 }
 
 /// Values at least this large are throughput in bytes (seed 004 §5 uses
@@ -123,6 +127,7 @@ impl PointResult {
             durability: d.durability.clone(),
             syncs_per_s: None,
             records_per_s: None,
+            ratios: Vec::new(),
         }
     }
 
@@ -189,7 +194,7 @@ get_count,get_avg_us,get_p50_us,get_p95_us,get_p99_us,get_max_us,\
 put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
 all_count,all_avg_us,all_p50_us,all_p95_us,all_p99_us,all_max_us,\
 cpu_s_per_kop,client_cpu_s_per_kop,check,\
-mb_per_s,server_puts,dedicated,replica_cpu,durability,syncs_per_s,records_per_s,connections,note";
+mb_per_s,server_puts,dedicated,replica_cpu,durability,syncs_per_s,records_per_s,ratios,connections,note";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -210,6 +215,13 @@ fn lat_csv(l: &LatencySummary) -> String {
     )
 }
 
+/// The protocol's ratios as `label=value;…` (`PointResult::ratios`).
+fn ratios_text(r: &PointResult) -> String {
+    (r.ratios.iter().map(|(k, v)| format!("{k}={v:.3}")))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
 /// `results.csv` contents.
 pub fn to_csv(results: &[PointResult]) -> String {
     let mut s = String::from(CSV_HEADER);
@@ -218,7 +230,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
         let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.target),
             r.kind,
             r.replicas,
@@ -253,6 +265,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
             csv_field(&opt(&r.durability)),
             r.syncs_per_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
             r.records_per_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            csv_field(&ratios_text(r)),
             csv_field(&r.connections),
             csv_field(&opt(&r.note)),
         );
@@ -354,6 +367,16 @@ pub fn table(results: &[PointResult]) -> String {
     if show_syncs {
         head.extend(["syncs/s", "recs/sync"]);
     }
+    // The protocol's ratios (`POINT_RATIOS`), one column per label.
+    let mut ratio_labels: Vec<&str> = Vec::new();
+    for r in results {
+        for (k, _) in &r.ratios {
+            if !ratio_labels.contains(&k.as_str()) {
+                ratio_labels.push(k);
+            }
+        }
+    }
+    head.extend(ratio_labels.iter().copied());
     if show_cpu {
         head.push("srv cpu");
     }
@@ -408,6 +431,10 @@ pub fn table(results: &[PointResult]) -> String {
                 r.records_per_sync()
                     .map_or("-".into(), |x| format!("{x:.1}")),
             );
+        }
+        for l in &ratio_labels {
+            let v = r.ratios.iter().find(|(k, _)| k == l).map(|x| x.1);
+            row.push(v.map_or("-".into(), |x| format!("{x:.2}")));
         }
         let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
         if show_cpu {

@@ -197,6 +197,10 @@ pub async fn run_point(
             let (syncs, records) = after.rates_since(&before, elapsed.as_secs_f64());
             result.syncs_per_s = Some(syncs);
             result.records_per_s = records;
+            if let Some(p) = d.spec.protocol() {
+                result.ratios =
+                    crate::durability::point_ratios(p.info().point_ratios, &before, &after);
+            }
         }
     }
     if let Some(rec) = recorder {

@@ -60,6 +60,7 @@ fn point(
         ),
         syncs_per_s: (kind != "redis").then_some(tput / 10.0),
         records_per_s: (kind != "redis").then_some(tput * 0.3),
+        ratios: vec![("acks/commit".into(), 2.0)],
     }
 }
 

@@ -525,6 +525,9 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             uptime_secs: self.start.elapsed().as_secs(),
             persist_records: persisted.records,
             persist_syncs: persisted.syncs,
+            counters: (self.core.metrics().into_iter())
+                .map(|(name, _, v)| (name.to_string(), v))
+                .collect(),
         }
     }
 }

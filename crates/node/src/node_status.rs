@@ -26,6 +26,17 @@ pub struct NodeStatus {
     pub persist_records: u64,
     #[serde(default)]
     pub persist_syncs: u64,
+    /// The protocol's counters (`Protocol::metrics`), for the bench's
+    /// per-point ratios (`ProtocolDef::POINT_RATIOS`).
+    #[serde(default)]
+    pub counters: Vec<(String, u64)>,
+}
+
+impl NodeStatus {
+    /// One of the protocol's counters, if this replica has it.
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        self.counters.iter().find(|(n, _)| n == name).map(|c| c.1)
+    }
 }
 
 impl NodeStatus {
@@ -60,7 +71,9 @@ mod tests {
             uptime_secs: 1,
             persist_records: 0,
             persist_syncs: 0,
+            counters: vec![("c".into(), 7)],
         };
+        assert_eq!((s.counter("c"), s.counter("d")), (Some(7), None));
         assert_eq!(s.peers_down(), vec![3, 5]);
         assert!(s.quorum_reachable());
         let alone = NodeStatus {

@@ -161,6 +161,31 @@ pub struct NamedVariant {
     pub options: &'static [(&'static str, &'static str)],
 }
 
+/// Which replicas a [`PointRatio`] counter is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Over {
+    /// The replica whose denominator counter grew most over the point
+    /// (the leader, for a leader's counter).
+    Busiest,
+    /// Summed over every replica.
+    All,
+}
+
+/// A ratio of two of the protocol's counters (`Protocol::metrics`) over a
+/// bench point, shown beside its throughput: e.g. Zab's ACKs received per
+/// commit at the leader. The bench reads every replica's counters before
+/// and after the point and divides the differences.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PointRatio {
+    /// Column name in the bench's table and files.
+    pub label: &'static str,
+    pub help: &'static str,
+    pub num: (&'static str, Over),
+    pub den: (&'static str, Over),
+    /// Multiplies the ratio (units: 0.001 turns µs into ms).
+    pub scale: f64,
+}
+
 /// Everything drivers need to know about one protocol.
 pub trait ProtocolDef: 'static {
     /// The name `--protocol` and cluster files use (kebab-case).
@@ -185,6 +210,8 @@ pub trait ProtocolDef: 'static {
     /// Option sets the bench offers by name (`--variant NAME`), besides
     /// `default`; each must be valid options of the protocol.
     const VARIANTS: &'static [NamedVariant] = &[];
+    /// Ratios of counters the bench reports per point (`quorumkv bench`).
+    const POINT_RATIOS: &'static [PointRatio] = &[];
     /// Whether, under a saturating write load from clients spread evenly
     /// over the servers, each server's clients complete a fair share of
     /// the writes (the ring's nb_msg rule). The simulator's load phase
@@ -263,6 +290,7 @@ pub struct ProtocolInfo {
     pub persists_state: bool,
     pub options: &'static [OptSpec],
     pub variants: &'static [NamedVariant],
+    pub point_ratios: &'static [PointRatio],
     pub bugs: Vec<BugInfo>,
     max_crashed: fn(usize) -> usize,
     check_options: CheckOptions,
@@ -307,6 +335,7 @@ impl Visitor for Describe {
             persists_state: D::PERSISTS_STATE,
             options: D::Options::specs(),
             variants: D::VARIANTS,
+            point_ratios: D::POINT_RATIOS,
             bugs: (D::Bug::all().iter())
                 .map(|&b| BugInfo {
                     name: b.name(),

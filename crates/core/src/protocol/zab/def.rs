@@ -6,7 +6,9 @@ use super::node::{Config, ReadMode, ZabNode};
 use super::AdaptConfig;
 use super::{InjectedBug, Msg, Variant};
 use crate::protocol::options::{format_duration, parse_duration};
-use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
+use crate::protocol::registry::{
+    ClientSpec, LinkModel, NamedVariant, NodeSpec, Over, PointRatio, ProtocolDef,
+};
 use crate::protocol::{OptSpec, ProtocolOptions, Timing};
 use crate::quorum::minority;
 use std::time::Duration;
@@ -296,6 +298,33 @@ impl ProtocolDef for Zab {
             name: "read-local",
             about: "ZooKeeper's local reads (sequentially consistent, not linearizable)",
             options: &[("read", "local")],
+        },
+    ];
+    /// Seed 003 §5.1.1's metrics: ACKs received per commit at the leader
+    /// (Tables 5.2-5.3: N − 1 for Zab, about 1 for adaptive ct-q),
+    /// broadcast messages per commit (Zab 3(N−1), ac 4, aa N(N−1), ct
+    /// (N−1) + p(N−1)²), and the delivery latency measured at the server.
+    const POINT_RATIOS: &'static [PointRatio] = &[
+        PointRatio {
+            label: "acks/commit",
+            help: "follower ACKs received per commit at the leader",
+            num: ("zab_acks_received", Over::Busiest),
+            den: ("zab_leader_commits", Over::Busiest),
+            scale: 1.0,
+        },
+        PointRatio {
+            label: "msgs/commit",
+            help: "broadcast messages (PROPOSAL, ACK, COMMIT) sent by all servers per commit",
+            num: ("zab_bcast_msgs", Over::All),
+            den: ("zab_leader_commits", Over::Busiest),
+            scale: 1.0,
+        },
+        PointRatio {
+            label: "deliver ms",
+            help: "mean time from a write's receipt to its delivery at the server that received it",
+            num: ("zab_delivery_us_sum", Over::All),
+            den: ("zab_deliveries_timed", Over::All),
+            scale: 0.001,
         },
     ];
     type Msg = Msg;
