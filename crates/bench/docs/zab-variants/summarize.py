@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Seed 003 chapter 5 on local clusters: mean and 95 % interval over the
+repetitions (bench --seed) of each (N, variant, write ratio), and each
+variant's improvement over Zab in throughput (Tv - T)/T and in all-ops mean
+latency (L - Lv)/L (Table 5.1's definitions). Usage: summarize.py DIR..."""
+import json, sys, statistics, collections
+T = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571}  # t(0.975, n-1)
+pts = collections.defaultdict(list)
+for d in sys.argv[1:]:
+    for r in json.load(open(f"{d}/results.json"))["results"]:
+        v = r["target"].split("/")[0].replace("zab+broadcast=", "").replace("zab", "zab")
+        if v == "zab": pass
+        wr = round((1 - r["get_fraction"]) * 100)
+        pts[(r["replicas"], v, wr)].append(r)
+def ci(xs):
+    m = statistics.mean(xs)
+    if len(xs) < 2: return m, None
+    return m, T.get(len(xs), 2.0) * statistics.stdev(xs) / len(xs) ** 0.5
+def fmt(m, h, p=0):
+    return f"{m:,.{p}f}" + (f" ± {h:,.{p}f}" if h is not None else "")
+rows = []
+print("| N | variant | write % | runs | ops/s (95 % CI) | vs Zab | mean latency ms | vs Zab | PUT p50 ms | acks/commit | msgs/commit | deliver ms |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for (n, v, wr) in sorted(pts, key=lambda k: (k[0], k[2], k[1] != "zab", k[1])):
+    rs = pts[(n, v, wr)]
+    tp = ci([r["throughput"] for r in rs])
+    lat = ci([r["all"]["avg_us"] / 1000 for r in rs])
+    p50 = statistics.mean(r["put"]["p50_us"] / 1000 for r in rs)
+    ratio = lambda k: statistics.mean(dict(r["ratios"]).get(k, float("nan")) for r in rs)
+    z = pts.get((n, "zab", wr))
+    if z and v != "zab":
+        zt = statistics.mean(r["throughput"] for r in z); zl = statistics.mean(r["all"]["avg_us"] for r in z) / 1000
+        dt = f"{(tp[0] - zt) / zt * 100:+.1f} %"; dl = f"{(zl - lat[0]) / zl * 100:+.1f} %"
+    else:
+        dt = dl = "—"
+    bad = sum(1 for r in rs if r["check"] not in ("ok", None))
+    name = v if v != "zab" else "zab (Zab)"
+    print(f"| {n} | `{name}` | {wr} | {len(rs)}{' (' + str(bad) + ' not ok)' if bad else ''} | {fmt(*tp)} | {dt} | {fmt(*lat, p=2)} | {dl} | {p50:.2f} | {ratio('acks/commit'):.2f} | {ratio('msgs/commit'):.2f} | {ratio('deliver ms'):.2f} |")
