@@ -186,6 +186,26 @@ pub struct PointRatio {
     pub scale: f64,
 }
 
+impl PointRatio {
+    pub const fn new(
+        label: &'static str,
+        help: &'static str,
+        num: (&'static str, Over),
+        den: (&'static str, Over),
+    ) -> PointRatio {
+        PointRatio {
+            label,
+            help,
+            num,
+            den,
+            scale: 1.0,
+        }
+    }
+    pub const fn scaled(self, scale: f64) -> PointRatio {
+        PointRatio { scale, ..self }
+    }
+}
+
 /// Everything drivers need to know about one protocol.
 pub trait ProtocolDef: 'static {
     /// The name `--protocol` and cluster files use (kebab-case).

@@ -305,27 +305,25 @@ impl ProtocolDef for Zab {
     /// broadcast messages per commit (Zab 3(N−1), ac 4, aa N(N−1), ct
     /// (N−1) + p(N−1)²), and the delivery latency measured at the server.
     const POINT_RATIOS: &'static [PointRatio] = &[
-        PointRatio {
-            label: "acks/commit",
-            help: "follower ACKs received per commit at the leader",
-            num: ("zab_acks_received", Over::Busiest),
-            den: ("zab_leader_commits", Over::Busiest),
-            scale: 1.0,
-        },
-        PointRatio {
-            label: "msgs/commit",
-            help: "broadcast messages (PROPOSAL, ACK, COMMIT) sent by all servers per commit",
-            num: ("zab_bcast_msgs", Over::All),
-            den: ("zab_leader_commits", Over::Busiest),
-            scale: 1.0,
-        },
-        PointRatio {
-            label: "deliver ms",
-            help: "mean time from a write's receipt to its delivery at the server that received it",
-            num: ("zab_delivery_us_sum", Over::All),
-            den: ("zab_deliveries_timed", Over::All),
-            scale: 0.001,
-        },
+        PointRatio::new(
+            "acks/commit",
+            "follower ACKs received per commit at the leader",
+            ("zab_acks_received", Over::Busiest),
+            ("zab_leader_commits", Over::Busiest),
+        ),
+        PointRatio::new(
+            "msgs/commit",
+            "broadcast messages (PROPOSAL, ACK, COMMIT) sent by all servers per commit",
+            ("zab_bcast_msgs", Over::All),
+            ("zab_leader_commits", Over::Busiest),
+        ),
+        PointRatio::new(
+            "deliver ms",
+            "mean time from a write's receipt to its delivery at the server that received it",
+            ("zab_delivery_us_sum", Over::All),
+            ("zab_deliveries_timed", Over::All),
+        )
+        .scaled(0.001),
     ];
     type Msg = Msg;
     type Node = ZabNode;
