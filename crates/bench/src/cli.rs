@@ -85,6 +85,11 @@ pub struct Args {
     /// Warm-up per point whose samples are discarded [default: 500ms].
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub warmup: Option<String>,
+    /// Closed loop: each client waits a think time drawn uniformly from
+    /// LO..HI (or exactly D) after each operation, e.g. 25ms..75ms (seed 003
+    /// §5.2's U(25, 75) ms) [default: none].
+    #[arg(long, value_name = "D|LO..HI", allow_hyphen_values = true)]
+    pub think: Option<String>,
     /// Open loop: Poisson arrivals per second (list); replaces --clients.
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub rate: Option<String>,
@@ -240,6 +245,16 @@ impl Args {
         }
         if let Some(d) = dur("warmup", &self.warmup)? {
             c.warmup = d;
+        }
+        if let Some(s) = &self.think {
+            let (lo, hi) = s.split_once("..").unwrap_or((s, s));
+            let lo = dur("think", &Some(lo.to_string()))?.expect("given");
+            let hi = dur("think", &Some(hi.to_string()))?.expect("given");
+            if hi < lo {
+                let msg = format!("{s}: the upper bound is below the lower one");
+                return Err(ConfigError::BadValue { flag: "think", msg });
+            }
+            c.think = Some((lo, hi));
         }
         if let Some(s) = &self.rate {
             if self.clients.is_some() {

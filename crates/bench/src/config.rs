@@ -353,6 +353,8 @@ pub struct BenchConfig {
     pub sharing: Sharing,
     pub coord: CoordMode,
     pub op_timeout: Duration,
+    /// Closed loop: think time after each operation, uniform in `lo..=hi`.
+    pub think: Option<(Duration, Duration)>,
     /// Write every key once before the warm-up (seed 002 §4.1).
     pub preload: bool,
     /// Record each point's history and check it for linearizability.
@@ -444,6 +446,7 @@ impl Default for BenchConfig {
             variants: vec![Variant::default_variant()],
             options: Vec::new(),
             op_timeout: Duration::from_secs(2),
+            think: None,
             preload: true,
             check: true,
             check_timeout: Duration::from_secs(60),

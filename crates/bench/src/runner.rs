@@ -48,6 +48,7 @@ struct Shared {
     get_fraction: f64,
     value_size: usize,
     op_timeout: Duration,
+    think: Option<(Duration, Duration)>,
 }
 
 impl Shared {
@@ -99,6 +100,7 @@ pub async fn run_point(
         get_fraction: w.get_fraction,
         value_size: w.value_size,
         op_timeout: cfg.op_timeout,
+        think: cfg.think,
     });
     let recorder = cfg.check.then(Recorder::new);
     let mut result = PointResult::new(d, w, cfg);
@@ -355,7 +357,10 @@ async fn closed_client(
         }
         let failed = r.is_err();
         count(&sh, &mut stats, r, now - t0, phase == MEASURE);
-        if failed {
+        if let Some((lo, hi)) = sh.think {
+            let t = lo + (hi - lo).mul_f64(rng.next_f64());
+            tokio::time::sleep(t).await;
+        } else if failed {
             // A dead target fails operations without ever blocking; yield so
             // the driver, its timers and the watchdog keep running.
             tokio::task::yield_now().await;

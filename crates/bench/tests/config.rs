@@ -288,3 +288,18 @@ fn variants_are_each_protocols_and_options_are_checked() {
         .unwrap();
     assert_eq!(c.options, vec![("thrifty".to_string(), "true".to_string())]);
 }
+
+/// `--think`: a range, a single value, none by default; an inverted range
+/// is refused in one line.
+#[test]
+fn think_time_is_a_range_or_one_value() {
+    let ms = Duration::from_millis;
+    assert_eq!(args(&[]).to_config().unwrap().think, None);
+    let c = args(&["--think", "25ms..75ms"]).to_config().unwrap();
+    assert_eq!(c.think, Some((ms(25), ms(75))));
+    let c = args(&["--think", "10ms"]).to_config().unwrap();
+    assert_eq!(c.think, Some((ms(10), ms(10))));
+    let e = err(&["--think", "75ms..25ms"]);
+    assert!(e.contains("think") && e.contains("below"), "{e}");
+    assert!(err(&["--think", "soon"]).contains("think"));
+}
