@@ -921,6 +921,29 @@ mod tests {
         assert_eq!(n.register(b"k").unwrap().waiting(), (0, 1));
     }
 
+    /// A copy of a write already sent to this successor is not sent again
+    /// (counted); the writes kept for re-sending are the last
+    /// `SENT_WRITES_KEPT`; a pre-write whose write already passed here is
+    /// a late copy: dropped, counted.
+    #[test]
+    fn copies_are_sent_once_and_the_resend_buffer_is_bounded() {
+        let mut n = node(2, 3, 0);
+        let mut out = O::new();
+        n.send_ring(Msg::Write(entry(5, 1, "v")), &mut out);
+        n.send_ring(Msg::Write(entry(5, 1, "v")), &mut out);
+        assert_eq!((sends(&mut out).len(), n.counters.duplicates), (1, 1));
+        for ts in 6..6 + SENT_WRITES_KEPT as u64 {
+            n.send_ring(Msg::Write(entry(ts, 1, "v")), &mut out);
+        }
+        assert_eq!(n.sent_writes.len(), SENT_WRITES_KEPT);
+        assert_eq!(n.sent_writes.front().map(|e| e.tag), Some(tag(6, 1)));
+        let late = entry(3, 3, "late");
+        n.written.insert(&late.key, late.tag);
+        sends(&mut out);
+        n.forward(Msg::PreWrite(late), &mut out);
+        assert_eq!((sends(&mut out).len(), n.counters.duplicates), (0, 2));
+    }
+
     /// `Recent` keeps exactly the last `WRITTEN_KEPT` writes.
     #[test]
     fn recent_writes_are_bounded_at_exactly_written_kept() {
