@@ -944,6 +944,19 @@ mod tests {
         assert_eq!((sends(&mut out).len(), n.counters.duplicates), (0, 2));
     }
 
+    /// Without a window (0) no credits are sent; a pre-write that arrives
+    /// twice is forwarded once, the copy counted.
+    #[test]
+    fn no_credits_without_a_window_and_a_repeated_pre_write_is_counted() {
+        let mut n = node(2, 3, 0);
+        let mut out = O::new();
+        n.receipt(1, &mut out);
+        assert!(sends(&mut out).is_empty());
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(5, 1, "v")), &mut out);
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(5, 1, "v")), &mut out);
+        assert_eq!((sends(&mut out).len(), n.counters.duplicates), (1, 1));
+    }
+
     /// `Recent` keeps exactly the last `WRITTEN_KEPT` writes.
     #[test]
     fn recent_writes_are_bounded_at_exactly_written_kept() {
