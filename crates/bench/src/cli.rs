@@ -247,14 +247,8 @@ impl Args {
             c.warmup = d;
         }
         if let Some(s) = &self.think {
-            let (lo, hi) = s.split_once("..").unwrap_or((s, s));
-            let lo = dur("think", &Some(lo.to_string()))?.expect("given");
-            let hi = dur("think", &Some(hi.to_string()))?.expect("given");
-            if hi < lo {
-                let msg = format!("{s}: the upper bound is below the lower one");
-                return Err(ConfigError::BadValue { flag: "think", msg });
-            }
-            c.think = Some((lo, hi));
+            let range = quorumkv_core::protocol::options::parse_duration_range(s);
+            c.think = Some(range.map_err(|msg| ConfigError::BadValue { flag: "think", msg })?);
         }
         if let Some(s) = &self.rate {
             if self.clients.is_some() {

@@ -6,7 +6,7 @@ use crate::registry::{self, Registered};
 use crate::rounds::{self, Net, RoundSettings};
 use crate::run::{SeedReport, Verdict};
 use crate::sweep::{sweep, Summary};
-use quorumkv_core::protocol::options::{format_duration, parse_duration, parse_pair};
+use quorumkv_core::protocol::options::{format_duration, parse_duration_range, parse_pair};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -93,7 +93,7 @@ pub struct Args {
     /// simulator (retransmit, operation, client, heartbeat, liveness)
     /// grows in proportion. Protocol timers are options: give Zab a longer
     /// `--opt init-limit` and `sync-limit` with it.
-    #[arg(long, value_name = "D|LO..HI", value_parser = parse_link_delay)]
+    #[arg(long, value_name = "D|LO..HI", value_parser = parse_duration_range)]
     pub link_delay: Option<(Duration, Duration)>,
     /// Print the message trace of each failing seed (of every seed when only
     /// one seed runs).
@@ -150,18 +150,6 @@ pub struct Args {
     /// Round model: print JSON instead of the table.
     #[arg(long, help_heading = "Round model")]
     pub json: bool,
-}
-
-/// `--link-delay`: `D` (every link exactly D) or `LO..HI`.
-fn parse_link_delay(s: &str) -> Result<(Duration, Duration), String> {
-    let (lo, hi) = match s.split_once("..") {
-        Some((lo, hi)) => (parse_duration(lo)?, parse_duration(hi)?),
-        None => (parse_duration(s)?, parse_duration(s)?),
-    };
-    if hi < lo {
-        return Err(format!("{s}: the upper bound is below the lower one"));
-    }
-    Ok((lo, hi))
 }
 
 impl Args {

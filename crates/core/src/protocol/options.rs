@@ -132,6 +132,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A duration range `LO..HI`, or `D` for exactly D (`sim --link-delay`,
+/// `bench --think`); an upper bound below the lower one is an error.
+pub fn parse_duration_range(s: &str) -> Result<(Duration, Duration), String> {
+    let (lo, hi) = s.split_once("..").unwrap_or((s, s));
+    let (lo, hi) = (parse_duration(lo)?, parse_duration(hi)?);
+    if hi < lo {
+        return Err(format!("{s}: the upper bound is below the lower one"));
+    }
+    Ok((lo, hi))
+}
+
 /// Render a duration so that [`parse_duration`] reads it back exactly.
 pub fn format_duration(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
