@@ -190,4 +190,55 @@ mod tests {
         n.on_msg(T0, Peer::Node(3), Msg::Write(older), &mut out);
         assert_eq!(n.counters.restarted, 1, "the live copy will apply x");
     }
+
+    /// A restarted operation waits in the write queue (here behind a
+    /// closed window); if another copy of it is applied meanwhile, it is
+    /// not originated again: a second application, under a newer tag, could
+    /// land after a later write. (Mutation testing: `originate`'s
+    /// `applied || live_copy` -> `&&` survived.)
+    #[test]
+    fn a_restarted_operation_applied_meanwhile_is_not_originated_again() {
+        let x = OpId { client: 9, seq: 1 };
+        let client = ClientRef {
+            id: 1,
+            session: 1,
+            op: x,
+        };
+        let cfg = RingConfig {
+            window: 1,
+            ..RingConfig::default()
+        };
+        let mut n = RingNode::new(1, vec![1, 2, 3], cfg);
+        let mut out = Out::new();
+        n.on_client(T0, client, put("a"), &mut out);
+        let first = match &sends(&mut out)[..] {
+            [(Peer::Node(2), Msg::PreWrite(e))] => e.clone(),
+            s => panic!("{s:?}"),
+        };
+        let void = Entry {
+            void: true,
+            ..first.clone()
+        };
+        n.on_msg(T0, Peer::Node(3), Msg::Write(void), &mut out);
+        assert_eq!(n.counters.restarted, 1);
+        let pre_writes = |out: &mut Out<Msg, Timer>| {
+            (sends(out).into_iter())
+                .filter(|(_, m)| matches!(m, Msg::PreWrite(e) if e.op == x))
+                .count()
+        };
+        assert_eq!(pre_writes(&mut out), 0, "the window is closed");
+        // Another server's copy of x is applied here meanwhile.
+        let other = Entry {
+            tag: tag(5, 3),
+            origin: 3,
+            home: 3,
+            ..first
+        };
+        n.on_msg(T0, Peer::Node(3), Msg::Write(other), &mut out);
+        for received in 1..=3 {
+            n.on_msg(T0, Peer::Node(2), Msg::Credit { received }, &mut out);
+        }
+        assert_eq!(pre_writes(&mut out), 0, "x is not applied twice");
+        assert!(n.queues.is_empty(), "and its restart left the queue");
+    }
 }

@@ -1088,4 +1088,37 @@ mod tests {
         assert_eq!(joins(&mut out), vec![Peer::Node(3)], "again on the timer");
         assert_eq!(n.counters.joins_sent, 3);
     }
+
+    #[test]
+    fn only_a_restarted_server_with_rejoin_on_asks_to_join_at_start() {
+        // A member of the first view is in: no join and no join timer (a
+        // timer would hail and retry joins for nothing). Mutation testing:
+        // `outside && rejoin` -> `||` survived.
+        let start = |mut n: RingNode| {
+            let mut out = O::new();
+            n.on_start(T0, &mut out);
+            out.drain().collect::<Vec<_>>()
+        };
+        assert!(start(node(2, 3, 16)).is_empty());
+        let mut off = node(2, 3, 16).restarted();
+        off.cfg.rejoin = false;
+        assert!(start(off).is_empty(), "rejoin off: it stays out");
+        let cmds = start(node(2, 3, 16).restarted());
+        assert!(
+            matches!(
+                cmds.as_slice(),
+                [
+                    Command::Send {
+                        msg: Msg::Join { node: 2, .. },
+                        ..
+                    },
+                    Command::SetTimer {
+                        timer: Timer::Join,
+                        ..
+                    }
+                ]
+            ),
+            "{cmds:?}"
+        );
+    }
 }

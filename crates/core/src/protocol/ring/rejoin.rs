@@ -488,10 +488,15 @@ impl RingNode {
         if self.link_down.contains(&node) || self.dead_lives.contains(&writer) {
             return;
         }
+        // Into `lives` even when a `Hail` put it in the view first: a new
+        // successor gets the view changes of every life here, and this may
+        // be the last copy of the joiner's own (fuzz seed 286 at N = 6: the
+        // server after this one crashed with it, and the joiner waited for
+        // it for ever, "announcing").
+        self.lives.insert(node, writer);
         if !self.alive.contains(&node) {
             self.counters.views_installed += 1;
             self.alive.insert(node);
-            self.lives.insert(node, writer);
             self.view_changed(true, out);
         }
         if self.next != self.id {

@@ -71,6 +71,9 @@ pub struct Net {
     pub all_tags: BTreeMap<Vec<u8>, BTreeSet<Tag>>,
     /// Restarts per server (its life; writer id = id + life << 32).
     pub lives: BTreeMap<NodeId, u64>,
+    /// Servers with a `Join` timer set and not yet fired (one per server:
+    /// setting it again re-arms it).
+    pub timers: BTreeSet<NodeId>,
     cfg: RingConfig,
     bug: Option<InjectedBug>,
     next_client: u64,
@@ -98,6 +101,7 @@ impl Net {
             all_tags: BTreeMap::new(),
             read_tags: BTreeMap::new(),
             lives: BTreeMap::new(),
+            timers: BTreeSet::new(),
             cfg,
             bug,
             next_client: 0,
@@ -129,7 +133,11 @@ impl Net {
                     }
                     self.replies.push((client, resp));
                 }
-                Command::SetTimer { .. } => {} // the Join retry: never needed here
+                Command::SetTimer {
+                    timer: Timer::Join, ..
+                } => {
+                    self.timers.insert(at);
+                }
                 other => panic!("unexpected command {other:?}"),
             }
         }
@@ -215,8 +223,31 @@ impl Net {
         );
     }
     /// Deliver everything, or give up after 100000 deliveries (false).
+    /// Timers fire only once the wire is empty (a retry comes after every
+    /// message in flight), a round at a time, until none is set.
     pub fn try_settle(&mut self) -> bool {
-        (0..100_000).any(|_| !self.step())
+        for _ in 0..100_000 {
+            if self.step() {
+                continue;
+            }
+            if self.timers.is_empty() {
+                return true;
+            }
+            self.fire_timers();
+        }
+        false
+    }
+    /// Fire every `Join` timer that is set (each server's once).
+    pub fn fire_timers(&mut self) {
+        for at in std::mem::take(&mut self.timers) {
+            if self.dead.contains(&at) {
+                continue;
+            }
+            let mut out = O::new();
+            let node = self.nodes.get_mut(&at).unwrap();
+            node.on_timer(T0, Timer::Join, &mut out);
+            self.exec(at, out);
+        }
     }
     /// Deliver until `done` holds (checked before each delivery).
     pub fn run_until(&mut self, mut done: impl FnMut(&Net) -> bool) {
@@ -232,6 +263,7 @@ impl Net {
             eprintln!("CRASH {j}");
         }
         self.dead.insert(j);
+        self.timers.remove(&j);
         self.wire.retain(|(f, t, _)| *f != j && *t != j);
         let live: Vec<NodeId> = (self.nodes.keys().copied())
             .filter(|n| !self.dead.contains(n))
