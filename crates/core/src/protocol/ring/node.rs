@@ -498,11 +498,19 @@ impl RingNode {
         }
         let reg = self.reg(&e.key);
         reg.pending.remove(&e.tag); // pc 35
+        let mut retries = Vec::new();
         if !e.void {
             reg.apply(&e); // pc 32-33
             reg.mark_converted(e.tag);
+            // Applied here: `known_op` answers a retry of it at once from
+            // now on, so one parked before goes now too (its write may end
+            // at a taker before it comes back here: fuzz seed 48632 at N = 4).
+            retries = reg.release_retries(e.op);
         }
         let reads = reg.release_reads();
+        for client in retries {
+            out.reply(client, Response::Done);
+        }
         self.answer_reads(reads, out);
         if !e.void {
             // Applied here now: a joiner's snapshot must say so (its write

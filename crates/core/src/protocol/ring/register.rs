@@ -174,6 +174,19 @@ impl Register {
         done.into_iter().map(|w: Waiter| w.client).collect()
     }
 
+    /// Retries of `op` parked by `known_op` (no tag of their own), now that
+    /// `op` is applied here: done, as a retry arriving now would be.
+    pub fn release_retries(&mut self, op: OpId) -> Vec<ClientRef> {
+        if op.is_none() {
+            return Vec::new();
+        }
+        let (done, keep) = std::mem::take(&mut self.writers)
+            .into_iter()
+            .partition(|w| w.op == op && w.tag == Tag::ZERO);
+        self.writers = keep;
+        done.into_iter().map(|w: Waiter| w.client).collect()
+    }
+
     /// Forget the clients of a closed session (their replies would be dropped).
     pub fn forget_session(&mut self, session: u64) {
         self.reads.retain(|(c, _)| c.session != session);
