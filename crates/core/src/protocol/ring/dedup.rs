@@ -142,32 +142,40 @@ mod tests {
         assert_eq!(n.counters.voided, 0, "x was applied here with this tag");
     }
 
-    /// A void copy back home with its operation neither applied nor live
-    /// here starts the operation again (the lower copy that voided it died
-    /// in crashes; its client waits by `OpId`), unless a live copy is here.
-    /// (Mutation testing: `void_came_home` survived whole.)
-    #[test]
-    fn a_void_copy_home_restarts_its_operation_unless_a_live_copy_is_here() {
-        let x = OpId { client: 9, seq: 1 };
+    /// Server 1 of 3 (`cfg`) pre-writes client write `X` ("a"); the copy
+    /// was voided on the way and comes home as a void write, so `X` starts
+    /// again. Returns the server, the first copy and what was sent since.
+    fn voided_at_home(cfg: RingConfig) -> (RingNode, Entry, Out<Msg, Timer>) {
         let client = ClientRef {
             id: 1,
             session: 1,
-            op: x,
+            op: X,
         };
-        let mut n = RingNode::new(1, vec![1, 2, 3], RingConfig::default());
+        let mut n = RingNode::new(1, vec![1, 2, 3], cfg);
         let mut out = Out::new();
         n.on_client(T0, client, put("a"), &mut out);
         let first = match &sends(&mut out)[..] {
             [(Peer::Node(2), Msg::PreWrite(e))] => e.clone(),
             s => panic!("{s:?}"),
         };
-        // Its copy was voided on the way and comes home as a void write.
         let void = Entry {
             void: true,
             ..first.clone()
         };
-        n.on_msg(T0, Peer::Node(3), Msg::Write(void.clone()), &mut out);
+        n.on_msg(T0, Peer::Node(3), Msg::Write(void), &mut out);
         assert_eq!(n.counters.restarted, 1);
+        (n, first, out)
+    }
+    const X: OpId = OpId { client: 9, seq: 1 };
+
+    /// A void copy back home with its operation neither applied nor live
+    /// here starts the operation again (the lower copy that voided it died
+    /// in crashes; its client waits by `OpId`), unless a live copy is here.
+    /// (Mutation testing: `void_came_home` survived whole.)
+    #[test]
+    fn a_void_copy_home_restarts_its_operation_unless_a_live_copy_is_here() {
+        let x = X;
+        let (mut n, first, mut out) = voided_at_home(RingConfig::default());
         assert!(!n.own.contains_key(&(first.key.clone(), first.tag)));
         let again: Vec<Entry> = (sends(&mut out).into_iter())
             .filter_map(|(_, m)| match m {
@@ -185,7 +193,8 @@ mod tests {
         // (of an older tag) starts nothing.
         let older = Entry {
             tag: tag(0, 1),
-            ..void
+            void: true,
+            ..first
         };
         n.on_msg(T0, Peer::Node(3), Msg::Write(older), &mut out);
         assert_eq!(n.counters.restarted, 1, "the live copy will apply x");
@@ -198,29 +207,12 @@ mod tests {
     /// `applied || live_copy` -> `&&` survived.)
     #[test]
     fn a_restarted_operation_applied_meanwhile_is_not_originated_again() {
-        let x = OpId { client: 9, seq: 1 };
-        let client = ClientRef {
-            id: 1,
-            session: 1,
-            op: x,
-        };
+        let x = X;
         let cfg = RingConfig {
             window: 1,
             ..RingConfig::default()
         };
-        let mut n = RingNode::new(1, vec![1, 2, 3], cfg);
-        let mut out = Out::new();
-        n.on_client(T0, client, put("a"), &mut out);
-        let first = match &sends(&mut out)[..] {
-            [(Peer::Node(2), Msg::PreWrite(e))] => e.clone(),
-            s => panic!("{s:?}"),
-        };
-        let void = Entry {
-            void: true,
-            ..first.clone()
-        };
-        n.on_msg(T0, Peer::Node(3), Msg::Write(void), &mut out);
-        assert_eq!(n.counters.restarted, 1);
+        let (mut n, first, mut out) = voided_at_home(cfg);
         let pre_writes = |out: &mut Out<Msg, Timer>| {
             (sends(out).into_iter())
                 .filter(|(_, m)| matches!(m, Msg::PreWrite(e) if e.op == x))
