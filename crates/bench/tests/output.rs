@@ -19,6 +19,7 @@ fn point(
         count: 100,
         avg_us: base as f64 + 0.5, // exactly representable: JSON round-trips it
         p50_us: base,
+        p90_us: base * 2 - 1,
         p95_us: base * 2,
         p99_us: base * 3,
         max_us: base * 10,

@@ -2,11 +2,14 @@
 """Seed 003 chapter 5 on local clusters: mean and 95 % interval over the
 repetitions (bench --seed) of each (N, variant, write ratio), and each
 variant's improvement over Zab in throughput (Tv - T)/T and in all-ops mean
-latency (L - Lv)/L (Table 5.1's definitions). Usage: summarize.py DIR..."""
+latency (L - Lv)/L (Table 5.1's definitions). Usage: summarize.py DIR...
+With --tails: PUT p90 / p95 and the coin's p instead (Fig. 5.7, 5.10; the
+adaptive runs of run2.sh)."""
 import json, sys, statistics, collections
 T = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571}  # t(0.975, n-1)
 pts = collections.defaultdict(list)
-for d in sys.argv[1:]:
+tails = "--tails" in sys.argv
+for d in [a for a in sys.argv[1:] if a != "--tails"]:
     for r in json.load(open(f"{d}/results.json"))["results"]:
         v = r["target"].split("/")[0].replace("zab+broadcast=", "").replace("zab", "zab")
         if v == "zab": pass
@@ -19,6 +22,24 @@ def ci(xs):
 def fmt(m, h, p=0):
     return f"{m:,.{p}f}" + (f" ± {h:,.{p}f}" if h is not None else "")
 rows = []
+if tails:
+    print("| N | variant | write % | runs | ops/s (95 % CI) | vs Zab | PUT p50 ms | PUT p90 ms | PUT p95 ms | GET p95 ms | acks/commit | msgs/commit | heads/toss |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (n, v, wr) in sorted(pts, key=lambda k: (k[0], k[2], k[1] != "zab", k[1])):
+        rs = pts[(n, v, wr)]
+        tp = ci([r["throughput"] for r in rs])
+        q = lambda op, k: statistics.mean(r[op].get(k, 0) / 1000 for r in rs)
+        ratio = lambda k: statistics.mean(dict(r["ratios"]).get(k, float("nan")) for r in rs)
+        z = pts.get((n, "zab", wr))
+        dt = "—"
+        if z and v != "zab":
+            zt = statistics.mean(r["throughput"] for r in z)
+            dt = f"{(tp[0] - zt) / zt * 100:+.1f} %"
+        bad = sum(1 for r in rs if r["check"] not in ("ok", None))
+        name = v if v != "zab" else "zab (Zab)"
+        gp95 = f"{q('get', 'p95_us'):.2f}" if wr < 100 else "—"
+        print(f"| {n} | `{name}` | {wr} | {len(rs)}{' (' + str(bad) + ' not ok)' if bad else ''} | {fmt(*tp)} | {dt} | {q('put', 'p50_us'):.2f} | {q('put', 'p90_us'):.2f} | {q('put', 'p95_us'):.2f} | {gp95} | {ratio('acks/commit'):.2f} | {ratio('msgs/commit'):.2f} | {'—' if ratio('heads/toss') != ratio('heads/toss') else format(ratio('heads/toss'), '.3f')} |")
+    sys.exit(0)
 print("| N | variant | write % | runs | ops/s (95 % CI) | vs Zab | mean latency ms | vs Zab | PUT p50 ms | acks/commit | msgs/commit | deliver ms |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (n, v, wr) in sorted(pts, key=lambda k: (k[0], k[2], k[1] != "zab", k[1])):

@@ -587,7 +587,7 @@ impl ZabNode {
 #[cfg(test)]
 mod tests {
     use super::super::node::Config;
-    use super::super::testing::{put, Cluster};
+    use super::super::testing::{at as deliver, put, sent, Cluster};
     use super::super::Variant;
     use super::*;
     use crate::protocol::Protocol;
@@ -824,5 +824,189 @@ mod tests {
             "to the leader and the other follower: {cmds:?}"
         );
         assert_eq!(c.node(f1).counters.coin_d_retosses, before + 1);
+    }
+
+    /// The ct-q cluster of three with a fixed p (no adaptation; A3 and the
+    /// switch on suspicion still run), its leader and followers.
+    fn fixed_three() -> (Cluster, NodeId, NodeId, NodeId) {
+        let mut cl = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
+        let l = cl.settle();
+        for _ in 0..3 {
+            cl.tick();
+        }
+        let mut f = (1..=3).filter(|&n| n != l);
+        let (f1, f2) = (f.next().expect("two"), f.next().expect("two"));
+        (cl, l, f1, f2)
+    }
+
+    /// A3 (line 1020): a follower that falls silent (paused, its links up)
+    /// is suspected by the other once `sync-limit` (8 ticks) passes without
+    /// its beats, not a tick before; the other then votes for Zab and the
+    /// leader switches (ct-q leaves its fast path on any follower crash,
+    /// §4.4.2). Writes complete meanwhile; the first beat after the pause
+    /// clears the suspicion and the cluster goes back to ct-q.
+    #[test]
+    fn a_silent_follower_is_suspected_after_sync_limit_and_cleared_by_its_beat() {
+        let (mut c, l, f1, f2) = fixed_three();
+        assert!(!c.node(l).bcast.zab_mode, "fixed p runs the variant");
+        c.pause(f2);
+        for _ in 0..8 {
+            c.tick();
+        }
+        assert!(c.node(f1).bcast.suspected.is_empty(), "within sync-limit");
+        assert!(!c.node(l).bcast.zab_mode);
+        c.tick();
+        assert_eq!(c.node(f1).bcast.suspected, BTreeSet::from([f2]));
+        assert!(c.node(l).bcast.zab_mode, "f1's vote switched the leader");
+        assert!(c.ask(f1, put("k", "v")).is_some(), "Zab's COMMIT delivers");
+        c.resume(f2);
+        for _ in 0..2 {
+            c.tick();
+        }
+        assert!(c.node(f1).bcast.suspected.is_empty());
+        assert!(!c.node(l).bcast.zab_mode, "back to ct-q");
+        assert!(c.node(f1).bcast.heard.contains_key(&f2));
+        assert!(
+            !c.node(f1).bcast.heard.contains_key(&l),
+            "no beats with the leader"
+        );
+    }
+
+    /// A beat of an older epoch (delayed across an election) says nothing
+    /// about the follower now: the suspicion stays.
+    #[test]
+    fn a_beat_of_an_older_epoch_clears_no_suspicion() {
+        let (mut c, _, f1, f2) = fixed_three();
+        c.pause(f2);
+        for _ in 0..9 {
+            c.tick();
+        }
+        assert!(c.node(f1).bcast.suspected.contains(&f2));
+        let epoch = c.node(f1).current_epoch;
+        deliver(&mut c, f1, f2, Msg::Beat { epoch: epoch - 1 });
+        assert!(c.node(f1).bcast.suspected.contains(&f2), "old beat");
+        deliver(&mut c, f1, f2, Msg::Beat { epoch });
+        assert!(
+            c.node(f1).bcast.suspected.is_empty(),
+            "a beat of this epoch"
+        );
+    }
+
+    /// Variants that never switch (here `aa`) send no beats: A3 is only
+    /// needed where a suspicion changes the broadcast.
+    #[test]
+    fn followers_of_a_variant_that_never_switches_send_no_beats() {
+        let mut c = Cluster::running(3, Config::default(), (Variant::Aa, 0.5, true));
+        let l = c.settle();
+        let f = (1..=3).find(|&n| n != l).expect("a follower");
+        let later = c.now.saturating_add(Duration::from_millis(10));
+        let cmds = c.exec(f, |n, _, out| {
+            n.on_timer(later, super::super::Timer::Tick, out)
+        });
+        let beats = sent(&cmds)
+            .into_iter()
+            .filter(|(_, m)| matches!(m, Msg::Beat { .. }))
+            .count();
+        assert_eq!(beats, 0, "{cmds:?}");
+    }
+
+    /// The adaptation runs for ct-q with an adaptive choice of p only: a
+    /// fixed p, or another variant, carries no measurements.
+    #[test]
+    fn only_ct_q_with_an_adaptive_p_adapts() {
+        let node = |v, choice| {
+            ZabNode::new(1, &[1, 2, 3], 1, Config::default())
+                .with_broadcast(v, 0.5, 1)
+                .with_adaptive(AdaptConfig {
+                    choice,
+                    ..AdaptConfig::default()
+                })
+        };
+        assert!(node(Variant::CtQ, Choice::Upper).bcast.adapt.is_some());
+        assert!(node(Variant::CtQ, Choice::Fixed(0.5)).bcast.adapt.is_none());
+        assert!(node(Variant::Ct, Choice::Upper).bcast.adapt.is_none());
+    }
+
+    /// Timer C_m (§4.3.2): a proposal a deciding follower logged and has
+    /// not delivered when C_m runs out is a vote for Zab; the leader
+    /// switches and the write still completes.
+    #[test]
+    fn a_proposal_undelivered_for_c_m_is_a_vote_for_zab() {
+        let quick = AdaptConfig {
+            window: Duration::from_secs(3600),
+            timer_cm: Duration::from_millis(1),
+            ..AdaptConfig::default()
+        };
+        let (mut c, l, f1, f2) = adaptive_three(quick);
+        for n in c.nodes.iter_mut().flatten() {
+            n.bcast.adapt.as_mut().expect("adaptive").want_zab = false;
+        }
+        assert!(c.ask(f1, put("k", "v0")).is_some());
+        assert!(!c.node(l).bcast.zab_mode, "voted back for ct-q");
+        assert_eq!(c.node(f1).counters.coin_cm_expiries, 0, "delivered in time");
+        // Tails everywhere: nobody ACKs, the proposal waits for the
+        // heartbeat past C_m.
+        for f in [f1, f2] {
+            c.nodes[f as usize - 1].as_mut().expect("up").bcast.p = 1e-9;
+        }
+        let client = c.send(f1, put("k", "v1"));
+        c.run();
+        assert!(c.replies.iter().all(|r| r.1 != client), "undelivered");
+        c.tick();
+        assert!(c.node(f1).counters.coin_cm_expiries >= 1);
+        assert!(c.node(f1).bcast.adapt.as_ref().expect("adaptive").want_zab);
+        for _ in 0..3 {
+            c.tick();
+        }
+        assert!(c.node(l).bcast.zab_mode);
+        assert!(c.replies.iter().any(|r| r.1 == client), "delivered");
+        // In Zab's broadcast nothing is timed.
+        assert!(c.ask(f1, put("k", "v2")).is_some());
+        let a = c.node(f1).bcast.adapt.as_ref().expect("adaptive");
+        assert!(a.pending.is_empty(), "{a:?}");
+    }
+
+    /// Timer D re-tosses only for a proposal neither ACKed by us nor
+    /// delivered: one the other follower's Head delivered needs no toss.
+    #[test]
+    fn timer_d_leaves_a_delivered_proposal_alone() {
+        let slow = AdaptConfig {
+            window: Duration::from_secs(3600),
+            ..AdaptConfig::default()
+        };
+        let (mut c, l, f1, f2) = adaptive_three(slow);
+        for n in c.nodes.iter_mut().flatten() {
+            n.bcast.adapt.as_mut().expect("adaptive").want_zab = false;
+        }
+        assert!(c.ask(f1, put("k", "v0")).is_some());
+        assert!(!c.node(l).bcast.zab_mode);
+        c.nodes[f1 as usize - 1].as_mut().expect("up").bcast.p = 1e-9;
+        c.nodes[f2 as usize - 1].as_mut().expect("up").bcast.p = 1.0;
+        // f1 tosses Tail; f2's Head ACK and f1's own log deliver at f1.
+        assert!(c.ask(f1, put("k", "v1")).is_some());
+        let before = c.node(f1).counters.coin_d_retosses;
+        let later = c.now.saturating_add(Duration::from_millis(20));
+        c.exec(f1, |n, _, out| {
+            n.on_timer(later, super::super::Timer::Tick, out)
+        });
+        assert_eq!(c.node(f1).counters.coin_d_retosses, before);
+    }
+
+    /// A proposal seen twice (a resend) counts once toward λ.
+    #[test]
+    fn a_proposal_seen_again_is_counted_once() {
+        let (mut c, l, f1, _) = adaptive_three(cfg(3600_000));
+        assert!(c.ask(f1, put("k", "v")).is_some());
+        let epoch = c.node(f1).current_epoch;
+        let count = |c: &Cluster| c.node(f1).bcast.adapt.as_ref().expect("adaptive").proposals;
+        let before = count(&c);
+        let last = c.node(f1).log.last();
+        let entry = LogEntry {
+            index: last,
+            epoch: c.node(f1).log.epoch_at(last).expect("logged"),
+            data: c.node(f1).log.get(last).expect("logged").clone(),
+        };
+        c.exec(f1, |n, _, out| n.on_proposal_seen(l, epoch, entry, out));
+        assert_eq!(count(&c), before);
     }
 }

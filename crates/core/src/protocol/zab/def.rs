@@ -324,6 +324,14 @@ impl ProtocolDef for Zab {
             ("zab_deliveries_timed", Over::All),
         )
         .scaled(0.001),
+        // The coin's p as played (ct, ct-q, aa-q): Head tosses over all
+        // tosses, over every follower. Seed 003 Appendix F tabulates p.
+        PointRatio::new(
+            "heads/toss",
+            "coin tosses that came up Head over all tosses (the p played; ct, ct-q)",
+            ("zab_coin_heads", Over::All),
+            ("zab_coin_tosses", Over::All),
+        ),
     ];
     type Msg = Msg;
     type Node = ZabNode;

@@ -70,6 +70,9 @@ pub struct Cluster {
     /// The broadcast variant, coin p and A1.1 every boot runs with.
     pub bcast: (super::Variant, f64, bool),
     queue: VecDeque<(NodeId, NodeId, Msg)>,
+    /// Paused servers (no ticks) and the messages held for them.
+    paused: Vec<NodeId>,
+    held: Vec<(NodeId, NodeId, Msg)>,
     pub replies: Vec<(NodeId, ClientRef, Response)>,
     /// Events pushed (`Command::Notify`): server, connection, event.
     pub events: Vec<(NodeId, u64, Event)>,
@@ -91,6 +94,8 @@ impl Cluster {
             bug: None,
             bcast,
             queue: VecDeque::new(),
+            paused: Vec::new(),
+            held: Vec::new(),
             replies: Vec::new(),
             events: Vec::new(),
             lives: 0,
@@ -156,6 +161,10 @@ impl Cluster {
             let Some((from, to, msg)) = self.queue.pop_front() else {
                 return;
             };
+            if self.paused.contains(&to) {
+                self.held.push((from, to, msg));
+                continue;
+            }
             self.call(to, |n, now, out| n.on_msg(now, Peer::Node(from), msg, out));
         }
         panic!("messages never stop");
@@ -164,6 +173,9 @@ impl Cluster {
     pub fn tick(&mut self) {
         self.now = self.now.saturating_add(self.cfg.tick);
         for id in self.members() {
+            if self.paused.contains(&id) {
+                continue;
+            }
             self.call(id, |n, now, out| n.on_timer(now, Timer::Finalize, out));
             self.call(id, |n, now, out| n.on_timer(now, Timer::Tick, out));
         }
@@ -203,12 +215,27 @@ impl Cluster {
     pub fn crash(&mut self, id: NodeId) {
         self.nodes[id as usize - 1] = None;
         self.queue.retain(|(f, t, _)| *f != id && *t != id);
+        self.held.retain(|(f, t, _)| *f != id && *t != id);
+        self.paused.retain(|&p| p != id);
         for other in self.members() {
             if other != id {
                 let ev = LinkEvent::Down(Peer::Node(id));
                 self.call(other, |n, now, out| n.on_link(now, ev, out));
             }
         }
+    }
+    /// Server `id` stops (a stalled process): no ticks, and what is sent
+    /// to it waits, with its links up; `resume` hands it everything.
+    pub fn pause(&mut self, id: NodeId) {
+        self.paused.push(id);
+    }
+    pub fn resume(&mut self, id: NodeId) {
+        self.paused.retain(|&p| p != id);
+        let held = std::mem::take(&mut self.held);
+        let (to_it, rest): (Vec<_>, Vec<_>) = held.into_iter().partition(|m| m.1 == id);
+        self.held = rest;
+        self.queue.extend(to_it);
+        self.run();
     }
     pub fn restart(&mut self, id: NodeId) {
         self.boot(id);
