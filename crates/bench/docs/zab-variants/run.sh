@@ -11,4 +11,4 @@ run 5 1 $V; run 5 2 $V; run 5 3 $V
 run 7 1 $V
 # §5.3: write ratio 100 %, 250 ... 1250 clients.
 target/release/quorumkv bench --protocol zab --variant default,broadcast=ct,broadcast=ct-q,broadcast=ct-q+p=upper --replicas 3,5 --durability memory --clients 250,750,1250 --get-fraction 0.0 --value-size 1024 --duration 3s --seed 1 --out crates/bench/docs/zab-variants/load-s1 --no-progress > crates/bench/docs/zab-variants/load-s1.txt 2>&1
-python3 crates/bench/docs/zab-variants/summarize.py crates/bench/docs/zab-variants/n[357]-s* > crates/bench/docs/zab-variants/table.md
+python3 crates/bench/docs/zab-variants/summarize.py crates/bench/docs/zab-variants/n[357]-s? > crates/bench/docs/zab-variants/table.md

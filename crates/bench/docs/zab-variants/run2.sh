@@ -17,6 +17,6 @@ for s in 1 2 3; do
     bench adapt-s$s --variant $A --replicas 3,5,7,9 --get-fraction 0.9,0.0 --seed $s
     bench adapt-think-s$s --variant $A --replicas 3,5,7,9 --get-fraction 0.9,0.0 --think 25ms..75ms --seed $s
 done
-python3 $D/summarize.py $D/n[3579]-s* > $D/table.md
-python3 $D/summarize.py --tails $D/adapt-s* > $D/adaptive.md
-python3 $D/summarize.py --tails $D/adapt-think-s* > $D/adaptive-think.md
+python3 $D/summarize.py $D/n[3579]-s? > $D/table.md
+python3 $D/summarize.py --tails $D/adapt-s? > $D/adaptive.md
+python3 $D/summarize.py --tails $D/adapt-think-s? > $D/adaptive-think.md
