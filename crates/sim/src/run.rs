@@ -92,7 +92,7 @@ pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
     let t1 = Instant::now();
     let mut safety = verify::check(&result.history, cfg.check_timeout);
     if cfg.znode && safety == Safety::Linearizable {
-        safety = verify::check_znode(&result.znode, &result.history, cfg.check_timeout);
+        safety = verify::check_znode(&result, cfg.check_timeout);
     }
     let check_wall = t1.elapsed();
     let verdict = match (safety, result.end) {

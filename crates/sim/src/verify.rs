@@ -108,14 +108,17 @@ pub fn check(history: &[OpRecord], timeout: Duration) -> Safety {
 }
 
 /// Check the znode requests of a history against the znode model
-/// (`quorumkv_check::znode::ZnodeSpec`), the whole tree as one object.
-pub fn check_znode(
-    asked: &[crate::world::znode::Asked],
-    history: &[OpRecord],
-    timeout: Duration,
-) -> Safety {
+/// (`quorumkv_check::znode::ZnodeSpec`), the whole tree as one object, and
+/// the watch events the clients received against the reads
+/// (`znode::event_before_change`).
+pub fn check_znode(run: &crate::world::RunResult, timeout: Duration) -> Safety {
+    use crate::world::znode::{event_before_change, znode_history};
     use quorumkv_check::znode::ZnodeSpec;
-    let ops = crate::world::znode::znode_history(asked, history);
+    let (asked, history) = (&run.znode, &run.history);
+    if let Some(why) = event_before_change(asked, &run.watch_events, history) {
+        return Safety::Violation(why);
+    }
+    let ops = znode_history(asked, history);
     let n = ops.len();
     if let Some(path) = quorumkv_check::znode::reused_sequential_name(&ops) {
         return Safety::Violation(format!(

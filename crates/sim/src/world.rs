@@ -29,7 +29,7 @@ use quorumkv_core::protocol::{
     ClientSpec, Command, LinkEvent, LinkModel, NodeSpec, Out, Protocol, ProtocolDef,
 };
 use quorumkv_core::{ClientRef, Event, NodeId, OpId, Peer, Request, Response, Time};
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
 /// Record a trace line (formatting only happens when tracing).
@@ -437,6 +437,8 @@ pub struct RunResult {
     pub history: Vec<OpRecord>,
     /// The znode requests of the history (`SimConfig::znode`).
     pub znode: Vec<znode::Asked>,
+    /// The watch events the znode clients received.
+    pub watch_events: Vec<znode::WatchEvent>,
     pub stats: Stats,
     pub trace: Option<Vec<String>>,
 }
@@ -495,6 +497,10 @@ pub struct World<'a, D: ProtocolDef> {
     clock: Clock,
     history: Vec<OpRecord>,
     znode: Vec<znode::Asked>,
+    watch_events: Vec<znode::WatchEvent>,
+    /// Znode clients that got a data event: their next request reads the
+    /// path again and sets a new watch (what a watcher does).
+    znode_reread: BTreeMap<usize, String>,
     stuck: Option<String>,
     probe: probe::Probe,
     /// `--read-after-crash`: keys only read from now on.
@@ -573,6 +579,8 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             clock: Clock::default(),
             history: Vec::with_capacity(cfg.ops as usize),
             znode: Vec::new(),
+            watch_events: Vec::new(),
+            znode_reread: BTreeMap::new(),
             stuck: None,
             probe: probe::Probe::default(),
             read_only: Default::default(),
@@ -1105,6 +1113,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             end,
             history: self.history,
             znode: self.znode,
+            watch_events: self.watch_events,
             stats: self.stats,
             trace: self.trace,
         }

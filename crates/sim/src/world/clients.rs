@@ -248,6 +248,7 @@ impl<D: ProtocolDef> World<'_, D> {
         if live {
             self.stats.notifies += 1;
             trace!(self, "c{c} NOTIFIED s{session} {event:?}");
+            self.znode_notified(c, &event);
         } else {
             self.stats.notifies_dropped += 1;
             trace!(

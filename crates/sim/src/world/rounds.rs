@@ -240,6 +240,7 @@ impl<'a, D: quorumkv_core::protocol::ProtocolDef> World<'a, D> {
             end,
             history: w.history,
             znode: w.znode,
+            watch_events: w.watch_events,
             stats: w.stats,
             trace: w.trace,
         }

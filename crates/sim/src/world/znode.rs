@@ -24,6 +24,16 @@ use quorumkv_core::{Request, Response};
 const TIMEOUT_MS: u64 = 3_600_000;
 const PATHS: [&str; 3] = ["/a", "/b", "/a/c"];
 
+/// A watch event as a znode client received it: when (the history's
+/// clock), by which client's session, for which path, of which kind.
+#[derive(Clone, Debug)]
+pub struct WatchEvent {
+    pub at_ns: u64,
+    pub client: usize,
+    pub path: String,
+    pub kind: String,
+}
+
 /// One znode request of the history: its record, who asked, its answer.
 #[derive(Clone, Debug)]
 pub struct Asked {
@@ -36,6 +46,9 @@ pub struct Asked {
 impl<D: ProtocolDef> World<'_, D> {
     /// The next znode request of client `c`.
     pub(super) fn znode_op(&mut self, c: usize) -> Request {
+        if let Some(path) = self.znode_reread.remove(&c) {
+            return Request::Znode(ZnodeOp::GetData { path, watch: true });
+        }
         let n = self.clients[c].issued;
         let r = &mut self.work_rng;
         let path = PATHS[r.below(PATHS.len() as u64) as usize].to_string();
@@ -44,6 +57,9 @@ impl<D: ProtocolDef> World<'_, D> {
             _ => None,
         };
         let data = Bytes::from(format!("c{c}.{n}"));
+        // Every other read sets a watch (not drawn: the workload's random
+        // stream stays as it was before watches).
+        let watch = n % 2 == 1;
         let op = match (n, r.below(100)) {
             (0, _) | (_, 0..=2) => ZnodeOp::OpenSession {
                 timeout_ms: TIMEOUT_MS,
@@ -73,11 +89,17 @@ impl<D: ProtocolDef> World<'_, D> {
                 data,
                 version,
             },
-            (_, 60..=74) => ZnodeOp::GetData { path, watch: false },
-            (_, 75..=84) => ZnodeOp::Exists { path, watch: false },
+            (_, 60..=74) => ZnodeOp::GetData {
+                path,
+                watch: r.chance(0.5),
+            },
+            (_, 75..=84) => ZnodeOp::Exists {
+                path,
+                watch: r.chance(0.5),
+            },
             _ => ZnodeOp::GetChildren {
                 path: if r.chance(0.5) { "/q" } else { "/" }.into(),
-                watch: false,
+                watch,
             },
         };
         Request::Znode(op)
@@ -95,6 +117,23 @@ impl<D: ProtocolDef> World<'_, D> {
         }
     }
 
+    /// Note a watch event client `c` received.
+    pub(super) fn znode_notified(&mut self, c: usize, event: &quorumkv_core::Event) {
+        if !self.cfg.znode {
+            return;
+        }
+        let path = String::from_utf8_lossy(&event.key).into_owned();
+        if event.kind == "changed" || event.kind == "created" {
+            self.znode_reread.insert(c, path.clone());
+        }
+        self.watch_events.push(WatchEvent {
+            at_ns: self.clock.stamp(self.now),
+            client: c,
+            path,
+            kind: event.kind.clone(),
+        });
+    }
+
     /// Note the answer to client `c`'s pending znode request.
     pub(super) fn znode_answered(&mut self, c: usize, resp: &Response) {
         let Some(p) = &self.clients[c].pending else {
@@ -105,6 +144,65 @@ impl<D: ProtocolDef> World<'_, D> {
             a.reply = Some(resp.clone());
         }
     }
+}
+
+/// Seed 001 §II.C: a watch event announces a change that happened. A data
+/// watch set by a read that saw the node with last change `mzxid` fires on
+/// a later change (or the node's deletion), so a read of that path that
+/// begins after the event arrived and still returns that `mzxid` saw the
+/// tree before the change the event announced (or the event was false).
+/// The read that set the watch is the client's last data read of the path
+/// answered before the event: events and answers on one connection arrive
+/// in order, so a read answered before the event was applied before the
+/// change. Events from closed connections never reach a client.
+pub fn event_before_change(
+    asked: &[Asked],
+    events: &[WatchEvent],
+    records: &[crate::history::OpRecord],
+) -> Option<String> {
+    // The node's last change as a data read saw it (None: no node or no answer).
+    let seen = |a: &Asked| -> Option<(String, u64)> {
+        let path = match &a.op {
+            ZnodeOp::GetData { path, .. } | ZnodeOp::Exists { path, .. } => path,
+            _ => return None,
+        };
+        let stat = match &a.reply {
+            Some(Response::Znode(ZnodeReply::Data { stat, .. })) => stat,
+            Some(Response::Znode(ZnodeReply::Exists(Some(stat)))) => stat,
+            _ => return None,
+        };
+        Some((path.clone(), stat.mzxid))
+    };
+    let watching = |a: &Asked| match &a.op {
+        ZnodeOp::GetData { watch, .. } | ZnodeOp::Exists { watch, .. } => *watch,
+        _ => false,
+    };
+    for e in events
+        .iter()
+        .filter(|e| e.kind == "changed" || e.kind == "deleted")
+    {
+        let session = client_writer_id(e.client as u64);
+        let set = (asked.iter())
+            .filter(|a| a.session == session && watching(a))
+            .filter(|a| records[a.record].complete_ns <= e.at_ns)
+            .filter_map(|a| seen(a).filter(|(p, _)| *p == e.path))
+            .last();
+        let Some((path, before)) = set else {
+            continue;
+        };
+        let stale = (asked.iter())
+            .filter(|a| records[a.record].invoke_ns > e.at_ns)
+            .find(|a| seen(a) == Some((path.clone(), before)));
+        if let Some(a) = stale {
+            let r = &records[a.record];
+            return Some(format!(
+                "watch event `{}` {path} reached client c{} at {} ns, but a read of {path} begun after it \
+                 (process p{}, {}..{} ns) still saw its last change at zxid {before}: the event came before its change",
+                e.kind, e.client, e.at_ns, r.process, r.invoke_ns, r.complete_ns
+            ));
+        }
+    }
+    None
 }
 
 /// The history as the znode model sees it: one operation per request whose

@@ -995,7 +995,7 @@ mod tests {
     /// A proposal seen twice (a resend) counts once toward λ.
     #[test]
     fn a_proposal_seen_again_is_counted_once() {
-        let (mut c, l, f1, _) = adaptive_three(cfg(3600_000));
+        let (mut c, l, f1, _) = adaptive_three(cfg(3_600_000));
         assert!(c.ask(f1, put("k", "v")).is_some());
         let epoch = c.node(f1).current_epoch;
         let count = |c: &Cluster| c.node(f1).bcast.adapt.as_ref().expect("adaptive").proposals;

@@ -41,6 +41,13 @@ pub enum InjectedBug {
     /// handed out again (or one still held is refused): seen only by the
     /// znode workload.
     ZnodeSeqReuse,
+    /// A znode write fires the watches on its path at the server it
+    /// arrives at, as it arrives, instead of when the transaction applies
+    /// there: the event can reach a client before the change is committed,
+    /// and a read after the event still sees the old node (seed 001 §II.C:
+    /// an event announces a change that happened). Seen only by the znode
+    /// workload.
+    ZnodeWatchEarly,
 }
 
 impl InjectedBug {
@@ -52,6 +59,7 @@ impl InjectedBug {
         InjectedBug::RecoverWithoutEpoch,
         InjectedBug::ZnodeKeepEphemerals,
         InjectedBug::ZnodeSeqReuse,
+        InjectedBug::ZnodeWatchEarly,
     ];
 }
 
@@ -68,6 +76,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::RecoverWithoutEpoch => "zab-recover-without-epoch",
             InjectedBug::ZnodeKeepEphemerals => "zab-znode-keep-ephemerals",
             InjectedBug::ZnodeSeqReuse => "zab-znode-seq-reuse",
+            InjectedBug::ZnodeWatchEarly => "zab-znode-watch-early",
         }
     }
     fn about(self) -> &'static str {
@@ -92,6 +101,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZnodeSeqReuse => {
                 "a new leadership restarts sequential counters at the child count (use with --znode)"
+            }
+            InjectedBug::ZnodeWatchEarly => {
+                "a znode write fires watches where it arrives, before it commits (use with --znode)"
             }
         }
     }

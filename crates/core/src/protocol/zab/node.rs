@@ -195,6 +195,7 @@ impl ZabNode {
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
         self.bug = bug;
         self.sm.keep_ephemerals = bug == Some(InjectedBug::ZnodeKeepEphemerals);
+        self.sm.watch_early = bug == Some(InjectedBug::ZnodeWatchEarly);
         self
     }
     /// A server that lost its state: it learns its epoch floor from a

@@ -36,7 +36,7 @@ use super::state_machine::{KvStore, Reader, StateMachine, Writer};
 use crate::protocol::Out;
 use crate::types::{ClientRef, Event, OpError, Peer, Request, Response, Time};
 use crate::znode::op::{expired_event, ZnodeOp, ZnodeReply};
-use crate::znode::{Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
+use crate::znode::{Change, Fired, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -124,6 +124,8 @@ pub struct Machine {
     touched: BTreeSet<u64>,
     /// Injected bug `zab-znode-keep-ephemerals`: a close changes nothing.
     pub(super) keep_ephemerals: bool,
+    /// Injected bug `zab-znode-watch-early`: writes fire watches on arrival.
+    pub(super) watch_early: bool,
 }
 
 // `Watches` has no `PartialEq`: two machines are equal by replicated state.
@@ -131,6 +133,16 @@ impl PartialEq for Machine {
     fn eq(&self, other: &Machine) -> bool {
         self.kv == other.kv && self.tree == other.tree
     }
+}
+
+/// A fired watch as the event pushed to its connection.
+fn fired_event(f: Fired) -> (u64, Event) {
+    let event = Event {
+        kind: f.event.as_str().into(),
+        key: Bytes::from(f.path.into_bytes()),
+        value: None,
+    };
+    (f.session, event)
 }
 
 fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
@@ -207,12 +219,7 @@ impl Machine {
         }
         let (result, changes) = self.tree.apply(at, &txn);
         for f in self.watches.fire(&changes) {
-            let event = Event {
-                kind: f.event.as_str().into(),
-                key: Bytes::from(f.path.into_bytes()),
-                value: None,
-            };
-            self.events.push((f.session, event));
+            self.events.push(fired_event(f));
         }
         if let Txn::CloseSession { session } = txn {
             self.heard.remove(&session);
@@ -324,6 +331,21 @@ impl ZabNode {
                 .or_default()
                 .insert(client.session);
             self.touch(session);
+        }
+        if self.sm.watch_early {
+            let change = match op {
+                ZnodeOp::SetData { path, .. } => Some(Change::DataChanged(path.clone())),
+                ZnodeOp::Delete { path, .. } => Some(Change::Deleted(path.clone())),
+                _ => None,
+            };
+            for f in self
+                .sm
+                .watches
+                .fire(&change.into_iter().collect::<Vec<_>>())
+            {
+                let (conn, event) = fired_event(f);
+                out.notify(conn, event);
+            }
         }
         if *op != ZnodeOp::Ping {
             return false;
