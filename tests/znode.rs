@@ -341,3 +341,52 @@ fn a_paused_holder_breaks_real_time_exclusion_but_not_the_tokens() {
         "{by_time:?}"
     );
 }
+
+/// One RESP command on a fresh connection; the raw reply.
+async fn resp(addr: std::net::SocketAddr, words: &[&str]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("*{}\r\n", words.len());
+    for w in words {
+        req += &format!("${}\r\n{w}\r\n", w.len());
+    }
+    s.write_all(req.as_bytes()).await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// The znode commands on the RESP port (`ZK.CREATE`, `ZK.GET`, `ZK.SET`,
+/// `ZK.LS`, `ZK.STAT`, `ZK.DEL`, `ZK.SYNC`), written through one replica
+/// and read through another; ephemerals (which need a session) refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn znode_commands_over_resp() {
+    let cluster = zab_cluster().await;
+    let ports: Vec<_> = cluster.endpoints().iter().map(|e| e.resp).collect();
+    let (a, b) = (ports[0], ports[1]);
+    assert_eq!(resp(a, &["ZK.CREATE", "/app", "v1"]).await, "$4\r\n/app\r\n");
+    let seq = resp(a, &["zk.create", "/app/w-", "x", "SEQUENTIAL"]).await;
+    assert_eq!(seq, "$17\r\n/app/w-0000000000\r\n");
+    assert_eq!(resp(b, &["ZK.GET", "/app"]).await, "$2\r\nv1\r\n");
+    assert_eq!(resp(b, &["ZK.SET", "/app", "v2", "0"]).await, ":1\r\n");
+    let stale = resp(a, &["ZK.SET", "/app", "v3", "0"]).await;
+    assert_eq!(stale, "-ERR bad version\r\n");
+    let ls = resp(a, &["ZK.LS", "/app"]).await;
+    assert_eq!(ls, "*1\r\n$12\r\nw-0000000000\r\n");
+    let stat = resp(b, &["ZK.STAT", "/app"]).await;
+    assert!(stat.starts_with("*20\r\n$5\r\nczxid\r\n"), "{stat}");
+    assert!(stat.contains("$7\r\nversion\r\n:1\r\n"), "{stat}");
+    assert!(stat.contains("$11\r\nnumChildren\r\n:1\r\n"), "{stat}");
+    assert_eq!(resp(a, &["ZK.STAT", "/nope"]).await, "$-1\r\n");
+    assert_eq!(resp(a, &["ZK.GET", "/nope"]).await, "-ERR no node\r\n");
+    let busy = resp(a, &["ZK.DEL", "/app"]).await;
+    assert_eq!(busy, "-ERR directory not empty\r\n");
+    let eph = resp(a, &["ZK.CREATE", "/e", "x", "EPHEMERAL"]).await;
+    assert!(eph.starts_with("-ERR ephemeral znodes need a session"), "{eph}");
+    assert_eq!(resp(a, &["ZK.DEL", "/app/w-0000000000"]).await, "+OK\r\n");
+    assert_eq!(resp(a, &["ZK.DEL", "/app", "1"]).await, "+OK\r\n");
+    let synced = resp(b, &["ZK.SYNC"]).await;
+    assert!(synced.starts_with(':'), "{synced}");
+    assert_eq!(resp(b, &["ZK.GET", "/app"]).await, "-ERR no node\r\n");
+}

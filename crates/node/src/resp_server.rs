@@ -13,6 +13,7 @@ use crate::resp_render::{RespKind, RespTx};
 use crate::shutdown::ConnStop;
 use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::Protocol;
+use quorumkv_core::znode::ZnodeOp;
 use quorumkv_core::Request;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -326,8 +327,79 @@ fn known_command(name: &str, args: &[Bytes], conn: u64) -> RespAction {
         "config" => error("ERR quorumkv supports CONFIG GET save|appendonly only"),
         "client" => client_command(&args[1..]),
         "hello" => hello(&args[1..], conn),
+        zk if zk.starts_with("zk.") => znode_command(zk, &args[1..]),
         _ => unreachable!("every command in resp_commands::COMMANDS is dispatched"),
     }
+}
+
+/// A `ZK.*` command (arity checked): a znode request for the core. RESP
+/// has no session and no pushed events, so ephemerals and watches are left
+/// to the native client (`quorumkv zk`).
+fn znode_command(name: &str, args: &[Bytes]) -> RespAction {
+    let path = || String::from_utf8_lossy(&args[0]).into_owned();
+    let version = |i: usize| -> Result<Option<u32>, RespAction> {
+        match args.get(i) {
+            None => Ok(None),
+            Some(v) => (std::str::from_utf8(v).ok())
+                .and_then(|v| v.parse().ok())
+                .map(Some)
+                .ok_or_else(|| error("ERR version is not a non-negative integer")),
+        }
+    };
+    let op = match name {
+        "zk.create" => {
+            let flags: Vec<String> = (args[2..].iter())
+                .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+                .collect();
+            if flags.iter().any(|f| f == "ephemeral") {
+                return error(
+                    "ERR ephemeral znodes need a session, which RESP has not: use `quorumkv zk create --ephemeral`",
+                );
+            }
+            if let Some(f) = flags.iter().find(|f| *f != "sequential") {
+                return error(format!(
+                    "ERR unknown ZK.CREATE flag '{f}' (SEQUENTIAL only)"
+                ));
+            }
+            ZnodeOp::Create {
+                path: path(),
+                data: args[1].clone(),
+                ephemeral: false,
+                sequential: !flags.is_empty(),
+            }
+        }
+        "zk.get" => ZnodeOp::GetData {
+            path: path(),
+            watch: false,
+        },
+        "zk.set" if args.len() > 3 => return wrong_args(name),
+        "zk.set" => match version(2) {
+            Ok(version) => ZnodeOp::SetData {
+                path: path(),
+                data: args[1].clone(),
+                version,
+            },
+            Err(e) => return e,
+        },
+        "zk.del" if args.len() > 2 => return wrong_args(name),
+        "zk.del" => match version(1) {
+            Ok(version) => ZnodeOp::Delete {
+                path: path(),
+                version,
+            },
+            Err(e) => return e,
+        },
+        "zk.ls" => ZnodeOp::GetChildren {
+            path: path(),
+            watch: false,
+        },
+        "zk.stat" => ZnodeOp::Exists {
+            path: path(),
+            watch: false,
+        },
+        _ => ZnodeOp::Sync,
+    };
+    RespAction::Store(Request::Znode(op), RespKind::Znode)
 }
 
 fn client_command(args: &[Bytes]) -> RespAction {
