@@ -365,7 +365,10 @@ async fn znode_commands_over_resp() {
     let cluster = zab_cluster().await;
     let ports: Vec<_> = cluster.endpoints().iter().map(|e| e.resp).collect();
     let (a, b) = (ports[0], ports[1]);
-    assert_eq!(resp(a, &["ZK.CREATE", "/app", "v1"]).await, "$4\r\n/app\r\n");
+    assert_eq!(
+        resp(a, &["ZK.CREATE", "/app", "v1"]).await,
+        "$4\r\n/app\r\n"
+    );
     let seq = resp(a, &["zk.create", "/app/w-", "x", "SEQUENTIAL"]).await;
     assert_eq!(seq, "$17\r\n/app/w-0000000000\r\n");
     assert_eq!(resp(b, &["ZK.GET", "/app"]).await, "$2\r\nv1\r\n");
@@ -383,7 +386,10 @@ async fn znode_commands_over_resp() {
     let busy = resp(a, &["ZK.DEL", "/app"]).await;
     assert_eq!(busy, "-ERR directory not empty\r\n");
     let eph = resp(a, &["ZK.CREATE", "/e", "x", "EPHEMERAL"]).await;
-    assert!(eph.starts_with("-ERR ephemeral znodes need a session"), "{eph}");
+    assert!(
+        eph.starts_with("-ERR ephemeral znodes need a session"),
+        "{eph}"
+    );
     assert_eq!(resp(a, &["ZK.DEL", "/app/w-0000000000"]).await, "+OK\r\n");
     assert_eq!(resp(a, &["ZK.DEL", "/app", "1"]).await, "+OK\r\n");
     let synced = resp(b, &["ZK.SYNC"]).await;
