@@ -672,7 +672,7 @@ mod tests {
     use super::super::node::Config;
     use super::super::testing::{put, Cluster};
     use super::*;
-    use crate::protocol::Protocol;
+    use crate::protocol::{Command, Protocol};
 
     /// Broadcast messages per write and follower ACKs per commit at the
     /// leader over `writes` writes made one at a time at the leader.
@@ -863,5 +863,100 @@ mod tests {
         assert_eq!(Variant::Aa.follower_quorum(5), 2);
         assert_eq!(Variant::CtQ.follower_quorum(5), 3);
         assert_eq!(Variant::Ct.follower_quorum(4), 2);
+    }
+
+    /// §4.4.2: aa-q leaves its fast path only once more than f − 1
+    /// followers are down (at N = 5, f = 2: one down is tolerated), ct-q on
+    /// the first.
+    #[test]
+    fn aa_q_tolerates_f_minus_one_followers_down() {
+        for (v, tolerated) in [(Variant::AaQ, 1), (Variant::CtQ, 0)] {
+            let mut c = Cluster::running(5, Config::default(), (v, 0.5, true));
+            let l = c.settle();
+            let followers: Vec<NodeId> = (1..=5).filter(|&n| n != l).collect();
+            for (down, &f) in followers[..2].iter().enumerate() {
+                c.crash(f);
+                for _ in 0..3 {
+                    c.tick();
+                }
+                let switched = c.node(l).bcast.zab_mode;
+                assert_eq!(
+                    switched,
+                    down + 1 > tolerated,
+                    "{}: {} down",
+                    v.name(),
+                    down + 1
+                );
+            }
+            assert!(c.ask(followers[2], put("k", "v")).is_some(), "{}", v.name());
+        }
+    }
+
+    /// A1.1 made durable before it matters: a leader under ac, aa or ct
+    /// holds its first proposals until its `led-epoch` record is durable
+    /// (`Send`: after the persists before it), then sends at once again.
+    #[test]
+    fn the_first_proposals_of_a_leader_under_a1_1_wait_for_its_record() {
+        let proposals = |v: Variant, before: usize| -> Vec<bool> {
+            let mut c = Cluster::running(3, Config::default(), (v, 0.5, true));
+            let l = c.settle();
+            for i in 0..before {
+                assert!(c.ask(l, put("k", &i.to_string())).is_some());
+            }
+            let cmds = c.exec(l, |n, now, out| {
+                n.on_client(now, crate::types::ClientRef::local(999), put("k", "x"), out)
+            });
+            let held = |c: &Command<Msg, super::super::Timer>| match c {
+                Command::Send {
+                    msg: Msg::Proposal { .. },
+                    ..
+                } => Some(true),
+                Command::SendNow {
+                    msg: Msg::Proposal { .. },
+                    ..
+                } => Some(false),
+                _ => None,
+            };
+            cmds.iter().filter_map(held).collect()
+        };
+        assert_eq!(proposals(Variant::Ac, 0), vec![true, true], "held");
+        assert_eq!(proposals(Variant::Ac, 1), vec![false, false], "at once");
+        assert_eq!(proposals(Variant::CtQ, 0), vec![false, false], "no A1.1");
+    }
+
+    /// A follower counts another follower's ACK toward delivery only when
+    /// it is of the epoch it follows and not the leader's; the first ACK of
+    /// a new epoch forgets the old epoch's.
+    #[test]
+    fn peer_acks_count_only_in_the_epoch_followed() {
+        let mut c = Cluster::running(5, Config::default(), (Variant::Aa, 0.5, true));
+        let l = c.settle();
+        assert!(c.ask(l, put("k", "v")).is_some());
+        let f: Vec<NodeId> = (1..=5).filter(|&n| n != l).collect();
+        let epoch = c.node(f[0]).current_epoch;
+        let acks = |c: &Cluster| c.node(f[0]).bcast.peer_acks.clone();
+        let before = acks(&c);
+        c.exec(f[0], |n, _, out| n.on_any_ack(f[1], epoch - 1, 99, out));
+        c.exec(f[0], |n, _, out| n.on_any_ack(l, epoch, 99, out));
+        assert_eq!(acks(&c), before, "an old epoch's ACK, the leader's");
+        {
+            let n = c.nodes[f[0] as usize - 1].as_mut().expect("up");
+            n.bcast.peer_epoch = epoch - 1;
+            n.bcast.peer_acks.insert(f[1], 99);
+        }
+        c.exec(f[0], |n, _, out| n.on_any_ack(f[2], epoch, 1, out));
+        assert_eq!(acks(&c), BTreeMap::from([(f[2], 1)]), "a new epoch");
+    }
+
+    /// Every proposal a ct follower logs is one toss (the first after a
+    /// synchronisation goes untossed), and about p of them come up Head.
+    #[test]
+    fn each_logged_proposal_is_one_toss() {
+        let (_, _, c) = per_write(Variant::Ct, 3, 0.5, 200);
+        for x in c.nodes.iter().flatten().filter(|x| x.role() == "follower") {
+            let k = &x.counters;
+            assert!((199..=200).contains(&k.coin_tosses), "{}", k.coin_tosses);
+            assert!((60..=140).contains(&k.coin_heads), "{}", k.coin_heads);
+        }
     }
 }
