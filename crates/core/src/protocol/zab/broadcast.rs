@@ -959,4 +959,71 @@ mod tests {
             assert!((60..=140).contains(&k.coin_heads), "{}", k.coin_heads);
         }
     }
+
+    /// The leader losing a follower on its own (a one-sided partition: the
+    /// followers still hear each other, so nobody votes) is enough: ct-q
+    /// needs all N − 1 in the broadcast, so the leader switches to Zab at
+    /// its next tick and tells the follower it still has.
+    #[test]
+    fn the_leader_switches_on_a_follower_it_lost_without_any_vote() {
+        let (mut c, l, f1, f2) = ct_q_three();
+        c.exec(l, |n, now, out| {
+            n.on_link(now, LinkEvent::Down(Peer::Node(f2)), out)
+        });
+        assert!(!c.node(l).bcast.zab_mode);
+        c.tick();
+        assert!(c.node(l).bcast.zab_mode);
+        assert!(c.node(f1).bcast.zab_mode, "told");
+        assert!(c.node(f1).bcast.suspected.is_empty(), "no vote");
+    }
+
+    /// `Prot` is heard only from the right peer in the right epoch: a
+    /// follower ignores a decision that is not its leader's or is of
+    /// another epoch (and counts each change of mode once); the leader
+    /// counts a vote only from a follower in its broadcast, this epoch.
+    #[test]
+    fn prot_is_heard_only_from_the_right_peer_and_epoch() {
+        let (mut c, l, f1, f2) = ct_q_three();
+        let epoch = c.node(l).current_epoch;
+        c.exec(f1, |n, _, out| n.on_prot(f2, epoch, true, out));
+        c.exec(f1, |n, _, out| n.on_prot(l, epoch - 1, true, out));
+        assert!(!c.node(f1).bcast.zab_mode);
+        let s0 = c.node(f1).counters.switches;
+        c.exec(f1, |n, _, out| n.on_prot(l, epoch, true, out));
+        assert!(c.node(f1).bcast.zab_mode);
+        assert_eq!(c.node(f1).counters.switches, s0 + 1);
+        c.exec(f1, |n, _, out| n.on_prot(l, epoch, true, out));
+        assert_eq!(c.node(f1).counters.switches, s0 + 1, "no change");
+        c.exec(l, |n, _, out| n.on_prot(f1, epoch - 1, true, out));
+        c.exec(l, |n, _, out| n.on_prot(9, epoch, true, out));
+        assert!(!c.node(l).bcast.zab_mode);
+        c.exec(l, |n, _, out| n.on_prot(f1, epoch, true, out));
+        assert!(c.node(l).bcast.zab_mode, "a follower's vote, this epoch");
+    }
+
+    /// ac and aa never switch (they have no Zab fallback in the thesis):
+    /// a follower down is no vote, and a link event about a server outside
+    /// the cluster is no suspicion in any variant.
+    #[test]
+    fn variants_that_never_switch_ignore_a_crash() {
+        for v in [Variant::Ac, Variant::Aa] {
+            let mut c = Cluster::running(3, Config::default(), (v, 0.5, true));
+            let l = c.settle();
+            let f: Vec<NodeId> = (1..=3).filter(|&n| n != l).collect();
+            c.crash(f[1]);
+            for _ in 0..3 {
+                c.tick();
+            }
+            assert!(!c.node(l).bcast.zab_mode, "{}", v.name());
+            assert!(c.ask(f[0], put("k", "v")).is_some(), "{}", v.name());
+        }
+        let (mut c, _, f1, _) = ct_q_three();
+        c.exec(f1, |n, now, out| {
+            n.on_link(now, LinkEvent::Down(Peer::Node(9)), out)
+        });
+        c.exec(f1, |n, now, out| {
+            n.on_link(now, LinkEvent::Down(Peer::Node(f1)), out)
+        });
+        assert!(c.node(f1).bcast.suspected.is_empty());
+    }
 }
