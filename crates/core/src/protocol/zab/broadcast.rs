@@ -999,6 +999,27 @@ mod tests {
         assert!(!c.node(l).bcast.zab_mode);
         c.exec(l, |n, _, out| n.on_prot(f1, epoch, true, out));
         assert!(c.node(l).bcast.zab_mode, "a follower's vote, this epoch");
+        // A late vote of an older epoch takes nothing back.
+        c.exec(l, |n, _, out| n.on_prot(f1, epoch - 1, false, out));
+        c.exec(l, |n, _, out| n.on_prot(9, epoch, false, out));
+        assert!(c.node(l).bcast.zab_mode, "still the vote of this epoch");
+    }
+
+    /// Votes belong to a leadership: a leader elected again forgets the
+    /// Zab votes of its previous epoch (a follower that voted then says
+    /// nothing now: silence is a vote for the variant).
+    #[test]
+    fn votes_of_an_earlier_leadership_are_forgotten() {
+        let (mut c, l, f1, _) = ct_q_three();
+        let epoch = c.node(l).current_epoch;
+        {
+            let n = c.nodes[l as usize - 1].as_mut().expect("up");
+            n.bcast.zab_votes.insert(f1);
+            n.bcast.votes_epoch = epoch - 1;
+        }
+        c.tick();
+        assert!(!c.node(l).bcast.zab_mode);
+        assert!(c.node(l).bcast.zab_votes.is_empty());
     }
 
     /// ac and aa never switch (they have no Zab fallback in the thesis):
