@@ -353,4 +353,16 @@ mod tests {
         assert_eq!(Choice::parse("fixed:1.5"), None);
         assert_eq!(Choice::parse("Upper"), None);
     }
+
+    /// The formulas at their edges: one follower left that must ACK (n = 1,
+    /// a = 1) takes one abcast in expectation at p = 0.5 (W_0 = 2, times
+    /// P(tail) = 0.5); more ACKs needed than followers toss is never; at a
+    /// low λ timer D sets R1's bound (d / D), at the thesis' λ it is d·λ.
+    #[test]
+    fn w_and_r1_at_their_edges() {
+        assert!((expected_abcasts_with(0.5, 1, 1) - 1.0).abs() < 1e-12);
+        assert_eq!(expected_abcasts_with(0.5, 1, 2), f64::INFINITY);
+        assert!((r1_bound(0.01, 10.0, 0.02) - 0.5).abs() < 1e-12);
+        assert!((r1_bound(0.013, 2094.0, 0.02) - 27.222).abs() < 1e-9);
+    }
 }
