@@ -189,7 +189,7 @@ pub const COMMANDS: &[Spec] = &[
         flags: &["write"],
         keys: (1, 1, 1),
         group: "znode",
-        summary: "Create a persistent znode (Zab only); SEQUENTIAL appends the parent's counter. Replies the path created. Ephemerals need a session: use `quorumkv zk`.",
+        summary: "Create a persistent znode (protocols that serve znodes); SEQUENTIAL appends the parent's counter. Replies the path created. Ephemerals need a session: use `quorumkv zk`.",
         args: &[arg("path", "key"), arg("data", "string"), opt("sequential", "pure-token")],
     },
     Spec {
