@@ -365,4 +365,24 @@ mod tests {
         assert!((r1_bound(0.01, 10.0, 0.02) - 0.5).abs() < 1e-12);
         assert!((r1_bound(0.013, 2094.0, 0.02) - 27.222).abs() < 1e-9);
     }
+
+    /// R1 is strict (eq. 4.1: W(p) < d·max(λ, 1/D)): a p whose W equals
+    /// the bound does not meet it, neither in the bracket nor in
+    /// Algorithm 1's walk down from P1u. Here W steps from 3 to exactly 2
+    /// at p = 0.5 and to 1 at p = 0.6; the bound is 2.
+    #[test]
+    fn r1_is_strict() {
+        let w = |p: f64| match p {
+            p if p < 0.5 - 1e-9 => 3.0,
+            p if p < 0.6 - 1e-9 => 2.0,
+            _ => 1.0,
+        };
+        let (p1l, p1u) = bracket(2.0, w).expect("p = 1 meets R1");
+        assert!(
+            (p1l - 0.59).abs() < 1e-9 && (p1u - 0.6).abs() < 1e-9,
+            "{p1l} {p1u}"
+        );
+        let p = estimate_p1(0.7, 2.0, 0.001, w);
+        assert!((p - 0.6).abs() < 1e-9, "{p}");
+    }
 }
