@@ -385,4 +385,15 @@ mod tests {
         let p = estimate_p1(0.7, 2.0, 0.001, w);
         assert!((p - 0.6).abs() < 1e-9, "{p}");
     }
+
+    /// Eq. 4.7 over a range of heads (b > 0): p*(1:2) of 4 tosses is
+    /// 1 / (1 + (3/1 · 2/2)^(1/2)) = 1 / (1 + √3); a range reaching n is
+    /// outside the equation (α + b < n).
+    #[test]
+    fn p_star_over_a_range_of_heads() {
+        let want = 1.0 / (1.0 + 3f64.sqrt());
+        assert!((p_star(1, 1, 4).expect("defined") - want).abs() < 1e-12);
+        assert_eq!(p_star(3, 1, 4), None);
+        assert_eq!(p_star(1, 3, 4), None);
+    }
 }
