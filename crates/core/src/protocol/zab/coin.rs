@@ -396,4 +396,27 @@ mod tests {
         assert_eq!(p_star(3, 1, 4), None);
         assert_eq!(p_star(1, 3, 4), None);
     }
+
+    /// `p-star` plays the largest p*(α:α+b) of eq. 4.7 inside [P1, P2]
+    /// (every α ≥ 1, b ≥ 0 with α + b < n), else P2. With θ = 2λ (P2 ≈
+    /// 2/n) several p* fall inside at N = 5 and 9.
+    #[test]
+    fn p_star_choice_is_the_largest_inside_the_bounds() {
+        for replicas in [5usize, 9] {
+            let n = replicas - 1;
+            let m = Measured {
+                lambda: 2000.0,
+                theta: 4000.0,
+                d: 0.013,
+            };
+            let dec = decide(m, replicas, n, 0.02, Choice::PStar);
+            let inside: Vec<f64> = (1..n)
+                .flat_map(|a| (0..n).filter_map(move |b| p_star(a, b, n)))
+                .filter(|&p| p >= dec.p1 && p <= dec.p2)
+                .collect();
+            assert!(inside.len() >= 2, "N = {replicas}: {inside:?} in {dec:?}");
+            let best = inside.iter().copied().fold(0.0, f64::max);
+            assert_eq!(dec.p, Some(best), "N = {replicas}");
+        }
+    }
 }
