@@ -587,7 +587,7 @@ impl ZabNode {
 #[cfg(test)]
 mod tests {
     use super::super::node::Config;
-    use super::super::testing::{at as deliver, put, sent, Cluster};
+    use super::super::testing::{at as deliver, ct_q_three, put, sent, settled_three, Cluster};
     use super::super::Variant;
     use super::*;
     use crate::protocol::Protocol;
@@ -726,9 +726,18 @@ mod tests {
         for n in cl.nodes.iter_mut().flatten() {
             n.bcast.adapt = Some(Adaptive::new(c));
         }
-        let l = cl.settle();
-        let mut f = (1..=3).filter(|&n| n != l);
-        let (f1, f2) = (f.next().expect("two"), f.next().expect("two"));
+        settled_three(cl)
+    }
+
+    /// `adaptive_three` running ct-q: every follower wants the variant,
+    /// and a first write carries their votes back (the leader leaves Zab).
+    fn deciding_three(c: AdaptConfig) -> (Cluster, NodeId, NodeId, NodeId) {
+        let (mut cl, l, f1, f2) = adaptive_three(c);
+        for n in cl.nodes.iter_mut().flatten() {
+            n.bcast.adapt.as_mut().expect("adaptive").want_zab = false;
+        }
+        assert!(cl.ask(f1, put("k", "v0")).is_some());
+        assert!(!cl.node(l).bcast.zab_mode && !cl.node(f1).bcast.zab_mode);
         (cl, l, f1, f2)
     }
 
@@ -780,13 +789,7 @@ mod tests {
             window: Duration::from_secs(3600),
             ..AdaptConfig::default()
         };
-        let (mut c, l, f1, f2) = adaptive_three(slow);
-        for n in c.nodes.iter_mut().flatten() {
-            n.bcast.adapt.as_mut().expect("adaptive").want_zab = false;
-        }
-        // The followers vote back for ct-q with their next ACK.
-        assert!(c.ask(f1, put("k", "v0")).is_some());
-        assert!(!c.node(l).bcast.zab_mode && !c.node(f1).bcast.zab_mode);
+        let (mut c, _, f1, f2) = deciding_three(slow);
         for n in c.nodes.iter_mut().flatten() {
             n.bcast.p = 1e-9;
         }
@@ -829,13 +832,10 @@ mod tests {
     /// The ct-q cluster of three with a fixed p (no adaptation; A3 and the
     /// switch on suspicion still run), its leader and followers.
     fn fixed_three() -> (Cluster, NodeId, NodeId, NodeId) {
-        let mut cl = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
-        let l = cl.settle();
+        let (mut cl, l, f1, f2) = ct_q_three();
         for _ in 0..3 {
             cl.tick();
         }
-        let mut f = (1..=3).filter(|&n| n != l);
-        let (f1, f2) = (f.next().expect("two"), f.next().expect("two"));
         (cl, l, f1, f2)
     }
 
@@ -937,12 +937,7 @@ mod tests {
             timer_cm: Duration::from_millis(1),
             ..AdaptConfig::default()
         };
-        let (mut c, l, f1, f2) = adaptive_three(quick);
-        for n in c.nodes.iter_mut().flatten() {
-            n.bcast.adapt.as_mut().expect("adaptive").want_zab = false;
-        }
-        assert!(c.ask(f1, put("k", "v0")).is_some());
-        assert!(!c.node(l).bcast.zab_mode, "voted back for ct-q");
+        let (mut c, l, f1, f2) = deciding_three(quick);
         assert_eq!(c.node(f1).counters.coin_cm_expiries, 0, "delivered in time");
         // Tails everywhere: nobody ACKs, the proposal waits for the
         // heartbeat past C_m.
@@ -974,12 +969,7 @@ mod tests {
             window: Duration::from_secs(3600),
             ..AdaptConfig::default()
         };
-        let (mut c, l, f1, f2) = adaptive_three(slow);
-        for n in c.nodes.iter_mut().flatten() {
-            n.bcast.adapt.as_mut().expect("adaptive").want_zab = false;
-        }
-        assert!(c.ask(f1, put("k", "v0")).is_some());
-        assert!(!c.node(l).bcast.zab_mode);
+        let (mut c, _, f1, f2) = deciding_three(slow);
         c.nodes[f1 as usize - 1].as_mut().expect("up").bcast.p = 1e-9;
         c.nodes[f2 as usize - 1].as_mut().expect("up").bcast.p = 1.0;
         // f1 tosses Tail; f2's Head ACK and f1's own log deliver at f1.

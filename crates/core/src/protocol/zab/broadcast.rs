@@ -670,7 +670,7 @@ impl ZabNode {
 #[cfg(test)]
 mod tests {
     use super::super::node::Config;
-    use super::super::testing::{put, Cluster};
+    use super::super::testing::{ct_q_three, put, Cluster};
     use super::*;
     use crate::protocol::{Command, Protocol};
 
@@ -785,15 +785,6 @@ mod tests {
                 assert!(c.node(l).epochs().1 > epoch && c.node(l).role() == "follower");
             }
         }
-    }
-
-    /// A settled ct-q cluster of three: the leader and its two followers.
-    fn ct_q_three() -> (Cluster, NodeId, NodeId, NodeId) {
-        let mut c = Cluster::running(3, Config::default(), (Variant::CtQ, 0.5, true));
-        let l = c.settle();
-        let mut f = (1..=3).filter(|&n| n != l);
-        let (f1, f2) = (f.next().expect("two"), f.next().expect("two"));
-        (c, l, f1, f2)
     }
 
     /// ct-q with a follower down (N = 3): the other follower can never

@@ -323,6 +323,21 @@ pub fn hear(n: &mut ZabNode, from: NodeId, msg: Msg) -> Cmds {
     out.drain().collect()
 }
 
+/// A settled ct-q cluster of three with a fixed p: its leader and its
+/// two followers.
+pub fn ct_q_three() -> (Cluster, NodeId, NodeId, NodeId) {
+    let c = Cluster::running(3, Config::default(), (super::Variant::CtQ, 0.5, true));
+    settled_three(c)
+}
+
+/// Settle a cluster of three: it, its leader and its two followers.
+pub fn settled_three(mut c: Cluster) -> (Cluster, NodeId, NodeId, NodeId) {
+    let l = c.settle();
+    let mut f = (1..=3).filter(|&n| n != l);
+    let (f1, f2) = (f.next().expect("two"), f.next().expect("two"));
+    (c, l, f1, f2)
+}
+
 /// Three servers, n3 leading (the highest id, every log empty).
 pub fn settled() -> Cluster {
     let mut c = Cluster::new(3, Config::default());
