@@ -336,7 +336,12 @@ fn known_command(name: &str, args: &[Bytes], conn: u64) -> RespAction {
 /// has no session and no pushed events, so ephemerals and watches are left
 /// to the native client (`quorumkv zk`).
 fn znode_command(name: &str, args: &[Bytes]) -> RespAction {
-    let path = || String::from_utf8_lossy(&args[0]).into_owned();
+    // A path is text: a byte string that is not UTF-8 is refused, not
+    // silently altered into another path.
+    let Ok(path) = std::str::from_utf8(args.first().map_or(&[][..], |a| &a[..])) else {
+        return error("ERR a znode path must be UTF-8 text");
+    };
+    let path = || path.to_string();
     let version = |i: usize| -> Result<Option<u32>, RespAction> {
         match args.get(i) {
             None => Ok(None),
@@ -562,6 +567,15 @@ mod tests {
         ));
         assert!(matches!(run(&["EXISTS", "a", "a"]), RespAction::Multi(_)));
         assert!(matches!(run(&["info", "Server"]), RespAction::Info(s) if s == ["server"]));
+    }
+
+    #[test]
+    fn a_znode_path_that_is_not_utf8_is_refused() {
+        let args = [Bytes::from_static(b"zk.get"), Bytes::from_static(b"/a\xff")];
+        match resp_command(&args, 1) {
+            RespAction::Reply(Reply::Error(e)) => assert!(e.contains("UTF-8"), "{e}"),
+            _ => panic!("not refused"),
+        }
     }
 
     #[test]
