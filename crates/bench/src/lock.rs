@@ -16,7 +16,9 @@
 //!
 //! The workload needs a target whose protocol serves znodes; the bench
 //! does not know which do (no protocol names here): it opens a session and
-//! reports the server's refusal.
+//! reports the server's refusal. A ZooKeeper target (`zk://…`) runs the
+//! same recipes over ZooKeeper's client ([`crate::zk::ZkLockSession`]), so
+//! the two services are compared on one piece of recipe code.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -25,13 +27,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quorumkv_node::client::ClientConfig;
-use quorumkv_node::zk::{CreateMode, WatchEvent, ZkClient, ZkClientError};
-use quorumkv_node::zk_recipes::{self, Held};
+use quorumkv_node::zk::{WatchEvent, ZkClient, ZkClientError};
+use quorumkv_node::zk_recipes::{self, Held, LockClient};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 
 use crate::config::BenchConfig;
+use crate::config::DeploySpec;
 use crate::target::{pinned_order, Deployment};
 use crate::workload::Rng;
 
@@ -252,9 +255,26 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// A session of the pool and its watch events.
-struct Session {
-    zk: ZkClient,
-    events: UnboundedReceiver<WatchEvent>,
+struct Session<C: LockClient> {
+    zk: C,
+    events: C::Events,
+}
+
+/// Watch events left from an earlier acquisition (a watch that fired
+/// late) are stale: dropped before the next.
+trait DropStale {
+    fn drop_stale(&mut self);
+}
+
+impl DropStale for UnboundedReceiver<WatchEvent> {
+    fn drop_stale(&mut self) {
+        while self.try_recv().is_ok() {}
+    }
+}
+
+/// ZooKeeper's watches answer one by one: nothing is left over.
+impl DropStale for () {
+    fn drop_stale(&mut self) {}
 }
 
 /// What the arrivals' tasks share.
@@ -267,12 +287,13 @@ struct Shared {
     errors: Vec<String>,
 }
 
-/// Opens a session; a refusal names why (a protocol without znodes).
+/// Opens a session with our service; a refusal names why (a protocol
+/// without znodes).
 async fn open(
     endpoints: Vec<SocketAddr>,
     cfg: &BenchConfig,
     lock: &LockConfig,
-) -> Result<Session, String> {
+) -> Result<Session<ZkClient>, String> {
     let ccfg = ClientConfig {
         op_timeout: cfg.op_timeout,
         ..Default::default()
@@ -284,22 +305,28 @@ async fn open(
     Ok(Session { zk, events })
 }
 
-/// Create `path` (persistent), fine if it exists.
-async fn ensure(zk: &ZkClient, path: &str) -> Result<(), ZkClientError> {
-    match zk.create(path, "", CreateMode::PERSISTENT).await {
-        Ok(_) | Err(ZkClientError::Zk(quorumkv_core::znode::ZkError::NodeExists)) => Ok(()),
-        Err(e) => Err(e),
-    }
+/// Opens a session with ZooKeeper server `host`.
+#[cfg(feature = "zookeeper")]
+async fn open_zookeeper(
+    host: &str,
+    lock: &LockConfig,
+) -> Result<Session<crate::zk::ZkLockSession>, String> {
+    let zk = crate::zk::ZkLockSession::connect(host, lock.session_timeout)
+        .await
+        .map_err(|e| format!("cannot open a session: {e:#}"))?;
+    Ok(Session { zk, events: () })
 }
 
-async fn acquire(
+async fn acquire<C: LockClient>(
     recipe: Recipe,
-    s: &mut Session,
+    s: &mut Session<C>,
     path: &str,
     poll: Duration,
-) -> Result<(Held, Instant), ZkClientError> {
-    // Events of earlier acquisitions (a watch that fired late) are stale.
-    while s.events.try_recv().is_ok() {}
+) -> Result<(Held, Instant), ZkClientError>
+where
+    C::Events: DropStale,
+{
+    s.events.drop_stale();
     let now = |h: Held| (h, Instant::now());
     match recipe {
         Recipe::Tas => zk_recipes::tas_lock(&s.zk, path, false, poll, &mut s.events)
@@ -335,21 +362,57 @@ pub async fn run_lock_point(
     recipe: Recipe,
 ) -> Result<LockResult, String> {
     let lock = &cfg.lock;
+    let label = d.spec.label();
+    let n = cfg.max_outstanding;
+    #[cfg(feature = "zookeeper")]
+    if let DeploySpec::Zookeeper { endpoints, .. } = &d.spec {
+        let setup = open_zookeeper(&endpoints[0], lock)
+            .await
+            .map_err(|e| format!("{label}: {e}"))?;
+        let mut pool = Vec::with_capacity(n);
+        for k in 0..n {
+            let host = &pinned_order(endpoints, k)[0];
+            pool.push(open_zookeeper(host, lock).await?);
+        }
+        return measure(cfg, d, point, recipe, setup, pool).await;
+    }
     let endpoints = d.native_endpoints().to_vec();
     if endpoints.is_empty() {
         return Err(format!(
-            "{}: the lock workload needs a quorumkv target (local or quorumkv://)",
-            d.spec.label()
+            "{label}: the lock workload needs a quorumkv or ZooKeeper target \
+             (local, quorumkv://, zk://)"
         ));
     }
-    let label = d.spec.label();
     let setup = open(endpoints.clone(), cfg, lock).await.map_err(|e| {
         format!("{label}: {e} (the lock workload needs a protocol that serves znodes)")
     })?;
+    // The pool, pinned round-robin to the servers.
+    let mut pool = Vec::with_capacity(n);
+    for k in 0..n {
+        pool.push(open(pinned_order(&endpoints, k), cfg, lock).await?);
+    }
+    measure(cfg, d, point, recipe, setup, pool).await
+}
+
+/// The open-loop run of one point on an opened pool of sessions.
+async fn measure<C: LockClient>(
+    cfg: &BenchConfig,
+    d: &Deployment,
+    point: usize,
+    recipe: Recipe,
+    setup: Session<C>,
+    pool: Vec<Session<C>>,
+) -> Result<LockResult, String>
+where
+    C::Events: DropStale,
+{
+    let lock = &cfg.lock;
+    let label = d.spec.label();
+    let n = pool.len();
     let root = "/quorumkv-bench-locks";
     let dir = format!("{root}/{}-{}", recipe.name(), run_tag(cfg, point));
     for p in [root, dir.as_str()] {
-        ensure(&setup.zk, p)
+        (setup.zk.ensure_dir(p))
             .await
             .map_err(|e| format!("{label}: cannot create {p}: {e}"))?;
     }
@@ -358,12 +421,6 @@ pub async fn run_lock_point(
     } else {
         format!("{dir}/tas")
     };
-    // The pool, pinned round-robin to the servers.
-    let n = cfg.max_outstanding;
-    let mut pool = Vec::with_capacity(n);
-    for k in 0..n {
-        pool.push(open(pinned_order(&endpoints, k), cfg, lock).await?);
-    }
     let pool = Arc::new(Mutex::new(pool));
     let shared = Arc::new(Mutex::new(Shared::default()));
     let measure = match cfg.length {
@@ -409,7 +466,7 @@ pub async fn run_lock_point(
                         sh.errors.push(why);
                     }
                     // Its node (or its creates) must not block the others.
-                    let _ = s.zk.close().await;
+                    s.zk.close().await;
                     return;
                 }
             };
@@ -434,7 +491,7 @@ pub async fn run_lock_point(
                         .expect("no poisoning")
                         .errors
                         .push(e.to_string());
-                    let _ = s.zk.close().await;
+                    s.zk.close().await;
                 }
             }
         });
@@ -442,11 +499,11 @@ pub async fn run_lock_point(
     // The acquisitions under way finish (or time out).
     while tasks.join_next().await.is_some() {}
     let seconds = measure.as_secs_f64();
-    let sessions: Vec<Session> = std::mem::take(&mut *pool.lock().expect("no poisoning"));
+    let sessions: Vec<Session<C>> = std::mem::take(&mut *pool.lock().expect("no poisoning"));
     for s in sessions {
-        let _ = s.zk.close().await;
+        s.zk.close().await;
     }
-    let _ = setup.zk.close().await;
+    setup.zk.close().await;
     let sh = std::mem::take(&mut *shared.lock().expect("no poisoning"));
     let exclusion = check_exclusion(&sh.holds);
     let note = sh.errors.first().map(|e| {

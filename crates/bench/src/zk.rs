@@ -10,6 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use zookeeper_client as zk;
 
+use quorumkv_core::znode::ZkError;
+use quorumkv_node::zk::ZkClientError;
+use quorumkv_node::zk_recipes::LockClient;
+
 use crate::config::ZkRead;
 use crate::target::OpFailure;
 
@@ -110,6 +114,94 @@ impl ZkClient {
             .filter(|l| l.starts_with("server."))
             .count();
         (n > 0).then_some(n)
+    }
+}
+
+/// A ZooKeeper session for the lock workload: seed 001's recipes
+/// (`quorumkv_node::zk_recipes`) run on it unchanged, so ours and
+/// ZooKeeper's locks are the same code over two clients.
+#[derive(Clone)]
+pub struct ZkLockSession {
+    client: zk::Client,
+}
+
+impl ZkLockSession {
+    /// A session with the one server `host` (the bench pins sessions).
+    pub async fn connect(host: &str, session_timeout: Duration) -> anyhow::Result<ZkLockSession> {
+        let connect = zk::Client::connector()
+            .with_session_timeout(session_timeout)
+            .with_fail_eagerly()
+            .connect(host);
+        let client = tokio::time::timeout(Duration::from_secs(5), connect)
+            .await
+            .map_err(|_| anyhow::anyhow!("zookeeper at {host} does not answer"))?
+            .map_err(|e| anyhow::anyhow!("zookeeper at {host} is unreachable: {e}"))?;
+        Ok(ZkLockSession { client })
+    }
+}
+
+/// ZooKeeper's errors in the recipes' terms: an expired session is the
+/// recipes' `SessionExpired`; anything else is reported as it is.
+fn lock_error(e: zk::Error) -> ZkClientError {
+    match e {
+        zk::Error::SessionExpired => ZkClientError::Zk(ZkError::SessionExpired),
+        e => ZkClientError::Unexpected(format!("zookeeper {e}")),
+    }
+}
+
+impl LockClient for ZkLockSession {
+    type Events = ();
+
+    async fn create_ephemeral(
+        &self,
+        path: &str,
+        sequential: bool,
+    ) -> Result<Option<(String, u64)>, ZkClientError> {
+        let mode = match sequential {
+            true => zk::CreateMode::EphemeralSequential,
+            false => zk::CreateMode::Ephemeral,
+        };
+        let options = mode.with_acls(zk::Acls::anyone_all());
+        match self.client.create(path, &[], &options).await {
+            Ok((stat, seq)) if sequential => Ok(Some((format!("{path}{seq}"), stat.czxid as u64))),
+            Ok((stat, _)) => Ok(Some((path.to_string(), stat.czxid as u64))),
+            Err(zk::Error::NodeExists) => Ok(None),
+            Err(e) => Err(lock_error(e)),
+        }
+    }
+
+    async fn delete(&self, path: &str) -> Result<(), ZkClientError> {
+        match self.client.delete(path, None).await {
+            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+            Err(e) => Err(lock_error(e)),
+        }
+    }
+
+    async fn children(&self, dir: &str) -> Result<Vec<String>, ZkClientError> {
+        self.client.list_children(dir).await.map_err(lock_error)
+    }
+
+    async fn wait_while_exists(&self, path: &str, _: &mut ()) -> Result<(), ZkClientError> {
+        let (stat, watcher) = (self.client.check_and_watch_stat(path).await).map_err(lock_error)?;
+        if stat.is_some() {
+            let event = watcher.changed().await;
+            if event.event_type == zk::EventType::Session {
+                return Err(ZkClientError::Zk(ZkError::SessionExpired));
+            }
+        }
+        Ok(())
+    }
+
+    async fn ensure_dir(&self, path: &str) -> Result<(), ZkClientError> {
+        match self.client.create(path, &[], &persistent()).await {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(e) => Err(lock_error(e)),
+        }
+    }
+
+    async fn close(self) {
+        // The session closes when its last client is dropped.
+        drop(self);
     }
 }
 

@@ -1,6 +1,8 @@
-//! Seed 001's lock recipes (§II.D, Fig. 2) over [`ZkClient`], synchronous
-//! forms: each acquisition returns a fencing token, the lock node's `czxid`
-//! (a later acquisition is a later transaction, so tokens grow).
+//! Seed 001's lock recipes (§II.D, Fig. 2), written once over
+//! [`LockClient`]: our [`ZkClient`], or ZooKeeper's client (the bench's
+//! `zk://` target implements the trait). Each acquisition returns a fencing
+//! token, the lock node's `czxid` (a later acquisition is a later
+//! transaction, so tokens grow).
 //!
 //! * [`tas_lock`]: test-and-set, one ephemeral znode of a fixed name
 //!   created until a create succeeds. `watch: false` retries in a loop
@@ -18,8 +20,104 @@
 use crate::zk::{CreateMode, WatchEvent, ZkClient, ZkClientError};
 use quorumkv_core::znode::recipe::{queue_step, QueueStep};
 use quorumkv_core::znode::ZkError;
+use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
+
+/// What the recipes need of a session with a coordination service. Clones
+/// share the session (the asynchronous recipes call from several tasks).
+pub trait LockClient: Clone + Send + Sync + 'static {
+    /// Where the session's watch events arrive, if the client has one
+    /// stream for them (ours); `()` when each watch answers by itself.
+    type Events: Send;
+
+    /// Create an ephemeral node (`sequential`: the parent's counter
+    /// appended to `path`); its actual path and `czxid`. `Ok(None)`: a node
+    /// of that path exists.
+    fn create_ephemeral(
+        &self,
+        path: &str,
+        sequential: bool,
+    ) -> impl Future<Output = Result<Option<(String, u64)>, ZkClientError>> + Send;
+
+    /// Delete `path`, any version; a missing node is not an error.
+    fn delete(&self, path: &str) -> impl Future<Output = Result<(), ZkClientError>> + Send;
+
+    /// The names of `dir`'s children.
+    fn children(
+        &self,
+        dir: &str,
+    ) -> impl Future<Output = Result<Vec<String>, ZkClientError>> + Send;
+
+    /// Set an `exists` watch on `path`; if the node exists, wait until the
+    /// watch fires (the node deleted or changed). Returns at once when the
+    /// node is already gone.
+    fn wait_while_exists(
+        &self,
+        path: &str,
+        events: &mut Self::Events,
+    ) -> impl Future<Output = Result<(), ZkClientError>> + Send;
+
+    /// Create the persistent node `path` unless it exists (a lock's
+    /// directory).
+    fn ensure_dir(&self, path: &str) -> impl Future<Output = Result<(), ZkClientError>> + Send;
+
+    /// End the session: its ephemerals are deleted.
+    fn close(self) -> impl Future<Output = ()> + Send;
+}
+
+impl LockClient for ZkClient {
+    type Events = UnboundedReceiver<WatchEvent>;
+
+    async fn create_ephemeral(
+        &self,
+        path: &str,
+        sequential: bool,
+    ) -> Result<Option<(String, u64)>, ZkClientError> {
+        let mode = CreateMode {
+            ephemeral: true,
+            sequential,
+        };
+        match self.create(path, "", mode).await {
+            Ok((node, stat)) => Ok(Some((node, stat.czxid))),
+            Err(ZkClientError::Zk(ZkError::NodeExists)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete(&self, path: &str) -> Result<(), ZkClientError> {
+        match ZkClient::delete(self, path, None).await {
+            Ok(()) | Err(ZkClientError::Zk(ZkError::NoNode)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn children(&self, dir: &str) -> Result<Vec<String>, ZkClientError> {
+        ZkClient::children(self, dir, false).await
+    }
+
+    async fn wait_while_exists(
+        &self,
+        path: &str,
+        events: &mut Self::Events,
+    ) -> Result<(), ZkClientError> {
+        if self.exists(path, true).await?.is_some() {
+            next_event(events, path).await?;
+        }
+        Ok(())
+    }
+
+    async fn ensure_dir(&self, path: &str) -> Result<(), ZkClientError> {
+        match self.create(path, "", CreateMode::PERSISTENT).await {
+            Ok(_) | Err(ZkClientError::Zk(ZkError::NodeExists)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn close(self) {
+        let _ = ZkClient::close(self).await;
+    }
+}
 
 /// A lock held: the node that holds it and its fencing token.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,11 +128,8 @@ pub struct Held {
 
 /// Release: delete the lock node (the answer is not awaited by the seed's
 /// asynchronous release; await it here to know it is gone).
-pub async fn release(zk: &ZkClient, held: &Held) -> Result<(), ZkClientError> {
-    match zk.delete(&held.node, None).await {
-        Ok(()) | Err(ZkClientError::Zk(ZkError::NoNode)) => Ok(()),
-        Err(e) => Err(e),
-    }
+pub async fn release<C: LockClient>(zk: &C, held: &Held) -> Result<(), ZkClientError> {
+    zk.delete(&held.node).await
 }
 
 /// Wait for the next event about `path` on `events` (others are dropped:
@@ -56,29 +151,20 @@ async fn next_event(
 /// Synchronous test-and-set: create `path` (ephemeral) until it succeeds.
 /// `events` is the client's watch stream ([`ZkClient::watches`]), used
 /// with `watch`.
-pub async fn tas_lock(
-    zk: &ZkClient,
+pub async fn tas_lock<C: LockClient>(
+    zk: &C,
     path: &str,
     watch: bool,
     poll: Duration,
-    events: &mut UnboundedReceiver<WatchEvent>,
+    events: &mut C::Events,
 ) -> Result<Held, ZkClientError> {
     loop {
-        match zk.create(path, "", CreateMode::EPHEMERAL).await {
-            Ok((node, stat)) => {
-                return Ok(Held {
-                    node,
-                    token: stat.czxid,
-                })
-            }
-            Err(ZkClientError::Zk(ZkError::NodeExists)) => {}
-            Err(e) => return Err(e),
+        if let Some((node, token)) = zk.create_ephemeral(path, false).await? {
+            return Ok(Held { node, token });
         }
         if watch {
             // Gone already: try again at once; else wait for its deletion.
-            if zk.exists(path, true).await?.is_some() {
-                next_event(events, path).await?;
-            }
+            zk.wait_while_exists(path, events).await?;
         } else {
             tokio::time::sleep(poll).await;
         }
@@ -86,29 +172,23 @@ pub async fn tas_lock(
 }
 
 /// Synchronous queue lock (Fig. 2) in directory `dir` (which must exist).
-pub async fn queue_lock(
-    zk: &ZkClient,
+pub async fn queue_lock<C: LockClient>(
+    zk: &C,
     dir: &str,
-    events: &mut UnboundedReceiver<WatchEvent>,
+    events: &mut C::Events,
 ) -> Result<Held, ZkClientError> {
     let prefix = format!("{}/lock-", dir.trim_end_matches('/'));
-    let (mine, stat) = zk
-        .create(&prefix, "", CreateMode::EPHEMERAL_SEQUENTIAL)
-        .await?;
+    let (mine, token) = zk
+        .create_ephemeral(&prefix, true)
+        .await?
+        .ok_or_else(|| ZkClientError::Unexpected("a sequential create found its node".into()))?;
     loop {
-        let names = zk.children(dir, false).await?;
+        let names = zk.children(dir).await?;
         match queue_step(&mine, &names) {
-            QueueStep::Acquired => {
-                return Ok(Held {
-                    node: mine,
-                    token: stat.czxid,
-                })
-            }
+            QueueStep::Acquired => return Ok(Held { node: mine, token }),
             QueueStep::Watch(before) => {
                 // Gone between the list and the watch: look again.
-                if zk.exists(&before, true).await?.is_some() {
-                    next_event(events, &before).await?;
-                }
+                zk.wait_while_exists(&before, events).await?;
             }
             // Our node is gone: the session expired.
             QueueStep::Missing => return Err(ZkError::SessionExpired.into()),
@@ -120,8 +200,8 @@ pub async fn queue_lock(
 /// `interval`, none awaited before the next, until one succeeds. The
 /// creates still in flight then are awaited (they fail with `NodeExists`
 /// while we hold the node) so that none can re-create it after release.
-pub async fn tas_lock_async(
-    zk: &ZkClient,
+pub async fn tas_lock_async<C: LockClient>(
+    zk: &C,
     path: &str,
     interval: Duration,
 ) -> Result<Held, ZkClientError> {
@@ -131,8 +211,8 @@ pub async fn tas_lock_async(
 /// [`tas_lock_async`], and when the successful create's answer arrived:
 /// the lock is held from then, though the call returns only once the
 /// creates still in flight have answered (up to a round trip later).
-pub async fn tas_lock_async_at(
-    zk: &ZkClient,
+pub async fn tas_lock_async_at<C: LockClient>(
+    zk: &C,
     path: &str,
     interval: Duration,
 ) -> Result<(Held, tokio::time::Instant), ZkClientError> {
@@ -146,20 +226,20 @@ pub async fn tas_lock_async_at(
                 let (zk, path, tx) = (zk.clone(), path.to_string(), tx.clone());
                 in_flight += 1;
                 tokio::spawn(async move {
-                    let _ = tx.send(zk.create(&path, "", CreateMode::EPHEMERAL).await);
+                    let _ = tx.send(zk.create_ephemeral(&path, false).await);
                 });
             }
             Some(r) = rx.recv() => {
                 in_flight -= 1;
                 match r {
-                    Ok((node, stat)) => {
-                        let h = (Held { node, token: stat.czxid }, tokio::time::Instant::now());
+                    Ok(Some((node, token))) => {
+                        let h = (Held { node, token }, tokio::time::Instant::now());
                         if held.replace(h).is_some() {
                             let why = "two creates of one lock node succeeded";
                             return Err(ZkClientError::Unexpected(why.into()));
                         }
                     }
-                    Err(ZkClientError::Zk(ZkError::NodeExists)) => {}
+                    Ok(None) => {}
                     Err(e) if held.is_none() => return Err(e),
                     Err(_) => {}
                 }
@@ -174,18 +254,15 @@ pub async fn tas_lock_async_at(
 /// `poll`; the first list that holds the created name (the "consistent
 /// list") decides: the lock, or a watch on the predecessor as in the
 /// synchronous queue lock.
-pub async fn queue_lock_async(
-    zk: &ZkClient,
+pub async fn queue_lock_async<C: LockClient>(
+    zk: &C,
     dir: &str,
     poll: Duration,
-    events: &mut UnboundedReceiver<WatchEvent>,
+    events: &mut C::Events,
 ) -> Result<Held, ZkClientError> {
     let prefix = format!("{}/lock-", dir.trim_end_matches('/'));
     let c = zk.clone();
-    let mut create = tokio::spawn(async move {
-        c.create(&prefix, "", CreateMode::EPHEMERAL_SEQUENTIAL)
-            .await
-    });
+    let mut create = tokio::spawn(async move { c.create_ephemeral(&prefix, true).await });
     let (tx, mut lists) = tokio::sync::mpsc::unbounded_channel();
     let mut tick = tokio::time::interval(poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -195,12 +272,13 @@ pub async fn queue_lock_async(
     loop {
         tokio::select! {
             r = &mut create, if mine.is_none() => {
-                let (node, stat) = r.map_err(|e| ZkClientError::Unexpected(e.to_string()))??;
-                mine = Some((node, stat.czxid));
+                let created = r.map_err(|e| ZkClientError::Unexpected(e.to_string()))??;
+                let why = "a sequential create found its node";
+                mine = Some(created.ok_or_else(|| ZkClientError::Unexpected(why.into()))?);
             }
             _ = tick.tick() => {
                 let (zk, dir, tx) = (zk.clone(), dir.to_string(), tx.clone());
-                tokio::spawn(async move { let _ = tx.send(zk.children(&dir, false).await); });
+                tokio::spawn(async move { let _ = tx.send(zk.children(&dir).await); });
             }
             Some(list) = lists.recv() => {
                 let (Some((node, token)), names) = (&mine, list?) else { continue };
@@ -208,9 +286,7 @@ pub async fn queue_lock_async(
                     QueueStep::Acquired => return Ok(Held { node: node.clone(), token: *token }),
                     QueueStep::Watch(before) => {
                         missing = 0;
-                        if zk.exists(&before, true).await?.is_some() {
-                            next_event(events, &before).await?;
-                        }
+                        zk.wait_while_exists(&before, events).await?;
                         // Decide again with a fresh list (the next poll).
                     }
                     // A list sent before the create was applied: wait for
