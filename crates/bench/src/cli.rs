@@ -160,13 +160,19 @@ pub struct Args {
     /// (open loop; --max-outstanding sessions serve them) [default: 500].
     #[arg(long, value_name = "MS")]
     pub arrival_ms: Option<f64>,
-    /// Lock workload: mean critical section in ms, exponential [default: 1].
+    /// Lock workload: mean critical section in ms, exponential; 0 releases
+    /// as soon as the lock is held (the handoff alone) [default: 1].
     #[arg(long, value_name = "MS")]
     pub cs_ms: Option<f64>,
     /// Lock workload: interval of tas's retries, async-tas's creates and
     /// async-queue's getChildren polls, in ms [default: 10].
     #[arg(long, value_name = "MS")]
     pub poll_ms: Option<f64>,
+    /// Lock workload: independent locks, each arrival takes one drawn
+    /// uniformly (seed 001 has one; more measure the service's capacity)
+    /// [default: 1].
+    #[arg(long, value_name = "K")]
+    pub locks: Option<usize>,
     /// Local clusters: round trip added between clients and replicas
     /// (every replica's --rtt-client) [default: 0s].
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
@@ -181,13 +187,25 @@ pub struct Args {
 
 /// A positive number of milliseconds as a duration.
 fn millis(flag: &'static str, v: Option<f64>) -> Result<Option<std::time::Duration>, ConfigError> {
+    millis_or_zero(flag, v, false)
+}
+
+/// [`millis`]; `zero_ok`: 0 is allowed too.
+fn millis_or_zero(
+    flag: &'static str,
+    v: Option<f64>,
+    zero_ok: bool,
+) -> Result<Option<std::time::Duration>, ConfigError> {
     v.map(|ms| {
         std::time::Duration::try_from_secs_f64(ms / 1000.0)
             .ok()
-            .filter(|d| !d.is_zero())
+            .filter(|d| zero_ok || !d.is_zero())
             .ok_or_else(|| ConfigError::BadValue {
                 flag,
-                msg: format!("{ms} is not a positive number of milliseconds"),
+                msg: match zero_ok {
+                    true => format!("{ms} is not a number of milliseconds (0 or more)"),
+                    false => format!("{ms} is not a positive number of milliseconds"),
+                },
             })
     })
     .transpose()
@@ -299,10 +317,12 @@ impl Args {
         let lock_flags = self.recipe.is_some()
             || self.arrival_ms.is_some()
             || self.cs_ms.is_some()
-            || self.poll_ms.is_some();
+            || self.poll_ms.is_some()
+            || self.locks.is_some();
         if lock_flags && c.workload != WorkloadKind::Lock {
             return Err(ConfigError::Conflict(
-                "--recipe, --arrival-ms, --cs-ms and --poll-ms need --workload lock".into(),
+                "--recipe, --arrival-ms, --cs-ms, --poll-ms and --locks need --workload lock"
+                    .into(),
             ));
         }
         if let Some(s) = &self.recipe {
@@ -311,11 +331,20 @@ impl Args {
         if let Some(d) = millis("arrival-ms", self.arrival_ms)? {
             c.lock.arrival = d;
         }
-        if let Some(d) = millis("cs-ms", self.cs_ms)? {
+        if let Some(d) = millis_or_zero("cs-ms", self.cs_ms, true)? {
             c.lock.cs = d;
         }
         if let Some(d) = millis("poll-ms", self.poll_ms)? {
             c.lock.poll = d;
+        }
+        if let Some(k) = self.locks {
+            if k == 0 {
+                return Err(ConfigError::BadValue {
+                    flag: "locks",
+                    msg: "0 locks: give 1 or more".into(),
+                });
+            }
+            c.lock.locks = k;
         }
         c.protocol_from_target = self.protocol.is_none()
             && (c.targets.iter()).any(|t| matches!(t, TargetSpec::Quorumkv { .. }));

@@ -110,6 +110,8 @@ pub struct LockConfig {
     /// An acquisition not done after this long is a failure (its session
     /// is closed, so that its node cannot block the others).
     pub acquire_timeout: Duration,
+    /// Independent locks; each arrival draws one uniformly.
+    pub locks: usize,
 }
 
 impl Default for LockConfig {
@@ -121,6 +123,7 @@ impl Default for LockConfig {
             poll: Duration::from_millis(10),
             session_timeout: Duration::from_secs(10),
             acquire_timeout: Duration::from_secs(30),
+            locks: 1,
         }
     }
 }
@@ -233,6 +236,9 @@ pub struct LockResult {
     pub cs_ms: f64,
     pub poll_ms: f64,
     pub sessions: usize,
+    /// Independent locks (`--locks`); the exclusion check is per lock.
+    #[serde(default = "one")]
+    pub locks: usize,
     /// Measured time (after the warm-up).
     pub seconds: f64,
     /// Acquisitions that began after the warm-up and completed.
@@ -248,6 +254,10 @@ pub struct LockResult {
     pub exclusion: Exclusion,
     /// Why the point stopped early or what went wrong, if anything.
     pub note: Option<String>,
+}
+
+fn one() -> usize {
+    1
 }
 
 fn ms(d: Duration) -> f64 {
@@ -280,7 +290,8 @@ impl DropStale for () {
 /// What the arrivals' tasks share.
 #[derive(Default)]
 struct Shared {
-    holds: Vec<Hold>,
+    /// Per lock.
+    holds: Vec<Vec<Hold>>,
     /// Latencies of acquisitions that arrived after the warm-up.
     latencies: Vec<Duration>,
     failed: u64,
@@ -411,18 +422,33 @@ where
     let n = pool.len();
     let root = "/quorumkv-bench-locks";
     let dir = format!("{root}/{}-{}", recipe.name(), run_tag(cfg, point));
-    for p in [root, dir.as_str()] {
-        (setup.zk.ensure_dir(p))
+    let mut paths = Vec::with_capacity(lock.locks);
+    for p in [root.to_string(), dir.clone()] {
+        (setup.zk.ensure_dir(&p))
             .await
             .map_err(|e| format!("{label}: cannot create {p}: {e}"))?;
     }
-    let path = if recipe.is_queue() {
-        dir.clone()
-    } else {
-        format!("{dir}/tas")
-    };
+    for k in 0..lock.locks {
+        // One lock: the seed's names; more: one directory each.
+        let base = match lock.locks {
+            1 => dir.clone(),
+            _ => format!("{dir}/{k}"),
+        };
+        if base != dir {
+            (setup.zk.ensure_dir(&base))
+                .await
+                .map_err(|e| format!("{label}: cannot create {base}: {e}"))?;
+        }
+        paths.push(match recipe.is_queue() {
+            true => base,
+            false => format!("{base}/tas"),
+        });
+    }
     let pool = Arc::new(Mutex::new(pool));
-    let shared = Arc::new(Mutex::new(Shared::default()));
+    let shared = Arc::new(Mutex::new(Shared {
+        holds: vec![Vec::new(); lock.locks],
+        ..Shared::default()
+    }));
     let measure = match cfg.length {
         crate::config::Length::Duration(t) => t,
         // Open loop: a count per client has no meaning; as long as the
@@ -449,7 +475,13 @@ where
             }
             continue;
         };
-        let (pool, shared, path, poll) = (pool.clone(), shared.clone(), path.clone(), lock.poll);
+        // One lock draws nothing: the arrivals stay those of earlier runs.
+        let which = match lock.locks {
+            1 => 0,
+            k => rng.below(k as u64) as usize,
+        };
+        let path = paths[which].clone();
+        let (pool, shared, poll) = (pool.clone(), shared.clone(), lock.poll);
         let (arrived, limit) = (next, lock.acquire_timeout);
         tasks.spawn(async move {
             let got = tokio::time::timeout(limit, acquire(recipe, &mut s, &path, poll)).await;
@@ -470,11 +502,15 @@ where
                     return;
                 }
             };
-            tokio::time::sleep(cs).await;
+            // Tokio's timer rounds a sleep up to its next millisecond:
+            // no sleep at all for a zero critical section.
+            if !cs.is_zero() {
+                tokio::time::sleep(cs).await;
+            }
             let exit = Instant::now();
             {
                 let mut sh = shared.lock().expect("no poisoning");
-                sh.holds.push(Hold {
+                sh.holds[which].push(Hold {
                     token: held.token,
                     enter: at - start,
                     exit: exit - start,
@@ -505,7 +541,13 @@ where
     }
     setup.zk.close().await;
     let sh = std::mem::take(&mut *shared.lock().expect("no poisoning"));
-    let exclusion = check_exclusion(&sh.holds);
+    let exclusion = (sh.holds.iter()).fold(Exclusion::default(), |mut all, h| {
+        let one = check_exclusion(h);
+        all.overlaps += one.overlaps;
+        all.order_violations += one.order_violations;
+        all.first = all.first.or(one.first);
+        all
+    });
     let note = sh.errors.first().map(|e| {
         format!(
             "{} acquisitions or releases failed, first: {e}",
@@ -523,13 +565,14 @@ where
         cs_ms: ms(lock.cs),
         poll_ms: ms(lock.poll),
         sessions: n,
+        locks: lock.locks,
         seconds,
         acquisitions: sh.latencies.len() as u64,
         acq_per_s: sh.latencies.len() as f64 / seconds,
         latency: LockLatency::of(&sh.latencies),
         failed: sh.failed,
         shed,
-        holds: sh.holds.len() as u64,
+        holds: sh.holds.iter().map(|h| h.len() as u64).sum(),
         exclusion,
         note,
     })
@@ -624,7 +667,7 @@ async fn sweep(cfg: &BenchConfig) -> Result<(Vec<LockResult>, Option<String>), S
 }
 
 const CSV_HEADER: &str = "target,replicas,recipe,rtt_client_ms,rtt_peer_ms,rtt_jitter_ms,\
-arrival_ms,cs_ms,poll_ms,sessions,seconds,acquisitions,acq_per_s,mean_ms,p50_ms,p90_ms,p99_ms,\
+arrival_ms,cs_ms,poll_ms,sessions,locks,seconds,acquisitions,acq_per_s,mean_ms,p50_ms,p90_ms,p99_ms,\
 max_ms,failed,shed,holds,overlaps,order_violations,note";
 
 /// One line per point, the columns of [`CSV_HEADER`].
@@ -634,7 +677,7 @@ pub fn to_csv(results: &[LockResult]) -> String {
         let l = &r.latency;
         let note = r.note.as_deref().unwrap_or("").replace(['"', '\n'], "'");
         out += &format!(
-            "{},{},{},{},{},{},{},{},{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},\"{note}\"\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},\"{note}\"\n",
             r.target,
             r.replicas,
             r.recipe,
@@ -645,6 +688,7 @@ pub fn to_csv(results: &[LockResult]) -> String {
             r.cs_ms,
             r.poll_ms,
             r.sessions,
+            r.locks,
             r.seconds,
             r.acquisitions,
             r.acq_per_s,

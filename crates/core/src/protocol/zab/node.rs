@@ -391,6 +391,11 @@ impl ZabNode {
         if req.is_read() && self.cfg.read != ReadMode::Log {
             return self.client_read(client, op.to_bytes(), deadline, out);
         }
+        // exists / getData / getChildren take a read index, not a log
+        // position (`znode_sm.rs`); `sync` stays in the log.
+        if super::znode_sm::read_by_index(&req) && self.cfg.read == ReadMode::Index {
+            return self.client_read(client, op.to_bytes(), deadline, out);
+        }
         let rid = self.next_rid;
         self.next_rid += 1;
         let w = Waiter {
@@ -474,6 +479,8 @@ impl ZabNode {
             out.reply(w.client, Response::Failed(err));
         }
         self.expire_reads(out);
+        // A znode read behind an expired write of its connection.
+        self.serve_reads(out);
     }
 
     fn tick(&mut self, out: &mut O) {

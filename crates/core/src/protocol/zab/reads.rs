@@ -218,16 +218,27 @@ impl ZabNode {
         self.serve_reads(out);
     }
 
-    /// Answer the reads whose index this server applied.
+    /// Answer the reads whose index this server applied. A znode read also
+    /// waits for the writes its connection sent before it (a session's
+    /// requests take effect in order, as in ZooKeeper): requests of one
+    /// server are numbered by one counter, so "before" is a smaller rid.
     pub(super) fn serve_reads(&mut self, out: &mut O) {
         let applied = self.applied;
+        let writes = &self.writes;
         let ready: Vec<u64> = (self.reads.mine.iter())
             .filter(|(_, r)| r.index.is_some_and(|i| i <= applied))
+            .filter(|&(&rid, r)| {
+                !super::znode_sm::is_znode(&r.op)
+                    || !(writes.iter())
+                        .take_while(|(&w, _)| w < rid)
+                        .any(|(_, w)| w.client.session == r.client.session)
+            })
             .map(|(&k, _)| k)
             .collect();
         for rid in ready {
             let r = self.reads.mine.remove(&rid).expect("listed");
-            out.reply_now(r.client, self.sm.read(&r.op));
+            let resp = self.sm.read_at(applied, &r.op);
+            super::znode_sm::answer(out, r.client, resp);
         }
     }
 

@@ -262,6 +262,17 @@ impl Cluster {
         }
         None
     }
+    /// Ask as `client` without waiting (a fresh request id, returned; the
+    /// answer lands in `replies`).
+    pub fn send_as(&mut self, at: NodeId, client: ClientRef, req: Request) -> ClientRef {
+        let client = ClientRef {
+            id: self.next_client,
+            ..client
+        };
+        self.next_client += 1;
+        self.call(at, |n, now, out| n.on_client(now, client, req, out));
+        client
+    }
     /// Ask without waiting (the answer lands in `replies`).
     pub fn send(&mut self, at: NodeId, req: Request) -> ClientRef {
         let client = ClientRef::local(self.next_client);

@@ -97,6 +97,25 @@ pub fn stamp(data: Bytes, now: Time) -> Bytes {
     Bytes::from(v)
 }
 
+/// Znode reads served by a read index: `exists`, `getData`,
+/// `getChildren`. The leader confirms its commit index with a quorum round
+/// (no log entry, no fsync) and the server the client asked answers from
+/// its tree once it applied that index, setting the watch at that point
+/// (`ZabNode::serve_reads`). `sync` and `Ping` are not among them.
+pub fn read_by_index(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::Znode(
+            ZnodeOp::Exists { .. } | ZnodeOp::GetData { .. } | ZnodeOp::GetChildren { .. }
+        )
+    )
+}
+
+/// Whether an encoded operation is a znode entry.
+pub fn is_znode(op: &[u8]) -> bool {
+    op.first() == Some(&TAG)
+}
+
 /// How a server answers a client's entry: znode answers are held like
 /// events (`reply`), so that an event never arrives after a later answer;
 /// KV answers go at once (`reply_now`, what is delivered is committed).
@@ -271,6 +290,21 @@ impl Machine {
                 other.name()
             ))),
         })
+    }
+}
+
+impl Machine {
+    /// A read served by index at this server, whose tree has applied
+    /// `applied`: a KV read, or a znode read (its watch set here, now).
+    pub fn read_at(&mut self, applied: u64, op: &[u8]) -> Response {
+        let mut r = Reader(op);
+        if r.u8() != Some(TAG) {
+            return self.kv.read(op);
+        }
+        match ZEntry::decode(&mut r) {
+            Some(e) => self.read_znode(applied, e.conn, e.op, true),
+            None => Response::Failed(OpError::refused("undecodable znode operation")),
+        }
     }
 }
 
@@ -518,6 +552,37 @@ mod tests {
         // A non-session ephemeral is refused.
         let r = zn(&mut c, 1, anon, create("/e", true, false));
         assert_eq!(r, ZnodeReply::Error(ZkError::SessionExpired));
+    }
+
+    #[test]
+    fn reads_take_a_read_index_and_wait_for_their_connections_writes() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        let anon = client(0, 0);
+        created(zn(&mut c, f, anon, create("/q", false, false)));
+        // A read adds nothing to the log (no fsync): a quorum round confirms
+        // the leader's commit index instead.
+        let last = c.node(l).log.last();
+        assert!(exists(&mut c, f, "/q"));
+        assert_eq!(c.node(l).log.last(), last);
+        // Pipelined at a follower: a create, then getChildren on the same
+        // connection; the list holds the child (session order), though
+        // the read's index round could finish before the create commits.
+        let me = client(0, 9);
+        let kids = ZnodeOp::GetChildren {
+            path: "/q".into(),
+            watch: false,
+        };
+        let w = c.send_as(f, me, Request::Znode(create("/q/n-", false, true)));
+        let r = c.send_as(f, me, Request::Znode(kids));
+        c.run();
+        let order: Vec<ClientRef> = c.replies.iter().map(|(_, who, _)| *who).collect();
+        assert_eq!(order, vec![w, r], "answered in the order asked");
+        assert_eq!(
+            c.replies[1].2,
+            Response::Znode(ZnodeReply::Children(vec!["n-0000000000".into()]))
+        );
     }
 
     #[test]
