@@ -109,6 +109,78 @@ async fn ephemerals_watches_and_sequential_names_on_a_real_cluster() {
     assert_eq!(err, ZkClientError::Zk(ZkError::NotEmpty));
 }
 
+/// The next watch event, or `Err` after 10 s.
+async fn next_event(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<WatchEvent>,
+) -> Result<Option<WatchEvent>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(Duration::from_secs(10), events.recv()).await
+}
+
+/// A session that moves to another server takes its watches along
+/// (ZooKeeper's `SetWatches`): a change made while it moved fires at once,
+/// and a watch on an unchanged node is set at the new server and fires
+/// there later. Without re-registration no event could come: the server
+/// that held the watches is dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_move_with_the_session_to_another_server() {
+    let mut cluster = zab_cluster().await;
+    let addrs = cluster.native_addrs();
+    let first = cluster.endpoints()[0].id;
+    // The mover talks to server 1, and to server 2 once 1 is gone.
+    let mover = ZkClient::connect(vec![addrs[0], addrs[1]], cfg(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let other = at(&cluster, 2, Duration::from_secs(10)).await;
+    let mut events = mover.watches().unwrap();
+    for p in ["/same", "/dir"] {
+        other.create(p, "", CreateMode::PERSISTENT).await.unwrap();
+    }
+    assert!(mover.exists("/same", true).await.unwrap().is_some());
+    assert!(mover.exists("/born", true).await.unwrap().is_none());
+    assert!(mover.children("/dir", true).await.unwrap().is_empty());
+
+    cluster.kill(first).await.unwrap();
+    other
+        .create("/born", "", CreateMode::PERSISTENT)
+        .await
+        .unwrap();
+    other
+        .create("/dir/kid", "", CreateMode::PERSISTENT)
+        .await
+        .unwrap();
+    // The mover's next successful call went through server 2.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while mover.sync().await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "never reconnected");
+    }
+    let mut missed = Vec::new();
+    for _ in 0..2 {
+        match next_event(&mut events).await {
+            Ok(Some(WatchEvent::Node { event, path })) => missed.push((event, path)),
+            other => panic!("expected the two missed changes, got {other:?}"),
+        }
+    }
+    missed.sort();
+    assert_eq!(
+        missed,
+        [
+            (EventType::NodeCreated, "/born".to_string()),
+            (EventType::NodeChildrenChanged, "/dir".to_string())
+        ]
+    );
+    // /same did not change: its watch was set at server 2, and fires now.
+    other.set_data("/same", "b", None).await.unwrap();
+    match next_event(&mut events).await {
+        Ok(Some(WatchEvent::Node { event, path })) => {
+            assert_eq!(
+                (event, path.as_str()),
+                (EventType::NodeDataChanged, "/same")
+            )
+        }
+        other => panic!("expected /same's change, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_stops_heartbeating_expires() {
     let cluster = zab_cluster().await;

@@ -462,6 +462,17 @@ impl Client {
         matches!(&*self.inner, Inner::Direct { .. })
     }
 
+    /// How many connections a proxy client has made so far (0 for a
+    /// client-side coordinator): when it changes, the server that serves
+    /// this client changed, and what it held for the old connection
+    /// (watches) is gone.
+    pub fn links(&self) -> u64 {
+        match &*self.inner {
+            Inner::Proxy(p) => p.links.load(Ordering::SeqCst),
+            Inner::Direct { .. } => 0,
+        }
+    }
+
     /// The events servers push to this client (watches, lock grants,
     /// session expiry). The first call takes the stream; later ones get `None`.
     pub fn events(&self) -> Option<mpsc::UnboundedReceiver<Event>> {
@@ -643,6 +654,9 @@ struct ProxyConn {
     retry: bool,
     events: mpsc::UnboundedSender<Event>,
     state: tokio::sync::Mutex<ProxyState>,
+    /// Connections made so far (a change means another server, or the
+    /// same one again: what a server held for the old one is gone).
+    links: AtomicU64,
 }
 
 struct ProxyState {
@@ -679,6 +693,7 @@ impl ProxyConn {
             cfg,
             events,
             state: tokio::sync::Mutex::new(state),
+            links: AtomicU64::new(0),
         }
     }
 
@@ -770,6 +785,7 @@ impl ProxyConn {
             drop(closer);
         }));
         st.link = Some((ftx, waiters));
+        self.links.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Run `req` at a server, following `NotLeader` answers to the leader

@@ -12,13 +12,23 @@
 //! its ephemerals. [`ZkClient::close`] closes it at once. Watch events
 //! arrive on [`ZkClient::watches`], one per fired watch, before the answer
 //! to any later call.
+//!
+//! Watches live at the server that set them, for that connection. When
+//! the client reconnects (its server died, or the link broke) it sends
+//! the watches it still holds to the new server (`SetWatches`, ZooKeeper's
+//! name) with what it read of each node: a watch whose node changed in
+//! between fires at once, the others are set there. This happens right
+//! after the call (or heartbeat) that reconnected.
 
 use crate::client::{Client, ClientConfig, ClientError, ClientMode};
 use bytes::Bytes;
 use quorumkv_core::znode::op::{ZnodeOp, ZnodeReply};
-use quorumkv_core::znode::{EventType, Stat, ZkError};
+use quorumkv_core::znode::{EventType, Rewatch, Stat, WatchKind, ZkError};
 use quorumkv_core::{OpError, Request, Response};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -84,6 +94,58 @@ impl CreateMode {
 pub struct ZkClient {
     client: Client,
     heartbeat: Option<Arc<Heartbeat>>,
+    rewatch: Arc<Rewatcher>,
+}
+
+/// The watches this session holds and the connection they are on.
+#[derive(Default)]
+struct Rewatcher {
+    /// `Client::links` when the watches were last set (0: not yet known).
+    link: AtomicU64,
+    held: Mutex<BTreeMap<(String, WatchKind), Rewatch>>,
+}
+
+impl Rewatcher {
+    fn note(&self, w: Rewatch) {
+        let key = (w.path().to_string(), w.kind());
+        self.held.lock().expect("no poisoning").insert(key, w);
+    }
+    /// A watch fired: the server dropped it.
+    fn fired(&self, event: EventType, path: &str) {
+        let mut held = self.held.lock().expect("no poisoning");
+        let kinds: &[WatchKind] = match event {
+            EventType::NodeChildrenChanged => &[WatchKind::Child],
+            EventType::NodeDeleted => &[WatchKind::Data, WatchKind::Child],
+            _ => &[WatchKind::Data],
+        };
+        for k in kinds {
+            held.remove(&(path.to_string(), *k));
+        }
+    }
+    /// The client reconnected since the watches were set: set them again
+    /// at the new server.
+    async fn after_call(&self, client: &Client) {
+        let now = client.links();
+        let before = self.link.swap(now, Ordering::SeqCst);
+        if before == 0 || before == now {
+            return;
+        }
+        let watches: Vec<Rewatch> = (self.held.lock().expect("no poisoning"))
+            .values()
+            .cloned()
+            .collect();
+        if watches.is_empty() {
+            return;
+        }
+        let op = Request::Znode(ZnodeOp::SetWatches { watches });
+        if !matches!(
+            client.call(op).await,
+            Ok(Response::Znode(ZnodeReply::WatchesSet { .. }))
+        ) {
+            // Not set: try again after the next call.
+            self.link.store(before, Ordering::SeqCst);
+        }
+    }
 }
 
 /// The heartbeat task, stopped when dropped.
@@ -114,13 +176,14 @@ impl ZkClient {
         let mut zk = ZkClient {
             client,
             heartbeat: None,
+            rewatch: Arc::default(),
         };
         let timeout_ms = session_timeout.as_millis() as u64;
         match zk.call(ZnodeOp::OpenSession { timeout_ms }).await? {
             ZnodeReply::Session { .. } => {}
             other => return Err(unexpected(other)),
         }
-        let c = zk.client.clone();
+        let (c, rewatch) = (zk.client.clone(), zk.rewatch.clone());
         let every = (session_timeout / 3).max(Duration::from_millis(10));
         zk.heartbeat = Some(Arc::new(Heartbeat(tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
@@ -128,6 +191,8 @@ impl ZkClient {
                 tick.tick().await;
                 // A lost ping is no news: the next one goes on time.
                 let _ = c.call(Request::Znode(ZnodeOp::Ping)).await;
+                // A client that only waits for events moves its watches too.
+                rewatch.after_call(&c).await;
             }
         }))));
         Ok(zk)
@@ -146,6 +211,7 @@ impl ZkClient {
         Ok(ZkClient {
             client: Client::connect(endpoints, cfg).await?,
             heartbeat: None,
+            rewatch: Arc::default(),
         })
     }
 
@@ -159,14 +225,16 @@ impl ZkClient {
     pub fn watches(&self) -> Option<mpsc::UnboundedReceiver<WatchEvent>> {
         let mut events = self.client.events()?;
         let (tx, rx) = mpsc::unbounded_channel();
+        let rewatch = self.rewatch.clone();
         tokio::spawn(async move {
             while let Some(e) = events.recv().await {
                 let w = match (e.kind.as_str(), EventType::parse(&e.kind)) {
                     ("expired", _) => WatchEvent::SessionExpired,
-                    (_, Some(event)) => WatchEvent::Node {
-                        event,
-                        path: String::from_utf8_lossy(&e.key).into_owned(),
-                    },
+                    (_, Some(event)) => {
+                        let path = String::from_utf8_lossy(&e.key).into_owned();
+                        rewatch.fired(event, &path);
+                        WatchEvent::Node { event, path }
+                    }
                     _ => continue,
                 };
                 if tx.send(w).is_err() {
@@ -178,7 +246,18 @@ impl ZkClient {
     }
 
     async fn call(&self, op: ZnodeOp) -> R<ZnodeReply> {
-        match self.client.call(Request::Znode(op)).await? {
+        if self.rewatch.link.load(Ordering::SeqCst) == 0 {
+            // The connection the first watches go on.
+            let _ = (self.rewatch.link).compare_exchange(
+                0,
+                self.client.links(),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        }
+        let r = self.client.call(Request::Znode(op)).await;
+        self.rewatch.after_call(&self.client).await;
+        match r? {
             Response::Znode(ZnodeReply::Error(e)) => Err(e.into()),
             Response::Znode(r) => Ok(r),
             Response::Failed(e) => Err(ClientError::Op(e).into()),
@@ -228,7 +307,14 @@ impl ZkClient {
             watch,
         };
         match self.call(op).await? {
-            ZnodeReply::Exists(s) => Ok(s),
+            ZnodeReply::Exists(s) => {
+                if watch {
+                    let mzxid = s.map(|s| s.mzxid);
+                    let path = path.to_string();
+                    self.rewatch.note(Rewatch::Data { path, mzxid });
+                }
+                Ok(s)
+            }
             other => Err(unexpected(other)),
         }
     }
@@ -239,7 +325,13 @@ impl ZkClient {
             watch,
         };
         match self.call(op).await? {
-            ZnodeReply::Data { data, stat } => Ok((data, stat)),
+            ZnodeReply::Data { data, stat } => {
+                if watch {
+                    let (path, mzxid) = (path.to_string(), Some(stat.mzxid));
+                    self.rewatch.note(Rewatch::Data { path, mzxid });
+                }
+                Ok((data, stat))
+            }
             other => Err(unexpected(other)),
         }
     }
@@ -269,7 +361,13 @@ impl ZkClient {
             watch,
         };
         match self.call(op).await? {
-            ZnodeReply::Children(names) => Ok(names),
+            ZnodeReply::Children(names) => {
+                if watch {
+                    let (path, children) = (path.to_string(), names.clone());
+                    self.rewatch.note(Rewatch::Child { path, children });
+                }
+                Ok(names)
+            }
             other => Err(unexpected(other)),
         }
     }

@@ -20,7 +20,7 @@ pub mod watch;
 
 pub use op::{ZnodeOp, ZnodeReply};
 pub use tree::{Change, Stamp, Stat, Tree, Txn, TxnOk};
-pub use watch::{EventType, Fired, WatchKind, Watches};
+pub use watch::{EventType, Fired, Rewatch, WatchKind, Watches};
 
 use serde::{Deserialize, Serialize};
 

@@ -8,7 +8,7 @@
 //! connection and moves to another server intact. Watches belong to the
 //! connection they were set on (ZooKeeper's rule: they are not replicated).
 
-use super::{Stat, ZkError};
+use super::{Rewatch, Stat, ZkError};
 use crate::types::Event;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -59,6 +59,12 @@ pub enum ZnodeOp {
     /// Answered once everything committed before it is applied at the
     /// serving server (linearizable: it goes through the log).
     Sync,
+    /// A session moved to this server: set its watches again here (each
+    /// fires at once if the node changed since the read that set it).
+    /// Served as a read.
+    SetWatches {
+        watches: Vec<Rewatch>,
+    },
 }
 
 impl ZnodeOp {
@@ -71,9 +77,11 @@ impl ZnodeOp {
             | ZnodeOp::Exists { path, .. }
             | ZnodeOp::GetData { path, .. }
             | ZnodeOp::GetChildren { path, .. } => path,
-            ZnodeOp::OpenSession { .. } | ZnodeOp::CloseSession | ZnodeOp::Ping | ZnodeOp::Sync => {
-                ""
-            }
+            ZnodeOp::OpenSession { .. }
+            | ZnodeOp::CloseSession
+            | ZnodeOp::Ping
+            | ZnodeOp::Sync
+            | ZnodeOp::SetWatches { .. } => "",
         }
     }
     /// Lower-case name (`create`, `get_data`, …) for histories and errors.
@@ -89,6 +97,7 @@ impl ZnodeOp {
             ZnodeOp::GetData { .. } => "get_data",
             ZnodeOp::GetChildren { .. } => "get_children",
             ZnodeOp::Sync => "sync",
+            ZnodeOp::SetWatches { .. } => "set_watches",
         }
     }
     /// True for operations that change nothing.
@@ -100,6 +109,7 @@ impl ZnodeOp {
                 | ZnodeOp::GetData { .. }
                 | ZnodeOp::GetChildren { .. }
                 | ZnodeOp::Sync
+                | ZnodeOp::SetWatches { .. }
         )
     }
 }
@@ -139,6 +149,11 @@ pub enum ZnodeReply {
         zxid: u64,
     },
     Error(ZkError),
+    /// `SetWatches`: how many of the watches fired at once (the rest are
+    /// set).
+    WatchesSet {
+        fired: u32,
+    },
 }
 
 /// `Event::kind` of a fired watch (the four of `watch::EventType`) and of

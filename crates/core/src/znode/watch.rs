@@ -2,14 +2,16 @@
 //! sessions connected to it, and when it applies a transaction it fires the
 //! ones the transaction's changes trigger, each once. Watches are not
 //! replicated (as in ZooKeeper): a session that moves to another server
-//! registers its watches there again (`of_session`).
+//! registers its watches there again ([`Rewatch`]: what it saw of each
+//! node, so that a change made while it moved fires at once).
 //!
 //! Which change fires which watch is ZooKeeper's rule: `exists` and
 //! `getData` set a *data* watch (fired by the node's creation, deletion or
 //! data change), `getChildren` a *child* watch (fired by a child created or
 //! deleted, or by the node's own deletion).
 
-use super::tree::Change;
+use super::tree::{Change, Tree};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a watch was set by.
@@ -48,6 +50,50 @@ impl EventType {
             "children" => EventType::NodeChildrenChanged,
             _ => return None,
         })
+    }
+}
+
+/// A watch a session set at another server, sent again when it moves
+/// (ZooKeeper's `SetWatches`), with what its read saw of the node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Rewatch {
+    /// Set by `exists` or `getData`; `mzxid`: the node's last change as
+    /// read, `None`: there was no node.
+    Data { path: String, mzxid: Option<u64> },
+    /// Set by `getChildren`; the children as read.
+    Child { path: String, children: Vec<String> },
+}
+
+impl Rewatch {
+    pub fn path(&self) -> &str {
+        match self {
+            Rewatch::Data { path, .. } | Rewatch::Child { path, .. } => path,
+        }
+    }
+    pub fn kind(&self) -> WatchKind {
+        match self {
+            Rewatch::Data { .. } => WatchKind::Data,
+            Rewatch::Child { .. } => WatchKind::Child,
+        }
+    }
+    /// The event this watch would have fired had it stayed, judged from
+    /// `tree` now; `None`: the node is as the read saw it (register the
+    /// watch). A child list changed and changed back is not seen.
+    pub fn missed(&self, tree: &Tree) -> Option<EventType> {
+        let now = tree.exists(self.path()).ok().flatten();
+        match (self, now) {
+            (Rewatch::Data { mzxid: None, .. }, Some(_)) => Some(EventType::NodeCreated),
+            (Rewatch::Data { mzxid: None, .. }, None) => None,
+            (Rewatch::Data { mzxid: Some(_), .. }, None) => Some(EventType::NodeDeleted),
+            (Rewatch::Data { mzxid: Some(m), .. }, Some(stat)) => {
+                (stat.mzxid != *m).then_some(EventType::NodeDataChanged)
+            }
+            (Rewatch::Child { .. }, None) => Some(EventType::NodeDeleted),
+            (Rewatch::Child { path, children }, Some(_)) => {
+                let same = tree.children(path).is_ok_and(|c| c == *children);
+                (!same).then_some(EventType::NodeChildrenChanged)
+            }
+        }
     }
 }
 
@@ -162,6 +208,58 @@ mod tests {
             event,
             path: path.into(),
         }
+    }
+
+    #[test]
+    fn a_moved_watch_fires_for_what_changed_since_its_read() {
+        use crate::znode::{Stamp, Txn};
+        let mut t = Tree::default();
+        let mut zxid = 0;
+        let mut run = |t: &mut Tree, txn: Txn| {
+            zxid += 1;
+            let at = Stamp { zxid, time_ms: 0 };
+            assert!(t.apply(at, &txn).0.is_ok());
+        };
+        let create = |path: &str| Txn::Create {
+            path: path.into(),
+            data: bytes::Bytes::new(),
+            ephemeral: false,
+            sequential: false,
+            session: 0,
+        };
+        run(&mut t, create("/a"));
+        let read = t.exists("/a").unwrap().unwrap().mzxid;
+        let data = |path: &str, mzxid| Rewatch::Data {
+            path: path.into(),
+            mzxid,
+        };
+        let child = |children: &[&str]| Rewatch::Child {
+            path: "/a".into(),
+            children: children.iter().map(|c| c.to_string()).collect(),
+        };
+        // Unchanged: set again, nothing fires.
+        assert_eq!(data("/a", Some(read)).missed(&t), None);
+        assert_eq!(data("/b", None).missed(&t), None);
+        assert_eq!(child(&[]).missed(&t), None);
+        run(&mut t, create("/a/k"));
+        run(&mut t, create("/b"));
+        let set = Txn::SetData {
+            path: "/a".into(),
+            data: bytes::Bytes::from_static(b"x"),
+            version: None,
+        };
+        run(&mut t, set);
+        assert_eq!(data("/a", Some(read)).missed(&t), Some(NodeDataChanged));
+        assert_eq!(data("/b", None).missed(&t), Some(NodeCreated));
+        assert_eq!(child(&[]).missed(&t), Some(NodeChildrenChanged));
+        assert_eq!(child(&["k"]).missed(&t), None);
+        assert_eq!(data("/c", Some(read)).missed(&t), Some(NodeDeleted));
+        let gone = Rewatch::Child {
+            path: "/c".into(),
+            children: vec![],
+        };
+        assert_eq!(gone.missed(&t), Some(NodeDeleted));
+        assert_eq!((gone.path(), gone.kind()), ("/c", WatchKind::Child));
     }
 
     #[test]

@@ -302,6 +302,6 @@ fn seen(a: &Asked, reply: Option<&ZnodeReply>) -> Option<Seen> {
                 other => Err(err(Some(other))?),
             },
         },
-        ZnodeOp::Ping | ZnodeOp::Sync => return None,
+        ZnodeOp::Ping | ZnodeOp::Sync | ZnodeOp::SetWatches { .. } => return None,
     })
 }

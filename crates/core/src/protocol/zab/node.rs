@@ -414,6 +414,9 @@ impl ZabNode {
         let Some(w) = self.writes.get(&rid).filter(|w| w.sent.is_none()) else {
             return;
         };
+        if self.behind_a_read(rid, &w.client, &w.op) {
+            return;
+        }
         let payload = Payload {
             origin: self.writer,
             rid,

@@ -238,7 +238,34 @@ impl ZabNode {
         for rid in ready {
             let r = self.reads.mine.remove(&rid).expect("listed");
             let resp = self.sm.read_at(applied, &r.op);
+            // Watches a `SetWatches` fired at once, before its answer.
+            for (conn, event) in self.sm.take_events() {
+                out.notify(conn, event);
+            }
             super::znode_sm::answer(out, r.client, resp);
+        }
+        self.send_held_writes(out);
+    }
+
+    /// Whether znode write `rid` must wait: its connection sent a znode
+    /// read before it that is not answered yet (a session's requests take
+    /// effect in order; a read served late must not see a later write).
+    pub(super) fn behind_a_read(&self, rid: u64, client: &ClientRef, op: &[u8]) -> bool {
+        use super::znode_sm::is_znode;
+        is_znode(op)
+            && (self.reads.mine.range(..rid))
+                .any(|(_, r)| r.client.session == client.session && is_znode(&r.op))
+    }
+
+    /// Writes held behind their connection's reads go once those are
+    /// answered (`send_write` checks again).
+    fn send_held_writes(&mut self, out: &mut O) {
+        let held: Vec<u64> = (self.writes.iter())
+            .filter(|(_, w)| w.sent.is_none() && super::znode_sm::is_znode(&w.op))
+            .map(|(&k, _)| k)
+            .collect();
+        for rid in held {
+            self.send_write(rid, out);
         }
     }
 

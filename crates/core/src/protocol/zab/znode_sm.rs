@@ -2,13 +2,16 @@
 //! znode tree (`crate::znode`) as part of the replicated machine, sessions
 //! and their expiry by the leader, one-shot watches.
 //!
-//! * **Every znode operation goes through the log**, reads and `sync`
-//!   included: a read is answered when its entry is delivered at the server
-//!   the client asked, from the tree as of that zxid, and its watch is set
-//!   at that same point. So a session's requests, pipelined or not, take
-//!   effect in the order sent (one connection, FIFO to the leader), reads
-//!   are linearizable, `sync` is linearizable (ZooKeeper's is not), and a
-//!   watch misses no change after the read it came with.
+//! * **Writes and `sync` go through the log; reads take a read index.**
+//!   `exists`, `getData` and `getChildren` are served like `read=index` KV
+//!   reads: the leader confirms its commit index with a quorum round (no
+//!   log entry, no fsync), the server the client asked answers from its
+//!   tree once it applied that index, and sets the read's watch at that
+//!   same point. A read also waits for the writes its connection sent
+//!   before it, so a session's requests, pipelined or not, take effect in
+//!   the order sent. Reads are linearizable, `sync` is linearizable
+//!   (ZooKeeper's is not), and a watch misses no change after the read it
+//!   came with. `sync` answers with the zxid it was delivered at.
 //! * **Stamps**: the zxid is the log index (czxid, mzxid, pzxid); the
 //!   time (ctime, mtime) is the leader's clock when it proposed the entry,
 //!   written into the entry by `propose` ([`stamp`]), so every replica
@@ -98,7 +101,7 @@ pub fn stamp(data: Bytes, now: Time) -> Bytes {
 }
 
 /// Znode reads served by a read index: `exists`, `getData`,
-/// `getChildren`. The leader confirms its commit index with a quorum round
+/// `getChildren` and `SetWatches`. The leader confirms its commit index with a quorum round
 /// (no log entry, no fsync) and the server the client asked answers from
 /// its tree once it applied that index, setting the watch at that point
 /// (`ZabNode::serve_reads`). `sync` and `Ping` are not among them.
@@ -106,7 +109,10 @@ pub fn read_by_index(req: &Request) -> bool {
     matches!(
         req,
         Request::Znode(
-            ZnodeOp::Exists { .. } | ZnodeOp::GetData { .. } | ZnodeOp::GetChildren { .. }
+            ZnodeOp::Exists { .. }
+                | ZnodeOp::GetData { .. }
+                | ZnodeOp::GetChildren { .. }
+                | ZnodeOp::SetWatches { .. }
         )
     )
 }
@@ -262,6 +268,25 @@ impl Machine {
     fn read_znode(&mut self, index: u64, conn: u64, op: ZnodeOp, here: bool) -> Response {
         if !here {
             return Response::Done;
+        }
+        if let ZnodeOp::SetWatches { watches } = op {
+            let mut fired = 0;
+            for w in watches {
+                match w.missed(&self.tree) {
+                    Some(event) => {
+                        let path = w.path().to_string();
+                        let f = Fired {
+                            session: conn,
+                            event,
+                            path,
+                        };
+                        self.events.push(fired_event(f));
+                        fired += 1;
+                    }
+                    None => self.watches.add(conn, w.path(), w.kind()),
+                }
+            }
+            return zk(Ok(ZnodeReply::WatchesSet { fired }));
         }
         let mut watch = |path: &str, kind, on: bool| {
             if on {
@@ -468,7 +493,7 @@ mod tests {
     use super::super::testing::Cluster;
     use super::*;
     use crate::types::OpId;
-    use crate::znode::Stat;
+    use crate::znode::{Rewatch, Stat};
 
     fn client(session: u64, conn: u64) -> ClientRef {
         ClientRef {
@@ -582,6 +607,103 @@ mod tests {
         assert_eq!(
             c.replies[1].2,
             Response::Znode(ZnodeReply::Children(vec!["n-0000000000".into()]))
+        );
+    }
+
+    #[test]
+    fn a_read_then_a_write_of_one_connection_take_effect_in_order() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        let anon = client(0, 0);
+        created(zn(&mut c, f, anon, create("/a", false, false)));
+        // Pipelined at a follower: getData, then setData, one connection.
+        // The read is answered first and sees the old data. (Here the
+        // read's index round always ends before the write commits; the
+        // write is also held until the read is answered, `behind_a_read`,
+        // for the runs where the round ends later.)
+        let me = client(0, 9);
+        let get = ZnodeOp::GetData {
+            path: "/a".into(),
+            watch: true,
+        };
+        let set = ZnodeOp::SetData {
+            path: "/a".into(),
+            data: Bytes::from_static(b"new"),
+            version: None,
+        };
+        let r = c.send_as(f, me, Request::Znode(get));
+        let w = c.send_as(f, me, Request::Znode(set));
+        c.run();
+        let order: Vec<ClientRef> = c.replies.iter().map(|(_, who, _)| *who).collect();
+        assert_eq!(order, vec![r, w], "answered in the order asked");
+        assert!(matches!(
+            &c.replies[0].2,
+            Response::Znode(ZnodeReply::Data { data, .. }) if &data[..] == b"d"
+        ));
+        // The read's watch, set before the write, fired for it.
+        assert_eq!(c.events.len(), 1, "{:?}", c.events);
+    }
+
+    #[test]
+    fn set_watches_fires_what_changed_and_sets_the_rest() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let anon = client(0, 0);
+        for p in ["/same", "/gone"] {
+            created(zn(&mut c, 1, anon, create(p, false, false)));
+        }
+        let read = |c: &mut Cluster, p: &str| match zn(
+            c,
+            1,
+            anon,
+            ZnodeOp::GetData {
+                path: p.into(),
+                watch: false,
+            },
+        ) {
+            ZnodeReply::Data { stat, .. } => stat.mzxid,
+            other => panic!("{other:?}"),
+        };
+        let (same, gone) = (read(&mut c, "/same"), read(&mut c, "/gone"));
+        let del = ZnodeOp::Delete {
+            path: "/gone".into(),
+            version: None,
+        };
+        assert_eq!(zn(&mut c, 1, anon, del), ZnodeReply::Deleted);
+        // A session arrives at server 2 with watches set at another.
+        let moved = client(5, 55);
+        let watches = vec![
+            Rewatch::Data {
+                path: "/same".into(),
+                mzxid: Some(same),
+            },
+            Rewatch::Data {
+                path: "/gone".into(),
+                mzxid: Some(gone),
+            },
+        ];
+        let r = zn(&mut c, 2, moved, ZnodeOp::SetWatches { watches });
+        assert_eq!(r, ZnodeReply::WatchesSet { fired: 1 });
+        let ev: Vec<_> = c.events.drain(..).collect();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!(
+            (ev[0].0, ev[0].1, ev[0].2.kind.as_str()),
+            (2, 55, "deleted")
+        );
+        assert_eq!(c.node(2).machine().watch_count(), 1);
+        let set = ZnodeOp::SetData {
+            path: "/same".into(),
+            data: Bytes::new(),
+            version: None,
+        };
+        assert!(matches!(zn(&mut c, 3, anon, set), ZnodeReply::Set(_)));
+        c.tick();
+        let ev: Vec<_> = c.events.drain(..).collect();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!(
+            (ev[0].0, ev[0].1, ev[0].2.kind.as_str()),
+            (2, 55, "changed")
         );
     }
 
