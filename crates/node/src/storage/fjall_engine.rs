@@ -12,6 +12,7 @@ use quorumkv_core::protocol::Record;
 use quorumkv_core::Tag;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 struct Open {
     db: Database,
@@ -19,6 +20,11 @@ struct Open {
     log: Keyspace,
     snapshot: Keyspace,
     meta: Keyspace,
+    /// Log entries at or below this index are removed already: a snapshot
+    /// removes only the entries above it. (A range from the log's start
+    /// walks every tombstone the LSM still keeps, which grew with the
+    /// history: a fifth of the servers' CPU in a lock benchmark.)
+    log_floor: AtomicU64,
 }
 
 pub struct FjallEngine {
@@ -67,12 +73,27 @@ impl Open {
         // after a crash replays a short journal instead of all of it.
         let opts = || KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
         let ks = |name| db.keyspace(name, opts);
+        let (log, snapshot) = (ks("log")?, ks("snapshot")?);
+        let first = match log.first_key_value() {
+            Some(kv) => index_of(&kv.key()?).ok(),
+            None => None,
+        };
+        let snapped = match snapshot.get(SNAPSHOT_KEY)? {
+            Some(v) => decode::<(u64, Bytes)>("snapshot", &v).ok().map(|(i, _)| i),
+            None => None,
+        };
+        let floor = match (first, snapped) {
+            (Some(f), _) => f.saturating_sub(1),
+            (None, Some(i)) => i,
+            (None, None) => 0,
+        };
         Ok(Open {
             registers: ks("registers")?,
-            log: ks("log")?,
-            snapshot: ks("snapshot")?,
+            log,
+            snapshot,
             meta: ks("meta")?,
             db,
+            log_floor: AtomicU64::new(floor),
         })
     }
 
@@ -123,7 +144,11 @@ impl FjallEngine {
                     let mut s = new_batch();
                     s.insert(&o.snapshot, SNAPSHOT_KEY, encode(&(index, data)));
                     s.commit()?;
-                    o.remove_log(..=index.to_be_bytes())?;
+                    let floor = o.log_floor.load(Ordering::Relaxed);
+                    if *index > floor {
+                        o.remove_log((floor + 1).to_be_bytes()..=index.to_be_bytes())?;
+                        o.log_floor.store(*index, Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -203,6 +228,45 @@ mod tests {
             epoch: 1,
             data: Bytes::from(format!("e{index}")),
         }
+    }
+
+    #[test]
+    fn each_snapshot_removes_the_entries_up_to_it_across_reopens() {
+        let d = tempdir("floor");
+        let snap = |index| Record::Snapshot {
+            index,
+            data: Bytes::new(),
+        };
+        let entries = |got: Vec<Record>| -> Vec<u64> {
+            (got.into_iter())
+                .filter_map(|r| match r {
+                    Record::Entry { index, .. } => Some(index),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut e = FjallEngine::open(&d).unwrap();
+        e.write(&(1..=10).map(entry).collect::<Vec<_>>()).unwrap();
+        e.write(&[snap(4)]).unwrap();
+        e.write(&[snap(3)]).unwrap(); // an older snapshot removes nothing more
+        e.write(&(11..=12).map(entry).collect::<Vec<_>>()).unwrap();
+        e.write(&[snap(7)]).unwrap();
+        e.sync(Durability::Fsync).unwrap();
+        drop(e);
+        let mut e = FjallEngine::open(&d).unwrap();
+        assert_eq!(entries(e.load().unwrap()), (8..=12).collect::<Vec<_>>());
+        // The floor is found again on open: the next snapshot removes the
+        // entries between.
+        e.write(&[snap(10)]).unwrap();
+        assert_eq!(entries(e.load().unwrap()), vec![11, 12]);
+        e.write(&[snap(12)]).unwrap();
+        drop(e);
+        // An empty log: the floor is the snapshot's index.
+        let mut e = FjallEngine::open(&d).unwrap();
+        e.write(&(13..=14).map(entry).collect::<Vec<_>>()).unwrap();
+        e.write(&[snap(13)]).unwrap();
+        assert_eq!(entries(e.load().unwrap()), vec![14]);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
