@@ -269,6 +269,10 @@ pub async fn queue_lock_async<C: LockClient>(
     let mut mine: Option<(String, u64)> = None;
     // Lists without our node once the create answered: it is gone.
     let mut missing = 0;
+    // Polls are numbered; after a wait on a watch, the lists of polls sent
+    // before it ended are stale (each would cost an `exists` round trip:
+    // at 50 ms server RTT, seconds of backlog).
+    let (mut sent, mut fresh_from) = (0u64, 0u64);
     loop {
         tokio::select! {
             r = &mut create, if mine.is_none() => {
@@ -277,10 +281,14 @@ pub async fn queue_lock_async<C: LockClient>(
                 mine = Some(created.ok_or_else(|| ZkClientError::Unexpected(why.into()))?);
             }
             _ = tick.tick() => {
-                let (zk, dir, tx) = (zk.clone(), dir.to_string(), tx.clone());
-                tokio::spawn(async move { let _ = tx.send(zk.children(&dir).await); });
+                let (zk, dir, tx, seq) = (zk.clone(), dir.to_string(), tx.clone(), sent);
+                sent += 1;
+                tokio::spawn(async move { let _ = tx.send((seq, zk.children(&dir).await)); });
             }
-            Some(list) = lists.recv() => {
+            Some((seq, list)) = lists.recv() => {
+                if seq < fresh_from {
+                    continue;
+                }
                 let (Some((node, token)), names) = (&mine, list?) else { continue };
                 match queue_step(node, &names) {
                     QueueStep::Acquired => return Ok(Held { node: node.clone(), token: *token }),
@@ -288,6 +296,7 @@ pub async fn queue_lock_async<C: LockClient>(
                         missing = 0;
                         zk.wait_while_exists(&before, events).await?;
                         // Decide again with a fresh list (the next poll).
+                        fresh_from = sent;
                     }
                     // A list sent before the create was applied: wait for
                     // a consistent one; a few in a row: our node is gone.

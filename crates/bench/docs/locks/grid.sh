@@ -3,7 +3,7 @@
 # (peer) RTT, 0 to 250 ms, exponential inter-arrival 500 ms, critical
 # section 1 ms, 3 Zab replicas in memory. One bench run per grid point;
 # heatmap.py draws the figures from the points' lock.csv.
-# Needs target/release/quorumkv (cargo build --release). ~30 min, mostly idle
+# Needs target/release/quorumkv (cargo build --release; or QKV=path). ~30 min, mostly idle
 # (the time is the added round trips).
 # Usage: grid.sh [OUT_DIR] [RTTS]   (defaults: crates/bench/docs/locks/grid, "0 50 100 150 200 250")
 cd "$(dirname "$0")/../../../.."
@@ -16,9 +16,9 @@ for rc in $RTTS; do
     [ -f "$d/lock.csv" ] && continue   # resumable
     rm -rf "$d"
     # init-limit: discovery and sync take several peer round trips.
-    target/release/quorumkv bench --protocol zab --replicas 3 --durability memory --workload lock \
+    "${QKV:-target/release/quorumkv}" bench --protocol zab --replicas 3 --durability memory --workload lock \
       --rtt-client "${rc}ms" --rtt-peer "${rp}ms" --opt init-limit=3s \
-      --arrival-ms 500 --cs-ms 1 --poll-ms 10 --duration 8s --warmup 1s --no-progress \
+      --arrival-ms 500 --cs-ms 1 --poll-ms 10 --duration 8s --warmup 1s --no-progress --port-base 7600 \
       --out "$d" > "$d.txt" 2>&1 || echo "point c$rc-p$rp failed: see $d.txt"
   done
 done
