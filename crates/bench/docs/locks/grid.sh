@@ -22,4 +22,4 @@ for rc in $RTTS; do
       --out "$d" > "$d.txt" 2>&1 || echo "point c$rc-p$rp failed: see $d.txt"
   done
 done
-python3 crates/bench/docs/locks/heatmap.py "$OUT" > "$OUT/table.md"
+python3 crates/bench/docs/locks/heatmap.py "$OUT" "$RTTS" > "$OUT/table.md"

@@ -2,14 +2,16 @@
 """Seed 001 Fig. 10 from grid.sh's points: per recipe, the mean acquire
 latency (ms) over client RTT (x) and server RTT (y), as a Markdown table on
 stdout and one SVG heatmap per recipe (DIR/fig10-<recipe>.svg). Standard
-library only."""
+library only. Usage: heatmap.py DIR ["0 100 200"]"""
 import csv, glob, os, re, sys
 
-def load(root):
+def load(root, keep=None):
     pts = {}
     for f in glob.glob(os.path.join(root, "c*-p*", "lock.csv")):
         m = re.search(r"c(\d+)-p(\d+)", f)
         rc, rp = int(m.group(1)), int(m.group(2))
+        if keep is not None and (rc not in keep or rp not in keep):
+            continue
         for row in csv.DictReader(open(f)):
             pts[(row["recipe"], rc, rp)] = row
     return pts
@@ -44,7 +46,9 @@ def svg(recipe, cs, ps, val, vmax, path):
 
 def main():
     root = sys.argv[1]
-    pts = load(root)
+    # Optional: the RTTs of the grid (points off it, e.g. Fig. 11's, are left out).
+    keep = {int(x) for x in sys.argv[2].split()} if len(sys.argv) > 2 else None
+    pts = load(root, keep)
     recipes = sorted({k[0] for k in pts}, key=["tas", "tas-watch", "async-tas", "queue", "async-queue"].index)
     cs = sorted({k[1] for k in pts}); ps = sorted({k[2] for k in pts})
     vmax = max(float(r["mean_ms"]) for r in pts.values()) or 1.0

@@ -391,9 +391,10 @@ impl ZabNode {
         if req.is_read() && self.cfg.read != ReadMode::Log {
             return self.client_read(client, op.to_bytes(), deadline, out);
         }
-        // exists / getData / getChildren take a read index, not a log
-        // position (`znode_sm.rs`); `sync` stays in the log.
-        if super::znode_sm::read_by_index(&req) && self.cfg.read == ReadMode::Index {
+        // exists / getData / getChildren take a read index (or, with
+        // `read=local`, none), not a log position (`znode_sm.rs`); `sync`
+        // stays in the log.
+        if super::znode_sm::read_by_index(&req) && self.cfg.read != ReadMode::Log {
             return self.client_read(client, op.to_bytes(), deadline, out);
         }
         let rid = self.next_rid;

@@ -5,7 +5,8 @@
 //! for the index (READINDEX) and serves the read itself. `read=log`
 //! broadcasts reads like writes (`node.rs`). `read=local` answers from the
 //! server's state at once: ZooKeeper's sequentially consistent reads
-//! (seed 003 line 535), not linearizable.
+//! (seed 003 line 535), not linearizable; znode reads then still wait for
+//! their connection's earlier writes (ZooKeeper's FIFO client order).
 
 use super::follower::FStage;
 use super::msg::Msg;
@@ -60,7 +61,23 @@ impl ZabNode {
         deadline: Time,
         out: &mut O,
     ) {
-        if self.cfg.read == ReadMode::Local {
+        let local = self.cfg.read == ReadMode::Local;
+        if local && super::znode_sm::is_znode(&op) && self.serving() {
+            // ZooKeeper's local read: this server's tree now, once the
+            // connection's earlier writes are answered (`serve_reads`).
+            let (rid, index) = (self.next_rid, Some(self.applied));
+            self.next_rid += 1;
+            let r = Read {
+                client,
+                op,
+                deadline,
+                sent: true,
+                index,
+            };
+            self.reads.mine.insert(rid, r);
+            return self.serve_reads(out);
+        }
+        if local {
             let resp = if self.serving() {
                 self.sm.read(&op)
             } else {

@@ -611,6 +611,41 @@ mod tests {
     }
 
     #[test]
+    fn read_local_answers_znode_reads_at_the_follower_without_the_leader() {
+        use super::super::node::ReadMode;
+        use crate::protocol::{Command, Protocol};
+        let cfg = Config {
+            read: ReadMode::Local,
+            ..Config::default()
+        };
+        let mut c = Cluster::new(3, cfg);
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        created(zn(&mut c, l, client(0, 0), create("/a", false, false)));
+        c.tick();
+        let op = ZnodeOp::Exists {
+            path: "/a".into(),
+            watch: true,
+        };
+        let who = client(0, 7);
+        let cmds = c.exec(f, |n, now, out| {
+            n.on_client(now, who, Request::Znode(op), out)
+        });
+        let sent = cmds
+            .iter()
+            .any(|c| matches!(c, Command::Send { .. } | Command::SendNow { .. }));
+        assert!(!sent, "{cmds:?}");
+        assert!(cmds.iter().any(|c| matches!(
+            c,
+            Command::Reply {
+                resp: Response::Znode(ZnodeReply::Exists(Some(_))),
+                ..
+            }
+        )));
+        assert_eq!(c.node(f).machine().watch_count(), 1);
+    }
+
+    #[test]
     fn a_read_then_a_write_of_one_connection_take_effect_in_order() {
         let mut c = Cluster::new(3, Config::default());
         let l = c.settle();
