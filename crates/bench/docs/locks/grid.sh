@@ -5,7 +5,8 @@
 # heatmap.py draws the figures from the points' lock.csv.
 # Needs target/release/quorumkv (cargo build --release; or QKV=path). ~30 min, mostly idle
 # (the time is the added round trips).
-# Usage: grid.sh [OUT_DIR] [RTTS]   (defaults: crates/bench/docs/locks/grid, "0 50 100 150 200 250")
+# Usage: [EXTRA="--opt read=local"] grid.sh [OUT_DIR] [RTTS]
+#   (defaults: crates/bench/docs/locks/grid, "0 50 100 150 200 250"; EXTRA: more bench flags)
 cd "$(dirname "$0")/../../../.."
 OUT=${1:-crates/bench/docs/locks/grid}
 RTTS=${2:-0 50 100 150 200 250}
@@ -17,7 +18,7 @@ for rc in $RTTS; do
     rm -rf "$d"
     # init-limit: discovery and sync take several peer round trips.
     "${QKV:-target/release/quorumkv}" bench --protocol zab --replicas 3 --durability memory --workload lock \
-      --rtt-client "${rc}ms" --rtt-peer "${rp}ms" --opt init-limit=3s \
+      --rtt-client "${rc}ms" --rtt-peer "${rp}ms" --opt init-limit=3s $EXTRA \
       --arrival-ms 500 --cs-ms 1 --poll-ms 10 --duration 8s --warmup 1s --no-progress --port-base 7600 \
       --out "$d" > "$d.txt" 2>&1 || echo "point c$rc-p$rp failed: see $d.txt"
   done
