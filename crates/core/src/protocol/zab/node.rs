@@ -483,8 +483,10 @@ impl ZabNode {
             out.reply(w.client, Response::Failed(err));
         }
         self.expire_reads(out);
-        // A znode read behind an expired write of its connection.
+        // A znode read behind an expired write of its connection, or a
+        // write behind an expired read.
         self.serve_reads(out);
+        self.send_held_writes(out);
     }
 
     fn tick(&mut self, out: &mut O) {

@@ -252,6 +252,8 @@ impl ZabNode {
             })
             .map(|(&k, _)| k)
             .collect();
+        let znode_answered =
+            (ready.iter()).any(|k| super::znode_sm::is_znode(&self.reads.mine[k].op));
         for rid in ready {
             let r = self.reads.mine.remove(&rid).expect("listed");
             let resp = self.sm.read_at(applied, &r.op);
@@ -261,7 +263,11 @@ impl ZabNode {
             }
             super::znode_sm::answer(out, r.client, resp);
         }
-        self.send_held_writes(out);
+        // Only a znode read answered can release a held write: no scan of
+        // the writes on the KV path.
+        if znode_answered {
+            self.send_held_writes(out);
+        }
     }
 
     /// Whether znode write `rid` must wait: its connection sent a znode
@@ -276,7 +282,7 @@ impl ZabNode {
 
     /// Writes held behind their connection's reads go once those are
     /// answered (`send_write` checks again).
-    fn send_held_writes(&mut self, out: &mut O) {
+    pub(super) fn send_held_writes(&mut self, out: &mut O) {
         let held: Vec<u64> = (self.writes.iter())
             .filter(|(_, w)| w.sent.is_none() && super::znode_sm::is_znode(&w.op))
             .map(|(&k, _)| k)

@@ -270,6 +270,12 @@ impl Machine {
             return Response::Done;
         }
         if let ZnodeOp::SetWatches { watches } = op {
+            // A bad path refuses the whole request: nothing is set.
+            if let Some(e) =
+                (watches.iter()).find_map(|w| crate::znode::path::validate(w.path()).err())
+            {
+                return zk(Err(e));
+            }
             let mut fired = 0;
             for w in watches {
                 match w.missed(&self.tree) {
@@ -718,6 +724,18 @@ mod tests {
                 mzxid: Some(gone),
             },
         ];
+        let mut bad = watches.clone();
+        bad.push(Rewatch::Data {
+            path: "no-slash".into(),
+            mzxid: None,
+        });
+        let r = zn(&mut c, 2, moved, ZnodeOp::SetWatches { watches: bad });
+        assert!(
+            matches!(r, ZnodeReply::Error(ZkError::BadArguments(_))),
+            "{r:?}"
+        );
+        assert_eq!(c.node(2).machine().watch_count(), 0, "nothing set");
+        assert!(c.events.is_empty());
         let r = zn(&mut c, 2, moved, ZnodeOp::SetWatches { watches });
         assert_eq!(r, ZnodeReply::WatchesSet { fired: 1 });
         let ev: Vec<_> = c.events.drain(..).collect();
