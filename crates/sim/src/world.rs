@@ -186,6 +186,7 @@ enum Ev<D: ProtocolDef> {
     },
     /// Proxy mode: the server's answer reaches the client.
     ProxyReply {
+        node: usize,
         client: usize,
         cref: ClientRef,
         resp: Response,
@@ -199,6 +200,7 @@ enum Ev<D: ProtocolDef> {
     },
     /// A core's `Notify` reaches the client connection `session`.
     Notify {
+        node: usize,
         client: usize,
         session: u64,
         event: Event,
@@ -1151,17 +1153,23 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                     self.with_client(client, |coord, now, out| coord.on_timer(now, timer, out));
                 }
             }
-            Ev::ProxyReply { client, cref, resp } => {
+            Ev::ProxyReply {
+                node,
+                client,
+                cref,
+                resp,
+            } => {
                 self.stats.delivered += 1;
-                self.proxy_reply(client, cref, resp);
+                self.proxy_reply(node, client, cref, resp);
             }
             Ev::ClientIssue { client } => self.issue(client),
             Ev::ClientTimeout { client, req_no } => self.client_timeout(client, req_no),
             Ev::Notify {
+                node,
                 client,
                 session,
                 event,
-            } => self.notified(client, session, event),
+            } => self.notified(Some(node), client, session, event),
             Ev::Detect { a, b, since } => self.detect(a, b, since),
             Ev::Reconnect => self.refresh_links(),
             Ev::Nemesis => self.nemesis(),

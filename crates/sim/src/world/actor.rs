@@ -63,6 +63,7 @@ impl<D: ProtocolDef> Actor<D> for NodeIx {
         w.stats.client_messages += 1;
         let c = (cref.id >> 32) as usize;
         let ev = Ev::ProxyReply {
+            node: self.0,
             client: c,
             cref,
             resp,

@@ -225,13 +225,14 @@ impl<D: ProtocolDef> World<'_, D> {
             (Ep::Node(i), Some(c)) => {
                 self.stats.client_messages += 1;
                 let ev = Ev::Notify {
+                    node: i,
                     client: c,
                     session,
                     event,
                 };
                 self.transmit(Ep::Node(i), Ep::Client(c), ev);
             }
-            (Ep::Client(c), Some(_)) => self.notified(c, session, event),
+            (Ep::Client(c), Some(_)) => self.notified(None, c, session, event),
             (_, None) => {
                 self.stats.notifies_dropped += 1;
                 trace!(
@@ -242,13 +243,14 @@ impl<D: ProtocolDef> World<'_, D> {
         }
     }
 
-    /// A notification reaches client `c`, unless its session has closed.
-    pub(super) fn notified(&mut self, c: usize, session: u64, event: Event) {
+    /// A notification (from server `node`, or from the client's own
+    /// coordinator) reaches client `c`, unless its session has closed.
+    pub(super) fn notified(&mut self, node: Option<usize>, c: usize, session: u64, event: Event) {
         let live = session == ClientRef::LOCAL || session == self.clients[c].session;
         if live {
             self.stats.notifies += 1;
             trace!(self, "c{c} NOTIFIED s{session} {event:?}");
-            self.znode_notified(c, &event);
+            self.znode_notified(node, c, &event);
         } else {
             self.stats.notifies_dropped += 1;
             trace!(
@@ -258,13 +260,13 @@ impl<D: ProtocolDef> World<'_, D> {
         }
     }
 
-    /// A server's answer on connection `cref.session`: the client takes it
-    /// only on its current connection (a closed one delivers nothing).
-    pub(super) fn proxy_reply(&mut self, c: usize, cref: ClientRef, resp: Response) {
+    /// Server `node`'s answer on connection `cref.session`: the client takes
+    /// it only on its current connection (a closed one delivers nothing).
+    pub(super) fn proxy_reply(&mut self, node: usize, c: usize, cref: ClientRef, resp: Response) {
         if cref.session != self.clients[c].session {
             return;
         }
-        self.znode_answered(c, &resp);
+        self.znode_answered(node, c, &resp);
         let mut outcome = Outcome::from_response(&resp);
         let retried = self.clients[c].pending.as_ref().is_some_and(|p| p.retried);
         if retried && outcome == Outcome::Fail {

@@ -25,22 +25,26 @@ const TIMEOUT_MS: u64 = 3_600_000;
 const PATHS: [&str; 3] = ["/a", "/b", "/a/c"];
 
 /// A watch event as a znode client received it: when (the history's
-/// clock), by which client's session, for which path, of which kind.
+/// clock), from which server (`None`: the client's own coordinator), by
+/// which client's session, for which path, of which kind.
 #[derive(Clone, Debug)]
 pub struct WatchEvent {
     pub at_ns: u64,
+    pub server: Option<usize>,
     pub client: usize,
     pub path: String,
     pub kind: String,
 }
 
-/// One znode request of the history: its record, who asked, its answer.
+/// One znode request of the history: its record, who asked, its answer
+/// and the server that gave it.
 #[derive(Clone, Debug)]
 pub struct Asked {
     pub record: usize,
     pub session: u64,
     pub op: ZnodeOp,
     pub reply: Option<Response>,
+    pub server: Option<usize>,
 }
 
 impl<D: ProtocolDef> World<'_, D> {
@@ -113,12 +117,18 @@ impl<D: ProtocolDef> World<'_, D> {
                 session: client_writer_id(c as u64),
                 op: op.clone(),
                 reply: None,
+                server: None,
             });
         }
     }
 
     /// Note a watch event client `c` received.
-    pub(super) fn znode_notified(&mut self, c: usize, event: &quorumkv_core::Event) {
+    pub(super) fn znode_notified(
+        &mut self,
+        server: Option<usize>,
+        c: usize,
+        event: &quorumkv_core::Event,
+    ) {
         if !self.cfg.znode {
             return;
         }
@@ -128,20 +138,22 @@ impl<D: ProtocolDef> World<'_, D> {
         }
         self.watch_events.push(WatchEvent {
             at_ns: self.clock.stamp(self.now),
+            server,
             client: c,
             path,
             kind: event.kind.clone(),
         });
     }
 
-    /// Note the answer to client `c`'s pending znode request.
-    pub(super) fn znode_answered(&mut self, c: usize, resp: &Response) {
+    /// Note server `server`'s answer to client `c`'s pending znode request.
+    pub(super) fn znode_answered(&mut self, server: usize, c: usize, resp: &Response) {
         let Some(p) = &self.clients[c].pending else {
             return;
         };
         let record = p.record;
         if let Some(a) = self.znode.iter_mut().rev().find(|a| a.record == record) {
             a.reply = Some(resp.clone());
+            a.server = Some(server);
         }
     }
 }
@@ -151,10 +163,15 @@ impl<D: ProtocolDef> World<'_, D> {
 /// a later change (or the node's deletion), so a read of that path that
 /// begins after the event arrived and still returns that `mzxid` saw the
 /// tree before the change the event announced (or the event was false).
-/// The read that set the watch is the client's last data read of the path
-/// answered before the event: events and answers on one connection arrive
-/// in order, so a read answered before the event was applied before the
-/// change. Events from closed connections never reach a client.
+/// The read that set the watch is the client's last watching data read of
+/// the path answered, before the event, by the server that sent the event:
+/// a watch lives at the server that served its read, and that server's
+/// events and answers on one connection arrive in order, so a read it
+/// answered before the event was applied there before the change. (A read
+/// answered by another server says nothing of this watch: that server may
+/// have applied the change earlier, and the client may see the new zxid
+/// there before this server's event.) Events from closed connections never
+/// reach a client.
 pub fn event_before_change(
     asked: &[Asked],
     events: &[WatchEvent],
@@ -183,7 +200,7 @@ pub fn event_before_change(
     {
         let session = client_writer_id(e.client as u64);
         let set = (asked.iter())
-            .filter(|a| a.session == session && watching(a))
+            .filter(|a| a.session == session && watching(a) && a.server == e.server)
             .filter(|a| records[a.record].complete_ns <= e.at_ns)
             .filter_map(|a| seen(a).filter(|(p, _)| *p == e.path))
             .last();
