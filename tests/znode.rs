@@ -468,3 +468,57 @@ async fn znode_commands_over_resp() {
     assert!(synced.starts_with(':'), "{synced}");
     assert_eq!(resp(b, &["ZK.GET", "/app"]).await, "-ERR no node\r\n");
 }
+
+/// `ZK.WATCH` on the RESP port blocks until the watch fires: a data watch
+/// set through one replica is answered by a change written through another,
+/// and the connection's later command is answered after it (pipeline
+/// order). The writer keeps writing until the event comes: each write
+/// either precedes the watch's read (no event) or follows it (the event).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_watch_over_resp() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cluster = zab_cluster().await;
+    let ports: Vec<_> = cluster.endpoints().iter().map(|e| e.resp).collect();
+    let (a, b) = (ports[0], ports[1]);
+    assert_eq!(resp(a, &["ZK.CREATE", "/w", "v"]).await, "$2\r\n/w\r\n");
+    let no_node = resp(a, &["ZK.WATCH", "/nope", "DATA"]).await;
+    assert_eq!(no_node, "-ERR no node\r\n", "a failed read sets no watch");
+    let timed_out = resp(a, &["ZK.WATCH", "/w", "CHILDREN", "0.2"]).await;
+    assert_eq!(
+        timed_out, "$-1\r\n",
+        "nothing changed: nil after the timeout"
+    );
+
+    for (kind, expect) in [("DATA", "changed"), ("CHILDREN", "children")] {
+        let mut s = tokio::net::TcpStream::connect(a).await.unwrap();
+        let cmd = format!(
+            "*3\r\n$8\r\nZK.WATCH\r\n$2\r\n/w\r\n${}\r\n{kind}\r\n*1\r\n$4\r\nPING\r\n",
+            kind.len()
+        );
+        s.write_all(cmd.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let mut n = 0;
+        while !got.ends_with(b"+PONG\r\n") {
+            assert!(tokio::time::Instant::now() < deadline, "no event: {got:?}");
+            let w = match kind {
+                "DATA" => resp(b, &["ZK.SET", "/w", &format!("v{n}")]).await,
+                _ => resp(b, &["ZK.CREATE", &format!("/w/c{n}"), "x"]).await,
+            };
+            assert!(!w.starts_with('-'), "{w}");
+            n += 1;
+            let mut buf = [0u8; 256];
+            if let Ok(r) = tokio::time::timeout(Duration::from_millis(100), s.read(&mut buf)).await
+            {
+                let r = r.unwrap();
+                assert!(r > 0, "connection closed: {got:?}");
+                got.extend_from_slice(&buf[..r]);
+            }
+        }
+        let want = format!(
+            "*2\r\n${}\r\n{expect}\r\n$2\r\n/w\r\n+PONG\r\n",
+            expect.len()
+        );
+        assert_eq!(String::from_utf8_lossy(&got), want);
+    }
+}

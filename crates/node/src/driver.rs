@@ -122,7 +122,7 @@ pub struct DriverStats {
     pub stale_link_downs: u64,
     /// Events pushed to clients (`Command::Notify`).
     pub notified: u64,
-    /// Events for a session that is gone or cannot carry them (RESP).
+    /// Events for a session that is gone.
     pub notify_dropped: u64,
 }
 

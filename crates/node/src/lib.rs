@@ -23,6 +23,7 @@ pub mod resp_commands;
 mod resp_multi;
 pub mod resp_render;
 mod resp_server;
+mod resp_watch;
 pub mod server;
 mod shutdown;
 pub mod status;

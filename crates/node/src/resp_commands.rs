@@ -198,7 +198,7 @@ pub const COMMANDS: &[Spec] = &[
         flags: &["readonly"],
         keys: (1, 1, 1),
         group: "znode",
-        summary: "A znode's data (linearizable: the read goes through the log).",
+        summary: "A znode's data (linearizable: the leader confirms its leadership with a quorum before the server answers).",
         args: &[arg("path", "key")],
     },
     Spec {
@@ -236,6 +236,15 @@ pub const COMMANDS: &[Spec] = &[
         group: "znode",
         summary: "A znode's stat as field/value pairs (czxid, mzxid, pzxid, ctime, mtime, version, cversion, ephemeralOwner, dataLength, numChildren); nil when there is no such node.",
         args: &[arg("path", "key")],
+    },
+    Spec {
+        name: "zk.watch",
+        arity: -2,
+        flags: &["readonly", "blocking"],
+        keys: (1, 1, 1),
+        group: "znode",
+        summary: "Set a one-shot watch (EXISTS: the default, fires on create/change/delete; DATA: the node must exist; CHILDREN) and block until it fires: replies [event, path] (event: created, deleted, changed, children), or nil after TIMEOUT seconds (0: never). Later commands on the connection wait for it.",
+        args: &[arg("path", "key"), opt("kind", "string"), opt("timeout", "integer")],
     },
     Spec {
         name: "zk.sync",

@@ -10,6 +10,7 @@ use crate::resp::{parse_command, Reply};
 use crate::resp_commands;
 use crate::resp_multi::Multi;
 use crate::resp_render::{RespKind, RespTx};
+use crate::resp_watch::{RespWatches, WatchCommand};
 use crate::shutdown::ConnStop;
 use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::Protocol;
@@ -60,11 +61,17 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     let mut seq = 0u64;
     let conn = RESP_CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
     // The core's session for this connection: RESP ids are kept apart from
-    // native connection ids by a high bit. RESP carries no pushed events.
+    // native connection ids by a high bit. Its pushed events answer the
+    // connection's `ZK.WATCH` commands.
     let session = RESP_SESSION | conn;
     let peer = quorumkv_core::Peer::Conn(session);
     rtx.set_delay(opts.client_delay(session));
-    if tx.send(Input::LinkUp { peer, tx: None }).await.is_err() {
+    let (ftx, watches) = RespWatches::start::<P::Msg>(limits);
+    let up = Input::LinkUp {
+        peer,
+        tx: Some(ftx.clone()),
+    };
+    if tx.send(up).await.is_err() {
         return;
     }
     'conn: loop {
@@ -87,7 +94,7 @@ async fn serve_resp<P: Protocol + Send + 'static>(
                 continue; // an empty inline line
             }
             let action = resp_command(&args, conn);
-            if run_action::<P>(action, (seq, session), &tx, &rtx, opts)
+            if run_action::<P>(action, (seq, session), &tx, &rtx, (opts, &watches))
                 .await
                 .is_err()
             {
@@ -117,7 +124,12 @@ async fn serve_resp<P: Protocol + Send + 'static>(
             }
         }
     }
-    let _ = tx.send(Input::LinkDown { peer, tx: None }).await;
+    let _ = tx
+        .send(Input::LinkDown {
+            peer,
+            tx: Some(ftx),
+        })
+        .await;
     drop((rtx, tx));
     finish_writer(writer, opts).await;
 }
@@ -132,9 +144,10 @@ async fn run_action<P: Protocol + Send + 'static>(
     (seq, session): (u64, u64),
     tx: &mpsc::Sender<Input<P::Msg>>,
     rtx: &RespTx,
-    opts: &ServerOptions,
+    (opts, watches): (&ServerOptions, &RespWatches),
 ) -> Result<(), ()> {
     match action {
+        RespAction::Watch(cmd) => watches.run(cmd, (seq, session), tx, rtx.clone()).await,
         RespAction::Reply(r) => {
             let _ = rtx.send((seq, r));
             Ok(())
@@ -252,6 +265,7 @@ enum RespAction {
     Store(Request, RespKind),
     Multi(Multi),
     Info(Vec<String>),
+    Watch(WatchCommand),
     Quit,
 }
 
@@ -333,9 +347,15 @@ fn known_command(name: &str, args: &[Bytes], conn: u64) -> RespAction {
 }
 
 /// A `ZK.*` command (arity checked): a znode request for the core. RESP
-/// has no session and no pushed events, so ephemerals and watches are left
-/// to the native client (`quorumkv zk`).
+/// has no session, so ephemerals are left to the native client (`quorumkv
+/// zk`); a watch is a blocking command (`resp_watch`).
 fn znode_command(name: &str, args: &[Bytes]) -> RespAction {
+    if name == "zk.watch" {
+        return match WatchCommand::parse(args) {
+            Ok(cmd) => RespAction::Watch(cmd),
+            Err(e) => error(e),
+        };
+    }
     // A path is text: a byte string that is not UTF-8 is refused, not
     // silently altered into another path.
     let Ok(path) = std::str::from_utf8(args.first().map_or(&[][..], |a| &a[..])) else {
