@@ -148,8 +148,10 @@ pub struct Args {
     /// Run nothing: print the table of DIR/results.json and redraw its plots.
     #[arg(long, value_name = "DIR")]
     pub replot: Option<PathBuf>,
-    /// What the clients do: kv (GETs and PUTs) or lock (seed 001's lock
-    /// recipes; needs a protocol that serves znodes) [default: kv].
+    /// What the clients do: kv (GETs and PUTs), lock (seed 001's lock
+    /// recipes) or znode (each znode operation's sync and async latency,
+    /// seed 001 Fig. 7-9); lock and znode need a protocol that serves
+    /// znodes (zab) or a zk:// target [default: kv].
     #[arg(long, value_enum, value_name = "KIND")]
     pub workload: Option<WorkloadKind>,
     /// Lock recipes, one point each: tas, tas-watch, async-tas, queue,
@@ -173,6 +175,14 @@ pub struct Args {
     /// [default: 1].
     #[arg(long, value_name = "K")]
     pub locks: Option<usize>,
+    /// Znode workload: the operations, in this order, each called --count
+    /// times synchronously and then asynchronously: create, set, get,
+    /// exists, children, delete [default: all].
+    #[arg(long, value_name = "LIST")]
+    pub znode_ops: Option<String>,
+    /// Znode workload: calls per operation and mode [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub count: Option<usize>,
     /// Local clusters: round trip added between clients and replicas
     /// (every replica's --rtt-client) [default: 0s].
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
@@ -325,6 +335,24 @@ impl Args {
                     .into(),
             ));
         }
+        let znode_flags = self.znode_ops.is_some() || self.count.is_some();
+        if znode_flags && c.workload != WorkloadKind::Znode {
+            return Err(ConfigError::Conflict(
+                "--znode-ops and --count need --workload znode".into(),
+            ));
+        }
+        if let Some(s) = &self.znode_ops {
+            c.znode_ops.ops = parse_list::<crate::znode_ops::ZnodeOpKind>("znode-ops", s)?;
+        }
+        if let Some(n) = self.count {
+            if n == 0 {
+                return Err(ConfigError::BadValue {
+                    flag: "count",
+                    msg: "0 calls: give 1 or more".into(),
+                });
+            }
+            c.znode_ops.count = n;
+        }
         if let Some(s) = &self.recipe {
             c.lock.recipes = parse_list::<crate::lock::Recipe>("recipe", s)?;
         }
@@ -395,8 +423,10 @@ pub fn run(args: Args) -> ExitCode {
             }
         }
     });
-    if cfg.workload == WorkloadKind::Lock {
-        return crate::lock::run(&cfg, &rt);
+    match cfg.workload {
+        WorkloadKind::Lock => return crate::lock::run(&cfg, &rt),
+        WorkloadKind::Znode => return crate::znode_ops::run(&cfg, &rt),
+        WorkloadKind::Kv => {}
     }
     let outcome = match rt.block_on(sweep::execute(&cfg)) {
         Ok(o) => o,

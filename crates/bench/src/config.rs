@@ -384,6 +384,8 @@ pub struct BenchConfig {
     pub workload: WorkloadKind,
     /// The lock workload's settings (`--workload lock`).
     pub lock: crate::lock::LockConfig,
+    /// `--workload znode`.
+    pub znode_ops: crate::znode_ops::ZnodeOpsConfig,
 }
 
 /// Round trips a local cluster's replicas add (their `--rtt-client`,
@@ -423,6 +425,8 @@ pub enum WorkloadKind {
     Kv,
     /// Seed 001's lock recipes on the coordination service.
     Lock,
+    /// Seed 001's basic znode operations, sync and async (Fig. 7-9).
+    Znode,
 }
 
 impl Default for BenchConfig {
@@ -461,6 +465,7 @@ impl Default for BenchConfig {
             rtt: Rtt::default(),
             workload: WorkloadKind::Kv,
             lock: crate::lock::LockConfig::default(),
+            znode_ops: crate::znode_ops::ZnodeOpsConfig::default(),
         }
     }
 }

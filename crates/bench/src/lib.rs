@@ -25,5 +25,6 @@ pub mod verify;
 pub mod workload;
 #[cfg(feature = "zookeeper")]
 pub mod zk;
+pub mod znode_ops;
 
 pub use config::BenchConfig;

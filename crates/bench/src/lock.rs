@@ -630,13 +630,43 @@ pub fn run(cfg: &BenchConfig, rt: &tokio::runtime::Runtime) -> std::process::Exi
 /// Runs the points; `Err` = nothing could start. A point that cannot run
 /// (its protocol serves no znodes) is such an error: one line.
 async fn sweep(cfg: &BenchConfig) -> Result<(Vec<LockResult>, Option<String>), String> {
+    let mut point = 0;
+    each_deployment(
+        cfg,
+        async |d: &Deployment, results: &mut Vec<LockResult>| {
+            for &recipe in &cfg.lock.recipes {
+                eprintln!(
+                    "quorumkv bench: {} N={} recipe {recipe} …",
+                    d.spec.label(),
+                    d.replicas
+                );
+                results.push(run_lock_point(cfg, d, point, recipe).await?);
+                point += 1;
+                if crate::runner::interrupted() {
+                    break;
+                }
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// Start each deployment of the matrix in turn (one at a time: they share
+/// the machine) and run `points` on it, which adds its results. `Err`:
+/// nothing could start, or a point could not run (one line); a deployment
+/// that fails to start after some results ends the sweep early instead, as
+/// does Ctrl-C (the second member: why).
+pub(crate) async fn each_deployment<R>(
+    cfg: &BenchConfig,
+    mut points: impl AsyncFnMut(&Deployment, &mut Vec<R>) -> Result<(), String>,
+) -> Result<(Vec<R>, Option<String>), String> {
     cfg.validate().map_err(|e| e.to_string())?;
     if let Some(dir) = &cfg.out {
         crate::sweep::check_out_dir(dir)?;
     }
     let opts = crate::sweep::deploy_options(cfg)?;
     let mut results = Vec::new();
-    let mut point = 0;
     for plan in cfg.plans() {
         let label = plan.deploy.label();
         eprintln!("quorumkv bench: starting {label} …");
@@ -645,23 +675,12 @@ async fn sweep(cfg: &BenchConfig) -> Result<(Vec<LockResult>, Option<String>), S
             Err(e) if results.is_empty() => return Err(format!("{e:#}")),
             Err(e) => return Ok((results, Some(format!("{e:#}")))),
         };
-        for &recipe in &cfg.lock.recipes {
-            eprintln!("quorumkv bench: {label} N={} recipe {recipe} …", d.replicas);
-            let r = run_lock_point(cfg, &d, point, recipe).await;
-            point += 1;
-            match r {
-                Ok(r) => results.push(r),
-                Err(e) => {
-                    d.stop().await;
-                    return Err(e);
-                }
-            }
-            if crate::runner::interrupted() {
-                d.stop().await;
-                return Ok((results, Some("interrupted (Ctrl-C)".into())));
-            }
-        }
+        let ran = points(&d, &mut results).await;
         d.stop().await;
+        ran?;
+        if crate::runner::interrupted() {
+            return Ok((results, Some("interrupted (Ctrl-C)".into())));
+        }
     }
     Ok((results, None))
 }

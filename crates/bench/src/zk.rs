@@ -140,6 +140,23 @@ impl ZkLockSession {
     }
 }
 
+impl crate::znode_ops::ZnodeCalls for ZkLockSession {
+    async fn call(&self, op: crate::znode_ops::ZnodeOpKind, path: &str) -> Result<(), String> {
+        use crate::znode_ops::ZnodeOpKind as K;
+        let data = [b'x'; 100];
+        let c = &self.client;
+        let r = match op {
+            K::Create => c.create(path, &data, &persistent()).await.map(drop),
+            K::Set => c.set_data(path, &data, None).await.map(drop),
+            K::Get => c.get_data(path).await.map(drop),
+            K::Exists => c.check_stat(path).await.map(drop),
+            K::Children => c.list_children(path).await.map(drop),
+            K::Delete => c.delete(path, None).await,
+        };
+        r.map_err(|e| format!("zookeeper {e}"))
+    }
+}
+
 /// ZooKeeper's errors in the recipes' terms: an expired session is the
 /// recipes' `SessionExpired`; anything else is reported as it is.
 fn lock_error(e: zk::Error) -> ZkClientError {

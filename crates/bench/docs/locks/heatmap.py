@@ -21,11 +21,11 @@ def colour(t):
     r, g, b = 255, int(255 * (1 - t) ** 1.2), int(235 * (1 - t) ** 1.6)
     return f"rgb({r},{g},{b})"
 
-def svg(recipe, cs, ps, val, vmax, path):
+def svg(title, cs, ps, val, vmax, path, fmt="{:.0f}"):
     cell, left, top = 64, 90, 50
     w, h = left + cell * len(cs) + 20, top + cell * len(ps) + 60
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
-           f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">{recipe}: mean acquire latency (ms), N = 3</text>']
+           f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">{title}</text>']
     for j, rp in enumerate(reversed(ps)):
         y = top + j * cell
         out.append(f'<text x="{left-8}" y="{y+cell/2+4}" text-anchor="end">{rp}</text>')
@@ -36,7 +36,7 @@ def svg(recipe, cs, ps, val, vmax, path):
             out.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}" stroke="#fff"/>')
             if v is not None:
                 tc = "#fff" if v / vmax > 0.6 else "#000"
-                out.append(f'<text x="{x+cell/2}" y="{y+cell/2+4}" text-anchor="middle" fill="{tc}">{v:.0f}</text>')
+                out.append(f'<text x="{x+cell/2}" y="{y+cell/2+4}" text-anchor="middle" fill="{tc}">{fmt.format(v)}</text>')
     for i, rc in enumerate(cs):
         out.append(f'<text x="{left+i*cell+cell/2}" y="{top+len(ps)*cell+16}" text-anchor="middle">{rc}</text>')
     out.append(f'<text x="{left+len(cs)*cell/2}" y="{top+len(ps)*cell+40}" text-anchor="middle">client RTT (ms)</text>')
@@ -54,7 +54,7 @@ def main():
     vmax = max(float(r["mean_ms"]) for r in pts.values()) or 1.0
     for rec in recipes:
         val = {(rc, rp): float(pts[(rec, rc, rp)]["mean_ms"]) for rc in cs for rp in ps if (rec, rc, rp) in pts}
-        svg(rec, cs, ps, val, vmax, os.path.join(root, f"fig10-{rec}.svg"))
+        svg(f"{rec}: mean acquire latency (ms), N = 3", cs, ps, val, vmax, os.path.join(root, f"fig10-{rec}.svg"))
         print(f"\n**{rec}**: mean acquire latency in ms (rows: server RTT, columns: client RTT)\n")
         print("| server \\ client | " + " | ".join(f"{c} ms" for c in cs) + " |")
         print("|---|" + "---:|" * len(cs))
@@ -69,4 +69,5 @@ def main():
     n = sum(int(r["acquisitions"]) for r in pts.values())
     print(f"\n{len(pts)} points, {n} acquisitions; points with overlaps, token order violations or failures: {bad or 'none'}")
 
-main()
+if __name__ == "__main__":
+    main()
