@@ -10,6 +10,7 @@ mod netns;
 mod schedule;
 mod timeline;
 mod workload;
+mod znode;
 
 use super::cluster::Shape;
 use clap::Args as ClapArgs;
@@ -92,6 +93,13 @@ pub struct Args {
     /// Number of keys the clients share.
     #[arg(long, default_value_t = 8)]
     keys: u64,
+    /// What the clients do: kv (gets and puts of unique values on --keys
+    /// keys) or znode (seed 001's coordination service, on a protocol that
+    /// serves znodes: sessions, ephemeral and sequential creates,
+    /// conditional sets and deletes, reads with watches; checked with the
+    /// znode model).
+    #[arg(long, value_enum, default_value_t = ChaosWorkload::Kv)]
+    workload: ChaosWorkload,
     /// How long the clients run and faults are injected, e.g. 20s, 5m.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     duration: Duration,
@@ -130,6 +138,12 @@ pub struct Args {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChaosWorkload {
+    Kv,
+    Znode,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum HostsMode {
     Loopback,
     Netns,
@@ -142,6 +156,12 @@ struct Run {
     counts: Arc<OpCounts>,
     faults: Arc<FaultCounts>,
     keys_read: u64,
+    /// `--workload znode`: the znode history, and how many final reads
+    /// were answered.
+    znode: Option<(
+        Vec<quorumkv_check::SpecOp<quorumkv_check::znode::ZnodeOp>>,
+        u64,
+    )>,
     /// The worst heal-to-serve times.
     liveness: String,
     /// Why the run stopped early, if it did.
@@ -257,6 +277,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         ..a.shape.config(binary)
     };
     let mut cluster = LocalCluster::start(cfg).await?;
+    let counts = Arc::new(OpCounts::default());
     let client_cfg = ClientConfig {
         mode: a.client_mode,
         op_timeout: a.op_timeout,
@@ -264,12 +285,17 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         ..Default::default()
     };
     let addrs = cluster.native_addrs();
+    let is_znode = a.workload == ChaosWorkload::Znode;
+    let znode_run = match is_znode {
+        true => Some(znode_run(a, &addrs, &client_cfg, seed, &counts).await?),
+        false => None,
+    };
     let mut clients = Vec::new();
-    for _ in 0..a.clients + 2 {
+    let kv_clients = if is_znode { 0 } else { a.clients };
+    for _ in 0..kv_clients + 2 {
         clients.push(Client::connect(addrs.clone(), client_cfg.clone()).await?);
     }
     let final_client = clients.pop().expect("two more than --clients");
-    let counts = Arc::new(OpCounts::default());
     let rec = Recorder::new();
     let mut liveness = Liveness {
         client: clients.pop().expect("two more than --clients"),
@@ -286,16 +312,20 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     let mut timeline = Timeline::new(Instant::now(), echo);
     let faults = Arc::new(FaultCounts::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let id = i as u64;
-            let log = rec.client(id);
-            let job = workload::client_loop(c, log, id, a.keys, seed, stop.clone(), counts.clone());
-            tokio::spawn(job)
-        })
-        .collect();
+    let tasks: Vec<_> = match &znode_run {
+        Some(run) => (0..a.clients)
+            .map(|id| tokio::spawn(znode::client_loop(run.clone(), id, stop.clone())))
+            .collect(),
+        None => (clients.into_iter().enumerate())
+            .map(|(i, c)| {
+                let id = i as u64;
+                let log = rec.client(id);
+                let job =
+                    workload::client_loop(c, log, id, a.keys, seed, stop.clone(), counts.clone());
+                tokio::spawn(job)
+            })
+            .collect(),
+    };
     let ticker = pb.clone().map(|pb| {
         let (counts, faults, start) = (counts.clone(), faults.clone(), tokio::time::Instant::now());
         tokio::spawn(async move {
@@ -340,13 +370,23 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
-    timeline.note(format!("clients stopped; final read of {} keys", a.keys));
-    let (keys_read, last_error) =
-        workload::final_reads(&final_client, &rec, a.clients, a.keys, &counts).await;
-    timeline.note(format!(
-        "final read done ({keys_read} of {} keys read)",
-        a.keys
-    ));
+    let (keys_read, znode, last_error) = match &znode_run {
+        Some(run) => {
+            timeline.note("clients stopped; final read of the znode paths".to_string());
+            let (read, e) = znode::final_reads(run).await;
+            timeline.note(format!(
+                "final read done ({read} of 5 znode reads answered)"
+            ));
+            (0, Some((run.history.take(), read)), e)
+        }
+        None => {
+            timeline.note(format!("clients stopped; final read of {} keys", a.keys));
+            let (read, e) =
+                workload::final_reads(&final_client, &rec, a.clients, a.keys, &counts).await;
+            timeline.note(format!("final read done ({read} of {} keys read)", a.keys));
+            (read, None, e)
+        }
+    };
     if let Some(e) = last_error {
         timeline.note(format!("a final read failed: {e}"));
     }
@@ -361,9 +401,38 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         counts,
         faults,
         keys_read,
+        znode,
         liveness: liveness_text,
         error,
     })
+}
+
+/// The znode clients' shared settings; a session opened (and closed) first
+/// says whether the protocol serves znodes at all.
+async fn znode_run(
+    a: &Args,
+    addrs: &[std::net::SocketAddr],
+    cfg: &ClientConfig,
+    seed: u64,
+    counts: &Arc<OpCounts>,
+) -> anyhow::Result<Arc<znode::ZnodeRun>> {
+    let session_timeout = (a.duration * 3).max(Duration::from_secs(60));
+    let probe = quorumkv_node::zk::ZkClient::connect(addrs.to_vec(), cfg.clone(), session_timeout)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "--workload znode: cannot open a session ({e}); it needs a protocol that serves znodes"
+            )
+        })?;
+    let _ = probe.close().await;
+    Ok(Arc::new(znode::ZnodeRun {
+        endpoints: addrs.to_vec(),
+        cfg: cfg.clone(),
+        session_timeout,
+        seed,
+        history: znode::ZnodeHistory::new(),
+        counts: counts.clone(),
+    }))
 }
 
 /// Write the history, check it, print the timeline beside the verdict.
@@ -390,9 +459,22 @@ fn finish(a: &Args, seed: u64, run: Run) -> ExitCode {
         ..Default::default()
     };
     let report = quorumkv_check::check_with(&run.history, Model::Kv, opts);
-    print!("{}", render(a, seed, &run, &report));
+    // The znode history (`--workload znode`), beside the key-value reads
+    // of the liveness probe.
+    let znode = (run.znode.as_ref()).map(|(ops, _)| {
+        let t = Instant::now();
+        let (v, why) = quorumkv_check::znode::check_history(ops.clone(), a.check_timeout);
+        (v, format!("{why} ({:.1?})", t.elapsed()))
+    });
+    let znode_line = znode.as_ref().map(|(_, why)| why.as_str());
+    print!("{}", render(a, seed, &run, &report, znode_line));
+    let znode = znode.map(|(v, _)| v);
     print!("{history_note}");
-    match (report.verdict, &run.error) {
+    let verdict = match (report.verdict, znode) {
+        (Verdict::Linearizable, Some(z)) => z,
+        (v, _) => v,
+    };
+    match (verdict, &run.error) {
         (Verdict::NotLinearizable | Verdict::Skipped, _) => ExitCode::from(1),
         (_, Some(e)) => setup_error(format!("the run stopped early: {e}")),
         (Verdict::Linearizable, None) => ExitCode::SUCCESS,
@@ -400,7 +482,7 @@ fn finish(a: &Args, seed: u64, run: Run) -> ExitCode {
     }
 }
 
-fn render(a: &Args, seed: u64, run: &Run, report: &Report) -> String {
+fn render(a: &Args, seed: u64, run: &Run, report: &Report, znode: Option<&str>) -> String {
     let mut s = String::from("fault timeline (seconds since the start):\n");
     let failing = report.violation.as_ref().map(|v| {
         let op = &v.ops[v.failing_op];
@@ -428,14 +510,19 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report) -> String {
         load(&f.degrades)
     );
     s += &format!("liveness: {}\n", run.liveness);
+    let final_read = match &run.znode {
+        Some((ops, read)) => format!(
+            "{} znode operations recorded; final read: {read} of 5 znode reads answered",
+            ops.len()
+        ),
+        None => format!("final read of {} of {} keys", run.keys_read, a.keys),
+    };
     s += &format!(
-        "operations: {} ({} ok, {} failed, {} unknown outcome); final read of {} of {} keys\n",
+        "operations: {} ({} ok, {} failed, {} unknown outcome); {final_read}\n",
         c.total(),
         load(&c.ok),
         load(&c.failed),
         load(&c.unknown),
-        run.keys_read,
-        a.keys
     );
     if let Some(e) = &run.error {
         s += &format!("stopped early: {e}\n");
@@ -450,11 +537,17 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report) -> String {
     if report.verdict == Verdict::Unknown {
         s += &report::keys_text(report, false);
     }
+    if let Some(z) = znode {
+        s += &format!("znode verdict: {z}\n");
+    }
     let hosts = match a.hosts {
         HostsMode::Netns => " --hosts netns",
         HostsMode::Loopback => "",
     };
     let mut shape = String::new();
+    if a.workload == ChaosWorkload::Znode {
+        shape += " --workload znode";
+    }
     if a.shape.replicas != 3 {
         shape += &format!(" --replicas {}", a.shape.replicas);
     }

@@ -355,6 +355,184 @@ pub fn reused_sequential_name(ops: &[crate::SpecOp<ZnodeOp>]) -> Option<String> 
     None
 }
 
+/// Paths of the znode workload: few, so that operations collide.
+pub const WORKLOAD_PATHS: [&str; 3] = ["/a", "/b", "/a/c"];
+
+/// Operation `n` of client `c` in the znode workload of `quorumkv sim
+/// --znode` and `quorumkv chaos --workload znode`: a session opened first
+/// and now and then reopened or closed; creates (persistent or ephemeral)
+/// of `/a`, `/b`, `/a/c`, sequential children of `/q` (created by every
+/// client's second operation); deletes and sets, conditional or not; reads
+/// with and without watches.
+pub fn workload_op(
+    rng: &mut impl quorumkv_core::rng::Draw,
+    c: usize,
+    n: u32,
+    session_timeout_ms: u64,
+) -> quorumkv_core::znode::ZnodeOp {
+    use quorumkv_core::znode::ZnodeOp as Op;
+    let r = rng;
+    let path = WORKLOAD_PATHS[r.below(WORKLOAD_PATHS.len() as u64) as usize].to_string();
+    let version = match r.below(3) {
+        0 => Some(r.below(3) as u32),
+        _ => None,
+    };
+    let data = bytes::Bytes::from(format!("c{c}.{n}"));
+    // Every other read sets a watch (not drawn: the random stream stays as
+    // it was before watches).
+    let watch = n % 2 == 1;
+    match (n, r.below(100)) {
+        (0, _) | (_, 0..=2) => Op::OpenSession {
+            timeout_ms: session_timeout_ms,
+        },
+        (1, _) => Op::Create {
+            path: "/q".into(),
+            data,
+            ephemeral: false,
+            sequential: false,
+        },
+        (_, 3..=4) => Op::CloseSession,
+        (_, 5..=24) => Op::Create {
+            path,
+            data,
+            ephemeral: r.chance(0.5),
+            sequential: false,
+        },
+        (_, 25..=34) => Op::Create {
+            path: "/q/n-".into(),
+            data,
+            ephemeral: r.chance(0.5),
+            sequential: true,
+        },
+        (_, 35..=44) => Op::Delete { path, version },
+        (_, 45..=59) => Op::SetData {
+            path,
+            data,
+            version,
+        },
+        (_, 60..=74) => Op::GetData {
+            path,
+            watch: r.chance(0.5),
+        },
+        (_, 75..=84) => Op::Exists {
+            path,
+            watch: r.chance(0.5),
+        },
+        _ => Op::GetChildren {
+            path: if r.chance(0.5) { "/q" } else { "/" }.into(),
+            watch,
+        },
+    }
+}
+
+/// The model's operation for a znode request of `session` and the server's
+/// answer (`None`: unknown outcome); `None` for a request the model does
+/// not constrain (a read with no answer, ping, sync, SetWatches). An
+/// answer of the wrong kind is refused by the model (a server bug).
+pub fn observed(
+    session: u64,
+    op: &quorumkv_core::znode::ZnodeOp,
+    reply: Option<&quorumkv_core::znode::ZnodeReply>,
+) -> Option<ZnodeOp> {
+    use quorumkv_core::op::text;
+    use quorumkv_core::znode::{ZnodeOp as Asked, ZnodeReply as R};
+    let err = |r: &R| match r {
+        R::Error(e) => e.clone(),
+        other => ZkError::BadArguments(format!("unexpected answer {other:?}")),
+    };
+    Some(match op {
+        Asked::OpenSession { .. } => ZnodeOp::OpenSession { session },
+        Asked::CloseSession => ZnodeOp::CloseSession { session },
+        Asked::Create {
+            path,
+            data,
+            ephemeral,
+            sequential,
+        } => ZnodeOp::Create {
+            path: path.clone(),
+            data: text(data),
+            ephemeral: *ephemeral,
+            sequential: *sequential,
+            session,
+            result: reply.map(|r| match r {
+                R::Created { path, .. } => Ok(path.clone()),
+                other => Err(err(other)),
+            }),
+        },
+        Asked::Delete { path, version } => ZnodeOp::Delete {
+            path: path.clone(),
+            version: *version,
+            result: reply.map(|r| match r {
+                R::Deleted => Ok(()),
+                other => Err(err(other)),
+            }),
+        },
+        Asked::SetData {
+            path,
+            data,
+            version,
+        } => ZnodeOp::SetData {
+            path: path.clone(),
+            data: text(data),
+            version: *version,
+            result: reply.map(|r| match r {
+                R::Set(stat) => Ok(stat.version),
+                other => Err(err(other)),
+            }),
+        },
+        Asked::GetData { path, .. } => ZnodeOp::GetData {
+            path: path.clone(),
+            result: match reply? {
+                R::Data { data, stat } => Ok((text(data), stat.version)),
+                other => Err(err(other)),
+            },
+        },
+        Asked::Exists { path, .. } => ZnodeOp::Exists {
+            path: path.clone(),
+            result: match reply? {
+                R::Exists(stat) => stat.as_ref().map(|s| s.version),
+                _ => return None,
+            },
+        },
+        Asked::GetChildren { path, .. } => ZnodeOp::Children {
+            path: path.clone(),
+            result: match reply? {
+                R::Children(names) => Ok(names.clone()),
+                other => Err(err(other)),
+            },
+        },
+        Asked::Ping | Asked::Sync | Asked::SetWatches { .. } => return None,
+    })
+}
+
+/// The verdict on a znode history, the whole tree as one object: a
+/// sequential name handed out twice is found first, without search
+/// ([`reused_sequential_name`]); then the model's search, within `timeout`.
+pub fn check_history(
+    ops: Vec<crate::SpecOp<ZnodeOp>>,
+    timeout: std::time::Duration,
+) -> (crate::Verdict, String) {
+    use crate::Verdict;
+    let n = ops.len();
+    if let Some(path) = reused_sequential_name(&ops) {
+        return (
+            Verdict::NotLinearizable,
+            format!("znode history of {n} operations: sequential name handed out again: {path}"),
+        );
+    }
+    let verdict = crate::check_spec(&ZnodeSpec, &[ops], Some(timeout))
+        .pop()
+        .unwrap_or(Verdict::Linearizable);
+    let why = match verdict {
+        Verdict::Linearizable => format!("znode history of {n} operations: linearizable"),
+        Verdict::Unknown => {
+            format!("the znode checker timed out after {timeout:?} on {n} operations")
+        }
+        _ => format!("znode history of {n} operations: no order agrees with the znode model"),
+    };
+    (verdict, why)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,27 @@ impl SplitMix64 {
     }
 }
 
+/// A generator's 64 random bits, and what seeded workloads draw from them
+/// (the same arithmetic for every generator, so a workload written over
+/// `Draw` draws the same from the same bits).
+pub trait Draw {
+    fn next_u64(&mut self) -> u64;
+    /// Uniform in [0, n), `n > 0` (Lemire's multiply-shift).
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+    /// True with probability `p` (53-bit uniform).
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && ((self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)) < p
+    }
+}
+
+impl Draw for SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        splitmix64(&mut self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

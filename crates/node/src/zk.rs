@@ -245,7 +245,10 @@ impl ZkClient {
         Some(rx)
     }
 
-    async fn call(&self, op: ZnodeOp) -> R<ZnodeReply> {
+    /// Any znode request, its answer as the server gave it (ZooKeeper's
+    /// errors come back as `Err(ZkClientError::Zk)`). The typed calls
+    /// below are this and a match.
+    pub async fn call(&self, op: ZnodeOp) -> R<ZnodeReply> {
         if self.rewatch.link.load(Ordering::SeqCst) == 0 {
             // The connection the first watches go on.
             let _ = (self.rewatch.link).compare_exchange(

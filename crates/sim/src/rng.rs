@@ -109,6 +109,12 @@ impl Rng {
     }
 }
 
+impl quorumkv_core::rng::Draw for Rng {
+    fn next_u64(&mut self) -> u64 {
+        Rng::next_u64(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,26 +113,14 @@ pub fn check(history: &[OpRecord], timeout: Duration) -> Safety {
 /// (`znode::event_before_change`).
 pub fn check_znode(run: &crate::world::RunResult, timeout: Duration) -> Safety {
     use crate::world::znode::{event_before_change, znode_history};
-    use quorumkv_check::znode::ZnodeSpec;
     let (asked, history) = (&run.znode, &run.history);
     if let Some(why) = event_before_change(asked, &run.watch_events, history) {
         return Safety::Violation(why);
     }
     let ops = znode_history(asked, history);
-    let n = ops.len();
-    if let Some(path) = quorumkv_check::znode::reused_sequential_name(&ops) {
-        return Safety::Violation(format!(
-            "znode history of {n} operations: sequential name handed out again: {path}"
-        ));
-    }
-    let verdicts = quorumkv_check::check_spec(&ZnodeSpec, &[ops], Some(timeout));
-    match verdicts.first() {
-        Some(Verdict::Linearizable) | None => Safety::Linearizable,
-        Some(Verdict::Unknown) => Safety::Unknown(format!(
-            "the znode checker timed out after {timeout:?} on {n} operations"
-        )),
-        Some(_) => Safety::Violation(format!(
-            "znode history of {n} operations: no order agrees with the znode model (replay with --trace)"
-        )),
+    match quorumkv_check::znode::check_history(ops, timeout) {
+        (Verdict::Linearizable, _) => Safety::Linearizable,
+        (Verdict::Unknown, why) => Safety::Unknown(why),
+        (_, why) => Safety::Violation(format!("{why} (replay with --trace)")),
     }
 }

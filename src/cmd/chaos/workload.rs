@@ -26,7 +26,7 @@ impl OpCounts {
             + self.unknown.load(Ordering::Relaxed)
     }
 
-    fn count(&self, o: &Outcome) {
+    pub(super) fn count(&self, o: &Outcome) {
         let c = match o {
             Outcome::Ok(_) => &self.ok,
             Outcome::Fail => &self.failed,

@@ -6,23 +6,20 @@
 //! every connection): it opens it first, and now and then closes and
 //! reopens it. Sessions time out after an hour of virtual time (longer than
 //! any run), so every session close in the history is a client's own and
-//! the model needs no expiry. Paths are few, so operations collide: `/a`,
-//! `/b`, `/a/c` (persistent or ephemeral), and sequential children of `/q`
-//! (created by the first operation of every client that finds it missing).
+//! the model needs no expiry. The operations are
+//! `quorumkv_check::znode::workload_op`'s (shared with `quorumkv chaos
+//! --workload znode`): few paths, so that operations collide.
 
 use super::World;
-use bytes::Bytes;
 use quorumkv_check::znode::ZnodeOp as Seen;
 use quorumkv_check::SpecOp;
-use quorumkv_core::op::text;
 use quorumkv_core::protocol::registry::client_writer_id;
 use quorumkv_core::protocol::ProtocolDef;
-use quorumkv_core::znode::{ZkError, ZnodeOp, ZnodeReply};
+use quorumkv_core::znode::{ZnodeOp, ZnodeReply};
 use quorumkv_core::{Request, Response};
 
 /// A session's timeout: longer than any seed's run.
 const TIMEOUT_MS: u64 = 3_600_000;
-const PATHS: [&str; 3] = ["/a", "/b", "/a/c"];
 
 /// A watch event as a znode client received it: when (the history's
 /// clock), from which server (`None`: the client's own coordinator), by
@@ -54,58 +51,7 @@ impl<D: ProtocolDef> World<'_, D> {
             return Request::Znode(ZnodeOp::GetData { path, watch: true });
         }
         let n = self.clients[c].issued;
-        let r = &mut self.work_rng;
-        let path = PATHS[r.below(PATHS.len() as u64) as usize].to_string();
-        let version = match r.below(3) {
-            0 => Some(r.below(3) as u32),
-            _ => None,
-        };
-        let data = Bytes::from(format!("c{c}.{n}"));
-        // Every other read sets a watch (not drawn: the workload's random
-        // stream stays as it was before watches).
-        let watch = n % 2 == 1;
-        let op = match (n, r.below(100)) {
-            (0, _) | (_, 0..=2) => ZnodeOp::OpenSession {
-                timeout_ms: TIMEOUT_MS,
-            },
-            (1, _) => ZnodeOp::Create {
-                path: "/q".into(),
-                data,
-                ephemeral: false,
-                sequential: false,
-            },
-            (_, 3..=4) => ZnodeOp::CloseSession,
-            (_, 5..=24) => ZnodeOp::Create {
-                path,
-                data,
-                ephemeral: r.chance(0.5),
-                sequential: false,
-            },
-            (_, 25..=34) => ZnodeOp::Create {
-                path: "/q/n-".into(),
-                data,
-                ephemeral: r.chance(0.5),
-                sequential: true,
-            },
-            (_, 35..=44) => ZnodeOp::Delete { path, version },
-            (_, 45..=59) => ZnodeOp::SetData {
-                path,
-                data,
-                version,
-            },
-            (_, 60..=74) => ZnodeOp::GetData {
-                path,
-                watch: r.chance(0.5),
-            },
-            (_, 75..=84) => ZnodeOp::Exists {
-                path,
-                watch: r.chance(0.5),
-            },
-            _ => ZnodeOp::GetChildren {
-                path: if r.chance(0.5) { "/q" } else { "/" }.into(),
-                watch,
-            },
-        };
+        let op = quorumkv_check::znode::workload_op(&mut self.work_rng, c, n, TIMEOUT_MS);
         Request::Znode(op)
     }
 
@@ -236,7 +182,7 @@ pub fn znode_history(asked: &[Asked], records: &[crate::history::OpRecord]) -> V
                 Some(Response::Failed(e)) if e.is_definite() => return None,
                 _ => None,
             };
-            let op = seen(a, reply.as_ref())?;
+            let op = quorumkv_check::znode::observed(a.session, &a.op, reply.as_ref())?;
             Some(SpecOp {
                 call: rec.invoke_ns,
                 ret: reply.map(|_| rec.complete_ns),
@@ -244,81 +190,4 @@ pub fn znode_history(asked: &[Asked], records: &[crate::history::OpRecord]) -> V
             })
         })
         .collect()
-}
-
-/// The model's operation for a request and its answer (`None`: unknown).
-fn seen(a: &Asked, reply: Option<&ZnodeReply>) -> Option<Seen> {
-    use ZnodeReply as R;
-    let session = a.session;
-    // An answer of the wrong kind is a server bug: the model refuses it.
-    let err = |r: Option<&ZnodeReply>| match r {
-        Some(R::Error(e)) => Some(e.clone()),
-        Some(other) => Some(ZkError::BadArguments(format!(
-            "unexpected answer {other:?}"
-        ))),
-        None => None,
-    };
-    Some(match &a.op {
-        ZnodeOp::OpenSession { .. } => Seen::OpenSession { session },
-        ZnodeOp::CloseSession => Seen::CloseSession { session },
-        ZnodeOp::Create {
-            path,
-            data,
-            ephemeral,
-            sequential,
-        } => Seen::Create {
-            path: path.clone(),
-            data: text(data),
-            ephemeral: *ephemeral,
-            sequential: *sequential,
-            session,
-            result: reply.map(|r| match r {
-                R::Created { path, .. } => Ok(path.clone()),
-                other => Err(err(Some(other)).expect("some")),
-            }),
-        },
-        ZnodeOp::Delete { path, version } => Seen::Delete {
-            path: path.clone(),
-            version: *version,
-            result: reply.map(|r| match r {
-                R::Deleted => Ok(()),
-                other => Err(err(Some(other)).expect("some")),
-            }),
-        },
-        ZnodeOp::SetData {
-            path,
-            data,
-            version,
-        } => Seen::SetData {
-            path: path.clone(),
-            data: text(data),
-            version: *version,
-            result: reply.map(|r| match r {
-                R::Set(stat) => Ok(stat.version),
-                other => Err(err(Some(other)).expect("some")),
-            }),
-        },
-        ZnodeOp::GetData { path, .. } => Seen::GetData {
-            path: path.clone(),
-            result: match reply? {
-                R::Data { data, stat } => Ok((text(data), stat.version)),
-                other => Err(err(Some(other))?),
-            },
-        },
-        ZnodeOp::Exists { path, .. } => Seen::Exists {
-            path: path.clone(),
-            result: match reply? {
-                R::Exists(stat) => stat.map(|s| s.version),
-                _ => return None,
-            },
-        },
-        ZnodeOp::GetChildren { path, .. } => Seen::Children {
-            path: path.clone(),
-            result: match reply? {
-                R::Children(names) => Ok(names.clone()),
-                other => Err(err(Some(other))?),
-            },
-        },
-        ZnodeOp::Ping | ZnodeOp::Sync | ZnodeOp::SetWatches { .. } => return None,
-    })
 }

@@ -1,0 +1,23 @@
+#!/bin/bash
+# Seed 001 Fig. 7: each basic znode operation called 1000 times
+# synchronously and 1000 times asynchronously (all in flight on one
+# session), on quorumkv (Zab) and on a ZooKeeper 3.8 ensemble of the same
+# size, in one bench run.
+# Usage: vs-zk.sh LABEL DURABILITY N [--memory]
+#   e.g. vs-zk.sh fsync-n5 fsync 5 ; vs-zk.sh memory-n5 memory 5 --memory
+# Starts (and stops) the ZooKeeper ensemble with scripts/peers.sh.
+# Needs target/release/quorumkv (or QKV=path). ~2 min per call.
+set -e
+cd "$(dirname "$0")/../../../.."
+label=$1 dur=$2 n=$3 zkmode=$4
+D=crates/bench/docs/znode/vs-zk
+mkdir -p $D
+scripts/peers.sh stop zookeeper >/dev/null 2>&1 || true
+T=$(scripts/peers.sh start zookeeper --replicas "$n" $zkmode | tail -1)
+Q=${QKV:-target/release/quorumkv}
+# ZooKeeper's JIT warms up first (not recorded).
+$Q bench --target "$T" --workload znode --count 2000 --no-progress --no-out >/dev/null 2>&1
+rm -rf $D/$label
+$Q bench --target local,$T --protocol zab --replicas $n --durability $dur --workload znode --count 1000 \
+  --no-progress --out $D/$label > $D/$label.txt 2>&1
+scripts/peers.sh stop zookeeper >/dev/null
