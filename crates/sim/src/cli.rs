@@ -95,6 +95,12 @@ pub struct Args {
     /// `--opt init-limit` and `sync-limit` with it.
     #[arg(long, value_name = "D|LO..HI", value_parser = parse_duration_range)]
     pub link_delay: Option<(Duration, Duration)>,
+    /// The one-way latency of the links between clients and servers, `D`
+    /// or `LO..HI`, apart from the servers' links (`--link-delay` or the
+    /// per-seed draw): seed 001's client RTT beside its server RTT. The
+    /// simulator's client and operation timeouts grow to match.
+    #[arg(long, value_name = "D|LO..HI", value_parser = parse_duration_range)]
+    pub client_link_delay: Option<(Duration, Duration)>,
     /// Print the message trace of each failing seed (of every seed when only
     /// one seed runs).
     #[arg(long)]
@@ -166,9 +172,15 @@ impl Args {
             bug: self.inject_bug.clone(),
             options: self.opts.clone(),
             break_assumptions: self.break_assumptions,
-            timing: match self.link_delay {
-                Some((lo, hi)) => Timing::default().with_link_delay(lo, hi),
-                None => Timing::default(),
+            timing: {
+                let t = match self.link_delay {
+                    Some((lo, hi)) => Timing::default().with_link_delay(lo, hi),
+                    None => Timing::default(),
+                };
+                match self.client_link_delay {
+                    Some((lo, hi)) => t.with_client_link_delay(lo, hi),
+                    None => t,
+                }
             },
             check_timeout: Duration::from_secs_f64(self.check_timeout.max(0.001)),
             trace: false,
@@ -210,6 +222,13 @@ impl Args {
         if let Some((lo, hi)) = self.link_delay {
             cmd += &format!(
                 " --link-delay {}..{}",
+                format_duration(lo),
+                format_duration(hi)
+            );
+        }
+        if let Some((lo, hi)) = self.client_link_delay {
+            cmd += &format!(
+                " --client-link-delay {}..{}",
                 format_duration(lo),
                 format_duration(hi)
             );

@@ -225,6 +225,11 @@ pub struct Timing {
     /// per-seed draw (20 µs to 1.2 ms): `--link-delay`. Set it with
     /// [`Timing::with_link_delay`], which stretches the timeouts to match.
     pub link_us: Option<(u64, u64)>,
+    /// The one-way latency range in µs of the links between clients and
+    /// nodes, when it differs from the nodes' (`--client-link-delay`, seed
+    /// 001's client RTT beside its server RTT). Set it with
+    /// [`Timing::with_client_link_delay`].
+    pub client_link_us: Option<(u64, u64)>,
 }
 
 impl Timing {
@@ -243,6 +248,21 @@ impl Timing {
     /// 1, or how much `--link-delay` stretched the timeouts.
     pub fn link_scale(&self) -> u64 {
         self.link_us.map_or(1, |(_, hi)| Self::scale_of(hi))
+    }
+
+    /// Client links of `lo..=hi` one-way latency. A client's request and
+    /// its answer cross one each way: the simulator's client-side bounds
+    /// (the client's patience, the liveness bound) grow by three such round
+    /// trips; the nodes' timers, which no client link delays, stay.
+    pub fn with_client_link_delay(self, lo: Duration, hi: Duration) -> Timing {
+        let hi = hi.max(lo);
+        let extra = hi * 6;
+        Timing {
+            client_timeout: self.client_timeout + extra,
+            liveness_bound: self.liveness_bound + extra,
+            client_link_us: Some((lo.as_micros() as u64, hi.as_micros() as u64)),
+            ..self
+        }
     }
 
     fn scale_of(hi_us: u64) -> u64 {
@@ -285,6 +305,7 @@ impl Default for Timing {
             heartbeat: Duration::from_millis(20),
             heartbeat_misses: 5,
             link_us: None,
+            client_link_us: None,
         }
     }
 }
@@ -379,6 +400,8 @@ pub struct SeedParams {
     pub keys: u32,
     /// Base one-way latency range in µs.
     pub latency_us: (u64, u64),
+    /// Links between clients and nodes (`None`: as `latency_us`).
+    pub client_latency_us: Option<(u64, u64)>,
     /// How much longer than by default every fault lasts and every gap
     /// between faults is: 1, or with `--link-delay` the factor its timeouts
     /// grew by ([`Timing::with_link_delay`]), so that a crash or a pause is
@@ -477,6 +500,7 @@ impl SeedParams {
             client_driven,
             keys: cfg.keys.unwrap_or(if diverge { 1 } else { keys }).max(1),
             latency_us: cfg.timing.link_us.unwrap_or((lo, hi)),
+            client_latency_us: cfg.timing.client_link_us,
             time_scale: scale,
             tail_p: if delay { tail_p } else { 0.0 },
             tail_max_us,

@@ -722,8 +722,12 @@ impl<'a, D: ProtocolDef> World<'a, D> {
 
     // ------------------------------------------------------------- network
 
-    fn latency(&mut self, from: Ep, link: usize) -> u64 {
-        let (lo, hi) = self.p.latency_us;
+    fn latency(&mut self, from: Ep, to: Ep, link: usize) -> u64 {
+        let client_link = matches!(from, Ep::Client(_)) || matches!(to, Ep::Client(_));
+        let (lo, hi) = match self.p.client_latency_us {
+            Some(range) if client_link => range,
+            _ => self.p.latency_us,
+        };
         let mut d = self.net_rng.range(lo, hi);
         if self.faults_on() {
             d *= self.link_mult[link];
@@ -828,7 +832,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             None
         };
         for (k, ev) in std::iter::once(ev).chain(copy).enumerate() {
-            let mut at = self.now + self.latency(from, link);
+            let mut at = self.now + self.latency(from, to, link);
             if !self.p.reorder {
                 at = at.max(self.link_last[link]);
                 self.link_last[link] = at;

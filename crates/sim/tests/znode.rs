@@ -109,3 +109,44 @@ fn znode_injected_bugs_are_caught() {
         assert!(unsafe_seed.is_some(), "{bug}: not caught in 100 seeds");
     }
 }
+
+/// Seed 001's client RTT apart from its server RTT (`--client-link-delay`
+/// beside `--link-delay`): with 40 ms client links and 5 ms server links
+/// and no fault, every answered znode request took at least the client's
+/// round trip plus a server round trip (each is a log write or a read
+/// index, both a quorum round), the znode model still passes, and the
+/// same seed with the drawn (sub-millisecond) links answers far faster.
+#[test]
+fn client_links_have_their_own_delay() {
+    use quorumkv_core::protocol::ProtocolDef;
+    use quorumkv_core::Response;
+    use std::time::Duration;
+    let ms = Duration::from_millis;
+    let took = |cfg: &SimConfig| -> Vec<u64> {
+        let params = SeedParams::draw(cfg, 1, Zab::HAS_CLIENT_COORDINATOR);
+        let opts = run::seed_options::<Zab>(cfg, params.knobs).unwrap();
+        let r = world::World::<Zab>::new(cfg, params, None, opts).run();
+        assert_eq!(
+            verify::check_znode(&r, cfg.check_timeout),
+            verify::Safety::Linearizable
+        );
+        (r.znode.iter())
+            .filter(|a| matches!(a.reply, Some(Response::Znode(_))))
+            .map(|a| r.history[a.record].complete_ns - r.history[a.record].invoke_ns)
+            .collect()
+    };
+    let plain = SimConfig {
+        faults: FaultSet::NONE,
+        ..znode_cfg(Durability::Fsync)
+    };
+    let wan = SimConfig {
+        timing: (Timing::default().with_link_delay(ms(5), ms(5)))
+            .with_client_link_delay(ms(40), ms(40)),
+        ..plain.clone()
+    };
+    let (fast, slow) = (took(&plain), took(&wan));
+    assert!(slow.len() > 20, "{slow:?}");
+    let floor = 90_000_000; // 2 × 40 ms + 2 × 5 ms
+    assert!(slow.iter().all(|&t| t >= floor), "{slow:?}");
+    assert!(fast.iter().all(|&t| t < 20_000_000), "{fast:?}");
+}

@@ -24,7 +24,7 @@ def main():
         val = {(rc, rp): float(pts[(mode, rc, rp)]["per_op_ms"]) for rc in cs for rp in ps if (mode, rc, rp) in pts}
         if not val:
             continue
-        fmt = "{:.1f}" if mode == "async" else "{:.0f}"
+        fmt = "{:.3g}"
         svg(f"{mode} create: ms per create, N = 5", cs, ps, val, max(val.values()) or 1.0,
             os.path.join(root, f"{fig}-{mode}-create.svg"), fmt)
         print(f"\n**{mode} create** ({fig}): elapsed / creates in ms (rows: server RTT, columns: client RTT)\n")
