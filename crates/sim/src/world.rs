@@ -724,10 +724,8 @@ impl<'a, D: ProtocolDef> World<'a, D> {
 
     fn latency(&mut self, from: Ep, to: Ep, link: usize) -> u64 {
         let client_link = matches!(from, Ep::Client(_)) || matches!(to, Ep::Client(_));
-        let (lo, hi) = match self.p.client_latency_us {
-            Some(range) if client_link => range,
-            _ => self.p.latency_us,
-        };
+        let wan = self.p.client_latency_us.filter(|_| client_link);
+        let (lo, hi) = wan.unwrap_or(self.p.latency_us);
         let mut d = self.net_rng.range(lo, hi);
         if self.faults_on() {
             d *= self.link_mult[link];
@@ -736,7 +734,15 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             d += self.net_rng.range(0, self.p.tail_max_us);
         }
         if matches!(from, Ep::Node(i) if Some(i) == self.p.slow_node) {
-            d *= 10;
+            match wan {
+                // A slow machine adds its own slowness (nine more server
+                // link delays), not ten times a wide-area client link.
+                Some(_) => {
+                    let (lo, hi) = self.p.latency_us;
+                    d += 9 * self.net_rng.range(lo, hi);
+                }
+                None => d *= 10,
+            }
         }
         d
     }

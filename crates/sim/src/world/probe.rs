@@ -162,10 +162,13 @@ impl<D: ProtocolDef> World<'_, D> {
     }
 
     /// A probe operation completed: it must have succeeded within half an
-    /// op timeout (a lone operation in a healed cluster waits for nothing).
+    /// op timeout (a lone operation in a healed cluster waits for nothing),
+    /// plus its client's round trip when client links are slower.
     pub(super) fn judge_probe(&mut self, record: usize) {
         let r = &self.history[record];
-        let bound_ns = self.cfg.timing.op_timeout.as_nanos() as u64 / 2;
+        let t = &self.cfg.timing;
+        let client_rtt_ns = t.client_link_us.map_or(0, |(_, hi)| 2 * hi * 1000);
+        let bound_ns = t.op_timeout.as_nanos() as u64 / 2 + client_rtt_ns;
         let slow = r.complete_ns - r.invoke_ns > bound_ns;
         let failed = !matches!(r.outcome, Outcome::Ok(_));
         if (slow || failed) && self.stuck.is_none() {
