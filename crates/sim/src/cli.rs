@@ -522,7 +522,7 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
     }
     let _ = writeln!(
         out,
-        "links: {} down / {} up reported to cores, {} resets ({} messages dropped with them, {} held across partitions), {} reconnects, {} retries, {} notifications ({} dropped)",
+        "links: {} down / {} up reported to cores, {} resets ({} messages dropped with them, {} held across partitions), {} reconnects, {} retries, {} notifications ({} dropped){}",
         t.link_downs,
         t.link_ups,
         t.resets,
@@ -531,7 +531,14 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
         t.reconnects,
         t.retries,
         t.notifies,
-        t.notifies_dropped
+        t.notifies_dropped,
+        match t.sessions_abandoned {
+            0 => String::new(),
+            n => format!(
+                ", {n} znode sessions abandoned ({} `expired` events)",
+                t.expired_events
+            ),
+        }
     );
     let _ = writeln!(
         out,

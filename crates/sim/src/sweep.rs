@@ -82,6 +82,8 @@ fn add(t: &mut Stats, s: &Stats) {
     t.retries += s.retries;
     t.notifies += s.notifies;
     t.notifies_dropped += s.notifies_dropped;
+    t.sessions_abandoned += s.sessions_abandoned;
+    t.expired_events += s.expired_events;
 }
 
 /// Run `seeds` of protocol `proto` on `jobs` threads. `on_seed` sees every

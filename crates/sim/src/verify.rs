@@ -117,7 +117,7 @@ pub fn check_znode(run: &crate::world::RunResult, timeout: Duration) -> Safety {
     if let Some(why) = event_before_change(asked, &run.watch_events, history) {
         return Safety::Violation(why);
     }
-    let ops = znode_history(asked, history);
+    let ops = znode_history(asked, &run.abandoned, history);
     match quorumkv_check::znode::check_history(ops, timeout) {
         (Verdict::Linearizable, _) => Safety::Linearizable,
         (Verdict::Unknown, why) => Safety::Unknown(why),

@@ -127,6 +127,10 @@ pub struct Stats {
     /// (no such session, or it had closed).
     pub notifies: u64,
     pub notifies_dropped: u64,
+    /// Znode sessions abandoned by their clients, and `expired` events
+    /// clients received (the leader expired a session they had used).
+    pub sessions_abandoned: u64,
+    pub expired_events: u64,
     /// When the faults healed, µs.
     pub healed_at_us: u64,
 }
@@ -441,6 +445,9 @@ pub struct RunResult {
     pub znode: Vec<znode::Asked>,
     /// The watch events the znode clients received.
     pub watch_events: Vec<znode::WatchEvent>,
+    /// Sessions the znode clients abandoned (`znode::Abandoned`): each may
+    /// expire at any time after its opening was asked.
+    pub abandoned: Vec<znode::Abandoned>,
     pub stats: Stats,
     pub trace: Option<Vec<String>>,
 }
@@ -503,6 +510,7 @@ pub struct World<'a, D: ProtocolDef> {
     /// Znode clients that got a data event: their next request reads the
     /// path again and sets a new watch (what a watcher does).
     znode_reread: BTreeMap<usize, String>,
+    abandoned: Vec<znode::Abandoned>,
     stuck: Option<String>,
     probe: probe::Probe,
     /// `--read-after-crash`: keys only read from now on.
@@ -583,6 +591,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             znode: Vec::new(),
             watch_events: Vec::new(),
             znode_reread: BTreeMap::new(),
+            abandoned: Vec::new(),
             stuck: None,
             probe: probe::Probe::default(),
             read_only: Default::default(),
@@ -1126,6 +1135,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             history: self.history,
             znode: self.znode,
             watch_events: self.watch_events,
+            abandoned: self.abandoned,
             stats: self.stats,
             trace: self.trace,
         }

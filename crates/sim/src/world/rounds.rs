@@ -241,6 +241,7 @@ impl<'a, D: quorumkv_core::protocol::ProtocolDef> World<'a, D> {
             history: w.history,
             znode: w.znode,
             watch_events: w.watch_events,
+            abandoned: w.abandoned,
             stats: w.stats,
             trace: w.trace,
         }

@@ -5,8 +5,12 @@
 //! Each client's session is its client id (`OpId::client`, the same on
 //! every connection): it opens it first, and now and then closes and
 //! reopens it. Sessions time out after an hour of virtual time (longer than
-//! any run), so every session close in the history is a client's own and
-//! the model needs no expiry. The operations are
+//! any run), except an abandoned one: now and then a client reopens its
+//! session with a timeout of [`ABANDON_TIMEOUT_MS`], makes
+//! [`ABANDON_AFTER`] more requests and falls silent, so the leader expires
+//! the session and deletes its ephemerals. The model sees the expiry as a
+//! `CloseSession` of unknown outcome asked when the session was opened (it
+//! may happen at any time after). The operations are
 //! `quorumkv_check::znode::workload_op`'s (shared with `quorumkv chaos
 //! --workload znode`): few paths, so that operations collide.
 
@@ -20,6 +24,19 @@ use quorumkv_core::{Request, Response};
 
 /// A session's timeout: longer than any seed's run.
 const TIMEOUT_MS: u64 = 3_600_000;
+/// An abandoned session's timeout (virtual ms), before `--link-delay`'s
+/// stretch.
+const ABANDON_TIMEOUT_MS: u64 = 30;
+/// Requests a client makes on a session it will abandon.
+const ABANDON_AFTER: u32 = 3;
+
+/// A session a client opened and then fell silent on: `session` may expire
+/// at any time after `asked_ns` (when its opening was asked).
+#[derive(Clone, Copy, Debug)]
+pub struct Abandoned {
+    pub session: u64,
+    pub asked_ns: u64,
+}
 
 /// A watch event as a znode client received it: when (the history's
 /// clock), from which server (`None`: the client's own coordinator), by
@@ -51,8 +68,30 @@ impl<D: ProtocolDef> World<'_, D> {
             return Request::Znode(ZnodeOp::GetData { path, watch: true });
         }
         let n = self.clients[c].issued;
-        let op = quorumkv_check::znode::workload_op(&mut self.work_rng, c, n, TIMEOUT_MS);
+        let mut op = quorumkv_check::znode::workload_op(&mut self.work_rng, c, n, TIMEOUT_MS);
+        if matches!(op, ZnodeOp::OpenSession { .. }) && n > 0 && self.abandons(c, n) {
+            // This session will be abandoned: a short timeout, a few more
+            // requests, then silence (the client's quota ends).
+            let timeout_ms = ABANDON_TIMEOUT_MS * self.cfg.timing.link_scale();
+            op = ZnodeOp::OpenSession { timeout_ms };
+            let slot = &mut self.clients[c];
+            slot.quota = slot.quota.min(n + 1 + ABANDON_AFTER);
+            self.stats.sessions_abandoned += 1;
+            self.abandoned.push(Abandoned {
+                session: client_writer_id(c as u64),
+                asked_ns: self.clock.stamp(self.now),
+            });
+        }
         Request::Znode(op)
+    }
+
+    /// Whether client `c`'s reopening at request `n` abandons the session:
+    /// one in four, drawn apart from the workload's stream (which stays as
+    /// it was before expiries).
+    fn abandons(&self, c: usize, n: u32) -> bool {
+        let mut r =
+            quorumkv_core::rng::SplitMix64(self.p.knobs ^ ((c as u64) << 32 | u64::from(n)));
+        r.below(4) == 0
     }
 
     /// Note a znode request as it is issued (its record is the last).
@@ -79,6 +118,7 @@ impl<D: ProtocolDef> World<'_, D> {
             return;
         }
         let path = String::from_utf8_lossy(&event.key).into_owned();
+        self.stats.expired_events += u64::from(event.kind == "expired");
         if event.kind == "changed" || event.kind == "created" {
             self.znode_reread.insert(c, path.clone());
         }
@@ -172,7 +212,16 @@ pub fn event_before_change(
 /// effect is known or may have happened; definite failures and reads with
 /// no answer are left out (they constrain nothing). `call` and `ret` are
 /// the records' invoke and completion instants.
-pub fn znode_history(asked: &[Asked], records: &[crate::history::OpRecord]) -> Vec<SpecOp<Seen>> {
+pub fn znode_history(
+    asked: &[Asked],
+    abandoned: &[Abandoned],
+    records: &[crate::history::OpRecord],
+) -> Vec<SpecOp<Seen>> {
+    let expiries = abandoned.iter().map(|a| SpecOp {
+        call: a.asked_ns,
+        ret: None,
+        op: Seen::CloseSession { session: a.session },
+    });
     asked
         .iter()
         .filter_map(|a| {
@@ -189,5 +238,6 @@ pub fn znode_history(asked: &[Asked], records: &[crate::history::OpRecord]) -> V
                 op,
             })
         })
+        .chain(expiries)
         .collect()
 }
