@@ -4,6 +4,8 @@
 
 use quorumkv_sim::*;
 
+mod common;
+
 fn run(cfg: &SimConfig, range: &str) -> Summary {
     let proto = registry::find(&cfg.protocol).unwrap();
     let s = sweep(&proto, cfg, range.parse().unwrap(), 2, 1, |_| {}).unwrap();
@@ -102,14 +104,8 @@ fn zab_fixed_sweep() {
 fn zab_znode_fixed_sweep() {
     for (durability, range) in [(Durability::Fsync, "0..60"), (Durability::Memory, "0..30")] {
         let cfg = SimConfig {
-            protocol: "zab".into(),
-            faults: "delay,loss,partition,crash,pause".parse().unwrap(),
-            durability: Some(durability),
-            znode: true,
-            ops: 50,
-            clients: 3,
             check_timeout: std::time::Duration::from_secs(20),
-            ..SimConfig::default()
+            ..common::znode_cfg(durability)
         };
         let proto = registry::find(&cfg.protocol).unwrap();
         let s = sweep(&proto, &cfg, range.parse().unwrap(), 2, 1, |_| {}).unwrap();

@@ -7,25 +7,7 @@ use quorumkv_sim::registry::register;
 use quorumkv_sim::*;
 
 mod common;
-use common::sweep_passes;
-
-fn znode_cfg(durability: Durability) -> SimConfig {
-    SimConfig {
-        protocol: "zab".into(),
-        faults: "delay,loss,partition,crash,pause".parse().unwrap(),
-        durability: Some(durability),
-        znode: true,
-        // The znode model checks the whole tree as one object (sequential
-        // counters, parents and sessions tie the paths together): small
-        // histories keep the search within the budget.
-        // Unknown outcomes (timeouts) stay open to the end of the history
-        // and multiply the search: a debug build needs the longer budget.
-        ops: 50,
-        clients: 3,
-        check_timeout: std::time::Duration::from_secs(60),
-        ..SimConfig::default()
-    }
-}
+use common::{sweep_passes, znode_cfg};
 
 #[test]
 fn ci_seeds_znode() {

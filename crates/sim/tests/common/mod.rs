@@ -39,3 +39,22 @@ pub fn sweep_passes(p: &Registered, c: &SimConfig, seeds: &str, what: &str) -> S
     assert!(s.all_passed(), "{what} failed {} seeds", s.failures.len());
     s
 }
+
+/// The znode workload (`--znode`) on Zab under every fault, `durability`.
+pub fn znode_cfg(durability: Durability) -> SimConfig {
+    SimConfig {
+        protocol: "zab".into(),
+        faults: "delay,loss,partition,crash,pause".parse().unwrap(),
+        durability: Some(durability),
+        znode: true,
+        // The znode model checks the whole tree as one object (sequential
+        // counters, parents and sessions tie the paths together): small
+        // histories keep the search within the budget.
+        // Unknown outcomes (timeouts) stay open to the end of the history
+        // and multiply the search: a debug build needs the longer budget.
+        ops: 50,
+        clients: 3,
+        check_timeout: std::time::Duration::from_secs(60),
+        ..SimConfig::default()
+    }
+}
