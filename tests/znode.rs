@@ -251,17 +251,7 @@ fn the_zk_cli_creates_lists_and_reports_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_recipes_keep_mutual_exclusion() {
     use quorumkv_check::znode::{check_lock, Holding};
-    use quorumkv_node::zk_recipes::{
-        queue_lock, queue_lock_async, release, tas_lock, tas_lock_async,
-    };
-    #[derive(Clone, Copy, Debug)]
-    enum Recipe {
-        TasPoll,
-        TasWatch,
-        TasAsync,
-        Queue,
-        QueueAsync,
-    }
+    use quorumkv_node::zk_recipes::{acquire, release, Recipe};
     let cluster = zab_cluster().await;
     let setup = at(&cluster, 0, Duration::from_secs(10)).await;
     setup
@@ -274,13 +264,7 @@ async fn lock_recipes_keep_mutual_exclusion() {
         .unwrap();
     let t0 = tokio::time::Instant::now();
     let micros = move || t0.elapsed().as_micros() as u64;
-    for recipe in [
-        Recipe::TasPoll,
-        Recipe::TasWatch,
-        Recipe::TasAsync,
-        Recipe::Queue,
-        Recipe::QueueAsync,
-    ] {
+    for recipe in Recipe::ALL {
         let mut tasks = Vec::new();
         for c in 0..4u64 {
             let zk = at(&cluster, c as usize % 3, Duration::from_secs(10)).await;
@@ -288,22 +272,15 @@ async fn lock_recipes_keep_mutual_exclusion() {
                 let mut events = zk.watches().unwrap();
                 let mut held = Vec::new();
                 for _ in 0..4 {
+                    let path = if recipe.is_queue() {
+                        "/locks/q"
+                    } else {
+                        "/locks/tas"
+                    };
                     let poll = Duration::from_millis(2);
-                    let h = match recipe {
-                        Recipe::TasPoll => {
-                            tas_lock(&zk, "/locks/tas", false, poll, &mut events).await
-                        }
-                        Recipe::TasWatch => {
-                            tas_lock(&zk, "/locks/tas", true, poll, &mut events).await
-                        }
-                        Recipe::TasAsync => tas_lock_async(&zk, "/locks/tas", poll).await,
-                        Recipe::Queue => queue_lock(&zk, "/locks/q", &mut events).await,
-                        Recipe::QueueAsync => {
-                            queue_lock_async(&zk, "/locks/q", poll, &mut events).await
-                        }
-                    }
-                    .unwrap();
-                    let acquired = micros();
+                    let (h, at) = acquire(recipe, &zk, path, poll, &mut events).await.unwrap();
+                    // When the lock was held (async-tas: before `acquire` returns).
+                    let acquired = at.duration_since(t0).as_micros() as u64;
                     tokio::time::sleep(Duration::from_millis(1)).await;
                     let released = micros();
                     release(&zk, &h).await.unwrap();

@@ -5,6 +5,7 @@
 //! With `--hosts netns` every replica runs on a host of its own (a network
 //! namespace) and the network between them fails too (`netns`).
 
+mod lock;
 mod nemesis;
 mod netns;
 mod schedule;
@@ -94,12 +95,22 @@ pub struct Args {
     #[arg(long, default_value_t = 8)]
     keys: u64,
     /// What the clients do: kv (gets and puts of unique values on --keys
-    /// keys) or znode (seed 001's coordination service, on a protocol that
+    /// keys); znode (seed 001's coordination service, on a protocol that
     /// serves znodes: sessions, ephemeral and sequential creates,
     /// conditional sets and deletes, reads with watches; checked with the
-    /// znode model).
+    /// znode model); lock (seed 001's lock recipes: --clients clients per
+    /// recipe of --recipe take its lock in turn; every hold's fencing token
+    /// and real-time interval checked).
     #[arg(long, value_enum, default_value_t = ChaosWorkload::Kv)]
     workload: ChaosWorkload,
+    /// With --workload lock: the recipes, each on a lock of its own (tas,
+    /// tas-watch, async-tas, queue, async-queue).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tas,tas-watch,async-tas,queue,async-queue"
+    )]
+    recipe: Vec<quorumkv_node::zk_recipes::Recipe>,
     /// How long the clients run and faults are injected, e.g. 20s, 5m.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     duration: Duration,
@@ -141,6 +152,7 @@ pub struct Args {
 pub enum ChaosWorkload {
     Kv,
     Znode,
+    Lock,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -162,6 +174,8 @@ struct Run {
         Vec<quorumkv_check::SpecOp<quorumkv_check::znode::ZnodeOp>>,
         u64,
     )>,
+    /// `--workload lock`: each lock's verdict.
+    locks: Vec<lock::LockVerdict>,
     /// The worst heal-to-serve times.
     liveness: String,
     /// Why the run stopped early, if it did.
@@ -290,8 +304,27 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         true => Some(znode_run(a, &addrs, &client_cfg, seed, &counts).await?),
         false => None,
     };
+    let lock_run = match a.workload {
+        ChaosWorkload::Lock => {
+            let run = Arc::new(lock::LockRun {
+                endpoints: addrs.clone(),
+                cfg: client_cfg.clone(),
+                seed,
+                recipes: a.recipe.clone(),
+                start: tokio::time::Instant::now(),
+                counts: counts.clone(),
+                logs: a.recipe.iter().map(|_| Default::default()).collect(),
+            });
+            lock::prepare(&run).await?;
+            Some(run)
+        }
+        _ => None,
+    };
     let mut clients = Vec::new();
-    let kv_clients = if is_znode { 0 } else { a.clients };
+    let kv_clients = match a.workload {
+        ChaosWorkload::Kv => a.clients,
+        _ => 0,
+    };
     for _ in 0..kv_clients + 2 {
         clients.push(Client::connect(addrs.clone(), client_cfg.clone()).await?);
     }
@@ -312,11 +345,18 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     let mut timeline = Timeline::new(Instant::now(), echo);
     let faults = Arc::new(FaultCounts::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = match &znode_run {
-        Some(run) => (0..a.clients)
+    let tasks: Vec<_> = match (&znode_run, &lock_run) {
+        (Some(run), _) => (0..a.clients)
             .map(|id| tokio::spawn(znode::client_loop(run.clone(), id, stop.clone())))
             .collect(),
-        None => (clients.into_iter().enumerate())
+        (_, Some(run)) => (0..run.recipes.len())
+            .flat_map(|r| (0..a.clients).map(move |c| (r, c)))
+            .map(|(r, c)| {
+                let id = r as u64 * a.clients + c;
+                tokio::spawn(lock::client_loop(run.clone(), r, id, stop.clone()))
+            })
+            .collect(),
+        _ => (clients.into_iter().enumerate())
             .map(|(i, c)| {
                 let id = i as u64;
                 let log = rec.client(id);
@@ -337,7 +377,14 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         })
     });
 
-    timeline.note(format!("start: {} clients", a.clients));
+    timeline.note(match &lock_run {
+        Some(run) => format!(
+            "start: {} clients on each of {} locks",
+            a.clients,
+            run.recipes.len()
+        ),
+        None => format!("start: {} clients", a.clients),
+    });
     let info = a.shape.protocol.info();
     let schedule = Schedule::new(
         seed,
@@ -379,6 +426,10 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
             ));
             (0, Some((run.history.take(), read)), e)
         }
+        None if lock_run.is_some() => {
+            timeline.note("clients stopped".to_string());
+            (0, None, None)
+        }
         None => {
             timeline.note(format!("clients stopped; final read of {} keys", a.keys));
             let (read, e) =
@@ -402,6 +453,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         faults,
         keys_read,
         znode,
+        locks: lock_run.as_deref().map(lock::verdicts).unwrap_or_default(),
         liveness: liveness_text,
         error,
     })
@@ -474,6 +526,11 @@ fn finish(a: &Args, seed: u64, run: Run) -> ExitCode {
         (Verdict::Linearizable, Some(z)) => z,
         (v, _) => v,
     };
+    // A lock's promise broken fails the run like a non-linearizable history.
+    let verdict = match run.locks.iter().any(lock::LockVerdict::broken) {
+        true => Verdict::NotLinearizable,
+        false => verdict,
+    };
     match (verdict, &run.error) {
         (Verdict::NotLinearizable | Verdict::Skipped, _) => ExitCode::from(1),
         (_, Some(e)) => setup_error(format!("the run stopped early: {e}")),
@@ -515,6 +572,9 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report, znode: Option<&str>) 
             "{} znode operations recorded; final read: {read} of 5 znode reads answered",
             ops.len()
         ),
+        None if a.workload == ChaosWorkload::Lock => {
+            "holds and failed acquisitions (the liveness probe's reads too)".into()
+        }
         None => format!("final read of {} of {} keys", run.keys_read, a.keys),
     };
     s += &format!(
@@ -540,13 +600,24 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report, znode: Option<&str>) 
     if let Some(z) = znode {
         s += &format!("znode verdict: {z}\n");
     }
+    for l in &run.locks {
+        s += &format!("{}\n", l.line());
+    }
     let hosts = match a.hosts {
         HostsMode::Netns => " --hosts netns",
         HostsMode::Loopback => "",
     };
     let mut shape = String::new();
-    if a.workload == ChaosWorkload::Znode {
-        shape += " --workload znode";
+    match a.workload {
+        ChaosWorkload::Kv => {}
+        ChaosWorkload::Znode => shape += " --workload znode",
+        ChaosWorkload::Lock => {
+            shape += " --workload lock";
+            if a.recipe != quorumkv_node::zk_recipes::Recipe::ALL {
+                let names: Vec<_> = a.recipe.iter().map(|r| r.name()).collect();
+                shape += &format!(" --recipe {}", names.join(","));
+            }
+        }
     }
     if a.shape.replicas != 3 {
         shape += &format!(" --replicas {}", a.shape.replicas);

@@ -20,79 +20,21 @@
 //! same recipes over ZooKeeper's client ([`crate::zk::ZkLockSession`]), so
 //! the two services are compared on one piece of recipe code.
 
-use std::fmt;
 use std::net::SocketAddr;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quorumkv_node::client::ClientConfig;
-use quorumkv_node::zk::{WatchEvent, ZkClient, ZkClientError};
-use quorumkv_node::zk_recipes::{self, Held, LockClient};
+use quorumkv_node::zk::ZkClient;
+pub use quorumkv_node::zk_recipes::Recipe;
+use quorumkv_node::zk_recipes::{self, LockClient};
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 
 use crate::config::BenchConfig;
 use crate::config::DeploySpec;
 use crate::target::{pinned_order, Deployment};
 use crate::workload::Rng;
-
-/// Seed 001's four primitives (§II.D), the synchronous TAS in both forms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Recipe {
-    /// Synchronous test-and-set, retried every `--poll-ms` (busy loop).
-    Tas,
-    /// Synchronous test-and-set waiting on a watch (line 90).
-    TasWatch,
-    /// Creates on a timer (`--poll-ms`), none awaited (line 101).
-    AsyncTas,
-    /// Fig. 2: sequential node, getChildren, watch the predecessor.
-    Queue,
-    /// Create and getChildren polling in parallel (lines 97-99).
-    AsyncQueue,
-}
-
-impl Recipe {
-    pub const ALL: [Recipe; 5] = [
-        Recipe::Tas,
-        Recipe::TasWatch,
-        Recipe::AsyncTas,
-        Recipe::Queue,
-        Recipe::AsyncQueue,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            Recipe::Tas => "tas",
-            Recipe::TasWatch => "tas-watch",
-            Recipe::AsyncTas => "async-tas",
-            Recipe::Queue => "queue",
-            Recipe::AsyncQueue => "async-queue",
-        }
-    }
-    fn is_queue(self) -> bool {
-        matches!(self, Recipe::Queue | Recipe::AsyncQueue)
-    }
-}
-
-impl fmt::Display for Recipe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Recipe {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Recipe, String> {
-        (Recipe::ALL.into_iter())
-            .find(|r| r.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| {
-                let names: Vec<_> = Recipe::ALL.iter().map(|r| r.name()).collect();
-                format!("unknown recipe '{s}' (known: {})", names.join(", "))
-            })
-    }
-}
 
 /// The lock workload's settings.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -154,41 +96,26 @@ impl Exclusion {
     }
 }
 
-/// Check the holds of one lock: in the order they began, tokens grow, and
-/// no hold begins before the one holding the latest exit so far ended.
+/// Check the holds of one lock (`quorumkv_check::znode::check_lock`): in
+/// the order they began, tokens grow; and no two overlap in real time.
 pub fn check_exclusion(holds: &[Hold]) -> Exclusion {
-    let mut sorted = holds.to_vec();
-    sorted.sort_by_key(|h| (h.enter, h.token));
+    use quorumkv_check::znode::{check_lock, Holding, LockViolation};
+    let micros = |d: Duration| d.as_micros() as u64;
+    let holdings: Vec<Holding> = (holds.iter())
+        .map(|h| Holding {
+            client: 0,
+            token: h.token,
+            acquired: micros(h.enter),
+            released: Some(micros(h.exit)),
+        })
+        .collect();
     let mut ex = Exclusion::default();
-    let mut latest: Option<Hold> = None;
-    let mut prev: Option<Hold> = None;
-    for h in sorted {
-        if let Some(p) = prev {
-            if h.token <= p.token {
-                ex.order_violations += 1;
-                ex.first.get_or_insert_with(|| {
-                    format!(
-                        "token {} began at {:?}, after token {} (began {:?})",
-                        h.token, h.enter, p.token, p.enter
-                    )
-                });
-            }
+    for v in check_lock(&holdings, true) {
+        match v {
+            LockViolation::Overlap(..) => ex.overlaps += 1,
+            _ => ex.order_violations += 1,
         }
-        if let Some(l) = latest {
-            if h.enter < l.exit && h.token != l.token {
-                ex.overlaps += 1;
-                ex.first.get_or_insert_with(|| {
-                    format!(
-                        "token {} held {:?}..{:?} overlaps token {} held {:?}..{:?}",
-                        h.token, h.enter, h.exit, l.token, l.enter, l.exit
-                    )
-                });
-            }
-        }
-        if latest.is_none_or(|l| h.exit > l.exit) {
-            latest = Some(h);
-        }
-        prev = Some(h);
+        ex.first.get_or_insert_with(|| v.to_string());
     }
     ex
 }
@@ -270,23 +197,6 @@ struct Session<C: LockClient> {
     events: C::Events,
 }
 
-/// Watch events left from an earlier acquisition (a watch that fired
-/// late) are stale: dropped before the next.
-trait DropStale {
-    fn drop_stale(&mut self);
-}
-
-impl DropStale for UnboundedReceiver<WatchEvent> {
-    fn drop_stale(&mut self) {
-        while self.try_recv().is_ok() {}
-    }
-}
-
-/// ZooKeeper's watches answer one by one: nothing is left over.
-impl DropStale for () {
-    fn drop_stale(&mut self) {}
-}
-
 /// What the arrivals' tasks share.
 #[derive(Default)]
 struct Shared {
@@ -326,34 +236,6 @@ async fn open_zookeeper(
         .await
         .map_err(|e| format!("cannot open a session: {e:#}"))?;
     Ok(Session { zk, events: () })
-}
-
-async fn acquire<C: LockClient>(
-    recipe: Recipe,
-    s: &mut Session<C>,
-    path: &str,
-    poll: Duration,
-) -> Result<(Held, Instant), ZkClientError>
-where
-    C::Events: DropStale,
-{
-    s.events.drop_stale();
-    let now = |h: Held| (h, Instant::now());
-    match recipe {
-        Recipe::Tas => zk_recipes::tas_lock(&s.zk, path, false, poll, &mut s.events)
-            .await
-            .map(now),
-        Recipe::TasWatch => zk_recipes::tas_lock(&s.zk, path, true, poll, &mut s.events)
-            .await
-            .map(now),
-        Recipe::AsyncTas => zk_recipes::tas_lock_async_at(&s.zk, path, poll).await,
-        Recipe::Queue => zk_recipes::queue_lock(&s.zk, path, &mut s.events)
-            .await
-            .map(now),
-        Recipe::AsyncQueue => zk_recipes::queue_lock_async(&s.zk, path, poll, &mut s.events)
-            .await
-            .map(now),
-    }
 }
 
 /// A name no earlier run on the same cluster used.
@@ -413,10 +295,7 @@ async fn measure<C: LockClient>(
     recipe: Recipe,
     setup: Session<C>,
     pool: Vec<Session<C>>,
-) -> Result<LockResult, String>
-where
-    C::Events: DropStale,
-{
+) -> Result<LockResult, String> {
     let lock = &cfg.lock;
     let label = d.spec.label();
     let n = pool.len();
@@ -484,7 +363,8 @@ where
         let (pool, shared, poll) = (pool.clone(), shared.clone(), lock.poll);
         let (arrived, limit) = (next, lock.acquire_timeout);
         tasks.spawn(async move {
-            let got = tokio::time::timeout(limit, acquire(recipe, &mut s, &path, poll)).await;
+            let got = zk_recipes::acquire(recipe, &s.zk, &path, poll, &mut s.events);
+            let got = tokio::time::timeout(limit, got).await;
             let (held, at) = match got {
                 Ok(Ok(h)) => h,
                 failed => {

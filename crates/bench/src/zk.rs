@@ -220,6 +220,9 @@ impl LockClient for ZkLockSession {
         // The session closes when its last client is dropped.
         drop(self);
     }
+
+    /// ZooKeeper's watches answer one by one: nothing is left over.
+    fn drop_stale(_: &mut ()) {}
 }
 
 /// The znode of a key: `ROOT/key` when the key is a plain name, else

@@ -280,31 +280,61 @@ pub struct Holding {
 pub enum LockViolation {
     /// Two holdings share a fencing token.
     SameToken(Holding, Holding),
-    /// A later acquisition carries a smaller token: a fenced resource would
-    /// reject the newer holder or accept the older after it.
+    /// A later acquisition (the second) carries a smaller token than an
+    /// earlier one (the first: the largest before it): a resource that
+    /// remembers the largest token it has seen refuses the newer holder.
     TokenOrder(Holding, Holding),
     /// Two holders at once by real time (their intervals overlap).
     Overlap(Holding, Holding),
 }
 
-/// Check a lock's holdings: by fencing token (distinct, increasing in
-/// acquisition order) and by real time (no overlap). A session-based lock
-/// promises the first only; a holder paused past its session timeout breaks
-/// the second (the README explains). Returns every violation found.
+impl std::fmt::Display for LockViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = |h: &Holding| {
+            let until = h
+                .released
+                .map_or("never released".into(), |r| format!("{r} µs"));
+            format!(
+                "token {} (client {}, {} µs .. {until})",
+                h.token, h.client, h.acquired
+            )
+        };
+        match self {
+            LockViolation::SameToken(a, b) => {
+                write!(f, "two holds share a token: {} and {}", held(a), held(b))
+            }
+            LockViolation::TokenOrder(a, b) => write!(
+                f,
+                "{} was acquired after {} with a smaller token",
+                held(b),
+                held(a)
+            ),
+            LockViolation::Overlap(a, b) => {
+                write!(f, "two holders at once: {} and {}", held(a), held(b))
+            }
+        }
+    }
+}
+
+/// Check a lock's holdings: by fencing token (distinct, and each larger
+/// than every token acquired before it) and by real time (no overlap). A
+/// session-based lock promises the first only; a holder paused past its
+/// session timeout breaks the second (the README explains). Returns every
+/// violation found (one `TokenOrder` per hold whose token is too small).
 pub fn check_lock(holdings: &[Holding], by_real_time: bool) -> Vec<LockViolation> {
     let mut h = holdings.to_vec();
     h.sort_by_key(|x| (x.acquired, x.token));
     let mut out = Vec::new();
+    let mut largest: Option<Holding> = None;
     for (i, a) in h.iter().enumerate() {
+        match largest {
+            Some(m) if a.token < m.token => out.push(LockViolation::TokenOrder(m, *a)),
+            Some(m) if a.token == m.token => {}
+            _ => largest = Some(*a),
+        }
         for b in &h[i + 1..] {
             if a.token == b.token {
                 out.push(LockViolation::SameToken(*a, *b));
-            } else if b.token < a.token && a.released.is_none_or(|r| r > b.acquired) {
-                // Only an overlap (or a holder that never released) makes a
-                // smaller later token a problem: after a clean release, the
-                // order of tokens across holders does not matter for fencing
-                // if the resource saw the older holder finish.
-                out.push(LockViolation::TokenOrder(*a, *b));
             }
             if by_real_time && a.released.is_none_or(|r| r > b.acquired) {
                 out.push(LockViolation::Overlap(*a, *b));
@@ -750,5 +780,21 @@ mod tests {
             check_lock(&backwards, false)[..],
             [LockViolation::TokenOrder(..)]
         ));
+        // Tokens that restart after a clean release (a service that lost
+        // its history): a fenced resource would refuse every later holder.
+        let restarted = [
+            h(1, 9, 0, Some(10)),
+            h(2, 12, 20, Some(30)),
+            h(3, 2, 40, Some(50)),
+            h(1, 3, 60, Some(70)),
+        ];
+        let v = check_lock(&restarted, true);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(v
+            .iter()
+            .all(|x| matches!(x, LockViolation::TokenOrder(m, _) if m.token == 12)));
+        assert!(v[0]
+            .to_string()
+            .contains("token 2 (client 3, 40 µs .. 50 µs) was acquired after token 12"));
     }
 }

@@ -12,6 +12,9 @@
 //!   the smallest holds the lock, any other waiter watches the child just
 //!   before its own (`quorumkv_core::znode::recipe::queue_step`).
 //!
+//! [`Recipe`] names them (the bench's `--recipe`, `chaos --workload lock`)
+//! and [`acquire`] runs one.
+//!
 //! A lock held through a session is only as good as the session: a holder
 //! paused past its session timeout loses its node while it still believes
 //! it holds the lock. The token lets a fenced resource refuse the older
@@ -20,9 +23,13 @@
 use crate::zk::{CreateMode, WatchEvent, ZkClient, ZkClientError};
 use quorumkv_core::znode::recipe::{queue_step, QueueStep};
 use quorumkv_core::znode::ZkError;
+use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::future::Future;
+use std::str::FromStr;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
 
 /// What the recipes need of a session with a coordination service. Clones
 /// share the session (the asynchronous recipes call from several tasks).
@@ -64,6 +71,10 @@ pub trait LockClient: Clone + Send + Sync + 'static {
 
     /// End the session: its ephemerals are deleted.
     fn close(self) -> impl Future<Output = ()> + Send;
+
+    /// Drop the events left from an earlier acquisition (a watch that
+    /// fired late) before the next one.
+    fn drop_stale(events: &mut Self::Events);
 }
 
 impl LockClient for ZkClient {
@@ -116,6 +127,92 @@ impl LockClient for ZkClient {
 
     async fn close(self) {
         let _ = ZkClient::close(self).await;
+    }
+
+    fn drop_stale(events: &mut Self::Events) {
+        while events.try_recv().is_ok() {}
+    }
+}
+
+/// Seed 001's four primitives (§II.D), the synchronous TAS in both forms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recipe {
+    /// Synchronous test-and-set, retried every poll interval (busy loop).
+    Tas,
+    /// Synchronous test-and-set waiting on a watch (line 90).
+    TasWatch,
+    /// Creates on a timer (the poll interval), none awaited (line 101).
+    AsyncTas,
+    /// Fig. 2: sequential node, getChildren, watch the predecessor.
+    Queue,
+    /// Create and getChildren polling in parallel (lines 97-99).
+    AsyncQueue,
+}
+
+impl Recipe {
+    pub const ALL: [Recipe; 5] = [
+        Recipe::Tas,
+        Recipe::TasWatch,
+        Recipe::AsyncTas,
+        Recipe::Queue,
+        Recipe::AsyncQueue,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Recipe::Tas => "tas",
+            Recipe::TasWatch => "tas-watch",
+            Recipe::AsyncTas => "async-tas",
+            Recipe::Queue => "queue",
+            Recipe::AsyncQueue => "async-queue",
+        }
+    }
+    /// The queue recipes lock a directory (their children queue in it);
+    /// the TAS recipes a node.
+    pub fn is_queue(self) -> bool {
+        matches!(self, Recipe::Queue | Recipe::AsyncQueue)
+    }
+}
+
+impl fmt::Display for Recipe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Recipe {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Recipe, String> {
+        (Recipe::ALL.into_iter())
+            .find(|r| r.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                let names: Vec<_> = Recipe::ALL.iter().map(|r| r.name()).collect();
+                format!("unknown recipe '{s}' (known: {})", names.join(", "))
+            })
+    }
+}
+
+/// Take the lock at `path` (a node for the TAS recipes, a directory that
+/// exists for the queue recipes) with `recipe`; `poll` is the retry,
+/// create or getChildren interval of the polling recipes. Returns the lock
+/// and when it was held: for `async-tas` the successful create's answer,
+/// which comes before the call returns (the creates still in flight are
+/// awaited first).
+pub async fn acquire<C: LockClient>(
+    recipe: Recipe,
+    zk: &C,
+    path: &str,
+    poll: Duration,
+    events: &mut C::Events,
+) -> Result<(Held, Instant), ZkClientError> {
+    C::drop_stale(events);
+    let now = |h: Held| (h, Instant::now());
+    match recipe {
+        Recipe::Tas => tas_lock(zk, path, false, poll, events).await.map(now),
+        Recipe::TasWatch => tas_lock(zk, path, true, poll, events).await.map(now),
+        Recipe::AsyncTas => tas_lock_async_at(zk, path, poll).await,
+        Recipe::Queue => queue_lock(zk, path, events).await.map(now),
+        Recipe::AsyncQueue => queue_lock_async(zk, path, poll, events).await.map(now),
     }
 }
 
@@ -215,7 +312,7 @@ pub async fn tas_lock_async_at<C: LockClient>(
     zk: &C,
     path: &str,
     interval: Duration,
-) -> Result<(Held, tokio::time::Instant), ZkClientError> {
+) -> Result<(Held, Instant), ZkClientError> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tick = tokio::time::interval(interval);
     let mut in_flight = 0usize;
@@ -233,7 +330,7 @@ pub async fn tas_lock_async_at<C: LockClient>(
                 in_flight -= 1;
                 match r {
                     Ok(Some((node, token))) => {
-                        let h = (Held { node, token }, tokio::time::Instant::now());
+                        let h = (Held { node, token }, Instant::now());
                         if held.replace(h).is_some() {
                             let why = "two creates of one lock node succeeded";
                             return Err(ZkClientError::Unexpected(why.into()));
