@@ -9,6 +9,9 @@
 #   ... [--tmpfs]                                                  # data in /dev/shm: fsync costs ~nothing
 #   start redis ... --fsync          # appendonly yes + appendfsync always: fsync before each reply (default: no AOF)
 #   start zookeeper ... --memory     # data in /dev/shm and forceSync=no (default: forceSync=yes, data on disk)
+#   start zookeeper ... --rtt-client 100ms --rtt-peer 50ms  # seed 001's round trips, added by relays
+#                                    # (quorumkv delay-proxy, $QKV or target/release/quorumkv): the target then
+#                                    # names the client relays (P+500+i); server links go through relays (P+1000..)
 #   scripts/peers.sh stop  etcd|redis|zookeeper                    # idempotent
 #   scripts/peers.sh status etcd|redis|zookeeper
 #
@@ -26,7 +29,7 @@ log() { echo "peers.sh: $*" >&2; }
 [ $# -ge 2 ] || usage
 action=$1 name=$2
 shift 2
-replicas="" port_base="" tmpfs=0 fsync=0 memory=0
+replicas="" port_base="" tmpfs=0 fsync=0 memory=0 rtt_client="" rtt_peer=""
 while [ $# -gt 0 ]; do
   case $1 in
     --replicas) [ $# -ge 2 ] || usage; replicas=$2; shift 2 ;;
@@ -34,6 +37,8 @@ while [ $# -gt 0 ]; do
     --tmpfs) tmpfs=1; shift ;;
     --fsync) fsync=1; shift ;;
     --memory) memory=1; tmpfs=1; shift ;;
+    --rtt-client) [ $# -ge 2 ] || usage; rtt_client=$2; shift 2 ;;
+    --rtt-peer) [ $# -ge 2 ] || usage; rtt_peer=$2; shift 2 ;;
     *) die "unknown argument '$1'" ;;
   esac
 done
@@ -45,6 +50,11 @@ case $name in
 esac
 [ $fsync = 1 ] && [ "$name" != redis ] && die "--fsync is for redis (etcd always fsyncs its log, zookeeper by default)"
 [ $memory = 1 ] && [ "$name" != zookeeper ] && die "--memory is for zookeeper (use --tmpfs)"
+for r in "$rtt_client" "$rtt_peer"; do
+  [ -z "$r" ] || [[ $r =~ ^[0-9]+(\.[0-9]+)?ms$ ]] || die "--rtt-client/--rtt-peer take milliseconds, e.g. 50ms (got '$r')"
+done
+[ -z "$rtt_client$rtt_peer" ] || [ "$name" = zookeeper ] \
+  || die "--rtt-client/--rtt-peer are for zookeeper (quorumkv adds its own: bench --rtt-client)"
 [[ $replicas =~ ^[1-9][0-9]*$ ]] || die "--replicas must be a positive number (got '$replicas')"
 [[ $port_base =~ ^[0-9]+$ ]] && [ "$port_base" -ge 1024 ] && [ "$port_base" -le 60000 ] \
   || die "--port-base must be between 1024 and 60000 (got '$port_base')"
@@ -177,15 +187,31 @@ start_zookeeper() {
   # slf4j-simple writes ZooKeeper's log to stderr, i.e. to zN.log.
   cp=$jar
   [ -f /usr/share/java/slf4j-simple.jar ] && cp+=:/usr/share/java/slf4j-simple.jar
-  local servers="" sync=yes
+  local servers sync=yes j qkv peer_links="" client_links=""
   [ $memory = 1 ] && sync=no
-  if [ "$replicas" -gt 1 ]; then
-    for ((i = 0; i < replicas; i++)); do
-      q=$((port_base + 3 * i + 1)) e=$((port_base + 3 * i + 2))
-      servers+="server.$((i + 1))=127.0.0.1:$q:$e"$'\n'
-    done
+  qkv=${QKV:-target/release/quorumkv}
+  if [ -n "$rtt_client$rtt_peer" ]; then
+    [ -x "$qkv" ] || die "--rtt-client/--rtt-peer need $qkv (cargo build --release, or QKV=path)"
   fi
   for ((i = 0; i < replicas; i++)); do
+    # Server i's view of the ensemble: itself at its own ports, every other
+    # server j through relay ports of its own (with --rtt-peer), so each
+    # link i -> j is delayed whoever dials it.
+    servers=""
+    for ((j = 0; j < replicas && replicas > 1; j++)); do
+      q=$((port_base + 3 * j + 1)) e=$((port_base + 3 * j + 2))
+      if [ -n "$rtt_peer" ] && [ $i != $j ]; then
+        local pq=$((port_base + 1000 + 2 * (i * replicas + j))) pe
+        pe=$((pq + 1))
+        peer_links+=" --link 127.0.0.1:$pq=127.0.0.1:$q --link 127.0.0.1:$pe=127.0.0.1:$e"
+        q=$pq e=$pe
+      fi
+      servers+="server.$((j + 1))=127.0.0.1:$q:$e"$'\n'
+    done
+    printf '%s' "$servers" >"$state/z$i.servers"
+  done
+  for ((i = 0; i < replicas; i++)); do
+    servers=$(cat "$state/z$i.servers")
     c=$((port_base + 3 * i)) q=$((port_base + 3 * i + 1)) e=$((port_base + 3 * i + 2))
     port_free "$c" && port_free "$q" && port_free "$e" || die "port $c, $q or $e is in use"
     mkdir -p "$data/z$i"
@@ -213,7 +239,15 @@ EOF
       </dev/null >"$state/z$i.log" 2>&1 &
     echo $! >>"$state/pids"
   done
-  local eps mode leader=0
+  local eps mode leader=0 half
+  if [ -n "$peer_links" ]; then
+    # Each direction of a server link waits half the round trip.
+    half=$(awk -v r="${rtt_peer%ms}" 'BEGIN { printf "%.3fms", r / 2 }')
+    # shellcheck disable=SC2086
+    setsid "$qkv" delay-proxy $peer_links --delay "$half" --reply-delay "$half" \
+      </dev/null >"$state/peer-relays.log" 2>&1 &
+    echo $! >>"$state/pids"
+  fi
   wait_members 3 z 30 "zookeeper server"
   # Serving needs every server in an ensemble and a leader (or standalone):
   # ask each with `srvr` until all of them name their mode.
@@ -231,6 +265,21 @@ EOF
   done
   [ $leader = 1 ] && [ $mode = "$replicas" ] \
     || die "zookeeper: no leader with all $replicas servers serving after 30 s (see $state/z*.log)"
+  if [ -n "$rtt_client" ]; then
+    # The whole client round trip on the replies, as quorumkv's servers add it.
+    eps=""
+    for ((i = 0; i < replicas; i++)); do
+      client_links+=" --link 127.0.0.1:$((port_base + 500 + i))=127.0.0.1:$((port_base + 3 * i))"
+      eps+="${eps:+,}127.0.0.1:$((port_base + 500 + i))"
+    done
+    # shellcheck disable=SC2086
+    setsid "$qkv" delay-proxy $client_links --reply-delay "$rtt_client" \
+      </dev/null >"$state/client-relays.log" 2>&1 &
+    echo $! >>"$state/pids"
+    for ((i = 0; i < replicas; i++)); do
+      wait_port $((port_base + 500 + i)) 10 || die "the client relay did not open (see $state/client-relays.log)"
+    done
+  fi
   echo "zk://$eps" >"$state/target"
 }
 

@@ -1,5 +1,6 @@
 pub mod chaos;
 pub mod cluster;
+pub mod delay_proxy;
 pub mod endpoints;
 pub mod health;
 pub mod kv;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod cpu_share;
 #[doc(hidden)]
 pub mod decoder_check;
+pub mod delay_proxy;
 pub mod driver;
 pub mod heartbeat;
 pub mod link;

@@ -3,7 +3,8 @@
 synchronous create's latency (ms per create) over client RTT (x) and server
 RTT (y), as Markdown tables on stdout and two SVG heatmaps
 (DIR/fig8-async-create.svg, DIR/fig9-sync-create.svg). Standard library
-only. Usage: heatmap.py DIR ["0 100 200"]"""
+only. Usage: [TITLE=...] heatmap.py DIR ["0 100 200"] (TITLE names the
+service in the figures' titles, default quorumkv)."""
 import csv, glob, os, re, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "locks"))
 from heatmap import svg  # the lock grid's drawing
@@ -25,7 +26,8 @@ def main():
         if not val:
             continue
         fmt = "{:.3g}"
-        svg(f"{mode} create: ms per create, N = 5", cs, ps, val, max(val.values()) or 1.0,
+        who = os.environ.get("TITLE", "quorumkv")
+        svg(f"{who}: {mode} create, ms per create, N = 5", cs, ps, val, max(val.values()) or 1.0,
             os.path.join(root, f"{fig}-{mode}-create.svg"), fmt)
         print(f"\n**{mode} create** ({fig}): elapsed / creates in ms (rows: server RTT, columns: client RTT)\n")
         print("| server \\ client | " + " | ".join(f"{c} ms" for c in cs) + " |")
