@@ -2,7 +2,7 @@
 """Seed 001 Fig. 10 from grid.sh's points: per recipe, the mean acquire
 latency (ms) over client RTT (x) and server RTT (y), as a Markdown table on
 stdout and one SVG heatmap per recipe (DIR/fig10-<recipe>.svg). Standard
-library only. Usage: heatmap.py DIR ["0 100 200"]"""
+library only. Usage: [TITLE=ZooKeeper] heatmap.py DIR ["0 100 200"]"""
 import csv, glob, os, re, sys
 
 def load(root, keep=None):
@@ -54,7 +54,8 @@ def main():
     vmax = max(float(r["mean_ms"]) for r in pts.values()) or 1.0
     for rec in recipes:
         val = {(rc, rp): float(pts[(rec, rc, rp)]["mean_ms"]) for rc in cs for rp in ps if (rec, rc, rp) in pts}
-        svg(f"{rec}: mean acquire latency (ms), N = 3", cs, ps, val, vmax, os.path.join(root, f"fig10-{rec}.svg"))
+        who = os.environ.get("TITLE", "")
+        svg(f"{who + ': ' if who else ''}{rec}: mean acquire latency (ms), N = 3", cs, ps, val, vmax, os.path.join(root, f"fig10-{rec}.svg"))
         print(f"\n**{rec}**: mean acquire latency in ms (rows: server RTT, columns: client RTT)\n")
         print("| server \\ client | " + " | ".join(f"{c} ms" for c in cs) + " |")
         print("|---|" + "---:|" * len(cs))
