@@ -525,3 +525,78 @@ fn a_restart_keeps_the_entries_above_its_snapshot() {
     }
     assert_eq!((n.log().base(), n.log().last()), (2, 2), "another history");
 }
+
+/// Reads at a follower: none goes to the leader before the follower
+/// serves; then each goes with a read id of its own (two in flight are
+/// two), and is answered only by a READINDEXOK from its leader in its
+/// epoch.
+#[test]
+fn reads_at_a_follower_go_once_it_serves_and_are_answered_by_its_leader() {
+    let mut n = synced();
+    let (a, b) = (ClientRef::local(70), ClientRef::local(71));
+    let mut out = Out::new();
+    n.on_client(Time::ZERO, a, get("k"), &mut out);
+    n.on_client(Time::ZERO, b, get("k"), &mut out);
+    assert!(
+        sent(&out.drain().collect::<Vec<_>>()).is_empty(),
+        "not serving yet"
+    );
+    let cmds = hear(&mut n, 3, Msg::Commit { epoch: 2, index: 0 });
+    let rids: Vec<u64> = (sent(&cmds).into_iter())
+        .filter_map(|(to, m)| match m {
+            Msg::ReadIndex { epoch: 2, rid } if to == 3 => Some(rid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rids.len(), 2, "{cmds:?}");
+    assert_ne!(rids[0], rids[1]);
+    let replies = |cmds: &Cmds| -> Vec<u64> {
+        (cmds.iter())
+            .filter_map(|c| match c {
+                Command::Reply { client, .. } | Command::ReplyNow { client, .. } => Some(client.id),
+                _ => None,
+            })
+            .collect()
+    };
+    let ok = |epoch, rid| Msg::ReadIndexOk {
+        epoch,
+        rid,
+        index: 0,
+    };
+    assert!(
+        replies(&hear(&mut n, 2, ok(2, rids[0]))).is_empty(),
+        "not our leader"
+    );
+    assert!(
+        replies(&hear(&mut n, 3, ok(1, rids[0]))).is_empty(),
+        "another epoch"
+    );
+    assert_eq!(replies(&hear(&mut n, 3, ok(2, rids[0]))), vec![70]);
+    assert_eq!(replies(&hear(&mut n, 3, ok(2, rids[1]))), vec![71]);
+}
+
+/// `read=local` answers from the server's state, but only while it serves:
+/// a server in election knows of no committed state to answer from.
+#[test]
+fn a_local_read_is_refused_while_the_server_does_not_serve() {
+    use super::node::ReadMode;
+    let cfg = Config {
+        read: ReadMode::Local,
+        ..Config::default()
+    };
+    let mut n = ZabNode::new(1, &[1, 2, 3], 1, cfg);
+    n.on_start(Time::ZERO, &mut Out::new());
+    let mut out = Out::new();
+    n.on_client(Time::ZERO, ClientRef::local(5), get("k"), &mut out);
+    let cmds: Vec<_> = out.drain().collect();
+    assert!(
+        matches!(
+            &cmds[..],
+            [Command::ReplyNow {
+                resp: crate::types::Response::Failed(crate::types::OpError::NotLeader { .. }),
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+}

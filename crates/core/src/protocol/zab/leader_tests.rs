@@ -459,3 +459,125 @@ fn a_leader_proposes_nothing_before_it_is_established() {
         "flushed once established: {cmds:?}"
     );
 }
+
+fn ping_rounds(cmds: &Cmds) -> Vec<u64> {
+    (sent(cmds).into_iter())
+        .filter_map(|(_, m)| match m {
+            Msg::Ping { round, .. } => Some(round),
+            _ => None,
+        })
+        .collect()
+}
+
+fn replied(cmds: &Cmds, client: ClientRef) -> bool {
+    (cmds.iter()).any(|c| {
+        matches!(c, Command::Reply { client: cl, .. } | Command::ReplyNow { client: cl, .. } if *cl == client)
+    })
+}
+
+/// A read at a leader not yet established waits (its commit index is not
+/// yet a quorum's); once established, the read's quorum round goes and
+/// its answer follows the round's PONG.
+#[test]
+fn a_read_at_a_leader_waits_until_it_is_established() {
+    let (mut n, own) = syncing_with_n1();
+    let client = ClientRef::local(9);
+    let mut out = Out::new();
+    n.on_client(Time::ZERO, client, get("k"), &mut out);
+    let cmds: Cmds = out.drain().collect();
+    assert!(
+        ping_rounds(&cmds).is_empty() && !replied(&cmds, client),
+        "{cmds:?}"
+    );
+    hear(&mut n, 3, own);
+    let cmds = hear(&mut n, 1, Msg::AckNewLeader { epoch: 2, last: 1 });
+    let rounds = ping_rounds(&cmds);
+    assert_eq!(
+        rounds.len(),
+        1,
+        "the read's round, once established: {cmds:?}"
+    );
+    let pong = Msg::Pong {
+        epoch: 2,
+        round: rounds[0],
+        last: 1,
+    };
+    assert!(replied(&hear(&mut n, 1, pong), client));
+}
+
+/// Reads that arrive while a read round is in flight wait for the next
+/// round, which goes as soon as the first is confirmed (not at the next
+/// tick); each round is counted once.
+#[test]
+fn reads_during_a_round_take_the_next_one() {
+    let mut c = settled();
+    let (a, b) = (ClientRef::local(60), ClientRef::local(61));
+    let before = c.node(3).counters.read_rounds;
+    let cmds = c.exec(3, |n, now, out| n.on_client(now, a, get("k"), out));
+    let r = ping_rounds(&cmds)[0];
+    let cmds = c.exec(3, |n, now, out| n.on_client(now, b, get("k"), out));
+    assert!(
+        ping_rounds(&cmds).is_empty(),
+        "one round in flight: {cmds:?}"
+    );
+    let pong = |round| Msg::Pong {
+        epoch: 1,
+        round,
+        last: 0,
+    };
+    let cmds = at(&mut c, 3, 1, pong(r));
+    assert!(replied(&cmds, a) && !replied(&cmds, b), "{cmds:?}");
+    assert_eq!(
+        ping_rounds(&cmds),
+        vec![r + 1, r + 1],
+        "the next round at once"
+    );
+    assert!(replied(&at(&mut c, 3, 2, pong(r + 1)), b));
+    assert_eq!(c.node(3).counters.read_rounds, before + 2);
+}
+
+/// READINDEX from a follower: answered after the quorum round, in the
+/// leader's epoch; one of another epoch is not served (the asker is told
+/// who leads), and the reads of a follower whose link closed are
+/// forgotten (a restarted server numbers its reads from 1 again).
+#[test]
+fn read_index_requests_are_answered_in_epoch_and_forgotten_with_their_link() {
+    let index_oks = |cmds: &Cmds| -> Vec<(NodeId, u64)> {
+        (sent(cmds).into_iter())
+            .filter_map(|(to, m)| match m {
+                Msg::ReadIndexOk { rid, epoch, .. } if epoch == 1 => Some((to, rid)),
+                Msg::ReadIndexOk { .. } => panic!("wrong epoch: {m:?}"),
+                _ => None,
+            })
+            .collect()
+    };
+    let pong = |round| Msg::Pong {
+        epoch: 1,
+        round,
+        last: 0,
+    };
+    for (epoch, link_down, answered) in [(1, false, true), (0, false, false), (1, true, false)] {
+        let mut c = settled();
+        let cmds = at(&mut c, 3, 1, Msg::ReadIndex { epoch, rid: 5 });
+        if epoch != 1 {
+            assert!(
+                matches!(&sent(&cmds)[..], [(1, Msg::Notify { .. })]),
+                "{cmds:?}"
+            );
+            continue;
+        }
+        let r = ping_rounds(&cmds)[0];
+        if link_down {
+            c.exec(3, |n, now, out| {
+                n.on_link(now, LinkEvent::Down(Peer::Node(1)), out)
+            });
+        }
+        let oks = index_oks(&at(&mut c, 3, 2, pong(r)));
+        assert_eq!(
+            oks == vec![(1, 5)],
+            answered,
+            "{oks:?} (link down: {link_down})"
+        );
+        assert_eq!(oks.is_empty(), !answered);
+    }
+}

@@ -651,6 +651,68 @@ mod tests {
         assert_eq!(c.node(f).machine().watch_count(), 1);
     }
 
+    /// `read=local`, index mode's session order too: reads pipelined after
+    /// a write on one connection wait for it (and see it), and each keeps
+    /// its own place (answered once each, in the order asked); a znode read
+    /// in index mode goes to the leader for its index, never locally.
+    #[test]
+    fn local_reads_wait_for_their_connections_writes() {
+        use super::super::node::ReadMode;
+        use crate::protocol::Protocol;
+        let cfg = Config {
+            read: ReadMode::Local,
+            ..Config::default()
+        };
+        let mut c = Cluster::new(3, cfg);
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        created(zn(&mut c, l, client(0, 0), create("/a", false, false)));
+        c.tick();
+        let me = client(0, 9);
+        let get = || {
+            Request::Znode(ZnodeOp::GetData {
+                path: "/a".into(),
+                watch: false,
+            })
+        };
+        let set = ZnodeOp::SetData {
+            path: "/a".into(),
+            data: Bytes::from_static(b"new"),
+            version: None,
+        };
+        let w = c.send_as(f, me, Request::Znode(set));
+        let r1 = c.send_as(f, me, get());
+        let r2 = c.send_as(f, me, get());
+        c.run();
+        let order: Vec<ClientRef> = c.replies.iter().map(|(_, who, _)| *who).collect();
+        assert_eq!(
+            order,
+            vec![w, r1, r2],
+            "answered once each, in the order asked"
+        );
+        for (_, _, r) in &c.replies[1..] {
+            assert!(
+                matches!(r, Response::Znode(ZnodeReply::Data { data, .. }) if &data[..] == b"new"),
+                "{r:?}"
+            );
+        }
+        // Index mode: the same read at a follower asks the leader.
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        let cmds = c.exec(f, |n, now, out| n.on_client(now, me, get(), out));
+        assert!(
+            cmds.iter().any(|c| matches!(
+                c,
+                crate::protocol::Command::SendNow {
+                    msg: Msg::ReadIndex { .. },
+                    ..
+                }
+            )),
+            "{cmds:?}"
+        );
+    }
+
     #[test]
     fn a_read_then_a_write_of_one_connection_take_effect_in_order() {
         let mut c = Cluster::new(3, Config::default());
