@@ -545,7 +545,7 @@ fn read_index_requests_are_answered_in_epoch_and_forgotten_with_their_link() {
     let index_oks = |cmds: &Cmds| -> Vec<(NodeId, u64)> {
         (sent(cmds).into_iter())
             .filter_map(|(to, m)| match m {
-                Msg::ReadIndexOk { rid, epoch, .. } if epoch == 1 => Some((to, rid)),
+                Msg::ReadIndexOk { rid, epoch: 1, .. } => Some((to, rid)),
                 Msg::ReadIndexOk { .. } => panic!("wrong epoch: {m:?}"),
                 _ => None,
             })
