@@ -713,6 +713,94 @@ mod tests {
         );
     }
 
+    /// A znode write waits behind its own connection's read still at the
+    /// leader for its index (a read answered late must not see it), and
+    /// goes once the read is answered; another connection's write does
+    /// not wait for that read, and goes once.
+    #[test]
+    fn a_write_is_held_behind_its_connections_read_only() {
+        use super::super::testing::sent;
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        created(zn(&mut c, f, client(0, 0), create("/a", false, false)));
+        let (me, other) = (client(0, 9), client(0, 10));
+        let ask = |c: &mut Cluster, who: ClientRef, id: u64, op: ZnodeOp| {
+            let who = ClientRef { id, ..who };
+            c.exec(f, |n, now, out| {
+                crate::protocol::Protocol::on_client(n, now, who, Request::Znode(op), out)
+            })
+        };
+        let forwards = |cmds: &[crate::protocol::Command<Msg, super::super::Timer>]| {
+            (sent(cmds).into_iter())
+                .filter(|(_, m)| matches!(m, Msg::Forward { .. }))
+                .count()
+        };
+        let get = ZnodeOp::GetData {
+            path: "/a".into(),
+            watch: false,
+        };
+        let set = |d: &'static [u8]| ZnodeOp::SetData {
+            path: "/a".into(),
+            data: Bytes::from_static(d),
+            version: None,
+        };
+        let cmds = ask(&mut c, me, 101, get);
+        let (epoch, rid) = (sent(&cmds).into_iter())
+            .find_map(|(_, m)| match m {
+                Msg::ReadIndex { epoch, rid } => Some((epoch, rid)),
+                _ => None,
+            })
+            .expect("the read asks the leader");
+        assert_eq!(forwards(&ask(&mut c, me, 102, set(b"mine"))), 0, "held");
+        assert_eq!(forwards(&ask(&mut c, other, 103, set(b"theirs"))), 1);
+        let index = c.node(l).commit;
+        let ok = Msg::ReadIndexOk { epoch, rid, index };
+        let cmds = c.exec(f, |n, now, out| {
+            crate::protocol::Protocol::on_msg(n, now, crate::types::Peer::Node(l), ok, out)
+        });
+        let answered = cmds.iter().any(|c| {
+            matches!(c, crate::protocol::Command::Reply { client, resp: Response::Znode(ZnodeReply::Data { .. }) } if client.id == 101)
+        });
+        assert!(answered, "{cmds:?}");
+        assert_eq!(forwards(&cmds), 1, "the held write, and only it: {cmds:?}");
+    }
+
+    /// A read that cannot be served (no leader) fails at its deadline, the
+    /// op timeout, not before.
+    #[test]
+    fn a_read_without_a_leader_fails_at_its_deadline() {
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        for n in 1..=3 {
+            if n != f {
+                c.crash(n);
+            }
+        }
+        let who = c.send(
+            f,
+            crate::types::Request::Get {
+                key: Bytes::from_static(b"k"),
+            },
+        );
+        let (tick, timeout) = (c.cfg.tick, c.cfg.op_timeout);
+        let mut waited = std::time::Duration::ZERO;
+        while c.replies.is_empty() && waited < 3 * timeout {
+            c.tick();
+            waited += tick;
+        }
+        assert!(
+            waited >= timeout,
+            "failed after {waited:?}, before {timeout:?}"
+        );
+        assert!(
+            matches!(&c.replies[..], [(_, cl, Response::Failed(e))] if *cl == who && e.to_string().contains("op timeout")),
+            "{:?}",
+            c.replies
+        );
+    }
+
     #[test]
     fn a_read_then_a_write_of_one_connection_take_effect_in_order() {
         let mut c = Cluster::new(3, Config::default());
