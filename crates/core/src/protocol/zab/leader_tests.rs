@@ -581,3 +581,30 @@ fn read_index_requests_are_answered_in_epoch_and_forgotten_with_their_link() {
         assert_eq!(oks.is_empty(), !answered);
     }
 }
+
+/// A heartbeat round sent after a read arrived confirms that read too: no
+/// extra read round goes for it once the read round before is confirmed.
+#[test]
+fn a_heartbeat_round_after_a_read_serves_it() {
+    let mut c = settled();
+    let (a, b) = (ClientRef::local(62), ClientRef::local(63));
+    let before = c.node(3).counters.read_rounds;
+    let r = ping_rounds(&c.exec(3, |n, now, out| n.on_client(now, a, get("k"), out)))[0];
+    c.exec(3, |n, now, out| n.on_client(now, b, get("k"), out));
+    let beat = ping_rounds(&tick(&mut c, 3));
+    assert_eq!(
+        beat,
+        vec![r + 1, r + 1],
+        "the heartbeat round after both reads"
+    );
+    let pong = |round| Msg::Pong {
+        epoch: 1,
+        round,
+        last: 0,
+    };
+    let cmds = at(&mut c, 3, 1, pong(r));
+    assert!(replied(&cmds, a) && !replied(&cmds, b), "{cmds:?}");
+    assert!(ping_rounds(&cmds).is_empty(), "no extra round: {cmds:?}");
+    assert!(replied(&at(&mut c, 3, 2, pong(r + 1)), b));
+    assert_eq!(c.node(3).counters.read_rounds, before + 1);
+}
