@@ -26,7 +26,7 @@ def main():
         if not val:
             continue
         fmt = "{:.3g}"
-        who = os.environ.get("TITLE", "quorumkv")
+        who = os.environ.get("TITLE") or "quorumkv"
         svg(f"{who}: {mode} create, ms per create, N = 5", cs, ps, val, max(val.values()) or 1.0,
             os.path.join(root, f"{fig}-{mode}-create.svg"), fmt)
         print(f"\n**{mode} create** ({fig}): elapsed / creates in ms (rows: server RTT, columns: client RTT)\n")
