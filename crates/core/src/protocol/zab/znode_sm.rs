@@ -557,6 +557,7 @@ mod tests {
         c.settle();
         let anon = client(0, 0);
         created(zn(&mut c, 1, anon, create("/q", false, false)));
+        let before_ms = c.now.as_micros() / 1000;
         let (a, sa) = created(zn(&mut c, 2, anon, create("/q/n-", false, true)));
         let (b, sb) = created(zn(&mut c, 3, anon, create("/q/n-", false, true)));
         assert_eq!(
@@ -564,7 +565,12 @@ mod tests {
             ("/q/n-0000000000", "/q/n-0000000001")
         );
         assert!(sa.czxid < sb.czxid && sa.czxid == sa.mzxid);
-        assert!(sa.ctime > 0, "the leader's clock stamps the create");
+        let after_ms = c.now.as_micros() / 1000;
+        assert!(
+            before_ms > 0 && (before_ms..=after_ms).contains(&sa.ctime),
+            "the leader's clock, in ms, stamps the create: {} not in {before_ms}..={after_ms}",
+            sa.ctime
+        );
         let kids = ZnodeOp::GetChildren {
             path: "/q".into(),
             watch: false,
@@ -799,6 +805,39 @@ mod tests {
             "{:?}",
             c.replies
         );
+    }
+
+    /// The status line's `keys=` counts the KV keys; two replicas' machines
+    /// are equal by their replicated state (KV and tree), whatever watches
+    /// each server holds.
+    #[test]
+    fn machines_count_keys_and_compare_by_replicated_state() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        for k in ["k1", "k2"] {
+            let put = super::super::testing::put(k, "v");
+            assert_eq!(c.ask(1, put), Some(Response::Done));
+        }
+        created(zn(&mut c, 1, client(0, 0), create("/a", false, false)));
+        let watch = ZnodeOp::Exists {
+            path: "/a".into(),
+            watch: true,
+        };
+        zn(&mut c, 1, client(0, 3), watch);
+        c.tick();
+        let (m1, m2) = (c.node(1).machine(), c.node(2).machine());
+        assert_eq!((m1.len(), m1.watch_count(), m2.watch_count()), (2, 1, 0));
+        assert!(m1 == m2, "watches are not replicated state");
+        let kv_only = Machine {
+            kv: m1.kv.clone(),
+            ..Machine::default()
+        };
+        assert!(*m1 != kv_only, "the trees differ");
+        let tree_only = Machine {
+            tree: m1.tree.clone(),
+            ..Machine::default()
+        };
+        assert!(Machine::default().is_empty() && !m1.is_empty() && !tree_only.is_empty());
     }
 
     #[test]
