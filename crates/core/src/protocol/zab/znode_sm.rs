@@ -840,6 +840,37 @@ mod tests {
         assert!(Machine::default().is_empty() && !m1.is_empty() && !tree_only.is_empty());
     }
 
+    /// A connection that closes takes its watches with it; its session's
+    /// other connections at this server stay known (they get the session's
+    /// `expired` event).
+    #[test]
+    fn a_closed_connection_drops_its_watches_not_its_sessions_other_ones() {
+        use crate::protocol::{LinkEvent, Protocol};
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        created(zn(&mut c, 1, client(0, 0), create("/a", false, false)));
+        let exists = ZnodeOp::Exists {
+            path: "/a".into(),
+            watch: true,
+        };
+        for conn in [31, 32] {
+            zn(&mut c, 1, client(7, conn), exists.clone());
+        }
+        assert_eq!(c.node(1).machine().watch_count(), 2);
+        let down = |c: &mut Cluster, conn| {
+            c.exec(1, |n, now, out| {
+                n.on_link(now, LinkEvent::Down(crate::types::Peer::Conn(conn)), out)
+            })
+        };
+        down(&mut c, 31);
+        let m = c.node(1).machine();
+        assert_eq!(m.watch_count(), 1);
+        assert_eq!(m.conns.get(&7), Some(&BTreeSet::from([32])));
+        down(&mut c, 32);
+        let m = c.node(1).machine();
+        assert_eq!((m.watch_count(), m.conns.get(&7)), (0, None));
+    }
+
     #[test]
     fn a_read_then_a_write_of_one_connection_take_effect_in_order() {
         let mut c = Cluster::new(3, Config::default());
