@@ -1042,17 +1042,28 @@ mod tests {
         let mut c = Cluster::new(3, Config::default());
         let l = c.settle();
         let f = if l == 1 { 2 } else { 1 };
-        let (alive, silent) = (client(1, 11), client(2, 22));
-        open(&mut c, f, alive, 200);
-        open(&mut c, f, silent, 200);
+        // At the leader too: it hears its own clients.
+        let (alive, silent, at_leader) = (client(1, 11), client(2, 22), client(3, 33));
+        // Not a multiple of the tick: a silence is never exactly the timeout.
+        let timeout = 205;
+        open(&mut c, f, alive, timeout);
+        open(&mut c, f, silent, timeout);
+        open(&mut c, l, at_leader, timeout);
         created(zn(&mut c, f, alive, create("/a", true, false)));
         created(zn(&mut c, f, silent, create("/s", true, false)));
-        // 400 ms: twice the timeout; only `alive` heartbeats (at a follower).
+        // 400 ms: twice the timeout; `alive` heartbeats at a follower,
+        // `at_leader` at the leader, `silent` not at all.
         for _ in 0..40 {
-            let r = c.ask_as(f, alive, Request::Znode(ZnodeOp::Ping));
-            assert_eq!(r, Some(Response::Znode(ZnodeReply::Pong)));
+            for (at, who) in [(f, alive), (l, at_leader)] {
+                let r = c.ask_as(at, who, Request::Znode(ZnodeOp::Ping));
+                assert_eq!(r, Some(Response::Znode(ZnodeReply::Pong)));
+            }
             c.tick();
         }
+        assert!(
+            c.node(l).machine().tree.has_session(3),
+            "heard at the leader"
+        );
         assert!(exists(&mut c, f, "/a"), "a heartbeating session lives");
         assert!(!exists(&mut c, f, "/s"), "a silent one expires");
         assert!(c.node(l).machine().tree.has_session(1));
