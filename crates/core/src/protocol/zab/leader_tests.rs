@@ -460,6 +460,15 @@ fn a_leader_proposes_nothing_before_it_is_established() {
     );
 }
 
+/// PONG of epoch 1 (`settled()`'s) for `round`, from a follower that logged nothing.
+fn pong1(round: u64) -> Msg {
+    Msg::Pong {
+        epoch: 1,
+        round,
+        last: 0,
+    }
+}
+
 fn ping_rounds(cmds: &Cmds) -> Vec<u64> {
     (sent(cmds).into_iter())
         .filter_map(|(_, m)| match m {
@@ -520,19 +529,14 @@ fn reads_during_a_round_take_the_next_one() {
         ping_rounds(&cmds).is_empty(),
         "one round in flight: {cmds:?}"
     );
-    let pong = |round| Msg::Pong {
-        epoch: 1,
-        round,
-        last: 0,
-    };
-    let cmds = at(&mut c, 3, 1, pong(r));
+    let cmds = at(&mut c, 3, 1, pong1(r));
     assert!(replied(&cmds, a) && !replied(&cmds, b), "{cmds:?}");
     assert_eq!(
         ping_rounds(&cmds),
         vec![r + 1, r + 1],
         "the next round at once"
     );
-    assert!(replied(&at(&mut c, 3, 2, pong(r + 1)), b));
+    assert!(replied(&at(&mut c, 3, 2, pong1(r + 1)), b));
     assert_eq!(c.node(3).counters.read_rounds, before + 2);
 }
 
@@ -551,11 +555,6 @@ fn read_index_requests_are_answered_in_epoch_and_forgotten_with_their_link() {
             })
             .collect()
     };
-    let pong = |round| Msg::Pong {
-        epoch: 1,
-        round,
-        last: 0,
-    };
     for (epoch, link_down, answered) in [(1, false, true), (0, false, false), (1, true, false)] {
         let mut c = settled();
         let cmds = at(&mut c, 3, 1, Msg::ReadIndex { epoch, rid: 5 });
@@ -572,7 +571,7 @@ fn read_index_requests_are_answered_in_epoch_and_forgotten_with_their_link() {
                 n.on_link(now, LinkEvent::Down(Peer::Node(1)), out)
             });
         }
-        let oks = index_oks(&at(&mut c, 3, 2, pong(r)));
+        let oks = index_oks(&at(&mut c, 3, 2, pong1(r)));
         assert_eq!(
             oks == vec![(1, 5)],
             answered,
@@ -597,14 +596,9 @@ fn a_heartbeat_round_after_a_read_serves_it() {
         vec![r + 1, r + 1],
         "the heartbeat round after both reads"
     );
-    let pong = |round| Msg::Pong {
-        epoch: 1,
-        round,
-        last: 0,
-    };
-    let cmds = at(&mut c, 3, 1, pong(r));
+    let cmds = at(&mut c, 3, 1, pong1(r));
     assert!(replied(&cmds, a) && !replied(&cmds, b), "{cmds:?}");
     assert!(ping_rounds(&cmds).is_empty(), "no extra round: {cmds:?}");
-    assert!(replied(&at(&mut c, 3, 2, pong(r + 1)), b));
+    assert!(replied(&at(&mut c, 3, 2, pong1(r + 1)), b));
     assert_eq!(c.node(3).counters.read_rounds, before + 1);
 }
