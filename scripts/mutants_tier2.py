@@ -5,13 +5,23 @@ against the full oracle (core's unit tests and the simulator's sweeps).
     scripts/mutants_tier2.py target/mutants.out [nextest filter args...]
 
 For each missed mutant: apply its diff to the working tree, run the oracle,
-revert the diff. Appends one line per mutant to <out>/tier2.txt:
+revert the diff (also when the run is interrupted: Ctrl-C or SIGTERM). Appends one line per mutant to <out>/tier2.txt:
 `caught <mutant>` or `missed <mutant>`; prints the totals.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
+
+
+def stop(signum, _frame):
+    # SIGTERM (pkill, a CI timeout) ends the run through `finally` below,
+    # which takes the applied mutant back out of the working tree.
+    raise SystemExit(f"tier 2 stopped by signal {signum}")
+
+
+signal.signal(signal.SIGTERM, stop)
 
 out = sys.argv[1]
 nextest_filter = sys.argv[2:]
