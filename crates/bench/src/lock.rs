@@ -541,6 +541,10 @@ pub(crate) async fn each_deployment<R>(
     cfg: &BenchConfig,
     mut points: impl AsyncFnMut(&Deployment, &mut Vec<R>) -> Result<(), String>,
 ) -> Result<(Vec<R>, Option<String>), String> {
+    // Without --protocol a quorumkv:// target is named by the protocol it
+    // runs, as in the KV sweep.
+    let learned = crate::sweep::learn_protocol(cfg).await?;
+    let cfg = learned.as_ref().unwrap_or(cfg);
     cfg.validate().map_err(|e| e.to_string())?;
     if let Some(dir) = &cfg.out {
         crate::sweep::check_out_dir(dir)?;

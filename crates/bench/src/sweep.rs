@@ -101,7 +101,7 @@ fn progress_bar(cfg: &BenchConfig, points: usize) -> ProgressBar {
 
 /// Without `--protocol`, a `quorumkv://` target is benchmarked with the
 /// protocol its first endpoint says it runs (and so are local targets).
-async fn learn_protocol(cfg: &BenchConfig) -> Result<Option<BenchConfig>, String> {
+pub(crate) async fn learn_protocol(cfg: &BenchConfig) -> Result<Option<BenchConfig>, String> {
     if !cfg.protocol_from_target {
         return Ok(None);
     }
