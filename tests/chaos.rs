@@ -229,6 +229,10 @@ fn znode_workload_under_kills_and_pauses() {
 /// so a fenced resource would refuse every later holder).
 #[test]
 fn lock_recipes_under_kills_and_pauses() {
+    let out = chaos(&["--recipe", "tas"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--recipe applies to --workload lock only"));
+
     let out = chaos(&[
         "--protocol",
         "zab",

@@ -191,6 +191,13 @@ pub fn run(a: Args) -> ExitCode {
     if a.clients == 0 || a.keys == 0 {
         return setup_error("--clients and --keys must be at least 1");
     }
+    let all_recipes = a.recipe == quorumkv_node::zk_recipes::Recipe::ALL;
+    if a.workload != ChaosWorkload::Lock && !all_recipes {
+        return setup_error("--recipe applies to --workload lock only");
+    }
+    if a.recipe.is_empty() {
+        return setup_error("--recipe needs at least one recipe");
+    }
     if a.hosts == HostsMode::Loopback {
         if let Some(k) = a.faults.0.iter().find(|k| k.needs_hosts()) {
             return setup_error(format!(

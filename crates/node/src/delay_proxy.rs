@@ -58,12 +58,25 @@ async fn pump(mut rd: OwnedReadHalf, mut wr: OwnedWriteHalf, delay: LinkDelay) {
 /// direction; runs until the task is dropped or aborted.
 pub async fn relay(listener: TcpListener, to: SocketAddr, toward: LinkDelay, back: LinkDelay) {
     loop {
-        let Ok((client, _)) = listener.accept().await else {
-            continue;
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
+            Err(e) => {
+                // Out of file descriptors, say: wait rather than spin.
+                tracing::warn!("delay-proxy: accept failed ({e}); retrying in 100 ms");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
         };
         tokio::spawn(async move {
-            let Ok(server) = TcpStream::connect(to).await else {
-                return; // the client sees its connection close
+            let server = match TcpStream::connect(to).await {
+                Ok(s) => s,
+                Err(e) => {
+                    // The client sees its connection close.
+                    tracing::warn!(
+                        "delay-proxy: cannot reach {to} ({e}); closing the client's connection"
+                    );
+                    return;
+                }
             };
             let _ = (client.set_nodelay(true), server.set_nodelay(true));
             let (crd, cwr) = client.into_split();
