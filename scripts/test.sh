@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+echo "== no stray files (tracked *.orig, *.rej, *~)"
+if git ls-files | grep -E '(\.orig|\.rej|~)$'; then echo "stray files above are tracked: git rm them" >&2; exit 1; fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
