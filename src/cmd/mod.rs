@@ -5,6 +5,7 @@ pub mod endpoints;
 pub mod health;
 pub mod kv;
 pub mod protocols;
+pub mod secret;
 pub mod server;
 pub mod target;
 pub mod zk;

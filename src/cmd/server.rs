@@ -152,6 +152,17 @@ pub struct Args {
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// A file with the cluster secret (at least 16 bytes; `quorumkv secret`
+    /// writes one). Replicas prove it to each other on every link, so no
+    /// stray connection can pose as a replica. Every replica needs the same
+    /// [default: the cluster file's `secret_file`]
+    #[arg(long, env = "QUORUMKV_CLUSTER_SECRET_FILE", value_name = "FILE")]
+    cluster_secret_file: Option<PathBuf>,
+    /// Start even when a port listens beyond loopback without a cluster
+    /// secret (or TLS). Without it such a replica refuses to start: anyone
+    /// who reaches the port could pose as a replica (as Redis' protected mode)
+    #[arg(long, env = "QUORUMKV_INSECURE")]
+    insecure: bool,
 }
 
 fn never_if_zero(d: Duration) -> Option<Duration> {
@@ -283,6 +294,20 @@ pub fn run(a: Args) -> ExitCode {
     opts.rtt_client = a.rtt_client;
     opts.rtt_peer = a.rtt_peer;
     opts.rtt_jitter = a.rtt_jitter;
+    let secret_file = a
+        .cluster_secret_file
+        .clone()
+        .or(opts.cluster.secret_file.clone());
+    if let Some(path) = secret_file {
+        match quorumkv_node::peer_auth::ClusterSecret::load(&path) {
+            Ok(s) => opts.secret = Some(s),
+            Err(e) => return super::fail(format!("{e:#}")),
+        }
+    }
+    opts.insecure = a.insecure;
+    if let Err(e) = opts.check_exposure() {
+        return super::fail(format!("{e:#}"));
+    }
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

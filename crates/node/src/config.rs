@@ -135,7 +135,7 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 10] = [
+pub const SERVER_ENV: [&str; 12] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
@@ -146,6 +146,8 @@ pub const SERVER_ENV: [&str; 10] = [
     "QUORUMKV_PEERS",
     "QUORUMKV_DURABILITY",
     "QUORUMKV_DATA_DIR",
+    "QUORUMKV_CLUSTER_SECRET_FILE",
+    "QUORUMKV_INSECURE",
 ];
 
 /// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one) with a

@@ -122,6 +122,21 @@ impl ClusterSecret {
     }
 }
 
+/// Write a secret to a file only its owner may read: a new file, or an
+/// existing one replaced when `replace`.
+pub fn write_secret(path: &Path, secret: &str, replace: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).mode(0o600);
+    if replace {
+        opts.create(true).truncate(true);
+    } else {
+        opts.create_new(true);
+    }
+    writeln!(opts.open(path)?, "{secret}")
+}
+
 /// A fresh nonce.
 pub fn nonce() -> Vec<u8> {
     rand::random::<[u8; NONCE_LEN]>().to_vec()
