@@ -95,7 +95,7 @@ old=$(ip_of qkv1)
 docker volume rm "${project}_qkv1-data" >/dev/null
 docker run -d --name "$project-squatter" --network "${project}_qkv" --ip "$old" \
   -e QUORUMKV_ID=1 -e QUORUMKV_LISTEN=0.0.0.0:7001 -e QUORUMKV_ADVERTISE=squatter:7001 \
-  -e QUORUMKV_DURABILITY=memory "$image" >/dev/null
+  -e QUORUMKV_DURABILITY=memory -e QUORUMKV_INSECURE=true "$image" >/dev/null
 "${compose[@]}" up -d qkv1 2>/dev/null
 wait_healthy qkv1
 new=$(ip_of qkv1)
