@@ -2,6 +2,7 @@
 //! driver, the replica server, the client library and local clusters.
 
 mod accept;
+pub mod auth;
 pub mod budget;
 pub mod client;
 pub mod codec;
