@@ -191,7 +191,8 @@ fn check_hash(hash: &str) -> anyhow::Result<()> {
              that `quorumkv user add` writes, never the password itself"
         );
     }
-    let parsed = PasswordHash::new(hash).map_err(|e| anyhow::anyhow!("invalid argon2 hash: {e}"))?;
+    let parsed =
+        PasswordHash::new(hash).map_err(|e| anyhow::anyhow!("invalid argon2 hash: {e}"))?;
     argon2::Algorithm::try_from(parsed.algorithm.as_str())
         .map_err(|e| anyhow::anyhow!("invalid argon2 hash: {e}"))?;
     if parsed.hash.is_none() || parsed.salt.is_none() {
@@ -208,7 +209,11 @@ impl Users {
         for e in file.users {
             let who = || format!("user {:?}", e.name);
             check_name(&e.name)?;
-            let role: Role = e.role.parse().map_err(anyhow::Error::msg).with_context(who)?;
+            let role: Role = e
+                .role
+                .parse()
+                .map_err(anyhow::Error::msg)
+                .with_context(who)?;
             check_hash(&e.password).with_context(who)?;
             if users.users.contains_key(&e.name) {
                 bail!("user {:?} is listed twice", e.name);
@@ -470,7 +475,11 @@ pub fn log_failure(remote: impl std::fmt::Display, via: &str, user: &str, why: &
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let last = LAST.load(Ordering::Relaxed);
-    if last == now || LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+    if last == now
+        || LAST
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
         return;
     }
     let user: String = user.chars().take(64).collect();
@@ -499,7 +508,9 @@ mod tests {
     fn file(entries: &[(&str, &str, &str)]) -> String {
         entries
             .iter()
-            .map(|(n, r, p)| format!("[[user]]\nname = \"{n}\"\nrole = \"{r}\"\npassword = \"{p}\"\n"))
+            .map(|(n, r, p)| {
+                format!("[[user]]\nname = \"{n}\"\nrole = \"{r}\"\npassword = \"{p}\"\n")
+            })
             .collect()
     }
 
@@ -510,7 +521,8 @@ mod tests {
     #[test]
     fn parses_users_and_their_roles() {
         let (a, b) = (quick_hash("pa"), quick_hash("pb"));
-        let users = Users::parse(&file(&[("alice", "readwrite", &a), ("bob", "read", &b)])).unwrap();
+        let users =
+            Users::parse(&file(&[("alice", "readwrite", &a), ("bob", "read", &b)])).unwrap();
         assert_eq!(users.len(), 2);
         assert_eq!(users.role("alice"), Some(Role::ReadWrite));
         assert_eq!(users.role("bob"), Some(Role::Read));
@@ -524,12 +536,18 @@ mod tests {
     fn file_errors_are_clear() {
         let h = quick_hash("p");
         let e = err(&file(&[("alice", "write", &h)]));
-        assert!(e.contains("\"alice\"") && e.contains("unknown role 'write'"), "{e}");
+        assert!(
+            e.contains("\"alice\"") && e.contains("unknown role 'write'"),
+            "{e}"
+        );
         assert!(e.contains("read, readwrite, admin"), "{e}");
         let e = err(&file(&[("alice", "read", &h), ("alice", "admin", &h)]));
         assert!(e.contains("\"alice\" is listed twice"), "{e}");
         let e = err(&file(&[("alice", "read", "hunter2")]));
-        assert!(e.contains("not an argon2 hash") && e.contains("never the password"), "{e}");
+        assert!(
+            e.contains("not an argon2 hash") && e.contains("never the password"),
+            "{e}"
+        );
         let e = err(&file(&[("alice", "read", "$argon2id$v=19$nonsense")]));
         assert!(e.contains("invalid argon2 hash"), "{e}");
         let e = err(&file(&[("al ice", "read", &h)]));
@@ -538,8 +556,14 @@ mod tests {
         assert!(e.contains("password"), "{e}");
         let e = err("[[users]]\nname = \"a\"\n");
         assert!(e.contains("users"), "{e}");
-        let e = format!("{:#}", Users::load(Path::new("/nonexistent/users.toml")).unwrap_err());
-        assert!(e.contains("cannot read users file /nonexistent/users.toml"), "{e}");
+        let e = format!(
+            "{:#}",
+            Users::load(Path::new("/nonexistent/users.toml")).unwrap_err()
+        );
+        assert!(
+            e.contains("cannot read users file /nonexistent/users.toml"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -566,7 +590,9 @@ mod tests {
     fn the_written_file_reads_back() {
         let mut users = Users::default();
         users.set("alice", Role::Admin, quick_hash("a")).unwrap();
-        users.set("o'brien\"x", Role::Read, quick_hash("b")).unwrap();
+        users
+            .set("o'brien\"x", Role::Read, quick_hash("b"))
+            .unwrap();
         let back = Users::parse(&users.to_toml()).unwrap();
         assert_eq!(back, users);
         assert!(users.remove("alice") && !users.remove("alice"));
@@ -627,7 +653,11 @@ mod tests {
         assert_eq!(authenticate(&handle, "alice", "pw2").await, Ok(Role::Admin));
         std::fs::write(&path, "[[user]]\nname = 1\n").unwrap();
         assert!(handle.reload().is_err());
-        assert_eq!(handle.current().role("alice"), Some(Role::Admin), "old users stay");
+        assert_eq!(
+            handle.current().role("alice"),
+            Some(Role::Admin),
+            "old users stay"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -21,6 +21,7 @@ mod node_status;
 mod options;
 mod peer_dial;
 pub mod resp;
+mod resp_auth;
 pub mod resp_commands;
 mod resp_multi;
 pub mod resp_render;

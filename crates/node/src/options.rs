@@ -52,6 +52,9 @@ pub struct ServerOptions {
     /// Uniform jitter added on top of each of the two, per frame (halved on
     /// replica links, like the RTT).
     pub rtt_jitter: Duration,
+    /// Users from the users file: with them, clients must authenticate
+    /// (RESP `AUTH`); without, every client may do everything.
+    pub users: Option<crate::auth::UsersHandle>,
 }
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
@@ -81,6 +84,7 @@ impl ServerOptions {
             rtt_peer: Duration::ZERO,
             rtt_jitter: Duration::ZERO,
             cluster,
+            users: None,
         };
         if let Some(l) = limits {
             opts.apply_limits(&l);
