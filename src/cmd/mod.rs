@@ -7,6 +7,7 @@ pub mod kv;
 pub mod protocols;
 pub mod server;
 pub mod target;
+pub mod user;
 pub mod zk;
 
 /// Print one clear line and return the failure exit code.

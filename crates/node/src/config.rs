@@ -71,6 +71,10 @@ pub struct ClusterFile {
     /// The protocol's options (`--opt key=value` overrides them).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub options: std::collections::BTreeMap<String, toml::Value>,
+    /// The users file (relative to the cluster file): clients must
+    /// authenticate (`quorumkv server --users` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<std::path::PathBuf>,
 }
 
 /// The `[limits]` table of a cluster file, as written (`"64MiB"`, `"10s"`,
@@ -130,7 +134,7 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 10] = [
+pub const SERVER_ENV: [&str; 11] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
@@ -141,6 +145,7 @@ pub const SERVER_ENV: [&str; 10] = [
     "QUORUMKV_PEERS",
     "QUORUMKV_DURABILITY",
     "QUORUMKV_DATA_DIR",
+    "QUORUMKV_USERS",
 ];
 
 /// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one) with a
@@ -255,6 +260,7 @@ impl ClusterFile {
                 .collect(),
             limits: None,
             options: Default::default(),
+            users: None,
         }
     }
 

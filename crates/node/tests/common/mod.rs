@@ -40,6 +40,7 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
         replicas,
         limits: None,
         options: Default::default(),
+        users: None,
     };
     (file, ls)
 }
