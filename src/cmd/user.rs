@@ -185,9 +185,8 @@ fn save(path: &Path, users: &Users) -> anyhow::Result<()> {
         std::fs::rename(&tmp, path)
     };
     write()
-        .map_err(|e| {
+        .inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
-            e
         })
         .with_context(|| format!("cannot write users file {}", path.display()))
 }

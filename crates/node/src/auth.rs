@@ -314,7 +314,7 @@ fn dummy_hash() -> &'static str {
     static DUMMY: OnceLock<String> = OnceLock::new();
     DUMMY.get_or_init(|| {
         let random: [u8; 16] = rand::random();
-        hash_password(&random).expect("argon2 hashes with its default parameters")
+        hash_password(random).expect("argon2 hashes with its default parameters")
     })
 }
 
