@@ -252,6 +252,31 @@ async fn users_authenticate_and_roles_limit_commands() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `users = "users.toml"` in a cluster file is relative to the cluster
+/// file, wherever the server is started from.
+#[test]
+fn a_cluster_files_users_is_relative_to_it() {
+    let dir = temp_dir("resp-auth-relative");
+    std::fs::write(
+        dir.join("cluster.toml"),
+        "protocol = \"abd\"\nusers = \"users.toml\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("users.toml"), "[[user]]\nname = \"a\"\n").unwrap();
+    let out = Command::new(binary())
+        .args(["server", "--id", "1", "--durability", "memory", "--config"])
+        .arg(dir.join("cluster.toml"))
+        .current_dir(std::env::temp_dir())
+        .env_remove("QUORUMKV_USERS")
+        .output()
+        .expect("quorumkv server runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!("invalid users file {}", dir.join("users.toml").display());
+    assert!(err.contains(&want) && err.contains("missing field"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_users_file_stops_the_server_with_a_clear_error() {
     let dir = temp_dir("resp-auth-broken");
