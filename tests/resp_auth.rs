@@ -273,7 +273,10 @@ fn a_cluster_files_users_is_relative_to_it() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     let want = format!("invalid users file {}", dir.join("users.toml").display());
-    assert!(err.contains(&want) && err.contains("missing field"), "{err}");
+    assert!(
+        err.contains(&want) && err.contains("missing field"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

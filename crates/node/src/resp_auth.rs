@@ -122,7 +122,9 @@ impl RespAuth {
             }
             Err(e) => {
                 // A failed AUTH leaves the connection as it was (Redis:
-                // still authenticated as before, if it was).
+                // still authenticated as before, if it was). A success
+                // does not reset the count: knowing one password must not
+                // buy unlimited guesses at another.
                 self.failures += 1;
                 let remote = self.remote.map_or("?".into(), |a| a.to_string());
                 auth::log_failure(remote, "RESP", &login.user, &e);
