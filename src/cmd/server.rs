@@ -223,6 +223,7 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
         replicas,
         limits: None,
         options: Default::default(),
+        secret_file: None,
         users: None,
     };
     file.validate()?;

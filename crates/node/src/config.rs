@@ -71,6 +71,11 @@ pub struct ClusterFile {
     /// The protocol's options (`--opt key=value` overrides them).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub options: std::collections::BTreeMap<String, toml::Value>,
+    /// A file holding the cluster secret that replicas prove to each other
+    /// on every link (`peer_auth`); relative to the cluster file's
+    /// directory. `quorumkv secret` writes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<std::path::PathBuf>,
     /// The users file (relative to the cluster file): clients must
     /// authenticate (`quorumkv server --users` overrides it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -189,8 +194,11 @@ impl ClusterFile {
     pub fn load(path: &Path) -> anyhow::Result<ClusterFile> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read cluster file {}", path.display()))?;
-        let file: ClusterFile = toml::from_str(&text)
+        let mut file: ClusterFile = toml::from_str(&text)
             .with_context(|| format!("invalid cluster file {}", path.display()))?;
+        if let (Some(secret), Some(dir)) = (&file.secret_file, path.parent()) {
+            file.secret_file = Some(dir.join(secret));
+        }
         file.validate()
             .with_context(|| format!("invalid cluster file {}", path.display()))?;
         Ok(file)
@@ -260,6 +268,7 @@ impl ClusterFile {
                 .collect(),
             limits: None,
             options: Default::default(),
+            secret_file: None,
             users: None,
         }
     }

@@ -40,6 +40,7 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
         replicas,
         limits: None,
         options: Default::default(),
+        secret_file: None,
         users: None,
     };
     (file, ls)
