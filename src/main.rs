@@ -37,6 +37,7 @@ enum Cmd {
     Protocols(cmd::protocols::Args),
     DelayProxy(cmd::delay_proxy::Args),
     Secret(cmd::secret::Args),
+    User(cmd::user::Args),
     /// Measure protocols (and etcd / Redis) on the same workload.
     Bench(Box<quorumkv_bench::cli::Args>),
     /// Decide whether a recorded history is linearizable.
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
         Cmd::Protocols(a) => cmd::protocols::run(a),
         Cmd::DelayProxy(a) => cmd::delay_proxy::run(a),
         Cmd::Secret(a) => cmd::secret::run(a),
+        Cmd::User(a) => cmd::user::run(a),
         Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),

@@ -8,6 +8,7 @@ pub mod protocols;
 pub mod secret;
 pub mod server;
 pub mod target;
+pub mod user;
 pub mod zk;
 
 /// Print one clear line and return the failure exit code.

@@ -3,6 +3,7 @@
 use clap::Args as ClapArgs;
 use quorumkv_core::protocol::options::parse_pair;
 use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_node::auth::UsersHandle;
 use quorumkv_node::config::{parse_bytes, parse_duration, ClusterFile, Limits, ReplicaAddr};
 use quorumkv_node::heartbeat::HeartbeatConfig;
 use quorumkv_node::server::{self, Listeners, ServerOptions};
@@ -163,6 +164,13 @@ pub struct Args {
     /// who reaches the port could pose as a replica (as Redis' protected mode)
     #[arg(long, env = "QUORUMKV_INSECURE")]
     insecure: bool,
+    /// Users file (TOML, made with `quorumkv user add`): RESP clients must
+    /// then authenticate (AUTH user password) and may run only what their
+    /// role (read, readwrite, admin) allows. Read again on SIGHUP (an
+    /// invalid file is logged and the users before kept)
+    /// [default: the cluster file's `users`, relative to it]
+    #[arg(long, env = "QUORUMKV_USERS", value_name = "FILE")]
+    users: Option<PathBuf>,
 }
 
 fn never_if_zero(d: Duration) -> Option<Duration> {
@@ -227,6 +235,7 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
         limits: None,
         options: Default::default(),
         secret_file: None,
+        users: None,
     };
     file.validate()?;
     Ok(file)
@@ -308,6 +317,10 @@ pub fn run(a: Args) -> ExitCode {
     if let Err(e) = opts.check_exposure() {
         return super::fail(format!("{e:#}"));
     }
+    opts.users = match load_users(&a, &opts.cluster) {
+        Ok(u) => u,
+        Err(e) => return super::fail(format!("{e:#}")),
+    };
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -324,6 +337,11 @@ pub fn run(a: Args) -> ExitCode {
     };
     let watch_stdin = a.exit_on_stdin_eof;
     rt.block_on(async move {
+        if let Some(users) = &opts.users {
+            if let Err(e) = users.reload_on_sighup() {
+                return super::fail(format!("cannot handle SIGHUP: {e}"));
+            }
+        }
         let listeners = match Listeners::bind(&opts).await {
             Ok(l) => l,
             Err(e) => return super::fail(format!("{e:#}")),
@@ -333,6 +351,32 @@ pub fn run(a: Args) -> ExitCode {
             Err(e) => super::fail(format!("{e:#}")),
         }
     })
+}
+
+/// The users file: --users, else the cluster file's `users` (relative to
+/// the cluster file); `None` when neither is given.
+fn load_users(a: &Args, cluster: &ClusterFile) -> anyhow::Result<Option<UsersHandle>> {
+    let from_cluster = || {
+        let dir = (a.config.as_deref())
+            .and_then(std::path::Path::parent)
+            .unwrap_or(std::path::Path::new(""));
+        cluster.users.as_ref().map(|u| dir.join(u))
+    };
+    let Some(path) = a.users.clone().or_else(from_cluster) else {
+        return Ok(None);
+    };
+    let users = UsersHandle::load(&path)?;
+    match users.current().len() {
+        0 => tracing::warn!(
+            "users file {} lists no users: no client can authenticate",
+            path.display()
+        ),
+        n => tracing::info!(
+            "users file {}: {n} users; clients must authenticate",
+            path.display()
+        ),
+    }
+    Ok(Some(users))
 }
 
 /// Resolves on Ctrl-C, SIGTERM, or (when asked) EOF on stdin.

@@ -76,6 +76,10 @@ pub struct ClusterFile {
     /// directory. `quorumkv secret` writes one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<std::path::PathBuf>,
+    /// The users file (relative to the cluster file): clients must
+    /// authenticate (`quorumkv server --users` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<std::path::PathBuf>,
 }
 
 /// The `[limits]` table of a cluster file, as written (`"64MiB"`, `"10s"`,
@@ -135,7 +139,7 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 12] = [
+pub const SERVER_ENV: [&str; 13] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
@@ -148,6 +152,7 @@ pub const SERVER_ENV: [&str; 12] = [
     "QUORUMKV_DATA_DIR",
     "QUORUMKV_CLUSTER_SECRET_FILE",
     "QUORUMKV_INSECURE",
+    "QUORUMKV_USERS",
 ];
 
 /// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one) with a
@@ -266,6 +271,7 @@ impl ClusterFile {
             limits: None,
             options: Default::default(),
             secret_file: None,
+            users: None,
         }
     }
 

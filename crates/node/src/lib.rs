@@ -2,6 +2,7 @@
 //! driver, the replica server, the client library and local clusters.
 
 mod accept;
+pub mod auth;
 pub mod budget;
 pub mod client;
 pub mod codec;
@@ -22,6 +23,7 @@ mod options;
 pub mod peer_auth;
 mod peer_dial;
 pub mod resp;
+mod resp_auth;
 pub mod resp_commands;
 mod resp_multi;
 pub mod resp_render;

@@ -58,6 +58,9 @@ pub struct ServerOptions {
     /// Start even when a port listens beyond loopback with neither TLS nor
     /// a cluster secret (Redis' protected mode, turned off).
     pub insecure: bool,
+    /// Users from the users file: with them, clients must authenticate
+    /// (RESP `AUTH`); without, every client may do everything.
+    pub users: Option<crate::auth::UsersHandle>,
 }
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
@@ -89,6 +92,7 @@ impl ServerOptions {
             secret: None,
             insecure: false,
             cluster,
+            users: None,
         };
         if let Some(l) = limits {
             opts.apply_limits(&l);

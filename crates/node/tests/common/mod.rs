@@ -41,6 +41,7 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
         limits: None,
         options: Default::default(),
         secret_file: None,
+        users: None,
     };
     (file, ls)
 }
