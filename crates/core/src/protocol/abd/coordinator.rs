@@ -4,7 +4,9 @@ use super::thrifty::AVOID_FOR;
 use super::{Counters, InjectedBug, Msg, Timer};
 use crate::protocol::{Out, Protocol};
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
-use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
+use crate::types::{
+    ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time, TAG_SPACE_EXHAUSTED,
+};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -300,12 +302,21 @@ impl Coordinator {
                 // coordinator already issued, even when the query quorum did
                 // not see it (a concurrent write through the same proxy, or
                 // an earlier write that timed out with its store in flight).
-                let ts = max_tag.ts.max(self.last_ts) + 1;
-                self.last_ts = ts;
-                let tag = Tag {
-                    ts,
-                    writer: self.id,
+                let floor = Tag {
+                    ts: max_tag.ts.max(self.last_ts),
+                    writer: 0,
                 };
+                // Checked: a key whose highest tag has `ts = u64::MAX` takes
+                // no newer write. Refused before any store left, so the
+                // write had no effect (issue 31: `ts + 1` wrapped to 0, and
+                // every later write lost to the forged tag).
+                let Some(tag) = floor.next(self.id) else {
+                    let p = self.pending.remove(&op).expect("present");
+                    self.counters.tag_space_exhausted += 1;
+                    let why = OpError::refused(TAG_SPACE_EXHAUSTED);
+                    return out.reply(p.client, Response::Failed(why));
+                };
+                self.last_ts = tag.ts;
                 self.enter_store(now, op, tag, value, Response::Done, out);
             }
         }
@@ -717,6 +728,59 @@ mod tests {
         c.handle(T0, Peer::Conn(4), Msg::StoreAck { op }, &mut out);
         c.handle(T0, Peer::Node(3), Msg::Query { op, key: key() }, &mut out);
         assert_eq!(c.counters.misrouted, 2);
+    }
+
+    /// A key whose highest tag is at `ts = u64::MAX` takes no newer write:
+    /// the put is refused definitely, before any store leaves.
+    #[test]
+    fn a_write_after_the_last_tag_is_refused_not_wrapped() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef::local(9), put(b"x"), &mut out);
+        out.drain();
+        qreply(&mut c, 1, u64::MAX, 999, Some("forged"), &mut out);
+        qreply(&mut c, 2, 3, 1, None, &mut out);
+        let cmds = out.commands();
+        assert_eq!(cmds.len(), 1, "a reply and no Store: {cmds:?}");
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Failed(OpError::refused(TAG_SPACE_EXHAUSTED))]
+        );
+        assert_eq!((c.in_flight(), c.counters.tag_space_exhausted), (0, 1));
+        assert_eq!(c.last_ts, 0, "no ts was issued");
+    }
+
+    /// Issue 31 end to end: a forged `Store` at `ts = u64::MAX` (or a huge
+    /// jump) sent straight to one replica leaves the key writable, and the
+    /// next put through a coordinator is read back, not the forged value.
+    #[test]
+    fn a_forged_max_tag_leaves_the_key_writable_and_linearizable() {
+        for forged_ts in [u64::MAX, u64::MAX / 2, 2 + crate::types::MAX_TAG_JUMP] {
+            let mut net = Net::new(3);
+            let mut c = coord(3);
+            assert_eq!(net.run(&mut c, put(b"first")), Response::Done);
+            let forged = Msg::Store {
+                op: 1,
+                key: key(),
+                tag: Tag {
+                    ts: forged_ts,
+                    writer: 999,
+                },
+                value: Some(Bytes::from_static(b"forged")),
+            };
+            let mut out = O::new();
+            net.replicas[0].handle(Peer::Conn(66), forged, &mut out);
+            assert!(out.is_empty(), "the forger gets no ack");
+            assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
+            let get = Request::Get { key: key() };
+            let second = Response::Value(Some(Bytes::from_static(b"second")));
+            assert_eq!(net.run(&mut c, get.clone()), second);
+            let mut other = Coordinator::new(200, vec![1, 2, 3], CoordinatorConfig::default());
+            assert_eq!(net.run(&mut other, get), second);
+            for r in &net.replicas {
+                assert_eq!(r.get(b"k").unwrap().0, Tag { ts: 2, writer: 100 });
+            }
+        }
     }
 
     #[test]

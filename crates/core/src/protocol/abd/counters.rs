@@ -11,4 +11,10 @@ pub struct Counters {
     pub misrouted: u64,
     /// Stores ignored because the replica held a newer or equal tag.
     pub older_stores: u64,
+    /// Replica: stores refused, unanswered, because their tag jumped more
+    /// than `MAX_TAG_JUMP` ahead of the one held (or was `u64::MAX`).
+    pub tag_jumps_refused: u64,
+    /// Coordinator: writes refused because the key's highest tag has
+    /// `ts = u64::MAX`, so no newer tag exists.
+    pub tag_space_exhausted: u64,
 }

@@ -87,6 +87,12 @@ impl AbdNode {
             return;
         }
         for (key, tag, value) in entries {
+            // A peer's tag is not bounded by a jump (this store is empty),
+            // but one no write could supersede is never taken.
+            if tag.next(0).is_none() {
+                self.replica.counters.tag_jumps_refused += 1;
+                continue;
+            }
             self.replica.restore(Record::Register { key, tag, value });
         }
         votes.record(n);
@@ -156,6 +162,16 @@ impl Protocol for AbdNode {
                 "abd_older_stores_total",
                 "stores ignored because a newer tag was held",
                 r.older_stores,
+            ),
+            (
+                "abd_tag_jumps_refused_total",
+                "stores refused (unanswered): tag more than 2^32 ahead of the one held, or ts = 2^64-1",
+                r.tag_jumps_refused,
+            ),
+            (
+                "abd_tag_space_exhausted_total",
+                "writes refused because the key's highest tag has ts = 2^64-1",
+                c.tag_space_exhausted,
             ),
             (
                 "abd_stale_replies_total",

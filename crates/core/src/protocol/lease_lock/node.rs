@@ -93,6 +93,11 @@ impl LeaseNode {
             return;
         }
         for (key, tag, value) in entries {
+            // One no write could supersede is never taken.
+            if tag.next(0).is_none() {
+                self.replica.counters.tag_jumps_refused += 1;
+                continue;
+            }
             self.replica.restore(Record::Register { key, tag, value });
         }
         votes.record(n);
@@ -202,6 +207,16 @@ impl Protocol for LeaseNode {
                 "lease_lock_writes_denied_total",
                 "writes refused: not the holder or lease over",
                 r.writes_denied,
+            ),
+            (
+                "lease_lock_tag_jumps_refused_total",
+                "writes denied: tag more than 2^32 ahead of the one held, or ts = 2^64-1",
+                r.tag_jumps_refused,
+            ),
+            (
+                "lease_lock_tag_space_exhausted_total",
+                "puts refused because the key's highest tag has ts = 2^64-1",
+                c.tag_space_exhausted,
             ),
             (
                 "lease_lock_surplus_grants_total",
