@@ -58,12 +58,15 @@ enum Phase {
         highest: Tag,
         value: Option<Bytes>,
     },
-    /// Phase 2: storing `(tag, value)`; reply `result` once a quorum acked.
+    /// Phase 2: storing `(tag, value)`; reply `result` once a quorum acked,
+    /// or first store `then` (a write's own tag and value) after this
+    /// catch-up write-back (see `finish_query`).
     Store {
         acks: QuorumTracker,
         tag: Tag,
         value: Option<Bytes>,
         result: Response,
+        then: Option<(Tag, Option<Bytes>)>,
     },
 }
 
@@ -164,6 +167,9 @@ impl Coordinator {
             req @ Request::Znode(_) => return out.reply(client, req.refusal().expect("not KV")),
         };
         let op = self.next_op;
+        // An op id only names an operation among this coordinator's own
+        // (it starts at a hash, `first_op`): wrapping keeps it unique for
+        // 2^64 operations and orders nothing, unlike a tag's ts.
         self.next_op = self.next_op.wrapping_add(1);
         let asked = self.targets(now, None);
         self.send_to(
@@ -269,8 +275,8 @@ impl Coordinator {
         } else {
             *lowest == *highest
         };
-        let highest = (*highest, best.take());
-        self.finish_query(now, op, agreed, highest, out);
+        let (lowest, highest) = (*lowest, (*highest, best.take()));
+        self.finish_query(now, op, agreed, lowest, highest, out);
     }
 
     /// The query quorum is in with the `highest` (tag, value) it saw: a get
@@ -281,6 +287,7 @@ impl Coordinator {
         now: Time,
         op: u64,
         agreed: bool,
+        lowest: Tag,
         (max_tag, max_value): (Tag, Option<Bytes>),
         out: &mut Out<Msg, Timer>,
     ) {
@@ -294,7 +301,7 @@ impl Coordinator {
                     out.reply(p.client, Response::Value(max_value));
                 } else {
                     let result = Response::Value(max_value.clone());
-                    self.enter_store(now, op, max_tag, max_value, result, out);
+                    self.enter_store(now, op, (max_tag, max_value), result, None, out);
                 }
             }
             Kind::Write(value) => {
@@ -317,7 +324,19 @@ impl Coordinator {
                     return out.reply(p.client, Response::Failed(why));
                 };
                 self.last_ts = tag.ts;
-                self.enter_store(now, op, tag, value, Response::Done, out);
+                if tag.jumps_too_far(lowest) {
+                    // A replica of the quorum would refuse the new tag: the
+                    // highest is more than `MAX_TAG_JUMP` ahead of it (one
+                    // forged store can do that). Write the highest back
+                    // first, as a get would, so the replicas catch up; one
+                    // more round, only then. Without it, writes that see
+                    // the forged tag time out until a get writes it back.
+                    self.counters.catch_up_write_backs += 1;
+                    let then = Some((tag, value));
+                    let catch_up = (max_tag, max_value);
+                    return self.enter_store(now, op, catch_up, Response::Done, then, out);
+                }
+                self.enter_store(now, op, (tag, value), Response::Done, None, out);
             }
         }
     }
@@ -326,14 +345,15 @@ impl Coordinator {
         &mut self,
         now: Time,
         op: u64,
-        tag: Tag,
-        value: Option<Bytes>,
+        (tag, value): (Tag, Option<Bytes>),
         result: Response,
+        then: Option<(Tag, Option<Bytes>)>,
         out: &mut Out<Msg, Timer>,
     ) {
         let voters = match &self.pending[&op].phase {
             Phase::Query { votes, .. } => votes.members(),
-            Phase::Store { .. } => unreachable!("enter_store leaves phase 1"),
+            // After a catch-up write-back: the replicas that took it.
+            Phase::Store { acks, .. } => acks.members(),
         };
         let asked = self.targets(now, Some(voters));
         let retry_at = now.saturating_add(self.first_retry());
@@ -353,10 +373,11 @@ impl Coordinator {
             tag,
             value,
             result,
+            then,
         };
     }
 
-    fn on_store_ack(&mut self, from: NodeId, op: u64, out: &mut Out<Msg, Timer>) {
+    fn on_store_ack(&mut self, now: Time, from: NodeId, op: u64, out: &mut Out<Msg, Timer>) {
         let Some(p) = self.pending.get_mut(&op) else {
             self.counters.stale_replies += 1;
             return;
@@ -371,6 +392,16 @@ impl Coordinator {
             QuorumStatus::Pending => {}
             QuorumStatus::AlreadyWon => unreachable!("the op leaves as soon as the quorum is won"),
             QuorumStatus::Won => {
+                // A catch-up write-back is on a quorum: now the write's own.
+                if let Phase::Store {
+                    then: then @ Some(_),
+                    result,
+                    ..
+                } = &mut p.phase
+                {
+                    let (own, result) = (then.take().expect("matched"), result.clone());
+                    return self.enter_store(now, op, own, result, None, out);
+                }
                 let p = self.pending.remove(&op).expect("present");
                 let Phase::Store { result, .. } = p.phase else {
                     unreachable!()
@@ -392,7 +423,7 @@ impl Coordinator {
             Msg::QueryReply { op, tag, value } => {
                 self.on_query_reply(now, node, op, tag, value, out)
             }
-            Msg::StoreAck { op } => self.on_store_ack(node, op, out),
+            Msg::StoreAck { op } => self.on_store_ack(now, node, op, out),
             Msg::Query { .. } | Msg::Store { .. } | Msg::SyncRequest | Msg::SyncReply { .. } => {
                 self.counters.misrouted += 1
             }
@@ -781,6 +812,45 @@ mod tests {
                 assert_eq!(r.get(b"k").unwrap().0, Tag { ts: 2, writer: 100 });
             }
         }
+    }
+
+    /// A forged store at exactly `MAX_TAG_JUMP` ahead is taken by the one
+    /// replica it reaches. The next write sees it and would jump more than
+    /// `MAX_TAG_JUMP` past the other replicas, which would refuse it: it
+    /// writes the highest back first, then its own tag, and completes.
+    #[test]
+    fn a_write_past_a_maximal_jump_writes_the_highest_back_first() {
+        use crate::types::MAX_TAG_JUMP;
+        let mut net = Net::new(3);
+        let mut c = coord(3);
+        assert_eq!(net.run(&mut c, put(b"first")), Response::Done);
+        let forged = Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag {
+                ts: 1 + MAX_TAG_JUMP,
+                writer: 999,
+            },
+            value: Some(Bytes::from_static(b"forged")),
+        };
+        let mut out = O::new();
+        net.replicas[0].handle(Peer::Conn(66), forged, &mut out);
+        assert_eq!(sends(&mut out).len(), 1, "within the bound: taken");
+        assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
+        assert_eq!(c.counters.catch_up_write_backs, 1);
+        let own = Tag {
+            ts: 2 + MAX_TAG_JUMP,
+            writer: 100,
+        };
+        for r in &net.replicas {
+            assert_eq!(r.get(b"k").unwrap().0, own);
+            assert_eq!(r.counters.tag_jumps_refused, 0);
+        }
+        let get = Request::Get { key: key() };
+        let second = Response::Value(Some(Bytes::from_static(b"second")));
+        assert_eq!(net.run(&mut c, get), second);
+        assert_eq!(net.run(&mut c, put(b"third")), Response::Done);
+        assert_eq!(c.counters.catch_up_write_backs, 1, "only when needed");
     }
 
     #[test]

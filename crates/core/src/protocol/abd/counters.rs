@@ -17,4 +17,8 @@ pub struct Counters {
     /// Coordinator: writes refused because the key's highest tag has
     /// `ts = u64::MAX`, so no newer tag exists.
     pub tag_space_exhausted: u64,
+    /// Coordinator: writes that first wrote the quorum's highest tag back
+    /// because their own would have jumped more than `MAX_TAG_JUMP` ahead
+    /// of a replica of the quorum.
+    pub catch_up_write_backs: u64,
 }

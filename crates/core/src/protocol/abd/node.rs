@@ -174,6 +174,11 @@ impl Protocol for AbdNode {
                 c.tag_space_exhausted,
             ),
             (
+                "abd_catch_up_write_backs_total",
+                "writes that first wrote back a tag more than 2^32 ahead of a replica",
+                c.catch_up_write_backs,
+            ),
+            (
                 "abd_stale_replies_total",
                 "replies for operations already finished",
                 c.stale_replies,
