@@ -392,7 +392,10 @@ impl Coordinator {
             QuorumStatus::Pending => {}
             QuorumStatus::AlreadyWon => unreachable!("the op leaves as soon as the quorum is won"),
             QuorumStatus::Won => {
-                // A catch-up write-back is on a quorum: now the write's own.
+                // A catch-up write-back is on a quorum: now the write's own
+                // store, under a fresh op id. A `StoreAck` names no tag, so
+                // a late or duplicated ack of the write-back must not count
+                // for it: under the old id it is a stale reply.
                 if let Phase::Store {
                     then: then @ Some(_),
                     result,
@@ -400,7 +403,11 @@ impl Coordinator {
                 } = &mut p.phase
                 {
                     let (own, result) = (then.take().expect("matched"), result.clone());
-                    return self.enter_store(now, op, own, result, None, out);
+                    let p = self.pending.remove(&op).expect("present");
+                    let fresh = self.next_op;
+                    self.next_op = self.next_op.wrapping_add(1);
+                    self.pending.insert(fresh, p);
+                    return self.enter_store(now, fresh, own, result, None, out);
                 }
                 let p = self.pending.remove(&op).expect("present");
                 let Phase::Store { result, .. } = p.phase else {
@@ -838,6 +845,20 @@ mod tests {
         assert_eq!(sends(&mut out).len(), 1, "within the bound: taken");
         assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
         assert_eq!(c.counters.catch_up_write_backs, 1);
+        let stores: Vec<_> = (net.sent.iter())
+            .filter_map(|m| match m {
+                Msg::Store { op, tag, .. } if tag.ts > 1 => Some((*op, tag.ts)),
+                _ => None,
+            })
+            .collect();
+        let (catch_up, own) = (stores[0], stores[stores.len() - 1]);
+        assert_eq!((catch_up.1, own.1), (1 + MAX_TAG_JUMP, 2 + MAX_TAG_JUMP));
+        assert_ne!(catch_up.0, own.0, "a fresh op id: acks name no tag");
+        // A late ack of the catch-up is stale, not an ack of the write.
+        let mut out = O::new();
+        let late = Msg::StoreAck { op: catch_up.0 };
+        c.handle(T0, Peer::Node(3), late, &mut out);
+        assert!(out.is_empty());
         let own = Tag {
             ts: 2 + MAX_TAG_JUMP,
             writer: 100,
