@@ -129,13 +129,14 @@ pub const TAG_SPACE_EXHAUSTED: &str = "tag space of key exhausted";
 impl Tag {
     pub const ZERO: Tag = Tag { ts: 0, writer: 0 };
     /// The tag a writer with id `writer` uses to supersede `self`, or `None`
-    /// when `self.ts` is `u64::MAX`: no tag is newer (never wrap to 0, which
-    /// would make every later write older than the one it must supersede).
+    /// when the key's tag space is used up: never wrap to 0, which would
+    /// make every later write older than the one it must supersede. A `ts`
+    /// of `u64::MAX` is never issued either: no tag could follow it, and
+    /// replicas refuse it (`jumps_too_far`), so the last usable is
+    /// `u64::MAX - 1`.
     pub fn next(self, writer: u64) -> Option<Tag> {
-        Some(Tag {
-            ts: self.ts.checked_add(1)?,
-            writer,
-        })
+        let ts = self.ts.checked_add(1).filter(|&ts| ts < u64::MAX)?;
+        Some(Tag { ts, writer })
     }
     /// Whether a replica holding `held` must refuse `self`: its `ts` is more
     /// than [`MAX_TAG_JUMP`] ahead (see there), or it is `u64::MAX`, from
@@ -270,6 +271,19 @@ mod tests {
             writer: 999,
         };
         assert_eq!(last.next(1), None, "ts + 1 would wrap to 0");
+        let before_last = Tag {
+            ts: u64::MAX - 1,
+            ..last
+        };
+        assert_eq!(before_last.next(1), None, "u64::MAX is never issued");
+        let ts = u64::MAX - 2;
+        assert_eq!(
+            Tag { ts, writer: 1 }.next(2),
+            Some(Tag {
+                ts: ts + 1,
+                writer: 2
+            })
+        );
     }
 
     #[test]

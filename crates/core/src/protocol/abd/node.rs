@@ -89,7 +89,7 @@ impl AbdNode {
         for (key, tag, value) in entries {
             // A peer's tag is not bounded by a jump (this store is empty),
             // but one no write could supersede is never taken.
-            if tag.next(0).is_none() {
+            if tag.ts == u64::MAX {
                 self.replica.counters.tag_jumps_refused += 1;
                 continue;
             }
@@ -223,6 +223,27 @@ mod tests {
     /// `n` receives `entries` from peer `from`, answering its `SyncRequest`.
     fn sync(n: &mut AbdNode, from: NodeId, entries: Vec<(Bytes, Tag, Option<Bytes>)>, out: &mut O) {
         n.on_msg(T0, Peer::Node(from), Msg::SyncReply { entries }, out);
+    }
+
+    /// Issue 31: a peer's entry at `ts = u64::MAX` (no write could
+    /// supersede it) is not merged; the others are; it is counted.
+    #[test]
+    fn a_recovering_replica_skips_an_entry_at_the_last_tag() {
+        let mut n =
+            AbdNode::new(1, vec![1, 2, 3], false, CoordinatorConfig::default()).recovering();
+        let mut out = O::new();
+        let last = Tag {
+            ts: u64::MAX,
+            writer: 9,
+        };
+        let entries = vec![
+            (key(), last, None),
+            (Bytes::from_static(b"ok"), Tag { ts: 4, writer: 2 }, None),
+        ];
+        sync(&mut n, 2, entries, &mut out);
+        assert!(n.replica.get(b"k").is_none(), "not merged");
+        assert_eq!(n.replica.get(b"ok").unwrap().0.ts, 4);
+        assert_eq!(n.replica.counters.tag_jumps_refused, 1);
     }
 
     #[test]

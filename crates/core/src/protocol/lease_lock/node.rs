@@ -94,7 +94,7 @@ impl LeaseNode {
         }
         for (key, tag, value) in entries {
             // One no write could supersede is never taken.
-            if tag.next(0).is_none() {
+            if tag.ts == u64::MAX {
                 self.replica.counters.tag_jumps_refused += 1;
                 continue;
             }
@@ -304,6 +304,32 @@ mod tests {
         let entries = vec![(key(), Tag { ts, writer: 1 }, Some(Bytes::from_static(v)))];
         let at = Time(u64::MAX);
         n.on_msg(T0, Peer::Node(from), Msg::SyncReply { at, entries }, out);
+    }
+
+    /// Issue 31: a peer's register at `ts = u64::MAX` (no write could
+    /// supersede it) is not merged; the others are; it is counted.
+    #[test]
+    fn a_recovering_replica_skips_a_register_at_the_last_tag() {
+        let cfg = CoordinatorConfig::default();
+        let mut n =
+            LeaseNode::new(1, vec![1, 2, 3], Duration::from_secs(1), false, cfg).recovering();
+        let mut out = O::new();
+        let entries = vec![
+            (
+                key(),
+                Tag {
+                    ts: u64::MAX,
+                    writer: 9,
+                },
+                None,
+            ),
+            (Bytes::from_static(b"ok"), Tag { ts: 4, writer: 2 }, None),
+        ];
+        let at = Time(u64::MAX);
+        n.on_msg(T0, Peer::Node(2), Msg::SyncReply { at, entries }, &mut out);
+        assert!(n.replica.get(b"k").is_none(), "not merged");
+        assert_eq!(n.replica.get(b"ok").unwrap().tag.ts, 4);
+        assert_eq!(n.replica.counters.tag_jumps_refused, 1);
     }
 
     /// A replica that lost its state is in no quorum (it denies every
