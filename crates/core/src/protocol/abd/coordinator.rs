@@ -426,6 +426,12 @@ impl Coordinator {
             self.counters.misrouted += 1;
             return;
         };
+        if !self.members.contains(&node) {
+            // Not a replica of this cluster: it counts in no quorum (and
+            // an id past 63 would not fit the quorum bitsets).
+            self.counters.misrouted += 1;
+            return;
+        }
         match msg {
             Msg::QueryReply { op, tag, value } => {
                 self.on_query_reply(now, node, op, tag, value, out)
@@ -872,6 +878,23 @@ mod tests {
         assert_eq!(net.run(&mut c, get), second);
         assert_eq!(net.run(&mut c, put(b"third")), Response::Done);
         assert_eq!(c.counters.catch_up_write_backs, 1, "only when needed");
+    }
+
+    /// A reply from an id that is no replica of the cluster (64 would not
+    /// even fit the quorum bitset) counts in no quorum, and panics nothing.
+    #[test]
+    fn replies_from_outside_the_cluster_are_ignored() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef::local(1), put(b"x"), &mut out);
+        out.drain();
+        for n in [4, 64, u32::MAX] {
+            qreply(&mut c, n, 1, 1, None, &mut out);
+            c.handle(T0, Peer::Node(n), Msg::StoreAck { op: 1 }, &mut out);
+        }
+        qreply(&mut c, 1, 1, 1, None, &mut out);
+        assert!(out.is_empty(), "one replica is no quorum of 3");
+        assert_eq!(c.counters.misrouted, 6);
     }
 
     #[test]

@@ -89,6 +89,9 @@ impl LeaseNode {
         let (Peer::Node(n), Some(votes)) = (from, self.recovery.as_mut()) else {
             return; // not recovering (a late reply), or not from a replica
         };
+        if !self.members.contains(&n) {
+            return; // not a replica of this cluster
+        }
         if votes.has(n) || at < self.sync_from {
             return;
         }

@@ -323,6 +323,27 @@ mod tests {
         assert_eq!(c.counters.tag_space_exhausted, 1);
     }
 
+    /// Replies from an id that is no replica of the cluster (64 would not
+    /// fit the lock bitsets) are ignored, and panic nothing.
+    #[test]
+    fn replies_from_outside_the_cluster_are_ignored() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        let l = locked(&mut c, put(b"v"), &[1, 2], &mut out);
+        out.drain();
+        for n in [4, 64, u32::MAX] {
+            read_reply(&mut c, n, l, 9, 9, "x", &mut out);
+            ack(&mut c, n, l, &mut out);
+            let granted = Msg::LockGranted {
+                lock: l,
+                key: key(),
+            };
+            c.handle(T0, Peer::Node(n), granted, &mut out);
+        }
+        assert!(out.is_empty());
+        assert_eq!(c.counters.misrouted, 9);
+    }
+
     /// §4.1 put: tag = (max ts + 1, own id) to the locked Q; done at Q acks.
     #[test]
     fn a_put_writes_max_ts_plus_one_to_the_locked_quorum() {
