@@ -313,10 +313,10 @@ impl Coordinator {
                     ts: max_tag.ts.max(self.last_ts),
                     writer: 0,
                 };
-                // Checked: a key whose highest tag has `ts = u64::MAX` takes
-                // no newer write. Refused before any store left, so the
-                // write had no effect (issue 31: `ts + 1` wrapped to 0, and
-                // every later write lost to the forged tag).
+                // Checked (`Tag::next`): a key whose tag space is used up
+                // takes no newer write. Refused before any store left, so
+                // the write had no effect (issue 31: `ts + 1` wrapped to 0,
+                // and every later write lost to the forged tag).
                 let Some(tag) = floor.next(self.id) else {
                     let p = self.pending.remove(&op).expect("present");
                     self.counters.tag_space_exhausted += 1;

@@ -14,8 +14,8 @@ pub struct Counters {
     /// Replica: stores refused, unanswered, because their tag jumped more
     /// than `MAX_TAG_JUMP` ahead of the one held (or was `u64::MAX`).
     pub tag_jumps_refused: u64,
-    /// Coordinator: writes refused because the key's highest tag has
-    /// `ts = u64::MAX`, so no newer tag exists.
+    /// Coordinator: writes refused because the key's tag space is used up
+    /// (`Tag::next`: no ts follows `u64::MAX - 1`).
     pub tag_space_exhausted: u64,
     /// Coordinator: writes that first wrote the quorum's highest tag back
     /// because their own would have jumped more than `MAX_TAG_JUMP` ahead

@@ -173,7 +173,7 @@ impl Protocol for AbdNode {
             ),
             (
                 "abd_tag_space_exhausted_total",
-                "writes refused because the key's highest tag has ts = 2^64-1",
+                "writes refused: the key's tag space is used up",
                 c.tag_space_exhausted,
             ),
             (

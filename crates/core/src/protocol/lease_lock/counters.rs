@@ -17,8 +17,8 @@ pub struct Counters {
     /// Replica: WRITEs denied because their tag jumped more than
     /// `MAX_TAG_JUMP` ahead of the held one (or was `u64::MAX`).
     pub tag_jumps_refused: u64,
-    /// Coordinator: puts refused because the key's highest tag has
-    /// `ts = u64::MAX`, so no newer tag exists.
+    /// Coordinator: puts refused because the key's tag space is used up
+    /// (`Tag::next`: no ts follows `u64::MAX - 1`).
     pub tag_space_exhausted: u64,
     /// Coordinator: grants it will not use (after the Q-th, or for a round
     /// that ended), released at once or left to expire (`surplus-grants`).

@@ -218,7 +218,7 @@ impl Protocol for LeaseNode {
             ),
             (
                 "lease_lock_tag_space_exhausted_total",
-                "puts refused because the key's highest tag has ts = 2^64-1",
+                "puts refused: the key's tag space is used up",
                 c.tag_space_exhausted,
             ),
             (

@@ -44,8 +44,8 @@ pub struct Counters {
     pub stale_credits: u64,
     /// Ring messages from a client connection.
     pub misrouted: u64,
-    /// Client writes refused because the key's highest tag has
-    /// `ts = u64::MAX`, so no newer tag exists (issue 31).
+    /// Client writes refused because the key's tag space is used up
+    /// (`Tag::next`: no ts follows `u64::MAX - 1`; issue 31).
     pub tag_space_exhausted: u64,
 }
 
@@ -125,7 +125,7 @@ impl Counters {
             ),
             (
                 "ring_tag_space_exhausted_total",
-                "writes refused because the key's highest tag has ts = 2^64-1",
+                "writes refused: the key's tag space is used up",
                 self.tag_space_exhausted,
             ),
             (
