@@ -154,21 +154,10 @@ pub async fn run_with<D: ProtocolDef>(
     let storage = crate::storage::open(opts.durability, opts.data().as_ref())?;
     let core = D::node(&spec, &popts, None);
     let storage = (storage, started);
-    run_core(
-        core,
-        storage,
-        opts,
-        listeners,
-        client_may_send::<D>,
-        shutdown,
-    )
-    .await
-}
-
-/// Which protocol messages a connection that is not a replica may send
-/// (a client-side coordinator's); everything else is peer-only.
-fn client_may_send<D: ProtocolDef>(_msg: &D::Msg) -> bool {
-    D::HAS_CLIENT_COORDINATOR
+    // Which protocol messages a connection that is not a replica may send
+    // (a client-side coordinator's); everything else is peer-only.
+    let may_send = quorumkv_core::protocol::registry::client_may_send_fn::<D>();
+    run_core(core, storage, opts, listeners, may_send, shutdown).await
 }
 
 async fn run_core<P: Protocol + Send + 'static>(
