@@ -585,7 +585,16 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
         if self.ftx.send(challenge).is_err() {
             return None;
         }
-        let answer = tokio::time::timeout(PROOF_TIMEOUT, reader.next::<M>()).await;
+        // The dialler beats from its hello on: beats may come before the proof.
+        let proof = async {
+            loop {
+                match reader.next::<M>().await {
+                    Ok(Frame::Heartbeat) => continue,
+                    other => return other,
+                }
+            }
+        };
+        let answer = tokio::time::timeout(PROOF_TIMEOUT, proof).await;
         let why = match answer {
             Ok(Ok(Frame::PeerProof { proof }))
                 if secret.verify(
