@@ -52,6 +52,9 @@ pub struct ServerOptions {
     /// Uniform jitter added on top of each of the two, per frame (halved on
     /// replica links, like the RTT).
     pub rtt_jitter: Duration,
+    /// TLS on the native and RESP ports and on links to peers (`None`:
+    /// plain TCP).
+    pub tls: Option<crate::tls::TlsSettings>,
 }
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
@@ -80,6 +83,7 @@ impl ServerOptions {
             rtt_client: Duration::ZERO,
             rtt_peer: Duration::ZERO,
             rtt_jitter: Duration::ZERO,
+            tls: None,
             cluster,
         };
         if let Some(l) = limits {

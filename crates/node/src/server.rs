@@ -6,7 +6,7 @@
 //! connection for traffic in both directions, redialling with backoff when it
 //! breaks. So every pair of replicas shares exactly one connection.
 
-use crate::accept::{accept_limited, finish_writer};
+use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::budget::Budget;
 use crate::codec::Frame;
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
@@ -20,6 +20,8 @@ pub use crate::options::{
 };
 use crate::peer_dial::PeerDialer;
 use crate::shutdown::{ConnStop, Shutdown};
+use crate::stream::Conn;
+use crate::tls::{TlsIdentity, TlsServer};
 use anyhow::Context;
 use quorumkv_core::protocol::{
     NodeSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
@@ -31,7 +33,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -186,6 +188,10 @@ async fn run_core<P: Protocol + Send + 'static>(
             started.elapsed().as_secs_f64()
         );
     }
+    let tls = match &opts.tls {
+        Some(settings) => Some(TlsServer::load(settings.clone()).context("TLS")?),
+        None => None,
+    };
     let (tx, rx) = mpsc::channel::<Input<P::Msg>>(8192);
     let driver_task = tokio::spawn(driver.run(rx));
     let opts = Arc::new(opts);
@@ -199,7 +205,12 @@ async fn run_core<P: Protocol + Send + 'static>(
         conn_ids.clone(),
         native_limits,
         stop.clone(),
+        tls.clone(),
     ))];
+    if let Some(tls) = &tls {
+        accepts.push(tls.reload_on_sighup()?);
+        tracing::info!(cert = %tls.settings().cert.display(), "TLS 1.3 on the native and RESP ports");
+    }
     if let Some(l) = listeners.resp {
         accepts.push(tokio::spawn(crate::resp_server::accept_resp::<P>(
             l,
@@ -207,6 +218,7 @@ async fn run_core<P: Protocol + Send + 'static>(
             opts.clone(),
             resp_limits,
             stop.clone(),
+            tls.clone(),
         )));
     }
     if let Some(l) = listeners.metrics {
@@ -217,7 +229,10 @@ async fn run_core<P: Protocol + Send + 'static>(
     }
     accepts.push(tokio::spawn(crate::trim::trim_periodically()));
     let dials = (opts.cluster.replicas.iter().filter(|r| r.id < opts.id))
-        .map(|r| tokio::spawn(dial_peer::<P>(r.id, r.dial(), tx.clone(), opts.clone())))
+        .map(|r| {
+            let link = dial_peer::<P>(r.id, r.dial(), tx.clone(), opts.clone(), tls.clone());
+            tokio::spawn(link)
+        })
         .collect();
     drop((tx, stop));
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
@@ -263,32 +278,31 @@ async fn accept_native<P: Protocol + Send + 'static>(
     conn_ids: Arc<AtomicU64>,
     limits: ConnLimits,
     stop: ConnStop,
+    tls: Option<Arc<TlsServer>>,
 ) {
     let max = opts.max_connections;
-    let serve = move |stream: TcpStream, addr: SocketAddr| {
+    let serve = move |stream: Conn, addr: SocketAddr, identity: Option<TlsIdentity>| {
         let conn = conn_ids.fetch_add(1, Ordering::Relaxed);
         let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
         let stop = stop.clone();
         async move {
-            if let Err(e) = serve_native::<P>(stream, conn, tx, &opts, &limits, stop).await {
+            let serving = serve_native::<P>(stream, identity, conn, tx, &opts, &limits, stop);
+            if let Err(e) = serving.await {
                 tracing::debug!(%addr, "native connection ended: {e}");
             }
         }
     };
-    accept_limited(listener, max, serve, |s| {
-        refuse_native::<P>(s, "too many connections")
-    })
-    .await;
+    let say = Refusals {
+        too_many: error_frame("too many connections"),
+        plain_on_tls: error_frame(crate::tls::PLAIN_ON_TLS_PORT),
+    };
+    accept_conns(listener, max, tls, say, serve).await;
 }
 
-async fn refuse_native<P: Protocol + Send + 'static>(stream: TcpStream, why: &str) {
-    let (_, wr) = stream.into_split();
-    let (ftx, task) = spawn_writer::<P::Msg>(wr, link_queue());
-    let _ = ftx.send(Frame::Error {
-        message: why.to_string(),
-    });
-    drop(ftx);
-    let _ = task.await;
+/// An `Error` frame's bytes (the same whatever the protocol's messages).
+fn error_frame(message: &str) -> Vec<u8> {
+    let message = message.to_string();
+    crate::codec::encode_to_bytes::<()>(&Frame::Error { message }).to_vec()
 }
 
 /// Serve one inbound native connection: either a replica that dialled us
@@ -296,14 +310,15 @@ async fn refuse_native<P: Protocol + Send + 'static>(stream: TcpStream, why: &st
 /// coordinator's protocol messages). Replica links, and coordinators that
 /// send heartbeats, get heartbeats.
 async fn serve_native<P: Protocol + Send + 'static>(
-    stream: TcpStream,
+    stream: Conn,
+    tls: Option<TlsIdentity>,
     conn: u64,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
     limits: &ConnLimits,
     mut stop: ConnStop,
 ) -> Result<(), ReadError> {
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = stream.split();
     let mut reader = FrameReader::with_buf(rd, limits.in_buf(), opts.max_frame);
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, limits.out_queue());
     ftx.set_delay(opts.client_delay(conn));
@@ -312,6 +327,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
         opts,
         ftx,
         peer: None,
+        tls,
     };
     let mut batch = Batcher::new(tx.clone());
     let mut beating = false;
@@ -391,6 +407,8 @@ struct NativeConn<'a, M> {
     ftx: FrameTx<M>,
     /// Who is on the other side; set by the first Hello or Proto frame.
     peer: Option<Peer>,
+    /// What its TLS certificate proved (`None`: not a TLS connection).
+    tls: Option<TlsIdentity>,
 }
 
 impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
@@ -471,6 +489,11 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
             let _ = self.ftx.send(Frame::Error { message });
             return None;
         }
+        if let Some(message) = self.tls.as_ref().and_then(|t| certificate_refuses(t, node)) {
+            tracing::warn!(peer = node, "refusing a replica link: {message}");
+            let _ = self.ftx.send(Frame::Error { message });
+            return None;
+        }
         self.peer = Some(Peer::Node(node));
         // A replica link: its own bounds, no client budget, no deadlines
         // (the protocol retransmits; links are redialled).
@@ -483,6 +506,18 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
             peer: Peer::Node(node),
             tx: Some(self.ftx.clone()),
         })
+    }
+}
+
+/// Over TLS, a connection may be replica `node`'s link only if its
+/// certificate names that replica; why not, if it does not.
+fn certificate_refuses(tls: &TlsIdentity, node: NodeId) -> Option<String> {
+    match tls.replica {
+        Some(r) if r == node => None,
+        Some(r) => Some(format!("certificate names replica {r}, not {node}")),
+        None => Some(format!(
+            "no replica certificate presented; refusing peer {node}"
+        )),
     }
 }
 
@@ -525,11 +560,12 @@ async fn dial_peer<P: Protocol + Send + 'static>(
     name: String,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
+    tls: Option<Arc<TlsServer>>,
 ) {
     let mut dialer = PeerDialer::new(name, crate::peer_dial::resolve_now);
     let mut backoff = Duration::from_millis(20);
     loop {
-        match dialer.connect().await {
+        match dialer.connect_to_peer(id, tls.as_deref()).await {
             Ok(stream) => {
                 backoff = Duration::from_millis(20);
                 match run_link::<P>(id, stream, &tx, &opts).await {
@@ -549,13 +585,12 @@ async fn dial_peer<P: Protocol + Send + 'static>(
 /// process still completes TCP handshakes, but must not count as up.
 async fn run_link<P: Protocol + Send + 'static>(
     id: NodeId,
-    stream: TcpStream,
+    stream: Conn,
     tx: &mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
 ) -> LinkEnd {
-    let _ = stream.set_nodelay(true);
     let peer = Peer::Node(id);
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = stream.split();
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
     ftx.set_delay(opts.peer_delay(id));
     let _ = ftx.send(Frame::HelloPeer {
