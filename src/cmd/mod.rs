@@ -1,3 +1,4 @@
+pub mod cert;
 pub mod chaos;
 pub mod cluster;
 pub mod delay_proxy;

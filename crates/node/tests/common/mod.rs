@@ -12,7 +12,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use quorumkv_node::stream::{Conn, ConnWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -40,6 +40,7 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
         replicas,
         limits: None,
         options: Default::default(),
+        tls: None,
     };
     (file, ls)
 }
@@ -117,12 +118,16 @@ where
 /// A raw native connection, for playing a peer or client by hand.
 pub struct Raw {
     pub reader: FrameReader,
-    pub wr: OwnedWriteHalf,
+    pub wr: ConnWrite,
 }
 
 impl Raw {
     pub fn new(stream: TcpStream) -> Raw {
-        let (rd, wr): (OwnedReadHalf, OwnedWriteHalf) = stream.into_split();
+        Raw::over(Conn::Plain(stream))
+    }
+    /// A raw connection over plain TCP or TLS.
+    pub fn over(conn: Conn) -> Raw {
+        let (rd, wr) = conn.split();
         Raw {
             reader: FrameReader::new(rd, DEFAULT_MAX_FRAME),
             wr,
@@ -137,6 +142,7 @@ impl Raw {
             bytes.extend_from_slice(&encode_to_bytes(f));
         }
         self.wr.write_all(&bytes).await.unwrap();
+        self.wr.flush().await.unwrap();
     }
     /// The next frame, or why there is none; panics after `within`.
     pub async fn next(&mut self, within: Duration) -> Result<Frame<Msg>, ReadError> {
