@@ -8,6 +8,7 @@ pub mod kv;
 pub mod protocols;
 pub mod server;
 pub mod target;
+pub mod tls_args;
 pub mod zk;
 
 /// Print one clear line and return the failure exit code.

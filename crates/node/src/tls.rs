@@ -354,7 +354,7 @@ pub async fn dial(addr: SocketAddr, host: &str, tls: Option<&ClientTls>) -> Resu
             m if m.contains("NotValidForName") || m.contains("not valid for name") => {
                 " (the server's certificate does not name the host dialled)"
             }
-            m if m.contains("UnknownIssuer") => {
+            m if m.contains("UnknownIssuer") || m.contains("BadSignature") => {
                 " (the server's certificate is not signed by the CA given)"
             }
             _ => "",
