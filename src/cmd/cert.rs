@@ -154,12 +154,18 @@ fn named(cn: &str) -> DistinguishedName {
 fn load_ca(dir: &Path) -> anyhow::Result<(Certificate, KeyPair)> {
     use anyhow::Context;
     let (pem, key) = (dir.join("ca.pem"), dir.join("ca.key"));
-    let hint = || format!("no CA in {} (run `quorumkv cert ca --dir {0}` first)", dir.display());
+    let hint = || {
+        format!(
+            "no CA in {} (run `quorumkv cert ca --dir {0}` first)",
+            dir.display()
+        )
+    };
     let key_text = std::fs::read_to_string(&key).with_context(hint)?;
     let cert_text = std::fs::read_to_string(&pem).with_context(hint)?;
     let ca_key = KeyPair::from_pem(&key_text)
         .with_context(|| format!("{}: not a private key", key.display()))?;
-    let der = pem_der(&cert_text).with_context(|| format!("{}: not a certificate", pem.display()))?;
+    let der =
+        pem_der(&cert_text).with_context(|| format!("{}: not a certificate", pem.display()))?;
     let names = quorumkv_node::tls::cert_names(&der)
         .with_context(|| format!("{}: cannot read the certificate", pem.display()))?;
     let name = names.common_name.unwrap_or_default();
@@ -192,18 +198,35 @@ fn make_replica(a: &ReplicaArgs) -> Written {
         ExtendedKeyUsagePurpose::ServerAuth,
         ExtendedKeyUsagePurpose::ClientAuth,
     ];
-    sign(params, a.days, &a.dir, &format!("replica-{}", a.id), (&ca, &ca_key))
+    sign(
+        params,
+        a.days,
+        &a.dir,
+        &format!("replica-{}", a.id),
+        (&ca, &ca_key),
+    )
 }
 
 fn make_client(a: &ClientArgs) -> Written {
-    if a.name.is_empty() || !a.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)) {
+    if a.name.is_empty()
+        || !a
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+    {
         anyhow::bail!("--name: letters, digits and - _ . @ only (it names the files)");
     }
     let (ca, ca_key) = load_ca(&a.dir)?;
     let mut params = CertificateParams::default();
     params.distinguished_name = named(&a.name);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    sign(params, a.days, &a.dir, &format!("client-{}", a.name), (&ca, &ca_key))
+    sign(
+        params,
+        a.days,
+        &a.dir,
+        &format!("client-{}", a.name),
+        (&ca, &ca_key),
+    )
 }
 
 fn san(host: &str) -> anyhow::Result<SanType> {

@@ -16,10 +16,22 @@ pub struct TlsArgs {
     tls_ca: Option<PathBuf>,
     /// Present this client certificate (PEM; needed where replicas run with
     /// client_cert_auth). Default: $QUORUMKV_CLIENT_CERT, else the cluster file's [tls] client_cert.
-    #[arg(long = "cert", id = "client_cert", value_name = "FILE", env = "QUORUMKV_CLIENT_CERT", requires = "client_key")]
+    #[arg(
+        long = "cert",
+        id = "client_cert",
+        value_name = "FILE",
+        env = "QUORUMKV_CLIENT_CERT",
+        requires = "client_key"
+    )]
     cert: Option<PathBuf>,
     /// The client certificate's private key (PEM).
-    #[arg(long = "key", id = "client_key", value_name = "FILE", env = "QUORUMKV_CLIENT_KEY", requires = "client_cert")]
+    #[arg(
+        long = "key",
+        id = "client_key",
+        value_name = "FILE",
+        env = "QUORUMKV_CLIENT_KEY",
+        requires = "client_cert"
+    )]
     key: Option<PathBuf>,
 }
 

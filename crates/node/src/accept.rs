@@ -91,7 +91,9 @@ pub(crate) async fn accept_conns<S, SF>(
             };
             match tls.accept(stream, addr, HANDSHAKE_TIMEOUT).await {
                 Ok((conn, identity)) => serve(conn, addr, Some(identity)).await,
-                Err(AcceptError::NotTls(stream)) => say_and_close(Conn::Plain(stream), &plain).await,
+                Err(AcceptError::NotTls(stream)) => {
+                    say_and_close(Conn::Plain(stream), &plain).await
+                }
                 Err(AcceptError::Failed(_)) => {} // counted and logged
             }
         }
@@ -125,7 +127,10 @@ pub(crate) async fn say_and_close(conn: Conn, words: &[u8]) {
         crate::stream::write_flush(&mut wr, words).await?;
         wr.shutdown().await
     };
-    if tokio::time::timeout(Duration::from_secs(1), said).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(1), said)
+        .await
+        .is_err()
+    {
         return;
     }
     let mut sink = [0u8; 4096];

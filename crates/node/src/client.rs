@@ -584,7 +584,8 @@ impl Visitor for BuildDirect {
         let mut tasks = vec![tokio::spawn(driver.run(rx))];
         for (addr, first) in links {
             let tls = cfg.tls.clone();
-            let link = keep_link::<D::Client>(addr, first.ok(), tx.clone(), cfg.connect_timeout, tls);
+            let link =
+                keep_link::<D::Client>(addr, first.ok(), tx.clone(), cfg.connect_timeout, tls);
             tasks.push(tokio::spawn(link));
         }
         Ok(Inner::Direct {
@@ -720,11 +721,7 @@ struct ProxyState {
 const MAX_REDIRECTS: u32 = 8;
 
 impl ProxyConn {
-    fn new(
-        endpoints: Vec<Dial>,
-        cfg: ClientConfig,
-        events: mpsc::UnboundedSender<Event>,
-    ) -> Self {
+    fn new(endpoints: Vec<Dial>, cfg: ClientConfig, events: mpsc::UnboundedSender<Event>) -> Self {
         let state = ProxyState {
             endpoints,
             next_endpoint: 0,

@@ -146,7 +146,8 @@ impl TlsFile {
 
     /// Replica `id`'s files.
     pub fn replica(&self, id: NodeId) -> anyhow::Result<crate::tls::TlsSettings> {
-        let with_id = |p: PathBuf| PathBuf::from(p.to_string_lossy().replace("{id}", &id.to_string()));
+        let with_id =
+            |p: PathBuf| PathBuf::from(p.to_string_lossy().replace("{id}", &id.to_string()));
         Ok(crate::tls::TlsSettings {
             ca: self.ca_path()?,
             cert: with_id(self.path(&self.cert, &format!("replica-{id}.pem"), "cert")?),

@@ -215,7 +215,9 @@ impl LocalCluster {
             true => {
                 let tls = make_certs(&cfg, &dir.join("tls")).await?;
                 let client_cert = tls.client_cert_key();
-                let cert_key = client_cert.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+                let cert_key = client_cert
+                    .as_ref()
+                    .map(|(c, k)| (c.as_path(), k.as_path()));
                 let client = ClientTls::from_files(&tls.ca_path()?, cert_key)?;
                 file.tls = Some(tls);
                 Some(client)

@@ -5,13 +5,13 @@
 
 use crate::budget::{Budget, Charge, OverBudget};
 use crate::codec::{decode_frame, encode, frame_need, CodecError, Frame};
+use crate::stream::{ConnRead, ConnWrite};
 use bytes::BytesMut;
 use serde::{de::DeserializeOwned, Serialize};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use crate::stream::{ConnRead, ConnWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};

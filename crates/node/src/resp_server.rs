@@ -41,7 +41,8 @@ pub(crate) async fn accept_resp<P: Protocol + Send + 'static>(
     };
     let say = Refusals {
         too_many: b"-ERR max number of clients reached\r\n".to_vec(),
-        plain_on_tls: b"-ERR this port requires TLS (redis-cli: --tls --cacert CA.pem)\r\n".to_vec(),
+        plain_on_tls: b"-ERR this port requires TLS (redis-cli: --tls --cacert CA.pem)\r\n"
+            .to_vec(),
     };
     accept_conns(listener, max, tls, say, serve).await;
 }

@@ -7,9 +7,9 @@ use crate::codec::{encode_to_bytes, Frame, DEFAULT_MAX_FRAME};
 use crate::driver::Input;
 use crate::net::{FrameReader, FrameTx};
 pub use crate::node_status::NodeStatus;
+use crate::tls::ClientTls;
 use std::net::SocketAddr;
 use std::time::Duration;
-use crate::tls::ClientTls;
 use tokio::sync::oneshot;
 
 /// The driver input for a `StatusRequest` on a native connection: the

@@ -51,6 +51,13 @@ impl Conn {
     pub fn is_tls(&self) -> bool {
         matches!(self, Conn::Tls(_))
     }
+
+    /// The other side's certificate (DER), on a TLS connection that has one.
+    pub fn peer_certificate(&self) -> Option<Vec<u8>> {
+        let Conn::Tls(tls) = self else { return None };
+        let certs = tls.get_ref().1.peer_certificates()?;
+        certs.first().map(|c| c.to_vec())
+    }
 }
 
 impl From<TcpStream> for Conn {

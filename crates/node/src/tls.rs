@@ -69,7 +69,9 @@ pub fn replica_name(id: NodeId) -> String {
 /// The replica `name` is the DNS SAN of, if it is one.
 pub fn replica_of_name(name: &str) -> Option<NodeId> {
     let n = name.strip_prefix("replica-")?.strip_suffix(".quorumkv")?;
-    n.bytes().all(|b| b.is_ascii_digit()).then(|| n.parse().ok())?
+    n.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| n.parse().ok())?
 }
 
 impl TlsIdentity {
@@ -128,7 +130,8 @@ fn load_roots(ca: &Path) -> anyhow::Result<Arc<RootCertStore>> {
 /// clients without one and peers with one share the native port).
 pub fn server_config(s: &TlsSettings) -> anyhow::Result<ServerConfig> {
     let provider = provider();
-    let verifier = WebPkiClientVerifier::builder_with_provider(load_roots(&s.ca)?, provider.clone());
+    let verifier =
+        WebPkiClientVerifier::builder_with_provider(load_roots(&s.ca)?, provider.clone());
     let verifier = match s.client_cert_auth {
         true => verifier.build(),
         false => verifier.allow_unauthenticated().build(),
@@ -392,7 +395,13 @@ mod tests {
         assert_eq!(replica_name(3), "replica-3.quorumkv");
         assert_eq!(replica_of_name("replica-3.quorumkv"), Some(3));
         assert_eq!(replica_of_name("replica-12.quorumkv"), Some(12));
-        for not in ["replica-.quorumkv", "replica-3.quorumkv.evil", "xreplica-3.quorumkv", "replica-+3.quorumkv", "replica-3"] {
+        for not in [
+            "replica-.quorumkv",
+            "replica-3.quorumkv.evil",
+            "xreplica-3.quorumkv",
+            "replica-+3.quorumkv",
+            "replica-3",
+        ] {
             assert_eq!(replica_of_name(not), None, "{not}");
         }
     }
