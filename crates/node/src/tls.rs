@@ -315,12 +315,11 @@ fn note_failure(addr: SocketAddr, why: &str) {
 #[derive(Clone)]
 pub struct ClientTls {
     config: Arc<ClientConfig>,
-    ca: PathBuf,
 }
 
 impl std::fmt::Debug for ClientTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientTls").field("ca", &self.ca).finish()
+        f.debug_struct("ClientTls").finish_non_exhaustive()
     }
 }
 
@@ -330,7 +329,6 @@ impl ClientTls {
     pub fn from_files(ca: &Path, cert_key: Option<(&Path, &Path)>) -> anyhow::Result<ClientTls> {
         Ok(ClientTls {
             config: Arc::new(client_config(ca, cert_key)?),
-            ca: ca.to_path_buf(),
         })
     }
 
