@@ -490,7 +490,7 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
             return None;
         }
         if let Some(message) = self.tls.as_ref().and_then(|t| certificate_refuses(t, node)) {
-            tracing::warn!(peer = node, "refusing a replica link: {message}");
+            tracing::debug!(peer = node, "refusing a replica link: {message}");
             let _ = self.ftx.send(Frame::Error { message });
             return None;
         }
@@ -564,6 +564,9 @@ async fn dial_peer<P: Protocol + Send + 'static>(
 ) {
     let mut dialer = PeerDialer::new(name, crate::peer_dial::resolve_now);
     let mut backoff = Duration::from_millis(20);
+    // A TLS failure is a misconfiguration, not a peer still starting: said
+    // once at warn level (again when it changes), then at debug.
+    let mut last_tls_error = String::new();
     loop {
         match dialer.connect_to_peer(id, tls.as_deref()).await {
             Ok(stream) => {
@@ -572,6 +575,10 @@ async fn dial_peer<P: Protocol + Send + 'static>(
                     LinkEnd::DriverGone => return,
                     LinkEnd::Closed(why) => tracing::warn!(peer = id, "link down: {why}"),
                 }
+            }
+            Err(e) if e.starts_with("TLS") && e != last_tls_error => {
+                tracing::warn!(peer = id, "{e}");
+                last_tls_error = e;
             }
             Err(e) => tracing::debug!(peer = id, "{e}"),
         }
