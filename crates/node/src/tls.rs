@@ -275,7 +275,8 @@ impl TlsServer {
                 note_failure(addr, "plain TCP on a TLS port");
                 return Err(AcceptError::NotTls(stream));
             }
-            Ok(Ok(0)) => return failed("closed before the handshake".into()),
+            // A bare TCP connect (a port check): no handshake was tried.
+            Ok(Ok(0)) => return Err(AcceptError::Failed("closed before the handshake".into())),
             Ok(Err(e)) => return failed(e.to_string()),
             Err(_) => return failed(format!("no handshake within {timeout:?}")),
         }
