@@ -18,10 +18,16 @@ compose=(docker-compose -p "$project" -f deploy/compose.yaml)
 eps=127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
 cleanup() {
   docker rm -f "$project-squatter" >/dev/null 2>&1 || true
+  rm -f deploy/cluster.secret
   "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 export QUORUMKV_IMAGE=$image
+# The replicas' shared secret (deploy/cluster.toml names it), readable by
+# the container's user; a fresh one per check.
+rm -f deploy/cluster.secret
+"$bin" secret --out deploy/cluster.secret
+chown 10001 deploy/cluster.secret 2>/dev/null || chmod 0644 deploy/cluster.secret
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -89,7 +95,7 @@ old=$(ip_of qkv1)
 docker volume rm "${project}_qkv1-data" >/dev/null
 docker run -d --name "$project-squatter" --network "${project}_qkv" --ip "$old" \
   -e QUORUMKV_ID=1 -e QUORUMKV_LISTEN=0.0.0.0:7001 -e QUORUMKV_ADVERTISE=squatter:7001 \
-  -e QUORUMKV_DURABILITY=memory "$image" >/dev/null
+  -e QUORUMKV_DURABILITY=memory -e QUORUMKV_INSECURE=true "$image" >/dev/null
 "${compose[@]}" up -d qkv1 2>/dev/null
 wait_healthy qkv1
 new=$(ip_of qkv1)

@@ -25,7 +25,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    Server(cmd::server::Args),
+    Server(Box<cmd::server::Args>),
     Cluster(cmd::cluster::Args),
     Cert(cmd::cert::Args),
     Chaos(cmd::chaos::Args),
@@ -37,6 +37,8 @@ enum Cmd {
     Health(cmd::health::Args),
     Protocols(cmd::protocols::Args),
     DelayProxy(cmd::delay_proxy::Args),
+    Secret(cmd::secret::Args),
+    User(cmd::user::Args),
     /// Measure protocols (and etcd / Redis) on the same workload.
     Bench(Box<quorumkv_bench::cli::Args>),
     /// Decide whether a recorded history is linearizable.
@@ -60,7 +62,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.cmd {
-        Cmd::Server(a) => cmd::server::run(a),
+        Cmd::Server(a) => cmd::server::run(*a),
         Cmd::Cluster(a) => cmd::cluster::run(a),
         Cmd::Cert(a) => cmd::cert::run(a),
         Cmd::Chaos(a) => cmd::chaos::run(a),
@@ -72,6 +74,8 @@ fn main() -> ExitCode {
         Cmd::Health(a) => cmd::health::run(a),
         Cmd::Protocols(a) => cmd::protocols::run(a),
         Cmd::DelayProxy(a) => cmd::delay_proxy::run(a),
+        Cmd::Secret(a) => cmd::secret::run(a),
+        Cmd::User(a) => cmd::user::run(a),
         Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),

@@ -227,7 +227,11 @@ async fn a_replica_certificate_cannot_pose_as_another_replica() {
     let r1 = c.endpoints()[0].native;
     // Replica 2's own certificate, claiming replica 3.
     let conn = tls_conn(&dir, r1, Some("replica-2")).await.unwrap();
-    let hello = Frame::HelloPeer { node: 3, protocol };
+    let hello = Frame::HelloPeer {
+        node: 3,
+        protocol,
+        nonce: vec![7u8; 32].into(),
+    };
     match exchange(conn, hello.clone()).await {
         Ok(Frame::Error { message }) => {
             assert!(

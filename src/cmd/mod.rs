@@ -6,9 +6,11 @@ pub mod endpoints;
 pub mod health;
 pub mod kv;
 pub mod protocols;
+pub mod secret;
 pub mod server;
 pub mod target;
 pub mod tls_args;
+pub mod user;
 pub mod zk;
 
 /// Print one clear line and return the failure exit code.

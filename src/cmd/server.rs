@@ -3,6 +3,7 @@
 use clap::Args as ClapArgs;
 use quorumkv_core::protocol::options::parse_pair;
 use quorumkv_core::protocol::ProtocolKind;
+use quorumkv_node::auth::UsersHandle;
 use quorumkv_node::config::{parse_bytes, parse_duration, ClusterFile, Limits, ReplicaAddr};
 use quorumkv_node::heartbeat::HeartbeatConfig;
 use quorumkv_node::server::{self, Listeners, ServerOptions};
@@ -177,6 +178,24 @@ pub struct Args {
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// A file with the cluster secret (at least 16 bytes; `quorumkv secret`
+    /// writes one). Replicas prove it to each other on every link, so no
+    /// stray connection can pose as a replica. Every replica needs the same
+    /// [default: the cluster file's `secret_file`]
+    #[arg(long, env = "QUORUMKV_CLUSTER_SECRET_FILE", value_name = "FILE")]
+    cluster_secret_file: Option<PathBuf>,
+    /// Start even when a port listens beyond loopback without a cluster
+    /// secret (or TLS). Without it such a replica refuses to start: anyone
+    /// who reaches the port could pose as a replica (as Redis' protected mode)
+    #[arg(long, env = "QUORUMKV_INSECURE")]
+    insecure: bool,
+    /// Users file (TOML, made with `quorumkv user add`): RESP clients must
+    /// then authenticate (AUTH user password) and may run only what their
+    /// role (read, readwrite, admin) allows. Read again on SIGHUP (an
+    /// invalid file is logged and the users before kept)
+    /// [default: the cluster file's `users`, relative to it]
+    #[arg(long, env = "QUORUMKV_USERS", value_name = "FILE")]
+    users: Option<PathBuf>,
 }
 
 fn never_if_zero(d: Duration) -> Option<Duration> {
@@ -241,6 +260,8 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
         limits: None,
         options: Default::default(),
         tls: None,
+        secret_file: None,
+        users: None,
     };
     file.validate()?;
     Ok(file)
@@ -338,6 +359,24 @@ pub fn run(a: Args) -> ExitCode {
     opts.rtt_client = a.rtt_client;
     opts.rtt_peer = a.rtt_peer;
     opts.rtt_jitter = a.rtt_jitter;
+    let secret_file = a
+        .cluster_secret_file
+        .clone()
+        .or(opts.cluster.secret_file.clone());
+    if let Some(path) = secret_file {
+        match quorumkv_node::peer_auth::ClusterSecret::load(&path) {
+            Ok(s) => opts.secret = Some(s),
+            Err(e) => return super::fail(format!("{e:#}")),
+        }
+    }
+    opts.insecure = a.insecure;
+    if let Err(e) = opts.check_exposure() {
+        return super::fail(format!("{e:#}"));
+    }
+    opts.users = match load_users(&a, &opts.cluster) {
+        Ok(u) => u,
+        Err(e) => return super::fail(format!("{e:#}")),
+    };
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -354,6 +393,11 @@ pub fn run(a: Args) -> ExitCode {
     };
     let watch_stdin = a.exit_on_stdin_eof;
     rt.block_on(async move {
+        if let Some(users) = &opts.users {
+            if let Err(e) = users.reload_on_sighup() {
+                return super::fail(format!("cannot handle SIGHUP: {e}"));
+            }
+        }
         let listeners = match Listeners::bind(&opts).await {
             Ok(l) => l,
             Err(e) => return super::fail(format!("{e:#}")),
@@ -363,6 +407,32 @@ pub fn run(a: Args) -> ExitCode {
             Err(e) => super::fail(format!("{e:#}")),
         }
     })
+}
+
+/// The users file: --users, else the cluster file's `users` (relative to
+/// the cluster file); `None` when neither is given.
+fn load_users(a: &Args, cluster: &ClusterFile) -> anyhow::Result<Option<UsersHandle>> {
+    let from_cluster = || {
+        let dir = (a.config.as_deref())
+            .and_then(std::path::Path::parent)
+            .unwrap_or(std::path::Path::new(""));
+        cluster.users.as_ref().map(|u| dir.join(u))
+    };
+    let Some(path) = a.users.clone().or_else(from_cluster) else {
+        return Ok(None);
+    };
+    let users = UsersHandle::load(&path)?;
+    match users.current().len() {
+        0 => tracing::warn!(
+            "users file {} lists no users: no client can authenticate",
+            path.display()
+        ),
+        n => tracing::info!(
+            "users file {}: {n} users; clients must authenticate",
+            path.display()
+        ),
+    }
+    Ok(Some(users))
 }
 
 /// Resolves on Ctrl-C, SIGTERM, or (when asked) EOF on stdin.

@@ -19,10 +19,12 @@ pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
 /// Everything that crosses a native connection. `M` is the protocol's message type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Frame<M> {
-    /// First frame of a replica dialing another replica.
+    /// First frame of a replica dialing another replica; `nonce` is fresh
+    /// per connection, for the acceptor's proof (`peer_auth`).
     HelloPeer {
         node: NodeId,
         protocol: ProtocolKind,
+        nonce: Bytes,
     },
     /// First frame of a client (library or CLI).
     HelloClient,
@@ -63,9 +65,18 @@ pub enum Frame<M> {
     /// An event the server pushes to a client unprompted (`Command::Notify`).
     Notify(Event),
     /// "Still here": sent on an idle link so that the other side can tell a
-    /// quiet peer from a vanished one (`heartbeat`). Last, so that the
-    /// encodings of the frames above are unchanged.
+    /// quiet peer from a vanished one (`heartbeat`).
     Heartbeat,
+    /// An acceptor with a cluster secret answers `HelloPeer` with its own
+    /// nonce and its proof of the secret (`peer_auth`).
+    PeerChallenge {
+        nonce: Bytes,
+        proof: Bytes,
+    },
+    /// The dialler's proof of the secret, answering `PeerChallenge`.
+    PeerProof {
+        proof: Bytes,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -165,6 +176,14 @@ mod tests {
         roundtrip(Frame::HelloPeer {
             node: 3,
             protocol: ProtocolKind::default_protocol(),
+            nonce: vec![7u8; 32].into(),
+        });
+        roundtrip(Frame::PeerChallenge {
+            nonce: vec![1u8; 32].into(),
+            proof: vec![2u8; 32].into(),
+        });
+        roundtrip(Frame::PeerProof {
+            proof: vec![3u8; 32].into(),
         });
         roundtrip(Frame::Request {
             id: 7,

@@ -76,6 +76,15 @@ pub struct ClusterFile {
     /// The protocol's options (`--opt key=value` overrides them).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub options: std::collections::BTreeMap<String, toml::Value>,
+    /// A file holding the cluster secret that replicas prove to each other
+    /// on every link (`peer_auth`); relative to the cluster file's
+    /// directory. `quorumkv secret` writes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<std::path::PathBuf>,
+    /// The users file (relative to the cluster file): clients must
+    /// authenticate (`quorumkv server --users` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<std::path::PathBuf>,
     /// TLS for every replica and for the clients that read this file
     /// (optional; `quorumkv server --tls-*` flags override it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,7 +228,7 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 14] = [
+pub const SERVER_ENV: [&str; 17] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
@@ -230,6 +239,9 @@ pub const SERVER_ENV: [&str; 14] = [
     "QUORUMKV_PEERS",
     "QUORUMKV_DURABILITY",
     "QUORUMKV_DATA_DIR",
+    "QUORUMKV_CLUSTER_SECRET_FILE",
+    "QUORUMKV_INSECURE",
+    "QUORUMKV_USERS",
     "QUORUMKV_TLS_CA",
     "QUORUMKV_TLS_CERT",
     "QUORUMKV_TLS_KEY",
@@ -279,6 +291,9 @@ impl ClusterFile {
             .with_context(|| format!("cannot read cluster file {}", path.display()))?;
         let mut file: ClusterFile = toml::from_str(&text)
             .with_context(|| format!("invalid cluster file {}", path.display()))?;
+        if let (Some(secret), Some(dir)) = (&file.secret_file, path.parent()) {
+            file.secret_file = Some(dir.join(secret));
+        }
         if let Some(tls) = &mut file.tls {
             tls.resolve_relative(path.parent().unwrap_or(Path::new(".")));
         }
@@ -358,6 +373,8 @@ impl ClusterFile {
             limits: None,
             options: Default::default(),
             tls: None,
+            secret_file: None,
+            users: None,
         }
     }
 

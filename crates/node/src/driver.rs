@@ -81,6 +81,17 @@ pub enum Input<M> {
         peer: Peer,
         tx: Option<FrameTx<M>>,
     },
+    /// A replica that dialled us passed the handshake on the link that feeds
+    /// `tx`. If a live link to it exists already, an `authenticated` hello
+    /// (it proved the cluster secret or its certificate) replaces it; any
+    /// other is refused with the reason on `answer`, so that a stray
+    /// connection claiming a connected replica's id cannot take its link.
+    PeerHello {
+        node: NodeId,
+        tx: FrameTx<M>,
+        authenticated: bool,
+        answer: oneshot::Sender<Result<(), String>>,
+    },
     /// Several inputs from one read of one connection, handed over at once.
     Batch(Vec<Input<M>>),
     /// Ask for the INFO text.
@@ -120,6 +131,11 @@ pub struct DriverStats {
     pub held_until_up: u64,
     /// `LinkDown`s of connections already replaced by a newer one (ignored).
     pub stale_link_downs: u64,
+    /// Live replica links replaced by an authenticated hello from the same
+    /// replica (a redial overlapping a half-open old connection).
+    pub links_replaced: u64,
+    /// Hellos refused because the replica they name has a live link.
+    pub duplicate_hellos: u64,
     /// Events pushed to clients (`Command::Notify`).
     pub notified: u64,
     /// Events for a session that is gone.
@@ -291,6 +307,12 @@ impl<P: Protocol + Send + 'static> Driver<P> {
     pub fn handle(&mut self, input: Input<P::Msg>) {
         let input = match input {
             Input::Batch(inputs) => return inputs.into_iter().for_each(|i| self.handle(i)),
+            Input::PeerHello {
+                node,
+                tx,
+                authenticated,
+                answer,
+            } => return self.peer_hello(node, tx, authenticated, answer),
             other => other,
         };
         self.stats.inputs += 1;
@@ -337,13 +359,40 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                     self.core.on_link(now, LinkEvent::Down(peer), &mut out);
                 }
             }
-            Input::Batch(_) => unreachable!("unpacked above"),
+            Input::Batch(_) | Input::PeerHello { .. } => unreachable!("handled above"),
             Input::Info { reply } => drop(reply.send(self.info_text())),
             Input::Metrics { reply } => drop(reply.send(self.metrics_text())),
             Input::Status { reply } => drop(reply.send(self.node_status())),
         }
         self.execute(&mut out);
         self.out = out;
+    }
+
+    /// See [`Input::PeerHello`].
+    fn peer_hello(
+        &mut self,
+        node: NodeId,
+        tx: FrameTx<P::Msg>,
+        authenticated: bool,
+        answer: oneshot::Sender<Result<(), String>>,
+    ) {
+        let peer = Peer::Node(node);
+        if let Some(live) = self.links.get(&peer).filter(|l| !l.is_closed()) {
+            if !authenticated {
+                self.stats.duplicate_hellos += 1;
+                let why = format!(
+                    "replica {node} is connected already; an unauthenticated hello cannot \
+                     replace its link"
+                );
+                drop(answer.send(Err(why)));
+                return;
+            }
+            live.shut("replaced by a newer authenticated link from the same replica");
+            self.stats.links_replaced += 1;
+        }
+        if answer.send(Ok(())).is_ok() {
+            self.handle(Input::LinkUp { peer, tx: Some(tx) });
+        }
     }
 
     fn fire_due_timers(&mut self) {

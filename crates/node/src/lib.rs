@@ -2,6 +2,7 @@
 //! driver, the replica server, the client library and local clusters.
 
 mod accept;
+pub mod auth;
 pub mod budget;
 pub mod client;
 pub mod codec;
@@ -11,6 +12,7 @@ pub mod cpu_share;
 pub mod decoder_check;
 pub mod delay_proxy;
 pub mod driver;
+pub mod guard;
 pub mod heartbeat;
 pub mod link;
 pub mod local;
@@ -18,8 +20,10 @@ mod metrics_http;
 pub mod net;
 mod node_status;
 mod options;
+pub mod peer_auth;
 mod peer_dial;
 pub mod resp;
+mod resp_auth;
 pub mod resp_commands;
 mod resp_multi;
 pub mod resp_render;

@@ -128,6 +128,9 @@ impl std::fmt::Display for PortTaken {
 impl std::error::Error for PortTaken {}
 
 /// Ask the OS for `n` free loopback ports.
+/// The secret file of a local cluster, in its directory.
+const LOCAL_SECRET: &str = "cluster.secret";
+
 fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
     let listeners: Vec<_> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
@@ -224,6 +227,12 @@ impl LocalCluster {
             }
             false => None,
         };
+        // Every local cluster's replicas prove a fresh secret to each other:
+        // other users of this machine can reach loopback ports too.
+        let secret = crate::peer_auth::ClusterSecret::generate();
+        crate::peer_auth::write_secret(&dir.join(LOCAL_SECRET), &secret, false)
+            .with_context(|| format!("cannot write {}", dir.join(LOCAL_SECRET).display()))?;
+        file.secret_file = Some(PathBuf::from(LOCAL_SECRET));
         std::fs::write(dir.join("cluster.toml"), file.to_toml())?;
         let endpoints = file
             .replicas

@@ -665,6 +665,11 @@ impl<T> OutQueue<T> {
             );
         }
     }
+    /// Close the connection on purpose (a replica link replaced by a newer
+    /// one): the writer stops, and every sender sees it closed.
+    pub fn shut(&self, why: &str) {
+        let _ = self.state.overflow.set(why.to_string());
+    }
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed() || self.state.overflow.get().is_some()
     }

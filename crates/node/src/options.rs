@@ -55,6 +55,15 @@ pub struct ServerOptions {
     /// TLS on the native and RESP ports and on links to peers (`None`:
     /// plain TCP).
     pub tls: Option<crate::tls::TlsSettings>,
+    /// The secret replicas prove to each other on every link (`peer_auth`);
+    /// `None`: links are not authenticated (loopback clusters, `--insecure`).
+    pub secret: Option<crate::peer_auth::ClusterSecret>,
+    /// Start even when a port listens beyond loopback with neither TLS nor
+    /// a cluster secret (Redis' protected mode, turned off).
+    pub insecure: bool,
+    /// Users from the users file: with them, clients must authenticate
+    /// (RESP `AUTH`); without, every client may do everything.
+    pub users: Option<crate::auth::UsersHandle>,
 }
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
@@ -84,7 +93,10 @@ impl ServerOptions {
             rtt_peer: Duration::ZERO,
             rtt_jitter: Duration::ZERO,
             tls: None,
+            secret: None,
+            insecure: false,
             cluster,
+            users: None,
         };
         if let Some(l) = limits {
             opts.apply_limits(&l);
@@ -107,6 +119,33 @@ impl ServerOptions {
                 protocol: self.cluster.protocol.to_string(),
             },
         })
+    }
+
+    /// Refuse to serve beyond loopback unprotected: with any port on a
+    /// non-loopback address, a cluster secret or TLS (whose certificates
+    /// bind replica ids) is required unless `insecure` (as Redis' protected
+    /// mode).
+    pub fn check_exposure(&self) -> anyhow::Result<()> {
+        let Some(me) = self.cluster.replica(self.id) else {
+            return Ok(());
+        };
+        let exposed = std::iter::once(me.addr)
+            .chain(me.resp)
+            .chain(me.metrics)
+            .find(|a| !a.ip().is_loopback());
+        match exposed {
+            Some(addr) if self.secret.is_none() && self.tls.is_none() && !self.insecure => {
+                anyhow::bail!(
+                    "refusing to listen on {addr} (beyond loopback) with no cluster secret: any \
+                 process that reaches it could pose as a replica. Give the cluster a secret \
+                 (`quorumkv secret --out FILE`, then `secret_file = \"FILE\"` in the cluster \
+                 file or --cluster-secret-file FILE on every replica), or TLS (`quorumkv \
+                 cert`, then [tls] in the cluster file or --tls-ca/--tls-cert/--tls-key), or \
+                 start with --insecure on a network you trust"
+                )
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The protocol's options in force: the cluster file's, then `--opt`'s.

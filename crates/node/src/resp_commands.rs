@@ -3,6 +3,7 @@
 //! (which `redis-cli` uses for its hints) and the "unknown command" error, so
 //! what the server says it supports is what it dispatches.
 
+use crate::auth::Access;
 use crate::resp::Reply;
 use bytes::Bytes;
 
@@ -141,11 +142,33 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "hello",
         arity: -1,
-        flags: &["fast", "noscript"],
+        flags: &["fast", "noscript", "no_auth"],
         keys: NO_KEYS,
         group: "connection",
-        summary: "Handshake. Only protocol version 2 (RESP2) is spoken; HELLO 3 is refused.",
-        args: &[opt("protover", "integer")],
+        summary: "Handshake, and authentication with AUTH username password when the replica has a users file. Only protocol version 2 (RESP2) is spoken; HELLO 3 is refused.",
+        args: &[
+            opt("protover", "integer"),
+            opt("username", "string"),
+            opt("password", "string"),
+        ],
+    },
+    Spec {
+        name: "auth",
+        arity: -2,
+        flags: &["fast", "noscript", "no_auth"],
+        keys: NO_KEYS,
+        group: "connection",
+        summary: "Authenticate the connection as a user of the replica's users file (`quorumkv user`); the password alone means the user `default`.",
+        args: &[opt("username", "string"), arg("password", "string")],
+    },
+    Spec {
+        name: "acl",
+        arity: -2,
+        flags: &["noscript", "loading", "stale"],
+        keys: NO_KEYS,
+        group: "server",
+        summary: "ACL WHOAMI only: the connection's user. Users are managed in the users file with `quorumkv user`.",
+        args: &[arg("subcommand", "string")],
     },
     Spec {
         name: "command",
@@ -159,7 +182,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "config",
         arity: -2,
-        flags: &["loading", "stale"],
+        flags: &["admin", "loading", "stale"],
         keys: NO_KEYS,
         group: "server",
         summary: "CONFIG GET save | appendonly only (quorumkv has no Redis settings).",
@@ -258,7 +281,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "quit",
         arity: -1,
-        flags: &["fast"],
+        flags: &["fast", "no_auth"],
         keys: NO_KEYS,
         group: "connection",
         summary: "Close the connection.",
@@ -296,11 +319,27 @@ pub const REFUSED: &[(&str, &str)] = &[
         "incr",
         "per-key registers cannot do read-modify-write atomically",
     ),
-    (
-        "auth",
-        "quorumkv has no authentication; protect the port with the network",
-    ),
 ];
+
+impl Spec {
+    /// What running the command needs from the connection's user: its
+    /// `write` or `admin` flag, else a read (reads, and commands about the
+    /// connection or the server that every user may run).
+    pub fn access(&self) -> Access {
+        if self.flags.contains(&"admin") {
+            Access::Admin
+        } else if self.flags.contains(&"write") {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
+
+    /// Runs before the connection authenticates (`AUTH`, `HELLO`, `QUIT`).
+    pub fn no_auth(&self) -> bool {
+        self.flags.contains(&"no_auth")
+    }
+}
 
 /// The spec of a supported command, by lower-case name.
 pub fn find(name: &str) -> Option<&'static Spec> {

@@ -63,6 +63,12 @@ impl Multi {
         })
     }
 
+    /// The per-key requests.
+    #[cfg(test)]
+    pub(crate) fn requests(&self) -> &[Request] {
+        &self.reqs
+    }
+
     /// Hand every request to the driver in one batch and reply at `seq` once
     /// all have answered. `Err` when the driver is gone.
     pub(crate) async fn start<M: Send + 'static>(

@@ -3,10 +3,12 @@
 //! pipelined; replies go back in request order.
 
 use crate::accept::{accept_conns, finish_writer, Refusals};
+use crate::auth;
 use crate::driver::{Input, ReplyTo};
 use crate::net::{write_and_trim, write_last_words, ConnLimits, OutQueueRx, WireSize};
 use crate::options::ServerOptions;
 use crate::resp::{parse_command, Reply};
+use crate::resp_auth::{Login, RespAuth, HELLO_NOAUTH, NO_USERS};
 use crate::resp_commands;
 use crate::resp_multi::Multi;
 use crate::resp_render::{RespKind, RespTx};
@@ -34,10 +36,10 @@ pub(crate) async fn accept_resp<P: Protocol + Send + 'static>(
     tls: Option<Arc<TlsServer>>,
 ) {
     let max = opts.max_connections;
-    let serve = move |stream: Conn, _, _| {
+    let serve = move |stream: Conn, remote, _| {
         let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
         let stop = stop.clone();
-        async move { serve_resp::<P>(stream, tx, &opts, &limits, stop).await }
+        async move { serve_resp::<P>(stream, tx, &opts, &limits, stop, remote).await }
     };
     let say = Refusals {
         too_many: b"-ERR max number of clients reached\r\n".to_vec(),
@@ -56,6 +58,7 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     opts: &ServerOptions,
     limits: &ConnLimits,
     mut stop: ConnStop,
+    remote: std::net::SocketAddr,
 ) {
     let (mut rd, wr) = stream.split();
     let (rtx, rrx) = limits.out_queue::<(u64, Reply)>();
@@ -77,6 +80,7 @@ async fn serve_resp<P: Protocol + Send + 'static>(
     if tx.send(up).await.is_err() {
         return;
     }
+    let mut auth = RespAuth::new(opts.users.clone(), Some(remote));
     'conn: loop {
         let first = seq;
         loop {
@@ -96,7 +100,15 @@ async fn serve_resp<P: Protocol + Send + 'static>(
             if args.is_empty() {
                 continue; // an empty inline line
             }
-            let action = resp_command(&args, conn);
+            let action = match resp_command(&args, conn, &mut auth) {
+                // Checked here, before the next command is parsed: what
+                // follows an AUTH in a pipeline runs as its user.
+                RespAction::Auth(login) => match auth.login(login).await {
+                    (reply, false) => RespAction::Reply(reply),
+                    (reply, true) => RespAction::Close(reply),
+                },
+                action => action,
+            };
             if run_action::<P>(action, (seq, session), &tx, &rtx, (opts, &watches))
                 .await
                 .is_err()
@@ -140,8 +152,8 @@ async fn serve_resp<P: Protocol + Send + 'static>(
 /// Set in the session id of every RESP connection (native ones never have it).
 const RESP_SESSION: u64 = 1 << 62;
 
-/// Carry out one command; `Err` ends the connection: QUIT (answered), or
-/// the driver is gone (shutting down).
+/// Carry out one command; `Err` ends the connection: QUIT or too many
+/// failed AUTHs (answered), or the driver is gone (shutting down).
 async fn run_action<P: Protocol + Send + 'static>(
     action: RespAction,
     (seq, session): (u64, u64),
@@ -155,10 +167,11 @@ async fn run_action<P: Protocol + Send + 'static>(
             let _ = rtx.send((seq, r));
             Ok(())
         }
-        RespAction::Quit => {
-            let _ = rtx.send((seq, Reply::Simple("OK")));
+        RespAction::Close(r) => {
+            let _ = rtx.send((seq, r));
             Err(())
         }
+        RespAction::Auth(_) => unreachable!("serve_resp checks logins"),
         RespAction::Store(req, kind) => {
             let reply = ReplyTo::Resp {
                 tx: rtx.clone(),
@@ -269,7 +282,10 @@ enum RespAction {
     Multi(Multi),
     Info(Vec<String>),
     Watch(WatchCommand),
-    Quit,
+    /// Check a login (`AUTH`, `HELLO ... AUTH`), then reply.
+    Auth(Login),
+    /// Reply, then close the connection.
+    Close(Reply),
 }
 
 fn wrong_args(cmd: &str) -> RespAction {
@@ -283,8 +299,10 @@ fn error(msg: impl Into<String>) -> RespAction {
 }
 
 /// Decide what one RESP command does. Store commands go to the core; the
-/// rest are answered here.
-fn resp_command(args: &[Bytes], conn: u64) -> RespAction {
+/// rest are answered here. Commands the connection's user may not run
+/// (not authenticated, or not its role's class) are refused here, the one
+/// place every command passes.
+fn resp_command(args: &[Bytes], conn: u64, auth: &mut RespAuth) -> RespAction {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let Some(spec) = resp_commands::find(&name) else {
         let shown: String = String::from_utf8_lossy(&args[0]).chars().take(64).collect();
@@ -304,12 +322,15 @@ fn resp_command(args: &[Bytes], conn: u64) -> RespAction {
             error("ERR quorumkv deletes one key per DEL (its reply could not say how many existed)")
         }
         _ if !arity_ok => wrong_args(&name),
-        _ => known_command(&name, args, conn),
+        _ => match auth.check(spec) {
+            Some(refused) => RespAction::Reply(refused),
+            None => known_command(&name, args, conn, auth),
+        },
     }
 }
 
 /// A supported command with the right number of arguments.
-fn known_command(name: &str, args: &[Bytes], conn: u64) -> RespAction {
+fn known_command(name: &str, args: &[Bytes], conn: u64, auth: &mut RespAuth) -> RespAction {
     let key = || args[1].clone();
     match name {
         "get" => RespAction::Store(Request::Get { key: key() }, RespKind::Get),
@@ -334,7 +355,7 @@ fn known_command(name: &str, args: &[Bytes], conn: u64) -> RespAction {
                 .map(|s| String::from_utf8_lossy(s).to_lowercase())
                 .collect(),
         ),
-        "quit" => RespAction::Quit,
+        "quit" => RespAction::Close(Reply::Simple("OK")),
         "select" if &args[1][..] == b"0" => RespAction::Reply(Reply::Simple("OK")),
         "select" => error("ERR DB index is out of range (quorumkv has one keyspace, 0)"),
         "command" => RespAction::Reply(resp_commands::command_reply(&args[1..])),
@@ -343,7 +364,14 @@ fn known_command(name: &str, args: &[Bytes], conn: u64) -> RespAction {
         }
         "config" => error("ERR quorumkv supports CONFIG GET save|appendonly only"),
         "client" => client_command(&args[1..]),
-        "hello" => hello(&args[1..], conn),
+        "hello" => hello(&args[1..], conn, auth),
+        "auth" => auth_command(&args[1..], auth),
+        "acl" if args[1].eq_ignore_ascii_case(b"whoami") && args.len() == 2 => {
+            RespAction::Reply(auth.whoami())
+        }
+        "acl" => error(
+            "ERR quorumkv supports ACL WHOAMI only: users live in the users file (`quorumkv user`), read again on SIGHUP",
+        ),
         zk if zk.starts_with("zk.") => znode_command(zk, &args[1..]),
         _ => unreachable!("every command in resp_commands::COMMANDS is dispatched"),
     }
@@ -438,9 +466,28 @@ fn client_command(args: &[Bytes]) -> RespAction {
     }
 }
 
-/// `HELLO [protover [SETNAME name]]`: we speak RESP2 only, so version 2 (or
-/// none) gets the RESP2 server description and anything else NOPROTO.
-fn hello(args: &[Bytes], conn: u64) -> RespAction {
+/// `AUTH [username] password`; the password alone is the user `default`'s.
+fn auth_command(args: &[Bytes], auth: &RespAuth) -> RespAction {
+    if !auth.required() {
+        return error(NO_USERS);
+    }
+    let (user, password) = match args {
+        [password] => (auth::DEFAULT_USER.to_string(), password.clone()),
+        [user, password] => (String::from_utf8_lossy(user).into_owned(), password.clone()),
+        _ => return error("ERR syntax error"),
+    };
+    RespAction::Auth(Login {
+        user,
+        password,
+        hello: None,
+    })
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME name]]`: we speak
+/// RESP2 only, so version 2 (or none) gets the RESP2 server description
+/// and anything else NOPROTO. With AUTH, the description once the login
+/// succeeded.
+fn hello(args: &[Bytes], conn: u64, auth: &mut RespAuth) -> RespAction {
     if let Some(v) = args.first() {
         if &v[..] != b"2" {
             let shown = String::from_utf8_lossy(v);
@@ -449,13 +496,38 @@ fn hello(args: &[Bytes], conn: u64) -> RespAction {
             ));
         }
     }
-    match args.get(1..).unwrap_or(&[]) {
-        [] => {}
-        [opt, _] if opt.eq_ignore_ascii_case(b"setname") => {}
-        _ => return error("ERR quorumkv supports HELLO [2 [SETNAME name]] only (no AUTH)"),
+    let mut login = None;
+    let mut opts = args.get(1..).unwrap_or(&[]);
+    loop {
+        match opts {
+            [] => break,
+            [opt, _, rest @ ..] if opt.eq_ignore_ascii_case(b"setname") => opts = rest,
+            [opt, user, password, rest @ ..] if opt.eq_ignore_ascii_case(b"auth") => {
+                login = Some((String::from_utf8_lossy(user).into_owned(), password.clone()));
+                opts = rest;
+            }
+            _ => {
+                return error("ERR syntax error: HELLO [2 [AUTH username password] [SETNAME name]]")
+            }
+        }
     }
+    let description = hello_reply(conn);
+    match login {
+        Some(_) if !auth.required() => error(NO_USERS),
+        Some((user, password)) => RespAction::Auth(Login {
+            user,
+            password,
+            hello: Some(description),
+        }),
+        None if !auth.authenticated() => error(HELLO_NOAUTH),
+        None => RespAction::Reply(description),
+    }
+}
+
+/// HELLO's RESP2 server description.
+fn hello_reply(conn: u64) -> Reply {
     let bulk = |s: &str| Reply::Bulk(Some(Bytes::copy_from_slice(s.as_bytes())));
-    RespAction::Reply(Reply::Array(vec![
+    Reply::Array(vec![
         bulk("server"),
         bulk("redis"),
         bulk("version"),
@@ -470,7 +542,7 @@ fn hello(args: &[Bytes], conn: u64) -> RespAction {
         bulk("master"),
         bulk("modules"),
         Reply::Array(vec![]),
-    ]))
+    ])
 }
 
 /// The fields of INFO's server section that Redis tools parse, for this
@@ -541,7 +613,7 @@ mod tests {
             .iter()
             .map(|w| Bytes::copy_from_slice(w.as_bytes()))
             .collect();
-        resp_command(&args, 7)
+        resp_command(&args, 7, &mut RespAuth::new(None, None))
     }
 
     fn reply(words: &[&str]) -> Reply {
@@ -595,9 +667,138 @@ mod tests {
     #[test]
     fn a_znode_path_that_is_not_utf8_is_refused() {
         let args = [Bytes::from_static(b"zk.get"), Bytes::from_static(b"/a\xff")];
-        match resp_command(&args, 1) {
+        match resp_command(&args, 1, &mut RespAuth::new(None, None)) {
             RespAction::Reply(Reply::Error(e)) => assert!(e.contains("UTF-8"), "{e}"),
             _ => panic!("not refused"),
+        }
+    }
+
+    fn words(w: &[&str]) -> Vec<Bytes> {
+        w.iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    /// A replica with users; the connection authenticated as `user` when given.
+    fn with_users(user: Option<(&str, auth::Role)>) -> RespAuth {
+        use argon2::password_hash::PasswordHasher;
+        let params = argon2::Params::new(64, 1, 1, None).unwrap();
+        let hash = (argon2::Argon2::from(params).hash_password(b"pw"))
+            .unwrap()
+            .to_string();
+        let mut users = auth::Users::default();
+        let (name, role) = user.unwrap_or(("someone", auth::Role::Read));
+        users.set(name, role, hash).unwrap();
+        let mut a = RespAuth::new(Some(auth::UsersHandle::from_users(users)), None);
+        if user.is_some() {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let login = Login {
+                user: name.into(),
+                password: Bytes::from_static(b"pw"),
+                hello: None,
+            };
+            assert_eq!(rt.block_on(a.login(login)).0, Reply::Simple("OK"));
+        }
+        a
+    }
+
+    #[test]
+    fn with_users_only_auth_hello_and_quit_run_before_authentication() {
+        let mut a = with_users(None);
+        let mut run = |w: &[&str]| resp_command(&words(w), 1, &mut a);
+        for w in [&["PING"][..], &["GET", "k"], &["ACL", "WHOAMI"], &["INFO"]] {
+            assert!(
+                matches!(run(w), RespAction::Reply(Reply::Error(e)) if e == crate::resp_auth::NOAUTH)
+            );
+        }
+        assert!(
+            matches!(run(&["HELLO", "2"]), RespAction::Reply(Reply::Error(e)) if e == HELLO_NOAUTH)
+        );
+        assert!(
+            matches!(run(&["HELLO", "3", "AUTH", "u", "p"]), RespAction::Reply(Reply::Error(e)) if e.starts_with("NOPROTO"))
+        );
+        assert!(
+            matches!(run(&["AUTH", "p"]), RespAction::Auth(l) if l.user == "default" && l.hello.is_none())
+        );
+        assert!(matches!(run(&["AUTH", "u", "p"]), RespAction::Auth(l) if l.user == "u"));
+        assert!(
+            matches!(run(&["AUTH", "u", "p", "x"]), RespAction::Reply(Reply::Error(e)) if e == "ERR syntax error")
+        );
+        let hello = run(&["HELLO", "2", "SETNAME", "n", "AUTH", "u", "p"]);
+        assert!(
+            matches!(hello, RespAction::Auth(l) if l.user == "u" && matches!(l.hello, Some(Reply::Array(_))))
+        );
+        assert!(
+            matches!(run(&["HELLO", "2", "AUTH", "u"]), RespAction::Reply(Reply::Error(e)) if e.starts_with("ERR syntax"))
+        );
+        assert!(matches!(run(&["QUIT"]), RespAction::Close(_)));
+        // Unknown commands and wrong arities are answered first, as Redis does.
+        assert!(
+            matches!(run(&["LPUSH", "l", "x"]), RespAction::Reply(Reply::Error(e)) if e.starts_with("ERR unknown"))
+        );
+    }
+
+    #[test]
+    fn a_read_user_reads_and_is_refused_writes_and_admin_commands() {
+        let mut a = with_users(Some(("bob", auth::Role::Read)));
+        let mut run = |w: &[&str]| resp_command(&words(w), 1, &mut a);
+        assert!(matches!(run(&["GET", "k"]), RespAction::Store(..)));
+        assert!(matches!(run(&["MGET", "k", "j"]), RespAction::Multi(..)));
+        assert!(matches!(
+            run(&["HELLO", "2"]),
+            RespAction::Reply(Reply::Array(_))
+        ));
+        assert_eq!(
+            reply_of(run(&["ACL", "WHOAMI"])),
+            Reply::Bulk(Some(Bytes::from("bob")))
+        );
+        for (w, name) in [
+            (&["SET", "k", "v"][..], "set"),
+            (&["MSET", "k", "v"], "mset"),
+            (&["DEL", "k"], "del"),
+            (&["ZK.CREATE", "/a", "x"], "zk.create"),
+            (&["CONFIG", "GET", "save"], "config"),
+        ] {
+            let want = format!("NOPERM User bob has no permissions to run the '{name}' command");
+            assert_eq!(reply_of(run(w)), Reply::Error(want));
+        }
+    }
+
+    fn reply_of(a: RespAction) -> Reply {
+        match a {
+            RespAction::Reply(r) => r,
+            _ => panic!("not answered locally"),
+        }
+    }
+
+    /// The class each command is checked against covers every request it
+    /// sends the core: no command lets a role past `Role::may`.
+    #[test]
+    fn command_classes_cover_their_requests() {
+        for c in resp_commands::COMMANDS {
+            let n = c.arity.unsigned_abs() as usize;
+            let mut w = vec![c.name];
+            w.extend(std::iter::repeat_n("0", n.max(3) - 1));
+            if c.arity > 0 {
+                w.truncate(n);
+            }
+            let mut a = RespAuth::new(None, None);
+            let reqs = match resp_command(&words(&w), 1, &mut a) {
+                RespAction::Store(req, _) => vec![req],
+                RespAction::Multi(m) => m.requests().to_vec(),
+                RespAction::Watch(cmd) => vec![cmd.request()],
+                _ => vec![],
+            };
+            for r in reqs {
+                assert!(
+                    auth::access_of(&r) <= c.access(),
+                    "{} is checked as {:?} but sends {r:?}",
+                    c.name,
+                    c.access()
+                );
+            }
         }
     }
 

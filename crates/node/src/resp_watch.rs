@@ -72,6 +72,12 @@ impl WatchCommand {
         })
     }
 
+    /// The read that sets the watch.
+    #[cfg(test)]
+    pub(crate) fn request(&self) -> Request {
+        Request::Znode(self.read.clone())
+    }
+
     fn target(&self) -> (String, WatchKind) {
         match &self.read {
             ZnodeOp::GetChildren { path, .. } => (path.clone(), WatchKind::Child),

@@ -10,6 +10,7 @@ use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::budget::Budget;
 use crate::codec::Frame;
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
+use crate::guard::{self, Refusal};
 use crate::heartbeat;
 use crate::link::{pump_link, Batcher, LinkEnd};
 use crate::net::{
@@ -18,6 +19,7 @@ use crate::net::{
 pub use crate::options::{
     ServerOptions, DEFAULT_BUFFER_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
 };
+use crate::peer_auth::{self, ClusterSecret, Side};
 use crate::peer_dial::PeerDialer;
 use crate::shutdown::{ConnStop, Shutdown};
 use crate::stream::Conn;
@@ -34,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -154,7 +156,21 @@ pub async fn run_with<D: ProtocolDef>(
     let storage = crate::storage::open(opts.durability, opts.data().as_ref())?;
     let core = D::node(&spec, &popts, None);
     let storage = (storage, started);
-    run_core(core, storage, opts, listeners, shutdown).await
+    run_core(
+        core,
+        storage,
+        opts,
+        listeners,
+        client_may_send::<D>,
+        shutdown,
+    )
+    .await
+}
+
+/// Which protocol messages a connection that is not a replica may send
+/// (a client-side coordinator's); everything else is peer-only.
+fn client_may_send<D: ProtocolDef>(_msg: &D::Msg) -> bool {
+    D::HAS_CLIENT_COORDINATOR
 }
 
 async fn run_core<P: Protocol + Send + 'static>(
@@ -162,6 +178,7 @@ async fn run_core<P: Protocol + Send + 'static>(
     (storage, started): (Box<dyn crate::storage::Storage>, std::time::Instant),
     opts: ServerOptions,
     listeners: Listeners,
+    may_send: fn(&P::Msg) -> bool,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let native_limits = opts.conn_limits(4 + opts.max_frame);
@@ -203,9 +220,9 @@ async fn run_core<P: Protocol + Send + 'static>(
         tx.clone(),
         opts.clone(),
         conn_ids.clone(),
-        native_limits,
+        (native_limits, tls.clone()),
+        may_send,
         stop.clone(),
-        tls.clone(),
     ))];
     if let Some(tls) = &tls {
         accepts.push(tls.reload_on_sighup()?);
@@ -276,18 +293,23 @@ async fn accept_native<P: Protocol + Send + 'static>(
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
     conn_ids: Arc<AtomicU64>,
-    limits: ConnLimits,
+    (limits, tls): (ConnLimits, Option<Arc<TlsServer>>),
+    may_send: fn(&P::Msg) -> bool,
     stop: ConnStop,
-    tls: Option<Arc<TlsServer>>,
 ) {
     let max = opts.max_connections;
     let serve = move |stream: Conn, addr: SocketAddr, identity: Option<TlsIdentity>| {
         let conn = conn_ids.fetch_add(1, Ordering::Relaxed);
         let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
         let stop = stop.clone();
+        let who = Who {
+            conn,
+            addr,
+            may_send,
+            tls: identity,
+        };
         async move {
-            let serving = serve_native::<P>(stream, identity, conn, tx, &opts, &limits, stop);
-            if let Err(e) = serving.await {
+            if let Err(e) = serve_native::<P>(stream, who, tx, &opts, &limits, stop).await {
                 tracing::debug!(%addr, "native connection ended: {e}");
             }
         }
@@ -305,14 +327,24 @@ fn error_frame(message: &str) -> Vec<u8> {
     crate::codec::encode_to_bytes::<()>(&Frame::Error { message }).to_vec()
 }
 
+/// An inbound native connection: its id, where it comes from, which
+/// protocol messages it may send unless it proves to be a replica, and what
+/// its TLS certificate proved (`tls`: `None` on plain TCP).
+#[derive(Clone)]
+struct Who<M> {
+    conn: u64,
+    addr: SocketAddr,
+    may_send: fn(&M) -> bool,
+    tls: Option<TlsIdentity>,
+}
+
 /// Serve one inbound native connection: either a replica that dialled us
 /// (`HelloPeer`) or a client (`HelloClient`, requests, or a client-side
 /// coordinator's protocol messages). Replica links, and coordinators that
 /// send heartbeats, get heartbeats.
 async fn serve_native<P: Protocol + Send + 'static>(
     stream: Conn,
-    tls: Option<TlsIdentity>,
-    conn: u64,
+    who: Who<P::Msg>,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
     limits: &ConnLimits,
@@ -321,13 +353,13 @@ async fn serve_native<P: Protocol + Send + 'static>(
     let (rd, wr) = stream.split();
     let mut reader = FrameReader::with_buf(rd, limits.in_buf(), opts.max_frame);
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, limits.out_queue());
-    ftx.set_delay(opts.client_delay(conn));
+    ftx.set_delay(opts.client_delay(who.conn));
     let mut native = NativeConn {
-        conn,
+        who,
         opts,
         ftx,
         peer: None,
-        tls,
+        tx: tx.clone(),
     };
     let mut batch = Batcher::new(tx.clone());
     let mut beating = false;
@@ -402,16 +434,19 @@ async fn next_frame<M: serde::de::DeserializeOwned>(
 
 /// An inbound native connection while its frames are read.
 struct NativeConn<'a, M> {
-    conn: u64,
+    who: Who<M>,
     opts: &'a ServerOptions,
     ftx: FrameTx<M>,
     /// Who is on the other side; set by the first Hello or Proto frame.
     peer: Option<Peer>,
-    /// What its TLS certificate proved (`None`: not a TLS connection).
-    tls: Option<TlsIdentity>,
+    /// The driver, for a replica's hello (answered before more is read).
+    tx: mpsc::Sender<Input<M>>,
 }
 
-impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
+/// How long a dialler has to answer our challenge.
+const PROOF_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeConn<'_, M> {
     /// The driver input `frame` makes; `None` ends the connection (any
     /// error for the other side is queued already).
     async fn input(
@@ -420,22 +455,30 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
         reader: &mut FrameReader,
         batch: &mut Batcher<M>,
     ) -> Option<Input<M>> {
+        let conn = self.who.conn;
         let input = match frame {
-            Frame::HelloPeer { node, protocol } if self.peer.is_none() => {
-                return self.hello_peer(node, protocol, reader);
+            Frame::HelloPeer {
+                node,
+                protocol,
+                nonce,
+            } if self.peer.is_none() => {
+                self.hello_peer(node, protocol, &nonce, reader, batch)
+                    .await?;
+                // Registered with the driver already: nothing to hand over.
+                Input::Batch(Vec::new())
             }
             Frame::HelloClient if self.peer.is_none() => {
                 let _ = self.ftx.send(welcome(self.opts));
-                self.peer = Some(Peer::Conn(self.conn));
+                self.peer = Some(Peer::Conn(conn));
                 Input::LinkUp {
-                    peer: Peer::Conn(self.conn),
+                    peer: Peer::Conn(conn),
                     tx: Some(self.ftx.clone()),
                 }
             }
             Frame::StatusRequest => crate::status::request_input(&self.ftx),
             Frame::Request { id, op, req } => Input::Client {
                 req,
-                session: self.conn,
+                session: conn,
                 op,
                 reply: ReplyTo::Native {
                     tx: self.ftx.clone(),
@@ -444,55 +487,103 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
             },
             Frame::Proto(msg) => {
                 let from = match self.peer {
+                    Some(p @ Peer::Node(_)) => p,
+                    _ if !(self.who.may_send)(&msg) => {
+                        return self.refuse(
+                            Refusal::Frame,
+                            "this protocol message may only come from a replica".into(),
+                        );
+                    }
                     Some(p) => p,
                     None => {
                         // A coordinator that skipped the hello: register it now.
-                        self.peer = Some(Peer::Conn(self.conn));
+                        self.peer = Some(Peer::Conn(conn));
                         let up = Input::LinkUp {
-                            peer: Peer::Conn(self.conn),
+                            peer: Peer::Conn(conn),
                             tx: Some(self.ftx.clone()),
                         };
                         batch.push(up).await.ok()?;
-                        Peer::Conn(self.conn)
+                        Peer::Conn(conn)
                     }
                 };
                 Input::Msg { from, msg }
             }
             other => {
-                let message = format!("unexpected frame {}", frame_name(&other));
-                let _ = self.ftx.send(Frame::Error { message });
-                return None;
+                let why = format!("unexpected frame {}", frame_name(&other));
+                let what = match other {
+                    Frame::HelloPeer { .. } | Frame::PeerProof { .. } => Refusal::Handshake,
+                    _ => Refusal::Frame,
+                };
+                return self.refuse(what, why);
             }
         };
         Some(input)
     }
 
-    /// A replica dialled us: check it belongs to our cluster, then make this
-    /// connection its link.
-    fn hello_peer(
+    /// Count and log a refusal, and tell the other side why before closing.
+    fn refuse<T>(&self, what: Refusal, why: String) -> Option<T> {
+        guard::refused(what, Some(self.who.addr), &why);
+        let _ = self.ftx.send(Frame::Error { message: why });
+        None
+    }
+
+    /// A replica dialled us: check it belongs to our cluster, that it holds
+    /// the cluster secret if we have one, and that the driver takes it (a
+    /// live link to the same replica is replaced only by an authenticated
+    /// hello); then this connection is its link. `None`: refused.
+    async fn hello_peer(
         &mut self,
         node: NodeId,
         protocol: ProtocolKind,
+        nonce: &[u8],
         reader: &mut FrameReader,
-    ) -> Option<Input<M>> {
+        batch: &mut Batcher<M>,
+    ) -> Option<()> {
         let opts = self.opts;
-        if protocol != opts.cluster.protocol
-            || opts.cluster.replica(node).is_none()
-            || node == opts.id
-        {
-            let message = format!(
-                "replica {} runs {} in a cluster of {:?}; refusing peer {node} running {protocol}",
-                opts.id,
+        let me = opts.id;
+        if protocol != opts.cluster.protocol || opts.cluster.replica(node).is_none() || node == me {
+            let why = format!(
+                "replica {me} runs {} in a cluster of {:?}; refusing peer {node} running {protocol}",
                 opts.cluster.protocol,
                 opts.cluster.members()
             );
-            let _ = self.ftx.send(Frame::Error { message });
+            return self.refuse(Refusal::Handshake, why);
+        }
+        if node < me {
+            // Replica i dials only replicas below i (`dial_peer`): a hello
+            // from below is never one of ours.
+            let why = format!("replica {node} never dials replica {me} (it is dialled by it)");
+            return self.refuse(Refusal::Handshake, why);
+        }
+        if let Some(why) = self
+            .who
+            .tls
+            .as_ref()
+            .and_then(|t| certificate_refuses(t, node))
+        {
+            return self.refuse(Refusal::Handshake, why);
+        }
+        let authenticated = match &opts.secret {
+            Some(secret) => {
+                self.prove_and_check(secret, node, nonce, reader).await?;
+                true
+            }
+            // Over TLS its certificate proved it is replica `node`.
+            None => self.who.tls.is_some(),
+        };
+        if batch.flush().await.is_err() {
             return None;
         }
-        if let Some(message) = self.tls.as_ref().and_then(|t| certificate_refuses(t, node)) {
-            tracing::debug!(peer = node, "refusing a replica link: {message}");
-            let _ = self.ftx.send(Frame::Error { message });
-            return None;
+        let (answer, answered) = oneshot::channel();
+        let hello = Input::PeerHello {
+            node,
+            tx: self.ftx.clone(),
+            authenticated,
+            answer,
+        };
+        self.tx.send(hello).await.ok()?;
+        if let Err(why) = answered.await.ok()? {
+            return self.refuse(Refusal::Handshake, why);
         }
         self.peer = Some(Peer::Node(node));
         // A replica link: its own bounds, no client budget, no deadlines
@@ -502,10 +593,58 @@ impl<M: serde::Serialize + Send + 'static> NativeConn<'_, M> {
         reader
             .in_buf()
             .become_link(Budget::unlimited(), 4 + opts.max_frame);
-        Some(Input::LinkUp {
-            peer: Peer::Node(node),
-            tx: Some(self.ftx.clone()),
-        })
+        Some(())
+    }
+
+    /// The acceptor's half of `peer_auth`'s exchange with replica `node`.
+    async fn prove_and_check(
+        &mut self,
+        secret: &ClusterSecret,
+        node: NodeId,
+        their_nonce: &[u8],
+        reader: &mut FrameReader,
+    ) -> Option<()> {
+        let (me, cluster) = (self.opts.id, self.opts.cluster.id());
+        let my_nonce = peer_auth::nonce();
+        let proof = secret.proof(
+            Side::Acceptor,
+            &cluster,
+            (me, node),
+            (their_nonce, &my_nonce),
+        );
+        let challenge = Frame::PeerChallenge {
+            nonce: my_nonce.clone().into(),
+            proof: proof.into(),
+        };
+        if self.ftx.send(challenge).is_err() {
+            return None;
+        }
+        let answer = tokio::time::timeout(PROOF_TIMEOUT, reader.next::<M>()).await;
+        let why = match answer {
+            Ok(Ok(Frame::PeerProof { proof }))
+                if secret.verify(
+                    Side::Dialler,
+                    &cluster,
+                    (node, me),
+                    (&my_nonce, their_nonce),
+                    &proof,
+                ) =>
+            {
+                return Some(());
+            }
+            Ok(Ok(Frame::PeerProof { .. })) => {
+                format!("replica {node}: wrong proof of the cluster secret")
+            }
+            Ok(Ok(other)) => format!(
+                "replica {node}: expected a proof of the cluster secret, got {}",
+                frame_name(&other)
+            ),
+            Ok(Err(e)) => format!("replica {node}: no proof of the cluster secret: {e}"),
+            Err(_) => {
+                format!("replica {node}: no proof of the cluster secret in {PROOF_TIMEOUT:?}")
+            }
+        };
+        self.refuse(Refusal::Handshake, why)
     }
 }
 
@@ -534,6 +673,8 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::Status(_) => "Status",
         Frame::Heartbeat => "Heartbeat",
         Frame::Notify(_) => "Notify",
+        Frame::PeerChallenge { .. } => "PeerChallenge",
+        Frame::PeerProof { .. } => "PeerProof",
     }
 }
 
@@ -587,6 +728,11 @@ async fn dial_peer<P: Protocol + Send + 'static>(
     }
 }
 
+/// Where replica `id` is dialled, for messages.
+fn dialer_name(cluster: &crate::config::ClusterFile, id: NodeId) -> String {
+    cluster.replica(id).map_or_else(|| "?".into(), |r| r.dial())
+}
+
 /// One connection to replica `id`, until it fails. The link is up once the
 /// peer answered our hello with any frame (it beats at once): a frozen
 /// process still completes TCP handshakes, but must not count as up.
@@ -600,13 +746,49 @@ async fn run_link<P: Protocol + Send + 'static>(
     let (rd, wr) = stream.split();
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
     ftx.set_delay(opts.peer_delay(id));
+    let my_nonce = peer_auth::nonce();
     let _ = ftx.send(Frame::HelloPeer {
         node: opts.id,
         protocol: opts.cluster.protocol,
+        nonce: my_nonce.clone().into(),
     });
     let mut reader = FrameReader::new(rd, opts.max_frame);
     heartbeat::start(&ftx, &mut reader, opts.heartbeat);
-    let first = match reader.next::<P::Msg>().await {
+    let mut first = reader.next::<P::Msg>().await;
+    if let Ok(Frame::PeerChallenge { nonce, proof }) = &first {
+        let Some(secret) = &opts.secret else {
+            let why = "it asks for the cluster secret and this replica has none";
+            return LinkEnd::Closed(format!("replica {id} refused: {why}"));
+        };
+        let cluster = opts.cluster.id();
+        let me = opts.id;
+        if !secret.verify(
+            Side::Acceptor,
+            &cluster,
+            (id, me),
+            (&my_nonce, nonce),
+            proof,
+        ) {
+            let why = format!(
+                "replica {id} at {} failed to prove the cluster secret",
+                dialer_name(&opts.cluster, id)
+            );
+            guard::refused(Refusal::Handshake, None, &why);
+            return LinkEnd::Closed(why);
+        }
+        let proof = secret.proof(Side::Dialler, &cluster, (me, id), (nonce, &my_nonce));
+        let _ = ftx.send(Frame::PeerProof {
+            proof: proof.into(),
+        });
+        first = reader.next::<P::Msg>().await;
+    } else if opts.secret.is_some() && first.is_ok() {
+        // A replica without our secret must not get our traffic: it could
+        // be anyone listening at that address.
+        let why = format!("replica {id} did not prove the cluster secret (has it none?)");
+        guard::refused(Refusal::Handshake, None, &why);
+        return LinkEnd::Closed(why);
+    }
+    let first = match first {
         Ok(Frame::Heartbeat) => None,
         Ok(Frame::Proto(msg)) => Some(Input::Msg { from: peer, msg }),
         Ok(Frame::Error { message }) => {

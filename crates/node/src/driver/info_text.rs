@@ -74,6 +74,21 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         let timed_out =
             crate::net::CONNECTIONS_TIMED_OUT.load(std::sync::atomic::Ordering::Relaxed);
         s.push_str(&format!("connections_timed_out:{timed_out}\r\n"));
+        s.push_str("# Security\r\n");
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        s.push_str(&format!(
+            "handshakes_refused:{}\r\n",
+            load(&crate::guard::HANDSHAKES_REFUSED)
+        ));
+        s.push_str(&format!(
+            "frames_refused:{}\r\n",
+            load(&crate::guard::FRAMES_REFUSED)
+        ));
+        s.push_str(&format!(
+            "duplicate_hellos:{}\r\n",
+            self.stats.duplicate_hellos
+        ));
+        s.push_str(&format!("links_replaced:{}\r\n", self.stats.links_replaced));
         for (port, b) in &self.info.budgets {
             s.push_str(&format!("{port}_buffer_bytes:{}\r\n", b.used()));
             s.push_str(&format!("{port}_buffer_limit:{}\r\n", b.limit()));

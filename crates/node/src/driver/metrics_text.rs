@@ -104,6 +104,26 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 "link-down reports of connections already replaced",
                 st.stale_link_downs,
             ),
+            (
+                "handshakes_refused_total",
+                "hellos and peer proofs refused (logged with the remote address)",
+                crate::guard::HANDSHAKES_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
+                "frames_refused_total",
+                "frames refused for the connection's role (peer-only messages from clients)",
+                crate::guard::FRAMES_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
+                "duplicate_hellos_total",
+                "unauthenticated hellos naming a replica that has a live link",
+                st.duplicate_hellos,
+            ),
+            (
+                "links_replaced_total",
+                "live replica links replaced by an authenticated hello",
+                st.links_replaced,
+            ),
         ];
         for (name, help, v) in more {
             m.metric(name, "counter", help, "", v);

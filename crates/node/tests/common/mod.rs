@@ -41,6 +41,8 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
         limits: None,
         options: Default::default(),
         tls: None,
+        secret_file: None,
+        users: None,
     };
     (file, ls)
 }
