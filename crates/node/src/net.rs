@@ -299,8 +299,13 @@ impl Held {
             ConnRead::Tls(rd) => {
                 self.release_if_idle();
                 self.make_room(need)?;
-                // Cancel safe: a dropped read has taken no bytes.
-                return Ok(rd.read_buf(&mut self.buf).await?);
+                // Cancel safe: a dropped read has taken no bytes. A peer
+                // that closes without TLS close_notify (killed) has closed:
+                // frames are length-prefixed, so a cut is still caught.
+                return match rd.read_buf(&mut self.buf).await {
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+                    r => Ok(r?),
+                };
             }
         };
         loop {
