@@ -405,6 +405,44 @@ mod tests {
         }
     }
 
+    fn cert(cn: &str, sans: &[&str]) -> CertificateDer<'static> {
+        let mut params =
+            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().clone()
+    }
+
+    #[test]
+    fn identities_come_from_the_certificates_names() {
+        let r2 = cert(
+            "quorumkv replica 2",
+            &["replica-2.quorumkv", "127.0.0.1", "localhost"],
+        );
+        let id = TlsIdentity::of(Some(&r2));
+        assert_eq!(id.replica, Some(2));
+        assert_eq!(id.client.as_deref(), Some("quorumkv replica 2"));
+        let names = cert_names(&r2).unwrap();
+        assert_eq!(
+            names.dns,
+            ["replica-2.quorumkv", "localhost"],
+            "IP SANs are not DNS names"
+        );
+        let alice = TlsIdentity::of(Some(&cert("alice", &[])));
+        assert_eq!(
+            (alice.replica, alice.client.as_deref()),
+            (None, Some("alice"))
+        );
+        // A certificate naming two replicas names none.
+        let both = cert("x", &["replica-2.quorumkv", "replica-3.quorumkv"]);
+        assert_eq!(TlsIdentity::of(Some(&both)).replica, None);
+        assert_eq!(TlsIdentity::of(None), TlsIdentity::default());
+    }
+
     #[test]
     fn hosts_of_endpoints() {
         assert_eq!(host_of("127.0.0.1:7001"), "127.0.0.1");
