@@ -143,6 +143,13 @@ async fn abd_and_zab_serve_over_tls_through_the_library_and_the_cli() {
         assert_eq!((code, out.as_str()), (0, "OK"), "{protocol}: {err}");
         let (code, out, err) = cli(&c, &["get", "cli-key"]);
         assert_eq!((code, out.as_str()), (0, "over tls"), "{protocol}: {err}");
+        if protocol == "zab" {
+            // The znode CLI too.
+            let (code, _, err) = cli(&c, &["zk", "create", "/over-tls", "znode data"]);
+            assert_eq!(code, 0, "{err}");
+            let (code, out, err) = cli(&c, &["zk", "get", "/over-tls"]);
+            assert_eq!((code, out.as_str()), (0, "znode data"), "{err}");
+        }
         let (code, out, err) = cli(&c, &["endpoints", "status"]);
         assert_eq!(code, 0, "{protocol}: {err}");
         assert_eq!(out.matches(" yes ").count(), 3, "{out}");
