@@ -294,8 +294,32 @@ async fn client_cert_auth_refuses_a_client_without_a_certificate() {
     assert_eq!(client.get("k").await.unwrap(), Some(Bytes::from("v")));
     let (code, out, err) = cli(&c, &["get", "k"]);
     assert_eq!((code, out.as_str()), (0, "v"), "{err}");
+    // A container's HEALTHCHECK: `quorumkv health` with the replica's own
+    // certificate, from the replica's environment.
+    let dir = tls_dir(&c);
+    let health = |env: &[(&str, PathBuf)]| {
+        let mut cmd = Command::new(binary());
+        cmd.args(["health", "--addr", &c.endpoints()[0].native.to_string()]);
+        for var in ["QUORUMKV_TLS_CA", "QUORUMKV_TLS_CERT", "QUORUMKV_TLS_KEY"] {
+            cmd.env_remove(var);
+        }
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        let out = cmd.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let own = [
+        ("QUORUMKV_TLS_CA", dir.join("ca.pem")),
+        ("QUORUMKV_TLS_CERT", dir.join("replica-1.pem")),
+        ("QUORUMKV_TLS_KEY", dir.join("replica-1.key")),
+    ];
+    let (ok, out) = health(&own);
+    assert!(ok && out.starts_with("healthy"), "{out}");
+    let (ok, out) = health(&own[..1]);
+    assert!(!ok, "no client certificate, yet healthy: {out}");
     if require_tool("redis-cli") {
-        let dir = tls_dir(&c);
         let port = c.endpoints()[1].resp.port().to_string();
         let ca = dir.join("ca.pem");
         let without = redis_cli(&["--tls", "--cacert", path(&ca), "-p", &port, "GET", "k"]);

@@ -5,7 +5,9 @@
 use clap::Args as ClapArgs;
 use quorumkv_node::client::resolve_endpoint;
 use quorumkv_node::config::parse_duration;
-use quorumkv_node::status::{fetch, NodeStatus};
+use quorumkv_node::status::{fetch_with, NodeStatus};
+use quorumkv_node::tls::ClientTls;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -27,6 +29,22 @@ pub struct Args {
     /// How long to wait for the answer.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
+    /// Ask over TLS, trusting this CA (in a replica's container: the
+    /// replica's own --tls-ca, from its environment).
+    #[arg(long, env = "QUORUMKV_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// Over TLS, present this certificate (replicas with client_cert_auth
+    /// require one; in a container: the replica's own).
+    #[arg(
+        long = "cert",
+        env = "QUORUMKV_TLS_CERT",
+        value_name = "FILE",
+        requires = "key"
+    )]
+    cert: Option<PathBuf>,
+    /// The certificate's private key.
+    #[arg(long, env = "QUORUMKV_TLS_KEY", value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
 }
 
 /// Roles of a replica that answers but refuses operations.
@@ -52,12 +70,26 @@ pub fn run(a: Args) -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
+    let tls = match &a.tls_ca {
+        Some(ca) => {
+            let cert_key = a.cert.as_deref().zip(a.key.as_deref());
+            match ClientTls::from_files(ca, cert_key) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    println!("unhealthy: {e:#}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => None,
+    };
     let answer = rt.block_on(async {
         let deadline = tokio::time::Instant::now() + a.timeout;
         let addr = resolve_endpoint(&a.addr, deadline)
             .await
             .map_err(|e| e.to_string())?;
-        fetch(addr, a.timeout).await
+        let host = quorumkv_node::tls::host_of(&a.addr);
+        fetch_with(addr, host, a.timeout, tls.as_ref()).await
     });
     match answer {
         Ok(s) => match unhealthy(&s, a.quorum) {
