@@ -1,4 +1,4 @@
-//! quorumkv-bench: `quorumkv bench`, the seeds' experiments (PROTOCOLS.md §8)
+//! quorumkv-bench: `quorumkv bench`, the seeds' experiments (docs/src/experiments/index.md)
 //! run against our protocols and against real etcd and Redis, with one
 //! workload generator, one [`config::BenchConfig`], tables, CSV/JSON and PNGs.
 //!

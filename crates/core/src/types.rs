@@ -114,14 +114,35 @@ pub struct Tag {
     pub writer: u64,
 }
 
+/// How far a replica lets a tag's `ts` jump ahead of the tag it holds for
+/// that key: 2^32. A legitimate writer's tag is at most the highest `ts` a
+/// quorum holds plus one, so a replica that missed fewer than 2^32 writes
+/// to a key never sees a larger jump; a forger, on the other hand, moves a
+/// replica's `ts` by at most 2^32 per accepted message, so it needs at
+/// least 2^32 requests to exhaust a key's 2^64 tag space (one forged
+/// `ts = u64::MAX` froze a key for good before: issue 31).
+pub const MAX_TAG_JUMP: u64 = 1 << 32;
+
+/// Why a write is refused when its key's tag space is used up.
+pub const TAG_SPACE_EXHAUSTED: &str = "tag space of key exhausted";
+
 impl Tag {
     pub const ZERO: Tag = Tag { ts: 0, writer: 0 };
-    /// The tag a writer with id `writer` uses to supersede `self`.
-    pub fn next(self, writer: u64) -> Tag {
-        Tag {
-            ts: self.ts + 1,
-            writer,
-        }
+    /// The tag a writer with id `writer` uses to supersede `self`, or `None`
+    /// when the key's tag space is used up: never wrap to 0, which would
+    /// make every later write older than the one it must supersede. A `ts`
+    /// of `u64::MAX` is never issued either: no tag could follow it, and
+    /// replicas refuse it (`jumps_too_far`), so the last usable is
+    /// `u64::MAX - 1`.
+    pub fn next(self, writer: u64) -> Option<Tag> {
+        let ts = self.ts.checked_add(1).filter(|&ts| ts < u64::MAX)?;
+        Some(Tag { ts, writer })
+    }
+    /// Whether a replica holding `held` must refuse `self`: its `ts` is more
+    /// than [`MAX_TAG_JUMP`] ahead (see there), or it is `u64::MAX`, from
+    /// which no write could ever supersede it.
+    pub fn jumps_too_far(self, held: Tag) -> bool {
+        self.ts == u64::MAX || self.ts.saturating_sub(held.ts) > MAX_TAG_JUMP
     }
 }
 
@@ -234,5 +255,49 @@ impl OpError {
         OpError::Unknown {
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_tag_is_checked_never_wrapped() {
+        let t = Tag { ts: 7, writer: 3 };
+        assert_eq!(t.next(9), Some(Tag { ts: 8, writer: 9 }));
+        let last = Tag {
+            ts: u64::MAX,
+            writer: 999,
+        };
+        assert_eq!(last.next(1), None, "ts + 1 would wrap to 0");
+        let before_last = Tag {
+            ts: u64::MAX - 1,
+            ..last
+        };
+        assert_eq!(before_last.next(1), None, "u64::MAX is never issued");
+        let ts = u64::MAX - 2;
+        assert_eq!(
+            Tag { ts, writer: 1 }.next(2),
+            Some(Tag {
+                ts: ts + 1,
+                writer: 2
+            })
+        );
+    }
+
+    #[test]
+    fn a_tag_may_jump_at_most_max_tag_jump_ahead() {
+        let held = Tag { ts: 10, writer: 1 };
+        let at = |ts| Tag { ts, writer: 2 };
+        assert!(!at(11).jumps_too_far(held));
+        assert!(!at(10 + MAX_TAG_JUMP).jumps_too_far(held));
+        assert!(at(11 + MAX_TAG_JUMP).jumps_too_far(held));
+        assert!(at(u64::MAX).jumps_too_far(held));
+        assert!(
+            at(u64::MAX).jumps_too_far(at(u64::MAX - 1)),
+            "no tag after it"
+        );
+        assert!(!at(3).jumps_too_far(held), "older tags are no jump");
     }
 }

@@ -1,4 +1,4 @@
-//! The coordination service's client (seed 001 §II.C, PROTOCOLS.md §7):
+//! The coordination service's client (seed 001 §II.C; docs/src/protocols/coordination-service.md):
 //! ZooKeeper's calls over a [`Client`] to a Zab cluster.
 //!
 //! Every call is an `async fn` on `&self`: awaiting each in turn is the

@@ -60,8 +60,8 @@ pub mod zab;
 
 pub use options::{NoOptions, OptSpec, ProtocolOptions};
 pub use registry::{
-    BugInfo, ClientSpec, InjectedBugs, LinkModel, NamedVariant, NoBugs, NodeSpec, ProtocolDef,
-    ProtocolInfo, ProtocolKind, Timing, Visitor,
+    client_may_send_fn, BugInfo, ClientMaySend, ClientSpec, InjectedBugs, LinkModel, NamedVariant,
+    NoBugs, NodeSpec, ProtocolDef, ProtocolInfo, ProtocolKind, Timing, Visitor,
 };
 
 use crate::types::{ClientRef, Event, NodeId, Peer, Request, Response, Tag, Time};

@@ -281,6 +281,24 @@ pub trait ProtocolDef: 'static {
     fn linger(_opts: &Self::Options, _timing: &Timing) -> Duration {
         Duration::ZERO
     }
+    /// Whether `msg` may come from a connection that is not a replica: a
+    /// client running the client-side coordinator ([`Self::Client`]). The
+    /// node layer refuses every other message on a client connection, so a
+    /// client cannot pose as a peer (issue 31). Default: none may; a
+    /// protocol with a client coordinator lists exactly the requests that
+    /// coordinator sends, never a reply or a peer-only message.
+    fn client_may_send(_msg: &Self::Msg) -> bool {
+        false
+    }
+}
+
+/// [`ProtocolDef::client_may_send`] as a plain function pointer, for a
+/// driver that keeps the check beside a `P: Protocol` it is generic over.
+pub type ClientMaySend<M> = fn(&M) -> bool;
+
+/// `D`'s [`ProtocolDef::client_may_send`] as a [`ClientMaySend`].
+pub fn client_may_send_fn<D: ProtocolDef>() -> ClientMaySend<D::Msg> {
+    D::client_may_send
 }
 
 /// Something to do with a protocol's types, chosen by name at run time.

@@ -27,6 +27,12 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Largest data a znode holds (ZooKeeper's default `jute.maxbuffer`).
 pub const MAX_DATA: usize = 1 << 20;
 
+/// The refusal of an operation that would take `what` of node `path`
+/// past its largest value (never wrapped: issue 31).
+fn exhausted(path: &str, what: &str) -> ZkError {
+    ZkError::BadArguments(format!("{what} of {path} exhausted"))
+}
+
 /// A znode's metadata, ZooKeeper's `Stat` minus the ACL version.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stat {
@@ -266,12 +272,18 @@ impl Tree {
             data_length: data.len() as u32,
             ..Stat::default()
         };
+        // Checked (issue 31): a counter that cannot grow refuses the
+        // create, before anything changed.
+        let (Some(cversion), Some(next_seq)) = (
+            parent_node.stat.cversion.checked_add(1),
+            parent_node.next_seq.checked_add(u64::from(sequential)),
+        ) else {
+            return Err(exhausted(&parent, "cversion or sequence counter"));
+        };
         let parent_node = self.nodes.get_mut(&parent).expect("checked above");
-        if sequential {
-            parent_node.next_seq += 1;
-        }
+        parent_node.next_seq = next_seq;
         parent_node.children.insert(path::name(&full).to_string());
-        parent_node.stat.cversion += 1;
+        parent_node.stat.cversion = cversion;
         parent_node.stat.pzxid = at.zxid;
         parent_node.stat.num_children = parent_node.children.len() as u32;
         self.nodes.insert(
@@ -309,6 +321,14 @@ impl Tree {
         if !node.children.is_empty() {
             return Err(ZkError::NotEmpty);
         }
+        let parent = path::parent(path);
+        if self
+            .nodes
+            .get(parent)
+            .is_some_and(|p| p.stat.cversion == u32::MAX)
+        {
+            return Err(exhausted(parent, "cversion"));
+        }
         self.remove(at, path, changes);
         Ok(TxnOk::Deleted)
     }
@@ -325,7 +345,10 @@ impl Tree {
         let parent = path::parent(path).to_string();
         if let Some(p) = self.nodes.get_mut(&parent) {
             p.children.remove(path::name(path));
-            p.stat.cversion += 1;
+            // Saturating, not refused: a session's close removes its
+            // ephemerals whatever their parent's count (a client's own
+            // delete was refused at `u32::MAX` above).
+            p.stat.cversion = p.stat.cversion.saturating_add(1);
             p.stat.pzxid = at.zxid;
             p.stat.num_children = p.children.len() as u32;
         }
@@ -352,8 +375,13 @@ impl Tree {
         if version.is_some_and(|v| v != node.stat.version) {
             return Err(ZkError::BadVersion);
         }
+        // Checked (issue 31): a wrapped version would pass a conditional
+        // set that names an old version again.
+        let Some(next) = node.stat.version.checked_add(1) else {
+            return Err(exhausted(path, "version"));
+        };
         node.data = data.clone();
-        node.stat.version = node.stat.version.wrapping_add(1);
+        node.stat.version = next;
         node.stat.mzxid = at.zxid;
         node.stat.mtime = at.time_ms;
         node.stat.data_length = data.len() as u32;
@@ -540,6 +568,57 @@ mod tests {
             t.run(del("/", None)).0,
             Err(ZkError::BadArguments(_))
         ));
+    }
+
+    /// Issue 31: a version, cversion or sequence counter at its largest
+    /// value refuses the operation that would grow it, and the tree stays
+    /// as it was; nothing wraps to 0.
+    #[test]
+    fn counters_at_their_edge_refuse_instead_of_wrapping() {
+        let mut t = T::new();
+        t.create("/q", false, false, 0).unwrap();
+        t.create("/q/a", false, false, 0).unwrap();
+        let set = |v| Txn::SetData {
+            path: "/q/a".into(),
+            data: b("x"),
+            version: v,
+        };
+        t.tree.nodes.get_mut("/q/a").unwrap().stat.version = u32::MAX;
+        let before = t.tree.clone();
+        for v in [None, Some(u32::MAX)] {
+            let err = t.run(set(v)).0.unwrap_err();
+            assert_eq!(err, exhausted("/q/a", "version"));
+            assert_eq!(t.tree.nodes, before.nodes, "unchanged");
+        }
+        t.tree.nodes.get_mut("/q").unwrap().stat.cversion = u32::MAX;
+        let before = t.tree.clone();
+        let err = t.create("/q/b", false, false, 0).unwrap_err();
+        assert_eq!(err, exhausted("/q", "cversion or sequence counter"));
+        let del = Txn::Delete {
+            path: "/q/a".into(),
+            version: None,
+        };
+        assert_eq!(t.run(del).0.unwrap_err(), exhausted("/q", "cversion"));
+        assert_eq!(t.tree.nodes, before.nodes, "unchanged");
+        t.tree.nodes.get_mut("/q").unwrap().stat.cversion = 0;
+        t.tree.nodes.get_mut("/q").unwrap().next_seq = u64::MAX;
+        let before = t.tree.clone();
+        let err = t.create("/q/n-", false, true, 0).unwrap_err();
+        assert_eq!(err, exhausted("/q", "cversion or sequence counter"));
+        assert_eq!(t.tree.nodes, before.nodes, "unchanged");
+        t.create("/q/plain", false, false, 0).unwrap();
+        // A session's close still removes its ephemerals at the edge.
+        t.run(Txn::OpenSession {
+            session: 5,
+            timeout_ms: 1000,
+        })
+        .0
+        .unwrap();
+        t.create("/q/e", true, false, 5).unwrap();
+        t.tree.nodes.get_mut("/q").unwrap().stat.cversion = u32::MAX;
+        t.run(Txn::CloseSession { session: 5 }).0.unwrap();
+        assert!(!t.tree.nodes.contains_key("/q/e"));
+        assert_eq!(t.tree.nodes["/q"].stat.cversion, u32::MAX, "saturated");
     }
 
     #[test]

@@ -89,6 +89,10 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             self.stats.duplicate_hellos
         ));
         s.push_str(&format!("links_replaced:{}\r\n", self.stats.links_replaced));
+        s.push_str(&format!(
+            "auth_failures:{}\r\n",
+            load(&crate::auth::AUTH_FAILURES)
+        ));
         for (port, b) in &self.info.budgets {
             s.push_str(&format!("{port}_buffer_bytes:{}\r\n", b.used()));
             s.push_str(&format!("{port}_buffer_limit:{}\r\n", b.limit()));

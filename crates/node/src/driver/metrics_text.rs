@@ -115,6 +115,11 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 crate::guard::FRAMES_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
             ),
             (
+                "auth_failures_total",
+                "failed user authentications (RESP AUTH/HELLO, native Auth)",
+                crate::auth::AUTH_FAILURES.load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
                 "duplicate_hellos_total",
                 "unauthenticated hellos naming a replica that has a live link",
                 st.duplicate_hellos,

@@ -18,7 +18,7 @@ pub(super) trait Actor<D: ProtocolDef>: Copy {
     fn peer(self, w: &World<'_, D>) -> Peer;
     fn ep(self) -> Ep;
     /// Panics on a send this actor must never make.
-    fn check_send(self, w: &World<'_, D>, to: Peer);
+    fn check_send(self, w: &World<'_, D>, to: Peer, msg: &D::Msg);
     fn timers<'w>(self, w: &'w mut World<'_, D>) -> &'w mut HashMap<Self::Timer, u64>;
     fn timer_event(self, timer: Self::Timer, gen: u64) -> Ev<D>;
     fn reply(self, w: &mut World<'_, D>, cref: ClientRef, resp: Response);
@@ -39,7 +39,7 @@ impl<D: ProtocolDef> Actor<D> for NodeIx {
     fn ep(self) -> Ep {
         Ep::Node(self.0)
     }
-    fn check_send(self, w: &World<'_, D>, to: Peer) {
+    fn check_send(self, w: &World<'_, D>, to: Peer, _: &D::Msg) {
         if let Peer::Node(id) = to {
             let j = id as usize - 1;
             assert!(
@@ -83,10 +83,18 @@ impl<D: ProtocolDef> Actor<D> for ClientIx {
     fn ep(self) -> Ep {
         Ep::Client(self.0)
     }
-    fn check_send(self, _: &World<'_, D>, to: Peer) {
+    fn check_send(self, _: &World<'_, D>, to: Peer, msg: &D::Msg) {
         if let Peer::Conn(_) = to {
             panic!("client coordinator c{} sent to a connection", self.0);
         }
+        // A server refuses anything else from a client connection (issue
+        // 31): client mode would silently stall on it.
+        assert!(
+            D::client_may_send(msg),
+            "client coordinator c{} sent {msg:?}, which servers refuse from a client \
+             (ProtocolDef::client_may_send)",
+            self.0
+        );
     }
     fn timers<'w>(self, w: &'w mut World<'_, D>) -> &'w mut HashMap<Self::Timer, u64> {
         &mut w.clients[self.0].timers
@@ -133,7 +141,7 @@ impl<D: ProtocolDef> World<'_, D> {
     /// A message to oneself comes back without the network's faults.
     fn send<A: Actor<D>>(&mut self, actor: A, to: Peer, msg: D::Msg) {
         let me = actor.peer(self);
-        actor.check_send(self, to);
+        actor.check_send(self, to, &msg);
         self.stats.messages += 1;
         let to_ep = match to {
             Peer::Node(id) => Ep::Node(id as usize - 1),

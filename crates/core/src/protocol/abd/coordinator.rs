@@ -4,7 +4,9 @@ use super::thrifty::AVOID_FOR;
 use super::{Counters, InjectedBug, Msg, Timer};
 use crate::protocol::{Out, Protocol};
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
-use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
+use crate::types::{
+    ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time, TAG_SPACE_EXHAUSTED,
+};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -56,12 +58,15 @@ enum Phase {
         highest: Tag,
         value: Option<Bytes>,
     },
-    /// Phase 2: storing `(tag, value)`; reply `result` once a quorum acked.
+    /// Phase 2: storing `(tag, value)`; reply `result` once a quorum acked,
+    /// or first store `then` (a write's own tag and value) after this
+    /// catch-up write-back (see `finish_query`).
     Store {
         acks: QuorumTracker,
         tag: Tag,
         value: Option<Bytes>,
         result: Response,
+        then: Option<(Tag, Option<Bytes>)>,
     },
 }
 
@@ -162,6 +167,9 @@ impl Coordinator {
             req @ Request::Znode(_) => return out.reply(client, req.refusal().expect("not KV")),
         };
         let op = self.next_op;
+        // An op id only names an operation among this coordinator's own
+        // (it starts at a hash, `first_op`): wrapping keeps it unique for
+        // 2^64 operations and orders nothing, unlike a tag's ts.
         self.next_op = self.next_op.wrapping_add(1);
         let asked = self.targets(now, None);
         self.send_to(
@@ -267,8 +275,8 @@ impl Coordinator {
         } else {
             *lowest == *highest
         };
-        let highest = (*highest, best.take());
-        self.finish_query(now, op, agreed, highest, out);
+        let (lowest, highest) = (*lowest, (*highest, best.take()));
+        self.finish_query(now, op, agreed, lowest, highest, out);
     }
 
     /// The query quorum is in with the `highest` (tag, value) it saw: a get
@@ -279,6 +287,7 @@ impl Coordinator {
         now: Time,
         op: u64,
         agreed: bool,
+        lowest: Tag,
         (max_tag, max_value): (Tag, Option<Bytes>),
         out: &mut Out<Msg, Timer>,
     ) {
@@ -292,7 +301,7 @@ impl Coordinator {
                     out.reply(p.client, Response::Value(max_value));
                 } else {
                     let result = Response::Value(max_value.clone());
-                    self.enter_store(now, op, max_tag, max_value, result, out);
+                    self.enter_store(now, op, (max_tag, max_value), result, None, out);
                 }
             }
             Kind::Write(value) => {
@@ -300,13 +309,34 @@ impl Coordinator {
                 // coordinator already issued, even when the query quorum did
                 // not see it (a concurrent write through the same proxy, or
                 // an earlier write that timed out with its store in flight).
-                let ts = max_tag.ts.max(self.last_ts) + 1;
-                self.last_ts = ts;
-                let tag = Tag {
-                    ts,
-                    writer: self.id,
+                let floor = Tag {
+                    ts: max_tag.ts.max(self.last_ts),
+                    writer: 0,
                 };
-                self.enter_store(now, op, tag, value, Response::Done, out);
+                // Checked (`Tag::next`): a key whose tag space is used up
+                // takes no newer write. Refused before any store left, so
+                // the write had no effect (issue 31: `ts + 1` wrapped to 0,
+                // and every later write lost to the forged tag).
+                let Some(tag) = floor.next(self.id) else {
+                    let p = self.pending.remove(&op).expect("present");
+                    self.counters.tag_space_exhausted += 1;
+                    let why = OpError::refused(TAG_SPACE_EXHAUSTED);
+                    return out.reply(p.client, Response::Failed(why));
+                };
+                self.last_ts = tag.ts;
+                if tag.jumps_too_far(lowest) {
+                    // A replica of the quorum would refuse the new tag: the
+                    // highest is more than `MAX_TAG_JUMP` ahead of it (one
+                    // forged store can do that). Write the highest back
+                    // first, as a get would, so the replicas catch up; one
+                    // more round, only then. Without it, writes that see
+                    // the forged tag time out until a get writes it back.
+                    self.counters.catch_up_write_backs += 1;
+                    let then = Some((tag, value));
+                    let catch_up = (max_tag, max_value);
+                    return self.enter_store(now, op, catch_up, Response::Done, then, out);
+                }
+                self.enter_store(now, op, (tag, value), Response::Done, None, out);
             }
         }
     }
@@ -315,14 +345,15 @@ impl Coordinator {
         &mut self,
         now: Time,
         op: u64,
-        tag: Tag,
-        value: Option<Bytes>,
+        (tag, value): (Tag, Option<Bytes>),
         result: Response,
+        then: Option<(Tag, Option<Bytes>)>,
         out: &mut Out<Msg, Timer>,
     ) {
         let voters = match &self.pending[&op].phase {
             Phase::Query { votes, .. } => votes.members(),
-            Phase::Store { .. } => unreachable!("enter_store leaves phase 1"),
+            // After a catch-up write-back: the replicas that took it.
+            Phase::Store { acks, .. } => acks.members(),
         };
         let asked = self.targets(now, Some(voters));
         let retry_at = now.saturating_add(self.first_retry());
@@ -342,10 +373,11 @@ impl Coordinator {
             tag,
             value,
             result,
+            then,
         };
     }
 
-    fn on_store_ack(&mut self, from: NodeId, op: u64, out: &mut Out<Msg, Timer>) {
+    fn on_store_ack(&mut self, now: Time, from: NodeId, op: u64, out: &mut Out<Msg, Timer>) {
         let Some(p) = self.pending.get_mut(&op) else {
             self.counters.stale_replies += 1;
             return;
@@ -360,6 +392,23 @@ impl Coordinator {
             QuorumStatus::Pending => {}
             QuorumStatus::AlreadyWon => unreachable!("the op leaves as soon as the quorum is won"),
             QuorumStatus::Won => {
+                // A catch-up write-back is on a quorum: now the write's own
+                // store, under a fresh op id. A `StoreAck` names no tag, so
+                // a late or duplicated ack of the write-back must not count
+                // for it: under the old id it is a stale reply.
+                if let Phase::Store {
+                    then: then @ Some(_),
+                    result,
+                    ..
+                } = &mut p.phase
+                {
+                    let (own, result) = (then.take().expect("matched"), result.clone());
+                    let p = self.pending.remove(&op).expect("present");
+                    let fresh = self.next_op;
+                    self.next_op = self.next_op.wrapping_add(1);
+                    self.pending.insert(fresh, p);
+                    return self.enter_store(now, fresh, own, result, None, out);
+                }
                 let p = self.pending.remove(&op).expect("present");
                 let Phase::Store { result, .. } = p.phase else {
                     unreachable!()
@@ -377,11 +426,17 @@ impl Coordinator {
             self.counters.misrouted += 1;
             return;
         };
+        if !self.members.contains(&node) {
+            // Not a replica of this cluster: it counts in no quorum (and
+            // an id past 63 would not fit the quorum bitsets).
+            self.counters.misrouted += 1;
+            return;
+        }
         match msg {
             Msg::QueryReply { op, tag, value } => {
                 self.on_query_reply(now, node, op, tag, value, out)
             }
-            Msg::StoreAck { op } => self.on_store_ack(node, op, out),
+            Msg::StoreAck { op } => self.on_store_ack(now, node, op, out),
             Msg::Query { .. } | Msg::Store { .. } | Msg::SyncRequest | Msg::SyncReply { .. } => {
                 self.counters.misrouted += 1
             }
@@ -717,6 +772,129 @@ mod tests {
         c.handle(T0, Peer::Conn(4), Msg::StoreAck { op }, &mut out);
         c.handle(T0, Peer::Node(3), Msg::Query { op, key: key() }, &mut out);
         assert_eq!(c.counters.misrouted, 2);
+    }
+
+    /// A key whose highest tag is at `ts = u64::MAX` takes no newer write:
+    /// the put is refused definitely, before any store leaves.
+    #[test]
+    fn a_write_after_the_last_tag_is_refused_not_wrapped() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef::local(9), put(b"x"), &mut out);
+        out.drain();
+        qreply(&mut c, 1, u64::MAX, 999, Some("forged"), &mut out);
+        qreply(&mut c, 2, 3, 1, None, &mut out);
+        let cmds = out.commands();
+        assert_eq!(cmds.len(), 1, "a reply and no Store: {cmds:?}");
+        assert_eq!(
+            replies(&mut out),
+            vec![Response::Failed(OpError::refused(TAG_SPACE_EXHAUSTED))]
+        );
+        assert_eq!((c.in_flight(), c.counters.tag_space_exhausted), (0, 1));
+        assert_eq!(c.last_ts, 0, "no ts was issued");
+    }
+
+    /// Issue 31 end to end: a forged `Store` at `ts = u64::MAX` (or a huge
+    /// jump) sent straight to one replica leaves the key writable, and the
+    /// next put through a coordinator is read back, not the forged value.
+    #[test]
+    fn a_forged_max_tag_leaves_the_key_writable_and_linearizable() {
+        for forged_ts in [u64::MAX, u64::MAX / 2, 2 + crate::types::MAX_TAG_JUMP] {
+            let mut net = Net::new(3);
+            let mut c = coord(3);
+            assert_eq!(net.run(&mut c, put(b"first")), Response::Done);
+            let forged = Msg::Store {
+                op: 1,
+                key: key(),
+                tag: Tag {
+                    ts: forged_ts,
+                    writer: 999,
+                },
+                value: Some(Bytes::from_static(b"forged")),
+            };
+            let mut out = O::new();
+            net.replicas[0].handle(Peer::Conn(66), forged, &mut out);
+            assert!(out.is_empty(), "the forger gets no ack");
+            assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
+            let get = Request::Get { key: key() };
+            let second = Response::Value(Some(Bytes::from_static(b"second")));
+            assert_eq!(net.run(&mut c, get.clone()), second);
+            let mut other = Coordinator::new(200, vec![1, 2, 3], CoordinatorConfig::default());
+            assert_eq!(net.run(&mut other, get), second);
+            for r in &net.replicas {
+                assert_eq!(r.get(b"k").unwrap().0, Tag { ts: 2, writer: 100 });
+            }
+        }
+    }
+
+    /// A forged store at exactly `MAX_TAG_JUMP` ahead is taken by the one
+    /// replica it reaches. The next write sees it and would jump more than
+    /// `MAX_TAG_JUMP` past the other replicas, which would refuse it: it
+    /// writes the highest back first, then its own tag, and completes.
+    #[test]
+    fn a_write_past_a_maximal_jump_writes_the_highest_back_first() {
+        use crate::types::MAX_TAG_JUMP;
+        let mut net = Net::new(3);
+        let mut c = coord(3);
+        assert_eq!(net.run(&mut c, put(b"first")), Response::Done);
+        let forged = Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag {
+                ts: 1 + MAX_TAG_JUMP,
+                writer: 999,
+            },
+            value: Some(Bytes::from_static(b"forged")),
+        };
+        let mut out = O::new();
+        net.replicas[0].handle(Peer::Conn(66), forged, &mut out);
+        assert_eq!(sends(&mut out).len(), 1, "within the bound: taken");
+        assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
+        assert_eq!(c.counters.catch_up_write_backs, 1);
+        let stores: Vec<_> = (net.sent.iter())
+            .filter_map(|m| match m {
+                Msg::Store { op, tag, .. } if tag.ts > 1 => Some((*op, tag.ts)),
+                _ => None,
+            })
+            .collect();
+        let (catch_up, own) = (stores[0], stores[stores.len() - 1]);
+        assert_eq!((catch_up.1, own.1), (1 + MAX_TAG_JUMP, 2 + MAX_TAG_JUMP));
+        assert_ne!(catch_up.0, own.0, "a fresh op id: acks name no tag");
+        // A late ack of the catch-up is stale, not an ack of the write.
+        let mut out = O::new();
+        let late = Msg::StoreAck { op: catch_up.0 };
+        c.handle(T0, Peer::Node(3), late, &mut out);
+        assert!(out.is_empty());
+        let own = Tag {
+            ts: 2 + MAX_TAG_JUMP,
+            writer: 100,
+        };
+        for r in &net.replicas {
+            assert_eq!(r.get(b"k").unwrap().0, own);
+            assert_eq!(r.counters.tag_jumps_refused, 0);
+        }
+        let get = Request::Get { key: key() };
+        let second = Response::Value(Some(Bytes::from_static(b"second")));
+        assert_eq!(net.run(&mut c, get), second);
+        assert_eq!(net.run(&mut c, put(b"third")), Response::Done);
+        assert_eq!(c.counters.catch_up_write_backs, 1, "only when needed");
+    }
+
+    /// A reply from an id that is no replica of the cluster (64 would not
+    /// even fit the quorum bitset) counts in no quorum, and panics nothing.
+    #[test]
+    fn replies_from_outside_the_cluster_are_ignored() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        c.start(T0, ClientRef::local(1), put(b"x"), &mut out);
+        out.drain();
+        for n in [4, 64, u32::MAX] {
+            qreply(&mut c, n, 1, 1, None, &mut out);
+            c.handle(T0, Peer::Node(n), Msg::StoreAck { op: 1 }, &mut out);
+        }
+        qreply(&mut c, 1, 1, 1, None, &mut out);
+        assert!(out.is_empty(), "one replica is no quorum of 3");
+        assert_eq!(c.counters.misrouted, 6);
     }
 
     #[test]

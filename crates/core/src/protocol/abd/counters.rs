@@ -11,4 +11,14 @@ pub struct Counters {
     pub misrouted: u64,
     /// Stores ignored because the replica held a newer or equal tag.
     pub older_stores: u64,
+    /// Replica: stores refused, unanswered, because their tag jumped more
+    /// than `MAX_TAG_JUMP` ahead of the one held (or was `u64::MAX`).
+    pub tag_jumps_refused: u64,
+    /// Coordinator: writes refused because the key's tag space is used up
+    /// (`Tag::next`: no ts follows `u64::MAX - 1`).
+    pub tag_space_exhausted: u64,
+    /// Coordinator: writes that first wrote the quorum's highest tag back
+    /// because their own would have jumped more than `MAX_TAG_JUMP` ahead
+    /// of a replica of the quorum.
+    pub catch_up_write_backs: u64,
 }

@@ -153,6 +153,19 @@ impl ProtocolDef for Abd {
     fn available(node: &AbdNode) -> bool {
         !node.is_recovering()
     }
+    /// What a client-side [`Coordinator`] sends: the two phases' requests.
+    /// Never `SyncRequest` (it would hand the whole store to anyone), nor
+    /// a reply (`QueryReply`, `StoreAck`, `SyncReply`), which only a
+    /// replica sends.
+    fn client_may_send(msg: &Msg) -> bool {
+        match msg {
+            Msg::Query { .. } | Msg::Store { .. } => true,
+            Msg::QueryReply { .. }
+            | Msg::StoreAck { .. }
+            | Msg::SyncRequest
+            | Msg::SyncReply { .. } => false,
+        }
+    }
     /// Knob bit 0: thrifty coordinators, half the seeds.
     fn vary(opts: &mut AbdOptions, knobs: u64) {
         opts.thrifty = knobs & 1 == 1;
@@ -178,6 +191,56 @@ mod tests {
         assert!(AbdOptions::from_pairs(&bad)
             .unwrap_err()
             .contains("thrifty"));
+    }
+
+    /// Every message a client-side coordinator sends through a few
+    /// operations (puts, gets with and without write-back, a delete) passes
+    /// `client_may_send`; every reply and peer-only message is refused.
+    #[test]
+    fn a_client_may_send_exactly_what_its_coordinator_sends() {
+        use crate::protocol::abd::testing::{key, put, Net};
+        use crate::types::{Request, Tag};
+        use bytes::Bytes;
+        let spec = ClientSpec {
+            writer_id: crate::protocol::registry::client_writer_id(1),
+            members: &[1, 2, 3],
+            timing: Timing::default(),
+            seed: 1,
+        };
+        let mut net = Net::new(3);
+        for fast_read in [true, false] {
+            let opts = AbdOptions {
+                fast_read,
+                ..Default::default()
+            };
+            let mut c = Abd::client(&spec, &opts, None);
+            net.run(&mut c, put(b"a"));
+            net.run(&mut c, Request::Get { key: key() });
+            net.run(&mut c, Request::Delete { key: key() });
+            net.run(&mut c, Request::Get { key: key() });
+        }
+        assert!(net.sent.iter().any(|m| matches!(m, Msg::Query { .. })));
+        assert!(net.sent.iter().any(|m| matches!(m, Msg::Store { .. })));
+        for m in &net.sent {
+            assert!(Abd::client_may_send(m), "{m:?}");
+        }
+        let peer_only = [
+            Msg::QueryReply {
+                op: 1,
+                tag: Tag::ZERO,
+                value: None,
+            },
+            Msg::StoreAck { op: 1 },
+            Msg::SyncRequest,
+            Msg::SyncReply {
+                entries: vec![(Bytes::from_static(b"k"), Tag::ZERO, None)],
+            },
+        ];
+        for m in &peer_only {
+            assert!(!Abd::client_may_send(m), "{m:?}");
+        }
+        let check = crate::protocol::client_may_send_fn::<Abd>();
+        assert!(check(&net.sent[0]) && !check(&Msg::SyncRequest));
     }
 
     #[test]

@@ -83,10 +83,19 @@ impl AbdNode {
         let (Peer::Node(n), Some(votes)) = (from, self.recovery.as_mut()) else {
             return; // not recovering (a late reply) or not from a replica
         };
+        if !self.members.contains(&n) {
+            return; // not a replica of this cluster
+        }
         if votes.has(n) {
             return;
         }
         for (key, tag, value) in entries {
+            // A peer's tag is not bounded by a jump (this store is empty),
+            // but one no write could supersede is never taken.
+            if tag.ts == u64::MAX {
+                self.replica.counters.tag_jumps_refused += 1;
+                continue;
+            }
             self.replica.restore(Record::Register { key, tag, value });
         }
         votes.record(n);
@@ -158,6 +167,21 @@ impl Protocol for AbdNode {
                 r.older_stores,
             ),
             (
+                "abd_tag_jumps_refused_total",
+                "stores refused (unanswered): tag more than 2^32 ahead of the one held, or ts = 2^64-1",
+                r.tag_jumps_refused,
+            ),
+            (
+                "abd_tag_space_exhausted_total",
+                "writes refused: the key's tag space is used up",
+                c.tag_space_exhausted,
+            ),
+            (
+                "abd_catch_up_write_backs_total",
+                "writes that first wrote back a tag more than 2^32 ahead of a replica",
+                c.catch_up_write_backs,
+            ),
+            (
                 "abd_stale_replies_total",
                 "replies for operations already finished",
                 c.stale_replies,
@@ -202,6 +226,27 @@ mod tests {
     /// `n` receives `entries` from peer `from`, answering its `SyncRequest`.
     fn sync(n: &mut AbdNode, from: NodeId, entries: Vec<(Bytes, Tag, Option<Bytes>)>, out: &mut O) {
         n.on_msg(T0, Peer::Node(from), Msg::SyncReply { entries }, out);
+    }
+
+    /// Issue 31: a peer's entry at `ts = u64::MAX` (no write could
+    /// supersede it) is not merged; the others are; it is counted.
+    #[test]
+    fn a_recovering_replica_skips_an_entry_at_the_last_tag() {
+        let mut n =
+            AbdNode::new(1, vec![1, 2, 3], false, CoordinatorConfig::default()).recovering();
+        let mut out = O::new();
+        let last = Tag {
+            ts: u64::MAX,
+            writer: 9,
+        };
+        let entries = vec![
+            (key(), last, None),
+            (Bytes::from_static(b"ok"), Tag { ts: 4, writer: 2 }, None),
+        ];
+        sync(&mut n, 2, entries, &mut out);
+        assert!(n.replica.get(b"k").is_none(), "not merged");
+        assert_eq!(n.replica.get(b"ok").unwrap().0.ts, 4);
+        assert_eq!(n.replica.counters.tag_jumps_refused, 1);
     }
 
     #[test]

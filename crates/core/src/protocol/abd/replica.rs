@@ -52,6 +52,16 @@ impl Replica {
         out: &mut Out<Msg, Timer>,
     ) {
         let current = self.store.get(&key).map(|(t, _)| *t).unwrap_or(Tag::ZERO);
+        if tag.jumps_too_far(current) {
+            // Refused and left unanswered: an ack would claim the tag is
+            // held here. An honest coordinator's tag is at most a quorum's
+            // highest plus one, so its quorum still forms from the replicas
+            // that did not miss 2^32 writes (see `MAX_TAG_JUMP`), and its
+            // retransmits and op timeout bound the wait either way; a
+            // forged tag is not stored, so the key stays writable.
+            self.counters.tag_jumps_refused += 1;
+            return;
+        }
         let newer = tag > current || self.bug == Some(InjectedBug::AcceptOlderTag);
         let ack_first = self.bug == Some(InjectedBug::AckBeforePersist);
         if ack_first {
@@ -69,8 +79,14 @@ impl Replica {
         } else {
             self.counters.older_stores += 1;
         }
-        // Always acknowledge: a replica holding a newer tag already holds
-        // something at least as recent as what the coordinator wants stored.
+        // Acknowledge an older or equal tag without applying it: that is
+        // safe because the store it carries is then ordered before the
+        // write of the tag held here, which is already newer (a write with
+        // an older tag is linearized before it and overwritten at once),
+        // and a later query of this replica returns a tag at least as high
+        // as the coordinator's, which is all a quorum of acks promises.
+        // This is not "acknowledged without being applied because of an
+        // overflow": a tag that could not be held is refused above.
         if !ack_first {
             out.send(from, Msg::StoreAck { op });
         }
@@ -161,6 +177,47 @@ mod tests {
             sends(&mut out),
             vec![(Peer::Node(2), query_reply(5, 2, 1, b"two"))]
         );
+    }
+
+    /// Issue 31: one forged `Store` at `ts = u64::MAX` froze a key for
+    /// good. Now it, and any jump of more than `MAX_TAG_JUMP`, is refused
+    /// unanswered and leaves the replica as it was; a jump of exactly
+    /// `MAX_TAG_JUMP` is still a legitimate store.
+    #[test]
+    fn a_forged_tag_that_jumps_too_far_is_refused_and_not_acked() {
+        use crate::types::MAX_TAG_JUMP;
+        let mut r = Replica::new(true);
+        let mut out = O::new();
+        let store = |ts, writer| Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts, writer },
+            value: Some(Bytes::from_static(b"v")),
+        };
+        r.handle(Peer::Conn(1), store(5, 1), &mut out);
+        out.drain();
+        let before = r.get(b"k").cloned();
+        for forged in [store(u64::MAX, 999), store(6 + MAX_TAG_JUMP, 999)] {
+            r.handle(Peer::Conn(2), forged, &mut out);
+            assert!(out.is_empty(), "no ack, no persist");
+            assert_eq!(r.get(b"k").cloned(), before, "state unchanged");
+        }
+        let fresh = Msg::Store {
+            op: 1,
+            key: Bytes::from_static(b"fresh"),
+            tag: Tag {
+                ts: MAX_TAG_JUMP + 1,
+                writer: 999,
+            },
+            value: None,
+        };
+        r.handle(Peer::Conn(2), fresh, &mut out);
+        assert!(out.is_empty() && r.get(b"fresh").is_none(), "from ZERO too");
+        assert_eq!(r.counters.tag_jumps_refused, 3);
+        r.handle(Peer::Conn(1), store(5 + MAX_TAG_JUMP, 2), &mut out);
+        assert_eq!(sends(&mut out).len(), 1, "a jump of exactly 2^32 is taken");
+        assert_eq!(r.get(b"k").unwrap().0.ts, 5 + MAX_TAG_JUMP);
+        assert_eq!(r.counters.tag_jumps_refused, 3);
     }
 
     #[test]

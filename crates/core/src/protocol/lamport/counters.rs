@@ -34,6 +34,10 @@ pub struct Counters {
     pub orphans_resolved: u64,
     /// Recovery rounds in which every peer was recovering too (asked again).
     pub sourceless_rounds: u64,
+    /// Messages refused: their clock was past `CLOCK_LIMIT` (issue 31).
+    pub clock_refused: u64,
+    /// Writes refused because this server's clock reached `u64::MAX`.
+    pub clock_exhausted: u64,
 }
 
 impl Counters {
@@ -108,6 +112,16 @@ impl Counters {
                 "lamport_misrouted_total",
                 "messages from unexpected senders",
                 self.misrouted,
+            ),
+            (
+                "lamport_clocks_refused_total",
+                "messages refused: clock past 2^63",
+                self.clock_refused,
+            ),
+            (
+                "lamport_clock_exhausted_total",
+                "writes refused: this server's clock reached 2^64-1",
+                self.clock_exhausted,
             ),
             (
                 "lamport_links_down_total",

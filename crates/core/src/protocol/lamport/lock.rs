@@ -22,9 +22,16 @@ impl LamportNode {
         value: Option<Bytes>,
         out: &mut O,
     ) {
-        self.clock += 1;
+        // Checked (issue 31): a clock at `u64::MAX` has no later stamp; a
+        // wrapped one would put this request ahead of every queued one.
+        let Some(ts) = self.clock.checked_add(1) else {
+            self.counters.clock_exhausted += 1;
+            let e = OpError::refused("Lamport clock exhausted");
+            return out.reply(client, Response::Failed(e));
+        };
+        self.clock = ts;
         let req = ReqId {
-            ts: self.clock,
+            ts,
             node: self.id,
             life: self.life,
         };
@@ -406,6 +413,37 @@ mod tests {
         deliver(&mut n, 2, 1, request(r(1, 2)), &mut out);
         assert_eq!(sent(&mut out), vec![(2, Body::ReplyLock { req: r(1, 2) })]);
         assert_eq!(n.clock, 2, "past the received clock");
+    }
+
+    /// Issue 31: a message stamped past `CLOCK_LIMIT` is refused (counted,
+    /// nothing changes); a clock at `u64::MAX` refuses a write definitely
+    /// instead of wrapping to 0.
+    #[test]
+    fn clocks_at_the_edge_are_refused_never_wrapped() {
+        use crate::protocol::lamport::node::CLOCK_LIMIT;
+        let mut n = node(1, 3);
+        let mut out = O::new();
+        for clock in [u64::MAX, CLOCK_LIMIT + 1] {
+            deliver(&mut n, 2, clock, request(r(1, 2)), &mut out);
+            assert!(out.is_empty(), "no reply to a refused message");
+        }
+        assert_eq!((n.clock, n.counters.clock_refused), (0, 2));
+        deliver(&mut n, 2, CLOCK_LIMIT, request(r(1, 2)), &mut out);
+        assert_eq!(n.clock, CLOCK_LIMIT + 1, "the limit itself is taken");
+        out.drain();
+        n.clock = u64::MAX;
+        n.on_client(T0, ClientRef::local(7), put("k", "v"), &mut out);
+        let err = crate::types::OpError::refused("Lamport clock exhausted");
+        let cmds: Vec<_> = out.drain().collect();
+        assert!(
+            cmds.contains(&crate::protocol::Command::Reply {
+                client: ClientRef::local(7),
+                resp: crate::types::Response::Failed(err),
+            }),
+            "{cmds:?}"
+        );
+        assert_eq!((n.clock, n.counters.clock_exhausted), (u64::MAX, 1));
+        assert!(!n.holds_lock());
     }
 
     /// Entry: own request at the head and a message stamped later than it

@@ -11,6 +11,11 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+/// The highest Lamport clock a peer's message may carry: 2^63. A clock
+/// grows by one per event, so no run reaches it; a larger stamp is forged
+/// or corrupt, and is refused (counted in `lamport_clocks_refused_total`).
+pub const CLOCK_LIMIT: u64 = 1 << 63;
+
 /// What a write locks (`lock-scope`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LockScope {
@@ -336,7 +341,17 @@ impl Protocol for LamportNode {
             self.counters.from_evicted += 1;
             return;
         }
-        self.clock = self.clock.max(msg.clock) + 1;
+        // A stamp past `CLOCK_LIMIT` is refused: no honest peer gets there
+        // (a clock grows by one per event), and taking it would leave this
+        // server's clock no room (issue 31). Checked all the same.
+        let next = (msg.clock <= CLOCK_LIMIT)
+            .then(|| self.clock.max(msg.clock).checked_add(1))
+            .flatten();
+        let Some(clock) = next else {
+            self.counters.clock_refused += 1;
+            return;
+        };
+        self.clock = clock;
         let seen = self.last_recv.entry(from).or_default();
         *seen = (*seen).max(msg.clock);
         self.last_heard.insert(from, now);

@@ -529,6 +529,12 @@ impl Coordinator {
             self.counters.misrouted += 1; // replies come from replicas only
             return;
         };
+        if !self.members.contains(&n) {
+            // Not a replica of this cluster: it counts in no quorum (and
+            // an id past 63 would not fit the quorum bitsets).
+            self.counters.misrouted += 1;
+            return;
+        }
         match msg {
             Msg::LockGranted { lock, key } => self.on_granted(now, n, lock, key, out),
             Msg::LockDenied { lock } => self.on_denied(now, n, lock, out),

@@ -14,6 +14,12 @@ pub struct Counters {
     pub writes_denied: u64,
     /// Replica: accepted WRITEs whose tag was not newer (a re-sent write).
     pub older_writes: u64,
+    /// Replica: WRITEs denied because their tag jumped more than
+    /// `MAX_TAG_JUMP` ahead of the held one (or was `u64::MAX`).
+    pub tag_jumps_refused: u64,
+    /// Coordinator: puts refused because the key's tag space is used up
+    /// (`Tag::next`: no ts follows `u64::MAX - 1`).
+    pub tag_space_exhausted: u64,
     /// Coordinator: grants it will not use (after the Q-th, or for a round
     /// that ended), released at once or left to expire (`surplus-grants`).
     pub surplus_grants: u64,

@@ -217,6 +217,21 @@ impl ProtocolDef for LeaseLock {
         }
         opts.release_surplus = knobs & 2 == 0;
     }
+    /// What a client-side [`Coordinator`] sends (seed 000 §4.1): the four
+    /// requests. Never a reply (grants, denials, read replies, acks) nor
+    /// `SyncRequest` / `SyncReply`, which only a replica sends.
+    fn client_may_send(msg: &Msg) -> bool {
+        match msg {
+            Msg::LockReq { .. } | Msg::Unlock { .. } | Msg::Read { .. } | Msg::Write { .. } => true,
+            Msg::LockGranted { .. }
+            | Msg::LockDenied { .. }
+            | Msg::ReadReply { .. }
+            | Msg::Ack { .. }
+            | Msg::WriteDenied { .. }
+            | Msg::SyncRequest
+            | Msg::SyncReply { .. } => false,
+        }
+    }
     /// Surplus grants left to expire block their replica for a lease.
     fn linger(opts: &LeaseOptions, timing: &Timing) -> Duration {
         if opts.release_surplus {
@@ -230,6 +245,69 @@ impl ProtocolDef for LeaseLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every message the client-side coordinators send through contended
+    /// operations (grants, a denied round and its UNLOCKs, surplus grants,
+    /// reads, writes, write-backs) passes `client_may_send`; every reply
+    /// and peer-only message is refused.
+    #[test]
+    fn a_client_may_send_exactly_what_its_coordinator_sends() {
+        use crate::protocol::lease_lock::testing::{get, key, put, Net};
+        use crate::protocol::lease_lock::LockId;
+        use crate::types::{Peer, Request, Tag, Time};
+        use bytes::Bytes;
+        let seed_like = LeaseOptions {
+            lock_retry: LockRetry::None,
+            write_back: false,
+            ..Default::default()
+        };
+        for opts in [LeaseOptions::default(), seed_like] {
+            let mut net = Net::new(3, opts);
+            net.add_client(1);
+            net.add_client(2);
+            let mut id = 0;
+            for req in [put(b"a"), get(), Request::Delete { key: key() }, put(b"b")] {
+                for c in [1, 2] {
+                    id += 1;
+                    net.request(Peer::Conn(c), id, req.clone());
+                }
+                net.advance_to(Time(net.now.0 + 3_000_000));
+            }
+            let from_clients: Vec<_> = (net.delivered.iter())
+                .filter(|e| matches!(e.from, Peer::Conn(_)))
+                .map(|e| &e.msg)
+                .collect();
+            for kind in ["LockReq", "Unlock", "Read", "Write"] {
+                let seen = from_clients
+                    .iter()
+                    .any(|m| format!("{m:?}").starts_with(kind));
+                assert!(seen, "no {kind} sent");
+            }
+            for m in from_clients {
+                assert!(LeaseLock::client_may_send(m), "{m:?}");
+            }
+        }
+        let lock = LockId { owner: 1, round: 1 };
+        let peer_only = [
+            Msg::LockGranted { lock, key: key() },
+            Msg::LockDenied { lock },
+            Msg::ReadReply {
+                lock,
+                tag: Tag::ZERO,
+                value: None,
+            },
+            Msg::Ack { lock },
+            Msg::WriteDenied { lock },
+            Msg::SyncRequest,
+            Msg::SyncReply {
+                at: Time(0),
+                entries: vec![(Bytes::from_static(b"k"), Tag::ZERO, None)],
+            },
+        ];
+        for m in &peer_only {
+            assert!(!LeaseLock::client_may_send(m), "{m:?}");
+        }
+    }
     use crate::protocol::registry::client_writer_id;
     use crate::protocol::Protocol;
 

@@ -89,10 +89,18 @@ impl LeaseNode {
         let (Peer::Node(n), Some(votes)) = (from, self.recovery.as_mut()) else {
             return; // not recovering (a late reply), or not from a replica
         };
+        if !self.members.contains(&n) {
+            return; // not a replica of this cluster
+        }
         if votes.has(n) || at < self.sync_from {
             return;
         }
         for (key, tag, value) in entries {
+            // One no write could supersede is never taken.
+            if tag.ts == u64::MAX {
+                self.replica.counters.tag_jumps_refused += 1;
+                continue;
+            }
             self.replica.restore(Record::Register { key, tag, value });
         }
         votes.record(n);
@@ -204,6 +212,16 @@ impl Protocol for LeaseNode {
                 r.writes_denied,
             ),
             (
+                "lease_lock_tag_jumps_refused_total",
+                "writes denied: tag more than 2^32 ahead of the one held, or ts = 2^64-1",
+                r.tag_jumps_refused,
+            ),
+            (
+                "lease_lock_tag_space_exhausted_total",
+                "puts refused: the key's tag space is used up",
+                c.tag_space_exhausted,
+            ),
+            (
                 "lease_lock_surplus_grants_total",
                 "grants this coordinator did not use",
                 c.surplus_grants,
@@ -289,6 +307,32 @@ mod tests {
         let entries = vec![(key(), Tag { ts, writer: 1 }, Some(Bytes::from_static(v)))];
         let at = Time(u64::MAX);
         n.on_msg(T0, Peer::Node(from), Msg::SyncReply { at, entries }, out);
+    }
+
+    /// Issue 31: a peer's register at `ts = u64::MAX` (no write could
+    /// supersede it) is not merged; the others are; it is counted.
+    #[test]
+    fn a_recovering_replica_skips_a_register_at_the_last_tag() {
+        let cfg = CoordinatorConfig::default();
+        let mut n =
+            LeaseNode::new(1, vec![1, 2, 3], Duration::from_secs(1), false, cfg).recovering();
+        let mut out = O::new();
+        let entries = vec![
+            (
+                key(),
+                Tag {
+                    ts: u64::MAX,
+                    writer: 9,
+                },
+                None,
+            ),
+            (Bytes::from_static(b"ok"), Tag { ts: 4, writer: 2 }, None),
+        ];
+        let at = Time(u64::MAX);
+        n.on_msg(T0, Peer::Node(2), Msg::SyncReply { at, entries }, &mut out);
+        assert!(n.replica.get(b"k").is_none(), "not merged");
+        assert_eq!(n.replica.get(b"ok").unwrap().tag.ts, 4);
+        assert_eq!(n.replica.counters.tag_jumps_refused, 1);
     }
 
     /// A replica that lost its state is in no quorum (it denies every

@@ -6,7 +6,7 @@ use super::coordinator::{Coordinator, Kind, Pending, Phase};
 use super::{Bug, LockId, Msg, Timer};
 use crate::protocol::Out;
 use crate::quorum::{QuorumStatus, QuorumTracker};
-use crate::types::{NodeId, OpError, Response, Tag, Time};
+use crate::types::{NodeId, OpError, Response, Tag, Time, TAG_SPACE_EXHAUSTED};
 use bytes::Bytes;
 
 impl Coordinator {
@@ -110,12 +110,18 @@ impl Coordinator {
                 // Never reuse a ts: if leases ran out, two writers may have
                 // read the same max tag (the writer id would still differ,
                 // but a coordinator's concurrent puts share it).
-                let ts = tag.ts.max(self.last_ts) + 1;
-                self.last_ts = ts;
-                let tag = Tag {
-                    ts,
-                    writer: self.id,
+                let floor = Tag {
+                    ts: tag.ts.max(self.last_ts),
+                    writer: 0,
                 };
+                // Checked (issue 31): no tag is newer than `ts = u64::MAX`;
+                // refused before any WRITE, so definitely without effect.
+                let Some(tag) = floor.next(self.id) else {
+                    self.counters.tag_space_exhausted += 1;
+                    let why = OpError::refused(TAG_SPACE_EXHAUSTED);
+                    return self.finish(round, Response::Failed(why), out);
+                };
+                self.last_ts = tag.ts;
                 self.enter_write(now, round, (tag, new), Response::Done, out);
             }
         }
@@ -285,6 +291,57 @@ mod tests {
             }
         );
         assert_eq!((c.completed, c.in_flight()), (1, 0));
+    }
+
+    /// Issue 31: a locked replica holding `ts = u64::MAX` leaves no newer
+    /// tag: the put is refused definitely, no WRITE leaves, the locks are
+    /// released, and no ts is issued.
+    #[test]
+    fn a_put_after_the_last_tag_is_refused_not_wrapped() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        let l = locked(&mut c, put(b"v"), &[1, 2], &mut out);
+        out.drain();
+        read_reply(&mut c, 1, l, u64::MAX, 999, "forged", &mut out);
+        read_reply(&mut c, 2, l, 4, 1, "a", &mut out);
+        let cmds: Vec<_> = out.drain().collect();
+        let unlocks: Vec<_> = [1, 2]
+            .map(|n| Command::Send {
+                to: Peer::Node(n),
+                msg: unlock_of(l),
+            })
+            .to_vec();
+        assert_eq!(cmds[..2], unlocks[..], "no WRITE, only UNLOCKs");
+        assert_eq!(
+            cmds[2..],
+            [Command::Reply {
+                client: ClientRef::local(1),
+                resp: Response::Failed(OpError::refused(TAG_SPACE_EXHAUSTED)),
+            }]
+        );
+        assert_eq!((c.refused, c.in_flight(), c.last_ts), (1, 0, 0));
+        assert_eq!(c.counters.tag_space_exhausted, 1);
+    }
+
+    /// Replies from an id that is no replica of the cluster (64 would not
+    /// fit the lock bitsets) are ignored, and panic nothing.
+    #[test]
+    fn replies_from_outside_the_cluster_are_ignored() {
+        let mut c = coord(3);
+        let mut out = O::new();
+        let l = locked(&mut c, put(b"v"), &[1, 2], &mut out);
+        out.drain();
+        for n in [4, 64, u32::MAX] {
+            read_reply(&mut c, n, l, 9, 9, "x", &mut out);
+            ack(&mut c, n, l, &mut out);
+            let granted = Msg::LockGranted {
+                lock: l,
+                key: key(),
+            };
+            c.handle(T0, Peer::Node(n), granted, &mut out);
+        }
+        assert!(out.is_empty());
+        assert_eq!(c.counters.misrouted, 9);
     }
 
     /// §4.1 put: tag = (max ts + 1, own id) to the locked Q; done at Q acks.

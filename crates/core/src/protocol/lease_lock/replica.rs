@@ -139,6 +139,15 @@ impl Replica {
             return;
         }
         let k = self.keys.get_mut(&key).expect("a held lock has a key");
+        if tag.jumps_too_far(k.tag) {
+            // Even the holder may not move the key's tag more than
+            // `MAX_TAG_JUMP` at once (or to `u64::MAX`): an honest writer's
+            // tag is the highest of its locked quorum plus one. Denied
+            // definitely, so the coordinator stops waiting for this ack.
+            self.counters.tag_jumps_refused += 1;
+            out.send(from, Msg::WriteDenied { lock });
+            return;
+        }
         if tag > k.tag {
             if self.durable {
                 let (key, value) = (key.clone(), value.clone());
@@ -327,6 +336,33 @@ mod tests {
             "an expired lease is cleared by anyone"
         );
         assert_eq!(r.counters.expired_leases, 1);
+    }
+
+    /// Issue 31: a WRITE whose tag is `u64::MAX`, or more than
+    /// `MAX_TAG_JUMP` ahead of the held one, is denied even to the holder,
+    /// and leaves the register as it was; exactly `MAX_TAG_JUMP` is taken.
+    #[test]
+    fn a_write_whose_tag_jumps_too_far_is_denied_even_to_the_holder() {
+        use crate::types::MAX_TAG_JUMP;
+        let a = lock(1, 1);
+        let mut r = Replica::new(LEASE, true);
+        req(&mut r, 0, A, a);
+        assert_eq!(write(&mut r, 1, a, 5, b"x"), Msg::Ack { lock: a });
+        let before = r.get(b"k").cloned();
+        for ts in [u64::MAX, 6 + MAX_TAG_JUMP] {
+            assert_eq!(
+                write(&mut r, 2, a, ts, b"forged"),
+                Msg::WriteDenied { lock: a }
+            );
+            assert_eq!(r.get(b"k").cloned(), before, "state unchanged");
+        }
+        assert_eq!(r.counters.tag_jumps_refused, 2);
+        assert_eq!(r.counters.writes_denied, 0, "counted apart");
+        assert_eq!(
+            write(&mut r, 3, a, 5 + MAX_TAG_JUMP, b"y"),
+            Msg::Ack { lock: a }
+        );
+        assert_eq!(r.get(b"k").unwrap().tag.ts, 5 + MAX_TAG_JUMP);
     }
 
     /// §4.2: a WRITE is applied only for the holder while its lease runs.

@@ -122,6 +122,8 @@ pub struct Net {
     pub queue: VecDeque<Envelope>,
     /// Answers to clients: (the request's `ClientRef::id`, response).
     pub answers: Vec<(u64, Response)>,
+    /// Every message delivered so far, in order.
+    pub delivered: Vec<Envelope>,
     timers: Vec<(Time, Peer, Timer)>,
     members: Vec<NodeId>,
     opts: LeaseOptions,
@@ -156,6 +158,7 @@ impl Net {
             clients: BTreeMap::new(),
             queue: VecDeque::new(),
             answers: Vec::new(),
+            delivered: Vec::new(),
             timers: Vec::new(),
             members,
             opts,
@@ -238,6 +241,7 @@ impl Net {
         }
     }
     fn deliver(&mut self, e: Envelope) {
+        self.delivered.push(e.clone());
         let mut out = O::new();
         let (now, role) = self.at(e.to);
         role.on_msg(now, e.from, e.msg, &mut out);

@@ -44,6 +44,9 @@ pub struct Counters {
     pub stale_credits: u64,
     /// Ring messages from a client connection.
     pub misrouted: u64,
+    /// Client writes refused because the key's tag space is used up
+    /// (`Tag::next`: no ts follows `u64::MAX - 1`; issue 31).
+    pub tag_space_exhausted: u64,
 }
 
 impl Counters {
@@ -119,6 +122,11 @@ impl Counters {
                 "ring_misrouted_total",
                 "ring messages from a client connection",
                 self.misrouted,
+            ),
+            (
+                "ring_tag_space_exhausted_total",
+                "writes refused: the key's tag space is used up",
+                self.tag_space_exhausted,
             ),
             (
                 "ring_view_size",

@@ -352,7 +352,15 @@ impl RingNode {
         let (writer, origin, op) = (self.writer, self.id, w.op);
         let home = origin;
         let reg = self.reg(&w.key);
-        let tag = reg.next_tag(writer);
+        let Some(tag) = reg.next_tag(writer) else {
+            // Nothing was pre-written: a definite refusal.
+            self.counters.tag_space_exhausted += 1;
+            if let Some(client) = w.client {
+                let err = OpError::refused(crate::types::TAG_SPACE_EXHAUSTED);
+                out.reply(client, Response::Failed(err));
+            }
+            return;
+        };
         let e = Entry {
             key: w.key,
             tag,

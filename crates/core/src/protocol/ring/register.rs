@@ -44,13 +44,17 @@ impl Register {
     /// The tag of a new write by `writer`: `[max(highest.ts, ts) + 1, i]`
     /// (pc 22-23), and above any ts issued here before: a void copy leaves
     /// no trace in `ts` or `pending`, and a tag must never name two writes.
-    pub fn next_tag(&mut self, writer: u64) -> Tag {
+    /// `None` when that ts would pass `u64::MAX` (checked, never wrapped
+    /// to 0: a wrapped tag would lose to every write it must supersede).
+    pub fn next_tag(&mut self, writer: u64) -> Option<Tag> {
         let highest = self.pending.keys().next_back().map_or(0, |t| t.ts);
-        self.issued = highest.max(self.tag.ts).max(self.issued) + 1;
-        Tag {
-            ts: self.issued,
-            writer,
-        }
+        let floor = Tag {
+            ts: highest.max(self.tag.ts).max(self.issued),
+            writer: 0,
+        };
+        let tag = floor.next(writer)?;
+        self.issued = tag.ts;
+        Some(tag)
     }
 
     /// The highest pending tag a read must wait for, if any is newer than
@@ -212,13 +216,27 @@ mod tests {
     fn a_new_tag_exceeds_both_the_value_held_and_every_pending_one() {
         // pc 22-23: [max(highest.ts, ts) + 1, i].
         let mut r = Register::default();
-        assert_eq!(r.next_tag(2), tag(1, 2));
+        assert_eq!(r.next_tag(2), Some(tag(1, 2)));
         r.apply(&entry(4, 1, "x"));
-        assert_eq!(r.next_tag(2), tag(5, 2));
+        assert_eq!(r.next_tag(2), Some(tag(5, 2)));
         r.pending.insert(tag(9, 3), entry(9, 3, "x"));
-        assert_eq!(r.next_tag(2), tag(10, 2));
+        assert_eq!(r.next_tag(2), Some(tag(10, 2)));
         r.pending.clear(); // e.g. [9, 3] and [10, 2] were void copies
-        assert_eq!(r.next_tag(2), tag(11, 2), "never a tag twice");
+        assert_eq!(r.next_tag(2), Some(tag(11, 2)), "never a tag twice");
+    }
+
+    /// Issue 31: a pending or held tag at `ts = u64::MAX` leaves no newer
+    /// tag; `next_tag` says so instead of wrapping to 0, and issues nothing.
+    #[test]
+    fn no_tag_follows_the_last_one() {
+        let mut r = Register::default();
+        r.pending
+            .insert(tag(u64::MAX, 3), entry(u64::MAX, 3, "forged"));
+        assert_eq!(r.next_tag(2), None);
+        assert_eq!(r.issued, 0, "nothing issued");
+        r.pending.clear();
+        r.apply(&entry(u64::MAX, 3, "x"));
+        assert_eq!(r.next_tag(2), None);
     }
 
     #[test]

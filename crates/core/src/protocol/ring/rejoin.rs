@@ -189,7 +189,9 @@ impl RingNode {
     /// arrives before every message sent to it later: between them, it sees
     /// all that went past this server, as if it had been here all along.
     fn accept(&mut self, node: NodeId, writer: u64, out: &mut O) {
-        self.view += 1;
+        // Saturating: `view` is taken from peers' messages (`max`), and is
+        // only shown and passed on, never compared for a decision.
+        self.view = self.view.saturating_add(1);
         self.alive.insert(node);
         self.lives.insert(node, writer);
         self.counters.joins_accepted += 1;
@@ -229,7 +231,7 @@ impl RingNode {
     /// re-send, after the snapshot, what a new successor gets (pc 86-91).
     fn welcome_again(&mut self, node: NodeId, out: &mut O) {
         debug_assert_eq!(self.next, node);
-        self.view += 1;
+        self.view = self.view.saturating_add(1);
         self.counters.joins_accepted += 1;
         self.welcomes += 1;
         let snap = self.snapshot();

@@ -158,8 +158,9 @@ impl Adaptive {
             self.stamp_out = None;
         }
         let rtt = now.as_micros().saturating_sub(at).saturating_sub(held);
-        self.d_sum += rtt / 2;
-        self.d_samples += 1;
+        // Saturating: `at` and `held` come from the message (issue 31).
+        self.d_sum = self.d_sum.saturating_add(rtt / 2);
+        self.d_samples = self.d_samples.saturating_add(1);
     }
 
     /// As the leader: a stamped ACK from `from` arrived at `now`.

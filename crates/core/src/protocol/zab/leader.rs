@@ -164,7 +164,20 @@ impl ZabNode {
                 _ => None,
             })
             .fold(own, u64::max);
-        let epoch = if reuse { max.max(1) } else { max + 1 };
+        // Checked (issue 31): with every message's epoch below
+        // `COUNTER_LIMIT` this cannot fail in a run, but no epoch would
+        // follow `u64::MAX`; wrapping to 0 would re-open epoch 0. Give the
+        // leadership up instead.
+        let next = if reuse {
+            Some(max.max(1))
+        } else {
+            max.checked_add(1)
+        };
+        let Some(epoch) = next else {
+            self.counters.epochs_exhausted += 1;
+            return self.look(out);
+        };
+        let l = self.leading().expect("leading");
         l.epoch = epoch;
         let ids: Vec<NodeId> = l.fols.keys().copied().collect();
         for f in l.fols.values_mut() {

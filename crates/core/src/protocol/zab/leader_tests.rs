@@ -602,3 +602,78 @@ fn a_heartbeat_round_after_a_read_serves_it() {
     assert!(replied(&at(&mut c, 3, 2, pong1(r + 1)), b));
     assert_eq!(c.node(3).counters.read_rounds, before + 1);
 }
+
+/// Issue 31: an epoch, index or round past `COUNTER_LIMIT` in any message
+/// is refused before it touches anything (counted); at the limit itself it
+/// is taken; and a leader whose highest accepted epoch is `u64::MAX` gives
+/// its leadership up instead of wrapping to epoch 0.
+#[test]
+fn counters_at_the_edge_are_refused_never_wrapped() {
+    use super::msg::{LogEntry, Zxid, COUNTER_LIMIT};
+    use super::testing::{notify, vote};
+    use super::PeerState;
+    let over = COUNTER_LIMIT + 1;
+    let entry = |index, epoch| LogEntry {
+        index,
+        epoch,
+        data: bytes::Bytes::new(),
+    };
+    let forged = [
+        Msg::NewEpoch { epoch: u64::MAX },
+        notify(u64::MAX, None, PeerState::Looking, false),
+        notify(1, Some(vote(2, over, (1, 1))), PeerState::Leading, false),
+        info(over, 3, false),
+        Msg::Proposal {
+            epoch: 1,
+            entry: entry(u64::MAX, 1),
+        },
+        Msg::NewLeader {
+            epoch: 1,
+            sync: SyncData {
+                snap: Some((u64::MAX, bytes::Bytes::new())),
+                ..SyncData::default()
+            },
+        },
+        Msg::Ping {
+            epoch: 1,
+            round: over,
+            commit: 0,
+            last: 0,
+        },
+        Msg::Commit {
+            epoch: 1,
+            index: u64::MAX,
+        },
+        ack_epoch(1, 1, vec![(1, 1, u64::MAX)], false),
+    ];
+    let mut n = lone(3, 5, 2, &[2]);
+    n.lead(&mut Out::new());
+    let before = format!("{n:?}");
+    for (i, m) in forged.iter().enumerate() {
+        assert!(hear(&mut n, 1, m.clone()).is_empty(), "{m:?}");
+        assert_eq!(n.counters.edge_values_refused, i as u64 + 1);
+    }
+    let after = format!("{n:?}").replace("edge_values_refused: 9", "edge_values_refused: 0");
+    assert_eq!(after, before, "state unchanged");
+    assert_eq!(
+        n.log.last_zxid(),
+        Zxid {
+            epoch: 2,
+            counter: 1
+        }
+    );
+
+    // At the limit a value is still a value: no refusal.
+    hear(&mut n, 1, info(COUNTER_LIMIT - 1, 3, false));
+    assert_eq!(n.counters.edge_values_refused, 9);
+
+    // No epoch follows u64::MAX: the prospective leader steps down.
+    let mut n = lone(3, 3, 2, &[]);
+    n.accepted = (u64::MAX, 3);
+    n.lead(&mut Out::new());
+    let cmds = hear(&mut n, 1, info(4, 3, false));
+    assert!(new_epochs(&cmds).is_empty(), "no NEWEPOCH of epoch 0");
+    assert_eq!(n.counters.epochs_exhausted, 1);
+    assert!(!matches!(n.role, Role::Leading(_)), "gave up leading");
+    assert_eq!(n.accepted.0, u64::MAX, "nothing wrapped");
+}

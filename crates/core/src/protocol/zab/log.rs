@@ -143,7 +143,12 @@ impl Log {
             .filter(|&i| i > 0);
         retained.or_else(|| {
             let k = self.older.iter().position(|&(e, _)| e == epoch)?;
-            Some(self.older.get(k + 1).map_or(self.base, |&(_, f)| f - 1))
+            // Saturating: runs come from snapshots, peers' too.
+            Some(
+                self.older
+                    .get(k + 1)
+                    .map_or(self.base, |&(_, f)| f.saturating_sub(1)),
+            )
         })
     }
     /// The longest prefix the follower's log (`s`) shares with this one,

@@ -175,6 +175,68 @@ pub enum Msg {
     Touch { sessions: Vec<u64> },
 }
 
+/// The largest epoch, zxid counter, log index or round a peer's message
+/// may carry: 2^63. Each of them grows by one per election, proposal or
+/// heartbeat, so no run gets near it; a larger value is forged or corrupt,
+/// and taking it would leave no room for the `+ 1` of the next epoch,
+/// index or round (issue 31). `ZabNode::on_msg` refuses such messages
+/// (`zab_edge_values_refused_total`), so every counter this server derives
+/// from a message stays below 2^63 plus its own events, far from
+/// `u64::MAX`.
+pub const COUNTER_LIMIT: u64 = 1 << 63;
+
+impl Msg {
+    /// The largest epoch, zxid counter, log index or round in `self`
+    /// (payload ids such as `rid`, `origin`, sessions and timestamps are
+    /// not counters: nothing adds to them).
+    pub fn largest_counter(&self) -> u64 {
+        let entries = |e: &[LogEntry]| e.iter().map(|e| e.index.max(e.epoch)).max().unwrap_or(0);
+        match self {
+            Msg::Notify { round, vote, .. } => {
+                let v = vote.map_or(0, |v| v.cur_epoch.max(v.last.epoch).max(v.last.counter));
+                (*round).max(v)
+            }
+            Msg::FollowerInfo { accepted, .. } | Msg::RecoverOk { accepted, .. } => *accepted,
+            Msg::Recover { .. } | Msg::Dropped { .. } | Msg::Touch { .. } => 0,
+            Msg::NewEpoch { epoch } | Msg::Beat { epoch } | Msg::Prot { epoch, .. } => *epoch,
+            Msg::AckEpoch {
+                epoch,
+                cur_epoch,
+                summary,
+                ..
+            } => {
+                let runs = (summary.runs.iter())
+                    .map(|&(e, first, last)| e.max(first).max(last))
+                    .max()
+                    .unwrap_or(0);
+                (*epoch).max(*cur_epoch).max(summary.base).max(runs)
+            }
+            Msg::NewLeader { epoch, sync } => {
+                let snap = sync.snap.as_ref().map_or(0, |(i, _)| *i);
+                let trunc = sync.trunc.unwrap_or(0);
+                (*epoch).max(snap).max(trunc).max(entries(&sync.entries))
+            }
+            Msg::AckNewLeader { epoch, last } => (*epoch).max(*last),
+            Msg::Proposal { epoch, entry } | Msg::ProposalEcho { epoch, entry, .. } => {
+                (*epoch).max(entries(std::slice::from_ref(entry)))
+            }
+            Msg::Ack { epoch, index }
+            | Msg::AckAt { epoch, index, .. }
+            | Msg::Commit { epoch, index }
+            | Msg::ReadIndexOk { epoch, index, .. } => (*epoch).max(*index),
+            Msg::Logged { index, .. } => *index,
+            Msg::Ping {
+                epoch,
+                round,
+                commit,
+                last,
+            } => (*epoch).max(*round).max(*commit).max(*last),
+            Msg::Pong { epoch, round, last } => (*epoch).max(*round).max(*last),
+            Msg::Forward { epoch, .. } | Msg::ReadIndex { epoch, .. } => *epoch,
+        }
+    }
+}
+
 /// Zab's timers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Timer {

@@ -6,7 +6,7 @@ use super::election::Election;
 use super::follower::{FStage, Following};
 use super::leader::Leading;
 use super::log::Log;
-use super::msg::{Msg, Timer};
+use super::msg::{Msg, Timer, COUNTER_LIMIT};
 use super::reads::Reads;
 use super::recovery::Recovery;
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
@@ -116,6 +116,10 @@ pub struct Counters {
     pub coin_infeasible: u64,
     pub coin_cm_expiries: u64,
     pub coin_d_retosses: u64,
+    /// Messages refused: an epoch, index or round past `COUNTER_LIMIT`.
+    pub edge_values_refused: u64,
+    /// Elections given up because no epoch follows the highest accepted.
+    pub epochs_exhausted: u64,
 }
 
 /// One Zab server.
@@ -614,6 +618,11 @@ impl Protocol for ZabNode {
     }
     fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut O) {
         self.now = now;
+        if msg.largest_counter() > COUNTER_LIMIT {
+            // Refused whoever sent it: see `COUNTER_LIMIT`.
+            self.counters.edge_values_refused += 1;
+            return;
+        }
         if let Peer::Node(n) = from {
             if n != self.id && self.members.contains(&n) {
                 self.dispatch(n, msg, out);
@@ -706,6 +715,16 @@ impl Protocol for ZabNode {
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
         let c = &self.counters;
         let mut v = vec![
+            (
+                "zab_edge_values_refused_total",
+                "messages refused: an epoch, index or round past 2^63",
+                c.edge_values_refused,
+            ),
+            (
+                "zab_epochs_exhausted_total",
+                "leaderships given up: no epoch follows the highest accepted",
+                c.epochs_exhausted,
+            ),
             (
                 "zab_elections",
                 "times this server started an election",

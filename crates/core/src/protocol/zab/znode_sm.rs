@@ -470,7 +470,9 @@ impl ZabNode {
         let mut expired = Vec::new();
         for (session, timeout_ms) in self.sm.tree.sessions() {
             let heard = *self.sm.heard.entry(session).or_insert(now);
-            if now.as_micros().saturating_sub(heard.as_micros()) > timeout_ms * 1000 {
+            // Saturating: `timeout_ms` is the client's (issue 31).
+            let timeout_us = timeout_ms.saturating_mul(1000);
+            if now.as_micros().saturating_sub(heard.as_micros()) > timeout_us {
                 expired.push(session);
             }
         }
