@@ -300,7 +300,13 @@ async fn client_cert_auth_refuses_a_client_without_a_certificate() {
     let health = |env: &[(&str, PathBuf)]| {
         let mut cmd = Command::new(binary());
         cmd.args(["health", "--addr", &c.endpoints()[0].native.to_string()]);
-        for var in ["QUORUMKV_TLS_CA", "QUORUMKV_TLS_CERT", "QUORUMKV_TLS_KEY"] {
+        for var in [
+            "QUORUMKV_TLS_CA",
+            "QUORUMKV_TLS_CERT",
+            "QUORUMKV_TLS_KEY",
+            "QUORUMKV_CONFIG",
+            "QUORUMKV_ID",
+        ] {
             cmd.env_remove(var);
         }
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
@@ -319,6 +325,13 @@ async fn client_cert_auth_refuses_a_client_without_a_certificate() {
     assert!(ok && out.starts_with("healthy"), "{out}");
     let (ok, out) = health(&own[..1]);
     assert!(!ok, "no client certificate, yet healthy: {out}");
+    // Or with what the container's environment names: its cluster file.
+    let config = [
+        ("QUORUMKV_CONFIG", c.dir().join("cluster.toml")),
+        ("QUORUMKV_ID", PathBuf::from("1")),
+    ];
+    let (ok, out) = health(&config);
+    assert!(ok && out.starts_with("healthy"), "{out}");
     if require_tool("redis-cli") {
         let port = c.endpoints()[1].resp.port().to_string();
         let ca = dir.join("ca.pem");

@@ -17,6 +17,9 @@ use std::time::Duration;
 /// Healthy: it answers and is not catching up (`recovering`) or outside
 /// the view (`fenced`); with --quorum, it must also reach a quorum of its
 /// peers (serving, not only alive). Prints one line either way.
+///
+/// Over TLS with --tls-ca (and --cert/--key); in a replica's container,
+/// whatever its cluster file's [tls] says, presenting its own certificate.
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -47,6 +50,32 @@ pub struct Args {
     key: Option<PathBuf>,
 }
 
+/// How to reach the replica: --tls-ca (and --cert/--key), else, in a
+/// replica's container, its cluster file's [tls] with its own certificate
+/// ($QUORUMKV_CONFIG and $QUORUMKV_ID or $QUORUMKV_POD_INDEX), else plain TCP.
+fn health_tls(a: &Args) -> anyhow::Result<Option<ClientTls>> {
+    if let Some(ca) = &a.tls_ca {
+        let cert_key = a.cert.as_deref().zip(a.key.as_deref());
+        return Ok(Some(ClientTls::from_files(ca, cert_key)?));
+    }
+    let Some(config) = std::env::var_os("QUORUMKV_CONFIG") else {
+        return Ok(None);
+    };
+    let Some(tls) = quorumkv_node::config::ClusterFile::load(config.as_ref())?.tls else {
+        return Ok(None);
+    };
+    let env_num = |name| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+    let id = env_num("QUORUMKV_ID").or(env_num("QUORUMKV_POD_INDEX").map(|i| i + 1));
+    let Some(id) = id else {
+        return Ok(Some(ClientTls::from_files(&tls.ca_path()?, None)?));
+    };
+    let own = tls.replica(id)?;
+    Ok(Some(ClientTls::from_files(
+        &own.ca,
+        Some((&own.cert, &own.key)),
+    )?))
+}
+
 /// Roles of a replica that answers but refuses operations.
 const NOT_SERVING: [&str; 2] = ["recovering", "fenced"];
 
@@ -70,18 +99,12 @@ pub fn run(a: Args) -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
-    let tls = match &a.tls_ca {
-        Some(ca) => {
-            let cert_key = a.cert.as_deref().zip(a.key.as_deref());
-            match ClientTls::from_files(ca, cert_key) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    println!("unhealthy: {e:#}");
-                    return ExitCode::FAILURE;
-                }
-            }
+    let tls = match health_tls(&a) {
+        Ok(t) => t,
+        Err(e) => {
+            println!("unhealthy: {e:#}");
+            return ExitCode::FAILURE;
         }
-        None => None,
     };
     let answer = rt.block_on(async {
         let deadline = tokio::time::Instant::now() + a.timeout;
