@@ -25,8 +25,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    Server(cmd::server::Args),
+    Server(Box<cmd::server::Args>),
     Cluster(cmd::cluster::Args),
+    Cert(cmd::cert::Args),
     Chaos(cmd::chaos::Args),
     Get(cmd::kv::GetArgs),
     Put(cmd::kv::PutArgs),
@@ -61,8 +62,9 @@ fn main() -> ExitCode {
         }
     };
     match cli.cmd {
-        Cmd::Server(a) => cmd::server::run(a),
+        Cmd::Server(a) => cmd::server::run(*a),
         Cmd::Cluster(a) => cmd::cluster::run(a),
+        Cmd::Cert(a) => cmd::cert::run(a),
         Cmd::Chaos(a) => cmd::chaos::run(a),
         Cmd::Get(a) => cmd::kv::get(a),
         Cmd::Put(a) => cmd::kv::put(a),

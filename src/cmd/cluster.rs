@@ -20,6 +20,12 @@ use std::process::ExitCode;
 ///
 /// Replica logs go to this process's stderr, each line starting with
 /// `replica N`; $QUORUMKV_LOG filters them (e.g. QUORUMKV_LOG=debug).
+///
+/// With --tls, a CA, every replica's certificate and a client certificate
+/// are made in the cluster's directory (`quorumkv cert`), the replicas run
+/// TLS 1.3 on their native and RESP ports and between each other (mutual
+/// TLS), and the lines printed say how clients connect (the client commands
+/// with --cluster FILE, redis-cli --tls --cacert).
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment, after_help = super::protocols_help())]
 pub struct Args {
@@ -35,6 +41,13 @@ pub struct Args {
     /// default: a temporary directory removed when it stops).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<std::path::PathBuf>,
+    /// TLS everywhere, with certificates made for this cluster.
+    #[arg(long)]
+    tls: bool,
+    /// With --tls: every client must present a certificate signed by the
+    /// cluster's CA (the client commands use the one made for them).
+    #[arg(long, requires = "tls")]
+    client_cert_auth: bool,
 }
 
 /// What a local cluster runs; shared by `cluster` and `chaos`.
@@ -111,14 +124,23 @@ pub fn run(a: Args) -> ExitCode {
             inherit_logs: true,
             durability: a.durability,
             data_root: a.data_dir,
+            tls: a.tls,
+            client_cert_auth: a.client_cert_auth,
             ..a.shape.config(binary)
         };
         let mut cluster = match LocalCluster::start(cfg).await {
             Ok(c) => c,
             Err(e) => return super::fail(format!("{e:#}")),
         };
+        let security = if a.client_cert_auth {
+            ", TLS with client certificates"
+        } else if a.tls {
+            ", TLS"
+        } else {
+            ""
+        };
         println!(
-            "quorumkv cluster: protocol {}, {} replicas, durability {}",
+            "quorumkv cluster: protocol {}, {} replicas, durability {}{security}",
             a.shape.protocol, a.shape.replicas, a.durability
         );
         for e in cluster.endpoints() {
@@ -127,9 +149,26 @@ pub fn run(a: Args) -> ExitCode {
         let eps: Vec<String> = cluster.endpoints().iter().map(|e| e.native.to_string()).collect();
         let first = cluster.endpoints()[0];
         println!("cluster file: {} (removed when the cluster stops)", cluster.dir().join("cluster.toml").display());
-        println!("export QUORUMKV_ENDPOINTS={}", eps.join(","));
-        println!("try:  quorumkv put hello world   |   quorumkv endpoints status   |   redis-cli -p {} GET hello", first.resp.port());
-        println!("      (with the endpoints above: export them, or --endpoints, or --cluster FILE)");
+        let file = cluster.dir().join("cluster.toml");
+        match cluster.cluster_file().tls.as_ref() {
+            None => {
+                println!("export QUORUMKV_ENDPOINTS={}", eps.join(","));
+                println!("try:  quorumkv put hello world   |   quorumkv endpoints status   |   redis-cli -p {} GET hello", first.resp.port());
+                println!("      (with the endpoints above: export them, or --endpoints, or --cluster FILE)");
+            }
+            Some(tls) => {
+                let dir = tls.dir.clone().unwrap_or_default();
+                let (ca, cert, key) = (dir.join("ca.pem"), dir.join("client-quorumkv.pem"), dir.join("client-quorumkv.key"));
+                println!("TLS certificates: {} (CA ca.pem; replica-N.pem/.key; client-quorumkv.pem/.key)", dir.display());
+                println!("export QUORUMKV_CLUSTER={}", file.display());
+                println!("try:  quorumkv put hello world   |   quorumkv endpoints status   (the cluster file's [tls] says how)");
+                println!("      or: quorumkv get hello --endpoints {} --tls-ca {}{}", eps.join(","), ca.display(),
+                    if a.client_cert_auth { format!(" --cert {} --key {}", cert.display(), key.display()) } else { String::new() });
+                println!("      redis-cli --tls --cacert {}{} -p {} GET hello", ca.display(),
+                    if a.client_cert_auth { format!(" --cert {} --key {}", cert.display(), key.display()) } else { String::new() },
+                    first.resp.port());
+            }
+        }
         println!("ready {}", eps.join(","));
         let stop = super::server::shutdown_signal(false);
         tokio::pin!(stop);

@@ -1,10 +1,11 @@
 //! `quorumkv endpoints status`: ask each replica who it is and whom it reaches.
 
 use super::target::Endpoints;
+use super::tls_args::TlsArgs;
 use clap::{Args as ClapArgs, Subcommand};
 use quorumkv_node::client::resolve_endpoint;
 use quorumkv_node::config::parse_duration;
-use quorumkv_node::status::{fetch, NodeStatus};
+use quorumkv_node::status::{fetch_with, NodeStatus};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ enum Cmd {
 pub struct StatusArgs {
     #[command(flatten)]
     endpoints: Endpoints,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// How long to wait for each endpoint.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
@@ -43,6 +46,10 @@ pub fn run(a: Args) -> ExitCode {
         Ok((names, _)) => names,
         Err(e) => return super::fail(format!("{e:#}")),
     };
+    let tls = match a.tls.client_tls(a.endpoints.cluster_file().as_deref()) {
+        Ok(tls) => tls,
+        Err(e) => return super::fail(format!("{e:#}")),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -51,11 +58,12 @@ pub fn run(a: Args) -> ExitCode {
         let asks: Vec<_> = names
             .iter()
             .map(|n| {
-                let (n, timeout) = (n.clone(), a.timeout);
+                let (n, timeout, tls) = (n.clone(), a.timeout, tls.clone());
                 tokio::spawn(async move {
                     let deadline = tokio::time::Instant::now() + timeout;
+                    let host = quorumkv_node::tls::host_of(&n).to_string();
                     match resolve_endpoint(&n, deadline).await {
-                        Ok(addr) => fetch(addr, timeout).await,
+                        Ok(addr) => fetch_with(addr, &host, timeout, tls.as_ref()).await,
                         Err(e) => Err(e.to_string()),
                     }
                 })

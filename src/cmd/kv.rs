@@ -1,6 +1,7 @@
 //! `quorumkv get | put | del`: one operation against a cluster.
 
 use super::target::Endpoints;
+use super::tls_args::TlsArgs;
 use clap::Args as ClapArgs;
 use quorumkv_node::client::{Client, ClientConfig, ClientError, ClientMode};
 use quorumkv_node::codec::DEFAULT_MAX_FRAME;
@@ -16,6 +17,8 @@ use std::time::Duration;
 pub struct Target {
     #[command(flatten)]
     endpoints: Endpoints,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// direct: this client coordinates the quorum itself; proxy: a server does.
     #[arg(long, default_value = "direct")]
     mode: ClientMode,
@@ -84,6 +87,13 @@ where
             return ExitCode::from(2);
         }
     };
+    let tls = match t.tls.client_tls(t.endpoints.cluster_file().as_deref()) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("quorumkv: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -94,6 +104,7 @@ where
             op_timeout: t.timeout,
             connect_timeout: t.timeout,
             options: t.opt,
+            tls,
             ..Default::default()
         };
         // --timeout bounds the whole call: connecting (bounded by the

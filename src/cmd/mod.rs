@@ -1,3 +1,4 @@
+pub mod cert;
 pub mod chaos;
 pub mod cluster;
 pub mod delay_proxy;
@@ -8,6 +9,7 @@ pub mod protocols;
 pub mod secret;
 pub mod server;
 pub mod target;
+pub mod tls_args;
 pub mod user;
 pub mod zk;
 

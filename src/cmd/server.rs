@@ -8,6 +8,7 @@ use quorumkv_node::config::{parse_bytes, parse_duration, ClusterFile, Limits, Re
 use quorumkv_node::heartbeat::HeartbeatConfig;
 use quorumkv_node::server::{self, Listeners, ServerOptions};
 use quorumkv_node::storage::Durability;
+use quorumkv_node::tls::TlsSettings;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,14 @@ use std::time::Duration;
 ///   max_queued_bytes = "64MiB"
 ///   read_timeout = "10s"
 ///   idle_timeout = "60s"         # "0" = never
+///   [tls]                      # TLS 1.3 on the native and RESP ports and peer links (optional)
+///   dir = "tls"                # ca.pem, replica-N.pem, replica-N.key (`quorumkv cert`),
+///                              # relative to the cluster file
+///   client_cert_auth = false   # true: every client must present a certificate
+///
+/// TLS: peers verify each other's certificates (mutual TLS): replica N's
+/// must name `replica-N.quorumkv`. `kill -HUP` re-reads the files (new
+/// connections use them). The metrics port stays plain HTTP.
 ///
 /// On its own host (a container): listen on every interface and advertise
 /// the name peers reach it at, in the cluster file (`addr = "0.0.0.0:7001"`,
@@ -150,6 +159,22 @@ pub struct Args {
     /// ./quorumkv-data/replica-ID]
     #[arg(long, env = "QUORUMKV_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// TLS: the cluster CA certificate (PEM) that peers' and clients'
+    /// certificates must chain to. With --tls-cert and --tls-key, turns TLS
+    /// on (over the cluster file's [tls])
+    #[arg(long, env = "QUORUMKV_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// TLS: this replica's certificate chain (PEM; `quorumkv cert replica`
+    /// makes one naming replica-ID.quorumkv)
+    #[arg(long, env = "QUORUMKV_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// TLS: this replica's private key (PEM)
+    #[arg(long, env = "QUORUMKV_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// TLS: every client must present a certificate signed by the CA (as
+    /// etcd's --client-cert-auth); without it client certificates are optional
+    #[arg(long, env = "QUORUMKV_CLIENT_CERT_AUTH")]
+    client_cert_auth: bool,
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -234,11 +259,37 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
         replicas,
         limits: None,
         options: Default::default(),
+        tls: None,
         secret_file: None,
         users: None,
     };
     file.validate()?;
     Ok(file)
+}
+
+/// This replica's TLS files: the cluster file's [tls], each overridden by
+/// its flag; `None` when neither turns TLS on.
+fn tls_settings(a: &Args, cluster: &ClusterFile, id: u32) -> anyhow::Result<Option<TlsSettings>> {
+    let from_file = cluster.tls.as_ref().map(|t| t.replica(id)).transpose()?;
+    let flags = [&a.tls_ca, &a.tls_cert, &a.tls_key];
+    if from_file.is_none() && flags.iter().all(|f| f.is_none()) {
+        if a.client_cert_auth {
+            anyhow::bail!("--client-cert-auth needs TLS: give --tls-ca, --tls-cert and --tls-key (or [tls] in the cluster file)");
+        }
+        return Ok(None);
+    }
+    let pick = |flag: &Option<PathBuf>, file: Option<&PathBuf>, name: &str| {
+        flag.clone().or(file.cloned()).ok_or_else(|| {
+            anyhow::anyhow!("TLS needs --tls-ca, --tls-cert and --tls-key (or [tls] in the cluster file): {name} is missing")
+        })
+    };
+    let f = from_file.as_ref();
+    Ok(Some(TlsSettings {
+        ca: pick(&a.tls_ca, f.map(|s| &s.ca), "--tls-ca")?,
+        cert: pick(&a.tls_cert, f.map(|s| &s.cert), "--tls-cert")?,
+        key: pick(&a.tls_key, f.map(|s| &s.key), "--tls-key")?,
+        client_cert_auth: a.client_cert_auth || f.is_some_and(|s| s.client_cert_auth),
+    }))
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -254,7 +305,12 @@ pub fn run(a: Args) -> ExitCode {
             cluster.members()
         ));
     }
+    let tls = match tls_settings(&a, &cluster, id) {
+        Ok(t) => t,
+        Err(e) => return super::fail(format!("{e:#}")),
+    };
     let mut opts = ServerOptions::new(id, cluster);
+    opts.tls = tls;
     opts.op_timeout = a.op_timeout;
     opts.protocol_options = a.opt.clone();
     if let Err(e) = opts

@@ -43,6 +43,23 @@ impl Endpoints {
     }
 }
 
+impl Endpoints {
+    /// The cluster file the endpoints come from, if they come from one
+    /// (its `[tls]` table then says how to connect).
+    pub fn cluster_file(&self) -> Option<PathBuf> {
+        if !self.endpoints.is_empty() {
+            return None;
+        }
+        if let Some(file) = &self.cluster {
+            return Some(file.clone());
+        }
+        if env_nonempty("QUORUMKV_ENDPOINTS").is_some() {
+            return None;
+        }
+        env_nonempty("QUORUMKV_CLUSTER").map(PathBuf::from)
+    }
+}
+
 fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }

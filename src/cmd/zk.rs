@@ -3,6 +3,7 @@
 //! `--protocol zab`.
 
 use super::target::Endpoints;
+use super::tls_args::TlsArgs;
 use clap::{Args as ClapArgs, Subcommand};
 use quorumkv_core::znode::{Stat, ZkError};
 use quorumkv_node::client::{ClientConfig, ClientError};
@@ -36,6 +37,8 @@ pub struct Args {
 struct Target {
     #[command(flatten)]
     endpoints: Endpoints,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Give up after this long, connecting included (`watch` waits for its
     /// event without limit unless --wait says otherwise).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
@@ -157,9 +160,20 @@ pub fn run(a: Args) -> ExitCode {
         }
     };
     let timeout = target.timeout;
+    let tls = match target
+        .tls
+        .client_tls(target.endpoints.cluster_file().as_deref())
+    {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("quorumkv: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let cfg = ClientConfig {
         op_timeout: timeout,
         connect_timeout: timeout,
+        tls,
         ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -141,6 +141,11 @@ pub struct Args {
     /// the bench fit 2 cores [default: no limit].
     #[arg(long, value_name = "CORES")]
     pub replica_cpu: Option<f64>,
+    /// Local clusters run TLS 1.3 everywhere (a CA and certificates are
+    /// made for them, as `quorumkv cluster --tls` does) and the bench's
+    /// quorumkv clients connect with TLS: compare with a run without it.
+    #[arg(long)]
+    pub tls: bool,
     /// Closed loop: each client only reads or only writes; --get-fraction
     /// is the share of readers, spread evenly over the servers.
     #[arg(long)]
@@ -315,6 +320,7 @@ impl Args {
         c.binary = self.binary.clone();
         c.port_base = self.port_base;
         c.replica_cpu = self.replica_cpu;
+        c.tls = self.tls;
         c.dedicated = self.dedicated_clients;
         c.rtt = Rtt {
             client: dur("rtt-client", &self.rtt_client)?.unwrap_or_default(),

@@ -370,6 +370,9 @@ pub struct BenchConfig {
     /// Hold each replica of a local cluster to this fraction of one core
     /// (cgroup v1); `None` = no limit.
     pub replica_cpu: Option<f64>,
+    /// Local clusters run TLS (certificates made for them) and every
+    /// quorumkv client connects with TLS.
+    pub tls: bool,
     /// Each closed-loop client only reads or only writes (a GET fraction
     /// of them read, spread evenly over the servers they are pinned to:
     /// seed 004 §5's dedicated readers and writers) instead of drawing
@@ -460,6 +463,7 @@ impl Default for BenchConfig {
             binary: None,
             port_base: None,
             replica_cpu: None,
+            tls: false,
             dedicated: false,
             protocol_from_target: false,
             rtt: Rtt::default(),

@@ -4,6 +4,7 @@
 //! commit at work (many writes per fsync).
 
 use quorumkv_core::protocol::registry::{Over, PointRatio};
+use quorumkv_node::tls::ClientTls;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -71,14 +72,17 @@ pub fn point_ratios(
 }
 
 /// quorumkv replicas: from each one's status (`persist_syncs`, `persist_records`).
-pub async fn quorumkv_counters(native: &[SocketAddr]) -> Option<SyncCounters> {
+pub async fn quorumkv_counters(
+    native: &[SocketAddr],
+    tls: Option<&ClientTls>,
+) -> Option<SyncCounters> {
     let mut c = SyncCounters {
         syncs: 0,
         records: Some(0),
         replicas: Vec::new(),
     };
     for &addr in native {
-        let s = quorumkv_node::status::fetch(addr, ASK_TIMEOUT).await.ok()?;
+        let s = status(addr, tls).await.ok()?;
         c.syncs += s.persist_syncs;
         c.records = c.records.map(|r| r + s.persist_records);
         c.replicas.push(s.counters);
@@ -87,13 +91,22 @@ pub async fn quorumkv_counters(native: &[SocketAddr]) -> Option<SyncCounters> {
 }
 
 /// The durability a quorumkv replica reports (the first that answers).
-pub async fn quorumkv_mode(native: &[SocketAddr]) -> Option<String> {
+pub async fn quorumkv_mode(native: &[SocketAddr], tls: Option<&ClientTls>) -> Option<String> {
     for &addr in native {
-        if let Ok(s) = quorumkv_node::status::fetch(addr, ASK_TIMEOUT).await {
+        if let Ok(s) = status(addr, tls).await {
             return Some(s.durability);
         }
     }
     None
+}
+
+/// A replica's status, over TLS when the deployment runs it.
+async fn status(
+    addr: SocketAddr,
+    tls: Option<&ClientTls>,
+) -> Result<quorumkv_node::status::NodeStatus, String> {
+    let host = addr.ip().to_string();
+    quorumkv_node::status::fetch_with(addr, &host, ASK_TIMEOUT, tls).await
 }
 
 /// etcd members: WAL fsyncs and committed proposals from `/metrics`.

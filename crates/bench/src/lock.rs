@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quorumkv_node::client::ClientConfig;
+use quorumkv_node::tls::ClientTls;
 use quorumkv_node::zk::ZkClient;
 pub use quorumkv_node::zk_recipes::Recipe;
 use quorumkv_node::zk_recipes::{self, LockClient};
@@ -212,11 +213,12 @@ struct Shared {
 /// without znodes).
 async fn open(
     endpoints: Vec<SocketAddr>,
-    cfg: &BenchConfig,
+    (cfg, tls): (&BenchConfig, Option<ClientTls>),
     lock: &LockConfig,
 ) -> Result<Session<ZkClient>, String> {
     let ccfg = ClientConfig {
         op_timeout: cfg.op_timeout,
+        tls,
         ..Default::default()
     };
     let zk = ZkClient::connect(endpoints, ccfg, lock.session_timeout)
@@ -276,13 +278,15 @@ pub async fn run_lock_point(
              (local, quorumkv://, zk://)"
         ));
     }
-    let setup = open(endpoints.clone(), cfg, lock).await.map_err(|e| {
-        format!("{label}: {e} (the lock workload needs a protocol that serves znodes)")
-    })?;
+    let setup = open(endpoints.clone(), (cfg, d.client_tls()), lock)
+        .await
+        .map_err(|e| {
+            format!("{label}: {e} (the lock workload needs a protocol that serves znodes)")
+        })?;
     // The pool, pinned round-robin to the servers.
     let mut pool = Vec::with_capacity(n);
     for k in 0..n {
-        pool.push(open(pinned_order(&endpoints, k), cfg, lock).await?);
+        pool.push(open(pinned_order(&endpoints, k), (cfg, d.client_tls()), lock).await?);
     }
     measure(cfg, d, point, recipe, setup, pool).await
 }

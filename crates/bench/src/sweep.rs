@@ -46,6 +46,7 @@ pub fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
         op_timeout: cfg.op_timeout,
         options: cfg.options.clone(),
         replica_cpu: cfg.replica_cpu,
+        tls: cfg.tls,
         server_args: cfg.rtt.server_args(),
     })
 }

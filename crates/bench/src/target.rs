@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::tls::ClientTls;
 
 use crate::config::{CoordMode, DeploySpec, Variant};
 use crate::durability::{self, SyncCounters};
@@ -154,6 +155,8 @@ pub struct DeployOptions {
     pub replica_cpu: Option<f64>,
     /// Extra arguments of every local replica (`--rtt-client` …).
     pub server_args: Vec<String>,
+    /// Local clusters run TLS; their clients connect with it.
+    pub tls: bool,
 }
 
 /// A system under test, started or found.
@@ -166,6 +169,8 @@ pub struct Deployment {
     /// its CPU time can be reported like our servers'.
     peer_pids: Vec<u32>,
     native: Vec<SocketAddr>,
+    /// How quorumkv clients reach a TLS deployment (`None`: plain TCP).
+    client_tls: Option<ClientTls>,
     opts: DeployOptions,
     /// What an acknowledged write survives: `fsync`, `buffered`, `memory`
     /// (quorumkv), `fsync` (etcd), `aof-always`, `none`, … (Redis).
@@ -182,6 +187,7 @@ impl Deployment {
             cluster: None,
             peer_pids: Vec::new(),
             native: Vec::new(),
+            client_tls: None,
             opts,
             durability: None,
         };
@@ -201,12 +207,14 @@ impl Deployment {
                     binary: d.opts.binary.clone(),
                     replica_cpu: d.opts.replica_cpu,
                     server_args: d.opts.server_args.clone(),
+                    tls: d.opts.tls,
                     ..Default::default()
                 };
                 let cluster = LocalCluster::start(cfg).await.map_err(|e| {
                     anyhow::anyhow!("cannot start a local {protocol} cluster of {replicas}: {e:#}")
                 })?;
                 d.native = cluster.endpoints().iter().map(|e| e.native).collect();
+                d.client_tls = cluster.client_tls();
                 d.replicas = *replicas;
                 d.cluster = Some(cluster);
             }
@@ -248,7 +256,7 @@ impl Deployment {
             // What the replicas say they run: a protocol that persists
             // nothing runs `memory` whatever was asked.
             (DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. }, _) => {
-                durability::quorumkv_mode(&d.native).await
+                durability::quorumkv_mode(&d.native, d.client_tls.as_ref()).await
             }
             // etcd fsyncs its WAL before acknowledging; it has no other mode.
             (DeploySpec::Etcd { .. }, _) => Some("fsync".into()),
@@ -267,6 +275,11 @@ impl Deployment {
         let mut pairs = self.opts.options.clone();
         pairs.extend(variant.options_for(protocol).unwrap_or_default());
         pairs
+    }
+
+    /// How quorumkv clients connect to this deployment: `Some` over TLS.
+    pub fn client_tls(&self) -> Option<ClientTls> {
+        self.client_tls.clone()
     }
 
     /// The native endpoints of a quorumkv deployment (empty for others).
@@ -319,6 +332,7 @@ impl Deployment {
                     },
                     op_timeout: t,
                     options,
+                    tls: self.client_tls.clone(),
                     ..Default::default()
                 };
                 let c = Client::connect(pinned_order(&self.native, k), cfg)
@@ -373,6 +387,14 @@ impl Deployment {
     }
 
     pub fn conn_description(&self) -> String {
+        let mut d = self.transport_description();
+        if self.client_tls.is_some() {
+            d += "; TLS 1.3 on every connection and replica link (--tls)";
+        }
+        d
+    }
+
+    fn transport_description(&self) -> String {
         match &self.spec {
             DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => match self.coord() {
                 CoordMode::Direct => format!(
@@ -435,7 +457,7 @@ impl Deployment {
     pub async fn sync_counters(&self) -> Option<SyncCounters> {
         match &self.spec {
             DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. } => {
-                durability::quorumkv_counters(&self.native).await
+                durability::quorumkv_counters(&self.native, self.client_tls.as_ref()).await
             }
             DeploySpec::Etcd { endpoints } => durability::etcd_counters(endpoints).await,
             DeploySpec::Redis { .. } => None,

@@ -253,6 +253,7 @@ async fn run_on(cfg: &BenchConfig, d: &Deployment, tag: &str) -> Result<Vec<OpsR
     }
     let ccfg = ClientConfig {
         op_timeout: cfg.op_timeout,
+        tls: d.client_tls(),
         ..Default::default()
     };
     let zk = ZkClient::connect(endpoints, ccfg, Duration::from_secs(10))

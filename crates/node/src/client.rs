@@ -26,6 +26,8 @@ use crate::heartbeat::{self, HeartbeatConfig};
 use crate::link::{pump_link, LinkEnd};
 use crate::net::{link_queue, spawn_writer, FrameReader, FrameTx};
 use crate::storage::MemoryStorage;
+use crate::stream::ConnWrite;
+use crate::tls::ClientTls;
 use bytes::Bytes;
 use quorumkv_core::protocol::registry::client_writer_id;
 use quorumkv_core::protocol::{
@@ -39,7 +41,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -79,6 +80,9 @@ pub struct ClientConfig {
     /// next server, until `op_timeout`. Safe only when the protocol applies
     /// each `OpId` once; `None` = exactly when it says it does.
     pub retry_unanswered: Option<bool>,
+    /// Connect over TLS, trusting this CA (and presenting a client
+    /// certificate if it holds one); `None`: plain TCP.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -89,6 +93,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(2),
             options: Vec::new(),
             retry_unanswered: None,
+            tls: None,
         }
     }
 }
@@ -199,19 +204,41 @@ impl Drop for Inner {
     }
 }
 
-/// Open a connection and exchange HelloClient / Welcome.
-async fn handshake(
+/// Where a client connects: an address, and the host it was dialled as
+/// (what TLS verifies the server's certificate against).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Dial {
     addr: SocketAddr,
+    host: String,
+}
+
+impl Dial {
+    fn at(addr: SocketAddr) -> Dial {
+        Dial {
+            addr,
+            host: addr.ip().to_string(),
+        }
+    }
+}
+
+/// A fresh connection after its hello: what the server said, the reader
+/// and the writer.
+type Opened = (ServerHello, FrameReader, ConnWrite);
+
+/// Open a connection (TLS with `tls`) and exchange HelloClient / Welcome.
+async fn handshake(
+    dial: Dial,
     timeout: Duration,
-) -> Result<(ServerHello, FrameReader, tokio::net::tcp::OwnedWriteHalf), ClientError> {
+    tls: Option<ClientTls>,
+) -> Result<Opened, ClientError> {
+    let addr = dial.addr;
     let fut = async {
-        let stream = TcpStream::connect(addr)
+        let stream = crate::tls::dial(addr, &dial.host, tls.as_ref())
             .await
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
-        let _ = stream.set_nodelay(true);
-        let (rd, mut wr) = stream.into_split();
+        let (rd, mut wr) = stream.split();
         let hello = crate::codec::encode_to_bytes::<NoProto>(&Frame::HelloClient);
-        tokio::io::AsyncWriteExt::write_all(&mut wr, &hello)
+        crate::stream::write_flush(&mut wr, &hello)
             .await
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
@@ -254,14 +281,30 @@ async fn handshake(
 
 /// Ask one server who it is (used by `cluster` readiness checks and INFO-like tools).
 pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<ServerHello, ClientError> {
-    handshake(addr, timeout).await.map(|(h, _, _)| h)
+    probe_with(addr, timeout, None).await
+}
+
+/// [`probe`] over TLS when `tls` is given (the server's certificate must
+/// name `addr`'s IP address).
+pub async fn probe_with(
+    addr: SocketAddr,
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Result<ServerHello, ClientError> {
+    let opened = handshake(Dial::at(addr), timeout, tls.cloned()).await;
+    opened.map(|(h, _, _)| h)
 }
 
 /// Resolve `host:port` endpoints, all by `deadline`.
-async fn resolve(names: &[String], deadline: Instant) -> Result<Vec<SocketAddr>, ClientError> {
+async fn resolve(names: &[String], deadline: Instant) -> Result<Vec<Dial>, ClientError> {
     let mut addrs = Vec::with_capacity(names.len());
     for name in names {
-        addrs.push(resolve_endpoint(name, deadline).await?);
+        let addr = resolve_endpoint(name, deadline).await?;
+        let host = match name.parse::<SocketAddr>() {
+            Ok(a) => a.ip().to_string(),
+            Err(_) => crate::tls::host_of(name).to_string(),
+        };
+        addrs.push(Dial { addr, host });
     }
     Ok(addrs)
 }
@@ -348,13 +391,13 @@ impl Client {
     /// coordinator here — or, for a protocol without one, fall back to
     /// proxy through the endpoints.
     async fn connect_direct(
-        endpoints: Vec<SocketAddr>,
+        endpoints: Vec<Dial>,
         cfg: &ClientConfig,
         deadline: Instant,
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<(Inner, ProtocolKind), ClientError> {
         let wait = deadline.saturating_duration_since(Instant::now());
-        let attempts = endpoints.iter().map(|&a| handshake(a, wait));
+        let attempts = (endpoints.iter()).map(|a| handshake(a.clone(), wait, cfg.tls.clone()));
         let results = futures_join_all(attempts).await;
         let mut errors = Vec::new();
         let mut hello = None;
@@ -496,13 +539,13 @@ fn expect_done(r: Response) -> Result<(), ClientError> {
 }
 
 /// One hello per endpoint, as `connect_direct` made them.
-type Handshake = Result<(ServerHello, FrameReader, tokio::net::tcp::OwnedWriteHalf), ClientError>;
+type Handshake = Result<Opened, ClientError>;
 
 /// Direct mode once the protocol's types are known: its coordinator in a
 /// driver of our own, one kept link per replica.
 struct BuildDirect {
     hello: ServerHello,
-    links: Vec<(SocketAddr, Handshake)>,
+    links: Vec<(Dial, Handshake)>,
     cfg: ClientConfig,
     events: mpsc::UnboundedSender<Event>,
 }
@@ -540,7 +583,9 @@ impl Visitor for BuildDirect {
         let (tx, rx) = mpsc::channel::<Input<D::Msg>>(8192);
         let mut tasks = vec![tokio::spawn(driver.run(rx))];
         for (addr, first) in links {
-            let link = keep_link::<D::Client>(addr, first.ok(), tx.clone(), cfg.connect_timeout);
+            let tls = cfg.tls.clone();
+            let link =
+                keep_link::<D::Client>(addr, first.ok(), tx.clone(), cfg.connect_timeout, tls);
             tasks.push(tokio::spawn(link));
         }
         Ok(Inner::Direct {
@@ -568,16 +613,17 @@ where
 /// Keep the client-side coordinator's link to one replica, reconnecting
 /// with backoff when it breaks.
 async fn keep_link<P: Protocol + Send + 'static>(
-    addr: SocketAddr,
-    mut first: Option<(ServerHello, FrameReader, tokio::net::tcp::OwnedWriteHalf)>,
+    addr: Dial,
+    mut first: Option<Opened>,
     tx: mpsc::Sender<Input<P::Msg>>,
     connect_timeout: Duration,
+    tls: Option<ClientTls>,
 ) {
     let mut backoff = Duration::from_millis(20);
     loop {
         let conn = match first.take() {
             Some(c) => Ok(c),
-            None => handshake(addr, connect_timeout).await,
+            None => handshake(addr.clone(), connect_timeout, tls.clone()).await,
         };
         if let Ok((hello, mut reader, wr)) = conn {
             backoff = Duration::from_millis(20);
@@ -661,10 +707,10 @@ struct ProxyConn {
 
 struct ProxyState {
     /// Where to connect, in order of preference; `NotLeader` hints add to it.
-    endpoints: Vec<SocketAddr>,
+    endpoints: Vec<Dial>,
     next_endpoint: usize,
     /// Replica id → native address, from the servers' hellos.
-    addrs: HashMap<NodeId, SocketAddr>,
+    addrs: HashMap<NodeId, Dial>,
     link: Option<(FrameTx<NoProto>, Waiters)>,
     /// The task reading the current link's responses.
     reader: Option<tokio::task::JoinHandle<()>>,
@@ -675,11 +721,7 @@ struct ProxyState {
 const MAX_REDIRECTS: u32 = 8;
 
 impl ProxyConn {
-    fn new(
-        endpoints: Vec<SocketAddr>,
-        cfg: ClientConfig,
-        events: mpsc::UnboundedSender<Event>,
-    ) -> Self {
+    fn new(endpoints: Vec<Dial>, cfg: ClientConfig, events: mpsc::UnboundedSender<Event>) -> Self {
         let state = ProxyState {
             endpoints,
             next_endpoint: 0,
@@ -730,9 +772,9 @@ impl ProxyConn {
         let mut errors = Vec::new();
         let n = st.endpoints.len();
         for tried in 0..n {
-            let addr = st.endpoints[st.next_endpoint % n];
+            let addr = st.endpoints[st.next_endpoint % n].clone();
             let share = deadline.saturating_duration_since(Instant::now()) / (n - tried) as u32;
-            match handshake(addr, share).await {
+            match handshake(addr, share, self.cfg.tls.clone()).await {
                 Ok((hello, reader, wr)) => {
                     self.use_link(&mut st, &hello, reader, wr);
                     return Ok(Some(hello));
@@ -751,11 +793,11 @@ impl ProxyConn {
         st: &mut ProxyState,
         hello: &ServerHello,
         mut reader: FrameReader,
-        wr: tokio::net::tcp::OwnedWriteHalf,
+        wr: ConnWrite,
     ) {
         for (id, a) in &hello.addrs {
             if let Ok(a) = a.parse() {
-                st.addrs.insert(*id, a);
+                st.addrs.insert(*id, Dial::at(a));
             }
         }
         let (ftx, _writer) = spawn_writer::<NoProto>(wr, link_queue());
@@ -837,10 +879,10 @@ impl ProxyConn {
     /// Point the next connection at replica `hint` (or the next endpoint).
     async fn redirect(&self, hint: Option<NodeId>) {
         let mut st = self.state.lock().await;
-        let target = hint.and_then(|h| st.addrs.get(&h).copied());
+        let target = hint.and_then(|h| st.addrs.get(&h).cloned());
         match target {
             Some(addr) => {
-                let i = match st.endpoints.iter().position(|&a| a == addr) {
+                let i = match st.endpoints.iter().position(|a| a.addr == addr.addr) {
                     Some(i) => i,
                     None => {
                         st.endpoints.push(addr);
@@ -916,7 +958,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let (stream, _) = listener.accept().await.unwrap();
-            let (rd, mut wr) = stream.into_split();
+            let (rd, mut wr) = crate::stream::Conn::from(stream).split();
             let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
             assert!(matches!(reader.next::<()>().await, Ok(Frame::HelloClient)));
             let welcome = Frame::<()>::Welcome {

@@ -20,6 +20,11 @@
 //!
 //! [options]                  # the protocol's options (optional;
 //! fast-read = false          # `quorumkv server --help` lists them)
+//!
+//! [tls]                      # TLS 1.3 on every port but metrics (optional)
+//! dir = "tls"                # ca.pem, replica-N.pem, replica-N.key
+//!                            # (relative to this file; `quorumkv cert`)
+//! client_cert_auth = false   # true: clients must present a certificate
 //! ```
 
 use anyhow::{bail, Context};
@@ -27,7 +32,7 @@ use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_core::NodeId;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicaAddr {
@@ -80,6 +85,90 @@ pub struct ClusterFile {
     /// authenticate (`quorumkv server --users` overrides it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<std::path::PathBuf>,
+    /// TLS for every replica and for the clients that read this file
+    /// (optional; `quorumkv server --tls-*` flags override it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsFile>,
+}
+
+/// The `[tls]` table of a cluster file. Each path is `dir`'s file of the
+/// usual name unless given; relative paths are relative to the cluster
+/// file; `{id}` in `cert` and `key` is the replica's id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFile {
+    /// Holds `ca.pem`, `replica-N.pem` and `replica-N.key` (what
+    /// `quorumkv cert` writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    /// The cluster CA certificate [default: dir/ca.pem].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
+    /// A replica's certificate chain [default: dir/replica-{id}.pem].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    /// A replica's private key [default: dir/replica-{id}.key].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    /// Clients reading this file present this certificate and key
+    /// (needed with `client_cert_auth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key: Option<PathBuf>,
+    /// Every connection must present a certificate signed by the CA.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_cert_auth: bool,
+}
+
+impl TlsFile {
+    /// Make relative paths relative to `base` (the cluster file's directory).
+    fn resolve_relative(&mut self, base: &Path) {
+        let paths = [
+            &mut self.dir,
+            &mut self.ca,
+            &mut self.cert,
+            &mut self.key,
+            &mut self.client_cert,
+            &mut self.client_key,
+        ];
+        for p in paths.into_iter().flatten() {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+
+    /// `given`, else `dir/default`.
+    fn path(&self, given: &Option<PathBuf>, default: &str, what: &str) -> anyhow::Result<PathBuf> {
+        match (given, &self.dir) {
+            (Some(p), _) => Ok(p.clone()),
+            (None, Some(dir)) => Ok(dir.join(default)),
+            (None, None) => bail!("[tls] needs `dir` or `{what}`"),
+        }
+    }
+
+    /// The cluster CA certificate.
+    pub fn ca_path(&self) -> anyhow::Result<PathBuf> {
+        self.path(&self.ca, "ca.pem", "ca")
+    }
+
+    /// Replica `id`'s files.
+    pub fn replica(&self, id: NodeId) -> anyhow::Result<crate::tls::TlsSettings> {
+        let with_id =
+            |p: PathBuf| PathBuf::from(p.to_string_lossy().replace("{id}", &id.to_string()));
+        Ok(crate::tls::TlsSettings {
+            ca: self.ca_path()?,
+            cert: with_id(self.path(&self.cert, &format!("replica-{id}.pem"), "cert")?),
+            key: with_id(self.path(&self.key, &format!("replica-{id}.key"), "key")?),
+            client_cert_auth: self.client_cert_auth,
+        })
+    }
+
+    /// What a client of this cluster presents, if anything.
+    pub fn client_cert_key(&self) -> Option<(PathBuf, PathBuf)> {
+        Some((self.client_cert.clone()?, self.client_key.clone()?))
+    }
 }
 
 /// The `[limits]` table of a cluster file, as written (`"64MiB"`, `"10s"`,
@@ -139,7 +228,7 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 13] = [
+pub const SERVER_ENV: [&str; 17] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
@@ -153,6 +242,10 @@ pub const SERVER_ENV: [&str; 13] = [
     "QUORUMKV_CLUSTER_SECRET_FILE",
     "QUORUMKV_INSECURE",
     "QUORUMKV_USERS",
+    "QUORUMKV_TLS_CA",
+    "QUORUMKV_TLS_CERT",
+    "QUORUMKV_TLS_KEY",
+    "QUORUMKV_CLIENT_CERT_AUTH",
 ];
 
 /// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one) with a
@@ -201,6 +294,9 @@ impl ClusterFile {
         if let (Some(secret), Some(dir)) = (&file.secret_file, path.parent()) {
             file.secret_file = Some(dir.join(secret));
         }
+        if let Some(tls) = &mut file.tls {
+            tls.resolve_relative(path.parent().unwrap_or(Path::new(".")));
+        }
         file.validate()
             .with_context(|| format!("invalid cluster file {}", path.display()))?;
         Ok(file)
@@ -223,6 +319,12 @@ impl ClusterFile {
         }
         if let Some(l) = &self.limits {
             l.parse()?;
+        }
+        if let Some(t) = &self.tls {
+            t.ca_path()?;
+            if t.client_cert.is_some() != t.client_key.is_some() {
+                bail!("[tls] client_cert and client_key go together");
+            }
         }
         let info = self.protocol.info();
         info.check_options(&self.option_pairs())
@@ -270,6 +372,7 @@ impl ClusterFile {
                 .collect(),
             limits: None,
             options: Default::default(),
+            tls: None,
             secret_file: None,
             users: None,
         }
@@ -370,6 +473,32 @@ mod tests {
         for good in ["qkv-1.svc.local:7001", "[::1]:7001", "10.1.2.3:1"] {
             one(&format!("advertise = \"{good}\"\n")).unwrap();
         }
+    }
+
+    #[test]
+    fn tls_table_names_each_replicas_files_relative_to_the_cluster_file() {
+        let dir = std::env::temp_dir().join(format!("qkv-tls-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cluster.toml");
+        let text = "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n\
+            [tls]\ndir = \"tls\"\nkey = \"/secret/r{id}.key\"\nclient_cert_auth = true\n";
+        std::fs::write(&path, text).unwrap();
+        let f = ClusterFile::load(&path).unwrap();
+        let t = f.tls.as_ref().unwrap();
+        let r = t.replica(2).unwrap();
+        assert_eq!(r.ca, dir.join("tls/ca.pem"));
+        assert_eq!(r.cert, dir.join("tls/replica-2.pem"));
+        assert_eq!(r.key, PathBuf::from("/secret/r2.key"));
+        assert!(r.client_cert_auth);
+        assert_eq!(t.client_cert_key(), None);
+        let back: ClusterFile = toml::from_str(&f.to_toml()).unwrap();
+        assert_eq!(back, f);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let bad = "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n[tls]\n";
+        let f: ClusterFile = toml::from_str(bad).unwrap();
+        let e = format!("{:#}", f.validate().unwrap_err());
+        assert!(e.contains("[tls] needs `dir`"), "{e}");
+        assert!(toml::from_str::<ClusterFile>(&format!("{bad}dri = \"x\"\n")).is_err());
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub mod server;
 mod shutdown;
 pub mod status;
 pub mod storage;
+pub mod stream;
+pub mod tls;
 pub mod trim;
 pub mod zk;
 pub mod zk_recipes;

@@ -5,10 +5,11 @@
 //! a pipe as stdin, so when this process dies — even by SIGKILL — the pipe
 //! closes and they exit; `kill_on_drop` covers the orderly paths.
 
-use crate::client::probe;
-use crate::config::ClusterFile;
+use crate::client::probe_with;
+use crate::config::{ClusterFile, TlsFile};
 use crate::cpu_share::{CpuShares, CGROUP_V1_CPU};
 use crate::storage::Durability;
+use crate::tls::ClientTls;
 use anyhow::{bail, Context};
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_core::NodeId;
@@ -51,6 +52,12 @@ pub struct LocalClusterConfig {
     /// listens on `hosts[i-1].ip`, ports [`HOST_NATIVE_PORT`] and
     /// [`HOST_RESP_PORT`]. Empty: every replica on 127.0.0.1.
     pub hosts: Vec<ReplicaHost>,
+    /// TLS everywhere: a CA and every replica's certificate are made in
+    /// `<cluster dir>/tls` (by `quorumkv cert`), with a client certificate
+    /// `client-quorumkv.pem` that [`LocalCluster::client_tls`] presents.
+    pub tls: bool,
+    /// With `tls`: every client must present a certificate.
+    pub client_cert_auth: bool,
 }
 
 /// Where a replica of a multi-host local cluster runs.
@@ -80,6 +87,8 @@ impl Default for LocalClusterConfig {
             durability: Durability::Memory,
             data_root: None,
             hosts: Vec::new(),
+            tls: false,
+            client_cert_auth: false,
         }
     }
 }
@@ -99,6 +108,8 @@ pub struct LocalCluster {
     children: Vec<Option<Child>>,
     /// Replicas stopped with SIGSTOP ([`LocalCluster::pause`]), by index.
     paused: Vec<bool>,
+    /// How clients reach a TLS cluster (`None`: plain TCP).
+    client_tls: Option<ClientTls>,
     /// Last field: its groups are removed after the children are killed.
     cpu: Option<CpuShares>,
 }
@@ -203,6 +214,19 @@ impl LocalCluster {
         let dir = std::env::temp_dir().join(format!("quorumkv-{}-{unique}", std::process::id()));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
+        let client_tls = match cfg.tls {
+            true => {
+                let tls = make_certs(&cfg, &dir.join("tls")).await?;
+                let client_cert = tls.client_cert_key();
+                let cert_key = client_cert
+                    .as_ref()
+                    .map(|(c, k)| (c.as_path(), k.as_path()));
+                let client = ClientTls::from_files(&tls.ca_path()?, cert_key)?;
+                file.tls = Some(tls);
+                Some(client)
+            }
+            false => None,
+        };
         // Every local cluster's replicas prove a fresh secret to each other:
         // other users of this machine can reach loopback ports too.
         let secret = crate::peer_auth::ClusterSecret::generate();
@@ -229,6 +253,7 @@ impl LocalCluster {
             endpoints,
             children: Vec::new(),
             paused: Vec::new(),
+            client_tls,
             cpu,
         };
         for id in cluster.file.members() {
@@ -312,7 +337,8 @@ impl LocalCluster {
             .map(|r| (r.id, r.dial()))
             .collect();
         loop {
-            if let Ok(hello) = probe(ep.native, Duration::from_millis(500)).await {
+            let tls = self.client_tls.as_ref();
+            if let Ok(hello) = probe_with(ep.native, Duration::from_millis(500), tls).await {
                 if hello.node == id && hello.addrs == ours {
                     return Ok(());
                 }
@@ -353,6 +379,11 @@ impl LocalCluster {
     }
     pub fn native_addrs(&self) -> Vec<SocketAddr> {
         self.endpoints.iter().map(|e| e.native).collect()
+    }
+    /// How clients reach this cluster: `Some` when it runs TLS (trusting
+    /// its CA, presenting its client certificate).
+    pub fn client_tls(&self) -> Option<ClientTls> {
+        self.client_tls.clone()
     }
     pub fn cluster_file(&self) -> &ClusterFile {
         &self.file
@@ -471,6 +502,45 @@ impl LocalCluster {
         }
         self.children.clear();
     }
+}
+
+/// A CA, every replica's certificate and a client's, made in `dir` by
+/// `quorumkv cert`; the `[tls]` table naming them.
+async fn make_certs(cfg: &LocalClusterConfig, dir: &Path) -> anyhow::Result<TlsFile> {
+    let dir_arg = dir.display().to_string();
+    let mut runs: Vec<Vec<String>> = vec![vec!["ca".into()]];
+    for id in 1..=cfg.replicas {
+        let mut args = vec!["replica".into(), "--id".into(), id.to_string()];
+        if let Some(h) = cfg.hosts.get(id - 1) {
+            args.extend(["--host".into(), h.ip.to_string()]);
+        }
+        runs.push(args);
+    }
+    runs.push(vec!["client".into(), "--name".into(), "quorumkv".into()]);
+    for args in runs {
+        let out = Command::new(&cfg.binary)
+            .arg("cert")
+            .args(&args)
+            .args(["--dir", &dir_arg])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("cannot start {}", cfg.binary.display()))?;
+        if !out.status.success() {
+            bail!(
+                "quorumkv cert {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+    Ok(TlsFile {
+        dir: Some(dir.to_path_buf()),
+        client_cert: Some(dir.join("client-quorumkv.pem")),
+        client_key: Some(dir.join("client-quorumkv.key")),
+        client_cert_auth: cfg.client_cert_auth,
+        ..TlsFile::default()
+    })
 }
 
 impl Drop for LocalCluster {

@@ -5,14 +5,14 @@
 
 use crate::budget::{Budget, Charge, OverBudget};
 use crate::codec::{decode_frame, encode, frame_need, CodecError, Frame};
+use crate::stream::{ConnRead, ConnWrite};
 use bytes::BytesMut;
 use serde::{de::DeserializeOwned, Serialize};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
@@ -189,7 +189,7 @@ impl InBuf {
     /// assembled when it is known. `Ok(0)` is end of stream.
     pub async fn fill(
         &mut self,
-        rd: &mut OwnedReadHalf,
+        rd: &mut ConnRead,
         need: Option<usize>,
     ) -> Result<usize, ReadError> {
         let timed = self.has_deadlines();
@@ -225,7 +225,7 @@ impl InBuf {
     async fn read_unless_silent(
         &mut self,
         silence: Duration,
-        rd: &mut OwnedReadHalf,
+        rd: &mut ConnRead,
         need: Option<usize>,
     ) -> Result<usize, ReadError> {
         loop {
@@ -254,7 +254,7 @@ impl InBuf {
         &mut self,
         at: Instant,
         why: Expiry,
-        rd: &mut OwnedReadHalf,
+        rd: &mut ConnRead,
         need: Option<usize>,
     ) -> Result<usize, ReadError> {
         loop {
@@ -291,15 +291,27 @@ impl InBuf {
 impl Held {
     async fn read_some(
         &mut self,
-        rd: &mut OwnedReadHalf,
+        rd: &mut ConnRead,
         need: Option<usize>,
     ) -> Result<usize, ReadError> {
-        loop {
-            if self.buf.is_empty() && self.charge.held() > self.min {
-                // Waiting for a request to start: keep at most the smallest
-                // buffer (allocating one per wake-up costs throughput).
-                self.release();
+        let rd = match rd {
+            ConnRead::Plain(rd) => rd,
+            ConnRead::Tls(rd) => {
+                self.release_if_idle();
+                self.make_room(need)?;
+                // Cancel safe: a dropped read has taken no bytes. A peer
+                // that closes without TLS close_notify (killed) has closed:
+                // frames are length-prefixed, so a cut is still caught.
+                return match rd.read_buf(&mut self.buf).await {
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+                    r => Ok(r?),
+                };
             }
+        };
+        loop {
+            self.release_if_idle();
+            // The buffer is allocated only once bytes are there: an idle
+            // connection holds none.
             rd.readable().await?;
             self.make_room(need)?;
             match rd.try_read_buf(&mut self.buf) {
@@ -307,6 +319,14 @@ impl Held {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// Waiting for a request to start: keep at most the smallest buffer
+    /// (allocating one per wake-up costs throughput).
+    fn release_if_idle(&mut self) {
+        if self.buf.is_empty() && self.charge.held() > self.min {
+            self.release();
         }
     }
 
@@ -375,19 +395,19 @@ fn timed_out(why: Expiry) -> ReadError {
 }
 
 pub struct FrameReader {
-    rd: OwnedReadHalf,
+    rd: ConnRead,
     buf: InBuf,
     max_frame: usize,
 }
 
 impl FrameReader {
     /// A reader with no budget and no deadlines (replica links, clients).
-    pub fn new(rd: OwnedReadHalf, max_frame: usize) -> Self {
+    pub fn new(rd: ConnRead, max_frame: usize) -> Self {
         let mut buf = InBuf::new(Charge::unlimited(4 + max_frame), ReadTimeouts::default());
         buf.become_link(Budget::unlimited(), 4 + max_frame);
         FrameReader::with_buf(rd, buf, max_frame)
     }
-    pub fn with_buf(rd: OwnedReadHalf, buf: InBuf, max_frame: usize) -> Self {
+    pub fn with_buf(rd: ConnRead, buf: InBuf, max_frame: usize) -> Self {
         FrameReader { rd, buf, max_frame }
     }
     pub fn in_buf(&mut self) -> &mut InBuf {
@@ -775,11 +795,13 @@ impl<T> Drop for OutQueueRx<T> {
 /// Write `buf` and give its bytes back to `rx`'s budget; keep the buffer
 /// for next time unless it grew large.
 pub async fn write_and_trim<T>(
-    wr: &mut OwnedWriteHalf,
+    wr: &mut ConnWrite,
     buf: &mut BytesMut,
     rx: &mut OutQueueRx<T>,
 ) -> std::io::Result<()> {
     wr.write_all(buf).await?;
+    // A TLS record may wait in rustls until flushed (no-op on plain TCP).
+    wr.flush().await?;
     rx.written();
     buf.clear();
     if buf.capacity() > KEEP_WRITE_BUF {
@@ -790,7 +812,7 @@ pub async fn write_and_trim<T>(
 
 /// After a queue overflowed: tell the client why (if it reads within a
 /// second), then close.
-pub async fn write_last_words(wr: &mut OwnedWriteHalf, words: &[u8]) {
+pub async fn write_last_words(wr: &mut ConnWrite, words: &[u8]) {
     let _ = tokio::time::timeout(Duration::from_secs(1), wr.write_all(words)).await;
     let _ = wr.shutdown().await;
 }
@@ -801,7 +823,7 @@ pub async fn write_last_words(wr: &mut OwnedWriteHalf, words: &[u8]) {
 /// socket's write side) when every sender is dropped, the peer stops
 /// reading, or the queue overflowed.
 pub fn spawn_writer<M: Serialize + Send + 'static>(
-    mut wr: OwnedWriteHalf,
+    mut wr: ConnWrite,
     (tx, mut rx): (FrameTx<M>, OutQueueRx<Frame<M>>),
 ) -> (FrameTx<M>, tokio::task::JoinHandle<()>) {
     let task = tokio::spawn(async move {
@@ -996,12 +1018,12 @@ mod tests {
     }
 
     /// A client socket and the server's halves of its connection.
-    async fn connected() -> (tokio::net::TcpStream, OwnedReadHalf, OwnedWriteHalf) {
+    async fn connected() -> (tokio::net::TcpStream, ConnRead, ConnWrite) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let client = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
-        let (rd, wr) = server.into_split();
+        let (rd, wr) = crate::stream::Conn::from(server).split();
         (client, rd, wr)
     }
 

@@ -52,6 +52,9 @@ pub struct ServerOptions {
     /// Uniform jitter added on top of each of the two, per frame (halved on
     /// replica links, like the RTT).
     pub rtt_jitter: Duration,
+    /// TLS on the native and RESP ports and on links to peers (`None`:
+    /// plain TCP).
+    pub tls: Option<crate::tls::TlsSettings>,
     /// The secret replicas prove to each other on every link (`peer_auth`);
     /// `None`: links are not authenticated (loopback clusters, `--insecure`).
     pub secret: Option<crate::peer_auth::ClusterSecret>,
@@ -89,6 +92,7 @@ impl ServerOptions {
             rtt_client: Duration::ZERO,
             rtt_peer: Duration::ZERO,
             rtt_jitter: Duration::ZERO,
+            tls: None,
             secret: None,
             insecure: false,
             cluster,
@@ -118,8 +122,9 @@ impl ServerOptions {
     }
 
     /// Refuse to serve beyond loopback unprotected: with any port on a
-    /// non-loopback address, a cluster secret is required (TLS too, once
-    /// configured, counts) unless `insecure` (as Redis' protected mode).
+    /// non-loopback address, a cluster secret or TLS (whose certificates
+    /// bind replica ids) is required unless `insecure` (as Redis' protected
+    /// mode).
     pub fn check_exposure(&self) -> anyhow::Result<()> {
         let Some(me) = self.cluster.replica(self.id) else {
             return Ok(());
@@ -129,13 +134,16 @@ impl ServerOptions {
             .chain(me.metrics)
             .find(|a| !a.ip().is_loopback());
         match exposed {
-            Some(addr) if self.secret.is_none() && !self.insecure => anyhow::bail!(
-                "refusing to listen on {addr} (beyond loopback) with no cluster secret: any \
+            Some(addr) if self.secret.is_none() && self.tls.is_none() && !self.insecure => {
+                anyhow::bail!(
+                    "refusing to listen on {addr} (beyond loopback) with no cluster secret: any \
                  process that reaches it could pose as a replica. Give the cluster a secret \
                  (`quorumkv secret --out FILE`, then `secret_file = \"FILE\"` in the cluster \
-                 file or --cluster-secret-file FILE on every replica), or start with \
-                 --insecure on a network you trust"
-            ),
+                 file or --cluster-secret-file FILE on every replica), or TLS (`quorumkv \
+                 cert`, then [tls] in the cluster file or --tls-ca/--tls-cert/--tls-key), or \
+                 start with --insecure on a network you trust"
+                )
+            }
             _ => Ok(()),
         }
     }

@@ -4,6 +4,9 @@
 //! changes) is found on the next redial instead of dialled at its old
 //! address forever.
 
+use crate::stream::Conn;
+use crate::tls::TlsServer;
+use quorumkv_core::NodeId;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -46,6 +49,28 @@ where
     #[cfg(test)]
     pub fn last(&self) -> Option<SocketAddr> {
         self.last
+    }
+
+    /// [`Self::connect`], then (with `tls`) a TLS session in which peer
+    /// `id`'s certificate must name it and ours is presented.
+    pub async fn connect_to_peer(
+        &mut self,
+        id: NodeId,
+        tls: Option<&TlsServer>,
+    ) -> Result<Conn, String> {
+        let stream = self.connect().await?;
+        let _ = stream.set_nodelay(true);
+        let Some(tls) = tls else {
+            return Ok(Conn::Plain(stream));
+        };
+        match tokio::time::timeout(DIAL_TIMEOUT, tls.dial_peer(stream, id)).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(format!("TLS with {} failed: {e}", self.name)),
+            Err(_) => Err(format!(
+                "TLS with {}: no handshake in {DIAL_TIMEOUT:?}",
+                self.name
+            )),
+        }
     }
 
     /// Resolve the name again and connect to what it names now.

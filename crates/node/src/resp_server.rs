@@ -2,7 +2,7 @@
 //! `redis-benchmark`) talk to the server's proxy coordinator. Commands are
 //! pipelined; replies go back in request order.
 
-use crate::accept::{accept_limited, finish_writer};
+use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::auth;
 use crate::driver::{Input, ReplyTo};
 use crate::net::{write_and_trim, write_last_words, ConnLimits, OutQueueRx, WireSize};
@@ -14,6 +14,8 @@ use crate::resp_multi::Multi;
 use crate::resp_render::{RespKind, RespTx};
 use crate::resp_watch::{RespWatches, WatchCommand};
 use crate::shutdown::ConnStop;
+use crate::stream::{Conn, ConnWrite};
+use crate::tls::TlsServer;
 use bytes::{Bytes, BytesMut};
 use quorumkv_core::protocol::Protocol;
 use quorumkv_core::znode::ZnodeOp;
@@ -22,7 +24,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 pub(crate) async fn accept_resp<P: Protocol + Send + 'static>(
@@ -31,33 +33,34 @@ pub(crate) async fn accept_resp<P: Protocol + Send + 'static>(
     opts: Arc<ServerOptions>,
     limits: ConnLimits,
     stop: ConnStop,
+    tls: Option<Arc<TlsServer>>,
 ) {
     let max = opts.max_connections;
-    let serve = move |stream: TcpStream, remote| {
+    let serve = move |stream: Conn, remote, _| {
         let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
         let stop = stop.clone();
         async move { serve_resp::<P>(stream, tx, &opts, &limits, stop, remote).await }
     };
-    let refuse = |mut stream: TcpStream| async move {
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
+    let say = Refusals {
+        too_many: b"-ERR max number of clients reached\r\n".to_vec(),
+        plain_on_tls: b"-ERR this port requires TLS (redis-cli: --tls --cacert CA.pem)\r\n"
+            .to_vec(),
     };
-    accept_limited(listener, max, serve, refuse).await;
+    accept_conns(listener, max, tls, say, serve).await;
 }
 
 /// Serve one RESP connection. Commands are pipelined: each gets a sequence
 /// number, store operations run concurrently in the core, and the writer
 /// puts the replies back in request order, as RESP requires.
 async fn serve_resp<P: Protocol + Send + 'static>(
-    stream: TcpStream,
+    stream: Conn,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
     limits: &ConnLimits,
     mut stop: ConnStop,
     remote: std::net::SocketAddr,
 ) {
-    let (mut rd, wr) = stream.into_split();
+    let (mut rd, wr) = stream.split();
     let (rtx, rrx) = limits.out_queue::<(u64, Reply)>();
     let writer = tokio::spawn(resp_writer(wr, rrx));
     let mut buf = limits.in_buf();
@@ -227,7 +230,7 @@ fn spawn_info_reply(
     });
 }
 
-async fn resp_writer(mut wr: tokio::net::tcp::OwnedWriteHalf, mut rx: OutQueueRx<(u64, Reply)>) {
+async fn resp_writer(mut wr: ConnWrite, mut rx: OutQueueRx<(u64, Reply)>) {
     let mut next = 0u64;
     let mut waiting: BTreeMap<u64, Reply> = BTreeMap::new();
     let mut out = BytesMut::new();

@@ -6,7 +6,7 @@
 //! connection for traffic in both directions, redialling with backoff when it
 //! breaks. So every pair of replicas shares exactly one connection.
 
-use crate::accept::{accept_limited, finish_writer};
+use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::budget::Budget;
 use crate::codec::Frame;
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
@@ -22,6 +22,8 @@ pub use crate::options::{
 use crate::peer_auth::{self, ClusterSecret, Side};
 use crate::peer_dial::PeerDialer;
 use crate::shutdown::{ConnStop, Shutdown};
+use crate::stream::Conn;
+use crate::tls::{TlsIdentity, TlsServer};
 use anyhow::Context;
 use quorumkv_core::protocol::{
     NodeSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
@@ -33,7 +35,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -192,6 +194,10 @@ async fn run_core<P: Protocol + Send + 'static>(
             started.elapsed().as_secs_f64()
         );
     }
+    let tls = match &opts.tls {
+        Some(settings) => Some(TlsServer::load(settings.clone()).context("TLS")?),
+        None => None,
+    };
     let (tx, rx) = mpsc::channel::<Input<P::Msg>>(8192);
     let driver_task = tokio::spawn(driver.run(rx));
     let opts = Arc::new(opts);
@@ -203,10 +209,14 @@ async fn run_core<P: Protocol + Send + 'static>(
         tx.clone(),
         opts.clone(),
         conn_ids.clone(),
-        native_limits,
+        (native_limits, tls.clone()),
         may_send,
         stop.clone(),
     ))];
+    if let Some(tls) = &tls {
+        accepts.push(tls.reload_on_sighup()?);
+        tracing::info!(cert = %tls.settings().cert.display(), "TLS 1.3 on the native and RESP ports");
+    }
     if let Some(l) = listeners.resp {
         accepts.push(tokio::spawn(crate::resp_server::accept_resp::<P>(
             l,
@@ -214,6 +224,7 @@ async fn run_core<P: Protocol + Send + 'static>(
             opts.clone(),
             resp_limits,
             stop.clone(),
+            tls.clone(),
         )));
     }
     if let Some(l) = listeners.metrics {
@@ -224,7 +235,10 @@ async fn run_core<P: Protocol + Send + 'static>(
     }
     accepts.push(tokio::spawn(crate::trim::trim_periodically()));
     let dials = (opts.cluster.replicas.iter().filter(|r| r.id < opts.id))
-        .map(|r| tokio::spawn(dial_peer::<P>(r.id, r.dial(), tx.clone(), opts.clone())))
+        .map(|r| {
+            let link = dial_peer::<P>(r.id, r.dial(), tx.clone(), opts.clone(), tls.clone());
+            tokio::spawn(link)
+        })
         .collect();
     drop((tx, stop));
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
@@ -268,12 +282,12 @@ async fn accept_native<P: Protocol + Send + 'static>(
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
     conn_ids: Arc<AtomicU64>,
-    limits: ConnLimits,
+    (limits, tls): (ConnLimits, Option<Arc<TlsServer>>),
     may_send: fn(&P::Msg) -> bool,
     stop: ConnStop,
 ) {
     let max = opts.max_connections;
-    let serve = move |stream: TcpStream, addr: SocketAddr| {
+    let serve = move |stream: Conn, addr: SocketAddr, identity: Option<TlsIdentity>| {
         let conn = conn_ids.fetch_add(1, Ordering::Relaxed);
         let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
         let stop = stop.clone();
@@ -281,6 +295,7 @@ async fn accept_native<P: Protocol + Send + 'static>(
             conn,
             addr,
             may_send,
+            tls: identity,
         };
         async move {
             if let Err(e) = serve_native::<P>(stream, who, tx, &opts, &limits, stop).await {
@@ -288,29 +303,28 @@ async fn accept_native<P: Protocol + Send + 'static>(
             }
         }
     };
-    accept_limited(listener, max, serve, |s| {
-        refuse_native::<P>(s, "too many connections")
-    })
-    .await;
+    let say = Refusals {
+        too_many: error_frame("too many connections"),
+        plain_on_tls: error_frame(crate::tls::PLAIN_ON_TLS_PORT),
+    };
+    accept_conns(listener, max, tls, say, serve).await;
 }
 
-async fn refuse_native<P: Protocol + Send + 'static>(stream: TcpStream, why: &str) {
-    let (_, wr) = stream.into_split();
-    let (ftx, task) = spawn_writer::<P::Msg>(wr, link_queue());
-    let _ = ftx.send(Frame::Error {
-        message: why.to_string(),
-    });
-    drop(ftx);
-    let _ = task.await;
+/// An `Error` frame's bytes (the same whatever the protocol's messages).
+fn error_frame(message: &str) -> Vec<u8> {
+    let message = message.to_string();
+    crate::codec::encode_to_bytes::<()>(&Frame::Error { message }).to_vec()
 }
 
-/// An inbound native connection: its id, where it comes from, and which
-/// protocol messages it may send unless it proves to be a replica.
-#[derive(Clone, Copy)]
+/// An inbound native connection: its id, where it comes from, which
+/// protocol messages it may send unless it proves to be a replica, and what
+/// its TLS certificate proved (`tls`: `None` on plain TCP).
+#[derive(Clone)]
 struct Who<M> {
     conn: u64,
     addr: SocketAddr,
     may_send: fn(&M) -> bool,
+    tls: Option<TlsIdentity>,
 }
 
 /// Serve one inbound native connection: either a replica that dialled us
@@ -318,14 +332,14 @@ struct Who<M> {
 /// coordinator's protocol messages). Replica links, and coordinators that
 /// send heartbeats, get heartbeats.
 async fn serve_native<P: Protocol + Send + 'static>(
-    stream: TcpStream,
+    stream: Conn,
     who: Who<P::Msg>,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
     limits: &ConnLimits,
     mut stop: ConnStop,
 ) -> Result<(), ReadError> {
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = stream.split();
     let mut reader = FrameReader::with_buf(rd, limits.in_buf(), opts.max_frame);
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, limits.out_queue());
     ftx.set_delay(opts.client_delay(who.conn));
@@ -530,12 +544,21 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             let why = format!("replica {node} never dials replica {me} (it is dialled by it)");
             return self.refuse(Refusal::Handshake, why);
         }
+        if let Some(why) = self
+            .who
+            .tls
+            .as_ref()
+            .and_then(|t| certificate_refuses(t, node))
+        {
+            return self.refuse(Refusal::Handshake, why);
+        }
         let authenticated = match &opts.secret {
             Some(secret) => {
                 self.prove_and_check(secret, node, nonce, reader).await?;
                 true
             }
-            None => false,
+            // Over TLS its certificate proved it is replica `node`.
+            None => self.who.tls.is_some(),
         };
         if batch.flush().await.is_err() {
             return None;
@@ -623,6 +646,18 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
     }
 }
 
+/// Over TLS, a connection may be replica `node`'s link only if its
+/// certificate names that replica; why not, if it does not.
+fn certificate_refuses(tls: &TlsIdentity, node: NodeId) -> Option<String> {
+    match tls.replica {
+        Some(r) if r == node => None,
+        Some(r) => Some(format!("certificate names replica {r}, not {node}")),
+        None => Some(format!(
+            "no replica certificate presented; refusing peer {node}"
+        )),
+    }
+}
+
 fn frame_name<M>(f: &Frame<M>) -> &'static str {
     match f {
         Frame::HelloPeer { .. } => "HelloPeer (not first)",
@@ -664,17 +699,25 @@ async fn dial_peer<P: Protocol + Send + 'static>(
     name: String,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
+    tls: Option<Arc<TlsServer>>,
 ) {
     let mut dialer = PeerDialer::new(name, crate::peer_dial::resolve_now);
     let mut backoff = Duration::from_millis(20);
+    // A TLS failure is a misconfiguration, not a peer still starting: said
+    // once at warn level (again when it changes), then at debug.
+    let mut last_tls_error = String::new();
     loop {
-        match dialer.connect().await {
+        match dialer.connect_to_peer(id, tls.as_deref()).await {
             Ok(stream) => {
                 backoff = Duration::from_millis(20);
                 match run_link::<P>(id, stream, &tx, &opts).await {
                     LinkEnd::DriverGone => return,
                     LinkEnd::Closed(why) => tracing::warn!(peer = id, "link down: {why}"),
                 }
+            }
+            Err(e) if e.starts_with("TLS") && e != last_tls_error => {
+                tracing::warn!(peer = id, "{e}");
+                last_tls_error = e;
             }
             Err(e) => tracing::debug!(peer = id, "{e}"),
         }
@@ -693,13 +736,12 @@ fn dialer_name(cluster: &crate::config::ClusterFile, id: NodeId) -> String {
 /// process still completes TCP handshakes, but must not count as up.
 async fn run_link<P: Protocol + Send + 'static>(
     id: NodeId,
-    stream: TcpStream,
+    stream: Conn,
     tx: &mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
 ) -> LinkEnd {
-    let _ = stream.set_nodelay(true);
     let peer = Peer::Node(id);
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = stream.split();
     let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
     ftx.set_delay(opts.peer_delay(id));
     let my_nonce = peer_auth::nonce();

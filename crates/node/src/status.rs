@@ -7,10 +7,9 @@ use crate::codec::{encode_to_bytes, Frame, DEFAULT_MAX_FRAME};
 use crate::driver::Input;
 use crate::net::{FrameReader, FrameTx};
 pub use crate::node_status::NodeStatus;
+use crate::tls::ClientTls;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 /// The driver input for a `StatusRequest` on a native connection: the
@@ -28,11 +27,23 @@ pub fn request_input<M: serde::Serialize + Send + 'static>(ftx: &FrameTx<M>) -> 
 
 /// Ask the replica at `addr` for its status.
 pub async fn fetch(addr: SocketAddr, timeout: Duration) -> Result<NodeStatus, String> {
+    fetch_with(addr, &addr.ip().to_string(), timeout, None).await
+}
+
+/// [`fetch`] from `addr` dialled as `host`, over TLS when `tls` is given.
+pub async fn fetch_with(
+    addr: SocketAddr,
+    host: &str,
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Result<NodeStatus, String> {
     let ask = async {
-        let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let (rd, mut wr) = stream.into_split();
+        let stream = crate::tls::dial(addr, host, tls).await?;
+        let (rd, mut wr) = stream.split();
         let req = encode_to_bytes::<()>(&Frame::StatusRequest);
-        wr.write_all(&req).await.map_err(|e| e.to_string())?;
+        crate::stream::write_flush(&mut wr, &req)
+            .await
+            .map_err(|e| e.to_string())?;
         let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
         match reader.next::<()>().await {
             Ok(Frame::Status(s)) => Ok(s),

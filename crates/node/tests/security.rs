@@ -106,12 +106,13 @@ async fn writes_and_reads_work(addrs: &[SocketAddr], key: &str, value: &str) {
 /// A raw connection speaking any protocol's messages.
 struct Stray {
     reader: FrameReader,
-    wr: tokio::net::tcp::OwnedWriteHalf,
+    wr: quorumkv_node::stream::ConnWrite,
 }
 
 impl Stray {
     async fn connect(addr: SocketAddr) -> Stray {
-        let (rd, wr) = TcpStream::connect(addr).await.unwrap().into_split();
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (rd, wr) = quorumkv_node::stream::Conn::from(stream).split();
         Stray {
             reader: FrameReader::new(rd, DEFAULT_MAX_FRAME),
             wr,

@@ -8,11 +8,11 @@ use quorumkv_node::codec::{encode_to_bytes, Frame, DEFAULT_MAX_FRAME};
 use quorumkv_node::config::{ClusterFile, ReplicaAddr};
 use quorumkv_node::net::{FrameReader, ReadError};
 use quorumkv_node::server::{self, Listeners, ServerOptions};
+use quorumkv_node::stream::{Conn, ConnWrite};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -40,6 +40,7 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
         replicas,
         limits: None,
         options: Default::default(),
+        tls: None,
         secret_file: None,
         users: None,
     };
@@ -119,12 +120,16 @@ where
 /// A raw native connection, for playing a peer or client by hand.
 pub struct Raw {
     pub reader: FrameReader,
-    pub wr: OwnedWriteHalf,
+    pub wr: ConnWrite,
 }
 
 impl Raw {
     pub fn new(stream: TcpStream) -> Raw {
-        let (rd, wr): (OwnedReadHalf, OwnedWriteHalf) = stream.into_split();
+        Raw::over(Conn::Plain(stream))
+    }
+    /// A raw connection over plain TCP or TLS.
+    pub fn over(conn: Conn) -> Raw {
+        let (rd, wr) = conn.split();
         Raw {
             reader: FrameReader::new(rd, DEFAULT_MAX_FRAME),
             wr,
@@ -139,6 +144,7 @@ impl Raw {
             bytes.extend_from_slice(&encode_to_bytes(f));
         }
         self.wr.write_all(&bytes).await.unwrap();
+        self.wr.flush().await.unwrap();
     }
     /// The next frame, or why there is none; panics after `within`.
     pub async fn next(&mut self, within: Duration) -> Result<Frame<Msg>, ReadError> {
