@@ -1,5 +1,6 @@
 //! `quorumkv get | put | del`: one operation against a cluster.
 
+use super::auth_args::AuthArgs;
 use super::target::Endpoints;
 use super::tls_args::TlsArgs;
 use clap::Args as ClapArgs;
@@ -19,6 +20,8 @@ pub struct Target {
     endpoints: Endpoints,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    auth: AuthArgs,
     /// direct: this client coordinates the quorum itself; proxy: a server does.
     #[arg(long, default_value = "direct")]
     mode: ClientMode,
@@ -94,6 +97,13 @@ where
             return ExitCode::from(2);
         }
     };
+    let credentials = match t.auth.credentials() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("quorumkv: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -105,6 +115,7 @@ where
             connect_timeout: t.timeout,
             options: t.opt,
             tls,
+            credentials,
             ..Default::default()
         };
         // --timeout bounds the whole call: connecting (bounded by the

@@ -1,3 +1,4 @@
+pub mod auth_args;
 pub mod cert;
 pub mod chaos;
 pub mod cluster;

@@ -194,29 +194,6 @@ fn save(path: &Path, users: &Users) -> anyhow::Result<()> {
 /// The password: --password-file, else $QUORUMKV_PASSWORD, else asked
 /// twice on the terminal without echo.
 fn read_password(name: &str, a: &PasswordArg) -> anyhow::Result<String> {
-    use anyhow::Context;
-    let password = if let Some(f) = &a.password_file {
-        let text = std::fs::read_to_string(f)
-            .with_context(|| format!("cannot read password file {}", f.display()))?;
-        text.lines().next().unwrap_or("").to_string()
-    } else if let Some(p) = std::env::var_os("QUORUMKV_PASSWORD") {
-        p.into_string()
-            .map_err(|_| anyhow::anyhow!("$QUORUMKV_PASSWORD is not UTF-8 text"))?
-    } else {
-        let no_tty = |e: std::io::Error| {
-            anyhow::anyhow!(
-                "no password given and no terminal to ask on ({e}): use --password-file FILE or $QUORUMKV_PASSWORD"
-            )
-        };
-        let first = rpassword::prompt_password(format!("Password for {name}: ")).map_err(no_tty)?;
-        let again = rpassword::prompt_password("Again: ").map_err(no_tty)?;
-        if first != again {
-            anyhow::bail!("the two passwords differ; nothing changed");
-        }
-        first
-    };
-    if password.is_empty() {
-        anyhow::bail!("the password is empty");
-    }
-    Ok(password)
+    let prompt = format!("Password for {name}: ");
+    super::auth_args::read_password(a.password_file.as_deref(), &prompt, true)
 }

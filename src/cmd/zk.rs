@@ -2,6 +2,7 @@
 //! coordination service (ZooKeeper's znodes) of a cluster running
 //! `--protocol zab`.
 
+use super::auth_args::AuthArgs;
 use super::target::Endpoints;
 use super::tls_args::TlsArgs;
 use clap::{Args as ClapArgs, Subcommand};
@@ -39,6 +40,8 @@ struct Target {
     endpoints: Endpoints,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    auth: AuthArgs,
     /// Give up after this long, connecting included (`watch` waits for its
     /// event without limit unless --wait says otherwise).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
@@ -170,10 +173,18 @@ pub fn run(a: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let credentials = match target.auth.credentials() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("quorumkv: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let cfg = ClientConfig {
         op_timeout: timeout,
         connect_timeout: timeout,
         tls,
+        credentials,
         ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -490,6 +490,19 @@ pub fn log_failure(remote: impl std::fmt::Display, via: &str, user: &str, why: &
     );
 }
 
+/// A client's login (`Frame::Auth`): a user and a password. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credentials {{ user: {:?}, password: .. }}", self.user)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

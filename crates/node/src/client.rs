@@ -20,6 +20,7 @@
 //! A [`Client`] is cheap to clone; clones share the connections, and calls
 //! from many tasks are pipelined on them.
 
+pub use crate::auth::Credentials;
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
 use crate::heartbeat::{self, HeartbeatConfig};
@@ -83,6 +84,25 @@ pub struct ClientConfig {
     /// Connect over TLS, trusting this CA (and presenting a client
     /// certificate if it holds one); `None`: plain TCP.
     pub tls: Option<ClientTls>,
+    /// Log in as this user on every connection (replicas with a users
+    /// file require it); `None`: no login.
+    pub credentials: Option<Credentials>,
+}
+
+/// How a connection is opened: over TLS or not, logging in or not.
+#[derive(Clone, Debug, Default)]
+struct Dialing {
+    tls: Option<ClientTls>,
+    credentials: Option<Credentials>,
+}
+
+impl ClientConfig {
+    fn dialing(&self) -> Dialing {
+        Dialing {
+            tls: self.tls.clone(),
+            credentials: self.credentials.clone(),
+        }
+    }
 }
 
 impl Default for ClientConfig {
@@ -94,6 +114,7 @@ impl Default for ClientConfig {
             options: Vec::new(),
             retry_unanswered: None,
             tls: None,
+            credentials: None,
         }
     }
 }
@@ -161,7 +182,7 @@ enum Inner {
         /// The driver and link tasks, stopped when the last clone goes.
         tasks: Vec<tokio::task::JoinHandle<()>>,
     },
-    Proxy(ProxyConn),
+    Proxy(Box<ProxyConn>),
 }
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -225,19 +246,26 @@ impl Dial {
 /// and the writer.
 type Opened = (ServerHello, FrameReader, ConnWrite);
 
-/// Open a connection (TLS with `tls`) and exchange HelloClient / Welcome.
-async fn handshake(
-    dial: Dial,
-    timeout: Duration,
-    tls: Option<ClientTls>,
-) -> Result<Opened, ClientError> {
+/// Open a connection (TLS with `tls`), log in with the credentials if
+/// any, and exchange HelloClient / Welcome.
+async fn handshake(dial: Dial, timeout: Duration, how: Dialing) -> Result<Opened, ClientError> {
     let addr = dial.addr;
     let fut = async {
-        let stream = crate::tls::dial(addr, &dial.host, tls.as_ref())
+        let stream = crate::tls::dial(addr, &dial.host, how.tls.as_ref())
             .await
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let (rd, mut wr) = stream.split();
-        let hello = crate::codec::encode_to_bytes::<NoProto>(&Frame::HelloClient);
+        let mut hello = Vec::new();
+        if let Some(c) = &how.credentials {
+            let auth = Frame::<NoProto>::Auth {
+                user: c.user.clone(),
+                password: c.password.clone(),
+            };
+            hello.extend_from_slice(&crate::codec::encode_to_bytes(&auth));
+        }
+        hello.extend_from_slice(&crate::codec::encode_to_bytes::<NoProto>(
+            &Frame::HelloClient,
+        ));
         crate::stream::write_flush(&mut wr, &hello)
             .await
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
@@ -291,7 +319,11 @@ pub async fn probe_with(
     timeout: Duration,
     tls: Option<&ClientTls>,
 ) -> Result<ServerHello, ClientError> {
-    let opened = handshake(Dial::at(addr), timeout, tls.cloned()).await;
+    let how = Dialing {
+        tls: tls.cloned(),
+        credentials: None,
+    };
+    let opened = handshake(Dial::at(addr), timeout, how).await;
     opened.map(|(h, _, _)| h)
 }
 
@@ -372,7 +404,7 @@ impl Client {
                 let hello = conn.ensure_connected(deadline).await?;
                 let protocol = hello.map_or_else(ProtocolKind::default_protocol, |h| h.protocol);
                 conn.learn(protocol);
-                (Inner::Proxy(conn), protocol)
+                (Inner::Proxy(Box::new(conn)), protocol)
             }
         };
         let shared = Shared {
@@ -397,7 +429,7 @@ impl Client {
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<(Inner, ProtocolKind), ClientError> {
         let wait = deadline.saturating_duration_since(Instant::now());
-        let attempts = (endpoints.iter()).map(|a| handshake(a.clone(), wait, cfg.tls.clone()));
+        let attempts = (endpoints.iter()).map(|a| handshake(a.clone(), wait, cfg.dialing()));
         let results = futures_join_all(attempts).await;
         let mut errors = Vec::new();
         let mut hello = None;
@@ -418,7 +450,7 @@ impl Client {
             let mut conn = ProxyConn::new(endpoints, cfg.clone(), events);
             conn.ensure_connected(deadline).await?;
             conn.learn(protocol);
-            return Ok((Inner::Proxy(conn), protocol));
+            return Ok((Inner::Proxy(Box::new(conn)), protocol));
         }
         let build = BuildDirect {
             hello,
@@ -583,9 +615,9 @@ impl Visitor for BuildDirect {
         let (tx, rx) = mpsc::channel::<Input<D::Msg>>(8192);
         let mut tasks = vec![tokio::spawn(driver.run(rx))];
         for (addr, first) in links {
-            let tls = cfg.tls.clone();
+            let how = cfg.dialing();
             let link =
-                keep_link::<D::Client>(addr, first.ok(), tx.clone(), cfg.connect_timeout, tls);
+                keep_link::<D::Client>(addr, first.ok(), tx.clone(), cfg.connect_timeout, how);
             tasks.push(tokio::spawn(link));
         }
         Ok(Inner::Direct {
@@ -617,13 +649,13 @@ async fn keep_link<P: Protocol + Send + 'static>(
     mut first: Option<Opened>,
     tx: mpsc::Sender<Input<P::Msg>>,
     connect_timeout: Duration,
-    tls: Option<ClientTls>,
+    how: Dialing,
 ) {
     let mut backoff = Duration::from_millis(20);
     loop {
         let conn = match first.take() {
             Some(c) => Ok(c),
-            None => handshake(addr.clone(), connect_timeout, tls.clone()).await,
+            None => handshake(addr.clone(), connect_timeout, how.clone()).await,
         };
         if let Ok((hello, mut reader, wr)) = conn {
             backoff = Duration::from_millis(20);
@@ -774,7 +806,7 @@ impl ProxyConn {
         for tried in 0..n {
             let addr = st.endpoints[st.next_endpoint % n].clone();
             let share = deadline.saturating_duration_since(Instant::now()) / (n - tried) as u32;
-            match handshake(addr, share, self.cfg.tls.clone()).await {
+            match handshake(addr, share, self.cfg.dialing()).await {
                 Ok((hello, reader, wr)) => {
                     self.use_link(&mut st, &hello, reader, wr);
                     return Ok(Some(hello));

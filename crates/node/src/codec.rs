@@ -77,6 +77,14 @@ pub enum Frame<M> {
     PeerProof {
         proof: Bytes,
     },
+    /// A client logs in as `user` (a replica with a users file asks for
+    /// it before anything but a status request); sent before `HelloClient`,
+    /// whose `Welcome` then says it succeeded. Best over TLS: the password
+    /// travels as it is.
+    Auth {
+        user: String,
+        password: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -184,6 +192,10 @@ mod tests {
         });
         roundtrip(Frame::PeerProof {
             proof: vec![3u8; 32].into(),
+        });
+        roundtrip(Frame::Auth {
+            user: "alice".into(),
+            password: "pw".into(),
         });
         roundtrip(Frame::Request {
             id: 7,

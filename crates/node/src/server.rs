@@ -7,6 +7,7 @@
 //! breaks. So every pair of replicas shares exactly one connection.
 
 use crate::accept::{accept_conns, finish_writer, Refusals};
+use crate::auth::Role;
 use crate::budget::Budget;
 use crate::codec::Frame;
 use crate::driver::{Driver, Input, NodeInfo, ReplyTo};
@@ -28,7 +29,7 @@ use anyhow::Context;
 use quorumkv_core::protocol::{
     NodeSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
 };
-use quorumkv_core::{NodeId, Peer};
+use quorumkv_core::{NodeId, OpError, Peer, Response};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -349,6 +350,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
         ftx,
         peer: None,
         tx: tx.clone(),
+        login: None,
     };
     let mut batch = Batcher::new(tx.clone());
     let mut beating = false;
@@ -430,7 +432,21 @@ struct NativeConn<'a, M> {
     peer: Option<Peer>,
     /// The driver, for a replica's hello (answered before more is read).
     tx: mpsc::Sender<Input<M>>,
+    /// Who logged in (`Frame::Auth`), where the replica has users.
+    login: Option<Login>,
 }
+
+/// A client connection's user, its role, and the users file's generation
+/// the role was read from (a reload may change or remove it).
+struct Login {
+    name: String,
+    role: Role,
+    generation: u64,
+}
+
+/// What a replica with users answers a client that has not logged in.
+const NOAUTH: &str = "NOAUTH authentication required: this replica has users; log in with \
+     --user NAME (the password from --password-file, $QUORUMKV_PASSWORD or a prompt)";
 
 /// How long a dialler has to answer our challenge.
 const PROOF_TIMEOUT: Duration = Duration::from_secs(5);
@@ -445,6 +461,10 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
         batch: &mut Batcher<M>,
     ) -> Option<Input<M>> {
         let conn = self.who.conn;
+        let frame = match self.authorize(frame).await? {
+            Ok(frame) => frame,
+            Err(answered) => return Some(answered),
+        };
         let input = match frame {
             Frame::HelloPeer {
                 node,
@@ -507,6 +527,89 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             }
         };
         Some(input)
+    }
+
+    /// Users and roles, where the replica has a users file: `Auth` logs in;
+    /// before that only a replica's hello and status requests pass; after
+    /// it, each request is checked against the user's role. `Ok(frame)`:
+    /// go on with it; `Err(input)`: answered here; `None`: close.
+    async fn authorize(&mut self, frame: Frame<M>) -> Option<Result<Frame<M>, Input<M>>> {
+        let done = || Some(Err(Input::Batch(Vec::new())));
+        let Some(users) = &self.opts.users else {
+            if let Frame::Auth { .. } = frame {
+                let why = "this replica has no users file: connect without --user".to_string();
+                return self.refuse(Refusal::Handshake, why);
+            }
+            return Some(Ok(frame));
+        };
+        if matches!(self.peer, Some(Peer::Node(_))) {
+            return Some(Ok(frame));
+        }
+        let role = match frame {
+            Frame::Auth { user, password } => {
+                match crate::auth::authenticate(users, &user, &password).await {
+                    Ok(role) => {
+                        let generation = users.generation();
+                        let name = user;
+                        self.login = Some(Login {
+                            name,
+                            role,
+                            generation,
+                        });
+                        return done();
+                    }
+                    Err(e) => {
+                        crate::auth::log_failure(self.who.addr, "native", &user, &e);
+                        let why = "WRONGPASS invalid username-password pair or user is disabled";
+                        let _ = self.ftx.send(Frame::Error {
+                            message: why.to_string(),
+                        });
+                        return None;
+                    }
+                }
+            }
+            Frame::HelloPeer { .. } | Frame::StatusRequest | Frame::Heartbeat => {
+                return Some(Ok(frame))
+            }
+            _ => match self.role() {
+                Some(role) => role,
+                None => return self.refuse(Refusal::Frame, NOAUTH.to_string()),
+            },
+        };
+        let name = self.login.as_ref().map_or("", |l| l.name.as_str());
+        match &frame {
+            Frame::Request { id, req, .. } if !role.may(req) => {
+                let why = format!(
+                    "NOPERM user {name} (role {}) may not run this request",
+                    role.name()
+                );
+                let resp = Response::Failed(OpError::refused(why));
+                let _ = self.ftx.send(Frame::Response { id: *id, resp });
+                done()
+            }
+            Frame::Proto(_) if !role.may_write() => {
+                let why = format!(
+                    "NOPERM user {name} (role {}) may not run a client-side coordinator \
+                     (it writes); use proxy mode",
+                    role.name()
+                );
+                self.refuse(Refusal::Frame, why)
+            }
+            _ => Some(Ok(frame)),
+        }
+    }
+
+    /// The logged-in user's role as the users file now says (`None`: not
+    /// logged in, or the user was removed by a reload).
+    fn role(&mut self) -> Option<Role> {
+        let users = self.opts.users.as_ref()?;
+        let login = self.login.as_mut()?;
+        let now = users.generation();
+        if login.generation != now {
+            login.role = users.current().role(&login.name)?;
+            login.generation = now;
+        }
+        Some(login.role)
     }
 
     /// Count and log a refusal, and tell the other side why before closing.
@@ -673,6 +776,7 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::Notify(_) => "Notify",
         Frame::PeerChallenge { .. } => "PeerChallenge",
         Frame::PeerProof { .. } => "PeerProof",
+        Frame::Auth { .. } => "Auth",
     }
 }
 

@@ -415,3 +415,91 @@ async fn a_forged_maximum_tag_does_not_freeze_a_key() {
         r.shut_down().await;
     }
 }
+
+/// A replica with users: a client must log in before anything but a
+/// status request, a wrong password is refused, and each role does what
+/// it may and nothing more (ABD, proxy and direct mode).
+#[tokio::test]
+async fn native_clients_log_in_and_keep_to_their_role() {
+    use quorumkv_node::auth::{hash_password, Role, Users, UsersHandle};
+    use quorumkv_node::client::{ClientError, Credentials};
+    let mut users = Users::default();
+    users
+        .set(
+            "alice",
+            Role::ReadWrite,
+            hash_password("wonderland").unwrap(),
+        )
+        .unwrap();
+    users
+        .set("bob", Role::Read, hash_password("builder").unwrap())
+        .unwrap();
+    let users = UsersHandle::from_users(users);
+    let (file, ls) = listeners(3).await;
+    let mut replicas = Vec::new();
+    for (i, l) in ls.into_iter().enumerate() {
+        let mut opts = fast_opts(i as NodeId + 1, &file, BEAT_MS);
+        opts.users = Some(users.clone());
+        replicas.push(Replica::start(opts, l));
+    }
+    let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+    all_links_up(&addrs).await; // status requests need no login
+    let login = |user: &str, password: &str, mode| {
+        let credentials = Some(Credentials {
+            user: user.into(),
+            password: password.into(),
+        });
+        let cfg = ClientConfig {
+            mode,
+            credentials,
+            ..ClientConfig::default()
+        };
+        Client::connect(addrs.clone(), cfg)
+    };
+    // No login, a wrong password, an unknown user: refused, saying why.
+    let none = Client::connect(addrs.clone(), ClientConfig::default()).await;
+    let why = none.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(why.contains("NOAUTH"), "{why}");
+    for (u, p) in [("alice", "looking-glass"), ("mallory", "wonderland")] {
+        let wrong = login(u, p, ClientMode::Proxy).await;
+        let why = wrong.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(why.contains("WRONGPASS"), "{why}");
+    }
+    // readwrite: writes and reads, in both modes.
+    for mode in [ClientMode::Proxy, ClientMode::Direct] {
+        let alice = login("alice", "wonderland", mode).await.unwrap();
+        alice.put("k", "v1").await.unwrap();
+        assert_eq!(alice.get("k").await.unwrap(), Some(Bytes::from("v1")));
+    }
+    // read: reads through a server; a write is refused (definitely).
+    let bob = login("bob", "builder", ClientMode::Proxy).await.unwrap();
+    assert_eq!(bob.get("k").await.unwrap(), Some(Bytes::from("v1")));
+    let put = bob.put("k", "bob's").await;
+    assert!(
+        matches!(&put, Err(ClientError::Op(e)) if e.to_string().contains("NOPERM") && e.is_definite()),
+        "{put:?}"
+    );
+    // A raw client-side coordinator of a read user is cut off.
+    {
+        use quorumkv_core::protocol::abd::Msg as A;
+        let mut s = Stray::connect(addrs[0]).await;
+        s.send(&Frame::<A>::Auth {
+            user: "bob".into(),
+            password: "builder".into(),
+        })
+        .await;
+        s.send(&Frame::Proto(A::Query {
+            op: 1,
+            key: "k".into(),
+        }))
+        .await;
+        assert!(error_text(&s.until_closed::<A>().await).contains("NOPERM"));
+    }
+    let alice = login("alice", "wonderland", ClientMode::Proxy)
+        .await
+        .unwrap();
+    assert_eq!(alice.get("k").await.unwrap(), Some(Bytes::from("v1")));
+    for r in replicas {
+        r.shut_down().await;
+    }
+}
