@@ -18,6 +18,7 @@
 //! (§II.C); a counter of its own keeps suffixes dense and makes "a counter
 //! reused" a precise bug to inject and check.
 
+use super::acl::{self, Acl, Id};
 use super::path;
 use super::ZkError;
 use bytes::Bytes;
@@ -33,7 +34,7 @@ fn exhausted(path: &str, what: &str) -> ZkError {
     ZkError::BadArguments(format!("{what} of {path} exhausted"))
 }
 
-/// A znode's metadata, ZooKeeper's `Stat` minus the ACL version.
+/// A znode's metadata, ZooKeeper's `Stat`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stat {
     /// zxid of the transaction that created the node: the fencing token of
@@ -52,6 +53,9 @@ pub struct Stat {
     pub ephemeral_owner: u64,
     pub data_length: u32,
     pub num_children: u32,
+    /// ACL version: how many setACLs the node has had (checked, never
+    /// wraps).
+    pub aversion: u32,
 }
 
 /// Where a transaction sits in the log: its zxid and the leader's clock
@@ -76,12 +80,21 @@ pub enum Txn {
         sequential: bool,
         /// The session asking: owner of an ephemeral node.
         session: u64,
+        /// `None`: `world:anyone:cdrwa`; checked and completed by
+        /// `acl::fixup` against the request's identities.
+        acl: Option<Vec<Acl>>,
     },
     /// Delete if the version matches (`None`: any version).
     Delete { path: String, version: Option<u32> },
     SetData {
         path: String,
         data: Bytes,
+        version: Option<u32>,
+    },
+    /// Replace the node's ACL if its ACL version matches.
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
         version: Option<u32>,
     },
 }
@@ -120,6 +133,7 @@ struct Znode {
     children: BTreeSet<String>,
     /// Next sequential suffix for a child (never reused).
     next_seq: u64,
+    acl: Vec<Acl>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,7 +155,11 @@ pub struct Tree {
 impl Default for Tree {
     fn default() -> Tree {
         let mut nodes = BTreeMap::new();
-        nodes.insert("/".to_string(), Znode::default());
+        let root = Znode {
+            acl: acl::open_acl_unsafe(),
+            ..Znode::default()
+        };
+        nodes.insert("/".to_string(), root);
         Tree {
             nodes,
             sessions: BTreeMap::new(),
@@ -160,9 +178,23 @@ impl Tree {
         }
     }
 
-    /// Apply one transaction. A failed one changes nothing (atomicity,
-    /// seed 001 §II.C) but still advances `last_zxid`: it was delivered.
+    /// Apply one transaction with no identities (`world:anyone` only).
     pub fn apply(&mut self, at: Stamp, txn: &Txn) -> (Result<TxnOk, ZkError>, Vec<Change>) {
+        self.apply_as(at, txn, &[])
+    }
+
+    /// Apply one transaction asked by a connection with identities `ids`
+    /// (checked against ACLs as ZooKeeper does: CREATE on the parent for a
+    /// create, DELETE on the parent for a delete, WRITE for setData, ADMIN
+    /// for setACL; `NoAuth` otherwise). A failed one changes nothing
+    /// (atomicity, seed 001 §II.C) but still advances `last_zxid`: it was
+    /// delivered.
+    pub fn apply_as(
+        &mut self,
+        at: Stamp,
+        txn: &Txn,
+        ids: &[Id],
+    ) -> (Result<TxnOk, ZkError>, Vec<Change>) {
         debug_assert!(
             at.zxid > self.last_zxid,
             "transactions applied out of order"
@@ -199,34 +231,33 @@ impl Tree {
                 ephemeral,
                 sequential,
                 session,
+                acl,
             } => self.create(
                 at,
                 path,
                 data,
-                *ephemeral,
-                *sequential,
-                *session,
+                (*ephemeral, *sequential, *session),
+                (acl.as_deref(), ids),
                 &mut changes,
             ),
-            Txn::Delete { path, version } => self.delete(at, path, *version, &mut changes),
+            Txn::Delete { path, version } => self.delete(at, path, *version, ids, &mut changes),
             Txn::SetData {
                 path,
                 data,
                 version,
-            } => self.set_data(at, path, data, *version, &mut changes),
+            } => self.set_data(at, path, data, *version, ids, &mut changes),
+            Txn::SetAcl { path, acl, version } => self.set_acl(path, acl, *version, ids),
         };
         (result, changes)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn create(
         &mut self,
         at: Stamp,
         path: &str,
         data: &Bytes,
-        ephemeral: bool,
-        sequential: bool,
-        session: u64,
+        (ephemeral, sequential, session): (bool, bool, u64),
+        (acl, ids): (Option<&[Acl]>, &[Id]),
         changes: &mut Vec<Change>,
     ) -> Result<TxnOk, ZkError> {
         // A sequential create may name the parent itself ("/q/"), as in
@@ -243,11 +274,17 @@ impl Tree {
                 data.len()
             )));
         }
+        // ZooKeeper's order: InvalidACL, NoNode, NoAuth, NodeExists.
+        let acl = match acl {
+            None => acl::open_acl_unsafe(),
+            Some(a) => acl::fixup(a, ids)?,
+        };
         if probe == "/" {
             return Err(ZkError::NodeExists);
         }
         let parent = path::parent(&probe).to_string();
         let parent_node = self.nodes.get(&parent).ok_or(ZkError::NoNode)?;
+        acl::check(&parent_node.acl, acl::CREATE, ids)?;
         if parent_node.stat.ephemeral_owner != 0 {
             return Err(ZkError::NoChildrenForEphemerals);
         }
@@ -291,6 +328,7 @@ impl Tree {
             Znode {
                 data: data.clone(),
                 stat,
+                acl,
                 ..Znode::default()
             },
         );
@@ -308,6 +346,7 @@ impl Tree {
         at: Stamp,
         path: &str,
         version: Option<u32>,
+        ids: &[Id],
         changes: &mut Vec<Change>,
     ) -> Result<TxnOk, ZkError> {
         path::validate(path)?;
@@ -315,6 +354,9 @@ impl Tree {
             return Err(ZkError::BadArguments("the root cannot be deleted".into()));
         }
         let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        if let Some(p) = self.nodes.get(path::parent(path)) {
+            acl::check(&p.acl, acl::DELETE, ids)?;
+        }
         if version.is_some_and(|v| v != node.stat.version) {
             return Err(ZkError::BadVersion);
         }
@@ -362,6 +404,7 @@ impl Tree {
         path: &str,
         data: &Bytes,
         version: Option<u32>,
+        ids: &[Id],
         changes: &mut Vec<Change>,
     ) -> Result<TxnOk, ZkError> {
         path::validate(path)?;
@@ -372,6 +415,7 @@ impl Tree {
             )));
         }
         let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
+        acl::check(&node.acl, acl::WRITE, ids)?;
         if version.is_some_and(|v| v != node.stat.version) {
             return Err(ZkError::BadVersion);
         }
@@ -387,6 +431,60 @@ impl Tree {
         node.stat.data_length = data.len() as u32;
         changes.push(Change::DataChanged(path.to_string()));
         Ok(TxnOk::Set(node.stat))
+    }
+
+    /// `setACL`: ZooKeeper's order is InvalidACL, NoNode, NoAuth (ADMIN),
+    /// BadVersion (against `aversion`). No watch fires (as in ZooKeeper).
+    fn set_acl(
+        &mut self,
+        path: &str,
+        acl: &[Acl],
+        version: Option<u32>,
+        ids: &[Id],
+    ) -> Result<TxnOk, ZkError> {
+        path::validate(path)?;
+        let acl = acl::fixup(acl, ids)?;
+        let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
+        acl::check(&node.acl, acl::ADMIN, ids)?;
+        if version.is_some_and(|v| v != node.stat.aversion) {
+            return Err(ZkError::BadVersion);
+        }
+        let Some(next) = node.stat.aversion.checked_add(1) else {
+            return Err(exhausted(path, "aversion"));
+        };
+        node.acl = acl;
+        node.stat.aversion = next;
+        Ok(TxnOk::Set(node.stat))
+    }
+
+    /// `getData` for a connection with identities `ids`: needs READ.
+    pub fn get_data_as(&self, path: &str, ids: &[Id]) -> Result<(Bytes, Stat), ZkError> {
+        path::validate(path)?;
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        acl::check(&n.acl, acl::READ, ids)?;
+        Ok((n.data.clone(), n.stat))
+    }
+
+    /// `getChildren` for a connection with identities `ids`: needs READ
+    /// on the node.
+    pub fn children_as(&self, path: &str, ids: &[Id]) -> Result<Vec<String>, ZkError> {
+        path::validate(path)?;
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        acl::check(&n.acl, acl::READ, ids)?;
+        Ok(n.children.iter().cloned().collect())
+    }
+
+    /// `getACL` as ZooKeeper 3.7+ answers it (ZOOKEEPER-1392): needs READ
+    /// or ADMIN; without ADMIN, digest ids show `user:x`.
+    pub fn get_acl_as(&self, path: &str, ids: &[Id]) -> Result<(Vec<Acl>, Stat), ZkError> {
+        path::validate(path)?;
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        acl::check(&n.acl, acl::READ | acl::ADMIN, ids)?;
+        let shown = match acl::allows(&n.acl, acl::ADMIN, ids) {
+            true => n.acl.clone(),
+            false => acl::redacted(&n.acl),
+        };
+        Ok((shown, n.stat))
     }
 
     /// `getData`: the node's data and stat.
@@ -489,6 +587,7 @@ mod tests {
                     ephemeral: eph,
                     sequential: seq,
                     session,
+                    acl: None,
                 })
                 .0?
             {
@@ -717,6 +816,7 @@ mod tests {
             ephemeral: false,
             sequential: false,
             session: 0,
+            acl: None,
         });
         assert!(matches!(r, Err(ZkError::BadArguments(_))));
         t.create("/s", false, false, 0).unwrap();
