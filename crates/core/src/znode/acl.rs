@@ -82,9 +82,7 @@ const AUTHENTICATED: [&str; 2] = ["digest", "user"];
 /// `"alice:secret"` → `"alice:" + base64(sha1("alice:secret"))`.
 pub fn digest(user_password: &str) -> Result<String, ZkError> {
     let Some((user, _)) = user_password.split_once(':') else {
-        return Err(ZkError::BadArguments(
-            "digest auth is user:password".into(),
-        ));
+        return Err(ZkError::BadArguments("digest auth is user:password".into()));
     };
     Ok(format!(
         "{user}:{}",
@@ -175,11 +173,17 @@ pub fn redacted(acl: &[Acl]) -> Vec<Acl> {
 
 /// zkCli's permission letters, `cdrwa` order.
 pub fn perms_to_string(perms: u32) -> String {
-    [(CREATE, 'c'), (DELETE, 'd'), (READ, 'r'), (WRITE, 'w'), (ADMIN, 'a')]
-        .iter()
-        .filter(|(bit, _)| perms & bit != 0)
-        .map(|(_, c)| *c)
-        .collect()
+    [
+        (CREATE, 'c'),
+        (DELETE, 'd'),
+        (READ, 'r'),
+        (WRITE, 'w'),
+        (ADMIN, 'a'),
+    ]
+    .iter()
+    .filter(|(bit, _)| perms & bit != 0)
+    .map(|(_, c)| *c)
+    .collect()
 }
 
 pub fn perms_from_str(s: &str) -> Result<u32, String> {
@@ -230,7 +234,11 @@ fn base64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -300,7 +308,10 @@ mod tests {
     #[test]
     fn sha1_and_base64_match_the_standard_vectors() {
         assert_eq!(hex(&sha1(b"")), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
-        assert_eq!(hex(&sha1(b"abc")), "a9993e364706816aba3e25717850c26c9cd0d89d");
+        assert_eq!(
+            hex(&sha1(b"abc")),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
         let long = b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
         assert_eq!(hex(&sha1(long)), "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
         assert_eq!(base64(b""), "");
@@ -310,12 +321,25 @@ mod tests {
         assert_eq!(base64(b"foob"), "Zm9vYg==");
     }
 
-    /// The example of ZooKeeper's administrator's guide (superDigest).
+    /// ZooKeeper's documented digests: `super:D/InIHSb7yEEbrWz8b9l71RjZJU=`
+    /// (the administrator's guide's superDigest example) is the digest of
+    /// `super:test` — not of `super:superpw`, whose digest is
+    /// `super:g9oN2HttPfn8MMWJZ2r45Np/LIA=` (checked with `openssl sha1
+    /// -binary | base64`); `super:xQJmxLMiHGwaqBvst5y6rkB6HQs=` is
+    /// `super:admin`.
     #[test]
     fn digest_ids_are_zookeepers() {
         assert_eq!(
-            digest("super:superpw").unwrap(),
+            digest("super:test").unwrap(),
             "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+        );
+        assert_eq!(
+            digest("super:admin").unwrap(),
+            "super:xQJmxLMiHGwaqBvst5y6rkB6HQs="
+        );
+        assert_eq!(
+            digest("super:superpw").unwrap(),
+            "super:g9oN2HttPfn8MMWJZ2r45Np/LIA="
         );
         // Only the first colon splits: the password may hold colons.
         assert!(digest("a:b:c").unwrap().starts_with("a:"));
@@ -347,7 +371,10 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                Acl { perms: READ, id: alice },
+                Acl {
+                    perms: READ,
+                    id: alice
+                },
                 Acl::new(READ, "user", "bob")
             ]
         );
@@ -359,7 +386,10 @@ mod tests {
         assert!(invalid(&[Acl::new(READ, "digest", "nohash")], &ids));
         assert!(invalid(&[Acl::new(READ, "user", "")], &ids));
         assert!(invalid(&[Acl::new(64, "world", "anyone")], &ids));
-        let dup = [Acl::new(READ, "world", "anyone"), Acl::new(READ, "world", "anyone")];
+        let dup = [
+            Acl::new(READ, "world", "anyone"),
+            Acl::new(READ, "world", "anyone"),
+        ];
         assert_eq!(fixup(&dup, &[]).unwrap().len(), 1);
     }
 
@@ -368,7 +398,10 @@ mod tests {
         let alice = Id::new("digest", "alice:h=");
         let acl = [
             Acl::new(READ, "world", "anyone"),
-            Acl { perms: WRITE | ADMIN, id: alice.clone() },
+            Acl {
+                perms: WRITE | ADMIN,
+                id: alice.clone(),
+            },
             Acl::new(DELETE, "user", "bob"),
         ];
         for perm in [READ, WRITE, CREATE, DELETE, ADMIN] {

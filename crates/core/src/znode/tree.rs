@@ -828,4 +828,205 @@ mod tests {
         assert!(matches!(r, Err(ZkError::BadArguments(_))));
         assert_eq!(t.tree.len(), 2);
     }
+
+    fn acl_of(perms: u32, scheme: &str, id: &str) -> Vec<Acl> {
+        vec![Acl::new(perms, scheme, id)]
+    }
+
+    /// Each permission bit guards what ZooKeeper makes it guard, for the
+    /// identity the ACL names and no other; a refused request (`NoAuth`)
+    /// changes nothing.
+    #[test]
+    fn acls_guard_each_operation_with_its_bit() {
+        use crate::znode::acl::{ADMIN, ALL, CREATE, DELETE, READ, WRITE};
+        let alice = Id::new("digest", &acl::digest("alice:pw").unwrap());
+        let bob = Id::new("user", "bob");
+        let mut t = T::new();
+        let mut run_as = |t: &mut T, txn: Txn, ids: &[Id]| {
+            t.zxid += 1;
+            let at = Stamp {
+                zxid: t.zxid,
+                time_ms: t.zxid,
+            };
+            t.tree.apply_as(at, &txn, ids).0
+        };
+        let create = |path: &str, acl: Option<Vec<Acl>>| Txn::Create {
+            path: path.into(),
+            data: b("d"),
+            ephemeral: false,
+            sequential: false,
+            session: 0,
+            acl,
+        };
+        // Created without an ACL: world:anyone:cdrwa, aversion 0.
+        run_as(&mut t, create("/open", None), &[]).unwrap();
+        let (acl, st) = t.tree.get_acl_as("/open", &[]).unwrap();
+        assert_eq!((acl, st.aversion), (acl::open_acl_unsafe(), 0));
+        assert_eq!(
+            t.tree.get_acl_as("/", &[]).unwrap().0,
+            acl::open_acl_unsafe()
+        );
+        for (bit, name) in [
+            (READ, "r"),
+            (WRITE, "w"),
+            (CREATE, "c"),
+            (DELETE, "d"),
+            (ADMIN, "a"),
+        ] {
+            let p = format!("/{name}");
+            let acl = Some(acl_of(bit, "digest", &alice.id));
+            run_as(&mut t, create(&p, acl), &[]).unwrap();
+            let child = format!("{p}/kid");
+            for (who, ids) in [
+                ("anonymous", &[][..]),
+                ("bob", std::slice::from_ref(&bob)),
+                ("alice", std::slice::from_ref(&alice)),
+            ] {
+                let allowed = who == "alice";
+                if bit == DELETE && !t.tree.nodes.contains_key(&child) {
+                    // A child made by someone allowed to create, for the
+                    // delete check.
+                    t.tree.nodes.get_mut(&p).unwrap().acl = acl_of(ALL, "world", "anyone");
+                    run_as(&mut t, create(&child, None), &[]).unwrap();
+                    t.tree.nodes.get_mut(&p).unwrap().acl = acl_of(DELETE, "digest", &alice.id);
+                }
+                let before = t.tree.clone();
+                let ok = |r: Result<(), ZkError>, needs: u32| {
+                    let want = if allowed && bit & needs != 0 {
+                        Ok(())
+                    } else {
+                        Err(ZkError::NoAuth)
+                    };
+                    assert_eq!(r, want, "{who} on {p} needing {needs}");
+                };
+                ok(t.tree.get_data_as(&p, ids).map(drop), READ);
+                ok(t.tree.children_as(&p, ids).map(drop), READ);
+                ok(t.tree.get_acl_as(&p, ids).map(drop), READ | ADMIN);
+                // exists needs nothing.
+                assert!(t.tree.exists(&p).unwrap().is_some());
+                let set = Txn::SetData {
+                    path: p.clone(),
+                    data: b("x"),
+                    version: None,
+                };
+                let r = run_as(&mut t, set, ids).map(drop);
+                ok(r, WRITE);
+                let r = run_as(&mut t, create(&child, None), ids).map(drop);
+                ok(r, CREATE);
+                if t.tree.nodes.contains_key(&child) {
+                    let del = Txn::Delete {
+                        path: child.clone(),
+                        version: None,
+                    };
+                    ok(run_as(&mut t, del, ids).map(drop), DELETE);
+                }
+                let set_acl = Txn::SetAcl {
+                    path: p.clone(),
+                    acl: acl_of(bit, "digest", &alice.id),
+                    version: None,
+                };
+                ok(run_as(&mut t, set_acl, ids).map(drop), ADMIN);
+                if !allowed {
+                    assert_eq!(t.tree.nodes, before.nodes, "{who}: NoAuth changed nothing");
+                }
+            }
+        }
+        // A logged-in user is its own scheme: user:bob:rw names bob only.
+        run_as(
+            &mut t,
+            create("/u", Some(acl_of(READ | WRITE, "user", "bob"))),
+            &[],
+        )
+        .unwrap();
+        assert!(t.tree.get_data_as("/u", std::slice::from_ref(&bob)).is_ok());
+        assert_eq!(
+            t.tree.get_data_as("/u", &[Id::new("user", "alice")]),
+            Err(ZkError::NoAuth)
+        );
+        assert_eq!(
+            t.tree.get_data_as("/u", std::slice::from_ref(&alice)),
+            Err(ZkError::NoAuth)
+        );
+    }
+
+    #[test]
+    fn set_acl_counts_versions_and_refuses_invalid_acls() {
+        let alice = Id::new("digest", &acl::digest("alice:pw").unwrap());
+        let mut t = T::new();
+        t.create("/n", false, false, 0).unwrap();
+        let set = |acl: Vec<Acl>, v| Txn::SetAcl {
+            path: "/n".into(),
+            acl,
+            version: v,
+        };
+        let mine = vec![Acl::new(acl::ALL, "auth", "")];
+        // `auth` with no identity, an empty ACL, a bad scheme: InvalidACL.
+        assert_eq!(t.run(set(mine.clone(), None)).0, Err(ZkError::InvalidAcl));
+        assert_eq!(t.run(set(vec![], None)).0, Err(ZkError::InvalidAcl));
+        assert_eq!(
+            t.run(set(acl_of(1, "ip", "1.2.3.4"), None)).0,
+            Err(ZkError::InvalidAcl)
+        );
+        assert_eq!(
+            t.run(set(acl_of(1, "world", "anyone"), Some(1))).0,
+            Err(ZkError::BadVersion)
+        );
+        assert_eq!(t.tree.get_acl_as("/n", &[]).unwrap().1.aversion, 0);
+        // `auth` expands to the connection's identities.
+        t.zxid += 1;
+        let at = Stamp {
+            zxid: t.zxid,
+            time_ms: 0,
+        };
+        let (r, changes) = t
+            .tree
+            .apply_as(at, &set(mine, Some(0)), std::slice::from_ref(&alice));
+        let TxnOk::Set(st) = r.unwrap() else { panic!() };
+        assert_eq!((st.aversion, st.version), (1, 0));
+        assert!(changes.is_empty(), "setACL fires no watch");
+        let (acl, _) = t
+            .tree
+            .get_acl_as("/n", std::slice::from_ref(&alice))
+            .unwrap();
+        assert_eq!(
+            acl,
+            vec![Acl {
+                perms: acl::ALL,
+                id: alice.clone()
+            }]
+        );
+        assert_eq!(t.tree.get_acl_as("/n", &[]), Err(ZkError::NoAuth));
+        // Without ADMIN, getACL hides the hash (ZooKeeper 3.7+).
+        t.tree
+            .nodes
+            .get_mut("/n")
+            .unwrap()
+            .acl
+            .push(Acl::new(acl::READ, "world", "anyone"));
+        let (shown, _) = t.tree.get_acl_as("/n", &[]).unwrap();
+        assert_eq!(shown[0].id.id, "alice:x");
+        // aversion is checked: at its edge setACL is refused.
+        t.tree.nodes.get_mut("/n").unwrap().stat.aversion = u32::MAX;
+        let again = set(acl_of(acl::ALL, "world", "anyone"), None);
+        t.zxid += 1;
+        let at = Stamp {
+            zxid: t.zxid,
+            time_ms: 0,
+        };
+        let r = t.tree.apply_as(at, &again, std::slice::from_ref(&alice)).0;
+        assert_eq!(r, Err(exhausted("/n", "aversion")));
+        // Create: InvalidACL before NoNode, as ZooKeeper checks.
+        let bad = Txn::Create {
+            path: "/none/x".into(),
+            data: b(""),
+            ephemeral: false,
+            sequential: false,
+            session: 0,
+            acl: Some(vec![]),
+        };
+        assert_eq!(t.run(bad).0, Err(ZkError::InvalidAcl));
+        // ACLs survive a snapshot.
+        let r = Tree::restore(&t.tree.snapshot()).unwrap();
+        assert_eq!(r, t.tree);
+    }
 }
