@@ -1192,4 +1192,122 @@ mod tests {
         assert_eq!((kv_only.kv, kv_only.tree.len()), (m.kv.clone(), 1));
         assert!(back.restore(&[1, 2]).is_err());
     }
+
+    /// ACLs through Zab: identities belong to the connection that added
+    /// them (on the server it is connected to), travel in each entry to the
+    /// leader, and every replica applies the same check. A connection with
+    /// the digest reads what an anonymous one (even of the same session)
+    /// is refused; the refused write changes nothing anywhere.
+    #[test]
+    fn acl_identities_belong_to_the_connection_and_travel_with_entries() {
+        use crate::znode::acl::{self, Acl, ALL, READ};
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        // Alice's connection 10 on a follower; an anonymous connection 11
+        // of the same session on the leader.
+        let alice = client(5, 10);
+        let anon = client(5, 11);
+        let add = ZnodeOp::AddAuth {
+            scheme: "digest".into(),
+            auth: "alice:pw".into(),
+        };
+        assert_eq!(zn(&mut c, f, alice, add), ZnodeReply::AuthAdded);
+        let bad = ZnodeOp::AddAuth {
+            scheme: "ip".into(),
+            auth: "1.2.3.4".into(),
+        };
+        assert!(matches!(
+            zn(&mut c, f, alice, bad),
+            ZnodeReply::Error(ZkError::BadArguments(_))
+        ));
+        let id = acl::digest("alice:pw").unwrap();
+        let mk = ZnodeOp::CreateWithAcl {
+            path: "/secret".into(),
+            data: Bytes::from_static(b"s"),
+            ephemeral: false,
+            sequential: false,
+            acl: vec![Acl::new(ALL, "auth", ""), Acl::new(READ, "user", "bob")],
+        };
+        created(zn(&mut c, f, alice, mk));
+        let get = ZnodeOp::GetData {
+            path: "/secret".into(),
+            watch: true,
+        };
+        for at in [f, l] {
+            assert!(
+                matches!(
+                    zn(&mut c, at, alice, get.clone()),
+                    ZnodeReply::Error(ZkError::NoAuth)
+                ) == (at == l)
+            );
+        }
+        assert_eq!(
+            zn(&mut c, l, anon, get.clone()),
+            ZnodeReply::Error(ZkError::NoAuth)
+        );
+        let set = ZnodeOp::SetData {
+            path: "/secret".into(),
+            data: Bytes::from_static(b"forged"),
+            version: None,
+        };
+        assert_eq!(zn(&mut c, l, anon, set), ZnodeReply::Error(ZkError::NoAuth));
+        // Every replica holds the same, unchanged node and ACL.
+        for id_ in 1..=3 {
+            let t = &c.node(id_).machine().tree;
+            assert_eq!(
+                t.get_data_as("/secret", &[Id::new("digest", &id)])
+                    .unwrap()
+                    .0,
+                Bytes::from_static(b"s")
+            );
+            let (acl, st) = t.get_acl_as("/secret", &[Id::new("digest", &id)]).unwrap();
+            assert_eq!(acl[0], Acl::new(ALL, "digest", &id));
+            assert_eq!((st.version, st.aversion), (0, 0));
+        }
+        // The node layer's login identity (scheme user) reads it too.
+        let bob = client(6, 12);
+        let login = ZnodeOp::AddAuth {
+            scheme: "user".into(),
+            auth: "bob".into(),
+        };
+        assert_eq!(zn(&mut c, l, bob, login), ZnodeReply::AuthAdded);
+        assert!(matches!(
+            zn(&mut c, l, bob, get.clone()),
+            ZnodeReply::Data { .. }
+        ));
+        // getACL without ADMIN hides the hash; setACL needs ADMIN and
+        // counts versions.
+        let get_acl = ZnodeOp::GetAcl {
+            path: "/secret".into(),
+        };
+        let ZnodeReply::Acl { acl, .. } = zn(&mut c, l, bob, get_acl.clone()) else {
+            panic!()
+        };
+        assert_eq!(acl[0].id.id, "alice:x");
+        let open = ZnodeOp::SetAcl {
+            path: "/secret".into(),
+            acl: acl::open_acl_unsafe(),
+            version: Some(0),
+        };
+        assert_eq!(
+            zn(&mut c, l, bob, open.clone()),
+            ZnodeReply::Error(ZkError::NoAuth)
+        );
+        let ZnodeReply::AclSet(st) = zn(&mut c, f, alice, open.clone()) else {
+            panic!()
+        };
+        assert_eq!(st.aversion, 1);
+        assert_eq!(
+            zn(&mut c, f, alice, open),
+            ZnodeReply::Error(ZkError::BadVersion)
+        );
+        assert!(matches!(zn(&mut c, l, anon, get), ZnodeReply::Data { .. }));
+        // A closed connection's identities go with it.
+        assert_eq!(c.node(f).machine().ids_of(10), vec![Id::new("digest", &id)]);
+        let mut m = Machine::default();
+        m.add_auth(10, "digest", "alice:pw").unwrap();
+        m.drop_conn(10);
+        assert!(m.ids_of(10).is_empty());
+    }
 }
