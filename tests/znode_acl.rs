@@ -2,21 +2,22 @@
 //! node an ACL gives to `digest:alice` is unreadable and unwritable to an
 //! anonymous session (ZooKeeper's NoAuth) and readable once the session's
 //! connection adds alice's digest; `quorumkv zk getacl / setacl / --auth /
-//! create --acl`; with a users file, a native login is the identity
-//! `user:NAME`, which no client can claim for itself.
+//! create --acl`. (A native login as the identity `user:NAME`:
+//! crates/node/tests/znode_login.rs, in-process, since a local cluster
+//! with a users file cannot be probed for readiness without a login.)
 
 mod common;
 
 use quorumkv_core::znode::acl::{self, Acl, ALL, READ};
 use quorumkv_core::znode::ZkError;
-use quorumkv_node::client::{ClientConfig, ClientMode, Credentials};
+use quorumkv_node::client::{ClientConfig, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use quorumkv_node::zk::{CreateMode, ZkClient, ZkClientError};
-use std::path::Path;
 use std::time::Duration;
 
 async fn zab_cluster(server_args: Vec<String>) -> LocalCluster {
     let cfg = LocalClusterConfig {
+        inherit_logs: std::env::var_os("ACL_LOGS").is_some(),
         protocol: "zab".parse().expect("zab is registered"),
         replicas: 3,
         binary: common::binary(),
@@ -182,76 +183,4 @@ fn digest_acls_on_a_real_cluster_and_the_cli() {
     let (code, _, err) = zk(&["setacl", "/mine", "nonsense"]);
     assert_eq!(code, Some(2), "a malformed ACL is a usage error: {err}");
     drop(cluster);
-}
-
-/// `quorumkv user ARGS -f FILE` with the password in $QUORUMKV_PASSWORD.
-fn user_cmd(file: &Path, password: &str, args: &[&str]) {
-    let out = std::process::Command::new(common::binary())
-        .arg("user")
-        .args(args)
-        .arg("--file")
-        .arg(file)
-        .env("QUORUMKV_PASSWORD", password)
-        .output()
-        .expect("quorumkv user runs");
-    assert!(out.status.success(), "{args:?}: {out:?}");
-}
-
-fn login(user: &str, password: &str) -> ClientConfig {
-    ClientConfig {
-        credentials: Some(Credentials {
-            user: user.into(),
-            password: password.into(),
-        }),
-        ..cfg()
-    }
-}
-
-/// With a users file, a login is the connection's identity `user:NAME`,
-/// set by the server on every replica the client talks to.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_native_login_is_the_user_identity() {
-    let dir = std::env::temp_dir().join(format!("qkv-znode-acl-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let users = dir.join("users.toml");
-    user_cmd(&users, "a-pass", &["add", "alice", "--role", "readwrite"]);
-    user_cmd(&users, "b-pass", &["add", "bob", "--role", "readwrite"]);
-    let cluster = zab_cluster(vec!["--users".into(), users.display().to_string()]).await;
-    let alice = at(&cluster, 0, login("alice", "a-pass")).await;
-    let alice_elsewhere = at(&cluster, 2, login("alice", "a-pass")).await;
-    let bob = at(&cluster, 1, login("bob", "b-pass")).await;
-    let acl = vec![Acl::new(ALL, "user", "alice")];
-    alice
-        .create_with_acl("/alice", "a", CreateMode::PERSISTENT, acl.clone())
-        .await
-        .unwrap();
-    let (data, _) = alice_elsewhere.get_data("/alice", false).await.unwrap();
-    assert_eq!(&data[..], b"a");
-    no_auth(bob.get_data("/alice", false).await);
-    no_auth(bob.set_data("/alice", "b", None).await);
-    // Bob cannot claim alice's login as an identity.
-    let r = bob.add_auth("user", "alice").await;
-    assert!(
-        matches!(r, Err(ZkClientError::Zk(ZkError::BadArguments(_)))),
-        "{r:?}"
-    );
-    no_auth(bob.get_data("/alice", false).await);
-    // `auth` expands to the login's identity.
-    let (_, _) = bob
-        .create_with_acl(
-            "/bob",
-            "",
-            CreateMode::PERSISTENT,
-            vec![Acl::new(ALL, "auth", "")],
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        bob.get_acl("/bob").await.unwrap().0,
-        vec![Acl::new(ALL, "user", "bob")]
-    );
-    no_auth(alice.get_data("/bob", false).await);
-    drop(cluster);
-    let _ = std::fs::remove_dir_all(&dir);
 }
