@@ -25,6 +25,10 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// What a tree snapshot starts with since ACLs (one without it is of the
+/// format before, `legacy`).
+const SNAPSHOT_MAGIC: &[u8] = b"\xffquorumkv-znodes-acl\x01";
+
 /// Largest data a znode holds (ZooKeeper's default `jute.maxbuffer`).
 pub const MAX_DATA: usize = 1 << 20;
 
@@ -531,17 +535,105 @@ impl Tree {
         self.nodes.len() == 1
     }
 
+    /// [`SNAPSHOT_MAGIC`], then the tree.
     pub fn snapshot(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).expect("a tree always serialises")
+        let mut v = SNAPSHOT_MAGIC.to_vec();
+        v.extend(postcard::to_allocvec(self).expect("a tree always serialises"));
+        v
     }
 
+    /// A snapshot of this version, or of the version before ACLs (every
+    /// node then gets `world:anyone:cdrwa` and ACL version 0, what it had
+    /// in effect).
     pub fn restore(data: &[u8]) -> Result<Tree, String> {
-        let t: Tree =
-            postcard::from_bytes(data).map_err(|e| format!("corrupt znode snapshot: {e}"))?;
+        // Each format must be read to its last byte: postcard is not
+        // self-describing.
+        fn whole<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Result<T, String> {
+            match postcard::take_from_bytes(data) {
+                Ok((t, [])) => Ok(t),
+                Ok(_) => Err("trailing bytes".into()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        let t: Tree = match data.strip_prefix(SNAPSHOT_MAGIC) {
+            Some(rest) => whole(rest),
+            None => whole::<legacy::Tree>(data).map(Tree::from),
+        }
+        .map_err(|e| format!("corrupt znode snapshot: {e}"))?;
         if !t.nodes.contains_key("/") {
             return Err("corrupt znode snapshot: no root".into());
         }
         Ok(t)
+    }
+}
+
+/// The snapshot format before ACLs (no `acl` per node, no `aversion`).
+mod legacy {
+    use super::{acl, BTreeMap, BTreeSet, Bytes, Deserialize, Session};
+
+    #[derive(Deserialize)]
+    struct Stat {
+        czxid: u64,
+        mzxid: u64,
+        pzxid: u64,
+        ctime: u64,
+        mtime: u64,
+        version: u32,
+        cversion: u32,
+        ephemeral_owner: u64,
+        data_length: u32,
+        num_children: u32,
+    }
+
+    #[derive(Deserialize)]
+    struct Znode {
+        data: Bytes,
+        stat: Stat,
+        children: BTreeSet<String>,
+        next_seq: u64,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Tree {
+        nodes: BTreeMap<String, Znode>,
+        sessions: BTreeMap<u64, Session>,
+        last_zxid: u64,
+    }
+
+    impl From<Tree> for super::Tree {
+        fn from(t: Tree) -> super::Tree {
+            let nodes = (t.nodes.into_iter())
+                .map(|(path, n)| {
+                    let s = n.stat;
+                    let stat = super::Stat {
+                        czxid: s.czxid,
+                        mzxid: s.mzxid,
+                        pzxid: s.pzxid,
+                        ctime: s.ctime,
+                        mtime: s.mtime,
+                        version: s.version,
+                        cversion: s.cversion,
+                        ephemeral_owner: s.ephemeral_owner,
+                        data_length: s.data_length,
+                        num_children: s.num_children,
+                        aversion: 0,
+                    };
+                    let node = super::Znode {
+                        data: n.data,
+                        stat,
+                        children: n.children,
+                        next_seq: n.next_seq,
+                        acl: acl::open_acl_unsafe(),
+                    };
+                    (path, node)
+                })
+                .collect();
+            super::Tree {
+                nodes,
+                sessions: t.sessions,
+                last_zxid: t.last_zxid,
+            }
+        }
     }
 }
 
@@ -1028,5 +1120,33 @@ mod tests {
         // ACLs survive a snapshot.
         let r = Tree::restore(&t.tree.snapshot()).unwrap();
         assert_eq!(r, t.tree);
+    }
+
+    /// A snapshot written before ACLs restores, every node open to all.
+    #[test]
+    fn a_snapshot_from_before_acls_restores_open() {
+        #[derive(Serialize)]
+        struct OldStat([u64; 5], u32, u32, u64, u32, u32);
+        #[derive(Serialize)]
+        struct OldZnode(Bytes, OldStat, BTreeSet<String>, u64);
+        #[derive(Serialize)]
+        struct OldTree(BTreeMap<String, OldZnode>, BTreeMap<u64, Session>, u64);
+        let mut nodes = BTreeMap::new();
+        let kids: BTreeSet<String> = ["a".to_string()].into();
+        nodes.insert(
+            "/".into(),
+            OldZnode(b(""), OldStat([0; 5], 0, 1, 0, 0, 1), kids, 0),
+        );
+        let st = OldStat([1, 2, 1, 10, 20], 3, 0, 0, 1, 0);
+        nodes.insert("/a".into(), OldZnode(b("x"), st, BTreeSet::new(), 0));
+        let old = postcard::to_allocvec(&OldTree(nodes, BTreeMap::new(), 2)).unwrap();
+        let t = Tree::restore(&old).unwrap();
+        let (data, stat) = t.get_data_as("/a", &[]).unwrap();
+        assert_eq!(
+            (data, stat.version, stat.mzxid, stat.aversion),
+            (b("x"), 3, 2, 0)
+        );
+        assert_eq!(t.get_acl_as("/a", &[]).unwrap().0, acl::open_acl_unsafe());
+        assert_eq!(t.last_zxid(), 2);
     }
 }

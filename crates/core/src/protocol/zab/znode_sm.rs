@@ -1310,4 +1310,19 @@ mod tests {
         m.drop_conn(10);
         assert!(m.ids_of(10).is_empty());
     }
+
+    /// An entry carries its connection's identities; one without any is
+    /// encoded exactly as before ACLs (so old logs decode, with none).
+    #[test]
+    fn entries_carry_identities_and_old_entries_decode() {
+        use super::super::state_machine::{Op, Reader};
+        let mut e = ZEntry::new(create("/x", false, false), &client(3, 4));
+        let plain = Op::Znode(e.clone()).to_bytes();
+        e.ids = vec![Id::new("user", "alice"), Id::new("digest", "a:h=")];
+        let with = Op::Znode(e.clone()).to_bytes();
+        assert_eq!(&with[..plain.len()], &plain[..], "ids are appended");
+        assert_eq!(Op::decode(&mut Reader(&with)), Some(Op::Znode(e.clone())));
+        e.ids.clear();
+        assert_eq!(Op::decode(&mut Reader(&plain)), Some(Op::Znode(e)));
+    }
 }
