@@ -577,8 +577,8 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                             generation,
                         });
                         // Logged in after the hello: the identity now.
-                        return match self.peer {
-                            Some(Peer::Conn(_)) => self.login_identity().map(Err),
+                        return match (self.peer, self.login_identity()) {
+                            (Some(Peer::Conn(_)), Some(identity)) => Some(Err(identity)),
                             _ => done(),
                         };
                     }
