@@ -934,7 +934,7 @@ mod tests {
         let alice = Id::new("digest", &acl::digest("alice:pw").unwrap());
         let bob = Id::new("user", "bob");
         let mut t = T::new();
-        let mut run_as = |t: &mut T, txn: Txn, ids: &[Id]| {
+        let run_as = |t: &mut T, txn: Txn, ids: &[Id]| {
             t.zxid += 1;
             let at = Stamp {
                 zxid: t.zxid,
