@@ -338,15 +338,35 @@ impl LocalCluster {
             .collect();
         loop {
             let tls = self.client_tls.as_ref();
-            if let Ok(hello) = probe_with(ep.native, Duration::from_millis(500), tls).await {
-                if hello.node == id && hello.addrs == ours {
-                    return Ok(());
+            let wait = Duration::from_millis(500);
+            match probe_with(ep.native, wait, tls).await {
+                Ok(hello) if hello.node == id && hello.addrs == ours => return Ok(()),
+                Ok(hello) => {
+                    return Err(PortTaken(format!(
+                        "{} answers as replica {} of another cluster",
+                        ep.native, hello.node
+                    ))
+                    .into())
                 }
-                return Err(PortTaken(format!(
-                    "{} answers as replica {} of another cluster",
-                    ep.native, hello.node
-                ))
-                .into());
+                // Replicas with users (`--server-arg=--users=FILE`) answer a
+                // hello only after a login; their status needs none.
+                Err(crate::client::ClientError::Refused(why)) if why.contains("NOAUTH") => {
+                    let host = ep.native.ip().to_string();
+                    let status = crate::status::fetch_with(ep.native, &host, wait, tls).await;
+                    let members = self.file.members();
+                    match status {
+                        Ok(s) if s.id == id && s.members == members => return Ok(()),
+                        Ok(s) => {
+                            let why = format!(
+                                "{} answers as replica {} of another cluster",
+                                ep.native, s.id
+                            );
+                            return Err(PortTaken(why).into());
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Err(_) => {}
             }
             let child = self.children[(id - 1) as usize]
                 .as_mut()

@@ -478,7 +478,8 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                 Input::Batch(Vec::new())
             }
             Frame::HelloClient if self.peer.is_none() => {
-                let _ = self.ftx.send(welcome(self.opts));
+                let role = self.role();
+                let _ = self.ftx.send(welcome(self.opts, role));
                 self.peer = Some(Peer::Conn(conn));
                 if let Some(identity) = self.login_identity() {
                     batch.push(identity).await.ok()?;
@@ -603,10 +604,11 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
         let name = self.login.as_ref().map_or("", |l| l.name.as_str());
         match &frame {
             Frame::Request { id, req, .. } if !role.may(req) => {
-                let why = format!(
-                    "NOPERM user {name} (role {}) may not run this request",
-                    role.name()
-                );
+                let what = match crate::auth::access_of(req) {
+                    crate::auth::Access::Admin => "run an admin request",
+                    _ => "write",
+                };
+                let why = format!("NOPERM user {name} (role {}) may not {what}", role.name());
                 let resp = Response::Failed(OpError::refused(why));
                 let _ = self.ftx.send(Frame::Response { id: *id, resp });
                 done()
@@ -832,8 +834,9 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
 /// The answer to a client's hello: who we are, the protocol and its
 /// options as configured (the client parses them as we did), and where
 /// every replica listens (to follow `NotLeader` hints).
-fn welcome<M>(opts: &ServerOptions) -> Frame<M> {
+fn welcome<M>(opts: &ServerOptions, role: Option<Role>) -> Frame<M> {
     Frame::Welcome {
+        role: role.map(|r| r.name().to_string()),
         node: opts.id,
         protocol: opts.cluster.protocol,
         members: opts.cluster.members(),
