@@ -349,15 +349,40 @@ impl LocalCluster {
             .collect();
         loop {
             let tls = self.client_tls.as_ref();
-            if let Ok(hello) = probe_with(ep.native, Duration::from_millis(500), tls).await {
-                if hello.node == id && hello.addrs == ours {
-                    return Ok(());
+            match probe_with(ep.native, Duration::from_millis(500), tls).await {
+                Ok(hello) => {
+                    if hello.node == id && hello.addrs == ours {
+                        return Ok(());
+                    }
+                    return Err(PortTaken(format!(
+                        "{} answers as replica {} of another cluster",
+                        ep.native, hello.node
+                    ))
+                    .into());
                 }
-                return Err(PortTaken(format!(
-                    "{} answers as replica {} of another cluster",
-                    ep.native, hello.node
-                ))
-                .into());
+                // A replica with users answers a hello only after a login
+                // (NOAUTH); its status needs none.
+                Err(e) if e.to_string().contains("NOAUTH") => {
+                    let host = ep.native.ip().to_string();
+                    let status = crate::status::fetch_with(
+                        ep.native,
+                        &host,
+                        Duration::from_millis(500),
+                        tls,
+                    )
+                    .await;
+                    if let Ok(s) = status {
+                        if s.id == id && s.members == self.file.members() {
+                            return Ok(());
+                        }
+                        return Err(PortTaken(format!(
+                            "{} answers as replica {} of another cluster",
+                            ep.native, s.id
+                        ))
+                        .into());
+                    }
+                }
+                Err(_) => {}
             }
             let child = self.children[(id - 1) as usize]
                 .as_mut()
