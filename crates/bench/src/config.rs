@@ -674,7 +674,9 @@ impl BenchConfig {
         nonempty(&self.distributions, "distribution")?;
         nonempty(&self.value_sizes, "value-size")?;
         nonempty(&self.securities, "security")?;
-        if let Some(s) = (self.securities.iter()).find(|s| self.securities.iter().filter(|t| t == s).count() > 1) {
+        if let Some(s) =
+            (self.securities.iter()).find(|s| self.securities.iter().filter(|t| t == s).count() > 1)
+        {
             return Err(bad("security", format!("{s} is listed twice")));
         }
         if self.workload != WorkloadKind::Kv && self.securities.iter().any(|s| s.auth()) {

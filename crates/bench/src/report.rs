@@ -603,11 +603,14 @@ pub fn footnotes(results: &[PointResult]) -> String {
     if results.iter().any(|r| r.value_size >= LARGE_VALUE) {
         s += "MB/s = value bytes moved per second (ops/s × value size, 10^6 B)\n";
     }
-    let mut conns: Vec<(String, String)> = results
-        .iter()
-        .map(|r| (r.target.clone(), r.connections.clone()))
-        .collect();
-    conns.dedup();
+    // Once each, in order of appearance (side-by-side settings alternate).
+    let mut conns: Vec<(String, String)> = Vec::new();
+    for r in results {
+        let c = (r.target.clone(), r.connections.clone());
+        if !conns.contains(&c) {
+            conns.push(c);
+        }
+    }
     for (t, c) in conns {
         let _ = writeln!(s, "connections of {t}: {c}");
     }

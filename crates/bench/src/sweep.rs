@@ -180,8 +180,8 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
                     pb.set_message(format!("starting {} …", plan.deploy.label()));
                     let mut opts = opts.clone();
                     // Side by side on fixed ports: each cluster 200 ports up.
-                    opts.port_base = (opts.port_base)
-                        .map(|b| b.checked_add(200 * k as u16).unwrap_or(b));
+                    opts.port_base =
+                        (opts.port_base).map(|b| b.checked_add(200 * k as u16).unwrap_or(b));
                     match Deployment::start(plan.deploy.clone(), opts).await {
                         Ok(d) => d,
                         Err(e) => {

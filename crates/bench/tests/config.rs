@@ -318,7 +318,14 @@ fn security_settings_are_clusters_side_by_side() {
     let labels: Vec<String> = plans.iter().map(|p| p.deploy.label()).collect();
     assert_eq!(
         labels,
-        ["abd", "abd/tls", "abd/tls+auth", "zab", "zab/tls", "zab/tls+auth"]
+        [
+            "abd",
+            "abd/tls",
+            "abd/tls+auth",
+            "zab",
+            "zab/tls",
+            "zab/tls+auth"
+        ]
     );
     assert!(matches!(
         plans[2].deploy,
@@ -339,6 +346,13 @@ fn security_settings_are_clusters_side_by_side() {
     assert!(err(&["--security", "tls,ssl"]).contains("unknown security setting 'ssl'"));
     assert!(err(&["--security", "tls,tls"]).contains("listed twice"));
     assert!(Cli::try_parse_from(["bench", "--tls", "--security", "tls"]).is_err());
-    assert!(err(&["--workload", "znode", "--protocol", "zab", "--security", "auth"])
-        .contains("kv workload"));
+    assert!(err(&[
+        "--workload",
+        "znode",
+        "--protocol",
+        "zab",
+        "--security",
+        "auth"
+    ])
+    .contains("kv workload"));
 }

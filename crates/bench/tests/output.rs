@@ -224,11 +224,16 @@ fn security_settings_get_a_ratio_to_plain_and_cpu_per_op() {
     let t = table(&rs);
     let lines: Vec<&str> = t.lines().collect();
     assert!(
-        lines[0].contains("vs plain") && lines[0].contains("srv cpu") && lines[0].contains("cpu vs plain"),
+        lines[0].contains("vs plain")
+            && lines[0].contains("srv cpu")
+            && lines[0].contains("cpu vs plain"),
         "{}",
         lines[0]
     );
-    assert!(lines[3].starts_with("abd/tls") && lines[3].contains("0.85x"), "{t}");
+    assert!(
+        lines[3].starts_with("abd/tls") && lines[3].contains("0.85x"),
+        "{t}"
+    );
     assert!(lines[3].contains("1.30x"), "{t}");
     assert!(footnotes(&rs).contains("vs plain"));
     let csv = to_csv(&rs);

@@ -165,7 +165,11 @@ fn any_frame(rng: &mut StdRng) -> Frame<Msg> {
             key: Bytes::from(format!("k{}", rng.random_range(0..40))),
             // The forged maximum tag of issue 31, among others.
             tag: Tag {
-                ts: if rng.random_bool(0.5) { u64::MAX } else { rng.random() },
+                ts: if rng.random_bool(0.5) {
+                    u64::MAX
+                } else {
+                    rng.random()
+                },
                 writer: rng.random(),
             },
             value: Some(Bytes::from_static(b"forged")),
@@ -403,9 +407,7 @@ async fn play(addr: SocketAddr, s: Script) -> Result<(), String> {
     if let Some(answer) = s.challenge {
         let first = tokio::time::timeout(CLOSE_WITHIN, reader.next::<Msg>()).await;
         let reflected = match first {
-            Ok(Ok(Frame::PeerChallenge { proof, .. })) => {
-                frame(&Frame::PeerProof { proof })
-            }
+            Ok(Ok(Frame::PeerChallenge { proof, .. })) => frame(&Frame::PeerProof { proof }),
             other => return Err(format!("no challenge to a member's hello: {other:?}")),
         };
         let _ = wr.write_all(&answer.unwrap_or(reflected)).await;
@@ -448,7 +450,9 @@ async fn login(addrs: &[SocketAddr], mode: ClientMode) -> Client {
 async fn hostile_handshakes_leave_links_data_and_logins_intact() {
     let seed = seed();
     let n_conns = conns();
-    eprintln!("hostile_peers: seed {seed}, {n_conns} connections (QUORUMKV_HOSTILE_SEED to replay)");
+    eprintln!(
+        "hostile_peers: seed {seed}, {n_conns} connections (QUORUMKV_HOSTILE_SEED to replay)"
+    );
     let started = std::time::Instant::now();
 
     let mut users = Users::default();
@@ -466,7 +470,10 @@ async fn hostile_handshakes_leave_links_data_and_logins_intact() {
         replicas.push(Replica::start(opts, l));
     }
     let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
-    wait_until(Duration::from_secs(20), "every link up", || all_links(&addrs)).await;
+    wait_until(Duration::from_secs(20), "every link up", || {
+        all_links(&addrs)
+    })
+    .await;
 
     // Data before.
     let alice = login(&addrs, ClientMode::Proxy).await;
@@ -512,7 +519,11 @@ async fn hostile_handshakes_leave_links_data_and_logins_intact() {
         owed.frames += s.owed.frames;
         owed.logins += s.owed.logins;
         let addr = addrs[target as usize - 1];
-        tasks.spawn(async move { play(addr, s).await.map_err(|e| format!("connection {i}: {e}")) });
+        tasks.spawn(async move {
+            play(addr, s)
+                .await
+                .map_err(|e| format!("connection {i}: {e}"))
+        });
         while tasks.len() >= PARALLEL {
             if let Some(r) = tasks.join_next().await {
                 if let Err(e) = r.expect("a stray connection's task panicked") {
@@ -530,8 +541,14 @@ async fn hostile_handshakes_leave_links_data_and_logins_intact() {
     done.store(true, Ordering::Relaxed);
     let lost = watcher.await.unwrap();
     assert!(failures.is_empty(), "seed {seed}: {failures:#?}");
-    assert!(lost.is_empty(), "seed {seed}: links lost while under attack: {lost:#?}");
-    assert!(all_links(&addrs).await, "seed {seed}: a link is down afterwards");
+    assert!(
+        lost.is_empty(),
+        "seed {seed}: links lost while under attack: {lost:#?}"
+    );
+    assert!(
+        all_links(&addrs).await,
+        "seed {seed}: a link is down afterwards"
+    );
 
     // The counters moved by at least what had to be refused.
     let after = (
@@ -570,7 +587,11 @@ async fn hostile_handshakes_leave_links_data_and_logins_intact() {
         let one = login(&[a], ClientMode::Proxy).await;
         for k in 0..40 {
             let got = one.get(format!("k{k}")).await.unwrap();
-            assert_eq!(got, Some(Bytes::from(format!("v{k}"))), "seed {seed}: k{k} at {a}");
+            assert_eq!(
+                got,
+                Some(Bytes::from(format!("v{k}"))),
+                "seed {seed}: k{k} at {a}"
+            );
         }
     }
     for mode in [ClientMode::Proxy, ClientMode::Direct] {
