@@ -42,7 +42,11 @@ fn replica() -> &'static Replica {
         file.replicas[0].addr = addr;
         let mut users = Users::default();
         users
-            .set("alice", Role::ReadWrite, hash_password("wonderland").expect("hash"))
+            .set(
+                "alice",
+                Role::ReadWrite,
+                hash_password("wonderland").expect("hash"),
+            )
             .expect("a user");
         let mut opts = ServerOptions::new(1, file);
         opts.secret = Some(ClusterSecret::from_text(&ClusterSecret::generate()).expect("secret"));
