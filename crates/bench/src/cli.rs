@@ -156,6 +156,10 @@ pub struct Args {
     /// E.g. --security plain,tls,tls+auth.
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub security: Option<String>,
+    /// Measure every workload N times; with --security the clusters take
+    /// turns each round (one row per round, `round` column) [default: 1].
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<usize>,
     /// Closed loop: each client only reads or only writes; --get-fraction
     /// is the share of readers, spread evenly over the servers.
     #[arg(long)]
@@ -335,6 +339,9 @@ impl Args {
         }
         if let Some(s) = &self.security {
             c.securities = parse_list::<Security>("security", s)?;
+        }
+        if let Some(n) = self.rounds {
+            c.rounds = n;
         }
         c.dedicated = self.dedicated_clients;
         c.rtt = Rtt {

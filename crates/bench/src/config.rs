@@ -438,6 +438,9 @@ pub struct BenchConfig {
     /// `--tls` = `[Tls]`): each is a cluster of its own, and a protocol's
     /// clusters run one after the other.
     pub securities: Vec<Security>,
+    /// Every workload is measured this many times, the deployments of a
+    /// group (`--security`) taking turns each round (`--rounds`).
+    pub rounds: usize,
     /// Each closed-loop client only reads or only writes (a GET fraction
     /// of them read, spread evenly over the servers they are pinned to:
     /// seed 004 §5's dedicated readers and writers) instead of drawing
@@ -529,6 +532,7 @@ impl Default for BenchConfig {
             port_base: None,
             replica_cpu: None,
             securities: vec![Security::Plain],
+            rounds: 1,
             dedicated: false,
             protocol_from_target: false,
             rtt: Rtt::default(),
@@ -674,6 +678,12 @@ impl BenchConfig {
         nonempty(&self.distributions, "distribution")?;
         nonempty(&self.value_sizes, "value-size")?;
         nonempty(&self.securities, "security")?;
+        if !(1..=100).contains(&self.rounds) {
+            return Err(bad(
+                "rounds",
+                format!("{} is out of range 1..=100", self.rounds),
+            ));
+        }
         if let Some(s) =
             (self.securities.iter()).find(|s| self.securities.iter().filter(|t| t == s).count() > 1)
         {
@@ -880,7 +890,11 @@ impl BenchConfig {
 
     /// Number of points of the whole sweep.
     pub fn point_count(&self) -> usize {
-        self.plans().iter().map(|p| p.workloads.len()).sum()
+        self.plans()
+            .iter()
+            .map(|p| p.workloads.len())
+            .sum::<usize>()
+            * self.rounds
     }
 }
 

@@ -79,6 +79,9 @@ pub struct PointResult {
     /// tls+auth); `None` for other targets.
     #[serde(default)]
     pub security: Option<String>,
+    /// Which round of `--rounds` (from 1); `None` with one round.
+    #[serde(default)]
+    pub round: Option<usize>,
 }
 
 /// Values at least this large are throughput in bytes (seed 004 §5 uses
@@ -133,6 +136,7 @@ impl PointResult {
             records_per_s: None,
             ratios: Vec::new(),
             security: d.security().map(|s| s.to_string()),
+            round: None,
         }
     }
 
@@ -155,6 +159,7 @@ impl PointResult {
                 && r.value_size == self.value_size
                 && r.rate == self.rate
                 && r.dedicated == self.dedicated
+                && r.round == self.round
         })
     }
 
@@ -235,7 +240,7 @@ put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
 all_count,all_avg_us,all_p50_us,all_p95_us,all_p99_us,all_max_us,\
 cpu_s_per_kop,client_cpu_s_per_kop,check,\
 mb_per_s,server_puts,dedicated,replica_cpu,durability,syncs_per_s,records_per_s,ratios,connections,note,\
-security,vs_plain,cpu_vs_plain";
+security,vs_plain,cpu_vs_plain,round";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -271,7 +276,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
         let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.target),
             r.kind,
             r.replicas,
@@ -316,6 +321,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
             r.cpu_vs_plain(results)
                 .map(|x| format!("{x:.3}"))
                 .unwrap_or_default(),
+            opt(&r.round),
         );
     }
     s
@@ -388,6 +394,8 @@ pub fn table(results: &[PointResult]) -> String {
 
     let show_vs_plain = results.iter().any(|r| r.plain_sibling(results).is_some());
 
+    let show_round = results.iter().any(|r| r.round.is_some());
+
     let mut head: Vec<&str> = vec!["target", "N", "get%"];
     if show_disk {
         head.push("disk");
@@ -406,7 +414,11 @@ pub fn table(results: &[PointResult]) -> String {
     }
     let show_mb = results.iter().any(|r| r.value_size >= LARGE_VALUE);
     let show_shares = results.iter().any(|r| !r.put_shares().is_empty());
-    head.extend(["clients", "ops/s"]);
+    head.push("clients");
+    if show_round {
+        head.push("round");
+    }
+    head.push("ops/s");
     if show_vs_plain {
         head.push("vs plain");
     }
@@ -466,7 +478,11 @@ pub fn table(results: &[PointResult]) -> String {
         if show_rate {
             row.push(r.rate.map(|x| format!("{x:.0}")).unwrap_or_default());
         }
-        row.extend([r.clients.to_string(), format!("{:.0}", r.throughput)]);
+        row.push(r.clients.to_string());
+        if show_round {
+            row.push(r.round.map_or("-".into(), |n| n.to_string()));
+        }
+        row.push(format!("{:.0}", r.throughput));
         if show_vs_plain {
             row.push(match (r.security.as_deref(), r.vs_plain(results)) {
                 (_, Some(x)) => format!("{x:.2}x"),

@@ -163,7 +163,7 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
     let opts = deploy_options(cfg)?;
     let plans: Vec<Plan> = cfg.plans();
     let total: usize = plans.iter().map(|p| p.workloads.len()).sum();
-    let pb = progress_bar(cfg, total);
+    let pb = progress_bar(cfg, total * cfg.rounds);
     let mut results = Vec::new();
     let mut incomplete = None;
     let mut done = 0usize;
@@ -195,7 +195,7 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
             live.push((i, d));
         }
         let workloads = plans[group[0]].workloads.len();
-        for wi in 0..workloads {
+        for (wi, round) in (0..workloads).flat_map(|w| (0..cfg.rounds).map(move |r| (w, r))) {
             for (i, d) in &live {
                 let plan = &plans[*i];
                 let label = plan.deploy.label();
@@ -210,7 +210,8 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
                 let base = done as u64 * 1000;
                 let bar = pb.clone();
                 let progress = move |f: f64| bar.set_position(base + (f * 999.0) as u64);
-                let run = run_point(cfg, d, done, w, &progress).await;
+                let mut run = run_point(cfg, d, done, w, &progress).await;
+                run.result.round = (cfg.rounds > 1).then_some(round + 1);
                 done += 1;
                 pb.set_position(done as u64 * 1000);
                 let died = run.target_died && !crate::runner::interrupted();

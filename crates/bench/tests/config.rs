@@ -356,3 +356,21 @@ fn security_settings_are_clusters_side_by_side() {
     ])
     .contains("kv workload"));
 }
+
+#[test]
+fn rounds_multiply_the_points() {
+    let c = args(&[
+        "--protocol",
+        "abd",
+        "--security",
+        "plain,tls",
+        "--rounds",
+        "3",
+    ])
+    .to_config()
+    .unwrap();
+    assert_eq!(c.rounds, 3);
+    // 2 clusters × 2 mixes × 5 client counts × 3 rounds.
+    assert_eq!(c.point_count(), 60);
+    assert!(err(&["--rounds", "0"]).contains("--rounds"));
+}

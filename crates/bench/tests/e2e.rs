@@ -516,13 +516,20 @@ async fn security_settings_side_by_side() {
         ..Default::default()
     });
     cfg.clients = vec![4];
+    cfg.rounds = 2;
     let out = execute(&cfg).await.expect("bench runs");
     assert_eq!(out.incomplete, None);
     let labels: Vec<&str> = out.results.iter().map(|r| r.target.as_str()).collect();
+    let one = ["abd/memory", "abd/memory/tls", "abd/memory/tls+auth"];
+    assert_eq!(labels, [one, one].concat());
+    let rounds: Vec<Option<usize>> = out.results.iter().map(|r| r.round).collect();
     assert_eq!(
-        labels,
-        ["abd/memory", "abd/memory/tls", "abd/memory/tls+auth"]
+        rounds,
+        [Some(1), Some(1), Some(1), Some(2), Some(2), Some(2)]
     );
+    // Each round is compared with its own plain point.
+    let sibling = out.results[4].plain_sibling(&out.results).unwrap();
+    assert_eq!(sibling.round, Some(2));
     for r in &out.results {
         assert!(r.throughput > 0.0 && r.failed == 0, "{r:?}");
         assert_eq!(r.check.as_deref(), Some("ok"), "{r:?}");

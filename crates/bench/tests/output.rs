@@ -63,6 +63,7 @@ fn point(
         records_per_s: (kind != "redis").then_some(tput * 0.3),
         ratios: vec![("acks/commit".into(), 2.0)],
         security: None,
+        round: None,
     }
 }
 
@@ -92,7 +93,7 @@ fn csv_rows_match_the_header() {
         "{first}"
     );
     assert!(
-        first.ends_with(",\"a note, with a comma and \"\"quotes\"\"\",,,"),
+        first.ends_with(",\"a note, with a comma and \"\"quotes\"\"\",,,,"),
         "{first}"
     );
     for line in csv.lines().skip(1) {
@@ -238,5 +239,5 @@ fn security_settings_get_a_ratio_to_plain_and_cpu_per_op() {
     assert!(footnotes(&rs).contains("vs plain"));
     let csv = to_csv(&rs);
     let row: Vec<&str> = csv.lines().nth(2).unwrap().split(',').collect();
-    assert_eq!(&row[row.len() - 3..], ["tls", "0.850", "1.300"]);
+    assert_eq!(&row[row.len() - 4..], ["tls", "0.850", "1.300", ""]);
 }
