@@ -64,6 +64,7 @@ async fn malformed_and_oversized_frames_close_only_that_connection() {
         members: vec![],
         options: vec![],
         addrs: vec![],
+        role: None,
     });
     s.write_all(&frame).await.unwrap();
     let msg = error_frame(&read_to_close(&mut s).await);

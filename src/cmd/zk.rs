@@ -1,4 +1,5 @@
-//! `quorumkv zk create | get | set | ls | stat | rm | watch | sync`: the
+//! `quorumkv zk create | get | set | ls | stat | rm | watch | sync |
+//! getacl | setacl`: the
 //! coordination service (ZooKeeper's znodes) of a cluster running
 //! `--protocol zab`.
 
@@ -6,7 +7,7 @@ use super::auth_args::AuthArgs;
 use super::target::Endpoints;
 use super::tls_args::TlsArgs;
 use clap::{Args as ClapArgs, Subcommand};
-use quorumkv_core::znode::{Stat, ZkError};
+use quorumkv_core::znode::{acl, Acl, Stat, ZkError};
 use quorumkv_node::client::{ClientConfig, ClientError};
 use quorumkv_node::config::parse_duration;
 use quorumkv_node::zk::{CreateMode, WatchEvent, ZkClient, ZkClientError};
@@ -27,9 +28,16 @@ use std::time::Duration;
 ///   quorumkv zk watch /app &               # waits for the next change
 ///   quorumkv zk set /app config-v2         # the watch prints `changed /app`
 ///   quorumkv zk create /app/lock- --ephemeral --sequential --hold
+///   quorumkv zk --auth digest:alice:secret create /private x --acl auth::cdrwa
+///   quorumkv zk getacl /private           # NoAuth (exit 1) without --auth
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
+    /// ZooKeeper's addauth for this command's connection before it runs:
+    /// `digest:USER:PASSWORD` (repeatable; before or after the
+    /// subcommand). A --user login is the identity `user:NAME` without this.
+    #[arg(long = "auth", value_name = "SCHEME:AUTH", value_parser = parse_auth, global = true)]
+    zk_auth: Vec<(String, String)>,
     #[command(subcommand)]
     cmd: ZkCmd,
 }
@@ -75,6 +83,12 @@ enum ZkCmd {
         /// standard input, then close it.
         #[arg(long, requires = "ephemeral")]
         hold: bool,
+        /// The node's ACL in zkCli's form, e.g.
+        /// `world:anyone:r,digest:alice:HASH=:cdrwa,user:bob:rw`, or
+        /// `auth::cdrwa` for this connection's identities (default
+        /// `world:anyone:cdrwa`).
+        #[arg(long, value_parser = parse_acl)]
+        acl: Option<AclArg>,
         #[command(flatten)]
         target: Target,
     },
@@ -136,6 +150,42 @@ enum ZkCmd {
         #[command(flatten)]
         target: Target,
     },
+    /// Print a node's ACL, one `scheme:id:perms` entry per line, and its
+    /// ACL version (needs READ or ADMIN on it; without ADMIN digest
+    /// hashes show as `x`).
+    Getacl {
+        path: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Replace a node's ACL (needs ADMIN on it); prints the new ACL
+    /// version. ACL in zkCli's form: `world:anyone:cdrwa,digest:alice:HASH=:r`.
+    Setacl {
+        path: String,
+        #[arg(value_parser = parse_acl)]
+        acl: AclArg,
+        /// Only if the node's ACL version (aversion) is this one.
+        #[arg(long)]
+        version: Option<u32>,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+/// `--auth digest:alice:secret` → ("digest", "alice:secret").
+fn parse_auth(s: &str) -> Result<(String, String), String> {
+    match s.split_once(':') {
+        Some((scheme, auth)) if !scheme.is_empty() => Ok((scheme.into(), auth.into())),
+        _ => Err("expected SCHEME:AUTH, e.g. digest:alice:secret".into()),
+    }
+}
+
+/// One ACL argument (a whole list: clap must not take it for many values).
+#[derive(Clone, Debug)]
+struct AclArg(Vec<Acl>);
+
+fn parse_acl(s: &str) -> Result<AclArg, String> {
+    acl::parse(s).map(AclArg)
 }
 
 impl ZkCmd {
@@ -148,6 +198,8 @@ impl ZkCmd {
             | ZkCmd::Stat { target, .. }
             | ZkCmd::Rm { target, .. }
             | ZkCmd::Watch { target, .. }
+            | ZkCmd::Getacl { target, .. }
+            | ZkCmd::Setacl { target, .. }
             | ZkCmd::Sync { target } => target,
         }
     }
@@ -191,7 +243,8 @@ pub fn run(a: Args) -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
-    match rt.block_on(one(a.cmd, endpoints, cfg)) {
+    let auths = a.zk_auth.clone();
+    match rt.block_on(one(a.cmd, endpoints, cfg, auths)) {
         Ok(code) => code,
         Err(ZkClientError::Zk(e)) => {
             eprintln!("quorumkv: {}", zk_message(&e));
@@ -213,6 +266,8 @@ fn zk_message(e: &ZkError) -> String {
         ZkError::NoNode => " (the node, or for create its parent, does not exist)",
         ZkError::NotEmpty => " (delete its children first)",
         ZkError::BadVersion => " (`quorumkv zk stat` shows the current version)",
+        ZkError::NoAuth => " (the node's ACL does not let this connection's identities do it: --auth digest:USER:PASSWORD, --user)",
+        ZkError::InvalidAcl => " (an empty ACL, an unknown scheme, or auth:: without --auth / --user)",
         _ => "",
     };
     format!("{e}{hint}")
@@ -222,6 +277,7 @@ async fn one(
     cmd: ZkCmd,
     endpoints: Vec<String>,
     cfg: ClientConfig,
+    auths: Vec<(String, String)>,
 ) -> Result<ExitCode, ZkClientError> {
     if let ZkCmd::Create {
         ephemeral: true,
@@ -230,9 +286,15 @@ async fn one(
     } = &cmd
     {
         let zk = ZkClient::connect(endpoints, cfg, *session_timeout).await?;
+        for (scheme, auth) in &auths {
+            zk.add_auth(scheme, auth).await?;
+        }
         return create(zk, cmd).await;
     }
     let zk = ZkClient::connect_without_session(endpoints, cfg).await?;
+    for (scheme, auth) in &auths {
+        zk.add_auth(scheme, auth).await?;
+    }
     let mut out = std::io::stdout().lock();
     match cmd {
         ZkCmd::Create { .. } => return create(zk, cmd).await,
@@ -275,6 +337,19 @@ async fn one(
             let zxid = zk.sync().await?;
             let _ = writeln!(out, "zxid {zxid}");
         }
+        ZkCmd::Getacl { path, .. } => {
+            let (acl, st) = zk.get_acl(&path).await?;
+            for a in &acl {
+                let _ = writeln!(out, "{}", acl::format(std::slice::from_ref(a)));
+            }
+            let _ = writeln!(out, "aversion {}", st.aversion);
+        }
+        ZkCmd::Setacl {
+            path, acl, version, ..
+        } => {
+            let st = zk.set_acl(&path, acl.0, version).await?;
+            let _ = writeln!(out, "aversion {}", st.aversion);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -287,6 +362,7 @@ async fn create(zk: ZkClient, cmd: ZkCmd) -> Result<ExitCode, ZkClientError> {
         sequential,
         session_timeout,
         hold,
+        acl,
         ..
     } = cmd
     else {
@@ -296,7 +372,10 @@ async fn create(zk: ZkClient, cmd: ZkCmd) -> Result<ExitCode, ZkClientError> {
         ephemeral,
         sequential,
     };
-    let (made, _) = zk.create(&path, data, mode).await?;
+    let (made, _) = match acl {
+        Some(acl) => zk.create_with_acl(&path, data, mode, acl.0).await?,
+        None => zk.create(&path, data, mode).await?,
+    };
     println!("{made}");
     let _ = std::io::stdout().flush();
     if !ephemeral {
@@ -360,7 +439,7 @@ async fn watch(
 
 fn show_stat(s: &Stat) -> String {
     format!(
-        "czxid {}\nmzxid {}\npzxid {}\nctime {}\nmtime {}\nversion {}\ncversion {}\nephemeral_owner {:x}\ndata_length {}\nnum_children {}\n",
+        "czxid {}\nmzxid {}\npzxid {}\nctime {}\nmtime {}\nversion {}\ncversion {}\nephemeral_owner {:x}\ndata_length {}\nnum_children {}\naversion {}\n",
         s.czxid,
         s.mzxid,
         s.pzxid,
@@ -370,6 +449,7 @@ fn show_stat(s: &Stat) -> String {
         s.cversion,
         s.ephemeral_owner,
         s.data_length,
-        s.num_children
+        s.num_children,
+        s.aversion
     )
 }

@@ -531,7 +531,32 @@ pub fn observed(
                 other => Err(err(other)),
             },
         },
-        Asked::Ping | Asked::Sync | Asked::SetWatches { .. } => return None,
+        // ACLs are outside the model: it holds every node open to all
+        // (`world:anyone:cdrwa`, what a create without an ACL gives), and
+        // the workload (`workload_op`) never asks for an ACL, an identity
+        // or a getACL. A create with an ACL is checked as a create; a
+        // setACL, getACL and addAuth constrain nothing.
+        Asked::CreateWithAcl {
+            path,
+            data,
+            ephemeral,
+            sequential,
+            ..
+        } => {
+            let plain = Asked::Create {
+                path: path.clone(),
+                data: data.clone(),
+                ephemeral: *ephemeral,
+                sequential: *sequential,
+            };
+            return observed(session, &plain, reply);
+        }
+        Asked::Ping
+        | Asked::Sync
+        | Asked::SetWatches { .. }
+        | Asked::AddAuth { .. }
+        | Asked::GetAcl { .. }
+        | Asked::SetAcl { .. } => return None,
     })
 }
 

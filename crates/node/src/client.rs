@@ -154,6 +154,8 @@ pub struct ServerHello {
     pub options: Vec<(String, String)>,
     /// Every replica's native address, as the server's cluster file says.
     pub addrs: Vec<(NodeId, String)>,
+    /// The logged-in user's role (`None`: the server has no users).
+    pub role: Option<String>,
 }
 
 #[derive(Clone)]
@@ -277,6 +279,7 @@ async fn handshake(dial: Dial, timeout: Duration, how: Dialing) -> Result<Opened
                 members,
                 options,
                 addrs,
+                role,
             }) => Ok((
                 ServerHello {
                     addr,
@@ -285,6 +288,7 @@ async fn handshake(dial: Dial, timeout: Duration, how: Dialing) -> Result<Opened
                     members,
                     options,
                     addrs,
+                    role,
                 },
                 reader,
                 wr,
@@ -445,8 +449,16 @@ impl Client {
             return Err(all_failed(errors));
         };
         let protocol = hello.protocol;
-        if !protocol.has_client_coordinator() {
-            tracing::info!(%protocol, "no client-side coordinator: going through a server");
+        let read_only = hello.role.as_deref() == Some(crate::auth::Role::Read.name());
+        if !protocol.has_client_coordinator() || read_only {
+            if read_only {
+                tracing::info!(
+                    "the user's role is read: going through a server (a client-side \
+                     coordinator writes back what it reads)"
+                );
+            } else {
+                tracing::info!(%protocol, "no client-side coordinator: going through a server");
+            }
             let mut conn = ProxyConn::new(endpoints, cfg.clone(), events);
             conn.ensure_connected(deadline).await?;
             conn.learn(protocol);
@@ -999,6 +1011,7 @@ mod tests {
                 members: vec![1, 2],
                 options: Vec::new(),
                 addrs: Vec::new(),
+                role: None,
             };
             let bytes = crate::codec::encode_to_bytes(&welcome);
             tokio::io::AsyncWriteExt::write_all(&mut wr, &bytes)

@@ -40,6 +40,9 @@ pub enum Frame<M> {
         /// Every replica's native address, so a client can follow a
         /// `NotLeader { hint }` to the leader it names.
         addrs: Vec<(NodeId, String)>,
+        /// The logged-in user's role where the replica has users (`read`
+        /// cannot run a client-side coordinator: its reads write back).
+        role: Option<String>,
     },
     /// A client request, answered by `Response` with the same id (proxy
     /// mode). `op` names the operation across retries (dedup).

@@ -349,37 +349,32 @@ impl LocalCluster {
             .collect();
         loop {
             let tls = self.client_tls.as_ref();
-            match probe_with(ep.native, Duration::from_millis(500), tls).await {
+            let wait = Duration::from_millis(500);
+            match probe_with(ep.native, wait, tls).await {
+                Ok(hello) if hello.node == id && hello.addrs == ours => return Ok(()),
                 Ok(hello) => {
-                    if hello.node == id && hello.addrs == ours {
-                        return Ok(());
-                    }
                     return Err(PortTaken(format!(
                         "{} answers as replica {} of another cluster",
                         ep.native, hello.node
                     ))
-                    .into());
+                    .into())
                 }
-                // A replica with users answers a hello only after a login
-                // (NOAUTH); its status needs none.
-                Err(e) if e.to_string().contains("NOAUTH") => {
+                // Replicas with users (`--server-arg=--users=FILE`) answer a
+                // hello only after a login; their status needs none.
+                Err(crate::client::ClientError::Refused(why)) if why.contains("NOAUTH") => {
                     let host = ep.native.ip().to_string();
-                    let status = crate::status::fetch_with(
-                        ep.native,
-                        &host,
-                        Duration::from_millis(500),
-                        tls,
-                    )
-                    .await;
-                    if let Ok(s) = status {
-                        if s.id == id && s.members == self.file.members() {
-                            return Ok(());
+                    let status = crate::status::fetch_with(ep.native, &host, wait, tls).await;
+                    let members = self.file.members();
+                    match status {
+                        Ok(s) if s.id == id && s.members == members => return Ok(()),
+                        Ok(s) => {
+                            let why = format!(
+                                "{} answers as replica {} of another cluster",
+                                ep.native, s.id
+                            );
+                            return Err(PortTaken(why).into());
                         }
-                        return Err(PortTaken(format!(
-                            "{} answers as replica {} of another cluster",
-                            ep.native, s.id
-                        ))
-                        .into());
+                        Err(_) => {}
                     }
                 }
                 Err(_) => {}

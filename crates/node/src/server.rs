@@ -29,7 +29,8 @@ use anyhow::Context;
 use quorumkv_core::protocol::{
     NodeSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
 };
-use quorumkv_core::{NodeId, OpError, Peer, Response};
+use quorumkv_core::znode::{ZkError, ZnodeOp, ZnodeReply};
+use quorumkv_core::{NodeId, OpError, OpId, Peer, Request, Response};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -477,14 +478,34 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                 Input::Batch(Vec::new())
             }
             Frame::HelloClient if self.peer.is_none() => {
-                let _ = self.ftx.send(welcome(self.opts));
+                let role = self.role();
+                let _ = self.ftx.send(welcome(self.opts, role));
                 self.peer = Some(Peer::Conn(conn));
+                if let Some(identity) = self.login_identity() {
+                    batch.push(identity).await.ok()?;
+                }
                 Input::LinkUp {
                     peer: Peer::Conn(conn),
                     tx: Some(self.ftx.clone()),
                 }
             }
             Frame::StatusRequest => crate::status::request_input(&self.ftx),
+            // ZooKeeper's addAuth is for a connection that said hello (its
+            // identities go when the link does); scheme `user` is the
+            // server's own (a login), never taken from a client.
+            Frame::Request {
+                id,
+                req: Request::Znode(ZnodeOp::AddAuth { scheme, .. }),
+                ..
+            } if scheme == "user" || self.peer.is_none() => {
+                let why = match self.peer {
+                    None => "addAuth needs a client hello first".to_string(),
+                    Some(_) => "scheme user is the server's: log in with --user instead".into(),
+                };
+                let resp = Response::Znode(ZnodeReply::Error(ZkError::BadArguments(why)));
+                let _ = self.ftx.send(Frame::Response { id, resp });
+                Input::Batch(Vec::new())
+            }
             Frame::Request { id, op, req } => Input::Client {
                 req,
                 session: conn,
@@ -556,7 +577,11 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                             role,
                             generation,
                         });
-                        return done();
+                        // Logged in after the hello: the identity now.
+                        return match (self.peer, self.login_identity()) {
+                            (Some(Peer::Conn(_)), Some(identity)) => Some(Err(identity)),
+                            _ => done(),
+                        };
                     }
                     Err(e) => {
                         crate::auth::log_failure(self.who.addr, "native", &user, &e);
@@ -579,10 +604,11 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
         let name = self.login.as_ref().map_or("", |l| l.name.as_str());
         match &frame {
             Frame::Request { id, req, .. } if !role.may(req) => {
-                let why = format!(
-                    "NOPERM user {name} (role {}) may not run this request",
-                    role.name()
-                );
+                let what = match crate::auth::access_of(req) {
+                    crate::auth::Access::Admin => "run an admin request",
+                    _ => "write",
+                };
+                let why = format!("NOPERM user {name} (role {}) may not {what}", role.name());
                 let resp = Response::Failed(OpError::refused(why));
                 let _ = self.ftx.send(Frame::Response { id: *id, resp });
                 done()
@@ -597,6 +623,31 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             }
             _ => Some(Ok(frame)),
         }
+    }
+
+    /// The znode identity of a logged-in client connection, `user:NAME`
+    /// (a quorumkv scheme: the users file holds argon2 hashes, not
+    /// ZooKeeper's sha1 digests, so a login cannot stand for a `digest`
+    /// id). Handed to the Zab core as an `AddAuth` of scheme `user` for
+    /// this connection, which it keeps with the connection's other
+    /// identities and puts in each of its entries (`znode_sm.rs`). Sent once
+    /// the connection said hello (its link's end clears it), and again on
+    /// a later login (it replaces the earlier user).
+    fn login_identity(&self) -> Option<Input<M>> {
+        let login = self.login.as_ref()?;
+        if self.opts.cluster.protocol.to_string() != "zab" {
+            return None;
+        }
+        let (reply, _) = tokio::sync::oneshot::channel();
+        Some(Input::Client {
+            req: Request::Znode(ZnodeOp::AddAuth {
+                scheme: "user".into(),
+                auth: login.name.clone(),
+            }),
+            session: self.who.conn,
+            op: OpId::NONE,
+            reply: ReplyTo::Local(reply),
+        })
     }
 
     /// The logged-in user's role as the users file now says (`None`: not
@@ -783,8 +834,9 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
 /// The answer to a client's hello: who we are, the protocol and its
 /// options as configured (the client parses them as we did), and where
 /// every replica listens (to follow `NotLeader` hints).
-fn welcome<M>(opts: &ServerOptions) -> Frame<M> {
+fn welcome<M>(opts: &ServerOptions, role: Option<Role>) -> Frame<M> {
     Frame::Welcome {
+        role: role.map(|r| r.name().to_string()),
         node: opts.id,
         protocol: opts.cluster.protocol,
         members: opts.cluster.members(),

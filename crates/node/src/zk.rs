@@ -19,11 +19,19 @@
 //! name) with what it read of each node: a watch whose node changed in
 //! between fires at once, the others are set there. This happens right
 //! after the call (or heartbeat) that reconnected.
+//!
+//! Identities ([`ZkClient::add_auth`], ZooKeeper's `addAuth`) belong to the
+//! connection, as in ZooKeeper: the client remembers them and adds them
+//! again on the new connection before its next call. A call that itself
+//! reconnected went without them: if it was refused for them (`NoAuth`,
+//! `InvalidAcl`, both definite), it is sent once more after they are.
+//! A login (`ClientConfig::credentials`) is the `user` identity on every
+//! connection, set by the server.
 
 use crate::client::{Client, ClientConfig, ClientError, ClientMode};
 use bytes::Bytes;
 use quorumkv_core::znode::op::{ZnodeOp, ZnodeReply};
-use quorumkv_core::znode::{EventType, Rewatch, Stat, WatchKind, ZkError};
+use quorumkv_core::znode::{Acl, EventType, Rewatch, Stat, WatchKind, ZkError};
 use quorumkv_core::{OpError, Request, Response};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,6 +103,40 @@ pub struct ZkClient {
     client: Client,
     heartbeat: Option<Arc<Heartbeat>>,
     rewatch: Arc<Rewatcher>,
+    auths: Arc<Auths>,
+}
+
+/// The identities added to this session's connections (`add_auth`), and
+/// the connection (`Client::links`) they were last sent on.
+#[derive(Default)]
+struct Auths {
+    link: AtomicU64,
+    held: Mutex<Vec<(String, String)>>,
+}
+
+impl Auths {
+    /// Send the identities again if the connection changed since they were
+    /// sent. True when they were sent now.
+    async fn again(&self, client: &Client) -> bool {
+        let held = self.held.lock().expect("no poisoning").clone();
+        let now = client.links();
+        if held.is_empty() || self.link.load(Ordering::SeqCst) == now {
+            return false;
+        }
+        for (scheme, auth) in held {
+            let op = Request::Znode(ZnodeOp::AddAuth { scheme, auth });
+            if !matches!(
+                client.call(op).await,
+                Ok(Response::Znode(ZnodeReply::AuthAdded))
+            ) {
+                return false;
+            }
+        }
+        if client.links() == now {
+            self.link.store(now, Ordering::SeqCst);
+        }
+        true
+    }
 }
 
 /// The watches this session holds and the connection they are on.
@@ -177,6 +219,7 @@ impl ZkClient {
             client,
             heartbeat: None,
             rewatch: Arc::default(),
+            auths: Arc::default(),
         };
         let timeout_ms = session_timeout.as_millis() as u64;
         match zk.call(ZnodeOp::OpenSession { timeout_ms }).await? {
@@ -212,6 +255,7 @@ impl ZkClient {
             client: Client::connect(endpoints, cfg).await?,
             heartbeat: None,
             rewatch: Arc::default(),
+            auths: Arc::default(),
         })
     }
 
@@ -258,7 +302,17 @@ impl ZkClient {
                 Ordering::SeqCst,
             );
         }
-        let r = self.client.call(Request::Znode(op)).await;
+        self.auths.again(&self.client).await;
+        let mut r = self.client.call(Request::Znode(op.clone())).await;
+        let refused = matches!(
+            r,
+            Ok(Response::Znode(ZnodeReply::Error(
+                ZkError::NoAuth | ZkError::InvalidAcl
+            )))
+        );
+        if refused && self.auths.again(&self.client).await {
+            r = self.client.call(Request::Znode(op)).await;
+        }
         self.rewatch.after_call(&self.client).await;
         match r? {
             Response::Znode(ZnodeReply::Error(e)) => Err(e.into()),
@@ -286,6 +340,73 @@ impl ZkClient {
         };
         match self.call(op).await? {
             ZnodeReply::Created { path, stat } => Ok((path, stat)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Create `path` with `acl` (ZooKeeper's `create(path, data, acl,
+    /// mode)`; [`ZkClient::create`] gives `world:anyone:cdrwa`). `auth`
+    /// entries stand for this connection's identities.
+    pub async fn create_with_acl(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        mode: CreateMode,
+        acl: Vec<Acl>,
+    ) -> R<(String, Stat)> {
+        let op = ZnodeOp::CreateWithAcl {
+            path: path.into(),
+            data: data.into(),
+            ephemeral: mode.ephemeral,
+            sequential: mode.sequential,
+            acl,
+        };
+        match self.call(op).await? {
+            ZnodeReply::Created { path, stat } => Ok((path, stat)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The node's ACL and stat (needs READ or ADMIN; without ADMIN digest
+    /// hashes read `x`).
+    pub async fn get_acl(&self, path: &str) -> R<(Vec<Acl>, Stat)> {
+        match self.call(ZnodeOp::GetAcl { path: path.into() }).await? {
+            ZnodeReply::Acl { acl, stat } => Ok((acl, stat)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Replace the node's ACL if its ACL version (`Stat::aversion`) is
+    /// `version` (`None`: any); needs ADMIN. The new stat.
+    pub async fn set_acl(&self, path: &str, acl: Vec<Acl>, version: Option<u32>) -> R<Stat> {
+        let op = ZnodeOp::SetAcl {
+            path: path.into(),
+            acl,
+            version,
+        };
+        match self.call(op).await? {
+            ZnodeReply::AclSet(stat) => Ok(stat),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// ZooKeeper's `addAuth`: `("digest", "user:password")` gives this
+    /// client's connection the identity `digest:user:base64(sha1(..))`,
+    /// kept for its later connections too.
+    pub async fn add_auth(&self, scheme: &str, auth: &str) -> R<()> {
+        let op = ZnodeOp::AddAuth {
+            scheme: scheme.into(),
+            auth: auth.into(),
+        };
+        match self.call(op).await? {
+            ZnodeReply::AuthAdded => {
+                let mut held = self.auths.held.lock().expect("no poisoning");
+                if held.is_empty() {
+                    self.auths.link.store(self.client.links(), Ordering::SeqCst);
+                }
+                held.push((scheme.into(), auth.into()));
+                Ok(())
+            }
             other => Err(unexpected(other)),
         }
     }

@@ -248,6 +248,7 @@ async fn the_client_library_redials_a_replica_that_went_silent() {
                 members: vec![1],
                 options: Vec::new(),
                 addrs: Vec::new(),
+                role: None,
             }])
             .await;
             frozen.push(raw);

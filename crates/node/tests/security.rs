@@ -503,3 +503,62 @@ async fn native_clients_log_in_and_keep_to_their_role() {
         r.shut_down().await;
     }
 }
+
+/// The same race without an attacker: a replica redials while its old
+/// connection still looks alive (no secret, so the new hello cannot prove
+/// it is the same replica). The new hello is refused while the old link
+/// beats, its close leaves the peer up, and once the old link goes silent
+/// and is declared down, the redial is taken.
+#[tokio::test]
+async fn a_redial_overlapping_a_live_link_waits_for_the_old_one_to_die() {
+    type M = quorumkv_core::protocol::abd::Msg;
+    let (file, mut ls) = listeners(2).await;
+    drop(ls.pop()); // replica 2 is played by this test
+    let one = Replica::start(fast_opts(1, &file, BEAT_MS), ls.pop().unwrap());
+    let a1 = one.addr;
+    // The first connection: accepted; it beats from a task of its own.
+    let mut old = Stray::connect(a1).await;
+    old.send(&hello::<M>(2, file.protocol)).await;
+    assert_eq!(old.reader.next::<M>().await.unwrap(), Frame::Heartbeat);
+    let beats = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(BEAT_MS));
+        for _ in 0..20 {
+            tick.tick().await;
+            old.send(&Frame::<M>::Heartbeat).await;
+        }
+        old // kept open, silent: half-open from now on
+    });
+    wait_until(SLACK, "replica 1 has its link to 2", || async {
+        peers_up(a1).await == [2]
+    })
+    .await;
+    // The redial while the old link beats: refused, and its close leaves
+    // the peer up.
+    let mut new = Stray::connect(a1).await;
+    new.send(&hello::<M>(2, file.protocol)).await;
+    let got = new.until_closed::<M>().await;
+    assert!(error_text(&got).contains("connected already"), "{got:?}");
+    for _ in 0..10 {
+        assert_eq!(
+            peers_up(a1).await,
+            [2],
+            "a refused hello's close took the link down"
+        );
+        tokio::time::sleep(Duration::from_millis(BEAT_MS / 2)).await;
+    }
+    // The old connection goes silent (still open): declared down by the
+    // heartbeat timeout, after which a redial is taken.
+    let _silent = beats.await.unwrap();
+    wait_until(SLACK, "the silent old link is declared down", || async {
+        peers_up(a1).await.is_empty()
+    })
+    .await;
+    let mut again = Stray::connect(a1).await;
+    again.send(&hello::<M>(2, file.protocol)).await;
+    assert_eq!(again.reader.next::<M>().await.unwrap(), Frame::Heartbeat);
+    wait_until(SLACK, "the redial is replica 1's link to 2", || async {
+        peers_up(a1).await == [2]
+    })
+    .await;
+    one.shut_down().await;
+}

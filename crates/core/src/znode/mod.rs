@@ -12,12 +12,14 @@
 //! Nothing here knows about the network or about time beyond the leader's
 //! clock stamped on each transaction ([`Stamp`]).
 
+pub mod acl;
 pub mod op;
 pub mod path;
 pub mod recipe;
 pub mod tree;
 pub mod watch;
 
+pub use acl::{Acl, Id};
 pub use op::{ZnodeOp, ZnodeReply};
 pub use tree::{Change, Stamp, Stat, Tree, Txn, TxnOk};
 pub use watch::{EventType, Fired, Rewatch, WatchKind, Watches};
@@ -42,4 +44,12 @@ pub enum ZkError {
     SessionExpired,
     #[error("bad arguments: {0}")]
     BadArguments(String),
+    /// ZooKeeper's `NoAuth`: the node's ACL grants the request's
+    /// identities no permission for it (`acl.rs`).
+    #[error("not authenticated")]
+    NoAuth,
+    /// ZooKeeper's `InvalidACL`: an empty ACL, an unknown scheme, a bad id,
+    /// or `auth` from a connection with no authenticated identity.
+    #[error("invalid ACL")]
+    InvalidAcl,
 }

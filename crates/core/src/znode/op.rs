@@ -8,7 +8,7 @@
 //! connection and moves to another server intact. Watches belong to the
 //! connection they were set on (ZooKeeper's rule: they are not replicated).
 
-use super::{Rewatch, Stat, ZkError};
+use super::{Acl, Rewatch, Stat, ZkError};
 use crate::types::Event;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -65,6 +65,37 @@ pub enum ZnodeOp {
     SetWatches {
         watches: Vec<Rewatch>,
     },
+    /// ZooKeeper's `addAuth`: add an identity to this *connection* (as
+    /// ZooKeeper's `ServerCnxn.authInfo`; not to the session, whose id is
+    /// no secret). `digest` with `user:password` adds `digest:user:hash`;
+    /// answered by the server the client is connected to, nothing logged
+    /// (the password goes no further). Scheme `user` is reserved to the
+    /// server (a native login), refused from a client.
+    AddAuth {
+        scheme: String,
+        auth: String,
+    },
+    /// `getACL`: the node's ACL and stat. Needs READ or ADMIN (ZooKeeper
+    /// 3.7+); without ADMIN digest hashes read `x`.
+    GetAcl {
+        path: String,
+    },
+    /// `setACL` if the ACL version (`Stat::aversion`) matches (`None`:
+    /// any). Needs ADMIN.
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
+        version: Option<u32>,
+    },
+    /// `Create` with an ACL (`Create` itself gives `world:anyone:cdrwa`).
+    /// Kept apart so that `Create`'s encoding (in logs) is unchanged.
+    CreateWithAcl {
+        path: String,
+        data: Bytes,
+        ephemeral: bool,
+        sequential: bool,
+        acl: Vec<Acl>,
+    },
 }
 
 impl ZnodeOp {
@@ -76,8 +107,12 @@ impl ZnodeOp {
             | ZnodeOp::SetData { path, .. }
             | ZnodeOp::Exists { path, .. }
             | ZnodeOp::GetData { path, .. }
-            | ZnodeOp::GetChildren { path, .. } => path,
-            ZnodeOp::OpenSession { .. }
+            | ZnodeOp::GetChildren { path, .. }
+            | ZnodeOp::GetAcl { path }
+            | ZnodeOp::SetAcl { path, .. }
+            | ZnodeOp::CreateWithAcl { path, .. } => path,
+            ZnodeOp::AddAuth { .. }
+            | ZnodeOp::OpenSession { .. }
             | ZnodeOp::CloseSession
             | ZnodeOp::Ping
             | ZnodeOp::Sync
@@ -98,6 +133,10 @@ impl ZnodeOp {
             ZnodeOp::GetChildren { .. } => "get_children",
             ZnodeOp::Sync => "sync",
             ZnodeOp::SetWatches { .. } => "set_watches",
+            ZnodeOp::AddAuth { .. } => "add_auth",
+            ZnodeOp::GetAcl { .. } => "get_acl",
+            ZnodeOp::SetAcl { .. } => "set_acl",
+            ZnodeOp::CreateWithAcl { .. } => "create",
         }
     }
     /// True for operations that change nothing.
@@ -110,6 +149,8 @@ impl ZnodeOp {
                 | ZnodeOp::GetChildren { .. }
                 | ZnodeOp::Sync
                 | ZnodeOp::SetWatches { .. }
+                | ZnodeOp::AddAuth { .. }
+                | ZnodeOp::GetAcl { .. }
         )
     }
 }
@@ -154,6 +195,15 @@ pub enum ZnodeReply {
     WatchesSet {
         fired: u32,
     },
+    /// `getACL`: the ACL (digest hashes as `x` without ADMIN) and stat.
+    Acl {
+        acl: Vec<Acl>,
+        stat: Stat,
+    },
+    /// `setACL`: the new stat (`aversion` grown by one).
+    AclSet(Stat),
+    /// `addAuth`: the connection has the identity now.
+    AuthAdded,
 }
 
 /// `Event::kind` of a fired watch (the four of `watch::EventType`) and of

@@ -18,11 +18,16 @@
 //! (§II.C); a counter of its own keeps suffixes dense and makes "a counter
 //! reused" a precise bug to inject and check.
 
+use super::acl::{self, Acl, Id};
 use super::path;
 use super::ZkError;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// What a tree snapshot starts with since ACLs (one without it is of the
+/// format before, `legacy`).
+const SNAPSHOT_MAGIC: &[u8] = b"\xffquorumkv-znodes-acl\x01";
 
 /// Largest data a znode holds (ZooKeeper's default `jute.maxbuffer`).
 pub const MAX_DATA: usize = 1 << 20;
@@ -33,7 +38,7 @@ fn exhausted(path: &str, what: &str) -> ZkError {
     ZkError::BadArguments(format!("{what} of {path} exhausted"))
 }
 
-/// A znode's metadata, ZooKeeper's `Stat` minus the ACL version.
+/// A znode's metadata, ZooKeeper's `Stat`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stat {
     /// zxid of the transaction that created the node: the fencing token of
@@ -52,6 +57,9 @@ pub struct Stat {
     pub ephemeral_owner: u64,
     pub data_length: u32,
     pub num_children: u32,
+    /// ACL version: how many setACLs the node has had (checked, never
+    /// wraps).
+    pub aversion: u32,
 }
 
 /// Where a transaction sits in the log: its zxid and the leader's clock
@@ -76,12 +84,21 @@ pub enum Txn {
         sequential: bool,
         /// The session asking: owner of an ephemeral node.
         session: u64,
+        /// `None`: `world:anyone:cdrwa`; checked and completed by
+        /// `acl::fixup` against the request's identities.
+        acl: Option<Vec<Acl>>,
     },
     /// Delete if the version matches (`None`: any version).
     Delete { path: String, version: Option<u32> },
     SetData {
         path: String,
         data: Bytes,
+        version: Option<u32>,
+    },
+    /// Replace the node's ACL if its ACL version matches.
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
         version: Option<u32>,
     },
 }
@@ -120,6 +137,7 @@ struct Znode {
     children: BTreeSet<String>,
     /// Next sequential suffix for a child (never reused).
     next_seq: u64,
+    acl: Vec<Acl>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,7 +159,11 @@ pub struct Tree {
 impl Default for Tree {
     fn default() -> Tree {
         let mut nodes = BTreeMap::new();
-        nodes.insert("/".to_string(), Znode::default());
+        let root = Znode {
+            acl: acl::open_acl_unsafe(),
+            ..Znode::default()
+        };
+        nodes.insert("/".to_string(), root);
         Tree {
             nodes,
             sessions: BTreeMap::new(),
@@ -160,9 +182,23 @@ impl Tree {
         }
     }
 
-    /// Apply one transaction. A failed one changes nothing (atomicity,
-    /// seed 001 §II.C) but still advances `last_zxid`: it was delivered.
+    /// Apply one transaction with no identities (`world:anyone` only).
     pub fn apply(&mut self, at: Stamp, txn: &Txn) -> (Result<TxnOk, ZkError>, Vec<Change>) {
+        self.apply_as(at, txn, &[])
+    }
+
+    /// Apply one transaction asked by a connection with identities `ids`
+    /// (checked against ACLs as ZooKeeper does: CREATE on the parent for a
+    /// create, DELETE on the parent for a delete, WRITE for setData, ADMIN
+    /// for setACL; `NoAuth` otherwise). A failed one changes nothing
+    /// (atomicity, seed 001 §II.C) but still advances `last_zxid`: it was
+    /// delivered.
+    pub fn apply_as(
+        &mut self,
+        at: Stamp,
+        txn: &Txn,
+        ids: &[Id],
+    ) -> (Result<TxnOk, ZkError>, Vec<Change>) {
         debug_assert!(
             at.zxid > self.last_zxid,
             "transactions applied out of order"
@@ -199,34 +235,33 @@ impl Tree {
                 ephemeral,
                 sequential,
                 session,
+                acl,
             } => self.create(
                 at,
                 path,
                 data,
-                *ephemeral,
-                *sequential,
-                *session,
+                (*ephemeral, *sequential, *session),
+                (acl.as_deref(), ids),
                 &mut changes,
             ),
-            Txn::Delete { path, version } => self.delete(at, path, *version, &mut changes),
+            Txn::Delete { path, version } => self.delete(at, path, *version, ids, &mut changes),
             Txn::SetData {
                 path,
                 data,
                 version,
-            } => self.set_data(at, path, data, *version, &mut changes),
+            } => self.set_data(at, path, data, *version, ids, &mut changes),
+            Txn::SetAcl { path, acl, version } => self.set_acl(path, acl, *version, ids),
         };
         (result, changes)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn create(
         &mut self,
         at: Stamp,
         path: &str,
         data: &Bytes,
-        ephemeral: bool,
-        sequential: bool,
-        session: u64,
+        (ephemeral, sequential, session): (bool, bool, u64),
+        (acl, ids): (Option<&[Acl]>, &[Id]),
         changes: &mut Vec<Change>,
     ) -> Result<TxnOk, ZkError> {
         // A sequential create may name the parent itself ("/q/"), as in
@@ -243,11 +278,17 @@ impl Tree {
                 data.len()
             )));
         }
+        // ZooKeeper's order: InvalidACL, NoNode, NoAuth, NodeExists.
+        let acl = match acl {
+            None => acl::open_acl_unsafe(),
+            Some(a) => acl::fixup(a, ids)?,
+        };
         if probe == "/" {
             return Err(ZkError::NodeExists);
         }
         let parent = path::parent(&probe).to_string();
         let parent_node = self.nodes.get(&parent).ok_or(ZkError::NoNode)?;
+        acl::check(&parent_node.acl, acl::CREATE, ids)?;
         if parent_node.stat.ephemeral_owner != 0 {
             return Err(ZkError::NoChildrenForEphemerals);
         }
@@ -291,6 +332,7 @@ impl Tree {
             Znode {
                 data: data.clone(),
                 stat,
+                acl,
                 ..Znode::default()
             },
         );
@@ -308,6 +350,7 @@ impl Tree {
         at: Stamp,
         path: &str,
         version: Option<u32>,
+        ids: &[Id],
         changes: &mut Vec<Change>,
     ) -> Result<TxnOk, ZkError> {
         path::validate(path)?;
@@ -315,6 +358,9 @@ impl Tree {
             return Err(ZkError::BadArguments("the root cannot be deleted".into()));
         }
         let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        if let Some(p) = self.nodes.get(path::parent(path)) {
+            acl::check(&p.acl, acl::DELETE, ids)?;
+        }
         if version.is_some_and(|v| v != node.stat.version) {
             return Err(ZkError::BadVersion);
         }
@@ -362,6 +408,7 @@ impl Tree {
         path: &str,
         data: &Bytes,
         version: Option<u32>,
+        ids: &[Id],
         changes: &mut Vec<Change>,
     ) -> Result<TxnOk, ZkError> {
         path::validate(path)?;
@@ -372,6 +419,7 @@ impl Tree {
             )));
         }
         let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
+        acl::check(&node.acl, acl::WRITE, ids)?;
         if version.is_some_and(|v| v != node.stat.version) {
             return Err(ZkError::BadVersion);
         }
@@ -387,6 +435,60 @@ impl Tree {
         node.stat.data_length = data.len() as u32;
         changes.push(Change::DataChanged(path.to_string()));
         Ok(TxnOk::Set(node.stat))
+    }
+
+    /// `setACL`: ZooKeeper's order is InvalidACL, NoNode, NoAuth (ADMIN),
+    /// BadVersion (against `aversion`). No watch fires (as in ZooKeeper).
+    fn set_acl(
+        &mut self,
+        path: &str,
+        acl: &[Acl],
+        version: Option<u32>,
+        ids: &[Id],
+    ) -> Result<TxnOk, ZkError> {
+        path::validate(path)?;
+        let acl = acl::fixup(acl, ids)?;
+        let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
+        acl::check(&node.acl, acl::ADMIN, ids)?;
+        if version.is_some_and(|v| v != node.stat.aversion) {
+            return Err(ZkError::BadVersion);
+        }
+        let Some(next) = node.stat.aversion.checked_add(1) else {
+            return Err(exhausted(path, "aversion"));
+        };
+        node.acl = acl;
+        node.stat.aversion = next;
+        Ok(TxnOk::Set(node.stat))
+    }
+
+    /// `getData` for a connection with identities `ids`: needs READ.
+    pub fn get_data_as(&self, path: &str, ids: &[Id]) -> Result<(Bytes, Stat), ZkError> {
+        path::validate(path)?;
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        acl::check(&n.acl, acl::READ, ids)?;
+        Ok((n.data.clone(), n.stat))
+    }
+
+    /// `getChildren` for a connection with identities `ids`: needs READ
+    /// on the node.
+    pub fn children_as(&self, path: &str, ids: &[Id]) -> Result<Vec<String>, ZkError> {
+        path::validate(path)?;
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        acl::check(&n.acl, acl::READ, ids)?;
+        Ok(n.children.iter().cloned().collect())
+    }
+
+    /// `getACL` as ZooKeeper 3.7+ answers it (ZOOKEEPER-1392): needs READ
+    /// or ADMIN; without ADMIN, digest ids show `user:x`.
+    pub fn get_acl_as(&self, path: &str, ids: &[Id]) -> Result<(Vec<Acl>, Stat), ZkError> {
+        path::validate(path)?;
+        let n = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        acl::check(&n.acl, acl::READ | acl::ADMIN, ids)?;
+        let shown = match acl::allows(&n.acl, acl::ADMIN, ids) {
+            true => n.acl.clone(),
+            false => acl::redacted(&n.acl),
+        };
+        Ok((shown, n.stat))
     }
 
     /// `getData`: the node's data and stat.
@@ -433,17 +535,105 @@ impl Tree {
         self.nodes.len() == 1
     }
 
+    /// [`SNAPSHOT_MAGIC`], then the tree.
     pub fn snapshot(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).expect("a tree always serialises")
+        let mut v = SNAPSHOT_MAGIC.to_vec();
+        v.extend(postcard::to_allocvec(self).expect("a tree always serialises"));
+        v
     }
 
+    /// A snapshot of this version, or of the version before ACLs (every
+    /// node then gets `world:anyone:cdrwa` and ACL version 0, what it had
+    /// in effect).
     pub fn restore(data: &[u8]) -> Result<Tree, String> {
-        let t: Tree =
-            postcard::from_bytes(data).map_err(|e| format!("corrupt znode snapshot: {e}"))?;
+        // Each format must be read to its last byte: postcard is not
+        // self-describing.
+        fn whole<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Result<T, String> {
+            match postcard::take_from_bytes(data) {
+                Ok((t, [])) => Ok(t),
+                Ok(_) => Err("trailing bytes".into()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        let t: Tree = match data.strip_prefix(SNAPSHOT_MAGIC) {
+            Some(rest) => whole(rest),
+            None => whole::<legacy::Tree>(data).map(Tree::from),
+        }
+        .map_err(|e| format!("corrupt znode snapshot: {e}"))?;
         if !t.nodes.contains_key("/") {
             return Err("corrupt znode snapshot: no root".into());
         }
         Ok(t)
+    }
+}
+
+/// The snapshot format before ACLs (no `acl` per node, no `aversion`).
+mod legacy {
+    use super::{acl, BTreeMap, BTreeSet, Bytes, Deserialize, Session};
+
+    #[derive(Deserialize)]
+    struct Stat {
+        czxid: u64,
+        mzxid: u64,
+        pzxid: u64,
+        ctime: u64,
+        mtime: u64,
+        version: u32,
+        cversion: u32,
+        ephemeral_owner: u64,
+        data_length: u32,
+        num_children: u32,
+    }
+
+    #[derive(Deserialize)]
+    struct Znode {
+        data: Bytes,
+        stat: Stat,
+        children: BTreeSet<String>,
+        next_seq: u64,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Tree {
+        nodes: BTreeMap<String, Znode>,
+        sessions: BTreeMap<u64, Session>,
+        last_zxid: u64,
+    }
+
+    impl From<Tree> for super::Tree {
+        fn from(t: Tree) -> super::Tree {
+            let nodes = (t.nodes.into_iter())
+                .map(|(path, n)| {
+                    let s = n.stat;
+                    let stat = super::Stat {
+                        czxid: s.czxid,
+                        mzxid: s.mzxid,
+                        pzxid: s.pzxid,
+                        ctime: s.ctime,
+                        mtime: s.mtime,
+                        version: s.version,
+                        cversion: s.cversion,
+                        ephemeral_owner: s.ephemeral_owner,
+                        data_length: s.data_length,
+                        num_children: s.num_children,
+                        aversion: 0,
+                    };
+                    let node = super::Znode {
+                        data: n.data,
+                        stat,
+                        children: n.children,
+                        next_seq: n.next_seq,
+                        acl: acl::open_acl_unsafe(),
+                    };
+                    (path, node)
+                })
+                .collect();
+            super::Tree {
+                nodes,
+                sessions: t.sessions,
+                last_zxid: t.last_zxid,
+            }
+        }
     }
 }
 
@@ -489,6 +679,7 @@ mod tests {
                     ephemeral: eph,
                     sequential: seq,
                     session,
+                    acl: None,
                 })
                 .0?
             {
@@ -717,6 +908,7 @@ mod tests {
             ephemeral: false,
             sequential: false,
             session: 0,
+            acl: None,
         });
         assert!(matches!(r, Err(ZkError::BadArguments(_))));
         t.create("/s", false, false, 0).unwrap();
@@ -727,5 +919,234 @@ mod tests {
         });
         assert!(matches!(r, Err(ZkError::BadArguments(_))));
         assert_eq!(t.tree.len(), 2);
+    }
+
+    fn acl_of(perms: u32, scheme: &str, id: &str) -> Vec<Acl> {
+        vec![Acl::new(perms, scheme, id)]
+    }
+
+    /// Each permission bit guards what ZooKeeper makes it guard, for the
+    /// identity the ACL names and no other; a refused request (`NoAuth`)
+    /// changes nothing.
+    #[test]
+    fn acls_guard_each_operation_with_its_bit() {
+        use crate::znode::acl::{ADMIN, ALL, CREATE, DELETE, READ, WRITE};
+        let alice = Id::new("digest", &acl::digest("alice:pw").unwrap());
+        let bob = Id::new("user", "bob");
+        let mut t = T::new();
+        let run_as = |t: &mut T, txn: Txn, ids: &[Id]| {
+            t.zxid += 1;
+            let at = Stamp {
+                zxid: t.zxid,
+                time_ms: t.zxid,
+            };
+            t.tree.apply_as(at, &txn, ids).0
+        };
+        let create = |path: &str, acl: Option<Vec<Acl>>| Txn::Create {
+            path: path.into(),
+            data: b("d"),
+            ephemeral: false,
+            sequential: false,
+            session: 0,
+            acl,
+        };
+        // Created without an ACL: world:anyone:cdrwa, aversion 0.
+        run_as(&mut t, create("/open", None), &[]).unwrap();
+        let (acl, st) = t.tree.get_acl_as("/open", &[]).unwrap();
+        assert_eq!((acl, st.aversion), (acl::open_acl_unsafe(), 0));
+        assert_eq!(
+            t.tree.get_acl_as("/", &[]).unwrap().0,
+            acl::open_acl_unsafe()
+        );
+        for (bit, name) in [
+            (READ, "r"),
+            (WRITE, "w"),
+            (CREATE, "c"),
+            (DELETE, "d"),
+            (ADMIN, "a"),
+        ] {
+            let p = format!("/{name}");
+            let acl = Some(acl_of(bit, "digest", &alice.id));
+            run_as(&mut t, create(&p, acl), &[]).unwrap();
+            let child = format!("{p}/kid");
+            for (who, ids) in [
+                ("anonymous", &[][..]),
+                ("bob", std::slice::from_ref(&bob)),
+                ("alice", std::slice::from_ref(&alice)),
+            ] {
+                let allowed = who == "alice";
+                if bit == DELETE && !t.tree.nodes.contains_key(&child) {
+                    // A child made by someone allowed to create, for the
+                    // delete check.
+                    t.tree.nodes.get_mut(&p).unwrap().acl = acl_of(ALL, "world", "anyone");
+                    run_as(&mut t, create(&child, None), &[]).unwrap();
+                    t.tree.nodes.get_mut(&p).unwrap().acl = acl_of(DELETE, "digest", &alice.id);
+                }
+                let before = t.tree.clone();
+                let ok = |r: Result<(), ZkError>, needs: u32| {
+                    let want = if allowed && bit & needs != 0 {
+                        Ok(())
+                    } else {
+                        Err(ZkError::NoAuth)
+                    };
+                    assert_eq!(r, want, "{who} on {p} needing {needs}");
+                };
+                ok(t.tree.get_data_as(&p, ids).map(drop), READ);
+                ok(t.tree.children_as(&p, ids).map(drop), READ);
+                ok(t.tree.get_acl_as(&p, ids).map(drop), READ | ADMIN);
+                // exists needs nothing.
+                assert!(t.tree.exists(&p).unwrap().is_some());
+                let set = Txn::SetData {
+                    path: p.clone(),
+                    data: b("x"),
+                    version: None,
+                };
+                let r = run_as(&mut t, set, ids).map(drop);
+                ok(r, WRITE);
+                let r = run_as(&mut t, create(&child, None), ids).map(drop);
+                ok(r, CREATE);
+                if t.tree.nodes.contains_key(&child) {
+                    let del = Txn::Delete {
+                        path: child.clone(),
+                        version: None,
+                    };
+                    ok(run_as(&mut t, del, ids).map(drop), DELETE);
+                }
+                let set_acl = Txn::SetAcl {
+                    path: p.clone(),
+                    acl: acl_of(bit, "digest", &alice.id),
+                    version: None,
+                };
+                ok(run_as(&mut t, set_acl, ids).map(drop), ADMIN);
+                if !allowed {
+                    assert_eq!(t.tree.nodes, before.nodes, "{who}: NoAuth changed nothing");
+                }
+            }
+        }
+        // A logged-in user is its own scheme: user:bob:rw names bob only.
+        run_as(
+            &mut t,
+            create("/u", Some(acl_of(READ | WRITE, "user", "bob"))),
+            &[],
+        )
+        .unwrap();
+        assert!(t.tree.get_data_as("/u", std::slice::from_ref(&bob)).is_ok());
+        assert_eq!(
+            t.tree.get_data_as("/u", &[Id::new("user", "alice")]),
+            Err(ZkError::NoAuth)
+        );
+        assert_eq!(
+            t.tree.get_data_as("/u", std::slice::from_ref(&alice)),
+            Err(ZkError::NoAuth)
+        );
+    }
+
+    #[test]
+    fn set_acl_counts_versions_and_refuses_invalid_acls() {
+        let alice = Id::new("digest", &acl::digest("alice:pw").unwrap());
+        let mut t = T::new();
+        t.create("/n", false, false, 0).unwrap();
+        let set = |acl: Vec<Acl>, v| Txn::SetAcl {
+            path: "/n".into(),
+            acl,
+            version: v,
+        };
+        let mine = vec![Acl::new(acl::ALL, "auth", "")];
+        // `auth` with no identity, an empty ACL, a bad scheme: InvalidACL.
+        assert_eq!(t.run(set(mine.clone(), None)).0, Err(ZkError::InvalidAcl));
+        assert_eq!(t.run(set(vec![], None)).0, Err(ZkError::InvalidAcl));
+        assert_eq!(
+            t.run(set(acl_of(1, "ip", "1.2.3.4"), None)).0,
+            Err(ZkError::InvalidAcl)
+        );
+        assert_eq!(
+            t.run(set(acl_of(1, "world", "anyone"), Some(1))).0,
+            Err(ZkError::BadVersion)
+        );
+        assert_eq!(t.tree.get_acl_as("/n", &[]).unwrap().1.aversion, 0);
+        // `auth` expands to the connection's identities.
+        t.zxid += 1;
+        let at = Stamp {
+            zxid: t.zxid,
+            time_ms: 0,
+        };
+        let (r, changes) = t
+            .tree
+            .apply_as(at, &set(mine, Some(0)), std::slice::from_ref(&alice));
+        let TxnOk::Set(st) = r.unwrap() else { panic!() };
+        assert_eq!((st.aversion, st.version), (1, 0));
+        assert!(changes.is_empty(), "setACL fires no watch");
+        let (acl, _) = t
+            .tree
+            .get_acl_as("/n", std::slice::from_ref(&alice))
+            .unwrap();
+        assert_eq!(
+            acl,
+            vec![Acl {
+                perms: acl::ALL,
+                id: alice.clone()
+            }]
+        );
+        assert_eq!(t.tree.get_acl_as("/n", &[]), Err(ZkError::NoAuth));
+        // Without ADMIN, getACL hides the hash (ZooKeeper 3.7+).
+        t.tree
+            .nodes
+            .get_mut("/n")
+            .unwrap()
+            .acl
+            .push(Acl::new(acl::READ, "world", "anyone"));
+        let (shown, _) = t.tree.get_acl_as("/n", &[]).unwrap();
+        assert_eq!(shown[0].id.id, "alice:x");
+        // aversion is checked: at its edge setACL is refused.
+        t.tree.nodes.get_mut("/n").unwrap().stat.aversion = u32::MAX;
+        let again = set(acl_of(acl::ALL, "world", "anyone"), None);
+        t.zxid += 1;
+        let at = Stamp {
+            zxid: t.zxid,
+            time_ms: 0,
+        };
+        let r = t.tree.apply_as(at, &again, std::slice::from_ref(&alice)).0;
+        assert_eq!(r, Err(exhausted("/n", "aversion")));
+        // Create: InvalidACL before NoNode, as ZooKeeper checks.
+        let bad = Txn::Create {
+            path: "/none/x".into(),
+            data: b(""),
+            ephemeral: false,
+            sequential: false,
+            session: 0,
+            acl: Some(vec![]),
+        };
+        assert_eq!(t.run(bad).0, Err(ZkError::InvalidAcl));
+        // ACLs survive a snapshot.
+        let r = Tree::restore(&t.tree.snapshot()).unwrap();
+        assert_eq!(r, t.tree);
+    }
+
+    /// A snapshot written before ACLs restores, every node open to all.
+    #[test]
+    fn a_snapshot_from_before_acls_restores_open() {
+        #[derive(Serialize)]
+        struct OldStat([u64; 5], u32, u32, u64, u32, u32);
+        #[derive(Serialize)]
+        struct OldZnode(Bytes, OldStat, BTreeSet<String>, u64);
+        #[derive(Serialize)]
+        struct OldTree(BTreeMap<String, OldZnode>, BTreeMap<u64, Session>, u64);
+        let mut nodes = BTreeMap::new();
+        let kids: BTreeSet<String> = ["a".to_string()].into();
+        nodes.insert(
+            "/".into(),
+            OldZnode(b(""), OldStat([0; 5], 0, 1, 0, 0, 1), kids, 0),
+        );
+        let st = OldStat([1, 2, 1, 10, 20], 3, 0, 0, 1, 0);
+        nodes.insert("/a".into(), OldZnode(b("x"), st, BTreeSet::new(), 0));
+        let old = postcard::to_allocvec(&OldTree(nodes, BTreeMap::new(), 2)).unwrap();
+        let t = Tree::restore(&old).unwrap();
+        let (data, stat) = t.get_data_as("/a", &[]).unwrap();
+        assert_eq!(
+            (data, stat.version, stat.mzxid, stat.aversion),
+            (b("x"), 3, 2, 0)
+        );
+        assert_eq!(t.get_acl_as("/a", &[]).unwrap().0, acl::open_acl_unsafe());
+        assert_eq!(t.last_zxid(), 2);
     }
 }

@@ -226,6 +226,7 @@ mod tests {
             ephemeral: false,
             sequential: false,
             session: 0,
+            acl: None,
         };
         run(&mut t, create("/a"));
         let read = t.exists("/a").unwrap().unwrap().mzxid;

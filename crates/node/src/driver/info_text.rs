@@ -93,6 +93,10 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             "auth_failures:{}\r\n",
             load(&crate::auth::AUTH_FAILURES)
         ));
+        s.push_str(&format!(
+            "tls_handshake_failures:{}\r\n",
+            load(&crate::tls::TLS_HANDSHAKE_FAILURES)
+        ));
         for (port, b) in &self.info.budgets {
             s.push_str(&format!("{port}_buffer_bytes:{}\r\n", b.used()));
             s.push_str(&format!("{port}_buffer_limit:{}\r\n", b.limit()));

@@ -120,6 +120,11 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 crate::auth::AUTH_FAILURES.load(std::sync::atomic::Ordering::Relaxed),
             ),
             (
+                "tls_handshake_failures_total",
+                "failed TLS handshakes on the native and RESP ports",
+                crate::tls::TLS_HANDSHAKE_FAILURES.load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
                 "duplicate_hellos_total",
                 "unauthenticated hellos naming a replica that has a live link",
                 st.duplicate_hellos,

@@ -384,13 +384,17 @@ impl ZabNode {
         if self.znode_local(client, &req, out) {
             return;
         }
-        let Some(op) = Op::from_client(&req, &client) else {
+        let Some(mut op) = Op::from_client(&req, &client) else {
             out.reply(
                 client,
                 Response::Failed(OpError::refused("zab serves GET, PUT, DELETE and znodes")),
             );
             return;
         };
+        // The connection's identities, held here, go with its entry.
+        if let Op::Znode(e) = &mut op {
+            e.ids = self.sm.ids_of(client.session);
+        }
         let deadline = self.now.saturating_add(self.cfg.op_timeout);
         if req.is_read() && self.cfg.read != ReadMode::Log {
             return self.client_read(client, op.to_bytes(), deadline, out);

@@ -39,7 +39,7 @@ use super::state_machine::{KvStore, Reader, StateMachine, Writer};
 use crate::protocol::Out;
 use crate::types::{ClientRef, Event, OpError, Peer, Request, Response, Time};
 use crate::znode::op::{expired_event, ZnodeOp, ZnodeReply};
-use crate::znode::{Change, Fired, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
+use crate::znode::{acl, Change, Fired, Id, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,13 +50,23 @@ pub const TAG: u8 = 3;
 const EXPIRY: u64 = u64::MAX;
 
 /// A znode operation as logged: who asked (session = client id, the
-/// connection for watches) and the leader's time.
+/// connection for watches), the leader's time, and the identities of the
+/// asking connection for the ACL checks.
+///
+/// `ids` are put there by the server the client is connected to, from
+/// what it holds for that connection (`AddAuth`, a native login), never
+/// from the client's request (ZooKeeper's `Request.authInfo`, which its
+/// followers forward to the leader in the same way). Being in the entry,
+/// every replica checks the same identities: the check is deterministic.
+/// Only peers can hand the leader an entry (`client_may_send` admits no
+/// Zab message from a client).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZEntry {
     pub time_ms: u64,
     pub session: u64,
     pub conn: u64,
     pub op: ZnodeOp,
+    pub ids: Vec<Id>,
 }
 
 impl ZEntry {
@@ -66,6 +76,7 @@ impl ZEntry {
             session: client.op.client,
             conn: client.session,
             op,
+            ids: Vec::new(),
         }
     }
     /// Tag, time (fixed offset, see [`stamp`]), then the rest.
@@ -76,14 +87,27 @@ impl ZEntry {
         w.u64(self.conn);
         let op = postcard::to_allocvec(&self.op).expect("an op always serialises");
         w.bytes(&op);
+        // Last and only when there are some: an entry of a connection with
+        // no identity is encoded as before ACLs.
+        if !self.ids.is_empty() {
+            let ids = postcard::to_allocvec(&self.ids).expect("ids always serialise");
+            w.bytes(&ids);
+        }
     }
     /// After the tag.
     pub fn decode(r: &mut Reader<'_>) -> Option<ZEntry> {
+        let (time_ms, session, conn) = (r.u64()?, r.u64()?, r.u64()?);
+        let op = postcard::from_bytes(&r.bytes()?).ok()?;
+        let ids = match r.0.is_empty() {
+            true => Vec::new(),
+            false => postcard::from_bytes(&r.bytes()?).ok()?,
+        };
         Some(ZEntry {
-            time_ms: r.u64()?,
-            session: r.u64()?,
-            conn: r.u64()?,
-            op: postcard::from_bytes(&r.bytes()?).ok()?,
+            time_ms,
+            session,
+            conn,
+            op,
+            ids,
         })
     }
 }
@@ -113,6 +137,7 @@ pub fn read_by_index(req: &Request) -> bool {
                 | ZnodeOp::GetData { .. }
                 | ZnodeOp::GetChildren { .. }
                 | ZnodeOp::SetWatches { .. }
+                | ZnodeOp::GetAcl { .. }
         )
     )
 }
@@ -147,6 +172,10 @@ pub struct Machine {
     heard: BTreeMap<u64, Time>,
     /// Follower only: sessions heard since the last tick.
     touched: BTreeSet<u64>,
+    /// The identities of each client connection here (`AddAuth`, a native
+    /// login), as ZooKeeper's `ServerCnxn.authInfo`: not replicated, they
+    /// go into each entry the connection asks for (`ZEntry::ids`).
+    idents: BTreeMap<u64, Vec<Id>>,
     /// Injected bug `zab-znode-keep-ephemerals`: a close changes nothing.
     pub(super) keep_ephemerals: bool,
     /// Injected bug `zab-znode-watch-early`: writes fire watches on arrival.
@@ -194,10 +223,39 @@ impl Machine {
     /// until it times out).
     pub fn drop_conn(&mut self, conn: u64) {
         self.watches.drop_session(conn);
+        self.idents.remove(&conn);
         for c in self.conns.values_mut() {
             c.remove(&conn);
         }
         self.conns.retain(|_, c| !c.is_empty());
+    }
+
+    /// The identities connection `conn` has here, for its next entry.
+    pub(super) fn ids_of(&self, conn: u64) -> Vec<Id> {
+        self.idents.get(&conn).cloned().unwrap_or_default()
+    }
+
+    /// `AddAuth` on connection `conn`: `digest` with `user:password` adds
+    /// `digest:user:base64(sha1(user:password))`; `user` (sent only by the
+    /// node layer for a native login, refused from clients there) sets the
+    /// connection's one `user` identity.
+    fn add_auth(&mut self, conn: u64, scheme: &str, auth: &str) -> Result<ZnodeReply, ZkError> {
+        let id = match scheme {
+            "digest" => Id::new("digest", &acl::digest(auth)?),
+            "user" if !auth.is_empty() && !auth.contains(':') => Id::new("user", auth),
+            _ => {
+                let why = format!("no auth scheme {scheme:?} (digest user:password)");
+                return Err(ZkError::BadArguments(why));
+            }
+        };
+        let ids = self.idents.entry(conn).or_default();
+        if scheme == "user" {
+            ids.retain(|i| i.scheme != "user");
+        }
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+        Ok(ZnodeReply::AuthAdded)
     }
 
     fn apply_znode(&mut self, index: u64, e: ZEntry, here: bool) -> Response {
@@ -222,7 +280,23 @@ impl Machine {
                 ephemeral,
                 sequential,
                 session: e.session,
+                acl: None,
             },
+            ZnodeOp::CreateWithAcl {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                acl,
+            } => Txn::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                session: e.session,
+                acl: Some(acl),
+            },
+            ZnodeOp::SetAcl { path, acl, version } => Txn::SetAcl { path, acl, version },
             ZnodeOp::Delete { path, version } => Txn::Delete { path, version },
             ZnodeOp::SetData {
                 path,
@@ -233,7 +307,7 @@ impl Machine {
                 data,
                 version,
             },
-            op => return self.read_znode(index, e.conn, op, here),
+            op => return self.read_znode(index, e.conn, op, &e.ids, here),
         };
         if e.session == 0 && matches!(txn, Txn::OpenSession { .. } | Txn::CloseSession { .. }) {
             let why = "a session needs a client id (OpId::client)".to_string();
@@ -242,7 +316,8 @@ impl Machine {
         if self.keep_ephemerals && matches!(txn, Txn::CloseSession { .. }) {
             return zk(Ok(ZnodeReply::Closed { deleted: vec![] }));
         }
-        let (result, changes) = self.tree.apply(at, &txn);
+        let set_acl = matches!(txn, Txn::SetAcl { .. });
+        let (result, changes) = self.tree.apply_as(at, &txn, &e.ids);
         for f in self.watches.fire(&changes) {
             self.events.push(fired_event(f));
         }
@@ -257,6 +332,7 @@ impl Machine {
         zk(result.map(|ok| match ok {
             TxnOk::Created { path, stat } => ZnodeReply::Created { path, stat },
             TxnOk::Deleted => ZnodeReply::Deleted,
+            TxnOk::Set(stat) if set_acl => ZnodeReply::AclSet(stat),
             TxnOk::Set(stat) => ZnodeReply::Set(stat),
             TxnOk::SessionOpened => ZnodeReply::Session { session: e.session },
             TxnOk::SessionClosed { deleted } => ZnodeReply::Closed { deleted },
@@ -265,7 +341,17 @@ impl Machine {
 
     /// A read delivered: answered (and its watch set) only where it was
     /// asked; elsewhere it changes nothing.
-    fn read_znode(&mut self, index: u64, conn: u64, op: ZnodeOp, here: bool) -> Response {
+    /// Reads check the node's ACL against the entry's identities as
+    /// ZooKeeper does: READ for getData and getChildren, READ or ADMIN for
+    /// getACL, nothing for exists (nor for SetWatches, ZooKeeper's too).
+    fn read_znode(
+        &mut self,
+        index: u64,
+        conn: u64,
+        op: ZnodeOp,
+        ids: &[Id],
+        here: bool,
+    ) -> Response {
         if !here {
             return Response::Done;
         }
@@ -306,14 +392,17 @@ impl Machine {
                 ZnodeReply::Exists(stat)
             }),
             // ZooKeeper sets no watch on a failed getData / getChildren.
-            ZnodeOp::GetData { path, watch: w } => t.get_data(&path).map(|(data, stat)| {
+            ZnodeOp::GetData { path, watch: w } => t.get_data_as(&path, ids).map(|(data, stat)| {
                 watch(&path, WatchKind::Data, w);
                 ZnodeReply::Data { data, stat }
             }),
-            ZnodeOp::GetChildren { path, watch: w } => t.children(&path).map(|names| {
+            ZnodeOp::GetChildren { path, watch: w } => t.children_as(&path, ids).map(|names| {
                 watch(&path, WatchKind::Child, w);
                 ZnodeReply::Children(names)
             }),
+            ZnodeOp::GetAcl { path } => t
+                .get_acl_as(&path, ids)
+                .map(|(acl, stat)| ZnodeReply::Acl { acl, stat }),
             ZnodeOp::Sync => Ok(ZnodeReply::Synced { zxid: index }),
             ZnodeOp::Ping => Ok(ZnodeReply::Pong),
             other => Err(ZkError::BadArguments(format!(
@@ -333,7 +422,7 @@ impl Machine {
             return self.kv.read(op);
         }
         match ZEntry::decode(&mut r) {
-            Some(e) => self.read_znode(applied, e.conn, e.op, true),
+            Some(e) => self.read_znode(applied, e.conn, e.op, &e.ids, true),
             None => Response::Failed(OpError::refused("undecodable znode operation")),
         }
     }
@@ -412,6 +501,11 @@ impl ZabNode {
                 out.notify(conn, event);
             }
         }
+        if let ZnodeOp::AddAuth { scheme, auth } = op {
+            let r = self.sm.add_auth(client.session, scheme, auth);
+            out.reply(client, zk(r));
+            return true;
+        }
         if *op != ZnodeOp::Ping {
             return false;
         }
@@ -484,6 +578,7 @@ impl ZabNode {
                 session,
                 conn: EXPIRY,
                 op: ZnodeOp::CloseSession,
+                ids: Vec::new(),
             };
             let p = super::state_machine::Payload {
                 origin: self.writer,
@@ -1096,5 +1191,138 @@ mod tests {
         kv_only.restore(&m.kv.snapshot()).unwrap();
         assert_eq!((kv_only.kv, kv_only.tree.len()), (m.kv.clone(), 1));
         assert!(back.restore(&[1, 2]).is_err());
+    }
+
+    /// ACLs through Zab: identities belong to the connection that added
+    /// them (on the server it is connected to), travel in each entry to the
+    /// leader, and every replica applies the same check. A connection with
+    /// the digest reads what an anonymous one (even of the same session)
+    /// is refused; the refused write changes nothing anywhere.
+    #[test]
+    fn acl_identities_belong_to_the_connection_and_travel_with_entries() {
+        use crate::znode::acl::{self, Acl, ALL, READ};
+        let mut c = Cluster::new(3, Config::default());
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        // Alice's connection 10 on a follower; an anonymous connection 11
+        // of the same session on the leader.
+        let alice = client(5, 10);
+        let anon = client(5, 11);
+        let add = ZnodeOp::AddAuth {
+            scheme: "digest".into(),
+            auth: "alice:pw".into(),
+        };
+        assert_eq!(zn(&mut c, f, alice, add), ZnodeReply::AuthAdded);
+        let bad = ZnodeOp::AddAuth {
+            scheme: "ip".into(),
+            auth: "1.2.3.4".into(),
+        };
+        assert!(matches!(
+            zn(&mut c, f, alice, bad),
+            ZnodeReply::Error(ZkError::BadArguments(_))
+        ));
+        let id = acl::digest("alice:pw").unwrap();
+        let mk = ZnodeOp::CreateWithAcl {
+            path: "/secret".into(),
+            data: Bytes::from_static(b"s"),
+            ephemeral: false,
+            sequential: false,
+            acl: vec![Acl::new(ALL, "auth", ""), Acl::new(READ, "user", "bob")],
+        };
+        created(zn(&mut c, f, alice, mk));
+        let get = ZnodeOp::GetData {
+            path: "/secret".into(),
+            watch: true,
+        };
+        for at in [f, l] {
+            assert!(
+                matches!(
+                    zn(&mut c, at, alice, get.clone()),
+                    ZnodeReply::Error(ZkError::NoAuth)
+                ) == (at == l)
+            );
+        }
+        assert_eq!(
+            zn(&mut c, l, anon, get.clone()),
+            ZnodeReply::Error(ZkError::NoAuth)
+        );
+        let set = ZnodeOp::SetData {
+            path: "/secret".into(),
+            data: Bytes::from_static(b"forged"),
+            version: None,
+        };
+        assert_eq!(zn(&mut c, l, anon, set), ZnodeReply::Error(ZkError::NoAuth));
+        // Every replica holds the same, unchanged node and ACL.
+        for id_ in 1..=3 {
+            let t = &c.node(id_).machine().tree;
+            assert_eq!(
+                t.get_data_as("/secret", &[Id::new("digest", &id)])
+                    .unwrap()
+                    .0,
+                Bytes::from_static(b"s")
+            );
+            let (acl, st) = t.get_acl_as("/secret", &[Id::new("digest", &id)]).unwrap();
+            assert_eq!(acl[0], Acl::new(ALL, "digest", &id));
+            assert_eq!((st.version, st.aversion), (0, 0));
+        }
+        // The node layer's login identity (scheme user) reads it too.
+        let bob = client(6, 12);
+        let login = ZnodeOp::AddAuth {
+            scheme: "user".into(),
+            auth: "bob".into(),
+        };
+        assert_eq!(zn(&mut c, l, bob, login), ZnodeReply::AuthAdded);
+        assert!(matches!(
+            zn(&mut c, l, bob, get.clone()),
+            ZnodeReply::Data { .. }
+        ));
+        // getACL without ADMIN hides the hash; setACL needs ADMIN and
+        // counts versions.
+        let get_acl = ZnodeOp::GetAcl {
+            path: "/secret".into(),
+        };
+        let ZnodeReply::Acl { acl, .. } = zn(&mut c, l, bob, get_acl.clone()) else {
+            panic!()
+        };
+        assert_eq!(acl[0].id.id, "alice:x");
+        let open = ZnodeOp::SetAcl {
+            path: "/secret".into(),
+            acl: acl::open_acl_unsafe(),
+            version: Some(0),
+        };
+        assert_eq!(
+            zn(&mut c, l, bob, open.clone()),
+            ZnodeReply::Error(ZkError::NoAuth)
+        );
+        let ZnodeReply::AclSet(st) = zn(&mut c, f, alice, open.clone()) else {
+            panic!()
+        };
+        assert_eq!(st.aversion, 1);
+        assert_eq!(
+            zn(&mut c, f, alice, open),
+            ZnodeReply::Error(ZkError::BadVersion)
+        );
+        assert!(matches!(zn(&mut c, l, anon, get), ZnodeReply::Data { .. }));
+        // A closed connection's identities go with it.
+        assert_eq!(c.node(f).machine().ids_of(10), vec![Id::new("digest", &id)]);
+        let mut m = Machine::default();
+        m.add_auth(10, "digest", "alice:pw").unwrap();
+        m.drop_conn(10);
+        assert!(m.ids_of(10).is_empty());
+    }
+
+    /// An entry carries its connection's identities; one without any is
+    /// encoded exactly as before ACLs (so old logs decode, with none).
+    #[test]
+    fn entries_carry_identities_and_old_entries_decode() {
+        use super::super::state_machine::{Op, Reader};
+        let mut e = ZEntry::new(create("/x", false, false), &client(3, 4));
+        let plain = Op::Znode(e.clone()).to_bytes();
+        e.ids = vec![Id::new("user", "alice"), Id::new("digest", "a:h=")];
+        let with = Op::Znode(e.clone()).to_bytes();
+        assert_eq!(&with[..plain.len()], &plain[..], "ids are appended");
+        assert_eq!(Op::decode(&mut Reader(&with)), Some(Op::Znode(e.clone())));
+        e.ids.clear();
+        assert_eq!(Op::decode(&mut Reader(&plain)), Some(Op::Znode(e)));
     }
 }
