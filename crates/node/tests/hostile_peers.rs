@@ -155,6 +155,7 @@ fn any_frame(rng: &mut StdRng) -> Frame<Msg> {
             members: vec![1, 2, 3],
             options: Vec::new(),
             addrs: Vec::new(),
+            role: Some("admin".into()),
         },
         8 => Frame::Proto(Msg::Query {
             op: rng.random(),
