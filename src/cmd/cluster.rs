@@ -26,6 +26,11 @@ use std::process::ExitCode;
 /// TLS 1.3 on their native and RESP ports and between each other (mutual
 /// TLS), and the lines printed say how clients connect (the client commands
 /// with --cluster FILE, redis-cli --tls --cacert).
+///
+/// With --users FILE (written by `quorumkv user add`), every replica serves
+/// those users: clients must log in (`--user NAME` on the client commands,
+/// the password from --password-file, $QUORUMKV_PASSWORD or a prompt;
+/// redis-cli --user NAME --pass PASSWORD). SIGHUP to a replica reloads it.
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment, after_help = super::protocols_help())]
 pub struct Args {
@@ -48,6 +53,10 @@ pub struct Args {
     /// cluster's CA (the client commands use the one made for them).
     #[arg(long, requires = "tls")]
     client_cert_auth: bool,
+    /// A users file (`quorumkv user add NAME -f FILE`) every replica
+    /// serves: clients must log in with one of its users.
+    #[arg(long, value_name = "FILE")]
+    users: Option<std::path::PathBuf>,
 }
 
 /// What a local cluster runs; shared by `cluster` and `chaos`.
@@ -118,8 +127,17 @@ pub fn run(a: Args) -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
+    // A bad users file is said here, once, rather than by every replica.
+    let users = match &a.users {
+        Some(path) => match quorumkv_node::auth::Users::load(path) {
+            Ok(u) => Some(u),
+            Err(e) => return super::fail(format!("{e:#}")),
+        },
+        None => None,
+    };
     rt.block_on(async move {
         let cfg = LocalClusterConfig {
+            users: a.users.clone(),
             port_base: Some(a.port_base),
             inherit_logs: true,
             durability: a.durability,
@@ -139,8 +157,12 @@ pub fn run(a: Args) -> ExitCode {
         } else {
             ""
         };
+        let login = match &users {
+            Some(u) => format!(", {} users (clients log in)", u.len()),
+            None => String::new(),
+        };
         println!(
-            "quorumkv cluster: protocol {}, {} replicas, durability {}{security}",
+            "quorumkv cluster: protocol {}, {} replicas, durability {}{security}{login}",
             a.shape.protocol, a.shape.replicas, a.durability
         );
         for e in cluster.endpoints() {
@@ -168,6 +190,12 @@ pub fn run(a: Args) -> ExitCode {
                     if a.client_cert_auth { format!(" --cert {} --key {}", cert.display(), key.display()) } else { String::new() },
                     first.resp.port());
             }
+        }
+        if let (Some(u), Some(path)) = (&users, &a.users) {
+            let name = u.list().find(|(_, r)| r.may_write()).or_else(|| u.list().next()).map(|(n, _)| n.to_string()).unwrap_or_else(|| "NAME".into());
+            println!("users: {} (quorumkv user add|passwd|list -f FILE; SIGHUP to a replica reloads it)", path.display());
+            println!("login: quorumkv put hello world --user {name}   (password: --password-file FILE, $QUORUMKV_PASSWORD or a prompt; or export QUORUMKV_USER={name})");
+            println!("       redis-cli{} -p {} --user {name} --pass PASSWORD GET hello", if a.tls { " --tls --cacert ..." } else { "" }, first.resp.port());
         }
         println!("ready {}", eps.join(","));
         let stop = super::server::shutdown_signal(false);

@@ -12,7 +12,7 @@ use quorumkv_node::storage::Durability;
 
 use crate::config::{
     parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution,
-    Length, Rtt, Sharing, TargetSpec, Variant, WorkloadKind,
+    Length, Rtt, Security, Sharing, TargetSpec, Variant, WorkloadKind,
 };
 use crate::report;
 use crate::sweep;
@@ -143,9 +143,23 @@ pub struct Args {
     pub replica_cpu: Option<f64>,
     /// Local clusters run TLS 1.3 everywhere (a CA and certificates are
     /// made for them, as `quorumkv cluster --tls` does) and the bench's
-    /// quorumkv clients connect with TLS: compare with a run without it.
-    #[arg(long)]
+    /// quorumkv clients connect with TLS. Same as `--security tls`.
+    #[arg(long, conflicts_with = "security")]
     pub tls: bool,
+    /// Security of local clusters, measured side by side in one run:
+    /// plain, tls (TLS 1.3 on every connection and replica link), auth
+    /// (a users file on every replica, every client logs in), tls+auth.
+    /// Each setting is a cluster of its own; a protocol's clusters are all
+    /// started, and every workload is measured on each in turn, so the
+    /// table compares them under the same conditions (`vs plain` column:
+    /// throughput over the plain cluster's) [default: plain].
+    /// E.g. --security plain,tls,tls+auth.
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    pub security: Option<String>,
+    /// Measure every workload N times; with --security the clusters take
+    /// turns each round (one row per round, `round` column) [default: 1].
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<usize>,
     /// Closed loop: each client only reads or only writes; --get-fraction
     /// is the share of readers, spread evenly over the servers.
     #[arg(long)]
@@ -320,7 +334,15 @@ impl Args {
         c.binary = self.binary.clone();
         c.port_base = self.port_base;
         c.replica_cpu = self.replica_cpu;
-        c.tls = self.tls;
+        if self.tls {
+            c.securities = vec![Security::Tls];
+        }
+        if let Some(s) = &self.security {
+            c.securities = parse_list::<Security>("security", s)?;
+        }
+        if let Some(n) = self.rounds {
+            c.rounds = n;
+        }
         c.dedicated = self.dedicated_clients;
         c.rtt = Rtt {
             client: dur("rtt-client", &self.rtt_client)?.unwrap_or_default(),

@@ -32,6 +32,70 @@ fn bad(flag: &'static str, msg: impl Into<String>) -> ConfigError {
     }
 }
 
+/// How a local cluster is secured (`--security`): each setting is a
+/// cluster of its own, measured side by side in one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Security {
+    /// Plain TCP, no users (the replicas still prove the cluster secret
+    /// to each other, as every local cluster does).
+    #[default]
+    Plain,
+    /// TLS 1.3 on every client connection and replica link (mutual TLS
+    /// between replicas), certificates made for the cluster.
+    Tls,
+    /// Plain TCP; the replicas get a users file and every bench client
+    /// logs in (`Frame::Auth`, argon2id) on each connection.
+    Auth,
+    /// TLS and users together.
+    TlsAuth,
+}
+
+impl Security {
+    pub const ALL: [Security; 4] = [
+        Security::Plain,
+        Security::Tls,
+        Security::Auth,
+        Security::TlsAuth,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Security::Plain => "plain",
+            Security::Tls => "tls",
+            Security::Auth => "auth",
+            Security::TlsAuth => "tls+auth",
+        }
+    }
+    pub fn tls(self) -> bool {
+        matches!(self, Security::Tls | Security::TlsAuth)
+    }
+    pub fn auth(self) -> bool {
+        matches!(self, Security::Auth | Security::TlsAuth)
+    }
+}
+
+impl fmt::Display for Security {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Security {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "plain" | "none" | "off" => Ok(Security::Plain),
+            "tls" => Ok(Security::Tls),
+            "auth" => Ok(Security::Auth),
+            "tls+auth" | "auth+tls" => Ok(Security::TlsAuth),
+            _ => Err(format!(
+                "unknown security setting '{s}' (known: plain, tls, auth, tls+auth)"
+            )),
+        }
+    }
+}
+
 /// How operations pick their key (seed 002 §4.1 uses Zipf 1.345675).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub enum Distribution {
@@ -370,9 +434,13 @@ pub struct BenchConfig {
     /// Hold each replica of a local cluster to this fraction of one core
     /// (cgroup v1); `None` = no limit.
     pub replica_cpu: Option<f64>,
-    /// Local clusters run TLS (certificates made for them) and every
-    /// quorumkv client connects with TLS.
-    pub tls: bool,
+    /// Security settings of local clusters, side by side (`--security`;
+    /// `--tls` = `[Tls]`): each is a cluster of its own, and a protocol's
+    /// clusters run one after the other.
+    pub securities: Vec<Security>,
+    /// Every workload is measured this many times, the deployments of a
+    /// group (`--security`) taking turns each round (`--rounds`).
+    pub rounds: usize,
     /// Each closed-loop client only reads or only writes (a GET fraction
     /// of them read, spread evenly over the servers they are pinned to:
     /// seed 004 §5's dedicated readers and writers) instead of drawing
@@ -463,7 +531,8 @@ impl Default for BenchConfig {
             binary: None,
             port_base: None,
             replica_cpu: None,
-            tls: false,
+            securities: vec![Security::Plain],
+            rounds: 1,
             dedicated: false,
             protocol_from_target: false,
             rtt: Rtt::default(),
@@ -482,6 +551,7 @@ pub enum DeploySpec {
         replicas: usize,
         variant: Variant,
         durability: Durability,
+        security: Security,
     },
     Quorumkv {
         protocol: ProtocolKind,
@@ -540,15 +610,23 @@ impl DeploySpec {
     pub fn label(&self) -> String {
         match self {
             // `fsync` is what a server runs by default: the plain name.
+            // So is `plain`; other settings are a suffix (`abd/tls+auth`).
             DeploySpec::Local {
                 protocol,
                 variant,
                 durability,
+                security,
                 ..
-            } => match durability {
-                Durability::Fsync => with_variant(protocol.name(), variant),
-                d => format!("{}/{d}", with_variant(protocol.name(), variant)),
-            },
+            } => {
+                let name = match durability {
+                    Durability::Fsync => with_variant(protocol.name(), variant),
+                    d => format!("{}/{d}", with_variant(protocol.name(), variant)),
+                };
+                match security {
+                    Security::Plain => name,
+                    s => format!("{name}/{s}"),
+                }
+            }
             DeploySpec::Quorumkv {
                 protocol, variant, ..
             } => with_variant(&format!("quorumkv:{protocol}"), variant),
@@ -599,6 +677,23 @@ impl BenchConfig {
         nonempty(&self.keys, "keys")?;
         nonempty(&self.distributions, "distribution")?;
         nonempty(&self.value_sizes, "value-size")?;
+        nonempty(&self.securities, "security")?;
+        if !(1..=100).contains(&self.rounds) {
+            return Err(bad(
+                "rounds",
+                format!("{} is out of range 1..=100", self.rounds),
+            ));
+        }
+        if let Some(s) =
+            (self.securities.iter()).find(|s| self.securities.iter().filter(|t| t == s).count() > 1)
+        {
+            return Err(bad("security", format!("{s} is listed twice")));
+        }
+        if self.workload != WorkloadKind::Kv && self.securities.iter().any(|s| s.auth()) {
+            return Err(ConfigError::Conflict(
+                "--security auth and tls+auth are for the kv workload (lock and znode clients do not log in)".into(),
+            ));
+        }
         if let Some(r) = self.replicas.iter().find(|&&r| r == 0 || r > 64) {
             return Err(bad("replicas", format!("{r} is out of range 1..=64")));
         }
@@ -679,12 +774,17 @@ impl BenchConfig {
                         for variant in offered {
                             for &durability in &self.durabilities {
                                 for &replicas in &self.replicas {
-                                    plans.push(DeploySpec::Local {
-                                        protocol,
-                                        replicas,
-                                        variant: variant.clone(),
-                                        durability,
-                                    });
+                                    // Innermost: a protocol's security
+                                    // settings run back to back.
+                                    for &security in &self.securities {
+                                        plans.push(DeploySpec::Local {
+                                            protocol,
+                                            replicas,
+                                            variant: variant.clone(),
+                                            durability,
+                                            security,
+                                        });
+                                    }
                                 }
                             }
                         }
@@ -790,7 +890,11 @@ impl BenchConfig {
 
     /// Number of points of the whole sweep.
     pub fn point_count(&self) -> usize {
-        self.plans().iter().map(|p| p.workloads.len()).sum()
+        self.plans()
+            .iter()
+            .map(|p| p.workloads.len())
+            .sum::<usize>()
+            * self.rounds
     }
 }
 

@@ -75,6 +75,13 @@ pub struct PointResult {
     /// (`ProtocolDef::POINT_RATIOS`), e.g. Zab's ACKs per commit.
     #[serde(default)]
     pub ratios: Vec<(String, f64)>,
+    /// How a local cluster was secured (`--security`: plain, tls, auth,
+    /// tls+auth); `None` for other targets.
+    #[serde(default)]
+    pub security: Option<String>,
+    /// Which round of `--rounds` (from 1); `None` with one round.
+    #[serde(default)]
+    pub round: Option<usize>,
 }
 
 /// Values at least this large are throughput in bytes (seed 004 §5 uses
@@ -128,7 +135,45 @@ impl PointResult {
             syncs_per_s: None,
             records_per_s: None,
             ratios: Vec::new(),
+            security: d.security().map(|s| s.to_string()),
+            round: None,
         }
+    }
+
+    /// The same point on the plain cluster of this point's protocol
+    /// (`--security`): same target but for the setting, same workload.
+    pub fn plain_sibling<'a>(&self, results: &'a [PointResult]) -> Option<&'a PointResult> {
+        let sec = self.security.as_deref()?;
+        if sec == "plain" {
+            return None;
+        }
+        let base = self.target.strip_suffix(&format!("/{sec}"))?;
+        results.iter().find(|r| {
+            r.security.as_deref() == Some("plain")
+                && r.target == base
+                && r.replicas == self.replicas
+                && r.clients == self.clients
+                && r.get_fraction == self.get_fraction
+                && r.keys == self.keys
+                && r.distribution == self.distribution
+                && r.value_size == self.value_size
+                && r.rate == self.rate
+                && r.dedicated == self.dedicated
+                && r.round == self.round
+        })
+    }
+
+    /// Throughput over the plain sibling's ([`Self::plain_sibling`]).
+    pub fn vs_plain(&self, results: &[PointResult]) -> Option<f64> {
+        let p = self.plain_sibling(results)?;
+        (p.throughput > 0.0).then(|| self.throughput / p.throughput)
+    }
+
+    /// Server CPU per operation over the plain sibling's.
+    pub fn cpu_vs_plain(&self, results: &[PointResult]) -> Option<f64> {
+        let p = self.plain_sibling(results)?.cpu_s_per_kop?;
+        let me = self.cpu_s_per_kop?;
+        (p > 0.0).then(|| me / p)
     }
 
     /// Successful GETs per second.
@@ -194,7 +239,8 @@ get_count,get_avg_us,get_p50_us,get_p95_us,get_p99_us,get_max_us,\
 put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
 all_count,all_avg_us,all_p50_us,all_p95_us,all_p99_us,all_max_us,\
 cpu_s_per_kop,client_cpu_s_per_kop,check,\
-mb_per_s,server_puts,dedicated,replica_cpu,durability,syncs_per_s,records_per_s,ratios,connections,note";
+mb_per_s,server_puts,dedicated,replica_cpu,durability,syncs_per_s,records_per_s,ratios,connections,note,\
+security,vs_plain,cpu_vs_plain,round";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -230,7 +276,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
         let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.target),
             r.kind,
             r.replicas,
@@ -268,6 +314,14 @@ pub fn to_csv(results: &[PointResult]) -> String {
             csv_field(&ratios_text(r)),
             csv_field(&r.connections),
             csv_field(&opt(&r.note)),
+            opt(&r.security),
+            r.vs_plain(results)
+                .map(|x| format!("{x:.3}"))
+                .unwrap_or_default(),
+            r.cpu_vs_plain(results)
+                .map(|x| format!("{x:.3}"))
+                .unwrap_or_default(),
+            opt(&r.round),
         );
     }
     s
@@ -338,6 +392,10 @@ pub fn table(results: &[PointResult]) -> String {
         .iter()
         .any(|r| r.syncs_per_s.is_some_and(|s| s > 0.0));
 
+    let show_vs_plain = results.iter().any(|r| r.plain_sibling(results).is_some());
+
+    let show_round = results.iter().any(|r| r.round.is_some());
+
     let mut head: Vec<&str> = vec!["target", "N", "get%"];
     if show_disk {
         head.push("disk");
@@ -356,7 +414,14 @@ pub fn table(results: &[PointResult]) -> String {
     }
     let show_mb = results.iter().any(|r| r.value_size >= LARGE_VALUE);
     let show_shares = results.iter().any(|r| !r.put_shares().is_empty());
-    head.extend(["clients", "ops/s"]);
+    head.push("clients");
+    if show_round {
+        head.push("round");
+    }
+    head.push("ops/s");
+    if show_vs_plain {
+        head.push("vs plain");
+    }
     if show_mb {
         head.push("MB/s");
     }
@@ -379,6 +444,10 @@ pub fn table(results: &[PointResult]) -> String {
     head.extend(ratio_labels.iter().copied());
     if show_cpu {
         head.push("srv cpu");
+    }
+    let show_cpu_vs = show_cpu && show_vs_plain;
+    if show_cpu_vs {
+        head.push("cpu vs plain");
     }
     let show_client_cpu = results.iter().any(|r| r.client_cpu_s_per_kop.is_some());
     if show_client_cpu {
@@ -409,7 +478,18 @@ pub fn table(results: &[PointResult]) -> String {
         if show_rate {
             row.push(r.rate.map(|x| format!("{x:.0}")).unwrap_or_default());
         }
-        row.extend([r.clients.to_string(), format!("{:.0}", r.throughput)]);
+        row.push(r.clients.to_string());
+        if show_round {
+            row.push(r.round.map_or("-".into(), |n| n.to_string()));
+        }
+        row.push(format!("{:.0}", r.throughput));
+        if show_vs_plain {
+            row.push(match (r.security.as_deref(), r.vs_plain(results)) {
+                (_, Some(x)) => format!("{x:.2}x"),
+                (Some("plain"), None) => "1".into(),
+                _ => "-".into(),
+            });
+        }
         if show_mb {
             row.push(format!("{:.2}", r.mb_per_s()));
         }
@@ -439,6 +519,13 @@ pub fn table(results: &[PointResult]) -> String {
         let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
         if show_cpu {
             row.push(cpu(r.cpu_s_per_kop));
+        }
+        if show_cpu_vs {
+            row.push(match (r.security.as_deref(), r.cpu_vs_plain(results)) {
+                (_, Some(x)) => format!("{x:.2}x"),
+                (Some("plain"), None) => "1".into(),
+                _ => "-".into(),
+            });
         }
         if show_client_cpu {
             row.push(cpu(r.client_cpu_s_per_kop));
@@ -521,17 +608,25 @@ pub fn footnotes(results: &[PointResult]) -> String {
               written, not synced; memory: nothing); syncs/s over all replicas, recs/sync = \
               records each sync covered (group commit)\n";
     }
+    if results.iter().any(|r| r.plain_sibling(results).is_some()) {
+        s += "vs plain = ops/s over the same point's on the plain cluster (--security; \
+              /tls: TLS 1.3 on every connection and replica link, /auth: users file, every \
+              connection logs in); cpu vs plain = srv cpu over the plain cluster's\n";
+    }
     if results.iter().any(|r| r.dedicated) {
         s += "dedicated clients: each only reads or only writes (get% = share of readers)\n";
     }
     if results.iter().any(|r| r.value_size >= LARGE_VALUE) {
         s += "MB/s = value bytes moved per second (ops/s × value size, 10^6 B)\n";
     }
-    let mut conns: Vec<(String, String)> = results
-        .iter()
-        .map(|r| (r.target.clone(), r.connections.clone()))
-        .collect();
-    conns.dedup();
+    // Once each, in order of appearance (side-by-side settings alternate).
+    let mut conns: Vec<(String, String)> = Vec::new();
+    for r in results {
+        let c = (r.target.clone(), r.connections.clone());
+        if !conns.contains(&c) {
+            conns.push(c);
+        }
+    }
     for (t, c) in conns {
         let _ = writeln!(s, "connections of {t}: {c}");
     }

@@ -46,7 +46,6 @@ pub fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
         op_timeout: cfg.op_timeout,
         options: cfg.options.clone(),
         replica_cpu: cfg.replica_cpu,
-        tls: cfg.tls,
         server_args: cfg.rtt.server_args(),
     })
 }
@@ -121,6 +120,36 @@ pub(crate) async fn learn_protocol(cfg: &BenchConfig) -> Result<Option<BenchConf
     Ok(Some(learned))
 }
 
+/// The plans, in order, grouped into those that run at the same time: the
+/// local clusters that differ only in their security setting (`--security`)
+/// form one group; every other plan is a group of its own.
+pub fn security_groups(plans: &[Plan]) -> Vec<Vec<usize>> {
+    let key = |p: &Plan| match &p.deploy {
+        DeploySpec::Local {
+            protocol,
+            replicas,
+            variant,
+            durability,
+            ..
+        } => Some((*protocol, *replicas, variant.clone(), *durability)),
+        _ => None,
+    };
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, p) in plans.iter().enumerate() {
+        match groups.last_mut() {
+            Some(g) if key(p).is_some() && key(&plans[g[0]]) == key(p) => g.push(i),
+            _ => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+async fn stop_all(live: Vec<(usize, Deployment)>) {
+    for (_, d) in live {
+        d.stop().await;
+    }
+}
+
 /// Runs the sweep. `Err` = nothing could start (one line for the user).
 pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
     let learned = learn_protocol(cfg).await?;
@@ -134,60 +163,79 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
     let opts = deploy_options(cfg)?;
     let plans: Vec<Plan> = cfg.plans();
     let total: usize = plans.iter().map(|p| p.workloads.len()).sum();
-    let pb = progress_bar(cfg, total);
+    let pb = progress_bar(cfg, total * cfg.rounds);
     let mut results = Vec::new();
     let mut incomplete = None;
     let mut done = 0usize;
-    'plans: for (i, plan) in plans.iter().enumerate() {
-        let label = plan.deploy.label();
-        let d = match existing[i].take() {
-            Some(d) => d,
-            None => {
-                pb.set_message(format!("starting {label} …"));
-                match Deployment::start(plan.deploy.clone(), opts.clone()).await {
-                    Ok(d) => d,
-                    Err(e) => {
-                        incomplete = Some(format!("{e:#}"));
-                        break 'plans;
+    'groups: for group in security_groups(&plans) {
+        // Every deployment of the group runs at once (a protocol's
+        // `--security` settings), so each workload is measured on each in
+        // turn, under the same conditions.
+        let mut live: Vec<(usize, Deployment)> = Vec::with_capacity(group.len());
+        for (k, &i) in group.iter().enumerate() {
+            let plan = &plans[i];
+            let d = match existing[i].take() {
+                Some(d) => d,
+                None => {
+                    pb.set_message(format!("starting {} …", plan.deploy.label()));
+                    let mut opts = opts.clone();
+                    // Side by side on fixed ports: each cluster 200 ports up.
+                    opts.port_base =
+                        (opts.port_base).map(|b| b.checked_add(200 * k as u16).unwrap_or(b));
+                    match Deployment::start(plan.deploy.clone(), opts).await {
+                        Ok(d) => d,
+                        Err(e) => {
+                            incomplete = Some(format!("{e:#}"));
+                            stop_all(live).await;
+                            break 'groups;
+                        }
                     }
                 }
-            }
-        };
-        for w in &plan.workloads {
-            pb.set_message(format!(
-                "{label} N={} get={} clients={}{}",
-                d.replicas,
-                w.get_fraction,
-                w.clients,
-                w.rate.map(|r| format!(" rate={r}")).unwrap_or_default()
-            ));
-            let base = done as u64 * 1000;
-            let bar = pb.clone();
-            let progress = move |f: f64| bar.set_position(base + (f * 999.0) as u64);
-            let run = run_point(cfg, &d, done, w, &progress).await;
-            done += 1;
-            pb.set_position(done as u64 * 1000);
-            let died = run.target_died && !crate::runner::interrupted();
-            results.push(run.result);
-            if crate::runner::interrupted() {
-                incomplete = Some("interrupted (Ctrl-C)".into());
-                d.stop().await;
-                break 'plans;
-            }
-            if died {
-                let why = results
-                    .last()
-                    .and_then(|r| r.note.clone())
-                    .unwrap_or_default();
-                incomplete = Some(format!(
-                    "{label} (N={}) stopped answering: {why}",
-                    d.replicas
+            };
+            live.push((i, d));
+        }
+        let workloads = plans[group[0]].workloads.len();
+        for (wi, round) in (0..workloads).flat_map(|w| (0..cfg.rounds).map(move |r| (w, r))) {
+            for (i, d) in &live {
+                let plan = &plans[*i];
+                let label = plan.deploy.label();
+                let w = &plan.workloads[wi];
+                pb.set_message(format!(
+                    "{label} N={} get={} clients={}{}",
+                    d.replicas,
+                    w.get_fraction,
+                    w.clients,
+                    w.rate.map(|r| format!(" rate={r}")).unwrap_or_default()
                 ));
-                d.stop().await;
-                break 'plans;
+                let base = done as u64 * 1000;
+                let bar = pb.clone();
+                let progress = move |f: f64| bar.set_position(base + (f * 999.0) as u64);
+                let mut run = run_point(cfg, d, done, w, &progress).await;
+                run.result.round = (cfg.rounds > 1).then_some(round + 1);
+                done += 1;
+                pb.set_position(done as u64 * 1000);
+                let died = run.target_died && !crate::runner::interrupted();
+                results.push(run.result);
+                if crate::runner::interrupted() {
+                    incomplete = Some("interrupted (Ctrl-C)".into());
+                    stop_all(live).await;
+                    break 'groups;
+                }
+                if died {
+                    let why = results
+                        .last()
+                        .and_then(|r| r.note.clone())
+                        .unwrap_or_default();
+                    incomplete = Some(format!(
+                        "{label} (N={}) stopped answering: {why}",
+                        d.replicas
+                    ));
+                    stop_all(live).await;
+                    break 'groups;
+                }
             }
         }
-        d.stop().await;
+        stop_all(live).await;
     }
     pb.finish_and_clear();
     let mut files = Vec::new();

@@ -10,11 +10,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
+use quorumkv_node::auth::Credentials;
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use quorumkv_node::tls::ClientTls;
 
-use crate::config::{CoordMode, DeploySpec, Variant};
+use crate::config::{CoordMode, DeploySpec, Security, Variant};
 use crate::durability::{self, SyncCounters};
 use crate::etcd::{self, EtcdClient};
 #[cfg(feature = "zookeeper")]
@@ -57,6 +58,41 @@ fn reason_of(msg: &str) -> String {
     } else {
         r
     }
+}
+
+/// A users file with one readwrite user, [`BENCH_USER`], and a random
+/// password, in a fresh directory (mode 0700): the directory, the file and
+/// the login.
+fn write_users_file() -> anyhow::Result<(PathBuf, PathBuf, Credentials)> {
+    use quorumkv_node::auth::{hash_password, Role, Users};
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!(
+        "quorumkv-bench-users-{}-{unique}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+    }
+    let password: String = (rand::random::<[u8; 16]>().iter())
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut users = Users::default();
+    users.set(BENCH_USER, Role::ReadWrite, hash_password(&password)?)?;
+    let file = dir.join("users.toml");
+    std::fs::write(&file, users.to_toml())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
+    let credentials = Credentials {
+        user: BENCH_USER.into(),
+        password,
+    };
+    Ok((dir, file, credentials))
 }
 
 /// One connection-level client. Cloning shares the connections.
@@ -155,9 +191,11 @@ pub struct DeployOptions {
     pub replica_cpu: Option<f64>,
     /// Extra arguments of every local replica (`--rtt-client` …).
     pub server_args: Vec<String>,
-    /// Local clusters run TLS; their clients connect with it.
-    pub tls: bool,
 }
+
+/// The user every bench client logs in as on a local cluster with users
+/// (`--security auth`, `tls+auth`).
+pub const BENCH_USER: &str = "bench";
 
 /// A system under test, started or found.
 pub struct Deployment {
@@ -171,6 +209,10 @@ pub struct Deployment {
     native: Vec<SocketAddr>,
     /// How quorumkv clients reach a TLS deployment (`None`: plain TCP).
     client_tls: Option<ClientTls>,
+    /// The login of every quorumkv client (a local cluster with users).
+    credentials: Option<Credentials>,
+    /// Where a local cluster's users file was written (removed at stop).
+    users_dir: Option<PathBuf>,
     opts: DeployOptions,
     /// What an acknowledged write survives: `fsync`, `buffered`, `memory`
     /// (quorumkv), `fsync` (etcd), `aof-always`, `none`, … (Redis).
@@ -188,6 +230,8 @@ impl Deployment {
             peer_pids: Vec::new(),
             native: Vec::new(),
             client_tls: None,
+            credentials: None,
+            users_dir: None,
             opts,
             durability: None,
         };
@@ -197,7 +241,15 @@ impl Deployment {
                 replicas,
                 variant,
                 durability,
+                security,
             } => {
+                let mut server_args = d.opts.server_args.clone();
+                if security.auth() {
+                    let (dir, users, credentials) = write_users_file()?;
+                    server_args.extend(["--users".into(), users.display().to_string()]);
+                    d.users_dir = Some(dir);
+                    d.credentials = Some(credentials);
+                }
                 let cfg = LocalClusterConfig {
                     protocol: *protocol,
                     replicas: *replicas,
@@ -206,8 +258,8 @@ impl Deployment {
                     port_base: d.opts.port_base,
                     binary: d.opts.binary.clone(),
                     replica_cpu: d.opts.replica_cpu,
-                    server_args: d.opts.server_args.clone(),
-                    tls: d.opts.tls,
+                    server_args,
+                    tls: security.tls(),
                     ..Default::default()
                 };
                 let cluster = LocalCluster::start(cfg).await.map_err(|e| {
@@ -333,6 +385,7 @@ impl Deployment {
                     op_timeout: t,
                     options,
                     tls: self.client_tls.clone(),
+                    credentials: self.credentials.clone(),
                     ..Default::default()
                 };
                 let c = Client::connect(pinned_order(&self.native, k), cfg)
@@ -389,9 +442,20 @@ impl Deployment {
     pub fn conn_description(&self) -> String {
         let mut d = self.transport_description();
         if self.client_tls.is_some() {
-            d += "; TLS 1.3 on every connection and replica link (--tls)";
+            d += "; TLS 1.3 on every connection and replica link";
+        }
+        if self.credentials.is_some() {
+            d += "; every connection logs in (users file, argon2id)";
         }
         d
+    }
+
+    /// How a local cluster is secured (`None` for other targets).
+    pub fn security(&self) -> Option<Security> {
+        match &self.spec {
+            DeploySpec::Local { security, .. } => Some(*security),
+            _ => None,
+        }
     }
 
     fn transport_description(&self) -> String {
@@ -475,6 +539,9 @@ impl Deployment {
     pub async fn stop(self) {
         if let Some(c) = self.cluster {
             c.stop().await;
+        }
+        if let Some(dir) = &self.users_dir {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

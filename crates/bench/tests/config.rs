@@ -303,3 +303,74 @@ fn think_time_is_a_range_or_one_value() {
     assert!(e.contains("think") && e.contains("below"), "{e}");
     assert!(err(&["--think", "soon"]).contains("think"));
 }
+
+#[test]
+fn security_settings_are_clusters_side_by_side() {
+    use quorumkv_bench::config::{DeploySpec, Security};
+    let c = args(&["--protocol", "abd,zab", "--security", "plain,tls,tls+auth"])
+        .to_config()
+        .unwrap();
+    assert_eq!(
+        c.securities,
+        vec![Security::Plain, Security::Tls, Security::TlsAuth]
+    );
+    let plans = c.plans();
+    let labels: Vec<String> = plans.iter().map(|p| p.deploy.label()).collect();
+    assert_eq!(
+        labels,
+        [
+            "abd",
+            "abd/tls",
+            "abd/tls+auth",
+            "zab",
+            "zab/tls",
+            "zab/tls+auth"
+        ]
+    );
+    assert!(matches!(
+        plans[2].deploy,
+        DeploySpec::Local {
+            security: Security::TlsAuth,
+            ..
+        }
+    ));
+    // A protocol's settings run at the same time, workload by workload.
+    assert_eq!(
+        quorumkv_bench::sweep::security_groups(&plans),
+        vec![vec![0, 1, 2], vec![3, 4, 5]]
+    );
+    assert_eq!(
+        args(&["--tls"]).to_config().unwrap().securities,
+        vec![Security::Tls]
+    );
+    assert!(err(&["--security", "tls,ssl"]).contains("unknown security setting 'ssl'"));
+    assert!(err(&["--security", "tls,tls"]).contains("listed twice"));
+    assert!(Cli::try_parse_from(["bench", "--tls", "--security", "tls"]).is_err());
+    assert!(err(&[
+        "--workload",
+        "znode",
+        "--protocol",
+        "zab",
+        "--security",
+        "auth"
+    ])
+    .contains("kv workload"));
+}
+
+#[test]
+fn rounds_multiply_the_points() {
+    let c = args(&[
+        "--protocol",
+        "abd",
+        "--security",
+        "plain,tls",
+        "--rounds",
+        "3",
+    ])
+    .to_config()
+    .unwrap();
+    assert_eq!(c.rounds, 3);
+    // 2 clusters × 2 mixes × 5 client counts × 3 rounds.
+    assert_eq!(c.point_count(), 60);
+    assert!(err(&["--rounds", "0"]).contains("--rounds"));
+}

@@ -498,3 +498,47 @@ async fn zookeeper_target() {
         out.results[1]
     );
 }
+
+/// `--security plain,tls,tls+auth`: three clusters of one protocol side by
+/// side, the workload measured on each in turn; the logged-in TLS clients
+/// work like the plain ones, and each row has its ratio to plain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_settings_side_by_side() {
+    use quorumkv_bench::config::Security;
+    use quorumkv_node::storage::Durability;
+    let mut cfg = tiny(BenchConfig {
+        protocols: vec!["abd".parse::<ProtocolKind>().unwrap()],
+        securities: vec![Security::Plain, Security::Tls, Security::TlsAuth],
+        durabilities: vec![Durability::Memory],
+        check: true,
+        binary: Some(quorumkv_bin()),
+        out: None,
+        ..Default::default()
+    });
+    cfg.clients = vec![4];
+    cfg.rounds = 2;
+    let out = execute(&cfg).await.expect("bench runs");
+    assert_eq!(out.incomplete, None);
+    let labels: Vec<&str> = out.results.iter().map(|r| r.target.as_str()).collect();
+    let one = ["abd/memory", "abd/memory/tls", "abd/memory/tls+auth"];
+    assert_eq!(labels, [one, one].concat());
+    let rounds: Vec<Option<usize>> = out.results.iter().map(|r| r.round).collect();
+    assert_eq!(
+        rounds,
+        [Some(1), Some(1), Some(1), Some(2), Some(2), Some(2)]
+    );
+    // Each round is compared with its own plain point.
+    let sibling = out.results[4].plain_sibling(&out.results).unwrap();
+    assert_eq!(sibling.round, Some(2));
+    for r in &out.results {
+        assert!(r.throughput > 0.0 && r.failed == 0, "{r:?}");
+        assert_eq!(r.check.as_deref(), Some("ok"), "{r:?}");
+        assert!(r.cpu_s_per_kop.is_some());
+    }
+    assert!(out.results[2].connections.contains("logs in"));
+    assert!(out.results[1].connections.contains("TLS 1.3"));
+    assert!(out.results[1].vs_plain(&out.results).is_some());
+    assert!(out.results[2].cpu_vs_plain(&out.results).is_some());
+    let table = quorumkv_bench::report::table(&out.results);
+    assert!(table.contains("vs plain"), "{table}");
+}

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use quorumkv_bench::config::BenchConfig;
 use quorumkv_bench::plot::write_plots;
-use quorumkv_bench::report::{table, to_csv, write_files, PointResult, CSV_HEADER};
+use quorumkv_bench::report::{footnotes, table, to_csv, write_files, PointResult, CSV_HEADER};
 use quorumkv_bench::stats::LatencySummary;
 
 fn point(
@@ -62,6 +62,8 @@ fn point(
         syncs_per_s: (kind != "redis").then_some(tput / 10.0),
         records_per_s: (kind != "redis").then_some(tput * 0.3),
         ratios: vec![("acks/commit".into(), 2.0)],
+        security: None,
+        round: None,
     }
 }
 
@@ -91,7 +93,7 @@ fn csv_rows_match_the_header() {
         "{first}"
     );
     assert!(
-        first.ends_with(",\"a note, with a comma and \"\"quotes\"\"\""),
+        first.ends_with(",\"a note, with a comma and \"\"quotes\"\"\",,,,"),
         "{first}"
     );
     for line in csv.lines().skip(1) {
@@ -202,4 +204,40 @@ fn plots_are_pngs() {
             f.display()
         );
     }
+}
+
+#[test]
+fn security_settings_get_a_ratio_to_plain_and_cpu_per_op() {
+    let mut rs = Vec::new();
+    for (sec, tput, cpu) in [("plain", 1000.0, 0.10), ("tls", 850.0, 0.13)] {
+        let target = match sec {
+            "plain" => "abd".to_string(),
+            s => format!("abd/{s}"),
+        };
+        let mut r = point(&target, "local", 3, 32, 0.9, tput);
+        r.security = Some(sec.into());
+        r.cpu_s_per_kop = Some(cpu);
+        rs.push(r);
+    }
+    assert_eq!(rs[1].vs_plain(&rs), Some(0.85));
+    assert!((rs[1].cpu_vs_plain(&rs).unwrap() - 1.3).abs() < 1e-9);
+    assert_eq!(rs[0].vs_plain(&rs), None);
+    let t = table(&rs);
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(
+        lines[0].contains("vs plain")
+            && lines[0].contains("srv cpu")
+            && lines[0].contains("cpu vs plain"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[3].starts_with("abd/tls") && lines[3].contains("0.85x"),
+        "{t}"
+    );
+    assert!(lines[3].contains("1.30x"), "{t}");
+    assert!(footnotes(&rs).contains("vs plain"));
+    let csv = to_csv(&rs);
+    let row: Vec<&str> = csv.lines().nth(2).unwrap().split(',').collect();
+    assert_eq!(&row[row.len() - 4..], ["tls", "0.850", "1.300", ""]);
 }

@@ -58,6 +58,10 @@ pub struct LocalClusterConfig {
     pub tls: bool,
     /// With `tls`: every client must present a certificate.
     pub client_cert_auth: bool,
+    /// A users file every replica serves (the cluster file's `users`):
+    /// clients must log in. Relative paths are taken from the current
+    /// directory.
+    pub users: Option<PathBuf>,
 }
 
 /// Where a replica of a multi-host local cluster runs.
@@ -89,6 +93,7 @@ impl Default for LocalClusterConfig {
             hosts: Vec::new(),
             tls: false,
             client_cert_auth: false,
+            users: None,
         }
     }
 }
@@ -233,6 +238,12 @@ impl LocalCluster {
         crate::peer_auth::write_secret(&dir.join(LOCAL_SECRET), &secret, false)
             .with_context(|| format!("cannot write {}", dir.join(LOCAL_SECRET).display()))?;
         file.secret_file = Some(PathBuf::from(LOCAL_SECRET));
+        if let Some(users) = &cfg.users {
+            // The cluster file lives elsewhere: name the file absolutely.
+            let abs = std::path::absolute(users)
+                .with_context(|| format!("users file {}", users.display()))?;
+            file.users = Some(abs);
+        }
         std::fs::write(dir.join("cluster.toml"), file.to_toml())?;
         let endpoints = file
             .replicas
