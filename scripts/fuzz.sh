@@ -19,7 +19,7 @@ if ! rustup toolchain list | grep -q '^nightly'; then
 fi
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(native_frame resp_command)
+[ ${#targets[@]} -gt 0 ] || targets=(native_frame resp_command handshake)
 for t in "${targets[@]}"; do
     cargo +nightly fuzz build -O -s none "$t"
     start=$(date +%s)
