@@ -84,6 +84,22 @@ async fn links_stay_up(addrs: &[SocketAddr], span: Duration) {
     }
 }
 
+/// The attack changed nothing: every link stays up for `beats` heartbeat
+/// intervals, and a write of `key` and reads of it through every replica
+/// work; then the replicas stop.
+async fn still_whole_then_stop(
+    replicas: Vec<Replica>,
+    addrs: &[SocketAddr],
+    beats: u64,
+    key: &str,
+) {
+    links_stay_up(addrs, Duration::from_millis(beats * BEAT_MS)).await;
+    writes_and_reads_work(addrs, key, "v").await;
+    for r in replicas {
+        r.shut_down().await;
+    }
+}
+
 async fn client(addrs: &[SocketAddr], mode: ClientMode) -> Client {
     let cfg = ClientConfig {
         mode,
@@ -177,11 +193,7 @@ async fn six_impostor_hellos_leave_every_link_up_without_a_secret() {
             "{e}"
         );
     }
-    links_stay_up(&addrs, Duration::from_millis(10 * BEAT_MS)).await;
-    writes_and_reads_work(&addrs, "after-hellos", "v").await;
-    for r in replicas {
-        r.shut_down().await;
-    }
+    still_whole_then_stop(replicas, &addrs, 10, "after-hellos").await;
 }
 
 /// With a cluster secret, a hello must be followed by a proof of it: a
@@ -229,11 +241,7 @@ async fn with_a_secret_a_hello_without_the_proof_is_refused() {
     })
     .await;
     assert!(error_text(&s.until_closed::<M>().await).contains("wrong proof"));
-    links_stay_up(&addrs, Duration::from_millis(10 * BEAT_MS)).await;
-    writes_and_reads_work(&addrs, "after-proofs", "v").await;
-    for r in replicas {
-        r.shut_down().await;
-    }
+    still_whole_then_stop(replicas, &addrs, 10, "after-proofs").await;
 }
 
 /// A redial that overlaps a live link (a half-open old connection, no
@@ -332,11 +340,7 @@ async fn zab_messages_from_a_client_connection_are_refused() {
             );
         }
     }
-    links_stay_up(&addrs, Duration::from_millis(5 * BEAT_MS)).await;
-    writes_and_reads_work(&addrs, "after", "w").await;
-    for r in replicas {
-        r.shut_down().await;
-    }
+    still_whole_then_stop(replicas, &addrs, 5, "after").await;
 }
 
 /// ABD: a client-side coordinator may send queries and stores, never a
