@@ -207,25 +207,7 @@ async fn a_session_that_stops_heartbeating_expires() {
 fn the_zk_cli_creates_lists_and_reports_errors() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let cluster = rt.block_on(zab_cluster());
-    let eps = cluster
-        .native_addrs()
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let zk = |args: &[&str]| {
-        let out = std::process::Command::new(common::binary())
-            .arg("zk")
-            .args(args)
-            .args(["--endpoints", &eps, "--timeout", "5s"])
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let zk = |args: &[&str]| common::zk_cli(&cluster, args);
     assert_eq!(zk(&["create", "/cli", "v1"]).1, "/cli\n");
     assert_eq!(
         zk(&["create", "/cli/s-", "--sequential"]).1,

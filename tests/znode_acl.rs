@@ -117,25 +117,7 @@ fn digest_acls_on_a_real_cluster_and_the_cli() {
     });
 
     // The CLI, one session per command.
-    let eps = cluster
-        .native_addrs()
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let zk = |args: &[&str]| {
-        let out = std::process::Command::new(common::binary())
-            .arg("zk")
-            .args(args)
-            .args(["--endpoints", &eps, "--timeout", "5s"])
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let zk = |args: &[&str]| common::zk_cli(&cluster, args);
     // World may read now (setACL above), without ADMIN the hash is hidden.
     let (code, out, err) = zk(&["getacl", "/private"]);
     assert_eq!(code, Some(0), "{err}");

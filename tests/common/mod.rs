@@ -69,3 +69,26 @@ pub fn client_cfg(mode: ClientMode, op_timeout: Duration) -> ClientConfig {
         ..Default::default()
     }
 }
+
+/// `quorumkv zk ARGS --endpoints <every replica> --timeout 5s`: the exit
+/// code, stdout and stderr.
+pub fn zk_cli(
+    cluster: &quorumkv_node::local::LocalCluster,
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    let eps = (cluster.native_addrs().iter())
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = std::process::Command::new(binary())
+        .arg("zk")
+        .args(args)
+        .args(["--endpoints", &eps, "--timeout", "5s"])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
