@@ -6,21 +6,12 @@ mod common;
 
 use quorumkv_core::znode::{EventType, ZkError};
 use quorumkv_node::client::{ClientConfig, ClientMode};
-use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::local::LocalCluster;
 use quorumkv_node::zk::{CreateMode, WatchEvent, ZkClient, ZkClientError};
 use std::time::Duration;
 
 async fn zab_cluster() -> LocalCluster {
-    let cfg = LocalClusterConfig {
-        protocol: "zab".parse().expect("zab is registered"),
-        replicas: 3,
-        binary: common::binary(),
-        ready_timeout: Duration::from_secs(60),
-        ..Default::default()
-    };
-    LocalCluster::start(cfg)
-        .await
-        .expect("local cluster starts")
+    common::zab_cluster_with(Vec::new()).await
 }
 
 fn cfg() -> ClientConfig {

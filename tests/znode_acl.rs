@@ -11,23 +11,12 @@ mod common;
 use quorumkv_core::znode::acl::{self, Acl, ALL, READ};
 use quorumkv_core::znode::ZkError;
 use quorumkv_node::client::{ClientConfig, ClientMode};
-use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::local::LocalCluster;
 use quorumkv_node::zk::{CreateMode, ZkClient, ZkClientError};
 use std::time::Duration;
 
 async fn zab_cluster(server_args: Vec<String>) -> LocalCluster {
-    let cfg = LocalClusterConfig {
-        inherit_logs: std::env::var_os("ACL_LOGS").is_some(),
-        protocol: "zab".parse().expect("zab is registered"),
-        replicas: 3,
-        binary: common::binary(),
-        server_args,
-        ready_timeout: Duration::from_secs(60),
-        ..Default::default()
-    };
-    LocalCluster::start(cfg)
-        .await
-        .expect("local cluster starts")
+    common::zab_cluster_with(server_args).await
 }
 
 fn cfg() -> ClientConfig {

@@ -92,3 +92,19 @@ pub fn zk_cli(
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A local three-replica Zab cluster of the built binary, each replica
+/// started with `server_args` too.
+pub async fn zab_cluster_with(server_args: Vec<String>) -> LocalCluster {
+    let cfg = LocalClusterConfig {
+        protocol: "zab".parse().expect("zab is registered"),
+        replicas: 3,
+        binary: binary(),
+        server_args,
+        ready_timeout: Duration::from_secs(60),
+        ..Default::default()
+    };
+    LocalCluster::start(cfg)
+        .await
+        .expect("local cluster starts")
+}

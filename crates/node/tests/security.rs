@@ -156,6 +156,30 @@ fn hello<M>(node: NodeId, protocol: ProtocolKind) -> Frame<M> {
     }
 }
 
+/// A hello as replica `node` to `addr`, which must answer with its
+/// challenge: the connection, our nonce, its nonce and its proof.
+async fn challenged<M: Serialize + DeserializeOwned + std::fmt::Debug>(
+    addr: SocketAddr,
+    node: NodeId,
+    protocol: ProtocolKind,
+) -> (Stray, Vec<u8>, Bytes, Bytes) {
+    let mut s = Stray::connect(addr).await;
+    let nonce = peer_auth::nonce();
+    s.send(&Frame::<M>::HelloPeer {
+        node,
+        protocol,
+        nonce: nonce.clone().into(),
+    })
+    .await;
+    match s.reader.next::<M>().await.unwrap() {
+        Frame::PeerChallenge {
+            nonce: theirs,
+            proof,
+        } => (s, nonce, theirs, proof),
+        other => panic!("no challenge: {other:?}"),
+    }
+}
+
 fn error_text<M>(frames: &[Frame<M>]) -> String {
     frames
         .iter()
@@ -224,17 +248,7 @@ async fn with_a_secret_a_hello_without_the_proof_is_refused() {
     assert!(error_text(&got).contains("expected a proof"), "{got:?}");
     // The right secret, but the proof made for another id (replayed).
     let other = ClusterSecret::from_text("another secret, not the cluster's").unwrap();
-    let mut s = Stray::connect(addrs[1]).await;
-    let nonce = peer_auth::nonce();
-    s.send(&Frame::<M>::HelloPeer {
-        node: 3,
-        protocol: file.protocol,
-        nonce: nonce.clone().into(),
-    })
-    .await;
-    let Frame::PeerChallenge { nonce: theirs, .. } = s.reader.next::<M>().await.unwrap() else {
-        panic!("no challenge");
-    };
+    let (mut s, nonce, theirs, _) = challenged::<M>(addrs[1], 3, file.protocol).await;
     let proof = other.proof(Side::Dialler, &file.id(), (3, 2), (&theirs, &nonce));
     s.send(&Frame::<M>::PeerProof {
         proof: proof.into(),
@@ -253,21 +267,7 @@ async fn an_authenticated_redial_replaces_a_live_link_and_the_peer_comes_back() 
     type M = quorumkv_core::protocol::abd::Msg;
     let s3 = secret();
     let (replicas, addrs, file) = cluster("abd", 3, Some(s3.clone())).await;
-    let mut s = Stray::connect(addrs[0]).await;
-    let nonce = peer_auth::nonce();
-    s.send(&Frame::<M>::HelloPeer {
-        node: 3,
-        protocol: file.protocol,
-        nonce: nonce.clone().into(),
-    })
-    .await;
-    let Frame::PeerChallenge {
-        nonce: theirs,
-        proof,
-    } = s.reader.next::<M>().await.unwrap()
-    else {
-        panic!("no challenge");
-    };
+    let (mut s, nonce, theirs, proof) = challenged::<M>(addrs[0], 3, file.protocol).await;
     let cluster_id = file.id();
     assert!(
         s3.verify(
