@@ -8,6 +8,9 @@ pub struct Counters {
     pub denials: u64,
     /// Replica: a lease found expired and dropped when the key was next touched.
     pub expired_leases: u64,
+    /// Replica: locks released because the client connection they were
+    /// granted on went down (`Replica::on_conn_down`).
+    pub released_on_disconnect: u64,
     /// Replica: UNLOCKs of a lock the sender did not hold (late, or duplicated).
     pub foreign_unlocks: u64,
     /// Replica: WRITEs refused (not the holder, or the lease ran out).

@@ -162,12 +162,15 @@ impl Protocol for LeaseNode {
         }
     }
     fn on_link(&mut self, now: Time, ev: LinkEvent, out: &mut Out<Msg, Timer>) {
-        // The replica role: locks end by UNLOCK or by their lease (the
-        // seed's design): a vanished client's locks block their keys for
-        // one lease. Lost messages are re-sent by the coordinator's tick.
-        // The coordinator role stops counting on a replica that is down.
-        if let LinkEvent::Down(Peer::Node(n)) = ev {
-            self.coord.on_down(now, n, out);
+        // The replica role: locks end by UNLOCK, by their lease (the
+        // seed's design), or with the client connection they were granted
+        // on (`Replica::on_conn_down`). Lost messages are re-sent by the
+        // coordinator's tick. The coordinator role stops counting on a
+        // replica that is down.
+        match ev {
+            LinkEvent::Down(Peer::Node(n)) => self.coord.on_down(now, n, out),
+            LinkEvent::Down(Peer::Conn(c)) => self.replica.on_conn_down(c),
+            LinkEvent::Up(_) => {}
         }
     }
     fn restore(&mut self, rec: Record) {
@@ -205,6 +208,11 @@ impl Protocol for LeaseNode {
                 "lease_lock_expired_leases_total",
                 "leases found expired",
                 r.expired_leases,
+            ),
+            (
+                "lease_lock_released_on_disconnect_total",
+                "locks released because the client connection holding them closed",
+                r.released_on_disconnect,
             ),
             (
                 "lease_lock_writes_denied_total",
@@ -301,6 +309,51 @@ mod tests {
         assert!(n.status().contains("keys=1"));
         n.on_timer(Time(5_000_000), Timer::Tick, &mut out);
         assert!(out.is_empty(), "a tick with nothing pending");
+    }
+
+    /// The node hands a client connection's `Down` to its replica, which
+    /// releases the locks granted on it; a replica link's `Down` does not.
+    #[test]
+    fn a_client_connection_down_frees_its_keys_at_once() {
+        let mut n = LeaseNode::new(
+            1,
+            vec![1, 2, 3],
+            Duration::from_secs(1),
+            false,
+            Default::default(),
+        );
+        let mut out = O::new();
+        let (a, b) = (lock(7, 1), lock(8, 1));
+        n.on_msg(
+            T0,
+            Peer::Conn(4),
+            Msg::LockReq {
+                lock: a,
+                key: key(),
+            },
+            &mut out,
+        );
+        n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        assert_eq!(n.replica.holder(b"k", T0), Some(a));
+        n.on_link(T0, LinkEvent::Down(Peer::Conn(4)), &mut out);
+        assert_eq!(n.replica.holder(b"k", T0), None);
+        n.on_msg(
+            T0,
+            Peer::Conn(5),
+            Msg::LockReq {
+                lock: b,
+                key: key(),
+            },
+            &mut out,
+        );
+        assert_eq!(
+            n.replica.holder(b"k", T0),
+            Some(b),
+            "the next client gets it"
+        );
+        let m = n.metrics();
+        let released = "lease_lock_released_on_disconnect_total";
+        assert!(m.iter().any(|(name, _, v)| *name == released && *v == 1));
     }
 
     fn sync(n: &mut LeaseNode, from: NodeId, ts: u64, v: &'static [u8], out: &mut O) {

@@ -5,7 +5,7 @@ use super::{Bug, Counters, LockId, Msg, Timer};
 use crate::protocol::{Out, Record};
 use crate::types::{Peer, Tag, Time};
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// One key's state: the register and its lock.
@@ -28,6 +28,11 @@ impl KeyState {
 #[derive(Debug)]
 pub struct Replica {
     keys: HashMap<Bytes, KeyState>,
+    /// The client connection each lock held by a client-side coordinator
+    /// was granted on (its latest LOCK_REQ), and the reverse index: when
+    /// that connection goes down its locks go with it ([`Self::on_conn_down`]).
+    via: HashMap<Bytes, u64>,
+    by_conn: HashMap<u64, HashSet<Bytes>>,
     lease: Duration,
     durable: bool,
     bug: Option<Bug>,
@@ -40,6 +45,8 @@ impl Replica {
     pub fn new(lease: Duration, durable: bool) -> Self {
         Replica {
             keys: HashMap::new(),
+            via: HashMap::new(),
+            by_conn: HashMap::new(),
             lease,
             durable,
             bug: None,
@@ -90,6 +97,7 @@ impl Replica {
                 k.lock = Some((lock, now.saturating_add(self.lease)));
             }
             self.counters.grants += 1;
+            self.set_via(&key, conn_of(from));
             out.send(from, Msg::LockGranted { lock, key });
         } else {
             self.counters.denials += 1;
@@ -109,7 +117,49 @@ impl Replica {
                 k.lock = None;
                 self.counters.expired_leases += 1;
             }
-            _ => self.counters.foreign_unlocks += 1,
+            _ => return self.counters.foreign_unlocks += 1,
+        }
+        self.set_via(key, None);
+    }
+
+    /// Record that `key`'s lock is now held through client connection
+    /// `conn`; `None`: no lock, or one of a replica's coordinator (its
+    /// locks end by UNLOCK or lease, as in the seed).
+    fn set_via(&mut self, key: &[u8], conn: Option<u64>) {
+        if self.via.get(key).copied() == conn {
+            return;
+        }
+        if let Some(old) = self.via.remove(key) {
+            if let Some(set) = self.by_conn.get_mut(&old) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_conn.remove(&old);
+                }
+            }
+        }
+        if let Some(c) = conn {
+            let key = Bytes::copy_from_slice(key);
+            self.by_conn.entry(c).or_default().insert(key.clone());
+            self.via.insert(key, c);
+        }
+    }
+
+    /// Client connection `conn` is gone (closed, or silent past its
+    /// heartbeat timeout): release every lock granted on it now instead of
+    /// at the end of its lease. As safe as the lease running out early
+    /// (§4.2's rules still hold): a WRITE under a released lock is denied
+    /// wherever it arrives, on this connection or a new one, so its holder
+    /// writes nowhere it lost the lock, and the coordinator answers such a
+    /// put as unknown, as at a lease expiry. A client that exits (the CLI
+    /// after each command) then blocks its keys for no lease at all.
+    pub fn on_conn_down(&mut self, conn: u64) {
+        for key in self.by_conn.remove(&conn).unwrap_or_default() {
+            self.via.remove(&key);
+            if let Some(k) = self.keys.get_mut(&key) {
+                if k.lock.take().is_some() {
+                    self.counters.released_on_disconnect += 1;
+                }
+            }
         }
     }
 
@@ -214,6 +264,14 @@ impl Replica {
             k.tag = tag;
             k.value = value;
         }
+    }
+}
+
+/// The client connection a message came on, if it came on one.
+fn conn_of(from: Peer) -> Option<u64> {
+    match from {
+        Peer::Conn(c) => Some(c),
+        Peer::Node(_) => None,
     }
 }
 
@@ -434,6 +492,52 @@ mod tests {
         r.handle(T0, B, Msg::Ack { lock: b }, &mut out);
         assert_eq!(r.counters.misrouted, 1);
         assert!(out.is_empty());
+    }
+
+    /// A client connection that goes down takes the locks granted on it
+    /// with it, at once: the key is free for the next client, and a WRITE
+    /// under the released lock is denied. A replica coordinator's lock
+    /// (granted on a node link) and another connection's are kept.
+    #[test]
+    fn a_closed_client_connection_releases_its_locks_only() {
+        let (a, b, c) = (lock(1, 1), lock(2, 1), lock(3, 1));
+        let mut r = Replica::new(LEASE, false);
+        assert_eq!(req(&mut r, 0, A, a), granted(a));
+        r.on_conn_down(7);
+        assert_eq!(r.holder(b"k", Time(1)), Some(a), "another connection's");
+        r.on_conn_down(1);
+        assert_eq!(r.holder(b"k", Time(1)), None);
+        assert_eq!(r.counters.released_on_disconnect, 1);
+        assert_eq!(write(&mut r, 2, a, 1, b"x"), Msg::WriteDenied { lock: a });
+        assert_eq!(req(&mut r, 3, B, b), granted(b), "free at once");
+        r.on_conn_down(1);
+        assert_eq!(r.holder(b"k", Time(4)), Some(b), "a node's lock stays");
+        unlock(&mut r, 5, b);
+        // A lock released by UNLOCK leaves nothing for the connection's Down.
+        let d = Peer::Conn(9);
+        assert_eq!(req(&mut r, 6, d, c), granted(c));
+        unlock(&mut r, 7, c);
+        assert_eq!(req(&mut r, 8, A, a), granted(a));
+        r.on_conn_down(9);
+        assert_eq!(r.holder(b"k", Time(9)), Some(a));
+        assert_eq!(r.counters.released_on_disconnect, 1);
+        assert!(r.via.len() == 1 && r.by_conn.len() == 1, "{r:?}");
+    }
+
+    /// A holder that reconnects and re-sends its LOCK_REQ on the new
+    /// connection keeps its lock when the old connection's Down arrives
+    /// late; the new connection's Down releases it.
+    #[test]
+    fn a_lock_re_requested_on_a_new_connection_moves_to_it() {
+        let a = lock(1, 1);
+        let mut r = Replica::new(LEASE, false);
+        req(&mut r, 0, A, a);
+        assert_eq!(req(&mut r, 10, Peer::Conn(2), a), granted(a));
+        r.on_conn_down(1);
+        assert_eq!(r.holder(b"k", Time(11)), Some(a));
+        r.on_conn_down(2);
+        assert_eq!(r.holder(b"k", Time(11)), None);
+        assert!(r.via.is_empty() && r.by_conn.is_empty());
     }
 
     #[test]
