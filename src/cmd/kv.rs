@@ -22,14 +22,17 @@ pub struct Target {
     tls: TlsArgs,
     #[command(flatten)]
     auth: AuthArgs,
-    /// direct: this client coordinates the quorum itself; proxy: a server does.
-    #[arg(long, default_value = "direct")]
-    mode: ClientMode,
+    /// direct: this client coordinates the quorum itself; proxy: a server
+    /// does [default: direct, or proxy for a protocol without a client-side
+    /// coordinator; asking for direct then is an error]
+    #[arg(long)]
+    mode: Option<ClientMode>,
     /// Give up after this long, connecting included.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
     /// A protocol option for this client's coordinator (direct mode), over
-    /// the servers' (repeat; `quorumkv server --help` lists them).
+    /// the servers' (repeat; `quorumkv server --help` lists them). An error
+    /// where no client-side coordinator runs (proxy mode).
     #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = quorumkv_core::protocol::options::parse_pair)]
     opt: Vec<(String, String)>,
 }
@@ -104,13 +107,20 @@ where
             return ExitCode::from(2);
         }
     };
+    if t.mode == Some(ClientMode::Proxy) && !t.opt.is_empty() {
+        eprintln!(
+            "quorumkv: --opt sets options of this client's own coordinator (direct mode); \
+             with --mode proxy the servers coordinate, with their options"
+        );
+        return ExitCode::from(2);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async move {
         let cfg = ClientConfig {
-            mode: t.mode,
+            mode: t.mode.unwrap_or_default(),
             op_timeout: t.timeout,
             connect_timeout: t.timeout,
             options: t.opt,
@@ -122,7 +132,21 @@ where
         // library, with an error naming every endpoint) and the operation.
         let deadline = tokio::time::Instant::now() + t.timeout;
         let result = match Client::connect(endpoints, cfg).await {
-            Ok(client) => tokio::time::timeout_at(deadline, f(client)).await,
+            Ok(client) => {
+                if let Some(why) = not_direct(t.mode, !t.opt.is_empty(), &client) {
+                    client.close().await;
+                    eprintln!("quorumkv: {why}");
+                    return ExitCode::from(2);
+                }
+                if let Some(note) = client.connect_note() {
+                    eprintln!("quorumkv: {note}");
+                }
+                let result = tokio::time::timeout_at(deadline, f(client.clone())).await;
+                // Let the last unlocks reach the replicas before we exit,
+                // or the next command would find the key locked.
+                client.close().await;
+                result
+            }
             Err(e) => Ok(Err(e)),
         };
         match result {
@@ -144,6 +168,30 @@ where
             }
         }
     })
+}
+
+/// Why a flag that needs a client-side coordinator (`--mode direct`,
+/// `--opt`) cannot be honoured by `client`, which goes through a server.
+fn not_direct(mode: Option<ClientMode>, opts: bool, client: &Client) -> Option<String> {
+    let flag = match (mode, opts) {
+        _ if client.is_direct() => return None,
+        (_, true) => "--opt",
+        (Some(ClientMode::Direct), false) => "--mode direct",
+        _ => return None,
+    };
+    let protocol = client.protocol();
+    let why = match client.connect_note() {
+        Some(note) => note.to_string(),
+        None if protocol.has_client_coordinator() => {
+            "this user may only read, so a server coordinates".to_string()
+        }
+        None => format!(
+            "protocol {protocol} has no client-side coordinator (it supports --mode proxy only)"
+        ),
+    };
+    Some(format!(
+        "{flag} needs a client-side coordinator (direct mode), but {why}"
+    ))
 }
 
 pub fn get(a: GetArgs) -> ExitCode {

@@ -150,8 +150,10 @@ pub struct Args {
     exit_on_stdin_eof: bool,
     /// What an acknowledgement promises: `fsync` (synced to disk, group
     /// commit), `buffered` (written to the OS: survives kill -9, not a power
-    /// cut) or `memory` (nothing on disk; restart with --recover)
-    /// [default: the cluster file's `durability`, else fsync]
+    /// cut) or `memory` (nothing on disk; restart with --recover). A
+    /// protocol that keeps nothing on disk refuses buffered and fsync
+    /// [default: the cluster file's `durability`, else fsync, or memory
+    /// for such a protocol]
     #[arg(long, env = "QUORUMKV_DURABILITY", value_enum, value_name = "MODE")]
     durability: Option<Durability>,
     /// This replica's data directory (locked while the server runs)
@@ -313,19 +315,18 @@ pub fn run(a: Args) -> ExitCode {
     opts.tls = tls;
     opts.op_timeout = a.op_timeout;
     opts.protocol_options = a.opt.clone();
-    if let Err(e) = opts
-        .cluster
-        .protocol
-        .info()
-        .check_options(&opts.option_pairs())
-    {
-        return super::fail(e);
-    }
     opts.recover = a.recover;
     if opts.cluster.durability.is_none() {
-        opts.durability = Durability::Fsync;
+        // Unless asked otherwise, as durable as the protocol can be.
+        opts.durability = match opts.cluster.protocol.info().persists_state {
+            true => Durability::Fsync,
+            false => Durability::Memory,
+        };
     }
     opts.durability = a.durability.unwrap_or(opts.durability);
+    if let Err(e) = opts.check_supported() {
+        return super::fail(format!("{e:#}"));
+    }
     opts.data_dir = a
         .data_dir
         .clone()

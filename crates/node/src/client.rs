@@ -18,7 +18,15 @@
 //! [`Client::events`].
 //!
 //! A [`Client`] is cheap to clone; clones share the connections, and calls
-//! from many tasks are pipelined on them.
+//! from many tasks are pipelined on them. [`Client::close`] lets what it
+//! sent last (a coordinator's UNLOCKs) reach the replicas before its
+//! connections close; dropping the last clone does the same, best effort.
+//!
+//! Given fewer endpoints than replicas, a direct client dials the others
+//! where their hello says they listen, or goes through a server
+//! ([`learn`]).
+
+mod learn;
 
 pub use crate::auth::Credentials;
 use crate::codec::{Frame, DEFAULT_MAX_FRAME};
@@ -42,7 +50,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -172,6 +181,8 @@ struct Shared {
     next_seq: AtomicU64,
     /// Events pushed by servers, until [`Client::events`] takes them.
     events: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
+    /// How the client reaches the cluster, when not as asked ([`learn`]).
+    note: Option<String>,
 }
 
 /// The frame type of connections that carry no protocol messages.
@@ -181,11 +192,26 @@ enum Inner {
     Direct {
         submit: Box<dyn Submit>,
         timeout: Duration,
-        /// The driver and link tasks, stopped when the last clone goes.
-        tasks: Vec<tokio::task::JoinHandle<()>>,
+        /// The driver and link tasks, until [`Client::close`] takes them.
+        tasks: Mutex<DirectTasks>,
+        /// Set when the client closes (or the last clone goes): each link
+        /// lets its queued frames out, closes, and waits for the server
+        /// to close its side.
+        closing: watch::Sender<bool>,
     },
     Proxy(Box<ProxyConn>),
 }
+
+/// The tasks of a direct client.
+#[derive(Default)]
+struct DirectTasks {
+    driver: Option<JoinHandle<()>>,
+    links: Vec<JoinHandle<()>>,
+}
+
+/// How long a closing link waits for the server to close its side (it
+/// does once it has handled everything the client sent).
+const CLOSE_LINGER: Duration = Duration::from_millis(500);
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -217,11 +243,18 @@ impl<M: Send + 'static> Submit for mpsc::Sender<Input<M>> {
 }
 
 impl Drop for Inner {
-    /// The last clone of a client is gone: stop its tasks, which closes its
-    /// connections (the driver owns the writers; the links own the readers).
+    /// The last clone of a client is gone: stop the driver (it owns the
+    /// writers' senders) and let each link close as [`Client::close`] does,
+    /// in the background: best effort, as long as the runtime runs.
     fn drop(&mut self) {
         match self {
-            Inner::Direct { tasks, .. } => tasks.iter().for_each(|t| t.abort()),
+            Inner::Direct { tasks, closing, .. } => {
+                closing.send_replace(true);
+                let tasks = tasks.get_mut().expect("no poisoning");
+                if let Some(d) = tasks.driver.take() {
+                    d.abort();
+                }
+            }
             Inner::Proxy(p) => p.close(),
         }
     }
@@ -398,7 +431,7 @@ impl Client {
         let deadline = Instant::now() + cfg.connect_timeout;
         let endpoints = resolve(&names, deadline).await?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let (inner, protocol) = match cfg.mode {
+        let (inner, protocol, note) = match cfg.mode {
             ClientMode::Direct => {
                 Self::connect_direct(endpoints, &cfg, deadline, events_tx).await?
             }
@@ -408,7 +441,7 @@ impl Client {
                 let hello = conn.ensure_connected(deadline).await?;
                 let protocol = hello.map_or_else(ProtocolKind::default_protocol, |h| h.protocol);
                 conn.learn(protocol);
-                (Inner::Proxy(Box::new(conn)), protocol)
+                (Inner::Proxy(Box::new(conn)), protocol, None)
             }
         };
         let shared = Shared {
@@ -416,6 +449,7 @@ impl Client {
             id: client_writer_id(rand::random::<u64>() >> 1),
             next_seq: AtomicU64::new(1),
             events: Mutex::new(Some(events_rx)),
+            note,
         };
         Ok(Client {
             inner: Arc::new(inner),
@@ -424,14 +458,15 @@ impl Client {
     }
 
     /// Direct mode: hello every endpoint, then run the protocol's
-    /// coordinator here — or, for a protocol without one, fall back to
-    /// proxy through the endpoints.
+    /// coordinator here, with a link to every member (dialling those the
+    /// endpoints miss, [`learn`]) — or, for a protocol without one or
+    /// members that cannot be reached, go through the endpoints (proxy).
     async fn connect_direct(
         endpoints: Vec<Dial>,
         cfg: &ClientConfig,
         deadline: Instant,
         events: mpsc::UnboundedSender<Event>,
-    ) -> Result<(Inner, ProtocolKind), ClientError> {
+    ) -> Result<(Inner, ProtocolKind, Option<String>), ClientError> {
         let wait = deadline.saturating_duration_since(Instant::now());
         let attempts = (endpoints.iter()).map(|a| handshake(a.clone(), wait, cfg.dialing()));
         let results = futures_join_all(attempts).await;
@@ -459,18 +494,68 @@ impl Client {
             } else {
                 tracing::info!(%protocol, "no client-side coordinator: going through a server");
             }
-            let mut conn = ProxyConn::new(endpoints, cfg.clone(), events);
-            conn.ensure_connected(deadline).await?;
-            conn.learn(protocol);
-            return Ok((Inner::Proxy(Box::new(conn)), protocol));
+            let conn = Self::proxy_through(endpoints, cfg, deadline, events, protocol).await?;
+            return Ok((conn, protocol, None));
         }
+        let mut links: Vec<_> = endpoints.iter().cloned().zip(results).collect();
+        let learned = learn::learn_members(&hello, &links, &cfg.dialing(), deadline).await;
+        if learned.route == learn::Route::Proxy {
+            let conn = Self::proxy_through(endpoints, cfg, deadline, events, protocol).await?;
+            return Ok((conn, protocol, learned.note));
+        }
+        links.extend(learned.links);
         let build = BuildDirect {
             hello,
-            links: endpoints.into_iter().zip(results).collect(),
+            links,
             cfg: cfg.clone(),
             events,
         };
-        Ok((protocol.visit(build)?, protocol))
+        Ok((protocol.visit(build)?, protocol, learned.note))
+    }
+
+    async fn proxy_through(
+        endpoints: Vec<Dial>,
+        cfg: &ClientConfig,
+        deadline: Instant,
+        events: mpsc::UnboundedSender<Event>,
+        protocol: ProtocolKind,
+    ) -> Result<Inner, ClientError> {
+        let mut conn = ProxyConn::new(endpoints, cfg.clone(), events);
+        conn.ensure_connected(deadline).await?;
+        conn.learn(protocol);
+        Ok(Inner::Proxy(Box::new(conn)))
+    }
+
+    /// How this client reaches the cluster when it is not what was asked:
+    /// the replicas it learned from an endpoint's hello, or that it goes
+    /// through a server. One line, for the user (the CLI prints it).
+    pub fn connect_note(&self) -> Option<&str> {
+        self.shared.note.as_deref()
+    }
+
+    /// Close the client: every clone's calls fail from now on. A direct
+    /// client's last frames (the UNLOCKs of its last operation) go out,
+    /// then each connection closes, and each server has handled them once
+    /// it closed its side, which is awaited for [`CLOSE_LINGER`] at most.
+    /// So the next client to touch the same keys finds them free.
+    pub async fn close(&self) {
+        match &*self.inner {
+            Inner::Direct { tasks, closing, .. } => {
+                let tasks = std::mem::take(&mut *tasks.lock().expect("no poisoning"));
+                closing.send_replace(true);
+                if let Some(d) = tasks.driver {
+                    d.abort();
+                    let _ = d.await;
+                }
+                let until = Instant::now() + CLOSE_LINGER;
+                for mut link in tasks.links {
+                    if tokio::time::timeout_at(until, &mut link).await.is_err() {
+                        link.abort();
+                    }
+                }
+            }
+            Inner::Proxy(p) => p.close(),
+        }
     }
 
     /// A fresh operation id (the same one is used for every retry of it).
@@ -625,17 +710,28 @@ impl Visitor for BuildDirect {
             .expect("memory storage loads")
             .with_local_events(events);
         let (tx, rx) = mpsc::channel::<Input<D::Msg>>(8192);
-        let mut tasks = vec![tokio::spawn(driver.run(rx))];
+        let (closing, _) = watch::channel(false);
+        let mut tasks = DirectTasks {
+            driver: Some(tokio::spawn(driver.run(rx))),
+            links: Vec::new(),
+        };
         for (addr, first) in links {
-            let how = cfg.dialing();
-            let link =
-                keep_link::<D::Client>(addr, first.ok(), tx.clone(), cfg.connect_timeout, how);
-            tasks.push(tokio::spawn(link));
+            let link = KeepLink {
+                addr,
+                tx: tx.clone(),
+                connect_timeout: cfg.connect_timeout,
+                how: cfg.dialing(),
+                closing: closing.subscribe(),
+            };
+            tasks
+                .links
+                .push(tokio::spawn(link.run::<D::Client>(first.ok())));
         }
         Ok(Inner::Direct {
             submit: Box::new(tx),
             timeout: cfg.op_timeout,
-            tasks,
+            tasks: Mutex::new(tasks),
+            closing,
         })
     }
 }
@@ -654,50 +750,97 @@ where
     out
 }
 
-/// Keep the client-side coordinator's link to one replica, reconnecting
-/// with backoff when it breaks.
-async fn keep_link<P: Protocol + Send + 'static>(
+/// The client-side coordinator's link to one replica, kept up (with
+/// backoff) until the client closes.
+struct KeepLink<M> {
     addr: Dial,
-    mut first: Option<Opened>,
-    tx: mpsc::Sender<Input<P::Msg>>,
+    tx: mpsc::Sender<Input<M>>,
     connect_timeout: Duration,
     how: Dialing,
-) {
-    let mut backoff = Duration::from_millis(20);
-    loop {
-        let conn = match first.take() {
-            Some(c) => Ok(c),
-            None => handshake(addr.clone(), connect_timeout, how.clone()).await,
+    closing: watch::Receiver<bool>,
+}
+
+/// Why one connection of a [`KeepLink`] ended.
+enum Ended {
+    /// It broke: dial again.
+    Broken,
+    /// The client closed, or its driver is gone: stop.
+    Stop,
+}
+
+/// Resolves once the client closes (or its last clone is gone).
+async fn closed(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|c| *c).await;
+}
+
+impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> KeepLink<M> {
+    async fn run<P: Protocol<Msg = M> + Send + 'static>(mut self, mut first: Option<Opened>) {
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            let conn = match first.take() {
+                Some(c) => Ok(c),
+                None => tokio::select! {
+                    c = handshake(self.addr.clone(), self.connect_timeout, self.how.clone()) => c,
+                    () = closed(&mut self.closing) => return,
+                },
+            };
+            if let Ok(opened) = conn {
+                backoff = Duration::from_millis(20);
+                if let Ended::Stop = self.serve(opened).await {
+                    return;
+                }
+            }
+            if self.tx.is_closed() {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = closed(&mut self.closing) => return,
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// Carry one connection until it breaks or the client closes.
+    async fn serve(&mut self, (hello, mut reader, wr): Opened) -> Ended {
+        let peer = Peer::Node(hello.node);
+        let (ftx, writer) = spawn_writer::<M>(wr, link_queue());
+        heartbeat::start(&ftx, &mut reader, HeartbeatConfig::default());
+        let up = Input::LinkUp {
+            peer,
+            tx: Some(ftx.clone()),
         };
-        if let Ok((hello, mut reader, wr)) = conn {
-            backoff = Duration::from_millis(20);
-            let peer = Peer::Node(hello.node);
-            let (ftx, writer) = spawn_writer::<P::Msg>(wr, link_queue());
-            heartbeat::start(&ftx, &mut reader, HeartbeatConfig::default());
-            let up = Input::LinkUp {
-                peer,
-                tx: Some(ftx.clone()),
-            };
-            if tx.send(up).await.is_err() {
-                return;
-            }
-            if let LinkEnd::DriverGone = pump_link::<P::Msg>(&mut reader, peer, &tx).await {
-                return;
-            }
-            writer.abort();
-            let down = Input::LinkDown {
-                peer,
-                tx: Some(ftx),
-            };
-            if tx.send(down).await.is_err() {
-                return;
-            }
+        if self.tx.send(up).await.is_err() {
+            return Ended::Stop;
         }
-        if tx.is_closed() {
-            return;
+        let end = tokio::select! {
+            end = pump_link::<M>(&mut reader, peer, &self.tx) => Some(end),
+            () = closed(&mut self.closing) => None,
+        };
+        let Some(end) = end else {
+            // Closing: the writer sends what is queued (the driver, which
+            // holds the other sender, is stopped), then our FIN. The server
+            // closes its side once it has handled all of it.
+            drop(ftx);
+            let _ = tokio::time::timeout(CLOSE_LINGER, async {
+                let _ = writer.await;
+                while reader.next::<M>().await.is_ok() {}
+            })
+            .await;
+            return Ended::Stop;
+        };
+        if let LinkEnd::DriverGone = end {
+            return Ended::Stop;
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
+        writer.abort();
+        let down = Input::LinkDown {
+            peer,
+            tx: Some(ftx),
+        };
+        match self.tx.send(down).await {
+            Ok(()) => Ended::Broken,
+            Err(_) => Ended::Stop,
+        }
     }
 }
 

@@ -34,7 +34,10 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+/// A `[[replica]]` entry. Unknown keys are errors (a misspelt setting
+/// would otherwise be ignored without a word), as in every table here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReplicaAddr {
     pub id: NodeId,
     /// Where the replica listens (its native port).
@@ -54,6 +57,7 @@ pub struct ReplicaAddr {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClusterFile {
     pub protocol: ProtocolKind,
     /// Names the cluster in each replica's data directory, so that data of
@@ -518,6 +522,21 @@ mod tests {
         assert!(
             toml::from_str::<ClusterFile>(&format!("{base}[limits]\nmax_conns = 1\n")).is_err()
         );
+    }
+
+    /// A misspelt key anywhere is an error naming it, not a setting
+    /// silently left at its default.
+    #[test]
+    fn unknown_keys_are_errors_at_the_top_and_in_replicas() {
+        let base = "protocol = \"abd\"\n[[replica]]\nid = 1\naddr = \"127.0.0.1:1\"\n";
+        toml::from_str::<ClusterFile>(base).unwrap();
+        let top = format!("durabilty = \"fsync\"\n{base}");
+        let e = toml::from_str::<ClusterFile>(&top).unwrap_err().to_string();
+        assert!(e.contains("durabilty"), "{e}");
+        let e = toml::from_str::<ClusterFile>(&format!("{base}advertize = \"h:1\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("advertize"), "{e}");
     }
 }
 

@@ -148,6 +148,16 @@ impl ServerOptions {
         }
     }
 
+    /// Refuse a setting this replica's protocol would not honour, naming
+    /// what it supports (no option is silently ignored): checked before
+    /// anything starts.
+    pub fn check_supported(&self) -> anyhow::Result<()> {
+        let info = self.cluster.protocol.info();
+        check_durability(info.name, info.persists_state, self.durability)?;
+        info.check_options(&self.option_pairs())
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
     /// The protocol's options in force: the cluster file's, then `--opt`'s.
     pub fn option_pairs(&self) -> Vec<(String, String)> {
         let mut pairs = self.cluster.option_pairs();
@@ -195,4 +205,22 @@ impl ServerOptions {
             },
         }
     }
+}
+
+/// Durable modes need a protocol that keeps its state on disk.
+pub(crate) fn check_durability(
+    protocol: &str,
+    persists_state: bool,
+    durability: Durability,
+) -> anyhow::Result<()> {
+    if !persists_state && durability.keeps_data() {
+        // Nothing of its state would be on disk: running as `fsync` would
+        // promise what a restart cannot keep.
+        anyhow::bail!(
+            "protocol {protocol} keeps no state on disk (its seed has none): durability \
+             {durability} is not supported; it runs with durability memory only \
+             (--durability memory, and --recover on every restart)"
+        );
+    }
+    Ok(())
 }

@@ -117,20 +117,11 @@ impl Visitor for RunServer {
 
 /// Run a replica of protocol `D` (tests use it with protocols of their own).
 pub async fn run_with<D: ProtocolDef>(
-    mut opts: ServerOptions,
+    opts: ServerOptions,
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    if !D::PERSISTS_STATE && opts.durability.keeps_data() {
-        // Nothing of its state would be on disk: saying `fsync` in INFO
-        // would promise what a restart cannot keep.
-        tracing::warn!(
-            "protocol {} keeps no state on disk (its seed has none); running with durability memory, not {}",
-            D::NAME,
-            opts.durability
-        );
-        opts.durability = crate::storage::Durability::Memory;
-    }
+    crate::options::check_durability(D::NAME, D::PERSISTS_STATE, opts.durability)?;
     let popts = D::Options::from_pairs(&opts.option_pairs())
         .map_err(|e| anyhow::anyhow!("protocol {}: {e}", D::NAME))?;
     let members = opts.cluster.members();
