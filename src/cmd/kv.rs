@@ -118,6 +118,7 @@ where
         .enable_all()
         .build()
         .expect("runtime");
+    let has_opts = !t.opt.is_empty();
     rt.block_on(async move {
         let cfg = ClientConfig {
             mode: t.mode.unwrap_or_default(),
@@ -133,7 +134,7 @@ where
         let deadline = tokio::time::Instant::now() + t.timeout;
         let result = match Client::connect(endpoints, cfg).await {
             Ok(client) => {
-                if let Some(why) = not_direct(t.mode, !t.opt.is_empty(), &client) {
+                if let Some(why) = not_direct(t.mode, has_opts, &client) {
                     client.close().await;
                     eprintln!("quorumkv: {why}");
                     return ExitCode::from(2);

@@ -40,7 +40,7 @@ use crate::tls::ClientTls;
 use bytes::Bytes;
 use quorumkv_core::protocol::registry::client_writer_id;
 use quorumkv_core::protocol::{
-    ClientSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
+    ClientSpec, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
 };
 use quorumkv_core::{Event, NodeId, OpError, OpId, Peer, Request, Response};
 use std::collections::HashMap;
@@ -723,9 +723,7 @@ impl Visitor for BuildDirect {
                 how: cfg.dialing(),
                 closing: closing.subscribe(),
             };
-            tasks
-                .links
-                .push(tokio::spawn(link.run::<D::Client>(first.ok())));
+            tasks.links.push(tokio::spawn(link.run(first.ok())));
         }
         Ok(Inner::Direct {
             submit: Box::new(tx),
@@ -774,7 +772,7 @@ async fn closed(rx: &mut watch::Receiver<bool>) {
 }
 
 impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> KeepLink<M> {
-    async fn run<P: Protocol<Msg = M> + Send + 'static>(mut self, mut first: Option<Opened>) {
+    async fn run(mut self, mut first: Option<Opened>) {
         let mut backoff = Duration::from_millis(20);
         loop {
             let conn = match first.take() {

@@ -176,6 +176,9 @@ impl LocalCluster {
         if !cfg.hosts.is_empty() && cfg.hosts.len() != cfg.replicas {
             bail!("{} hosts for {} replicas", cfg.hosts.len(), cfg.replicas);
         }
+        // Said once here rather than by every replica as it exits.
+        let info = cfg.protocol.info();
+        crate::options::check_durability(info.name, info.persists_state, cfg.durability)?;
         let mut file = match cfg.port_base {
             _ if !cfg.hosts.is_empty() => {
                 let mut f = ClusterFile::local(cfg.protocol, cfg.replicas, 0);
