@@ -25,8 +25,11 @@
 //! write is durable must not help elect the next one (A1.1): here a server
 //! that restarts having promised its current epoch to itself (it led it)
 //! stays out, as a recovering server does (no vote, counted in no quorum),
-//! until a leader of a newer epoch synchronised it. A1.2 (never fewer than a
-//! quorum up) is the simulator's job: `Zab::bounds_durable_crashes`.
+//! until a leader of a newer epoch synchronised it or, A1.1's "until its
+//! successor has been installed", it hears that a newer epoch was
+//! established (`successor_installed`): a majority outage then ends.
+//! A1.2 (never fewer than a quorum up) is the simulator's job:
+//! `Zab::bounds_durable_crashes`; its `outage` fault breaks it.
 //!
 //! Reads by read index: a follower may deliver (and answer) a write the
 //! leader has not committed yet, so the leader's read index is its last
@@ -244,8 +247,9 @@ impl ZabNode {
     /// A1.1 (§3.3, lines 1000-1008): under the restricted assumptions, a
     /// server that restarts having led its current epoch (`META_LED`)
     /// stays out (as a recovering server: no vote, in no quorum) until a
-    /// leader of a newer epoch synchronised it: its own proposals may be
-    /// missing from its disk while followers delivered them.
+    /// leader of a newer epoch synchronised it, or one was established
+    /// (`successor_installed`): its own proposals may be missing from its
+    /// disk while followers delivered them.
     pub(super) fn stay_out_if_old_leader(&mut self) {
         let led = self.bcast.led;
         if self.a11() && led > 0 && led == self.current_epoch && !self.recovering {
