@@ -25,8 +25,11 @@
 //! write is durable must not help elect the next one (A1.1): here a server
 //! that restarts having promised its current epoch to itself (it led it)
 //! stays out, as a recovering server does (no vote, counted in no quorum),
-//! until a leader of a newer epoch synchronised it. A1.2 (never fewer than a
-//! quorum up) is the simulator's job: `Zab::bounds_durable_crashes`.
+//! until a leader of a newer epoch synchronised it or, A1.1's "until its
+//! successor has been installed", it hears that a newer epoch was
+//! established (`successor_installed`): a majority outage then ends.
+//! A1.2 (never fewer than a quorum up) is the simulator's job:
+//! `Zab::bounds_durable_crashes`; its `outage` fault breaks it.
 //!
 //! Reads by read index: a follower may deliver (and answer) a write the
 //! leader has not committed yet, so the leader's read index is its last
@@ -150,6 +153,9 @@ pub struct Bcast {
     pub stay_out: bool,
     /// Durable (`META_LED`): the last epoch we led, under ac, aa, ct.
     pub(super) led: u64,
+    /// Restarted as the leader of this epoch: staying out (A1.1) until a
+    /// newer leader synchronised us or we hear a newer one was installed.
+    out_for: Option<u64>,
     /// Proposals from this index on wait for `META_LED` to be durable.
     unmarked_from: Option<u64>,
     /// Switched to Zab's broadcast (§3.6.2, §4.3.3): the leader's decision,
@@ -198,6 +204,7 @@ impl Bcast {
             variant,
             stay_out: true,
             led: 0,
+            out_for: None,
             unmarked_from: None,
             zab_mode: false,
             suspected: BTreeSet::new(),
@@ -240,13 +247,50 @@ impl ZabNode {
     /// A1.1 (§3.3, lines 1000-1008): under the restricted assumptions, a
     /// server that restarts having led its current epoch (`META_LED`)
     /// stays out (as a recovering server: no vote, in no quorum) until a
-    /// leader of a newer epoch synchronised it: its own proposals may be
-    /// missing from its disk while followers delivered them.
+    /// leader of a newer epoch synchronised it, or one was established
+    /// (`successor_installed`): its own proposals may be missing from its
+    /// disk while followers delivered them.
     pub(super) fn stay_out_if_old_leader(&mut self) {
         let led = self.bcast.led;
-        if self.a11() && led > 0 && led == self.current_epoch {
+        if self.a11() && led > 0 && led == self.current_epoch && !self.recovering {
             self.recovering = true;
+            self.bcast.out_for = Some(led);
             self.counters.stayed_out += 1;
+        }
+    }
+
+    /// A1.1 keeps a restarted leader out "until its successor has been
+    /// installed" (§3.3, line 1002); §4.4.1 (line 1566) asks for "f+1
+    /// servers excluding the *previous* leader". A peer's `led` (from its
+    /// notification) is an epoch it established: its history was on a
+    /// quorum's disks. If that is above the epoch we stay out for, we are
+    /// no longer the previous leader and rejoin with our log as it is.
+    ///
+    /// Why that is safe: what our log may lack is the tail of our own
+    /// epoch `e`, delivered by followers on f follower logs (k = f). A
+    /// leader of `e' > e` established its history, which holds every entry
+    /// delivered in `e` (its discovery quorum left us out or had our whole
+    /// log), on a quorum that persisted current epoch `e'`; every quorum we
+    /// can join has a member of it, whose vote `(current epoch, last)`
+    /// beats ours, so our short log can elect no one. The newest epoch's
+    /// leader still stays out, so its followers' deliveries stay covered
+    /// (any f + 1 servers without it meet the f that logged them).
+    ///
+    /// Without this, two old leaders out at once (a majority outage after
+    /// a leader change) wait for each other: at N = 3 the one server left
+    /// is no quorum, and no newer leader can come to synchronise them
+    /// (simulator seeds in `crates/sim/tests/zab_variants.rs`).
+    pub(super) fn successor_installed(&mut self, led: u64, out: &mut O) {
+        match self.bcast.out_for {
+            Some(e) if self.recovering && led > e => {}
+            _ => return,
+        }
+        self.bcast.out_for = None;
+        self.recovering = false;
+        self.counters.rejoined += 1;
+        if matches!(self.role, Role::Looking) {
+            // Vote again, now counted.
+            self.look(out);
         }
     }
 
@@ -663,14 +707,20 @@ impl ZabNode {
                 "restarts kept out of quorums as an old leader (A1.1)",
                 c.stayed_out,
             ),
+            (
+                "zab_rejoined",
+                "old leaders kept out that rejoined once a newer epoch was established (A1.1)",
+                c.rejoined,
+            ),
         ]
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::msg::PeerState;
     use super::super::node::Config;
-    use super::super::testing::{ct_q_three, put, Cluster};
+    use super::super::testing::{at, ct_q_three, get, hear, lone, notify, put, value, Cluster};
     use super::*;
     use crate::protocol::{Command, Protocol};
 
@@ -784,6 +834,90 @@ mod tests {
                 assert_ne!(l2, l, "{}: the old leader led again", v.name());
                 assert!(c.node(l).epochs().1 > epoch && c.node(l).role() == "follower");
             }
+        }
+    }
+
+    /// A majority outage after a leader change (N = 3): the leader of epoch
+    /// e crashes, a successor establishes e' and takes a write, then it
+    /// crashes too and both return. Both stay out (A1.1); the older one
+    /// hears the successor's `led` = e' > e and rejoins, with the third it
+    /// elects a leader (the third: current epoch e', the newest vote), and
+    /// that leader synchronises the successor. The write survives. Before
+    /// `successor_installed` the two waited for each other for good.
+    #[test]
+    fn two_old_leaders_out_after_an_outage_the_older_rejoins() {
+        for v in [Variant::Ac, Variant::Aa, Variant::Ct] {
+            let mut c = Cluster::running(3, Config::default(), (v, 0.5, true));
+            let l1 = c.settle();
+            assert!(c.ask(l1, put("k", "v1")).is_some());
+            c.crash(l1);
+            let l2 = c.settle();
+            assert_ne!(l2, l1);
+            let e2 = c.node(l2).epochs().1;
+            assert!(c.ask(l2, put("k", "v2")).is_some());
+            let third = 6 - l1 - l2;
+            c.crash(l2);
+            c.restart(l1);
+            c.restart(l2);
+            c.run();
+            let (a, b) = (c.node(l1), c.node(l2));
+            assert_ne!(a.role(), "recovering", "{}", v.name());
+            assert_eq!(b.role(), "recovering", "{}", v.name());
+            assert_eq!(a.counters.rejoined, 1, "{}: l1 rejoined at once", v.name());
+            assert_eq!((a.counters.stayed_out, b.counters.stayed_out), (1, 1));
+            let l3 = c.settle();
+            assert_eq!(l3, third, "{}: the newest vote leads", v.name());
+            assert!(c.node(l2).epochs().1 > e2 && c.node(l2).role() == "follower");
+            assert_eq!(
+                c.node(l2).counters.rejoined,
+                0,
+                "synchronised, not rejoined"
+            );
+            assert_eq!(c.ask(l1, get("k")), Some(value("v2")), "{}", v.name());
+        }
+    }
+
+    /// A restarted leader stays out on an older or equal `led` (its own
+    /// epoch from a peer that never led a newer one), and a server that
+    /// lost its state never rejoins by `led`: it has no epoch of its own.
+    #[test]
+    fn an_old_leader_stays_out_unless_a_newer_epoch_was_established() {
+        let mut c = Cluster::running(3, Config::default(), (Variant::Ac, 0.5, true));
+        let l = c.settle();
+        let e = c.node(l).epochs().1;
+        c.crash(l);
+        c.restart(l);
+        let f = if l == 1 { 2 } else { 1 };
+        for led in [0, e] {
+            let msg = notify_led(led);
+            at(&mut c, l, f, msg);
+            assert_eq!(c.node(l).role(), "recovering", "led {led}");
+        }
+        at(&mut c, l, f, notify_led(e + 1));
+        assert_eq!(c.node(l).role(), "looking");
+        let mut lost = lone(1, 3, 0, &[])
+            .with_broadcast(Variant::Ac, 0.5, 1)
+            .recovering();
+        hear(&mut lost, 2, notify_led(9));
+        assert!(lost.is_recovering());
+    }
+
+    fn notify_led(led: u64) -> Msg {
+        match notify(1, None, PeerState::Looking, true) {
+            Msg::Notify {
+                round,
+                vote,
+                state,
+                recovering,
+                ..
+            } => Msg::Notify {
+                round,
+                vote,
+                state,
+                recovering,
+                led,
+            },
+            m => m,
         }
     }
 

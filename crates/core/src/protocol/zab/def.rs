@@ -139,7 +139,7 @@ impl ProtocolOptions for ZabOptions {
             OptSpec {
                 name: "stay-out",
                 default: "true",
-                help: "A1.1 for ac, aa, ct: a restarted old leader stays out until a newer leader synchronised it (false: Fig. 3.1's loss)",
+                help: "A1.1 for ac, aa, ct: a restarted old leader stays out until a newer epoch is established (false: Fig. 3.1's loss)",
             },
             OptSpec {
                 name: "read",

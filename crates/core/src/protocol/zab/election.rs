@@ -88,6 +88,7 @@ impl ZabNode {
             vote,
             state,
             recovering: self.recovering,
+            led: self.bcast.led,
         }
     }
 

@@ -32,7 +32,7 @@
 //!
 //! | message | from → to | answer |
 //! |---|---|---|
-//! | `Notify { round, vote, state }` | any → any | a notification back, if behind or not looking |
+//! | `Notify { round, vote, state, led }` | any → any | a notification back, if behind or not looking |
 //! | `Recover { life }` | a server that lost its state → all | `RecoverOk { accepted, promised }` |
 //! | `FollowerInfo { accepted }` | F → L | `NewEpoch` |
 //! | `NewEpoch { epoch }` | L → F | `AckEpoch { cur_epoch, summary }` |

@@ -82,12 +82,14 @@ pub struct SyncData {
 /// Server-to-server messages.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Msg {
-    /// FLE notification: my election round, my vote, my state.
+    /// FLE notification: my election round, my vote, my state, and the
+    /// last epoch I led established under A1.1 (`broadcast.rs`, 0 if none).
     Notify {
         round: u64,
         vote: Option<Vote>,
         state: PeerState,
         recovering: bool,
+        led: u64,
     },
     /// F → prospective leader: my accepted epoch (CEPOCH) and the leader
     /// I promised it to.
@@ -192,9 +194,11 @@ impl Msg {
     pub fn largest_counter(&self) -> u64 {
         let entries = |e: &[LogEntry]| e.iter().map(|e| e.index.max(e.epoch)).max().unwrap_or(0);
         match self {
-            Msg::Notify { round, vote, .. } => {
+            Msg::Notify {
+                round, vote, led, ..
+            } => {
                 let v = vote.map_or(0, |v| v.cur_epoch.max(v.last.epoch).max(v.last.counter));
-                (*round).max(v)
+                (*round).max(v).max(*led)
             }
             Msg::FollowerInfo { accepted, .. } | Msg::RecoverOk { accepted, .. } => *accepted,
             Msg::Recover { .. } | Msg::Dropped { .. } | Msg::Touch { .. } => 0,

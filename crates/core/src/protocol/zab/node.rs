@@ -109,6 +109,9 @@ pub struct Counters {
     pub coin_tosses: u64,
     pub coin_heads: u64,
     pub stayed_out: u64,
+    /// A1.1: servers that stayed out and rejoined on hearing that a newer
+    /// epoch was established (`successor_installed`).
+    pub rejoined: u64,
     pub switches: u64,
     /// Adaptive ct-q (`adaptive.rs`): windows closed, windows without a
     /// feasible p, C_m expiries, timer-D re-tosses.
@@ -544,7 +547,11 @@ impl ZabNode {
                 vote,
                 state,
                 recovering,
-            } => self.on_notify(from, round, vote, state, recovering, out),
+                led,
+            } => {
+                self.successor_installed(led, out);
+                self.on_notify(from, round, vote, state, recovering, out)
+            }
             Msg::FollowerInfo {
                 accepted,
                 promised,

@@ -193,6 +193,7 @@ mod tests {
             vote: None,
             state: super::super::PeerState::Leading,
             recovering: false,
+            led: 0,
         };
         n.on_msg(Time::ZERO, Peer::Node(4), lead, &mut out);
         assert_eq!(n.role(), "recovering");
@@ -263,6 +264,7 @@ mod tests {
                 }),
                 state: super::super::PeerState::Leading,
                 recovering: false,
+                led: 0,
             };
             n.on_msg(Time::ZERO, Peer::Node(3), stale, &mut out);
             let info = sent(&mut out);

@@ -311,6 +311,7 @@ pub fn notify(round: u64, vote: Option<Vote>, state: PeerState, recovering: bool
         vote,
         state,
         recovering,
+        led: 0,
     }
 }
 
