@@ -366,13 +366,28 @@ fn lamport_fsync_survives_kill_pause_and_kill_all() {
     fsync_kill_pause_kill_all("lamport");
 }
 
+/// A base whose six ports are free now, between the drawn bases (below
+/// 20000) and the ephemeral range (where a connection's source port could
+/// take one at any moment).
+fn free_base(salt: u16) -> u16 {
+    for k in 0..100u16 {
+        let base = 20_000 + ((std::process::id() as u16).wrapping_add(salt + 7 * k) % 120) * 100;
+        let free = [1, 2, 3, 101, 102, 103]
+            .iter()
+            .all(|o| std::net::TcpListener::bind(("127.0.0.1", base + o)).is_ok());
+        if free {
+            return base;
+        }
+    }
+    panic!("no free base between 20000 and 32000");
+}
+
 /// `--port-base P`: replica i on P+i and P+100+i, printed; a port of the
 /// range already taken is named at the start, with what to do (exit 2).
 #[test]
 fn port_base_lays_out_the_ports_and_names_a_taken_one() {
-    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = held.local_addr().unwrap().port();
-    let base = (port - 102).to_string();
+    let b = free_base(0);
+    let held = std::net::TcpListener::bind(("127.0.0.1", b + 102)).unwrap();
     let args = [
         "--durability",
         "memory",
@@ -381,21 +396,20 @@ fn port_base_lays_out_the_ports_and_names_a_taken_one() {
         "--duration",
         "1s",
     ];
-    let out = chaos(&[&args[..], &["--port-base", &base]].concat());
+    let out = chaos(&[&args[..], &["--port-base", &b.to_string()]].concat());
     let t = text(&out);
     assert_eq!(out.status.code(), Some(2), "{t}");
+    let port = b + 102;
     assert!(
         t.contains(&format!("port {port} (replica 2's RESP port) is taken")),
         "{t}"
     );
     assert!(t.contains("pick another --port-base"), "{t}");
     drop(held);
-    // Free now: the same base runs (the ports were free a moment ago; a
-    // race with another process would show as the error above, not pass).
-    let out = chaos(&[&args[..], &["--port-base", &base]].concat());
+    let b = free_base(1);
+    let out = chaos(&[&args[..], &["--port-base", &b.to_string()]].concat());
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
-    let b: usize = base.parse().unwrap();
     let line = format!(
         "ports: replica i on 127.0.0.1 port {b}+i (clients and peers: {}..{}) and RESP {}+i",
         b + 1,

@@ -423,6 +423,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     let mut nemesis = Nemesis {
         cluster: &mut cluster,
         durability: a.durability,
+        persists: info.persists_state,
         timeline: &mut timeline,
         counts: &faults,
         serve_timeout: a.serve_timeout,

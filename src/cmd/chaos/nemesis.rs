@@ -104,6 +104,9 @@ impl Liveness {
 pub struct Nemesis<'a> {
     pub cluster: &'a mut LocalCluster,
     pub durability: Durability,
+    /// Whether the protocol keeps its state in the data directory
+    /// (`ProtocolInfo::persists_state`); when not, a restart asks its peers.
+    pub persists: bool,
     pub timeline: &'a mut Timeline,
     pub counts: &'a FaultCounts,
     /// How long a healed replica may take to serve again.
@@ -240,8 +243,9 @@ impl Nemesis<'_> {
     async fn heal(&mut self, fault: &Fault) -> anyhow::Result<()> {
         match fault {
             Fault::Kill(list) => {
-                let how = match self.durability {
-                    Durability::Memory => " (memory: recovers from its peers)",
+                let how = match (self.durability, self.persists) {
+                    (Durability::Memory, _) => " (memory: recovers from its peers)",
+                    (_, false) => " (the protocol keeps nothing on disk: recovers from its peers)",
                     _ => " (reloads its data directory)",
                 };
                 self.timeline.note(format!("restart {}{how}", ids(list)));
@@ -262,8 +266,12 @@ impl Nemesis<'_> {
             Fault::KillAll => {
                 let all: Vec<NodeId> = self.cluster.endpoints().iter().map(|e| e.id).collect();
                 if self.durability.keeps_data() {
-                    self.timeline
-                        .note("restart all (each reloads its data directory)");
+                    self.timeline.note(match self.persists {
+                        true => "restart all (each reloads its data directory)",
+                        false => {
+                            "restart all (the protocol keeps nothing on disk: each asks its peers)"
+                        }
+                    });
                     for &id in &all {
                         let r = self.cluster.restart(id).await;
                         self.restarted(id, r)?;
