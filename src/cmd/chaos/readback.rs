@@ -85,7 +85,8 @@ impl ReadBack {
     /// One line for the report.
     pub fn line(&self, keys: u64) -> String {
         let mut s = format!(
-            "acknowledged writes lost: {} (final read-back of {} of {keys} keys, {} acknowledged puts on them)",
+            "acknowledged writes lost: {} (acknowledged puts newer than the value their key read back at the end; \
+             final read-back of {} of {keys} keys, {} acknowledged puts on them)",
             self.lost, self.keys, self.acknowledged
         );
         if let Some(e) = &self.example {
