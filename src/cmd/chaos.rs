@@ -687,6 +687,12 @@ fn render(
     for l in &run.locks {
         s += &format!("{}\n", l.line());
     }
+    s += &replay_line(a, seed);
+    s
+}
+
+/// How to run the same schedule again.
+fn replay_line(a: &Args, seed: u64) -> String {
     let hosts = match a.hosts {
         HostsMode::Netns => " --hosts netns",
         HostsMode::Loopback => "",
@@ -709,9 +715,8 @@ fn render(
     for (k, v) in &a.shape.opt {
         shape += &format!(" --opt {k}={v}");
     }
-    s += &format!(
+    format!(
         "replay: quorumkv chaos{hosts} --protocol {}{shape} --faults {} --seed {seed} (timings vary between runs)\n",
         a.shape.protocol, a.faults
-    );
-    s
+    )
 }
