@@ -8,6 +8,8 @@
 mod lock;
 mod nemesis;
 mod netns;
+mod ports;
+mod readback;
 mod schedule;
 mod timeline;
 mod workload;
@@ -21,7 +23,7 @@ use quorumkv_check::recorder::Recorder;
 use quorumkv_check::{report, History, Model, Report, Verdict};
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
 use quorumkv_node::config::parse_duration;
-use quorumkv_node::local::LocalCluster;
+use quorumkv_node::local::{LocalCluster, LocalClusterConfig, PortTaken};
 use quorumkv_node::storage::Durability;
 use schedule::{FaultSet, Schedule};
 use std::io::IsTerminal;
@@ -62,6 +64,15 @@ namespace of its own (10.77.0.N, ports 7001/7101), joined by veth pairs to a
 bridge in another; this process moves into one more (10.77.0.100) to run the
 clients. Hosts share one kernel clock: clock skew cannot be injected (pauses
 stand in for it). The namespaces are removed at the end and on Ctrl-C.
+
+Ports (--hosts loopback): replica i listens on P+i (clients and its
+peers) and P+100+i (RESP), as `quorumkv cluster --port-base P` lays them
+out. Without --port-base, P is drawn from 10000-19999 (below the OS's
+ephemeral range, so no outgoing connection takes a killed replica's port
+before its restart) among bases whose ports are all free. Either way every
+port is reserved (a lock file in the temporary directory) for the run, so
+two chaos runs never share one; a port taken by anything else is named,
+at the start or at the restart that cannot have it.
 
 Exit status: 0 when the history is linearizable, 1 when it is not, 2 on a
 setup error (the cluster did not start, a replica did not come back) or when
@@ -125,6 +136,10 @@ pub struct Args {
     /// What each replica's acknowledgement promises (server --durability).
     #[arg(long, value_enum, default_value_t = Durability::Fsync)]
     durability: Durability,
+    /// Replica i on port P+i (clients and peers) and RESP port P+100+i
+    /// (default: a free base drawn below the ephemeral range, printed).
+    #[arg(long, value_name = "P")]
+    port_base: Option<u16>,
     /// Seed of the fault schedule and the clients' choices (default: random, printed).
     #[arg(long)]
     seed: Option<u64>,
@@ -197,6 +212,11 @@ pub fn run(a: Args) -> ExitCode {
     }
     if a.recipe.is_empty() {
         return setup_error("--recipe needs at least one recipe");
+    }
+    if a.hosts == HostsMode::Netns && a.port_base.is_some() {
+        return setup_error(
+            "--port-base applies to --hosts loopback (each netns host uses ports 7001 and 7101)",
+        );
     }
     if a.hosts == HostsMode::Loopback {
         if let Some(k) = a.faults.0.iter().find(|k| k.needs_hosts()) {
@@ -297,7 +317,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         hosts: hosts.map(Hosts::replica_hosts).unwrap_or_default(),
         ..a.shape.config(binary)
     };
-    let mut cluster = LocalCluster::start(cfg).await?;
+    let (mut cluster, _ports) = start_cluster(a, cfg).await?;
     let counts = Arc::new(OpCounts::default());
     let client_cfg = ClientConfig {
         mode: a.client_mode,
@@ -403,6 +423,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     let mut nemesis = Nemesis {
         cluster: &mut cluster,
         durability: a.durability,
+        persists: info.persists_state,
         timeline: &mut timeline,
         counts: &faults,
         serve_timeout: a.serve_timeout,
@@ -466,6 +487,45 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     })
 }
 
+/// Start the cluster on `--port-base`, or on a drawn base (another one
+/// if something took a port between the check and the replica's bind).
+/// The reservation must outlive the cluster.
+async fn start_cluster(
+    a: &Args,
+    cfg: LocalClusterConfig,
+) -> anyhow::Result<(LocalCluster, Option<ports::Ports>)> {
+    if !cfg.hosts.is_empty() {
+        return Ok((LocalCluster::start(cfg).await?, None));
+    }
+    let n = a.shape.replicas;
+    let mut tried = Vec::new();
+    loop {
+        let p = match a.port_base {
+            Some(base) => ports::given(base, n),
+            None => ports::drawn(n, rand_seed(), &tried),
+        }
+        .map_err(anyhow::Error::msg)?;
+        let cfg = LocalClusterConfig {
+            port_base: Some(p.base),
+            ..cfg.clone()
+        };
+        match LocalCluster::start(cfg).await {
+            Ok(c) => {
+                println!("{}", ports::describe(&p, n));
+                return Ok((c, Some(p)));
+            }
+            Err(e) if e.is::<PortTaken>() && p.drawn && tried.len() < 2 => tried.push(p.base),
+            Err(e) if e.is::<PortTaken>() => {
+                return Err(e.context(format!(
+                    "a port of base {} was taken as the replicas started; pick another --port-base",
+                    p.base
+                )))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// The znode clients' shared settings; a session opened (and closed) first
 /// says whether the protocol serves znodes at all.
 async fn znode_run(
@@ -526,15 +586,22 @@ fn finish(a: &Args, seed: u64, run: Run) -> ExitCode {
         (v, format!("{why} ({:.1?})", t.elapsed()))
     });
     let znode_line = znode.as_ref().map(|(_, why)| why.as_str());
-    print!("{}", render(a, seed, &run, &report, znode_line));
+    let readback =
+        (a.workload == ChaosWorkload::Kv).then(|| readback::count(&run.history, a.clients));
+    print!(
+        "{}",
+        render(a, seed, &run, &report, znode_line, readback.as_ref())
+    );
     let znode = znode.map(|(v, _)| v);
     print!("{history_note}");
     let verdict = match (report.verdict, znode) {
         (Verdict::Linearizable, Some(z)) => z,
         (v, _) => v,
     };
-    // A lock's promise broken fails the run like a non-linearizable history.
-    let verdict = match run.locks.iter().any(lock::LockVerdict::broken) {
+    // A lock's promise broken, or an acknowledged write lost (the checker
+    // says so too), fails the run like a non-linearizable history.
+    let lost = readback.is_some_and(|r| r.lost > 0);
+    let verdict = match lost || run.locks.iter().any(lock::LockVerdict::broken) {
         true => Verdict::NotLinearizable,
         false => verdict,
     };
@@ -546,7 +613,14 @@ fn finish(a: &Args, seed: u64, run: Run) -> ExitCode {
     }
 }
 
-fn render(a: &Args, seed: u64, run: &Run, report: &Report, znode: Option<&str>) -> String {
+fn render(
+    a: &Args,
+    seed: u64,
+    run: &Run,
+    report: &Report,
+    znode: Option<&str>,
+    readback: Option<&readback::ReadBack>,
+) -> String {
     let mut s = String::from("fault timeline (seconds since the start):\n");
     let failing = report.violation.as_ref().map(|v| {
         let op = &v.ops[v.failing_op];
@@ -591,6 +665,9 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report, znode: Option<&str>) 
         load(&c.failed),
         load(&c.unknown),
     );
+    if let Some(r) = readback {
+        s += &format!("{}\n", r.line(a.keys));
+    }
     if let Some(e) = &run.error {
         s += &format!("stopped early: {e}\n");
     }
@@ -610,6 +687,12 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report, znode: Option<&str>) 
     for l in &run.locks {
         s += &format!("{}\n", l.line());
     }
+    s += &replay_line(a, seed);
+    s
+}
+
+/// How to run the same schedule again.
+fn replay_line(a: &Args, seed: u64) -> String {
     let hosts = match a.hosts {
         HostsMode::Netns => " --hosts netns",
         HostsMode::Loopback => "",
@@ -632,9 +715,8 @@ fn render(a: &Args, seed: u64, run: &Run, report: &Report, znode: Option<&str>) 
     for (k, v) in &a.shape.opt {
         shape += &format!(" --opt {k}={v}");
     }
-    s += &format!(
+    format!(
         "replay: quorumkv chaos{hosts} --protocol {}{shape} --faults {} --seed {seed} (timings vary between runs)\n",
         a.shape.protocol, a.faults
-    );
-    s
+    )
 }

@@ -122,7 +122,7 @@ pub struct LocalCluster {
 /// A replica could not have the port it was given (another process holds
 /// it): the cluster may start again on other ports.
 #[derive(Debug)]
-struct PortTaken(String);
+pub struct PortTaken(String);
 
 impl std::fmt::Display for PortTaken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -11,7 +11,7 @@ use quorumkv_check::recorder::ClientLog;
 use quorumkv_core::op::Outcome;
 use quorumkv_core::{NodeId, Request};
 use quorumkv_node::client::Client;
-use quorumkv_node::local::LocalCluster;
+use quorumkv_node::local::{LocalCluster, PortTaken};
 use quorumkv_node::status::fetch;
 use quorumkv_node::storage::Durability;
 use std::collections::BTreeMap;
@@ -104,6 +104,9 @@ impl Liveness {
 pub struct Nemesis<'a> {
     pub cluster: &'a mut LocalCluster,
     pub durability: Durability,
+    /// Whether the protocol keeps its state in the data directory
+    /// (`ProtocolInfo::persists_state`); when not, a restart asks its peers.
+    pub persists: bool,
     pub timeline: &'a mut Timeline,
     pub counts: &'a FaultCounts,
     /// How long a healed replica may take to serve again.
@@ -240,13 +243,15 @@ impl Nemesis<'_> {
     async fn heal(&mut self, fault: &Fault) -> anyhow::Result<()> {
         match fault {
             Fault::Kill(list) => {
-                let how = match self.durability {
-                    Durability::Memory => " (memory: recovers from its peers)",
+                let how = match (self.durability, self.persists) {
+                    (Durability::Memory, _) => " (memory: recovers from its peers)",
+                    (_, false) => " (the protocol keeps nothing on disk: recovers from its peers)",
                     _ => " (reloads its data directory)",
                 };
                 self.timeline.note(format!("restart {}{how}", ids(list)));
                 for &id in list {
-                    self.cluster.restart(id).await?;
+                    let r = self.cluster.restart(id).await;
+                    self.restarted(id, r)?;
                 }
                 self.counts.kills.fetch_add(1, Ordering::Relaxed);
             }
@@ -261,10 +266,15 @@ impl Nemesis<'_> {
             Fault::KillAll => {
                 let all: Vec<NodeId> = self.cluster.endpoints().iter().map(|e| e.id).collect();
                 if self.durability.keeps_data() {
-                    self.timeline
-                        .note("restart all (each reloads its data directory)");
+                    self.timeline.note(match self.persists {
+                        true => "restart all (each reloads its data directory)",
+                        false => {
+                            "restart all (the protocol keeps nothing on disk: each asks its peers)"
+                        }
+                    });
                     for &id in &all {
-                        self.cluster.restart(id).await?;
+                        let r = self.cluster.restart(id).await;
+                        self.restarted(id, r)?;
                     }
                 } else {
                     // No peer kept anything to recover from.
@@ -272,7 +282,8 @@ impl Nemesis<'_> {
                         "restart all, empty (memory: every acknowledged write so far is lost; expected)",
                     );
                     for &id in &all {
-                        self.cluster.restart_without_recovery(id).await?;
+                        let r = self.cluster.restart_without_recovery(id).await;
+                        self.restarted(id, r)?;
                     }
                 }
                 self.counts.kill_alls.fetch_add(1, Ordering::Relaxed);
@@ -290,6 +301,25 @@ impl Nemesis<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A restart's error, saying what to do when another process took the
+    /// replica's port while it was down.
+    fn restarted(&mut self, id: NodeId, r: anyhow::Result<()>) -> anyhow::Result<()> {
+        let Err(e) = r else { return Ok(()) };
+        let ports = match self.cluster.endpoint(id) {
+            Some(ep) => format!("ports {} and {}", ep.native.port(), ep.resp.port()),
+            None => "its ports".into(),
+        };
+        let msg = match e.is::<PortTaken>() {
+            true => format!(
+                "replica {id} cannot have its {ports} back: another process took one while it was down; \
+                 run again with --port-base on ports nothing else uses"
+            ),
+            false => format!("replica {id} ({ports}) did not restart"),
+        };
+        self.timeline.note(format!("{msg}: {e:#}"));
+        Err(e.context(msg))
     }
 
     /// Every replica answers its status, is in a serving role, and reaches

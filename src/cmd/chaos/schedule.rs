@@ -521,6 +521,30 @@ mod tests {
         assert_eq!(f.describe(None), "partition {1} | {2,3}+client");
     }
 
+    /// `tests/chaos.rs` runs every protocol with seed 418 for a few
+    /// seconds and expects a kill, a kill-all and a pause: its first three
+    /// steps, within 3 s of schedule, whatever minority the protocol allows.
+    #[test]
+    fn seed_418_starts_with_a_kill_a_kill_all_and_a_pause() {
+        for max_down in [0, 1, 2] {
+            let mut s = Schedule::new(418, &all(), 3, max_down);
+            let steps: Vec<Step> = (0..3).map(|_| s.next_step().unwrap()).collect();
+            let kinds: Vec<&str> = (steps.iter()).map(|st| kind_name(&st.fault)).collect();
+            assert_eq!(kinds, ["kill", "kill-all", "pause"], "max_down {max_down}");
+            let total: Duration = steps.iter().map(|st| st.gap + st.hold).sum();
+            assert!(total < Duration::from_secs(3), "{total:?}");
+        }
+    }
+
+    fn kind_name(f: &Fault) -> &'static str {
+        match f {
+            Fault::Kill(_) => "kill",
+            Fault::Pause(_) => "pause",
+            Fault::KillAll => "kill-all",
+            Fault::Net(_) => "net",
+        }
+    }
+
     #[test]
     fn no_faults_means_no_steps_and_one_replica_still_gets_killed() {
         assert!(Schedule::new(1, &"none".parse().unwrap(), 3, 1)
