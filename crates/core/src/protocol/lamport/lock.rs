@@ -70,7 +70,8 @@ impl LamportNode {
                 staged,
                 unwritten,
                 recovering,
-            } => self.on_sync_reply(from, entries, staged, unwritten, recovering, out),
+                lost,
+            } => self.on_sync_reply(from, entries, staged, unwritten, (recovering, lost), out),
             Body::Commit {
                 req,
                 scope,
@@ -262,7 +263,7 @@ impl LamportNode {
                 slot.applied = true;
                 self.apply(req, key, value);
                 if !read_wait && req.node != self.id {
-                    self.send(req.node, Body::WriteAck { req, applied: true }, out);
+                    self.send_ack(req.node, req, true, out);
                 }
                 continue;
             }
@@ -305,7 +306,7 @@ impl LamportNode {
         if slot.write.is_some() {
             // A resend after a link reset: ack again if we already did.
             if slot.applied || read_wait {
-                self.send(from, Body::WriteAck { req, applied: true }, out);
+                self.send_ack(from, req, true, out);
             }
             return;
         }
@@ -313,9 +314,9 @@ impl LamportNode {
         if self.bug == Some(InjectedBug::ApplyOnArrival) {
             slot.applied = true;
             self.apply(req, key, value);
-            self.send(from, Body::WriteAck { req, applied: true }, out);
+            self.send_ack(from, req, true, out);
         } else if read_wait {
-            self.send(from, Body::WriteAck { req, applied: true }, out);
+            self.send_ack(from, req, true, out);
         } else {
             self.drain(&scope, out);
         }
