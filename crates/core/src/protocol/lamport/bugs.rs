@@ -43,8 +43,10 @@ pub enum InjectedBug {
     /// loses a write its holder counted as held here and answered Done.
     AckBeforeSync,
     /// Durable servers: persist a staged write's end (its release) before
-    /// the value it applies. A crash between the two records loses the
-    /// write here, and the restarted server serves the old value.
+    /// the value it applies, which goes to disk only with the server's
+    /// next handler call. A crash in between loses the write here, and the
+    /// restarted server serves the old value. (Both in one call would not
+    /// show: a call's records reach the disk together.)
     ReleasePersistedBeforeWrite,
 }
 
@@ -106,7 +108,7 @@ impl InjectedBugs for InjectedBug {
                 "acknowledge a staged write before it is durable (a power cut loses a Done write)"
             }
             InjectedBug::ReleasePersistedBeforeWrite => {
-                "persist a staged write's release before its value (a crash between loses it)"
+                "persist a staged write's release before its value (the value one call later)"
             }
         }
     }

@@ -195,10 +195,20 @@ impl LamportNode {
             self.counters.stale += 1;
             return;
         };
-        if !unacked.remove(&from) {
+        if !unacked.contains(&from) {
             self.counters.stale += 1; // a duplicate, after a resend
             return;
         }
+        // Without a lock timeout nobody evicts us: a peer without our
+        // request lost our REQUEST_LOCK in a reset we did not see (it was
+        // paused while we restarted from disk: sim seed 79, N = 3). Our
+        // `Outstanding` queues it there again and the write follows; a
+        // refusal taken as final left the write on the others only.
+        if !applied && self.cfg.lock_timeout.is_none() {
+            self.counters.requeued += 1;
+            return self.resync(from, out);
+        }
+        unacked.remove(&from);
         *refused |= !applied;
         if unacked.is_empty() {
             self.finish(req, out);

@@ -466,7 +466,10 @@ impl LamportNode {
         let keep = self.keeps_orphans();
         for (scope, req) in self.queues.of_node(from) {
             let listed = reqs.iter().any(|(r, s)| *r == req && *s == scope);
-            let slot = self.queues.get_mut(&scope, req).expect("listed");
+            // An earlier release in this loop may have drained it already.
+            let Some(slot) = self.queues.get_mut(&scope, req) else {
+                continue;
+            };
             if req.life != life && keep && slot.staged().is_some() {
                 slot.orphan = true;
             } else if !listed && !slot.orphan {
@@ -483,7 +486,9 @@ impl LamportNode {
     /// those become orphans, left for `p`'s verdict.
     fn drop_entries_of(&mut self, p: NodeId, keep_staged: bool, out: &mut O) {
         for (scope, req) in self.queues.of_node(p) {
-            let slot = self.queues.get_mut(&scope, req).expect("listed");
+            let Some(slot) = self.queues.get_mut(&scope, req) else {
+                continue; // drained by an earlier release in this loop
+            };
             if keep_staged && slot.staged().is_some() {
                 slot.orphan = true;
                 continue;
