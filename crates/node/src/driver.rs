@@ -173,6 +173,8 @@ pub struct Driver<P: Protocol + Send + 'static> {
     /// Notified when storage's durable watermark moves; `None` for storage
     /// that is durable at once (memory): nothing is ever gated then.
     waker: Option<Arc<Notify>>,
+    /// Told why, when the core says it cannot go on (`Protocol::fatal`).
+    fatal: Option<oneshot::Sender<String>>,
     pub stats: DriverStats,
 }
 
@@ -229,8 +231,28 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             gated: VecDeque::new(),
             gated_to: HashMap::new(),
             waker,
+            fatal: None,
             stats: DriverStats::default(),
         })
+    }
+
+    /// Stop and send the reason to `tx` when the core reports that it
+    /// cannot go on ([`Protocol::fatal`]): the server exits with an error.
+    pub fn on_fatal(mut self, tx: oneshot::Sender<String>) -> Self {
+        self.fatal = Some(tx);
+        self
+    }
+
+    /// Whether the core gave up: logged, reported, and the loop ends.
+    fn gave_up(&mut self) -> bool {
+        let Some(why) = self.core.fatal() else {
+            return false;
+        };
+        tracing::error!("cannot go on: {why}");
+        if let Some(tx) = self.fatal.take() {
+            drop(tx.send(why));
+        }
+        true
     }
 
     /// Deliver events for in-process clients (`ClientRef::LOCAL`) to `tx`.
@@ -293,6 +315,9 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                     self.release();
                 }
                 _ = &mut sleep => self.fire_due_timers(),
+            }
+            if self.gave_up() {
+                break;
             }
         }
         // Inputs are over (shutdown): send what waits for storage once it

@@ -192,7 +192,8 @@ async fn run_core<P: Protocol + Send + 'static>(
         None => None,
     };
     let (tx, rx) = mpsc::channel::<Input<P::Msg>>(8192);
-    let driver_task = tokio::spawn(driver.run(rx));
+    let (fatal_tx, fatal_rx) = tokio::sync::oneshot::channel();
+    let driver_task = tokio::spawn(driver.on_fatal(fatal_tx).run(rx));
     let opts = Arc::new(opts);
     let conn_ids = Arc::new(AtomicU64::new(1));
     let (stopper, stop) = Shutdown::new();
@@ -235,10 +236,17 @@ async fn run_core<P: Protocol + Send + 'static>(
         .collect();
     drop((tx, stop));
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
-    shutdown.await;
+    // The core may give up (`Protocol::fatal`): stop, and exit with its reason.
+    let fatal = tokio::select! {
+        () = shutdown => None,
+        Ok(why) = fatal_rx => Some(why),
+    };
     tracing::info!(id = opts.id, "shutting down");
     stop_gracefully(stopper, accepts, dials, driver_task).await;
-    Ok(())
+    match fatal {
+        Some(why) => Err(anyhow::anyhow!("replica {} stopped: {why}", opts.id)),
+        None => Ok(()),
+    }
 }
 
 /// How long a replica takes at most to shut down.

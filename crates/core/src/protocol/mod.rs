@@ -265,6 +265,13 @@ pub trait Protocol {
     fn role(&self) -> &'static str {
         "replica"
     }
+    /// Why this node cannot go on, once it knows (e.g. every replica lost
+    /// its state at once: nothing is left to recover from). The node
+    /// runtime checks it after every call, logs it and exits with an
+    /// error; `None` (the default) while all is well.
+    fn fatal(&self) -> Option<String> {
+        None
+    }
     /// One-line status for `INFO` and logs.
     fn status(&self) -> String {
         String::new()

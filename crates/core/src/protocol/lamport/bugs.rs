@@ -38,6 +38,16 @@ pub enum InjectedBug {
     /// Apply a write at its turn in the queue over a newer version of its
     /// key that a merge brought first (the former rule: unconditional).
     ApplyOverNewer,
+    /// Durable servers: acknowledge a SERVER_WRITE (or `Commit`) at once
+    /// (`SendNow`), before the staged write is on disk. A power cut then
+    /// loses a write its holder counted as held here and answered Done.
+    AckBeforeSync,
+    /// Durable servers: persist a staged write's end (its release) before
+    /// the value it applies, which goes to disk only with the server's
+    /// next handler call. A crash in between loses the write here, and the
+    /// restarted server serves the old value. (Both in one call would not
+    /// show: a call's records reach the disk together.)
+    ReleasePersistedBeforeWrite,
 }
 
 impl InjectedBug {
@@ -49,6 +59,8 @@ impl InjectedBug {
         InjectedBug::ApplyOrphans,
         InjectedBug::AckAcrossResets,
         InjectedBug::ApplyOverNewer,
+        InjectedBug::AckBeforeSync,
+        InjectedBug::ReleasePersistedBeforeWrite,
     ];
 }
 
@@ -65,6 +77,8 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ApplyOrphans => "lamport-apply-orphans",
             InjectedBug::AckAcrossResets => "lamport-ack-across-resets",
             InjectedBug::ApplyOverNewer => "lamport-apply-over-newer",
+            InjectedBug::AckBeforeSync => "lamport-ack-before-sync",
+            InjectedBug::ReleasePersistedBeforeWrite => "lamport-release-persisted-before-write",
         }
     }
     fn about(self) -> &'static str {
@@ -89,6 +103,12 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ApplyOverNewer => {
                 "apply a queued write over a newer version that a merge brought first"
+            }
+            InjectedBug::AckBeforeSync => {
+                "acknowledge a staged write before it is durable (a power cut loses a Done write)"
+            }
+            InjectedBug::ReleasePersistedBeforeWrite => {
+                "persist a staged write's release before its value (the value one call later)"
             }
         }
     }

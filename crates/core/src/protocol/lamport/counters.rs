@@ -28,6 +28,9 @@ pub struct Counters {
     /// Messages from nowhere expected (a client connection, a stranger).
     pub misrouted: u64,
     pub links_down: u64,
+    /// Writes sent again after a peer without their request refused them
+    /// (it lost our REQUEST_LOCK in a reset: see `on_write_ack`).
+    pub requeued: u64,
     /// Peers polled after a whole tick awaited (see `poll_stalled`).
     pub polls: u64,
     /// Staged writes of a previous life this server ruled on at restart.
@@ -52,6 +55,11 @@ impl Counters {
                 "lamport_sourceless_recovery_rounds_total",
                 "recovery rounds in which every peer was recovering too (asked again)",
                 self.sourceless_rounds,
+            ),
+            (
+                "lamport_writes_requeued_total",
+                "writes re-sent after a peer without their request refused them",
+                self.requeued,
             ),
             (
                 "lamport_polls_total",

@@ -106,8 +106,9 @@ impl ProtocolDef for Lamport {
     // queue: 0 liveness failures in 2000 seeds per fault set, N = 3, 5.
     const PROMISES_LIVENESS: bool = true;
     const DEDUPLICATES_REQUESTS: bool = false;
-    // Nothing is persisted: drivers report every restart as `lost_state`.
-    const PERSISTS_STATE: bool = false;
+    // Durable servers keep their store, staged writes, clock mark and life
+    // (`durable.rs`); a memory-mode restart is `lost_state` and recovers.
+    const PERSISTS_STATE: bool = true;
     const VARIANTS: &'static [NamedVariant] = &[
         NamedVariant {
             name: "per-key",
@@ -142,7 +143,8 @@ impl ProtocolDef for Lamport {
     fn node(spec: &NodeSpec<'_>, opts: &LamportOptions, bug: Option<InjectedBug>) -> LamportNode {
         let node = LamportNode::new(spec.id, spec.members, opts.config(&spec.timing))
             .with_bug(bug)
-            .with_life(spec.incarnation);
+            .with_life(spec.incarnation)
+            .durable(spec.durable);
         if spec.lost_state {
             node.recovering()
         } else {

@@ -70,7 +70,8 @@ impl LamportNode {
                 staged,
                 unwritten,
                 recovering,
-            } => self.on_sync_reply(from, entries, staged, unwritten, recovering, out),
+                lost,
+            } => self.on_sync_reply(from, entries, staged, unwritten, (recovering, lost), out),
             Body::Commit {
                 req,
                 scope,
@@ -194,10 +195,20 @@ impl LamportNode {
             self.counters.stale += 1;
             return;
         };
-        if !unacked.remove(&from) {
+        if !unacked.contains(&from) {
             self.counters.stale += 1; // a duplicate, after a resend
             return;
         }
+        // Without a lock timeout nobody evicts us: a peer without our
+        // request lost our REQUEST_LOCK in a reset we did not see (it was
+        // paused while we restarted from disk: sim seed 79, N = 3). Our
+        // `Outstanding` queues it there again and the write follows; a
+        // refusal taken as final left the write on the others only.
+        if !applied && self.cfg.lock_timeout.is_none() {
+            self.counters.requeued += 1;
+            return self.resync(from, out);
+        }
+        unacked.remove(&from);
         *refused |= !applied;
         if unacked.is_empty() {
             self.finish(req, out);
@@ -262,7 +273,7 @@ impl LamportNode {
                 slot.applied = true;
                 self.apply(req, key, value);
                 if !read_wait && req.node != self.id {
-                    self.send(req.node, Body::WriteAck { req, applied: true }, out);
+                    self.send_ack(req.node, req, true, out);
                 }
                 continue;
             }
@@ -305,7 +316,7 @@ impl LamportNode {
         if slot.write.is_some() {
             // A resend after a link reset: ack again if we already did.
             if slot.applied || read_wait {
-                self.send(from, Body::WriteAck { req, applied: true }, out);
+                self.send_ack(from, req, true, out);
             }
             return;
         }
@@ -313,9 +324,9 @@ impl LamportNode {
         if self.bug == Some(InjectedBug::ApplyOnArrival) {
             slot.applied = true;
             self.apply(req, key, value);
-            self.send(from, Body::WriteAck { req, applied: true }, out);
+            self.send_ack(from, req, true, out);
         } else if read_wait {
-            self.send(from, Body::WriteAck { req, applied: true }, out);
+            self.send_ack(from, req, true, out);
         } else {
             self.drain(&scope, out);
         }

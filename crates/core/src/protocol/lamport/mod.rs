@@ -83,8 +83,8 @@
 //!   partitioned) keeps writing while another server enters, which the
 //!   simulator should show; the stall of a crashed holder becomes about
 //!   one lock timeout.
-//! * **Recovery** (§2, `r`; `NodeSpec::lost_state`, and every restart:
-//!   nothing is persisted). The server asks every peer for its store
+//! * **Recovery** (§2, `r`; `NodeSpec::lost_state`: a restart in memory
+//!   mode, or `server --recover`). The server asks every peer for its store
 //!   (`SyncRequest`); each peer first drops the requests of the server's
 //!   previous life and re-sends its own (`Outstanding`), then sends its
 //!   store. The recovering server takes part in locking meanwhile (queues,
@@ -142,12 +142,18 @@
 //!   peers only let it serve, and count as holding the state (the
 //!   simulator's crash bound counts only unavailable servers), with
 //!   nothing: sim seed 566 (N = 3), where the last two holders of a
-//!   completed delete then crashed. So with every server recovering at
-//!   once (all N lost their state: `server --recover` on every server)
-//!   recovery waits for good: there is nothing to recover from.
+//!   completed delete then crashed. With every server having lost its
+//!   state at once (memory mode, or `server --recover` everywhere) there
+//!   is nothing to recover from: once every peer has said so (`lost` in
+//!   its `SyncReply`: it lost its state and merged nobody's yet) for two
+//!   op timeouts, the server gives up (`Protocol::fatal`; the node runtime
+//!   logs why and exits with an error) instead of answering "recovering"
+//!   for ever. Not at the first such round: a peer that copied a store
+//!   just before its source was lost answers with it a round later.
 //! * **Lives.** A request id carries its requester's life
-//!   (`NodeSpec::incarnation`), and `Outstanding` its sender's: a
-//!   restarted server's clock starts at 0 again, and its new life's
+//!   (`NodeSpec::incarnation`; a durable server takes one above the last
+//!   on its disk), and `Outstanding` its sender's: a restarted server's
+//!   new life's
 //!   `Outstanding` must not release (as a lost RELEASE_LOCK) a request of
 //!   its previous life, whose staged write only its verdict may apply: a
 //!   peer that learnt of that write after the new life synced with it
@@ -170,6 +176,64 @@
 //! * **`max_crashed` = N − 1**: a write needs every server, so while one is
 //!   down writes stall; but data survives while one server lives, and
 //!   returning servers recover from the rest, after which writes resume.
+//!   The bound is for servers that forget (memory mode); durable servers
+//!   survive every server down at once (below).
+//!
+//! ## Durability (`--durability fsync|buffered`; issue 32)
+//!
+//! The seed keeps its store in its own LSM tree (§3.2.1 item 2: "at least
+//! placed in the c0 tree") and never says what survives a crash. Here a
+//! durable server persists, before anything it sends or answers in the
+//! same handler call leaves (`durable.rs`: the call's records go in front
+//! of its commands; the driver holds a `Send`/`Reply` until the records
+//! before it are durable, with group commit):
+//! * **The applied store** (`Record::Register`, key → version, value):
+//!   what a read answers, and what the holder's Done covers (§3.2.1 items
+//!   2-3: it applies at its release, and answers after).
+//! * **The staged writes** (`Record::Meta` `lamport/staged/<scope>`: each
+//!   scope's SERVER_WRITEs queued with their requests, not applied yet,
+//!   with their release marks). A WriteAck is a promise (§3.2.2 item 4):
+//!   the holder answers Done once every server acknowledged, so every
+//!   server must still hold the write after any crash, all of them at
+//!   once included; it leaves only once the staged write is on disk. The
+//!   same holds for a `Commit`'s ack. A staged write's end is persisted
+//!   after the value it applies (a crash between the two leaves the write
+//!   applied and staged, which the restart drops; the other order loses
+//!   it: [`InjectedBug::ReleasePersistedBeforeWrite`];
+//!   [`InjectedBug::AckBeforeSync`] acknowledges before the sync).
+//! * **The clock's mark** (`lamport/clock`, in blocks of [`CLOCK_BLOCK`]):
+//!   no message stamped above the mark leaves, and a restart takes the
+//!   mark as its clock, so a new life's requests (and versions) come after
+//!   every one it made before: Lamport's IR1 across crashes. One record
+//!   per 65 536 ticks, not one per message.
+//! * **The life** (`lamport/life`): a restart takes one above it (the
+//!   runtime's boot id is random; a counter never repeats).
+//! * **The holder's own in-flight write** is one of the staged writes: a
+//!   restarted holder commits its previous life's writes it finds on its
+//!   disk as it commits those its peers report (`Commit`, then `Resolve`;
+//!   committing is always safe, the outcome was unknown or Done).
+//!
+//! Not persisted: lock requests without a write (a restarted server's
+//! peers re-send theirs, `Outstanding` on `Up`, before any later message,
+//! so the entry rule still sees them; its own died with their clients'
+//! connections), replies and acks received, verdicts (a peer still
+//! staging an orphan polls for it, and it is committed again).
+//!
+//! **A restart with its data resumes at once, without peer help**
+//! (without `lock-timeout`, the seed's setting): every write answered
+//! Done was acknowledged by every server, so it is in the restarted
+//! server's store or staged there; a staged one is applied when its
+//! holder's `Outstanding` (or a poll of the holder) shows it released, or
+//! committed by the holder's next life. Writes still in progress wait
+//! for this server's ack, which it gives once the holder re-sends them.
+//! So **a crash of every server at once** loses nothing acknowledged:
+//! each comes back with every Done write, and serves. With a lock
+//! timeout, peers may have evicted the server while it was down and
+//! completed writes without it: it resyncs from every peer first, its own
+//! store as the base (recovery, not `lost`). (All of them down at once
+//! with a lock timeout then waits for a peer that is not recovering: a
+//! known limit.) In memory mode a restart is a recovery, as before, and a
+//! loss of every server at once is reported and the server exits.
 //!
 //! Where each piece lives:
 //! * `msg.rs`: [`Msg`] (clock + [`Body`]), [`ReqId`], [`Scope`], [`Timer`];
@@ -177,12 +241,14 @@
 //! * `node.rs`: [`LamportNode`], its state, client entry points, dispatch;
 //! * `lock.rs`: the lock rules and the critical section;
 //! * `recovery.rs`: links coming back, recovery, the lock timeout;
+//! * `durable.rs`: what is persisted, restore, the restart;
 //! * `bugs.rs`: [`InjectedBug`]; `def.rs`: [`Lamport`], options, bounds;
 //! * `testing.rs`: a FIFO in-memory cluster for the unit tests.
 
 mod bugs;
 mod counters;
 mod def;
+mod durable;
 mod lock;
 mod msg;
 mod node;
@@ -195,5 +261,6 @@ mod testing;
 pub use bugs::InjectedBug;
 pub use counters::Counters;
 pub use def::{Lamport, LamportOptions};
+pub use durable::{Kept, CLOCK_BLOCK};
 pub use msg::{Body, Entry, Msg, ReqId, Scope, Staged, Timer};
 pub use node::{Config, LamportNode, LockScope};

@@ -105,6 +105,10 @@ pub enum Body {
         staged: Vec<Staged>,
         unwritten: Vec<ReqId>,
         recovering: bool,
+        /// The peer lost its state and has merged nobody's yet (not one
+        /// rejoining with its own store): every peer saying so is a total
+        /// loss (`fatal`).
+        lost: bool,
     },
     /// A restarted holder commits a write of its previous life left staged:
     /// stage it if missing here (unless a version as new is applied) and

@@ -1,11 +1,12 @@
 //! The server: its state, the client entry points and the dispatch.
 
+use super::durable::Durable;
 use super::msg::{Body, Msg, ReqId, Scope, Staged, Timer};
 use super::queue::Queues;
 use super::recovery::Recovery;
 use super::store::Store;
 use super::{Counters, InjectedBug};
-use crate::protocol::{LinkEvent, Out, Protocol};
+use crate::protocol::{LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -121,6 +122,10 @@ pub struct LamportNode {
     /// Writes of our previous lives being committed (`Commit` sent), and
     /// the peers whose ack we still need before `Resolve`.
     pub(super) committing: BTreeMap<ReqId, (Staged, BTreeSet<NodeId>)>,
+    /// What is on disk (durable servers only).
+    pub(super) durable: Durable,
+    /// Why this server cannot go on (every peer lost its state too).
+    pub(super) fatal: Option<String>,
     ticking: bool,
     pub counters: Counters,
 }
@@ -149,6 +154,8 @@ impl LamportNode {
             stalled: BTreeSet::new(),
             verdicts: BTreeMap::new(),
             committing: BTreeMap::new(),
+            durable: Durable::default(),
+            fatal: None,
             ticking: false,
             counters: Counters::default(),
         }
@@ -165,7 +172,10 @@ impl LamportNode {
     /// Start by copying state from every peer (seed 002 §2, recovery mode
     /// `r`): `on_start` asks them; no client is served until all answered.
     pub fn recovering(mut self) -> Self {
-        self.recovery = Some(Recovery::default());
+        self.recovery = Some(Recovery {
+            lost: true,
+            ..Recovery::default()
+        });
         self
     }
     pub fn is_recovering(&self) -> bool {
@@ -303,18 +313,9 @@ impl LamportNode {
     }
 }
 
-impl Protocol for LamportNode {
-    type Msg = Msg;
-    type Timer = Timer;
-
-    fn on_start(&mut self, _now: Time, out: &mut Out<Msg, Timer>) {
-        if self.recovery.is_some() {
-            self.start_recovery(out);
-        }
-        self.arm_tick(out);
-    }
-
-    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+/// The handlers, run by the `Protocol` methods through `durably`.
+impl LamportNode {
+    fn client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
         if self.recovery.is_some() {
             let e = OpError::refused("recovering: copying state from peers");
             out.reply(client, Response::Failed(e));
@@ -329,7 +330,7 @@ impl Protocol for LamportNode {
         self.after(out);
     }
 
-    fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+    fn message(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         let from = match from {
             Peer::Node(n) if self.peers.contains(&n) => n,
             _ => {
@@ -359,10 +360,11 @@ impl Protocol for LamportNode {
         self.after(out);
     }
 
-    fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
+    fn timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
             Timer::Tick => {
                 self.ticking = false;
+                self.check_total_loss(now);
                 self.expire(now, out);
                 self.check_lock_timeouts(now, out);
                 self.poll_stalled(out);
@@ -371,7 +373,7 @@ impl Protocol for LamportNode {
         }
     }
 
-    fn on_link(&mut self, _now: Time, ev: LinkEvent, out: &mut Out<Msg, Timer>) {
+    fn link(&mut self, _now: Time, ev: LinkEvent, out: &mut Out<Msg, Timer>) {
         match ev {
             LinkEvent::Up(Peer::Node(p)) if self.peers.contains(&p) => self.on_up(p, out),
             // A peer that went down keeps its queued requests: it may only
@@ -383,6 +385,47 @@ impl Protocol for LamportNode {
             LinkEvent::Up(_) | LinkEvent::Down(_) => {}
         }
         self.after(out);
+    }
+}
+
+impl Protocol for LamportNode {
+    type Msg = Msg;
+    type Timer = Timer;
+
+    fn on_start(&mut self, _now: Time, out: &mut Out<Msg, Timer>) {
+        self.durably(out, |n, out| {
+            if n.durable.on {
+                n.resume(out);
+            }
+            if n.recovery.is_some() {
+                n.start_recovery(out);
+            }
+            n.arm_tick(out);
+        });
+    }
+
+    fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
+        self.durably(out, |n, out| n.client(now, client, req, out));
+    }
+
+    fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
+        self.durably(out, |n, out| n.message(now, from, msg, out));
+    }
+
+    fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
+        self.durably(out, |n, out| n.timer(now, timer, out));
+    }
+
+    fn on_link(&mut self, now: Time, ev: LinkEvent, out: &mut Out<Msg, Timer>) {
+        self.durably(out, |n, out| n.link(now, ev, out));
+    }
+
+    fn restore(&mut self, rec: Record) {
+        self.restore_record(rec);
+    }
+
+    fn fatal(&self) -> Option<String> {
+        self.fatal.clone()
     }
 
     fn role(&self) -> &'static str {

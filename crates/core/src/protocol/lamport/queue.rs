@@ -1,5 +1,6 @@
 //! The lock queues: one per scope, ordered by (Lamport clock, node id).
 
+use super::durable::Kept;
 use super::msg::{ReqId, Scope, Staged};
 use crate::types::NodeId;
 use bytes::Bytes;
@@ -98,6 +99,36 @@ impl Queues {
             }
         }
         v
+    }
+    /// Every staged write with its release mark, per scope: what a
+    /// durable server keeps on disk (`durable.rs`).
+    pub fn kept(&self) -> BTreeMap<Scope, Vec<Kept>> {
+        let mut m = BTreeMap::new();
+        for (scope, q) in &self.queues {
+            let v: Vec<Kept> = (q.iter())
+                .filter_map(|(&req, slot)| {
+                    let (key, value) = slot.write.as_ref().filter(|_| !slot.applied)?;
+                    let staged = Staged {
+                        req,
+                        scope: scope.clone(),
+                        key: key.clone(),
+                        value: value.clone(),
+                        orphan: slot.orphan,
+                    };
+                    let released = slot.released;
+                    Some(Kept { staged, released })
+                })
+                .collect();
+            if !v.is_empty() {
+                m.insert(scope.clone(), v);
+            }
+        }
+        m
+    }
+    /// Whether a write of `node` is staged here, waiting for its release.
+    pub fn has_staged_of(&self, node: NodeId) -> bool {
+        (self.queues.values().flat_map(|q| q.iter()))
+            .any(|(r, s)| r.node == node && s.staged().is_some())
     }
     /// The staged writes of `node`'s previous lives.
     pub fn orphans_of(&self, node: NodeId) -> Vec<Staged> {

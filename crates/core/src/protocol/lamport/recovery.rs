@@ -7,6 +7,7 @@ use super::InjectedBug;
 use crate::protocol::Out;
 use crate::types::{NodeId, OpError, Response, Time};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 type O = Out<Msg, Timer>;
 
@@ -25,14 +26,34 @@ pub(super) struct Recovery {
     pub released: BTreeSet<ReqId>,
     /// Our previous lives' requests some peer queued without their write.
     pub unwritten: BTreeSet<ReqId>,
+    /// We lost our state (memory restart, `server --recover`) and have
+    /// merged nobody's yet: we have nothing to give.
+    pub lost: bool,
+    /// The peers whose last answer said the same of them.
+    pub lost_peers: BTreeSet<NodeId>,
+    /// When a tick first saw us lost.
+    pub lost_since: Option<Time>,
 }
+
+/// How long every peer must have said it lost its state too before a lost
+/// server gives up (a multiple of the op timeout; see `check_total_loss`).
+const TOTAL_LOSS_GRACE: u32 = 2;
 
 impl LamportNode {
     /// Copy state from every peer before serving: SyncRequest to all. A
     /// peer answering drops whatever it still queues of ours (a previous
     /// life's requests) and re-sends its own requests first.
     pub(super) fn start_recovery(&mut self, out: &mut O) {
-        self.recovery = Some(Recovery::default());
+        let lost = self.recovery.as_ref().is_some_and(|r| r.lost);
+        let mut rec = Recovery {
+            lost,
+            ..Recovery::default()
+        };
+        // Our own staged writes read back from disk: ruled on at the end.
+        for s in std::mem::take(&mut self.durable.own) {
+            rec.orphans.insert(s.req, (s, BTreeSet::new()));
+        }
+        self.recovery = Some(rec);
         self.evicted.clear();
         // Ruled on again when this recovery ends (the peers still stage them).
         self.committing.clear();
@@ -72,6 +93,7 @@ impl LamportNode {
             },
             unwritten,
             recovering: self.recovery.is_some(),
+            lost: self.recovery.as_ref().is_some_and(|r| r.lost),
         };
         self.send(from, body, out);
     }
@@ -98,7 +120,7 @@ impl LamportNode {
         entries: Vec<Entry>,
         staged: Vec<Staged>,
         unwritten: Vec<ReqId>,
-        recovering: bool,
+        (recovering, lost): (bool, bool),
         out: &mut O,
     ) {
         let me = self.id;
@@ -110,10 +132,16 @@ impl LamportNode {
             self.counters.stale += 1;
             return;
         }
+        if lost {
+            rec.lost_peers.insert(from);
+        } else {
+            rec.lost_peers.remove(&from);
+        }
         // A peer recovering too lost its state: it has nothing to give.
         if recovering {
             rec.empty.insert(from);
         } else {
+            rec.lost = false;
             self.store.merge(entries);
         }
         rec.unwritten.extend(unwritten);
@@ -205,7 +233,7 @@ impl LamportNode {
     /// (no witness) may have lived through the write without ever getting
     /// it and then finish its recovery from stores taken before it: it
     /// must hold the write before anyone serves it (sim seed 91).
-    fn commit_orphan(&mut self, s: Staged, out: &mut O) {
+    pub(super) fn commit_orphan(&mut self, s: Staged, out: &mut O) {
         let req = s.req;
         self.queues.insert(&s.scope, req);
         let slot = self.queues.get_mut(&s.scope, req).expect("inserted");
@@ -311,7 +339,7 @@ impl LamportNode {
                 slot.orphan = true;
             }
         }
-        self.send(from, Body::WriteAck { req, applied: true }, out);
+        self.send_ack(from, req, true, out);
     }
 
     /// A restarted holder's verdict on its previous life's staged write.
@@ -438,7 +466,10 @@ impl LamportNode {
         let keep = self.keeps_orphans();
         for (scope, req) in self.queues.of_node(from) {
             let listed = reqs.iter().any(|(r, s)| *r == req && *s == scope);
-            let slot = self.queues.get_mut(&scope, req).expect("listed");
+            // An earlier release in this loop may have drained it already.
+            let Some(slot) = self.queues.get_mut(&scope, req) else {
+                continue;
+            };
             if req.life != life && keep && slot.staged().is_some() {
                 slot.orphan = true;
             } else if !listed && !slot.orphan {
@@ -455,7 +486,9 @@ impl LamportNode {
     /// those become orphans, left for `p`'s verdict.
     fn drop_entries_of(&mut self, p: NodeId, keep_staged: bool, out: &mut O) {
         for (scope, req) in self.queues.of_node(p) {
-            let slot = self.queues.get_mut(&scope, req).expect("listed");
+            let Some(slot) = self.queues.get_mut(&scope, req) else {
+                continue; // drained by an earlier release in this loop
+            };
             if keep_staged && slot.staged().is_some() {
                 slot.orphan = true;
                 continue;
@@ -481,8 +514,11 @@ impl LamportNode {
             }
             return;
         }
+        // A write of `p` staged here waits for its release too (one read
+        // back from disk may have lost it in our crash; `p`'s `Up` may
+        // have reached one side only).
         let awaited: BTreeSet<NodeId> = (self.active().into_iter())
-            .filter(|&p| self.awaits(p))
+            .filter(|&p| self.awaits(p) || self.queues.has_staged_of(p))
             .collect();
         for &p in awaited.intersection(&self.stalled) {
             if self.bug != Some(InjectedBug::NoResyncOnUp) {
@@ -496,6 +532,33 @@ impl LamportNode {
             }
         }
         self.stalled = awaited;
+    }
+
+    /// A lost server (memory mode, `--recover`) whose every peer has said,
+    /// for [`TOTAL_LOSS_GRACE`] op timeouts, that it lost its state too:
+    /// every replica lost it at once, there is nothing to recover from,
+    /// and waiting would answer "recovering" for ever. Say so (`fatal`):
+    /// the node runtime logs it and exits. Not at the first such round: a
+    /// peer that copied a store just before its source was lost finishes
+    /// its recovery within a round, and then answers with the data.
+    pub(super) fn check_total_loss(&mut self, now: Time) {
+        let grace = (self.cfg.op_timeout.checked_mul(TOTAL_LOSS_GRACE)).unwrap_or(Duration::MAX);
+        let Some(rec) = self.recovery.as_mut().filter(|r| r.lost) else {
+            return;
+        };
+        let since = *rec.lost_since.get_or_insert(now);
+        let all_lost = self.peers.iter().all(|p| rec.lost_peers.contains(p));
+        if self.peers.is_empty() || !all_lost || self.fatal.is_some() {
+            return;
+        }
+        if now >= since.saturating_add(grace) {
+            let n = self.peers.len() + 1;
+            self.fatal = Some(format!(
+                "every replica lost its state (all {n} answer that they are recovering too): \
+                 nothing to recover from; acknowledged writes are lost. Start the cluster \
+                 afresh (without --recover), or keep data on disk (--durability fsync)"
+            ));
+        }
     }
 
     /// With a lock timeout: evict every active peer we have been waiting
@@ -638,6 +701,7 @@ mod tests {
                 unwritten: vec![],
                 entries: new.clone(),
                 recovering: false,
+                lost: false,
             },
             &mut out,
         );
@@ -650,6 +714,7 @@ mod tests {
                 unwritten: vec![],
                 entries: vec![],
                 recovering: false,
+                lost: false,
             },
             &mut out,
         );
@@ -663,6 +728,7 @@ mod tests {
                 unwritten: vec![],
                 entries: old,
                 recovering: false,
+                lost: false,
             },
             &mut out,
         );
@@ -697,6 +763,7 @@ mod tests {
             staged,
             unwritten: vec![],
             recovering,
+            lost: recovering,
         };
         deliver(&mut n, 1, 5, reply(vec![], true), &mut out);
         deliver(&mut n, 2, 5, reply(vec![w.clone()], false), &mut out);
@@ -844,6 +911,7 @@ mod tests {
             unwritten: vec![],
             entries: vec![],
             recovering: true,
+            lost: true,
         };
         assert_eq!(s.last(), Some(&(2, reply)));
         let junk = vec![(b("k"), tag(1, 2), Some(b("junk")))];
@@ -856,6 +924,7 @@ mod tests {
                 unwritten: vec![],
                 entries: junk,
                 recovering: true,
+                lost: false,
             },
             &mut out,
         );
@@ -874,6 +943,7 @@ mod tests {
             unwritten: vec![],
             entries: good,
             recovering: false,
+            lost: false,
         };
         deliver(&mut n, 2, 5, reply, &mut out);
         assert!(!n.is_recovering());
@@ -921,6 +991,7 @@ mod tests {
                 1,
                 Body::SyncReply {
                     recovering: false,
+                    lost: false,
                     ..
                 }
             ))
@@ -1013,6 +1084,7 @@ mod poll_tests {
             unwritten: vec![],
             entries: vec![],
             recovering: false,
+            lost: false,
         };
         deliver(&mut n, 2, 3, reply.clone(), &mut out);
         out.drain();

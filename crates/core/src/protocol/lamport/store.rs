@@ -12,6 +12,8 @@ pub struct Store {
     map: BTreeMap<Bytes, (Tag, Option<Bytes>)>,
     /// Keys whose version came by a merge, not by a write at its turn.
     merged: BTreeSet<Bytes>,
+    /// Keys changed since the last [`Store::take_dirty`] (to persist).
+    dirty: BTreeSet<Bytes>,
 }
 
 impl Store {
@@ -33,6 +35,7 @@ impl Store {
     pub fn apply(&mut self, key: Bytes, tag: Tag, value: Option<Bytes>) -> bool {
         let in_order = tag >= self.tag(&key);
         self.merged.remove(&key);
+        self.dirty.insert(key.clone());
         self.map.insert(key, (tag, value));
         in_order
     }
@@ -41,9 +44,22 @@ impl Store {
         for (key, tag, value) in entries {
             if tag > self.tag(&key) {
                 self.merged.insert(key.clone());
+                self.dirty.insert(key.clone());
                 self.map.insert(key, (tag, value));
             }
         }
+    }
+    /// A register read back from disk after a restart (the last record
+    /// of a key wins, as the storage keeps it).
+    pub fn restore(&mut self, key: Bytes, tag: Tag, value: Option<Bytes>) {
+        self.map.insert(key, (tag, value));
+    }
+    /// The keys changed since the last call, with their current entry.
+    pub fn take_dirty(&mut self) -> Vec<Entry> {
+        let keys = std::mem::take(&mut self.dirty);
+        (keys.into_iter())
+            .filter_map(|k| self.map.get(&k).map(|(t, v)| (k.clone(), *t, v.clone())))
+            .collect()
     }
     pub fn snapshot(&self) -> Vec<Entry> {
         (self.map.iter())
@@ -74,5 +90,19 @@ mod tests {
         s.merge(vec![("k".into(), t(3), None)]);
         assert_eq!((s.get(b"k"), s.tag(b"k")), (None, t(3)), "tombstone");
         assert_eq!(s.snapshot(), vec![("k".into(), t(3), None)]);
+        assert_eq!(s.take_dirty(), vec![("k".into(), t(3), None)]);
+        assert!(s.take_dirty().is_empty(), "taken");
+        s.merge(vec![("k".into(), t(2), Some("old".into()))]);
+        assert!(s.take_dirty().is_empty(), "an older merge changes nothing");
+    }
+
+    #[test]
+    fn restored_registers_are_not_dirty() {
+        let mut s = Store::default();
+        s.restore("a".into(), t(7), Some("x".into()));
+        s.restore("b".into(), t(3), None);
+        assert!(s.take_dirty().is_empty());
+        assert_eq!((s.get(b"a"), s.tag(b"b")), (Some("x".into()), t(3)));
+        assert!(!s.merged_newer(b"a", t(1)), "a restored key was not merged");
     }
 }

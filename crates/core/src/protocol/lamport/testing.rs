@@ -4,7 +4,7 @@
 //! on demand, and invariant checks after every step.
 
 use super::{Body, Config, InjectedBug, LamportNode, Msg, Timer};
-use crate::protocol::{Command, LinkEvent, Out, Protocol};
+use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
 use crate::rng::SplitMix64;
 use crate::types::{ClientRef, NodeId, Peer, Request, Response, Time};
 use bytes::Bytes;
@@ -83,6 +83,10 @@ pub struct Cluster {
     pub delivered: u64,
     /// Paused servers: nothing is delivered to or from them, no timer fires.
     pub paused: std::collections::BTreeSet<NodeId>,
+    /// Durable servers: what each persisted (durable at once), read back
+    /// at a restart.
+    pub durable: bool,
+    pub disks: BTreeMap<NodeId, Vec<Record>>,
 }
 
 impl Cluster {
@@ -104,11 +108,39 @@ impl Cluster {
             max_holders: 0,
             delivered: 0,
             paused: Default::default(),
+            durable: false,
+            disks: BTreeMap::new(),
         };
         for id in members {
             c.call(id, |n, now, out| n.on_start(now, out));
         }
         c
+    }
+    /// As `new`, with durable servers.
+    pub fn durable(n: u32, cfg: Config, bug: Option<InjectedBug>, seed: u64) -> Cluster {
+        let mut c = Cluster::new(n, cfg, bug, seed);
+        c.durable = true;
+        for id in 1..=n {
+            c.nodes[id as usize - 1] = c.rebuild(id, 0);
+            c.call(id, |n, now, out| n.on_start(now, out));
+        }
+        c
+    }
+    /// Server `id`'s next life: read back from its disk if durable, else
+    /// recovering (its state lost).
+    fn rebuild(&self, id: NodeId, life: u64) -> LamportNode {
+        let members: Vec<NodeId> = (1..=self.nodes.len() as NodeId).collect();
+        let mut fresh = LamportNode::new(id, &members, self.cfg.clone())
+            .with_bug(self.bug)
+            .with_life(life)
+            .durable(self.durable);
+        if !self.durable {
+            return fresh.recovering();
+        }
+        for rec in self.disks.get(&id).into_iter().flatten() {
+            fresh.restore(rec.clone());
+        }
+        fresh
     }
     pub fn node(&self, id: NodeId) -> &LamportNode {
         &self.nodes[id as usize - 1]
@@ -122,7 +154,12 @@ impl Cluster {
                 Command::Send {
                     to: Peer::Node(to),
                     msg,
+                }
+                | Command::SendNow {
+                    to: Peer::Node(to),
+                    msg,
                 } => self.links.entry((id, to)).or_default().push_back(msg),
+                Command::Persist(rec) => self.disks.entry(id).or_default().push(rec),
                 Command::Reply { client, resp } => {
                     assert!(
                         self.answers.insert(client.id, resp).is_none(),
@@ -234,17 +271,37 @@ impl Cluster {
         }
     }
 
+    /// Every server crashes at once (what is in flight is lost) and comes
+    /// back from its disk (durable) or recovering; every link comes up.
+    pub fn crash_all(&mut self) {
+        let n = self.nodes.len() as NodeId;
+        self.links.clear();
+        self.timers.clear();
+        for id in 1..=n {
+            let life = self.node(id).life + 1;
+            self.nodes[id as usize - 1] = self.rebuild(id, life);
+        }
+        for id in 1..=n {
+            self.call(id, |n, now, out| n.on_start(now, out));
+        }
+        for a in 1..=n {
+            for b in (1..=n).filter(|&b| b != a) {
+                self.call(a, |n, now, out| {
+                    n.on_link(now, LinkEvent::Up(Peer::Node(b)), out)
+                });
+            }
+        }
+    }
+
     /// Server `id` crashes (its state and in-flight messages are lost) and
-    /// restarts recovering; its peers see its links go down and up.
+    /// restarts, recovering (or from its disk, durable); its peers see its
+    /// links go down and up.
     pub fn restart(&mut self, id: NodeId) {
         let members: Vec<NodeId> = (1..=self.nodes.len() as NodeId).collect();
         self.links.retain(|&(f, t), _| f != id && t != id);
         self.timers.remove(&(id, 0));
         let life = self.node(id).life + 1;
-        let fresh = LamportNode::new(id, &members, self.cfg.clone())
-            .with_bug(self.bug)
-            .with_life(life);
-        self.nodes[id as usize - 1] = fresh.recovering();
+        self.nodes[id as usize - 1] = self.rebuild(id, life);
         for &p in members.iter().filter(|&&p| p != id) {
             self.call(p, |n, now, out| {
                 n.on_link(now, LinkEvent::Down(Peer::Node(id)), out)
