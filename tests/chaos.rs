@@ -370,7 +370,6 @@ fn ring_fsync_survives_kill_pause_and_kill_all() {
 }
 
 #[test]
-#[ignore = "needs ring/lamport durability (issue 32 items 1-2)"]
 fn lamport_fsync_survives_kill_pause_and_kill_all() {
     fsync_kill_pause_kill_all("lamport");
 }
