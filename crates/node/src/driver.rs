@@ -173,6 +173,8 @@ pub struct Driver<P: Protocol + Send + 'static> {
     /// Notified when storage's durable watermark moves; `None` for storage
     /// that is durable at once (memory): nothing is ever gated then.
     waker: Option<Arc<Notify>>,
+    /// Told once why the core cannot go on (`Protocol::fatal`).
+    on_fatal: Option<tokio::sync::oneshot::Sender<String>>,
     pub stats: DriverStats,
 }
 
@@ -229,8 +231,16 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             gated: VecDeque::new(),
             gated_to: HashMap::new(),
             waker,
+            on_fatal: None,
             stats: DriverStats::default(),
         })
+    }
+
+    /// Send the core's reason to `tx` once it cannot go on
+    /// (`Protocol::fatal`): the server stops with that error.
+    pub fn with_fatal(mut self, tx: tokio::sync::oneshot::Sender<String>) -> Self {
+        self.on_fatal = Some(tx);
+        self
     }
 
     /// Deliver events for in-process clients (`ClientRef::LOCAL`) to `tx`.
@@ -446,6 +456,12 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             };
             let now = self.now();
             self.core.on_msg(now, Peer::Node(self.info.id), msg, out);
+        }
+        if let Some(why) = self.core.fatal() {
+            if let Some(tx) = self.on_fatal.take() {
+                tracing::error!("cannot go on: {why}");
+                drop(tx.send(why.to_string()));
+            }
         }
     }
 

@@ -185,7 +185,10 @@ async fn run_core<P: Protocol + Send + 'static>(
         members: opts.cluster.members(),
         budgets,
     };
-    let driver = Driver::new(core, info, storage).context("cannot load storage")?;
+    let (fatal_tx, fatal_rx) = tokio::sync::oneshot::channel();
+    let driver = Driver::new(core, info, storage)
+        .context("cannot load storage")?
+        .with_fatal(fatal_tx);
     if opts.durability.keeps_data() {
         tracing::info!(
             "restored from {} in {:.3}s",
@@ -244,10 +247,18 @@ async fn run_core<P: Protocol + Send + 'static>(
         .collect();
     drop((tx, stop));
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
-    shutdown.await;
+    // A core that cannot go on (`Protocol::fatal`) stops the replica with
+    // its reason as the error (the process exits non-zero).
+    let fatal = tokio::select! {
+        () = shutdown => None,
+        Ok(why) = fatal_rx => Some(why),
+    };
     tracing::info!(id = opts.id, "shutting down");
     stop_gracefully(stopper, accepts, dials, driver_task).await;
-    Ok(())
+    match fatal {
+        Some(why) => Err(anyhow::anyhow!("replica {} cannot go on: {why}", opts.id)),
+        None => Ok(()),
+    }
 }
 
 /// How long a replica takes at most to shut down.

@@ -259,6 +259,13 @@ pub trait Protocol {
     /// Rebuild state from durable records after a restart (before any other
     /// call). Protocols without durable state ignore it.
     fn restore(&mut self, _rec: Record) {}
+    /// `Some(why)` once this node cannot go on: its state cannot be
+    /// recovered and serving would risk acknowledged data (a ring whose
+    /// every server restarted and some lost its state). The driver logs
+    /// `why` and stops the replica with an error. Checked after each call.
+    fn fatal(&self) -> Option<&str> {
+        None
+    }
     /// This node's part in the protocol right now, one word for `quorumkv
     /// endpoints status`: `replica` (all equal), `leader`, `follower`,
     /// `recovering`, …
