@@ -101,7 +101,9 @@ impl RingNode {
                     op: OpId::NONE,
                     void: false,
                 };
-                self.written.insert(&e.key, e.tag);
+                // Not into `written`: that drops copies of pre-writes as
+                // done, and the rejoin snapshot says which are (an old
+                // life's round may still need this life to pass it on).
                 self.reg(&e.key).apply(&e);
             }
             Record::Meta { key, .. } if key == STARTED => self.restored = true,
@@ -197,7 +199,10 @@ mod tests {
             ..entry(1, 1, "v")
         };
         n.on_msg(T0, Peer::Node(1), Msg::Write(w), &mut out);
-        assert!(!out.commands().iter().any(|c| matches!(c, Command::Persist(_))));
+        assert!(!out
+            .commands()
+            .iter()
+            .any(|c| matches!(c, Command::Persist(_))));
     }
 
     #[test]
@@ -212,13 +217,24 @@ mod tests {
         n.on_msg(T0, Peer::Node(1), Msg::Write(w.clone()), &mut out);
         let reg = first(&out, is_reg);
         let op = first(&out, |c| matches!(c, Command::Persist(Record::Meta { .. })));
-        let fwd = first(&out, |c| matches!(c, Command::Send { msg: Msg::Write(_), .. }));
+        let fwd = first(&out, |c| {
+            matches!(
+                c,
+                Command::Send {
+                    msg: Msg::Write(_),
+                    ..
+                }
+            )
+        });
         assert!(reg < fwd && op < fwd, "{:?}", out.commands());
         assert_eq!(out.commands()[reg], Command::Persist(reg_record(&w)));
         // A copy again: nothing new to persist.
         let mut out = O::new();
         n.on_msg(T0, Peer::Node(1), Msg::Write(w), &mut out);
-        assert!(!out.commands().iter().any(|c| matches!(c, Command::Persist(_))));
+        assert!(!out
+            .commands()
+            .iter()
+            .any(|c| matches!(c, Command::Persist(_))));
     }
 
     #[test]
@@ -234,7 +250,15 @@ mod tests {
         let mut out = O::new();
         n.on_msg(T0, Peer::Node(3), pw, &mut out);
         let reg = first(&out, is_reg);
-        let w = first(&out, |c| matches!(c, Command::Send { msg: Msg::Write(_), .. }));
+        let w = first(&out, |c| {
+            matches!(
+                c,
+                Command::Send {
+                    msg: Msg::Write(_),
+                    ..
+                }
+            )
+        });
         assert!(reg < w);
         let Command::Send { msg: write, .. } = out.commands()[w].clone() else {
             panic!()
@@ -253,10 +277,13 @@ mod tests {
         let mut out = O::new();
         n.on_msg(T0, Peer::Node(1), Msg::Write(entry(1, 1, "v")), &mut out);
         assert!(out.commands().iter().any(is_reg));
-        assert!(out
-            .commands()
-            .iter()
-            .any(|c| matches!(c, Command::SendNow { msg: Msg::Write(_), .. })));
+        assert!(out.commands().iter().any(|c| matches!(
+            c,
+            Command::SendNow {
+                msg: Msg::Write(_),
+                ..
+            }
+        )));
     }
 
     #[test]
@@ -279,9 +306,15 @@ mod tests {
         assert!(n.is_outside(), "dropped from every view: it rejoins");
         assert!(!n.lost, "but with its registers");
         let r = n.register(b"k").unwrap();
-        assert_eq!((r.tag, r.value.as_deref()), (entry(2, 1, "").tag, Some(&b"new"[..])));
+        assert_eq!(
+            (r.tag, r.value.as_deref()),
+            (entry(2, 1, "").tag, Some(&b"new"[..]))
+        );
         assert!(n.ops.applied(op) && n.op_seq == 1);
-        assert!(!out.commands().iter().any(|c| matches!(c, Command::Persist(_))));
+        assert!(!out
+            .commands()
+            .iter()
+            .any(|c| matches!(c, Command::Persist(_))));
         // Its marked disk alone is enough to start outside.
         let mut m = node(3);
         m.restore(Record::Meta {
@@ -304,15 +337,20 @@ mod tests {
         assert_eq!(net.answer(c), Some(Response::Done));
         net.restart(2);
         assert!(net.node(2).is_outside());
-        assert_eq!(net.node(2).register(b"k").unwrap().value, Some(value_of("a")));
+        assert_eq!(
+            net.node(2).register(b"k").unwrap().value,
+            Some(value_of("a"))
+        );
         net.settle();
         assert_eq!(net.serving(), vec![1, 2, 3]);
         let r = net.ask(2, get(), OpId::NONE);
         assert_eq!(net.answer(r), Some(value("b")));
         // The snapshot's newer value went to 2's disk.
         let disk = &net.disks.as_ref().unwrap()[&2];
-        let b = disk.iter().any(|r| matches!(r, Record::Register { key: k, value: Some(v), .. }
-            if *k == key() && v == "b"));
+        let b = disk.iter().any(|r| {
+            matches!(r, Record::Register { key: k, value: Some(v), .. }
+            if *k == key() && v == "b")
+        });
         assert!(b, "{disk:?}");
     }
 

@@ -249,7 +249,12 @@ fn random_durable_runs_with_kill_alls_stay_atomic_and_answer_everything() {
         let r = drive_with(seed, 1 + (seed % 5) as u32, None, true);
         check(&r).unwrap();
         assert_eq!(stale(&r), 0, "{}: stale pending entries", r.ctx);
-        reformed += r.net.nodes.values().map(|n| n.counters.reformed).sum::<u64>();
+        reformed += r
+            .net
+            .nodes
+            .values()
+            .map(|n| n.counters.reformed)
+            .sum::<u64>();
     }
     assert!(reformed > 30, "only {reformed} kill-alls re-formed");
 }
