@@ -17,7 +17,10 @@ type O = Out<Msg, Timer>;
 /// view (and must rejoin, not serve from its first-boot view).
 pub(super) const STARTED: &str = "ring/started";
 /// Applied operation ids, one slot each: `ring/op/<seq % max_ops>`, value
-/// `seq, client, op seq` (24 bytes, big-endian). As bounded as the table.
+/// `seq, client, op seq, ts, writer` (40 bytes, big-endian) then the key:
+/// the write that applied it, so that a restart knows its old life's writes
+/// (`written`: a copy of one taken over here is no second copy, `dedup.rs`).
+/// As bounded as the table.
 const OP_PREFIX: &str = "ring/op/";
 
 /// The register record of an applied write.
@@ -29,30 +32,36 @@ pub(super) fn reg_record(e: &Entry) -> Record {
     }
 }
 
-fn op_record(seq: u64, op: OpId, slot: u64) -> Record {
-    let mut v = Vec::with_capacity(24);
-    for x in [seq, op.client, op.seq] {
+fn op_record(seq: u64, op: OpId, (key, tag): (&Bytes, Tag), slot: u64) -> Record {
+    let mut v = Vec::with_capacity(40 + key.len());
+    for x in [seq, op.client, op.seq, tag.ts, tag.writer] {
         v.extend_from_slice(&x.to_be_bytes());
     }
+    v.extend_from_slice(key);
     Record::Meta {
         key: format!("{OP_PREFIX}{slot}"),
         value: Bytes::from(v),
     }
 }
 
-fn parse_op(value: &[u8]) -> Option<(u64, OpId)> {
+/// A restored operation: `(seq, op, key, tag)`.
+pub(super) type DiskOp = (u64, OpId, Bytes, Tag);
+
+fn parse_op(value: &[u8]) -> Option<DiskOp> {
     let word = |i: usize| -> Option<u64> {
         let b: [u8; 8] = value.get(i * 8..i * 8 + 8)?.try_into().ok()?;
         Some(u64::from_be_bytes(b))
     };
-    if value.len() != 24 {
-        return None;
-    }
     let op = OpId {
         client: word(1)?,
         seq: word(2)?,
     };
-    Some((word(0)?, op))
+    let tag = Tag {
+        ts: word(3)?,
+        writer: word(4)?,
+    };
+    let key = Bytes::copy_from_slice(value.get(40..)?);
+    Some((word(0)?, op, key, tag))
 }
 
 impl RingNode {
@@ -67,7 +76,9 @@ impl RingNode {
     /// A (non-void) write of `op` was applied here: remember it, on disk
     /// too (a retry after a restart of every server must not apply it
     /// twice, `dedup.rs`).
-    pub(super) fn applied_op(&mut self, op: OpId, out: &mut O) {
+    /// `at`: the write that applied it (`Tag::ZERO` when only a snapshot
+    /// says it was applied).
+    pub(super) fn applied_op(&mut self, op: OpId, at: (&Bytes, Tag), out: &mut O) {
         if !self.ops.on_write(op) || !self.durable {
             return;
         }
@@ -76,7 +87,7 @@ impl RingNode {
         // the slot in range if they did.
         self.op_seq = self.op_seq.saturating_add(1);
         let slot = seq % self.cfg.max_ops.max(1) as u64;
-        out.persist(op_record(seq, op, slot));
+        out.persist(op_record(seq, op, at, slot));
     }
 
     /// Whether ring writes and `Done` skip the wait for the sync
@@ -123,8 +134,11 @@ impl RingNode {
     pub(super) fn start_durable(&mut self, out: &mut O) {
         let mut ops = std::mem::take(&mut self.restored_ops);
         ops.sort_unstable();
-        for &(seq, op) in &ops {
+        for (seq, op, key, tag) in ops {
             self.ops.on_write(op);
+            if tag > Tag::ZERO {
+                self.written.insert(&key, tag);
+            }
             self.op_seq = self.op_seq.max(seq.saturating_add(1));
         }
         if self.restored {
@@ -292,7 +306,7 @@ mod tests {
         let mut n = node(2);
         for rec in [
             reg_record(&entry(2, 1, "new")),
-            op_record(0, op, 0),
+            op_record(0, op, (&key(), entry(2, 1, "").tag), 0),
             reg_record(&entry(1, 1, "old")), // any order: the highest wins
             Record::Meta {
                 key: STARTED.to_string(),
@@ -361,11 +375,12 @@ mod tests {
     #[test]
     fn an_op_record_reads_back_and_a_torn_one_is_ignored() {
         let op = OpId { client: 7, seq: 9 };
-        let Record::Meta { key, value } = op_record(3, op, 3) else {
+        let t = Tag { ts: 4, writer: 2 };
+        let Record::Meta { key: name, value } = op_record(3, op, (&key(), t), 3) else {
             panic!()
         };
-        assert_eq!(key, "ring/op/3");
-        assert_eq!(parse_op(&value), Some((3, op)));
-        assert_eq!(parse_op(&value[..23]), None);
+        assert_eq!(name, "ring/op/3");
+        assert_eq!(parse_op(&value), Some((3, op, key(), t)));
+        assert_eq!(parse_op(&value[..39]), None);
     }
 }

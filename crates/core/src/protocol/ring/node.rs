@@ -7,7 +7,7 @@ use super::reform::Census;
 use super::register::{Register, Waiter};
 use super::{Counters, Entry, InjectedBug, Msg, Timer};
 use crate::protocol::{LinkEvent, Out, Protocol, Record};
-use crate::types::{ClientRef, NodeId, OpError, OpId, Peer, Request, Response, Tag, Time};
+use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::time::Duration;
@@ -228,7 +228,7 @@ pub struct RingNode {
     /// The disk says this server ran before: it starts outside.
     pub(super) restored: bool,
     /// Operations read back from disk, `(seq, op)`, until `on_start`.
-    pub(super) restored_ops: Vec<(u64, OpId)>,
+    pub(super) restored_ops: Vec<super::durable::DiskOp>,
     /// The next applied operation's sequence number on disk.
     pub(super) op_seq: u64,
     /// Restarted without its state (`NodeSpec::lost_state`).
@@ -562,7 +562,7 @@ impl RingNode {
         if !e.void {
             // Applied here now: a joiner's snapshot must say so (its write
             // may go round without passing the joiner).
-            self.applied_op(e.op, out);
+            self.applied_op(e.op, (&e.key, e.tag), out);
             self.written.insert(&e.key, e.tag);
         }
         if mine {
@@ -612,7 +612,7 @@ impl RingNode {
             self.persist_applied(&e, out);
         }
         if !e.void {
-            self.applied_op(e.op, out);
+            self.applied_op(e.op, (&e.key, e.tag), out);
         }
         for client in done {
             self.done(client, out); // pc 50

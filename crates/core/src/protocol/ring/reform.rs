@@ -130,7 +130,7 @@ impl RingNode {
                 self.merge_register(&held, out);
             }
             for op in s.ops {
-                self.applied_op(op, out);
+                self.applied_op(op, (&bytes::Bytes::new(), crate::types::Tag::ZERO), out);
             }
             self.view = self.view.max(s.view);
         }

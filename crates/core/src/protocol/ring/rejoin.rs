@@ -5,7 +5,6 @@
 
 use super::msg::Snapshot;
 use super::node::RingNode;
-use super::ops::OpTable;
 use super::{Msg, Timer};
 use crate::protocol::Out;
 use crate::types::{NodeId, Peer};
@@ -296,16 +295,8 @@ impl RingNode {
             // higher tag wins, a newer one is persisted before serving.
             self.install_register(held, pending, out);
         }
-        if !s.reform {
-            // The snapshot's table, not the old life's from disk: an op the
-            // old life applied at home just before it crashed is pending at
-            // the others, and a copy taken over must not be voided here
-            // (durable fuzz seed 23 at N = 4: it was, for ever). Only a
-            // census (kill-all) merges the disks' tables.
-            self.ops = OpTable::new(self.cfg.max_ops);
-        }
         for op in s.ops {
-            self.applied_op(op, out);
+            self.applied_op(op, (&bytes::Bytes::new(), crate::types::Tag::ZERO), out);
         }
         for (k, t) in s.written {
             self.written.insert(&k, t);
