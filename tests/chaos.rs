@@ -364,7 +364,6 @@ fn zab_fsync_survives_kill_pause_and_kill_all() {
 }
 
 #[test]
-#[ignore = "needs ring/lamport durability (issue 32 items 1-2)"]
 fn ring_fsync_survives_kill_pause_and_kill_all() {
     fsync_kill_pause_kill_all("ring");
 }

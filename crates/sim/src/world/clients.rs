@@ -111,7 +111,9 @@ impl<D: ProtocolDef> World<'_, D> {
             let probe = self.probe_node(c).filter(|_| probing);
             let node = match (self.round_server(c), probe) {
                 (Some(node), _) | (None, Some(node)) => node,
-                _ if load => self.load_node(c),
+                // No live server when the load began (a ring re-forming
+                // after a kill-all): any node, like the others.
+                _ if load && !self.load.servers.is_empty() => self.load_node(c),
                 _ => self.work_rng.below(self.nodes.len() as u64) as usize,
             };
             let p = self.clients[c].pending.as_mut().expect("just set");

@@ -15,6 +15,10 @@ pub enum InjectedBug {
     /// Forward first, in arrival order; own writes only when nothing waits
     /// to be forwarded: under load a server's writes starve (line 207).
     FifoForwarding,
+    /// A write is forwarded and acknowledged (`Done`) without waiting for
+    /// its register to be on disk (`SendNow`/`ReplyNow`): a kill-all in
+    /// the sync window loses an acknowledged write (`durable.rs`).
+    WriteAckedBeforeSync,
 }
 
 impl InjectedBugs for InjectedBug {
@@ -23,6 +27,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ReadNoWait,
             InjectedBug::NoTakeover,
             InjectedBug::FifoForwarding,
+            InjectedBug::WriteAckedBeforeSync,
         ]
     }
     fn name(self) -> &'static str {
@@ -30,6 +35,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ReadNoWait => "ring-read-no-wait",
             InjectedBug::NoTakeover => "ring-no-takeover",
             InjectedBug::FifoForwarding => "ring-fifo-forwarding",
+            InjectedBug::WriteAckedBeforeSync => "ring-write-acked-before-sync",
         }
     }
     fn about(self) -> &'static str {
@@ -40,6 +46,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::FifoForwarding => {
                 "forwarding first in FIFO order instead of nb_msg (a server's writes starve under load)"
+            }
+            InjectedBug::WriteAckedBeforeSync => {
+                "a write is forwarded and acknowledged before its register is on disk (needs fsync crashes)"
             }
         }
     }

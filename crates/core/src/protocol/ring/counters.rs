@@ -34,6 +34,8 @@ pub struct Counters {
     pub joins_forwarded: u64,
     /// Times this server was welcomed back (d).
     pub rejoined: u64,
+    /// Rings re-formed here after every server restarted (e, `reform.rs`).
+    pub reformed: u64,
     /// Joins of others learnt from a `ViewChange` (d).
     pub views_installed: u64,
     /// `Hail`s sent to a member the view missed (d).
@@ -112,6 +114,11 @@ impl Counters {
                 "ring_rejoined_total",
                 "times this server was welcomed back",
                 self.rejoined,
+            ),
+            (
+                "ring_reformed_total",
+                "rings re-formed here after every server restarted",
+                self.reformed,
             ),
             (
                 "ring_stale_credits_total",

@@ -92,8 +92,9 @@ impl ProtocolDef for Ring {
     const PROMISES_LIVENESS: bool = true;
     // A table of operation ids; retried writes apply once (module doc).
     const DEDUPLICATES_REQUESTS: bool = true;
-    // Nothing durable (the seed keeps none): every restart is `lost_state`.
-    const PERSISTS_STATE: bool = false;
+    // Registers, applied operation ids and a "ran here" mark (`durable.rs`;
+    // the seed keeps nothing, §2 has no restarts).
+    const PERSISTS_STATE: bool = true;
     // §3 lines 205-209 and §4.2: nb_msg lets each server complete its
     // fair share of writes under load.
     const PROMISES_FAIRNESS: bool = true;
@@ -121,14 +122,14 @@ impl ProtocolDef for Ring {
         };
         let node = RingNode::new(spec.id, spec.members.to_vec(), cfg)
             .with_writer(spec.writer_id())
-            .with_bug(bug);
-        // The others took its crash for good (perfect failure detector) and
-        // the ring keeps nothing durable: a restarted server starts outside,
-        // fenced, and comes back by `Join` (rejoin on, the default) or
-        // stays out (`rejoin=off`). Not
-        // `incarnation > 0`: the node runtime draws it at random at boot.
-        // The ring persists nothing (`PERSISTS_STATE = false`), so drivers
-        // report *any* restart as `lost_state`.
+            .with_bug(bug)
+            .with_durable(spec.durable);
+        // The others took its crash for good (perfect failure detector): a
+        // restarted server starts outside, fenced, and comes back by `Join`
+        // (rejoin on, the default) or stays out (`rejoin=off`). One that
+        // lost its state is told so here; one with its disk finds out from
+        // `restore` (`durable.rs`). Not `incarnation > 0`: the node runtime
+        // draws it at random at boot.
         if spec.lost_state {
             node.restarted()
         } else {
@@ -221,7 +222,7 @@ mod tests {
             .iter()
             .map(|b| InjectedBugs::name(*b))
             .collect();
-        assert_eq!(names.len(), 3);
+        assert_eq!(names.len(), 4);
         assert!(names.iter().all(|n| n.starts_with("ring-")));
         assert_eq!(
             InjectedBug::find("ring-no-takeover"),

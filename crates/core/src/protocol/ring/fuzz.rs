@@ -31,6 +31,12 @@ struct Run {
 }
 
 fn drive(seed: u64, n: u32, bug: Option<InjectedBug>) -> Run {
+    drive_with(seed, n, bug, false)
+}
+
+/// `durable`: servers keep their records, the last server in may crash
+/// too (kill-all, `reform.rs`), and every server is restarted at the end.
+fn drive_with(seed: u64, n: u32, bug: Option<InjectedBug>, durable: bool) -> Run {
     let mut rng = SplitMix64(seed);
     let window = rng.below(4);
     let mut net = Net::new(
@@ -41,9 +47,17 @@ fn drive(seed: u64, n: u32, bug: Option<InjectedBug>) -> Run {
         },
         bug,
     );
+    if durable {
+        net = net.durable();
+    }
     let (mut asked, mut done) = (Vec::<Asked>::new(), BTreeMap::new());
     for now in 0..400 {
         let live: Vec<u32> = (1..=n).filter(|i| !net.dead.contains(i)).collect();
+        if live.is_empty() {
+            let j = 1 + rng.below(n.into()) as u32;
+            net.restart(j);
+            continue;
+        }
         let at = live[rng.below(live.len() as u64) as usize];
         let open = asked
             .iter()
@@ -67,7 +81,7 @@ fn drive(seed: u64, n: u32, bug: Option<InjectedBug>) -> Run {
                 let (o, v) = open.map(|a| (a.client.op, a.value.clone())).unwrap();
                 (Some(put(v.as_deref().unwrap())), o, v)
             }
-            6 if rng.chance(0.1) && net.serving().iter().any(|&s| s != at) => {
+            6 if rng.chance(0.1) && (durable || net.serving().iter().any(|&s| s != at)) => {
                 net.crash(at);
                 (None, OpId::NONE, None)
             }
@@ -96,11 +110,16 @@ fn drive(seed: u64, n: u32, bug: Option<InjectedBug>) -> Run {
             done.entry(*c).or_insert(now);
         }
     }
+    if durable {
+        for j in net.dead.clone() {
+            net.restart(j);
+        }
+    }
     let settled = net.try_settle();
     for (c, _) in &net.replies {
         done.entry(*c).or_insert(usize::MAX);
     }
-    let ctx = format!("seed {seed} N={n} window={window} bug={bug:?}");
+    let ctx = format!("seed {seed} N={n} window={window} bug={bug:?} durable={durable}");
     Run {
         net,
         asked,
@@ -224,6 +243,23 @@ fn random_runs_with_crashes_and_restarts_stay_atomic_and_answer_everything() {
 }
 
 #[test]
+fn random_durable_runs_with_kill_alls_stay_atomic_and_answer_everything() {
+    let mut reformed = 0;
+    for seed in 0..300 {
+        let r = drive_with(seed, 1 + (seed % 5) as u32, None, true);
+        check(&r).unwrap();
+        assert_eq!(stale(&r), 0, "{}: stale pending entries", r.ctx);
+        reformed += r
+            .net
+            .nodes
+            .values()
+            .map(|n| n.counters.reformed)
+            .sum::<u64>();
+    }
+    assert!(reformed > 30, "only {reformed} kill-alls re-formed");
+}
+
+#[test]
 fn random_runs_catch_the_injected_bugs() {
     // Read inversion shows without crashes; the missing takeover needs an
     // origin to crash with writes in flight (unanswered or stuck reads).
@@ -269,8 +305,9 @@ fn seeds_that_found_bugs_and_mutants_pass() {
 #[ignore]
 fn ring_sweep() {
     let (mut failed, mut unanswered, mut stale_seeds) = (Vec::new(), 0, 0);
+    let durable = std::env::var("RING_DURABLE").is_ok();
     for seed in 0..50_000 {
-        let r = drive(seed, 2 + (seed % 6) as u32, None);
+        let r = drive_with(seed, 2 + (seed % 6) as u32, None, durable);
         match check(&r) {
             Err(e) if e.contains("unanswered") => {
                 eprintln!("KNOWN {e}");
@@ -293,11 +330,13 @@ fn ring_sweep() {
 
 /// Replay one seed, with the harness's trace (`RING_TRACE=1`):
 /// `SEED=458 RING_TRACE=1 cargo test -p quorumkv-core --lib replay_seed -- --ignored --nocapture`
-/// (`RING_N=6` for a seed of `ring_sweep` whose N is not `2 + seed % 4`).
+/// (`RING_N=6` for a seed of `ring_sweep` whose N is not `2 + seed % 4`;
+/// `RING_DURABLE=1` for the durable runs, N = `1 + seed % 5` there).
 #[test]
 #[ignore]
 fn replay_seed() {
     let seed: u64 = std::env::var("SEED").map_or(0, |s| s.parse().unwrap());
     let n: u32 = std::env::var("RING_N").map_or(2 + (seed % 4) as u32, |s| s.parse().unwrap());
-    check(&drive(seed, n, None)).unwrap();
+    let durable = std::env::var("RING_DURABLE").is_ok();
+    check(&drive_with(seed, n, None, durable)).unwrap();
 }

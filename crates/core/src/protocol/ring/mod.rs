@@ -100,9 +100,9 @@
 //! rejoin on: a new life got an old life's pre-write its taker had applied).
 //!
 //! **Rejoin (d)** (`rejoin.rs`; on by default, `rejoin=off` keeps a
-//! restarted server fenced for ever). A restarted server lost everything
-//! (the ring persists nothing) and was dropped from every view: it starts
-//! *outside*, refusing clients (definite) and ignoring ring messages.
+//! restarted server fenced for ever). A restarted server was dropped from
+//! every view (its disk, if any, keeps its registers: see Durability): it
+//! starts *outside*, refusing clients (definite) and ignoring ring messages.
 //! * Lives: every server writes under its writer id (node id plus
 //!   incarnation), and a message's life is `tag.writer`. A round ends at
 //!   `home` (`Entry::home`: the origin, or the taker of a converted write)
@@ -180,6 +180,12 @@
 //!   `ViewChange` that would have fixed it can die in a crash). Once per
 //!   missed member, and again on the `Join` timer. It only adds servers
 //!   that are in, and no round completes while they miss each other.
+//! * A server with a disk installs the snapshot over its own registers:
+//!   per key the higher tag wins (`install_register`). Its own can be the
+//!   higher one only for a write the live servers hold pending or applied
+//!   (it reached this server after every other had it pending, pc 24-37),
+//!   so serving it is no read inversion; never going below it is the rule
+//!   that keeps a value once read here.
 //! * Departures from the first design: view numbers are carried by
 //!   `Welcome`/`ViewChange` only (lives, not views, tell messages apart;
 //!   they are informational), and "a server that sees a view without itself
@@ -189,10 +195,61 @@
 //!   suspicion (a partition) splits the ring: outside the model (§2), as
 //!   the README must say.
 //!
+//! **Durability** (`durable.rs`). The seed keeps nothing on disk: its model
+//! lets all servers but one crash, never all, and none come back (§2 line 44:
+//! "at least one server should be correct in every computation"). Records
+//! go through `Out::persist`, and the driver makes them durable before any
+//! later send or reply leaves (protocol contract, rule 2): each rule below
+//! is "persist, then speak".
+//! * **Applied writes**: a register's `(tag, value)` whenever it changes
+//!   (pc 32-33 at home, pc 42-46 on the way, a `Welcome`'s newer value):
+//!   on disk before the `Write` goes on (pc 37, 48), before `Done` (pc 50)
+//!   and before a read answers it (pc 78, 82). So an acknowledged write is
+//!   on the disk of every server in the view when it went round
+//!   (write-all-available, §3 line 193), and a value read is on the
+//!   disk where it was read.
+//! * **Applied operation ids** (the dedup table (c), bounded like it): a
+//!   kill-all leaves no snapshot to bring them back, and a retry whose
+//!   `Done` was lost would be applied again above a later write.
+//! * **"Ran here"**, a mark at the first start: a restart that applied
+//!   nothing still knows it was dropped from every view.
+//! * Not persisted, **pending pre-writes** (pc 24, 71): a pending entry
+//!   only holds reads up (pc 80) and raises the next tag (pc 23). A
+//!   restarted server gets every pending set in its `Welcome` before it
+//!   serves or tags anything. After a kill-all, a pre-write whose write
+//!   was applied nowhere was never read (reads answer applied values) nor
+//!   acknowledged (pc 49-50 follow the write round): it dies, and its
+//!   client, timed out (unknown outcome), retries; one applied somewhere
+//!   is on that server's disk.
+//! * Not persisted, **the highest ts issued** (pc 23): a tag names its
+//!   writer's *life* (`NodeSpec::writer_id`), so no later life can issue
+//!   an earlier life's tag, whatever the ts; within a life
+//!   `Register::issued` does it.
+//! * Not persisted, **the view** (pc 85-92): the others took the crash for
+//!   good (perfect failure detector, §2), so an old view is void; the
+//!   restarted server rejoins (d) from its own registers.
+//!
+//! **Kill-all (e)** (`reform.rs`). With every server restarted nobody is in,
+//! and no `Join` is ever answered. The lowest member, outside, takes a
+//! census (`Census`; an outside server answers `Roll` with its life and
+//! state; a server in answers nothing, and `Down` of any member starts it
+//! again). With every other member's answer, nobody is in: it merges all
+//! registers by highest tag and all applied operations, forms the view of
+//! every member and welcomes its successor, which installs the state and
+//! welcomes its own, round the ring (FIFO: each `Welcome` precedes every
+//! ring message on its link). Every disk is in the merge, so nothing
+//! acknowledged or read is lost. A member that lost its state (memory
+//! durability, `--recover`) may have been the last one in: then the ring
+//! cannot re-form safely, and every member says so (`Protocol::fatal`:
+//! the server exits with the reason) instead of refusing clients for ever.
+//! The census waits for every member: a kill-all with a server gone for
+//! good needs it back (or the cluster started afresh).
+//!
 //! Where each piece lives: `msg.rs` ([`Msg`], [`Entry`]); `register.rs`
 //! (the read rule, tags); `queue.rs` (the fairness rule); `node.rs`
 //! ([`RingNode`], the handlers); `failure.rs` (view, re-send, takeover);
 //! `rejoin.rs` (Join, Welcome, ViewChange, Hail); `lap.rs` (the extra lap);
+//! `durable.rs` (records, restore); `reform.rs` (kill-all census);
 //! `dedup.rs` and `ops.rs` (retried writes); `bugs.rs`; `def.rs` ([`Ring`],
 //! options, link model); `counters.rs`; test-only: `testing.rs` (a
 //! multi-node harness), `scenarios.rs` (its tests) and `fuzz.rs` (random
@@ -204,6 +261,7 @@ mod bugs;
 mod counters;
 mod dedup;
 mod def;
+mod durable;
 mod failure;
 #[cfg(test)]
 mod fuzz;
@@ -212,6 +270,7 @@ mod msg;
 mod node;
 mod ops;
 mod queue;
+mod reform;
 mod register;
 mod rejoin;
 #[cfg(test)]

@@ -73,6 +73,21 @@ pub enum Msg {
         writer: u64,
         answer: bool,
     },
+    /// Kill-all (`reform.rs`): the lowest member, outside, asks every
+    /// other member whether it is outside too, and for its state.
+    Census { round: u64 },
+    /// The answer of a server outside: its life, whether it lost its
+    /// state (memory durability, `--recover`), and its registers and
+    /// applied operations.
+    Roll {
+        round: u64,
+        writer: u64,
+        lost: bool,
+        state: Box<Snapshot>,
+    },
+    /// The census found every server outside and some state lost: the
+    /// ring cannot re-form without risking acknowledged writes.
+    Unrecoverable { lost: Vec<NodeId> },
 }
 
 /// What a joining server gets from its predecessor: everything that went
@@ -103,6 +118,10 @@ pub struct Snapshot {
     /// Writes the predecessor forwarded lately: they went to the old
     /// successor, now the joiner's, which may crash with them unsent.
     pub sent_writes: Vec<Entry>,
+    /// A re-formed ring's state after a kill-all (`reform.rs`): the joiner
+    /// welcomes its own successor with it, instead of a `ViewChange`.
+    #[serde(default)]
+    pub reform: bool,
 }
 
 impl Msg {

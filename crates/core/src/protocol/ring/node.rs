@@ -3,9 +3,10 @@
 
 use super::ops::OpTable;
 use super::queue::{ClientWrite, Fairness, Next, Queues};
+use super::reform::Census;
 use super::register::{Register, Waiter};
 use super::{Counters, Entry, InjectedBug, Msg, Timer};
-use crate::protocol::{LinkEvent, Out, Protocol};
+use crate::protocol::{LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
@@ -222,6 +223,21 @@ pub struct RingNode {
     /// crashes; this one then re-sends all it holds.
     pub(super) welcomed_by: Option<NodeId>,
     pub(super) ops: OpTable,
+    /// Records go to disk (`NodeSpec::durable`; `durable.rs`).
+    pub(super) durable: bool,
+    /// The disk says this server ran before: it starts outside.
+    pub(super) restored: bool,
+    /// Operations read back from disk, `(seq, op)`, until `on_start`.
+    pub(super) restored_ops: Vec<super::durable::DiskOp>,
+    /// The next applied operation's sequence number on disk.
+    pub(super) op_seq: u64,
+    /// Restarted without its state (`NodeSpec::lost_state`).
+    pub(super) lost: bool,
+    /// Kill-all: the census this server takes (`reform.rs`).
+    pub(super) census: Option<Census>,
+    pub(super) census_round: u64,
+    /// Why this server cannot go on (`Protocol::fatal`).
+    pub(super) fatal: Option<String>,
     pub counters: Counters,
 }
 
@@ -276,6 +292,14 @@ impl RingNode {
             owed: BTreeSet::new(),
             owed_writes: Vec::new(),
             welcomed_by: None,
+            durable: false,
+            restored: false,
+            restored_ops: Vec::new(),
+            op_seq: 0,
+            lost: false,
+            census: None,
+            census_round: 0,
+            fatal: None,
             counters: Counters::default(),
         };
         n.next = n.successor();
@@ -293,9 +317,16 @@ impl RingNode {
         }
         self
     }
-    /// Start fenced: this is a restarted server (see `outside`).
+    /// Start fenced: this is a restarted server that lost its state (see
+    /// `outside`).
     pub fn restarted(mut self) -> Self {
         self.outside = true;
+        self.lost = true;
+        self
+    }
+    /// Persist registers and applied operations (`durable.rs`).
+    pub fn with_durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
         self
     }
     /// Outside the view, or not yet known to every live server.
@@ -443,6 +474,9 @@ impl RingNode {
             }
         }
         self.link.sent += 1;
+        if self.acks_before_sync() && matches!(m, Msg::Write(_)) {
+            return out.send_now(Peer::Node(self.next), m);
+        }
         out.send(Peer::Node(self.next), m);
     }
 
@@ -507,8 +541,9 @@ impl RingNode {
         let reg = self.reg(&e.key);
         reg.pending.remove(&e.tag); // pc 35
         let mut retries = Vec::new();
+        let mut applied = false;
         if !e.void {
-            reg.apply(&e); // pc 32-33
+            applied = reg.apply(&e); // pc 32-33
             reg.mark_converted(e.tag);
             // Applied here: `known_op` answers a retry of it at once from
             // now on, so one parked before goes now too (its write may end
@@ -516,14 +551,18 @@ impl RingNode {
             retries = reg.release_retries(e.op);
         }
         let reads = reg.release_reads();
+        if applied {
+            // On disk before the retries' `Done`, the reads and the write.
+            self.persist_applied(&e, out);
+        }
         for client in retries {
-            out.reply(client, Response::Done);
+            self.done(client, out);
         }
         self.answer_reads(reads, out);
         if !e.void {
             // Applied here now: a joiner's snapshot must say so (its write
             // may go round without passing the joiner).
-            self.ops.on_write(e.op);
+            self.applied_op(e.op, (&e.key, e.tag), out);
             self.written.insert(&e.key, e.tag);
         }
         if mine {
@@ -562,16 +601,21 @@ impl RingNode {
         let reg = self.regs.entry(e.key.clone()).or_default();
         reg.pending.remove(&e.tag); // pc 47
         let mut done = Vec::new();
+        let mut applied = false;
         if !e.void {
-            reg.apply(&e); // pc 42-46
+            applied = reg.apply(&e); // pc 42-46
             done = reg.release_writers(e.op, e.tag);
         }
         let reads = reg.release_reads();
+        if applied {
+            // On disk before `Done`, the reads and the forward (durable.rs).
+            self.persist_applied(&e, out);
+        }
         if !e.void {
-            self.ops.on_write(e.op);
+            self.applied_op(e.op, (&e.key, e.tag), out);
         }
         for client in done {
-            out.reply(client, Response::Done); // pc 50
+            self.done(client, out); // pc 50
         }
         self.answer_reads(reads, out);
         let home = self.ends_here(e.home);
@@ -583,6 +627,15 @@ impl RingNode {
             }
         } else {
             self.queues.push_forward(Msg::Write(e)); // pc 48
+        }
+    }
+
+    /// A write acknowledged (after every record persisted before it).
+    fn done(&mut self, client: ClientRef, out: &mut O) {
+        if self.acks_before_sync() {
+            out.reply_now(client, Response::Done);
+        } else {
+            out.reply(client, Response::Done);
         }
     }
 
@@ -635,12 +688,23 @@ impl Protocol for RingNode {
     type Timer = Timer;
 
     fn on_start(&mut self, _now: Time, out: &mut O) {
+        self.start_durable(out);
         if self.outside && self.cfg.rejoin {
             self.ask_to_join(out);
             out.set_timer(self.cfg.join_retry, Timer::Join);
+            self.census(out);
         }
     }
+    fn restore(&mut self, rec: Record) {
+        self.restore_record(rec);
+    }
+    fn fatal(&self) -> Option<String> {
+        self.fatal.clone()
+    }
     fn on_client(&mut self, _now: Time, client: ClientRef, req: Request, out: &mut O) {
+        if let Some(why) = &self.fatal {
+            return out.reply(client, Response::Failed(OpError::refused(why)));
+        }
         if self.is_outside() {
             // Definite: nothing was done, the client may try another server.
             let err = OpError::refused("restarted: outside the ring view until it rejoins");
@@ -657,6 +721,17 @@ impl Protocol for RingNode {
     fn on_msg(&mut self, _now: Time, from: Peer, msg: Msg, out: &mut O) {
         match (from, msg) {
             (Peer::Conn(_), _) => self.counters.misrouted += 1,
+            (Peer::Node(j), Msg::Census { round }) => self.on_census(j, round, out),
+            (
+                Peer::Node(j),
+                Msg::Roll {
+                    round,
+                    writer,
+                    lost,
+                    state,
+                },
+            ) => self.on_roll(j, (round, writer, lost), *state, out),
+            (Peer::Node(_), Msg::Unrecoverable { lost }) => self.on_unrecoverable(lost),
             (Peer::Node(j), Msg::Join { node, writer }) => {
                 if j == node {
                     self.join_from_life(node, writer, out);
@@ -717,10 +792,13 @@ impl Protocol for RingNode {
     }
     fn on_timer(&mut self, _now: Time, timer: Timer, out: &mut O) {
         match timer {
+            // Given up (`reform.rs`): nothing more to ask.
+            Timer::Join if self.fatal.is_some() => {}
             Timer::Join if self.outside => {
                 self.join_sent_to = None; // again, to the same target
                 self.ask_to_join(out);
                 out.set_timer(self.cfg.join_retry, Timer::Join);
+                self.census(out);
             }
             Timer::Join => {
                 // In: hail again the members the view still misses, and
@@ -742,12 +820,15 @@ impl Protocol for RingNode {
                 self.link_down.insert(j);
                 if !self.outside {
                     self.on_crash(j, out);
+                } else {
+                    self.census_down();
                 }
                 self.link.forget(j);
             }
             LinkEvent::Up(Peer::Node(j)) => {
                 // A restarted server's new life: it comes in by `Join` only.
                 self.link_down.remove(&j);
+                self.census(out);
             }
             LinkEvent::Down(Peer::Conn(s)) if s != ClientRef::LOCAL => {
                 self.regs.values_mut().for_each(|r| r.forget_session(s));

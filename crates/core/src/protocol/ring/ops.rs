@@ -35,16 +35,17 @@ impl OpTable {
     pub fn iter(&self) -> impl Iterator<Item = &OpId> {
         self.order.iter()
     }
-    /// A (non-void) write of `op` was applied here.
-    pub fn on_write(&mut self, op: OpId) {
+    /// A (non-void) write of `op` was applied here. True if it is new.
+    pub fn on_write(&mut self, op: OpId) -> bool {
         if op.is_none() || !self.applied.insert(op) {
-            return;
+            return false;
         }
         self.order.push_back(op);
         if self.order.len() > self.limit {
             let old = self.order.pop_front().expect("non-empty");
             self.applied.remove(&old);
         }
+        true
     }
 }
 
@@ -58,10 +59,10 @@ mod tests {
         let op = |seq| OpId { client: 1, seq };
         assert!(t.is_empty());
         for s in 1..=3 {
-            t.on_write(op(s));
+            assert!(t.on_write(op(s)));
         }
-        t.on_write(op(3));
-        t.on_write(OpId::NONE);
+        assert!(!t.on_write(op(3)), "known");
+        assert!(!t.on_write(OpId::NONE));
         assert_eq!(t.len(), 2);
         assert!(!t.applied(op(1)), "forgotten");
         assert!(t.applied(op(2)) && t.applied(op(3)));

@@ -5,7 +5,6 @@
 
 use super::msg::Snapshot;
 use super::node::RingNode;
-use super::register::Register;
 use super::{Msg, Timer};
 use crate::protocol::Out;
 use crate::types::{NodeId, Peer};
@@ -240,7 +239,7 @@ impl RingNode {
         self.resend();
     }
 
-    fn snapshot(&self) -> Snapshot {
+    pub(super) fn snapshot(&self) -> Snapshot {
         let regs = (self.regs.iter())
             .map(|(k, r)| (r.as_write(k), r.pending.values().cloned().collect()))
             .collect();
@@ -274,6 +273,7 @@ impl RingNode {
                 })
                 .chain(self.owed_writes.iter().cloned())
                 .collect(),
+            reform: false,
         }
     }
 
@@ -291,11 +291,12 @@ impl RingNode {
         self.lives = s.lives.into_iter().collect();
         debug_assert!(self.alive.contains(&self.id) && self.alive.contains(&from));
         for (held, pending) in s.regs {
-            self.regs
-                .insert(held.key.clone(), Register::from_snapshot(&held, pending));
+            // Over this server's own registers (restored from disk): the
+            // higher tag wins, a newer one is persisted before serving.
+            self.install_register(held, pending, out);
         }
         for op in s.ops {
-            self.ops.on_write(op);
+            self.applied_op(op, (&bytes::Bytes::new(), crate::types::Tag::ZERO), out);
         }
         for (k, t) in s.written {
             self.written.insert(&k, t);
@@ -318,7 +319,9 @@ impl RingNode {
         self.next = self.successor();
         self.link.fresh();
         self.pred = self.live_pred(self.id);
-        if self.next != self.id {
+        if s.reform {
+            self.reformed(out);
+        } else if self.next != self.id {
             let (view, node, writer) = (self.view, self.id, self.writer);
             out.send(
                 Peer::Node(self.next),

@@ -4,7 +4,7 @@
 //! `Down` (the perfect failure detector).
 
 use super::{Entry, InjectedBug, Msg, RingConfig, RingNode, Timer};
-use crate::protocol::{Command, LinkEvent, Out, Protocol};
+use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, OpId, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -74,6 +74,10 @@ pub struct Net {
     /// Servers with a `Join` timer set and not yet fired (one per server:
     /// setting it again re-arms it).
     pub timers: BTreeSet<NodeId>,
+    /// With [`Net::durable`]: each server's records (synced at once: the
+    /// harness runs a call's commands in order, so a persist precedes every
+    /// later send). A restart reads them back instead of losing its state.
+    pub disks: Option<BTreeMap<NodeId, Vec<Record>>>,
     cfg: RingConfig,
     bug: Option<InjectedBug>,
     next_client: u64,
@@ -102,10 +106,24 @@ impl Net {
             read_tags: BTreeMap::new(),
             lives: BTreeMap::new(),
             timers: BTreeSet::new(),
+            disks: None,
             cfg,
             bug,
             next_client: 0,
         }
+    }
+    /// Servers keep their records: started (`on_start`) with a disk each.
+    pub fn durable(mut self) -> Net {
+        self.disks = Some(self.nodes.keys().map(|&n| (n, Vec::new())).collect());
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for n in ids {
+            let node = self.nodes.remove(&n).unwrap().with_durable(true);
+            self.nodes.insert(n, node);
+            let mut out = O::new();
+            self.nodes.get_mut(&n).unwrap().on_start(T0, &mut out);
+            self.exec(n, out);
+        }
+        self
     }
     pub fn node(&self, id: NodeId) -> &RingNode {
         &self.nodes[&id]
@@ -137,6 +155,10 @@ impl Net {
                     timer: Timer::Join, ..
                 } => {
                     self.timers.insert(at);
+                }
+                Command::Persist(rec) => {
+                    let disks = self.disks.as_mut().expect("persist on a memory node");
+                    disks.get_mut(&at).unwrap().push(rec);
                 }
                 other => panic!("unexpected command {other:?}"),
             }
@@ -290,8 +312,17 @@ impl Net {
         let members: Vec<NodeId> = self.nodes.keys().copied().collect();
         let node = RingNode::new(j, members, self.cfg.clone())
             .with_writer(u64::from(j) | *life << 32)
-            .with_bug(self.bug)
-            .restarted();
+            .with_bug(self.bug);
+        let node = match self.disks.as_ref().map(|d| d[&j].clone()) {
+            Some(records) => {
+                let mut node = node.with_durable(true);
+                for rec in records {
+                    node.restore(rec);
+                }
+                node
+            }
+            None => node.restarted(),
+        };
         self.nodes.insert(j, node);
         let mut out = O::new();
         self.nodes.get_mut(&j).unwrap().on_start(T0, &mut out);

@@ -1,0 +1,386 @@
+//! What a ring server keeps on disk and how a restart reads it back (module
+//! doc, "Durability"). Records go through `Out::persist`: the driver makes
+//! them durable before any later send or reply leaves (protocol contract,
+//! rule 2), so persisting a register before the `Write` is forwarded, the
+//! client gets `Done` or a read gets the value is all the ordering needed.
+
+use super::node::RingNode;
+use super::{Entry, InjectedBug, Msg, Register, Timer};
+use crate::protocol::{Out, Record};
+use crate::types::{OpId, Tag};
+use bytes::Bytes;
+
+type O = Out<Msg, Timer>;
+
+/// "This server ran here before": written at the first start, so that a
+/// restart that applied nothing yet still knows it was dropped from every
+/// view (and must rejoin, not serve from its first-boot view).
+pub(super) const STARTED: &str = "ring/started";
+/// Applied operation ids, one slot each: `ring/op/<seq % max_ops>`, value
+/// `seq, client, op seq, ts, writer` (40 bytes, big-endian) then the key:
+/// the write that applied it, so that a restart knows its old life's writes
+/// (`written`: a copy of one taken over here is no second copy, `dedup.rs`).
+/// As bounded as the table.
+const OP_PREFIX: &str = "ring/op/";
+
+/// The register record of an applied write.
+pub(super) fn reg_record(e: &Entry) -> Record {
+    Record::Register {
+        key: e.key.clone(),
+        tag: e.tag,
+        value: e.value.clone(),
+    }
+}
+
+fn op_record(seq: u64, op: OpId, (key, tag): (&Bytes, Tag), slot: u64) -> Record {
+    let mut v = Vec::with_capacity(40 + key.len());
+    for x in [seq, op.client, op.seq, tag.ts, tag.writer] {
+        v.extend_from_slice(&x.to_be_bytes());
+    }
+    v.extend_from_slice(key);
+    Record::Meta {
+        key: format!("{OP_PREFIX}{slot}"),
+        value: Bytes::from(v),
+    }
+}
+
+/// A restored operation: `(seq, op, key, tag)`.
+pub(super) type DiskOp = (u64, OpId, Bytes, Tag);
+
+fn parse_op(value: &[u8]) -> Option<DiskOp> {
+    let word = |i: usize| -> Option<u64> {
+        let b: [u8; 8] = value.get(i * 8..i * 8 + 8)?.try_into().ok()?;
+        Some(u64::from_be_bytes(b))
+    };
+    let op = OpId {
+        client: word(1)?,
+        seq: word(2)?,
+    };
+    let tag = Tag {
+        ts: word(3)?,
+        writer: word(4)?,
+    };
+    let key = Bytes::copy_from_slice(value.get(40..)?);
+    Some((word(0)?, op, key, tag))
+}
+
+impl RingNode {
+    /// Persist `e`'s register (it was just applied here), unless the
+    /// injected bug sends and answers before the sync anyway.
+    pub(super) fn persist_applied(&self, e: &Entry, out: &mut O) {
+        if self.durable {
+            out.persist(reg_record(e));
+        }
+    }
+
+    /// A (non-void) write of `op` was applied here: remember it, on disk
+    /// too (a retry after a restart of every server must not apply it
+    /// twice, `dedup.rs`).
+    /// `at`: the write that applied it (`Tag::ZERO` when only a snapshot
+    /// says it was applied).
+    pub(super) fn applied_op(&mut self, op: OpId, at: (&Bytes, Tag), out: &mut O) {
+        if !self.ops.on_write(op) || !self.durable {
+            return;
+        }
+        let seq = self.op_seq;
+        // Checked: 2^64 applied writes do not happen; saturating keeps
+        // the slot in range if they did.
+        self.op_seq = self.op_seq.saturating_add(1);
+        let slot = seq % self.cfg.max_ops.max(1) as u64;
+        out.persist(op_record(seq, op, at, slot));
+    }
+
+    /// Whether ring writes and `Done` skip the wait for the sync
+    /// (`InjectedBug::WriteAckedBeforeSync`).
+    pub(super) fn acks_before_sync(&self) -> bool {
+        self.bug == Some(InjectedBug::WriteAckedBeforeSync)
+    }
+
+    /// One durable record after a restart (`Protocol::restore`), in any
+    /// order: registers keep the highest tag, operations their order.
+    pub(super) fn restore_record(&mut self, rec: Record) {
+        match rec {
+            Record::Register { key, tag, value } => {
+                self.restored = true;
+                let e = Entry {
+                    key,
+                    tag,
+                    value,
+                    // Re-sent as a write (pc 88), it ends here.
+                    origin: self.id,
+                    home: self.id,
+                    op: OpId::NONE,
+                    void: false,
+                };
+                // Not into `written`: that drops copies of pre-writes as
+                // done, and the rejoin snapshot says which are (an old
+                // life's round may still need this life to pass it on).
+                self.reg(&e.key).apply(&e);
+            }
+            Record::Meta { key, .. } if key == STARTED => self.restored = true,
+            Record::Meta { key, value } if key.starts_with(OP_PREFIX) => {
+                self.restored = true;
+                if let Some(op) = parse_op(&value) {
+                    self.restored_ops.push(op);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `on_start`: the operations restored, oldest first; a server that
+    /// ran here before starts outside (the others took its crash for good,
+    /// §2), one that did not marks the disk.
+    pub(super) fn start_durable(&mut self, out: &mut O) {
+        let mut ops = std::mem::take(&mut self.restored_ops);
+        ops.sort_unstable();
+        for (seq, op, key, tag) in ops {
+            self.ops.on_write(op);
+            if tag > Tag::ZERO {
+                self.written.insert(&key, tag);
+            }
+            self.op_seq = self.op_seq.max(seq.saturating_add(1));
+        }
+        if self.restored {
+            self.outside = true;
+        } else if self.durable {
+            out.persist(Record::Meta {
+                key: STARTED.to_string(),
+                value: Bytes::new(),
+            });
+        }
+    }
+
+    /// A register of a `Welcome` snapshot over this server's own (restored
+    /// from disk): the higher tag wins, and a value newer than the one on
+    /// disk is persisted before this server serves it.
+    pub(super) fn install_register(&mut self, held: Entry, pending: Vec<Entry>, out: &mut O) {
+        let own = self.regs.remove(&held.key);
+        let mut reg = Register::from_snapshot(&held, pending);
+        let own_tag = own.as_ref().map_or(Tag::default(), |r| r.tag);
+        if let Some(own) = own.filter(|r| r.tag > held.tag) {
+            reg.apply(&own.as_write(&held.key));
+        } else if held.tag > own_tag && self.durable {
+            out.persist(reg_record(&held));
+        }
+        self.regs.insert(held.key, reg);
+    }
+
+    /// A census answer's register over this server's own: the higher tag
+    /// wins, persisted if it is not this server's.
+    pub(super) fn merge_register(&mut self, held: &Entry, out: &mut O) {
+        let durable = self.durable;
+        let reg = self.reg(&held.key);
+        if reg.apply(held) && held.tag > Tag::default() && durable {
+            out.persist(reg_record(held));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ring::testing::{entry, get, key, put, value, Net, O, T0};
+    use crate::protocol::ring::RingConfig;
+    use crate::protocol::{Command, Protocol};
+    use crate::types::{ClientRef, Peer, Response};
+
+    fn node(id: u32) -> RingNode {
+        RingNode::new(id, vec![1, 2, 3], RingConfig::default()).with_durable(true)
+    }
+    /// Index of the first command matching `f`.
+    fn first(out: &O, f: impl Fn(&Command<Msg, Timer>) -> bool) -> usize {
+        out.commands().iter().position(f).expect("present")
+    }
+    fn is_reg(c: &Command<Msg, Timer>) -> bool {
+        matches!(c, Command::Persist(Record::Register { .. }))
+    }
+
+    #[test]
+    fn a_first_start_marks_the_disk_and_a_memory_node_persists_nothing() {
+        let mut out = O::new();
+        node(1).on_start(T0, &mut out);
+        let mark = Record::Meta {
+            key: STARTED.to_string(),
+            value: Bytes::new(),
+        };
+        assert_eq!(out.commands(), &[Command::Persist(mark)]);
+        let mut n = RingNode::new(2, vec![1, 2, 3], RingConfig::default());
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        let w = Entry {
+            op: OpId { client: 5, seq: 1 },
+            ..entry(1, 1, "v")
+        };
+        n.on_msg(T0, Peer::Node(1), Msg::Write(w), &mut out);
+        assert!(!out
+            .commands()
+            .iter()
+            .any(|c| matches!(c, Command::Persist(_))));
+    }
+
+    #[test]
+    fn an_applied_write_is_persisted_before_it_is_forwarded() {
+        // pc 42-48 at a server on the way.
+        let mut n = node(2);
+        let mut out = O::new();
+        let w = Entry {
+            op: OpId { client: 5, seq: 1 },
+            ..entry(1, 1, "v")
+        };
+        n.on_msg(T0, Peer::Node(1), Msg::Write(w.clone()), &mut out);
+        let reg = first(&out, is_reg);
+        let op = first(&out, |c| matches!(c, Command::Persist(Record::Meta { .. })));
+        let fwd = first(&out, |c| {
+            matches!(
+                c,
+                Command::Send {
+                    msg: Msg::Write(_),
+                    ..
+                }
+            )
+        });
+        assert!(reg < fwd && op < fwd, "{:?}", out.commands());
+        assert_eq!(out.commands()[reg], Command::Persist(reg_record(&w)));
+        // A copy again: nothing new to persist.
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(1), Msg::Write(w), &mut out);
+        assert!(!out
+            .commands()
+            .iter()
+            .any(|c| matches!(c, Command::Persist(_))));
+    }
+
+    #[test]
+    fn home_persists_before_its_write_goes_round_and_before_done() {
+        // pc 32-37 and 49-50 at the origin.
+        let mut n = node(1);
+        let mut out = O::new();
+        let c = ClientRef::local(1);
+        n.on_client(T0, c, put("v"), &mut out);
+        let Some(Command::Send { msg: pw, .. }) = out.commands().last().cloned() else {
+            panic!("{:?}", out.commands())
+        };
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(3), pw, &mut out);
+        let reg = first(&out, is_reg);
+        let w = first(&out, |c| {
+            matches!(
+                c,
+                Command::Send {
+                    msg: Msg::Write(_),
+                    ..
+                }
+            )
+        });
+        assert!(reg < w);
+        let Command::Send { msg: write, .. } = out.commands()[w].clone() else {
+            panic!()
+        };
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(3), write, &mut out);
+        assert!(out.commands().contains(&Command::Reply {
+            client: c,
+            resp: Response::Done
+        }));
+    }
+
+    #[test]
+    fn the_bug_forwards_and_acknowledges_without_waiting_for_the_disk() {
+        let mut n = node(2).with_bug(Some(InjectedBug::WriteAckedBeforeSync));
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(1), Msg::Write(entry(1, 1, "v")), &mut out);
+        assert!(out.commands().iter().any(is_reg));
+        assert!(out.commands().iter().any(|c| matches!(
+            c,
+            Command::SendNow {
+                msg: Msg::Write(_),
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn a_restart_reads_its_registers_and_operations_back_and_starts_outside() {
+        let op = OpId { client: 5, seq: 1 };
+        let mut n = node(2);
+        for rec in [
+            reg_record(&entry(2, 1, "new")),
+            op_record(0, op, (&key(), entry(2, 1, "").tag), 0),
+            reg_record(&entry(1, 1, "old")), // any order: the highest wins
+            Record::Meta {
+                key: STARTED.to_string(),
+                value: Bytes::new(),
+            },
+        ] {
+            n.restore(rec);
+        }
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        assert!(n.is_outside(), "dropped from every view: it rejoins");
+        assert!(!n.lost, "but with its registers");
+        let r = n.register(b"k").unwrap();
+        assert_eq!(
+            (r.tag, r.value.as_deref()),
+            (entry(2, 1, "").tag, Some(&b"new"[..]))
+        );
+        assert!(n.ops.applied(op) && n.op_seq == 1);
+        assert!(!out
+            .commands()
+            .iter()
+            .any(|c| matches!(c, Command::Persist(_))));
+        // Its marked disk alone is enough to start outside.
+        let mut m = node(3);
+        m.restore(Record::Meta {
+            key: STARTED.to_string(),
+            value: Bytes::new(),
+        });
+        m.on_start(T0, &mut O::new());
+        assert!(m.is_outside());
+    }
+
+    #[test]
+    fn a_durable_restart_rejoins_with_its_registers_over_the_snapshot() {
+        let mut net = Net::new(3, RingConfig::default(), None).durable();
+        let c = net.ask(1, put("a"), OpId { client: 9, seq: 1 });
+        net.settle();
+        assert_eq!(net.answer(c), Some(Response::Done));
+        net.crash(2);
+        let c = net.ask(1, put("b"), OpId { client: 9, seq: 2 });
+        net.settle();
+        assert_eq!(net.answer(c), Some(Response::Done));
+        net.restart(2);
+        assert!(net.node(2).is_outside());
+        assert_eq!(
+            net.node(2).register(b"k").unwrap().value,
+            Some(value_of("a"))
+        );
+        net.settle();
+        assert_eq!(net.serving(), vec![1, 2, 3]);
+        let r = net.ask(2, get(), OpId::NONE);
+        assert_eq!(net.answer(r), Some(value("b")));
+        // The snapshot's newer value went to 2's disk.
+        let disk = &net.disks.as_ref().unwrap()[&2];
+        let b = disk.iter().any(|r| {
+            matches!(r, Record::Register { key: k, value: Some(v), .. }
+            if *k == key() && v == "b")
+        });
+        assert!(b, "{disk:?}");
+    }
+
+    fn value_of(v: &str) -> Bytes {
+        Bytes::copy_from_slice(v.as_bytes())
+    }
+
+    #[test]
+    fn an_op_record_reads_back_and_a_torn_one_is_ignored() {
+        let op = OpId { client: 7, seq: 9 };
+        let t = Tag { ts: 4, writer: 2 };
+        let Record::Meta { key: name, value } = op_record(3, op, (&key(), t), 3) else {
+            panic!()
+        };
+        assert_eq!(name, "ring/op/3");
+        assert_eq!(parse_op(&value), Some((3, op, key(), t)));
+        assert_eq!(parse_op(&value[..39]), None);
+    }
+}
