@@ -138,6 +138,14 @@ impl RingNode {
             self.ops.on_write(op);
             if tag > Tag::ZERO {
                 self.written.insert(&key, tag);
+                // The register record holds no op id; without it the value
+                // re-sent as a write (pc 88) would be applied round the ring
+                // with its operation unknown there, and a retry of it at
+                // another server applied again above a later write (seed
+                // 353 at N = 5).
+                if let Some(r) = self.regs.get_mut(&key).filter(|r| r.tag == tag) {
+                    r.op = op;
+                }
             }
             self.op_seq = self.op_seq.max(seq.saturating_add(1));
         }
@@ -160,19 +168,27 @@ impl RingNode {
         let own_tag = own.as_ref().map_or(Tag::default(), |r| r.tag);
         if let Some(own) = own.filter(|r| r.tag > held.tag) {
             reg.apply(&own.as_write(&held.key));
-        } else if held.tag > own_tag && self.durable {
-            out.persist(reg_record(&held));
+        } else {
+            if held.tag > own_tag && self.durable {
+                out.persist(reg_record(&held));
+            }
+            // Its operation with the write that applied it, so that a
+            // restart can name the value's operation again (`start_durable`).
+            self.applied_op(held.op, (&held.key, held.tag), out);
         }
         self.regs.insert(held.key, reg);
     }
 
     /// A census answer's register over this server's own: the higher tag
-    /// wins, persisted if it is not this server's.
+    /// wins, persisted (with its operation) if it is not this server's.
     pub(super) fn merge_register(&mut self, held: &Entry, out: &mut O) {
         let durable = self.durable;
         let reg = self.reg(&held.key);
-        if reg.apply(held) && held.tag > Tag::default() && durable {
-            out.persist(reg_record(held));
+        if reg.apply(held) && held.tag > Tag::default() {
+            if durable {
+                out.persist(reg_record(held));
+            }
+            self.applied_op(held.op, (&held.key, held.tag), out);
         }
     }
 }
@@ -366,6 +382,74 @@ mod tests {
             if *k == key() && v == "b")
         });
         assert!(b, "{disk:?}");
+    }
+
+    /// Seed 353 at N = 5: a server applied a write of `op` (its `Write`
+    /// died in a crash), restarted and re-sent its value as a write (pc 88).
+    /// The register record holds no op id: re-sent without it, the value
+    /// was applied round the ring with `op` unknown there, and a retry of
+    /// `op` at another server was applied again, above a later write.
+    #[test]
+    fn a_restarted_register_re_sends_its_value_with_its_operation() {
+        let op = OpId { client: 5, seq: 1 };
+        let w = Entry {
+            op,
+            ..entry(2, 1, "v")
+        };
+        let mut out = O::new();
+        node(2).on_msg(T0, Peer::Node(1), Msg::Write(w), &mut out);
+        let mut n = node(2);
+        for c in out.drain() {
+            if let Command::Persist(rec) = c {
+                n.restore(rec);
+            }
+        }
+        n.on_start(T0, &mut O::new());
+        assert!(n.is_outside());
+        let resent = n.register(b"k").unwrap().as_write(&key());
+        assert_eq!(resent.op, op, "the re-sent value names its operation");
+        // A server that applies the re-sent value answers a retry at once.
+        let mut m = node(3);
+        let mut out = O::new();
+        m.on_msg(T0, Peer::Node(2), Msg::Write(resent), &mut out);
+        let retry = ClientRef {
+            id: 9,
+            session: 1,
+            op,
+        };
+        let mut out = O::new();
+        m.on_client(T0, retry, put("v"), &mut out);
+        assert_eq!(
+            out.commands(),
+            &[Command::Reply {
+                client: retry,
+                resp: Response::Done
+            }]
+        );
+    }
+
+    /// The same write re-sent without its op id (a register whose op record
+    /// was lost) takes it from its pre-write pending here, and passes it on.
+    #[test]
+    fn a_write_without_its_op_id_takes_it_from_its_pre_write() {
+        let op = OpId { client: 5, seq: 1 };
+        let pre = Entry {
+            op,
+            ..entry(2, 1, "v")
+        };
+        let mut n = node(2);
+        n.on_start(T0, &mut O::new());
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(pre), &mut O::new());
+        let mut out = O::new();
+        n.on_msg(T0, Peer::Node(1), Msg::Write(entry(2, 1, "v")), &mut out);
+        assert!(n.ops.applied(op));
+        let fwd = out.commands().iter().find_map(|c| match c {
+            Command::Send {
+                msg: Msg::Write(e), ..
+            } => Some(e.op),
+            _ => None,
+        });
+        assert_eq!(fwd, Some(op));
     }
 
     fn value_of(v: &str) -> Bytes {

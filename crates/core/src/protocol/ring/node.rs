@@ -555,16 +555,18 @@ impl RingNode {
             // On disk before the retries' `Done`, the reads and the write.
             self.persist_applied(&e, out);
         }
+        if !e.void {
+            // Applied here now: a joiner's snapshot must say so (its write
+            // may go round without passing the joiner). On disk with the
+            // register, before anything answers: a restart must know the
+            // operation of the value it holds (seed 353 at N = 5).
+            self.applied_op(e.op, (&e.key, e.tag), out);
+            self.written.insert(&e.key, e.tag);
+        }
         for client in retries {
             self.done(client, out);
         }
         self.answer_reads(reads, out);
-        if !e.void {
-            // Applied here now: a joiner's snapshot must say so (its write
-            // may go round without passing the joiner).
-            self.applied_op(e.op, (&e.key, e.tag), out);
-            self.written.insert(&e.key, e.tag);
-        }
         if mine {
             self.own.insert((e.key.clone(), e.tag), Phase::Write);
         }
@@ -593,13 +595,18 @@ impl RingNode {
     }
 
     /// pc 41-52: a write from the predecessor; at home it ends (write_ack).
-    fn on_write(&mut self, e: Entry, out: &mut O) {
+    fn on_write(&mut self, mut e: Entry, out: &mut O) {
         self.written.insert(&e.key, e.tag);
         let id = (e.key.clone(), e.tag);
         self.laps.remove(&id);
         self.lap_hints.remove(&id);
         let reg = self.regs.entry(e.key.clone()).or_default();
-        reg.pending.remove(&e.tag); // pc 47
+        let pre = reg.pending.remove(&e.tag); // pc 47
+        if e.op.is_none() && !e.void {
+            // A value re-sent from a register that lost its op id: its
+            // pre-write (one tag, one write) names it (seed 353 at N = 5).
+            e.op = pre.filter(|p| !p.void).map_or(e.op, |p| p.op);
+        }
         let mut done = Vec::new();
         let mut applied = false;
         if !e.void {
