@@ -4,21 +4,11 @@
 
 mod common;
 
-use common::binary;
+use common::{binary, qkv};
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
-
-/// `quorumkv ARGS`, the ambient endpoint variables cleared.
-fn qkv(args: &[&str]) -> Output {
-    Command::new(binary())
-        .args(args)
-        .env_remove("QUORUMKV_ENDPOINTS")
-        .env_remove("QUORUMKV_CLUSTER")
-        .output()
-        .unwrap()
-}
 
 fn text(out: &Output) -> (String, String) {
     (

@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::binary;
+use common::{binary, qkv};
 use quorumkv_core::protocol::ProtocolKind;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A fresh directory for this test's replicas, removed when dropped.
@@ -83,15 +83,6 @@ fn server(protocol: ProtocolKind, extra: &[&str], dir: &std::path::Path) -> Star
 fn stop(mut child: Child) {
     child.kill().unwrap();
     child.wait().unwrap();
-}
-
-fn qkv(args: &[&str]) -> Output {
-    Command::new(binary())
-        .args(args)
-        .env_remove("QUORUMKV_ENDPOINTS")
-        .env_remove("QUORUMKV_CLUSTER")
-        .output()
-        .unwrap()
 }
 
 /// A durable mode starts a protocol that keeps its state on disk, and is

@@ -11,6 +11,16 @@ pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_quorumkv"))
 }
 
+/// `quorumkv ARGS`, the ambient endpoint variables cleared.
+pub fn qkv(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(binary())
+        .args(args)
+        .env_remove("QUORUMKV_ENDPOINTS")
+        .env_remove("QUORUMKV_CLUSTER")
+        .output()
+        .unwrap()
+}
+
 /// A local ABD cluster on free ports, with a short operation timeout so
 /// no-quorum tests finish quickly.
 pub async fn start_cluster(replicas: usize) -> LocalCluster {

@@ -208,6 +208,11 @@ mod tests {
     fn first(out: &O, f: impl Fn(&Command<Msg, Timer>) -> bool) -> usize {
         out.commands().iter().position(f).expect("present")
     }
+    fn persists_nothing(out: &O) -> bool {
+        !out.commands()
+            .iter()
+            .any(|c| matches!(c, Command::Persist(_)))
+    }
     fn is_reg(c: &Command<Msg, Timer>) -> bool {
         matches!(c, Command::Persist(Record::Register { .. }))
     }
@@ -229,10 +234,7 @@ mod tests {
             ..entry(1, 1, "v")
         };
         n.on_msg(T0, Peer::Node(1), Msg::Write(w), &mut out);
-        assert!(!out
-            .commands()
-            .iter()
-            .any(|c| matches!(c, Command::Persist(_))));
+        assert!(persists_nothing(&out), "{:?}", out.commands());
     }
 
     #[test]
@@ -261,10 +263,7 @@ mod tests {
         // A copy again: nothing new to persist.
         let mut out = O::new();
         n.on_msg(T0, Peer::Node(1), Msg::Write(w), &mut out);
-        assert!(!out
-            .commands()
-            .iter()
-            .any(|c| matches!(c, Command::Persist(_))));
+        assert!(persists_nothing(&out), "{:?}", out.commands());
     }
 
     #[test]
@@ -341,10 +340,7 @@ mod tests {
             (entry(2, 1, "").tag, Some(&b"new"[..]))
         );
         assert!(n.ops.applied(op) && n.op_seq == 1);
-        assert!(!out
-            .commands()
-            .iter()
-            .any(|c| matches!(c, Command::Persist(_))));
+        assert!(persists_nothing(&out), "{:?}", out.commands());
         // Its marked disk alone is enough to start outside.
         let mut m = node(3);
         m.restore(Record::Meta {
