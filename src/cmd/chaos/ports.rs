@@ -146,16 +146,20 @@ mod tests {
 
     #[test]
     fn a_taken_port_is_named_and_a_reserved_one_is_not_taken_twice() {
-        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = held.local_addr().unwrap().port();
-        // Replica 2's native port is the held one.
-        let err = given(port - 2, 3).err().expect("a port is held");
-        assert!(
-            err.contains(&format!("port {port} (replica 2's native port) is taken")),
-            "{err}"
-        );
-        assert!(err.contains("pick another --port-base"), "{err}");
-        drop(held);
+        // Replica 2's native port is held here. Other processes may hold
+        // other ports of a layout (tests run side by side): try bases
+        // between the drawn ones and the ephemeral range until the error
+        // can only be about ours.
+        let named = (0..40u16).find_map(|i| {
+            let base = 21_000 + 250 * i;
+            let held = std::net::TcpListener::bind(("127.0.0.1", base + 2)).ok()?;
+            let err = given(base, 3).err().expect("a port is held");
+            assert!(err.contains("pick another --port-base"), "{err}");
+            drop(held);
+            let ours = format!("port {} (replica 2's native port) is taken", base + 2);
+            err.contains(&ours).then_some(err)
+        });
+        assert!(named.is_some(), "no base named the held port");
 
         let first = drawn(3, 7, &[]).unwrap();
         assert!(first.drawn && first.base >= DRAWN_FROM && first.base < DRAWN_TO);
