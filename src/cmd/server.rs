@@ -393,7 +393,7 @@ pub fn run(a: Args) -> ExitCode {
         Err(e) => return super::fail(format!("cannot start the runtime: {e}")),
     };
     let watch_stdin = a.exit_on_stdin_eof;
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         if let Some(users) = &opts.users {
             if let Err(e) = users.reload_on_sighup() {
                 return super::fail(format!("cannot handle SIGHUP: {e}"));
@@ -407,7 +407,12 @@ pub fn run(a: Args) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(format!("{e:#}")),
         }
-    })
+    });
+    // The stdin watch blocks a thread in read(2): dropping the runtime would
+    // wait on it for ever, so a replica that stopped on an error (or a
+    // signal) would never exit while its parent keeps the pipe open.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    code
 }
 
 /// The users file: --users, else the cluster file's `users` (relative to
