@@ -410,18 +410,41 @@ fn col<'a>(head: &str, cell: impl Fn(&PointResult) -> String + 'a) -> Column<'a>
 /// The columns worth showing, in order: a dimension when its points
 /// differ, a measure when some point has it, the rest always.
 fn columns(results: &[PointResult]) -> Vec<Column<'_>> {
-    let vary = |f: &dyn Fn(&PointResult) -> String| {
-        results
-            .first()
-            .is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
-    };
-    let any = |f: &dyn Fn(&PointResult) -> bool| results.iter().any(f);
-    let show_vs_plain = any(&|r| r.plain_sibling(results).is_some());
-    let show_cpu = any(&|r| r.cpu_s_per_kop.is_some());
-    let show_syncs = any(&|r| r.syncs_per_s.is_some_and(|s| s > 0.0));
-    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
-    let mut cols = vec![
+    let mut cols = dimension_columns(results);
+    cols.extend(measure_columns(results));
+    // The protocol's ratios (`POINT_RATIOS`), one column per label.
+    for label in ratio_labels(results) {
+        cols.push(col(label, move |r| {
+            let v = r.ratios.iter().find(|(k, _)| k == label).map(|x| x.1);
+            v.map_or("-".into(), |x| format!("{x:.2}"))
+        }));
+    }
+    cols.extend(cost_columns(results));
+    cols
+}
+
+/// Whether `f` differs between the points.
+fn varies(results: &[PointResult], f: impl Fn(&PointResult) -> String) -> bool {
+    (results.first()).is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
+}
+
+/// The columns whose flag is true.
+fn shown<'a>(cols: Vec<(bool, Column<'a>)>) -> Vec<Column<'a>> {
+    cols.into_iter()
+        .filter(|(show, _)| *show)
+        .map(|(_, c)| c)
+        .collect()
+}
+
+fn dash(v: Option<String>) -> String {
+    v.unwrap_or_else(|| "-".into())
+}
+
+/// What was measured: the target, the workload, the round.
+fn dimension_columns(results: &[PointResult]) -> Vec<Column<'_>> {
+    let vary = |f: fn(&PointResult) -> String| varies(results, f);
+    let any = |f: fn(&PointResult) -> bool| results.iter().any(f);
+    shown(vec![
         (true, col("target", |r| r.target.clone())),
         (true, col("N", |r| r.replicas.to_string())),
         (
@@ -429,32 +452,41 @@ fn columns(results: &[PointResult]) -> Vec<Column<'_>> {
             col("get%", |r| format!("{:.0}", r.get_fraction * 100.0)),
         ),
         (
-            vary(&|r| opt(&r.durability)),
-            col("disk", move |r| dash(r.durability.clone())),
+            vary(|r| opt(&r.durability)),
+            col("disk", |r| dash(r.durability.clone())),
         ),
         (
-            vary(&|r| r.keys.to_string()),
+            vary(|r| r.keys.to_string()),
             col("keys", |r| r.keys.to_string()),
         ),
         (
-            vary(&|r| r.distribution.clone()),
+            vary(|r| r.distribution.clone()),
             col("dist", |r| r.distribution.clone()),
         ),
         (
-            vary(&|r| r.value_size.to_string()),
+            vary(|r| r.value_size.to_string()),
             col("value", |r| r.value_size.to_string()),
         ),
         (
-            any(&|r| r.rate.is_some()),
+            any(|r| r.rate.is_some()),
             col("rate/s", |r| {
                 r.rate.map(|x| format!("{x:.0}")).unwrap_or_default()
             }),
         ),
         (true, col("clients", |r| r.clients.to_string())),
         (
-            any(&|r| r.round.is_some()),
+            any(|r| r.round.is_some()),
             col("round", |r| r.round.map_or("-".into(), |n| n.to_string())),
         ),
+    ])
+}
+
+/// Throughput, failures, latency and how writes spread and sync.
+fn measure_columns(results: &[PointResult]) -> Vec<Column<'_>> {
+    let any = |f: &dyn Fn(&PointResult) -> bool| results.iter().any(f);
+    let show_vs_plain = any(&|r| r.plain_sibling(results).is_some());
+    let show_syncs = any(&|r| r.syncs_per_s.is_some_and(|s| s > 0.0));
+    shown(vec![
         (true, col("ops/s", |r| format!("{:.0}", r.throughput))),
         (
             show_vs_plain,
@@ -490,18 +522,16 @@ fn columns(results: &[PointResult]) -> Vec<Column<'_>> {
                     .map_or("-".into(), |x| format!("{x:.1}"))
             }),
         ),
-    ];
-    // The protocol's ratios (`POINT_RATIOS`), one column per label.
-    for label in ratio_labels(results) {
-        cols.push((
-            true,
-            col(label, move |r| {
-                let v = r.ratios.iter().find(|(k, _)| k == label).map(|x| x.1);
-                v.map_or("-".into(), |x| format!("{x:.2}"))
-            }),
-        ));
-    }
-    cols.extend([
+    ])
+}
+
+/// CPU per operation, and the history check.
+fn cost_columns(results: &[PointResult]) -> Vec<Column<'_>> {
+    let any = |f: &dyn Fn(&PointResult) -> bool| results.iter().any(f);
+    let show_vs_plain = any(&|r| r.plain_sibling(results).is_some());
+    let show_cpu = any(&|r| r.cpu_s_per_kop.is_some());
+    let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
+    shown(vec![
         (show_cpu, col("srv cpu", move |r| cpu(r.cpu_s_per_kop))),
         (
             show_cpu && show_vs_plain,
@@ -515,13 +545,9 @@ fn columns(results: &[PointResult]) -> Vec<Column<'_>> {
         ),
         (
             any(&|r| r.check.is_some()),
-            col("check", move |r| dash(r.check.clone())),
+            col("check", |r| dash(r.check.clone())),
         ),
-    ]);
-    cols.into_iter()
-        .filter(|(show, _)| *show)
-        .map(|(_, c)| c)
-        .collect()
+    ])
 }
 
 /// Every ratio label of the points, in the order they first appear.
