@@ -32,8 +32,10 @@ use quorumkv_node::zk_recipes::{self, LockClient};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+#[cfg(feature = "zookeeper")]
+use crate::config::DeploySpec;
 pub use crate::config::LockConfig;
-use crate::config::{BenchConfig, DeploySpec, Length};
+use crate::config::{BenchConfig, Length};
 use crate::report::write_csv_json;
 use crate::sweep::{each_deployment, finish};
 use crate::target::{pinned_order, Deployment};

@@ -19,7 +19,9 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::config::{BenchConfig, DeploySpec};
+use crate::config::BenchConfig;
+#[cfg(feature = "zookeeper")]
+use crate::config::DeploySpec;
 pub use crate::config::{ZnodeOpKind, ZnodeOpsConfig};
 use crate::lock::LockLatency;
 use crate::sweep::{each_deployment, finish};
