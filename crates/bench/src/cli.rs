@@ -9,10 +9,11 @@ use std::process::ExitCode;
 
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::storage::Durability;
+use quorumkv_node::zk_recipes::Recipe;
 
 use crate::config::{
     parse_duration, parse_list, parse_targets, BenchConfig, ConfigError, CoordMode, Distribution,
-    Length, Rtt, Security, Sharing, TargetSpec, Variant, WorkloadKind,
+    Length, Rtt, Security, Sharing, TargetSpec, Variant, WorkloadKind, ZnodeOpKind,
 };
 use crate::report;
 use crate::sweep;
@@ -250,6 +251,19 @@ impl Args {
     /// The configuration these flags describe, validated.
     pub fn to_config(&self) -> Result<BenchConfig, ConfigError> {
         let mut c = BenchConfig::default();
+        // The order decides which of several bad flags is reported.
+        self.matrix(&mut c)?;
+        self.timing(&mut c)?;
+        self.run_options(&mut c)?;
+        self.workload_options(&mut c)?;
+        c.protocol_from_target = self.protocol.is_none()
+            && (c.targets.iter()).any(|t| matches!(t, TargetSpec::Quorumkv { .. }));
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The list flags: what is measured, side by side.
+    fn matrix(&self, c: &mut BenchConfig) -> Result<(), ConfigError> {
         if let Some(s) = &self.protocol {
             c.protocols = parse_list::<ProtocolKind>("protocol", s)?;
         }
@@ -284,6 +298,11 @@ impl Args {
         if let Some(s) = &self.value_size {
             c.value_sizes = parse_list("value-size", s)?;
         }
+        Ok(())
+    }
+
+    /// How long points run and operations wait, and the loop (closed or `--rate`).
+    fn timing(&self, c: &mut BenchConfig) -> Result<(), ConfigError> {
         if let Some(n) = self.ops_per_client {
             c.length = Length::OpsPerClient(n);
         }
@@ -320,6 +339,11 @@ impl Args {
         if let Some(d) = dur("check-timeout", &self.check_timeout)? {
             c.check_timeout = d;
         }
+        Ok(())
+    }
+
+    /// Checks, output, local clusters' settings and the workload kind.
+    fn run_options(&self, c: &mut BenchConfig) -> Result<(), ConfigError> {
         c.preload = !self.no_preload;
         c.check = self.check || !self.no_check;
         if let Some(s) = self.seed {
@@ -352,6 +376,11 @@ impl Args {
         if let Some(w) = self.workload {
             c.workload = w;
         }
+        Ok(())
+    }
+
+    /// The lock and znode workloads' flags (each only with its workload).
+    fn workload_options(&self, c: &mut BenchConfig) -> Result<(), ConfigError> {
         let lock_flags = self.recipe.is_some()
             || self.arrival_ms.is_some()
             || self.cs_ms.is_some()
@@ -370,7 +399,7 @@ impl Args {
             ));
         }
         if let Some(s) = &self.znode_ops {
-            c.znode_ops.ops = parse_list::<crate::znode_ops::ZnodeOpKind>("znode-ops", s)?;
+            c.znode_ops.ops = parse_list::<ZnodeOpKind>("znode-ops", s)?;
         }
         if let Some(n) = self.count {
             if n == 0 {
@@ -382,7 +411,7 @@ impl Args {
             c.znode_ops.count = n;
         }
         if let Some(s) = &self.recipe {
-            c.lock.recipes = parse_list::<crate::lock::Recipe>("recipe", s)?;
+            c.lock.recipes = parse_list::<Recipe>("recipe", s)?;
         }
         if let Some(d) = millis("arrival-ms", self.arrival_ms)? {
             c.lock.arrival = d;
@@ -402,10 +431,7 @@ impl Args {
             }
             c.lock.locks = k;
         }
-        c.protocol_from_target = self.protocol.is_none()
-            && (c.targets.iter()).any(|t| matches!(t, TargetSpec::Quorumkv { .. }));
-        c.validate()?;
-        Ok(c)
+        Ok(())
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_node::storage::Durability;
+use quorumkv_node::zk_recipes::Recipe;
 use serde::Serialize;
 
 /// A configuration that cannot run. Its `Display` is the one line the CLI prints.
@@ -454,9 +455,9 @@ pub struct BenchConfig {
     /// What the clients do: KV operations, or take a lock.
     pub workload: WorkloadKind,
     /// The lock workload's settings (`--workload lock`).
-    pub lock: crate::lock::LockConfig,
+    pub lock: LockConfig,
     /// `--workload znode`.
-    pub znode_ops: crate::znode_ops::ZnodeOpsConfig,
+    pub znode_ops: ZnodeOpsConfig,
 }
 
 /// Round trips a local cluster's replicas add (their `--rtt-client`,
@@ -500,6 +501,110 @@ pub enum WorkloadKind {
     Znode,
 }
 
+/// The lock workload's settings.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LockConfig {
+    pub recipes: Vec<Recipe>,
+    /// Mean inter-arrival of lock requests (exponential).
+    pub arrival: Duration,
+    /// Mean critical section (exponential).
+    pub cs: Duration,
+    /// Retry interval of `tas`, create interval of `async-tas`,
+    /// getChildren interval of `async-queue`.
+    pub poll: Duration,
+    /// Session timeout of the lock clients.
+    pub session_timeout: Duration,
+    /// An acquisition not done after this long is a failure (its session
+    /// is closed, so that its node cannot block the others).
+    pub acquire_timeout: Duration,
+    /// Independent locks; each arrival draws one uniformly.
+    pub locks: usize,
+}
+
+impl Default for LockConfig {
+    fn default() -> Self {
+        LockConfig {
+            recipes: Recipe::ALL.to_vec(),
+            arrival: Duration::from_millis(500),
+            cs: Duration::from_millis(1),
+            poll: Duration::from_millis(10),
+            session_timeout: Duration::from_secs(10),
+            acquire_timeout: Duration::from_secs(30),
+            locks: 1,
+        }
+    }
+}
+
+/// A basic znode operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZnodeOpKind {
+    Create,
+    Set,
+    Get,
+    Exists,
+    Children,
+    Delete,
+}
+
+impl ZnodeOpKind {
+    pub const ALL: [ZnodeOpKind; 6] = [
+        ZnodeOpKind::Create,
+        ZnodeOpKind::Set,
+        ZnodeOpKind::Get,
+        ZnodeOpKind::Exists,
+        ZnodeOpKind::Children,
+        ZnodeOpKind::Delete,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            ZnodeOpKind::Create => "create",
+            ZnodeOpKind::Set => "set",
+            ZnodeOpKind::Get => "get",
+            ZnodeOpKind::Exists => "exists",
+            ZnodeOpKind::Children => "children",
+            ZnodeOpKind::Delete => "delete",
+        }
+    }
+}
+
+impl fmt::Display for ZnodeOpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ZnodeOpKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        (ZnodeOpKind::ALL.into_iter())
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown znode operation '{s}' (create, set, get, exists, children, delete)"
+                )
+            })
+    }
+}
+
+/// `--ops`, `--count`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ZnodeOpsConfig {
+    /// Run in this order (a delete needs its create before it).
+    pub ops: Vec<ZnodeOpKind>,
+    /// Calls per operation and mode.
+    pub count: usize,
+}
+
+impl Default for ZnodeOpsConfig {
+    fn default() -> Self {
+        ZnodeOpsConfig {
+            ops: ZnodeOpKind::ALL.to_vec(),
+            count: 1000,
+        }
+    }
+}
+
 impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
@@ -537,8 +642,8 @@ impl Default for BenchConfig {
             protocol_from_target: false,
             rtt: Rtt::default(),
             workload: WorkloadKind::Kv,
-            lock: crate::lock::LockConfig::default(),
-            znode_ops: crate::znode_ops::ZnodeOpsConfig::default(),
+            lock: LockConfig::default(),
+            znode_ops: ZnodeOpsConfig::default(),
         }
     }
 }
@@ -662,22 +767,36 @@ pub struct Plan {
 impl BenchConfig {
     /// Rejects values no run can use. Called before any work starts.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        fn nonempty<T>(v: &[T], flag: &'static str) -> Result<(), ConfigError> {
-            if v.is_empty() {
-                return Err(bad(flag, "empty list"));
-            }
-            Ok(())
+        // The order decides which of several problems is reported.
+        self.check_lists()?;
+        self.check_rounds_and_security()?;
+        self.check_ranges()?;
+        self.check_protocols()?;
+        self.check_run()
+    }
+
+    /// No list flag is empty.
+    fn check_lists(&self) -> Result<(), ConfigError> {
+        let empty = [
+            (self.targets.is_empty(), "target"),
+            (self.protocols.is_empty(), "protocol"),
+            (self.replicas.is_empty(), "replicas"),
+            (self.durabilities.is_empty(), "durability"),
+            (self.clients.is_empty(), "clients"),
+            (self.get_fractions.is_empty(), "get-fraction"),
+            (self.keys.is_empty(), "keys"),
+            (self.distributions.is_empty(), "distribution"),
+            (self.value_sizes.is_empty(), "value-size"),
+            (self.securities.is_empty(), "security"),
+        ];
+        match empty.into_iter().find(|(e, _)| *e) {
+            Some((_, flag)) => Err(bad(flag, "empty list")),
+            None => Ok(()),
         }
-        nonempty(&self.targets, "target")?;
-        nonempty(&self.protocols, "protocol")?;
-        nonempty(&self.replicas, "replicas")?;
-        nonempty(&self.durabilities, "durability")?;
-        nonempty(&self.clients, "clients")?;
-        nonempty(&self.get_fractions, "get-fraction")?;
-        nonempty(&self.keys, "keys")?;
-        nonempty(&self.distributions, "distribution")?;
-        nonempty(&self.value_sizes, "value-size")?;
-        nonempty(&self.securities, "security")?;
+    }
+
+    /// `--rounds`, and security settings: each once, logins only for KV.
+    fn check_rounds_and_security(&self) -> Result<(), ConfigError> {
         if !(1..=100).contains(&self.rounds) {
             return Err(bad(
                 "rounds",
@@ -694,6 +813,11 @@ impl BenchConfig {
                 "--security auth and tls+auth are for the kv workload (lock and znode clients do not log in)".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// The sizes of the workload.
+    fn check_ranges(&self) -> Result<(), ConfigError> {
         if let Some(r) = self.replicas.iter().find(|&&r| r == 0 || r > 64) {
             return Err(bad("replicas", format!("{r} is out of range 1..=64")));
         }
@@ -716,6 +840,11 @@ impl BenchConfig {
         if self.max_outstanding == 0 {
             return Err(bad("max-outstanding", "must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// Variants and options some protocol of the run takes.
+    fn check_protocols(&self) -> Result<(), ConfigError> {
         for v in &self.variants {
             if !self.protocols.iter().any(|&p| v.options_for(p).is_some()) {
                 let names: Vec<_> = self.protocols.iter().map(|p| p.name()).collect();
@@ -732,6 +861,11 @@ impl BenchConfig {
                 return Err(bad("opt", e));
             }
         }
+        Ok(())
+    }
+
+    /// How points run, and what goes together.
+    fn check_run(&self) -> Result<(), ConfigError> {
         match self.length {
             Length::OpsPerClient(0) => return Err(bad("ops-per-client", "must be at least 1")),
             Length::Duration(d) if d.is_zero() => return Err(bad("duration", "must be > 0")),

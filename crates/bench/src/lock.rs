@@ -32,44 +32,14 @@ use quorumkv_node::zk_recipes::{self, LockClient};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::config::BenchConfig;
+#[cfg(feature = "zookeeper")]
 use crate::config::DeploySpec;
+pub use crate::config::LockConfig;
+use crate::config::{BenchConfig, Length};
+use crate::report::write_csv_json;
+use crate::sweep::{each_deployment, finish};
 use crate::target::{pinned_order, Deployment};
 use crate::workload::Rng;
-
-/// The lock workload's settings.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LockConfig {
-    pub recipes: Vec<Recipe>,
-    /// Mean inter-arrival of lock requests (exponential).
-    pub arrival: Duration,
-    /// Mean critical section (exponential).
-    pub cs: Duration,
-    /// Retry interval of `tas`, create interval of `async-tas`,
-    /// getChildren interval of `async-queue`.
-    pub poll: Duration,
-    /// Session timeout of the lock clients.
-    pub session_timeout: Duration,
-    /// An acquisition not done after this long is a failure (its session
-    /// is closed, so that its node cannot block the others).
-    pub acquire_timeout: Duration,
-    /// Independent locks; each arrival draws one uniformly.
-    pub locks: usize,
-}
-
-impl Default for LockConfig {
-    fn default() -> Self {
-        LockConfig {
-            recipes: Recipe::ALL.to_vec(),
-            arrival: Duration::from_millis(500),
-            cs: Duration::from_millis(1),
-            poll: Duration::from_millis(10),
-            session_timeout: Duration::from_secs(10),
-            acquire_timeout: Duration::from_secs(30),
-            locks: 1,
-        }
-    }
-}
 
 /// One hold of the lock, instants from the run's start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,6 +261,158 @@ pub async fn run_lock_point(
     measure(cfg, d, point, recipe, setup, pool).await
 }
 
+/// The lock paths of one point, one per lock, under a directory no
+/// earlier run used (`tag`); the directories are created.
+async fn lock_paths<C: LockClient>(
+    setup: &Session<C>,
+    label: &str,
+    recipe: Recipe,
+    locks: usize,
+    tag: &str,
+) -> Result<Vec<String>, String> {
+    let root = "/quorumkv-bench-locks";
+    let dir = format!("{root}/{}-{tag}", recipe.name());
+    let ensure = async |p: &str| {
+        (setup.zk.ensure_dir(p))
+            .await
+            .map_err(|e| format!("{label}: cannot create {p}: {e}"))
+    };
+    ensure(root).await?;
+    ensure(&dir).await?;
+    let mut paths = Vec::with_capacity(locks);
+    for k in 0..locks {
+        // One lock: the seed's names; more: one directory each.
+        let base = match locks {
+            1 => dir.clone(),
+            _ => format!("{dir}/{k}"),
+        };
+        if base != dir {
+            ensure(&base).await?;
+        }
+        paths.push(match recipe.is_queue() {
+            true => base,
+            false => format!("{base}/tas"),
+        });
+    }
+    Ok(paths)
+}
+
+/// How long a lock point measures.
+fn measured_time(cfg: &BenchConfig) -> Duration {
+    match cfg.length {
+        Length::Duration(t) => t,
+        // Open loop: a count per client has no meaning; as long as the
+        // arrivals it takes on average.
+        Length::OpsPerClient(k) => cfg.lock.arrival * k as u32,
+    }
+}
+
+/// What the arrivals of one point share.
+struct Point<C: LockClient> {
+    recipe: Recipe,
+    poll: Duration,
+    acquire_timeout: Duration,
+    /// One per lock.
+    paths: Vec<String>,
+    start: Instant,
+    /// Arrivals from here on are measured.
+    measured_from: Instant,
+    /// The idle sessions.
+    pool: Mutex<Vec<Session<C>>>,
+    shared: Mutex<Shared>,
+}
+
+impl<C: LockClient> Point<C> {
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().expect("no poisoning")
+    }
+
+    /// One arrival on session `s`: acquire lock `which`, hold it for `cs`,
+    /// release it and give the session back (or close it on a failure, so
+    /// that its node, or its creates, cannot block the others).
+    async fn serve(
+        self: Arc<Self>,
+        mut s: Session<C>,
+        which: usize,
+        arrived: Instant,
+        cs: Duration,
+    ) {
+        let path = &self.paths[which];
+        let got = zk_recipes::acquire(self.recipe, &s.zk, path, self.poll, &mut s.events);
+        let (held, at) = match tokio::time::timeout(self.acquire_timeout, got).await {
+            Ok(Ok(h)) => h,
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no lock after {:?}", self.acquire_timeout),
+                };
+                {
+                    let mut sh = self.shared();
+                    sh.failed += u64::from(arrived >= self.measured_from);
+                    sh.errors.push(why);
+                }
+                s.zk.close().await;
+                return;
+            }
+        };
+        // Tokio's timer rounds a sleep up to its next millisecond:
+        // no sleep at all for a zero critical section.
+        if !cs.is_zero() {
+            tokio::time::sleep(cs).await;
+        }
+        let exit = Instant::now();
+        {
+            let mut sh = self.shared();
+            sh.holds[which].push(Hold {
+                token: held.token,
+                enter: at - self.start,
+                exit: exit - self.start,
+            });
+            if arrived >= self.measured_from {
+                sh.latencies.push(at - arrived);
+            }
+        }
+        match zk_recipes::release(&s.zk, &held).await {
+            Ok(()) => self.pool.lock().expect("no poisoning").push(s),
+            Err(e) => {
+                self.shared().errors.push(e.to_string());
+                s.zk.close().await;
+            }
+        }
+    }
+
+    /// Open-loop arrivals until `end`, each served by an idle session;
+    /// returns how many measured arrivals found none (shed).
+    async fn arrivals(self: &Arc<Self>, lock: &LockConfig, rng: &mut Rng, end: Instant) -> u64 {
+        let mut next = self.start;
+        let mut shed = 0u64;
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            next += Duration::from_secs_f64(rng.exp(lock.arrival.as_secs_f64()));
+            if next >= end || crate::runner::interrupted() {
+                break;
+            }
+            tokio::time::sleep_until(next).await;
+            let cs = Duration::from_secs_f64(rng.exp(lock.cs.as_secs_f64()));
+            let Some(s) = self.pool.lock().expect("no poisoning").pop() else {
+                if next >= self.measured_from {
+                    shed += 1;
+                }
+                continue;
+            };
+            // One lock draws nothing: the arrivals stay those of earlier runs.
+            let which = match lock.locks {
+                1 => 0,
+                k => rng.below(k as u64) as usize,
+            };
+            tasks.spawn(self.clone().serve(s, which, next, cs));
+        }
+        // The acquisitions under way finish (or time out).
+        while tasks.join_next().await.is_some() {}
+        shed
+    }
+}
+
 /// The open-loop run of one point on an opened pool of sessions.
 async fn measure<C: LockClient>(
     cfg: &BenchConfig,
@@ -302,129 +424,46 @@ async fn measure<C: LockClient>(
 ) -> Result<LockResult, String> {
     let lock = &cfg.lock;
     let label = d.spec.label();
-    let n = pool.len();
-    let root = "/quorumkv-bench-locks";
-    let dir = format!("{root}/{}-{}", recipe.name(), run_tag(cfg, point));
-    let mut paths = Vec::with_capacity(lock.locks);
-    for p in [root.to_string(), dir.clone()] {
-        (setup.zk.ensure_dir(&p))
-            .await
-            .map_err(|e| format!("{label}: cannot create {p}: {e}"))?;
-    }
-    for k in 0..lock.locks {
-        // One lock: the seed's names; more: one directory each.
-        let base = match lock.locks {
-            1 => dir.clone(),
-            _ => format!("{dir}/{k}"),
-        };
-        if base != dir {
-            (setup.zk.ensure_dir(&base))
-                .await
-                .map_err(|e| format!("{label}: cannot create {base}: {e}"))?;
-        }
-        paths.push(match recipe.is_queue() {
-            true => base,
-            false => format!("{base}/tas"),
-        });
-    }
-    let pool = Arc::new(Mutex::new(pool));
-    let shared = Arc::new(Mutex::new(Shared {
-        holds: vec![Vec::new(); lock.locks],
-        ..Shared::default()
-    }));
-    let measure = match cfg.length {
-        crate::config::Length::Duration(t) => t,
-        // Open loop: a count per client has no meaning; as long as the
-        // arrivals it takes on average.
-        crate::config::Length::OpsPerClient(k) => lock.arrival * k as u32,
-    };
+    let sessions = pool.len();
+    let paths = lock_paths(&setup, &label, recipe, lock.locks, &run_tag(cfg, point)).await?;
+    let measure = measured_time(cfg);
     let start = Instant::now();
-    let measured_from = start + cfg.warmup;
-    let end = measured_from + measure;
+    let p = Arc::new(Point {
+        recipe,
+        poll: lock.poll,
+        acquire_timeout: lock.acquire_timeout,
+        paths,
+        start,
+        measured_from: start + cfg.warmup,
+        pool: Mutex::new(pool),
+        shared: Mutex::new(Shared {
+            holds: vec![Vec::new(); lock.locks],
+            ..Shared::default()
+        }),
+    });
     let mut rng = Rng::derive(cfg.seed, point as u64, 0x10c);
-    let mut next = start;
-    let mut shed = 0u64;
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        next += Duration::from_secs_f64(rng.exp(lock.arrival.as_secs_f64()));
-        if next >= end || crate::runner::interrupted() {
-            break;
-        }
-        tokio::time::sleep_until(next).await;
-        let cs = Duration::from_secs_f64(rng.exp(lock.cs.as_secs_f64()));
-        let Some(mut s) = pool.lock().expect("no poisoning").pop() else {
-            if next >= measured_from {
-                shed += 1;
-            }
-            continue;
-        };
-        // One lock draws nothing: the arrivals stay those of earlier runs.
-        let which = match lock.locks {
-            1 => 0,
-            k => rng.below(k as u64) as usize,
-        };
-        let path = paths[which].clone();
-        let (pool, shared, poll) = (pool.clone(), shared.clone(), lock.poll);
-        let (arrived, limit) = (next, lock.acquire_timeout);
-        tasks.spawn(async move {
-            let got = zk_recipes::acquire(recipe, &s.zk, &path, poll, &mut s.events);
-            let got = tokio::time::timeout(limit, got).await;
-            let (held, at) = match got {
-                Ok(Ok(h)) => h,
-                failed => {
-                    let why = match failed {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => format!("no lock after {limit:?}"),
-                    };
-                    {
-                        let mut sh = shared.lock().expect("no poisoning");
-                        sh.failed += u64::from(arrived >= measured_from);
-                        sh.errors.push(why);
-                    }
-                    // Its node (or its creates) must not block the others.
-                    s.zk.close().await;
-                    return;
-                }
-            };
-            // Tokio's timer rounds a sleep up to its next millisecond:
-            // no sleep at all for a zero critical section.
-            if !cs.is_zero() {
-                tokio::time::sleep(cs).await;
-            }
-            let exit = Instant::now();
-            {
-                let mut sh = shared.lock().expect("no poisoning");
-                sh.holds[which].push(Hold {
-                    token: held.token,
-                    enter: at - start,
-                    exit: exit - start,
-                });
-                if arrived >= measured_from {
-                    sh.latencies.push(at - arrived);
-                }
-            }
-            match zk_recipes::release(&s.zk, &held).await {
-                Ok(()) => pool.lock().expect("no poisoning").push(s),
-                Err(e) => {
-                    shared
-                        .lock()
-                        .expect("no poisoning")
-                        .errors
-                        .push(e.to_string());
-                    s.zk.close().await;
-                }
-            }
-        });
-    }
-    // The acquisitions under way finish (or time out).
-    while tasks.join_next().await.is_some() {}
-    let seconds = measure.as_secs_f64();
-    let sessions: Vec<Session<C>> = std::mem::take(&mut *pool.lock().expect("no poisoning"));
-    for s in sessions {
+    let shed = p.arrivals(lock, &mut rng, p.measured_from + measure).await;
+    let idle: Vec<Session<C>> = std::mem::take(&mut *p.pool.lock().expect("no poisoning"));
+    for s in idle {
         s.zk.close().await;
     }
     setup.zk.close().await;
-    let sh = std::mem::take(&mut *shared.lock().expect("no poisoning"));
+    let sh = std::mem::take(&mut *p.shared());
+    let seconds = measure.as_secs_f64();
+    Ok(lock_result(cfg, d, recipe, seconds, sessions, shed, sh))
+}
+
+/// The result of a point from what its arrivals recorded.
+fn lock_result(
+    cfg: &BenchConfig,
+    d: &Deployment,
+    recipe: Recipe,
+    seconds: f64,
+    sessions: usize,
+    shed: u64,
+    sh: Shared,
+) -> LockResult {
+    let lock = &cfg.lock;
     let exclusion = (sh.holds.iter()).fold(Exclusion::default(), |mut all, h| {
         let one = check_exclusion(h);
         all.overlaps += one.overlaps;
@@ -438,8 +477,8 @@ async fn measure<C: LockClient>(
             sh.errors.len()
         )
     });
-    Ok(LockResult {
-        target: label,
+    LockResult {
+        target: d.spec.label(),
         replicas: d.replicas,
         recipe,
         rtt_client_ms: ms(cfg.rtt.client),
@@ -448,7 +487,7 @@ async fn measure<C: LockClient>(
         arrival_ms: ms(lock.arrival),
         cs_ms: ms(lock.cs),
         poll_ms: ms(lock.poll),
-        sessions: n,
+        sessions,
         locks: lock.locks,
         seconds,
         acquisitions: sh.latencies.len() as u64,
@@ -459,56 +498,40 @@ async fn measure<C: LockClient>(
         holds: sh.holds.iter().map(|h| h.len() as u64).sum(),
         exclusion,
         note,
-    })
+    }
 }
 
 /// The lock sweep: every deployment of the matrix, every recipe on each.
 /// Exit 0 = done; 1 = a token order violated, or the run ended early;
 /// 2 = nothing could start (bad target, a protocol without znodes).
 pub fn run(cfg: &BenchConfig, rt: &tokio::runtime::Runtime) -> std::process::ExitCode {
-    use std::process::ExitCode;
-    let (results, incomplete) = match rt.block_on(sweep(cfg)) {
-        Ok(r) => r,
-        Err(line) => {
-            eprintln!("quorumkv bench: {line}");
-            return ExitCode::from(2);
-        }
+    let write = |dir: &std::path::Path, results: &[LockResult], incomplete: bool| match write_files(
+        dir, cfg, results, incomplete,
+    ) {
+        Ok(()) => Ok(format!(
+            "wrote lock.csv and lock.json to {}/",
+            dir.display()
+        )),
+        Err(e) => Err(format!("cannot write results to {}: {e}", dir.display())),
     };
-    print!("{}", table(&results));
-    if let Some(dir) = &cfg.out {
-        match write_files(dir, cfg, &results, incomplete.is_some()) {
-            Ok(()) => println!("wrote lock.csv and lock.json to {}/", dir.display()),
-            Err(e) => {
+    let violated = |results: &[LockResult]| {
+        let mut bad = false;
+        for r in results {
+            if r.exclusion.overlaps > 0 || r.exclusion.violated() {
                 eprintln!(
-                    "quorumkv bench: cannot write results to {}: {e}",
-                    dir.display()
+                    "quorumkv bench: {} {}: {} overlapping holds, {} token order violations; first: {}",
+                    r.target,
+                    r.recipe,
+                    r.exclusion.overlaps,
+                    r.exclusion.order_violations,
+                    r.exclusion.first.as_deref().unwrap_or("-")
                 );
-                return ExitCode::from(2);
             }
+            bad |= r.exclusion.violated();
         }
-    }
-    let mut bad = false;
-    for r in &results {
-        if r.exclusion.overlaps > 0 || r.exclusion.violated() {
-            eprintln!(
-                "quorumkv bench: {} {}: {} overlapping holds, {} token order violations; first: {}",
-                r.target,
-                r.recipe,
-                r.exclusion.overlaps,
-                r.exclusion.order_violations,
-                r.exclusion.first.as_deref().unwrap_or("-")
-            );
-        }
-        bad |= r.exclusion.violated();
-    }
-    if let Some(why) = &incomplete {
-        eprintln!("quorumkv bench: run ended early, results cover what was measured: {why}");
-    }
-    if bad || incomplete.is_some() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+        bad
+    };
+    finish(cfg, rt.block_on(sweep(cfg)), table, write, violated)
 }
 
 /// Runs the points; `Err` = nothing could start. A point that cannot run
@@ -534,43 +557,6 @@ async fn sweep(cfg: &BenchConfig) -> Result<(Vec<LockResult>, Option<String>), S
         },
     )
     .await
-}
-
-/// Start each deployment of the matrix in turn (one at a time: they share
-/// the machine) and run `points` on it, which adds its results. `Err`:
-/// nothing could start, or a point could not run (one line); a deployment
-/// that fails to start after some results ends the sweep early instead, as
-/// does Ctrl-C (the second member: why).
-pub(crate) async fn each_deployment<R>(
-    cfg: &BenchConfig,
-    mut points: impl AsyncFnMut(&Deployment, &mut Vec<R>) -> Result<(), String>,
-) -> Result<(Vec<R>, Option<String>), String> {
-    // Without --protocol a quorumkv:// target is named by the protocol it
-    // runs, as in the KV sweep.
-    let learned = crate::sweep::learn_protocol(cfg).await?;
-    let cfg = learned.as_ref().unwrap_or(cfg);
-    cfg.validate().map_err(|e| e.to_string())?;
-    if let Some(dir) = &cfg.out {
-        crate::sweep::check_out_dir(dir)?;
-    }
-    let opts = crate::sweep::deploy_options(cfg)?;
-    let mut results = Vec::new();
-    for plan in cfg.plans() {
-        let label = plan.deploy.label();
-        eprintln!("quorumkv bench: starting {label} …");
-        let d = match Deployment::start(plan.deploy.clone(), opts.clone()).await {
-            Ok(d) => d,
-            Err(e) if results.is_empty() => return Err(format!("{e:#}")),
-            Err(e) => return Ok((results, Some(format!("{e:#}")))),
-        };
-        let ran = points(&d, &mut results).await;
-        d.stop().await;
-        ran?;
-        if crate::runner::interrupted() {
-            return Ok((results, Some("interrupted (Ctrl-C)".into())));
-        }
-    }
-    Ok((results, None))
 }
 
 const CSV_HEADER: &str = "target,replicas,recipe,rtt_client_ms,rtt_peer_ms,rtt_jitter_ms,\
@@ -614,13 +600,6 @@ pub fn to_csv(results: &[LockResult]) -> String {
     out
 }
 
-#[derive(Serialize)]
-struct LockJson<'a> {
-    config: &'a BenchConfig,
-    incomplete: bool,
-    results: &'a [LockResult],
-}
-
 /// `lock.csv` and `lock.json` in `dir`.
 pub fn write_files(
     dir: &std::path::Path,
@@ -628,14 +607,7 @@ pub fn write_files(
     results: &[LockResult],
     incomplete: bool,
 ) -> std::io::Result<()> {
-    std::fs::write(dir.join("lock.csv"), to_csv(results))?;
-    let json = serde_json::to_string_pretty(&LockJson {
-        config: cfg,
-        incomplete,
-        results,
-    })
-    .map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("lock.json"), json + "\n")
+    write_csv_json(dir, "lock", to_csv(results), cfg, results, incomplete)
 }
 
 /// The table printed at the end: one row per point.

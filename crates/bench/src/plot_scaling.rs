@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::plot::{draw, Series};
+use crate::chart::{draw, Series};
 use crate::report::{PointResult, LARGE_VALUE};
 
 /// The points of one workload, measured at several N.

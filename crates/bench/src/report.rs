@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -327,13 +326,33 @@ pub fn to_csv(results: &[PointResult]) -> String {
     s
 }
 
-/// What `results.json` holds: the configuration and every point.
+/// What `results.json` (and `lock.json`) holds: the configuration and
+/// every point.
 #[derive(Serialize)]
-pub struct JsonReport<'a> {
+pub struct JsonReport<'a, R = PointResult> {
     pub config: &'a BenchConfig,
     /// True when the sweep ended early (a target died).
     pub incomplete: bool,
-    pub results: &'a [PointResult],
+    pub results: &'a [R],
+}
+
+/// `NAME.csv` (`csv`) and `NAME.json` (a [`JsonReport`] of `results`) in `dir`.
+pub fn write_csv_json<R: Serialize>(
+    dir: &Path,
+    name: &str,
+    csv: String,
+    cfg: &BenchConfig,
+    results: &[R],
+    incomplete: bool,
+) -> std::io::Result<()> {
+    std::fs::write(dir.join(format!("{name}.csv")), csv)?;
+    let report = JsonReport {
+        config: cfg,
+        incomplete,
+        results,
+    };
+    let json = serde_json::to_string_pretty(&report).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join(format!("{name}.json")), json + "\n")
 }
 
 /// The points of a `results.json`.
@@ -354,16 +373,7 @@ pub fn write_files(
     results: &[PointResult],
     incomplete: bool,
 ) -> std::io::Result<()> {
-    std::fs::write(dir.join("results.csv"), to_csv(results))?;
-    let json = serde_json::to_string_pretty(&JsonReport {
-        config: cfg,
-        incomplete,
-        results,
-    })
-    .map_err(std::io::Error::other)?;
-    let mut f = std::fs::File::create(dir.join("results.json"))?;
-    f.write_all(json.as_bytes())?;
-    f.write_all(b"\n")
+    write_csv_json(dir, "results", to_csv(results), cfg, results, incomplete)
 }
 
 fn ms(us: u64) -> String {
@@ -376,166 +386,191 @@ fn ms(us: u64) -> String {
 
 /// The table printed at the end: one row per point.
 pub fn table(results: &[PointResult]) -> String {
-    let vary = |f: &dyn Fn(&PointResult) -> String| {
-        results
-            .first()
-            .is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
-    };
-    let show_keys = vary(&|r| r.keys.to_string());
-    let show_dist = vary(&|r| r.distribution.clone());
-    let show_size = vary(&|r| r.value_size.to_string());
-    let show_rate = results.iter().any(|r| r.rate.is_some());
-    let show_cpu = results.iter().any(|r| r.cpu_s_per_kop.is_some());
-    let show_check = results.iter().any(|r| r.check.is_some());
-    let show_disk = vary(&|r| opt(&r.durability));
-    let show_syncs = results
-        .iter()
-        .any(|r| r.syncs_per_s.is_some_and(|s| s > 0.0));
+    let cols = columns(results);
+    let head: Vec<&str> = cols.iter().map(|c| c.head.as_str()).collect();
+    let rows: Vec<Vec<String>> = (results.iter())
+        .map(|r| cols.iter().map(|c| (c.cell)(r)).collect())
+        .collect();
+    render(&head, &rows)
+}
 
-    let show_vs_plain = results.iter().any(|r| r.plain_sibling(results).is_some());
+/// A column of the table: its heading and how a point fills its cell.
+struct Column<'a> {
+    head: String,
+    cell: Box<dyn Fn(&PointResult) -> String + 'a>,
+}
 
-    let show_round = results.iter().any(|r| r.round.is_some());
+fn col<'a>(head: &str, cell: impl Fn(&PointResult) -> String + 'a) -> Column<'a> {
+    Column {
+        head: head.to_string(),
+        cell: Box::new(cell),
+    }
+}
 
-    let mut head: Vec<&str> = vec!["target", "N", "get%"];
-    if show_disk {
-        head.push("disk");
-    }
-    if show_keys {
-        head.push("keys");
-    }
-    if show_dist {
-        head.push("dist");
-    }
-    if show_size {
-        head.push("value");
-    }
-    if show_rate {
-        head.push("rate/s");
-    }
-    let show_mb = results.iter().any(|r| r.value_size >= LARGE_VALUE);
-    let show_shares = results.iter().any(|r| !r.put_shares().is_empty());
-    head.push("clients");
-    if show_round {
-        head.push("round");
-    }
-    head.push("ops/s");
-    if show_vs_plain {
-        head.push("vs plain");
-    }
-    if show_mb {
-        head.push("MB/s");
-    }
-    head.extend(["failed", "GET p50", "p95", "p99", "PUT p50", "p95", "p99"]);
-    if show_shares {
-        head.push("PUT % by server");
-    }
-    if show_syncs {
-        head.extend(["syncs/s", "recs/sync"]);
-    }
+/// The columns worth showing, in order: a dimension when its points
+/// differ, a measure when some point has it, the rest always.
+fn columns(results: &[PointResult]) -> Vec<Column<'_>> {
+    let mut cols = dimension_columns(results);
+    cols.extend(measure_columns(results));
     // The protocol's ratios (`POINT_RATIOS`), one column per label.
-    let mut ratio_labels: Vec<&str> = Vec::new();
+    for label in ratio_labels(results) {
+        cols.push(col(label, move |r| {
+            let v = r.ratios.iter().find(|(k, _)| k == label).map(|x| x.1);
+            v.map_or("-".into(), |x| format!("{x:.2}"))
+        }));
+    }
+    cols.extend(cost_columns(results));
+    cols
+}
+
+/// Whether `f` differs between the points.
+fn varies(results: &[PointResult], f: impl Fn(&PointResult) -> String) -> bool {
+    (results.first()).is_some_and(|a| results.iter().any(|r| f(r) != f(a)))
+}
+
+/// The columns whose flag is true.
+fn shown<'a>(cols: Vec<(bool, Column<'a>)>) -> Vec<Column<'a>> {
+    cols.into_iter()
+        .filter(|(show, _)| *show)
+        .map(|(_, c)| c)
+        .collect()
+}
+
+fn dash(v: Option<String>) -> String {
+    v.unwrap_or_else(|| "-".into())
+}
+
+/// What was measured: the target, the workload, the round.
+fn dimension_columns(results: &[PointResult]) -> Vec<Column<'_>> {
+    let vary = |f: fn(&PointResult) -> String| varies(results, f);
+    let any = |f: fn(&PointResult) -> bool| results.iter().any(f);
+    shown(vec![
+        (true, col("target", |r| r.target.clone())),
+        (true, col("N", |r| r.replicas.to_string())),
+        (
+            true,
+            col("get%", |r| format!("{:.0}", r.get_fraction * 100.0)),
+        ),
+        (
+            vary(|r| opt(&r.durability)),
+            col("disk", |r| dash(r.durability.clone())),
+        ),
+        (
+            vary(|r| r.keys.to_string()),
+            col("keys", |r| r.keys.to_string()),
+        ),
+        (
+            vary(|r| r.distribution.clone()),
+            col("dist", |r| r.distribution.clone()),
+        ),
+        (
+            vary(|r| r.value_size.to_string()),
+            col("value", |r| r.value_size.to_string()),
+        ),
+        (
+            any(|r| r.rate.is_some()),
+            col("rate/s", |r| {
+                r.rate.map(|x| format!("{x:.0}")).unwrap_or_default()
+            }),
+        ),
+        (true, col("clients", |r| r.clients.to_string())),
+        (
+            any(|r| r.round.is_some()),
+            col("round", |r| r.round.map_or("-".into(), |n| n.to_string())),
+        ),
+    ])
+}
+
+/// Throughput, failures, latency and how writes spread and sync.
+fn measure_columns(results: &[PointResult]) -> Vec<Column<'_>> {
+    let any = |f: &dyn Fn(&PointResult) -> bool| results.iter().any(f);
+    let show_vs_plain = any(&|r| r.plain_sibling(results).is_some());
+    let show_syncs = any(&|r| r.syncs_per_s.is_some_and(|s| s > 0.0));
+    shown(vec![
+        (true, col("ops/s", |r| format!("{:.0}", r.throughput))),
+        (
+            show_vs_plain,
+            col("vs plain", move |r| {
+                relative_cell(r.security.as_deref(), r.vs_plain(results))
+            }),
+        ),
+        (
+            any(&|r| r.value_size >= LARGE_VALUE),
+            col("MB/s", |r| format!("{:.2}", r.mb_per_s())),
+        ),
+        (true, col("failed", |r| r.failed.to_string())),
+        (true, col("GET p50", |r| ms(r.get.p50_us))),
+        (true, col("p95", |r| ms(r.get.p95_us))),
+        (true, col("p99", |r| ms(r.get.p99_us))),
+        (true, col("PUT p50", |r| ms(r.put.p50_us))),
+        (true, col("p95", |r| ms(r.put.p95_us))),
+        (true, col("p99", |r| ms(r.put.p99_us))),
+        (
+            any(&|r| !r.put_shares().is_empty()),
+            col("PUT % by server", |r| shares_cell(&r.put_shares())),
+        ),
+        (
+            show_syncs,
+            col("syncs/s", |r| {
+                r.syncs_per_s.map_or("-".into(), |x| format!("{x:.0}"))
+            }),
+        ),
+        (
+            show_syncs,
+            col("recs/sync", |r| {
+                r.records_per_sync()
+                    .map_or("-".into(), |x| format!("{x:.1}"))
+            }),
+        ),
+    ])
+}
+
+/// CPU per operation, and the history check.
+fn cost_columns(results: &[PointResult]) -> Vec<Column<'_>> {
+    let any = |f: &dyn Fn(&PointResult) -> bool| results.iter().any(f);
+    let show_vs_plain = any(&|r| r.plain_sibling(results).is_some());
+    let show_cpu = any(&|r| r.cpu_s_per_kop.is_some());
+    let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
+    shown(vec![
+        (show_cpu, col("srv cpu", move |r| cpu(r.cpu_s_per_kop))),
+        (
+            show_cpu && show_vs_plain,
+            col("cpu vs plain", move |r| {
+                relative_cell(r.security.as_deref(), r.cpu_vs_plain(results))
+            }),
+        ),
+        (
+            any(&|r| r.client_cpu_s_per_kop.is_some()),
+            col("cli cpu", move |r| cpu(r.client_cpu_s_per_kop)),
+        ),
+        (
+            any(&|r| r.check.is_some()),
+            col("check", |r| dash(r.check.clone())),
+        ),
+    ])
+}
+
+/// Every ratio label of the points, in the order they first appear.
+fn ratio_labels(results: &[PointResult]) -> Vec<&str> {
+    let mut labels: Vec<&str> = Vec::new();
     for r in results {
         for (k, _) in &r.ratios {
-            if !ratio_labels.contains(&k.as_str()) {
-                ratio_labels.push(k);
+            if !labels.contains(&k.as_str()) {
+                labels.push(k);
             }
         }
     }
-    head.extend(ratio_labels.iter().copied());
-    if show_cpu {
-        head.push("srv cpu");
+    labels
+}
+
+/// A point against its `plain` sibling: `1.23x`; `1` for the plain point
+/// itself, `-` without a sibling.
+fn relative_cell(security: Option<&str>, x: Option<f64>) -> String {
+    match (security, x) {
+        (_, Some(x)) => format!("{x:.2}x"),
+        (Some("plain"), None) => "1".into(),
+        _ => "-".into(),
     }
-    let show_cpu_vs = show_cpu && show_vs_plain;
-    if show_cpu_vs {
-        head.push("cpu vs plain");
-    }
-    let show_client_cpu = results.iter().any(|r| r.client_cpu_s_per_kop.is_some());
-    if show_client_cpu {
-        head.push("cli cpu");
-    }
-    if show_check {
-        head.push("check");
-    }
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    for r in results {
-        let mut row = vec![
-            r.target.clone(),
-            r.replicas.to_string(),
-            format!("{:.0}", r.get_fraction * 100.0),
-        ];
-        if show_disk {
-            row.push(r.durability.clone().unwrap_or_else(|| "-".into()));
-        }
-        if show_keys {
-            row.push(r.keys.to_string());
-        }
-        if show_dist {
-            row.push(r.distribution.clone());
-        }
-        if show_size {
-            row.push(r.value_size.to_string());
-        }
-        if show_rate {
-            row.push(r.rate.map(|x| format!("{x:.0}")).unwrap_or_default());
-        }
-        row.push(r.clients.to_string());
-        if show_round {
-            row.push(r.round.map_or("-".into(), |n| n.to_string()));
-        }
-        row.push(format!("{:.0}", r.throughput));
-        if show_vs_plain {
-            row.push(match (r.security.as_deref(), r.vs_plain(results)) {
-                (_, Some(x)) => format!("{x:.2}x"),
-                (Some("plain"), None) => "1".into(),
-                _ => "-".into(),
-            });
-        }
-        if show_mb {
-            row.push(format!("{:.2}", r.mb_per_s()));
-        }
-        row.extend([
-            r.failed.to_string(),
-            ms(r.get.p50_us),
-            ms(r.get.p95_us),
-            ms(r.get.p99_us),
-            ms(r.put.p50_us),
-            ms(r.put.p95_us),
-            ms(r.put.p99_us),
-        ]);
-        if show_shares {
-            row.push(shares_cell(&r.put_shares()));
-        }
-        if show_syncs {
-            row.push(r.syncs_per_s.map_or("-".into(), |x| format!("{x:.0}")));
-            row.push(
-                r.records_per_sync()
-                    .map_or("-".into(), |x| format!("{x:.1}")),
-            );
-        }
-        for l in &ratio_labels {
-            let v = r.ratios.iter().find(|(k, _)| k == l).map(|x| x.1);
-            row.push(v.map_or("-".into(), |x| format!("{x:.2}")));
-        }
-        let cpu = |c: Option<f64>| c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into());
-        if show_cpu {
-            row.push(cpu(r.cpu_s_per_kop));
-        }
-        if show_cpu_vs {
-            row.push(match (r.security.as_deref(), r.cpu_vs_plain(results)) {
-                (_, Some(x)) => format!("{x:.2}x"),
-                (Some("plain"), None) => "1".into(),
-                _ => "-".into(),
-            });
-        }
-        if show_client_cpu {
-            row.push(cpu(r.client_cpu_s_per_kop));
-        }
-        if show_check {
-            row.push(r.check.clone().unwrap_or_else(|| "-".into()));
-        }
-        rows.push(row);
-    }
-    render(&head, &rows)
 }
 
 fn rate(n: u64, secs: f64) -> f64 {

@@ -3,7 +3,7 @@
 //! target stops answering and is found dead.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -52,6 +52,32 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(cfg: &BenchConfig, index: usize, w: &Workload) -> Shared {
+        Shared {
+            phase: AtomicU8::new(WARMUP),
+            abort: AtomicBool::new(false),
+            ok: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            planned: match cfg.length {
+                Length::OpsPerClient(n) => Some(
+                    n * if w.rate.is_some() {
+                        cfg.max_outstanding
+                    } else {
+                        w.clients
+                    } as u64,
+                ),
+                Length::Duration(_) => None,
+            },
+            keys: KeySpace::new(index, w.keys),
+            chooser: KeyChooser::new(w.distribution, w.keys),
+            get_fraction: w.get_fraction,
+            value_size: w.value_size,
+            op_timeout: cfg.op_timeout,
+            think: cfg.think,
+        }
+    }
+
     fn phase(&self) -> u8 {
         if self.abort.load(Ordering::Relaxed) || interrupted() {
             STOP
@@ -71,6 +97,31 @@ pub struct PointRun {
     pub target_died: bool,
 }
 
+/// What a point's measurement needs, whichever loop runs it.
+struct PointCtx<'a> {
+    cfg: &'a BenchConfig,
+    d: &'a Deployment,
+    sh: &'a Arc<Shared>,
+    rec: Option<&'a Recorder>,
+    /// The point's number in the sweep.
+    index: usize,
+    /// The servers' processes, for their CPU time.
+    pids: &'a [u32],
+    started: Instant,
+    progress: Progress<'a>,
+}
+
+/// What a measurement produced.
+struct Measured {
+    stats: Stats,
+    /// CPU seconds (servers, this bench process) spent while measuring.
+    cpu: (Option<f64>, Option<f64>),
+    elapsed: Duration,
+    died: bool,
+    /// The target's sync counters when measuring began.
+    syncs_before: Option<SyncCounters>,
+}
+
 /// Runs workload `w` (point number `index` of the sweep) against `d`.
 pub async fn run_point(
     cfg: &BenchConfig,
@@ -79,36 +130,13 @@ pub async fn run_point(
     w: &Workload,
     progress: Progress<'_>,
 ) -> PointRun {
-    let shared = Arc::new(Shared {
-        phase: AtomicU8::new(WARMUP),
-        abort: AtomicBool::new(false),
-        ok: AtomicU64::new(0),
-        failed: AtomicU64::new(0),
-        finished: AtomicU64::new(0),
-        planned: match cfg.length {
-            Length::OpsPerClient(n) => Some(
-                n * if w.rate.is_some() {
-                    cfg.max_outstanding
-                } else {
-                    w.clients
-                } as u64,
-            ),
-            Length::Duration(_) => None,
-        },
-        keys: KeySpace::new(index, w.keys),
-        chooser: KeyChooser::new(w.distribution, w.keys),
-        get_fraction: w.get_fraction,
-        value_size: w.value_size,
-        op_timeout: cfg.op_timeout,
-        think: cfg.think,
-    });
+    let shared = Arc::new(Shared::new(cfg, index, w));
     let recorder = cfg.check.then(Recorder::new);
     let mut result = PointResult::new(d, w, cfg);
 
-    let slots = w.clients;
     // Pinned: client c's proxy is server c mod N (`connections`).
     let servers = d.pins_clients().then_some(d.replicas);
-    let conns = match connections(d, cfg.sharing, slots, servers).await {
+    let conns = match connections(d, cfg.sharing, w.clients, servers).await {
         Ok(c) => c,
         Err(e) => return died(result, format!("cannot connect: {e:#}")),
     };
@@ -124,119 +152,139 @@ pub async fn run_point(
     }
 
     let pids = d.pids();
-    let seed = cfg.seed;
-    let started = Instant::now();
-    let (stats, cpu, elapsed, died, syncs_before) = match w.rate {
-        None => {
-            let ops_per_client = match cfg.length {
-                Length::OpsPerClient(n) => Some(n),
-                Length::Duration(_) => None,
-            };
-            let mut handles = Vec::with_capacity(slots);
-            for c in 0..slots {
-                let sh = shared.clone();
-                let conn = conns[c % conns.len()].clone();
-                let log = Log::new(recorder.as_ref(), c as u64);
-                let rng = Rng::derive(seed, index as u64, c as u64);
-                let get_fraction = client_get_fraction(cfg, w, c);
-                let me = ClientSpec {
-                    id: c as u64,
-                    get_fraction,
-                    ops: ops_per_client,
-                };
-                handles.push(tokio::spawn(closed_client(sh, conn, log, rng, me)));
-            }
-            let driver = drive(cfg, d, &shared, &pids, started, slots as u64, progress);
-            let all = async {
-                let mut outs = Vec::new();
-                for h in handles {
-                    outs.push(h.await.expect("client task panicked"));
-                }
-                outs
-            };
-            let (drv, outs) = tokio::join!(driver, all);
-            let mut stats = Stats::new();
-            let mut last = drv.measure_start;
-            let mut per_server = vec![0; servers.unwrap_or(0)];
-            for (c, (s, l)) in outs.iter().enumerate() {
-                stats.merge(s);
-                last = last.max(*l);
-                if let Some(n) = servers {
-                    per_server[c % n] += s.ok_put;
-                }
-            }
-            result.server_puts = per_server;
-            (
-                stats,
-                drv.cpu_after(&pids),
-                last.duration_since(drv.measure_start),
-                drv.died,
-                drv.syncs_before,
-            )
-        }
-        Some(rate) => {
-            open_loop(
-                cfg,
-                d,
-                &shared,
-                conns,
-                recorder.as_ref(),
-                index,
-                rate,
-                &pids,
-                started,
-                progress,
-            )
-            .await
-        }
+    let ctx = PointCtx {
+        cfg,
+        d,
+        sh: &shared,
+        rec: recorder.as_ref(),
+        index,
+        pids: &pids,
+        started: Instant::now(),
+        progress,
+    };
+    let m = match w.rate {
+        None => closed_loop(&ctx, &conns, w, servers, &mut result).await,
+        Some(rate) => open_loop(&ctx, conns, rate).await,
     };
 
-    result.fill(&stats, elapsed, cpu);
-    // Writes stop with the measurement, so the counters' difference over
-    // the measured time is the rate (the readings bracket it closely).
-    if let (Some(before), false) = (syncs_before, died) {
-        if let Some(after) = d.sync_counters().await {
-            let (syncs, records) = after.rates_since(&before, elapsed.as_secs_f64());
-            result.syncs_per_s = Some(syncs);
-            result.records_per_s = records;
-            if let Some(p) = d.spec.protocol() {
-                result.ratios =
-                    crate::durability::point_ratios(p.info().point_ratios, &before, &after);
-            }
-        }
+    result.fill(&m.stats, m.elapsed, m.cpu);
+    if !m.died {
+        sync_rates(&mut result, d, m.syncs_before, m.elapsed).await;
     }
     if let Some(rec) = recorder {
-        let history = rec.history();
-        let verdict = check_history(history.clone(), cfg.check_timeout).await;
-        if verdict != "ok" {
-            if let Some(dir) = &cfg.out {
-                // For `quorumkv check` and its failure picture.
-                let path = dir.join(format!("history_{index}.jsonl"));
-                match std::fs::write(&path, history.to_jsonl()) {
-                    Ok(()) => result.note = Some(format!("history in {}", path.display())),
-                    Err(e) => result.note = Some(format!("cannot write {}: {e}", path.display())),
-                }
-            }
-        }
-        if verdict.starts_with("VIOLATION") {
-            if let Some(why) = d.spec.weaker_reads() {
-                result.note = Some(match result.note.take() {
-                    Some(n) => format!("{why}; {n}"),
-                    None => why.to_string(),
-                });
-            }
-        }
-        result.check = Some(verdict);
+        check(&mut result, cfg, d, index, rec).await;
     }
-    if died {
+    if m.died {
         result.note = Some("target died during this point; measured until then".into());
     } else if interrupted() {
         result.note = Some("interrupted during this point; measured until then".into());
     }
     PointRun {
         result,
-        target_died: died,
+        target_died: m.died,
     }
+}
+
+/// The closed loop: `w.clients` logical clients, each with at most one
+/// operation outstanding. Sets each server's PUTs in `result` when clients
+/// are pinned to `servers` servers.
+async fn closed_loop(
+    ctx: &PointCtx<'_>,
+    conns: &[Conn],
+    w: &Workload,
+    servers: Option<usize>,
+    result: &mut PointResult,
+) -> Measured {
+    let cfg = ctx.cfg;
+    let ops_per_client = match cfg.length {
+        Length::OpsPerClient(n) => Some(n),
+        Length::Duration(_) => None,
+    };
+    let mut handles = Vec::with_capacity(w.clients);
+    for c in 0..w.clients {
+        let sh = ctx.sh.clone();
+        let conn = conns[c % conns.len()].clone();
+        let log = Log::new(ctx.rec, c as u64);
+        let rng = Rng::derive(cfg.seed, ctx.index as u64, c as u64);
+        let me = ClientSpec {
+            id: c as u64,
+            get_fraction: client_get_fraction(cfg, w, c),
+            ops: ops_per_client,
+        };
+        handles.push(tokio::spawn(closed_client(sh, conn, log, rng, me)));
+    }
+    let all = async {
+        let mut outs = Vec::new();
+        for h in handles {
+            outs.push(h.await.expect("client task panicked"));
+        }
+        outs
+    };
+    let (drv, outs) = tokio::join!(drive(ctx, w.clients as u64), all);
+    let mut stats = Stats::new();
+    let mut last = drv.measure_start;
+    let mut per_server = vec![0; servers.unwrap_or(0)];
+    for (c, (s, l)) in outs.iter().enumerate() {
+        stats.merge(s);
+        last = last.max(*l);
+        if let Some(n) = servers {
+            per_server[c % n] += s.ok_put;
+        }
+    }
+    result.server_puts = per_server;
+    let elapsed = last.duration_since(drv.measure_start);
+    drv.measured(ctx.pids, stats, elapsed)
+}
+
+/// Sync and record rates of the measured time. Writes stop with the
+/// measurement, so the counters' difference over it is the rate (the
+/// readings bracket it closely).
+async fn sync_rates(
+    result: &mut PointResult,
+    d: &Deployment,
+    before: Option<SyncCounters>,
+    elapsed: Duration,
+) {
+    let Some(before) = before else { return };
+    if let Some(after) = d.sync_counters().await {
+        let (syncs, records) = after.rates_since(&before, elapsed.as_secs_f64());
+        result.syncs_per_s = Some(syncs);
+        result.records_per_s = records;
+        if let Some(p) = d.spec.protocol() {
+            result.ratios = crate::durability::point_ratios(p.info().point_ratios, &before, &after);
+        }
+    }
+}
+
+/// Checks the point's history for linearizability; a failing history is
+/// written next to the results, for `quorumkv check` and its picture.
+async fn check(
+    result: &mut PointResult,
+    cfg: &BenchConfig,
+    d: &Deployment,
+    index: usize,
+    rec: Recorder,
+) {
+    let history = rec.history();
+    let verdict = check_history(history.clone(), cfg.check_timeout).await;
+    if verdict != "ok" {
+        if let Some(dir) = &cfg.out {
+            let path = dir.join(format!("history_{index}.jsonl"));
+            match std::fs::write(&path, history.to_jsonl()) {
+                Ok(()) => result.note = Some(format!("history in {}", path.display())),
+                Err(e) => result.note = Some(format!("cannot write {}: {e}", path.display())),
+            }
+        }
+    }
+    if verdict.starts_with("VIOLATION") {
+        if let Some(why) = d.spec.weaker_reads() {
+            result.note = Some(match result.note.take() {
+                Some(n) => format!("{why}; {n}"),
+                None => why.to_string(),
+            });
+        }
+    }
+    result.check = Some(verdict);
 }
 
 fn died(mut result: PointResult, why: String) -> PointRun {
@@ -433,6 +481,17 @@ struct Drive {
 }
 
 impl Drive {
+    /// The measurement's outcome: `stats` over `elapsed`.
+    fn measured(self, pids: &[u32], stats: Stats, elapsed: Duration) -> Measured {
+        Measured {
+            stats,
+            cpu: self.cpu_after(pids),
+            elapsed,
+            died: self.died,
+            syncs_before: self.syncs_before,
+        }
+    }
+
     /// CPU seconds (servers, this bench process) spent while measuring.
     fn cpu_after(&self, pids: &[u32]) -> (Option<f64>, Option<f64>) {
         let (servers, me) = cpu_now(pids);
@@ -445,15 +504,9 @@ impl Drive {
 
 /// Runs the phases of a point: warm-up, measurement, stop; reports progress
 /// and watches the target.
-async fn drive(
-    cfg: &BenchConfig,
-    d: &Deployment,
-    sh: &Shared,
-    pids: &[u32],
-    started: Instant,
-    clients: u64,
-    progress: Progress<'_>,
-) -> Drive {
+async fn drive(ctx: &PointCtx<'_>, clients: u64) -> Drive {
+    let (cfg, d, sh, pids) = (ctx.cfg, ctx.d, &**ctx.sh, ctx.pids);
+    let (started, progress) = (ctx.started, ctx.progress);
     let tick = Duration::from_millis(100);
     let mut dog = Watchdog::new(cfg.op_timeout);
     while started.elapsed() < cfg.warmup && !interrupted() {
@@ -545,127 +598,124 @@ impl Watchdog {
     }
 }
 
+/// A logical client slot of the open loop.
+struct Slot {
+    id: u64,
+    conn: Conn,
+    log: Log,
+    seq: u64,
+}
+
+/// What the open loop's dispatcher and its operations share.
+struct OpenLoop {
+    sh: Arc<Shared>,
+    /// The free slots.
+    pool: Mutex<Vec<Slot>>,
+    stats: Mutex<Stats>,
+    /// When the last measured operation completed.
+    last: Mutex<Instant>,
+}
+
+/// A lock whose holder panicked still holds usable counts.
+fn unpoisoned<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl OpenLoop {
+    /// Poisson arrivals at `rate`/s until the point stops (or `limit`
+    /// measured arrivals), each on a free slot; arrivals finding none are
+    /// shed.
+    async fn dispatch(self: Arc<Self>, mut rng: Rng, rate: f64, limit: Option<u64>) {
+        let sh = &self.sh;
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut next = tokio::time::Instant::now();
+        let mut issued = 0u64;
+        loop {
+            next += Duration::from_secs_f64(rng.exp(1.0 / rate));
+            tokio::time::sleep_until(next).await;
+            let phase = sh.phase();
+            if phase == STOP || (phase == MEASURE && limit.is_some_and(|l| issued >= l)) {
+                break;
+            }
+            let op = next_op(&mut rng, &sh.chooser, sh.get_fraction);
+            let measured = phase == MEASURE;
+            issued += measured as u64;
+            let slot = unpoisoned(&self.pool).pop();
+            let Some(slot) = slot else {
+                if measured {
+                    unpoisoned(&self.stats).record_fail("shed");
+                    sh.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                continue;
+            };
+            tasks.spawn(self.clone().serve(slot, op, next.into_std(), measured));
+            while tasks.try_join_next().is_some() {}
+        }
+        while tasks.join_next().await.is_some() {}
+        sh.phase.store(STOP, Ordering::Release);
+    }
+
+    /// One arrival's operation, its latency counted from `scheduled`.
+    async fn serve(self: Arc<Self>, mut slot: Slot, op: GenOp, scheduled: Instant, measured: bool) {
+        slot.seq += 1;
+        let started = Instant::now();
+        let r = issue(
+            &self.sh,
+            &mut slot.conn,
+            &mut slot.log,
+            op,
+            slot.id,
+            slot.seq,
+        )
+        .await;
+        let now = Instant::now();
+        let latency = (now - started) + late_start(scheduled, started);
+        count(&self.sh, &mut unpoisoned(&self.stats), r, latency, measured);
+        if measured {
+            let mut l = unpoisoned(&self.last);
+            *l = (*l).max(now);
+        }
+        unpoisoned(&self.pool).push(slot);
+    }
+}
+
 /// Open loop (seed 002 §4.1): Poisson arrivals at `rate`/s; at most
 /// `max_outstanding` operations in flight, each on a free logical client
 /// slot; arrivals that find none are shed. Latency counts from the scheduled
 /// arrival (less the timer's slack, see [`late_start`]), so a slow target
 /// cannot hide its queueing (coordinated omission).
-#[allow(clippy::too_many_arguments)]
-async fn open_loop(
-    cfg: &BenchConfig,
-    d: &Deployment,
-    sh: &Arc<Shared>,
-    conns: Vec<Conn>,
-    rec: Option<&Recorder>,
-    index: usize,
-    rate: f64,
-    pids: &[u32],
-    started: Instant,
-    progress: Progress<'_>,
-) -> (
-    Stats,
-    (Option<f64>, Option<f64>),
-    Duration,
-    bool,
-    Option<SyncCounters>,
-) {
-    struct Slot {
-        id: u64,
-        conn: Conn,
-        log: Log,
-        seq: u64,
-    }
+async fn open_loop(ctx: &PointCtx<'_>, conns: Vec<Conn>, rate: f64) -> Measured {
+    let cfg = ctx.cfg;
     let n = cfg.max_outstanding;
-    let pool: Arc<Mutex<Vec<Slot>>> = Arc::new(Mutex::new(
-        (0..n)
-            .map(|i| Slot {
-                id: i as u64,
-                conn: conns[i % conns.len()].clone(),
-                log: Log::new(rec, i as u64),
-                seq: 0,
-            })
-            .collect(),
-    ));
-    let stats = Arc::new(Mutex::new(Stats::new()));
-    let last = Arc::new(Mutex::new(Instant::now()));
+    let slots = (0..n)
+        .map(|i| Slot {
+            id: i as u64,
+            conn: conns[i % conns.len()].clone(),
+            log: Log::new(ctx.rec, i as u64),
+            seq: 0,
+        })
+        .collect();
+    let ol = Arc::new(OpenLoop {
+        sh: ctx.sh.clone(),
+        pool: Mutex::new(slots),
+        stats: Mutex::new(Stats::new()),
+        last: Mutex::new(Instant::now()),
+    });
     let limit = match cfg.length {
         Length::OpsPerClient(k) => Some(k * n as u64),
         Length::Duration(_) => None,
     };
-    let dispatcher = {
-        let (sh, pool, stats, last) = (sh.clone(), pool.clone(), stats.clone(), last.clone());
-        let mut rng = Rng::derive(cfg.seed, index as u64, u64::MAX);
-        async move {
-            let mut tasks = tokio::task::JoinSet::new();
-            let mut next = tokio::time::Instant::now();
-            let mut issued = 0u64;
-            loop {
-                next += Duration::from_secs_f64(rng.exp(1.0 / rate));
-                tokio::time::sleep_until(next).await;
-                let phase = sh.phase();
-                if phase == STOP || (phase == MEASURE && limit.is_some_and(|l| issued >= l)) {
-                    break;
-                }
-                let op = next_op(&mut rng, &sh.chooser, sh.get_fraction);
-                let measured = phase == MEASURE;
-                issued += measured as u64;
-                let slot = pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
-                let Some(mut slot) = slot else {
-                    if measured {
-                        stats
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .record_fail("shed");
-                        sh.failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    continue;
-                };
-                let (sh, pool, stats, last) =
-                    (sh.clone(), pool.clone(), stats.clone(), last.clone());
-                let scheduled = next.into_std();
-                tasks.spawn(async move {
-                    slot.seq += 1;
-                    let started = Instant::now();
-                    let r = issue(&sh, &mut slot.conn, &mut slot.log, op, slot.id, slot.seq).await;
-                    let now = Instant::now();
-                    let latency = (now - started) + late_start(scheduled, started);
-                    count(
-                        &sh,
-                        &mut stats.lock().unwrap_or_else(|e| e.into_inner()),
-                        r,
-                        latency,
-                        measured,
-                    );
-                    if measured {
-                        let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
-                        *l = (*l).max(now);
-                    }
-                    pool.lock().unwrap_or_else(|e| e.into_inner()).push(slot);
-                });
-                while tasks.try_join_next().is_some() {}
-            }
-            while tasks.join_next().await.is_some() {}
-            sh.phase.store(STOP, Ordering::Release);
-        }
-    };
-    let (drv, ()) = tokio::join!(
-        drive(cfg, d, sh, pids, started, u64::MAX, progress),
-        dispatcher
-    );
+    let rng = Rng::derive(cfg.seed, ctx.index as u64, u64::MAX);
+    let dispatcher = ol.clone().dispatch(rng, rate, limit);
+    let (drv, ()) = tokio::join!(drive(ctx, u64::MAX), dispatcher);
     // Dropping the slots hands their logs to the recorder.
-    pool.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    let stats = stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let last = *last.lock().unwrap_or_else(|e| e.into_inner());
+    unpoisoned(&ol.pool).clear();
+    let stats = unpoisoned(&ol.stats).clone();
+    let last = *unpoisoned(&ol.last);
     let elapsed = last
         .max(drv.measure_start)
         .duration_since(drv.measure_start);
-    (
-        stats,
-        drv.cpu_after(pids),
-        elapsed,
-        drv.died,
-        drv.syncs_before,
-    )
+    drv.measured(ctx.pids, stats, elapsed)
 }
 
 fn cpu_now(pids: &[u32]) -> (Option<f64>, Option<f64>) {

@@ -3,13 +3,14 @@
 //! for local clusters), then deployment by deployment, point by point.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::{BenchConfig, DeploySpec, Plan, TargetSpec};
 use crate::report::{self, PointResult};
-use crate::runner::run_point;
+use crate::runner::{interrupted, run_point};
 use crate::target::{DeployOptions, Deployment};
 
 /// A sweep that ran (perhaps only partly).
@@ -163,95 +164,231 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
     let opts = deploy_options(cfg)?;
     let plans: Vec<Plan> = cfg.plans();
     let total: usize = plans.iter().map(|p| p.workloads.len()).sum();
-    let pb = progress_bar(cfg, total * cfg.rounds);
-    let mut results = Vec::new();
-    let mut incomplete = None;
-    let mut done = 0usize;
-    'groups: for group in security_groups(&plans) {
-        // Every deployment of the group runs at once (a protocol's
-        // `--security` settings), so each workload is measured on each in
-        // turn, under the same conditions.
+    let mut sweep = Sweep {
+        cfg,
+        pb: progress_bar(cfg, total * cfg.rounds),
+        plans,
+        opts,
+        results: Vec::new(),
+        done: 0,
+    };
+    let incomplete = sweep.run(&mut existing).await.err();
+    sweep.pb.finish_and_clear();
+    let results = sweep.results;
+    let files = write_outputs(cfg, &results, incomplete.is_some())?;
+    Ok(Outcome {
+        results,
+        incomplete,
+        files,
+    })
+}
+
+/// A KV sweep under way.
+struct Sweep<'a> {
+    cfg: &'a BenchConfig,
+    plans: Vec<Plan>,
+    opts: DeployOptions,
+    pb: ProgressBar,
+    results: Vec<PointResult>,
+    /// Points run so far (the next point's number).
+    done: usize,
+}
+
+impl Sweep<'_> {
+    /// Every group in turn; `Err` = why the sweep ended early.
+    async fn run(&mut self, existing: &mut [Option<Deployment>]) -> Result<(), String> {
+        for group in security_groups(&self.plans) {
+            let live = self.start_group(&group, existing).await?;
+            let ran = self.run_group(&live).await;
+            stop_all(live).await;
+            ran?;
+        }
+        Ok(())
+    }
+
+    /// The deployments of `group`: the existing targets found by the
+    /// preflight, local clusters started now. `Err`: one did not start
+    /// (those started are stopped again).
+    async fn start_group(
+        &self,
+        group: &[usize],
+        existing: &mut [Option<Deployment>],
+    ) -> Result<Vec<(usize, Deployment)>, String> {
         let mut live: Vec<(usize, Deployment)> = Vec::with_capacity(group.len());
         for (k, &i) in group.iter().enumerate() {
-            let plan = &plans[i];
+            let plan = &self.plans[i];
             let d = match existing[i].take() {
                 Some(d) => d,
                 None => {
-                    pb.set_message(format!("starting {} …", plan.deploy.label()));
-                    let mut opts = opts.clone();
+                    self.pb
+                        .set_message(format!("starting {} …", plan.deploy.label()));
+                    let mut opts = self.opts.clone();
                     // Side by side on fixed ports: each cluster 200 ports up.
                     opts.port_base =
                         (opts.port_base).map(|b| b.checked_add(200 * k as u16).unwrap_or(b));
                     match Deployment::start(plan.deploy.clone(), opts).await {
                         Ok(d) => d,
                         Err(e) => {
-                            incomplete = Some(format!("{e:#}"));
                             stop_all(live).await;
-                            break 'groups;
+                            return Err(format!("{e:#}"));
                         }
                     }
                 }
             };
             live.push((i, d));
         }
-        let workloads = plans[group[0]].workloads.len();
-        for (wi, round) in (0..workloads).flat_map(|w| (0..cfg.rounds).map(move |r| (w, r))) {
-            for (i, d) in &live {
-                let plan = &plans[*i];
-                let label = plan.deploy.label();
-                let w = &plan.workloads[wi];
-                pb.set_message(format!(
-                    "{label} N={} get={} clients={}{}",
-                    d.replicas,
-                    w.get_fraction,
-                    w.clients,
-                    w.rate.map(|r| format!(" rate={r}")).unwrap_or_default()
-                ));
-                let base = done as u64 * 1000;
-                let bar = pb.clone();
-                let progress = move |f: f64| bar.set_position(base + (f * 999.0) as u64);
-                let mut run = run_point(cfg, d, done, w, &progress).await;
-                run.result.round = (cfg.rounds > 1).then_some(round + 1);
-                done += 1;
-                pb.set_position(done as u64 * 1000);
-                let died = run.target_died && !crate::runner::interrupted();
-                results.push(run.result);
-                if crate::runner::interrupted() {
-                    incomplete = Some("interrupted (Ctrl-C)".into());
-                    stop_all(live).await;
-                    break 'groups;
-                }
-                if died {
-                    let why = results
-                        .last()
-                        .and_then(|r| r.note.clone())
-                        .unwrap_or_default();
-                    incomplete = Some(format!(
-                        "{label} (N={}) stopped answering: {why}",
-                        d.replicas
-                    ));
-                    stop_all(live).await;
-                    break 'groups;
-                }
+        Ok(live)
+    }
+
+    /// Every deployment of the group runs at once (a protocol's
+    /// `--security` settings), so each workload is measured on each in
+    /// turn, under the same conditions. `Err` = why the sweep ends here.
+    async fn run_group(&mut self, live: &[(usize, Deployment)]) -> Result<(), String> {
+        let workloads = self.plans[live[0].0].workloads.len();
+        let rounds = self.cfg.rounds;
+        for (wi, round) in (0..workloads).flat_map(|w| (0..rounds).map(move |r| (w, r))) {
+            for (i, d) in live {
+                self.run_one(*i, d, wi, round).await?;
             }
         }
-        stop_all(live).await;
+        Ok(())
     }
-    pb.finish_and_clear();
+
+    /// Workload `wi` of plan `i` on `d`, in round `round`.
+    async fn run_one(
+        &mut self,
+        i: usize,
+        d: &Deployment,
+        wi: usize,
+        round: usize,
+    ) -> Result<(), String> {
+        let plan = &self.plans[i];
+        let label = plan.deploy.label();
+        let w = &plan.workloads[wi];
+        self.pb.set_message(format!(
+            "{label} N={} get={} clients={}{}",
+            d.replicas,
+            w.get_fraction,
+            w.clients,
+            w.rate.map(|r| format!(" rate={r}")).unwrap_or_default()
+        ));
+        let base = self.done as u64 * 1000;
+        let bar = self.pb.clone();
+        let progress = move |f: f64| bar.set_position(base + (f * 999.0) as u64);
+        let mut run = run_point(self.cfg, d, self.done, w, &progress).await;
+        run.result.round = (self.cfg.rounds > 1).then_some(round + 1);
+        self.done += 1;
+        self.pb.set_position(self.done as u64 * 1000);
+        let died = run.target_died && !interrupted();
+        let why = run.result.note.clone().unwrap_or_default();
+        self.results.push(run.result);
+        if interrupted() {
+            return Err("interrupted (Ctrl-C)".into());
+        }
+        if died {
+            return Err(format!(
+                "{label} (N={}) stopped answering: {why}",
+                d.replicas
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// results.csv, results.json and the plots in `--out`, if given; the
+/// files written. A plot that cannot be drawn is reported, not an error.
+fn write_outputs(
+    cfg: &BenchConfig,
+    results: &[PointResult],
+    incomplete: bool,
+) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     if let Some(dir) = &cfg.out {
-        report::write_files(dir, cfg, &results, incomplete.is_some())
+        report::write_files(dir, cfg, results, incomplete)
             .map_err(|e| format!("cannot write results to {}: {e}", dir.display()))?;
         files.push(dir.join("results.csv"));
         files.push(dir.join("results.json"));
-        match crate::plot::write_plots(dir, &results) {
+        match crate::plot::write_plots(dir, results) {
             Ok(f) => files.extend(f),
             Err(e) => eprintln!("quorumkv bench: plots not written: {e:#}"),
         }
     }
-    Ok(Outcome {
-        results,
-        incomplete,
-        files,
-    })
+    Ok(files)
+}
+
+/// Start each deployment of the matrix in turn (one at a time: they share
+/// the machine) and run `points` on it, which adds its results. `Err`:
+/// nothing could start, or a point could not run (one line); a deployment
+/// that fails to start after some results ends the sweep early instead, as
+/// does Ctrl-C (the second member: why).
+pub(crate) async fn each_deployment<R>(
+    cfg: &BenchConfig,
+    mut points: impl AsyncFnMut(&Deployment, &mut Vec<R>) -> Result<(), String>,
+) -> Result<(Vec<R>, Option<String>), String> {
+    // Without --protocol a quorumkv:// target is named by the protocol it
+    // runs, as in the KV sweep.
+    let learned = learn_protocol(cfg).await?;
+    let cfg = learned.as_ref().unwrap_or(cfg);
+    cfg.validate().map_err(|e| e.to_string())?;
+    if let Some(dir) = &cfg.out {
+        check_out_dir(dir)?;
+    }
+    let opts = deploy_options(cfg)?;
+    let mut results = Vec::new();
+    for plan in cfg.plans() {
+        let label = plan.deploy.label();
+        eprintln!("quorumkv bench: starting {label} …");
+        let d = match Deployment::start(plan.deploy.clone(), opts.clone()).await {
+            Ok(d) => d,
+            Err(e) if results.is_empty() => return Err(format!("{e:#}")),
+            Err(e) => return Ok((results, Some(format!("{e:#}")))),
+        };
+        let ran = points(&d, &mut results).await;
+        d.stop().await;
+        ran?;
+        if interrupted() {
+            return Ok((results, Some("interrupted (Ctrl-C)".into())));
+        }
+    }
+    Ok((results, None))
+}
+
+/// How a lock or znode sweep ends: its table, its files (`write` says the
+/// line to print, or why they could not be written), the problems found
+/// (`problems` prints them and says whether there were any), and the exit
+/// status: 0 = done; 1 = a problem, or the run ended early; 2 = nothing
+/// could start, or the files could not be written.
+pub(crate) fn finish<R>(
+    cfg: &BenchConfig,
+    swept: Result<(Vec<R>, Option<String>), String>,
+    table: fn(&[R]) -> String,
+    write: impl FnOnce(&Path, &[R], bool) -> Result<String, String>,
+    problems: impl FnOnce(&[R]) -> bool,
+) -> ExitCode {
+    let (results, incomplete) = match swept {
+        Ok(r) => r,
+        Err(line) => {
+            eprintln!("quorumkv bench: {line}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", table(&results));
+    if let Some(dir) = &cfg.out {
+        match write(dir, &results, incomplete.is_some()) {
+            Ok(line) => println!("{line}"),
+            Err(line) => {
+                eprintln!("quorumkv bench: {line}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let bad = problems(&results);
+    if let Some(why) = &incomplete {
+        eprintln!("quorumkv bench: run ended early, results cover what was measured: {why}");
+    }
+    if bad || incomplete.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -13,39 +13,16 @@ use bytes::Bytes;
 use quorumkv_node::auth::Credentials;
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
+use quorumkv_node::storage::Durability;
 use quorumkv_node::tls::ClientTls;
 
 use crate::config::{CoordMode, DeploySpec, Security, Variant};
 use crate::durability::{self, SyncCounters};
 use crate::etcd::{self, EtcdClient};
+pub use crate::failure::OpFailure;
 #[cfg(feature = "zookeeper")]
 use crate::zk::{self, ZkClient};
 use quorumkv_core::protocol::ProtocolKind;
-
-/// Why an operation failed, and whether it may still take effect.
-#[derive(Clone, Debug, PartialEq)]
-pub struct OpFailure {
-    /// Short, stable reason for the failure table ("timeout", "rejected", …).
-    pub reason: String,
-    /// True when the operation certainly had no effect. False = outcome
-    /// unknown; histories record it as such.
-    pub definite: bool,
-}
-
-impl OpFailure {
-    pub fn unknown(reason: impl Into<String>) -> OpFailure {
-        OpFailure {
-            reason: reason.into(),
-            definite: false,
-        }
-    }
-    pub fn definite(reason: impl Into<String>) -> OpFailure {
-        OpFailure {
-            reason: reason.into(),
-            definite: true,
-        }
-    }
-}
 
 /// A short failure reason from an error's message: the text before the first
 /// ':' or '(' so that addresses and counts do not split the buckets.
@@ -193,6 +170,23 @@ pub struct DeployOptions {
     pub server_args: Vec<String>,
 }
 
+/// The members of the etcd cluster at `endpoints`; an error if it does
+/// not answer.
+async fn etcd_members(endpoints: &[String], op_timeout: Duration) -> anyhow::Result<usize> {
+    let c = EtcdClient::new(endpoints, op_timeout)?;
+    let members = tokio::time::timeout(Duration::from_secs(5), c.member_count())
+        .await
+        .map_err(|_| anyhow::anyhow!("etcd at {} does not answer", endpoints.join(",")))?
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "etcd at {} is unreachable: {}",
+                endpoints.join(","),
+                e.message()
+            )
+        })?;
+    Ok(members.max(1))
+}
+
 /// The user every bench client logs in as on a local cluster with users
 /// (`--security auth`, `tls+auth`).
 pub const BENCH_USER: &str = "bench";
@@ -242,53 +236,13 @@ impl Deployment {
                 variant,
                 durability,
                 security,
-            } => {
-                let mut server_args = d.opts.server_args.clone();
-                if security.auth() {
-                    let (dir, users, credentials) = write_users_file()?;
-                    server_args.extend(["--users".into(), users.display().to_string()]);
-                    d.users_dir = Some(dir);
-                    d.credentials = Some(credentials);
-                }
-                let cfg = LocalClusterConfig {
-                    protocol: *protocol,
-                    replicas: *replicas,
-                    durability: *durability,
-                    options: d.protocol_options(*protocol, variant),
-                    port_base: d.opts.port_base,
-                    binary: d.opts.binary.clone(),
-                    replica_cpu: d.opts.replica_cpu,
-                    server_args,
-                    tls: security.tls(),
-                    ..Default::default()
-                };
-                let cluster = LocalCluster::start(cfg).await.map_err(|e| {
-                    anyhow::anyhow!("cannot start a local {protocol} cluster of {replicas}: {e:#}")
-                })?;
-                d.native = cluster.endpoints().iter().map(|e| e.native).collect();
-                d.client_tls = cluster.client_tls();
-                d.replicas = *replicas;
-                d.cluster = Some(cluster);
-            }
+            } => (d.start_local(*protocol, *replicas, variant, *durability, *security)).await?,
             DeploySpec::Quorumkv { endpoints, .. } => {
                 d.native = endpoints.clone();
                 d.replicas = endpoints.len();
             }
             DeploySpec::Etcd { endpoints } => {
-                let c = EtcdClient::new(endpoints, d.opts.op_timeout)?;
-                let members = tokio::time::timeout(Duration::from_secs(5), c.member_count())
-                    .await
-                    .map_err(|_| {
-                        anyhow::anyhow!("etcd at {} does not answer", endpoints.join(","))
-                    })?
-                    .map_err(|e| {
-                        anyhow::anyhow!(
-                            "etcd at {} is unreachable: {}",
-                            endpoints.join(","),
-                            e.message()
-                        )
-                    })?;
-                d.replicas = members.max(1);
+                d.replicas = etcd_members(endpoints, d.opts.op_timeout).await?;
             }
             DeploySpec::Redis { .. } => {}
             DeploySpec::Zookeeper { endpoints, .. } => {
@@ -304,22 +258,66 @@ impl Deployment {
         };
         // Proves the target answers before any point is measured.
         let mut probe = d.connect().await?;
-        d.durability = match (&spec, &mut probe) {
+        d.durability = d.durability_mode(&mut probe).await;
+        drop(probe);
+        Ok(d)
+    }
+
+    /// Starts a local cluster (with a users file for `--security auth`).
+    async fn start_local(
+        &mut self,
+        protocol: ProtocolKind,
+        replicas: usize,
+        variant: &Variant,
+        durability: Durability,
+        security: Security,
+    ) -> anyhow::Result<()> {
+        let mut server_args = self.opts.server_args.clone();
+        if security.auth() {
+            let (dir, users, credentials) = write_users_file()?;
+            server_args.extend(["--users".into(), users.display().to_string()]);
+            self.users_dir = Some(dir);
+            self.credentials = Some(credentials);
+        }
+        let cfg = LocalClusterConfig {
+            protocol,
+            replicas,
+            durability,
+            options: self.protocol_options(protocol, variant),
+            port_base: self.opts.port_base,
+            binary: self.opts.binary.clone(),
+            replica_cpu: self.opts.replica_cpu,
+            server_args,
+            tls: security.tls(),
+            ..Default::default()
+        };
+        let cluster = LocalCluster::start(cfg).await.map_err(|e| {
+            anyhow::anyhow!("cannot start a local {protocol} cluster of {replicas}: {e:#}")
+        })?;
+        self.native = cluster.endpoints().iter().map(|e| e.native).collect();
+        self.client_tls = cluster.client_tls();
+        self.replicas = replicas;
+        self.cluster = Some(cluster);
+        Ok(())
+    }
+
+    /// What an acknowledged write survives on this target, asked of it
+    /// through `probe`.
+    async fn durability_mode(&self, probe: &mut Conn) -> Option<String> {
+        match (&self.spec, probe) {
             // What the replicas say they run: a protocol that persists
             // nothing runs `memory` whatever was asked.
             (DeploySpec::Local { .. } | DeploySpec::Quorumkv { .. }, _) => {
-                durability::quorumkv_mode(&d.native, d.client_tls.as_ref()).await
+                durability::quorumkv_mode(&self.native, self.client_tls.as_ref()).await
             }
             // etcd fsyncs its WAL before acknowledging; it has no other mode.
             (DeploySpec::Etcd { .. }, _) => Some("fsync".into()),
             (DeploySpec::Redis { .. }, Conn::Redis(c)) => durability::redis_mode(c).await,
             (DeploySpec::Redis { .. }, _) => None,
             (DeploySpec::Zookeeper { endpoints, .. }, _) => {
-                zookeeper_mode(endpoints, d.opts.op_timeout).await
+                zookeeper_mode(endpoints, self.opts.op_timeout).await
             }
-        };
-        drop(probe);
-        Ok(d)
+        }
     }
 
     /// The protocol options of this deployment: `--opt`'s, then the variant's.

@@ -8,7 +8,7 @@ use quorumkv_check::recorder::{ClientLog, OpHandle, Recorder};
 use quorumkv_core::op::{Op, Outcome};
 use quorumkv_core::{Request, Response};
 
-use crate::target::OpFailure;
+use crate::failure::OpFailure;
 use crate::workload::id_prefix;
 
 /// The history log of one logical client, or nothing when not checking.

@@ -14,8 +14,8 @@ use quorumkv_core::znode::ZkError;
 use quorumkv_node::zk::ZkClientError;
 use quorumkv_node::zk_recipes::LockClient;
 
-use crate::config::ZkRead;
-use crate::target::OpFailure;
+use crate::config::{ZkRead, ZnodeOpKind};
+use crate::failure::OpFailure;
 
 /// The parent znode of every key.
 pub const ROOT: &str = "/quorumkv";
@@ -140,9 +140,10 @@ impl ZkLockSession {
     }
 }
 
-impl crate::znode_ops::ZnodeCalls for ZkLockSession {
-    async fn call(&self, op: crate::znode_ops::ZnodeOpKind, path: &str) -> Result<(), String> {
-        use crate::znode_ops::ZnodeOpKind as K;
+impl ZkLockSession {
+    /// One basic znode operation on 100 bytes of data (`--workload znode`).
+    pub async fn znode_call(&self, op: ZnodeOpKind, path: &str) -> Result<(), String> {
+        use ZnodeOpKind as K;
         let data = [b'x'; 100];
         let c = &self.client;
         let r = match op {

@@ -10,8 +10,6 @@
 //! order create, set, get, exists, children, delete, each over the same
 //! `--count` nodes (persistent, 100 bytes), so every call succeeds.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,79 +19,13 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::config::{BenchConfig, DeploySpec};
-use crate::lock::{each_deployment, LockLatency};
+use crate::config::BenchConfig;
+#[cfg(feature = "zookeeper")]
+use crate::config::DeploySpec;
+pub use crate::config::{ZnodeOpKind, ZnodeOpsConfig};
+use crate::lock::LockLatency;
+use crate::sweep::{each_deployment, finish};
 use crate::target::Deployment;
-
-/// A basic znode operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ZnodeOpKind {
-    Create,
-    Set,
-    Get,
-    Exists,
-    Children,
-    Delete,
-}
-
-impl ZnodeOpKind {
-    pub const ALL: [ZnodeOpKind; 6] = [
-        ZnodeOpKind::Create,
-        ZnodeOpKind::Set,
-        ZnodeOpKind::Get,
-        ZnodeOpKind::Exists,
-        ZnodeOpKind::Children,
-        ZnodeOpKind::Delete,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            ZnodeOpKind::Create => "create",
-            ZnodeOpKind::Set => "set",
-            ZnodeOpKind::Get => "get",
-            ZnodeOpKind::Exists => "exists",
-            ZnodeOpKind::Children => "children",
-            ZnodeOpKind::Delete => "delete",
-        }
-    }
-}
-
-impl fmt::Display for ZnodeOpKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ZnodeOpKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        (ZnodeOpKind::ALL.into_iter())
-            .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown znode operation '{s}' (create, set, get, exists, children, delete)"
-                )
-            })
-    }
-}
-
-/// `--ops`, `--count`.
-#[derive(Clone, Debug, Serialize)]
-pub struct ZnodeOpsConfig {
-    /// Run in this order (a delete needs its create before it).
-    pub ops: Vec<ZnodeOpKind>,
-    /// Calls per operation and mode.
-    pub count: usize,
-}
-
-impl Default for ZnodeOpsConfig {
-    fn default() -> Self {
-        ZnodeOpsConfig {
-            ops: ZnodeOpKind::ALL.to_vec(),
-            count: 1000,
-        }
-    }
-}
 
 /// Each node's data (zk-smoketest's default size is 25 bytes; 100 is a
 /// small configuration value).
@@ -124,6 +56,13 @@ impl ZnodeCalls for ZkClient {
             ZnodeOpKind::Delete => self.delete(path, None).await,
         };
         r.map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(feature = "zookeeper")]
+impl ZnodeCalls for crate::zk::ZkLockSession {
+    async fn call(&self, op: ZnodeOpKind, path: &str) -> Result<(), String> {
+        self.znode_call(op, path).await
     }
 }
 
@@ -269,7 +208,6 @@ async fn run_on(cfg: &BenchConfig, d: &Deployment, tag: &str) -> Result<Vec<OpsR
 /// The znode-operation sweep. Exit 0 = done and no call failed; 1 = a call
 /// failed or the run ended early; 2 = nothing could start.
 pub fn run(cfg: &BenchConfig, rt: &tokio::runtime::Runtime) -> std::process::ExitCode {
-    use std::process::ExitCode;
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -279,46 +217,30 @@ pub fn run(cfg: &BenchConfig, rt: &tokio::runtime::Runtime) -> std::process::Exi
         results.extend(run_on(cfg, d, &tag).await?);
         Ok(())
     });
-    let (results, incomplete) = match rt.block_on(sweep) {
-        Ok(r) => r,
-        Err(line) => {
-            eprintln!("quorumkv bench: {line}");
-            return ExitCode::from(2);
+    let write =
+        |dir: &std::path::Path, results: &[OpsResult], _incomplete: bool| match std::fs::write(
+            dir.join("znode.csv"),
+            to_csv(results),
+        ) {
+            Ok(()) => Ok(format!("wrote znode.csv to {}/", dir.display())),
+            Err(e) => Err(format!("cannot write {}/znode.csv: {e}", dir.display())),
+        };
+    let failed = |results: &[OpsResult]| {
+        let failed: Vec<&OpsResult> = results.iter().filter(|r| r.errors > 0).collect();
+        for r in &failed {
+            eprintln!(
+                "quorumkv bench: {} {} {}: {} of {} calls failed; first: {}",
+                r.target,
+                r.mode,
+                r.op,
+                r.errors,
+                r.count,
+                r.first_error.as_deref().unwrap_or("-")
+            );
         }
+        !failed.is_empty()
     };
-    print!("{}", table(&results));
-    if let Some(dir) = &cfg.out {
-        match std::fs::write(dir.join("znode.csv"), to_csv(&results)) {
-            Ok(()) => println!("wrote znode.csv to {}/", dir.display()),
-            Err(e) => {
-                eprintln!(
-                    "quorumkv bench: cannot write {}/znode.csv: {e}",
-                    dir.display()
-                );
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let failed: Vec<&OpsResult> = results.iter().filter(|r| r.errors > 0).collect();
-    for r in &failed {
-        eprintln!(
-            "quorumkv bench: {} {} {}: {} of {} calls failed; first: {}",
-            r.target,
-            r.mode,
-            r.op,
-            r.errors,
-            r.count,
-            r.first_error.as_deref().unwrap_or("-")
-        );
-    }
-    if let Some(why) = &incomplete {
-        eprintln!("quorumkv bench: run ended early, results cover what was measured: {why}");
-    }
-    if failed.is_empty() && incomplete.is_none() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    finish(cfg, rt.block_on(sweep), table, write, failed)
 }
 
 const CSV_HEADER: &str = "target,replicas,rtt_client_ms,rtt_peer_ms,op,mode,count,per_op_ms,\

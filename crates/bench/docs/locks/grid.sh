@@ -10,33 +10,14 @@
 # ZK=1: the same recipes on a 3-server ZooKeeper 3.8 ensemble in memory instead, one per point,
 # its round trips added by relays (scripts/peers.sh start zookeeper --rtt-client/--rtt-peer).
 cd "$(dirname "$0")/../../../.."
+. crates/bench/docs/common.sh
 OUT=${1:-crates/bench/docs/locks/grid}
 RTTS=${2:-0 50 100 150 200 250}
-mkdir -p "$OUT"
-for rc in $RTTS; do
-  for rp in $RTTS; do
-    d="$OUT/c$rc-p$rp"
-    [ -f "$d/lock.csv" ] && continue   # resumable
-    rm -rf "$d"
-    if [ -n "$ZK" ]; then
-      rtt=()
-      [ "$rc" != 0 ] && rtt+=(--rtt-client "${rc}ms")
-      [ "$rp" != 0 ] && rtt+=(--rtt-peer "${rp}ms")
-      scripts/peers.sh stop zookeeper >/dev/null 2>&1 || true
-      if ! T=$(scripts/peers.sh start zookeeper --replicas 3 --memory "${rtt[@]}" | tail -1); then
-        echo "point c$rc-p$rp: ZooKeeper did not start"; continue
-      fi
-      where=(--target "$T")
-    else
-      # init-limit: discovery and sync take several peer round trips.
-      where=(--protocol zab --replicas 3 --durability memory --rtt-client "${rc}ms" --rtt-peer "${rp}ms"
-        --opt init-limit=3s --port-base 7600)
-    fi
-    # shellcheck disable=SC2086
-    "${QKV:-target/release/quorumkv}" bench "${where[@]}" --workload lock $EXTRA \
-      --arrival-ms 500 --cs-ms 1 --poll-ms 10 --duration 8s --warmup 1s --no-progress \
-      --out "$d" > "$d.txt" 2>&1 || echo "point c$rc-p$rp failed: see $d.txt"
-  done
-done
-[ -n "$ZK" ] && scripts/peers.sh stop zookeeper >/dev/null 2>&1
+point() {
+  # shellcheck disable=SC2086
+  "$Q" bench "${where[@]}" --workload lock $EXTRA \
+    --arrival-ms 500 --cs-ms 1 --poll-ms 10 --duration 8s --warmup 1s --no-progress \
+    --out "$3" > "$3.txt" 2>&1
+}
+grid "$OUT" "$RTTS" lock.csv 3 point
 TITLE=${ZK:+ZooKeeper 3.8} python3 crates/bench/docs/locks/heatmap.py "$OUT" "$RTTS" > "$OUT/table.md"

@@ -11,12 +11,8 @@
 # Needs target/release/quorumkv (or QKV=path). ~5 min per call.
 set -e
 cd "$(dirname "$0")/../../../.."
-label=$1 dur=$2 n=$3 zkmode=$4
-D=crates/bench/docs/locks/vs-zk
-mkdir -p $D
-scripts/peers.sh stop zookeeper >/dev/null 2>&1 || true
-T=$(scripts/peers.sh start zookeeper --replicas "$n" $zkmode | tail -1)
-Q=${QKV:-target/release/quorumkv}
+. crates/bench/docs/common.sh
+vs_zk_start crates/bench/docs/locks/vs-zk "$@"
 B="$Q bench --target local,$T --protocol zab --replicas $n --durability $dur --workload lock --duration 10s --warmup 2s --no-progress"
 # ZooKeeper's JIT warms up first (not recorded).
 $Q bench --target "$T" --workload lock --recipe queue,tas-watch --locks 20 \

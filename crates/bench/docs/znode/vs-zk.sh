@@ -9,12 +9,8 @@
 # Needs target/release/quorumkv (or QKV=path). ~2 min per call.
 set -e
 cd "$(dirname "$0")/../../../.."
-label=$1 dur=$2 n=$3 zkmode=$4
-D=crates/bench/docs/znode/vs-zk
-mkdir -p $D
-scripts/peers.sh stop zookeeper >/dev/null 2>&1 || true
-T=$(scripts/peers.sh start zookeeper --replicas "$n" $zkmode | tail -1)
-Q=${QKV:-target/release/quorumkv}
+. crates/bench/docs/common.sh
+vs_zk_start crates/bench/docs/znode/vs-zk "$@"
 # ZooKeeper's JIT warms up first (not recorded).
 $Q bench --target "$T" --workload znode --count 2000 --no-progress --no-out >/dev/null 2>&1
 rm -rf $D/$label
