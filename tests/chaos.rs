@@ -16,6 +16,19 @@ fn chaos(args: &[&str]) -> Output {
         .expect("quorumkv runs")
 }
 
+/// `quorumkv chaos` with `args` (split at spaces): its exit code and output.
+fn run(args: &str) -> (Option<i32>, String) {
+    let out = chaos(&args.split(' ').collect::<Vec<_>>());
+    (out.status.code(), text(&out))
+}
+
+/// Assert that the output `t` says every one of `parts`.
+fn assert_says(t: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(t.contains(part), "{part:?} is missing from: {t}");
+    }
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -31,24 +44,23 @@ fn kills_and_pauses_of_a_memory_cluster_stay_linearizable() {
     let dir = std::env::temp_dir().join(format!("chaos-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let hist = dir.join("history.jsonl");
-    let out = chaos(&[
-        "--durability",
-        "memory",
-        "--faults",
-        "kill,pause",
-        "--duration",
-        "5s",
-        "--seed",
-        "3",
-        "--history",
-        hist.to_str().unwrap(),
-    ]);
+    let args = "--durability memory --faults kill,pause --duration 5s --seed 3 --history";
+    let mut args: Vec<&str> = args.split(' ').collect();
+    args.push(hist.to_str().unwrap());
+    let out = chaos(&args);
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("verdict: LINEARIZABLE"), "{t}");
-    assert!(t.contains("(SIGKILL)") && t.contains("restart 1"), "{t}");
-    assert!(t.contains("(SIGSTOP)") && t.contains("(SIGCONT)"), "{t}");
-    assert!(t.contains("final read of 8 of 8 keys"), "{t}");
+    assert_says(
+        &t,
+        &[
+            "verdict: LINEARIZABLE",
+            "(SIGKILL)",
+            "restart 1",
+            "(SIGSTOP)",
+            "(SIGCONT)",
+            "final read of 8 of 8 keys",
+        ],
+    );
     // The history file is what `quorumkv check` reads, with every client's
     // operations and the final reads (logical client 8).
     let h =
@@ -61,21 +73,10 @@ fn kills_and_pauses_of_a_memory_cluster_stay_linearizable() {
 /// Every replica killed at once (at least once: the first fault comes
 /// within 1.5 s), on many keys of which few are written again after the
 /// restart before the final reads.
-fn kill_all_run(durability: &str) -> Output {
-    chaos(&[
-        "--durability",
-        durability,
-        "--faults",
-        "kill-all",
-        "--duration",
-        "3s",
-        "--keys",
-        "200",
-        "--clients",
-        "2",
-        "--seed",
-        "1",
-    ])
+fn kill_all_run(durability: &str) -> (Option<i32>, String) {
+    run(&format!(
+        "--durability {durability} --faults kill-all --duration 3s --keys 200 --clients 2 --seed 1"
+    ))
 }
 
 /// Memory replicas keep nothing: killing every one at once loses every
@@ -83,11 +84,15 @@ fn kill_all_run(durability: &str) -> Output {
 /// written again after the restart) show as a violation. Expected.
 #[test]
 fn memory_kill_all_loses_acknowledged_writes_and_exits_1() {
-    let out = kill_all_run("memory");
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{t}");
-    assert!(t.contains("kill-all: every replica (SIGKILL)"), "{t}");
-    assert!(t.contains("verdict: NOT LINEARIZABLE"), "{t}");
+    let (code, t) = kill_all_run("memory");
+    assert_eq!(code, Some(1), "{t}");
+    assert_says(
+        &t,
+        &[
+            "kill-all: every replica (SIGKILL)",
+            "verdict: NOT LINEARIZABLE",
+        ],
+    );
     assert!(t.contains("-> nil"), "a lost write reads as nil: {t}");
     let lost: u64 = (t.lines())
         .find_map(|l| l.strip_prefix("acknowledged writes lost: "))
@@ -103,51 +108,36 @@ fn memory_kill_all_loses_acknowledged_writes_and_exits_1() {
 #[test]
 fn durable_clusters_survive_kill_all() {
     for durability in ["fsync", "buffered"] {
-        let out = kill_all_run(durability);
-        let t = text(&out);
-        assert_eq!(out.status.code(), Some(0), "{durability}: {t}");
-        assert!(t.contains("kill-all: every replica (SIGKILL)"), "{t}");
-        assert!(
-            t.contains("restart all (each reloads its data directory)"),
-            "{t}"
+        let (code, t) = kill_all_run(durability);
+        assert_eq!(code, Some(0), "{durability}: {t}");
+        assert_says(
+            &t,
+            &[
+                "kill-all: every replica (SIGKILL)",
+                "restart all (each reloads its data directory)",
+                "final read of 200 of 200 keys",
+                "verdict: LINEARIZABLE",
+            ],
         );
-        assert!(t.contains("final read of 200 of 200 keys"), "{t}");
-        assert!(t.contains("verdict: LINEARIZABLE"), "{t}");
     }
 }
 
 /// Kills of one replica or a minority, and all at once, under fsync.
 #[test]
 fn fsync_cluster_survives_kills_and_kill_all() {
-    let out = chaos(&[
-        "--durability",
-        "fsync",
-        "--faults",
-        "kill,kill-all",
-        "--duration",
-        "5s",
-        "--seed",
-        "2",
-    ]);
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("kill-all: every replica (SIGKILL)"), "{t}");
-    assert!(t.contains("verdict: LINEARIZABLE"), "{t}");
+    let (code, t) = run("--durability fsync --faults kill,kill-all --duration 5s --seed 2");
+    assert_eq!(code, Some(0), "{t}");
+    assert_says(
+        &t,
+        &["kill-all: every replica (SIGKILL)", "verdict: LINEARIZABLE"],
+    );
 }
 
 #[test]
 fn a_cluster_that_cannot_start_is_exit_2() {
-    let out = chaos(&[
-        "--durability",
-        "memory",
-        "--replicas",
-        "0",
-        "--duration",
-        "1s",
-    ]);
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{t}");
-    assert!(t.contains("--replicas must be between 1 and 63"), "{t}");
+    let (code, t) = run("--durability memory --replicas 0 --duration 1s");
+    assert_eq!(code, Some(2), "{t}");
+    assert_says(&t, &["--replicas must be between 1 and 63"]);
 }
 
 /// The primitives chaos is made of: a paused replica answers nothing until
@@ -186,45 +176,31 @@ async fn local_cluster_pauses_resumes_and_restarts_without_recovery() {
 /// the sessions the clients still use).
 #[test]
 fn znode_workload_under_kills_and_pauses() {
-    let out = chaos(&[
-        "--protocol",
-        "zab",
-        "--workload",
-        "znode",
-        "--clients",
-        "3",
-        "--duration",
-        "6s",
-        "--seed",
-        "3",
-    ]);
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("(SIGKILL)") && t.contains("(SIGSTOP)"), "{t}");
-    assert!(t.contains("final read: 5 of 5 znode reads answered"), "{t}");
-    assert!(t.contains("znode verdict: znode history of"), "{t}");
-    assert!(t.contains("operations: linearizable"), "{t}");
+    let znode = "--protocol zab --workload znode --clients 3";
+    let (code, t) = run(&format!("{znode} --duration 6s --seed 3"));
+    assert_eq!(code, Some(0), "{t}");
+    assert_says(
+        &t,
+        &[
+            "(SIGKILL)",
+            "(SIGSTOP)",
+            "final read: 5 of 5 znode reads answered",
+            "znode verdict: znode history of",
+            "operations: linearizable",
+        ],
+    );
 
-    let out = chaos(&[
-        "--protocol",
-        "zab",
-        "--workload",
-        "znode",
-        "--clients",
-        "3",
-        "--duration",
-        "4s",
-        "--seed",
-        "1",
-        "--durability",
-        "memory",
-        "--faults",
-        "kill-all",
-    ]);
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{t}");
-    assert!(t.contains("kill-all: every replica (SIGKILL)"), "{t}");
-    assert!(t.contains("no order agrees with the znode model"), "{t}");
+    let (code, t) = run(&format!(
+        "{znode} --duration 4s --seed 1 --durability memory --faults kill-all"
+    ));
+    assert_eq!(code, Some(1), "{t}");
+    assert_says(
+        &t,
+        &[
+            "kill-all: every replica (SIGKILL)",
+            "no order agrees with the znode model",
+        ],
+    );
 }
 
 /// Seed 001's lock recipes on real processes under kills and pauses: every
@@ -234,25 +210,14 @@ fn znode_workload_under_kills_and_pauses() {
 /// so a fenced resource would refuse every later holder).
 #[test]
 fn lock_recipes_under_kills_and_pauses() {
-    let out = chaos(&["--recipe", "tas"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("--recipe applies to --workload lock only"));
+    let (code, t) = run("--recipe tas");
+    assert_eq!(code, Some(2), "{t}");
+    assert_says(&t, &["--recipe applies to --workload lock only"]);
 
-    let out = chaos(&[
-        "--protocol",
-        "zab",
-        "--workload",
-        "lock",
-        "--clients",
-        "2",
-        "--duration",
-        "6s",
-        "--seed",
-        "3",
-    ]);
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("(SIGKILL)") && t.contains("(SIGSTOP)"), "{t}");
+    let lock = "--protocol zab --workload lock";
+    let (code, t) = run(&format!("{lock} --clients 2 --duration 6s --seed 3"));
+    assert_eq!(code, Some(0), "{t}");
+    assert_says(&t, &["(SIGKILL)", "(SIGSTOP)"]);
     for recipe in ["tas", "tas-watch", "async-tas", "queue", "async-queue"] {
         let line = (t.lines())
             .find(|l| l.starts_with(&format!("lock {recipe}: ")))
@@ -266,28 +231,17 @@ fn lock_recipes_under_kills_and_pauses() {
         assert!(holds >= 20, "{line}");
     }
 
-    let out = chaos(&[
-        "--protocol",
-        "zab",
-        "--workload",
-        "lock",
-        "--recipe",
-        "tas,queue",
-        "--clients",
-        "2",
-        "--duration",
-        "5s",
-        "--seed",
-        "1",
-        "--durability",
-        "memory",
-        "--faults",
-        "kill-all",
-    ]);
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{t}");
-    assert!(t.contains("TOKEN VIOLATIONS, first: "), "{t}");
-    assert!(t.contains("--workload lock --recipe tas,queue"), "{t}");
+    let (code, t) = run(&format!(
+        "{lock} --recipe tas,queue --clients 2 --duration 5s --seed 1 --durability memory --faults kill-all"
+    ));
+    assert_eq!(code, Some(1), "{t}");
+    assert_says(
+        &t,
+        &[
+            "TOKEN VIOLATIONS, first: ",
+            "--workload lock --recipe tas,queue",
+        ],
+    );
 }
 
 /// Every protocol on fsync replicas under a kill of one replica, a kill of
@@ -296,36 +250,19 @@ fn lock_recipes_under_kills_and_pauses() {
 /// nothing acknowledged lost in the final read-back, and each of the three
 /// faults in the counts.
 fn fsync_kill_pause_kill_all(protocol: &str) {
-    let out = chaos(&[
-        "--protocol",
-        protocol,
-        "--durability",
-        "fsync",
-        "--faults",
-        "kill,pause,kill-all",
-        "--duration",
-        "8s",
-        "--seed",
-        "418",
-    ]);
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{protocol}: {t}");
-    assert!(t.contains("verdict: LINEARIZABLE"), "{protocol}: {t}");
-    assert!(
-        t.contains("acknowledged writes lost: 0 ("),
-        "{protocol}: {t}"
-    );
-    assert!(
-        t.contains("final read-back of 8 of 8 keys"),
-        "{protocol}: {t}"
-    );
-    assert!(
-        t.contains("kill-all: every replica (SIGKILL)"),
-        "{protocol}: {t}"
-    );
-    assert!(
-        t.contains("restart all (each reloads its data directory)"),
-        "{protocol}: {t}"
+    let (code, t) = run(&format!(
+        "--protocol {protocol} --durability fsync --faults kill,pause,kill-all --duration 8s --seed 418"
+    ));
+    assert_eq!(code, Some(0), "{protocol}: {t}");
+    assert_says(
+        &t,
+        &[
+            "verdict: LINEARIZABLE",
+            "acknowledged writes lost: 0 (",
+            "final read-back of 8 of 8 keys",
+            "kill-all: every replica (SIGKILL)",
+            "restart all (each reloads its data directory)",
+        ],
     );
     let counts = fault_counts(&t);
     assert!(
@@ -395,28 +332,16 @@ fn free_base(salt: u16) -> u16 {
 fn port_base_lays_out_the_ports_and_names_a_taken_one() {
     let b = free_base(0);
     let held = std::net::TcpListener::bind(("127.0.0.1", b + 102)).unwrap();
-    let args = [
-        "--durability",
-        "memory",
-        "--faults",
-        "none",
-        "--duration",
-        "1s",
-    ];
-    let out = chaos(&[&args[..], &["--port-base", &b.to_string()]].concat());
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{t}");
+    let args = "--durability memory --faults none --duration 1s --port-base";
+    let (code, t) = run(&format!("{args} {b}"));
+    assert_eq!(code, Some(2), "{t}");
     let port = b + 102;
-    assert!(
-        t.contains(&format!("port {port} (replica 2's RESP port) is taken")),
-        "{t}"
-    );
-    assert!(t.contains("pick another --port-base"), "{t}");
+    let taken = format!("port {port} (replica 2's RESP port) is taken");
+    assert_says(&t, &[&taken, "pick another --port-base"]);
     drop(held);
     let b = free_base(1);
-    let out = chaos(&[&args[..], &["--port-base", &b.to_string()]].concat());
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{t}");
+    let (code, t) = run(&format!("{args} {b}"));
+    assert_eq!(code, Some(0), "{t}");
     let line = format!(
         "ports: replica i on 127.0.0.1 port {b}+i (clients and peers: {}..{}) and RESP {}+i",
         b + 1,

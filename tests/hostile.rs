@@ -18,15 +18,10 @@ use tokio::net::TcpStream;
 const MIB: u64 = 1024 * 1024;
 
 async fn start_with(args: &[&str]) -> LocalCluster {
-    let mut server_args = vec!["--op-timeout".to_string(), "1s".to_string()];
-    server_args.extend(args.iter().map(|a| a.to_string()));
+    let server_args = [&["--op-timeout", "1s"][..], args].concat();
     let cfg = LocalClusterConfig {
-        protocol: "abd".parse().expect("abd is registered"),
-        replicas: 3,
-        binary: binary(),
-        server_args,
         ready_timeout: Duration::from_secs(20),
-        ..Default::default()
+        ..common::cluster_cfg("abd", 3, &server_args)
     };
     LocalCluster::start(cfg).await.expect("cluster starts")
 }
@@ -372,15 +367,15 @@ async fn client_endpoints_accept_host_names() {
         .collect();
     let list = names.join(",");
     for mode in ["direct", "proxy"] {
-        let out = std::process::Command::new(binary())
-            .args(["put", "host", mode, "--mode", mode, "--endpoints", &list])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::run_ok(std::process::Command::new(binary()).args([
+            "put",
+            "host",
+            mode,
+            "--mode",
+            mode,
+            "--endpoints",
+            &list,
+        ]));
     }
     let out = std::process::Command::new(binary())
         .args(["get", "host", "--endpoints", &list])

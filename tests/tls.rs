@@ -405,24 +405,8 @@ async fn sighup_reloads_certificates_and_a_bad_file_keeps_the_old_ones() {
     );
     assert!(!before.dns.contains(&"renewed.example".to_string()));
     // Renew replica 1's certificate with another name, then SIGHUP it.
-    let out = Command::new(binary())
-        .args([
-            "cert",
-            "replica",
-            "--id",
-            "1",
-            "--host",
-            "renewed.example",
-            "--dir",
-        ])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let renew = ["cert", "replica", "--id", "1", "--host", "renewed.example"];
+    common::run_ok(Command::new(binary()).args(renew).arg("--dir").arg(&dir));
     let hup = |c: &LocalCluster| {
         let pid = c.pid(1).expect("replica 1 runs") as i32;
         // SAFETY: kill(2) on our own child.

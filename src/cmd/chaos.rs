@@ -176,6 +176,12 @@ pub enum HostsMode {
     Netns,
 }
 
+/// `--workload znode`'s history, and how many final reads were answered.
+type ZnodeResult = (
+    Vec<quorumkv_check::SpecOp<quorumkv_check::znode::ZnodeOp>>,
+    u64,
+);
+
 /// What the run produced, for the report.
 struct Run {
     timeline: Timeline,
@@ -185,10 +191,7 @@ struct Run {
     keys_read: u64,
     /// `--workload znode`: the znode history, and how many final reads
     /// were answered.
-    znode: Option<(
-        Vec<quorumkv_check::SpecOp<quorumkv_check::znode::ZnodeOp>>,
-        u64,
-    )>,
+    znode: Option<ZnodeResult>,
     /// `--workload lock`: each lock's verdict.
     locks: Vec<lock::LockVerdict>,
     /// The worst heal-to-serve times.
@@ -318,93 +321,14 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         ..a.shape.config(binary)
     };
     let (mut cluster, _ports) = start_cluster(a, cfg).await?;
-    let counts = Arc::new(OpCounts::default());
-    let client_cfg = ClientConfig {
-        mode: a.client_mode,
-        op_timeout: a.op_timeout,
-        options: a.shape.opt.clone(),
-        ..Default::default()
-    };
-    let addrs = cluster.native_addrs();
-    let is_znode = a.workload == ChaosWorkload::Znode;
-    let znode_run = match is_znode {
-        true => Some(znode_run(a, &addrs, &client_cfg, seed, &counts).await?),
-        false => None,
-    };
-    let lock_run = match a.workload {
-        ChaosWorkload::Lock => {
-            let run = Arc::new(lock::LockRun {
-                endpoints: addrs.clone(),
-                cfg: client_cfg.clone(),
-                seed,
-                recipes: a.recipe.clone(),
-                start: tokio::time::Instant::now(),
-                counts: counts.clone(),
-                logs: a.recipe.iter().map(|_| Default::default()).collect(),
-            });
-            lock::prepare(&run).await?;
-            Some(run)
-        }
-        _ => None,
-    };
-    let mut clients = Vec::new();
-    let kv_clients = match a.workload {
-        ChaosWorkload::Kv => a.clients,
-        _ => 0,
-    };
-    for _ in 0..kv_clients + 2 {
-        clients.push(Client::connect(addrs.clone(), client_cfg.clone()).await?);
-    }
-    let final_client = clients.pop().expect("two more than --clients");
-    let rec = Recorder::new();
-    let mut liveness = Liveness {
-        client: clients.pop().expect("two more than --clients"),
-        log: rec.client(a.clients + 1),
-        keys: a.keys,
-        counts: counts.clone(),
-        worst: Default::default(),
-    };
-
+    let (mut clients, mut liveness) = Clients::connect(a, &cluster.native_addrs(), seed).await?;
     let pb = progress_bar(a);
-    let echo = pb
-        .clone()
-        .map(|pb| -> timeline::Echo { Box::new(move |l: &str| pb.println(l)) });
-    let mut timeline = Timeline::new(Instant::now(), echo);
+    let mut timeline = echoing_timeline(&pb);
     let faults = Arc::new(FaultCounts::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = match (&znode_run, &lock_run) {
-        (Some(run), _) => (0..a.clients)
-            .map(|id| tokio::spawn(znode::client_loop(run.clone(), id, stop.clone())))
-            .collect(),
-        (_, Some(run)) => (0..run.recipes.len())
-            .flat_map(|r| (0..a.clients).map(move |c| (r, c)))
-            .map(|(r, c)| {
-                let id = r as u64 * a.clients + c;
-                tokio::spawn(lock::client_loop(run.clone(), r, id, stop.clone()))
-            })
-            .collect(),
-        _ => (clients.into_iter().enumerate())
-            .map(|(i, c)| {
-                let id = i as u64;
-                let log = rec.client(id);
-                let job =
-                    workload::client_loop(c, log, id, a.keys, seed, stop.clone(), counts.clone());
-                tokio::spawn(job)
-            })
-            .collect(),
-    };
-    let ticker = pb.clone().map(|pb| {
-        let (counts, faults, start) = (counts.clone(), faults.clone(), tokio::time::Instant::now());
-        tokio::spawn(async move {
-            loop {
-                pb.set_position(start.elapsed().as_millis() as u64);
-                pb.set_message(format!("{} ops, {} faults", counts.total(), faults.total()));
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-    });
-
-    timeline.note(match &lock_run {
+    let tasks = clients.spawn(a, seed, &stop);
+    let ticker = pb.clone().map(|pb| ticker(pb, &clients.counts, &faults));
+    timeline.note(match &clients.lock {
         Some(run) => format!(
             "start: {} clients on each of {} locks",
             a.clients,
@@ -445,46 +369,189 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
-    let (keys_read, znode, last_error) = match &znode_run {
-        Some(run) => {
-            timeline.note("clients stopped; final read of the znode paths".to_string());
-            let (read, e) = znode::final_reads(run).await;
-            timeline.note(format!(
-                "final read done ({read} of 5 znode reads answered)"
-            ));
-            (0, Some((run.history.take(), read)), e)
-        }
-        None if lock_run.is_some() => {
-            timeline.note("clients stopped".to_string());
-            (0, None, None)
-        }
-        None => {
-            timeline.note(format!("clients stopped; final read of {} keys", a.keys));
-            let (read, e) =
-                workload::final_reads(&final_client, &rec, a.clients, a.keys, &counts).await;
-            timeline.note(format!("final read done ({read} of {} keys read)", a.keys));
-            (read, None, e)
-        }
-    };
-    if let Some(e) = last_error {
-        timeline.note(format!("a final read failed: {e}"));
-    }
-    drop(final_client);
+    let (keys_read, znode) = clients.final_reads(a, &mut timeline).await;
+    drop(clients.last);
     // Its log goes into the history when it is dropped.
     let liveness_text = liveness.summary();
     drop(liveness);
     cluster.stop().await;
     Ok(Run {
         timeline,
-        history: rec.history(),
-        counts,
+        history: clients.rec.history(),
+        counts: clients.counts,
         faults,
         keys_read,
         znode,
-        locks: lock_run.as_deref().map(lock::verdicts).unwrap_or_default(),
+        locks: clients
+            .lock
+            .as_deref()
+            .map(lock::verdicts)
+            .unwrap_or_default(),
         liveness: liveness_text,
         error,
     })
+}
+
+/// A timeline that also prints its lines above the progress bar.
+fn echoing_timeline(pb: &Option<indicatif::ProgressBar>) -> Timeline {
+    let echo = pb
+        .clone()
+        .map(|pb| -> timeline::Echo { Box::new(move |l: &str| pb.println(l)) });
+    Timeline::new(Instant::now(), echo)
+}
+
+/// The progress bar's ticker: elapsed time, operations and faults.
+fn ticker(
+    pb: indicatif::ProgressBar,
+    counts: &Arc<OpCounts>,
+    faults: &Arc<FaultCounts>,
+) -> tokio::task::JoinHandle<()> {
+    let (counts, faults, start) = (counts.clone(), faults.clone(), tokio::time::Instant::now());
+    tokio::spawn(async move {
+        loop {
+            pb.set_position(start.elapsed().as_millis() as u64);
+            pb.set_message(format!("{} ops, {} faults", counts.total(), faults.total()));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// The clients of one run, of whichever workload.
+struct Clients {
+    counts: Arc<OpCounts>,
+    rec: Recorder,
+    /// `--workload znode`.
+    znode: Option<Arc<znode::ZnodeRun>>,
+    /// `--workload lock`.
+    lock: Option<Arc<lock::LockRun>>,
+    /// `--workload kv`: one per --clients (until spawned).
+    kv: Vec<Client>,
+    /// Reads every key at the end.
+    last: Client,
+}
+
+impl Clients {
+    /// Connect the workload's clients, and the liveness checker's.
+    async fn connect(
+        a: &Args,
+        addrs: &[std::net::SocketAddr],
+        seed: u64,
+    ) -> anyhow::Result<(Clients, Liveness)> {
+        let counts = Arc::new(OpCounts::default());
+        let client_cfg = ClientConfig {
+            mode: a.client_mode,
+            op_timeout: a.op_timeout,
+            options: a.shape.opt.clone(),
+            ..Default::default()
+        };
+        let znode = match a.workload == ChaosWorkload::Znode {
+            true => Some(znode_run(a, addrs, &client_cfg, seed, &counts).await?),
+            false => None,
+        };
+        let lock = match a.workload {
+            ChaosWorkload::Lock => {
+                let run = Arc::new(lock::LockRun {
+                    endpoints: addrs.to_vec(),
+                    cfg: client_cfg.clone(),
+                    seed,
+                    recipes: a.recipe.clone(),
+                    start: tokio::time::Instant::now(),
+                    counts: counts.clone(),
+                    logs: a.recipe.iter().map(|_| Default::default()).collect(),
+                });
+                lock::prepare(&run).await?;
+                Some(run)
+            }
+            _ => None,
+        };
+        let mut kv = Vec::new();
+        let kv_clients = match a.workload {
+            ChaosWorkload::Kv => a.clients,
+            _ => 0,
+        };
+        for _ in 0..kv_clients + 2 {
+            kv.push(Client::connect(addrs.to_vec(), client_cfg.clone()).await?);
+        }
+        let last = kv.pop().expect("two more than --clients");
+        let rec = Recorder::new();
+        let liveness = Liveness {
+            client: kv.pop().expect("two more than --clients"),
+            log: rec.client(a.clients + 1),
+            keys: a.keys,
+            counts: counts.clone(),
+            worst: Default::default(),
+        };
+        let clients = Clients {
+            counts,
+            rec,
+            znode,
+            lock,
+            kv,
+            last,
+        };
+        Ok((clients, liveness))
+    }
+
+    /// Start every client's loop; they end once `stop` is set.
+    fn spawn(
+        &mut self,
+        a: &Args,
+        seed: u64,
+        stop: &Arc<AtomicBool>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        match (&self.znode, &self.lock) {
+            (Some(run), _) => (0..a.clients)
+                .map(|id| tokio::spawn(znode::client_loop(run.clone(), id, stop.clone())))
+                .collect(),
+            (_, Some(run)) => (0..run.recipes.len())
+                .flat_map(|r| (0..a.clients).map(move |c| (r, c)))
+                .map(|(r, c)| {
+                    let id = r as u64 * a.clients + c;
+                    tokio::spawn(lock::client_loop(run.clone(), r, id, stop.clone()))
+                })
+                .collect(),
+            _ => (std::mem::take(&mut self.kv).into_iter().enumerate())
+                .map(|(i, c)| {
+                    let id = i as u64;
+                    let log = self.rec.client(id);
+                    let (stop, counts) = (stop.clone(), self.counts.clone());
+                    let job = workload::client_loop(c, log, id, a.keys, seed, stop, counts);
+                    tokio::spawn(job)
+                })
+                .collect(),
+        }
+    }
+
+    /// The final read after the clients stopped: the keys read, and
+    /// `--workload znode`'s history and reads answered.
+    async fn final_reads(&self, a: &Args, timeline: &mut Timeline) -> (u64, Option<ZnodeResult>) {
+        let (keys_read, znode, last_error) = match &self.znode {
+            Some(run) => {
+                timeline.note("clients stopped; final read of the znode paths".to_string());
+                let (read, e) = znode::final_reads(run).await;
+                timeline.note(format!(
+                    "final read done ({read} of 5 znode reads answered)"
+                ));
+                (0, Some((run.history.take(), read)), e)
+            }
+            None if self.lock.is_some() => {
+                timeline.note("clients stopped".to_string());
+                (0, None, None)
+            }
+            None => {
+                timeline.note(format!("clients stopped; final read of {} keys", a.keys));
+                let (read, e) =
+                    workload::final_reads(&self.last, &self.rec, a.clients, a.keys, &self.counts)
+                        .await;
+                timeline.note(format!("final read done ({read} of {} keys read)", a.keys));
+                (read, None, e)
+            }
+        };
+        if let Some(e) = last_error {
+            timeline.note(format!("a final read failed: {e}"));
+        }
+        (keys_read, znode)
+    }
 }
 
 /// Start the cluster on `--port-base`, or on a drawn base (another one

@@ -141,7 +141,7 @@ pub fn run(a: Args) -> ExitCode {
             port_base: Some(a.port_base),
             inherit_logs: true,
             durability: a.durability,
-            data_root: a.data_dir,
+            data_root: a.data_dir.clone(),
             tls: a.tls,
             client_cert_auth: a.client_cert_auth,
             ..a.shape.config(binary)
@@ -150,53 +150,7 @@ pub fn run(a: Args) -> ExitCode {
             Ok(c) => c,
             Err(e) => return super::fail(format!("{e:#}")),
         };
-        let security = if a.client_cert_auth {
-            ", TLS with client certificates"
-        } else if a.tls {
-            ", TLS"
-        } else {
-            ""
-        };
-        let login = match &users {
-            Some(u) => format!(", {} users (clients log in)", u.len()),
-            None => String::new(),
-        };
-        println!(
-            "quorumkv cluster: protocol {}, {} replicas, durability {}{security}{login}",
-            a.shape.protocol, a.shape.replicas, a.durability
-        );
-        for e in cluster.endpoints() {
-            println!("  replica {}  native {}  resp {}  pid {}", e.id, e.native, e.resp, cluster.pid(e.id).unwrap_or(0));
-        }
-        let eps: Vec<String> = cluster.endpoints().iter().map(|e| e.native.to_string()).collect();
-        let first = cluster.endpoints()[0];
-        println!("cluster file: {} (removed when the cluster stops)", cluster.dir().join("cluster.toml").display());
-        let file = cluster.dir().join("cluster.toml");
-        match cluster.cluster_file().tls.as_ref() {
-            None => {
-                println!("export QUORUMKV_ENDPOINTS={}", eps.join(","));
-                println!("try:  quorumkv put hello world   |   quorumkv endpoints status   |   redis-cli -p {} GET hello", first.resp.port());
-                println!("      (with the endpoints above: export them, or --endpoints, or --cluster FILE)");
-            }
-            Some(tls) => {
-                let dir = tls.dir.clone().unwrap_or_default();
-                let (ca, cert, key) = (dir.join("ca.pem"), dir.join("client-quorumkv.pem"), dir.join("client-quorumkv.key"));
-                println!("TLS certificates: {} (CA ca.pem; replica-N.pem/.key; client-quorumkv.pem/.key)", dir.display());
-                println!("export QUORUMKV_CLUSTER={}", file.display());
-                println!("try:  quorumkv put hello world   |   quorumkv endpoints status   (the cluster file's [tls] says how)");
-                println!("      or: quorumkv get hello --endpoints {} --tls-ca {}{}", eps.join(","), ca.display(),
-                    if a.client_cert_auth { format!(" --cert {} --key {}", cert.display(), key.display()) } else { String::new() });
-                println!("      redis-cli --tls --cacert {}{} -p {} GET hello", ca.display(),
-                    if a.client_cert_auth { format!(" --cert {} --key {}", cert.display(), key.display()) } else { String::new() },
-                    first.resp.port());
-            }
-        }
-        if let (Some(u), Some(path)) = (&users, &a.users) {
-            let name = u.list().find(|(_, r)| r.may_write()).or_else(|| u.list().next()).map(|(n, _)| n.to_string()).unwrap_or_else(|| "NAME".into());
-            println!("users: {} (quorumkv user add|passwd|list -f FILE; SIGHUP to a replica reloads it)", path.display());
-            println!("login: quorumkv put hello world --user {name}   (password: --password-file FILE, $QUORUMKV_PASSWORD or a prompt; or export QUORUMKV_USER={name})");
-            println!("       redis-cli{} -p {} --user {name} --pass PASSWORD GET hello", if a.tls { " --tls --cacert ..." } else { "" }, first.resp.port());
-        }
+        let eps = print_banner(&a, &cluster, users.as_ref());
         println!("ready {}", eps.join(","));
         let stop = super::server::shutdown_signal(false);
         tokio::pin!(stop);
@@ -215,4 +169,115 @@ pub fn run(a: Args) -> ExitCode {
         cluster.stop().await;
         ExitCode::SUCCESS
     })
+}
+
+/// What the cluster is and how clients reach it; the native endpoints.
+fn print_banner(
+    a: &Args,
+    cluster: &LocalCluster,
+    users: Option<&quorumkv_node::auth::Users>,
+) -> Vec<String> {
+    let security = if a.client_cert_auth {
+        ", TLS with client certificates"
+    } else if a.tls {
+        ", TLS"
+    } else {
+        ""
+    };
+    let login = match users {
+        Some(u) => format!(", {} users (clients log in)", u.len()),
+        None => String::new(),
+    };
+    println!(
+        "quorumkv cluster: protocol {}, {} replicas, durability {}{security}{login}",
+        a.shape.protocol, a.shape.replicas, a.durability
+    );
+    for e in cluster.endpoints() {
+        println!(
+            "  replica {}  native {}  resp {}  pid {}",
+            e.id,
+            e.native,
+            e.resp,
+            cluster.pid(e.id).unwrap_or(0)
+        );
+    }
+    let eps: Vec<String> = cluster
+        .endpoints()
+        .iter()
+        .map(|e| e.native.to_string())
+        .collect();
+    let first = cluster.endpoints()[0];
+    println!(
+        "cluster file: {} (removed when the cluster stops)",
+        cluster.dir().join("cluster.toml").display()
+    );
+    let file = cluster.dir().join("cluster.toml");
+    match cluster.cluster_file().tls.as_ref() {
+        None => {
+            println!("export QUORUMKV_ENDPOINTS={}", eps.join(","));
+            println!("try:  quorumkv put hello world   |   quorumkv endpoints status   |   redis-cli -p {} GET hello", first.resp.port());
+            println!(
+                "      (with the endpoints above: export them, or --endpoints, or --cluster FILE)"
+            );
+        }
+        Some(tls) => print_tls_hints(a, tls, &file, &eps, first.resp.port()),
+    }
+    if let (Some(u), Some(path)) = (users, &a.users) {
+        print_login(a, u, path, first.resp.port());
+    }
+    eps
+}
+
+/// How clients reach a TLS cluster.
+fn print_tls_hints(
+    a: &Args,
+    tls: &quorumkv_node::config::TlsFile,
+    file: &std::path::Path,
+    eps: &[String],
+    resp_port: u16,
+) {
+    let dir = tls.dir.clone().unwrap_or_default();
+    let (ca, cert, key) = (
+        dir.join("ca.pem"),
+        dir.join("client-quorumkv.pem"),
+        dir.join("client-quorumkv.key"),
+    );
+    println!(
+        "TLS certificates: {} (CA ca.pem; replica-N.pem/.key; client-quorumkv.pem/.key)",
+        dir.display()
+    );
+    println!("export QUORUMKV_CLUSTER={}", file.display());
+    println!("try:  quorumkv put hello world   |   quorumkv endpoints status   (the cluster file's [tls] says how)");
+    let client_cert = match a.client_cert_auth {
+        true => format!(" --cert {} --key {}", cert.display(), key.display()),
+        false => String::new(),
+    };
+    println!(
+        "      or: quorumkv get hello --endpoints {} --tls-ca {}{client_cert}",
+        eps.join(","),
+        ca.display(),
+    );
+    println!(
+        "      redis-cli --tls --cacert {}{client_cert} -p {resp_port} GET hello",
+        ca.display(),
+    );
+}
+
+/// How clients log in, as a user of the users file at `path`.
+fn print_login(a: &Args, u: &quorumkv_node::auth::Users, path: &std::path::Path, resp_port: u16) {
+    let name = u
+        .list()
+        .find(|(_, r)| r.may_write())
+        .or_else(|| u.list().next())
+        .map(|(n, _)| n.to_string())
+        .unwrap_or_else(|| "NAME".into());
+    println!(
+        "users: {} (quorumkv user add|passwd|list -f FILE; SIGHUP to a replica reloads it)",
+        path.display()
+    );
+    println!("login: quorumkv put hello world --user {name}   (password: --password-file FILE, $QUORUMKV_PASSWORD or a prompt; or export QUORUMKV_USER={name})");
+    println!(
+        "       redis-cli{} -p {resp_port} --user {name} --pass PASSWORD GET hello",
+        if a.tls { " --tls --cacert ..." } else { "" },
+    );
 }

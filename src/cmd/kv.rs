@@ -1,8 +1,6 @@
 //! `quorumkv get | put | del`: one operation against a cluster.
 
-use super::auth_args::AuthArgs;
-use super::target::Endpoints;
-use super::tls_args::TlsArgs;
+use super::target::ReachArgs;
 use clap::Args as ClapArgs;
 use quorumkv_node::client::{Client, ClientConfig, ClientError, ClientMode};
 use quorumkv_node::codec::DEFAULT_MAX_FRAME;
@@ -17,11 +15,7 @@ use std::time::Duration;
 #[derive(ClapArgs, Debug)]
 pub struct Target {
     #[command(flatten)]
-    endpoints: Endpoints,
-    #[command(flatten)]
-    tls: TlsArgs,
-    #[command(flatten)]
-    auth: AuthArgs,
+    reach: ReachArgs,
     /// direct: this client coordinates the quorum itself; proxy: a server
     /// does [default: direct, or proxy for a protocol without a client-side
     /// coordinator; asking for direct then is an error]
@@ -86,26 +80,9 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = Result<ExitCode, ClientError>>,
 {
-    let (endpoints, from) = match t.endpoints.names() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("quorumkv: {e:#}");
-            return ExitCode::from(2);
-        }
-    };
-    let tls = match t.tls.client_tls(t.endpoints.cluster_file().as_deref()) {
-        Ok(tls) => tls,
-        Err(e) => {
-            eprintln!("quorumkv: {e:#}");
-            return ExitCode::from(2);
-        }
-    };
-    let credentials = match t.auth.credentials() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("quorumkv: {e:#}");
-            return ExitCode::from(2);
-        }
+    let reach = match t.reach.reach() {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     if t.mode == Some(ClientMode::Proxy) && !t.opt.is_empty() {
         eprintln!(
@@ -118,23 +95,23 @@ where
         .enable_all()
         .build()
         .expect("runtime");
-    let has_opts = !t.opt.is_empty();
+    let (mode, has_opts, timeout) = (t.mode, !t.opt.is_empty(), t.timeout);
+    let cfg = ClientConfig {
+        mode: mode.unwrap_or_default(),
+        op_timeout: timeout,
+        connect_timeout: timeout,
+        options: t.opt,
+        tls: reach.tls,
+        credentials: reach.credentials,
+        ..Default::default()
+    };
     rt.block_on(async move {
-        let cfg = ClientConfig {
-            mode: t.mode.unwrap_or_default(),
-            op_timeout: t.timeout,
-            connect_timeout: t.timeout,
-            options: t.opt,
-            tls,
-            credentials,
-            ..Default::default()
-        };
         // --timeout bounds the whole call: connecting (bounded by the
         // library, with an error naming every endpoint) and the operation.
-        let deadline = tokio::time::Instant::now() + t.timeout;
-        let result = match Client::connect(endpoints, cfg).await {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let result = match Client::connect(reach.endpoints, cfg).await {
             Ok(client) => {
-                if let Some(why) = not_direct(t.mode, has_opts, &client) {
+                if let Some(why) = not_direct(mode, has_opts, &client) {
                     client.close().await;
                     eprintln!("quorumkv: {why}");
                     return ExitCode::from(2);
@@ -150,25 +127,33 @@ where
             }
             Err(e) => Ok(Err(e)),
         };
-        match result {
-            Ok(Ok(code)) => code,
-            Ok(Err(e @ ClientError::Connect(_))) => {
-                eprintln!("quorumkv: {e} (endpoints from {from})");
-                ExitCode::from(2)
-            }
-            Ok(Err(e)) => {
-                eprintln!("quorumkv: {e}");
-                ExitCode::from(2)
-            }
-            Err(_) => {
-                eprintln!(
-                    "quorumkv: no answer within {:?}; the operation may or may not have taken effect",
-                    t.timeout
-                );
-                ExitCode::from(2)
-            }
-        }
+        exit_code(result, &reach.from, timeout)
     })
+}
+
+/// The exit code of a client command's `result`, said on stderr unless 0.
+fn exit_code(
+    result: Result<Result<ExitCode, ClientError>, tokio::time::error::Elapsed>,
+    from: &str,
+    timeout: Duration,
+) -> ExitCode {
+    match result {
+        Ok(Ok(code)) => code,
+        Ok(Err(e @ ClientError::Connect(_))) => {
+            eprintln!("quorumkv: {e} (endpoints from {from})");
+            ExitCode::from(2)
+        }
+        Ok(Err(e)) => {
+            eprintln!("quorumkv: {e}");
+            ExitCode::from(2)
+        }
+        Err(_) => {
+            eprintln!(
+                "quorumkv: no answer within {timeout:?}; the operation may or may not have taken effect"
+            );
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Why a flag that needs a client-side coordinator (`--mode direct`,

@@ -253,18 +253,7 @@ fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
         ..ReplicaAddr::at(replica_id(a), listen)
     }];
     replicas.extend(a.peer.iter().map(|(id, addr)| peer_entry(*id, addr)));
-    let file = ClusterFile {
-        protocol: a.protocol,
-        cluster_id: None,
-        durability: None,
-        data_dir: None,
-        replicas,
-        limits: None,
-        options: Default::default(),
-        tls: None,
-        secret_file: None,
-        users: None,
-    };
+    let file = ClusterFile::new(a.protocol, replicas);
     file.validate()?;
     Ok(file)
 }
@@ -297,86 +286,9 @@ fn tls_settings(a: &Args, cluster: &ClusterFile, id: u32) -> anyhow::Result<Opti
 pub fn run(a: Args) -> ExitCode {
     let id = replica_id(&a);
     super::init_logging("info", Some(format!("replica {id}")));
-    let cluster = match cluster_from_args(&a) {
-        Ok(c) => c,
-        Err(e) => return super::fail(format!("{e:#}")),
-    };
-    if cluster.replica(id).is_none() {
-        return super::fail(format!(
-            "replica id {id} is not in the cluster (ids: {:?})",
-            cluster.members()
-        ));
-    }
-    let tls = match tls_settings(&a, &cluster, id) {
-        Ok(t) => t,
-        Err(e) => return super::fail(format!("{e:#}")),
-    };
-    let mut opts = ServerOptions::new(id, cluster);
-    opts.tls = tls;
-    opts.op_timeout = a.op_timeout;
-    opts.protocol_options = a.opt.clone();
-    opts.recover = a.recover;
-    if opts.cluster.durability.is_none() {
-        // Unless asked otherwise, as durable as the protocol can be.
-        opts.durability = match opts.cluster.protocol.info().persists_state {
-            true => Durability::Fsync,
-            false => Durability::Memory,
-        };
-    }
-    opts.durability = a.durability.unwrap_or(opts.durability);
-    if let Err(e) = opts.check_supported() {
-        return super::fail(format!("{e:#}"));
-    }
-    opts.data_dir = a
-        .data_dir
-        .clone()
-        .or(opts.data_dir.take())
-        .or_else(|| Some(PathBuf::from("quorumkv-data").join(format!("replica-{id}"))));
-    opts.apply_limits(&Limits {
-        max_buffer_bytes: a.max_buffer_bytes,
-        max_queued_bytes: a.max_queued_bytes,
-        read_timeout: a.read_timeout.map(never_if_zero),
-        idle_timeout: a.idle_timeout.map(never_if_zero),
-    });
-    opts.heartbeat = HeartbeatConfig {
-        interval: a.heartbeat_interval,
-        timeout: a.heartbeat_timeout,
-    };
-    if let Err(e) = opts.heartbeat.validate() {
-        return super::fail(e);
-    }
-    // Seed 001's grid ends at 250 ms; a minute is far past any WAN, and
-    // keeps `now + delay` far from overflowing.
-    const MAX_RTT: Duration = Duration::from_secs(60);
-    for (flag, d) in [
-        ("--rtt-client", a.rtt_client),
-        ("--rtt-peer", a.rtt_peer),
-        ("--rtt-jitter", a.rtt_jitter),
-    ] {
-        if d > MAX_RTT {
-            return super::fail(format!("{flag} {d:?} is more than the 60s allowed"));
-        }
-    }
-    opts.rtt_client = a.rtt_client;
-    opts.rtt_peer = a.rtt_peer;
-    opts.rtt_jitter = a.rtt_jitter;
-    let secret_file = a
-        .cluster_secret_file
-        .clone()
-        .or(opts.cluster.secret_file.clone());
-    if let Some(path) = secret_file {
-        match quorumkv_node::peer_auth::ClusterSecret::load(&path) {
-            Ok(s) => opts.secret = Some(s),
-            Err(e) => return super::fail(format!("{e:#}")),
-        }
-    }
-    opts.insecure = a.insecure;
-    if let Err(e) = opts.check_exposure() {
-        return super::fail(format!("{e:#}"));
-    }
-    opts.users = match load_users(&a, &opts.cluster) {
-        Ok(u) => u,
-        Err(e) => return super::fail(format!("{e:#}")),
+    let opts = match server_options(&a, id) {
+        Ok(opts) => opts,
+        Err(e) => return super::fail(e),
     };
     let rt = if a.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -413,6 +325,82 @@ pub fn run(a: Args) -> ExitCode {
     // signal) would never exit while its parent keeps the pipe open.
     rt.shutdown_timeout(Duration::from_secs(2));
     code
+}
+
+/// Replica `id`'s options from its flags and the cluster file; `Err` is
+/// the message to exit with.
+fn server_options(a: &Args, id: u32) -> Result<ServerOptions, String> {
+    let cluster = cluster_from_args(a).map_err(|e| format!("{e:#}"))?;
+    if cluster.replica(id).is_none() {
+        return Err(format!(
+            "replica id {id} is not in the cluster (ids: {:?})",
+            cluster.members()
+        ));
+    }
+    let tls = tls_settings(a, &cluster, id).map_err(|e| format!("{e:#}"))?;
+    let mut opts = ServerOptions::new(id, cluster);
+    opts.tls = tls;
+    opts.op_timeout = a.op_timeout;
+    opts.protocol_options = a.opt.clone();
+    opts.recover = a.recover;
+    if opts.cluster.durability.is_none() {
+        // Unless asked otherwise, as durable as the protocol can be.
+        opts.durability = match opts.cluster.protocol.info().persists_state {
+            true => Durability::Fsync,
+            false => Durability::Memory,
+        };
+    }
+    opts.durability = a.durability.unwrap_or(opts.durability);
+    opts.check_supported().map_err(|e| format!("{e:#}"))?;
+    opts.data_dir = a
+        .data_dir
+        .clone()
+        .or(opts.data_dir.take())
+        .or_else(|| Some(PathBuf::from("quorumkv-data").join(format!("replica-{id}"))));
+    opts.apply_limits(&Limits {
+        max_buffer_bytes: a.max_buffer_bytes,
+        max_queued_bytes: a.max_queued_bytes,
+        read_timeout: a.read_timeout.map(never_if_zero),
+        idle_timeout: a.idle_timeout.map(never_if_zero),
+    });
+    opts.heartbeat = HeartbeatConfig {
+        interval: a.heartbeat_interval,
+        timeout: a.heartbeat_timeout,
+    };
+    opts.heartbeat.validate()?;
+    set_rtt(a, &mut opts)?;
+    let secret_file = a
+        .cluster_secret_file
+        .clone()
+        .or(opts.cluster.secret_file.clone());
+    if let Some(path) = secret_file {
+        let secret = quorumkv_node::peer_auth::ClusterSecret::load(&path);
+        opts.secret = Some(secret.map_err(|e| format!("{e:#}"))?);
+    }
+    opts.insecure = a.insecure;
+    opts.check_exposure().map_err(|e| format!("{e:#}"))?;
+    opts.users = load_users(a, &opts.cluster).map_err(|e| format!("{e:#}"))?;
+    Ok(opts)
+}
+
+/// The simulated round trips (`--rtt-*`), each at most a minute.
+fn set_rtt(a: &Args, opts: &mut ServerOptions) -> Result<(), String> {
+    // Seed 001's grid ends at 250 ms; a minute is far past any WAN, and
+    // keeps `now + delay` far from overflowing.
+    const MAX_RTT: Duration = Duration::from_secs(60);
+    for (flag, d) in [
+        ("--rtt-client", a.rtt_client),
+        ("--rtt-peer", a.rtt_peer),
+        ("--rtt-jitter", a.rtt_jitter),
+    ] {
+        if d > MAX_RTT {
+            return Err(format!("{flag} {d:?} is more than the 60s allowed"));
+        }
+    }
+    opts.rtt_client = a.rtt_client;
+    opts.rtt_peer = a.rtt_peer;
+    opts.rtt_jitter = a.rtt_jitter;
+    Ok(())
 }
 
 /// The users file: --users, else the cluster file's `users` (relative to

@@ -2,8 +2,12 @@
 //! `$QUORUMKV_ENDPOINTS`, `$QUORUMKV_CLUSTER`, or the default local cluster,
 //! in that order. Endpoints may be host names (`localhost:7001`).
 
+use super::auth_args::AuthArgs;
+use super::tls_args::TlsArgs;
 use clap::Args as ClapArgs;
+use quorumkv_node::client::Credentials;
 use quorumkv_node::config::ClusterFile;
+use quorumkv_node::tls::ClientTls;
 use std::path::{Path, PathBuf};
 
 /// `quorumkv cluster`'s endpoints with the default --port-base.
@@ -57,6 +61,46 @@ impl Endpoints {
             return None;
         }
         env_nonempty("QUORUMKV_CLUSTER").map(PathBuf::from)
+    }
+}
+
+/// Where and how a client command connects.
+pub struct Reach {
+    pub endpoints: Vec<String>,
+    /// Where the endpoints came from (said when none answers).
+    pub from: String,
+    pub tls: Option<ClientTls>,
+    pub credentials: Option<Credentials>,
+}
+
+/// The client commands' flags of where and how to connect.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct ReachArgs {
+    #[command(flatten)]
+    endpoints: Endpoints,
+    #[command(flatten)]
+    tls: TlsArgs,
+    #[command(flatten)]
+    auth: AuthArgs,
+}
+
+impl ReachArgs {
+    /// Where and how to connect; an error is said on stderr, as the client
+    /// commands' exit code 2.
+    pub fn reach(&self) -> Result<Reach, std::process::ExitCode> {
+        let reach = || -> anyhow::Result<Reach> {
+            let (names, from) = self.endpoints.names()?;
+            Ok(Reach {
+                endpoints: names,
+                from,
+                tls: (self.tls).client_tls(self.endpoints.cluster_file().as_deref())?,
+                credentials: self.auth.credentials()?,
+            })
+        };
+        reach().map_err(|e| {
+            eprintln!("quorumkv: {e:#}");
+            std::process::ExitCode::from(2)
+        })
     }
 }
 

@@ -3,9 +3,7 @@
 //! coordination service (ZooKeeper's znodes) of a cluster running
 //! `--protocol zab`.
 
-use super::auth_args::AuthArgs;
-use super::target::Endpoints;
-use super::tls_args::TlsArgs;
+use super::target::ReachArgs;
 use clap::{Args as ClapArgs, Subcommand};
 use quorumkv_core::znode::{acl, Acl, Stat, ZkError};
 use quorumkv_node::client::{ClientConfig, ClientError};
@@ -45,11 +43,7 @@ pub struct Args {
 #[derive(ClapArgs, Debug)]
 struct Target {
     #[command(flatten)]
-    endpoints: Endpoints,
-    #[command(flatten)]
-    tls: TlsArgs,
-    #[command(flatten)]
-    auth: AuthArgs,
+    reach: ReachArgs,
     /// Give up after this long, connecting included (`watch` waits for its
     /// event without limit unless --wait says otherwise).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
@@ -207,36 +201,17 @@ impl ZkCmd {
 
 pub fn run(a: Args) -> ExitCode {
     let target = a.cmd.target();
-    let (endpoints, from) = match target.endpoints.names() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("quorumkv: {e:#}");
-            return ExitCode::from(2);
-        }
+    let reach = match target.reach.reach() {
+        Ok(r) => r,
+        Err(code) => return code,
     };
+    let (endpoints, from) = (reach.endpoints, reach.from);
     let timeout = target.timeout;
-    let tls = match target
-        .tls
-        .client_tls(target.endpoints.cluster_file().as_deref())
-    {
-        Ok(tls) => tls,
-        Err(e) => {
-            eprintln!("quorumkv: {e:#}");
-            return ExitCode::from(2);
-        }
-    };
-    let credentials = match target.auth.credentials() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("quorumkv: {e:#}");
-            return ExitCode::from(2);
-        }
-    };
     let cfg = ClientConfig {
         op_timeout: timeout,
         connect_timeout: timeout,
-        tls,
-        credentials,
+        tls: reach.tls,
+        credentials: reach.credentials,
         ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_current_thread()

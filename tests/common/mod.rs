@@ -34,21 +34,38 @@ pub async fn start_cluster_with(
     durability: Durability,
     op_timeout: Duration,
 ) -> LocalCluster {
+    let op_timeout = format!("{}ms", op_timeout.as_millis());
     let cfg = LocalClusterConfig {
-        protocol: "abd".parse().expect("abd is registered"),
-        replicas,
-        binary: binary(),
-        server_args: vec![
-            "--op-timeout".into(),
-            format!("{}ms", op_timeout.as_millis()),
-        ],
-        ready_timeout: Duration::from_secs(60),
         durability,
-        ..Default::default()
+        ..cluster_cfg("abd", replicas, &["--op-timeout", &op_timeout])
     };
     LocalCluster::start(cfg)
         .await
         .expect("local cluster starts")
+}
+
+/// A local cluster of `replicas` replicas of `protocol`, of the built
+/// binary, each started with `server_args` too; 60 s to come up.
+pub fn cluster_cfg(protocol: &str, replicas: usize, server_args: &[&str]) -> LocalClusterConfig {
+    LocalClusterConfig {
+        protocol: protocol.parse().expect("a registered protocol"),
+        replicas,
+        binary: binary(),
+        server_args: server_args.iter().map(|a| a.to_string()).collect(),
+        ready_timeout: Duration::from_secs(60),
+        ..Default::default()
+    }
+}
+
+/// Run `cmd`, asserting that it succeeds (else its stderr is said).
+pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// A tool we need from the system (e.g. redis-cli). In CI it must exist:
@@ -107,12 +124,8 @@ pub fn zk_cli(
 /// started with `server_args` too.
 pub async fn zab_cluster_with(server_args: Vec<String>) -> LocalCluster {
     let cfg = LocalClusterConfig {
-        protocol: "zab".parse().expect("zab is registered"),
-        replicas: 3,
-        binary: binary(),
         server_args,
-        ready_timeout: Duration::from_secs(60),
-        ..Default::default()
+        ..cluster_cfg("zab", 3, &[])
     };
     LocalCluster::start(cfg)
         .await

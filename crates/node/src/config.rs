@@ -363,17 +363,23 @@ impl ClusterFile {
     /// RESP port `base + 100 + i`.
     pub fn local(protocol: ProtocolKind, replicas: usize, base: u16) -> ClusterFile {
         let ip = std::net::Ipv4Addr::LOCALHOST;
+        let replicas = (1..=replicas as u16)
+            .map(|i| ReplicaAddr {
+                resp: Some(SocketAddr::from((ip, base + 100 + i))),
+                ..ReplicaAddr::at(i as NodeId, SocketAddr::from((ip, base + i)))
+            })
+            .collect();
+        ClusterFile::new(protocol, replicas)
+    }
+
+    /// A cluster of `replicas`, every other setting at its default.
+    pub fn new(protocol: ProtocolKind, replicas: Vec<ReplicaAddr>) -> ClusterFile {
         ClusterFile {
             protocol,
             cluster_id: None,
             durability: None,
             data_dir: None,
-            replicas: (1..=replicas as u16)
-                .map(|i| ReplicaAddr {
-                    resp: Some(SocketAddr::from((ip, base + 100 + i))),
-                    ..ReplicaAddr::at(i as NodeId, SocketAddr::from((ip, base + i)))
-                })
-                .collect(),
+            replicas,
             limits: None,
             options: Default::default(),
             tls: None,

@@ -182,18 +182,12 @@ pub struct Driver<P: Protocol + Send + 'static> {
 /// catches up.
 #[derive(Debug)]
 enum Gated<M> {
-    Send {
-        to: Peer,
-        msg: M,
-    },
-    Reply {
-        client: ClientRef,
-        resp: Response,
-    },
-    Notify {
-        session: u64,
-        event: Event,
-    },
+    /// A message `to` a peer.
+    Send(Peer, M),
+    /// A reply to a client.
+    Reply(ClientRef, Response),
+    /// An event for a session.
+    Notify(u64, Event),
     /// Back to the core itself (`Command::WhenDurable`).
     Own(M),
 }
@@ -446,10 +440,10 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                     Command::Send { to, msg } if to == Peer::Node(self.info.id) => {
                         self.local.push_back(msg);
                     }
-                    Command::Send { to, msg } => self.output(Gated::Send { to, msg }),
-                    Command::Reply { client, resp } => self.output(Gated::Reply { client, resp }),
+                    Command::Send { to, msg } => self.output(Gated::Send(to, msg)),
+                    Command::Reply { client, resp } => self.output(Gated::Reply(client, resp)),
                     Command::Notify { session, event } => {
-                        self.output(Gated::Notify { session, event })
+                        self.output(Gated::Notify(session, event))
                     }
                     Command::SetTimer { after, timer } => self.set_timer(after, timer),
                     Command::CancelTimer { timer } => {
@@ -462,7 +456,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                         self.local.push_back(msg);
                     }
                     Command::SendNow { to, msg } => self.send_now(to, msg),
-                    Command::ReplyNow { client, resp } => self.emit(Gated::Reply { client, resp }),
+                    Command::ReplyNow { client, resp } => self.emit(Gated::Reply(client, resp)),
                     Command::WhenDurable(msg) => self.output(Gated::Own(msg)),
                 }
             }
@@ -487,7 +481,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
     }
 
     fn hold(&mut self, seq: u64, g: Gated<P::Msg>) {
-        if let Gated::Send { to, .. } = &g {
+        if let Gated::Send(to, _) = &g {
             *self.gated_to.entry(*to).or_default() += 1;
         }
         self.gated.push_back((seq, g));
@@ -497,7 +491,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
     /// peer must leave first; then right behind the outputs held before it.
     fn send_now(&mut self, to: Peer, msg: P::Msg) {
         if self.gated_to.get(&to).is_some_and(|&n| n > 0) {
-            self.hold(0, Gated::Send { to, msg });
+            self.hold(0, Gated::Send(to, msg));
         } else {
             self.send(to, msg);
         }
@@ -512,7 +506,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 break;
             }
             let (_, g) = self.gated.pop_front().expect("front exists");
-            if let Gated::Send { to, .. } = &g {
+            if let Gated::Send(to, _) = &g {
                 if let Some(n) = self.gated_to.get_mut(to) {
                     *n -= 1;
                     if *n == 0 {
@@ -532,13 +526,13 @@ impl<P: Protocol + Send + 'static> Driver<P> {
     fn emit(&mut self, g: Gated<P::Msg>) {
         match g {
             Gated::Own(msg) => self.local.push_back(msg),
-            Gated::Send { to, msg } => self.send(to, msg),
-            Gated::Reply { client, resp } => {
+            Gated::Send(to, msg) => self.send(to, msg),
+            Gated::Reply(client, resp) => {
                 if let Some(r) = self.replies.remove(&client.id) {
                     r.send(resp);
                 }
             }
-            Gated::Notify { session, event } => self.notify(session, event),
+            Gated::Notify(session, event) => self.notify(session, event),
         }
     }
 
@@ -725,18 +719,21 @@ mod tests {
         assert_eq!(d.stats.held_until_up, 4);
     }
 
-    /// Persist a PUT as a register record tagged with the request number.
-    fn persist_put<M: Clone, T>(
-        out: &mut Out<M, T>,
-        id: u64,
-        key: bytes::Bytes,
-        value: bytes::Bytes,
-    ) {
+    /// Persist a PUT as a register record tagged with the request number;
+    /// whether `req` was one.
+    fn persist_put<M: Clone, T>(out: &mut Out<M, T>, c: ClientRef, req: Request) -> bool {
+        let Request::Put { key, value } = req else {
+            return false;
+        };
         out.persist(quorumkv_core::protocol::Record::Register {
             key,
-            tag: quorumkv_core::Tag { ts: id, writer: 1 },
+            tag: quorumkv_core::Tag {
+                ts: c.id,
+                writer: 1,
+            },
             value: Some(value),
         });
+        true
     }
 
     /// A core that, for each request, persists (PUTs only), sends the
@@ -747,9 +744,7 @@ mod tests {
         type Msg = u64;
         type Timer = ();
         fn on_client(&mut self, _: Time, c: ClientRef, req: Request, out: &mut Out<u64, ()>) {
-            if let Request::Put { key, value } = req {
-                persist_put(out, c.id, key, value);
-            }
+            persist_put(out, c, req);
             out.send(Peer::Node(2), c.id);
             out.reply(c, Response::Value(Some(c.id.to_string().into())));
         }
@@ -902,8 +897,7 @@ mod tests {
         type Msg = u64;
         type Timer = ();
         fn on_client(&mut self, _: Time, c: ClientRef, req: Request, out: &mut Out<u64, ()>) {
-            if let Request::Put { key, value } = req {
-                persist_put(out, c.id, key, value);
+            if persist_put(out, c, req) {
                 out.send(Peer::Node(2), c.id);
                 out.send_now(Peer::Node(3), c.id);
                 out.reply_now(c, Response::Done);

@@ -179,42 +179,7 @@ impl LocalCluster {
         // Said once here rather than by every replica as it exits.
         let info = cfg.protocol.info();
         crate::options::check_durability(info.name, info.persists_state, cfg.durability)?;
-        let mut file = match cfg.port_base {
-            _ if !cfg.hosts.is_empty() => {
-                let mut f = ClusterFile::local(cfg.protocol, cfg.replicas, 0);
-                for (r, h) in f.replicas.iter_mut().zip(&cfg.hosts) {
-                    r.addr = SocketAddr::new(h.ip, HOST_NATIVE_PORT);
-                    r.resp = Some(SocketAddr::new(h.ip, HOST_RESP_PORT));
-                }
-                f
-            }
-            Some(base) => {
-                if base as usize + 100 + cfg.replicas > u16::MAX as usize {
-                    bail!(
-                        "--port-base {base} leaves no room for {} replicas",
-                        cfg.replicas
-                    );
-                }
-                ClusterFile::local(cfg.protocol, cfg.replicas, base)
-            }
-            None => {
-                let ports = free_ports(cfg.replicas * 2)?;
-                let mut f = ClusterFile::local(cfg.protocol, cfg.replicas, 0);
-                for (i, r) in f.replicas.iter_mut().enumerate() {
-                    r.addr.set_port(ports[2 * i]);
-                    r.resp
-                        .as_mut()
-                        .expect("local clusters have RESP")
-                        .set_port(ports[2 * i + 1]);
-                }
-                f
-            }
-        };
-        for (k, v) in &cfg.options {
-            file.options
-                .insert(k.clone(), toml::Value::String(v.clone()));
-        }
-        file.validate()?;
+        let mut file = cluster_file(&cfg)?;
         let unique = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -222,31 +187,7 @@ impl LocalCluster {
         let dir = std::env::temp_dir().join(format!("quorumkv-{}-{unique}", std::process::id()));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let client_tls = match cfg.tls {
-            true => {
-                let tls = make_certs(&cfg, &dir.join("tls")).await?;
-                let client_cert = tls.client_cert_key();
-                let cert_key = client_cert
-                    .as_ref()
-                    .map(|(c, k)| (c.as_path(), k.as_path()));
-                let client = ClientTls::from_files(&tls.ca_path()?, cert_key)?;
-                file.tls = Some(tls);
-                Some(client)
-            }
-            false => None,
-        };
-        // Every local cluster's replicas prove a fresh secret to each other:
-        // other users of this machine can reach loopback ports too.
-        let secret = crate::peer_auth::ClusterSecret::generate();
-        crate::peer_auth::write_secret(&dir.join(LOCAL_SECRET), &secret, false)
-            .with_context(|| format!("cannot write {}", dir.join(LOCAL_SECRET).display()))?;
-        file.secret_file = Some(PathBuf::from(LOCAL_SECRET));
-        if let Some(users) = &cfg.users {
-            // The cluster file lives elsewhere: name the file absolutely.
-            let abs = std::path::absolute(users)
-                .with_context(|| format!("users file {}", users.display()))?;
-            file.users = Some(abs);
-        }
+        let client_tls = secure(&cfg, &mut file, &dir).await?;
         std::fs::write(dir.join("cluster.toml"), file.to_toml())?;
         let endpoints = file
             .replicas
@@ -584,4 +525,81 @@ impl Drop for LocalCluster {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The cluster file of a local cluster: its replicas' addresses (on
+/// `--port-base`, on free ports, or on the hosts' fixed ports) and options.
+fn cluster_file(cfg: &LocalClusterConfig) -> anyhow::Result<ClusterFile> {
+    let mut file = match cfg.port_base {
+        _ if !cfg.hosts.is_empty() => {
+            let mut f = ClusterFile::local(cfg.protocol, cfg.replicas, 0);
+            for (r, h) in f.replicas.iter_mut().zip(&cfg.hosts) {
+                r.addr = SocketAddr::new(h.ip, HOST_NATIVE_PORT);
+                r.resp = Some(SocketAddr::new(h.ip, HOST_RESP_PORT));
+            }
+            f
+        }
+        Some(base) => {
+            if base as usize + 100 + cfg.replicas > u16::MAX as usize {
+                bail!(
+                    "--port-base {base} leaves no room for {} replicas",
+                    cfg.replicas
+                );
+            }
+            ClusterFile::local(cfg.protocol, cfg.replicas, base)
+        }
+        None => {
+            let ports = free_ports(cfg.replicas * 2)?;
+            let mut f = ClusterFile::local(cfg.protocol, cfg.replicas, 0);
+            for (i, r) in f.replicas.iter_mut().enumerate() {
+                r.addr.set_port(ports[2 * i]);
+                r.resp
+                    .as_mut()
+                    .expect("local clusters have RESP")
+                    .set_port(ports[2 * i + 1]);
+            }
+            f
+        }
+    };
+    for (k, v) in &cfg.options {
+        file.options
+            .insert(k.clone(), toml::Value::String(v.clone()));
+    }
+    file.validate()?;
+    Ok(file)
+}
+
+/// TLS certificates (where asked for), a fresh cluster secret and the users
+/// file, written to `dir` and named in `file`; the clients' TLS settings.
+async fn secure(
+    cfg: &LocalClusterConfig,
+    file: &mut ClusterFile,
+    dir: &Path,
+) -> anyhow::Result<Option<ClientTls>> {
+    let client_tls = match cfg.tls {
+        true => {
+            let tls = make_certs(cfg, &dir.join("tls")).await?;
+            let client_cert = tls.client_cert_key();
+            let cert_key = client_cert
+                .as_ref()
+                .map(|(c, k)| (c.as_path(), k.as_path()));
+            let client = ClientTls::from_files(&tls.ca_path()?, cert_key)?;
+            file.tls = Some(tls);
+            Some(client)
+        }
+        false => None,
+    };
+    // Every local cluster's replicas prove a fresh secret to each other:
+    // other users of this machine can reach loopback ports too.
+    let secret = crate::peer_auth::ClusterSecret::generate();
+    crate::peer_auth::write_secret(&dir.join(LOCAL_SECRET), &secret, false)
+        .with_context(|| format!("cannot write {}", dir.join(LOCAL_SECRET).display()))?;
+    file.secret_file = Some(PathBuf::from(LOCAL_SECRET));
+    if let Some(users) = &cfg.users {
+        // The cluster file lives elsewhere: name the file absolutely.
+        let abs = std::path::absolute(users)
+            .with_context(|| format!("users file {}", users.display()))?;
+        file.users = Some(abs);
+    }
+    Ok(client_tls)
 }

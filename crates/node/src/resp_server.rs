@@ -5,7 +5,7 @@
 use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::auth;
 use crate::driver::{Input, ReplyTo};
-use crate::net::{write_and_trim, write_last_words, ConnLimits, OutQueueRx, WireSize};
+use crate::net::{write_and_trim, write_last_words, ConnLimits, InBuf, OutQueueRx, WireSize};
 use crate::options::ServerOptions;
 use crate::resp::{parse_command, Reply};
 use crate::resp_auth::{Login, RespAuth, HELLO_NOAUTH, NO_USERS};
@@ -81,44 +81,20 @@ async fn serve_resp<P: Protocol + Send + 'static>(
         return;
     }
     let mut auth = RespAuth::new(opts.users.clone(), Some(remote));
-    'conn: loop {
+    loop {
         let first = seq;
-        loop {
-            let args = match parse_command(buf.data()) {
-                // Copies: a value kept in the store must not pin the whole
-                // read buffer it arrived in.
-                Ok(Some(args)) => args
-                    .iter()
-                    .map(|a| Bytes::copy_from_slice(a))
-                    .collect::<Vec<_>>(),
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = rtx.send((seq, Reply::Error(format!("ERR {e}"))));
-                    break 'conn;
-                }
-            };
-            if args.is_empty() {
-                continue; // an empty inline line
-            }
-            let action = match resp_command(&args, conn, &mut auth) {
-                // Checked here, before the next command is parsed: what
-                // follows an AUTH in a pipeline runs as its user.
-                RespAction::Auth(login) => match auth.login(login).await {
-                    (reply, false) => RespAction::Reply(reply),
-                    (reply, true) => RespAction::Close(reply),
-                },
-                action => action,
-            };
-            if run_action::<P>(action, (seq, session), &tx, &rtx, (opts, &watches))
-                .await
-                .is_err()
-            {
-                break 'conn;
-            }
-            seq += 1;
-            if rtx.is_closed() {
-                break 'conn; // cut off for not reading its replies
-            }
+        let ran = run_buffered::<P>(
+            &mut buf,
+            &mut seq,
+            (conn, session),
+            &mut auth,
+            &tx,
+            &rtx,
+            (opts, &watches),
+        )
+        .await;
+        if ran.is_err() {
+            break;
         }
         if seq != first {
             buf.took_requests();
@@ -147,6 +123,57 @@ async fn serve_resp<P: Protocol + Send + 'static>(
         .await;
     drop((rtx, tx));
     finish_writer(writer, opts).await;
+}
+
+/// Run every complete command in `buf`, numbering the replies from `seq`
+/// on; `Err` ends the connection.
+async fn run_buffered<P: Protocol + Send + 'static>(
+    buf: &mut InBuf,
+    seq: &mut u64,
+    (conn, session): (u64, u64),
+    auth: &mut RespAuth,
+    tx: &mpsc::Sender<Input<P::Msg>>,
+    rtx: &RespTx,
+    ctx: (&ServerOptions, &RespWatches),
+) -> Result<(), ()> {
+    loop {
+        let args = match parse_command(buf.data()) {
+            // Copies: a value kept in the store must not pin the whole
+            // read buffer it arrived in.
+            Ok(Some(args)) => args
+                .iter()
+                .map(|a| Bytes::copy_from_slice(a))
+                .collect::<Vec<_>>(),
+            Ok(None) => break,
+            Err(e) => {
+                let _ = rtx.send((*seq, Reply::Error(format!("ERR {e}"))));
+                return Err(());
+            }
+        };
+        if args.is_empty() {
+            continue; // an empty inline line
+        }
+        let action = match resp_command(&args, conn, auth) {
+            // Checked here, before the next command is parsed: what
+            // follows an AUTH in a pipeline runs as its user.
+            RespAction::Auth(login) => match auth.login(login).await {
+                (reply, false) => RespAction::Reply(reply),
+                (reply, true) => RespAction::Close(reply),
+            },
+            action => action,
+        };
+        if run_action::<P>(action, (*seq, session), tx, rtx, ctx)
+            .await
+            .is_err()
+        {
+            return Err(());
+        }
+        *seq += 1;
+        if rtx.is_closed() {
+            return Err(()); // cut off for not reading its replies
+        }
+    }
+    Ok(())
 }
 
 /// Set in the session id of every RESP connection (native ones never have it).

@@ -157,7 +157,7 @@ pub async fn run_with<D: ProtocolDef>(
 
 async fn run_core<P: Protocol + Send + 'static>(
     core: P,
-    (storage, started): (Box<dyn crate::storage::Storage>, std::time::Instant),
+    storage: (Box<dyn crate::storage::Storage>, std::time::Instant),
     opts: ServerOptions,
     listeners: Listeners,
     may_send: fn(&P::Msg) -> bool,
@@ -166,6 +166,61 @@ async fn run_core<P: Protocol + Send + 'static>(
     let native_limits = opts.conn_limits(4 + opts.max_frame);
     // RESP: a command with a value of the largest frame, plus its framing.
     let resp_limits = opts.conn_limits(opts.max_frame + MIN_READ_BUF);
+    let driver = load_driver(
+        core,
+        storage,
+        &opts,
+        &listeners,
+        &native_limits,
+        &resp_limits,
+    )?;
+    let tls = match &opts.tls {
+        Some(settings) => Some(TlsServer::load(settings.clone()).context("TLS")?),
+        None => None,
+    };
+    let (tx, rx) = mpsc::channel::<Input<P::Msg>>(8192);
+    let (fatal_tx, fatal_rx) = tokio::sync::oneshot::channel();
+    let driver_task = tokio::spawn(driver.on_fatal(fatal_tx).run(rx));
+    let opts = Arc::new(opts);
+    let (stopper, stop) = Shutdown::new();
+    let accepts = spawn_accepts::<P>(
+        listeners,
+        &tx,
+        &opts,
+        (native_limits, resp_limits, tls.clone()),
+        may_send,
+        &stop,
+    )?;
+    let dials = (opts.cluster.replicas.iter().filter(|r| r.id < opts.id))
+        .map(|r| {
+            let link = dial_peer::<P>(r.id, r.dial(), tx.clone(), opts.clone(), tls.clone());
+            tokio::spawn(link)
+        })
+        .collect();
+    drop((tx, stop));
+    tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
+    // The core may give up (`Protocol::fatal`): stop, and exit with its reason.
+    let fatal = tokio::select! {
+        () = shutdown => None,
+        Ok(why) = fatal_rx => Some(why),
+    };
+    tracing::info!(id = opts.id, "shutting down");
+    stop_gracefully(stopper, accepts, dials, driver_task).await;
+    match fatal {
+        Some(why) => Err(anyhow::anyhow!("replica {} stopped: {why}", opts.id)),
+        None => Ok(()),
+    }
+}
+
+/// The driver over `core`, with its stored state restored.
+fn load_driver<P: Protocol + Send + 'static>(
+    core: P,
+    (storage, started): (Box<dyn crate::storage::Storage>, std::time::Instant),
+    opts: &ServerOptions,
+    listeners: &Listeners,
+    native_limits: &ConnLimits,
+    resp_limits: &ConnLimits,
+) -> anyhow::Result<Driver<P>> {
     let mut budgets = vec![("native", native_limits.budget.clone())];
     if listeners.resp.is_some() {
         budgets.push(("resp", resp_limits.budget.clone()));
@@ -187,22 +242,23 @@ async fn run_core<P: Protocol + Send + 'static>(
             started.elapsed().as_secs_f64()
         );
     }
-    let tls = match &opts.tls {
-        Some(settings) => Some(TlsServer::load(settings.clone()).context("TLS")?),
-        None => None,
-    };
-    let (tx, rx) = mpsc::channel::<Input<P::Msg>>(8192);
-    let (fatal_tx, fatal_rx) = tokio::sync::oneshot::channel();
-    let driver_task = tokio::spawn(driver.on_fatal(fatal_tx).run(rx));
-    let opts = Arc::new(opts);
-    let conn_ids = Arc::new(AtomicU64::new(1));
-    let (stopper, stop) = Shutdown::new();
+    Ok(driver)
+}
 
+/// The listeners' accept loops, the TLS reloader and the trimmer.
+fn spawn_accepts<P: Protocol + Send + 'static>(
+    listeners: Listeners,
+    tx: &mpsc::Sender<Input<P::Msg>>,
+    opts: &Arc<ServerOptions>,
+    (native_limits, resp_limits, tls): (ConnLimits, ConnLimits, Option<Arc<TlsServer>>),
+    may_send: fn(&P::Msg) -> bool,
+    stop: &ConnStop,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let mut accepts = vec![tokio::spawn(accept_native::<P>(
         listeners.native,
         tx.clone(),
         opts.clone(),
-        conn_ids.clone(),
+        Arc::new(AtomicU64::new(1)),
         (native_limits, tls.clone()),
         may_send,
         stop.clone(),
@@ -218,7 +274,7 @@ async fn run_core<P: Protocol + Send + 'static>(
             opts.clone(),
             resp_limits,
             stop.clone(),
-            tls.clone(),
+            tls,
         )));
     }
     if let Some(l) = listeners.metrics {
@@ -228,25 +284,7 @@ async fn run_core<P: Protocol + Send + 'static>(
         )));
     }
     accepts.push(tokio::spawn(crate::trim::trim_periodically()));
-    let dials = (opts.cluster.replicas.iter().filter(|r| r.id < opts.id))
-        .map(|r| {
-            let link = dial_peer::<P>(r.id, r.dial(), tx.clone(), opts.clone(), tls.clone());
-            tokio::spawn(link)
-        })
-        .collect();
-    drop((tx, stop));
-    tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
-    // The core may give up (`Protocol::fatal`): stop, and exit with its reason.
-    let fatal = tokio::select! {
-        () = shutdown => None,
-        Ok(why) = fatal_rx => Some(why),
-    };
-    tracing::info!(id = opts.id, "shutting down");
-    stop_gracefully(stopper, accepts, dials, driver_task).await;
-    match fatal {
-        Some(why) => Err(anyhow::anyhow!("replica {} stopped: {why}", opts.id)),
-        None => Ok(()),
-    }
+    Ok(accepts)
 }
 
 /// How long a replica takes at most to shut down.
@@ -476,35 +514,13 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                 // Registered with the driver already: nothing to hand over.
                 Input::Batch(Vec::new())
             }
-            Frame::HelloClient if self.peer.is_none() => {
-                let role = self.role();
-                let _ = self.ftx.send(welcome(self.opts, role));
-                self.peer = Some(Peer::Conn(conn));
-                if let Some(identity) = self.login_identity() {
-                    batch.push(identity).await.ok()?;
-                }
-                Input::LinkUp {
-                    peer: Peer::Conn(conn),
-                    tx: Some(self.ftx.clone()),
-                }
-            }
+            Frame::HelloClient if self.peer.is_none() => self.hello_client(batch).await?,
             Frame::StatusRequest => crate::status::request_input(&self.ftx),
-            // ZooKeeper's addAuth is for a connection that said hello (its
-            // identities go when the link does); scheme `user` is the
-            // server's own (a login), never taken from a client.
             Frame::Request {
                 id,
                 req: Request::Znode(ZnodeOp::AddAuth { scheme, .. }),
                 ..
-            } if scheme == "user" || self.peer.is_none() => {
-                let why = match self.peer {
-                    None => "addAuth needs a client hello first".to_string(),
-                    Some(_) => "scheme user is the server's: log in with --user instead".into(),
-                };
-                let resp = Response::Znode(ZnodeReply::Error(ZkError::BadArguments(why)));
-                let _ = self.ftx.send(Frame::Response { id, resp });
-                Input::Batch(Vec::new())
-            }
+            } if scheme == "user" || self.peer.is_none() => self.refuse_add_auth(id),
             Frame::Request { id, op, req } => Input::Client {
                 req,
                 session: conn,
@@ -514,29 +530,7 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                     id,
                 },
             },
-            Frame::Proto(msg) => {
-                let from = match self.peer {
-                    Some(p @ Peer::Node(_)) => p,
-                    _ if !(self.who.may_send)(&msg) => {
-                        return self.refuse(
-                            Refusal::Frame,
-                            "this protocol message may only come from a replica".into(),
-                        );
-                    }
-                    Some(p) => p,
-                    None => {
-                        // A coordinator that skipped the hello: register it now.
-                        self.peer = Some(Peer::Conn(conn));
-                        let up = Input::LinkUp {
-                            peer: Peer::Conn(conn),
-                            tx: Some(self.ftx.clone()),
-                        };
-                        batch.push(up).await.ok()?;
-                        Peer::Conn(conn)
-                    }
-                };
-                Input::Msg { from, msg }
-            }
+            Frame::Proto(msg) => return self.proto(msg, batch).await,
             other => {
                 let why = format!("unexpected frame {}", frame_name(&other));
                 let what = match other {
@@ -547,6 +541,61 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             }
         };
         Some(input)
+    }
+
+    /// A client's hello: welcome it and register its session.
+    async fn hello_client(&mut self, batch: &mut Batcher<M>) -> Option<Input<M>> {
+        let conn = self.who.conn;
+        let role = self.role();
+        let _ = self.ftx.send(welcome(self.opts, role));
+        self.peer = Some(Peer::Conn(conn));
+        if let Some(identity) = self.login_identity() {
+            batch.push(identity).await.ok()?;
+        }
+        Some(Input::LinkUp {
+            peer: Peer::Conn(conn),
+            tx: Some(self.ftx.clone()),
+        })
+    }
+
+    /// ZooKeeper's addAuth is for a connection that said hello (its
+    /// identities go when the link does); scheme `user` is the server's
+    /// own (a login), never taken from a client.
+    fn refuse_add_auth(&mut self, id: u64) -> Input<M> {
+        let why = match self.peer {
+            None => "addAuth needs a client hello first".to_string(),
+            Some(_) => "scheme user is the server's: log in with --user instead".into(),
+        };
+        let resp = Response::Znode(ZnodeReply::Error(ZkError::BadArguments(why)));
+        let _ = self.ftx.send(Frame::Response { id, resp });
+        Input::Batch(Vec::new())
+    }
+
+    /// A protocol message: from a replica's link, or from a coordinator
+    /// where the role allows the message.
+    async fn proto(&mut self, msg: M, batch: &mut Batcher<M>) -> Option<Input<M>> {
+        let conn = self.who.conn;
+        let from = match self.peer {
+            Some(p @ Peer::Node(_)) => p,
+            _ if !(self.who.may_send)(&msg) => {
+                return self.refuse(
+                    Refusal::Frame,
+                    "this protocol message may only come from a replica".into(),
+                );
+            }
+            Some(p) => p,
+            None => {
+                // A coordinator that skipped the hello: register it now.
+                self.peer = Some(Peer::Conn(conn));
+                let up = Input::LinkUp {
+                    peer: Peer::Conn(conn),
+                    tx: Some(self.ftx.clone()),
+                };
+                batch.push(up).await.ok()?;
+                Peer::Conn(conn)
+            }
+        };
+        Some(Input::Msg { from, msg })
     }
 
     /// Users and roles, where the replica has a users file: `Auth` logs in;
@@ -885,6 +934,46 @@ fn dialer_name(cluster: &crate::config::ClusterFile, id: NodeId) -> String {
     cluster.replica(id).map_or_else(|| "?".into(), |r| r.dial())
 }
 
+/// Where the acceptor challenges us, prove the cluster secret and read the
+/// frame after; refuse an acceptor that does not prove ours.
+async fn prove_secret<M: serde::Serialize + serde::de::DeserializeOwned>(
+    id: NodeId,
+    opts: &ServerOptions,
+    ftx: &FrameTx<M>,
+    reader: &mut FrameReader,
+    my_nonce: &[u8],
+    mut first: Result<Frame<M>, ReadError>,
+) -> Result<Result<Frame<M>, ReadError>, LinkEnd> {
+    if let Ok(Frame::PeerChallenge { nonce, proof }) = &first {
+        let Some(secret) = &opts.secret else {
+            let why = "it asks for the cluster secret and this replica has none";
+            return Err(LinkEnd::Closed(format!("replica {id} refused: {why}")));
+        };
+        let cluster = opts.cluster.id();
+        let me = opts.id;
+        if !secret.verify(Side::Acceptor, &cluster, (id, me), (my_nonce, nonce), proof) {
+            let why = format!(
+                "replica {id} at {} failed to prove the cluster secret",
+                dialer_name(&opts.cluster, id)
+            );
+            guard::refused(Refusal::Handshake, None, &why);
+            return Err(LinkEnd::Closed(why));
+        }
+        let proof = secret.proof(Side::Dialler, &cluster, (me, id), (nonce, my_nonce));
+        let _ = ftx.send(Frame::PeerProof {
+            proof: proof.into(),
+        });
+        first = reader.next::<M>().await;
+    } else if opts.secret.is_some() && first.is_ok() {
+        // A replica without our secret must not get our traffic: it could
+        // be anyone listening at that address.
+        let why = format!("replica {id} did not prove the cluster secret (has it none?)");
+        guard::refused(Refusal::Handshake, None, &why);
+        return Err(LinkEnd::Closed(why));
+    }
+    Ok(first)
+}
+
 /// One connection to replica `id`, until it fails. The link is up once the
 /// peer answered our hello with any frame (it beats at once): a frozen
 /// process still completes TCP handshakes, but must not count as up.
@@ -906,40 +995,11 @@ async fn run_link<P: Protocol + Send + 'static>(
     });
     let mut reader = FrameReader::new(rd, opts.max_frame);
     heartbeat::start(&ftx, &mut reader, opts.heartbeat);
-    let mut first = reader.next::<P::Msg>().await;
-    if let Ok(Frame::PeerChallenge { nonce, proof }) = &first {
-        let Some(secret) = &opts.secret else {
-            let why = "it asks for the cluster secret and this replica has none";
-            return LinkEnd::Closed(format!("replica {id} refused: {why}"));
-        };
-        let cluster = opts.cluster.id();
-        let me = opts.id;
-        if !secret.verify(
-            Side::Acceptor,
-            &cluster,
-            (id, me),
-            (&my_nonce, nonce),
-            proof,
-        ) {
-            let why = format!(
-                "replica {id} at {} failed to prove the cluster secret",
-                dialer_name(&opts.cluster, id)
-            );
-            guard::refused(Refusal::Handshake, None, &why);
-            return LinkEnd::Closed(why);
-        }
-        let proof = secret.proof(Side::Dialler, &cluster, (me, id), (nonce, &my_nonce));
-        let _ = ftx.send(Frame::PeerProof {
-            proof: proof.into(),
-        });
-        first = reader.next::<P::Msg>().await;
-    } else if opts.secret.is_some() && first.is_ok() {
-        // A replica without our secret must not get our traffic: it could
-        // be anyone listening at that address.
-        let why = format!("replica {id} did not prove the cluster secret (has it none?)");
-        guard::refused(Refusal::Handshake, None, &why);
-        return LinkEnd::Closed(why);
-    }
+    let first = reader.next::<P::Msg>().await;
+    let first = match prove_secret(id, opts, &ftx, &mut reader, &my_nonce, first).await {
+        Ok(first) => first,
+        Err(end) => return end,
+    };
     let first = match first {
         Ok(Frame::Heartbeat) => None,
         Ok(Frame::Proto(msg)) => Some(Input::Msg { from: peer, msg }),

@@ -166,18 +166,11 @@ pub async fn client_loop(run: Arc<LockRun>, r: usize, id: u64, stop: Arc<AtomicB
                 continue;
             }
             failed => {
-                run.counts.count(&Outcome::Fail);
-                let timed_out = failed.is_err();
-                let why = match failed {
+                let why = match &failed {
                     Ok(Err(e)) => e.to_string(),
                     _ => format!("no lock after {ACQUIRE_LIMIT:?}"),
                 };
-                {
-                    let mut log = run.log(r);
-                    log.failed_acquires += 1;
-                    log.timed_out += u64::from(timed_out);
-                    log.first_error.get_or_insert(why);
-                }
+                run.failed_acquire(r, failed.is_err(), why);
                 abandon(s).await;
                 tokio::time::sleep(THINK).await;
                 continue;
@@ -201,14 +194,7 @@ pub async fn client_loop(run: Arc<LockRun>, r: usize, id: u64, stop: Arc<AtomicB
             },
             expired,
         };
-        {
-            let mut log = run.log(r);
-            log.holds.push(hold);
-            if let Err(e) = &release {
-                log.failed_releases += 1;
-                log.first_error.get_or_insert(format!("release: {e}"));
-            }
-        }
+        run.held(r, hold, &release);
         match release {
             Ok(()) => session = Some(s),
             Err(_) => abandon(s).await,
@@ -217,6 +203,28 @@ pub async fn client_loop(run: Arc<LockRun>, r: usize, id: u64, stop: Arc<AtomicB
     }
     if let Some(s) = session {
         LockClient::close(s.zk).await;
+    }
+}
+
+impl LockRun {
+    /// A client of lock `r` got no lock (`timed_out`: not within
+    /// [`ACQUIRE_LIMIT`]).
+    fn failed_acquire(&self, r: usize, timed_out: bool, why: String) {
+        self.counts.count(&Outcome::Fail);
+        let mut log = self.log(r);
+        log.failed_acquires += 1;
+        log.timed_out += u64::from(timed_out);
+        log.first_error.get_or_insert(why);
+    }
+
+    /// A client of lock `r` held it and let it go (`release`: how).
+    fn held(&self, r: usize, hold: Hold, release: &Result<(), ZkClientError>) {
+        let mut log = self.log(r);
+        log.holds.push(hold);
+        if let Err(e) = release {
+            log.failed_releases += 1;
+            log.first_error.get_or_insert(format!("release: {e}"));
+        }
     }
 }
 

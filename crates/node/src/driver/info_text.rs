@@ -3,23 +3,44 @@
 use super::Driver;
 use quorumkv_core::protocol::Protocol;
 use quorumkv_core::Peer;
+use std::fmt::Display;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Append the `key:value` lines of one INFO section under its heading.
+fn section(s: &mut String, heading: &str, lines: &[(&str, &dyn Display)]) {
+    s.push_str(&format!("# {heading}\r\n"));
+    for (key, value) in lines {
+        s.push_str(&format!("{key}:{value}\r\n"));
+    }
+}
+
+fn load(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
 
 impl<P: Protocol + Send + 'static> Driver<P> {
     pub(super) fn info_text(&self) -> String {
         let mut s = String::new();
-        s.push_str("# Server\r\n");
-        s.push_str(&format!(
-            "quorumkv_version:{}\r\n",
-            env!("CARGO_PKG_VERSION")
-        ));
-        s.push_str(&format!("protocol:{}\r\n", self.info.protocol));
-        s.push_str(&format!("replica_id:{}\r\n", self.info.id));
-        s.push_str(&format!(
-            "uptime_in_seconds:{}\r\n",
-            self.start.elapsed().as_secs()
-        ));
-        s.push_str("# Replication\r\n");
-        s.push_str(&format!("replicas:{}\r\n", self.info.members.len()));
+        section(
+            &mut s,
+            "Server",
+            &[
+                ("quorumkv_version", &env!("CARGO_PKG_VERSION")),
+                ("protocol", &self.info.protocol),
+                ("replica_id", &self.info.id),
+                ("uptime_in_seconds", &self.start.elapsed().as_secs()),
+            ],
+        );
+        self.info_replication(&mut s);
+        self.info_persistence(&mut s);
+        self.info_stats(&mut s);
+        self.info_security(&mut s);
+        s.push_str(&format!("core:{}\r\n", self.core.status()));
+        s
+    }
+
+    fn info_replication(&self, s: &mut String) {
+        section(s, "Replication", &[("replicas", &self.info.members.len())]);
         let mut up = 1; // ourselves
         for &m in &self.info.members {
             if m == self.info.id {
@@ -34,75 +55,80 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             s.push_str(&format!("peer_{m}:{state}\r\n"));
         }
         s.push_str(&format!("replicas_reachable:{up}\r\n"));
-        s.push_str(&format!(
-            "quorum_reachable:{}\r\n",
-            if up > self.info.members.len() / 2 {
-                "yes"
-            } else {
-                "no"
-            }
-        ));
+        let quorum = if up > self.info.members.len() / 2 {
+            "yes"
+        } else {
+            "no"
+        };
+        s.push_str(&format!("quorum_reachable:{quorum}\r\n"));
+    }
+
+    fn info_persistence(&self, s: &mut String) {
         let p = self.storage.report();
-        s.push_str("# Persistence\r\n");
-        s.push_str(&format!("durability:{}\r\n", self.storage.mode()));
-        s.push_str(&format!("persist_records:{}\r\n", p.records));
-        s.push_str(&format!("persist_syncs:{}\r\n", p.syncs));
         let avg = p.sync_us_sum.checked_div(p.syncs).unwrap_or(0);
-        s.push_str(&format!("persist_sync_us_avg:{avg}\r\n"));
-        s.push_str(&format!("persist_sync_us_max:{}\r\n", p.sync_us_max));
-        s.push_str(&format!("persist_pending:{}\r\n", p.pending));
-        s.push_str(&format!("persist_errors:{}\r\n", p.errors));
-        s.push_str(&format!("persist_stalled:{}\r\n", p.stalled));
-        s.push_str("# Stats\r\n");
-        s.push_str(&format!(
-            "client_requests:{}\r\n",
-            self.stats.client_requests
-        ));
-        s.push_str(&format!("messages_sent:{}\r\n", self.stats.sent));
-        s.push_str(&format!(
-            "messages_dropped_no_link:{}\r\n",
-            self.stats.dropped_no_link
-        ));
-        s.push_str(&format!(
-            "messages_held_until_up:{}\r\n",
-            self.stats.held_until_up
-        ));
-        s.push_str(&format!("events_notified:{}\r\n", self.stats.notified));
-        s.push_str(&format!("events_dropped:{}\r\n", self.stats.notify_dropped));
-        let cut = crate::net::CONNECTIONS_CUT_OFF.load(std::sync::atomic::Ordering::Relaxed);
-        s.push_str(&format!("connections_cut_off:{cut}\r\n"));
-        let timed_out =
-            crate::net::CONNECTIONS_TIMED_OUT.load(std::sync::atomic::Ordering::Relaxed);
-        s.push_str(&format!("connections_timed_out:{timed_out}\r\n"));
-        s.push_str("# Security\r\n");
-        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-        s.push_str(&format!(
-            "handshakes_refused:{}\r\n",
-            load(&crate::guard::HANDSHAKES_REFUSED)
-        ));
-        s.push_str(&format!(
-            "frames_refused:{}\r\n",
-            load(&crate::guard::FRAMES_REFUSED)
-        ));
-        s.push_str(&format!(
-            "duplicate_hellos:{}\r\n",
-            self.stats.duplicate_hellos
-        ));
-        s.push_str(&format!("links_replaced:{}\r\n", self.stats.links_replaced));
-        s.push_str(&format!(
-            "auth_failures:{}\r\n",
-            load(&crate::auth::AUTH_FAILURES)
-        ));
-        s.push_str(&format!(
-            "tls_handshake_failures:{}\r\n",
-            load(&crate::tls::TLS_HANDSHAKE_FAILURES)
-        ));
+        section(
+            s,
+            "Persistence",
+            &[
+                ("durability", &self.storage.mode()),
+                ("persist_records", &p.records),
+                ("persist_syncs", &p.syncs),
+                ("persist_sync_us_avg", &avg),
+                ("persist_sync_us_max", &p.sync_us_max),
+                ("persist_pending", &p.pending),
+                ("persist_errors", &p.errors),
+                ("persist_stalled", &p.stalled),
+            ],
+        );
+    }
+
+    fn info_stats(&self, s: &mut String) {
+        let st = &self.stats;
+        section(
+            s,
+            "Stats",
+            &[
+                ("client_requests", &st.client_requests),
+                ("messages_sent", &st.sent),
+                ("messages_dropped_no_link", &st.dropped_no_link),
+                ("messages_held_until_up", &st.held_until_up),
+                ("events_notified", &st.notified),
+                ("events_dropped", &st.notify_dropped),
+                (
+                    "connections_cut_off",
+                    &load(&crate::net::CONNECTIONS_CUT_OFF),
+                ),
+                (
+                    "connections_timed_out",
+                    &load(&crate::net::CONNECTIONS_TIMED_OUT),
+                ),
+            ],
+        );
+    }
+
+    fn info_security(&self, s: &mut String) {
+        section(
+            s,
+            "Security",
+            &[
+                (
+                    "handshakes_refused",
+                    &load(&crate::guard::HANDSHAKES_REFUSED),
+                ),
+                ("frames_refused", &load(&crate::guard::FRAMES_REFUSED)),
+                ("duplicate_hellos", &self.stats.duplicate_hellos),
+                ("links_replaced", &self.stats.links_replaced),
+                ("auth_failures", &load(&crate::auth::AUTH_FAILURES)),
+                (
+                    "tls_handshake_failures",
+                    &load(&crate::tls::TLS_HANDSHAKE_FAILURES),
+                ),
+            ],
+        );
         for (port, b) in &self.info.budgets {
             s.push_str(&format!("{port}_buffer_bytes:{}\r\n", b.used()));
             s.push_str(&format!("{port}_buffer_limit:{}\r\n", b.limit()));
             s.push_str(&format!("{port}_budget_refusals:{}\r\n", b.refusals()));
         }
-        s.push_str(&format!("core:{}\r\n", self.core.status()));
-        s
     }
 }

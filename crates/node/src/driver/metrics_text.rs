@@ -53,42 +53,29 @@ impl<P: Protocol + Send + 'static> Driver<P> {
 
     fn driver_metrics(&self, m: &mut Prom) {
         let st = &self.stats;
-        m.metric(
-            "client_requests_total",
-            "counter",
-            "client requests received",
-            "",
-            st.client_requests,
-        );
-        m.metric(
-            "inputs_total",
-            "counter",
-            "inputs handled by the driver",
-            "",
-            st.inputs,
-        );
-        m.metric(
-            "messages_sent_total",
-            "counter",
-            "protocol messages sent to other nodes",
-            "",
-            st.sent,
-        );
-        m.metric(
-            "messages_dropped_no_link_total",
-            "counter",
-            "messages for a peer without a link",
-            "",
-            st.dropped_no_link,
-        );
-        m.metric(
-            "messages_held_until_up_total",
-            "counter",
-            "messages held for a member whose link had not come up yet",
-            "",
-            st.held_until_up,
-        );
-        let more = [
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let counters = [
+            (
+                "client_requests_total",
+                "client requests received",
+                st.client_requests,
+            ),
+            ("inputs_total", "inputs handled by the driver", st.inputs),
+            (
+                "messages_sent_total",
+                "protocol messages sent to other nodes",
+                st.sent,
+            ),
+            (
+                "messages_dropped_no_link_total",
+                "messages for a peer without a link",
+                st.dropped_no_link,
+            ),
+            (
+                "messages_held_until_up_total",
+                "messages held for a member whose link had not come up yet",
+                st.held_until_up,
+            ),
             (
                 "events_notified_total",
                 "events pushed to client sessions",
@@ -107,22 +94,22 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             (
                 "handshakes_refused_total",
                 "hellos and peer proofs refused (logged with the remote address)",
-                crate::guard::HANDSHAKES_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
+                load(&crate::guard::HANDSHAKES_REFUSED),
             ),
             (
                 "frames_refused_total",
                 "frames refused for the connection's role (peer-only messages from clients)",
-                crate::guard::FRAMES_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
+                load(&crate::guard::FRAMES_REFUSED),
             ),
             (
                 "auth_failures_total",
                 "failed user authentications (RESP AUTH/HELLO, native Auth)",
-                crate::auth::AUTH_FAILURES.load(std::sync::atomic::Ordering::Relaxed),
+                load(&crate::auth::AUTH_FAILURES),
             ),
             (
                 "tls_handshake_failures_total",
                 "failed TLS handshakes on the native and RESP ports",
-                crate::tls::TLS_HANDSHAKE_FAILURES.load(std::sync::atomic::Ordering::Relaxed),
+                load(&crate::tls::TLS_HANDSHAKE_FAILURES),
             ),
             (
                 "duplicate_hellos_total",
@@ -135,16 +122,11 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 st.links_replaced,
             ),
         ];
-        for (name, help, v) in more {
+        for (name, help, v) in counters {
             m.metric(name, "counter", help, "", v);
         }
-        m.metric(
-            "uptime_seconds",
-            "gauge",
-            "seconds since start",
-            "",
-            self.start.elapsed().as_secs(),
-        );
+        let uptime = self.start.elapsed().as_secs();
+        m.metric("uptime_seconds", "gauge", "seconds since start", "", uptime);
     }
 
     fn persist_metrics(&self, m: &mut Prom) {

@@ -32,18 +32,7 @@ pub async fn listeners(n: usize) -> (ClusterFile, Vec<TcpListener>) {
         replicas.push(ReplicaAddr::at(id as NodeId, l.local_addr().unwrap()));
         ls.push(l);
     }
-    let file = ClusterFile {
-        protocol: abd(),
-        cluster_id: None,
-        durability: None,
-        data_dir: None,
-        replicas,
-        limits: None,
-        options: Default::default(),
-        tls: None,
-        secret_file: None,
-        users: None,
-    };
+    let file = ClusterFile::new(abd(), replicas);
     (file, ls)
 }
 
