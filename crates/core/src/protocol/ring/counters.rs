@@ -54,6 +54,13 @@ pub struct Counters {
 impl Counters {
     /// `/metrics` lines; `view` is the number of live servers.
     pub fn metrics(&self, view: usize) -> Vec<(&'static str, &'static str, u64)> {
+        let mut m = self.write_path();
+        m.extend(self.faults_and_views(view));
+        m
+    }
+
+    /// Counters of the write and read path.
+    fn write_path(&self) -> Vec<(&'static str, &'static str, u64)> {
         vec![
             (
                 "ring_writes_completed_total",
@@ -95,6 +102,13 @@ impl Counters {
                 "messages re-sent to a new successor",
                 self.resent,
             ),
+        ]
+    }
+
+    /// Counters of crashes, views, rejoins and refused senders; `view` is
+    /// the number of live servers.
+    fn faults_and_views(&self, view: usize) -> Vec<(&'static str, &'static str, u64)> {
+        vec![
             (
                 "ring_crashes_seen_total",
                 "servers seen crashing",
