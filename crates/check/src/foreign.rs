@@ -6,41 +6,38 @@ use std::fmt::Display;
 use serde_json::{Map, Value};
 
 use crate::edn::{self, Edn};
-use crate::formats::{Format, Pairing};
 use crate::history::{History, HistoryError, Op, Operation, Outcome};
+use crate::pairing::Pairing;
 
-/// `invoke-json` when the line's object has an `invoke`, `complete` or `ok`
-/// field and neither of ours (`call`, `outcome`); else ours.
-pub(crate) fn json_flavour(line: &str) -> Format {
+/// Whether a JSON line is `invoke-json`: it has an `invoke`, `complete` or
+/// `ok` field and neither of our JSONL's (`call`, `outcome`).
+pub(crate) fn is_invoke_json(line: &str) -> bool {
     let has = |m: &Map<String, Value>, keys: &[&str]| keys.iter().any(|k| m.contains_key(*k));
     match serde_json::from_str::<Value>(line) {
-        Ok(Value::Object(m))
-            if has(&m, &["invoke", "complete", "ok"]) && !has(&m, &["call", "outcome"]) =>
-        {
-            Format::InvokeJson
+        Ok(Value::Object(m)) => {
+            has(&m, &["invoke", "complete", "ok"]) && !has(&m, &["call", "outcome"])
         }
-        _ => Format::Jsonl,
+        _ => false,
     }
 }
 
-/// Porcupine's kv format or a Jepsen history, told apart by the first line
-/// whose `:f` names an operation of either (nemesis lines name neither).
-pub(crate) fn edn_flavour(text: &str) -> Format {
+/// Whether EDN lines are a Jepsen history rather than Porcupine's kv
+/// format, by the first line whose `:f` names an operation of either
+/// (nemesis lines name neither).
+pub(crate) fn is_jepsen_edn(text: &str) -> bool {
     for line in text.lines().take(10_000) {
         let Ok(m) = edn::map(unwrap_vector(line)) else {
             continue;
         };
         match m.get("f") {
             Some(Edn::Kw(f)) if matches!(f.as_str(), "get" | "put" | "append" | "delete") => {
-                return Format::EdnKv
+                return false
             }
-            Some(Edn::Kw(f)) if matches!(f.as_str(), "read" | "write" | "cas") => {
-                return Format::JepsenEdn
-            }
+            Some(Edn::Kw(f)) if matches!(f.as_str(), "read" | "write" | "cas") => return true,
             _ => {}
         }
     }
-    Format::EdnKv
+    false
 }
 
 /// A history saved as one EDN vector, one map per line: `[{…}` … `{…}]`.
@@ -401,7 +398,7 @@ pub(crate) fn parse_jepsen_edn(text: &str) -> Result<History, HistoryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::parse;
+    use crate::formats::{parse, Format};
 
     fn err(text: &str) -> String {
         parse(text, None).unwrap_err().to_string()

@@ -3,11 +3,11 @@
 //! EDN-like key-value format of Porcupine's test data. Formats without
 //! times use the line number as the time of each event. Fields a format
 //! does not use are ignored.
-use std::collections::HashMap;
 
 use crate::edn::{self, Edn};
 use crate::foreign;
-use crate::history::{History, HistoryError, Op, Operation, Outcome};
+use crate::history::{History, HistoryError, Op, Outcome};
+use crate::pairing::Pairing;
 
 /// A history file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -44,9 +44,17 @@ impl Format {
             .map(str::trim)
             .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))?;
         if line.starts_with("{:") || line.starts_with("[{:") {
-            Some(foreign::edn_flavour(text))
+            Some(if foreign::is_jepsen_edn(text) {
+                Format::JepsenEdn
+            } else {
+                Format::EdnKv
+            })
         } else if line.starts_with('{') {
-            Some(foreign::json_flavour(line))
+            Some(if foreign::is_invoke_json(line) {
+                Format::InvokeJson
+            } else {
+                Format::Jsonl
+            })
         } else if text.contains("jepsen.util") || jepsen_fields(line).is_some() {
             Some(Format::Jepsen)
         } else {
@@ -78,80 +86,6 @@ pub fn parse(text: &str, format: Option<Format>) -> Result<(History, Format), Hi
         return Err(HistoryError::Empty);
     }
     Ok((h, format))
-}
-
-/// Pairs invocations with completions per process. `complete` returns the
-/// outcome; unmatched invocations end with an unknown outcome. Times are
-/// the line numbers unless given (`invoke_at`, `complete_at`).
-#[derive(Default)]
-pub(crate) struct Pairing {
-    open: HashMap<u64, usize>,
-    pub(crate) ops: Vec<Operation>,
-}
-
-impl Pairing {
-    fn invoke(&mut self, line: usize, process: u64, op: Op) -> Result<(), HistoryError> {
-        self.invoke_at(line, line as u64, process, op)
-    }
-
-    pub(crate) fn invoke_at(
-        &mut self,
-        line: usize,
-        t: u64,
-        process: u64,
-        op: Op,
-    ) -> Result<(), HistoryError> {
-        if self.open.contains_key(&process) {
-            return Err(HistoryError::at(
-                line,
-                format!("process {process} invoked twice"),
-            ));
-        }
-        self.open.insert(process, self.ops.len());
-        self.ops.push(Operation {
-            client: process,
-            op,
-            call: t,
-            ret: None,
-            outcome: Outcome::Unknown,
-        });
-        Ok(())
-    }
-
-    /// Completes the open operation of `process`; returns it for checks.
-    fn complete(
-        &mut self,
-        line: usize,
-        process: u64,
-        outcome: Outcome,
-    ) -> Result<&mut Operation, HistoryError> {
-        self.complete_at(line, line as u64, process, outcome)
-    }
-
-    pub(crate) fn complete_at(
-        &mut self,
-        line: usize,
-        t: u64,
-        process: u64,
-        outcome: Outcome,
-    ) -> Result<&mut Operation, HistoryError> {
-        let i = self.open.remove(&process).ok_or_else(|| {
-            HistoryError::at(
-                line,
-                format!("process {process} completes without an invocation"),
-            )
-        })?;
-        let o = &mut self.ops[i];
-        if t < o.call {
-            return Err(HistoryError::at(
-                line,
-                format!("field :time: {t} is before the invocation's {}", o.call),
-            ));
-        }
-        o.ret = (outcome != Outcome::Unknown).then_some(t);
-        o.outcome = outcome;
-        Ok(o)
-    }
 }
 
 /// Splits `3 :invoke :cas [1 4]` (after `jepsen.util - `) into (process,

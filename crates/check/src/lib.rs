@@ -25,6 +25,7 @@ mod edn;
 mod explain;
 mod foreign;
 mod model;
+mod pairing;
 mod schedule;
 mod search;
 
