@@ -12,8 +12,9 @@ use crate::report;
 
 /// Check that a recorded history is linearizable.
 ///
-/// Reads FILE (our JSON lines, a Jepsen register log, or the EDN key-value
-/// format; detected unless --format is given), checks each key on its own
+/// Reads FILE (our JSON lines, JSON lines with invoke/complete/ok fields, a
+/// Jepsen EDN history or register log, or the EDN key-value format; detected
+/// unless --format is given; fields a format does not use are ignored), checks each key on its own
 /// with the Wing–Gong/Lowe search, and prints a verdict per key and overall.
 /// Keys are searched in fair slices of growing size, smallest first, on all
 /// threads: a hard key cannot starve the others, and the verdict does not
@@ -101,6 +102,10 @@ pub enum FormatArg {
     Jepsen,
     /// EDN-like kv maps (`{:process 0, :type :invoke, :f :get, :key "0", :value nil}`).
     EdnKv,
+    /// JSON lines, one operation each, with `invoke`/`complete` (ns) and `ok` (true, false, null).
+    InvokeJson,
+    /// Jepsen/Knossos EDN history (`{:type :invoke, :f :cas, :value [1 2], :process 3, :time 12}`).
+    JepsenEdn,
 }
 
 impl From<FormatArg> for Format {
@@ -109,6 +114,8 @@ impl From<FormatArg> for Format {
             FormatArg::Jsonl => Format::Jsonl,
             FormatArg::Jepsen => Format::Jepsen,
             FormatArg::EdnKv => Format::EdnKv,
+            FormatArg::InvokeJson => Format::InvokeJson,
+            FormatArg::JepsenEdn => Format::JepsenEdn,
         }
     }
 }

@@ -1,9 +1,13 @@
-//! Reading histories: our JSONL, Jepsen register logs, and the EDN-like
-//! key-value format of Porcupine's test data. Formats without times use the
-//! line number as the time of each event.
-use std::collections::HashMap;
+//! Reading histories: our JSONL, JSON lines with `invoke`/`complete`/`ok`
+//! fields, Jepsen/Knossos EDN histories, Jepsen register logs, and the
+//! EDN-like key-value format of Porcupine's test data. Formats without
+//! times use the line number as the time of each event. Fields a format
+//! does not use are ignored.
 
-use crate::history::{History, HistoryError, Op, Operation, Outcome};
+use crate::edn::{self, Edn};
+use crate::foreign;
+use crate::history::{History, HistoryError, Op, Outcome};
+use crate::pairing::Pairing;
 
 /// A history file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -15,6 +19,10 @@ pub enum Format {
     Jepsen,
     /// `{:process 0, :type :invoke, :f :append, :key "0", :value "x"}`.
     EdnKv,
+    /// One JSON object per operation with `invoke`, `complete` and `ok`.
+    InvokeJson,
+    /// Jepsen/Knossos EDN: `{:type :invoke, :f :cas, :value [1 2], :process 3}`.
+    JepsenEdn,
 }
 
 impl Format {
@@ -23,19 +31,30 @@ impl Format {
             Format::Jsonl => "jsonl",
             Format::Jepsen => "jepsen",
             Format::EdnKv => "edn-kv",
+            Format::InvokeJson => "invoke-json",
+            Format::JepsenEdn => "jepsen-edn",
         }
     }
 
-    /// Guesses the format from the first meaningful line.
+    /// Guesses the format from the first meaningful line (for EDN, from
+    /// the first line that names a known operation).
     pub fn detect(text: &str) -> Option<Format> {
         let line = text
             .lines()
             .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#'))?;
-        if line.starts_with("{:") {
-            Some(Format::EdnKv)
+            .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))?;
+        if line.starts_with("{:") || line.starts_with("[{:") {
+            Some(if foreign::is_jepsen_edn(text) {
+                Format::JepsenEdn
+            } else {
+                Format::EdnKv
+            })
         } else if line.starts_with('{') {
-            Some(Format::Jsonl)
+            Some(if foreign::is_invoke_json(line) {
+                Format::InvokeJson
+            } else {
+                Format::Jsonl
+            })
         } else if text.contains("jepsen.util") || jepsen_fields(line).is_some() {
             Some(Format::Jepsen)
         } else {
@@ -60,59 +79,13 @@ pub fn parse(text: &str, format: Option<Format>) -> Result<(History, Format), Hi
         Format::Jsonl => History::read_jsonl(text.as_bytes())?,
         Format::Jepsen => parse_jepsen(text)?,
         Format::EdnKv => parse_edn_kv(text)?,
+        Format::InvokeJson => foreign::parse_invoke_json(text)?,
+        Format::JepsenEdn => foreign::parse_jepsen_edn(text)?,
     };
     if h.ops.is_empty() {
         return Err(HistoryError::Empty);
     }
     Ok((h, format))
-}
-
-/// Pairs invocations with completions per process. `complete` returns the
-/// outcome; unmatched invocations end with an unknown outcome.
-#[derive(Default)]
-struct Pairing {
-    open: HashMap<u64, usize>,
-    ops: Vec<Operation>,
-}
-
-impl Pairing {
-    fn invoke(&mut self, line: usize, process: u64, op: Op) -> Result<(), HistoryError> {
-        if self.open.contains_key(&process) {
-            return Err(HistoryError::at(
-                line,
-                format!("process {process} invoked twice"),
-            ));
-        }
-        self.open.insert(process, self.ops.len());
-        let t = line as u64;
-        self.ops.push(Operation {
-            client: process,
-            op,
-            call: t,
-            ret: None,
-            outcome: Outcome::Unknown,
-        });
-        Ok(())
-    }
-
-    /// Completes the open operation of `process`; returns it for checks.
-    fn complete(
-        &mut self,
-        line: usize,
-        process: u64,
-        outcome: Outcome,
-    ) -> Result<&mut Operation, HistoryError> {
-        let i = self.open.remove(&process).ok_or_else(|| {
-            HistoryError::at(
-                line,
-                format!("process {process} completes without an invocation"),
-            )
-        })?;
-        let o = &mut self.ops[i];
-        o.ret = (outcome != Outcome::Unknown).then_some(line as u64);
-        o.outcome = outcome;
-        Ok(o)
-    }
 }
 
 /// Splits `3 :invoke :cas [1 4]` (after `jepsen.util - `) into (process,
@@ -210,79 +183,6 @@ fn pair(s: &str) -> Option<(String, String)> {
     it.next().is_none().then_some(r)
 }
 
-/// An EDN value of the kv format.
-#[derive(Debug, PartialEq)]
-enum Edn {
-    Nil,
-    Kw(String),
-    Str(String),
-    Int(i64),
-}
-
-/// Parses one `{:k v, :k v}` line. Strings take `\"` and `\\` escapes.
-fn edn_map(line: &str) -> Result<HashMap<String, Edn>, String> {
-    let s = line.trim();
-    let body = s
-        .strip_prefix('{')
-        .and_then(|b| b.strip_suffix('}'))
-        .ok_or("expected {…}")?;
-    let mut out = HashMap::new();
-    let mut chars = body.chars().peekable();
-    let skip_ws = |c: &mut std::iter::Peekable<std::str::Chars>| {
-        while c.peek().is_some_and(|&ch| ch.is_whitespace() || ch == ',') {
-            c.next();
-        }
-    };
-    let word = |c: &mut std::iter::Peekable<std::str::Chars>| {
-        let mut w = String::new();
-        while let Some(&ch) = c.peek() {
-            if ch.is_whitespace() || ch == ',' {
-                break;
-            }
-            w.push(ch);
-            c.next();
-        }
-        w
-    };
-    loop {
-        skip_ws(&mut chars);
-        let Some(c) = chars.next() else { break };
-        if c != ':' {
-            return Err(format!("expected a :keyword, found {c:?}"));
-        }
-        let k = word(&mut chars);
-        skip_ws(&mut chars);
-        let v = match chars.peek() {
-            Some('"') => {
-                chars.next();
-                let mut v = String::new();
-                loop {
-                    match chars.next().ok_or("unterminated string")? {
-                        '"' => break,
-                        '\\' => v.push(chars.next().ok_or("unterminated string")?),
-                        ch => v.push(ch),
-                    }
-                }
-                Edn::Str(v)
-            }
-            Some(':') => {
-                chars.next();
-                Edn::Kw(word(&mut chars))
-            }
-            Some(_) => {
-                let w = word(&mut chars);
-                match w.as_str() {
-                    "nil" => Edn::Nil,
-                    _ => Edn::Int(w.parse().map_err(|_| format!("bad value {w:?}"))?),
-                }
-            }
-            None => return Err(format!("no value for :{k}")),
-        };
-        out.insert(k, v);
-    }
-    Ok(out)
-}
-
 /// The kv format. A missing key reads as `""` there, so a get of `""` is
 /// read as "absent", a put of `""` as a delete, and an append of `""` (a
 /// no-op) is dropped: with these the format's semantics equal our model's.
@@ -293,12 +193,12 @@ fn parse_edn_kv(text: &str) -> Result<History, HistoryError> {
         if raw.trim().is_empty() {
             continue;
         }
-        let m = edn_map(raw).map_err(|e| HistoryError::at(n, e))?;
+        let m = edn::map(raw).map_err(|e| HistoryError::at(n, e))?;
         let get_str = |k: &str| match m.get(k) {
             Some(Edn::Str(s)) => Ok(Some(s.clone())),
             Some(Edn::Int(i)) => Ok(Some(i.to_string())),
             Some(Edn::Nil) | None => Ok(None),
-            Some(Edn::Kw(w)) => Err(HistoryError::at(n, format!(":{k} is :{w}"))),
+            Some(other) => Err(HistoryError::at(n, format!(":{k} is {other}"))),
         };
         let kw = |k: &str| match m.get(k) {
             Some(Edn::Kw(w)) => Ok(w.as_str()),
@@ -509,7 +409,13 @@ INFO  jepsen.util - 3\t:ok\t:read\t3
             "{}",
         ];
         for s in samples {
-            for f in [Format::Jsonl, Format::Jepsen, Format::EdnKv] {
+            for f in [
+                Format::Jsonl,
+                Format::Jepsen,
+                Format::EdnKv,
+                Format::InvokeJson,
+                Format::JepsenEdn,
+            ] {
                 let _ = parse(s, Some(f));
             }
         }

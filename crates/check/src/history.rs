@@ -55,9 +55,9 @@ impl HistoryError {
     }
 }
 
-/// One JSONL line (see the crate README for the schema).
+/// One JSONL line (see the crate README for the schema). Other fields are
+/// ignored: a driver may add its own.
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Line {
     client: u64,
     op: String,

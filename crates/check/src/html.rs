@@ -77,21 +77,70 @@ fn columns(ops: &[Operation], end: u64) -> BTreeMap<u64, usize> {
     t.into_iter().enumerate().map(|(i, t)| (t, i)).collect()
 }
 
+/// Where the timeline puts things: a column per instant, a row per client.
+struct Layout {
+    cols: BTreeMap<u64, usize>,
+    clients: BTreeMap<u64, usize>,
+    /// The prefix ends at the failing operation's return.
+    end: u64,
+    last_col: usize,
+    width: f64,
+    height: f64,
+}
+
+impl Layout {
+    fn new(v: &Violation) -> Layout {
+        let ops = &v.ops[..v.prefix_ops];
+        let end = v.ops[v.failing_op].ret.unwrap_or(u64::MAX);
+        let cols = columns(ops, end);
+        let clients: BTreeMap<u64, usize> = {
+            let mut c: Vec<u64> = ops.iter().map(|o| o.client).collect();
+            c.sort_unstable();
+            c.dedup();
+            c.into_iter().enumerate().map(|(i, c)| (c, i)).collect()
+        };
+        let last_col = cols.len() + 1;
+        Layout {
+            width: LEFT + COL * (last_col as f64 + 1.0) + RIGHT,
+            height: TOP + ROW * clients.len() as f64 + 20.0,
+            cols,
+            clients,
+            end,
+            last_col,
+        }
+    }
+
+    fn x(&self, col: usize) -> f64 {
+        LEFT + COL * (col as f64 + 0.5)
+    }
+
+    /// The top of `client`'s row.
+    fn y(&self, client: u64) -> f64 {
+        TOP + ROW * self.clients[&client] as f64
+    }
+}
+
 /// The SVG timeline of the failing prefix and a table of involved operations.
 pub fn violation_svg(v: &Violation) -> String {
-    let ops = &v.ops[..v.prefix_ops];
-    let end = v.ops[v.failing_op].ret.unwrap_or(u64::MAX);
-    let cols = columns(ops, end);
-    let clients: BTreeMap<u64, usize> = {
-        let mut c: Vec<u64> = ops.iter().map(|o| o.client).collect();
-        c.sort_unstable();
-        c.dedup();
-        c.into_iter().enumerate().map(|(i, c)| (c, i)).collect()
-    };
-    let last_col = cols.len() + 1;
-    let width = LEFT + COL * (last_col as f64 + 1.0) + RIGHT;
-    let height = TOP + ROW * clients.len() as f64 + 20.0;
-    let x = |col: usize| LEFT + COL * (col as f64 + 0.5);
+    let l = Layout::new(v);
+    let mut s = intro(v);
+    let _ = writeln!(
+        s,
+        "<div class=\"wrap\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0}\" height=\"{:.0}\">",
+        l.width, l.height
+    );
+    rows(&mut s, v, &l);
+    for (i, o) in v.ops[..v.prefix_ops].iter().enumerate() {
+        op_bar(&mut s, v, &l, i, o);
+    }
+    s.push_str("</svg></div>\n<table><tr><th></th><th>op</th><th>client</th><th>call</th><th>return</th><th>operation</th></tr>\n");
+    involved_rows(&mut s, v, l.end);
+    s.push_str("</table>\n");
+    s
+}
+
+/// What the picture shows, and its legend.
+fn intro(v: &Violation) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -106,11 +155,14 @@ pub fn violation_svg(v: &Violation) -> String {
         v.failing_op
     );
     s.push_str("<p class=\"legend\"><span style=\"background:#cfe2ff\">operation</span><span style=\"background:#ffe69c\">involved</span><span style=\"background:#f1aeb5\">failing</span></p>\n");
-    let _ = writeln!(
-        s,
-        "<div class=\"wrap\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\">"
-    );
-    for (c, &row) in &clients {
+    s
+}
+
+/// The clients' rows, the line where the prefix ends, and the failing
+/// operation's full label.
+fn rows(s: &mut String, v: &Violation, l: &Layout) {
+    let (width, height) = (l.width, l.height);
+    for (c, &row) in &l.clients {
         let y = TOP + ROW * row as f64;
         let _ = writeln!(
             s,
@@ -120,70 +172,73 @@ pub fn violation_svg(v: &Violation) -> String {
             y + ROW / 2.0 + 4.0
         );
     }
-    let end_col = cols.get(&end).copied().unwrap_or(last_col);
+    let end_col = l.cols.get(&l.end).copied().unwrap_or(l.last_col);
     let _ = writeln!(
         s,
         "<line class=\"end\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1}\" y2=\"{2:.0}\"/><text x=\"{3:.1}\" y=\"{4}\" fill=\"#b02a37\">prefix ends</text>",
-        x(end_col) + COL / 2.0,
+        l.x(end_col) + COL / 2.0,
         TOP - 14.0,
         height - 10.0,
-        x(end_col) + COL / 2.0 + 4.0,
+        l.x(end_col) + COL / 2.0 + 4.0,
         TOP - 18.0
     );
-    {
-        // The failing operation's full label, unclipped, right of the line.
-        let o = &v.ops[v.failing_op];
-        let y = TOP + ROW * clients[&o.client] as f64 + ROW / 2.0 + 4.0;
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{y:.0}\" fill=\"#b02a37\" font-weight=\"bold\">#{} {}</text>",
-            x(last_col) + COL,
-            v.failing_op,
-            esc(&op_text(o))
-        );
+    // The failing operation's full label, unclipped, right of the line.
+    let o = &v.ops[v.failing_op];
+    let y = l.y(o.client) + ROW / 2.0 + 4.0;
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.1}\" y=\"{y:.0}\" fill=\"#b02a37\" font-weight=\"bold\">#{} {}</text>",
+        l.x(l.last_col) + COL,
+        v.failing_op,
+        esc(&op_text(o))
+    );
+}
+
+/// Operation `i`'s bar, from its call to its return (or the right edge).
+fn op_bar(s: &mut String, v: &Violation, l: &Layout, i: usize, o: &Operation) {
+    let c0 = l.cols[&o.call];
+    let open = o.ret.is_none_or(|r| r > l.end);
+    let c1 = if open {
+        l.last_col
+    } else {
+        l.cols[&o.ret.expect("closed")]
+    };
+    let y = l.y(o.client) + 4.0;
+    let (x0, x1) = (l.x(c0) - COL * 0.4, l.x(c1) + COL * 0.4);
+    let mut class = String::from("op");
+    let mut id = String::new();
+    if i == v.failing_op {
+        class.push_str(" fail");
+        id = " id=\"failing\"".into();
+    } else if v.involved.binary_search(&i).is_ok() {
+        class.push_str(" inv");
     }
-    for (i, o) in ops.iter().enumerate() {
-        let c0 = cols[&o.call];
-        let open = o.ret.is_none_or(|r| r > end);
-        let c1 = if open {
-            last_col
-        } else {
-            cols[&o.ret.expect("closed")]
-        };
-        let y = TOP + ROW * clients[&o.client] as f64 + 4.0;
-        let (x0, x1) = (x(c0) - COL * 0.4, x(c1) + COL * 0.4);
-        let mut class = String::from("op");
-        let mut id = String::new();
-        if i == v.failing_op {
-            class.push_str(" fail");
-            id = " id=\"failing\"".into();
-        } else if v.involved.binary_search(&i).is_ok() {
-            class.push_str(" inv");
-        }
-        if open {
-            class.push_str(" open");
-        }
-        let label = op_text(o);
-        let ret = o.ret.map_or("unknown".to_string(), |r| r.to_string());
-        let _ = writeln!(
-            s,
-            "<g{id}><title>#{i} client {} {}\ncall {} return {}</title><rect class=\"{class}\" x=\"{x0:.1}\" y=\"{y:.0}\" width=\"{:.1}\" height=\"{:.0}\" rx=\"3\"/>\
-             <clipPath id=\"c{i}\"><rect x=\"{x0:.1}\" y=\"{y:.0}\" width=\"{:.1}\" height=\"{:.0}\"/></clipPath>\
-             <text x=\"{:.1}\" y=\"{:.0}\" clip-path=\"url(#c{i})\">{}</text></g>",
-            o.client,
-            esc(&label),
-            o.call,
-            ret,
-            x1 - x0,
-            ROW - 8.0,
-            x1 - x0,
-            ROW - 8.0,
-            x0 + 3.0,
-            y + ROW / 2.0,
-            esc(&label)
-        );
+    if open {
+        class.push_str(" open");
     }
-    s.push_str("</svg></div>\n<table><tr><th></th><th>op</th><th>client</th><th>call</th><th>return</th><th>operation</th></tr>\n");
+    let label = op_text(o);
+    let ret = o.ret.map_or("unknown".to_string(), |r| r.to_string());
+    let _ = writeln!(
+        s,
+        "<g{id}><title>#{i} client {} {}\ncall {} return {}</title><rect class=\"{class}\" x=\"{x0:.1}\" y=\"{y:.0}\" width=\"{:.1}\" height=\"{:.0}\" rx=\"3\"/>\
+         <clipPath id=\"c{i}\"><rect x=\"{x0:.1}\" y=\"{y:.0}\" width=\"{:.1}\" height=\"{:.0}\"/></clipPath>\
+         <text x=\"{:.1}\" y=\"{:.0}\" clip-path=\"url(#c{i})\">{}</text></g>",
+        o.client,
+        esc(&label),
+        o.call,
+        ret,
+        x1 - x0,
+        ROW - 8.0,
+        x1 - x0,
+        ROW - 8.0,
+        x0 + 3.0,
+        y + ROW / 2.0,
+        esc(&label)
+    );
+}
+
+/// One table row per operation involved.
+fn involved_rows(s: &mut String, v: &Violation, end: u64) {
     for &i in &v.involved {
         let o = &v.ops[i];
         let ret = match o.ret {
@@ -201,6 +256,4 @@ pub fn violation_svg(v: &Violation) -> String {
             esc(&op_text(o))
         );
     }
-    s.push_str("</table>\n");
-    s
 }

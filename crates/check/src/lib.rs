@@ -2,7 +2,8 @@
 //!
 //! * [`history`]: the operations, outcomes and the JSONL format;
 //! * [`recorder`]: a lock-free-on-the-hot-path recorder for clients and the bench;
-//! * [`formats`]: JSONL, Jepsen register logs, the EDN key-value format;
+//! * [`formats`]: JSONL, JSON lines with invoke/complete/ok, Jepsen EDN
+//!   histories, Jepsen register logs, the EDN key-value format;
 //! * [`check()`]: the Wing–Gong/Lowe search with memoisation, per key, in parallel;
 //! * [`znode`]: the znode service's model and the lock recipes' mutual-exclusion check;
 //! * [`html`]: a self-contained picture of a violation; [`cli`]: `quorumkv check`.
@@ -20,8 +21,11 @@ pub mod report;
 pub mod znode;
 
 mod check;
+mod edn;
 mod explain;
+mod foreign;
 mod model;
+mod pairing;
 mod schedule;
 mod search;
 

@@ -466,10 +466,7 @@ pub fn observed(
 ) -> Option<ZnodeOp> {
     use quorumkv_core::op::text;
     use quorumkv_core::znode::{ZnodeOp as Asked, ZnodeReply as R};
-    let err = |r: &R| match r {
-        R::Error(e) => e.clone(),
-        other => ZkError::BadArguments(format!("unexpected answer {other:?}")),
-    };
+    let err = answer_error;
     Some(match op {
         Asked::OpenSession { .. } => ZnodeOp::OpenSession { session },
         Asked::CloseSession => ZnodeOp::CloseSession { session },
@@ -510,27 +507,9 @@ pub fn observed(
                 other => Err(err(other)),
             }),
         },
-        Asked::GetData { path, .. } => ZnodeOp::GetData {
-            path: path.clone(),
-            result: match reply? {
-                R::Data { data, stat } => Ok((text(data), stat.version)),
-                other => Err(err(other)),
-            },
-        },
-        Asked::Exists { path, .. } => ZnodeOp::Exists {
-            path: path.clone(),
-            result: match reply? {
-                R::Exists(stat) => stat.as_ref().map(|s| s.version),
-                _ => return None,
-            },
-        },
-        Asked::GetChildren { path, .. } => ZnodeOp::Children {
-            path: path.clone(),
-            result: match reply? {
-                R::Children(names) => Ok(names.clone()),
-                other => Err(err(other)),
-            },
-        },
+        Asked::GetData { .. } | Asked::Exists { .. } | Asked::GetChildren { .. } => {
+            return observed_read(op, reply?)
+        }
         // ACLs are outside the model: it holds every node open to all
         // (`world:anyone:cdrwa`, what a create without an ACL gives), and
         // the workload (`workload_op`) never asks for an ACL, an identity
@@ -557,6 +536,50 @@ pub fn observed(
         | Asked::AddAuth { .. }
         | Asked::GetAcl { .. }
         | Asked::SetAcl { .. } => return None,
+    })
+}
+
+/// The error a znode answer reports; an answer of the wrong kind reads as
+/// `BadArguments`, which the model never gives (a server bug).
+fn answer_error(r: &quorumkv_core::znode::ZnodeReply) -> ZkError {
+    match r {
+        quorumkv_core::znode::ZnodeReply::Error(e) => e.clone(),
+        other => ZkError::BadArguments(format!("unexpected answer {other:?}")),
+    }
+}
+
+/// [`observed`] for a read that was answered; `None` for a request that is
+/// not a read, or an `exists` with an answer of the wrong kind.
+fn observed_read(
+    op: &quorumkv_core::znode::ZnodeOp,
+    reply: &quorumkv_core::znode::ZnodeReply,
+) -> Option<ZnodeOp> {
+    use quorumkv_core::op::text;
+    use quorumkv_core::znode::{ZnodeOp as Asked, ZnodeReply as R};
+    let err = answer_error;
+    Some(match op {
+        Asked::GetData { path, .. } => ZnodeOp::GetData {
+            path: path.clone(),
+            result: match reply {
+                R::Data { data, stat } => Ok((text(data), stat.version)),
+                other => Err(err(other)),
+            },
+        },
+        Asked::Exists { path, .. } => ZnodeOp::Exists {
+            path: path.clone(),
+            result: match reply {
+                R::Exists(stat) => stat.as_ref().map(|s| s.version),
+                _ => return None,
+            },
+        },
+        Asked::GetChildren { path, .. } => ZnodeOp::Children {
+            path: path.clone(),
+            result: match reply {
+                R::Children(names) => Ok(names.clone()),
+                other => Err(err(other)),
+            },
+        },
+        _ => return None,
     })
 }
 

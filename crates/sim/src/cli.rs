@@ -426,7 +426,8 @@ fn report_failure(
         Verdict::Pass => String::new(),
         Verdict::Unsafe { details }
         | Verdict::Stuck { details }
-        | Verdict::Undecided { details } => details.clone(),
+        | Verdict::Undecided { details }
+        | Verdict::Panicked { details } => details.clone(),
     };
     for l in details.lines() {
         let _ = writeln!(out, "  {l}");
@@ -475,19 +476,28 @@ fn si(x: f64) -> String {
     }
 }
 
-fn print_summary(s: &Summary, out: &mut impl Write) {
+/// `seeds: … run, … passed, … failed (…)`.
+fn seeds_line(s: &Summary) -> String {
     let count = |f: fn(&Verdict) -> bool| s.failures.iter().filter(|r| f(&r.verdict)).count();
     let unsafe_ = count(|v| matches!(v, Verdict::Unsafe { .. }));
     let stuck = count(|v| matches!(v, Verdict::Stuck { .. }));
     let undecided = count(|v| matches!(v, Verdict::Undecided { .. }));
-    let t = &s.totals;
-    let _ = writeln!(
-        out,
-        "\nseeds: {} run, {} passed, {} failed ({unsafe_} not linearizable, {stuck} liveness, {undecided} undecided)",
+    // Shown only when some seed panicked: other summaries stay as they were.
+    let panicked = match count(|v| matches!(v, Verdict::Panicked { .. })) {
+        0 => String::new(),
+        n => format!(", {n} panicked"),
+    };
+    format!(
+        "seeds: {} run, {} passed, {} failed ({unsafe_} not linearizable, {stuck} liveness, {undecided} undecided{panicked})",
         s.seeds_run,
         s.passed,
         s.failures.len()
-    );
+    )
+}
+
+fn print_summary(s: &Summary, out: &mut impl Write) {
+    let _ = writeln!(out, "\n{}", seeds_line(s));
+    let t = &s.totals;
     let _ = writeln!(
         out,
         "simulated: {} ops ({} ok, {} fail, {} unknown), {} messages (+{} client requests/replies; {} lost, {} cut, {} duplicated), {} events, {} crashes ({} inside a handler), {} outages, {} partitions, {} pauses, {:.1}s virtual",

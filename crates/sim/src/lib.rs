@@ -9,7 +9,8 @@
 //!   [`registry::registry`] is that list, type-erased for the CLI (no
 //!   protocol is named in this crate).
 //! * [`world::World`]: the scheduler, network, nemesis and clients of one seed.
-//! * [`run::run_seed`]: one seed, checked; [`sweep::sweep`]: many seeds.
+//! * [`run::run_seed`]: one seed, checked; [`sweep::sweep`]: many seeds;
+//!   [`panics`]: a core that panics fails its seed, not the sweep.
 //! * [`rounds`]: the synchronous round model of seed 004 (`--rounds`).
 //! * [`cli`]: `quorumkv sim`.
 
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod disk;
 pub mod history;
+pub mod panics;
 pub mod registry;
 pub mod rng;
 pub mod rounds;

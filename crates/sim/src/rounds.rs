@@ -232,24 +232,10 @@ pub fn run_load<D: ProtocolDef>(
         )
     };
     let (read_latency, write_latency) = (latency(true), latency(false));
-    let mut per_server = vec![0u64; n as usize];
-    for r in done.iter().filter(|r| !is_read(r)) {
-        per_server[(r.process % u64::from(n)) as usize] += 1;
-    }
-    let fair = write_latency.count.max(1) as f64 / f64::from(n);
-    let share = |x: Option<&u64>| x.map_or(0.0, |&x| x as f64 / fair);
-    let write_share = (
-        share(per_server.iter().min()),
-        share(per_server.iter().max()),
-    );
+    let writes = done.iter().copied().filter(|r| !is_read(r));
+    let write_share = write_share(writes, n, write_latency.count);
     let window = (round_of(result.stats.virtual_us * 1000) - warmup).max(1) as f64;
-    // Liveness under load: every client completes something in the
-    // measured window (a write that waits longer is starved).
-    let mut served = vec![false; clients];
-    for r in &done {
-        served[r.process as usize % clients] = true;
-    }
-    let end = match served.iter().position(|&s| !s) {
+    let end = match starved(&done, clients) {
         Some(c) if warmup > 0 && D::PROMISES_LIVENESS && result.end == RunEnd::Finished => {
             RunEnd::Stuck(format!(
                 "client {c} completed no operation in rounds {}..={rounds} (starved)",
@@ -281,6 +267,32 @@ pub fn run_load<D: ProtocolDef>(
         history: result.history,
         trace: result.trace,
     })
+}
+
+/// The fewest and the most writes completed through one server (client
+/// `p` uses server `p mod n`), each relative to a fair share of `count`.
+fn write_share<'a>(writes: impl Iterator<Item = &'a OpRecord>, n: u32, count: usize) -> (f64, f64) {
+    let mut per_server = vec![0u64; n as usize];
+    for r in writes {
+        per_server[(r.process % u64::from(n)) as usize] += 1;
+    }
+    let fair = count.max(1) as f64 / f64::from(n);
+    let share = |x: Option<&u64>| x.map_or(0.0, |&x| x as f64 / fair);
+    (
+        share(per_server.iter().min()),
+        share(per_server.iter().max()),
+    )
+}
+
+/// Liveness under load: the first of `clients` that completed nothing in
+/// the measured window (`done`), if any (a write that waits longer is
+/// starved).
+fn starved(done: &[&OpRecord], clients: usize) -> Option<usize> {
+    let mut served = vec![false; clients];
+    for r in done {
+        served[r.process as usize % clients] = true;
+    }
+    served.iter().position(|&s| !s)
 }
 
 /// The four runs of the module doc at N = `n`.

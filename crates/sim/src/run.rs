@@ -4,7 +4,7 @@
 use crate::config::{SeedParams, SimConfig};
 use crate::history::OpRecord;
 use crate::verify::{self, Safety};
-use crate::world::{RunEnd, Stats, World};
+use crate::world::{RunEnd, RunResult, Stats, World};
 use quorumkv_core::protocol::{InjectedBugs, ProtocolDef, ProtocolOptions};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -20,6 +20,8 @@ pub enum Verdict {
     Stuck { details: String },
     /// The checker ran out of budget before deciding.
     Undecided { details: String },
+    /// A protocol core (or the checker) panicked: the message and where.
+    Panicked { details: String },
 }
 
 impl Verdict {
@@ -32,6 +34,7 @@ impl Verdict {
             Verdict::Unsafe { .. } => "NOT LINEARIZABLE",
             Verdict::Stuck { .. } => "LIVENESS",
             Verdict::Undecided { .. } => "UNDECIDED",
+            Verdict::Panicked { .. } => "PANIC",
         }
     }
 }
@@ -42,7 +45,8 @@ impl fmt::Display for Verdict {
             Verdict::Pass => f.write_str("pass"),
             Verdict::Unsafe { details }
             | Verdict::Stuck { details }
-            | Verdict::Undecided { details } => {
+            | Verdict::Undecided { details }
+            | Verdict::Panicked { details } => {
                 write!(f, "{}: {details}", self.label())
             }
         }
@@ -87,20 +91,20 @@ pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
         format!("protocol {}: {e}{drawn}", D::NAME)
     })?;
     let t0 = Instant::now();
-    let result = World::<D>::new(cfg, params.clone(), bug, opts).run();
+    let (result, panicked) = World::<D>::new(cfg, params.clone(), bug, opts).run_catching();
     let sim_wall = t0.elapsed();
     let t1 = Instant::now();
-    let mut safety = verify::check(&result.history, cfg.check_timeout);
-    if cfg.znode && safety == Safety::Linearizable {
-        safety = verify::check_znode(&result, cfg.check_timeout);
-    }
-    let check_wall = t1.elapsed();
-    let verdict = match (safety, result.end) {
-        (Safety::Violation(details), _) => Verdict::Unsafe { details },
-        (_, RunEnd::Stuck(details)) if D::PROMISES_LIVENESS => Verdict::Stuck { details },
-        (Safety::Unknown(details), _) => Verdict::Undecided { details },
-        (Safety::Linearizable, _) => Verdict::Pass,
+    let verdict = match panicked {
+        Some(msg) => Verdict::Panicked {
+            details: format!("a protocol core panicked: {msg}"),
+        },
+        None => crate::panics::catch(|| verdict::<D>(cfg, &result)).unwrap_or_else(|msg| {
+            Verdict::Panicked {
+                details: format!("the checker panicked: {msg}"),
+            }
+        }),
     };
+    let check_wall = t1.elapsed();
     Ok(SeedReport {
         seed,
         params,
@@ -111,6 +115,22 @@ pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
         sim_wall,
         check_wall,
     })
+}
+
+/// The verdict on a run that ended without a panic: its history checked.
+fn verdict<D: ProtocolDef>(cfg: &SimConfig, result: &RunResult) -> Verdict {
+    let mut safety = verify::check(&result.history, cfg.check_timeout);
+    if cfg.znode && safety == Safety::Linearizable {
+        safety = verify::check_znode(result, cfg.check_timeout);
+    }
+    match (safety, &result.end) {
+        (Safety::Violation(details), _) => Verdict::Unsafe { details },
+        (_, RunEnd::Stuck(details)) if D::PROMISES_LIVENESS => Verdict::Stuck {
+            details: details.clone(),
+        },
+        (Safety::Unknown(details), _) => Verdict::Undecided { details },
+        (Safety::Linearizable, _) => Verdict::Pass,
+    }
 }
 
 /// The injected bug `--inject-bug` names, if any.

@@ -559,19 +559,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             clients: Vec::with_capacity(c),
             blocked: vec![false; e * e],
             link_last: vec![0; e * e],
-            link_mult: {
-                let mut r = Rng::stream(seed, Stream::Links);
-                let (p, max) = (params.slow_link_p, params.slow_link_max);
-                // Drawn among the nodes and workload clients only, in the
-                // same order with load clients or not.
-                let mut m = vec![1; e * e];
-                for from in 0..n + c {
-                    for to in 0..n + c {
-                        m[from * e + to] = if r.chance(p) { r.range(2, max) } else { 1 };
-                    }
-                }
-                m
-            },
+            link_mult: Self::slow_links(&params, n + c, e),
             partition_epoch: 0,
             partition_active: false,
             net_rng: Rng::stream(seed, Stream::Network),
@@ -609,6 +597,21 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         w.add_slots(n, c + load);
         w.clients_done = w.clients.iter().filter(|s| s.done).count();
         w
+    }
+
+    /// The latency multiplier of every link (`from * e + to`), drawn among
+    /// the first `drawn` endpoints (the nodes and workload clients) only, in
+    /// the same order with load clients or not.
+    fn slow_links(params: &SeedParams, drawn: usize, e: usize) -> Vec<u64> {
+        let mut r = Rng::stream(params.seed, Stream::Links);
+        let (p, max) = (params.slow_link_p, params.slow_link_max);
+        let mut m = vec![1; e * e];
+        for from in 0..drawn {
+            for to in 0..drawn {
+                m[from * e + to] = if r.chance(p) { r.range(2, max) } else { 1 };
+            }
+        }
+        m
     }
 
     /// `n` node slots (booted later) and `c` client slots with their quotas
@@ -1077,6 +1080,35 @@ impl<'a, D: ProtocolDef> World<'a, D> {
 
     /// Run the seed to its end.
     pub fn run(mut self) -> RunResult {
+        let end = self.simulate();
+        self.finish(end)
+    }
+
+    /// [`Self::run`], but a panic (inside a core) ends the run: the
+    /// history, counters and trace up to it, and the panic's message.
+    pub fn run_catching(mut self) -> (RunResult, Option<String>) {
+        match crate::panics::catch(|| self.simulate()) {
+            Ok(end) => (self.finish(end), None),
+            Err(msg) => {
+                // No END lines: the cores' state is not to be trusted now.
+                self.stats.virtual_us = self.now;
+                let result = RunResult {
+                    end: RunEnd::Stuck(format!("panic: {msg}")),
+                    history: self.history,
+                    znode: self.znode,
+                    watch_events: self.watch_events,
+                    abandoned: self.abandoned,
+                    stats: self.stats,
+                    trace: self.trace,
+                };
+                (result, Some(msg))
+            }
+        }
+    }
+
+    /// Boots the nodes and runs the events until every client is done or
+    /// the run is stuck.
+    fn simulate(&mut self) -> RunEnd {
         for i in 0..self.nodes.len() {
             self.boot(i);
         }
@@ -1094,22 +1126,24 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         // The bound grows with the operations issued: the probe and the load
         // phase add their own to the workload's.
         let max_events = |w: &Self| EVENTS_PER_OP_MAX * (w.cfg.ops.max(w.issued_total) as u64 + 10);
-        let end = loop {
+        loop {
             if self.clients_done == self.clients.len() {
-                break RunEnd::Finished;
+                return RunEnd::Finished;
             }
             let Some(Entry { at, slot, .. }) = self.queue.pop() else {
-                break RunEnd::Stuck("the event queue ran dry before every client finished".into());
+                return RunEnd::Stuck(
+                    "the event queue ran dry before every client finished".into(),
+                );
             };
             if at > RUN_MAX_US {
-                break RunEnd::Stuck(format!(
+                return RunEnd::Stuck(format!(
                     "clients had not finished after {}s of virtual time",
                     RUN_MAX_US / 1_000_000
                 ));
             }
-            if self.stats.events >= max_events(&self) {
-                let max = max_events(&self);
-                break RunEnd::Stuck(format!("runaway: more than {max} events"));
+            if self.stats.events >= max_events(self) {
+                let max = max_events(self);
+                return RunEnd::Stuck(format!("runaway: more than {max} events"));
             }
             debug_assert!(at >= self.now, "time went backwards");
             self.now = at;
@@ -1118,7 +1152,11 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                 self.stats.events += 1;
             }
             self.dispatch(ev);
-        };
+        }
+    }
+
+    /// The result of a run that ended with `end`.
+    fn finish(mut self, end: RunEnd) -> RunResult {
         self.stats.virtual_us = self.now;
         // Where each node ended (a stuck run's trace says why).
         for i in 0..self.nodes.len() {

@@ -61,6 +61,8 @@ struct Flags {
     dedup: bool,
     /// Notify the session of every put (and a session that does not exist).
     notify: bool,
+    /// Panic on the first client request (a core with a bug that panics).
+    panic: bool,
 }
 
 #[derive(Debug)]
@@ -137,6 +139,9 @@ impl Protocol for Relay {
         out.set_timer(Duration::from_millis(2), Ping);
     }
     fn on_client(&mut self, _: Time, cref: ClientRef, req: Request, out: &mut Out<Msg, Ping>) {
+        if self.flags.panic {
+            panic!("boom: node {} got {req:?}", self.id);
+        }
         if let (true, Request::Put { key, value }) = (self.flags.notify, &req) {
             let event = Event {
                 kind: "put".into(),
@@ -218,14 +223,17 @@ macro_rules! relay {
 const PLAIN: Flags = Flags {
     dedup: false,
     notify: false,
+    panic: false,
 };
 const DEDUP: Flags = Flags {
     dedup: true,
     notify: false,
+    panic: false,
 };
 const NOTIFY: Flags = Flags {
     dedup: false,
     notify: true,
+    panic: false,
 };
 
 relay!(FifoRelay, LinkModel::FifoReliable, |n| n - 1, false, PLAIN);
@@ -385,4 +393,122 @@ fn operation_ids_survive_retries_and_only_real_dedup_passes() {
         let f = s.failures.first().expect("a repeated put applies twice");
         assert!(matches!(f.verdict, Verdict::Unsafe { .. }), "{}", f.verdict);
     }
+}
+
+/// The seeds whose cores [`Bomb`] makes panic, by their drawn knobs (the
+/// one per-seed value a protocol sees, through `vary`).
+static BOMB_KNOBS: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct BombOptions {
+    armed: bool,
+}
+
+impl quorumkv_core::protocol::ProtocolOptions for BombOptions {
+    fn specs() -> &'static [quorumkv_core::protocol::options::OptSpec] {
+        &[]
+    }
+    fn set(&mut self, key: &str, _: &str) -> Result<(), String> {
+        Err(format!("unknown option '{key}'"))
+    }
+    fn get(&self, _: &str) -> String {
+        String::new()
+    }
+}
+
+/// The plain relay, whose nodes panic on their first request in the seeds
+/// of `BOMB_KNOBS`.
+struct Bomb;
+
+impl ProtocolDef for Bomb {
+    const NAME: &'static str = "bomb";
+    const ABOUT: &'static str = "a toy core that panics on chosen seeds";
+    const LINK_MODEL: LinkModel = LinkModel::Unreliable;
+    const HAS_CLIENT_COORDINATOR: bool = false;
+    const PROMISES_LIVENESS: bool = false;
+    const DEDUPLICATES_REQUESTS: bool = false;
+    type Msg = Msg;
+    type Node = Relay;
+    type Client = Relay;
+    type Options = BombOptions;
+    type Bug = NoBugs;
+    fn max_crashed(_: usize) -> usize {
+        0
+    }
+    fn node(spec: &NodeSpec<'_>, opts: &BombOptions, _: Option<NoBugs>) -> Relay {
+        let flags = Flags {
+            panic: opts.armed,
+            ..PLAIN
+        };
+        Relay::new(spec, flags)
+    }
+    fn client(_: &ClientSpec<'_>, _: &BombOptions, _: Option<NoBugs>) -> Relay {
+        unreachable!("no client-side coordinator")
+    }
+    fn vary(opts: &mut BombOptions, knobs: u64) {
+        opts.armed = BOMB_KNOBS.lock().unwrap().contains(&knobs);
+    }
+}
+
+/// (e) A core that panics fails its seed, not the sweep: seeds 3 and 7 of
+/// 0..20 panic, are reported with the panic and their replay command, and
+/// the 18 others still run and pass.
+#[test]
+fn a_panicking_core_fails_its_seed_and_the_sweep_goes_on() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: cli::Args,
+    }
+    let argv = [
+        "sim",
+        "--protocol",
+        "bomb",
+        "--seeds",
+        "0..20",
+        "--faults",
+        "none",
+    ];
+    let args = Cmd::parse_from(argv).args;
+    let cfg = args.to_config();
+    let has_coordinator = <Bomb as ProtocolDef>::HAS_CLIENT_COORDINATOR;
+    let knobs = |s| SeedParams::draw(&cfg, s, has_coordinator).knobs;
+    *BOMB_KNOBS.lock().unwrap() = vec![knobs(3), knobs(7)];
+    let others: Vec<u64> = (0..20).filter(|&s| s != 3 && s != 7).map(knobs).collect();
+    assert!(others.iter().all(|k| *k != knobs(3) && *k != knobs(7)));
+
+    let mut out = Vec::new();
+    let args = cli::Args {
+        jobs: Some(2),
+        no_progress: true,
+        ..args
+    };
+    let summary = cli::run_to(&args, &register::<Bomb>(), &mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let failed: Vec<u64> = summary.failures.iter().map(|f| f.seed).collect();
+    assert_eq!(failed, [3, 7], "{out}");
+    assert_eq!((summary.seeds_run, summary.passed), (20, 18), "{out}");
+    for f in &summary.failures {
+        let Verdict::Panicked { details } = &f.verdict else {
+            panic!("seed {}: {}", f.seed, f.verdict);
+        };
+        assert!(
+            details.starts_with("a protocol core panicked: boom: node "),
+            "{details}"
+        );
+        assert!(details.contains("toy.rs:"), "where it panicked: {details}");
+        assert!(
+            out.contains(&format!(
+            "FAIL seed {}: PANIC\n  replay: quorumkv sim --protocol bomb --seeds {} --faults none ",
+            f.seed, f.seed
+        )),
+            "{out}"
+        );
+    }
+    assert_eq!(out.matches("FAIL seed").count(), 2, "{out}");
+    assert!(
+        out.contains("seeds: 20 run, 18 passed, 2 failed (0 not linearizable, 0 liveness, 0 undecided, 2 panicked)"),
+        "{out}"
+    );
 }
