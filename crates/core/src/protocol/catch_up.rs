@@ -2,7 +2,7 @@
 //! lease-lock): asking the peers not yet heard from for their stores, and
 //! how a recovering replica reports itself.
 
-use super::Out;
+use crate::protocol::contract::Out;
 use crate::quorum::QuorumTracker;
 use crate::types::{NodeId, Peer};
 use std::time::Duration;

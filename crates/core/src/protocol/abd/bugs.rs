@@ -71,7 +71,7 @@ mod tests {
     use super::*;
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::{AbdNode, CoordinatorConfig, Msg, Replica};
-    use crate::protocol::{Command, Protocol};
+    use crate::protocol::contract::{Command, Protocol};
     use crate::types::{ClientRef, Peer, Request, Tag};
 
     #[test]

@@ -1,8 +1,10 @@
 //! The coordinator role: runs each client operation in two quorum phases.
 
+use super::bugs::InjectedBug;
+use super::counters::Counters;
+use super::msg::{Msg, Timer};
 use super::thrifty::AVOID_FOR;
-use super::{Counters, InjectedBug, Msg, Timer};
-use crate::protocol::{Out, Protocol};
+use crate::protocol::contract::{Out, Protocol};
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
 use crate::types::{
     ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time, TAG_SPACE_EXHAUSTED,
@@ -540,7 +542,7 @@ mod tests {
     use super::*;
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::Replica;
-    use crate::protocol::Command;
+    use crate::protocol::contract::Command;
 
     #[test]
     fn get_queries_all_and_waits_for_a_majority() {

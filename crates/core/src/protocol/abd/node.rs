@@ -1,8 +1,12 @@
 //! The server: a replica plus a coordinator (proxy mode), and recovery.
 
+use super::bugs::InjectedBug;
 use super::coordinator::first_op;
-use super::{Coordinator, CoordinatorConfig, InjectedBug, Msg, Replica, Timer};
-use crate::protocol::{catch_up, LinkEvent, Out, Protocol, Record};
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::msg::{Msg, Timer};
+use super::replica::Replica;
+use crate::protocol::catch_up;
+use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
 use crate::quorum::{minority, QuorumTracker};
 use crate::types::{ClientRef, NodeId, Peer, Request, Tag, Time};
 use bytes::Bytes;

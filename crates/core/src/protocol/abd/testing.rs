@@ -2,8 +2,9 @@
 //! and pick commands out of an `Out`. The tests beside each part check the
 //! ABD rules of seed 000 §3 / seed 002 §3.1, driven by hand-fed messages.
 
-use super::{Coordinator, CoordinatorConfig, Msg, Timer};
-use crate::protocol::{Command, Out};
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::msg::{Msg, Timer};
+use crate::protocol::contract::{Command, Out};
 use crate::types::{NodeId, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Thrifty mode of the coordinator: each phase goes to Q replicas instead of
 //! all N, rotating and avoiding replicas that recently failed to answer.
 
-use super::Coordinator;
+use super::coordinator::Coordinator;
 use crate::types::Time;
 use std::time::Duration;
 

@@ -8,11 +8,11 @@
 //! leaves before its state is durable (the driver's rule 2), whatever the
 //! handler's own order.
 
+use super::bugs::InjectedBug;
 use super::msg::{Body, Msg, ReqId, Scope, Staged, Timer};
 use super::node::LamportNode;
 use super::recovery::Recovery;
-use super::InjectedBug;
-use crate::protocol::{Command, Out, Record};
+use crate::protocol::contract::{Command, Out, Record};
 use crate::types::NodeId;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -265,11 +265,13 @@ fn push(out: &mut O, c: Command<Msg, Timer>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bugs::InjectedBug;
+    use super::super::msg::{Body, ReqId, Scope};
+    use super::super::msg::{Msg, Timer};
+    use super::super::node::{Config, LamportNode};
     use super::super::testing::{b, deliver, get, put, Cluster, O, T0};
-    use super::super::{Body, Config, InjectedBug, LamportNode, ReqId, Scope};
-    use super::super::{Msg, Timer};
     use super::{word, CLOCK_BLOCK, META_CLOCK};
-    use crate::protocol::{Command, Protocol, Record};
+    use crate::protocol::contract::{Command, Protocol, Record};
     use crate::types::{ClientRef, Response};
     use std::time::Duration;
 

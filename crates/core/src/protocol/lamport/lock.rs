@@ -1,10 +1,10 @@
 //! Lamport's mutual exclusion, one mutex per scope (seed 002 §3.2.2), and
 //! the critical section: apply, SERVER_WRITE, acks, RELEASE_LOCK.
 
+use super::bugs::InjectedBug;
 use super::msg::{Body, Msg, ReqId, Scope, Timer};
 use super::node::{LamportNode, Op, Phase};
-use super::InjectedBug;
-use crate::protocol::Out;
+use crate::protocol::contract::Out;
 use crate::types::{ClientRef, NodeId, OpError, Response, Time};
 use bytes::Bytes;
 use std::collections::BTreeSet;
@@ -367,9 +367,11 @@ impl LamportNode {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bugs::InjectedBug;
+    use super::super::msg::{Body, ReqId, Scope};
+    use super::super::node::{Config, LamportNode};
     use super::super::testing::*;
-    use super::super::{Body, Config, InjectedBug, LamportNode, ReqId, Scope};
-    use crate::protocol::{LinkEvent, Protocol};
+    use crate::protocol::contract::{LinkEvent, Protocol};
     use crate::types::{ClientRef, Peer, Response};
 
     fn r(ts: u64, node: u32) -> ReqId {

@@ -1,10 +1,10 @@
 //! Links that come back, servers that lost their state (seed 002 §2,
 //! recovery mode `r`) and peers evicted by the lock timeout (§4.4.1).
 
+use super::bugs::InjectedBug;
 use super::msg::{Body, Entry, Msg, ReqId, Scope, Staged, Timer};
 use super::node::{LamportNode, Phase};
-use super::InjectedBug;
-use crate::protocol::Out;
+use crate::protocol::contract::Out;
 use crate::types::{NodeId, OpError, Response, Time};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -665,9 +665,10 @@ fn slot_key(n: &mut LamportNode, scope: &Scope, req: ReqId) -> Option<bytes::Byt
 
 #[cfg(test)]
 mod tests {
+    use super::super::msg::{Body, ReqId, Scope, Staged, Timer};
+    use super::super::node::{Config, LamportNode};
     use super::super::testing::*;
-    use super::super::{Body, Config, LamportNode, ReqId, Scope, Staged, Timer};
-    use crate::protocol::{LinkEvent, Protocol};
+    use crate::protocol::contract::{LinkEvent, Protocol};
     use crate::types::{ClientRef, Peer, Response, Tag};
 
     fn r(ts: u64, node: u32) -> ReqId {
@@ -1064,9 +1065,10 @@ mod tests {
 
 #[cfg(test)]
 mod poll_tests {
+    use super::super::msg::{Body, ReqId, Scope, Timer};
+    use super::super::node::{Config, LamportNode};
     use super::super::testing::*;
-    use super::super::{Body, Config, LamportNode, ReqId, Scope, Timer};
-    use crate::protocol::Protocol;
+    use crate::protocol::contract::Protocol;
     use crate::types::ClientRef;
 
     /// Sim seed 0 (crash,pause, read-wait): a restarted server's

@@ -3,8 +3,10 @@
 //! kept, as `LinkModel::FifoReliable` promises), link resets and restarts
 //! on demand, and invariant checks after every step.
 
-use super::{Body, Config, InjectedBug, LamportNode, Msg, Timer};
-use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use super::bugs::InjectedBug;
+use super::msg::{Body, Msg, Timer};
+use super::node::{Config, LamportNode};
+use crate::protocol::contract::{Command, LinkEvent, Out, Protocol, Record};
 use crate::rng::SplitMix64;
 use crate::types::{ClientRef, NodeId, Peer, Request, Response, Time};
 use bytes::Bytes;

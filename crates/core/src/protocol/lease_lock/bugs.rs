@@ -1,6 +1,6 @@
 //! Deliberate bugs, a testing aid for the simulator and the checker.
 
-use crate::protocol::registry::InjectedBugs;
+use crate::protocol::contract::InjectedBugs;
 
 /// Deliberate bugs for the simulator's self-test (`quorumkv sim
 /// --inject-bug`), each a plausible mistake. Never enabled otherwise.

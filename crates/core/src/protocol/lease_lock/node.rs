@@ -1,8 +1,12 @@
 //! The server: a replica plus a coordinator for clients that do not run
 //! their own (proxy mode).
 
-use super::{Bug, Coordinator, CoordinatorConfig, Msg, Replica, Timer};
-use crate::protocol::{catch_up, LinkEvent, Out, Protocol, Record};
+use super::bugs::Bug;
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::msg::{Msg, Timer};
+use super::replica::Replica;
+use crate::protocol::catch_up;
+use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
 use crate::quorum::{minority, QuorumTracker};
 use crate::types::{ClientRef, NodeId, Peer, Request, Tag, Time};
 use bytes::Bytes;
@@ -273,8 +277,8 @@ impl Protocol for LeaseNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::Command;
     use crate::protocol::lease_lock::testing::*;
-    use crate::protocol::Command;
 
     #[test]
     fn requests_go_to_the_replica_and_replies_to_the_coordinator() {

@@ -4,11 +4,13 @@
 //! tests can run whole operations and choose the interleavings that matter
 //! (seed 000 §4: two coordinators contending for one key).
 
-use super::{
-    Bug, Coordinator, CoordinatorConfig, LeaseLock, LeaseNode, LeaseOptions, LockId, Msg, Timer,
-};
-use crate::protocol::registry::{client_writer_id, ClientSpec, NodeSpec, ProtocolDef};
-use crate::protocol::{Command, Out, Protocol, Timing};
+use super::bugs::Bug;
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::def::{LeaseLock, LeaseOptions};
+use super::msg::{LockId, Msg, Timer};
+use super::node::LeaseNode;
+use crate::protocol::contract::{client_writer_id, ClientSpec, NodeSpec, ProtocolDef};
+use crate::protocol::contract::{Command, Out, Protocol, Timing};
 use crate::types::{ClientRef, NodeId, Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};

@@ -43,7 +43,7 @@ use super::coin::{self, Choice, Decision, Measured};
 use super::follower::FStage;
 use super::msg::{LogEntry, Msg};
 use super::node::{Role, ZabNode, O};
-use crate::protocol::Command;
+use crate::protocol::contract::Command;
 use crate::types::{NodeId, Peer, Time};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -268,7 +268,9 @@ fn set_p(b: &mut Bcast, dec: &Decision) {
 impl ZabNode {
     /// Run the adaptive coin (ct-q only; other variants ignore it).
     pub fn with_adaptive(mut self, cfg: AdaptConfig) -> Self {
-        if self.bcast.variant == super::Variant::CtQ && !matches!(cfg.choice, Choice::Fixed(_)) {
+        if self.bcast.variant == super::broadcast::Variant::CtQ
+            && !matches!(cfg.choice, Choice::Fixed(_))
+        {
             self.bcast.adapt = Some(Adaptive::new(cfg));
         }
         self
@@ -587,11 +589,11 @@ impl ZabNode {
 
 #[cfg(test)]
 mod tests {
+    use super::super::broadcast::Variant;
     use super::super::node::Config;
     use super::super::testing::{at as deliver, ct_q_three, put, sent, settled_three, Cluster};
-    use super::super::Variant;
     use super::*;
-    use crate::protocol::Protocol;
+    use crate::protocol::contract::Protocol;
 
     const MS: u64 = 1000;
 

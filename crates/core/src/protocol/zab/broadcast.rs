@@ -45,7 +45,7 @@ use super::adaptive::Adaptive;
 use super::follower::FStage;
 use super::msg::Msg;
 use super::node::{Role, ZabNode, O};
-use crate::protocol::{LinkEvent, Record};
+use crate::protocol::contract::{LinkEvent, Record};
 use crate::quorum::majority;
 use crate::rng::SplitMix64;
 use crate::types::{NodeId, Peer, Time};
@@ -722,7 +722,7 @@ mod tests {
     use super::super::node::Config;
     use super::super::testing::{at, ct_q_three, get, hear, lone, notify, put, value, Cluster};
     use super::*;
-    use crate::protocol::{Command, Protocol};
+    use crate::protocol::contract::{Command, Protocol};
 
     /// Broadcast messages per write and follower ACKs per commit at the
     /// leader over `writes` writes made one at a time at the leader.

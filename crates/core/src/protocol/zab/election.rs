@@ -3,11 +3,11 @@
 //! sid)` in numbered rounds, adopt any better vote, and decide once a
 //! quorum agrees with theirs (after a short wait for better ones).
 
+use super::bugs::InjectedBug;
 use super::follower::{FStage, Following};
 use super::leader::Leading;
 use super::msg::{Msg, PeerState, Timer, Vote};
 use super::node::{Role, ZabNode, O};
-use super::InjectedBug;
 use crate::types::{NodeId, Peer};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -3,11 +3,11 @@
 //! of broadcast (log, ACK, deliver on COMMIT), seed 003 lines 637-668;
 //! gaps in the leader's FIFO stream and silence send it back to election.
 
+use super::bugs::InjectedBug;
 use super::msg::{LogEntry, Msg, SyncData};
 use super::node::{Role, ZabNode, O};
 use super::state_machine::{decode_snapshot, Payload, StateMachine};
-use super::InjectedBug;
-use crate::protocol::Record;
+use crate::protocol::contract::Record;
 use crate::types::{NodeId, Peer, Time};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

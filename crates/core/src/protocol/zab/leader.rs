@@ -3,10 +3,10 @@
 //! COMMIT) and broadcast (PROPOSAL → ACK → COMMIT in zxid order), seed 003
 //! lines 637-668; heartbeats and SC2 (no quorum: step down).
 
+use super::bugs::InjectedBug;
 use super::msg::{Msg, Summary, SyncData};
 use super::node::{Role, ZabNode, O};
 use super::state_machine::{encode_snapshot, Payload, StateMachine};
-use super::InjectedBug;
 use crate::types::{NodeId, Peer, Time};
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -559,7 +559,7 @@ mod tests {
     use super::super::node::Config;
     use super::super::testing::{put, Cluster};
     use super::*;
-    use crate::protocol::{Command, Out, Protocol, Record};
+    use crate::protocol::contract::{Command, Out, Protocol, Record};
     use crate::types::{ClientRef, Response};
 
     type Cmds = Vec<Command<Msg, super::super::Timer>>;

@@ -6,7 +6,7 @@ use super::leader::Leading;
 use super::msg::{Msg, Summary, SyncData, Timer};
 use super::node::{Config, Role, ZabNode};
 use super::testing::{at, get, hear, lone, put, sent, settled, value, Cluster, Cmds};
-use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{Command, LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, Peer, Response, Time};
 use std::time::Duration;
 

@@ -2,6 +2,7 @@
 //! snapshots and the dispatch of the `Protocol` handlers.
 
 use super::broadcast::Bcast;
+use super::bugs::InjectedBug;
 use super::election::Election;
 use super::follower::{FStage, Following};
 use super::leader::Leading;
@@ -11,8 +12,7 @@ use super::reads::Reads;
 use super::recovery::Recovery;
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
 use super::znode_sm::Machine;
-use super::InjectedBug;
-use crate::protocol::{LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
 use crate::quorum::majority;
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
 use bytes::Bytes;

@@ -52,9 +52,9 @@
 //! If a majority lose it at once, no one ever leads again (they wait), the
 //! same as the `lamport` protocol's recovery.
 
+use super::bugs::InjectedBug;
 use super::msg::Msg;
 use super::node::{ZabNode, O};
-use super::InjectedBug;
 use crate::types::{NodeId, Peer};
 use std::collections::BTreeMap;
 
@@ -145,7 +145,7 @@ impl ZabNode {
 mod tests {
     use super::super::node::Config;
     use super::*;
-    use crate::protocol::{Command, Protocol};
+    use crate::protocol::contract::{Command, Protocol};
     use crate::types::Time;
 
     fn recovering(id: NodeId) -> ZabNode {

@@ -36,7 +36,7 @@
 use super::msg::Msg;
 use super::node::{Role, ZabNode, O};
 use super::state_machine::{KvStore, Reader, StateMachine, Writer};
-use crate::protocol::Out;
+use crate::protocol::contract::Out;
 use crate::types::{ClientRef, Event, OpError, Peer, Request, Response, Time};
 use crate::znode::op::{expired_event, ZnodeOp, ZnodeReply};
 use crate::znode::{acl, Change, Fired, Id, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
@@ -722,7 +722,7 @@ mod tests {
     #[test]
     fn read_local_answers_znode_reads_at_the_follower_without_the_leader() {
         use super::super::node::ReadMode;
-        use crate::protocol::{Command, Protocol};
+        use crate::protocol::contract::{Command, Protocol};
         let cfg = Config {
             read: ReadMode::Local,
             ..Config::default()
@@ -761,7 +761,7 @@ mod tests {
     #[test]
     fn local_reads_wait_for_their_connections_writes() {
         use super::super::node::ReadMode;
-        use crate::protocol::Protocol;
+        use crate::protocol::contract::Protocol;
         let cfg = Config {
             read: ReadMode::Local,
             ..Config::default()
@@ -942,7 +942,7 @@ mod tests {
     /// `expired` event).
     #[test]
     fn a_closed_connection_drops_its_watches_not_its_sessions_other_ones() {
-        use crate::protocol::{LinkEvent, Protocol};
+        use crate::protocol::contract::{LinkEvent, Protocol};
         let mut c = Cluster::new(3, Config::default());
         c.settle();
         created(zn(&mut c, 1, client(0, 0), create("/a", false, false)));
