@@ -3,7 +3,7 @@
 use super::bugs::InjectedBug;
 use super::counters::Counters;
 use super::msg::{Msg, Timer};
-use super::thrifty::AVOID_FOR;
+use super::thrifty::Thrifty;
 use crate::protocol::contract::{Out, Protocol};
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
 use crate::types::{
@@ -110,10 +110,7 @@ pub struct Coordinator {
     /// reaches the output (a seed must replay byte for byte).
     pending: BTreeMap<u64, Pending>,
     ticking: bool,
-    /// Thrifty mode: where the next phase's rotation starts, and until when
-    /// each replica (by id) is avoided after it failed to answer.
-    pub(super) rotation: usize,
-    pub(super) avoid_until: Vec<Time>,
+    thrifty: Thrifty,
     pub counters: Counters,
     /// Operations completed since start (for INFO / stats).
     pub completed: u64,
@@ -137,8 +134,7 @@ impl Coordinator {
             last_ts: 0,
             pending: BTreeMap::new(),
             ticking: false,
-            rotation: 0,
-            avoid_until: vec![Time::ZERO; 64],
+            thrifty: Thrifty::new(),
             counters: Counters::default(),
             completed: 0,
             timed_out: 0,
@@ -158,6 +154,21 @@ impl Coordinator {
     }
     pub fn in_flight(&self) -> usize {
         self.pending.len()
+    }
+
+    /// How long a phase waits before re-sending to the replicas that have
+    /// not answered (in thrifty mode: to every replica not yet answered).
+    fn first_retry(&self) -> Duration {
+        if self.cfg.thrifty {
+            self.cfg.thrifty_fallback
+        } else {
+            self.cfg.retry_interval
+        }
+    }
+
+    /// The replicas a new phase goes to ([`Thrifty::targets`]).
+    fn targets(&mut self, now: Time, prefer: Option<u64>) -> u64 {
+        (self.thrifty).targets(self.cfg.thrifty, &self.members, self.quorum, now, prefer)
     }
 
     /// Start an operation for `client`.
@@ -466,7 +477,7 @@ impl Coordinator {
             // Asked but silent: avoid that replica for a while (thrifty).
             for &n in &self.members {
                 if p.asked & !answered & (1 << n) != 0 {
-                    self.avoid_until[n as usize] = now.saturating_add(AVOID_FOR);
+                    self.thrifty.avoid(n, now);
                 }
             }
             p.asked = self.members.iter().fold(0u64, |m, &n| m | 1 << n);

@@ -2,10 +2,10 @@
 
 use super::bugs::InjectedBug;
 use super::counters::Counters;
-use super::durable::Durable;
+use super::disk::Durable;
 use super::msg::{Body, Msg, ReqId, Scope, Staged, Timer};
 use super::queue::Queues;
-use super::recovery::Recovery;
+use super::recovering::Recovery;
 use super::store::Store;
 use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};

@@ -4,36 +4,13 @@
 use super::bugs::InjectedBug;
 use super::msg::{Body, Entry, Msg, ReqId, Scope, Staged, Timer};
 use super::node::{LamportNode, Phase};
+use super::recovering::Recovery;
 use crate::protocol::contract::Out;
 use crate::types::{NodeId, OpError, Response, Time};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 type O = Out<Msg, Timer>;
-
-/// What a server copying state from its peers has learnt so far.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Recovery {
-    /// The peers that answered.
-    pub answered: BTreeSet<NodeId>,
-    /// Those that answered while recovering too (nothing to give).
-    pub empty: BTreeSet<NodeId>,
-    /// Writes of our previous lives left staged, and the peers staging each.
-    pub orphans: BTreeMap<ReqId, (Staged, BTreeSet<NodeId>)>,
-    /// Other holders' staged writes, staged here when recovery ends.
-    pub others: BTreeMap<ReqId, Staged>,
-    /// Requests released meanwhile that were not queued here.
-    pub released: BTreeSet<ReqId>,
-    /// Our previous lives' requests some peer queued without their write.
-    pub unwritten: BTreeSet<ReqId>,
-    /// We lost our state (memory restart, `server --recover`) and have
-    /// merged nobody's yet: we have nothing to give.
-    pub lost: bool,
-    /// The peers whose last answer said the same of them.
-    pub lost_peers: BTreeSet<NodeId>,
-    /// When a tick first saw us lost.
-    pub lost_since: Option<Time>,
-}
 
 /// How long every peer must have said it lost its state too before a lost
 /// server gives up (a multiple of the op timeout; see `check_total_loss`).
