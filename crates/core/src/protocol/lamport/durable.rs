@@ -9,9 +9,9 @@
 //! handler's own order.
 
 use super::bugs::InjectedBug;
+use super::disk::{meta, staged_key, word, Kept, CLOCK_BLOCK, META_CLOCK, META_LIFE, META_STAGED};
 use super::msg::{Body, Msg, ReqId, Timer};
 use super::node::LamportNode;
-use super::disk::{meta, staged_key, word, Kept, CLOCK_BLOCK, META_CLOCK, META_LIFE, META_STAGED};
 use super::recovering::Recovery;
 use crate::protocol::contract::{Command, Out, Record};
 use crate::types::NodeId;

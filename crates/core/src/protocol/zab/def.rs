@@ -1,12 +1,12 @@
 //! The registration: how drivers build a server, its options, its
 //! assumptions. (Registered by one line in `registry!`.)
 
-use super::adaptive::AdaptConfig;
-use super::broadcast::Variant;
 use super::bugs::InjectedBug;
 use super::coin::Choice;
+use super::measure::AdaptConfig;
 use super::msg::Msg;
 use super::node::{Config, ReadMode, ZabNode};
+use super::variant::Variant;
 use crate::protocol::contract::Timing;
 use crate::protocol::contract::{
     ClientSpec, LinkModel, NamedVariant, NodeSpec, Over, PointRatio, ProtocolDef,

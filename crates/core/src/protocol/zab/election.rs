@@ -4,26 +4,10 @@
 //! quorum agrees with theirs (after a short wait for better ones).
 
 use super::bugs::InjectedBug;
-use super::follower::{FStage, Following};
-use super::leader::Leading;
 use super::msg::{Msg, PeerState, Timer, Vote};
 use super::node::{Role, ZabNode, O};
+use super::roles::{FStage, Following, Leading};
 use crate::types::{NodeId, Peer};
-use std::collections::{BTreeMap, BTreeSet};
-
-#[derive(Clone, Debug, Default)]
-pub struct Election {
-    /// The election round (ZooKeeper's logical clock), not persisted.
-    pub round: u64,
-    pub vote: Option<Vote>,
-    /// The latest vote of each non-recovering server in this round.
-    pub received: BTreeMap<NodeId, Vote>,
-    /// The finalize timer is pending (re-arming it would postpone it).
-    pub armed: bool,
-    /// Servers that already follow us (their notification or FOLLOWERINFO
-    /// said so) while we still look: with a quorum of them, we lead.
-    pub followers: BTreeSet<NodeId>,
-}
 
 impl ZabNode {
     /// This server's own candidacy (none while recovering: its log is empty

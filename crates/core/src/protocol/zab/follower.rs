@@ -6,33 +6,10 @@
 use super::bugs::InjectedBug;
 use super::msg::{LogEntry, Msg, SyncData};
 use super::node::{Role, ZabNode, O};
+use super::roles::{FStage, Following};
 use super::state_machine::{decode_snapshot, Payload, StateMachine};
 use crate::protocol::contract::Record;
-use crate::types::{NodeId, Peer, Time};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FStage {
-    /// FOLLOWERINFO sent.
-    Info,
-    /// NEWEPOCH accepted, ACKEPOCH sent.
-    Epoch,
-    /// NEWLEADER logged, ACKNEWLEADER sent.
-    Synced,
-    /// The leader's first COMMIT came: broadcast phase, serving clients.
-    Serving,
-}
-
-#[derive(Clone, Debug)]
-pub struct Following {
-    pub leader: NodeId,
-    pub stage: FStage,
-    /// The epoch accepted from this leader (0 before NEWEPOCH).
-    pub epoch: u64,
-    /// Last message from the leader.
-    pub heard: Time,
-    /// When we started following it.
-    pub since: Time,
-}
+use crate::types::{NodeId, Peer};
 
 impl ZabNode {
     /// The leader we follow, if `from` is it: note we heard from it.

@@ -33,96 +33,15 @@
 //!   both held behind the same persists (`Out::notify`, `Out::reply`), in
 //!   order: an event arrives before any later reply.
 
-use super::msg::Msg;
-use super::node::{Role, ZabNode, O};
-use super::state_machine::{KvStore, Reader, StateMachine, Writer};
+use super::codec::{Reader, Writer};
+use super::state_machine::{KvStore, StateMachine};
+use super::zentry::{ZEntry, EXPIRY, TAG};
 use crate::protocol::contract::Out;
-use crate::types::{ClientRef, Event, OpError, Peer, Request, Response, Time};
+use crate::types::{ClientRef, Event, OpError, Request, Response, Time};
 use crate::znode::op::{expired_event, ZnodeOp, ZnodeReply};
-use crate::znode::{acl, Change, Fired, Id, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
+use crate::znode::{acl, Fired, Id, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The log tag of a znode entry (after the KV store's 0, 1, 2).
-pub const TAG: u8 = 3;
-
-/// The connection id of a `CloseSession` the leader decided (expiry).
-const EXPIRY: u64 = u64::MAX;
-
-/// A znode operation as logged: who asked (session = client id, the
-/// connection for watches), the leader's time, and the identities of the
-/// asking connection for the ACL checks.
-///
-/// `ids` are put there by the server the client is connected to, from
-/// what it holds for that connection (`AddAuth`, a native login), never
-/// from the client's request (ZooKeeper's `Request.authInfo`, which its
-/// followers forward to the leader in the same way). Being in the entry,
-/// every replica checks the same identities: the check is deterministic.
-/// Only peers can hand the leader an entry (`client_may_send` admits no
-/// Zab message from a client).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ZEntry {
-    pub time_ms: u64,
-    pub session: u64,
-    pub conn: u64,
-    pub op: ZnodeOp,
-    pub ids: Vec<Id>,
-}
-
-impl ZEntry {
-    pub fn new(op: ZnodeOp, client: &ClientRef) -> ZEntry {
-        ZEntry {
-            time_ms: 0,
-            session: client.op.client,
-            conn: client.session,
-            op,
-            ids: Vec::new(),
-        }
-    }
-    /// Tag, time (fixed offset, see [`stamp`]), then the rest.
-    pub fn encode(&self, w: &mut Writer) {
-        w.u8(TAG);
-        w.u64(self.time_ms);
-        w.u64(self.session);
-        w.u64(self.conn);
-        let op = postcard::to_allocvec(&self.op).expect("an op always serialises");
-        w.bytes(&op);
-        // Last and only when there are some: an entry of a connection with
-        // no identity is encoded as before ACLs.
-        if !self.ids.is_empty() {
-            let ids = postcard::to_allocvec(&self.ids).expect("ids always serialise");
-            w.bytes(&ids);
-        }
-    }
-    /// After the tag.
-    pub fn decode(r: &mut Reader<'_>) -> Option<ZEntry> {
-        let (time_ms, session, conn) = (r.u64()?, r.u64()?, r.u64()?);
-        let op = postcard::from_bytes(&r.bytes()?).ok()?;
-        let ids = match r.0.is_empty() {
-            true => Vec::new(),
-            false => postcard::from_bytes(&r.bytes()?).ok()?,
-        };
-        Some(ZEntry {
-            time_ms,
-            session,
-            conn,
-            op,
-            ids,
-        })
-    }
-}
-
-/// Write the leader's clock into a znode entry's payload (`Payload`:
-/// origin, rid, op length, then the op: tag at 24, time at 25..33). Other
-/// payloads pass unchanged.
-pub fn stamp(data: Bytes, now: Time) -> Bytes {
-    if data.get(24) != Some(&TAG) || data.len() < 33 {
-        return data;
-    }
-    let mut v = data.to_vec();
-    v[25..33].copy_from_slice(&(now.as_micros() / 1000).to_le_bytes());
-    Bytes::from(v)
-}
 
 /// Znode reads served by a read index: `exists`, `getData`,
 /// `getChildren` and `SetWatches`. The leader confirms its commit index with a quorum round
@@ -163,15 +82,15 @@ pub(super) fn answer<M: Clone, T>(out: &mut Out<M, T>, client: ClientRef, resp: 
 pub struct Machine {
     pub kv: KvStore,
     pub tree: Tree,
-    watches: Watches,
+    pub(super) watches: Watches,
     /// Events fired by the last `apply_at`, for `(connection, event)`.
     events: Vec<(u64, Event)>,
     /// Connections each session used here (for the `expired` event).
-    conns: BTreeMap<u64, BTreeSet<u64>>,
+    pub(super) conns: BTreeMap<u64, BTreeSet<u64>>,
     /// Leader only: when each session was last heard of.
-    heard: BTreeMap<u64, Time>,
+    pub(super) heard: BTreeMap<u64, Time>,
     /// Follower only: sessions heard since the last tick.
-    touched: BTreeSet<u64>,
+    pub(super) touched: BTreeSet<u64>,
     /// The identities of each client connection here (`AddAuth`, a native
     /// login), as ZooKeeper's `ServerCnxn.authInfo`: not replicated, they
     /// go into each entry the connection asks for (`ZEntry::ids`).
@@ -190,7 +109,7 @@ impl PartialEq for Machine {
 }
 
 /// A fired watch as the event pushed to its connection.
-fn fired_event(f: Fired) -> (u64, Event) {
+pub(super) fn fired_event(f: Fired) -> (u64, Event) {
     let event = Event {
         kind: f.event.as_str().into(),
         key: Bytes::from(f.path.into_bytes()),
@@ -199,7 +118,7 @@ fn fired_event(f: Fired) -> (u64, Event) {
     (f.session, event)
 }
 
-fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
+pub(super) fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
     Response::Znode(r.unwrap_or_else(ZnodeReply::Error))
 }
 
@@ -239,7 +158,12 @@ impl Machine {
     /// `digest:user:base64(sha1(user:password))`; `user` (sent only by the
     /// node layer for a native login, refused from clients there) sets the
     /// connection's one `user` identity.
-    fn add_auth(&mut self, conn: u64, scheme: &str, auth: &str) -> Result<ZnodeReply, ZkError> {
+    pub(super) fn add_auth(
+        &mut self,
+        conn: u64,
+        scheme: &str,
+        auth: &str,
+    ) -> Result<ZnodeReply, ZkError> {
         let id = match scheme {
             "digest" => Id::new("digest", &acl::digest(auth)?),
             "user" if !auth.is_empty() && !auth.contains(':') => Id::new("user", auth),
@@ -469,129 +393,9 @@ impl StateMachine for Machine {
     }
 }
 
-impl ZabNode {
-    /// Znode requests served without the log: `Ping` (the session is
-    /// alive) is answered here at once. Every znode request counts as a
-    /// sign of life of its session. True when answered.
-    pub(super) fn znode_local(&mut self, client: ClientRef, req: &Request, out: &mut O) -> bool {
-        let Request::Znode(op) = req else {
-            return false;
-        };
-        let session = client.op.client;
-        if session != 0 {
-            self.sm
-                .conns
-                .entry(session)
-                .or_default()
-                .insert(client.session);
-            self.touch(session);
-        }
-        if self.sm.watch_early {
-            let change = match op {
-                ZnodeOp::SetData { path, .. } => Some(Change::DataChanged(path.clone())),
-                ZnodeOp::Delete { path, .. } => Some(Change::Deleted(path.clone())),
-                _ => None,
-            };
-            for f in self
-                .sm
-                .watches
-                .fire(&change.into_iter().collect::<Vec<_>>())
-            {
-                let (conn, event) = fired_event(f);
-                out.notify(conn, event);
-            }
-        }
-        if let ZnodeOp::AddAuth { scheme, auth } = op {
-            let r = self.sm.add_auth(client.session, scheme, auth);
-            out.reply(client, zk(r));
-            return true;
-        }
-        if *op != ZnodeOp::Ping {
-            return false;
-        }
-        let resp = match self.leader() {
-            Some(_) => Response::Znode(ZnodeReply::Pong),
-            None => Response::Failed(OpError::NotLeader { hint: None }),
-        };
-        out.reply(client, resp);
-        true
-    }
-
-    fn touch(&mut self, session: u64) {
-        match &self.role {
-            Role::Leading(_) => {
-                self.sm.heard.insert(session, self.now);
-            }
-            _ => {
-                self.sm.touched.insert(session);
-            }
-        }
-    }
-
-    /// F → L: these sessions were heard of at the follower.
-    pub(super) fn on_touch(&mut self, sessions: Vec<u64>) {
-        if matches!(self.role, Role::Leading(_)) {
-            for s in sessions {
-                self.sm.heard.insert(s, self.now);
-            }
-        }
-    }
-
-    /// Each tick: a follower reports the sessions it heard of; a leader
-    /// expires the silent ones.
-    pub(super) fn znode_tick(&mut self, out: &mut O) {
-        match &self.role {
-            Role::Following(f) => {
-                let (leader, sessions) = (f.leader, std::mem::take(&mut self.sm.touched));
-                self.sm.heard.clear();
-                if !sessions.is_empty() {
-                    let msg = Msg::Touch {
-                        sessions: sessions.into_iter().collect(),
-                    };
-                    out.send_now(Peer::Node(leader), msg);
-                }
-            }
-            Role::Leading(l) if l.established => self.expire_sessions(out),
-            _ => {
-                self.sm.heard.clear();
-                self.sm.touched.clear();
-            }
-        }
-    }
-
-    fn expire_sessions(&mut self, out: &mut O) {
-        let now = self.now;
-        let mut expired = Vec::new();
-        for (session, timeout_ms) in self.sm.tree.sessions() {
-            let heard = *self.sm.heard.entry(session).or_insert(now);
-            // Saturating: `timeout_ms` is the client's (issue 31).
-            let timeout_us = timeout_ms.saturating_mul(1000);
-            if now.as_micros().saturating_sub(heard.as_micros()) > timeout_us {
-                expired.push(session);
-            }
-        }
-        for session in expired {
-            // Proposed again only if still open one timeout later.
-            self.sm.heard.insert(session, now);
-            let e = ZEntry {
-                time_ms: now.as_micros() / 1000,
-                session,
-                conn: EXPIRY,
-                op: ZnodeOp::CloseSession,
-                ids: Vec::new(),
-            };
-            let p = super::state_machine::Payload {
-                origin: self.writer,
-                rid: 0,
-                op: super::state_machine::Op::Znode(e).to_bytes(),
-            };
-            self.propose(p.to_bytes(), out);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::msg::Msg;
     use super::super::node::Config;
     use super::super::testing::Cluster;
     use super::*;
@@ -1315,7 +1119,8 @@ mod tests {
     /// encoded exactly as before ACLs (so old logs decode, with none).
     #[test]
     fn entries_carry_identities_and_old_entries_decode() {
-        use super::super::state_machine::{Op, Reader};
+        use super::super::codec::Reader;
+        use super::super::state_machine::Op;
         let mut e = ZEntry::new(create("/x", false, false), &client(3, 4));
         let plain = Op::Znode(e.clone()).to_bytes();
         e.ids = vec![Id::new("user", "alice"), Id::new("digest", "a:h=")];
