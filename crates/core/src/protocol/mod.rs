@@ -56,6 +56,8 @@ pub mod options;
 pub mod registry;
 #[cfg(feature = "ring")]
 pub mod ring;
+#[cfg(test)]
+pub mod test_harness;
 #[cfg(feature = "zab")]
 pub mod zab;
 

@@ -85,13 +85,7 @@ mod tests {
 
     #[test]
     fn injected_bugs_have_distinct_names_and_descriptions() {
-        let names: std::collections::HashSet<_> =
-            InjectedBug::ALL.iter().map(|b| b.name()).collect();
-        assert_eq!(names.len(), InjectedBug::ALL.len());
-        assert!(names.iter().all(|n| n.starts_with("abd-")));
-        let about: std::collections::HashSet<_> =
-            InjectedBug::ALL.iter().map(|b| b.describe()).collect();
-        assert_eq!(about.len(), InjectedBug::ALL.len());
+        crate::protocol::test_harness::check_injected_bugs::<InjectedBug>("abd-");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use super::bugs::InjectedBug;
 use super::counters::Counters;
 use super::msg::{Msg, Timer};
+use crate::protocol::catch_up::SyncStore;
 use crate::protocol::contract::{Out, Record};
 use crate::types::{Peer, Tag};
 use bytes::Bytes;
@@ -130,6 +131,15 @@ impl Replica {
         if newer {
             self.store.insert(key, (tag, value));
         }
+    }
+}
+
+impl SyncStore for Replica {
+    fn take(&mut self, rec: Record) {
+        self.restore(rec);
+    }
+    fn refuse(&mut self) {
+        self.counters.tag_jumps_refused += 1;
     }
 }
 

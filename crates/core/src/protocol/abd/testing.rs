@@ -5,12 +5,12 @@
 use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
 use crate::protocol::contract::{Command, Out};
-use crate::types::{NodeId, Peer, Request, Response, Tag, Time};
+use crate::types::{NodeId, Peer, Request, Response, Tag};
 use bytes::Bytes;
-use std::time::Duration;
+
+pub use crate::protocol::test_harness::{replies, sends, timers, T0};
 
 pub type O = Out<Msg, Timer>;
-pub const T0: Time = Time(0);
 
 pub fn coord(n: u32) -> Coordinator {
     Coordinator::new(100, (1..=n).collect(), CoordinatorConfig::default())
@@ -27,28 +27,6 @@ pub fn slow_read_coord(n: u32) -> Coordinator {
 }
 pub fn key() -> Bytes {
     Bytes::from_static(b"k")
-}
-/// Drain `out`, keeping what `pick` picks.
-pub fn drained<T>(out: &mut O, pick: impl FnMut(Command<Msg, Timer>) -> Option<T>) -> Vec<T> {
-    out.drain().filter_map(pick).collect()
-}
-pub fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-    drained(out, |c| match c {
-        Command::Send { to, msg } => Some((to, msg)),
-        _ => None,
-    })
-}
-pub fn replies(out: &mut O) -> Vec<Response> {
-    drained(out, |c| match c {
-        Command::Reply { resp, .. } => Some(resp),
-        _ => None,
-    })
-}
-pub fn timers(out: &mut O) -> Vec<(Duration, Timer)> {
-    drained(out, |c| match c {
-        Command::SetTimer { after, timer } => Some((after, timer)),
-        _ => None,
-    })
 }
 pub fn qreply(
     c: &mut Coordinator,

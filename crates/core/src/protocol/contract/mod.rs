@@ -15,4 +15,4 @@ pub use def::{
     LinkModel, NamedVariant, NoBugs, NodeSpec, Over, PointRatio, ProtocolDef, ProtocolInfo, Timing,
     Visitor,
 };
-pub use role::{Command, LinkEvent, Out, Protocol, Record};
+pub use role::{read_metrics, Command, LinkEvent, Metric, Out, Protocol, Record};

@@ -113,6 +113,10 @@ impl<M: Clone, T> Out<M, T> {
     pub fn send(&mut self, to: Peer, msg: M) {
         self.cmds.push(Command::Send { to, msg });
     }
+    /// Record `cmd` as it is (a command taken out with [`Out::drain`]).
+    pub fn push(&mut self, cmd: Command<M, T>) {
+        self.cmds.push(cmd);
+    }
     /// Send `msg` to every replica in `members` (the coordinator's broadcast).
     pub fn broadcast(&mut self, members: &[NodeId], msg: M) {
         for &n in members {
@@ -220,4 +224,16 @@ pub trait Protocol {
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
         Vec::new()
     }
+}
+
+/// One counter of a [`Protocol::metrics`] table: name, help, and how to
+/// read it from the role `C`.
+pub type Metric<C> = (&'static str, &'static str, fn(&C) -> u64);
+
+/// Read every counter of `table` from `c`, in the table's order.
+pub fn read_metrics<C>(table: &[Metric<C>], c: &C) -> Vec<(&'static str, &'static str, u64)> {
+    table
+        .iter()
+        .map(|&(name, help, read)| (name, help, read(c)))
+        .collect()
 }

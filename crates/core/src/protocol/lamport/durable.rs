@@ -13,7 +13,7 @@ use super::disk::{meta, staged_key, word, Kept, CLOCK_BLOCK, META_CLOCK, META_LI
 use super::msg::{Body, Msg, ReqId, Timer};
 use super::node::LamportNode;
 use super::recovering::Recovery;
-use crate::protocol::contract::{Command, Out, Record};
+use crate::protocol::contract::{Out, Record};
 use crate::types::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,7 +36,7 @@ impl LamportNode {
         f(self, &mut inner);
         self.persist_changes(out);
         for c in inner.drain() {
-            push(out, c);
+            out.push(c);
         }
     }
 
@@ -184,20 +184,6 @@ impl LamportNode {
 }
 
 /// Append one collected command to `out`, unchanged.
-fn push(out: &mut O, c: Command<Msg, Timer>) {
-    match c {
-        Command::Send { to, msg } => out.send(to, msg),
-        Command::Reply { client, resp } => out.reply(client, resp),
-        Command::Notify { session, event } => out.notify(session, event),
-        Command::SetTimer { after, timer } => out.set_timer(after, timer),
-        Command::CancelTimer { timer } => out.cancel_timer(timer),
-        Command::Persist(rec) => out.persist(rec),
-        Command::SendNow { to, msg } => out.send_now(to, msg),
-        Command::ReplyNow { client, resp } => out.reply_now(client, resp),
-        Command::WhenDurable(msg) => out.when_durable(msg),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::bugs::InjectedBug;

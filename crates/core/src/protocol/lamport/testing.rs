@@ -9,25 +9,13 @@ use super::node::{Config, LamportNode};
 use crate::protocol::contract::{Command, LinkEvent, Out, Protocol, Record};
 use crate::rng::SplitMix64;
 use crate::types::{ClientRef, NodeId, Peer, Request, Response, Time};
-use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-pub type O = Out<Msg, Timer>;
-pub const T0: Time = Time(0);
+use crate::protocol::test_harness::replies;
+pub use crate::protocol::test_harness::{b, get, put, T0};
 
-pub fn b(s: &str) -> Bytes {
-    Bytes::copy_from_slice(s.as_bytes())
-}
-pub fn put(k: &str, v: &str) -> Request {
-    Request::Put {
-        key: b(k),
-        value: b(v),
-    }
-}
-pub fn get(k: &str) -> Request {
-    Request::Get { key: b(k) }
-}
+pub type O = Out<Msg, Timer>;
 /// The messages in `out` (draining it), as (to, body).
 pub fn sent(out: &mut O) -> Vec<(NodeId, Body)> {
     (out.drain())
@@ -42,12 +30,7 @@ pub fn sent(out: &mut O) -> Vec<(NodeId, Body)> {
 }
 /// The client answers in `out` (draining it).
 pub fn answers(out: &mut O) -> Vec<Response> {
-    (out.drain())
-        .filter_map(|c| match c {
-            Command::Reply { resp, .. } => Some(resp),
-            _ => None,
-        })
-        .collect()
+    replies(out)
 }
 /// The messages and the client answers in `out` (draining it).
 pub fn split(out: &mut O) -> (Vec<(NodeId, Body)>, Vec<Response>) {

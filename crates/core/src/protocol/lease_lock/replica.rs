@@ -4,6 +4,7 @@
 use super::bugs::Bug;
 use super::counters::Counters;
 use super::msg::{LockId, Msg, Timer};
+use crate::protocol::catch_up::SyncStore;
 use crate::protocol::contract::{Out, Record};
 use crate::types::{Peer, Tag, Time};
 use bytes::Bytes;
@@ -283,6 +284,15 @@ struct Write {
     key: Bytes,
     tag: Tag,
     value: Option<Bytes>,
+}
+
+impl SyncStore for Replica {
+    fn take(&mut self, rec: Record) {
+        self.restore(rec);
+    }
+    fn refuse(&mut self) {
+        self.counters.tag_jumps_refused += 1;
+    }
 }
 
 #[cfg(test)]

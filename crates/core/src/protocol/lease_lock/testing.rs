@@ -16,8 +16,9 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+pub use crate::protocol::test_harness::{replies, sends, timers, T0};
+
 pub type O = Out<Msg, Timer>;
-pub const T0: Time = Time(0);
 /// The writer id of the coordinators built by [`coord`].
 pub const ME: u64 = 100;
 
@@ -44,28 +45,6 @@ pub fn put(value: &'static [u8]) -> Request {
 }
 pub fn value(v: &'static [u8]) -> Response {
     Response::Value(Some(Bytes::from_static(v)))
-}
-/// Drain `out`, keeping what `pick` picks.
-pub fn drained<T>(out: &mut O, pick: impl FnMut(Command<Msg, Timer>) -> Option<T>) -> Vec<T> {
-    out.drain().filter_map(pick).collect()
-}
-pub fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-    drained(out, |c| match c {
-        Command::Send { to, msg } => Some((to, msg)),
-        _ => None,
-    })
-}
-pub fn replies(out: &mut O) -> Vec<Response> {
-    drained(out, |c| match c {
-        Command::Reply { resp, .. } => Some(resp),
-        _ => None,
-    })
-}
-pub fn timers(out: &mut O) -> Vec<(Duration, Timer)> {
-    drained(out, |c| match c {
-        Command::SetTimer { after, timer } => Some((after, timer)),
-        _ => None,
-    })
 }
 /// The ids of the replicas that `sends` went to, in order.
 pub fn to_ids(sends: &[(Peer, Msg)]) -> Vec<NodeId> {

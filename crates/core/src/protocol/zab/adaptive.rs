@@ -45,13 +45,30 @@ use super::node::{Role, ZabNode, O};
 use super::roles::FStage;
 use super::variant::Bcast;
 use crate::protocol::contract::Command;
-use crate::types::{NodeId, Peer};
+use crate::types::{NodeId, Peer, Time};
 use std::collections::BTreeSet;
 
 /// The coin's p as the adaptation last set it.
 fn set_p(b: &mut Bcast, dec: &Decision) {
     if let Some(p) = dec.p {
         b.p = p;
+    }
+}
+
+/// `msg` to `to`, carrying the stamp to echo to `to` if it is a proposal
+/// and one is waiting.
+fn echoed(a: &mut Adaptive, to: Peer, msg: Msg, now: Time) -> Msg {
+    match (to, msg) {
+        (Peer::Node(n), Msg::Proposal { epoch, entry }) => match a.take_echo(n, now) {
+            Some((at, held)) => Msg::ProposalEcho {
+                epoch,
+                entry,
+                at,
+                held,
+            },
+            None => Msg::Proposal { epoch, entry },
+        },
+        (_, msg) => msg,
     }
 }
 
@@ -257,55 +274,17 @@ impl ZabNode {
         let a = self.bcast.adapt.as_mut().expect("adaptive");
         let cmds: Vec<_> = out.drain().collect();
         for c in cmds {
-            let (to, msg, now_send) = match c {
-                Command::Send { to, msg } => (to, msg, false),
-                Command::SendNow { to, msg } => (to, msg, true),
-                Command::Reply { client, resp } => {
-                    out.reply(client, resp);
-                    continue;
-                }
-                Command::ReplyNow { client, resp } => {
-                    out.reply_now(client, resp);
-                    continue;
-                }
-                Command::Notify { session, event } => {
-                    out.notify(session, event);
-                    continue;
-                }
-                Command::SetTimer { after, timer } => {
-                    out.set_timer(after, timer);
-                    continue;
-                }
-                Command::CancelTimer { timer } => {
-                    out.cancel_timer(timer);
-                    continue;
-                }
-                Command::Persist(r) => {
-                    out.persist(r);
-                    continue;
-                }
-                Command::WhenDurable(m) => {
-                    out.when_durable(m);
-                    continue;
-                }
-            };
-            let msg = match (to, msg) {
-                (Peer::Node(n), Msg::Proposal { epoch, entry }) => match a.take_echo(n, now) {
-                    Some((at, held)) => Msg::ProposalEcho {
-                        epoch,
-                        entry,
-                        at,
-                        held,
-                    },
-                    None => Msg::Proposal { epoch, entry },
+            out.push(match c {
+                Command::Send { to, msg } => Command::Send {
+                    to,
+                    msg: echoed(a, to, msg, now),
                 },
-                (_, msg) => msg,
-            };
-            if now_send {
-                out.send_now(to, msg);
-            } else {
-                out.send(to, msg);
-            }
+                Command::SendNow { to, msg } => Command::SendNow {
+                    to,
+                    msg: echoed(a, to, msg, now),
+                },
+                c => c,
+            });
         }
     }
 

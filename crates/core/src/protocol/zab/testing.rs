@@ -283,18 +283,7 @@ impl Cluster {
     }
 }
 
-pub fn put(k: &str, v: &str) -> Request {
-    Request::Put {
-        key: Bytes::copy_from_slice(k.as_bytes()),
-        value: Bytes::copy_from_slice(v.as_bytes()),
-    }
-}
-
-pub fn get(k: &str) -> Request {
-    Request::Get {
-        key: Bytes::copy_from_slice(k.as_bytes()),
-    }
-}
+pub use crate::protocol::test_harness::{get, put};
 
 pub type Cmds = Vec<Command<Msg, Timer>>;
 
