@@ -72,7 +72,7 @@ mod tests {
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::{AbdNode, CoordinatorConfig, Msg, Replica};
     use crate::protocol::contract::{Command, Protocol};
-    use crate::types::{ClientRef, Peer, Request, Tag};
+    use crate::types::{Peer, Tag};
 
     #[test]
     fn quorums_are_majorities_and_the_minority_bug_shrinks_them() {
@@ -125,14 +125,7 @@ mod tests {
     fn fast_read_needs_equal_tags_not_just_equal_timestamps() {
         for (bug, writes_back) in [(None, true), (Some(InjectedBug::FastReadTsOnly), false)] {
             let mut c = coord(3).with_bug(bug);
-            let mut out = O::new();
-            c.start(
-                T0,
-                ClientRef::local(1),
-                Request::Get { key: key() },
-                &mut out,
-            );
-            out.drain();
+            let mut out = started_get(&mut c, 1);
             qreply(&mut c, 1, 4, 1, Some("a"), &mut out);
             qreply(&mut c, 2, 4, 2, Some("b"), &mut out);
             let cmds = out.drain().collect::<Vec<_>>();

@@ -559,12 +559,7 @@ mod tests {
     fn get_queries_all_and_waits_for_a_majority() {
         let mut c = slow_read_coord(5);
         let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         let s = sends(&mut out);
         assert_eq!(s.len(), 5, "phase 1 goes to all N replicas");
         assert!(s.iter().all(|(_, m)| matches!(m, Msg::Query { op: 1, .. })));
@@ -586,14 +581,7 @@ mod tests {
     #[test]
     fn get_returns_the_value_of_the_highest_tag_and_writes_it_back() {
         let mut c = slow_read_coord(3);
-        let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
-        out.drain();
+        let mut out = started_get(&mut c, 1);
         qreply(&mut c, 1, 2, 5, Some("old"), &mut out);
         // Same ts, higher writer id wins the tie (lexicographic tag order).
         qreply(&mut c, 3, 2, 9, Some("new"), &mut out);
@@ -619,14 +607,7 @@ mod tests {
     #[test]
     fn fast_read_skips_write_back_only_when_the_quorum_agrees() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
-        out.drain();
+        let mut out = started_get(&mut c, 1);
         qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
         qreply(&mut c, 2, 4, 1, Some("v"), &mut out);
         assert_eq!(
@@ -635,12 +616,7 @@ mod tests {
         );
 
         let mut c = coord(3);
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         out.drain();
         qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
         qreply(&mut c, 2, 3, 1, Some("u"), &mut out);
@@ -658,9 +634,7 @@ mod tests {
     #[test]
     fn put_uses_max_ts_plus_one_and_its_own_id() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(T0, ClientRef::local(9), put(b"x"), &mut out);
-        out.drain();
+        let mut out = started(&mut c, 9, put(b"x"));
         qreply(&mut c, 2, 7, 3, None, &mut out);
         qreply(&mut c, 3, 5, 4, None, &mut out);
         let s = sends(&mut out);
@@ -679,9 +653,7 @@ mod tests {
     #[test]
     fn duplicate_and_late_replies_are_counted_not_used() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(T0, ClientRef::local(1), put(b"x"), &mut out);
-        out.drain();
+        let mut out = started(&mut c, 1, put(b"x"));
         qreply(&mut c, 1, 1, 1, None, &mut out);
         qreply(&mut c, 1, 1, 1, None, &mut out);
         assert!(
@@ -715,14 +687,7 @@ mod tests {
     #[test]
     fn no_quorum_times_out_and_retransmits_meanwhile() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
-        out.drain();
+        let mut out = started_get(&mut c, 1);
         qreply(&mut c, 1, 0, 0, None, &mut out);
         c.tick(Time(50_000), &mut out);
         assert!(sends(&mut out).is_empty(), "not before the retry interval");
@@ -746,19 +711,9 @@ mod tests {
         let mut c = coord(3); // retry 100 ms, timeout 2 s
         let mut out = O::new();
         let tick = vec![(Duration::from_millis(50), Timer::Tick)];
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         assert_eq!(timers(&mut out), tick);
-        c.start(
-            T0,
-            ClientRef::local(2),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 2, &mut out);
         assert!(timers(&mut out).is_empty(), "a tick is already pending");
         c.on_timer(Time(50_000), Timer::Tick, &mut out);
         assert_eq!(timers(&mut out), tick, "re-armed: operations pending");
@@ -792,9 +747,7 @@ mod tests {
     #[test]
     fn a_write_after_the_last_tag_is_refused_not_wrapped() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(T0, ClientRef::local(9), put(b"x"), &mut out);
-        out.drain();
+        let mut out = started(&mut c, 9, put(b"x"));
         qreply(&mut c, 1, u64::MAX, 999, Some("forged"), &mut out);
         qreply(&mut c, 2, 3, 1, None, &mut out);
         let cmds = out.commands();
@@ -898,9 +851,7 @@ mod tests {
     #[test]
     fn replies_from_outside_the_cluster_are_ignored() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(T0, ClientRef::local(1), put(b"x"), &mut out);
-        out.drain();
+        let mut out = started(&mut c, 1, put(b"x"));
         for n in [4, 64, u32::MAX] {
             qreply(&mut c, n, 1, 1, None, &mut out);
             c.handle(T0, Peer::Node(n), Msg::StoreAck { op: 1 }, &mut out);

@@ -5,7 +5,7 @@
 use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
 use crate::protocol::contract::{Command, Out};
-use crate::types::{NodeId, Peer, Request, Response, Tag};
+use crate::types::{ClientRef, NodeId, Peer, Request, Response, Tag};
 use bytes::Bytes;
 
 pub use crate::protocol::test_harness::{replies, sends, timers, T0};
@@ -47,6 +47,22 @@ pub fn qreply(
         },
         out,
     );
+}
+/// Start a get of [`key`] at `c` for client `n`.
+pub fn start_get(c: &mut Coordinator, n: u64, out: &mut O) {
+    c.start(T0, ClientRef::local(n), Request::Get { key: key() }, out);
+}
+/// Start `req` at `c` for client `n`, its first phase dropped: the `Out`
+/// to feed replies with.
+pub fn started(c: &mut Coordinator, n: u64, req: Request) -> O {
+    let mut out = O::new();
+    c.start(T0, ClientRef::local(n), req, &mut out);
+    out.drain();
+    out
+}
+/// [`started`] with a get of [`key`].
+pub fn started_get(c: &mut Coordinator, n: u64) -> O {
+    started(c, n, Request::Get { key: key() })
 }
 /// The peers of the messages sent, in order (draining `out`).
 pub fn sent_to(out: &mut O) -> Vec<Peer> {

@@ -79,12 +79,7 @@ mod tests {
         };
         let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
         let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         let to: Vec<_> = sent_to(&mut out);
         assert_eq!(
             to,
@@ -185,12 +180,7 @@ mod tests {
     fn thrifty_keeps_avoiding_a_replica_while_it_stays_silent() {
         let mut c = thrifty_coord(3);
         let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         qreply(&mut c, 1, 0, 0, None, &mut out);
         c.tick(Time(6_000), &mut out); // 2 silent: avoided until 1.006 s
         c.tick(Time(106_000), &mut out); // 2 and 3 silent: until 1.106 s

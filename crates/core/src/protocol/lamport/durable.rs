@@ -187,10 +187,10 @@ impl LamportNode {
 #[cfg(test)]
 mod tests {
     use super::super::bugs::InjectedBug;
-    use super::super::msg::{Body, ReqId, Scope};
+    use super::super::msg::{Body, Scope};
     use super::super::msg::{Msg, Timer};
     use super::super::node::{Config, LamportNode};
-    use super::super::testing::{b, deliver, get, put, Cluster, O, T0};
+    use super::super::testing::{b, deliver, get, put, r, write, Cluster, O, T0};
     use super::{word, CLOCK_BLOCK, META_CLOCK};
     use crate::protocol::contract::{Command, Protocol, Record};
     use crate::types::{ClientRef, Response};
@@ -200,17 +200,6 @@ mod tests {
         Config {
             read_wait: true,
             ..Config::default()
-        }
-    }
-    fn r(ts: u64, node: u32) -> ReqId {
-        ReqId { ts, node, life: 0 }
-    }
-    fn write(req: ReqId, v: &str) -> Body {
-        Body::ServerWrite {
-            req,
-            scope: Scope::Global,
-            key: b("k"),
-            value: Some(b(v)),
         }
     }
     /// Server 2 of two, durable, with 1's request queued.

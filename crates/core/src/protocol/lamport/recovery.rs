@@ -648,9 +648,6 @@ mod tests {
     use crate::protocol::contract::{LinkEvent, Protocol};
     use crate::types::{ClientRef, Peer, Response, Tag};
 
-    fn r(ts: u64, node: u32) -> ReqId {
-        ReqId { ts, node, life: 0 }
-    }
     fn tag(ts: u64, node: u64) -> Tag {
         Tag { ts, writer: node }
     }
@@ -812,17 +809,8 @@ mod tests {
             scope: scope.clone(),
         };
         deliver(&mut n, 1, 3, lock, &mut out);
-        let write = Body::ServerWrite {
-            req: old,
-            scope: Scope::Global,
-            key: b("k"),
-            value: Some(b("v")),
-        };
-        deliver(&mut n, 1, 4, write, &mut out);
-        let new_life = Body::Outstanding {
-            life: 1,
-            reqs: vec![],
-        };
+        deliver(&mut n, 1, 4, write(old, "v"), &mut out);
+        let new_life = outstanding(1);
         deliver(&mut n, 1, 1, new_life, &mut out);
         assert!(n.queues.is_staged(b"k"), "kept for the verdict");
         assert_eq!(n.queues.orphans_of(1).len(), 1);
@@ -837,17 +825,8 @@ mod tests {
         // The same life's Outstanding not listing it: its release was lost.
         let lock = Body::RequestLock { req: old, scope };
         deliver(&mut n, 1, 3, lock, &mut out);
-        let write = Body::ServerWrite {
-            req: old,
-            scope: Scope::Global,
-            key: b("k"),
-            value: Some(b("v")),
-        };
-        deliver(&mut n, 1, 4, write, &mut out);
-        let same = Body::Outstanding {
-            life: 0,
-            reqs: vec![],
-        };
+        deliver(&mut n, 1, 4, write(old, "v"), &mut out);
+        let same = outstanding(0);
         deliver(&mut n, 1, 5, same, &mut out);
         assert!(n.queues.is_empty());
         assert_eq!(n.value(b"k"), Some(b("v")));
@@ -1100,16 +1079,7 @@ mod poll_tests {
         assert!(s.contains(&(1, Body::Poll)), "{s:?}");
         assert!(matches!(s[0], (1, Body::Outstanding { .. })), "{s:?}");
         assert!(!n.holds_lock());
-        deliver(
-            &mut n,
-            1,
-            9,
-            Body::Outstanding {
-                life: 0,
-                reqs: vec![],
-            },
-            &mut out,
-        );
+        deliver(&mut n, 1, 9, outstanding(0), &mut out);
         assert!(n.holds_lock(), "the stale request left the head");
         // And a polled server answers with its own resync.
         out.drain();

@@ -399,7 +399,7 @@ mod tests {
     use super::super::node::Config;
     use super::super::testing::Cluster;
     use super::*;
-    use crate::types::OpId;
+    use crate::types::{NodeId, OpId};
     use crate::znode::{Rewatch, Stat};
 
     fn client(session: u64, conn: u64) -> ClientRef {
@@ -494,9 +494,7 @@ mod tests {
 
     #[test]
     fn reads_take_a_read_index_and_wait_for_their_connections_writes() {
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, l, f) = settled(Config::default());
         let anon = client(0, 0);
         created(zn(&mut c, f, anon, create("/q", false, false)));
         // A read adds nothing to the log (no fsync): a quorum round confirms
@@ -523,19 +521,39 @@ mod tests {
         );
     }
 
-    #[test]
-    fn read_local_answers_znode_reads_at_the_follower_without_the_leader() {
-        use super::super::node::ReadMode;
-        use crate::protocol::contract::{Command, Protocol};
-        let cfg = Config {
-            read: ReadMode::Local,
-            ..Config::default()
-        };
+    /// Three servers running `cfg`, settled: the cluster, its leader and a
+    /// follower.
+    fn settled(cfg: Config) -> (Cluster, NodeId, NodeId) {
         let mut c = Cluster::new(3, cfg);
         let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        (c, l, if l == 1 { 2 } else { 1 })
+    }
+
+    /// Set `/a` to `new`, any version.
+    fn set_a_new() -> ZnodeOp {
+        ZnodeOp::SetData {
+            path: "/a".into(),
+            data: Bytes::from_static(b"new"),
+            version: None,
+        }
+    }
+
+    /// Three servers with `read=local`, settled, `/a` created at the
+    /// leader and applied everywhere: the cluster, its leader, a follower.
+    fn local_reads_with_a() -> (Cluster, NodeId, NodeId) {
+        let (mut c, l, f) = settled(Config {
+            read: super::super::node::ReadMode::Local,
+            ..Config::default()
+        });
         created(zn(&mut c, l, client(0, 0), create("/a", false, false)));
         c.tick();
+        (c, l, f)
+    }
+
+    #[test]
+    fn read_local_answers_znode_reads_at_the_follower_without_the_leader() {
+        use crate::protocol::contract::{Command, Protocol};
+        let (mut c, _, f) = local_reads_with_a();
         let op = ZnodeOp::Exists {
             path: "/a".into(),
             watch: true,
@@ -564,17 +582,8 @@ mod tests {
     /// in index mode goes to the leader for its index, never locally.
     #[test]
     fn local_reads_wait_for_their_connections_writes() {
-        use super::super::node::ReadMode;
         use crate::protocol::contract::Protocol;
-        let cfg = Config {
-            read: ReadMode::Local,
-            ..Config::default()
-        };
-        let mut c = Cluster::new(3, cfg);
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
-        created(zn(&mut c, l, client(0, 0), create("/a", false, false)));
-        c.tick();
+        let (mut c, _, f) = local_reads_with_a();
         let me = client(0, 9);
         let get = || {
             Request::Znode(ZnodeOp::GetData {
@@ -582,11 +591,7 @@ mod tests {
                 watch: false,
             })
         };
-        let set = ZnodeOp::SetData {
-            path: "/a".into(),
-            data: Bytes::from_static(b"new"),
-            version: None,
-        };
+        let set = set_a_new();
         let w = c.send_as(f, me, Request::Znode(set));
         let r1 = c.send_as(f, me, get());
         let r2 = c.send_as(f, me, get());
@@ -604,9 +609,7 @@ mod tests {
             );
         }
         // Index mode: the same read at a follower asks the leader.
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, _, f) = settled(Config::default());
         let cmds = c.exec(f, |n, now, out| n.on_client(now, me, get(), out));
         assert!(
             cmds.iter().any(|c| matches!(
@@ -627,9 +630,7 @@ mod tests {
     #[test]
     fn a_write_is_held_behind_its_connections_read_only() {
         use super::super::testing::sent;
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, l, f) = settled(Config::default());
         created(zn(&mut c, f, client(0, 0), create("/a", false, false)));
         let (me, other) = (client(0, 9), client(0, 10));
         let ask = |c: &mut Cluster, who: ClientRef, id: u64, op: ZnodeOp| {
@@ -677,9 +678,7 @@ mod tests {
     /// op timeout, not before.
     #[test]
     fn a_read_without_a_leader_fails_at_its_deadline() {
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, _, f) = settled(Config::default());
         for n in 1..=3 {
             if n != f {
                 c.crash(n);
@@ -774,9 +773,7 @@ mod tests {
 
     #[test]
     fn a_read_then_a_write_of_one_connection_take_effect_in_order() {
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, _, f) = settled(Config::default());
         let anon = client(0, 0);
         created(zn(&mut c, f, anon, create("/a", false, false)));
         // Pipelined at a follower: getData, then setData, one connection.
@@ -789,11 +786,7 @@ mod tests {
             path: "/a".into(),
             watch: true,
         };
-        let set = ZnodeOp::SetData {
-            path: "/a".into(),
-            data: Bytes::from_static(b"new"),
-            version: None,
-        };
+        let set = set_a_new();
         let r = c.send_as(f, me, Request::Znode(get));
         let w = c.send_as(f, me, Request::Znode(set));
         c.run();
@@ -940,9 +933,7 @@ mod tests {
 
     #[test]
     fn the_leader_expires_a_silent_session_and_its_ephemerals() {
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, l, f) = settled(Config::default());
         // At the leader too: it hears its own clients.
         let (alive, silent, at_leader) = (client(1, 11), client(2, 22), client(3, 33));
         // Not a multiple of the tick: a silence is never exactly the timeout.
@@ -1005,9 +996,7 @@ mod tests {
     #[test]
     fn acl_identities_belong_to_the_connection_and_travel_with_entries() {
         use crate::znode::acl::{self, Acl, ALL, READ};
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, l, f) = settled(Config::default());
         // Alice's connection 10 on a follower; an anonymous connection 11
         // of the same session on the leader.
         let alice = client(5, 10);
