@@ -35,6 +35,22 @@ pub trait SyncStore {
     fn refuse(&mut self);
 }
 
+/// `impl SyncStore` for a register replica: `restore(Record)` takes a
+/// register, `counters.tag_jumps_refused` counts the refused ones.
+macro_rules! sync_store {
+    ($replica:ty) => {
+        impl $crate::protocol::catch_up::SyncStore for $replica {
+            fn take(&mut self, rec: $crate::protocol::contract::Record) {
+                self.restore(rec);
+            }
+            fn refuse(&mut self) {
+                self.counters.tag_jumps_refused += 1;
+            }
+        }
+    };
+}
+pub(crate) use sync_store;
+
 /// A peer's store (`SyncReply`) reaching a replica that catches up
 /// (`recovery`, its peers heard from). Ignored when it is not recovering
 /// (a late reply), when `from` is no replica of `members` or was heard

@@ -3,7 +3,7 @@
 use super::bugs::InjectedBug;
 use super::counters::Counters;
 use super::msg::{Msg, Timer};
-use crate::protocol::catch_up::SyncStore;
+use crate::protocol::catch_up;
 use crate::protocol::contract::{Out, Record};
 use crate::types::{Peer, Tag};
 use bytes::Bytes;
@@ -134,14 +134,7 @@ impl Replica {
     }
 }
 
-impl SyncStore for Replica {
-    fn take(&mut self, rec: Record) {
-        self.restore(rec);
-    }
-    fn refuse(&mut self) {
-        self.counters.tag_jumps_refused += 1;
-    }
-}
+catch_up::sync_store!(Replica);
 
 #[cfg(test)]
 mod tests {

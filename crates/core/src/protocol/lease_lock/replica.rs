@@ -4,7 +4,7 @@
 use super::bugs::Bug;
 use super::counters::Counters;
 use super::msg::{LockId, Msg, Timer};
-use crate::protocol::catch_up::SyncStore;
+use crate::protocol::catch_up;
 use crate::protocol::contract::{Out, Record};
 use crate::types::{Peer, Tag, Time};
 use bytes::Bytes;
@@ -286,14 +286,7 @@ struct Write {
     value: Option<Bytes>,
 }
 
-impl SyncStore for Replica {
-    fn take(&mut self, rec: Record) {
-        self.restore(rec);
-    }
-    fn refuse(&mut self) {
-        self.counters.tag_jumps_refused += 1;
-    }
-}
+catch_up::sync_store!(Replica);
 
 #[cfg(test)]
 mod tests {
