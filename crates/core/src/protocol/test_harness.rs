@@ -41,6 +41,11 @@ pub fn timers<M: Clone, T>(out: &mut Out<M, T>) -> Vec<(Duration, T)> {
     })
 }
 
+/// A get's answer: `v`.
+pub fn value(v: &'static [u8]) -> Response {
+    Response::Value(Some(Bytes::from_static(v)))
+}
+
 pub fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }

@@ -598,10 +598,7 @@ mod tests {
         c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert!(replies(&mut out).is_empty());
         c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
-        assert_eq!(
-            replies(&mut out),
-            vec![Response::Value(Some(Bytes::from_static(b"new")))]
-        );
+        assert_eq!(replies(&mut out), vec![value(b"new")]);
     }
 
     #[test]
@@ -610,10 +607,7 @@ mod tests {
         let mut out = started_get(&mut c, 1);
         qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
         qreply(&mut c, 2, 4, 1, Some("v"), &mut out);
-        assert_eq!(
-            replies(&mut out),
-            vec![Response::Value(Some(Bytes::from_static(b"v")))]
-        );
+        assert_eq!(replies(&mut out), vec![value(b"v")]);
 
         let mut c = coord(3);
         start_get(&mut c, 1, &mut out);
@@ -783,7 +777,7 @@ mod tests {
             assert!(out.is_empty(), "the forger gets no ack");
             assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
             let get = Request::Get { key: key() };
-            let second = Response::Value(Some(Bytes::from_static(b"second")));
+            let second = value(b"second");
             assert_eq!(net.run(&mut c, get.clone()), second);
             let mut other = Coordinator::new(200, vec![1, 2, 3], CoordinatorConfig::default());
             assert_eq!(net.run(&mut other, get), second);
@@ -840,7 +834,7 @@ mod tests {
             assert_eq!(r.counters.tag_jumps_refused, 0);
         }
         let get = Request::Get { key: key() };
-        let second = Response::Value(Some(Bytes::from_static(b"second")));
+        let second = value(b"second");
         assert_eq!(net.run(&mut c, get), second);
         assert_eq!(net.run(&mut c, put(b"third")), Response::Done);
         assert_eq!(c.counters.catch_up_write_backs, 1, "only when needed");

@@ -8,7 +8,7 @@ use crate::protocol::contract::{Command, Out};
 use crate::types::{ClientRef, NodeId, Peer, Request, Response, Tag};
 use bytes::Bytes;
 
-pub use crate::protocol::test_harness::{replies, sends, timers, T0};
+pub use crate::protocol::test_harness::{replies, sends, timers, value, T0};
 
 pub type O = Out<Msg, Timer>;
 

@@ -105,10 +105,7 @@ mod tests {
         );
         c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
         c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
-        assert_eq!(
-            replies(&mut out),
-            vec![Response::Value(Some(Bytes::from_static(b"w")))]
-        );
+        assert_eq!(replies(&mut out), vec![value(b"w")]);
         // The next operations avoid replica 2 for a while, whatever the rotation.
         for op in 2..5 {
             c.start(

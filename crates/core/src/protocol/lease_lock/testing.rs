@@ -16,7 +16,7 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-pub use crate::protocol::test_harness::{replies, sends, timers, T0};
+pub use crate::protocol::test_harness::{replies, sends, timers, value, T0};
 
 pub type O = Out<Msg, Timer>;
 /// The writer id of the coordinators built by [`coord`].
@@ -42,9 +42,6 @@ pub fn put(value: &'static [u8]) -> Request {
         key: key(),
         value: Bytes::from_static(value),
     }
-}
-pub fn value(v: &'static [u8]) -> Response {
-    Response::Value(Some(Bytes::from_static(v)))
 }
 /// The ids of the replicas that `sends` went to, in order.
 pub fn to_ids(sends: &[(Peer, Msg)]) -> Vec<NodeId> {

@@ -529,11 +529,11 @@ mod tests {
         (c, l, if l == 1 { 2 } else { 1 })
     }
 
-    /// Set `/a` to `new`, any version.
-    fn set_a_new() -> ZnodeOp {
+    /// Set `path` to `data`, any version.
+    fn set_data(path: &str, data: &'static [u8]) -> ZnodeOp {
         ZnodeOp::SetData {
-            path: "/a".into(),
-            data: Bytes::from_static(b"new"),
+            path: path.into(),
+            data: Bytes::from_static(data),
             version: None,
         }
     }
@@ -591,7 +591,7 @@ mod tests {
                 watch: false,
             })
         };
-        let set = set_a_new();
+        let set = set_data("/a", b"new");
         let w = c.send_as(f, me, Request::Znode(set));
         let r1 = c.send_as(f, me, get());
         let r2 = c.send_as(f, me, get());
@@ -786,7 +786,7 @@ mod tests {
             path: "/a".into(),
             watch: true,
         };
-        let set = set_a_new();
+        let set = set_data("/a", b"new");
         let r = c.send_as(f, me, Request::Znode(get));
         let w = c.send_as(f, me, Request::Znode(set));
         c.run();
@@ -859,11 +859,7 @@ mod tests {
             (2, 55, "deleted")
         );
         assert_eq!(c.node(2).machine().watch_count(), 1);
-        let set = ZnodeOp::SetData {
-            path: "/same".into(),
-            data: Bytes::new(),
-            version: None,
-        };
+        let set = set_data("/same", b"");
         assert!(matches!(zn(&mut c, 3, anon, set), ZnodeReply::Set(_)));
         c.tick();
         let ev: Vec<_> = c.events.drain(..).collect();
@@ -911,11 +907,7 @@ mod tests {
         assert_eq!((*server, *conn, e.kind.as_str()), (1, 11, "created"));
         assert_eq!(&e.key[..], b"/w");
         // One-shot: a second change fires nothing.
-        let set = ZnodeOp::SetData {
-            path: "/w".into(),
-            data: Bytes::new(),
-            version: None,
-        };
+        let set = set_data("/w", b"");
         assert!(matches!(zn(&mut c, 2, other, set), ZnodeReply::Set(_)));
         c.tick();
         assert!(c.events.is_empty());
@@ -1039,11 +1031,7 @@ mod tests {
             zn(&mut c, l, anon, get.clone()),
             ZnodeReply::Error(ZkError::NoAuth)
         );
-        let set = ZnodeOp::SetData {
-            path: "/secret".into(),
-            data: Bytes::from_static(b"forged"),
-            version: None,
-        };
+        let set = set_data("/secret", b"forged");
         assert_eq!(zn(&mut c, l, anon, set), ZnodeReply::Error(ZkError::NoAuth));
         // Every replica holds the same, unchanged node and ACL.
         for id_ in 1..=3 {
