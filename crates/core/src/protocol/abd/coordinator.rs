@@ -586,11 +586,11 @@ mod tests {
         // Same ts, higher writer id wins the tie (lexicographic tag order).
         qreply(&mut c, 3, 2, 9, Some("new"), &mut out);
         let s = sends(&mut out);
-        let Msg::Store { tag, value, .. } = &s[0].1 else {
+        let Msg::Store { tag, value: v, .. } = &s[0].1 else {
             panic!("expected write-back")
         };
         assert_eq!(*tag, Tag { ts: 2, writer: 9 });
-        assert_eq!(value.as_deref(), Some(&b"new"[..]));
+        assert_eq!(v.as_deref(), Some(&b"new"[..]));
         assert!(
             replies(&mut out).is_empty(),
             "no answer before the write-back quorum"

@@ -67,8 +67,7 @@ mod tests {
     use super::*;
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::{Coordinator, CoordinatorConfig, Msg};
-    use crate::types::{ClientRef, Peer, Request, Response, Tag};
-    use bytes::Bytes;
+    use crate::types::{ClientRef, Peer, Request, Tag};
 
     #[test]
     fn thrifty_asks_a_quorum_then_falls_back_and_avoids_the_silent_replica() {
