@@ -37,6 +37,7 @@ pub trait SyncStore {
 
 /// `impl SyncStore` for a register replica: `restore(Record)` takes a
 /// register, `counters.tag_jumps_refused` counts the refused ones.
+#[cfg(any(feature = "abd", feature = "lease-lock"))]
 macro_rules! sync_store {
     ($replica:ty) => {
         impl $crate::protocol::catch_up::SyncStore for $replica {
@@ -49,6 +50,7 @@ macro_rules! sync_store {
         }
     };
 }
+#[cfg(any(feature = "abd", feature = "lease-lock"))]
 pub(crate) use sync_store;
 
 /// A peer's store (`SyncReply`) reaching a replica that catches up
