@@ -2,9 +2,10 @@
 //! lease-lock): asking the peers not yet heard from for their stores, and
 //! how a recovering replica reports itself.
 
-use super::Out;
+use crate::protocol::contract::{Out, Record};
 use crate::quorum::QuorumTracker;
-use crate::types::{NodeId, Peer};
+use crate::types::{NodeId, Peer, Tag};
+use bytes::Bytes;
 use std::time::Duration;
 
 /// How often a recovering replica asks the peers that did not answer yet.
@@ -24,6 +25,69 @@ pub fn ask_missing<M: Clone, T>(
         out.send(Peer::Node(n), request.clone());
     }
     out.set_timer(SYNC_RETRY, timer);
+}
+
+/// A register replica's store, as catch-up fills it.
+pub trait SyncStore {
+    /// Take a peer's register (the `Protocol::restore` rule).
+    fn take(&mut self, rec: Record);
+    /// Count a peer's register refused: no write could supersede its tag.
+    fn refuse(&mut self);
+}
+
+/// `impl SyncStore` for a register replica: `restore(Record)` takes a
+/// register, `counters.tag_jumps_refused` counts the refused ones.
+#[cfg(any(feature = "abd", feature = "lease-lock"))]
+macro_rules! sync_store {
+    ($replica:ty) => {
+        impl $crate::protocol::catch_up::SyncStore for $replica {
+            fn take(&mut self, rec: $crate::protocol::contract::Record) {
+                self.restore(rec);
+            }
+            fn refuse(&mut self) {
+                self.counters.tag_jumps_refused += 1;
+            }
+        }
+    };
+}
+#[cfg(any(feature = "abd", feature = "lease-lock"))]
+pub(crate) use sync_store;
+
+/// A peer's store (`SyncReply`) reaching a replica that catches up
+/// (`recovery`, its peers heard from). Ignored when it is not recovering
+/// (a late reply), when `from` is no replica of `members` or was heard
+/// already, and when `stale` (the caller's rule). Otherwise every register
+/// goes into `store` and `from` counts; with a quorum the recovery ends.
+pub fn on_sync_reply(
+    recovery: &mut Option<QuorumTracker>,
+    members: &[NodeId],
+    from: Peer,
+    stale: bool,
+    entries: Vec<(Bytes, Tag, Option<Bytes>)>,
+    store: &mut impl SyncStore,
+) {
+    let (Peer::Node(n), Some(votes)) = (from, recovery.as_mut()) else {
+        return; // not recovering (a late reply), or not from a replica
+    };
+    if !members.contains(&n) {
+        return; // not a replica of this cluster
+    }
+    if votes.has(n) || stale {
+        return;
+    }
+    for (key, tag, value) in entries {
+        // A peer's tag is not bounded by a jump (this store is empty),
+        // but one no write could supersede is never taken.
+        if tag.ts == u64::MAX {
+            store.refuse();
+            continue;
+        }
+        store.take(Record::Register { key, tag, value });
+    }
+    votes.record(n);
+    if votes.won() {
+        *recovery = None;
+    }
 }
 
 /// `recovering` or `replica`: the role of an equal replica.

@@ -172,6 +172,25 @@ impl Default for Tree {
     }
 }
 
+/// The path a create checks (a sequential create may name the parent
+/// itself, "/q/", as in ZooKeeper: the suffix makes the final path valid),
+/// once it and the data are valid.
+fn create_probe(path: &str, data: &Bytes, sequential: bool) -> Result<String, ZkError> {
+    let probe = if sequential {
+        format!("{path}0")
+    } else {
+        path.to_string()
+    };
+    path::validate(&probe)?;
+    if data.len() > MAX_DATA {
+        return Err(ZkError::BadArguments(format!(
+            "data of {} bytes exceeds {MAX_DATA}",
+            data.len()
+        )));
+    }
+    Ok(probe)
+}
+
 impl Tree {
     /// Injected bug `zab-znode-seq-reuse` only: start every parent's
     /// sequential counter again at its number of children, as if the
@@ -264,20 +283,7 @@ impl Tree {
         (acl, ids): (Option<&[Acl]>, &[Id]),
         changes: &mut Vec<Change>,
     ) -> Result<TxnOk, ZkError> {
-        // A sequential create may name the parent itself ("/q/"), as in
-        // ZooKeeper; the suffix makes the final path valid.
-        let probe = if sequential {
-            format!("{path}0")
-        } else {
-            path.to_string()
-        };
-        path::validate(&probe)?;
-        if data.len() > MAX_DATA {
-            return Err(ZkError::BadArguments(format!(
-                "data of {} bytes exceeds {MAX_DATA}",
-                data.len()
-            )));
-        }
+        let probe = create_probe(path, data, sequential)?;
         // ZooKeeper's order: InvalidACL, NoNode, NoAuth, NodeExists.
         let acl = match acl {
             None => acl::open_acl_unsafe(),

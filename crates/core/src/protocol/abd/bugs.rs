@@ -71,8 +71,8 @@ mod tests {
     use super::*;
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::{AbdNode, CoordinatorConfig, Msg, Replica};
-    use crate::protocol::{Command, Protocol};
-    use crate::types::{ClientRef, Peer, Request, Tag};
+    use crate::protocol::contract::{Command, Protocol};
+    use crate::types::{Peer, Tag};
 
     #[test]
     fn quorums_are_majorities_and_the_minority_bug_shrinks_them() {
@@ -85,13 +85,7 @@ mod tests {
 
     #[test]
     fn injected_bugs_have_distinct_names_and_descriptions() {
-        let names: std::collections::HashSet<_> =
-            InjectedBug::ALL.iter().map(|b| b.name()).collect();
-        assert_eq!(names.len(), InjectedBug::ALL.len());
-        assert!(names.iter().all(|n| n.starts_with("abd-")));
-        let about: std::collections::HashSet<_> =
-            InjectedBug::ALL.iter().map(|b| b.describe()).collect();
-        assert_eq!(about.len(), InjectedBug::ALL.len());
+        crate::protocol::test_harness::check_injected_bugs::<InjectedBug>("abd-");
     }
 
     #[test]
@@ -131,14 +125,7 @@ mod tests {
     fn fast_read_needs_equal_tags_not_just_equal_timestamps() {
         for (bug, writes_back) in [(None, true), (Some(InjectedBug::FastReadTsOnly), false)] {
             let mut c = coord(3).with_bug(bug);
-            let mut out = O::new();
-            c.start(
-                T0,
-                ClientRef::local(1),
-                Request::Get { key: key() },
-                &mut out,
-            );
-            out.drain();
+            let mut out = started_get(&mut c, 1);
             qreply(&mut c, 1, 4, 1, Some("a"), &mut out);
             qreply(&mut c, 2, 4, 2, Some("b"), &mut out);
             let cmds = out.drain().collect::<Vec<_>>();

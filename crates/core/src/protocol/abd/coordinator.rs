@@ -1,8 +1,10 @@
 //! The coordinator role: runs each client operation in two quorum phases.
 
-use super::thrifty::AVOID_FOR;
-use super::{Counters, InjectedBug, Msg, Timer};
-use crate::protocol::{Out, Protocol};
+use super::bugs::InjectedBug;
+use super::counters::Counters;
+use super::msg::{Msg, Timer};
+use super::thrifty::Thrifty;
+use crate::protocol::contract::{Out, Protocol};
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
 use crate::types::{
     ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time, TAG_SPACE_EXHAUSTED,
@@ -108,10 +110,7 @@ pub struct Coordinator {
     /// reaches the output (a seed must replay byte for byte).
     pending: BTreeMap<u64, Pending>,
     ticking: bool,
-    /// Thrifty mode: where the next phase's rotation starts, and until when
-    /// each replica (by id) is avoided after it failed to answer.
-    pub(super) rotation: usize,
-    pub(super) avoid_until: Vec<Time>,
+    thrifty: Thrifty,
     pub counters: Counters,
     /// Operations completed since start (for INFO / stats).
     pub completed: u64,
@@ -135,8 +134,7 @@ impl Coordinator {
             last_ts: 0,
             pending: BTreeMap::new(),
             ticking: false,
-            rotation: 0,
-            avoid_until: vec![Time::ZERO; 64],
+            thrifty: Thrifty::new(),
             counters: Counters::default(),
             completed: 0,
             timed_out: 0,
@@ -156,6 +154,21 @@ impl Coordinator {
     }
     pub fn in_flight(&self) -> usize {
         self.pending.len()
+    }
+
+    /// How long a phase waits before re-sending to the replicas that have
+    /// not answered (in thrifty mode: to every replica not yet answered).
+    fn first_retry(&self) -> Duration {
+        if self.cfg.thrifty {
+            self.cfg.thrifty_fallback
+        } else {
+            self.cfg.retry_interval
+        }
+    }
+
+    /// The replicas a new phase goes to ([`Thrifty::targets`]).
+    fn targets(&mut self, now: Time, prefer: Option<u64>) -> u64 {
+        (self.thrifty).targets(self.cfg.thrifty, &self.members, self.quorum, now, prefer)
     }
 
     /// Start an operation for `client`.
@@ -464,7 +477,7 @@ impl Coordinator {
             // Asked but silent: avoid that replica for a while (thrifty).
             for &n in &self.members {
                 if p.asked & !answered & (1 << n) != 0 {
-                    self.avoid_until[n as usize] = now.saturating_add(AVOID_FOR);
+                    self.thrifty.avoid(n, now);
                 }
             }
             p.asked = self.members.iter().fold(0u64, |m, &n| m | 1 << n);
@@ -540,18 +553,13 @@ mod tests {
     use super::*;
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::Replica;
-    use crate::protocol::Command;
+    use crate::protocol::contract::Command;
 
     #[test]
     fn get_queries_all_and_waits_for_a_majority() {
         let mut c = slow_read_coord(5);
         let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         let s = sends(&mut out);
         assert_eq!(s.len(), 5, "phase 1 goes to all N replicas");
         assert!(s.iter().all(|(_, m)| matches!(m, Msg::Query { op: 1, .. })));
@@ -573,23 +581,16 @@ mod tests {
     #[test]
     fn get_returns_the_value_of_the_highest_tag_and_writes_it_back() {
         let mut c = slow_read_coord(3);
-        let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
-        out.drain();
+        let mut out = started_get(&mut c, 1);
         qreply(&mut c, 1, 2, 5, Some("old"), &mut out);
         // Same ts, higher writer id wins the tie (lexicographic tag order).
         qreply(&mut c, 3, 2, 9, Some("new"), &mut out);
         let s = sends(&mut out);
-        let Msg::Store { tag, value, .. } = &s[0].1 else {
+        let Msg::Store { tag, value: v, .. } = &s[0].1 else {
             panic!("expected write-back")
         };
         assert_eq!(*tag, Tag { ts: 2, writer: 9 });
-        assert_eq!(value.as_deref(), Some(&b"new"[..]));
+        assert_eq!(v.as_deref(), Some(&b"new"[..]));
         assert!(
             replies(&mut out).is_empty(),
             "no answer before the write-back quorum"
@@ -597,37 +598,19 @@ mod tests {
         c.handle(T0, Peer::Node(2), Msg::StoreAck { op: 1 }, &mut out);
         assert!(replies(&mut out).is_empty());
         c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
-        assert_eq!(
-            replies(&mut out),
-            vec![Response::Value(Some(Bytes::from_static(b"new")))]
-        );
+        assert_eq!(replies(&mut out), vec![value(b"new")]);
     }
 
     #[test]
     fn fast_read_skips_write_back_only_when_the_quorum_agrees() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
-        out.drain();
+        let mut out = started_get(&mut c, 1);
         qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
         qreply(&mut c, 2, 4, 1, Some("v"), &mut out);
-        assert_eq!(
-            replies(&mut out),
-            vec![Response::Value(Some(Bytes::from_static(b"v")))]
-        );
+        assert_eq!(replies(&mut out), vec![value(b"v")]);
 
         let mut c = coord(3);
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         out.drain();
         qreply(&mut c, 1, 4, 1, Some("v"), &mut out);
         qreply(&mut c, 2, 3, 1, Some("u"), &mut out);
@@ -645,9 +628,7 @@ mod tests {
     #[test]
     fn put_uses_max_ts_plus_one_and_its_own_id() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(T0, ClientRef::local(9), put(b"x"), &mut out);
-        out.drain();
+        let mut out = started(&mut c, 9, put(b"x"));
         qreply(&mut c, 2, 7, 3, None, &mut out);
         qreply(&mut c, 3, 5, 4, None, &mut out);
         let s = sends(&mut out);
@@ -666,9 +647,7 @@ mod tests {
     #[test]
     fn duplicate_and_late_replies_are_counted_not_used() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(T0, ClientRef::local(1), put(b"x"), &mut out);
-        out.drain();
+        let mut out = started(&mut c, 1, put(b"x"));
         qreply(&mut c, 1, 1, 1, None, &mut out);
         qreply(&mut c, 1, 1, 1, None, &mut out);
         assert!(
@@ -702,14 +681,7 @@ mod tests {
     #[test]
     fn no_quorum_times_out_and_retransmits_meanwhile() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
-        out.drain();
+        let mut out = started_get(&mut c, 1);
         qreply(&mut c, 1, 0, 0, None, &mut out);
         c.tick(Time(50_000), &mut out);
         assert!(sends(&mut out).is_empty(), "not before the retry interval");
@@ -733,19 +705,9 @@ mod tests {
         let mut c = coord(3); // retry 100 ms, timeout 2 s
         let mut out = O::new();
         let tick = vec![(Duration::from_millis(50), Timer::Tick)];
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         assert_eq!(timers(&mut out), tick);
-        c.start(
-            T0,
-            ClientRef::local(2),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 2, &mut out);
         assert!(timers(&mut out).is_empty(), "a tick is already pending");
         c.on_timer(Time(50_000), Timer::Tick, &mut out);
         assert_eq!(timers(&mut out), tick, "re-armed: operations pending");
@@ -779,9 +741,7 @@ mod tests {
     #[test]
     fn a_write_after_the_last_tag_is_refused_not_wrapped() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(T0, ClientRef::local(9), put(b"x"), &mut out);
-        out.drain();
+        let mut out = started(&mut c, 9, put(b"x"));
         qreply(&mut c, 1, u64::MAX, 999, Some("forged"), &mut out);
         qreply(&mut c, 2, 3, 1, None, &mut out);
         let cmds = out.commands();
@@ -817,7 +777,7 @@ mod tests {
             assert!(out.is_empty(), "the forger gets no ack");
             assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
             let get = Request::Get { key: key() };
-            let second = Response::Value(Some(Bytes::from_static(b"second")));
+            let second = value(b"second");
             assert_eq!(net.run(&mut c, get.clone()), second);
             let mut other = Coordinator::new(200, vec![1, 2, 3], CoordinatorConfig::default());
             assert_eq!(net.run(&mut other, get), second);
@@ -874,7 +834,7 @@ mod tests {
             assert_eq!(r.counters.tag_jumps_refused, 0);
         }
         let get = Request::Get { key: key() };
-        let second = Response::Value(Some(Bytes::from_static(b"second")));
+        let second = value(b"second");
         assert_eq!(net.run(&mut c, get), second);
         assert_eq!(net.run(&mut c, put(b"third")), Response::Done);
         assert_eq!(c.counters.catch_up_write_backs, 1, "only when needed");
@@ -885,9 +845,7 @@ mod tests {
     #[test]
     fn replies_from_outside_the_cluster_are_ignored() {
         let mut c = coord(3);
-        let mut out = O::new();
-        c.start(T0, ClientRef::local(1), put(b"x"), &mut out);
-        out.drain();
+        let mut out = started(&mut c, 1, put(b"x"));
         for n in [4, 64, u32::MAX] {
             qreply(&mut c, n, 1, 1, None, &mut out);
             c.handle(T0, Peer::Node(n), Msg::StoreAck { op: 1 }, &mut out);

@@ -1,11 +1,15 @@
 //! ABD's registration: how drivers build it, its options and its assumptions.
 
-use super::{AbdNode, Coordinator, CoordinatorConfig, InjectedBug, Msg};
-use crate::protocol::options::{format_duration, parse_bool, parse_duration};
-use crate::protocol::registry::{
+use super::bugs::InjectedBug;
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::msg::Msg;
+use super::node::AbdNode;
+use crate::protocol::contract::Timing;
+use crate::protocol::contract::{
     ClientSpec, InjectedBugs, LinkModel, NamedVariant, NodeSpec, ProtocolDef,
 };
-use crate::protocol::{OptSpec, ProtocolOptions, Timing};
+use crate::protocol::options::{format_duration, parse_bool, parse_duration};
+use crate::protocol::options::{OptSpec, ProtocolOptions};
 use crate::quorum::minority;
 use std::time::Duration;
 

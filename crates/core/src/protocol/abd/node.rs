@@ -1,11 +1,14 @@
 //! The server: a replica plus a coordinator (proxy mode), and recovery.
 
+use super::bugs::InjectedBug;
 use super::coordinator::first_op;
-use super::{Coordinator, CoordinatorConfig, InjectedBug, Msg, Replica, Timer};
-use crate::protocol::{catch_up, LinkEvent, Out, Protocol, Record};
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::msg::{Msg, Timer};
+use super::replica::Replica;
+use crate::protocol::catch_up;
+use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
 use crate::quorum::{minority, QuorumTracker};
-use crate::types::{ClientRef, NodeId, Peer, Request, Tag, Time};
-use bytes::Bytes;
+use crate::types::{ClientRef, NodeId, Peer, Request, Time};
 
 /// A server: one replica plus a coordinator for clients that do not run
 /// their own (proxy mode). Messages are routed by kind: requests to the
@@ -78,31 +81,6 @@ impl AbdNode {
             catch_up::ask_missing(id, members, votes, Msg::SyncRequest, Timer::Sync, out);
         }
     }
-
-    fn on_sync_reply(&mut self, from: Peer, entries: Vec<(Bytes, Tag, Option<Bytes>)>) {
-        let (Peer::Node(n), Some(votes)) = (from, self.recovery.as_mut()) else {
-            return; // not recovering (a late reply) or not from a replica
-        };
-        if !self.members.contains(&n) {
-            return; // not a replica of this cluster
-        }
-        if votes.has(n) {
-            return;
-        }
-        for (key, tag, value) in entries {
-            // A peer's tag is not bounded by a jump (this store is empty),
-            // but one no write could supersede is never taken.
-            if tag.ts == u64::MAX {
-                self.replica.counters.tag_jumps_refused += 1;
-                continue;
-            }
-            self.replica.restore(Record::Register { key, tag, value });
-        }
-        votes.record(n);
-        if votes.won() {
-            self.recovery = None;
-        }
-    }
 }
 
 impl Protocol for AbdNode {
@@ -127,7 +105,14 @@ impl Protocol for AbdNode {
                     entries: self.replica.snapshot(),
                 },
             ),
-            Msg::SyncReply { entries } => self.on_sync_reply(from, entries),
+            Msg::SyncReply { entries } => catch_up::on_sync_reply(
+                &mut self.recovery,
+                &self.members,
+                from,
+                false,
+                entries,
+                &mut self.replica,
+            ),
         }
     }
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
@@ -222,6 +207,7 @@ mod tests {
     use super::*;
     use crate::protocol::abd::testing::*;
     use crate::types::Tag;
+    use bytes::Bytes;
 
     /// `n` receives `entries` from peer `from`, answering its `SyncRequest`.
     fn sync(n: &mut AbdNode, from: NodeId, entries: Vec<(Bytes, Tag, Option<Bytes>)>, out: &mut O) {

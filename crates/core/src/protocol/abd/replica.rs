@@ -1,7 +1,10 @@
 //! The replica role: one `(tag, value)` per key.
 
-use super::{Counters, InjectedBug, Msg, Timer};
-use crate::protocol::{Out, Record};
+use super::bugs::InjectedBug;
+use super::counters::Counters;
+use super::msg::{Msg, Timer};
+use crate::protocol::catch_up;
+use crate::protocol::contract::{Out, Record};
 use crate::types::{Peer, Tag};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -131,11 +134,13 @@ impl Replica {
     }
 }
 
+catch_up::sync_store!(Replica);
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::abd::testing::*;
-    use crate::protocol::Command;
+    use crate::protocol::contract::Command;
     use crate::types::Tag;
 
     #[test]

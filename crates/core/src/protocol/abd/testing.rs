@@ -2,14 +2,15 @@
 //! and pick commands out of an `Out`. The tests beside each part check the
 //! ABD rules of seed 000 §3 / seed 002 §3.1, driven by hand-fed messages.
 
-use super::{Coordinator, CoordinatorConfig, Msg, Timer};
-use crate::protocol::{Command, Out};
-use crate::types::{NodeId, Peer, Request, Response, Tag, Time};
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::msg::{Msg, Timer};
+use crate::protocol::contract::{Command, Out};
+use crate::types::{ClientRef, NodeId, Peer, Request, Response, Tag};
 use bytes::Bytes;
-use std::time::Duration;
+
+pub use crate::protocol::test_harness::{replies, sends, timers, value, T0};
 
 pub type O = Out<Msg, Timer>;
-pub const T0: Time = Time(0);
 
 pub fn coord(n: u32) -> Coordinator {
     Coordinator::new(100, (1..=n).collect(), CoordinatorConfig::default())
@@ -26,28 +27,6 @@ pub fn slow_read_coord(n: u32) -> Coordinator {
 }
 pub fn key() -> Bytes {
     Bytes::from_static(b"k")
-}
-/// Drain `out`, keeping what `pick` picks.
-pub fn drained<T>(out: &mut O, pick: impl FnMut(Command<Msg, Timer>) -> Option<T>) -> Vec<T> {
-    out.drain().filter_map(pick).collect()
-}
-pub fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-    drained(out, |c| match c {
-        Command::Send { to, msg } => Some((to, msg)),
-        _ => None,
-    })
-}
-pub fn replies(out: &mut O) -> Vec<Response> {
-    drained(out, |c| match c {
-        Command::Reply { resp, .. } => Some(resp),
-        _ => None,
-    })
-}
-pub fn timers(out: &mut O) -> Vec<(Duration, Timer)> {
-    drained(out, |c| match c {
-        Command::SetTimer { after, timer } => Some((after, timer)),
-        _ => None,
-    })
 }
 pub fn qreply(
     c: &mut Coordinator,
@@ -68,6 +47,22 @@ pub fn qreply(
         },
         out,
     );
+}
+/// Start a get of [`key`] at `c` for client `n`.
+pub fn start_get(c: &mut Coordinator, n: u64, out: &mut O) {
+    c.start(T0, ClientRef::local(n), Request::Get { key: key() }, out);
+}
+/// Start `req` at `c` for client `n`, its first phase dropped: the `Out`
+/// to feed replies with.
+pub fn started(c: &mut Coordinator, n: u64, req: Request) -> O {
+    let mut out = O::new();
+    c.start(T0, ClientRef::local(n), req, &mut out);
+    out.drain();
+    out
+}
+/// [`started`] with a get of [`key`].
+pub fn started_get(c: &mut Coordinator, n: u64) -> O {
+    started(c, n, Request::Get { key: key() })
 }
 /// The peers of the messages sent, in order (draining `out`).
 pub fn sent_to(out: &mut O) -> Vec<Peer> {

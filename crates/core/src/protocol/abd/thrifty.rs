@@ -1,47 +1,63 @@
 //! Thrifty mode of the coordinator: each phase goes to Q replicas instead of
 //! all N, rotating and avoiding replicas that recently failed to answer.
 
-use super::Coordinator;
-use crate::types::Time;
+use crate::types::{NodeId, Time};
 use std::time::Duration;
 
 /// How long thrifty mode avoids a replica that failed to answer in time.
 pub(super) const AVOID_FOR: Duration = Duration::from_secs(1);
 
-impl Coordinator {
-    /// How long a phase waits before re-sending to the replicas that have
-    /// not answered (in thrifty mode: to every replica not yet answered).
-    pub(super) fn first_retry(&self) -> Duration {
-        if self.cfg.thrifty {
-            self.cfg.thrifty_fallback
-        } else {
-            self.cfg.retry_interval
+/// Thrifty mode's state: where the next phase's rotation starts, and until
+/// when each replica (by id) is avoided after it failed to answer.
+#[derive(Debug)]
+pub(super) struct Thrifty {
+    rotation: usize,
+    avoid_until: Vec<Time>,
+}
+
+impl Thrifty {
+    pub(super) fn new() -> Self {
+        Thrifty {
+            rotation: 0,
+            avoid_until: vec![Time::ZERO; 64],
         }
     }
 
+    /// Replica `n` was asked and stayed silent: avoid it for a while.
+    pub(super) fn avoid(&mut self, n: NodeId, now: Time) {
+        self.avoid_until[n as usize] = now.saturating_add(AVOID_FOR);
+    }
+
     /// The replicas a new phase goes to, as a bitmask of ids: all of them;
-    /// or, in thrifty mode, Q of them — `prefer` (the replicas that just
-    /// answered phase 1, known alive) if given, else the next Q in rotation
-    /// skipping replicas that recently failed to answer.
-    pub(super) fn targets(&mut self, now: Time, prefer: Option<u64>) -> u64 {
-        let all = self.members.iter().fold(0u64, |m, &n| m | 1 << n);
-        if !self.cfg.thrifty {
+    /// or, in thrifty mode (`on`), `quorum` of them — `prefer` (the replicas
+    /// that just answered phase 1, known alive) if given, else the next
+    /// `quorum` in rotation skipping replicas that recently failed to answer.
+    pub(super) fn targets(
+        &mut self,
+        on: bool,
+        members: &[NodeId],
+        quorum: usize,
+        now: Time,
+        prefer: Option<u64>,
+    ) -> u64 {
+        let all = members.iter().fold(0u64, |m, &n| m | 1 << n);
+        if !on {
             return all;
         }
-        if let Some(p) = prefer.filter(|p| p.count_ones() as usize >= self.quorum) {
+        if let Some(p) = prefer.filter(|p| p.count_ones() as usize >= quorum) {
             return p;
         }
-        let n = self.members.len();
+        let n = members.len();
         let start = self.rotation % n;
         self.rotation = self.rotation.wrapping_add(1);
-        let ring = (0..n).map(|i| self.members[(start + i) % n]);
+        let ring = (0..n).map(|i| members[(start + i) % n]);
         let healthy = ring
             .clone()
             .filter(|&m| self.avoid_until[m as usize] <= now);
         let avoided = ring.filter(|&m| self.avoid_until[m as usize] > now);
         healthy
             .chain(avoided)
-            .take(self.quorum)
+            .take(quorum)
             .fold(0u64, |m, n| m | 1 << n)
     }
 }
@@ -51,8 +67,7 @@ mod tests {
     use super::*;
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::{Coordinator, CoordinatorConfig, Msg};
-    use crate::types::{ClientRef, Peer, Request, Response, Tag};
-    use bytes::Bytes;
+    use crate::types::{ClientRef, Peer, Request, Tag};
 
     #[test]
     fn thrifty_asks_a_quorum_then_falls_back_and_avoids_the_silent_replica() {
@@ -63,12 +78,7 @@ mod tests {
         };
         let mut c = Coordinator::new(100, vec![1, 2, 3], cfg);
         let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         let to: Vec<_> = sent_to(&mut out);
         assert_eq!(
             to,
@@ -94,10 +104,7 @@ mod tests {
         );
         c.handle(T0, Peer::Node(1), Msg::StoreAck { op: 1 }, &mut out);
         c.handle(T0, Peer::Node(3), Msg::StoreAck { op: 1 }, &mut out);
-        assert_eq!(
-            replies(&mut out),
-            vec![Response::Value(Some(Bytes::from_static(b"w")))]
-        );
+        assert_eq!(replies(&mut out), vec![value(b"w")]);
         // The next operations avoid replica 2 for a while, whatever the rotation.
         for op in 2..5 {
             c.start(
@@ -169,12 +176,7 @@ mod tests {
     fn thrifty_keeps_avoiding_a_replica_while_it_stays_silent() {
         let mut c = thrifty_coord(3);
         let mut out = O::new();
-        c.start(
-            T0,
-            ClientRef::local(1),
-            Request::Get { key: key() },
-            &mut out,
-        );
+        start_get(&mut c, 1, &mut out);
         qreply(&mut c, 1, 0, 0, None, &mut out);
         c.tick(Time(6_000), &mut out); // 2 silent: avoided until 1.006 s
         c.tick(Time(106_000), &mut out); // 2 and 3 silent: until 1.106 s

@@ -1,5 +1,7 @@
 //! Counters of a server, for INFO and `/metrics`.
 
+use crate::protocol::contract::{read_metrics, Metric};
+
 /// Things that happened, most of them needing no action.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -45,97 +47,100 @@ pub struct Counters {
 
 impl Counters {
     pub fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
-        vec![
-            (
-                "lamport_orphans_resolved_total",
-                "staged writes of a previous life committed or aborted at restart",
-                self.orphans_resolved,
-            ),
-            (
-                "lamport_sourceless_recovery_rounds_total",
-                "recovery rounds in which every peer was recovering too (asked again)",
-                self.sourceless_rounds,
-            ),
-            (
-                "lamport_writes_requeued_total",
-                "writes re-sent after a peer without their request refused them",
-                self.requeued,
-            ),
-            (
-                "lamport_polls_total",
-                "peers polled after a whole tick awaited",
-                self.polls,
-            ),
-            (
-                "lamport_writes_completed_total",
-                "writes this server completed",
-                self.completed,
-            ),
-            (
-                "lamport_writes_refused_total",
-                "writes that got no lock within the op timeout",
-                self.refused,
-            ),
-            (
-                "lamport_writes_timed_out_total",
-                "writes answered Timeout inside their critical section",
-                self.timed_out,
-            ),
-            (
-                "lamport_reads_waited_total",
-                "reads that waited for a staged write",
-                self.reads_waited,
-            ),
-            (
-                "lamport_stale_messages_total",
-                "messages about requests no longer known",
-                self.stale,
-            ),
-            (
-                "lamport_unknown_writes_total",
-                "SERVER_WRITEs for a request not queued here",
-                self.unknown_writes,
-            ),
-            (
-                "lamport_superseded_writes_total",
-                "writes skipped at their turn: a newer version came first by a merge",
-                self.superseded,
-            ),
-            (
-                "lamport_out_of_order_applies_total",
-                "writes applied over a newer version (never in a correct run)",
-                self.out_of_order_applies,
-            ),
-            (
-                "lamport_evictions_total",
-                "peers evicted by the lock timeout",
-                self.evictions,
-            ),
-            (
-                "lamport_from_evicted_total",
-                "messages ignored from evicted peers",
-                self.from_evicted,
-            ),
-            (
-                "lamport_misrouted_total",
-                "messages from unexpected senders",
-                self.misrouted,
-            ),
-            (
-                "lamport_clocks_refused_total",
-                "messages refused: clock past 2^63",
-                self.clock_refused,
-            ),
-            (
-                "lamport_clock_exhausted_total",
-                "writes refused: this server's clock reached 2^64-1",
-                self.clock_exhausted,
-            ),
-            (
-                "lamport_links_down_total",
-                "peer links that went down",
-                self.links_down,
-            ),
-        ]
+        read_metrics(METRICS, self)
     }
 }
+
+/// Every counter, in the order `/metrics` shows them.
+const METRICS: &[Metric<Counters>] = &[
+    (
+        "lamport_orphans_resolved_total",
+        "staged writes of a previous life committed or aborted at restart",
+        |c| c.orphans_resolved,
+    ),
+    (
+        "lamport_sourceless_recovery_rounds_total",
+        "recovery rounds in which every peer was recovering too (asked again)",
+        |c| c.sourceless_rounds,
+    ),
+    (
+        "lamport_writes_requeued_total",
+        "writes re-sent after a peer without their request refused them",
+        |c| c.requeued,
+    ),
+    (
+        "lamport_polls_total",
+        "peers polled after a whole tick awaited",
+        |c| c.polls,
+    ),
+    (
+        "lamport_writes_completed_total",
+        "writes this server completed",
+        |c| c.completed,
+    ),
+    (
+        "lamport_writes_refused_total",
+        "writes that got no lock within the op timeout",
+        |c| c.refused,
+    ),
+    (
+        "lamport_writes_timed_out_total",
+        "writes answered Timeout inside their critical section",
+        |c| c.timed_out,
+    ),
+    (
+        "lamport_reads_waited_total",
+        "reads that waited for a staged write",
+        |c| c.reads_waited,
+    ),
+    (
+        "lamport_stale_messages_total",
+        "messages about requests no longer known",
+        |c| c.stale,
+    ),
+    (
+        "lamport_unknown_writes_total",
+        "SERVER_WRITEs for a request not queued here",
+        |c| c.unknown_writes,
+    ),
+    (
+        "lamport_superseded_writes_total",
+        "writes skipped at their turn: a newer version came first by a merge",
+        |c| c.superseded,
+    ),
+    (
+        "lamport_out_of_order_applies_total",
+        "writes applied over a newer version (never in a correct run)",
+        |c| c.out_of_order_applies,
+    ),
+    (
+        "lamport_evictions_total",
+        "peers evicted by the lock timeout",
+        |c| c.evictions,
+    ),
+    (
+        "lamport_from_evicted_total",
+        "messages ignored from evicted peers",
+        |c| c.from_evicted,
+    ),
+    (
+        "lamport_misrouted_total",
+        "messages from unexpected senders",
+        |c| c.misrouted,
+    ),
+    (
+        "lamport_clocks_refused_total",
+        "messages refused: clock past 2^63",
+        |c| c.clock_refused,
+    ),
+    (
+        "lamport_clock_exhausted_total",
+        "writes refused: this server's clock reached 2^64-1",
+        |c| c.clock_exhausted,
+    ),
+    (
+        "lamport_links_down_total",
+        "peer links that went down",
+        |c| c.links_down,
+    ),
+];

@@ -1,11 +1,13 @@
 //! The registration: how drivers build a server, its options, its
 //! assumptions. (Registered by one line in `registry!`.)
 
+use super::bugs::InjectedBug;
+use super::msg::Msg;
 use super::node::{Config, LamportNode, LockScope};
-use super::{InjectedBug, Msg};
+use crate::protocol::contract::Timing;
+use crate::protocol::contract::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
 use crate::protocol::options::{format_duration, parse_bool, parse_duration};
-use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
-use crate::protocol::{OptSpec, ProtocolOptions, Timing};
+use crate::protocol::options::{OptSpec, ProtocolOptions};
 use std::time::Duration;
 
 /// The Lamport-mutex store as the registry knows it: servers only.
@@ -172,8 +174,8 @@ impl ProtocolDef for Lamport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::registry::InjectedBugs;
-    use crate::protocol::Protocol;
+    use crate::protocol::contract::InjectedBugs;
+    use crate::protocol::contract::Protocol;
 
     #[test]
     fn options_round_trip_and_reach_the_node() {

@@ -8,81 +8,16 @@
 //! leaves before its state is durable (the driver's rule 2), whatever the
 //! handler's own order.
 
-use super::msg::{Body, Msg, ReqId, Scope, Staged, Timer};
+use super::bugs::InjectedBug;
+use super::disk::{meta, staged_key, word, Kept, CLOCK_BLOCK, META_CLOCK, META_LIFE, META_STAGED};
+use super::msg::{Body, Msg, ReqId, Timer};
 use super::node::LamportNode;
-use super::recovery::Recovery;
-use super::InjectedBug;
-use crate::protocol::{Command, Out, Record};
+use super::recovering::Recovery;
+use crate::protocol::contract::{Out, Record};
 use crate::types::NodeId;
-use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write;
 
 type O = Out<Msg, Timer>;
-
-/// The clock's mark: no message stamped above it has left this server.
-pub const META_CLOCK: &str = "lamport/clock";
-/// The last life that ran on this disk.
-pub const META_LIFE: &str = "lamport/life";
-/// `lamport/staged/global` or `lamport/staged/key/<hex>`: a scope's staged
-/// writes (postcard `Vec<Kept>`; empty once none is left).
-const META_STAGED: &str = "lamport/staged/";
-/// The clock's mark moves in blocks of this size, so a busy server writes
-/// it once per 65 536 ticks, not once per message.
-pub const CLOCK_BLOCK: u64 = 1 << 16;
-
-/// A staged write as kept on disk: the write and whether its holder
-/// released it already (it applies at its turn then).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Kept {
-    pub staged: Staged,
-    pub released: bool,
-}
-
-/// The persistence bookkeeping of a server.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Durable {
-    /// `NodeSpec::durable`: records survive a restart.
-    pub on: bool,
-    /// The clock persisted under [`META_CLOCK`].
-    pub clock_mark: u64,
-    /// Each scope's staged writes as last persisted, by Meta key.
-    kept: BTreeMap<String, Vec<Kept>>,
-    /// The life read back from disk.
-    life: Option<u64>,
-    /// Something was read back: this is a restart, not a first boot.
-    pub restored: bool,
-    /// Our previous lives' staged writes read back, for a recovery to rule
-    /// on (with `lock-timeout`: see [`LamportNode::resume`]).
-    pub own: Vec<Staged>,
-    /// Registers held back one call ([`InjectedBug::ReleasePersistedBeforeWrite`]).
-    late: Vec<Record>,
-}
-
-fn staged_key(scope: &Scope) -> String {
-    match scope {
-        Scope::Global => format!("{META_STAGED}global"),
-        Scope::Key(k) => {
-            let mut s = format!("{META_STAGED}key/");
-            for b in k.iter() {
-                let _ = write!(s, "{b:02x}");
-            }
-            s
-        }
-    }
-}
-
-fn word(v: &[u8]) -> Option<u64> {
-    v.get(..8)?.try_into().ok().map(u64::from_le_bytes)
-}
-
-fn meta(key: &str, value: Vec<u8>) -> Record {
-    Record::Meta {
-        key: key.into(),
-        value: Bytes::from(value),
-    }
-}
 
 impl LamportNode {
     /// Keep state on disk (`NodeSpec::durable`).
@@ -101,7 +36,7 @@ impl LamportNode {
         f(self, &mut inner);
         self.persist_changes(out);
         for c in inner.drain() {
-            push(out, c);
+            out.push(c);
         }
     }
 
@@ -249,27 +184,15 @@ impl LamportNode {
 }
 
 /// Append one collected command to `out`, unchanged.
-fn push(out: &mut O, c: Command<Msg, Timer>) {
-    match c {
-        Command::Send { to, msg } => out.send(to, msg),
-        Command::Reply { client, resp } => out.reply(client, resp),
-        Command::Notify { session, event } => out.notify(session, event),
-        Command::SetTimer { after, timer } => out.set_timer(after, timer),
-        Command::CancelTimer { timer } => out.cancel_timer(timer),
-        Command::Persist(rec) => out.persist(rec),
-        Command::SendNow { to, msg } => out.send_now(to, msg),
-        Command::ReplyNow { client, resp } => out.reply_now(client, resp),
-        Command::WhenDurable(msg) => out.when_durable(msg),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{b, deliver, get, put, Cluster, O, T0};
-    use super::super::{Body, Config, InjectedBug, LamportNode, ReqId, Scope};
-    use super::super::{Msg, Timer};
+    use super::super::bugs::InjectedBug;
+    use super::super::msg::{Body, Scope};
+    use super::super::msg::{Msg, Timer};
+    use super::super::node::{Config, LamportNode};
+    use super::super::testing::{b, deliver, get, put, r, write, Cluster, O, T0};
     use super::{word, CLOCK_BLOCK, META_CLOCK};
-    use crate::protocol::{Command, Protocol, Record};
+    use crate::protocol::contract::{Command, Protocol, Record};
     use crate::types::{ClientRef, Response};
     use std::time::Duration;
 
@@ -277,17 +200,6 @@ mod tests {
         Config {
             read_wait: true,
             ..Config::default()
-        }
-    }
-    fn r(ts: u64, node: u32) -> ReqId {
-        ReqId { ts, node, life: 0 }
-    }
-    fn write(req: ReqId, v: &str) -> Body {
-        Body::ServerWrite {
-            req,
-            scope: Scope::Global,
-            key: b("k"),
-            value: Some(b(v)),
         }
     }
     /// Server 2 of two, durable, with 1's request queued.

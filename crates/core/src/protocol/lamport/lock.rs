@@ -1,10 +1,10 @@
 //! Lamport's mutual exclusion, one mutex per scope (seed 002 §3.2.2), and
 //! the critical section: apply, SERVER_WRITE, acks, RELEASE_LOCK.
 
+use super::bugs::InjectedBug;
 use super::msg::{Body, Msg, ReqId, Scope, Timer};
 use super::node::{LamportNode, Op, Phase};
-use super::InjectedBug;
-use crate::protocol::Out;
+use crate::protocol::contract::Out;
 use crate::types::{ClientRef, NodeId, OpError, Response, Time};
 use bytes::Bytes;
 use std::collections::BTreeSet;
@@ -367,14 +367,13 @@ impl LamportNode {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bugs::InjectedBug;
+    use super::super::msg::{Body, ReqId, Scope};
+    use super::super::node::{Config, LamportNode};
     use super::super::testing::*;
-    use super::super::{Body, Config, InjectedBug, LamportNode, ReqId, Scope};
-    use crate::protocol::{LinkEvent, Protocol};
+    use crate::protocol::contract::{LinkEvent, Protocol};
     use crate::types::{ClientRef, Peer, Response};
 
-    fn r(ts: u64, node: u32) -> ReqId {
-        ReqId { ts, node, life: 0 }
-    }
     fn node(id: u32, n: u32) -> LamportNode {
         LamportNode::new(id, &(1..=n).collect::<Vec<_>>(), Config::default())
     }
@@ -396,14 +395,6 @@ mod tests {
         Body::ReleaseLock {
             req,
             scope: Scope::Global,
-        }
-    }
-    fn write(req: ReqId, v: &str) -> Body {
-        Body::ServerWrite {
-            req,
-            scope: Scope::Global,
-            key: b("k"),
-            value: Some(b(v)),
         }
     }
     fn ack(req: ReqId) -> Body {
@@ -467,16 +458,7 @@ mod tests {
         out.drain();
         deliver(&mut n, 2, 4, Body::ReplyLock { req: r(1, 1) }, &mut out);
         // Not later than the request (clock 1): it proves nothing.
-        deliver(
-            &mut n,
-            3,
-            1,
-            Body::Outstanding {
-                life: 0,
-                reqs: vec![],
-            },
-            &mut out,
-        );
+        deliver(&mut n, 3, 1, outstanding(0), &mut out);
         assert!(!n.holds_lock() && out.is_empty());
         // Node 3's own request, stamped 2 > 1: queued behind ours, and later.
         deliver(&mut n, 3, 2, request(r(2, 3)), &mut out);
@@ -623,10 +605,7 @@ mod tests {
         deliver(&mut n, 2, 4, ack(r(1, 1)), &mut out);
         out.drain();
         n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
-        let none = Body::Outstanding {
-            life: 0,
-            reqs: vec![],
-        };
+        let none = outstanding(0);
         assert_eq!(sent(&mut out), vec![(2, none)], "acknowledged: not resent");
         // The bug resends nothing at all.
         let mut n = node(1, 2).with_bug(Some(InjectedBug::NoResyncOnUp));
@@ -645,16 +624,7 @@ mod tests {
         deliver(&mut n, 1, 5, Body::ReplyLock { req: r(3, 2) }, &mut out);
         assert!(!n.holds_lock());
         out.drain();
-        deliver(
-            &mut n,
-            1,
-            6,
-            Body::Outstanding {
-                life: 0,
-                reqs: vec![],
-            },
-            &mut out,
-        );
+        deliver(&mut n, 1, 6, outstanding(0), &mut out);
         assert!(n.holds_lock(), "(1,1) dropped: ours heads the queue");
     }
 

@@ -241,18 +241,22 @@
 //! * `node.rs`: [`LamportNode`], its state, client entry points, dispatch;
 //! * `lock.rs`: the lock rules and the critical section;
 //! * `recovery.rs`: links coming back, recovery, the lock timeout;
-//! * `durable.rs`: what is persisted, restore, the restart;
+//!   `recovering.rs`: what a recovering server has learnt so far;
+//! * `durable.rs`: what is persisted, restore, the restart; `disk.rs`: the
+//!   records' keys and encodings and the persistence bookkeeping;
 //! * `bugs.rs`: [`InjectedBug`]; `def.rs`: [`Lamport`], options, bounds;
 //! * `testing.rs`: a FIFO in-memory cluster for the unit tests.
 
 mod bugs;
 mod counters;
 mod def;
+mod disk;
 mod durable;
 mod lock;
 mod msg;
 mod node;
 mod queue;
+mod recovering;
 mod recovery;
 mod store;
 #[cfg(test)]
@@ -261,6 +265,6 @@ mod testing;
 pub use bugs::InjectedBug;
 pub use counters::Counters;
 pub use def::{Lamport, LamportOptions};
-pub use durable::{Kept, CLOCK_BLOCK};
+pub use disk::{Kept, CLOCK_BLOCK};
 pub use msg::{Body, Entry, Msg, ReqId, Scope, Staged, Timer};
 pub use node::{Config, LamportNode, LockScope};

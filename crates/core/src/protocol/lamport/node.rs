@@ -1,12 +1,13 @@
 //! The server: its state, the client entry points and the dispatch.
 
-use super::durable::Durable;
+use super::bugs::InjectedBug;
+use super::counters::Counters;
+use super::disk::Durable;
 use super::msg::{Body, Msg, ReqId, Scope, Staged, Timer};
 use super::queue::Queues;
-use super::recovery::Recovery;
+use super::recovering::Recovery;
 use super::store::Store;
-use super::{Counters, InjectedBug};
-use crate::protocol::{LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,6 +1,6 @@
 //! The lock queues: one per scope, ordered by (Lamport clock, node id).
 
-use super::durable::Kept;
+use super::disk::Kept;
 use super::msg::{ReqId, Scope, Staged};
 use crate::types::NodeId;
 use bytes::Bytes;

@@ -1,39 +1,16 @@
 //! Links that come back, servers that lost their state (seed 002 §2,
 //! recovery mode `r`) and peers evicted by the lock timeout (§4.4.1).
 
+use super::bugs::InjectedBug;
 use super::msg::{Body, Entry, Msg, ReqId, Scope, Staged, Timer};
 use super::node::{LamportNode, Phase};
-use super::InjectedBug;
-use crate::protocol::Out;
+use super::recovering::Recovery;
+use crate::protocol::contract::Out;
 use crate::types::{NodeId, OpError, Response, Time};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 type O = Out<Msg, Timer>;
-
-/// What a server copying state from its peers has learnt so far.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Recovery {
-    /// The peers that answered.
-    pub answered: BTreeSet<NodeId>,
-    /// Those that answered while recovering too (nothing to give).
-    pub empty: BTreeSet<NodeId>,
-    /// Writes of our previous lives left staged, and the peers staging each.
-    pub orphans: BTreeMap<ReqId, (Staged, BTreeSet<NodeId>)>,
-    /// Other holders' staged writes, staged here when recovery ends.
-    pub others: BTreeMap<ReqId, Staged>,
-    /// Requests released meanwhile that were not queued here.
-    pub released: BTreeSet<ReqId>,
-    /// Our previous lives' requests some peer queued without their write.
-    pub unwritten: BTreeSet<ReqId>,
-    /// We lost our state (memory restart, `server --recover`) and have
-    /// merged nobody's yet: we have nothing to give.
-    pub lost: bool,
-    /// The peers whose last answer said the same of them.
-    pub lost_peers: BTreeSet<NodeId>,
-    /// When a tick first saw us lost.
-    pub lost_since: Option<Time>,
-}
 
 /// How long every peer must have said it lost its state too before a lost
 /// server gives up (a multiple of the op timeout; see `check_total_loss`).
@@ -665,14 +642,12 @@ fn slot_key(n: &mut LamportNode, scope: &Scope, req: ReqId) -> Option<bytes::Byt
 
 #[cfg(test)]
 mod tests {
+    use super::super::msg::{Body, ReqId, Scope, Staged, Timer};
+    use super::super::node::{Config, LamportNode};
     use super::super::testing::*;
-    use super::super::{Body, Config, LamportNode, ReqId, Scope, Staged, Timer};
-    use crate::protocol::{LinkEvent, Protocol};
+    use crate::protocol::contract::{LinkEvent, Protocol};
     use crate::types::{ClientRef, Peer, Response, Tag};
 
-    fn r(ts: u64, node: u32) -> ReqId {
-        ReqId { ts, node, life: 0 }
-    }
     fn tag(ts: u64, node: u64) -> Tag {
         Tag { ts, writer: node }
     }
@@ -834,17 +809,8 @@ mod tests {
             scope: scope.clone(),
         };
         deliver(&mut n, 1, 3, lock, &mut out);
-        let write = Body::ServerWrite {
-            req: old,
-            scope: Scope::Global,
-            key: b("k"),
-            value: Some(b("v")),
-        };
-        deliver(&mut n, 1, 4, write, &mut out);
-        let new_life = Body::Outstanding {
-            life: 1,
-            reqs: vec![],
-        };
+        deliver(&mut n, 1, 4, write(old, "v"), &mut out);
+        let new_life = outstanding(1);
         deliver(&mut n, 1, 1, new_life, &mut out);
         assert!(n.queues.is_staged(b"k"), "kept for the verdict");
         assert_eq!(n.queues.orphans_of(1).len(), 1);
@@ -859,17 +825,8 @@ mod tests {
         // The same life's Outstanding not listing it: its release was lost.
         let lock = Body::RequestLock { req: old, scope };
         deliver(&mut n, 1, 3, lock, &mut out);
-        let write = Body::ServerWrite {
-            req: old,
-            scope: Scope::Global,
-            key: b("k"),
-            value: Some(b("v")),
-        };
-        deliver(&mut n, 1, 4, write, &mut out);
-        let same = Body::Outstanding {
-            life: 0,
-            reqs: vec![],
-        };
+        deliver(&mut n, 1, 4, write(old, "v"), &mut out);
+        let same = outstanding(0);
         deliver(&mut n, 1, 5, same, &mut out);
         assert!(n.queues.is_empty());
         assert_eq!(n.value(b"k"), Some(b("v")));
@@ -1064,9 +1021,10 @@ mod tests {
 
 #[cfg(test)]
 mod poll_tests {
+    use super::super::msg::{Body, ReqId, Scope, Timer};
+    use super::super::node::{Config, LamportNode};
     use super::super::testing::*;
-    use super::super::{Body, Config, LamportNode, ReqId, Scope, Timer};
-    use crate::protocol::Protocol;
+    use crate::protocol::contract::Protocol;
     use crate::types::ClientRef;
 
     /// Sim seed 0 (crash,pause, read-wait): a restarted server's
@@ -1121,16 +1079,7 @@ mod poll_tests {
         assert!(s.contains(&(1, Body::Poll)), "{s:?}");
         assert!(matches!(s[0], (1, Body::Outstanding { .. })), "{s:?}");
         assert!(!n.holds_lock());
-        deliver(
-            &mut n,
-            1,
-            9,
-            Body::Outstanding {
-                life: 0,
-                reqs: vec![],
-            },
-            &mut out,
-        );
+        deliver(&mut n, 1, 9, outstanding(0), &mut out);
         assert!(n.holds_lock(), "the stale request left the head");
         // And a polled server answers with its own resync.
         out.drain();

@@ -3,29 +3,19 @@
 //! kept, as `LinkModel::FifoReliable` promises), link resets and restarts
 //! on demand, and invariant checks after every step.
 
-use super::{Body, Config, InjectedBug, LamportNode, Msg, Timer};
-use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use super::bugs::InjectedBug;
+use super::msg::{Body, Msg, ReqId, Scope, Timer};
+use super::node::{Config, LamportNode};
+use crate::protocol::contract::{Command, LinkEvent, Out, Protocol, Record};
 use crate::rng::SplitMix64;
 use crate::types::{ClientRef, NodeId, Peer, Request, Response, Time};
-use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-pub type O = Out<Msg, Timer>;
-pub const T0: Time = Time(0);
+use crate::protocol::test_harness::replies;
+pub use crate::protocol::test_harness::{b, get, put, T0};
 
-pub fn b(s: &str) -> Bytes {
-    Bytes::copy_from_slice(s.as_bytes())
-}
-pub fn put(k: &str, v: &str) -> Request {
-    Request::Put {
-        key: b(k),
-        value: b(v),
-    }
-}
-pub fn get(k: &str) -> Request {
-    Request::Get { key: b(k) }
-}
+pub type O = Out<Msg, Timer>;
 /// The messages in `out` (draining it), as (to, body).
 pub fn sent(out: &mut O) -> Vec<(NodeId, Body)> {
     (out.drain())
@@ -40,12 +30,7 @@ pub fn sent(out: &mut O) -> Vec<(NodeId, Body)> {
 }
 /// The client answers in `out` (draining it).
 pub fn answers(out: &mut O) -> Vec<Response> {
-    (out.drain())
-        .filter_map(|c| match c {
-            Command::Reply { resp, .. } => Some(resp),
-            _ => None,
-        })
-        .collect()
+    replies(out)
 }
 /// The messages and the client answers in `out` (draining it).
 pub fn split(out: &mut O) -> (Vec<(NodeId, Body)>, Vec<Response>) {
@@ -61,6 +46,23 @@ pub fn split(out: &mut O) -> (Vec<(NodeId, Body)>, Vec<Response>) {
         }
     }
     (msgs, resps)
+}
+/// Request `ts` of server `node`, first life.
+pub fn r(ts: u64, node: u32) -> ReqId {
+    ReqId { ts, node, life: 0 }
+}
+/// A global write of `v` to key `k`.
+pub fn write(req: ReqId, v: &str) -> Body {
+    Body::ServerWrite {
+        req,
+        scope: Scope::Global,
+        key: b("k"),
+        value: Some(b(v)),
+    }
+}
+/// A peer's list of its outstanding requests in life `life`: none.
+pub fn outstanding(life: u64) -> Body {
+    Body::Outstanding { life, reqs: vec![] }
 }
 /// A message from `from` stamped with clock `clock`.
 pub fn deliver(n: &mut LamportNode, from: NodeId, clock: u64, body: Body, out: &mut O) {
@@ -432,11 +434,8 @@ mod tests {
         }
     }
 
-    /// One random run: N in 2..=4, either scope, read-wait or not, 12
-    /// writes at random servers, random interleaving and link resets.
-    /// Returns the cluster after it settled and the writes' client ids.
-    fn random_run(seed: u64, bug: Option<InjectedBug>) -> (Cluster, Vec<u64>) {
-        let mut rng = SplitMix64(seed);
+    /// N in 2..=4, either scope, read-wait or not, drawn from `rng`.
+    fn random_config(rng: &mut SplitMix64) -> (u32, Config) {
         let n = 2 + rng.below(3) as u32;
         let cfg = Config {
             scope: [LockScope::Global, LockScope::Key][rng.below(2) as usize],
@@ -444,6 +443,15 @@ mod tests {
             op_timeout: Duration::from_secs(600),
             ..Config::default()
         };
+        (n, cfg)
+    }
+
+    /// One random run: N in 2..=4, either scope, read-wait or not, 12
+    /// writes at random servers, random interleaving and link resets.
+    /// Returns the cluster after it settled and the writes' client ids.
+    fn random_run(seed: u64, bug: Option<InjectedBug>) -> (Cluster, Vec<u64>) {
+        let mut rng = SplitMix64(seed);
+        let (n, cfg) = random_config(&mut rng);
         let mut c = Cluster::new(n, cfg, bug, seed);
         let mut writes = Vec::new();
         for i in 0..12 {
@@ -500,13 +508,7 @@ mod tests {
     fn random_runs_with_restarts_recover_and_converge() {
         for seed in 0..200u64 {
             let mut rng = SplitMix64(seed ^ 0xC0FFEE);
-            let n = 2 + rng.below(3) as u32;
-            let cfg = Config {
-                scope: [LockScope::Global, LockScope::Key][rng.below(2) as usize],
-                read_wait: rng.chance(0.5),
-                op_timeout: Duration::from_secs(600),
-                ..Config::default()
-            };
+            let (n, cfg) = random_config(&mut rng);
             let mut c = Cluster::new(n, cfg, None, seed);
             let mut writes = Vec::new();
             let mut crashed = std::collections::BTreeSet::new();

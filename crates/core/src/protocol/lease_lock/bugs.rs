@@ -1,6 +1,6 @@
 //! Deliberate bugs, a testing aid for the simulator and the checker.
 
-use crate::protocol::registry::InjectedBugs;
+use crate::protocol::contract::InjectedBugs;
 
 /// Deliberate bugs for the simulator's self-test (`quorumkv sim
 /// --inject-bug`), each a plausible mistake. Never enabled otherwise.
@@ -68,8 +68,8 @@ mod tests {
     use super::*;
     use crate::protocol::lease_lock::testing::*;
     use crate::protocol::lease_lock::{LeaseOptions, LockRetry, Msg, Replica};
+    use crate::protocol::test_harness::check_injected_bugs;
     use crate::types::{OpError, Peer, Response, Tag, Time};
-    use std::collections::HashSet;
     use std::time::Duration;
 
     fn with(bug: Bug, n: u32) -> crate::protocol::lease_lock::Coordinator {
@@ -196,11 +196,7 @@ mod tests {
 
     #[test]
     fn bugs_have_distinct_prefixed_names_and_descriptions() {
-        let names: HashSet<_> = Bug::ALL.iter().map(|b| b.name()).collect();
-        assert_eq!(names.len(), Bug::ALL.len());
-        assert!(names.iter().all(|n| n.starts_with("lease-lock-")));
-        let about: HashSet<_> = Bug::ALL.iter().map(|b| b.about()).collect();
-        assert_eq!(about.len(), Bug::ALL.len());
+        check_injected_bugs::<Bug>("lease-lock-");
         assert_eq!(
             Bug::find("lease-lock-minority-quorum"),
             Some(Bug::MinorityQuorum)

@@ -2,8 +2,10 @@
 //! failure (seed 000 §4.1), backoff, retransmission and deadlines. The
 //! read and write phases under the locks are in `phases.rs`.
 
-use super::{Bug, Counters, LockId, Msg, Timer};
-use crate::protocol::{LinkEvent, Out, Protocol};
+use super::bugs::Bug;
+use super::counters::Counters;
+use super::msg::{LockId, Msg, Timer};
+use crate::protocol::contract::{LinkEvent, Out, Protocol};
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
 use crate::rng::SplitMix64;
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
@@ -598,8 +600,8 @@ impl Protocol for Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::Command;
     use crate::protocol::lease_lock::testing::*;
-    use crate::protocol::Command;
 
     fn grant(c: &mut Coordinator, from: NodeId, l: LockId, out: &mut O) {
         c.handle(

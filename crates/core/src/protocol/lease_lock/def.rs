@@ -1,10 +1,14 @@
 //! The registration: how drivers build lease-lock, its options and its
 //! assumptions. (Registered by one line in `registry!`.)
 
-use super::{Bug, Coordinator, CoordinatorConfig, LeaseNode, LockRetry, Msg};
+use super::bugs::Bug;
+use super::coordinator::{Coordinator, CoordinatorConfig, LockRetry};
+use super::msg::Msg;
+use super::node::LeaseNode;
+use crate::protocol::contract::Timing;
+use crate::protocol::contract::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
 use crate::protocol::options::{format_duration, parse_bool, parse_duration};
-use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
-use crate::protocol::{OptSpec, ProtocolOptions, Timing};
+use crate::protocol::options::{OptSpec, ProtocolOptions};
 use crate::quorum::minority;
 use std::time::Duration;
 
@@ -308,8 +312,8 @@ mod tests {
             assert!(!LeaseLock::client_may_send(m), "{m:?}");
         }
     }
-    use crate::protocol::registry::client_writer_id;
-    use crate::protocol::Protocol;
+    use crate::protocol::contract::client_writer_id;
+    use crate::protocol::contract::Protocol;
 
     fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
         p.iter()

@@ -1,11 +1,14 @@
 //! The server: a replica plus a coordinator for clients that do not run
 //! their own (proxy mode).
 
-use super::{Bug, Coordinator, CoordinatorConfig, Msg, Replica, Timer};
-use crate::protocol::{catch_up, LinkEvent, Out, Protocol, Record};
+use super::bugs::Bug;
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::msg::{Msg, Timer};
+use super::replica::Replica;
+use crate::protocol::catch_up;
+use crate::protocol::contract::{read_metrics, LinkEvent, Metric, Out, Protocol, Record};
 use crate::quorum::{minority, QuorumTracker};
-use crate::types::{ClientRef, NodeId, Peer, Request, Tag, Time};
-use bytes::Bytes;
+use crate::types::{ClientRef, NodeId, Peer, Request, Time};
 use std::time::Duration;
 
 /// A lease-lock server. Messages are routed by kind: requests to the
@@ -84,30 +87,6 @@ impl LeaseNode {
             catch_up::ask_missing(id, members, votes, Msg::SyncRequest, Timer::Sync, out);
         }
     }
-
-    fn on_sync_reply(&mut self, from: Peer, at: Time, entries: Vec<(Bytes, Tag, Option<Bytes>)>) {
-        let (Peer::Node(n), Some(votes)) = (from, self.recovery.as_mut()) else {
-            return; // not recovering (a late reply), or not from a replica
-        };
-        if !self.members.contains(&n) {
-            return; // not a replica of this cluster
-        }
-        if votes.has(n) || at < self.sync_from {
-            return;
-        }
-        for (key, tag, value) in entries {
-            // One no write could supersede is never taken.
-            if tag.ts == u64::MAX {
-                self.replica.counters.tag_jumps_refused += 1;
-                continue;
-            }
-            self.replica.restore(Record::Register { key, tag, value });
-        }
-        votes.record(n);
-        if votes.won() {
-            self.recovery = None;
-        }
-    }
 }
 
 impl Protocol for LeaseNode {
@@ -147,7 +126,14 @@ impl Protocol for LeaseNode {
                 let entries = self.replica.snapshot();
                 out.send(from, Msg::SyncReply { at: now, entries });
             }
-            Msg::SyncReply { at, entries } => self.on_sync_reply(from, at, entries),
+            Msg::SyncReply { at, entries } => catch_up::on_sync_reply(
+                &mut self.recovery,
+                &self.members,
+                from,
+                at < self.sync_from,
+                entries,
+                &mut self.replica,
+            ),
             Msg::LockGranted { .. }
             | Msg::LockDenied { .. }
             | Msg::ReadReply { .. }
@@ -177,89 +163,7 @@ impl Protocol for LeaseNode {
         self.replica.restore(rec);
     }
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
-        let (r, c) = (&self.replica.counters, &self.coord.counters);
-        vec![
-            (
-                "lease_lock_ops_completed_total",
-                "operations this server coordinated to completion",
-                self.coord.completed,
-            ),
-            (
-                "lease_lock_ops_refused_total",
-                "operations failed definitely (lock denied, no quorum in time)",
-                self.coord.refused,
-            ),
-            (
-                "lease_lock_ops_unknown_total",
-                "operations with an unknown outcome (write denied or timed out)",
-                self.coord.unknown,
-            ),
-            (
-                "lease_lock_grants_total",
-                "locks this replica granted",
-                r.grants,
-            ),
-            (
-                "lease_lock_denials_total",
-                "locks this replica denied",
-                r.denials,
-            ),
-            (
-                "lease_lock_expired_leases_total",
-                "leases found expired",
-                r.expired_leases,
-            ),
-            (
-                "lease_lock_released_on_disconnect_total",
-                "locks released because the client connection holding them closed",
-                r.released_on_disconnect,
-            ),
-            (
-                "lease_lock_writes_denied_total",
-                "writes refused: not the holder or lease over",
-                r.writes_denied,
-            ),
-            (
-                "lease_lock_tag_jumps_refused_total",
-                "writes denied: tag more than 2^32 ahead of the one held, or ts = 2^64-1",
-                r.tag_jumps_refused,
-            ),
-            (
-                "lease_lock_tag_space_exhausted_total",
-                "puts refused: the key's tag space is used up",
-                c.tag_space_exhausted,
-            ),
-            (
-                "lease_lock_surplus_grants_total",
-                "grants this coordinator did not use",
-                c.surplus_grants,
-            ),
-            (
-                "lease_lock_retries_total",
-                "lock rounds retried after backoff",
-                c.retries,
-            ),
-            (
-                "lease_lock_stale_replies_total",
-                "replies for finished rounds or phases",
-                c.stale_replies,
-            ),
-            (
-                "lease_lock_denied_recovering_total",
-                "locks denied while this replica recovered",
-                self.denied_recovering,
-            ),
-            (
-                "lease_lock_recovering",
-                "1 while this replica catches up after a restart",
-                self.recovery.is_some() as u64,
-            ),
-            (
-                "lease_lock_misrouted_total",
-                "messages that reached the wrong role",
-                r.misrouted + c.misrouted,
-            ),
-        ]
+        read_metrics(METRICS, self)
     }
     fn role(&self) -> &'static str {
         catch_up::role(self.recovery.is_some())
@@ -270,11 +174,97 @@ impl Protocol for LeaseNode {
     }
 }
 
+/// Every counter, in the order `/metrics` shows them.
+const METRICS: &[Metric<LeaseNode>] = &[
+    (
+        "lease_lock_ops_completed_total",
+        "operations this server coordinated to completion",
+        |n| n.coord.completed,
+    ),
+    (
+        "lease_lock_ops_refused_total",
+        "operations failed definitely (lock denied, no quorum in time)",
+        |n| n.coord.refused,
+    ),
+    (
+        "lease_lock_ops_unknown_total",
+        "operations with an unknown outcome (write denied or timed out)",
+        |n| n.coord.unknown,
+    ),
+    (
+        "lease_lock_grants_total",
+        "locks this replica granted",
+        |n| n.replica.counters.grants,
+    ),
+    (
+        "lease_lock_denials_total",
+        "locks this replica denied",
+        |n| n.replica.counters.denials,
+    ),
+    (
+        "lease_lock_expired_leases_total",
+        "leases found expired",
+        |n| n.replica.counters.expired_leases,
+    ),
+    (
+        "lease_lock_released_on_disconnect_total",
+        "locks released because the client connection holding them closed",
+        |n| n.replica.counters.released_on_disconnect,
+    ),
+    (
+        "lease_lock_writes_denied_total",
+        "writes refused: not the holder or lease over",
+        |n| n.replica.counters.writes_denied,
+    ),
+    (
+        "lease_lock_tag_jumps_refused_total",
+        "writes denied: tag more than 2^32 ahead of the one held, or ts = 2^64-1",
+        |n| n.replica.counters.tag_jumps_refused,
+    ),
+    (
+        "lease_lock_tag_space_exhausted_total",
+        "puts refused: the key's tag space is used up",
+        |n| n.coord.counters.tag_space_exhausted,
+    ),
+    (
+        "lease_lock_surplus_grants_total",
+        "grants this coordinator did not use",
+        |n| n.coord.counters.surplus_grants,
+    ),
+    (
+        "lease_lock_retries_total",
+        "lock rounds retried after backoff",
+        |n| n.coord.counters.retries,
+    ),
+    (
+        "lease_lock_stale_replies_total",
+        "replies for finished rounds or phases",
+        |n| n.coord.counters.stale_replies,
+    ),
+    (
+        "lease_lock_denied_recovering_total",
+        "locks denied while this replica recovered",
+        |n| n.denied_recovering,
+    ),
+    (
+        "lease_lock_recovering",
+        "1 while this replica catches up after a restart",
+        |n| n.recovery.is_some() as u64,
+    ),
+    (
+        "lease_lock_misrouted_total",
+        "messages that reached the wrong role",
+        |n| n.replica.counters.misrouted + n.coord.counters.misrouted,
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::Command;
     use crate::protocol::lease_lock::testing::*;
-    use crate::protocol::Command;
+    use crate::types::Tag;
+    use bytes::Bytes;
 
     #[test]
     fn requests_go_to_the_replica_and_replies_to_the_coordinator() {

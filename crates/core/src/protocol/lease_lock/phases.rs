@@ -2,9 +2,10 @@
 //! highest tag, and for a put (or a get with `write-back`) WRITE to the
 //! same Q, then UNLOCK (seed 000 §4.1).
 
+use super::bugs::Bug;
 use super::coordinator::{Coordinator, Kind, Pending, Phase};
-use super::{Bug, LockId, Msg, Timer};
-use crate::protocol::Out;
+use super::msg::{LockId, Msg, Timer};
+use crate::protocol::contract::Out;
 use crate::quorum::{QuorumStatus, QuorumTracker};
 use crate::types::{NodeId, OpError, Response, Tag, Time, TAG_SPACE_EXHAUSTED};
 use bytes::Bytes;
@@ -224,9 +225,9 @@ impl Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::Command;
     use crate::protocol::lease_lock::testing::*;
     use crate::protocol::lease_lock::CoordinatorConfig;
-    use crate::protocol::Command;
     use crate::types::{ClientRef, Peer};
 
     fn read_reply(

@@ -1,8 +1,11 @@
 //! The replica role: per key a tag, a value and a lock with a lease
 //! (seed 000 §2.2 `KeyState`, §4.2 the blocking server).
 
-use super::{Bug, Counters, LockId, Msg, Timer};
-use crate::protocol::{Out, Record};
+use super::bugs::Bug;
+use super::counters::Counters;
+use super::msg::{LockId, Msg, Timer};
+use crate::protocol::catch_up;
+use crate::protocol::contract::{Out, Record};
 use crate::types::{Peer, Tag, Time};
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
@@ -283,11 +286,13 @@ struct Write {
     value: Option<Bytes>,
 }
 
+catch_up::sync_store!(Replica);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::Command;
     use crate::protocol::lease_lock::testing::*;
-    use crate::protocol::Command;
 
     const LEASE: Duration = Duration::from_millis(100);
     const A: Peer = Peer::Conn(1);

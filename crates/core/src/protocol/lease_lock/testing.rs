@@ -4,18 +4,21 @@
 //! tests can run whole operations and choose the interleavings that matter
 //! (seed 000 §4: two coordinators contending for one key).
 
-use super::{
-    Bug, Coordinator, CoordinatorConfig, LeaseLock, LeaseNode, LeaseOptions, LockId, Msg, Timer,
-};
-use crate::protocol::registry::{client_writer_id, ClientSpec, NodeSpec, ProtocolDef};
-use crate::protocol::{Command, Out, Protocol, Timing};
+use super::bugs::Bug;
+use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::def::{LeaseLock, LeaseOptions};
+use super::msg::{LockId, Msg, Timer};
+use super::node::LeaseNode;
+use crate::protocol::contract::{client_writer_id, ClientSpec, NodeSpec, ProtocolDef};
+use crate::protocol::contract::{Command, Out, Protocol, Timing};
 use crate::types::{ClientRef, NodeId, Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+pub use crate::protocol::test_harness::{replies, sends, timers, value, T0};
+
 pub type O = Out<Msg, Timer>;
-pub const T0: Time = Time(0);
 /// The writer id of the coordinators built by [`coord`].
 pub const ME: u64 = 100;
 
@@ -39,31 +42,6 @@ pub fn put(value: &'static [u8]) -> Request {
         key: key(),
         value: Bytes::from_static(value),
     }
-}
-pub fn value(v: &'static [u8]) -> Response {
-    Response::Value(Some(Bytes::from_static(v)))
-}
-/// Drain `out`, keeping what `pick` picks.
-pub fn drained<T>(out: &mut O, pick: impl FnMut(Command<Msg, Timer>) -> Option<T>) -> Vec<T> {
-    out.drain().filter_map(pick).collect()
-}
-pub fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
-    drained(out, |c| match c {
-        Command::Send { to, msg } => Some((to, msg)),
-        _ => None,
-    })
-}
-pub fn replies(out: &mut O) -> Vec<Response> {
-    drained(out, |c| match c {
-        Command::Reply { resp, .. } => Some(resp),
-        _ => None,
-    })
-}
-pub fn timers(out: &mut O) -> Vec<(Duration, Timer)> {
-    drained(out, |c| match c {
-        Command::SetTimer { after, timer } => Some((after, timer)),
-        _ => None,
-    })
 }
 /// The ids of the replicas that `sends` went to, in order.
 pub fn to_ids(sends: &[(Peer, Msg)]) -> Vec<NodeId> {

@@ -38,225 +38,15 @@
 //! another after `sync-limit` without a beat or an ACK from it (besides the
 //! driver's `LinkEvent::Down`); a change of suspicion feeds the vote.
 
-use super::broadcast::Bcast;
-use super::coin::{self, Choice, Decision, Measured};
-use super::follower::FStage;
+use super::coin::{Choice, Decision};
+use super::measure::{AdaptConfig, Adaptive};
 use super::msg::{LogEntry, Msg};
 use super::node::{Role, ZabNode, O};
-use crate::protocol::Command;
+use super::roles::FStage;
+use super::variant::Bcast;
+use crate::protocol::contract::Command;
 use crate::types::{NodeId, Peer, Time};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Duration;
-
-/// Feasible windows with unchanged suspicions before a vote back for ct-q.
-pub const BACK_AFTER: u32 = 3;
-
-/// The adaptive coin's settings (`--opt p=`, `lambda-window`, `timer-d`,
-/// `timer-cm`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AdaptConfig {
-    pub choice: Choice,
-    pub window: Duration,
-    pub timer_d: Duration,
-    pub timer_cm: Duration,
-}
-
-impl Default for AdaptConfig {
-    fn default() -> Self {
-        AdaptConfig {
-            choice: Choice::Upper,
-            window: Duration::from_secs(1),
-            timer_d: Duration::from_millis(20),
-            timer_cm: Duration::from_millis(100),
-        }
-    }
-}
-
-/// One follower's measurements and vote (and, at a leader, the stamps to
-/// echo).
-#[derive(Clone, Debug)]
-pub struct Adaptive {
-    pub cfg: AdaptConfig,
-    /// The current window: its start (once `begun`), proposals seen, d
-    /// samples (µs).
-    begun: bool,
-    start: Time,
-    proposals: u64,
-    d_sum: u64,
-    d_samples: u64,
-    /// The last window's results.
-    pub lambda: f64,
-    pub d_us: u64,
-    pub p1: f64,
-    pub p2: f64,
-    /// The vote this follower wants: Zab (no feasible p, C_m expired).
-    pub want_zab: bool,
-    /// Feasible windows in a row with the same suspicions.
-    streak: u32,
-    last_suspects: BTreeSet<NodeId>,
-    /// As a follower: the stamp in flight, if any.
-    stamp_out: Option<u64>,
-    /// As the leader: per follower, the last stamp and when it came.
-    echo: BTreeMap<NodeId, (u64, Time)>,
-    /// C_m: proposals received while followers decide, not yet delivered.
-    pending: VecDeque<(u64, Time)>,
-    /// Timer D's last reset.
-    d_reset: Time,
-}
-
-impl Adaptive {
-    pub fn new(cfg: AdaptConfig) -> Adaptive {
-        Adaptive {
-            cfg,
-            begun: false,
-            start: Time::ZERO,
-            proposals: 0,
-            d_sum: 0,
-            d_samples: 0,
-            lambda: 0.0,
-            d_us: 0,
-            p1: 1.0,
-            p2: 0.0,
-            want_zab: true,
-            streak: 0,
-            last_suspects: BTreeSet::new(),
-            stamp_out: None,
-            echo: BTreeMap::new(),
-            pending: VecDeque::new(),
-            d_reset: Time::ZERO,
-        }
-    }
-
-    /// F1: proposal `index` arrived at `now`; `timed` when the followers
-    /// decide (C_m runs only then).
-    pub fn on_proposal(&mut self, index: u64, now: Time, timed: bool) {
-        self.proposals += 1;
-        self.d_reset = now;
-        if timed {
-            self.pending.push_back((index, now));
-        }
-    }
-
-    /// A stamp for the next ACK to the leader, if none is in flight (or
-    /// the one in flight is older than a window: lost with a connection).
-    pub fn stamp(&mut self, now: Time) -> Option<u64> {
-        let at = now.as_micros();
-        let fresh = self
-            .stamp_out
-            .is_some_and(|s| at.saturating_sub(s) < self.cfg.window.as_micros() as u64);
-        if fresh {
-            return None;
-        }
-        self.stamp_out = Some(at);
-        Some(at)
-    }
-
-    /// The leader echoed stamp `at`, having held it `held` µs: one sample
-    /// of d = (round trip − held) / 2, in this follower's clock only.
-    pub fn on_echo(&mut self, at: u64, held: u64, now: Time) {
-        if self.stamp_out == Some(at) {
-            self.stamp_out = None;
-        }
-        let rtt = now.as_micros().saturating_sub(at).saturating_sub(held);
-        // Saturating: `at` and `held` come from the message (issue 31).
-        self.d_sum = self.d_sum.saturating_add(rtt / 2);
-        self.d_samples = self.d_samples.saturating_add(1);
-    }
-
-    /// As the leader: a stamped ACK from `from` arrived at `now`.
-    pub fn stamped(&mut self, from: NodeId, at: u64, now: Time) {
-        self.echo.insert(from, (at, now));
-    }
-
-    /// As the leader: the echo for `to`'s next proposal, if a stamp waits.
-    fn take_echo(&mut self, to: NodeId, now: Time) -> Option<(u64, u64)> {
-        let (at, got) = self.echo.remove(&to)?;
-        Some((at, now.as_micros().saturating_sub(got.as_micros())))
-    }
-
-    /// Close the window if it is over: measure λ and d, decide p for
-    /// `replicas` servers with `n` followers up, update the vote (with
-    /// `suspects`, the followers suspected now). `None` while it runs.
-    pub fn window(
-        &mut self,
-        now: Time,
-        replicas: usize,
-        n: usize,
-        suspects: &BTreeSet<NodeId>,
-    ) -> Option<Decision> {
-        if !self.begun {
-            (self.begun, self.start, self.proposals) = (true, now, 0);
-            return None;
-        }
-        let len = now.as_micros().saturating_sub(self.start.as_micros());
-        if len < self.cfg.window.as_micros() as u64 {
-            return None;
-        }
-        self.lambda = self.proposals as f64 * 1e6 / len as f64;
-        if let Some(d) = self.d_sum.checked_div(self.d_samples) {
-            self.d_us = d;
-        }
-        (self.start, self.proposals, self.d_sum, self.d_samples) = (now, 0, 0, 0);
-        let m = Measured {
-            lambda: self.lambda,
-            theta: self.lambda,
-            d: self.d_us as f64 / 1e6,
-        };
-        let dec = coin::decide(
-            m,
-            replicas,
-            n,
-            self.cfg.timer_d.as_secs_f64(),
-            self.cfg.choice,
-        );
-        (self.p1, self.p2) = (dec.p1, dec.p2);
-        let stable = *suspects == self.last_suspects;
-        self.last_suspects = suspects.clone();
-        if dec.p.is_none() {
-            self.want_zab = true;
-            self.streak = 0;
-        } else {
-            self.streak = if stable { self.streak + 1 } else { 0 };
-            if self.streak >= BACK_AFTER {
-                self.want_zab = false;
-            }
-        }
-        Some(dec)
-    }
-
-    /// C_m: forget what was delivered (up to `commit`); true (and a vote
-    /// for Zab) when the oldest proposal left waited C_m.
-    pub fn cm_expired(&mut self, commit: u64, now: Time) -> bool {
-        while self.pending.front().is_some_and(|&(i, _)| i <= commit) {
-            self.pending.pop_front();
-        }
-        let Some(&(_, t)) = self.pending.front() else {
-            return false;
-        };
-        if now < t.saturating_add(self.cfg.timer_cm) {
-            return false;
-        }
-        self.pending.clear();
-        self.want_zab = true;
-        self.streak = 0;
-        true
-    }
-
-    /// Followers stopped deciding (Zab's broadcast, another leader):
-    /// nothing to time.
-    pub fn untimed(&mut self) {
-        self.pending.clear();
-    }
-
-    /// Timer D: expired (and reset) at `now`?
-    pub fn d_due(&mut self, now: Time) -> bool {
-        if now < self.d_reset.saturating_add(self.cfg.timer_d) {
-            return false;
-        }
-        self.d_reset = now;
-        true
-    }
-}
+use std::collections::BTreeSet;
 
 /// The coin's p as the adaptation last set it.
 fn set_p(b: &mut Bcast, dec: &Decision) {
@@ -265,10 +55,29 @@ fn set_p(b: &mut Bcast, dec: &Decision) {
     }
 }
 
+/// `msg` to `to`, carrying the stamp to echo to `to` if it is a proposal
+/// and one is waiting.
+fn echoed(a: &mut Adaptive, to: Peer, msg: Msg, now: Time) -> Msg {
+    match (to, msg) {
+        (Peer::Node(n), Msg::Proposal { epoch, entry }) => match a.take_echo(n, now) {
+            Some((at, held)) => Msg::ProposalEcho {
+                epoch,
+                entry,
+                at,
+                held,
+            },
+            None => Msg::Proposal { epoch, entry },
+        },
+        (_, msg) => msg,
+    }
+}
+
 impl ZabNode {
     /// Run the adaptive coin (ct-q only; other variants ignore it).
     pub fn with_adaptive(mut self, cfg: AdaptConfig) -> Self {
-        if self.bcast.variant == super::Variant::CtQ && !matches!(cfg.choice, Choice::Fixed(_)) {
+        if self.bcast.variant == super::variant::Variant::CtQ
+            && !matches!(cfg.choice, Choice::Fixed(_))
+        {
             self.bcast.adapt = Some(Adaptive::new(cfg));
         }
         self
@@ -465,55 +274,17 @@ impl ZabNode {
         let a = self.bcast.adapt.as_mut().expect("adaptive");
         let cmds: Vec<_> = out.drain().collect();
         for c in cmds {
-            let (to, msg, now_send) = match c {
-                Command::Send { to, msg } => (to, msg, false),
-                Command::SendNow { to, msg } => (to, msg, true),
-                Command::Reply { client, resp } => {
-                    out.reply(client, resp);
-                    continue;
-                }
-                Command::ReplyNow { client, resp } => {
-                    out.reply_now(client, resp);
-                    continue;
-                }
-                Command::Notify { session, event } => {
-                    out.notify(session, event);
-                    continue;
-                }
-                Command::SetTimer { after, timer } => {
-                    out.set_timer(after, timer);
-                    continue;
-                }
-                Command::CancelTimer { timer } => {
-                    out.cancel_timer(timer);
-                    continue;
-                }
-                Command::Persist(r) => {
-                    out.persist(r);
-                    continue;
-                }
-                Command::WhenDurable(m) => {
-                    out.when_durable(m);
-                    continue;
-                }
-            };
-            let msg = match (to, msg) {
-                (Peer::Node(n), Msg::Proposal { epoch, entry }) => match a.take_echo(n, now) {
-                    Some((at, held)) => Msg::ProposalEcho {
-                        epoch,
-                        entry,
-                        at,
-                        held,
-                    },
-                    None => Msg::Proposal { epoch, entry },
+            out.push(match c {
+                Command::Send { to, msg } => Command::Send {
+                    to,
+                    msg: echoed(a, to, msg, now),
                 },
-                (_, msg) => msg,
-            };
-            if now_send {
-                out.send_now(to, msg);
-            } else {
-                out.send(to, msg);
-            }
+                Command::SendNow { to, msg } => Command::SendNow {
+                    to,
+                    msg: echoed(a, to, msg, now),
+                },
+                c => c,
+            });
         }
     }
 
@@ -587,11 +358,15 @@ impl ZabNode {
 
 #[cfg(test)]
 mod tests {
+    use super::super::coin::{self, Measured};
+    use super::super::measure::BACK_AFTER;
     use super::super::node::Config;
     use super::super::testing::{at as deliver, ct_q_three, put, sent, settled_three, Cluster};
-    use super::super::Variant;
+    use super::super::variant::Variant;
     use super::*;
-    use crate::protocol::Protocol;
+    use crate::protocol::contract::Protocol;
+    use crate::types::Time;
+    use std::time::Duration;
 
     const MS: u64 = 1000;
 

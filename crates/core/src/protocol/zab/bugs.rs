@@ -1,6 +1,6 @@
 //! Deliberate bugs, a testing aid for the simulator and the checker.
 
-use crate::protocol::registry::InjectedBugs;
+use crate::protocol::contract::InjectedBugs;
 
 /// Deliberate bugs for the simulator's self-test (`quorumkv sim --bug`).
 /// Never enabled otherwise.
@@ -112,15 +112,11 @@ impl InjectedBugs for InjectedBug {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashSet;
+    use crate::protocol::test_harness::check_injected_bugs;
 
     #[test]
     fn injected_bugs_have_distinct_prefixed_names_and_descriptions() {
-        let names: HashSet<_> = InjectedBug::ALL.iter().map(|b| b.name()).collect();
-        assert_eq!(names.len(), InjectedBug::ALL.len());
-        assert!(names.iter().all(|n| n.starts_with("zab-")));
-        let about: HashSet<_> = InjectedBug::ALL.iter().map(|b| b.about()).collect();
-        assert_eq!(about.len(), InjectedBug::ALL.len());
+        check_injected_bugs::<InjectedBug>("zab-");
         assert_eq!(
             InjectedBug::find("zab-skip-trunc"),
             Some(InjectedBug::SkipTrunc)

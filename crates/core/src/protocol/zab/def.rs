@@ -1,15 +1,18 @@
 //! The registration: how drivers build a server, its options, its
 //! assumptions. (Registered by one line in `registry!`.)
 
+use super::bugs::InjectedBug;
 use super::coin::Choice;
+use super::measure::AdaptConfig;
+use super::msg::Msg;
 use super::node::{Config, ReadMode, ZabNode};
-use super::AdaptConfig;
-use super::{InjectedBug, Msg, Variant};
-use crate::protocol::options::{format_duration, parse_duration};
-use crate::protocol::registry::{
+use super::variant::Variant;
+use crate::protocol::contract::Timing;
+use crate::protocol::contract::{
     ClientSpec, LinkModel, NamedVariant, NodeSpec, Over, PointRatio, ProtocolDef,
 };
-use crate::protocol::{OptSpec, ProtocolOptions, Timing};
+use crate::protocol::options::{format_duration, parse_duration};
+use crate::protocol::options::{OptSpec, ProtocolOptions};
 use crate::quorum::minority;
 use std::time::Duration;
 
@@ -395,8 +398,8 @@ impl ProtocolDef for Zab {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::registry::InjectedBugs;
-    use crate::protocol::Protocol;
+    use crate::protocol::contract::InjectedBugs;
+    use crate::protocol::contract::Protocol;
 
     fn spec(members: &[u32], lost_state: bool) -> NodeSpec<'_> {
         NodeSpec {

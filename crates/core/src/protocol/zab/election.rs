@@ -3,27 +3,11 @@
 //! sid)` in numbered rounds, adopt any better vote, and decide once a
 //! quorum agrees with theirs (after a short wait for better ones).
 
-use super::follower::{FStage, Following};
-use super::leader::Leading;
+use super::bugs::InjectedBug;
 use super::msg::{Msg, PeerState, Timer, Vote};
 use super::node::{Role, ZabNode, O};
-use super::InjectedBug;
+use super::roles::{FStage, Following, Leading};
 use crate::types::{NodeId, Peer};
-use std::collections::{BTreeMap, BTreeSet};
-
-#[derive(Clone, Debug, Default)]
-pub struct Election {
-    /// The election round (ZooKeeper's logical clock), not persisted.
-    pub round: u64,
-    pub vote: Option<Vote>,
-    /// The latest vote of each non-recovering server in this round.
-    pub received: BTreeMap<NodeId, Vote>,
-    /// The finalize timer is pending (re-arming it would postpone it).
-    pub armed: bool,
-    /// Servers that already follow us (their notification or FOLLOWERINFO
-    /// said so) while we still look: with a quorum of them, we lead.
-    pub followers: BTreeSet<NodeId>,
-}
 
 impl ZabNode {
     /// This server's own candidacy (none while recovering: its log is empty
@@ -137,6 +121,42 @@ impl ZabNode {
         recovering: bool,
         out: &mut O,
     ) {
+        if !matches!(self.role, Role::Looking) {
+            return self.notified_when_decided(from, vote, state, out);
+        }
+        match state {
+            // Join a leader unless our history is newer (it would only
+            // abdicate when it sees ours).
+            PeerState::Leading => {
+                if vote.is_some_and(|v| self.not_behind(&v)) {
+                    self.follow(from, out);
+                }
+            }
+            PeerState::Following => match vote {
+                // It follows us, who still look (the others decided
+                // first): with a quorum of them we lead.
+                Some(v) if v.leader == self.id => {
+                    let mine = self.own_vote();
+                    if !recovering && mine.is_some_and(|me| self.not_behind_of(&me, &v)) {
+                        self.followed_by(from, out);
+                    }
+                }
+                // Ask its leader directly; it answers if it leads.
+                Some(v) => out.send(Peer::Node(v.leader), self.notification()),
+                None => {}
+            },
+            PeerState::Looking => self.count_vote(from, round, vote, recovering, out),
+        }
+    }
+
+    /// A notification while we follow or lead.
+    fn notified_when_decided(
+        &mut self,
+        from: NodeId,
+        vote: Option<Vote>,
+        state: PeerState,
+        out: &mut O,
+    ) {
         if let Role::Following(f) = &self.role {
             // Our leader left, or leads an epoch we are not in.
             let other_epoch = vote.is_none_or(|v| v.cur_epoch != f.epoch);
@@ -152,48 +172,29 @@ impl ZabNode {
                 return self.follow(from, out);
             }
         }
-        if !matches!(self.role, Role::Looking) {
-            let theirs = vote.map_or(0, |v| v.cur_epoch);
-            if state == PeerState::Looking {
-                // Tell a looking server who leads.
-                out.send(Peer::Node(from), self.notification());
-            } else if theirs > self.current_epoch && (self.in_broadcast() || self.candidate()) {
-                // A newer epoch exists: our leadership (or our leader's)
-                // is over.
-                return self.look(out);
-            } else if state == PeerState::Leading && theirs < self.current_epoch {
-                // A stale leader announcing itself: let it learn.
-                out.send(Peer::Node(from), self.notification());
-            }
-            return;
+        let theirs = vote.map_or(0, |v| v.cur_epoch);
+        if state == PeerState::Looking {
+            // Tell a looking server who leads.
+            out.send(Peer::Node(from), self.notification());
+        } else if theirs > self.current_epoch && (self.in_broadcast() || self.candidate()) {
+            // A newer epoch exists: our leadership (or our leader's)
+            // is over.
+            self.look(out);
+        } else if state == PeerState::Leading && theirs < self.current_epoch {
+            // A stale leader announcing itself: let it learn.
+            out.send(Peer::Node(from), self.notification());
         }
-        match state {
-            // Join a leader unless our history is newer (it would only
-            // abdicate when it sees ours).
-            PeerState::Leading => {
-                if vote.is_some_and(|v| self.not_behind(&v)) {
-                    self.follow(from, out);
-                }
-                return;
-            }
-            PeerState::Following => {
-                match vote {
-                    // It follows us, who still look (the others decided
-                    // first): with a quorum of them we lead.
-                    Some(v) if v.leader == self.id => {
-                        let mine = self.own_vote();
-                        if !recovering && mine.is_some_and(|me| self.not_behind_of(&me, &v)) {
-                            self.followed_by(from, out);
-                        }
-                    }
-                    // Ask its leader directly; it answers if it leads.
-                    Some(v) => out.send(Peer::Node(v.leader), self.notification()),
-                    None => {}
-                }
-                return;
-            }
-            PeerState::Looking => {}
-        }
+    }
+
+    /// A looking server's vote, while we look too.
+    fn count_vote(
+        &mut self,
+        from: NodeId,
+        round: u64,
+        vote: Option<Vote>,
+        recovering: bool,
+        out: &mut O,
+    ) {
         if round > self.election.round {
             self.election.round = round;
             self.election.received.clear();

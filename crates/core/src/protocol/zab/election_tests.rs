@@ -3,11 +3,11 @@
 //! or lead answer them. The simulator's sweeps see only whether operations
 //! stay linearizable and finish; these see a slower or churnier election.
 
+use super::bugs::InjectedBug;
 use super::msg::{Msg, PeerState, Timer};
 use super::node::{Config, Role};
 use super::testing::{at, get, hear, lone, notify, put, sent, settled, value, vote, Cluster, Cmds};
-use super::InjectedBug;
-use crate::protocol::{Command, LinkEvent, Out, Protocol};
+use crate::protocol::contract::{Command, LinkEvent, Out, Protocol};
 use crate::types::{NodeId, Peer, Response, Time};
 
 fn follower_info_to(cmds: &Cmds) -> Vec<NodeId> {

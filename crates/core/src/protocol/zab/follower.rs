@@ -3,36 +3,13 @@
 //! of broadcast (log, ACK, deliver on COMMIT), seed 003 lines 637-668;
 //! gaps in the leader's FIFO stream and silence send it back to election.
 
+use super::bugs::InjectedBug;
 use super::msg::{LogEntry, Msg, SyncData};
 use super::node::{Role, ZabNode, O};
+use super::roles::{FStage, Following};
 use super::state_machine::{decode_snapshot, Payload, StateMachine};
-use super::InjectedBug;
-use crate::protocol::Record;
-use crate::types::{NodeId, Peer, Time};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FStage {
-    /// FOLLOWERINFO sent.
-    Info,
-    /// NEWEPOCH accepted, ACKEPOCH sent.
-    Epoch,
-    /// NEWLEADER logged, ACKNEWLEADER sent.
-    Synced,
-    /// The leader's first COMMIT came: broadcast phase, serving clients.
-    Serving,
-}
-
-#[derive(Clone, Debug)]
-pub struct Following {
-    pub leader: NodeId,
-    pub stage: FStage,
-    /// The epoch accepted from this leader (0 before NEWEPOCH).
-    pub epoch: u64,
-    /// Last message from the leader.
-    pub heard: Time,
-    /// When we started following it.
-    pub since: Time,
-}
+use crate::protocol::contract::Record;
+use crate::types::{NodeId, Peer};
 
 impl ZabNode {
     /// The leader we follow, if `from` is it: note we heard from it.

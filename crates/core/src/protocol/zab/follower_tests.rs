@@ -6,7 +6,7 @@ use super::msg::{LogEntry, Msg, Summary, SyncData, Timer};
 use super::node::{Config, Waiter, ZabNode};
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
 use super::testing::{at, get, hear, lone, put, sent, settled, Cluster, Cmds};
-use crate::protocol::{Command, Out, Protocol, Record};
+use crate::protocol::contract::{Command, Out, Protocol, Record};
 use crate::types::{ClientRef, Time};
 use bytes::Bytes;
 use std::time::Duration;

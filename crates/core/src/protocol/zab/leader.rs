@@ -3,87 +3,13 @@
 //! COMMIT) and broadcast (PROPOSAL → ACK → COMMIT in zxid order), seed 003
 //! lines 637-668; heartbeats and SC2 (no quorum: step down).
 
+use super::bugs::InjectedBug;
 use super::msg::{Msg, Summary, SyncData};
 use super::node::{Role, ZabNode, O};
+use super::roles::{Fol, Leading, Stage};
 use super::state_machine::{encode_snapshot, Payload, StateMachine};
-use super::InjectedBug;
-use crate::types::{NodeId, Peer, Time};
+use crate::types::{NodeId, Peer};
 use bytes::Bytes;
-use std::collections::BTreeMap;
-
-/// Where a follower is in its leader's eyes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stage {
-    /// FOLLOWERINFO received (before the epoch is chosen).
-    Info { accepted: u64 },
-    /// NEWEPOCH sent.
-    EpochSent,
-    /// ACKEPOCH received, NEWLEADER not sent yet.
-    Acked(Summary),
-    /// NEWLEADER sent; `acked` once ACKNEWLEADER came (it then holds our
-    /// history and counts in the broadcast's quorums).
-    Synced { acked: bool },
-}
-
-#[derive(Clone, Debug)]
-pub struct Fol {
-    pub stage: Stage,
-    pub recovering: bool,
-    /// Highest index it logged (ACK, ACKNEWLEADER, PONG).
-    pub acked: u64,
-    /// Highest ping round it answered.
-    pub ponged: u64,
-    pub heard: Time,
-}
-
-impl Fol {
-    fn counts(&self) -> bool {
-        self.stage == Stage::Synced { acked: true }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct Leading {
-    /// The new epoch, 0 until a quorum's FOLLOWERINFO chose it.
-    pub epoch: u64,
-    /// NEWLEADER sent (our current epoch is `epoch`).
-    pub syncing: bool,
-    /// A quorum acknowledged NEWLEADER: broadcast phase.
-    pub established: bool,
-    pub since: Time,
-    pub fols: BTreeMap<NodeId, Fol>,
-    /// Heartbeat / read-index rounds sent.
-    pub ping_round: u64,
-    /// A round sent for reads, not yet confirmed by a quorum.
-    pub read_round: Option<u64>,
-}
-
-impl Leading {
-    pub fn new(now: Time) -> Leading {
-        Leading {
-            epoch: 0,
-            syncing: false,
-            established: false,
-            since: now,
-            fols: BTreeMap::new(),
-            ping_round: 0,
-            read_round: None,
-        }
-    }
-    /// Followers in the broadcast (holding our history).
-    pub fn synced(&self) -> impl Iterator<Item = NodeId> + '_ {
-        (self.fols.iter())
-            .filter(|(_, f)| matches!(f.stage, Stage::Synced { .. }))
-            .map(|(&n, _)| n)
-    }
-    /// Whether a quorum (us included) answered round `round` or later.
-    pub fn confirmed(&self, round: u64, quorum: usize) -> bool {
-        let n = (self.fols.values())
-            .filter(|f| f.counts() && f.ponged >= round)
-            .count();
-        n + 1 >= quorum
-    }
-}
 
 impl ZabNode {
     pub(super) fn leading(&mut self) -> Option<&mut Leading> {
@@ -372,7 +298,7 @@ impl ZabNode {
         let epoch = l.epoch;
         let to: Vec<NodeId> = l.synced().collect();
         let index = self.log.last() + 1;
-        let data = super::znode_sm::stamp(data, self.now);
+        let data = super::zentry::stamp(data, self.now);
         self.persist_entry(index, epoch, data.clone(), out);
         self.counters.proposals += 1;
         self.on_proposed(to.len());
@@ -559,8 +485,8 @@ mod tests {
     use super::super::node::Config;
     use super::super::testing::{put, Cluster};
     use super::*;
-    use crate::protocol::{Command, Out, Protocol, Record};
-    use crate::types::{ClientRef, Response};
+    use crate::protocol::contract::{Command, Out, Protocol, Record};
+    use crate::types::{ClientRef, Response, Time};
 
     type Cmds = Vec<Command<Msg, super::super::Timer>>;
 

@@ -2,11 +2,11 @@
 //! NEWLEADER goes and what it carries, abdication, the ticks (SC2, the
 //! announcement to servers outside the broadcast) and the counters.
 
-use super::leader::Leading;
 use super::msg::{Msg, Summary, SyncData, Timer};
 use super::node::{Config, Role, ZabNode};
+use super::roles::Leading;
 use super::testing::{at, get, hear, lone, put, sent, settled, value, Cluster, Cmds};
-use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{Command, LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, Peer, Response, Time};
 use std::time::Duration;
 

@@ -134,15 +134,25 @@
 //!   in the snapshot's history) is answered then, if its answer does not
 //!   depend on the state (`StateMachine::blind_answer`: PUT, DELETE).
 //!
-//! Where each piece lives: `msg.rs` (messages, zxids, votes), `log.rs` (log,
-//! matching), `state_machine.rs` (the machine trait, the KV store, codec),
-//! `election.rs`, `leader.rs`, `follower.rs`, `reads.rs`, `recovery.rs`, `node.rs`
-//! ([`ZabNode`], clients, delivery, dispatch), `bugs.rs`, `def.rs`
-//! ([`Zab`], options).
+//! Where each piece lives, from the bottom up (a file imports only files
+//! listed before it):
+//! * `msg.rs` (messages, zxids, votes), `log.rs` (log, matching),
+//!   `codec.rs` (byte encoding), `zentry.rs` (a logged znode operation),
+//!   `state_machine.rs` (the machine trait, the KV store), `znode_sm.rs`
+//!   (the znode machine), `coin.rs` and `measure.rs` (the adaptive coin),
+//!   `variant.rs` (broadcast variants and their state), `roles.rs` (each
+//!   role's state);
+//! * `node.rs`: [`ZabNode`] and its shared state, clients, delivery,
+//!   dispatch (the `Protocol` impl);
+//! * what each role does, as methods of [`ZabNode`]: `election.rs`,
+//!   `leader.rs`, `follower.rs`, `broadcast.rs`, `adaptive.rs`, `reads.rs`,
+//!   `recovery.rs`, `sessions.rs` (znode sessions);
+//! * `bugs.rs`, `def.rs` ([`Zab`], options).
 
 mod adaptive;
 mod broadcast;
 mod bugs;
+mod codec;
 pub mod coin;
 mod def;
 mod election;
@@ -155,23 +165,29 @@ mod leader;
 #[cfg(test)]
 mod leader_tests;
 mod log;
+mod measure;
 mod msg;
 mod node;
 mod reads;
 mod recovery;
+mod roles;
 #[cfg(test)]
 mod scenarios;
+mod sessions;
 mod state_machine;
 #[cfg(test)]
 mod testing;
+mod variant;
+mod zentry;
 mod znode_sm;
 
-pub use adaptive::{AdaptConfig, BACK_AFTER};
-pub use broadcast::Variant;
 pub use bugs::InjectedBug;
 pub use def::{Zab, ZabOptions};
 pub use log::Log;
+pub use measure::{AdaptConfig, BACK_AFTER};
 pub use msg::{LogEntry, Msg, PeerState, Summary, SyncData, Timer, Vote, Zxid};
 pub use node::{Config, Counters, ReadMode, ZabNode};
 pub use state_machine::{KvStore, Op, Payload, StateMachine};
-pub use znode_sm::{Machine, ZEntry};
+pub use variant::Variant;
+pub use zentry::ZEntry;
+pub use znode_sm::Machine;

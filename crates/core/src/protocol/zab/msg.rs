@@ -173,7 +173,7 @@ pub enum Msg {
     /// L → F: leadership confirmed; serve the read once applied `index`.
     ReadIndexOk { epoch: u64, rid: u64, index: u64 },
     /// F → L: these znode sessions were heard of here since the last
-    /// tick (`znode_sm.rs`: the leader expires silent sessions).
+    /// tick (`sessions.rs`: the leader expires silent sessions).
     Touch { sessions: Vec<u64> },
 }
 

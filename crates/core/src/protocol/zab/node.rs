@@ -1,18 +1,14 @@
 //! [`ZabNode`]: one server's state, the client entry points, delivery,
 //! snapshots and the dispatch of the `Protocol` handlers.
 
-use super::broadcast::Bcast;
-use super::election::Election;
-use super::follower::{FStage, Following};
-use super::leader::Leading;
+use super::bugs::InjectedBug;
 use super::log::Log;
 use super::msg::{Msg, Timer, COUNTER_LIMIT};
-use super::reads::Reads;
-use super::recovery::Recovery;
+use super::roles::{Election, FStage, Following, Leading, Reads, Recovery};
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
+use super::variant::Bcast;
 use super::znode_sm::Machine;
-use super::InjectedBug;
-use crate::protocol::{LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
 use crate::quorum::majority;
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
 use bytes::Bytes;
@@ -535,7 +531,7 @@ impl ZabNode {
                     self.current_epoch = e;
                 }
             }
-            super::broadcast::META_LED => self.bcast.led = word(0).unwrap_or(0),
+            super::variant::META_LED => self.bcast.led = word(0).unwrap_or(0),
             _ => {}
         }
     }

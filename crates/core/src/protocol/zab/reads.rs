@@ -8,46 +8,12 @@
 //! (seed 003 line 535), not linearizable; znode reads then still wait for
 //! their connection's earlier writes (ZooKeeper's FIFO client order).
 
-use super::follower::FStage;
 use super::msg::Msg;
 use super::node::{ReadMode, Role, ZabNode, O};
+use super::roles::{Asker, FStage, Pending, Read};
 use super::state_machine::StateMachine;
 use crate::types::{ClientRef, NodeId, OpError, Peer, Response, Time};
 use bytes::Bytes;
-use std::collections::BTreeMap;
-
-/// A read at this server.
-#[derive(Debug)]
-pub struct Read {
-    pub client: ClientRef,
-    pub op: Bytes,
-    pub deadline: Time,
-    /// Asked of the leader (or queued at it).
-    pub sent: bool,
-    /// The index to have applied before answering, once confirmed.
-    pub index: Option<u64>,
-}
-
-/// Who asked the leader for a read index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Asker {
-    Me(u64),
-    Follower(NodeId, u64),
-}
-
-/// A read waiting at the leader for its round's quorum.
-#[derive(Clone, Copy, Debug)]
-pub struct Pending {
-    pub asker: Asker,
-    pub index: u64,
-    pub round: u64,
-}
-
-#[derive(Debug, Default)]
-pub struct Reads {
-    pub mine: BTreeMap<u64, Read>,
-    pub at_leader: Vec<Pending>,
-}
 
 impl ZabNode {
     fn serving(&self) -> bool {

@@ -52,19 +52,11 @@
 //! If a majority lose it at once, no one ever leads again (they wait), the
 //! same as the `lamport` protocol's recovery.
 
+use super::bugs::InjectedBug;
 use super::msg::Msg;
 use super::node::{ZabNode, O};
-use super::InjectedBug;
+use super::roles::Recovery;
 use crate::types::{NodeId, Peer};
-use std::collections::BTreeMap;
-
-/// The answers gathered so far by a server learning its epoch floor.
-#[derive(Clone, Debug, Default)]
-pub struct Recovery {
-    /// Accepted epoch and the leader it was promised to, per peer that is
-    /// not recovering itself.
-    pub answers: BTreeMap<NodeId, (u64, NodeId)>,
-}
 
 impl ZabNode {
     /// Still learning the epoch floor: no vote, no following, no leading.
@@ -145,7 +137,7 @@ impl ZabNode {
 mod tests {
     use super::super::node::Config;
     use super::*;
-    use crate::protocol::{Command, Protocol};
+    use crate::protocol::contract::{Command, Protocol};
     use crate::types::Time;
 
     fn recovering(id: NodeId) -> ZabNode {
@@ -301,8 +293,8 @@ mod tests {
     /// quorums (its ACKEPOCH, ACKs), a follower of it looks again.
     #[test]
     fn an_answer_voids_what_the_previous_life_said() {
-        use super::super::leader::{Fol, Leading, Stage};
         use super::super::node::Role;
+        use super::super::roles::{Fol, Leading, Stage};
         let mut n = ZabNode::new(2, &[1, 2, 3], 2, Config::default());
         let mut l = Leading::new(Time::ZERO);
         let fol = Fol {

@@ -1,9 +1,10 @@
 //! Whole-cluster unit tests on the in-memory cluster of `testing.rs`.
 
+use super::bugs::InjectedBug;
+use super::msg::{Msg, Zxid};
 use super::node::{Config, ReadMode};
 use super::testing::{get, put, value, Cluster};
-use super::{InjectedBug, Msg, Zxid};
-use crate::protocol::{Out, Protocol, Record};
+use crate::protocol::contract::{Out, Protocol, Record};
 use crate::types::{OpError, Peer, Response};
 
 fn cfg() -> Config {
@@ -263,7 +264,7 @@ fn skipping_trunc_delivers_a_dead_suffix() {
 fn our_writes_inside_a_snap_are_answered() {
     use super::node::{Waiter, ZabNode};
     use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
-    use crate::protocol::Command;
+    use crate::protocol::contract::Command;
     use crate::types::{ClientRef, Time};
     let mut n = ZabNode::new(1, &[1, 2, 3], 77, cfg());
     let mut out = Out::new();

@@ -2,10 +2,11 @@
 //! ticks by hand, a disk per server (restored in the driver's order), and
 //! crashes that lose nothing persisted.
 
+use super::bugs::InjectedBug;
+use super::msg::{Msg, Timer};
 use super::msg::{PeerState, Vote, Zxid};
 use super::node::{Config, ZabNode};
-use super::{InjectedBug, Msg, Timer};
-use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{Command, LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, Event, NodeId, Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
@@ -282,18 +283,7 @@ impl Cluster {
     }
 }
 
-pub fn put(k: &str, v: &str) -> Request {
-    Request::Put {
-        key: Bytes::copy_from_slice(k.as_bytes()),
-        value: Bytes::copy_from_slice(v.as_bytes()),
-    }
-}
-
-pub fn get(k: &str) -> Request {
-    Request::Get {
-        key: Bytes::copy_from_slice(k.as_bytes()),
-    }
-}
+pub use crate::protocol::test_harness::{get, put};
 
 pub type Cmds = Vec<Command<Msg, Timer>>;
 

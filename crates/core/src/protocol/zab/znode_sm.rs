@@ -33,96 +33,15 @@
 //!   both held behind the same persists (`Out::notify`, `Out::reply`), in
 //!   order: an event arrives before any later reply.
 
-use super::msg::Msg;
-use super::node::{Role, ZabNode, O};
-use super::state_machine::{KvStore, Reader, StateMachine, Writer};
-use crate::protocol::Out;
-use crate::types::{ClientRef, Event, OpError, Peer, Request, Response, Time};
+use super::codec::{Reader, Writer};
+use super::state_machine::{KvStore, StateMachine};
+use super::zentry::{ZEntry, EXPIRY, TAG};
+use crate::protocol::contract::Out;
+use crate::types::{ClientRef, Event, OpError, Request, Response, Time};
 use crate::znode::op::{expired_event, ZnodeOp, ZnodeReply};
-use crate::znode::{acl, Change, Fired, Id, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
+use crate::znode::{acl, Fired, Id, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The log tag of a znode entry (after the KV store's 0, 1, 2).
-pub const TAG: u8 = 3;
-
-/// The connection id of a `CloseSession` the leader decided (expiry).
-const EXPIRY: u64 = u64::MAX;
-
-/// A znode operation as logged: who asked (session = client id, the
-/// connection for watches), the leader's time, and the identities of the
-/// asking connection for the ACL checks.
-///
-/// `ids` are put there by the server the client is connected to, from
-/// what it holds for that connection (`AddAuth`, a native login), never
-/// from the client's request (ZooKeeper's `Request.authInfo`, which its
-/// followers forward to the leader in the same way). Being in the entry,
-/// every replica checks the same identities: the check is deterministic.
-/// Only peers can hand the leader an entry (`client_may_send` admits no
-/// Zab message from a client).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ZEntry {
-    pub time_ms: u64,
-    pub session: u64,
-    pub conn: u64,
-    pub op: ZnodeOp,
-    pub ids: Vec<Id>,
-}
-
-impl ZEntry {
-    pub fn new(op: ZnodeOp, client: &ClientRef) -> ZEntry {
-        ZEntry {
-            time_ms: 0,
-            session: client.op.client,
-            conn: client.session,
-            op,
-            ids: Vec::new(),
-        }
-    }
-    /// Tag, time (fixed offset, see [`stamp`]), then the rest.
-    pub fn encode(&self, w: &mut Writer) {
-        w.u8(TAG);
-        w.u64(self.time_ms);
-        w.u64(self.session);
-        w.u64(self.conn);
-        let op = postcard::to_allocvec(&self.op).expect("an op always serialises");
-        w.bytes(&op);
-        // Last and only when there are some: an entry of a connection with
-        // no identity is encoded as before ACLs.
-        if !self.ids.is_empty() {
-            let ids = postcard::to_allocvec(&self.ids).expect("ids always serialise");
-            w.bytes(&ids);
-        }
-    }
-    /// After the tag.
-    pub fn decode(r: &mut Reader<'_>) -> Option<ZEntry> {
-        let (time_ms, session, conn) = (r.u64()?, r.u64()?, r.u64()?);
-        let op = postcard::from_bytes(&r.bytes()?).ok()?;
-        let ids = match r.0.is_empty() {
-            true => Vec::new(),
-            false => postcard::from_bytes(&r.bytes()?).ok()?,
-        };
-        Some(ZEntry {
-            time_ms,
-            session,
-            conn,
-            op,
-            ids,
-        })
-    }
-}
-
-/// Write the leader's clock into a znode entry's payload (`Payload`:
-/// origin, rid, op length, then the op: tag at 24, time at 25..33). Other
-/// payloads pass unchanged.
-pub fn stamp(data: Bytes, now: Time) -> Bytes {
-    if data.get(24) != Some(&TAG) || data.len() < 33 {
-        return data;
-    }
-    let mut v = data.to_vec();
-    v[25..33].copy_from_slice(&(now.as_micros() / 1000).to_le_bytes());
-    Bytes::from(v)
-}
 
 /// Znode reads served by a read index: `exists`, `getData`,
 /// `getChildren` and `SetWatches`. The leader confirms its commit index with a quorum round
@@ -163,15 +82,15 @@ pub(super) fn answer<M: Clone, T>(out: &mut Out<M, T>, client: ClientRef, resp: 
 pub struct Machine {
     pub kv: KvStore,
     pub tree: Tree,
-    watches: Watches,
+    pub(super) watches: Watches,
     /// Events fired by the last `apply_at`, for `(connection, event)`.
     events: Vec<(u64, Event)>,
     /// Connections each session used here (for the `expired` event).
-    conns: BTreeMap<u64, BTreeSet<u64>>,
+    pub(super) conns: BTreeMap<u64, BTreeSet<u64>>,
     /// Leader only: when each session was last heard of.
-    heard: BTreeMap<u64, Time>,
+    pub(super) heard: BTreeMap<u64, Time>,
     /// Follower only: sessions heard since the last tick.
-    touched: BTreeSet<u64>,
+    pub(super) touched: BTreeSet<u64>,
     /// The identities of each client connection here (`AddAuth`, a native
     /// login), as ZooKeeper's `ServerCnxn.authInfo`: not replicated, they
     /// go into each entry the connection asks for (`ZEntry::ids`).
@@ -190,7 +109,7 @@ impl PartialEq for Machine {
 }
 
 /// A fired watch as the event pushed to its connection.
-fn fired_event(f: Fired) -> (u64, Event) {
+pub(super) fn fired_event(f: Fired) -> (u64, Event) {
     let event = Event {
         kind: f.event.as_str().into(),
         key: Bytes::from(f.path.into_bytes()),
@@ -199,7 +118,7 @@ fn fired_event(f: Fired) -> (u64, Event) {
     (f.session, event)
 }
 
-fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
+pub(super) fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
     Response::Znode(r.unwrap_or_else(ZnodeReply::Error))
 }
 
@@ -239,7 +158,12 @@ impl Machine {
     /// `digest:user:base64(sha1(user:password))`; `user` (sent only by the
     /// node layer for a native login, refused from clients there) sets the
     /// connection's one `user` identity.
-    fn add_auth(&mut self, conn: u64, scheme: &str, auth: &str) -> Result<ZnodeReply, ZkError> {
+    pub(super) fn add_auth(
+        &mut self,
+        conn: u64,
+        scheme: &str,
+        auth: &str,
+    ) -> Result<ZnodeReply, ZkError> {
         let id = match scheme {
             "digest" => Id::new("digest", &acl::digest(auth)?),
             "user" if !auth.is_empty() && !auth.contains(':') => Id::new("user", auth),
@@ -469,133 +393,13 @@ impl StateMachine for Machine {
     }
 }
 
-impl ZabNode {
-    /// Znode requests served without the log: `Ping` (the session is
-    /// alive) is answered here at once. Every znode request counts as a
-    /// sign of life of its session. True when answered.
-    pub(super) fn znode_local(&mut self, client: ClientRef, req: &Request, out: &mut O) -> bool {
-        let Request::Znode(op) = req else {
-            return false;
-        };
-        let session = client.op.client;
-        if session != 0 {
-            self.sm
-                .conns
-                .entry(session)
-                .or_default()
-                .insert(client.session);
-            self.touch(session);
-        }
-        if self.sm.watch_early {
-            let change = match op {
-                ZnodeOp::SetData { path, .. } => Some(Change::DataChanged(path.clone())),
-                ZnodeOp::Delete { path, .. } => Some(Change::Deleted(path.clone())),
-                _ => None,
-            };
-            for f in self
-                .sm
-                .watches
-                .fire(&change.into_iter().collect::<Vec<_>>())
-            {
-                let (conn, event) = fired_event(f);
-                out.notify(conn, event);
-            }
-        }
-        if let ZnodeOp::AddAuth { scheme, auth } = op {
-            let r = self.sm.add_auth(client.session, scheme, auth);
-            out.reply(client, zk(r));
-            return true;
-        }
-        if *op != ZnodeOp::Ping {
-            return false;
-        }
-        let resp = match self.leader() {
-            Some(_) => Response::Znode(ZnodeReply::Pong),
-            None => Response::Failed(OpError::NotLeader { hint: None }),
-        };
-        out.reply(client, resp);
-        true
-    }
-
-    fn touch(&mut self, session: u64) {
-        match &self.role {
-            Role::Leading(_) => {
-                self.sm.heard.insert(session, self.now);
-            }
-            _ => {
-                self.sm.touched.insert(session);
-            }
-        }
-    }
-
-    /// F → L: these sessions were heard of at the follower.
-    pub(super) fn on_touch(&mut self, sessions: Vec<u64>) {
-        if matches!(self.role, Role::Leading(_)) {
-            for s in sessions {
-                self.sm.heard.insert(s, self.now);
-            }
-        }
-    }
-
-    /// Each tick: a follower reports the sessions it heard of; a leader
-    /// expires the silent ones.
-    pub(super) fn znode_tick(&mut self, out: &mut O) {
-        match &self.role {
-            Role::Following(f) => {
-                let (leader, sessions) = (f.leader, std::mem::take(&mut self.sm.touched));
-                self.sm.heard.clear();
-                if !sessions.is_empty() {
-                    let msg = Msg::Touch {
-                        sessions: sessions.into_iter().collect(),
-                    };
-                    out.send_now(Peer::Node(leader), msg);
-                }
-            }
-            Role::Leading(l) if l.established => self.expire_sessions(out),
-            _ => {
-                self.sm.heard.clear();
-                self.sm.touched.clear();
-            }
-        }
-    }
-
-    fn expire_sessions(&mut self, out: &mut O) {
-        let now = self.now;
-        let mut expired = Vec::new();
-        for (session, timeout_ms) in self.sm.tree.sessions() {
-            let heard = *self.sm.heard.entry(session).or_insert(now);
-            // Saturating: `timeout_ms` is the client's (issue 31).
-            let timeout_us = timeout_ms.saturating_mul(1000);
-            if now.as_micros().saturating_sub(heard.as_micros()) > timeout_us {
-                expired.push(session);
-            }
-        }
-        for session in expired {
-            // Proposed again only if still open one timeout later.
-            self.sm.heard.insert(session, now);
-            let e = ZEntry {
-                time_ms: now.as_micros() / 1000,
-                session,
-                conn: EXPIRY,
-                op: ZnodeOp::CloseSession,
-                ids: Vec::new(),
-            };
-            let p = super::state_machine::Payload {
-                origin: self.writer,
-                rid: 0,
-                op: super::state_machine::Op::Znode(e).to_bytes(),
-            };
-            self.propose(p.to_bytes(), out);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::msg::Msg;
     use super::super::node::Config;
     use super::super::testing::Cluster;
     use super::*;
-    use crate::types::OpId;
+    use crate::types::{NodeId, OpId};
     use crate::znode::{Rewatch, Stat};
 
     fn client(session: u64, conn: u64) -> ClientRef {
@@ -690,9 +494,7 @@ mod tests {
 
     #[test]
     fn reads_take_a_read_index_and_wait_for_their_connections_writes() {
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, l, f) = settled(Config::default());
         let anon = client(0, 0);
         created(zn(&mut c, f, anon, create("/q", false, false)));
         // A read adds nothing to the log (no fsync): a quorum round confirms
@@ -719,19 +521,39 @@ mod tests {
         );
     }
 
-    #[test]
-    fn read_local_answers_znode_reads_at_the_follower_without_the_leader() {
-        use super::super::node::ReadMode;
-        use crate::protocol::{Command, Protocol};
-        let cfg = Config {
-            read: ReadMode::Local,
-            ..Config::default()
-        };
+    /// Three servers running `cfg`, settled: the cluster, its leader and a
+    /// follower.
+    fn settled(cfg: Config) -> (Cluster, NodeId, NodeId) {
         let mut c = Cluster::new(3, cfg);
         let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        (c, l, if l == 1 { 2 } else { 1 })
+    }
+
+    /// Set `path` to `data`, any version.
+    fn set_data(path: &str, data: &'static [u8]) -> ZnodeOp {
+        ZnodeOp::SetData {
+            path: path.into(),
+            data: Bytes::from_static(data),
+            version: None,
+        }
+    }
+
+    /// Three servers with `read=local`, settled, `/a` created at the
+    /// leader and applied everywhere: the cluster, its leader, a follower.
+    fn local_reads_with_a() -> (Cluster, NodeId, NodeId) {
+        let (mut c, l, f) = settled(Config {
+            read: super::super::node::ReadMode::Local,
+            ..Config::default()
+        });
         created(zn(&mut c, l, client(0, 0), create("/a", false, false)));
         c.tick();
+        (c, l, f)
+    }
+
+    #[test]
+    fn read_local_answers_znode_reads_at_the_follower_without_the_leader() {
+        use crate::protocol::contract::{Command, Protocol};
+        let (mut c, _, f) = local_reads_with_a();
         let op = ZnodeOp::Exists {
             path: "/a".into(),
             watch: true,
@@ -760,17 +582,8 @@ mod tests {
     /// in index mode goes to the leader for its index, never locally.
     #[test]
     fn local_reads_wait_for_their_connections_writes() {
-        use super::super::node::ReadMode;
-        use crate::protocol::Protocol;
-        let cfg = Config {
-            read: ReadMode::Local,
-            ..Config::default()
-        };
-        let mut c = Cluster::new(3, cfg);
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
-        created(zn(&mut c, l, client(0, 0), create("/a", false, false)));
-        c.tick();
+        use crate::protocol::contract::Protocol;
+        let (mut c, _, f) = local_reads_with_a();
         let me = client(0, 9);
         let get = || {
             Request::Znode(ZnodeOp::GetData {
@@ -778,11 +591,7 @@ mod tests {
                 watch: false,
             })
         };
-        let set = ZnodeOp::SetData {
-            path: "/a".into(),
-            data: Bytes::from_static(b"new"),
-            version: None,
-        };
+        let set = set_data("/a", b"new");
         let w = c.send_as(f, me, Request::Znode(set));
         let r1 = c.send_as(f, me, get());
         let r2 = c.send_as(f, me, get());
@@ -800,9 +609,7 @@ mod tests {
             );
         }
         // Index mode: the same read at a follower asks the leader.
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, _, f) = settled(Config::default());
         let cmds = c.exec(f, |n, now, out| n.on_client(now, me, get(), out));
         assert!(
             cmds.iter().any(|c| matches!(
@@ -823,9 +630,7 @@ mod tests {
     #[test]
     fn a_write_is_held_behind_its_connections_read_only() {
         use super::super::testing::sent;
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, l, f) = settled(Config::default());
         created(zn(&mut c, f, client(0, 0), create("/a", false, false)));
         let (me, other) = (client(0, 9), client(0, 10));
         let ask = |c: &mut Cluster, who: ClientRef, id: u64, op: ZnodeOp| {
@@ -873,9 +678,7 @@ mod tests {
     /// op timeout, not before.
     #[test]
     fn a_read_without_a_leader_fails_at_its_deadline() {
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, _, f) = settled(Config::default());
         for n in 1..=3 {
             if n != f {
                 c.crash(n);
@@ -942,7 +745,7 @@ mod tests {
     /// `expired` event).
     #[test]
     fn a_closed_connection_drops_its_watches_not_its_sessions_other_ones() {
-        use crate::protocol::{LinkEvent, Protocol};
+        use crate::protocol::contract::{LinkEvent, Protocol};
         let mut c = Cluster::new(3, Config::default());
         c.settle();
         created(zn(&mut c, 1, client(0, 0), create("/a", false, false)));
@@ -970,9 +773,7 @@ mod tests {
 
     #[test]
     fn a_read_then_a_write_of_one_connection_take_effect_in_order() {
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, _, f) = settled(Config::default());
         let anon = client(0, 0);
         created(zn(&mut c, f, anon, create("/a", false, false)));
         // Pipelined at a follower: getData, then setData, one connection.
@@ -985,11 +786,7 @@ mod tests {
             path: "/a".into(),
             watch: true,
         };
-        let set = ZnodeOp::SetData {
-            path: "/a".into(),
-            data: Bytes::from_static(b"new"),
-            version: None,
-        };
+        let set = set_data("/a", b"new");
         let r = c.send_as(f, me, Request::Znode(get));
         let w = c.send_as(f, me, Request::Znode(set));
         c.run();
@@ -1062,11 +859,7 @@ mod tests {
             (2, 55, "deleted")
         );
         assert_eq!(c.node(2).machine().watch_count(), 1);
-        let set = ZnodeOp::SetData {
-            path: "/same".into(),
-            data: Bytes::new(),
-            version: None,
-        };
+        let set = set_data("/same", b"");
         assert!(matches!(zn(&mut c, 3, anon, set), ZnodeReply::Set(_)));
         c.tick();
         let ev: Vec<_> = c.events.drain(..).collect();
@@ -1114,11 +907,7 @@ mod tests {
         assert_eq!((*server, *conn, e.kind.as_str()), (1, 11, "created"));
         assert_eq!(&e.key[..], b"/w");
         // One-shot: a second change fires nothing.
-        let set = ZnodeOp::SetData {
-            path: "/w".into(),
-            data: Bytes::new(),
-            version: None,
-        };
+        let set = set_data("/w", b"");
         assert!(matches!(zn(&mut c, 2, other, set), ZnodeReply::Set(_)));
         c.tick();
         assert!(c.events.is_empty());
@@ -1136,9 +925,7 @@ mod tests {
 
     #[test]
     fn the_leader_expires_a_silent_session_and_its_ephemerals() {
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, l, f) = settled(Config::default());
         // At the leader too: it hears its own clients.
         let (alive, silent, at_leader) = (client(1, 11), client(2, 22), client(3, 33));
         // Not a multiple of the tick: a silence is never exactly the timeout.
@@ -1201,9 +988,7 @@ mod tests {
     #[test]
     fn acl_identities_belong_to_the_connection_and_travel_with_entries() {
         use crate::znode::acl::{self, Acl, ALL, READ};
-        let mut c = Cluster::new(3, Config::default());
-        let l = c.settle();
-        let f = if l == 1 { 2 } else { 1 };
+        let (mut c, l, f) = settled(Config::default());
         // Alice's connection 10 on a follower; an anonymous connection 11
         // of the same session on the leader.
         let alice = client(5, 10);
@@ -1246,11 +1031,7 @@ mod tests {
             zn(&mut c, l, anon, get.clone()),
             ZnodeReply::Error(ZkError::NoAuth)
         );
-        let set = ZnodeOp::SetData {
-            path: "/secret".into(),
-            data: Bytes::from_static(b"forged"),
-            version: None,
-        };
+        let set = set_data("/secret", b"forged");
         assert_eq!(zn(&mut c, l, anon, set), ZnodeReply::Error(ZkError::NoAuth));
         // Every replica holds the same, unchanged node and ACL.
         for id_ in 1..=3 {
@@ -1315,7 +1096,8 @@ mod tests {
     /// encoded exactly as before ACLs (so old logs decode, with none).
     #[test]
     fn entries_carry_identities_and_old_entries_decode() {
-        use super::super::state_machine::{Op, Reader};
+        use super::super::codec::Reader;
+        use super::super::state_machine::Op;
         let mut e = ZEntry::new(create("/x", false, false), &client(3, 4));
         let plain = Op::Znode(e.clone()).to_bytes();
         e.ids = vec![Id::new("user", "alice"), Id::new("digest", "a:h=")];

@@ -1,0 +1,18 @@
+//! The contract between a protocol and its drivers, and nothing else: a
+//! protocol module imports from here only, never the registry (the list of
+//! protocols), so no protocol depends on the others.
+//!
+//! - `role.rs`: what a role implements and emits ([`Protocol`], [`Out`],
+//!   [`Command`], [`Record`], [`LinkEvent`]);
+//! - `def.rs`: how a protocol describes itself to the drivers
+//!   ([`ProtocolDef`], [`NodeSpec`], [`ClientSpec`], [`InjectedBugs`], …).
+
+mod def;
+mod role;
+
+pub use def::{
+    client_may_send_fn, client_writer_id, BugInfo, ClientMaySend, ClientSpec, InjectedBugs,
+    LinkModel, NamedVariant, NoBugs, NodeSpec, Over, PointRatio, ProtocolDef, ProtocolInfo, Timing,
+    Visitor,
+};
+pub use role::{read_metrics, Command, LinkEvent, Metric, Out, Protocol, Record};

@@ -1,0 +1,77 @@
+//! Helpers shared by the protocols' unit tests: pick commands out of an
+//! [`Out`], build plain KV requests, and check a protocol's injected bugs.
+
+use crate::protocol::contract::{Command, InjectedBugs, Out};
+use crate::types::{Peer, Request, Response, Time};
+use bytes::Bytes;
+use std::collections::HashSet;
+use std::time::Duration;
+
+pub const T0: Time = Time(0);
+
+/// Drain `out`, keeping what `pick` picks.
+pub fn drained<M: Clone, T, X>(
+    out: &mut Out<M, T>,
+    pick: impl FnMut(Command<M, T>) -> Option<X>,
+) -> Vec<X> {
+    out.drain().filter_map(pick).collect()
+}
+
+/// The messages `Send` in `out` (draining it), with their recipients.
+pub fn sends<M: Clone, T>(out: &mut Out<M, T>) -> Vec<(Peer, M)> {
+    drained(out, |c| match c {
+        Command::Send { to, msg } => Some((to, msg)),
+        _ => None,
+    })
+}
+
+/// The client answers (`Reply`) in `out` (draining it).
+pub fn replies<M: Clone, T>(out: &mut Out<M, T>) -> Vec<Response> {
+    drained(out, |c| match c {
+        Command::Reply { resp, .. } => Some(resp),
+        _ => None,
+    })
+}
+
+/// The timers set in `out` (draining it).
+pub fn timers<M: Clone, T>(out: &mut Out<M, T>) -> Vec<(Duration, T)> {
+    drained(out, |c| match c {
+        Command::SetTimer { after, timer } => Some((after, timer)),
+        _ => None,
+    })
+}
+
+/// A get's answer: `v`.
+pub fn value(v: &'static [u8]) -> Response {
+    Response::Value(Some(Bytes::from_static(v)))
+}
+
+pub fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+pub fn put(k: &str, v: &str) -> Request {
+    Request::Put {
+        key: b(k),
+        value: b(v),
+    }
+}
+
+pub fn get(k: &str) -> Request {
+    Request::Get { key: b(k) }
+}
+
+/// A protocol's injected bugs have distinct names, all starting with
+/// `prefix`, distinct descriptions, and are found by name.
+pub fn check_injected_bugs<B: InjectedBugs>(prefix: &str) {
+    let names: HashSet<_> = B::all().iter().map(|b| b.name()).collect();
+    assert_eq!(names.len(), B::all().len(), "two bugs share a name");
+    for n in &names {
+        assert!(n.starts_with(prefix), "{n} does not start with {prefix}");
+    }
+    let about: HashSet<_> = B::all().iter().map(|b| b.about()).collect();
+    assert_eq!(about.len(), B::all().len(), "two bugs share a description");
+    for &bug in B::all() {
+        assert_eq!(B::find(bug.name()), Some(bug));
+    }
+}

@@ -1,0 +1,132 @@
+//! A Zab server's znode sessions (`znode_sm.rs`, **Sessions**): requests
+//! answered without the log, the sessions heard of, and their expiry by
+//! the leader.
+
+use super::msg::Msg;
+use super::node::{Role, ZabNode, O};
+use super::zentry::{ZEntry, EXPIRY};
+use super::znode_sm::{fired_event, zk};
+use crate::types::{ClientRef, OpError, Peer, Request, Response};
+use crate::znode::op::{ZnodeOp, ZnodeReply};
+use crate::znode::Change;
+
+impl ZabNode {
+    /// Znode requests served without the log: `Ping` (the session is
+    /// alive) is answered here at once. Every znode request counts as a
+    /// sign of life of its session. True when answered.
+    pub(super) fn znode_local(&mut self, client: ClientRef, req: &Request, out: &mut O) -> bool {
+        let Request::Znode(op) = req else {
+            return false;
+        };
+        let session = client.op.client;
+        if session != 0 {
+            self.sm
+                .conns
+                .entry(session)
+                .or_default()
+                .insert(client.session);
+            self.touch(session);
+        }
+        if self.sm.watch_early {
+            let change = match op {
+                ZnodeOp::SetData { path, .. } => Some(Change::DataChanged(path.clone())),
+                ZnodeOp::Delete { path, .. } => Some(Change::Deleted(path.clone())),
+                _ => None,
+            };
+            for f in self
+                .sm
+                .watches
+                .fire(&change.into_iter().collect::<Vec<_>>())
+            {
+                let (conn, event) = fired_event(f);
+                out.notify(conn, event);
+            }
+        }
+        if let ZnodeOp::AddAuth { scheme, auth } = op {
+            let r = self.sm.add_auth(client.session, scheme, auth);
+            out.reply(client, zk(r));
+            return true;
+        }
+        if *op != ZnodeOp::Ping {
+            return false;
+        }
+        let resp = match self.leader() {
+            Some(_) => Response::Znode(ZnodeReply::Pong),
+            None => Response::Failed(OpError::NotLeader { hint: None }),
+        };
+        out.reply(client, resp);
+        true
+    }
+
+    fn touch(&mut self, session: u64) {
+        match &self.role {
+            Role::Leading(_) => {
+                self.sm.heard.insert(session, self.now);
+            }
+            _ => {
+                self.sm.touched.insert(session);
+            }
+        }
+    }
+
+    /// F → L: these sessions were heard of at the follower.
+    pub(super) fn on_touch(&mut self, sessions: Vec<u64>) {
+        if matches!(self.role, Role::Leading(_)) {
+            for s in sessions {
+                self.sm.heard.insert(s, self.now);
+            }
+        }
+    }
+
+    /// Each tick: a follower reports the sessions it heard of; a leader
+    /// expires the silent ones.
+    pub(super) fn znode_tick(&mut self, out: &mut O) {
+        match &self.role {
+            Role::Following(f) => {
+                let (leader, sessions) = (f.leader, std::mem::take(&mut self.sm.touched));
+                self.sm.heard.clear();
+                if !sessions.is_empty() {
+                    let msg = Msg::Touch {
+                        sessions: sessions.into_iter().collect(),
+                    };
+                    out.send_now(Peer::Node(leader), msg);
+                }
+            }
+            Role::Leading(l) if l.established => self.expire_sessions(out),
+            _ => {
+                self.sm.heard.clear();
+                self.sm.touched.clear();
+            }
+        }
+    }
+
+    fn expire_sessions(&mut self, out: &mut O) {
+        let now = self.now;
+        let mut expired = Vec::new();
+        for (session, timeout_ms) in self.sm.tree.sessions() {
+            let heard = *self.sm.heard.entry(session).or_insert(now);
+            // Saturating: `timeout_ms` is the client's (issue 31).
+            let timeout_us = timeout_ms.saturating_mul(1000);
+            if now.as_micros().saturating_sub(heard.as_micros()) > timeout_us {
+                expired.push(session);
+            }
+        }
+        for session in expired {
+            // Proposed again only if still open one timeout later.
+            self.sm.heard.insert(session, now);
+            let e = ZEntry {
+                time_ms: now.as_micros() / 1000,
+                session,
+                conn: EXPIRY,
+                op: ZnodeOp::CloseSession,
+                ids: Vec::new(),
+            };
+            let p = super::state_machine::Payload {
+                origin: self.writer,
+                rid: 0,
+                op: super::state_machine::Op::Znode(e).to_bytes(),
+            };
+            self.propose(p.to_bytes(), out);
+        }
+    }
+}
