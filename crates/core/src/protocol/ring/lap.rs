@@ -77,6 +77,34 @@ impl RingNode {
         self.queues.push_forward(Msg::Lap(e, by));
     }
 
+    /// A write whose round ends here, and whose pre-write was pending here
+    /// when this server welcomed a joiner: the write passed the joiner's
+    /// place before the joiner came (back), so the joiner, and any server
+    /// welcomed from it in turn, holds the pre-write pending from the
+    /// snapshot and would never see the write (fuzz seed 7103 at N = 7: a
+    /// taker ended a crashed origin's write; the joiner kept the pre-write
+    /// pending, and a client's retry parked on it there for ever). So it
+    /// goes round once more from here, as the write's home; servers that
+    /// sent it on the same link before drop it (`send_ring`), those
+    /// welcomed since apply it and clear the pending entry.
+    pub(super) fn write_again(&mut self, mut e: Entry) {
+        self.counters.resent += 1;
+        e.home = self.id;
+        let id = (e.key.clone(), e.tag, e.void);
+        self.link.writes.remove(&id); // sent before the joiner came: again
+        self.rounds_again.insert((e.key.clone(), e.tag));
+        self.queues.ready.push_back(Msg::Write(e));
+    }
+
+    /// Remember the pre-writes a `Welcome` carries pending (`write_again`).
+    pub(super) fn welcomed_with(&mut self, s: &super::Snapshot) {
+        if self.welcomed_pending.len() > super::node::WRITTEN_KEPT {
+            self.welcomed_pending.clear(); // writes that ended elsewhere
+        }
+        let pending = s.regs.iter().flat_map(|(_, p)| p);
+        (self.welcomed_pending).extend(pending.map(|e| (e.key.clone(), e.tag)));
+    }
+
     /// A pending pre-write as re-sent to a new successor: on its lap if
     /// it is on one.
     pub(super) fn phase_one(&self, e: &Entry) -> Msg {
