@@ -166,8 +166,9 @@ fn check(r: &Run) -> Result<(), String> {
         !net.dead.contains(&a.at) && net.lives.get(&a.at).copied().unwrap_or(0) == a.life
     };
     if let Some(a) = (r.asked.iter()).find(|a| current(a) && net.answer(a.client).is_none()) {
+        let pending: Vec<_> = pending_left(net).collect();
         return Err(format!(
-            "{ctx}: {:?} at live server {} unanswered",
+            "{ctx}: {:?} at live server {} unanswered; pending {pending:?}",
             a.client, a.at
         ));
     }

@@ -28,6 +28,9 @@ impl RingNode {
             self.counters.duplicates += 1; // its lap is on its way
             return;
         }
+        if std::env::var("RING_DBG").is_ok() {
+            eprintln!("DBG {} pre_write_back {:?} lapping={} needs={}", self.id, e.tag, self.lapping.contains(&id), self.needs_lap(&e));
+        }
         if !self.needs_lap(&e) {
             return self.pre_write_home(e, out);
         }
@@ -63,6 +66,9 @@ impl RingNode {
     /// origin joined since, seed 1099 at N = 3), goes on to the new home.
     pub(super) fn on_lap(&mut self, e: Entry, by: u64, out: &mut O) {
         let id = (e.key.clone(), e.tag);
+        if std::env::var("RING_DBG").is_ok() {
+            eprintln!("DBG {} on_lap {:?} by {by} home={} ends={} laps={:?} written={}", self.id, e.tag, e.home, self.ends_here(e.home), self.laps.get(&id), self.written.contains(&e.key, e.tag));
+        }
         self.lapping.remove(&id);
         if self.ends_here(e.home) {
             return self.pre_write_home(e, out);
@@ -93,6 +99,9 @@ impl RingNode {
         let id = (e.key.clone(), e.tag, e.void);
         self.link.writes.remove(&id); // sent before the joiner came: again
         self.rounds_again.insert((e.key.clone(), e.tag));
+        if std::env::var("RING_DBG").is_ok() {
+            eprintln!("DBG {} write_again {:?} ready={:?}", self.id, e.tag, self.queues.ready.iter().map(|m| m.entry().map(|e| e.tag)).collect::<Vec<_>>());
+        }
         self.queues.ready.push_back(Msg::Write(e));
     }
 
@@ -109,10 +118,14 @@ impl RingNode {
     /// it is on one.
     pub(super) fn phase_one(&self, e: &Entry) -> Msg {
         let id = (e.key.clone(), e.tag);
-        if let Some(&by) = self.laps.get(&id).or(self.lap_hints.get(&id)) {
-            Msg::Lap(e.clone(), by)
-        } else if self.lapping.contains(&id) {
+        if self.lapping.contains(&id) {
+            // This server's own lap, sent since any lap that passed here
+            // (fuzz seed 3790 at N = 6: a taker re-sent the crashed home's
+            // lap instead of its own, every server dropped it as a copy,
+            // and the pre-write stayed pending with a retry parked on it).
             Msg::Lap(e.clone(), self.writer)
+        } else if let Some(&by) = self.laps.get(&id).or(self.lap_hints.get(&id)) {
+            Msg::Lap(e.clone(), by)
         } else {
             Msg::PreWrite(e.clone())
         }
