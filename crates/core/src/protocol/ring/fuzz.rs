@@ -282,12 +282,14 @@ fn random_runs_catch_the_injected_bugs() {
 /// (without its `Write` arm), 124 (`on_join`'s two `||` -> `&&`), 10245
 /// (`blocked` -> false or its `!=`s -> `==`; `retry_held`'s first `&&`),
 /// 33796 (its `!=`), 7358 (`snapshot` without its `Write` arm), 1330
-/// (`hail`'s `&&` -> `||`), 18219 (`on_view_change`'s `||` -> `&&`).
+/// (`hail`'s `&&` -> `||`), 18219 (`on_view_change`'s `||` -> `&&`);
+/// 7103 (a write ending at a welcomer missed its joiner: `write_again`),
+/// 3790 and 5379 (a taker re-sent the home's lap: `phase_one`).
 #[test]
 fn seeds_that_found_bugs_and_mutants_pass() {
     let seeds = [
         286, 31937, 48632, 43648, 29920, 17615, 10083, 23974, 2603, 124, 10245, 33796, 7358, 1330,
-        18219,
+        18219, 7103, 3790, 5379,
     ];
     for seed in seeds {
         let r = drive(seed, 2 + (seed % 6) as u32, None);

@@ -472,9 +472,6 @@ impl RingNode {
                 self.link.writes.clear();
             }
             if !self.link.writes.insert(id) {
-                if std::env::var("RING_DBG").is_ok() {
-                    eprintln!("DBG {} dup write {:?} to {}", self.id, e.tag, self.next);
-                }
                 self.counters.duplicates += 1;
                 return;
             }
@@ -535,9 +532,6 @@ impl RingNode {
             // life of this server's: never its own, `own` forgot them).
             self.taken.insert((e.key.clone(), e.tag))
         };
-        if std::env::var("RING_DBG").is_ok() {
-            eprintln!("DBG {} pre_write_home {:?} mine={mine} fresh={fresh}", self.id, e.tag);
-        }
         if !fresh {
             self.counters.duplicates += 1;
             return;
@@ -643,9 +637,6 @@ impl RingNode {
             return self.queues.push_forward(Msg::Write(e)); // pc 48
         }
         let second = self.rounds_again.remove(&id);
-        if std::env::var("RING_DBG").is_ok() {
-            eprintln!("DBG {} write home {:?} again={again} second={second}", self.id, e.tag);
-        }
         if again {
             self.write_again(e.clone());
         }
