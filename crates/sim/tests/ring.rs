@@ -125,6 +125,25 @@ fn rejoin_seeds_that_failed_pass() {
     }
 }
 
+/// Kill-all seeds (durability drawn: fsync, every server down at once)
+/// whose census taker got the last `Roll` only once a message delayed
+/// before the heal had landed on its FIFO link: the stall probe began
+/// before that backlog drained and its lone put was refused (the ring had
+/// not re-formed yet). The probe now waits for the backlog, as the
+/// liveness bound does; the ring re-forms within a few trips of it.
+#[test]
+fn kill_all_census_seeds_pass() {
+    let ring = register::<Ring>();
+    for (n, seeds) in [(3, &[5850][..]), (5, &[5030, 6002, 6825, 9409][..])] {
+        for &seed in seeds {
+            let range = format!("{seed}..{}", seed + 1);
+            let s = sweep(&ring, &ring_cfg(n), range.parse().unwrap(), 1, 1, |_| {}).unwrap();
+            assert!(s.all_passed(), "census N={n} seed {seed} failed");
+            assert!(s.totals.crashes > 0, "seed {seed}: no crash");
+        }
+    }
+}
+
 /// `rejoin=off`: a restarted server stays fenced for ever (the ring runs
 /// on with the others, up to N-1 of them down). Memory seeds only: with
 /// nobody let back in, a crash of every server is the end of the ring.

@@ -67,7 +67,12 @@ impl<D: ProtocolDef> World<'_, D> {
                         })
                     })
                     .collect();
-                let at = (self.now + self.probe_gap_us()).max(self.fault_phase_shadow_us());
+                // Not before the fault phase's FIFO backlog has drained
+                // (`liveness_from_us`): a message delayed before the heal
+                // holds back every later one on its link.
+                let at = (self.now + self.probe_gap_us())
+                    .max(self.fault_phase_shadow_us())
+                    .max(self.liveness_from_us);
                 (Stage::Burst, at)
             }
             Stage::Burst => {

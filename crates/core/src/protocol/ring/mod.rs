@@ -161,6 +161,11 @@
 //!   server that welcomed a joiner since it began (or taken over: start
 //!   unknown) goes round once more as a `Lap` before home applies it: the
 //!   joiner's snapshot came from home, which had not seen it yet.
+//! * **Writes again** (`write_again`, fuzz seed 7103 at N = 7): a write
+//!   whose round ends at a server whose `Welcome` carried its pre-write
+//!   pending passed the joiner's place before the joiner came: it goes
+//!   round once more from there, or the joiner keeps the entry pending.
+//!   A taker re-sends its own lap, not the one it saw pass (seed 3790).
 //! * **Rounds sent home** (`send_home`, seed 1137 at N = 3): a server that
 //!   welcomes `r` sends it, after the snapshot, every pre-write it holds
 //!   pending whose round ends at `r` (any life of `r`), as a pre-write:

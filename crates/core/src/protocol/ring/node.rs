@@ -215,6 +215,11 @@ pub struct RingNode {
     pub(super) sent_writes: VecDeque<Entry>,
     /// Writes seen lately, to drop stale copies of their pre-writes.
     pub(super) written: Recent,
+    /// Pre-writes pending here when a `Welcome` went out (`lap.rs`,
+    /// `write_again`): if their write ends here, it goes round once more.
+    pub(super) welcomed_pending: BTreeSet<(Bytes, Tag)>,
+    /// Writes sent round again from here (`write_again`), not back yet.
+    pub(super) rounds_again: BTreeSet<(Bytes, Tag)>,
     /// Pending here (a joiner's snapshot) but owed by the predecessor.
     pub(super) owed: BTreeSet<(Bytes, Tag)>,
     pub(super) owed_writes: Vec<Entry>,
@@ -289,6 +294,8 @@ impl RingNode {
             lap_hints: BTreeMap::new(),
             sent_writes: VecDeque::new(),
             written: Recent::default(),
+            welcomed_pending: BTreeSet::new(),
+            rounds_again: BTreeSet::new(),
             owed: BTreeSet::new(),
             owed_writes: Vec::new(),
             welcomed_by: None,
@@ -625,15 +632,21 @@ impl RingNode {
             self.done(client, out); // pc 50
         }
         self.answer_reads(reads, out);
-        let home = self.ends_here(e.home);
-        if home && e.void {
+        let again = self.welcomed_pending.remove(&id);
+        if !self.ends_here(e.home) {
+            return self.queues.push_forward(Msg::Write(e)); // pc 48
+        }
+        let second = self.rounds_again.remove(&id);
+        if again {
+            self.write_again(e.clone());
+        }
+        if second {
+            return; // its extra round is back: it ended here before
+        }
+        if e.void {
             self.void_came_home(e);
-        } else if home {
-            if self.is_mine(&e) && self.own.remove(&(e.key.clone(), e.tag)).is_some() {
-                self.counters.completed += 1;
-            }
-        } else {
-            self.queues.push_forward(Msg::Write(e)); // pc 48
+        } else if self.is_mine(&e) && self.own.remove(&id).is_some() {
+            self.counters.completed += 1;
         }
     }
 

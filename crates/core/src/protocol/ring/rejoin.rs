@@ -196,6 +196,7 @@ impl RingNode {
         self.counters.joins_accepted += 1;
         self.welcomes += 1;
         let snap = self.snapshot();
+        self.welcomed_with(&snap);
         out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
         // No re-send: the snapshot holds all of it, except the rounds that
         // end at `node` (`send_home`).
@@ -234,6 +235,7 @@ impl RingNode {
         self.counters.joins_accepted += 1;
         self.welcomes += 1;
         let snap = self.snapshot();
+        self.welcomed_with(&snap);
         out.send(Peer::Node(node), Msg::Welcome(Box::new(snap)));
         self.link.fresh();
         self.resend();

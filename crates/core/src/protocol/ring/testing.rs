@@ -145,6 +145,9 @@ impl Net {
                     self.wire.push_back((at, to, msg));
                 }
                 Command::Reply { client, resp } => {
+                    if std::env::var("RING_TRACE").is_ok() {
+                        eprintln!("REPLY {at} client {} {resp:?}", client.id);
+                    }
                     if let Response::Value(v) = &resp {
                         let t = self.read_tag(at, v.as_deref());
                         self.read_tags.insert(client, t);
@@ -192,6 +195,9 @@ impl Net {
             session: 1,
             op,
         };
+        if std::env::var("RING_TRACE").is_ok() {
+            eprintln!("ASK {at} client {} {op:?} {req:?}", client.id);
+        }
         let mut out = O::new();
         self.nodes
             .get_mut(&at)
