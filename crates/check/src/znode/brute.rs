@@ -57,7 +57,11 @@ fn draw(r: &mut Rng, s: &mut ZnodeState, unknown: bool) -> ZnodeOp {
     let path = PATHS[r.below(4) as usize].to_string();
     let version = (r.below(2) == 0).then(|| r.below(2) as u32);
     let session = 1 + r.below(2);
-    let data = format!("d{}", r.below(3));
+    // Often unique (as in the workload), so that reads pin writes.
+    let data = match r.below(2) {
+        0 => format!("d{}", r.below(3)),
+        _ => format!("u{}", r.below(1 << 20)),
+    };
     let keep = !unknown || r.below(2) == 0;
     let mut next = s.clone();
     let op = match r.below(9) {
