@@ -143,7 +143,13 @@ fn perturb(r: &mut Rng, op: &mut ZnodeOp) {
         }
         ZnodeOp::Delete {
             result: Some(res), ..
-        } => *res = if res.is_ok() { Err(ZkError::NoNode) } else { Ok(()) },
+        } => {
+            *res = if res.is_ok() {
+                Err(ZkError::NoNode)
+            } else {
+                Ok(())
+            }
+        }
         ZnodeOp::SetData {
             result: Some(res), ..
         } => *res = res.clone().map(|v| v + 1).or(Ok(1)),

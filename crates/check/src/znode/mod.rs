@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// One operation with what its client saw. `None` as a result means the
 /// outcome is unknown: the effect may have happened, or not.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ZnodeOp {
     OpenSession {
         session: u64,
@@ -596,12 +596,6 @@ pub fn check_history(
 ) -> (crate::Verdict, String) {
     use crate::Verdict;
     let n = ops.len();
-    if let Ok(dir) = std::env::var("ZNODE_DUMP") {
-        let rows: Vec<(u64, Option<u64>, &ZnodeOp)> =
-            ops.iter().map(|o| (o.call, o.ret, &o.op)).collect();
-        let name = format!("{dir}/{}-{n}.json", std::process::id());
-        let _ = std::fs::write(name, serde_json::to_string(&rows).unwrap());
-    }
     if let Some(path) = reused_sequential_name(&ops) {
         return (
             Verdict::NotLinearizable,
@@ -636,7 +630,13 @@ fn bound_observed_unknown_writes(ops: &mut [crate::SpecOp<ZnodeOp>]) {
     }
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     for o in ops.iter() {
-        if let (ZnodeOp::GetData { result: Ok((d, _)), .. }, Some(r)) = (&o.op, o.ret) {
+        if let (
+            ZnodeOp::GetData {
+                result: Ok((d, _)), ..
+            },
+            Some(r),
+        ) = (&o.op, o.ret)
+        {
             let e = seen.entry(d.clone()).or_insert(r);
             *e = (*e).min(r);
         }
@@ -671,11 +671,9 @@ fn search(mut ops: Vec<crate::SpecOp<ZnodeOp>>, timeout: std::time::Duration) ->
         per_job: None,
         stop_at_first: false,
     };
-    let r = run(vec![Job::new(&spans, 0, stepper)], &plan).pop();
-    if std::env::var("ZNODE_PROGRESS").is_ok() {
-        eprintln!("{:?}", r.as_ref().map(|s| s.progress));
-    }
-    r.map_or(crate::Verdict::Linearizable, |s| s.verdict)
+    run(vec![Job::new(&spans, 0, stepper)], &plan)
+        .pop()
+        .map_or(crate::Verdict::Linearizable, |s| s.verdict)
 }
 
 #[cfg(test)]
