@@ -163,10 +163,11 @@ fn perturb(r: &mut Rng, op: &mut ZnodeOp) {
         ZnodeOp::Exists { result, .. } => *result = result.map_or(Some(0), |_| None),
         ZnodeOp::Children {
             result: Ok(names), ..
+        } if names.is_empty() => names.push("a".into()),
+        ZnodeOp::Children {
+            result: Ok(names), ..
         } => {
-            if names.pop().is_none() {
-                names.push("a".into());
-            }
+            names.pop();
         }
         _ => {}
     }
