@@ -1,0 +1,222 @@
+//! The znode checker against brute force: on small random histories, valid
+//! and perturbed, [`check_history`] agrees with trying every order that
+//! respects real time (with each unknown-outcome operation placed anywhere
+//! after its call, or nowhere).
+
+use super::{check_history, ZnodeOp, ZnodeSpec, ZnodeState};
+use crate::model::Spec;
+use crate::{SpecOp, Verdict};
+use quorumkv_core::znode::ZkError;
+use std::time::Duration;
+
+/// xorshift64*: a seeded stream, enough for test inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n
+    }
+}
+
+/// Whether some order of `ops` (all known ones, any subset of the unknown
+/// ones) respecting real time is accepted by the model.
+fn brute(ops: &[SpecOp<ZnodeOp>], placed: &mut Vec<bool>, s: &ZnodeState) -> bool {
+    let all_known = (ops.iter().zip(placed.iter())).all(|(o, &p)| p || o.ret.is_none());
+    if all_known {
+        return true;
+    }
+    for i in 0..ops.len() {
+        // Ready: every operation that returned before it was called is placed.
+        let ready = !placed[i]
+            && (ops.iter().zip(placed.iter()))
+                .all(|(o, &p)| p || o.ret.is_none_or(|r| r >= ops[i].call));
+        if !ready {
+            continue;
+        }
+        if let Some(next) = ZnodeSpec.step(s, &ops[i].op) {
+            placed[i] = true;
+            let ok = brute(ops, placed, &next);
+            placed[i] = false;
+            if ok {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+const PATHS: [&str; 4] = ["/a", "/a/c", "/q", "/b"];
+
+/// A random operation with the result a sequential run in `s` gives (and
+/// `s` advanced), or, when `unknown`, no result and the effect applied or
+/// not.
+fn draw(r: &mut Rng, s: &mut ZnodeState, unknown: bool) -> ZnodeOp {
+    let path = PATHS[r.below(4) as usize].to_string();
+    let version = (r.below(2) == 0).then(|| r.below(2) as u32);
+    let session = 1 + r.below(2);
+    // Often unique (as in the workload), so that reads pin writes.
+    let data = match r.below(2) {
+        0 => format!("d{}", r.below(3)),
+        _ => format!("u{}", r.below(1 << 20)),
+    };
+    let keep = !unknown || r.below(2) == 0;
+    let mut next = s.clone();
+    let op = match r.below(9) {
+        0 => {
+            next.sessions.insert(session);
+            ZnodeOp::OpenSession { session }
+        }
+        1 => ZnodeOp::CloseSession { session },
+        2 | 3 => {
+            let (ephemeral, sequential) = (r.below(3) == 0, r.below(3) == 0);
+            let path = if sequential { "/q/n-".into() } else { path };
+            let got = next.create(&path, &data, ephemeral, sequential, session);
+            let result = (!unknown).then_some(got);
+            ZnodeOp::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                session,
+                result,
+            }
+        }
+        4 => {
+            let got = next.delete(&path, version);
+            let result = (!unknown).then_some(got);
+            ZnodeOp::Delete {
+                path,
+                version,
+                result,
+            }
+        }
+        5 => {
+            let got = next.set(&path, &data, version);
+            let result = (!unknown).then_some(got);
+            ZnodeOp::SetData {
+                path,
+                data,
+                version,
+                result,
+            }
+        }
+        6 => ZnodeOp::GetData {
+            result: s.get(&path),
+            path,
+        },
+        7 => ZnodeOp::Exists {
+            result: s.exists(&path).then(|| s.get(&path).map_or(0, |g| g.1)),
+            path,
+        },
+        _ => {
+            let path = if r.below(2) == 0 { "/" } else { "/q" }.to_string();
+            let result = if s.exists(&path) {
+                Ok(s.children(&path))
+            } else {
+                Err(ZkError::NoNode)
+            };
+            ZnodeOp::Children { path, result }
+        }
+    };
+    if let ZnodeOp::CloseSession { .. } = op {
+        next = ZnodeSpec.step(s, &op).expect("close is always legal");
+    }
+    if keep {
+        *s = next;
+    }
+    op
+}
+
+/// Changes the result of `op` to another plausible one.
+fn perturb(r: &mut Rng, op: &mut ZnodeOp) {
+    match op {
+        ZnodeOp::Create {
+            result: Some(res), ..
+        } => {
+            *res = match res {
+                Ok(_) => Err(ZkError::NodeExists),
+                Err(_) => Ok("/a".into()),
+            }
+        }
+        ZnodeOp::Delete {
+            result: Some(res), ..
+        } => {
+            *res = if res.is_ok() {
+                Err(ZkError::NoNode)
+            } else {
+                Ok(())
+            }
+        }
+        ZnodeOp::SetData {
+            result: Some(res), ..
+        } => *res = res.clone().map(|v| v + 1).or(Ok(1)),
+        ZnodeOp::GetData { result, .. } => {
+            *result = match result {
+                Ok((d, v)) if r.below(2) == 0 => Ok((d.clone(), *v + 1)),
+                Ok(_) => Err(ZkError::NoNode),
+                Err(_) => Ok(("d0".into(), 0)),
+            }
+        }
+        ZnodeOp::Exists { result, .. } => *result = result.map_or(Some(0), |_| None),
+        ZnodeOp::Children {
+            result: Ok(names), ..
+        } if names.is_empty() => names.push("a".into()),
+        ZnodeOp::Children {
+            result: Ok(names), ..
+        } => {
+            names.pop();
+        }
+        _ => {}
+    }
+}
+
+/// A history of `n` operations: a sequential run whose operations are
+/// stretched into overlapping intervals around their points, with one
+/// result perturbed when `bad`.
+fn history(r: &mut Rng, n: usize, bad: bool) -> Vec<SpecOp<ZnodeOp>> {
+    let mut s = ZnodeState::default();
+    let mut ops: Vec<SpecOp<ZnodeOp>> = (0..n as u64)
+        .map(|i| {
+            let unknown = r.below(5) == 0;
+            let op = draw(r, &mut s, unknown);
+            let read = matches!(
+                op,
+                ZnodeOp::GetData { .. } | ZnodeOp::Exists { .. } | ZnodeOp::Children { .. }
+            );
+            let call = (10 * i + 30).saturating_sub(r.below(25));
+            // Reads are always answered (the sim drops unanswered ones).
+            let ret = (!unknown || read).then(|| 10 * i + 30 + r.below(25));
+            SpecOp { call, ret, op }
+        })
+        .collect();
+    if bad {
+        let i = r.below(n as u64) as usize;
+        perturb(r, &mut ops[i].op);
+    }
+    ops.sort_by_key(|o| o.call);
+    ops
+}
+
+#[test]
+fn agrees_with_brute_force_on_small_histories() {
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut seen = [0usize; 2];
+    for case in 0..3000 {
+        let n = 2 + (case % 7);
+        let ops = history(&mut r, n, case % 2 == 1);
+        let want = brute(&ops, &mut vec![false; ops.len()], &ZnodeState::default());
+        let (got, _) = check_history(ops.clone(), Duration::from_secs(10));
+        let want_v = if want {
+            Verdict::Linearizable
+        } else {
+            Verdict::NotLinearizable
+        };
+        assert_eq!(got, want_v, "case {case}: {ops:#?}");
+        seen[want as usize] += 1;
+    }
+    // Both verdicts occur often enough for the agreement to mean something.
+    assert!(seen[0] > 300 && seen[1] > 300, "{seen:?}");
+}

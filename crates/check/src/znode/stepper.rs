@@ -1,0 +1,131 @@
+//! The znode model compiled for the search (`crate::search`): states
+//! interned, transitions cached, and three facts about znode operations
+//! that the generic [`SpecStepper`](crate::model::SpecStepper) cannot know.
+//!
+//! * Reads (`getData`, `exists`, `getChildren`) never change the state, so
+//!   the search may place a legal read at once and never revisit that
+//!   choice ([`Stepper::is_read_only`]; the argument is at its use in
+//!   `search.rs`: the read's call precedes the first remaining return, so
+//!   everything that must precede it is placed, and since it changes no
+//!   state, any valid order of the rest stays valid with the read first).
+//! * Data that no read returns is abstracted to one value ([`UNREAD`]):
+//!   data is observed only by `getData` comparing it with its result, and
+//!   `d == r` for every returned `r` is unchanged by mapping each
+//!   never-returned `d` to a value no read returns. Every step then gives
+//!   the same verdict, so the history's verdict is unchanged, while states
+//!   that differ only in unread data become one (the memo merges them).
+//! * Unknown-outcome operations that are equal after that abstraction have
+//!   the same effect in every state ([`Stepper::effect_class`]).
+
+use super::{ZnodeOp, ZnodeSpec, ZnodeState};
+use crate::model::Spec;
+use crate::search::{FxBuild, Stepper};
+use std::collections::{HashMap, HashSet};
+
+/// The data of every write whose data no read returns. A read can return
+/// it only if a client wrote it, which the workload never does; the
+/// constructor checks, and keeps the data as it is if one did.
+const UNREAD: &str = "\u{0}unread";
+
+/// Interns the states of [`ZnodeSpec`] over one history's operations.
+pub(crate) struct ZnodeStepper {
+    ops: Vec<ZnodeOp>,
+    /// Unknown-outcome operations numbered by their effect.
+    class: Vec<Option<u64>>,
+    states: Vec<ZnodeState>,
+    ids: HashMap<ZnodeState, u32>,
+    cache: HashMap<(u32, u32), Option<u32>, FxBuild>,
+}
+
+impl ZnodeStepper {
+    /// `ops` sorted by call; `unknown[i]`: operation `i`'s outcome is unknown.
+    pub fn new(ops: Vec<ZnodeOp>, unknown: &[bool]) -> ZnodeStepper {
+        let ops = abstract_unread_data(ops);
+        let mut names: HashMap<String, u64> = HashMap::new();
+        let class = (ops.iter().zip(unknown))
+            .map(|(op, &u)| {
+                let n = names.len() as u64;
+                u.then(|| *names.entry(format!("{op:?}")).or_insert(n))
+            })
+            .collect();
+        let init = ZnodeSpec.init();
+        ZnodeStepper {
+            ops,
+            class,
+            ids: HashMap::from([(init.clone(), 0)]),
+            states: vec![init],
+            cache: HashMap::default(),
+        }
+    }
+}
+
+/// Replaces the data of creates and sets that no successful `getData`
+/// returns with [`UNREAD`] (see the module comment), and the session of a
+/// persistent create (unused) with 0.
+fn abstract_unread_data(mut ops: Vec<ZnodeOp>) -> Vec<ZnodeOp> {
+    let read: HashSet<String> = (ops.iter())
+        .filter_map(|o| match o {
+            ZnodeOp::GetData {
+                result: Ok((d, _)), ..
+            } => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
+    if read.contains(UNREAD) {
+        return ops;
+    }
+    for o in &mut ops {
+        if let ZnodeOp::Create { data, .. } | ZnodeOp::SetData { data, .. } = o {
+            if !read.contains(data.as_str()) {
+                *data = UNREAD.to_string();
+            }
+        }
+        // A persistent create does not look at its session.
+        if let ZnodeOp::Create {
+            ephemeral: false,
+            session,
+            ..
+        } = o
+        {
+            *session = 0;
+        }
+    }
+    ops
+}
+
+impl Stepper for ZnodeStepper {
+    fn step(&mut self, s: u32, op: usize) -> Option<u32> {
+        if let Some(r) = self.cache.get(&(s, op as u32)) {
+            return *r;
+        }
+        let before = &self.states[s as usize];
+        let r = ZnodeSpec
+            .step(before, &self.ops[op])
+            // An unknown-outcome operation that would change nothing here
+            // is never placed here: placing it leads to (set + op, s),
+            // and every order that completes from there completes from
+            // (set, s) too, with op left out (nothing forces an unknown
+            // outcome, and it has no return entry to order others by).
+            .filter(|n| self.class[op].is_none() || n != before)
+            .map(|n| {
+                let next_id = self.states.len() as u32;
+                *self.ids.entry(n.clone()).or_insert_with(|| {
+                    self.states.push(n);
+                    next_id
+                })
+            });
+        self.cache.insert((s, op as u32), r);
+        r
+    }
+
+    fn is_read_only(&self, op: usize) -> bool {
+        matches!(
+            self.ops[op],
+            ZnodeOp::GetData { .. } | ZnodeOp::Exists { .. } | ZnodeOp::Children { .. }
+        )
+    }
+
+    fn effect_class(&self, op: usize) -> Option<u64> {
+        self.class[op]
+    }
+}
