@@ -15,6 +15,8 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== seam check (no protocol name outside crates/core)"
 scripts/seam-check.sh
+echo "== structure: no import circle or arrow back up, no function over 80 lines (scripts/structure-check.py)"
+python3 scripts/structure-check.py
 echo "== docs: mdbook build + link check (scripts/docs-check.sh)"
 scripts/docs-check.sh
 echo "== cargo nextest"

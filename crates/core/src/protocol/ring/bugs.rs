@@ -1,6 +1,6 @@
 //! Deliberate bugs, for the simulator's self-test.
 
-use crate::protocol::registry::InjectedBugs;
+use crate::protocol::contract::InjectedBugs;
 
 /// Deliberate bugs (`quorumkv sim --inject-bug`): each a plausible mistake
 /// the simulator and the checker must catch. Never enabled otherwise.

@@ -18,11 +18,11 @@
 //! Z > C2), so after T, and be voided there. So no copy lands above a
 //! write begun after the acknowledgement (a lower copy changes nothing).
 
+use super::msg::{Entry, Msg, Timer};
 use super::node::RingNode;
 use super::queue::ClientWrite;
 use super::register::Waiter;
-use super::{Entry, Msg, Timer};
-use crate::protocol::Out;
+use crate::protocol::contract::Out;
 use crate::types::{ClientRef, OpId, Response, Tag};
 use bytes::Bytes;
 
@@ -109,9 +109,9 @@ impl RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::Protocol;
+    use crate::protocol::ring::node::RingConfig;
     use crate::protocol::ring::testing::{entry, put, sends, tag, T0};
-    use crate::protocol::ring::RingConfig;
-    use crate::protocol::Protocol;
     use crate::types::Peer;
 
     /// Seed 264 at N = 3: a copy of a pre-write whose own write was applied

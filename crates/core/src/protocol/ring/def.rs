@@ -1,9 +1,12 @@
 //! The ring's registration: how drivers build it, its options and its
 //! assumptions.
 
-use super::{Fairness, InjectedBug, Msg, RingConfig, RingNode};
-use crate::protocol::registry::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
-use crate::protocol::{OptSpec, ProtocolOptions};
+use super::bugs::InjectedBug;
+use super::msg::Msg;
+use super::node::{RingConfig, RingNode};
+use super::queue::Fairness;
+use crate::protocol::contract::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
+use crate::protocol::options::{OptSpec, ProtocolOptions};
 
 /// The ring as the registry knows it: every server a replica and a proxy.
 #[derive(Debug)]
@@ -160,8 +163,8 @@ impl ProtocolDef for Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::registry::InjectedBugs;
-    use crate::protocol::{Protocol, Timing};
+    use crate::protocol::contract::InjectedBugs;
+    use crate::protocol::contract::{Protocol, Timing};
 
     #[test]
     fn options_round_trip_and_reach_the_node() {

@@ -4,9 +4,12 @@
 //! rule 2), so persisting a register before the `Write` is forwarded, the
 //! client gets `Done` or a read gets the value is all the ordering needed.
 
+use super::bugs::InjectedBug;
+use super::msg::{Entry, Msg, Timer};
 use super::node::RingNode;
-use super::{Entry, InjectedBug, Msg, Register, Timer};
-use crate::protocol::{Out, Record};
+use super::register::Register;
+use super::restart::DiskOp;
+use crate::protocol::contract::{Out, Record};
 use crate::types::{OpId, Tag};
 use bytes::Bytes;
 
@@ -43,9 +46,6 @@ fn op_record(seq: u64, op: OpId, (key, tag): (&Bytes, Tag), slot: u64) -> Record
         value: Bytes::from(v),
     }
 }
-
-/// A restored operation: `(seq, op, key, tag)`.
-pub(super) type DiskOp = (u64, OpId, Bytes, Tag);
 
 fn parse_op(value: &[u8]) -> Option<DiskOp> {
     let word = |i: usize| -> Option<u64> {
@@ -196,9 +196,9 @@ impl RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::{Command, Protocol};
+    use crate::protocol::ring::node::RingConfig;
     use crate::protocol::ring::testing::{entry, get, key, put, value, Net, O, T0};
-    use crate::protocol::ring::RingConfig;
-    use crate::protocol::{Command, Protocol};
     use crate::types::{ClientRef, Peer, Response};
 
     fn node(id: u32) -> RingNode {

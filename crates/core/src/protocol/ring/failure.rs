@@ -1,9 +1,10 @@
 //! Crashes: the view, the successor, re-sending (pc 85-92) and the
 //! takeover of a crashed origin's writes.
 
+use super::bugs::InjectedBug;
+use super::msg::{Entry, Msg, Timer};
 use super::node::RingNode;
-use super::{Entry, InjectedBug, Msg, Timer};
-use crate::protocol::Out;
+use crate::protocol::contract::Out;
 use crate::types::NodeId;
 
 impl RingNode {
@@ -193,9 +194,9 @@ impl RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::{LinkEvent, Protocol};
+    use crate::protocol::ring::node::RingConfig;
     use crate::protocol::ring::testing::*;
-    use crate::protocol::ring::RingConfig;
-    use crate::protocol::{LinkEvent, Protocol};
     use crate::types::Peer;
 
     fn node(id: NodeId, n: u32) -> RingNode {
@@ -210,7 +211,9 @@ mod tests {
         n.on_link(T0, LinkEvent::Down(Peer::Node(j)), &mut out);
         (out.drain())
             .filter_map(|c| match c {
-                crate::protocol::Command::Send { msg, .. } if !matches!(msg, Msg::Gone { .. }) => {
+                crate::protocol::contract::Command::Send { msg, .. }
+                    if !matches!(msg, Msg::Gone { .. }) =>
+                {
                     Some(msg)
                 }
                 _ => None,

@@ -4,8 +4,9 @@
 //! make easy. A cheap stand-in for the simulator until the ring is
 //! registered there.
 
+use super::bugs::InjectedBug;
+use super::node::RingConfig;
 use super::testing::*;
-use super::{InjectedBug, RingConfig};
 use crate::rng::SplitMix64;
 use crate::types::{ClientRef, OpId, Response, Tag};
 use std::collections::BTreeMap;
@@ -149,7 +150,7 @@ fn check(r: &Run) -> Result<(), String> {
     {
         let status: Vec<String> = (net.nodes.iter())
             .filter(|(i, _)| !net.dead.contains(i))
-            .map(|(i, n)| format!("{i}: {}", crate::protocol::Protocol::status(n)))
+            .map(|(i, n)| format!("{i}: {}", crate::protocol::contract::Protocol::status(n)))
             .collect();
         return Err(format!(
             "{ctx}: registers differ: {regs:?}\n{}",

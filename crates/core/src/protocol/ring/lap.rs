@@ -14,9 +14,9 @@
 //! pending (it passes on copies it holds already) and home applies it
 //! when the lap is back. With rejoin off nobody joins: no lap.
 
+use super::msg::{Entry, Msg, Timer};
 use super::node::{Phase, RingNode};
-use super::{Entry, Msg, Timer};
-use crate::protocol::Out;
+use crate::protocol::contract::Out;
 
 type O = Out<Msg, Timer>;
 
@@ -97,7 +97,7 @@ impl RingNode {
     }
 
     /// Remember the pre-writes a `Welcome` carries pending (`write_again`).
-    pub(super) fn welcomed_with(&mut self, s: &super::Snapshot) {
+    pub(super) fn welcomed_with(&mut self, s: &super::msg::Snapshot) {
         if self.welcomed_pending.len() > super::node::WRITTEN_KEPT {
             self.welcomed_pending.clear(); // writes that ended elsewhere
         }
@@ -126,9 +126,9 @@ impl RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::{LinkEvent, Protocol};
+    use crate::protocol::ring::node::RingConfig;
     use crate::protocol::ring::testing::{entry, key, put, sends, tag, T0};
-    use crate::protocol::ring::RingConfig;
-    use crate::protocol::{LinkEvent, Protocol};
     use crate::types::{ClientRef, NodeId, Peer, Tag};
 
     fn node(id: NodeId, rejoin: bool) -> RingNode {

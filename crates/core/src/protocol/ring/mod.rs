@@ -278,6 +278,7 @@ mod queue;
 mod reform;
 mod register;
 mod rejoin;
+mod restart;
 #[cfg(test)]
 mod scenarios;
 #[cfg(test)]

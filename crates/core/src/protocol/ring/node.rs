@@ -1,12 +1,14 @@
 //! The ring server: client requests, the two phases of a write and the
 //! queue handler that feeds the successor (pc 18-84).
 
+use super::bugs::InjectedBug;
+use super::counters::Counters;
+use super::msg::{Entry, Msg, Timer};
 use super::ops::OpTable;
 use super::queue::{ClientWrite, Fairness, Next, Queues};
-use super::reform::Census;
 use super::register::{Register, Waiter};
-use super::{Counters, Entry, InjectedBug, Msg, Timer};
-use crate::protocol::{LinkEvent, Out, Protocol, Record};
+use super::restart::{Census, DiskOp};
+use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
@@ -233,7 +235,7 @@ pub struct RingNode {
     /// The disk says this server ran before: it starts outside.
     pub(super) restored: bool,
     /// Operations read back from disk, `(seq, op)`, until `on_start`.
-    pub(super) restored_ops: Vec<super::durable::DiskOp>,
+    pub(super) restored_ops: Vec<DiskOp>,
     /// The next applied operation's sequence number on disk.
     pub(super) op_seq: u64,
     /// Restarted without its state (`NodeSpec::lost_state`).
@@ -909,8 +911,8 @@ impl Protocol for RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::Command;
     use crate::protocol::ring::testing::{entry, get, put, sends, tag, value, T0};
-    use crate::protocol::Command;
     use crate::types::OpId;
 
     fn node(id: NodeId, n: u32, window: u64) -> RingNode {

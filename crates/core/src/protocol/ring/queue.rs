@@ -1,7 +1,7 @@
 //! The queue handler (pc 53-75, rebuilt from lines 205-209): which message
 //! goes to the successor next.
 
-use super::Msg;
+use super::msg::Msg;
 use crate::types::{ClientRef, NodeId, OpId};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};

@@ -18,21 +18,14 @@
 //! the census says so (`Protocol::fatal`) instead of waiting for ever.
 
 use super::msg::Snapshot;
+use super::msg::{Msg, Timer};
 use super::node::RingNode;
-use super::{Msg, Timer};
-use crate::protocol::Out;
+use super::restart::Census;
+use crate::protocol::contract::Out;
 use crate::types::{NodeId, Peer};
 use std::collections::BTreeMap;
 
 type O = Out<Msg, Timer>;
-
-/// A census in progress at the lowest member.
-#[derive(Debug, Default)]
-pub(super) struct Census {
-    pub round: u64,
-    /// Answers: node → (life, lost its state, its state).
-    pub rolls: BTreeMap<NodeId, (u64, bool, Snapshot)>,
-}
 
 impl RingNode {
     /// This server takes the census: the lowest member, outside, rejoin on.
@@ -201,9 +194,9 @@ impl RingNode {
 
 #[cfg(test)]
 mod tests {
+    use crate::protocol::contract::Protocol;
+    use crate::protocol::ring::node::RingConfig;
     use crate::protocol::ring::testing::{get, put, value, Net};
-    use crate::protocol::ring::RingConfig;
-    use crate::protocol::Protocol;
     use crate::types::{OpId, Response};
 
     fn kill_all(net: &mut Net, order: &[u32]) {

@@ -1,7 +1,7 @@
 //! One key's register: `(tag, value)`, its pending pre-writes, the reads
 //! parked on them and the clients waiting for a write (pc 11-16, 76-84).
 
-use super::Entry;
+use super::msg::Entry;
 use crate::types::{ClientRef, NodeId, OpId, Tag};
 use bytes::Bytes;
 use std::collections::BTreeMap;

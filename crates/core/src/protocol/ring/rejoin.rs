@@ -4,9 +4,9 @@
 //! `ViewChange` round the ring, then serves.
 
 use super::msg::Snapshot;
+use super::msg::{Msg, Timer};
 use super::node::RingNode;
-use super::{Msg, Timer};
-use crate::protocol::Out;
+use crate::protocol::contract::Out;
 use crate::types::{NodeId, Peer};
 
 type O = Out<Msg, Timer>;
@@ -519,9 +519,9 @@ impl RingNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::contract::{LinkEvent, Protocol};
+    use crate::protocol::ring::node::RingConfig;
     use crate::protocol::ring::testing::{sends, T0};
-    use crate::protocol::ring::RingConfig;
-    use crate::protocol::{LinkEvent, Protocol};
 
     fn node(id: NodeId, n: u32) -> RingNode {
         let cfg = RingConfig {

@@ -1,8 +1,10 @@
 //! Multi-server scenarios on the in-memory harness ([`super::testing::Net`]):
 //! the rules of seed 004 §3 end to end, crashes included.
 
+use super::bugs::InjectedBug;
+use super::msg::Msg;
+use super::node::RingConfig;
 use super::testing::*;
-use super::{InjectedBug, Msg, RingConfig};
 use crate::types::{OpId, Request, Response};
 use bytes::Bytes;
 

@@ -3,8 +3,10 @@
 //! servers (one global queue), with crashes seen by every survivor as
 //! `Down` (the perfect failure detector).
 
-use super::{Entry, InjectedBug, Msg, RingConfig, RingNode, Timer};
-use crate::protocol::{Command, LinkEvent, Out, Protocol, Record};
+use super::bugs::InjectedBug;
+use super::msg::{Entry, Msg, Timer};
+use super::node::{RingConfig, RingNode};
+use crate::protocol::contract::{Command, LinkEvent, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, OpId, Peer, Request, Response, Tag, Time};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
