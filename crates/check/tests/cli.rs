@@ -1,27 +1,9 @@
 //! `quorumkv check` end to end, through `cli::run_to`.
-use clap::Parser;
-use quorumkv_check::cli::{run_to, Args};
 use quorumkv_check::gen::hard_appends;
 use quorumkv_check::{Op, Operation, Outcome};
 
-#[derive(Parser)]
-struct Cmd {
-    #[command(flatten)]
-    args: Args,
-}
-
-fn run(argv: &[&str]) -> (u8, String, String) {
-    let args = Cmd::try_parse_from(std::iter::once("check").chain(argv.iter().copied()))
-        .expect("valid usage")
-        .args;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_to(&args, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
+mod common;
+use common::run;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 

@@ -1,28 +1,10 @@
 //! Histories in other tools' formats (`tests/data/foreign/`, see its
 //! README): the detected format, the verdict, and errors that name the line
 //! and the field.
-use clap::Parser;
-use quorumkv_check::cli::{run_to, Args};
 use quorumkv_check::formats::{parse, Format};
 
-#[derive(Parser)]
-struct Cmd {
-    #[command(flatten)]
-    args: Args,
-}
-
-fn run(argv: &[&str]) -> (u8, String, String) {
-    let args = Cmd::try_parse_from(std::iter::once("check").chain(argv.iter().copied()))
-        .expect("valid usage")
-        .args;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_to(&args, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
+mod common;
+use common::run;
 
 fn data(name: &str) -> String {
     format!("{}/tests/data/foreign/{name}", env!("CARGO_MANIFEST_DIR"))
