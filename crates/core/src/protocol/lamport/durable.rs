@@ -362,12 +362,15 @@ mod tests {
     /// Every server crashes at once, at any point of a run of writes:
     /// from their disks they all serve again, agree, and keep every write
     /// answered Done (the last one of a key, since they run in order).
+    /// With a lock timeout each resyncs from the others' disks first.
     #[test]
     fn durable_servers_survive_a_crash_of_every_server() {
+        let t = Some(Duration::from_millis(300));
         for seed in 0..40 {
-            for read_wait in [true, false] {
+            for (read_wait, lock_timeout) in [(true, None), (false, None), (true, t), (false, t)] {
                 let cfg = Config {
                     read_wait,
+                    lock_timeout,
                     ..Config::default()
                 };
                 let mut c = Cluster::durable(3, cfg, None, seed);

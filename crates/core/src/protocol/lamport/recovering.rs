@@ -1,7 +1,7 @@
 //! What a recovering server has learnt from its peers so far (seed 002
 //! §2); the recovery itself is `recovery.rs`.
 
-use super::msg::{ReqId, Staged};
+use super::msg::{Entry, ReqId, Staged};
 use crate::types::{NodeId, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,4 +27,8 @@ pub(super) struct Recovery {
     pub lost_peers: BTreeSet<NodeId>,
     /// When a tick first saw us lost.
     pub lost_since: Option<Time>,
+    /// The stores of peers that answered while recovering from their own
+    /// disks (not lost): used only if every peer did (`lock-timeout`
+    /// restarts after a crash of every replica).
+    pub disk_bases: BTreeMap<NodeId, Vec<Entry>>,
 }

@@ -117,6 +117,9 @@ impl LamportNode {
         // A peer recovering too lost its state: it has nothing to give.
         if recovering {
             rec.empty.insert(from);
+            if !lost {
+                rec.disk_bases.insert(from, entries);
+            }
         } else {
             rec.lost = false;
             self.store.merge(entries);
@@ -160,14 +163,27 @@ impl LamportNode {
         // has recovered from a peer that held it. Ending here let a server
         // serve, and count as holding the state, with nothing (sim seed
         // 566: the last two holders of a completed delete then crashed).
-        if !self.peers.is_empty() && self.peers.iter().all(|p| rec.empty.contains(p)) {
+        let sourceless = self.peers.iter().all(|p| rec.empty.contains(p));
+        if !self.peers.is_empty() && sourceless && !self.every_peer_has_its_disk() {
             let rec = self.recovery.as_mut().expect("checked");
             rec.answered.clear();
             rec.empty.clear();
+            rec.disk_bases.clear();
             self.counters.sourceless_rounds += 1;
             return;
         }
-        let rec = self.recovery.take().expect("checked");
+        let mut rec = self.recovery.take().expect("checked");
+        // Every replica restarted from its own disk at once (`lock-timeout`
+        // makes each resync): what was acknowledged is in the union of
+        // their disks, and each holds the staged writes it persisted, so
+        // every peer is a witness. Waiting for a peer that is not
+        // recovering would wait for ever.
+        if sourceless {
+            for entries in std::mem::take(&mut rec.disk_bases).into_values() {
+                self.store.merge(entries);
+            }
+            rec.empty.clear();
+        }
         let witnesses: Vec<NodeId> = (self.peers.iter().copied())
             .filter(|p| !rec.empty.contains(p))
             .collect();
@@ -201,6 +217,14 @@ impl LamportNode {
         }
         let entries = self.store.snapshot();
         self.broadcast(Body::Repair { entries }, out);
+    }
+
+    /// Whether we and every peer are recovering from our own disks (none
+    /// lost its state): each answered with the store it read back.
+    fn every_peer_has_its_disk(&self) -> bool {
+        self.recovery.as_ref().is_some_and(|rec| {
+            !rec.lost && (self.peers.iter()).all(|p| rec.disk_bases.contains_key(p))
+        })
     }
 
     /// Commit a previous life's staged write as a live holder finishes
