@@ -285,6 +285,28 @@ fn fault_counts(t: &str) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// With a lock timeout a restarted Lamport server resyncs before serving;
+/// after a kill of every replica each merges the others' disks (they used
+/// to wait for a peer that was not recovering, for ever).
+#[test]
+fn lamport_with_a_lock_timeout_serves_again_after_kill_all() {
+    let (code, t) = run(
+        "--protocol lamport --durability fsync --opt lock-timeout=1s --faults kill-all --duration 8s --seed 418",
+    );
+    assert_eq!(code, Some(0), "{t}");
+    assert_says(
+        &t,
+        &[
+            "verdict: LINEARIZABLE",
+            "acknowledged writes lost: 0 (",
+            "final read-back of 8 of 8 keys",
+            "restart all (each reloads its data directory)",
+        ],
+    );
+    let kill_all = &fault_counts(&t)[2];
+    assert!(kill_all.0 >= 1, "a kill-all happened: {kill_all:?}\n{t}");
+}
+
 #[test]
 fn abd_fsync_survives_kill_pause_and_kill_all() {
     fsync_kill_pause_kill_all("abd");
