@@ -404,6 +404,33 @@ mod tests {
         parse(text, None).unwrap_err().to_string()
     }
 
+    /// An operation as a test expects it: client, operation, call, return,
+    /// outcome.
+    type Row = (u64, String, u64, Option<u64>, Outcome);
+
+    fn rows(h: &History) -> Vec<Row> {
+        (h.ops.iter())
+            .map(|o| (o.client, o.op.to_string(), o.call, o.ret, o.outcome.clone()))
+            .collect()
+    }
+    fn read(key: &str) -> String {
+        Op::Read { key: key.into() }.to_string()
+    }
+    fn get(key: &str) -> String {
+        Op::Get { key: key.into() }.to_string()
+    }
+    fn write(key: &str, value: &str) -> String {
+        let (key, value) = (key.into(), value.into());
+        Op::Write { key, value }.to_string()
+    }
+    fn cas(key: &str, from: &str, to: &str) -> String {
+        let (key, from, to) = (key.into(), from.into(), to.into());
+        Op::Cas { key, from, to }.to_string()
+    }
+    fn ok(value: &str) -> Outcome {
+        Outcome::Ok(Some(value.into()))
+    }
+
     #[test]
     fn detects_the_foreign_formats() {
         let json = r#"{"process":1,"f":"read","invoke":5,"complete":9,"ok":true,"result":null}"#;
@@ -430,64 +457,14 @@ mod tests {
 "#;
         let (h, f) = parse(text, None).unwrap();
         assert_eq!(f, Format::InvokeJson);
-        let got: Vec<_> = h
-            .ops
-            .iter()
-            .map(|o| (o.client, o.op.to_string(), o.call, o.ret, o.outcome.clone()))
-            .collect();
-        let w = |s: &str| s.to_string();
         assert_eq!(
-            got,
+            rows(&h),
             vec![
-                (
-                    1,
-                    Op::Write {
-                        key: w("x"),
-                        value: w("3")
-                    }
-                    .to_string(),
-                    10,
-                    Some(20),
-                    Outcome::Ok(None)
-                ),
-                (
-                    2,
-                    Op::Read { key: w("x") }.to_string(),
-                    15,
-                    Some(30),
-                    Outcome::Ok(Some(w("3")))
-                ),
-                (
-                    3,
-                    Op::Cas {
-                        key: w("x"),
-                        from: w("3"),
-                        to: w("4")
-                    }
-                    .to_string(),
-                    40,
-                    None,
-                    Outcome::Unknown
-                ),
-                (
-                    4,
-                    Op::Cas {
-                        key: w(""),
-                        from: w("3"),
-                        to: w("5")
-                    }
-                    .to_string(),
-                    41,
-                    Some(45),
-                    Outcome::Fail
-                ),
-                (
-                    5,
-                    Op::Get { key: w("7") }.to_string(),
-                    50,
-                    Some(60),
-                    Outcome::Ok(None)
-                ),
+                (1, write("x", "3"), 10, Some(20), Outcome::Ok(None)),
+                (2, read("x"), 15, Some(30), ok("3")),
+                (3, cas("x", "3", "4"), 40, None, Outcome::Unknown),
+                (4, cas("", "3", "5"), 41, Some(45), Outcome::Fail),
+                (5, get("7"), 50, Some(60), Outcome::Ok(None)),
             ]
         );
     }
@@ -563,75 +540,15 @@ mod tests {
 ";
         let (h, f) = parse(text, None).unwrap();
         assert_eq!(f, Format::JepsenEdn);
-        let got: Vec<_> = h
-            .ops
-            .iter()
-            .map(|o| (o.client, o.op.to_string(), o.call, o.ret, o.outcome.clone()))
-            .collect();
-        let w = |s: &str| s.to_string();
         assert_eq!(
-            got,
+            rows(&h),
             vec![
-                (
-                    0,
-                    Op::Write {
-                        key: w(""),
-                        value: w("3")
-                    }
-                    .to_string(),
-                    100,
-                    Some(150),
-                    Outcome::Ok(None)
-                ),
-                (
-                    1,
-                    Op::Read { key: w("") }.to_string(),
-                    120,
-                    Some(160),
-                    Outcome::Ok(Some(w("3")))
-                ),
-                (
-                    0,
-                    Op::Cas {
-                        key: w(""),
-                        from: w("3"),
-                        to: w("4")
-                    }
-                    .to_string(),
-                    170,
-                    None,
-                    Outcome::Unknown
-                ),
-                (
-                    2,
-                    Op::Read { key: w("k") }.to_string(),
-                    190,
-                    Some(195),
-                    Outcome::Fail
-                ),
-                (
-                    3,
-                    Op::Cas {
-                        key: w("7"),
-                        from: w("1"),
-                        to: w("2")
-                    }
-                    .to_string(),
-                    200,
-                    None,
-                    Outcome::Unknown
-                ),
-                (
-                    4,
-                    Op::Write {
-                        key: w("9"),
-                        value: w("1")
-                    }
-                    .to_string(),
-                    210,
-                    None,
-                    Outcome::Unknown
-                ),
+                (0, write("", "3"), 100, Some(150), Outcome::Ok(None)),
+                (1, read(""), 120, Some(160), ok("3")),
+                (0, cas("", "3", "4"), 170, None, Outcome::Unknown),
+                (2, read("k"), 190, Some(195), Outcome::Fail),
+                (3, cas("7", "1", "2"), 200, None, Outcome::Unknown),
+                (4, write("9", "1"), 210, None, Outcome::Unknown),
             ]
         );
         // Without :time on every event, line numbers are the times.

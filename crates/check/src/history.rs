@@ -29,6 +29,20 @@ pub struct Operation {
     pub outcome: Outcome,
 }
 
+impl Operation {
+    /// `op` by `client`, called at `call` and returned at `ret` (`None`
+    /// with an unknown outcome).
+    pub fn new(client: u64, op: Op, call: u64, ret: Option<u64>, outcome: Outcome) -> Self {
+        Operation {
+            client,
+            op,
+            call,
+            ret,
+            outcome,
+        }
+    }
+}
+
 /// A whole recorded history.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct History {

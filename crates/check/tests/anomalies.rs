@@ -5,13 +5,7 @@ fn key() -> String {
     "x".into()
 }
 fn done(client: u64, op: Op, call: u64, ret: u64, outcome: Outcome) -> Operation {
-    Operation {
-        client,
-        op,
-        call,
-        ret: Some(ret),
-        outcome,
-    }
+    Operation::new(client, op, call, Some(ret), outcome)
 }
 fn write(c: u64, v: &str, call: u64, ret: u64) -> Operation {
     done(

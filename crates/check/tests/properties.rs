@@ -187,13 +187,7 @@ fn arb_op() -> impl Strategy<Value = quorumkv_check::Operation> {
             _ => Outcome::Ok(None),
         };
         let ret = (outcome != Outcome::Unknown).then_some(call + len);
-        Operation {
-            client,
-            op,
-            call,
-            ret,
-            outcome,
-        }
+        Operation::new(client, op, call, ret, outcome)
     })
 }
 

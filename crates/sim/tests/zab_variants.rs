@@ -179,20 +179,15 @@ impl Script {
             }
         }
     }
+    /// Executes `c`, which nothing is held before (never held, or released).
     fn emit(&mut self, id: NodeId, c: Command<Msg, Timer>) {
-        match c {
+        match c.plain() {
             Command::Send {
-                to: Peer::Node(to),
-                msg,
-            }
-            | Command::SendNow {
                 to: Peer::Node(to),
                 msg,
             } if !self.cut.contains(&(id, to)) => self.queue.push_back((id, to, msg)),
             Command::WhenDurable(msg) => self.queue.push_back((id, id, msg)),
-            Command::Reply { client, resp } | Command::ReplyNow { client, resp } => {
-                self.replies.push((client, resp))
-            }
+            Command::Reply { client, resp } => self.replies.push((client, resp)),
             _ => {}
         }
     }

@@ -100,15 +100,6 @@ impl ReadBack {
 mod tests {
     use super::*;
 
-    fn op(client: u64, op: Op, call: u64, ret: Option<u64>, outcome: Outcome) -> Operation {
-        Operation {
-            client,
-            op,
-            call,
-            ret,
-            outcome,
-        }
-    }
     fn put(client: u64, value: &str, call: u64, ret: Option<u64>) -> Operation {
         let (key, value) = ("k0".to_string(), value.to_string());
         let outcome = if ret.is_some() {
@@ -116,11 +107,11 @@ mod tests {
         } else {
             Outcome::Unknown
         };
-        op(client, Op::Put { key, value }, call, ret, outcome)
+        Operation::new(client, Op::Put { key, value }, call, ret, outcome)
     }
     fn read(v: Option<&str>) -> Operation {
         let key = "k0".to_string();
-        op(
+        Operation::new(
             9,
             Op::Get { key },
             100,

@@ -53,40 +53,77 @@ macro_rules! sync_store {
 #[cfg(any(feature = "abd", feature = "lease-lock"))]
 pub(crate) use sync_store;
 
-/// A peer's store (`SyncReply`) reaching a replica that catches up
-/// (`recovery`, its peers heard from). Ignored when it is not recovering
-/// (a late reply), when `from` is no replica of `members` or was heard
-/// already, and when `stale` (the caller's rule). Otherwise every register
-/// goes into `store` and `from` counts; with a quorum the recovery ends.
-pub fn on_sync_reply(
-    recovery: &mut Option<QuorumTracker>,
-    members: &[NodeId],
-    from: Peer,
-    stale: bool,
-    entries: Vec<(Bytes, Tag, Option<Bytes>)>,
-    store: &mut impl SyncStore,
-) {
-    let (Peer::Node(n), Some(votes)) = (from, recovery.as_mut()) else {
-        return; // not recovering (a late reply), or not from a replica
-    };
-    if !members.contains(&n) {
-        return; // not a replica of this cluster
-    }
-    if votes.has(n) || stale {
-        return;
-    }
-    for (key, tag, value) in entries {
-        // A peer's tag is not bounded by a jump (this store is empty),
-        // but one no write could supersede is never taken.
-        if tag.ts == u64::MAX {
-            store.refuse();
-            continue;
+/// A register replica's peers, and while it catches up after losing its
+/// state, which of them it has merged the stores of.
+#[derive(Debug)]
+pub struct CatchUp {
+    me: NodeId,
+    /// All replica ids of the cluster, including `me`.
+    members: Vec<NodeId>,
+    /// Set while catching up: the peers heard from, until `need` of them.
+    votes: Option<QuorumTracker>,
+}
+
+impl CatchUp {
+    /// Not catching up; `members` are all replica ids (including `me`).
+    pub fn new(me: NodeId, members: Vec<NodeId>) -> Self {
+        CatchUp {
+            me,
+            members,
+            votes: None,
         }
-        store.take(Record::Register { key, tag, value });
     }
-    votes.record(n);
-    if votes.won() {
-        *recovery = None;
+    /// How many replicas the cluster has (N).
+    pub fn replicas(&self) -> usize {
+        self.members.len()
+    }
+    /// Catch up until the stores of `need` replicas are merged.
+    pub fn start(&mut self, need: usize) {
+        self.votes = Some(QuorumTracker::new(self.members.len(), need));
+    }
+    pub fn active(&self) -> bool {
+        self.votes.is_some()
+    }
+    /// While catching up, [`ask_missing`]; else nothing.
+    pub fn ask<M: Clone, T>(&self, request: M, timer: T, out: &mut Out<M, T>) {
+        if let Some(votes) = &self.votes {
+            ask_missing(self.me, &self.members, votes, request, timer, out);
+        }
+    }
+    /// A peer's store (`SyncReply`). Ignored when not catching up (a late
+    /// reply), when `from` is no replica of the cluster or was heard
+    /// already, and when `stale` (the caller's rule). Otherwise every
+    /// register goes into `store` and `from` counts; with `need` of them
+    /// the catching up ends.
+    pub fn on_reply(
+        &mut self,
+        from: Peer,
+        stale: bool,
+        entries: Vec<(Bytes, Tag, Option<Bytes>)>,
+        store: &mut impl SyncStore,
+    ) {
+        let (Peer::Node(n), Some(votes)) = (from, self.votes.as_mut()) else {
+            return; // not recovering (a late reply), or not from a replica
+        };
+        if !self.members.contains(&n) {
+            return; // not a replica of this cluster
+        }
+        if votes.has(n) || stale {
+            return;
+        }
+        for (key, tag, value) in entries {
+            // A peer's tag is not bounded by a jump (this store is empty),
+            // but one no write could supersede is never taken.
+            if tag.ts == u64::MAX {
+                store.refuse();
+                continue;
+            }
+            store.take(Record::Register { key, tag, value });
+        }
+        votes.record(n);
+        if votes.won() {
+            self.votes = None;
+        }
     }
 }
 
@@ -128,6 +165,51 @@ mod tests {
             after: SYNC_RETRY,
             timer: "sync"
         }));
+    }
+
+    #[derive(Default)]
+    struct Store {
+        taken: Vec<Record>,
+        refused: u32,
+    }
+    impl SyncStore for Store {
+        fn take(&mut self, rec: Record) {
+            self.taken.push(rec);
+        }
+        fn refuse(&mut self) {
+            self.refused += 1;
+        }
+    }
+
+    #[test]
+    fn catching_up_ends_with_the_stores_of_need_peers() {
+        let mut c = CatchUp::new(1, vec![1, 2, 3]);
+        let mut store = Store::default();
+        let entry = |ts| (Bytes::from_static(b"k"), Tag { ts, writer: 2 }, None);
+        let mut out: Out<u8, &str> = Out::new();
+        c.ask(7, "sync", &mut out);
+        assert!(!c.active() && out.is_empty(), "not catching up: silent");
+        c.on_reply(Peer::Node(2), false, vec![entry(1)], &mut store);
+        assert!(store.taken.is_empty(), "a late reply is ignored");
+        c.start(2);
+        c.ask(7, "sync", &mut out);
+        assert_eq!(out.len(), 3, "both peers asked, the timer armed");
+        c.on_reply(Peer::Node(9), false, vec![entry(1)], &mut store);
+        c.on_reply(Peer::Conn(2), false, vec![entry(1)], &mut store);
+        c.on_reply(Peer::Node(2), true, vec![entry(1)], &mut store);
+        assert!(store.taken.is_empty() && c.active(), "strangers, stale");
+        c.on_reply(
+            Peer::Node(2),
+            false,
+            vec![entry(1), entry(u64::MAX)],
+            &mut store,
+        );
+        c.on_reply(Peer::Node(2), false, vec![entry(2)], &mut store);
+        assert_eq!((store.taken.len(), store.refused), (1, 1));
+        assert!(c.active(), "one peer twice is one");
+        c.on_reply(Peer::Node(3), false, vec![], &mut store);
+        assert!(!c.active());
+        assert_eq!(c.replicas(), 3);
     }
 
     #[test]

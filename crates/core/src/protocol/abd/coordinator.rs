@@ -754,6 +754,22 @@ mod tests {
         assert_eq!(c.last_ts, 0, "no ts was issued");
     }
 
+    /// A `Store` of "forged" at `[ts, 999]` sent by a client connection
+    /// straight to replica 1 (issue 31); what the replica answers.
+    fn forge(net: &mut Net, ts: u64) -> O {
+        let tag = Tag { ts, writer: 999 };
+        let value = Some(Bytes::from_static(b"forged"));
+        let forged = Msg::Store {
+            op: 1,
+            key: key(),
+            tag,
+            value,
+        };
+        let mut out = O::new();
+        net.replicas[0].handle(Peer::Conn(66), forged, &mut out);
+        out
+    }
+
     /// Issue 31 end to end: a forged `Store` at `ts = u64::MAX` (or a huge
     /// jump) sent straight to one replica leaves the key writable, and the
     /// next put through a coordinator is read back, not the forged value.
@@ -763,18 +779,10 @@ mod tests {
             let mut net = Net::new(3);
             let mut c = coord(3);
             assert_eq!(net.run(&mut c, put(b"first")), Response::Done);
-            let forged = Msg::Store {
-                op: 1,
-                key: key(),
-                tag: Tag {
-                    ts: forged_ts,
-                    writer: 999,
-                },
-                value: Some(Bytes::from_static(b"forged")),
-            };
-            let mut out = O::new();
-            net.replicas[0].handle(Peer::Conn(66), forged, &mut out);
-            assert!(out.is_empty(), "the forger gets no ack");
+            assert!(
+                forge(&mut net, forged_ts).is_empty(),
+                "the forger gets no ack"
+            );
             assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
             let get = Request::Get { key: key() };
             let second = value(b"second");
@@ -797,17 +805,7 @@ mod tests {
         let mut net = Net::new(3);
         let mut c = coord(3);
         assert_eq!(net.run(&mut c, put(b"first")), Response::Done);
-        let forged = Msg::Store {
-            op: 1,
-            key: key(),
-            tag: Tag {
-                ts: 1 + MAX_TAG_JUMP,
-                writer: 999,
-            },
-            value: Some(Bytes::from_static(b"forged")),
-        };
-        let mut out = O::new();
-        net.replicas[0].handle(Peer::Conn(66), forged, &mut out);
+        let mut out = forge(&mut net, 1 + MAX_TAG_JUMP);
         assert_eq!(sends(&mut out).len(), 1, "within the bound: taken");
         assert_eq!(net.run(&mut c, put(b"second")), Response::Done);
         assert_eq!(c.counters.catch_up_write_backs, 1);

@@ -5,9 +5,9 @@ use super::coordinator::first_op;
 use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
 use super::replica::Replica;
-use crate::protocol::catch_up;
+use crate::protocol::catch_up::{self, CatchUp};
 use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
-use crate::quorum::{minority, QuorumTracker};
+use crate::quorum::minority;
 use crate::types::{ClientRef, NodeId, Peer, Request, Time};
 
 /// A server: one replica plus a coordinator for clients that do not run
@@ -18,9 +18,8 @@ pub struct AbdNode {
     pub id: NodeId,
     pub replica: Replica,
     pub coord: Coordinator,
-    members: Vec<NodeId>,
-    /// Set while a restarted replica that lost its state catches up.
-    recovery: Option<QuorumTracker>,
+    /// Its peers, and how far a restart that lost its state caught up.
+    catch_up: CatchUp,
     /// Queries left unanswered because this replica was still recovering.
     pub queries_held_back: u64,
 }
@@ -32,8 +31,7 @@ impl AbdNode {
             id,
             replica: Replica::new(durable),
             coord: Coordinator::new(id as u64, members.clone(), cfg),
-            members,
-            recovery: None,
+            catch_up: CatchUp::new(id, members),
             queries_held_back: 0,
         }
     }
@@ -63,23 +61,16 @@ impl AbdNode {
         if self.coord.bug == Some(InjectedBug::NoRecovery) {
             return self;
         }
-        let mut need = minority(self.members.len()) + 1;
+        let mut need = minority(self.catch_up.replicas()) + 1;
         if self.coord.bug == Some(InjectedBug::RecoveryOnePeerShort) {
             need = need.saturating_sub(1).max(1);
         }
-        self.recovery = Some(QuorumTracker::new(self.members.len(), need));
+        self.catch_up.start(need);
         self
     }
 
     pub fn is_recovering(&self) -> bool {
-        self.recovery.is_some()
-    }
-
-    fn ask_for_sync(&self, out: &mut Out<Msg, Timer>) {
-        if let Some(votes) = &self.recovery {
-            let (id, members) = (self.id, &self.members);
-            catch_up::ask_missing(id, members, votes, Msg::SyncRequest, Timer::Sync, out);
-        }
+        self.catch_up.active()
     }
 }
 
@@ -87,38 +78,33 @@ impl Protocol for AbdNode {
     type Msg = Msg;
     type Timer = Timer;
     fn on_start(&mut self, _now: Time, out: &mut Out<Msg, Timer>) {
-        self.ask_for_sync(out);
+        self.catch_up.ask(Msg::SyncRequest, Timer::Sync, out);
     }
     fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
         self.coord.start(now, client, req, out);
     }
     fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         match msg {
-            Msg::Query { .. } if self.recovery.is_some() => self.queries_held_back += 1,
+            Msg::Query { .. } if self.catch_up.active() => self.queries_held_back += 1,
             Msg::Query { .. } | Msg::Store { .. } => self.replica.handle(from, msg, out),
             Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.coord.handle(now, from, msg, out),
             // A recovering replica has nothing trustworthy to give.
-            Msg::SyncRequest if self.recovery.is_some() => {}
+            Msg::SyncRequest if self.catch_up.active() => {}
             Msg::SyncRequest => out.send(
                 from,
                 Msg::SyncReply {
                     entries: self.replica.snapshot(),
                 },
             ),
-            Msg::SyncReply { entries } => catch_up::on_sync_reply(
-                &mut self.recovery,
-                &self.members,
-                from,
-                false,
-                entries,
-                &mut self.replica,
-            ),
+            Msg::SyncReply { entries } => {
+                (self.catch_up).on_reply(from, false, entries, &mut self.replica)
+            }
         }
     }
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
             Timer::Tick => self.coord.tick(now, out),
-            Timer::Sync => self.ask_for_sync(out),
+            Timer::Sync => self.catch_up.ask(Msg::SyncRequest, Timer::Sync, out),
         }
     }
     fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Msg, Timer>) {
@@ -189,16 +175,16 @@ impl Protocol for AbdNode {
             (
                 "abd_recovering",
                 "1 while this replica catches up after a restart",
-                self.recovery.is_some() as u64,
+                self.catch_up.active() as u64,
             ),
         ]
     }
     fn role(&self) -> &'static str {
-        catch_up::role(self.recovery.is_some())
+        catch_up::role(self.catch_up.active())
     }
     fn status(&self) -> String {
         let coord = self.coord.status();
-        catch_up::status(self.replica.len(), self.recovery.is_some(), &coord)
+        catch_up::status(self.replica.len(), self.catch_up.active(), &coord)
     }
 }
 

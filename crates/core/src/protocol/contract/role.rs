@@ -94,6 +94,19 @@ pub enum Command<M, T> {
     WhenDurable(M),
 }
 
+impl<M, T> Command<M, T> {
+    /// The command as a driver executes it once nothing is held before it
+    /// (a synchronous test disk, or a held command being released):
+    /// `SendNow` as `Send`, `ReplyNow` as `Reply`, the rest as they are.
+    pub fn plain(self) -> Self {
+        match self {
+            Command::SendNow { to, msg } => Command::Send { to, msg },
+            Command::ReplyNow { client, resp } => Command::Reply { client, resp },
+            c => c,
+        }
+    }
+}
+
 /// Collects the commands of one handler call.
 #[derive(Debug)]
 pub struct Out<M, T> {
@@ -236,4 +249,38 @@ pub fn read_metrics<C>(table: &[Metric<C>], c: &C) -> Vec<(&'static str, &'stati
         .iter()
         .map(|&(name, help, read)| (name, help, read(c)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_folds_the_now_forms_and_keeps_the_rest() {
+        let client = ClientRef::local(1);
+        let mut out: Out<u8, ()> = Out::new();
+        out.send_now(Peer::Node(2), 7);
+        out.reply_now(client, Response::Done);
+        out.when_durable(9);
+        out.set_timer(Duration::from_millis(1), ());
+        let plain: Vec<_> = out.drain().map(Command::plain).collect();
+        assert_eq!(
+            plain,
+            [
+                Command::Send {
+                    to: Peer::Node(2),
+                    msg: 7
+                },
+                Command::Reply {
+                    client,
+                    resp: Response::Done
+                },
+                Command::WhenDurable(9),
+                Command::SetTimer {
+                    after: Duration::from_millis(1),
+                    timer: ()
+                },
+            ]
+        );
+    }
 }

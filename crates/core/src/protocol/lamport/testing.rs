@@ -152,12 +152,8 @@ impl Cluster {
         let mut out = O::new();
         f(&mut self.nodes[id as usize - 1], self.now, &mut out);
         for c in out.drain() {
-            match c {
+            match c.plain() {
                 Command::Send {
-                    to: Peer::Node(to),
-                    msg,
-                }
-                | Command::SendNow {
                     to: Peer::Node(to),
                     msg,
                 } => self.links.entry((id, to)).or_default().push_back(msg),

@@ -5,9 +5,9 @@ use super::bugs::Bug;
 use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
 use super::replica::Replica;
-use crate::protocol::catch_up;
+use crate::protocol::catch_up::{self, CatchUp};
 use crate::protocol::contract::{read_metrics, LinkEvent, Metric, Out, Protocol, Record};
-use crate::quorum::{minority, QuorumTracker};
+use crate::quorum::minority;
 use crate::types::{ClientRef, NodeId, Peer, Request, Time};
 use std::time::Duration;
 
@@ -18,9 +18,8 @@ pub struct LeaseNode {
     pub id: NodeId,
     pub replica: Replica,
     pub coord: Coordinator,
-    members: Vec<NodeId>,
-    /// Set while a restarted replica that lost its state catches up.
-    recovery: Option<QuorumTracker>,
+    /// Its peers, and how far a restart that lost its state caught up.
+    catch_up: CatchUp,
     /// Peers' registers count for recovery only as of this time.
     sync_from: Time,
     /// LOCK_REQs denied because this replica was still recovering.
@@ -42,8 +41,7 @@ impl LeaseNode {
             id,
             replica: Replica::new(lease, durable),
             coord: Coordinator::new(u64::from(id), members.clone(), cfg),
-            members,
-            recovery: None,
+            catch_up: CatchUp::new(id, members),
             sync_from: Time(0),
             denied_recovering: 0,
             reads_ignored_recovering: 0,
@@ -73,19 +71,11 @@ impl LeaseNode {
     /// and (N−Q+1)+(Q−1) > N−1, so those peers hold every completed write.
     /// Not in the seed, whose servers never restart; as ABD's recovery.
     pub fn recovering(mut self) -> Self {
-        let n = self.members.len();
-        self.recovery = Some(QuorumTracker::new(n, minority(n) + 1));
+        self.catch_up.start(minority(self.catch_up.replicas()) + 1);
         self
     }
     pub fn is_recovering(&self) -> bool {
-        self.recovery.is_some()
-    }
-
-    fn ask_for_sync(&self, out: &mut Out<Msg, Timer>) {
-        if let Some(votes) = &self.recovery {
-            let (id, members) = (self.id, &self.members);
-            catch_up::ask_missing(id, members, votes, Msg::SyncRequest, Timer::Sync, out);
-        }
+        self.catch_up.active()
     }
 }
 
@@ -101,7 +91,7 @@ impl Protocol for LeaseNode {
     /// under a lock granted before the crash, so within a lease of the
     /// restart. Registers read after that hold it.
     fn on_start(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
-        if self.recovery.is_some() {
+        if self.catch_up.active() {
             let lease = self.replica.lease();
             self.sync_from = now.saturating_add(lease);
             out.set_timer(lease, Timer::Sync);
@@ -109,31 +99,27 @@ impl Protocol for LeaseNode {
     }
     fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         match msg {
-            Msg::LockReq { lock, .. } if self.recovery.is_some() => {
+            Msg::LockReq { lock, .. } if self.catch_up.active() => {
                 self.denied_recovering += 1;
                 out.send(from, Msg::LockDenied { lock });
             }
             // A READ under a lock granted before the crash (its coordinator
             // re-sends it): the half-merged registers would pass for a
             // locked replica's and hide a completed write.
-            Msg::Read { .. } if self.recovery.is_some() => self.reads_ignored_recovering += 1,
+            Msg::Read { .. } if self.catch_up.active() => self.reads_ignored_recovering += 1,
             Msg::LockReq { .. } | Msg::Unlock { .. } | Msg::Read { .. } | Msg::Write { .. } => {
                 self.replica.handle(now, from, msg, out)
             }
             // A recovering replica has nothing trustworthy to give.
-            Msg::SyncRequest if self.recovery.is_some() => {}
+            Msg::SyncRequest if self.catch_up.active() => {}
             Msg::SyncRequest => {
                 let entries = self.replica.snapshot();
                 out.send(from, Msg::SyncReply { at: now, entries });
             }
-            Msg::SyncReply { at, entries } => catch_up::on_sync_reply(
-                &mut self.recovery,
-                &self.members,
-                from,
-                at < self.sync_from,
-                entries,
-                &mut self.replica,
-            ),
+            Msg::SyncReply { at, entries } => {
+                let stale = at < self.sync_from;
+                (self.catch_up).on_reply(from, stale, entries, &mut self.replica)
+            }
             Msg::LockGranted { .. }
             | Msg::LockDenied { .. }
             | Msg::ReadReply { .. }
@@ -143,7 +129,7 @@ impl Protocol for LeaseNode {
     }
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
-            Timer::Sync => self.ask_for_sync(out),
+            Timer::Sync => self.catch_up.ask(Msg::SyncRequest, Timer::Sync, out),
             Timer::Tick | Timer::Retry { .. } => self.coord.timer(now, timer, out),
         }
     }
@@ -166,11 +152,11 @@ impl Protocol for LeaseNode {
         read_metrics(METRICS, self)
     }
     fn role(&self) -> &'static str {
-        catch_up::role(self.recovery.is_some())
+        catch_up::role(self.catch_up.active())
     }
     fn status(&self) -> String {
         let coord = self.coord.status();
-        catch_up::status(self.replica.len(), self.recovery.is_some(), &coord)
+        catch_up::status(self.replica.len(), self.catch_up.active(), &coord)
     }
 }
 
@@ -249,7 +235,7 @@ const METRICS: &[Metric<LeaseNode>] = &[
     (
         "lease_lock_recovering",
         "1 while this replica catches up after a restart",
-        |n| n.recovery.is_some() as u64,
+        |n| n.catch_up.active() as u64,
     ),
     (
         "lease_lock_misrouted_total",

@@ -199,13 +199,6 @@ mod tests {
     use crate::protocol::ring::testing::*;
     use crate::types::Peer;
 
-    fn node(id: NodeId, n: u32) -> RingNode {
-        let cfg = RingConfig {
-            rejoin: true,
-            ..RingConfig::default()
-        };
-        RingNode::new(id, (1..=n).collect(), cfg)
-    }
     fn down(n: &mut RingNode, j: NodeId) -> Vec<Msg> {
         let mut out = Out::new();
         n.on_link(T0, LinkEvent::Down(Peer::Node(j)), &mut out);
@@ -223,7 +216,7 @@ mod tests {
 
     #[test]
     fn the_successor_and_the_home_of_messages_skip_crashed_servers() {
-        let mut n = node(2, 5);
+        let mut n = rejoining(2, 5);
         assert_eq!(n.successor(), 3);
         assert!(n.ends_here(2) && !n.ends_here(3));
         down(&mut n, 3);
@@ -231,11 +224,11 @@ mod tests {
         assert_eq!(n.successor(), 5);
         assert!(n.ends_here(3) && n.ends_here(4), "2 precedes them now");
         assert!(!n.ends_here(5));
-        let mut last = node(5, 5);
+        let mut last = rejoining(5, 5);
         assert_eq!(last.successor(), 1, "the ring wraps");
         down(&mut last, 1);
         assert!(last.ends_here(1));
-        let mut bug = node(2, 5).with_bug(Some(InjectedBug::NoTakeover));
+        let mut bug = rejoining(2, 5).with_bug(Some(InjectedBug::NoTakeover));
         down(&mut bug, 3);
         assert!(!bug.ends_here(3));
     }
@@ -243,7 +236,7 @@ mod tests {
     #[test]
     fn a_successor_crash_re_sends_latest_writes_then_pending_pre_writes() {
         // pc 85-92, on a server that forwarded a write and holds a pre-write.
-        let mut n = node(1, 3);
+        let mut n = rejoining(1, 3);
         let mut out = Out::new();
         n.on_msg(T0, Peer::Node(3), Msg::Write(entry(1, 3, "a")), &mut out);
         n.on_msg(T0, Peer::Node(3), Msg::PreWrite(entry(2, 3, "b")), &mut out);

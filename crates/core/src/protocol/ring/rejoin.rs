@@ -520,22 +520,13 @@ impl RingNode {
 mod tests {
     use super::*;
     use crate::protocol::contract::{LinkEvent, Protocol};
-    use crate::protocol::ring::node::RingConfig;
-    use crate::protocol::ring::testing::{sends, T0};
-
-    fn node(id: NodeId, n: u32) -> RingNode {
-        let cfg = RingConfig {
-            rejoin: true,
-            ..RingConfig::default()
-        };
-        RingNode::new(id, (1..=n).collect(), cfg)
-    }
+    use crate::protocol::ring::testing::{rejoining, sends, T0};
 
     #[test]
     fn a_hail_answered_adds_the_member_and_releases_its_messages_kept_meanwhile() {
         // Seed 1236 / 1856 at N = 3: 2 dropped 1 from its view (a `Gone`)
         // while 1, in, kept sending it ring messages.
-        let mut n = node(2, 3);
+        let mut n = rejoining(2, 3);
         let mut out = O::new();
         n.on_msg(
             T0,
@@ -583,7 +574,7 @@ mod tests {
 
     #[test]
     fn a_hail_is_answered_before_the_hailer_is_counted_in() {
-        let mut n = node(1, 3);
+        let mut n = rejoining(1, 3);
         let mut out = O::new();
         n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
         n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
@@ -605,7 +596,7 @@ mod tests {
         assert_eq!((n.successor_id(), n.counters.views_installed), (2, 1));
         // A hail of a life seen crashing is dropped; outside, it is kept.
         n.dead_lives.insert(5);
-        let mut m = node(1, 3);
+        let mut m = rejoining(1, 3);
         m.dead_lives.insert(5);
         m.on_msg(
             T0,
@@ -624,7 +615,7 @@ mod tests {
         };
         m.on_msg(T0, Peer::Node(3), old.clone(), &mut out);
         assert!(!m.alive.contains(&3) && sends(&mut out).is_empty());
-        let mut outside = node(1, 3).restarted();
+        let mut outside = rejoining(1, 3).restarted();
         outside.on_msg(T0, Peer::Node(3), old, &mut out);
         assert!(outside.stashed_views.is_empty() && sends(&mut out).is_empty());
         assert_eq!(outside.counters.fenced, 1);
@@ -634,7 +625,7 @@ mod tests {
     fn a_welcome_sends_the_joiner_the_rounds_that_end_at_it() {
         // Seed 1137 at N = 3: 1 holds 2's old life's pre-write pending,
         // its only copy died with that life; 2's new life joins through 1.
-        let mut n = node(1, 3);
+        let mut n = rejoining(1, 3);
         let mut out = O::new();
         let mut e = crate::protocol::ring::testing::entry(4, 2, "a");
         e.home = 2;
@@ -662,7 +653,7 @@ mod tests {
         // crash. A forwarded `Join` of another life may be a stale one of
         // an older life: dropped as a copy. One from 1 itself proves that
         // life runs: the old one crashed, and the new one is let in.
-        let mut n = node(3, 3);
+        let mut n = rejoining(3, 3);
         let mut out = O::new();
         let join = Msg::Join { node: 1, writer: 7 };
         n.on_msg(T0, Peer::Node(2), join.clone(), &mut out);

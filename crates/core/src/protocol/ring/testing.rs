@@ -54,6 +54,15 @@ pub fn sends(out: &mut O) -> Vec<(Peer, Msg)> {
         .collect()
 }
 
+/// Server `id` of a ring of `n` with `rejoin` on (members 1..=n).
+pub fn rejoining(id: NodeId, n: u32) -> RingNode {
+    let cfg = RingConfig {
+        rejoin: true,
+        ..RingConfig::default()
+    };
+    RingNode::new(id, (1..=n).collect(), cfg)
+}
+
 pub fn value(v: &str) -> Response {
     Response::Value(Some(Bytes::copy_from_slice(v.as_bytes())))
 }

@@ -136,8 +136,9 @@ impl ZabNode {
 #[cfg(test)]
 mod tests {
     use super::super::node::Config;
+    use super::super::testing;
     use super::*;
-    use crate::protocol::contract::{Command, Protocol};
+    use crate::protocol::contract::Protocol;
     use crate::types::Time;
 
     fn recovering(id: NodeId) -> ZabNode {
@@ -151,15 +152,7 @@ mod tests {
     }
 
     fn sent(out: &mut O) -> Vec<(NodeId, Msg)> {
-        (out.drain())
-            .filter_map(|c| match c {
-                Command::Send {
-                    to: Peer::Node(n),
-                    msg,
-                } => Some((n, msg)),
-                _ => None,
-            })
-            .collect()
+        testing::sent(&out.drain().collect::<Vec<_>>())
     }
 
     #[test]

@@ -135,21 +135,16 @@ impl Cluster {
         };
         let mut out = Out::new();
         f(node, now, &mut out);
+        // The disk is synchronous: nothing waits for it.
         for cmd in out.drain() {
-            match cmd {
+            match cmd.plain() {
                 Command::Send {
                     to: Peer::Node(to),
                     msg,
-                }
-                | Command::SendNow {
-                    to: Peer::Node(to),
-                    msg,
                 } => self.queue.push_back((id, to, msg)),
-                // The disk is synchronous: durable at once, back in order.
+                // Durable at once, back in order.
                 Command::WhenDurable(msg) => self.queue.push_back((id, id, msg)),
-                Command::Reply { client, resp } | Command::ReplyNow { client, resp } => {
-                    self.replies.push((id, client, resp))
-                }
+                Command::Reply { client, resp } => self.replies.push((id, client, resp)),
                 Command::Persist(r) => self.disks[id as usize - 1].write(r),
                 Command::Notify { session, event } => self.events.push((id, session, event)),
                 _ => {}
@@ -355,15 +350,11 @@ pub fn at(c: &mut Cluster, id: NodeId, from: NodeId, msg: Msg) -> Cmds {
 /// The messages among `cmds` (`Send` and `SendNow`), with their recipients.
 pub fn sent(cmds: &[Command<Msg, Timer>]) -> Vec<(NodeId, Msg)> {
     (cmds.iter())
-        .filter_map(|c| match c {
+        .filter_map(|c| match c.clone().plain() {
             Command::Send {
                 to: Peer::Node(n),
                 msg,
-            }
-            | Command::SendNow {
-                to: Peer::Node(n),
-                msg,
-            } => Some((*n, msg.clone())),
+            } => Some((n, msg)),
             _ => None,
         })
         .collect()
