@@ -46,6 +46,8 @@ use tokio::time::Instant;
 pub struct Listeners {
     pub native: TcpListener,
     pub resp: Option<TcpListener>,
+    /// The ZooKeeper client port (`zkwire`).
+    pub zk: Option<TcpListener>,
     pub metrics: Option<TcpListener>,
 }
 
@@ -66,6 +68,14 @@ impl Listeners {
             ),
             None => None,
         };
+        let zk = match me.zk {
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("cannot listen on {a} (ZooKeeper port)"))?,
+            ),
+            None => None,
+        };
         let metrics = match me.metrics {
             Some(a) => Some(
                 TcpListener::bind(a)
@@ -77,6 +87,7 @@ impl Listeners {
         Ok(Listeners {
             native,
             resp,
+            zk,
             metrics,
         })
     }
@@ -273,6 +284,18 @@ fn spawn_accepts<P: Protocol + Send + 'static>(
             tx.clone(),
             opts.clone(),
             resp_limits,
+            stop.clone(),
+            tls.clone(),
+        )));
+    }
+    if let Some(l) = listeners.zk {
+        // A packet of `jute.maxbuffer`, plus its length and read slack.
+        let limits = opts.conn_limits(opts.zk_max_buffer + 4 + MIN_READ_BUF);
+        accepts.push(tokio::spawn(crate::zkwire::accept_zk::<P>(
+            l,
+            tx.clone(),
+            opts.clone(),
+            limits,
             stop.clone(),
             tls,
         )));

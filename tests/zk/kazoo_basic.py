@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""kazoo against a ZooKeeper ensemble (quorumkv's --zk-port or a real one).
+
+Usage: kazoo_basic.py HOST:PORT[,HOST:PORT...]
+Prints one `ok NAME` line per check and `all ok` at the end; exits non-zero
+(with a traceback) at the first failure.
+"""
+import sys
+import threading
+import uuid
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.recipe.counter import Counter
+from kazoo.recipe.lock import Lock
+
+HOSTS = sys.argv[1]
+ROOT = "/kazoo-" + uuid.uuid4().hex[:8]
+
+
+def client():
+    zk = KazooClient(hosts=HOSTS, timeout=10.0)
+    zk.start(timeout=15)
+    return zk
+
+
+def ok(name):
+    print("ok", name, flush=True)
+
+
+def crud(zk):
+    zk.create(ROOT, b"root")
+    data, stat = zk.get(ROOT)
+    assert data == b"root" and stat.version == 0 and stat.numChildren == 0, stat
+    assert stat.czxid > 0 and stat.mzxid == stat.czxid and stat.ephemeralOwner == 0, stat
+    s2 = zk.set(ROOT, b"v2", version=0)
+    assert s2.version == 1 and s2.mzxid > stat.mzxid and s2.dataLength == 2, s2
+    try:
+        zk.set(ROOT, b"v3", version=0)
+        raise AssertionError("a stale version was accepted")
+    except BadVersionError:
+        pass
+    try:
+        zk.create(ROOT)
+        raise AssertionError("created twice")
+    except NodeExistsError:
+        pass
+    assert zk.exists(ROOT + "/none") is None
+    try:
+        zk.get(ROOT + "/none")
+        raise AssertionError("read a missing node")
+    except NoNodeError:
+        pass
+    ok("create/get/set/exists and their errors")
+
+
+def children(zk):
+    for name in ("b", "a", "c"):
+        zk.create(ROOT + "/" + name, b"x")
+    assert sorted(zk.get_children(ROOT)) == ["a", "b", "c"]
+    kids, stat = zk.get_children(ROOT, include_data=True)
+    assert sorted(kids) == ["a", "b", "c"] and stat.numChildren == 3, stat
+    seq = zk.create(ROOT + "/s-", b"", sequence=True)
+    assert seq.startswith(ROOT + "/s-") and len(seq) == len(ROOT) + 3 + 10, seq
+    try:
+        zk.delete(ROOT)
+        raise AssertionError("deleted a node with children")
+    except NotEmptyError:
+        pass
+    zk.delete(ROOT + "/c", version=0)
+    zk.delete(seq)
+    assert sorted(zk.get_children(ROOT)) == ["a", "b"]
+    zk.ensure_path(ROOT + "/deep/er/path")
+    assert zk.exists(ROOT + "/deep/er/path") is not None
+    ok("children, sequential, delete with version, ensure_path")
+
+
+def watches(zk, other):
+    fired = []
+    got = threading.Event()
+
+    def on(event):
+        fired.append((event.type, event.path))
+        got.set()
+
+    zk.get(ROOT + "/a", watch=on)
+    other.set(ROOT + "/a", b"changed")
+    assert got.wait(10), "data watch did not fire"
+    assert fired == [("CHANGED", ROOT + "/a")], fired
+    got.clear()
+    zk.get_children(ROOT, watch=on)
+    other.create(ROOT + "/new")
+    assert got.wait(10), "child watch did not fire"
+    assert fired[1] == ("CHILD", ROOT), fired
+    got.clear()
+    zk.exists(ROOT + "/later", watch=on)
+    other.create(ROOT + "/later")
+    assert got.wait(10), "exists watch did not fire"
+    assert fired[2] == ("CREATED", ROOT + "/later"), fired
+    # One-shot: a second change fires nothing more.
+    got.clear()
+    other.set(ROOT + "/a", b"again")
+    other.sync(ROOT)
+    zk.sync(ROOT)
+    assert not got.wait(1), fired
+    ok("one-shot data, child and exists watches")
+
+
+def ephemerals(zk):
+    short = client()
+    sid = short.client_id[0]
+    short.create(ROOT + "/eph", b"", ephemeral=True)
+    _, stat = zk.get(ROOT + "/eph")
+    assert stat.ephemeralOwner == sid, (stat.ephemeralOwner, sid)
+    gone = threading.Event()
+    zk.exists(ROOT + "/eph", watch=lambda e: gone.set())
+    short.stop()
+    short.close()
+    assert gone.wait(10), "the ephemeral outlived its closed session"
+    assert zk.exists(ROOT + "/eph") is None
+    ok("ephemeral node goes with its session's close")
+
+
+def lock_and_counter(zk, other):
+    held = []
+    lock_a = Lock(zk, ROOT + "/lock", "a")
+    lock_b = Lock(other, ROOT + "/lock", "b")
+    with lock_a:
+        held.append("a")
+        t = threading.Thread(target=lambda: (lock_b.acquire(timeout=15), held.append("b"), lock_b.release()))
+        t.start()
+        t.join(0.5)
+        assert held == ["a"], "b got the lock while a held it"
+    t.join(15)
+    assert held == ["a", "b"], held
+    counter = Counter(zk, ROOT + "/counter")
+    counter2 = Counter(other, ROOT + "/counter")
+    for _ in range(5):
+        counter += 1
+        counter2 += 2
+    assert counter.value == 15 and counter2.value == 15, counter.value
+    ok("Lock recipe (mutual exclusion, handover) and Counter recipe")
+
+
+def acl(zk):
+    acls, stat = zk.get_acls(ROOT)
+    assert len(acls) == 1 and acls[0].id.scheme == "world" and acls[0].perms == 31, acls
+    assert stat.aversion == 0
+    ok("getACL world:anyone")
+
+
+def main():
+    zk, other = client(), client()
+    assert zk.client_id[0] != other.client_id[0]
+    crud(zk)
+    children(zk)
+    watches(zk, other)
+    ephemerals(zk)
+    lock_and_counter(zk, other)
+    acl(zk)
+    zk.delete(ROOT, recursive=True)
+    assert zk.exists(ROOT) is None
+    zk.stop()
+    other.stop()
+    print("all ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()
