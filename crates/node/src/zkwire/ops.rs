@@ -402,7 +402,13 @@ mod tests {
         assert_eq!(header(&reply(5, &Shape::Stat, &[none], &mut zxid)).2, -101);
         let lost = Response::Failed(quorumkv_core::OpError::NotLeader { hint: None });
         assert_eq!(
-            header(&reply(6, &Shape::Stat, std::slice::from_ref(&lost), &mut zxid)).2,
+            header(&reply(
+                6,
+                &Shape::Stat,
+                std::slice::from_ref(&lost),
+                &mut zxid
+            ))
+            .2,
             -4
         );
         // A ping is answered even when the core could not confirm it.
