@@ -107,7 +107,7 @@ fn python_with_kazoo() -> Option<&'static str> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kazoo_crud_watches_ephemerals_lock_and_counter() {
+async fn kazoo_crud_watches_ephemerals_and_recipes() {
     let py = python_with_kazoo();
     if !require("kazoo (Debian python3-kazoo)", py.is_some()) {
         return;
@@ -130,7 +130,7 @@ async fn kazoo_crud_watches_ephemerals_lock_and_counter() {
         out.status.success() && stdout.contains("all ok"),
         "kazoo_basic.py failed:\n{stdout}\n{stderr}"
     );
-    assert_eq!(stdout.matches("\nok ").count() + 1, 6, "{stdout}");
+    assert_eq!(stdout.matches("\nok ").count() + 1, 7, "{stdout}");
 }
 
 /// A connect packet asking for a new session.

@@ -7,12 +7,17 @@ Prints one `ok NAME` line per check and `all ok` at the end; exits non-zero
 """
 import sys
 import threading
+import time
 import uuid
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.recipe.barrier import Barrier
 from kazoo.recipe.counter import Counter
+from kazoo.recipe.election import Election
 from kazoo.recipe.lock import Lock
+from kazoo.recipe.party import Party
+from kazoo.recipe.queue import Queue
 
 HOSTS = sys.argv[1]
 ROOT = "/kazoo-" + uuid.uuid4().hex[:8]
@@ -142,6 +147,55 @@ def lock_and_counter(zk, other):
     ok("Lock recipe (mutual exclusion, handover) and Counter recipe")
 
 
+def more_recipes(zk, other):
+    # Election: the first contender leads; the second leads once it quits.
+    order = []
+    first_leads = threading.Event()
+    release = threading.Event()
+
+    def lead(name):
+        order.append(name)
+        if name == "a":
+            first_leads.set()
+            release.wait(15)
+
+    ea, eb = Election(zk, ROOT + "/election", "a"), Election(other, ROOT + "/election", "b")
+    ta = threading.Thread(target=ea.run, args=(lead, "a"))
+    ta.start()
+    assert first_leads.wait(15)
+    tb = threading.Thread(target=eb.run, args=(lead, "b"))
+    tb.start()
+    for _ in range(100):  # b's contender node is made by its thread
+        if sorted(ea.contenders()) == ["a", "b"]:
+            break
+        time.sleep(0.1)
+    assert sorted(ea.contenders()) == ["a", "b"], ea.contenders()
+    release.set()
+    ta.join(15)
+    tb.join(15)
+    assert order == ["a", "b"], order
+    # Barrier: a waiter passes once the barrier is removed.
+    barrier = Barrier(zk, ROOT + "/barrier")
+    barrier.create()
+    assert not Barrier(other, ROOT + "/barrier").wait(0.2)
+    barrier.remove()
+    assert Barrier(other, ROOT + "/barrier").wait(5)
+    # Queue: FIFO across two sessions.
+    q_in, q_out = Queue(zk, ROOT + "/queue"), Queue(other, ROOT + "/queue")
+    for item in (b"1", b"2", b"3"):
+        q_in.put(item)
+    assert [q_out.get() for _ in range(3)] == [b"1", b"2", b"3"]
+    assert q_out.get() is None
+    # Party: members are ephemeral children.
+    pa, pb = Party(zk, ROOT + "/party", "a"), Party(other, ROOT + "/party", "b")
+    pa.join()
+    pb.join()
+    assert sorted(pa) == ["a", "b"] and len(pb) == 2
+    pb.leave()
+    assert list(pa) == ["a"]
+    ok("Election, Barrier, Queue and Party recipes")
+
+
 def acl(zk):
     acls, stat = zk.get_acls(ROOT)
     assert len(acls) == 1 and acls[0].id.scheme == "world" and acls[0].perms == 31, acls
@@ -157,6 +211,7 @@ def main():
     watches(zk, other)
     ephemerals(zk)
     lock_and_counter(zk, other)
+    more_recipes(zk, other)
     acl(zk)
     zk.delete(ROOT, recursive=True)
     assert zk.exists(ROOT) is None

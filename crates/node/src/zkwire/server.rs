@@ -33,9 +33,16 @@ use tokio::sync::{mpsc, oneshot};
 /// ZooKeeper's default `tickTime`; sessions get 2 to 20 ticks, as there.
 pub const TICK_MS: i32 = 2000;
 
-/// Requests one connection may have in flight (ZooKeeper's
-/// `globalOutstandingLimit` default); past it the reader waits.
-const MAX_OUTSTANDING: usize = 1000;
+/// Requests one connection may have in flight; past it the reader waits.
+/// Their answers wait in memory until written, so this bounds what a
+/// connection holds: 64 replies of at most a znode's 1 MiB each (as the
+/// native port's 64 MiB of queued replies).
+const MAX_OUTSTANDING: usize = 64;
+
+/// How long a reply or event may take to be written when the client reads
+/// nothing, before the connection is closed (`--idle-timeout`, or this
+/// when there is none).
+const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Set in the connection id of every ZooKeeper-port connection (RESP
 /// ones have bit 62, native ones neither).
@@ -154,6 +161,8 @@ async fn serve_zk<P: Protocol + Send + 'static>(
     let peer = Peer::Conn(conn);
     let (ptx, prx) = mpsc::channel(MAX_OUTSTANDING);
     let (done_tx, done_rx) = oneshot::channel::<()>();
+    let deadline = opts.idle_timeout.unwrap_or(WRITE_DEADLINE);
+    let wr = TimedWrite { wr, deadline };
     let writer = tokio::spawn(write_replies(wr, prx, frx, done_tx));
     let ids = (conn, session.0);
     serve_requests::<P>(
@@ -336,10 +345,30 @@ async fn hand_on<M>(
     Some(close)
 }
 
+/// The connection's write half, each write bounded by `deadline` (a
+/// client that reads nothing is cut off).
+struct TimedWrite {
+    wr: ConnWrite,
+    deadline: std::time::Duration,
+}
+
+impl TimedWrite {
+    async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let write = async {
+            self.wr.write_all(bytes).await?;
+            self.wr.flush().await
+        };
+        match tokio::time::timeout(self.deadline, write).await {
+            Ok(r) => r,
+            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+        }
+    }
+}
+
 /// Write the replies in request order and the pushed events, until the
 /// reader is done, the session closes or expires, or the client is gone.
 async fn write_replies<M>(
-    mut wr: ConnWrite,
+    mut wr: TimedWrite,
     mut prx: mpsc::Receiver<Out>,
     mut frx: OutQueueRx<Frame<M>>,
     done: oneshot::Sender<()>,
@@ -370,12 +399,11 @@ async fn write_replies<M>(
         }
         frx.written();
         SENT.fetch_add(1, Ordering::Relaxed);
-        if gone || wr.write_all(&bytes).await.is_err() || close {
+        if gone || wr.send(&bytes).await.is_err() || close {
             break;
         }
-        let _ = wr.flush().await;
     }
-    let _ = wr.shutdown().await;
+    let _ = wr.wr.shutdown().await;
     drop(done);
 }
 
@@ -405,15 +433,14 @@ async fn answer(out: Out, zxid: &mut u64) -> (Bytes, bool) {
 
 /// Write a pushed event; `Ok(true)` when the session is gone (expired).
 /// `closing`: the client closed the session, its expiry is not news.
-async fn write_event<M>(wr: &mut ConnWrite, f: Frame<M>, closing: bool) -> std::io::Result<bool> {
+async fn write_event<M>(wr: &mut TimedWrite, f: Frame<M>, closing: bool) -> std::io::Result<bool> {
     let Frame::Notify(event) = f else {
         return Ok(false);
     };
     match notification(&event) {
         Some((_, true)) if closing => Ok(false),
         Some((bytes, gone)) => {
-            wr.write_all(&bytes).await?;
-            wr.flush().await?;
+            wr.send(&bytes).await?;
             Ok(gone)
         }
         None => Ok(false),
