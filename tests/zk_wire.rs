@@ -243,3 +243,62 @@ fn zk_port_is_refused_for_a_protocol_without_znodes() {
         "{err}"
     );
 }
+
+/// A request packet: header, then `body`.
+fn request(xid: i32, op: i32, body: &[u8]) -> Vec<u8> {
+    let mut p = ((8 + body.len()) as i32).to_be_bytes().to_vec();
+    p.extend_from_slice(&xid.to_be_bytes());
+    p.extend_from_slice(&op.to_be_bytes());
+    p.extend_from_slice(body);
+    p
+}
+
+/// `create path data` (persistent, world:anyone), as jute encodes it.
+fn create_body(path: &str, data: &[u8]) -> Vec<u8> {
+    let mut b = (path.len() as i32).to_be_bytes().to_vec();
+    b.extend_from_slice(path.as_bytes());
+    b.extend_from_slice(&(data.len() as i32).to_be_bytes());
+    b.extend_from_slice(data);
+    b.extend_from_slice(&1i32.to_be_bytes()); // one ACL
+    b.extend_from_slice(&31i32.to_be_bytes());
+    for s in ["world", "anyone"] {
+        b.extend_from_slice(&(s.len() as i32).to_be_bytes());
+        b.extend_from_slice(s.as_bytes());
+    }
+    b.extend_from_slice(&0i32.to_be_bytes()); // flags: persistent
+    b
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_max_buffer_and_the_read_timeout_apply_to_the_port() {
+    let args = ["--zk-max-buffer", "1KiB", "--read-timeout", "300ms"];
+    let cluster = LocalCluster::start(cluster_cfg("zab", 3, &args))
+        .await
+        .expect("local cluster starts");
+    let hosts = zk_hosts(&cluster);
+    // Under the limit: created (reply: xid 1, error 0, the path).
+    let (mut s, _, _) = connect(&hosts[0], 10_000).await;
+    s.write_all(&request(1, 1, &create_body("/small", &[7; 900])))
+        .await
+        .unwrap();
+    let r = read_packet(&mut s).await;
+    assert_eq!(i32::from_be_bytes(r[0..4].try_into().unwrap()), 1);
+    assert_eq!(i32::from_be_bytes(r[12..16].try_into().unwrap()), 0);
+    assert_eq!(&r[20..], b"/small");
+    // Over it: the connection closes without a reply.
+    s.write_all(&request(2, 1, &create_body("/big", &[7; 1100])))
+        .await
+        .unwrap();
+    assert!(read_to_end(&mut s).await.is_empty());
+    // Half a packet, then silence: closed by the read timeout.
+    let (mut s, _, _) = connect(&hosts[1], 10_000).await;
+    let p = request(3, 1, &create_body("/slow", b"x"));
+    s.write_all(&p[..10]).await.unwrap();
+    let started = std::time::Instant::now();
+    assert!(read_to_end(&mut s).await.is_empty());
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+}
