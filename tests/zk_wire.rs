@@ -302,3 +302,72 @@ async fn zk_max_buffer_and_the_read_timeout_apply_to_the_port() {
         "{waited:?}"
     );
 }
+
+/// A throwaway ZooKeeper 3.8 ensemble run by `scripts/peers.sh` in its own
+/// state directory; stopped (data removed) when dropped.
+struct ZooKeeper {
+    hosts: String,
+    state: std::path::PathBuf,
+}
+
+impl ZooKeeper {
+    fn peers(state: &Path) -> Command {
+        let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/peers.sh"));
+        c.env("QKV_PEERS_DIR", state).stdin(Stdio::null());
+        c
+    }
+
+    fn start() -> ZooKeeper {
+        let state = std::env::temp_dir().join(format!("qkv-zk-wire-{}", std::process::id()));
+        std::fs::create_dir_all(&state).unwrap();
+        let mut last = String::new();
+        for attempt in 0..4u32 {
+            // Below the ephemeral range, apart from the bench test's bases.
+            let base = 31000 + ((std::process::id() + attempt * 97) % 900) * 10;
+            let out = Self::peers(&state)
+                .args(["start", "zookeeper", "--port-base", &base.to_string()])
+                .output()
+                .expect("run scripts/peers.sh");
+            if out.status.success() {
+                let target = String::from_utf8(out.stdout).unwrap();
+                let hosts = target.trim().trim_start_matches("zk://").to_string();
+                return ZooKeeper { hosts, state };
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        panic!("peers.sh start zookeeper failed: {last}");
+    }
+}
+
+impl Drop for ZooKeeper {
+    fn drop(&mut self) {
+        let _ = Self::peers(&self.state)
+            .args(["stop", "zookeeper"])
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// The kazoo script passes against real ZooKeeper too: what it checks is
+/// ZooKeeper's behaviour, not ours.
+#[test]
+fn the_kazoo_script_passes_against_zookeeper_itself() {
+    let py = python_with_kazoo();
+    let jar = Path::new("/usr/share/java/zookeeper.jar").is_file();
+    if !require("kazoo and ZooKeeper (Debian)", py.is_some() && jar) {
+        return;
+    }
+    let zk = ZooKeeper::start();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zk/kazoo_basic.py");
+    let out = Command::new(py.unwrap())
+        .args([script, &zk.hosts])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all ok"),
+        "kazoo_basic.py against ZooKeeper failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
