@@ -11,13 +11,20 @@ import time
 import uuid
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    BadVersionError,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
 from kazoo.recipe.barrier import Barrier
 from kazoo.recipe.counter import Counter
 from kazoo.recipe.election import Election
 from kazoo.recipe.lock import Lock
 from kazoo.recipe.party import Party
 from kazoo.recipe.queue import Queue
+from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 HOSTS = sys.argv[1]
 ROOT = "/kazoo-" + uuid.uuid4().hex[:8]
@@ -196,11 +203,33 @@ def more_recipes(zk, other):
     ok("Election, Barrier, Queue and Party recipes")
 
 
-def acl(zk):
+def acl(zk, other):
     acls, stat = zk.get_acls(ROOT)
     assert len(acls) == 1 and acls[0].id.scheme == "world" and acls[0].perms == 31, acls
     assert stat.aversion == 0
-    ok("getACL world:anyone")
+    # digest: the node's owner reads it, another session is refused until
+    # setACL opens it again.
+    owner = client()
+    owner.add_auth("digest", "alice:secret")
+    path = ROOT + "/private"
+    owner.create(path, b"x", acl=[make_digest_acl("alice", "secret", all=True)])
+    assert owner.get(path)[0] == b"x"
+    try:
+        other.get(path)
+        raise AssertionError("read without the digest identity")
+    except NoAuthError:
+        pass
+    acls, stat = owner.get_acls(path)
+    assert [a.id.scheme for a in acls] == ["digest"] and stat.aversion == 0, acls
+    try:
+        owner.set_acls(path, OPEN_ACL_UNSAFE, version=5)
+        raise AssertionError("setACL with a stale version")
+    except BadVersionError:
+        pass
+    owner.set_acls(path, OPEN_ACL_UNSAFE, version=0)
+    assert other.get(path)[0] == b"x" and other.get_acls(path)[1].aversion == 1
+    owner.stop()
+    ok("getACL world:anyone, digest ACL with addAuth, setACL with version")
 
 
 def main():
@@ -212,7 +241,7 @@ def main():
     ephemerals(zk)
     lock_and_counter(zk, other)
     more_recipes(zk, other)
-    acl(zk)
+    acl(zk, other)
     zk.delete(ROOT, recursive=True)
     assert zk.exists(ROOT) is None
     zk.stop()
