@@ -322,8 +322,8 @@ impl ZooKeeper {
         std::fs::create_dir_all(&state).unwrap();
         let mut last = String::new();
         for attempt in 0..4u32 {
-            // Below the ephemeral range, apart from the bench test's bases.
-            let base = 31000 + ((std::process::id() + attempt * 97) % 900) * 10;
+            // Below the ephemeral range and the bench test's bases (21000+).
+            let base = 12000 + ((std::process::id() + attempt * 97) % 900) * 10;
             let out = Self::peers(&state)
                 .args(["start", "zookeeper", "--port-base", &base.to_string()])
                 .output()
