@@ -6,6 +6,7 @@
 #   zookeeper (the bench's ZooKeeper target and its test; Debian's 3.8, Java;
 #     its zkCli.sh drives the ZooKeeper port's test),
 #   python3-kazoo (kazoo, the Python ZooKeeper client, for the same test),
+#   zookeeper-bin (cli_mt, ZooKeeper's C client, for the same test),
 #   docker-compose (scripts/deploy-check.sh; only where Docker is installed).
 set -euo pipefail
 need=()
@@ -14,6 +15,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 /usr/bin/python3 -c 'import kazoo' 2>/dev/null || need+=(python3-kazoo)
+[ -x /usr/lib/zookeeper/bin/cli_mt ] || need+=(zookeeper-bin)
 # docker-compose for scripts/deploy-check.sh, where Docker runs.
 if command -v docker >/dev/null && ! command -v docker-compose >/dev/null; then
   need+=(docker-compose)

@@ -371,3 +371,65 @@ fn the_kazoo_script_passes_against_zookeeper_itself() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+const CLI_MT: &str = "/usr/lib/zookeeper/bin/cli_mt";
+
+/// ZooKeeper's C client (`cli_mt` from Debian's `zookeeper-bin`): its
+/// commands are asynchronous on one connection, so they are answered in
+/// the order sent; `quit` waits until they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_c_client_cli_mt_creates_sets_gets_lists_and_deletes() {
+    if !require("cli_mt (Debian zookeeper-bin)", Path::new(CLI_MT).exists()) {
+        return;
+    }
+    let cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster);
+    let script = "create /c\ncreate +e /c/eph\ncreate +s /c/seq-\nset /c world\nget /c\nls /c\nexists /nope\ndelete /c\n";
+    // Both of its streams in one, read until the last answer is in.
+    let mut child = tokio::process::Command::new("sh")
+        .args(["-c", &format!("exec {CLI_MT} {} 2>&1", hosts.join(","))])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cli_mt runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).await.unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut text = String::new();
+    let read_all = async {
+        let mut buf = [0u8; 4096];
+        while !text.contains("/c: rc = -111\n") {
+            let n = stdout.read(&mut buf).await.unwrap();
+            assert!(n > 0, "cli_mt ended early:\n{text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    let answered = tokio::time::timeout(Duration::from_secs(30), read_all).await;
+    let _ = stdin.write_all(b"quit\n").await;
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    assert!(
+        answered.is_ok(),
+        "cli_mt's answers did not all come:\n{text}"
+    );
+    let want = [
+        "[/c]: rc = 0\n\tname = /c\n",
+        "[/c/eph]: rc = 0\n\tname = /c/eph\n",
+        "[/c/seq-]: rc = 0\n\tname = /c/seq-0000000000\n",
+        "\tversion=1\taversion=0\n",
+        " value_len = 5\nworld\n",
+        "/c: rc = 0\n\teph\n\tseq-0000000000\n",
+        "Error -101 for /nope\n",
+        "/c: rc = -111\n",
+    ];
+    let mut at = 0;
+    for w in want {
+        // In this order: the connection answers in request order.
+        let found = text[at..].find(w);
+        assert!(
+            found.is_some(),
+            "no {w:?} (in order) in cli_mt's output:\n{text}"
+        );
+        at += found.unwrap() + w.len();
+    }
+}
