@@ -68,13 +68,15 @@ async fn zkcli_create_get_set_ls_stat_delete_and_a_watch() {
     }
     let cluster = zab_cluster().await;
     let hosts = zk_hosts(&cluster);
-    let script = "create /app hello\ncreate /app/one 1\ncreate -s /app/seq- x\ncreate -e /app/eph e\nget -w /app\nset /app world\nstat /app\nls /app\nls -s /app\ndelete -v 7 /app/one\ndelete /app/one\ndelete /app\ncreate -c /box x\ngetAcl /app\nquit\n";
+    let script = "create /app hello\ncreate /app/one 1\ncreate -s /app/seq- x\ncreate -e /app/eph e\ncreate /app/one/two 2\ngetAllChildrenNumber /app\ndelete /app/one/two\nget -w /app\nset /app world\nstat /app\nls /app\nls -s /app\ndelete -v 7 /app/one\ndelete /app/one\ndelete /app\ncreate -c /box x\ngetAcl /app\nquit\n";
     let out = zkcli(&hosts[0], script);
     for want in [
         "Created /app\n",
         "Created /app/one\n",
         "Created /app/seq-0000000000\n",
         "Created /app/eph\n",
+        "Created /app/one/two\n",
+        "\n4\n", // getAllChildrenNumber /app
         "hello\n",
         "WatchedEvent state:SyncConnected type:NodeDataChanged path:/app",
         "dataVersion = 1\n",

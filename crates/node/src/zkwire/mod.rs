@@ -8,12 +8,14 @@
 //! * `ops` — requests to the service's operations and answers to replies.
 //! * `server` — the port: connect, requests, watch events.
 //! * `four` — the four-letter words (`ruok`, `srvr`, `mntr`).
+//! * `walk` — `getAllChildrenNumber`, as a walk of `getChildren` reads.
 
 mod four;
 pub mod jute;
 mod ops;
 pub mod proto;
 mod server;
+mod walk;
 
 pub use four::ZK_COMPAT_VERSION;
 pub use jute::DEFAULT_MAX_BUFFER;

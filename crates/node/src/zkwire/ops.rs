@@ -39,6 +39,8 @@ pub enum Plan {
     Error(i32),
     /// Send these operations in order; shape their answers.
     Ops(Vec<ZnodeOp>, Shape),
+    /// Count the nodes below this path (`getAllChildrenNumber`).
+    CountBelow(String),
 }
 
 /// ZooKeeper's version argument: −1 is any; other negatives match no node.
@@ -110,6 +112,7 @@ pub fn plan(req: ZkRequest) -> Plan {
             Ok(auth) => ops(vec![ZnodeOp::AddAuth { scheme, auth }], Shape::Empty),
             Err(_) => Plan::Error(err::AUTH_FAILED),
         },
+        ZkRequest::AllChildrenNumber { path } => Plan::CountBelow(path),
         ZkRequest::Unsupported(_) | ZkRequest::Unknown(_) => Plan::Error(err::UNIMPLEMENTED),
     }
 }
@@ -265,6 +268,19 @@ pub fn reply(xid: i32, shape: &Shape, answers: &[Response], zxid: &mut u64) -> B
     reply_header(&mut w, xid, *zxid as i64, code);
     if code == err::OK {
         w.buf.extend_from_slice(&b.buf);
+    }
+    frame(w)
+}
+
+/// The reply to `getAllChildrenNumber`: the count, or an error code.
+pub fn count_reply(xid: i32, zxid: u64, count: Result<i32, i32>) -> Bytes {
+    let mut w = Writer::default();
+    match count {
+        Ok(n) => {
+            reply_header(&mut w, xid, zxid as i64, err::OK);
+            w.int(n);
+        }
+        Err(code) => reply_header(&mut w, xid, zxid as i64, code),
     }
     frame(w)
 }

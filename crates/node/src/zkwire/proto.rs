@@ -232,6 +232,10 @@ pub enum ZkRequest {
         scheme: String,
         auth: Bytes,
     },
+    /// `getAllChildrenNumber`: how many nodes are below `path`.
+    AllChildrenNumber {
+        path: String,
+    },
     /// A known op code quorumkv does not serve yet.
     Unsupported(i32),
     /// An op code ZooKeeper does not know either.
@@ -323,6 +327,7 @@ fn decode_rest(code: i32, r: &mut Reader<'_>) -> Result<ZkRequest, JuteError> {
                 auth: r.buffer()?,
             }
         }
+        op::GET_ALL_CHILDREN_NUMBER => ZkRequest::AllChildrenNumber { path: r.string()? },
         c if op::is_known(c) => ZkRequest::Unsupported(c),
         c => ZkRequest::Unknown(c),
     })

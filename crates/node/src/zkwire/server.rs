@@ -10,8 +10,9 @@
 
 use super::four::{four_letter, is_word};
 use super::jute::{frame, packet_len, Reader, Writer};
-use super::ops::{error_reply, is_close, notification, plan, reply, Plan, Shape};
+use super::ops::{count_reply, error_reply, is_close, notification, plan, reply, Plan, Shape};
 use super::proto::{err, ConnectRequest, ConnectResponse, Packet, ZkRequest};
+use super::walk::{count_below, driver_read};
 use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::codec::Frame;
 use crate::driver::{Input, ReplyTo};
@@ -277,6 +278,11 @@ enum Out {
         code: i32,
         close: bool,
     },
+    /// `getAllChildrenNumber`, counted.
+    Count {
+        xid: i32,
+        count: Result<i32, i32>,
+    },
 }
 
 /// Read and hand on requests until the connection or the session ends.
@@ -315,7 +321,7 @@ async fn serve_requests<P: Protocol + Send + 'static>(
 /// Hand one request to the driver and its reply to the writer. `Some(true)`
 /// when the connection closes after it; `None` when the driver or the
 /// writer is gone.
-async fn hand_on<M>(
+async fn hand_on<M: Send + 'static>(
     packet: Packet,
     ids: (u64, u64),
     seq: &mut u64,
@@ -327,6 +333,10 @@ async fn hand_on<M>(
     let close = is_close(op) || matches!(req, ZkRequest::Unknown(_));
     let out = match plan(req) {
         Plan::Error(code) => Out::Error { xid, code, close },
+        Plan::CountBelow(path) => Out::Count {
+            xid,
+            count: count_below(path, driver_read(tx, ids, seq)).await,
+        },
         Plan::Ops(ops, shape) => {
             let mut rxs = Vec::with_capacity(ops.len());
             for o in ops {
@@ -412,6 +422,7 @@ async fn write_replies<M>(
 async fn answer(out: Out, zxid: &mut u64) -> (Bytes, bool) {
     match out {
         Out::Error { xid, code, close } => (error_reply(xid, *zxid, code), close),
+        Out::Count { xid, count } => (count_reply(xid, *zxid, count), false),
         Out::Answers {
             xid,
             shape,
