@@ -30,6 +30,13 @@ HOSTS = sys.argv[1]
 ROOT = "/kazoo-" + uuid.uuid4().hex[:8]
 
 
+def fresh(zk, path):
+    """ZooKeeper's reads are served by the client's server and may lag
+    other sessions' writes: sync first where a read must see them (on
+    quorumkv reads are linearizable and the sync is a no-op barrier)."""
+    zk.sync(path)
+
+
 def client():
     zk = KazooClient(hosts=HOSTS, timeout=10.0)
     zk.start(timeout=15)
@@ -122,6 +129,7 @@ def ephemerals(zk):
     short = client()
     sid = short.client_id[0]
     short.create(ROOT + "/eph", b"", ephemeral=True)
+    fresh(zk, ROOT)
     _, stat = zk.get(ROOT + "/eph")
     assert stat.ephemeralOwner == sid, (stat.ephemeralOwner, sid)
     gone = threading.Event()
@@ -150,6 +158,8 @@ def lock_and_counter(zk, other):
     for _ in range(5):
         counter += 1
         counter2 += 2
+    fresh(zk, ROOT)
+    fresh(other, ROOT)
     assert counter.value == 15 and counter2.value == 15, counter.value
     ok("Lock recipe (mutual exclusion, handover) and Counter recipe")
 
@@ -184,6 +194,7 @@ def more_recipes(zk, other):
     # Barrier: a waiter passes once the barrier is removed.
     barrier = Barrier(zk, ROOT + "/barrier")
     barrier.create()
+    fresh(other, ROOT)
     assert not Barrier(other, ROOT + "/barrier").wait(0.2)
     barrier.remove()
     assert Barrier(other, ROOT + "/barrier").wait(5)
@@ -191,14 +202,17 @@ def more_recipes(zk, other):
     q_in, q_out = Queue(zk, ROOT + "/queue"), Queue(other, ROOT + "/queue")
     for item in (b"1", b"2", b"3"):
         q_in.put(item)
+    fresh(other, ROOT)
     assert [q_out.get() for _ in range(3)] == [b"1", b"2", b"3"]
     assert q_out.get() is None
     # Party: members are ephemeral children.
     pa, pb = Party(zk, ROOT + "/party", "a"), Party(other, ROOT + "/party", "b")
     pa.join()
     pb.join()
+    fresh(zk, ROOT)
     assert sorted(pa) == ["a", "b"] and len(pb) == 2
     pb.leave()
+    fresh(zk, ROOT)
     assert list(pa) == ["a"]
     ok("Election, Barrier, Queue and Party recipes")
 
@@ -214,6 +228,7 @@ def acl(zk, other):
     path = ROOT + "/private"
     owner.create(path, b"x", acl=[make_digest_acl("alice", "secret", all=True)])
     assert owner.get(path)[0] == b"x"
+    fresh(other, ROOT)
     try:
         other.get(path)
         raise AssertionError("read without the digest identity")
@@ -227,6 +242,7 @@ def acl(zk, other):
     except BadVersionError:
         pass
     owner.set_acls(path, OPEN_ACL_UNSAFE, version=0)
+    fresh(other, ROOT)
     assert other.get(path)[0] == b"x" and other.get_acls(path)[1].aversion == 1
     owner.stop()
     ok("getACL world:anyone, digest ACL with addAuth, setACL with version")
