@@ -386,7 +386,7 @@ async fn the_c_client_cli_mt_creates_sets_gets_lists_and_deletes() {
     }
     let cluster = zab_cluster().await;
     let hosts = zk_hosts(&cluster);
-    let script = "create /c\ncreate +e /c/eph\ncreate +s /c/seq-\nset /c world\nget /c\nls /c\nexists /nope\ndelete /c\n";
+    let script = "create /c\ncreate +e /c/eph\ncreate +s /c/seq-\nset /c world\nget /c\nls /c\nget /nope\ndelete /c\n";
     // Both of its streams in one, read until the last answer is in.
     let mut child = tokio::process::Command::new("sh")
         .args(["-c", &format!("exec {CLI_MT} {} 2>&1", hosts.join(","))])
@@ -421,12 +421,14 @@ async fn the_c_client_cli_mt_creates_sets_gets_lists_and_deletes() {
         "\tversion=1\taversion=0\n",
         " value_len = 5\nworld\n",
         "/c: rc = 0\n\teph\n\tseq-0000000000\n",
-        "Error -101 for /nope\n",
+        "/nope: rc = -101\n",
         "/c: rc = -111\n",
     ];
+
     let mut at = 0;
     for w in want {
-        // In this order: the connection answers in request order.
+        // In this order: the connection answers in request order (the
+        // asynchronous calls' lines).
         let found = text[at..].find(w);
         assert!(
             found.is_some(),

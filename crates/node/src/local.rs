@@ -590,12 +590,28 @@ fn add_zk_ports(cfg: &LocalClusterConfig, file: &mut ClusterFile) -> anyhow::Res
             .map_err(|_| {
                 anyhow::anyhow!("--port-base {base} leaves no room for ZooKeeper ports")
             })?,
-        None => free_ports(cfg.replicas)?,
+        None => free_ports_besides(file, cfg.replicas)?,
     };
     for (r, port) in file.replicas.iter_mut().zip(ports) {
         r.zk = Some(SocketAddr::new(r.addr.ip(), port));
     }
     Ok(())
+}
+
+/// `n` free ports that the cluster file does not use already (its ports
+/// were free, and are released, when they were picked).
+fn free_ports_besides(file: &ClusterFile, n: usize) -> anyhow::Result<Vec<u16>> {
+    let taken: Vec<u16> = (file.replicas.iter())
+        .flat_map(|r| std::iter::once(r.addr).chain(r.resp))
+        .map(|a| a.port())
+        .collect();
+    for _ in 0..20 {
+        let ports = free_ports(n)?;
+        if ports.iter().all(|p| !taken.contains(p)) {
+            return Ok(ports);
+        }
+    }
+    bail!("no {n} free ports apart from the cluster's others")
 }
 
 /// TLS certificates (where asked for), a fresh cluster secret and the users
