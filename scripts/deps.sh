@@ -3,7 +3,10 @@
 # build itself needs only the Rust toolchain):
 #   redis-cli / redis-benchmark / redis-server (RESP tests, Redis peer),
 #   etcd (the bench's etcd target and its test),
-#   zookeeper (the bench's ZooKeeper target and its test; Debian's 3.8, Java),
+#   zookeeper (the bench's ZooKeeper target and its test; Debian's 3.8, Java;
+#     its zkCli.sh drives the ZooKeeper port's test),
+#   python3-kazoo (kazoo, the Python ZooKeeper client, for the same test),
+#   zookeeper-bin (cli_mt, ZooKeeper's C client, for the same test),
 #   docker-compose (scripts/deploy-check.sh; only where Docker is installed).
 set -euo pipefail
 need=()
@@ -11,6 +14,8 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+/usr/bin/python3 -c 'import kazoo' 2>/dev/null || need+=(python3-kazoo)
+[ -x /usr/lib/zookeeper/bin/cli_mt ] || need+=(zookeeper-bin)
 # docker-compose for scripts/deploy-check.sh, where Docker runs.
 if command -v docker >/dev/null && ! command -v docker-compose >/dev/null; then
   need+=(docker-compose)

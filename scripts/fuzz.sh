@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the two decoders of untrusted bytes: the native
-# frame decoder and the RESP command parser (checks: crates/node/src/decoder_check.rs).
+# Coverage-guided fuzzing of the decoders of untrusted bytes: the native
+# frame decoder, the RESP command parser and the ZooKeeper port's jute records (checks: crates/node/src/decoder_check.rs).
 #
 #   scripts/fuzz.sh                      # both targets, 10 000 000 inputs each
 #   FUZZ_RUNS=100000 scripts/fuzz.sh resp_command
@@ -19,7 +19,7 @@ if ! rustup toolchain list | grep -q '^nightly'; then
 fi
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(native_frame resp_command handshake)
+[ ${#targets[@]} -gt 0 ] || targets=(native_frame resp_command handshake zk_packet)
 for t in "${targets[@]}"; do
     cargo +nightly fuzz build -O -s none "$t"
     start=$(date +%s)

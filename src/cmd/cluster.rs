@@ -13,7 +13,8 @@ use std::process::ExitCode;
 /// SIGTERM stops them all; replicas also exit by themselves if this process
 /// dies.
 ///
-/// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base).
+/// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base),
+/// and with --protocol zab on ZooKeeper client port P+200+i (not with --users).
 /// The client commands find a cluster on the default ports by themselves;
 /// for another --port-base, run the `export QUORUMKV_ENDPOINTS=...` line it
 /// prints, or give them `--cluster` with the cluster file it prints.
@@ -193,8 +194,9 @@ fn print_banner(
         a.shape.protocol, a.shape.replicas, a.durability
     );
     for e in cluster.endpoints() {
+        let zk = e.zk.map(|z| format!("  zk {z}")).unwrap_or_default();
         println!(
-            "  replica {}  native {}  resp {}  pid {}",
+            "  replica {}  native {}  resp {}{zk}  pid {}",
             e.id,
             e.native,
             e.resp,
@@ -224,6 +226,12 @@ fn print_banner(
     }
     if let (Some(u), Some(path)) = (users, &a.users) {
         print_login(a, u, path, first.resp.port());
+    }
+    let zk: Vec<String> = (cluster.endpoints().iter())
+        .filter_map(|e| e.zk.map(|z| z.to_string()))
+        .collect();
+    if !zk.is_empty() {
+        println!("zookeeper:  zkCli.sh -server {}", zk.join(","));
     }
     eps
 }

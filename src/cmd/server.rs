@@ -25,6 +25,7 @@ use std::time::Duration;
 ///   id = 1
 ///   addr = "127.0.0.1:7001"    # native port (peers and quorumkv clients)
 ///   resp = "127.0.0.1:7101"    # RESP port for redis-cli (optional)
+///   zk = "127.0.0.1:7201"      # ZooKeeper client port (optional; zab only)
 ///   [options]                  # the protocol's options (optional; --opt overrides)
 ///   fast-read = true
 ///   [limits]                   # client connections (optional; flags override)
@@ -84,6 +85,16 @@ pub struct Args {
     /// RESP address of this replica (optional).
     #[arg(long, env = "QUORUMKV_RESP", value_name = "ADDR")]
     resp: Option<SocketAddr>,
+    /// Serve ZooKeeper's client protocol (zkCli.sh, kazoo) on this port
+    /// (PORT on the --listen host, or HOST:PORT); --protocol zab only. In a
+    /// cluster file: `zk = "ADDR"` in the replica's entry (the flag
+    /// overrides it)
+    #[arg(long, env = "QUORUMKV_ZK_PORT", value_name = "[HOST:]PORT")]
+    zk_port: Option<String>,
+    /// Packets on the ZooKeeper port longer than this close the connection
+    /// (ZooKeeper's jute.maxbuffer) [default: 1048575]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    zk_max_buffer: Option<usize>,
     /// Serve Prometheus metrics at http://ADDR/metrics (without --config; in a
     /// cluster file use `metrics = "ADDR"` in the replica's entry).
     #[arg(long, value_name = "ADDR")]
@@ -240,6 +251,28 @@ fn replica_id(a: &Args) -> u32 {
 }
 
 fn cluster_from_args(a: &Args) -> anyhow::Result<ClusterFile> {
+    let mut file = cluster_without_zk_flag(a)?;
+    if let Some(zk) = &a.zk_port {
+        let id = replica_id(a);
+        let me = (file.replicas.iter_mut().find(|r| r.id == id))
+            .ok_or_else(|| anyhow::anyhow!("replica id {id} is not in the cluster"))?;
+        me.zk = Some(zk_addr(zk, me.addr.ip())?);
+        file.validate()?;
+    }
+    Ok(file)
+}
+
+/// `--zk-port`: a port on the host the replica listens on, or an address.
+fn zk_addr(s: &str, host: std::net::IpAddr) -> anyhow::Result<SocketAddr> {
+    match s.parse::<u16>() {
+        Ok(port) => Ok(SocketAddr::new(host, port)),
+        Err(_) => s
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--zk-port: expected PORT or HOST:PORT, got '{s}'")),
+    }
+}
+
+fn cluster_without_zk_flag(a: &Args) -> anyhow::Result<ClusterFile> {
     if let Some(path) = &a.config {
         return ClusterFile::load(path);
     }
@@ -380,6 +413,11 @@ fn server_options(a: &Args, id: u32) -> Result<ServerOptions, String> {
     opts.insecure = a.insecure;
     opts.check_exposure().map_err(|e| format!("{e:#}"))?;
     opts.users = load_users(a, &opts.cluster).map_err(|e| format!("{e:#}"))?;
+    let zk = opts.cluster.replica(id).and_then(|r| r.zk);
+    if zk.is_some() && opts.users.is_some() {
+        return Err("the ZooKeeper port does not check logins yet: a replica with a users file cannot serve it (remove `zk`/--zk-port or the users)".into());
+    }
+    opts.zk_max_buffer = a.zk_max_buffer.unwrap_or(opts.zk_max_buffer);
     Ok(opts)
 }
 

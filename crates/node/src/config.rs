@@ -51,6 +51,9 @@ pub struct ReplicaAddr {
     pub advertise: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resp: Option<SocketAddr>,
+    /// ZooKeeper client port (optional; Zab only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zk: Option<SocketAddr>,
     /// HTTP address serving Prometheus metrics at /metrics (optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<SocketAddr>,
@@ -203,6 +206,7 @@ impl ReplicaAddr {
             addr,
             advertise: None,
             resp: None,
+            zk: None,
             metrics: None,
         }
     }
@@ -232,7 +236,7 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 17] = [
+pub const SERVER_ENV: [&str; 18] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
@@ -240,6 +244,7 @@ pub const SERVER_ENV: [&str; 17] = [
     "QUORUMKV_LISTEN",
     "QUORUMKV_ADVERTISE",
     "QUORUMKV_RESP",
+    "QUORUMKV_ZK_PORT",
     "QUORUMKV_PEERS",
     "QUORUMKV_DURABILITY",
     "QUORUMKV_DATA_DIR",
@@ -329,6 +334,14 @@ impl ClusterFile {
             if t.client_cert.is_some() != t.client_key.is_some() {
                 bail!("[tls] client_cert and client_key go together");
             }
+        }
+        if self.replicas.iter().any(|r| r.zk.is_some())
+            && self.protocol.name() != quorumkv_core::znode::op::SERVED_BY
+        {
+            bail!(
+                "a ZooKeeper port (`zk`, --zk-port) serves znodes, and {}",
+                quorumkv_core::znode::op::NEEDS_ZAB
+            );
         }
         let info = self.protocol.info();
         info.check_options(&self.option_pairs())

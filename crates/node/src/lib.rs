@@ -38,3 +38,4 @@ pub mod tls;
 pub mod trim;
 pub mod zk;
 pub mod zk_recipes;
+pub mod zkwire;

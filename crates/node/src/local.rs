@@ -103,6 +103,9 @@ pub struct Endpoint {
     pub id: NodeId,
     pub native: SocketAddr,
     pub resp: SocketAddr,
+    /// The ZooKeeper client port (clusters of the znode protocol without
+    /// users).
+    pub zk: Option<SocketAddr>,
 }
 
 pub struct LocalCluster {
@@ -196,6 +199,7 @@ impl LocalCluster {
                 id: r.id,
                 native: r.addr,
                 resp: r.resp.expect("local clusters have RESP"),
+                zk: r.zk,
             })
             .collect();
         let cpu = (cfg.replica_cpu)
@@ -561,12 +565,53 @@ fn cluster_file(cfg: &LocalClusterConfig) -> anyhow::Result<ClusterFile> {
             f
         }
     };
+    add_zk_ports(cfg, &mut file)?;
     for (k, v) in &cfg.options {
         file.options
             .insert(k.clone(), toml::Value::String(v.clone()));
     }
     file.validate()?;
     Ok(file)
+}
+
+/// A ZooKeeper client port for every replica of a local cluster of the
+/// protocol that serves znodes: port P+200+i with `--port-base` P, else a
+/// free one. Not with users (the port does not check logins yet) nor on
+/// other hosts.
+fn add_zk_ports(cfg: &LocalClusterConfig, file: &mut ClusterFile) -> anyhow::Result<()> {
+    let serves = cfg.protocol.name() == quorumkv_core::znode::op::SERVED_BY;
+    if !serves || cfg.users.is_some() || !cfg.hosts.is_empty() {
+        return Ok(());
+    }
+    let ports = match cfg.port_base {
+        Some(base) => (1..=cfg.replicas)
+            .map(|i| u16::try_from(base as usize + 200 + i))
+            .collect::<Result<Vec<u16>, _>>()
+            .map_err(|_| {
+                anyhow::anyhow!("--port-base {base} leaves no room for ZooKeeper ports")
+            })?,
+        None => free_ports_besides(file, cfg.replicas)?,
+    };
+    for (r, port) in file.replicas.iter_mut().zip(ports) {
+        r.zk = Some(SocketAddr::new(r.addr.ip(), port));
+    }
+    Ok(())
+}
+
+/// `n` free ports that the cluster file does not use already (its ports
+/// were free, and are released, when they were picked).
+fn free_ports_besides(file: &ClusterFile, n: usize) -> anyhow::Result<Vec<u16>> {
+    let taken: Vec<u16> = (file.replicas.iter())
+        .flat_map(|r| std::iter::once(r.addr).chain(r.resp))
+        .map(|a| a.port())
+        .collect();
+    for _ in 0..20 {
+        let ports = free_ports(n)?;
+        if ports.iter().all(|p| !taken.contains(p)) {
+            return Ok(ports);
+        }
+    }
+    bail!("no {n} free ports apart from the cluster's others")
 }
 
 /// TLS certificates (where asked for), a fresh cluster secret and the users

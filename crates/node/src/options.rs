@@ -64,6 +64,9 @@ pub struct ServerOptions {
     /// Users from the users file: with them, clients must authenticate
     /// (RESP `AUTH`); without, every client may do everything.
     pub users: Option<crate::auth::UsersHandle>,
+    /// The ZooKeeper port's `jute.maxbuffer`: a longer packet closes the
+    /// connection.
+    pub zk_max_buffer: usize,
 }
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
@@ -97,6 +100,7 @@ impl ServerOptions {
             insecure: false,
             cluster,
             users: None,
+            zk_max_buffer: crate::zkwire::DEFAULT_MAX_BUFFER,
         };
         if let Some(l) = limits {
             opts.apply_limits(&l);
@@ -131,6 +135,7 @@ impl ServerOptions {
         };
         let exposed = std::iter::once(me.addr)
             .chain(me.resp)
+            .chain(me.zk)
             .chain(me.metrics)
             .find(|a| !a.ip().is_loopback());
         match exposed {

@@ -46,6 +46,8 @@ use tokio::time::Instant;
 pub struct Listeners {
     pub native: TcpListener,
     pub resp: Option<TcpListener>,
+    /// The ZooKeeper client port (`zkwire`).
+    pub zk: Option<TcpListener>,
     pub metrics: Option<TcpListener>,
 }
 
@@ -66,6 +68,14 @@ impl Listeners {
             ),
             None => None,
         };
+        let zk = match me.zk {
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("cannot listen on {a} (ZooKeeper port)"))?,
+            ),
+            None => None,
+        };
         let metrics = match me.metrics {
             Some(a) => Some(
                 TcpListener::bind(a)
@@ -77,6 +87,7 @@ impl Listeners {
         Ok(Listeners {
             native,
             resp,
+            zk,
             metrics,
         })
     }
@@ -166,13 +177,15 @@ async fn run_core<P: Protocol + Send + 'static>(
     let native_limits = opts.conn_limits(4 + opts.max_frame);
     // RESP: a command with a value of the largest frame, plus its framing.
     let resp_limits = opts.conn_limits(opts.max_frame + MIN_READ_BUF);
+    // ZooKeeper: a packet of `jute.maxbuffer`, its length and read slack.
+    let zk_limits = opts.conn_limits(opts.zk_max_buffer + 4 + MIN_READ_BUF);
     let driver = load_driver(
         core,
         storage,
         &opts,
         &listeners,
         &native_limits,
-        &resp_limits,
+        (&resp_limits, &zk_limits),
     )?;
     let tls = match &opts.tls {
         Some(settings) => Some(TlsServer::load(settings.clone()).context("TLS")?),
@@ -187,7 +200,7 @@ async fn run_core<P: Protocol + Send + 'static>(
         listeners,
         &tx,
         &opts,
-        (native_limits, resp_limits, tls.clone()),
+        (native_limits, resp_limits, zk_limits, tls.clone()),
         may_send,
         &stop,
     )?;
@@ -219,11 +232,14 @@ fn load_driver<P: Protocol + Send + 'static>(
     opts: &ServerOptions,
     listeners: &Listeners,
     native_limits: &ConnLimits,
-    resp_limits: &ConnLimits,
+    (resp_limits, zk_limits): (&ConnLimits, &ConnLimits),
 ) -> anyhow::Result<Driver<P>> {
     let mut budgets = vec![("native", native_limits.budget.clone())];
     if listeners.resp.is_some() {
         budgets.push(("resp", resp_limits.budget.clone()));
+    }
+    if listeners.zk.is_some() {
+        budgets.push(("zk", zk_limits.budget.clone()));
     }
     let info = NodeInfo {
         id: opts.id,
@@ -250,7 +266,12 @@ fn spawn_accepts<P: Protocol + Send + 'static>(
     listeners: Listeners,
     tx: &mpsc::Sender<Input<P::Msg>>,
     opts: &Arc<ServerOptions>,
-    (native_limits, resp_limits, tls): (ConnLimits, ConnLimits, Option<Arc<TlsServer>>),
+    (native_limits, resp_limits, zk_limits, tls): (
+        ConnLimits,
+        ConnLimits,
+        ConnLimits,
+        Option<Arc<TlsServer>>,
+    ),
     may_send: fn(&P::Msg) -> bool,
     stop: &ConnStop,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
@@ -273,6 +294,16 @@ fn spawn_accepts<P: Protocol + Send + 'static>(
             tx.clone(),
             opts.clone(),
             resp_limits,
+            stop.clone(),
+            tls.clone(),
+        )));
+    }
+    if let Some(l) = listeners.zk {
+        accepts.push(tokio::spawn(crate::zkwire::accept_zk::<P>(
+            l,
+            tx.clone(),
+            opts.clone(),
+            zk_limits,
             stop.clone(),
             tls,
         )));

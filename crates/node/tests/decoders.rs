@@ -1,4 +1,5 @@
-//! Property test over arbitrary bytes for both decoders (the checks live in
+//! Property test over arbitrary bytes for the decoders (native, RESP and
+//! the ZooKeeper port's jute records) (the checks live in
 //! `quorumkv_node::decoder_check`, shared with the cargo-fuzz targets).
 //!
 //! CI runs 2 000 cases per shape, a few seconds in a debug build. For a long run set
@@ -7,6 +8,7 @@
 
 use proptest::prelude::*;
 use quorumkv_node::decoder_check::{check_native, check_resp};
+use quorumkv_node::zkwire::decoder_check as check_jute;
 
 fn cases() -> u32 {
     std::env::var("QUORUMKV_FUZZ_CASES")
@@ -50,8 +52,44 @@ fn framed() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// A ZooKeeper request packet's body: an xid, an op code near the known
+/// ones, then jute-looking fields (lengths small, null, negative or huge,
+/// strings, booleans), so bodies get past their first fields.
+fn jute_like() -> impl Strategy<Value = Vec<u8>> {
+    let field = prop_oneof![
+        (-2i32..40).prop_map(|n| n.to_be_bytes().to_vec()),
+        Just(i32::MAX.to_be_bytes().to_vec()),
+        Just(i32::MIN.to_be_bytes().to_vec()),
+        Just(b"/a/b".to_vec()),
+        Just(vec![0u8]),
+        Just(vec![1u8]),
+        prop::collection::vec(any::<u8>(), 0..8),
+    ];
+    (
+        any::<i32>(),
+        -12i32..110,
+        prop::collection::vec(field, 0..12),
+    )
+        .prop_map(|(xid, op, f)| {
+            let mut out = xid.to_be_bytes().to_vec();
+            out.extend_from_slice(&op.to_be_bytes());
+            out.extend(f.concat());
+            out
+        })
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn jute_any_bytes(data in prop::collection::vec(any::<u8>(), 0..256)) {
+        check_jute(&data);
+    }
+
+    #[test]
+    fn jute_like_requests(data in jute_like()) {
+        check_jute(&data);
+    }
 
     #[test]
     fn native_any_bytes(data in prop::collection::vec(any::<u8>(), 0..256)) {

@@ -221,3 +221,7 @@ pub fn expired_event(session: u64) -> Event {
 
 /// The error a protocol other than Zab answers to every znode operation.
 pub const NEEDS_ZAB: &str = "znode operations need --protocol zab";
+
+/// The name of the protocol that serves znode operations (so that callers
+/// outside the core can check a cluster file without naming it).
+pub const SERVED_BY: &str = "zab";

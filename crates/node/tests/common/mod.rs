@@ -50,6 +50,7 @@ impl Replica {
         let listeners = Listeners {
             native,
             resp: None,
+            zk: None,
             metrics: None,
         };
         let task = tokio::spawn(server::run(opts, listeners, async {

@@ -1,0 +1,456 @@
+//! From ZooKeeper's requests to the coordination service's operations
+//! (`ZnodeOp`), and from its answers back to ZooKeeper's replies.
+
+use super::jute::{frame, Writer};
+use super::proto::{
+    err, event, flags, op, reply_header, watcher_event, write_acls, write_stat, ZkRequest,
+};
+use bytes::Bytes;
+use quorumkv_core::znode::{acl, Acl, Id, Stat, ZkError, ZnodeOp, ZnodeReply};
+use quorumkv_core::{Event, Response};
+
+/// How the answers to a request's operations become its reply body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// Header only (delete, closeSession, addAuth).
+    Empty,
+    Ping,
+    /// The created path, with the stat for `create2`.
+    Created {
+        with_stat: bool,
+    },
+    /// A stat (exists, setData, setACL).
+    Stat,
+    Data,
+    /// Children, with the stat (`getChildren2`, a second operation's).
+    Children {
+        with_stat: bool,
+    },
+    Sync {
+        path: String,
+    },
+    Acl,
+}
+
+/// What to do with one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Answer at once with this error code.
+    Error(i32),
+    /// Send these operations in order; shape their answers.
+    Ops(Vec<ZnodeOp>, Shape),
+    /// Count the nodes below this path (`getAllChildrenNumber`).
+    CountBelow(String),
+}
+
+/// ZooKeeper's version argument: −1 is any; other negatives match no node.
+fn version(v: i32) -> Result<Option<u32>, i32> {
+    match v {
+        -1 => Ok(None),
+        v if v < 0 => Err(err::BAD_VERSION),
+        v => Ok(Some(v as u32)),
+    }
+}
+
+fn ops(ops: Vec<ZnodeOp>, shape: Shape) -> Plan {
+    Plan::Ops(ops, shape)
+}
+
+/// The plan for `req` (other than connect, handled before any request).
+pub fn plan(req: ZkRequest) -> Plan {
+    match req {
+        ZkRequest::Ping => ops(vec![ZnodeOp::Ping], Shape::Ping),
+        ZkRequest::CloseSession => ops(vec![ZnodeOp::CloseSession], Shape::Empty),
+        ZkRequest::Create {
+            path,
+            data,
+            acl,
+            flags,
+            with_stat,
+        } => create(path, data, acl, flags, with_stat),
+        ZkRequest::Delete { path, version: v } => match version(v) {
+            Ok(version) => ops(vec![ZnodeOp::Delete { path, version }], Shape::Empty),
+            Err(e) => Plan::Error(e),
+        },
+        ZkRequest::Exists { path, watch } => {
+            ops(vec![ZnodeOp::Exists { path, watch }], Shape::Stat)
+        }
+        ZkRequest::GetData { path, watch } => {
+            ops(vec![ZnodeOp::GetData { path, watch }], Shape::Data)
+        }
+        ZkRequest::SetData {
+            path,
+            data,
+            version: v,
+        } => match version(v) {
+            Ok(version) => ops(
+                vec![ZnodeOp::SetData {
+                    path,
+                    data,
+                    version,
+                }],
+                Shape::Stat,
+            ),
+            Err(e) => Plan::Error(e),
+        },
+        ZkRequest::GetChildren {
+            path,
+            watch,
+            with_stat,
+        } => children(path, watch, with_stat),
+        ZkRequest::Sync { path } => ops(vec![ZnodeOp::Sync], Shape::Sync { path }),
+        ZkRequest::GetAcl { path } => ops(vec![ZnodeOp::GetAcl { path }], Shape::Acl),
+        ZkRequest::SetAcl {
+            path,
+            acl,
+            version: v,
+        } => match version(v) {
+            Ok(version) => ops(vec![ZnodeOp::SetAcl { path, acl, version }], Shape::Stat),
+            Err(e) => Plan::Error(e),
+        },
+        ZkRequest::Auth { scheme, auth } => match String::from_utf8(auth.to_vec()) {
+            Ok(auth) => ops(vec![ZnodeOp::AddAuth { scheme, auth }], Shape::Empty),
+            Err(_) => Plan::Error(err::AUTH_FAILED),
+        },
+        ZkRequest::AllChildrenNumber { path } => Plan::CountBelow(path),
+        ZkRequest::Unsupported(_) | ZkRequest::Unknown(_) => Plan::Error(err::UNIMPLEMENTED),
+    }
+}
+
+/// `getChildren2`'s stat is read by a second operation right after the
+/// children (the core answers a child list without the parent's stat):
+/// a change in between can show in one and not the other.
+fn children(path: String, watch: bool, with_stat: bool) -> Plan {
+    let mut v = vec![ZnodeOp::GetChildren {
+        path: path.clone(),
+        watch,
+    }];
+    if with_stat {
+        v.push(ZnodeOp::Exists { path, watch: false });
+    }
+    ops(v, Shape::Children { with_stat })
+}
+
+/// Persistent, ephemeral and their sequential forms; containers and TTL
+/// nodes are not served yet (`Unimplemented`, as a server without them
+/// enabled answers TTL nodes).
+fn create(path: String, data: Bytes, acl: Vec<Acl>, f: i32, with_stat: bool) -> Plan {
+    if f == flags::CONTAINER || f >= flags::TTL_MIN {
+        return Plan::Error(err::UNIMPLEMENTED);
+    }
+    if !(0..=3).contains(&f) {
+        return Plan::Error(err::BAD_ARGUMENTS);
+    }
+    let (ephemeral, sequential) = (f & flags::EPHEMERAL != 0, f & flags::SEQUENTIAL != 0);
+    let open = acl.len() == 1 && acl[0].perms == acl::ALL && acl[0].id == Id::anyone();
+    let create = if open {
+        ZnodeOp::Create {
+            path,
+            data,
+            ephemeral,
+            sequential,
+        }
+    } else {
+        ZnodeOp::CreateWithAcl {
+            path,
+            data,
+            ephemeral,
+            sequential,
+            acl,
+        }
+    };
+    ops(vec![create], Shape::Created { with_stat })
+}
+
+/// ZooKeeper's code for one of the core's definite errors.
+pub fn error_code(e: &ZkError) -> i32 {
+    match e {
+        ZkError::NoNode => err::NO_NODE,
+        ZkError::NodeExists => err::NODE_EXISTS,
+        ZkError::BadVersion => err::BAD_VERSION,
+        ZkError::NotEmpty => err::NOT_EMPTY,
+        ZkError::NoChildrenForEphemerals => err::NO_CHILDREN_FOR_EPHEMERALS,
+        ZkError::SessionExpired => err::SESSION_EXPIRED,
+        ZkError::BadArguments(_) => err::BAD_ARGUMENTS,
+        ZkError::NoAuth => err::NO_AUTH,
+        ZkError::InvalidAcl => err::INVALID_ACL,
+    }
+}
+
+/// The error code of an answer that is not a success: a definite znode
+/// error keeps its code; a failure whose outcome is unknown (no leader,
+/// timed out) is `ConnectionLoss`, the code ZooKeeper clients treat as
+/// "may or may not have happened".
+fn failure(r: &Response) -> i32 {
+    match r {
+        Response::Znode(ZnodeReply::Error(e)) => error_code(e),
+        Response::Failed(_) => err::CONNECTION_LOSS,
+        _ => err::SYSTEM_ERROR,
+    }
+}
+
+/// The largest zxid an answer shows (for the reply header).
+pub fn zxid_of(r: &Response) -> u64 {
+    let stat_zxid = |s: &Stat| s.mzxid.max(s.pzxid).max(s.czxid);
+    match r {
+        Response::Znode(ZnodeReply::Created { stat, .. })
+        | Response::Znode(ZnodeReply::Set(stat))
+        | Response::Znode(ZnodeReply::Data { stat, .. })
+        | Response::Znode(ZnodeReply::Acl { stat, .. })
+        | Response::Znode(ZnodeReply::AclSet(stat))
+        | Response::Znode(ZnodeReply::Exists(Some(stat))) => stat_zxid(stat),
+        Response::Znode(ZnodeReply::Synced { zxid }) => *zxid,
+        _ => 0,
+    }
+}
+
+/// The body of a successful reply, or the error code to answer instead.
+fn body(shape: &Shape, answers: &[Response], w: &mut Writer) -> Result<(), i32> {
+    let first = answers.first().ok_or(err::SYSTEM_ERROR)?;
+    let Response::Znode(reply) = first else {
+        return Err(failure(first));
+    };
+    match (shape, reply) {
+        (Shape::Empty, ZnodeReply::Deleted | ZnodeReply::Closed { .. } | ZnodeReply::AuthAdded) => {
+        }
+        (Shape::Ping, _) => {}
+        (Shape::Created { with_stat }, ZnodeReply::Created { path, stat }) => {
+            w.string(path);
+            if *with_stat {
+                write_stat(w, stat);
+            }
+        }
+        (Shape::Stat, ZnodeReply::Exists(None)) => return Err(err::NO_NODE),
+        (
+            Shape::Stat,
+            ZnodeReply::Exists(Some(stat)) | ZnodeReply::Set(stat) | ZnodeReply::AclSet(stat),
+        ) => write_stat(w, stat),
+        (Shape::Data, ZnodeReply::Data { data, stat }) => {
+            w.buffer(data);
+            write_stat(w, stat);
+        }
+        (Shape::Children { with_stat }, ZnodeReply::Children(names)) => {
+            w.strings(names);
+            if *with_stat {
+                match answers.get(1) {
+                    Some(Response::Znode(ZnodeReply::Exists(Some(stat)))) => write_stat(w, stat),
+                    Some(Response::Znode(ZnodeReply::Exists(None))) => return Err(err::NO_NODE),
+                    Some(other) => return Err(failure(other)),
+                    None => return Err(err::SYSTEM_ERROR),
+                }
+            }
+        }
+        (Shape::Sync { path }, ZnodeReply::Synced { .. }) => drop(w.string(path)),
+        (Shape::Acl, ZnodeReply::Acl { acl, stat }) => {
+            write_acls(w, acl);
+            write_stat(w, stat);
+        }
+        _ => return Err(failure(first)),
+    }
+    Ok(())
+}
+
+/// The reply packet to request `xid`, from its operations' answers;
+/// `zxid` is the largest this connection has seen (raised here). A ping
+/// is answered even when the core could not confirm it (no leader): the
+/// session's expiry, not a ping, tells the client it is gone.
+pub fn reply(xid: i32, shape: &Shape, answers: &[Response], zxid: &mut u64) -> Bytes {
+    for a in answers {
+        *zxid = (*zxid).max(zxid_of(a));
+    }
+    let mut b = Writer::default();
+    let code = match body(shape, answers, &mut b) {
+        Ok(()) => err::OK,
+        Err(_) if *shape == Shape::Ping => err::OK,
+        Err(code) => code,
+    };
+    let mut w = Writer::default();
+    reply_header(&mut w, xid, *zxid as i64, code);
+    if code == err::OK {
+        w.buf.extend_from_slice(&b.buf);
+    }
+    frame(w)
+}
+
+/// The reply to `getAllChildrenNumber`: the count, or an error code.
+pub fn count_reply(xid: i32, zxid: u64, count: Result<i32, i32>) -> Bytes {
+    let mut w = Writer::default();
+    match count {
+        Ok(n) => {
+            reply_header(&mut w, xid, zxid as i64, err::OK);
+            w.int(n);
+        }
+        Err(code) => reply_header(&mut w, xid, zxid as i64, code),
+    }
+    frame(w)
+}
+
+/// A reply with an error code and no body.
+pub fn error_reply(xid: i32, zxid: u64, code: i32) -> Bytes {
+    let mut w = Writer::default();
+    reply_header(&mut w, xid, zxid as i64, code);
+    frame(w)
+}
+
+/// The notification packet for an event the core pushed to this
+/// connection, and whether the session is gone (`expired`: the client is
+/// told, then the connection closes).
+pub fn notification(e: &Event) -> Option<(Bytes, bool)> {
+    let path = String::from_utf8_lossy(&e.key);
+    let (kind, state, path) = match e.kind.as_str() {
+        "created" => (event::NODE_CREATED, event::STATE_SYNC_CONNECTED, &*path),
+        "deleted" => (event::NODE_DELETED, event::STATE_SYNC_CONNECTED, &*path),
+        "changed" => (
+            event::NODE_DATA_CHANGED,
+            event::STATE_SYNC_CONNECTED,
+            &*path,
+        ),
+        "children" => (
+            event::NODE_CHILDREN_CHANGED,
+            event::STATE_SYNC_CONNECTED,
+            &*path,
+        ),
+        "expired" => (event::NONE, event::STATE_EXPIRED, ""),
+        _ => return None,
+    };
+    let mut w = Writer::default();
+    watcher_event(&mut w, kind, state, path);
+    Some((frame(w), state == event::STATE_EXPIRED))
+}
+
+/// True for `closeSession`: the connection closes after its reply.
+pub fn is_close(op_code: i32) -> bool {
+    op_code == op::CLOSE_SESSION
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::jute::Reader;
+    use super::*;
+
+    fn stat(v: u32) -> Stat {
+        Stat {
+            czxid: 4,
+            mzxid: 9,
+            version: v,
+            ..Stat::default()
+        }
+    }
+
+    #[test]
+    fn create_modes() {
+        let open = vec![Acl::new(acl::ALL, "world", "anyone")];
+        let p = plan(ZkRequest::Create {
+            path: "/a".into(),
+            data: Bytes::new(),
+            acl: open.clone(),
+            flags: 3,
+            with_stat: false,
+        });
+        let Plan::Ops(v, _) = p else { panic!() };
+        assert!(matches!(
+            &v[0],
+            ZnodeOp::Create {
+                ephemeral: true,
+                sequential: true,
+                ..
+            }
+        ));
+        let mk = |flags, acl: Vec<Acl>| {
+            plan(ZkRequest::Create {
+                path: "/a".into(),
+                data: Bytes::new(),
+                acl,
+                flags,
+                with_stat: true,
+            })
+        };
+        assert_eq!(mk(4, open.clone()), Plan::Error(err::UNIMPLEMENTED));
+        assert_eq!(mk(6, open.clone()), Plan::Error(err::UNIMPLEMENTED));
+        assert_eq!(mk(-3, open), Plan::Error(err::BAD_ARGUMENTS));
+        let Plan::Ops(v, _) = mk(0, vec![Acl::new(acl::READ, "world", "anyone")]) else {
+            panic!()
+        };
+        assert!(matches!(&v[0], ZnodeOp::CreateWithAcl { .. }));
+    }
+
+    #[test]
+    fn versions_and_unknown_ops() {
+        let p = plan(ZkRequest::Delete {
+            path: "/a".into(),
+            version: -1,
+        });
+        assert!(
+            matches!(p, Plan::Ops(v, _) if v[0] == ZnodeOp::Delete { path: "/a".into(), version: None })
+        );
+        let p = plan(ZkRequest::Delete {
+            path: "/a".into(),
+            version: -5,
+        });
+        assert_eq!(p, Plan::Error(err::BAD_VERSION));
+        assert_eq!(
+            plan(ZkRequest::Unknown(77)),
+            Plan::Error(err::UNIMPLEMENTED)
+        );
+    }
+
+    fn header(b: &Bytes) -> (i32, i64, i32, usize) {
+        let mut r = Reader::new(&b[4..]);
+        let h = (r.int().unwrap(), r.long().unwrap(), r.int().unwrap());
+        (h.0, h.1, h.2, r.remaining())
+    }
+
+    #[test]
+    fn replies_carry_codes_stats_and_zxids() {
+        let mut zxid = 0;
+        let ok = Response::Znode(ZnodeReply::Data {
+            data: Bytes::from_static(b"hi"),
+            stat: stat(2),
+        });
+        let r = reply(3, &Shape::Data, &[ok], &mut zxid);
+        assert_eq!(header(&r), (3, 9, 0, 4 + 2 + 68));
+        let no = Response::Znode(ZnodeReply::Error(ZkError::NoNode));
+        assert_eq!(
+            header(&reply(4, &Shape::Data, &[no], &mut zxid)),
+            (4, 9, -101, 0)
+        );
+        let none = Response::Znode(ZnodeReply::Exists(None));
+        assert_eq!(header(&reply(5, &Shape::Stat, &[none], &mut zxid)).2, -101);
+        let lost = Response::Failed(quorumkv_core::OpError::NotLeader { hint: None });
+        assert_eq!(
+            header(&reply(
+                6,
+                &Shape::Stat,
+                std::slice::from_ref(&lost),
+                &mut zxid
+            ))
+            .2,
+            -4
+        );
+        // A ping is answered even when the core could not confirm it.
+        assert_eq!(header(&reply(-2, &Shape::Ping, &[lost], &mut zxid)).2, 0);
+        let kids = [
+            Response::Znode(ZnodeReply::Children(vec!["x".into()])),
+            Response::Znode(ZnodeReply::Exists(Some(stat(0)))),
+        ];
+        let r = reply(7, &Shape::Children { with_stat: true }, &kids, &mut zxid);
+        assert_eq!(header(&r), (7, 9, 0, 4 + 4 + 1 + 68));
+    }
+
+    #[test]
+    fn events_become_notifications() {
+        let e = Event {
+            kind: "children".into(),
+            key: Bytes::from_static(b"/p"),
+            value: None,
+        };
+        let (b, gone) = notification(&e).unwrap();
+        assert!(!gone);
+        let mut r = Reader::new(&b[4..]);
+        assert_eq!((r.int(), r.long(), r.int()), (Ok(-1), Ok(-1), Ok(0)));
+        assert_eq!((r.int(), r.int()), (Ok(4), Ok(3)));
+        assert_eq!(r.string().as_deref(), Ok("/p"));
+        let x = quorumkv_core::znode::op::expired_event(5);
+        assert!(notification(&x).unwrap().1);
+    }
+}

@@ -1,0 +1,459 @@
+//! The ZooKeeper client port of a replica: each TCP connection is one
+//! session of the coordination service, served by this replica's driver
+//! exactly as a native connection's requests are (`Input::Client` with the
+//! session as the op's client id, the connection as the watch owner).
+//!
+//! A reader task decodes packets and hands each request's operations to
+//! the driver in order; a writer task awaits their answers in the same
+//! order, writes the replies, and writes the watch events the core pushes
+//! to the connection before any reply that follows them.
+
+use super::four::{four_letter, is_word};
+use super::jute::{frame, packet_len, Reader, Writer};
+use super::ops::{count_reply, error_reply, is_close, notification, plan, reply, Plan, Shape};
+use super::proto::{err, ConnectRequest, ConnectResponse, Packet, ZkRequest};
+use super::walk::{count_below, driver_read};
+use crate::accept::{accept_conns, finish_writer, Refusals};
+use crate::codec::Frame;
+use crate::driver::{Input, ReplyTo};
+use crate::net::{ConnLimits, InBuf, OutQueueRx};
+use crate::options::ServerOptions;
+use crate::shutdown::ConnStop;
+use crate::stream::{Conn, ConnRead, ConnWrite};
+use crate::tls::TlsServer;
+use bytes::Bytes;
+use quorumkv_core::protocol::Protocol;
+use quorumkv_core::znode::{ZnodeOp, ZnodeReply};
+use quorumkv_core::{OpId, Peer, Request, Response};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+/// ZooKeeper's default `tickTime`; sessions get 2 to 20 ticks, as there.
+pub const TICK_MS: i32 = 2000;
+
+/// Requests one connection may have in flight; past it the reader waits.
+/// Their answers wait in memory until written, so this bounds what a
+/// connection holds: 64 replies of at most a znode's 1 MiB each (as the
+/// native port's 64 MiB of queued replies).
+const MAX_OUTSTANDING: usize = 64;
+
+/// How long a reply or event may take to be written when the client reads
+/// nothing, before the connection is closed (`--idle-timeout`, or this
+/// when there is none).
+const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Set in the connection id of every ZooKeeper-port connection (RESP
+/// ones have bit 62, native ones neither).
+const ZK_CONN: u64 = 1 << 61;
+
+/// Counters for `srvr` and `mntr`.
+pub(super) static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+pub(super) static OPEN: AtomicU64 = AtomicU64::new(0);
+pub(super) static RECEIVED: AtomicU64 = AtomicU64::new(0);
+pub(super) static SENT: AtomicU64 = AtomicU64::new(0);
+
+type Tx<M> = mpsc::Sender<Input<M>>;
+
+pub(crate) async fn accept_zk<P: Protocol + Send + 'static>(
+    listener: TcpListener,
+    tx: Tx<P::Msg>,
+    opts: Arc<ServerOptions>,
+    limits: ConnLimits,
+    stop: ConnStop,
+    tls: Option<Arc<TlsServer>>,
+) {
+    let max = opts.max_connections;
+    let serve = move |stream: Conn, _remote, _| {
+        let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
+        let stop = stop.clone();
+        async move {
+            OPEN.fetch_add(1, Ordering::Relaxed);
+            serve_zk::<P>(stream, tx, &opts, &limits, stop).await;
+            OPEN.fetch_sub(1, Ordering::Relaxed);
+        }
+    };
+    // ZooKeeper closes a connection it cannot serve without a word.
+    let say = Refusals {
+        too_many: Vec::new(),
+        plain_on_tls: Vec::new(),
+    };
+    accept_conns(listener, max, tls, say, serve).await;
+}
+
+/// The first bytes of a connection: a four-letter word or a packet.
+enum First {
+    Word([u8; 4]),
+    Packet(Bytes),
+}
+
+/// Read until `buf` holds a whole packet (or, first, a four-letter word).
+/// `None`: the connection ended, broke, timed out, sent an oversized
+/// packet, or the server is stopping.
+async fn next_packet(
+    buf: &mut InBuf,
+    rd: &mut ConnRead,
+    stop: &mut ConnStop,
+    max: usize,
+    first: bool,
+) -> Option<First> {
+    loop {
+        let data = buf.data();
+        if first && data.len() >= 4 && is_word(&data[..4]) {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&data[..4]);
+            return Some(First::Word(w));
+        }
+        match packet_len(data, max) {
+            Ok(Some(n)) => {
+                let p = data.split_to(4 + n).split_off(4).freeze();
+                buf.took_requests();
+                return Some(First::Packet(p));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!("ZooKeeper port: {e}; closing");
+                return None;
+            }
+        }
+        let read = tokio::select! {
+            biased;
+            () = stop.stopped() => return None,
+            r = buf.fill(rd, None) => r,
+        };
+        if !matches!(read, Ok(n) if n > 0) {
+            return None;
+        }
+    }
+}
+
+/// One connection: the connect handshake (or a four-letter word), then
+/// requests until either side closes.
+async fn serve_zk<P: Protocol + Send + 'static>(
+    stream: Conn,
+    tx: Tx<P::Msg>,
+    opts: &ServerOptions,
+    limits: &ConnLimits,
+    mut stop: ConnStop,
+) {
+    let (mut rd, mut wr) = stream.split();
+    let mut buf = limits.in_buf();
+    let max = opts.zk_max_buffer;
+    let body = match next_packet(&mut buf, &mut rd, &mut stop, max, true).await {
+        Some(First::Word(w)) => {
+            let text = four_letter::<P>(&w, &tx).await;
+            let _ = wr.write_all(text.as_bytes()).await;
+            let _ = wr.shutdown().await;
+            return;
+        }
+        Some(First::Packet(p)) => p,
+        None => return,
+    };
+    let Ok(req) = ConnectRequest::decode(&mut Reader::new(&body)) else {
+        return;
+    };
+    let conn = ZK_CONN | CONNECTIONS.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+    let Some(session) = connect::<P>(&req, conn, &tx, &mut wr, limits).await else {
+        return;
+    };
+    let (ftx, frx) = session.1;
+    let peer = Peer::Conn(conn);
+    let (ptx, prx) = mpsc::channel(MAX_OUTSTANDING);
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    let deadline = opts.idle_timeout.unwrap_or(WRITE_DEADLINE);
+    let wr = TimedWrite { wr, deadline };
+    let writer = tokio::spawn(write_replies(wr, prx, frx, done_tx));
+    let ids = (conn, session.0);
+    serve_requests::<P>(
+        (&mut buf, &mut rd),
+        ids,
+        &tx,
+        &ptx,
+        (&mut stop, done_rx, max),
+    )
+    .await;
+    let _ = tx
+        .send(Input::LinkDown {
+            peer,
+            tx: Some(ftx),
+        })
+        .await;
+    drop(ptx);
+    finish_writer(writer, opts).await;
+}
+
+type FrameQueue<M> = (crate::net::OutQueue<Frame<M>>, OutQueueRx<Frame<M>>);
+
+/// Open a session for a new client and answer its `ConnectRequest`.
+/// Resuming a session on a new connection is not served yet: a client
+/// that asks is told its session expired (timeout 0), as ZooKeeper tells
+/// a client whose session it no longer has.
+async fn connect<P: Protocol + Send + 'static>(
+    req: &ConnectRequest,
+    conn: u64,
+    tx: &Tx<P::Msg>,
+    wr: &mut ConnWrite,
+    limits: &ConnLimits,
+) -> Option<(u64, FrameQueue<P::Msg>)> {
+    let expired = ConnectResponse {
+        timeout_ms: 0,
+        session_id: 0,
+        passwd: [0; 16],
+    };
+    if req.session_id != 0 {
+        let _ = write_record(wr, |w| expired.encode(w)).await;
+        return None;
+    }
+    let timeout_ms = req.timeout_ms.clamp(2 * TICK_MS, 20 * TICK_MS);
+    let session = rand::random::<u64>() | (1 << 63);
+    let (ftx, frx) = limits.out_queue::<Frame<P::Msg>>();
+    let up = Input::LinkUp {
+        peer: Peer::Conn(conn),
+        tx: Some(ftx.clone()),
+    };
+    tx.send(up).await.ok()?;
+    let open = ZnodeOp::OpenSession {
+        timeout_ms: timeout_ms as u64,
+    };
+    let rx = send_op(tx, (conn, session), 0, open).await?;
+    let opened = matches!(rx.await, Ok(Response::Znode(ZnodeReply::Session { .. })));
+    if !opened {
+        // No leader to open it: the client tries again (another server).
+        let down = Input::LinkDown {
+            peer: Peer::Conn(conn),
+            tx: Some(ftx),
+        };
+        let _ = tx.send(down).await;
+        return None;
+    }
+    let answer = ConnectResponse {
+        timeout_ms,
+        session_id: session as i64,
+        passwd: rand::random(),
+    };
+    write_record(wr, |w| answer.encode(w)).await.ok()?;
+    Some((session, (ftx, frx)))
+}
+
+async fn write_record(wr: &mut ConnWrite, f: impl FnOnce(&mut Writer)) -> std::io::Result<()> {
+    let mut w = Writer::default();
+    f(&mut w);
+    wr.write_all(&frame(w)).await?;
+    wr.flush().await
+}
+
+/// Hand one operation to the driver; the receiver gets its answer.
+async fn send_op<M>(
+    tx: &Tx<M>,
+    (conn, session): (u64, u64),
+    seq: u64,
+    op: ZnodeOp,
+) -> Option<oneshot::Receiver<Response>> {
+    let (otx, orx) = oneshot::channel();
+    let input = Input::Client {
+        req: Request::Znode(op),
+        session: conn,
+        op: OpId {
+            client: session,
+            seq,
+        },
+        reply: ReplyTo::Local(otx),
+    };
+    tx.send(input).await.ok()?;
+    Some(orx)
+}
+
+/// What the writer answers, in request order.
+enum Out {
+    Answers {
+        xid: i32,
+        shape: Shape,
+        rxs: Vec<oneshot::Receiver<Response>>,
+        close: bool,
+    },
+    Error {
+        xid: i32,
+        code: i32,
+        close: bool,
+    },
+    /// `getAllChildrenNumber`, counted.
+    Count {
+        xid: i32,
+        count: Result<i32, i32>,
+    },
+}
+
+/// Read and hand on requests until the connection or the session ends.
+async fn serve_requests<P: Protocol + Send + 'static>(
+    (buf, rd): (&mut InBuf, &mut ConnRead),
+    ids: (u64, u64),
+    tx: &Tx<P::Msg>,
+    ptx: &mpsc::Sender<Out>,
+    (stop, mut done, max): (&mut ConnStop, oneshot::Receiver<()>, usize),
+) {
+    let mut seq = 0u64;
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = &mut done => return, // the writer stopped: session gone
+            p = next_packet(buf, rd, stop, max, false) => p,
+        };
+        let Some(First::Packet(p)) = next else {
+            return;
+        };
+        RECEIVED.fetch_add(1, Ordering::Relaxed);
+        // A packet that does not decode ends the connection, as in
+        // ZooKeeper (a marshalling error).
+        let Ok(packet) = Packet::decode(&p) else {
+            return;
+        };
+        let Some(close) = hand_on(packet, ids, &mut seq, tx, ptx).await else {
+            return;
+        };
+        if close {
+            return;
+        }
+    }
+}
+
+/// Hand one request to the driver and its reply to the writer. `Some(true)`
+/// when the connection closes after it; `None` when the driver or the
+/// writer is gone.
+async fn hand_on<M: Send + 'static>(
+    packet: Packet,
+    ids: (u64, u64),
+    seq: &mut u64,
+    tx: &Tx<M>,
+    ptx: &mpsc::Sender<Out>,
+) -> Option<bool> {
+    let Packet { xid, op, req } = packet;
+    // An op code ZooKeeper does not know either: answered, then closed.
+    let close = is_close(op) || matches!(req, ZkRequest::Unknown(_));
+    let out = match plan(req) {
+        Plan::Error(code) => Out::Error { xid, code, close },
+        Plan::CountBelow(path) => Out::Count {
+            xid,
+            count: count_below(path, driver_read(tx, ids, seq)).await,
+        },
+        Plan::Ops(ops, shape) => {
+            let mut rxs = Vec::with_capacity(ops.len());
+            for o in ops {
+                *seq += 1;
+                rxs.push(send_op(tx, ids, *seq, o).await?);
+            }
+            Out::Answers {
+                xid,
+                shape,
+                rxs,
+                close,
+            }
+        }
+    };
+    ptx.send(out).await.ok()?;
+    Some(close)
+}
+
+/// The connection's write half, each write bounded by `deadline` (a
+/// client that reads nothing is cut off).
+struct TimedWrite {
+    wr: ConnWrite,
+    deadline: std::time::Duration,
+}
+
+impl TimedWrite {
+    async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let write = async {
+            self.wr.write_all(bytes).await?;
+            self.wr.flush().await
+        };
+        match tokio::time::timeout(self.deadline, write).await {
+            Ok(r) => r,
+            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+        }
+    }
+}
+
+/// Write the replies in request order and the pushed events, until the
+/// reader is done, the session closes or expires, or the client is gone.
+async fn write_replies<M>(
+    mut wr: TimedWrite,
+    mut prx: mpsc::Receiver<Out>,
+    mut frx: OutQueueRx<Frame<M>>,
+    done: oneshot::Sender<()>,
+) {
+    let mut zxid = 0u64;
+    // The event queue ends when the connection's link is dropped (the
+    // reader is done): the replies still due are written.
+    let mut events = true;
+    loop {
+        let out = tokio::select! {
+            biased;
+            f = frx.recv(), if events => match f {
+                Some(f) => match write_event(&mut wr, f, false).await {
+                    Ok(false) => { frx.written(); continue }
+                    _ => break,
+                },
+                None => { events = false; continue }
+            },
+            p = prx.recv() => match p { Some(p) => p, None => break },
+        };
+        let (bytes, close) = answer(out, &mut zxid).await;
+        // Events pushed before the answer go first (the core pushes a
+        // watch's event before answering any later request). The session
+        // the client closed itself is not reported expired to it.
+        let mut gone = false;
+        while let Some(f) = frx.try_recv() {
+            gone |= !matches!(write_event(&mut wr, f, close).await, Ok(false));
+        }
+        frx.written();
+        SENT.fetch_add(1, Ordering::Relaxed);
+        if gone || wr.send(&bytes).await.is_err() || close {
+            break;
+        }
+    }
+    let _ = wr.wr.shutdown().await;
+    drop(done);
+}
+
+/// The reply bytes of `out` once its answers are in, and whether the
+/// connection closes after it.
+async fn answer(out: Out, zxid: &mut u64) -> (Bytes, bool) {
+    match out {
+        Out::Error { xid, code, close } => (error_reply(xid, *zxid, code), close),
+        Out::Count { xid, count } => (count_reply(xid, *zxid, count), false),
+        Out::Answers {
+            xid,
+            shape,
+            rxs,
+            close,
+        } => {
+            let mut answers = Vec::with_capacity(rxs.len());
+            for rx in rxs {
+                // A dropped answer: the driver is stopping.
+                match rx.await {
+                    Ok(a) => answers.push(a),
+                    Err(_) => return (error_reply(xid, *zxid, err::CONNECTION_LOSS), true),
+                }
+            }
+            (reply(xid, &shape, &answers, zxid), close)
+        }
+    }
+}
+
+/// Write a pushed event; `Ok(true)` when the session is gone (expired).
+/// `closing`: the client closed the session, its expiry is not news.
+async fn write_event<M>(wr: &mut TimedWrite, f: Frame<M>, closing: bool) -> std::io::Result<bool> {
+    let Frame::Notify(event) = f else {
+        return Ok(false);
+    };
+    match notification(&event) {
+        Some((_, true)) if closing => Ok(false),
+        Some((bytes, gone)) => {
+            wr.send(&bytes).await?;
+            Ok(gone)
+        }
+        None => Ok(false),
+    }
+}

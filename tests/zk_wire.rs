@@ -1,0 +1,439 @@
+//! ZooKeeper's client protocol on a zab cluster's `--zk-port`, through
+//! clients nobody here wrote: Debian's `zkCli.sh` and kazoo
+//! (`python3-kazoo`); and the port's edges (oversized packets, unknown op
+//! codes, four-letter words) over a raw socket.
+
+mod common;
+
+use common::{binary, cluster_cfg};
+use quorumkv_node::local::LocalCluster;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
+
+async fn zab_cluster() -> LocalCluster {
+    LocalCluster::start(cluster_cfg("zab", 3, &[]))
+        .await
+        .expect("local cluster starts")
+}
+
+fn zk_hosts(c: &LocalCluster) -> Vec<String> {
+    let hosts: Vec<String> = (c.endpoints().iter())
+        .map(|e| e.zk.expect("a zab cluster has ZooKeeper ports").to_string())
+        .collect();
+    assert_eq!(hosts.len(), 3);
+    hosts
+}
+
+/// A client from a Debian package: in CI it must be there (deps.sh
+/// installs it); elsewhere the test says it is skipped.
+fn require(what: &str, found: bool) -> bool {
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what} is required in CI (scripts/deps.sh installs it)"
+        );
+        eprintln!("SKIPPED: {what} not installed");
+    }
+    found
+}
+
+/// Run zkCli.sh with `script` on its standard input; its output (it says
+/// what it created and its errors on stderr, what it read on stdout).
+fn zkcli(server: &str, script: &str) -> String {
+    let mut child = Command::new(ZKCLI)
+        .args(["-server", server])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zkCli.sh runs");
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let (o, e) = (&out.stdout, &out.stderr);
+    String::from_utf8_lossy(o).to_string() + &String::from_utf8_lossy(e)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkcli_create_get_set_ls_stat_delete_and_a_watch() {
+    if !require("zkCli.sh (Debian zookeeper)", Path::new(ZKCLI).exists()) {
+        return;
+    }
+    let cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster);
+    let script = "create /app hello\ncreate /app/one 1\ncreate -s /app/seq- x\ncreate -e /app/eph e\ncreate /app/one/two 2\ngetAllChildrenNumber /app\ndelete /app/one/two\nget -w /app\nset /app world\nstat /app\nls /app\nls -s /app\ndelete -v 7 /app/one\ndelete /app/one\ndelete /app\ncreate -c /box x\ngetAcl /app\nquit\n";
+    let out = zkcli(&hosts[0], script);
+    for want in [
+        "Created /app\n",
+        "Created /app/one\n",
+        "Created /app/seq-0000000000\n",
+        "Created /app/eph\n",
+        "Created /app/one/two\n",
+        "\n4\n", // getAllChildrenNumber /app
+        "hello\n",
+        "WatchedEvent state:SyncConnected type:NodeDataChanged path:/app",
+        "dataVersion = 1\n",
+        "dataLength = 5\n",
+        "numChildren = 3\n",
+        "cversion = 3\n",
+        "[eph, one, seq-0000000000]\n",
+        "version No is not valid : /app/one",
+        "Node not empty: /app",
+        "KeeperErrorCode = Unimplemented for /box",
+        "'world,'anyone\n: cdrwa",
+    ] {
+        assert!(out.contains(want), "no {want:?} in zkCli's output:\n{out}");
+    }
+    // Another replica, another session: the write is there, the ephemeral
+    // went with the first session's close.
+    let out = zkcli(&hosts[2], "get /app\nls /app\nquit\n");
+    assert!(out.contains("world\n"), "{out}");
+    assert!(out.contains("[seq-0000000000]\n"), "{out}");
+}
+
+/// The Python interpreter that has kazoo (Debian's, not a pyenv one).
+fn python_with_kazoo() -> Option<&'static str> {
+    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import kazoo"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoo_crud_watches_ephemerals_and_recipes() {
+    let py = python_with_kazoo();
+    if !require("kazoo (Debian python3-kazoo)", py.is_some()) {
+        return;
+    }
+    let cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster).join(",");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zk/kazoo_basic.py");
+    let out = tokio::process::Command::new(py.unwrap())
+        .args([script, &hosts])
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(180), out)
+        .await
+        .expect("kazoo_basic.py finishes")
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("all ok"),
+        "kazoo_basic.py failed:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(stdout.matches("\nok ").count() + 1, 7, "{stdout}");
+}
+
+/// A connect packet asking for a new session.
+fn connect_packet(timeout_ms: i32, session: i64) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.extend_from_slice(&0i64.to_be_bytes());
+    body.extend_from_slice(&timeout_ms.to_be_bytes());
+    body.extend_from_slice(&session.to_be_bytes());
+    body.extend_from_slice(&16i32.to_be_bytes());
+    body.extend_from_slice(&[0; 16]);
+    body.push(0);
+    let mut p = (body.len() as i32).to_be_bytes().to_vec();
+    p.extend_from_slice(&body);
+    p
+}
+
+/// Read one packet (its body).
+async fn read_packet(s: &mut TcpStream) -> Vec<u8> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await.unwrap();
+    let mut body = vec![0; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).await.unwrap();
+    body
+}
+
+async fn read_to_end(s: &mut TcpStream) -> Vec<u8> {
+    let mut rest = Vec::new();
+    let read = s.read_to_end(&mut rest);
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    rest
+}
+
+/// Connect; the negotiated timeout and session id.
+async fn connect(addr: &str, timeout_ms: i32) -> (TcpStream, i32, i64) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&connect_packet(timeout_ms, 0)).await.unwrap();
+    let r = read_packet(&mut s).await;
+    let timeout = i32::from_be_bytes(r[4..8].try_into().unwrap());
+    let session = i64::from_be_bytes(r[8..16].try_into().unwrap());
+    (s, timeout, session)
+}
+
+async fn four_letters(addr: &str, word: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(word).await.unwrap();
+    String::from_utf8_lossy(&read_to_end(&mut s).await).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_port_refuses_oversized_packets_and_unknown_ops_and_answers_4lw() {
+    let cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster);
+    // Timeouts are clamped to 2..20 ticks of 2 s, as ZooKeeper's defaults.
+    let (_, t, session) = connect(&hosts[0], 100).await;
+    assert_eq!(t, 4000);
+    assert!(session != 0);
+    let (mut s, t, _) = connect(&hosts[1], 1_000_000).await;
+    assert_eq!(t, 40_000);
+    // An op code ZooKeeper does not know: Unimplemented (-6), then closed.
+    let mut req = 8i32.to_be_bytes().to_vec();
+    req.extend_from_slice(&42i32.to_be_bytes());
+    req.extend_from_slice(&999i32.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let r = read_packet(&mut s).await;
+    assert_eq!(i32::from_be_bytes(r[0..4].try_into().unwrap()), 42, "xid");
+    assert_eq!(i32::from_be_bytes(r[12..16].try_into().unwrap()), -6);
+    assert!(read_to_end(&mut s).await.is_empty());
+    // A packet longer than jute.maxbuffer: closed without a reply.
+    let (mut s, _, _) = connect(&hosts[2], 10_000).await;
+    s.write_all(&(2 * 1024 * 1024i32).to_be_bytes())
+        .await
+        .unwrap();
+    assert!(read_to_end(&mut s).await.is_empty());
+    // Resuming a session is not served yet: told it expired (timeout 0).
+    let mut s = TcpStream::connect(&hosts[0]).await.unwrap();
+    s.write_all(&connect_packet(10_000, session)).await.unwrap();
+    let r = read_packet(&mut s).await;
+    assert_eq!(i32::from_be_bytes(r[4..8].try_into().unwrap()), 0);
+    assert_eq!(four_letters(&hosts[0], b"ruok").await, "imok");
+    let srvr = four_letters(&hosts[1], b"srvr").await;
+    assert!(srvr.contains("Zookeeper version: 3.8.0-quorumkv"), "{srvr}");
+    assert!(
+        srvr.contains("Mode: leader") || srvr.contains("Mode: follower"),
+        "{srvr}"
+    );
+    let mntr = four_letters(&hosts[2], b"mntr").await;
+    assert!(mntr.contains("zk_server_state\t"), "{mntr}");
+    let other = four_letters(&hosts[2], b"dump").await;
+    assert_eq!(
+        other,
+        "dump is not executed because it is not in the whitelist.\n"
+    );
+}
+
+#[test]
+fn zk_port_is_refused_for_a_protocol_without_znodes() {
+    let out = Command::new(binary())
+        .args(["server", "--id", "1", "--protocol", "abd"])
+        .args(["--listen", "127.0.0.1:0", "--zk-port", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("ZooKeeper port") && err.contains("znode operations need --protocol zab"),
+        "{err}"
+    );
+}
+
+/// A request packet: header, then `body`.
+fn request(xid: i32, op: i32, body: &[u8]) -> Vec<u8> {
+    let mut p = ((8 + body.len()) as i32).to_be_bytes().to_vec();
+    p.extend_from_slice(&xid.to_be_bytes());
+    p.extend_from_slice(&op.to_be_bytes());
+    p.extend_from_slice(body);
+    p
+}
+
+/// `create path data` (persistent, world:anyone), as jute encodes it.
+fn create_body(path: &str, data: &[u8]) -> Vec<u8> {
+    let mut b = (path.len() as i32).to_be_bytes().to_vec();
+    b.extend_from_slice(path.as_bytes());
+    b.extend_from_slice(&(data.len() as i32).to_be_bytes());
+    b.extend_from_slice(data);
+    b.extend_from_slice(&1i32.to_be_bytes()); // one ACL
+    b.extend_from_slice(&31i32.to_be_bytes());
+    for s in ["world", "anyone"] {
+        b.extend_from_slice(&(s.len() as i32).to_be_bytes());
+        b.extend_from_slice(s.as_bytes());
+    }
+    b.extend_from_slice(&0i32.to_be_bytes()); // flags: persistent
+    b
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_max_buffer_and_the_read_timeout_apply_to_the_port() {
+    let args = ["--zk-max-buffer", "1KiB", "--read-timeout", "300ms"];
+    let cluster = LocalCluster::start(cluster_cfg("zab", 3, &args))
+        .await
+        .expect("local cluster starts");
+    let hosts = zk_hosts(&cluster);
+    // Under the limit: created (reply: xid 1, error 0, the path).
+    let (mut s, _, _) = connect(&hosts[0], 10_000).await;
+    s.write_all(&request(1, 1, &create_body("/small", &[7; 900])))
+        .await
+        .unwrap();
+    let r = read_packet(&mut s).await;
+    assert_eq!(i32::from_be_bytes(r[0..4].try_into().unwrap()), 1);
+    assert_eq!(i32::from_be_bytes(r[12..16].try_into().unwrap()), 0);
+    assert_eq!(&r[20..], b"/small");
+    // Over it: the connection closes without a reply.
+    s.write_all(&request(2, 1, &create_body("/big", &[7; 1100])))
+        .await
+        .unwrap();
+    assert!(read_to_end(&mut s).await.is_empty());
+    // Half a packet, then silence: closed by the read timeout.
+    let (mut s, _, _) = connect(&hosts[1], 10_000).await;
+    let p = request(3, 1, &create_body("/slow", b"x"));
+    s.write_all(&p[..10]).await.unwrap();
+    let started = std::time::Instant::now();
+    assert!(read_to_end(&mut s).await.is_empty());
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+}
+
+/// A throwaway ZooKeeper 3.8 ensemble run by `scripts/peers.sh` in its own
+/// state directory; stopped (data removed) when dropped.
+struct ZooKeeper {
+    hosts: String,
+    state: std::path::PathBuf,
+}
+
+impl ZooKeeper {
+    fn peers(state: &Path) -> Command {
+        let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/peers.sh"));
+        c.env("QKV_PEERS_DIR", state).stdin(Stdio::null());
+        c
+    }
+
+    fn start() -> ZooKeeper {
+        let state = std::env::temp_dir().join(format!("qkv-zk-wire-{}", std::process::id()));
+        std::fs::create_dir_all(&state).unwrap();
+        let mut last = String::new();
+        for attempt in 0..4u32 {
+            // Below the ephemeral range and the bench test's bases (21000+).
+            let base = 12000 + ((std::process::id() + attempt * 97) % 900) * 10;
+            let out = Self::peers(&state)
+                .args(["start", "zookeeper", "--port-base", &base.to_string()])
+                .output()
+                .expect("run scripts/peers.sh");
+            if out.status.success() {
+                let target = String::from_utf8(out.stdout).unwrap();
+                let hosts = target.trim().trim_start_matches("zk://").to_string();
+                return ZooKeeper { hosts, state };
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        panic!("peers.sh start zookeeper failed: {last}");
+    }
+}
+
+impl Drop for ZooKeeper {
+    fn drop(&mut self) {
+        let _ = Self::peers(&self.state)
+            .args(["stop", "zookeeper"])
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// The kazoo script passes against real ZooKeeper too: what it checks is
+/// ZooKeeper's behaviour, not ours.
+#[test]
+fn the_kazoo_script_passes_against_zookeeper_itself() {
+    let py = python_with_kazoo();
+    let jar = Path::new("/usr/share/java/zookeeper.jar").is_file();
+    if !require("kazoo and ZooKeeper (Debian)", py.is_some() && jar) {
+        return;
+    }
+    let zk = ZooKeeper::start();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zk/kazoo_basic.py");
+    let out = Command::new(py.unwrap())
+        .args([script, &zk.hosts])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all ok"),
+        "kazoo_basic.py against ZooKeeper failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const CLI_MT: &str = "/usr/lib/zookeeper/bin/cli_mt";
+
+/// ZooKeeper's C client (`cli_mt` from Debian's `zookeeper-bin`): its
+/// commands are asynchronous on one connection, so they are answered in
+/// the order sent; `quit` waits until they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_c_client_cli_mt_creates_sets_gets_lists_and_deletes() {
+    if !require("cli_mt (Debian zookeeper-bin)", Path::new(CLI_MT).exists()) {
+        return;
+    }
+    let cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster);
+    let script = "create /c\ncreate +e /c/eph\ncreate +s /c/seq-\nset /c world\nget /c\nls /c\nget /nope\ndelete /c\n";
+    // Both of its streams in one, read until the last answer is in.
+    let mut child = tokio::process::Command::new("sh")
+        .args(["-c", &format!("exec {CLI_MT} {} 2>&1", hosts.join(","))])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cli_mt runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).await.unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut text = String::new();
+    let read_all = async {
+        let mut buf = [0u8; 4096];
+        while !text.contains("/c: rc = -111\n") {
+            let n = stdout.read(&mut buf).await.unwrap();
+            assert!(n > 0, "cli_mt ended early:\n{text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    let answered = tokio::time::timeout(Duration::from_secs(30), read_all).await;
+    let _ = stdin.write_all(b"quit\n").await;
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    assert!(
+        answered.is_ok(),
+        "cli_mt's answers did not all come:\n{text}"
+    );
+    let want = [
+        "[/c]: rc = 0\n\tname = /c\n",
+        "[/c/eph]: rc = 0\n\tname = /c/eph\n",
+        "[/c/seq-]: rc = 0\n\tname = /c/seq-0000000000\n",
+        "\tversion=1\taversion=0\n",
+        " value_len = 5\nworld\n",
+        "/c: rc = 0\n\teph\n\tseq-0000000000\n",
+        "/nope: rc = -101\n",
+        "/c: rc = -111\n",
+    ];
+
+    let mut at = 0;
+    for w in want {
+        // In this order: the connection answers in request order (the
+        // asynchronous calls' lines).
+        let found = text[at..].find(w);
+        assert!(
+            found.is_some(),
+            "no {w:?} (in order) in cli_mt's output:\n{text}"
+        );
+        at += found.unwrap() + w.len();
+    }
+}
