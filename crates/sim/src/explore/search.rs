@@ -18,6 +18,15 @@ use std::time::Instant;
 /// Report progress every this many transitions.
 const PROGRESS_EVERY: u64 = 64;
 
+fn is_cut(c: Choice) -> bool {
+    matches!(
+        c,
+        Choice::Deliver { cut: Some(_), .. }
+            | Choice::Timer { cut: Some(_), .. }
+            | Choice::Link { cut: Some(_), .. }
+    )
+}
+
 /// Rebuild the state at the end of `path`.
 pub(super) fn replay<'s, D: ProtocolDef>(
     setup: &'s Setup<D>,
@@ -34,7 +43,7 @@ pub(super) fn replay<'s, D: ProtocolDef>(
 /// What one transition led to.
 struct Next {
     fingerprint: u64,
-    commands: usize,
+    cuts: Vec<u32>,
     /// The node of the call could crash inside it.
     cuttable: bool,
 }
@@ -84,14 +93,15 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
     /// Execute `c` on `s` and check the state it leads to.
     fn step(&mut self, mut s: System<'s, D>, c: Choice) -> Result<Next, String> {
         let cuttable = self.setup.cfg.crash_inside && s.may_crash_now();
-        let commands = s.apply(c).map_err(|e| format!("explorer: {c} not applicable: {e}"))?;
+        s.apply(c)
+            .map_err(|e| format!("explorer: {c} not applicable: {e}"))?;
         check_step(&s)?;
         if s.completed {
             self.check_history(&s)?;
         }
         Ok(Next {
             fingerprint: s.fingerprint(),
-            commands,
+            cuts: std::mem::take(&mut s.cuts),
             cuttable,
         })
     }
@@ -122,8 +132,8 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
             let n = r.map_err(|p| format!("panic: {p}")).and_then(|r| r);
             let n = n.map_err(|e| fail(Some(c), e))?;
             self.report.transitions += 1;
-            if n.cuttable && n.commands >= 2 {
-                todo.extend((1..n.commands as u32).filter_map(|k| c.with_cut(k)));
+            if n.cuttable && !is_cut(c) {
+                todo.extend(n.cuts.iter().filter_map(|&k| c.with_cut(k)));
             }
             if self.seen.insert(n.fingerprint) {
                 self.tree.push((k, c));

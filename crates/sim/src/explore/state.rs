@@ -114,6 +114,9 @@ pub(super) struct System<'s, D: ProtocolDef> {
     pub next_process: u64,
     /// Set by a step that completed an operation.
     pub completed: bool,
+    /// The distinct crash points (commands run before it) of the step's
+    /// handler call, for the search's crash-inside branches.
+    pub cuts: Vec<u32>,
     /// Effects of each step, when tracing (`  n1 -> n2 Msg`).
     pub trace: Option<Vec<String>>,
 }

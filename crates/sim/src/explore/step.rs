@@ -44,6 +44,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             stamp: 0,
             next_process: u64::from(cfg.clients),
             completed: false,
+            cuts: Vec::new(),
             trace: trace.then(Vec::new),
         };
         for c in 0..cfg.clients as usize {
@@ -104,7 +105,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             core.restore(rec);
         }
         self.nodes[i].core = Some(core);
-        self.call_node(i, None, |core, now, out| core.on_start(now, out));
+        self.call_node(i, None, false, |core, now, out| core.on_start(now, out));
     }
 
     /// Execute `choice`. Returns how many commands the handler call it
@@ -112,6 +113,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
     /// here (a replayed trace that does not fit).
     pub fn apply(&mut self, choice: Choice) -> Result<usize, String> {
         self.completed = false;
+        self.cuts.clear();
         let cut = match choice {
             Choice::Deliver { cut, .. } | Choice::Timer { cut, .. } | Choice::Link { cut, .. } => cut,
             _ => None,
@@ -161,7 +163,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
                 let ev = (self.nodes.get_mut(node))
                     .and_then(|n| n.links.pop_front())
                     .ok_or("no link event pending")?;
-                self.call_node(node, cut, |core, now, out| core.on_link(now, ev, out))
+                self.call_node(node, cut, true, |core, now, out| core.on_link(now, ev, out))
             }
             Choice::Crash { node } => {
                 if !self.may_crash_now() || node >= self.nodes.len() {
@@ -268,11 +270,11 @@ impl<'s, D: ProtocolDef> System<'s, D> {
                         Peer::Conn(s)
                     }
                 };
-                self.call_node(j, cut, |core, now, out| core.on_msg(now, from, msg, out))
+                self.call_node(j, cut, true, |core, now, out| core.on_msg(now, from, msg, out))
             }
             (Ep::Node(j), Payload::Request { cref, req }) => {
                 self.open_session(j, cref.session);
-                self.call_node(j, cut, |core, now, out| core.on_client(now, cref, req, out))
+                self.call_node(j, cut, true, |core, now, out| core.on_client(now, cref, req, out))
             }
             (Ep::Client(c), Payload::Msg(msg)) => {
                 let Ep::Node(i) = p.from else {
@@ -297,7 +299,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             return;
         }
         let ev = LinkEvent::Up(Peer::Conn(s));
-        self.call_node(i, None, |core, now, out| core.on_link(now, ev, out));
+        self.call_node(i, None, false, |core, now, out| core.on_link(now, ev, out));
     }
 
     fn fire(&mut self, at: Ep, id: u64, cut: Option<u32>) -> Result<usize, String> {
@@ -308,7 +310,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
                 let k = ts.iter().position(|t| t.id == id).ok_or("no such timer")?;
                 let t = ts.remove(k);
                 self.now = self.now.max(t.due);
-                self.call_node(i, cut, |core, now, out| core.on_timer(now, t.timer, out))
+                self.call_node(i, cut, true, |core, now, out| core.on_timer(now, t.timer, out))
             }
             Ep::Client(c) => {
                 let ts = &mut self.clients.get_mut(c).ok_or("no such client")?.timers;
@@ -377,6 +379,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         &mut self,
         i: usize,
         cut: Option<u32>,
+        main: bool,
         f: impl FnOnce(&mut D::Node, Time, &mut Out<D::Msg, super::state::NodeTimer<D>>),
     ) -> usize {
         let now = Time(self.now);
@@ -386,6 +389,9 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             None => return 0,
         }
         let len = out.len();
+        if main {
+            self.cuts = self.cut_points(out.commands());
+        }
         for (k, cmd) in out.drain().enumerate() {
             if cut == Some(k as u32) {
                 self.note(|| format!("  (crash after {k} of {len} commands)"));
@@ -398,6 +404,26 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         len
     }
 
+    /// The crash points of a call that differ in what survives: after a
+    /// command whose effect outlives the crash (a record on a durable
+    /// disk, a datagram on its way). A crash after any other command (a
+    /// timer set, a FIFO send that the closing connection drops) leaves
+    /// the same state as one before it.
+    fn cut_points(&self, cmds: &[Command<D::Msg, super::state::NodeTimer<D>>]) -> Vec<u32> {
+        let lasting = |c: &Command<D::Msg, _>| match c {
+            Command::Persist(_) => self.setup.durable(),
+            Command::Send { to: Peer::Node(_), .. } | Command::SendNow { to: Peer::Node(_), .. } => {
+                !self.link_model().is_fifo()
+            }
+            Command::Send { .. } | Command::SendNow { .. } => true, // to a client coordinator
+            _ => false,
+        };
+        (1..cmds.len())
+            .filter(|&k| lasting(&cmds[k - 1]))
+            .map(|k| k as u32)
+            .collect()
+    }
+
     fn run_self_messages(&mut self) {
         for _ in 0..SELF_MSGS_MAX {
             let Some((i, msg)) = self.selfq.pop_front() else {
@@ -405,7 +431,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             };
             let from = Peer::Node(i as NodeId + 1);
             self.note(|| format!("  n{} -> self {msg:?}", i + 1));
-            self.call_node(i, None, |core, now, out| core.on_msg(now, from, msg, out));
+            self.call_node(i, None, false, |core, now, out| core.on_msg(now, from, msg, out));
         }
         panic!("a node keeps sending itself messages ({SELF_MSGS_MAX} in one step)");
     }
