@@ -40,9 +40,13 @@ pub(super) fn replay<'s, D: ProtocolDef>(
     Ok(s)
 }
 
+/// A state queued for expansion: its tree index and core hashes.
+type Level = (u32, Vec<u64>);
+
 /// What one transition led to.
 struct Next {
     fingerprint: u64,
+    hashes: Vec<u64>,
     cuts: Vec<u32>,
     /// The node of the call could crash inside it.
     cuttable: bool,
@@ -91,7 +95,8 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
     }
 
     /// Execute `c` on `s` and check the state it leads to.
-    fn step(&mut self, mut s: System<'s, D>, c: Choice) -> Result<Next, String> {
+    fn step(&mut self, mut s: System<'s, D>, c: Choice, parent: &[u64]) -> Result<Next, String> {
+        s.adopt_core_hashes(parent);
         let cuttable = self.setup.cfg.crash_inside && s.may_crash_now();
         s.apply(c)
             .map_err(|e| format!("explorer: {c} not applicable: {e}"))?;
@@ -101,13 +106,15 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
         }
         Ok(Next {
             fingerprint: s.fingerprint(),
+            hashes: s.core_hashes(),
             cuts: std::mem::take(&mut s.cuts),
             cuttable,
         })
     }
 
     /// Expand state `k`: every successor not seen yet joins `next`.
-    fn expand(&mut self, k: u32, next: &mut Vec<u32>) -> Result<bool, Violation> {
+    fn expand(&mut self, (k, parent): &Level, next: &mut Vec<Level>) -> Result<bool, Violation> {
+        let k = *k;
         let path = self.path(k);
         let fail = |c: Option<Choice>, what: String| {
             let mut path = path.clone();
@@ -127,7 +134,7 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
                     Some(s) => s,
                     None => replay(self.setup, &path, false)?,
                 };
-                self.step(s, c)
+                self.step(s, c, parent)
             });
             let n = r.map_err(|p| format!("panic: {p}")).and_then(|r| r);
             let n = n.map_err(|e| fail(Some(c), e))?;
@@ -137,7 +144,7 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
             }
             if self.seen.insert(n.fingerprint) {
                 self.tree.push((k, c));
-                next.push(self.tree.len() as u32 - 1);
+                next.push((self.tree.len() as u32 - 1, n.hashes));
             }
         }
         Ok(leaf)
@@ -162,17 +169,19 @@ pub(super) fn search<D: ProtocolDef>(
         report: Report::default(),
         started: Instant::now(),
     };
-    match replay(setup, &[], false) {
-        Ok(root) => s.seen.insert(root.fingerprint()),
+    let mut frontier = match replay(setup, &[], false) {
+        Ok(mut root) => {
+            s.seen.insert(root.fingerprint());
+            vec![(0u32, root.core_hashes())]
+        }
         Err(e) => return s.finish(Some(Violation { path: vec![], what: e })),
     };
-    let mut frontier = vec![0u32];
     let mut depth = 0;
     let mut shown = 0;
     while !frontier.is_empty() && depth < setup.cfg.depth && !s.out_of_states() {
         let mut next = Vec::new();
-        for &k in &frontier {
-            match s.expand(k, &mut next) {
+        for level in &frontier {
+            match s.expand(level, &mut next) {
                 Ok(leaf) => s.report.leaves += u64::from(leaf),
                 Err(v) => return s.finish(Some(v)),
             }
@@ -192,6 +201,9 @@ pub(super) fn search<D: ProtocolDef>(
         progress(&s.progress(depth, frontier.len()));
     }
     s.report.frontier_left = s.live_frontier(&frontier);
+    if !s.out_of_states() && depth == setup.cfg.depth {
+        s.report.leaves += frontier.len() as u64 - s.report.frontier_left;
+    }
     s.report.exhausted = s.report.frontier_left == 0 && !s.out_of_states();
     s.finish(None)
 }
@@ -208,9 +220,9 @@ impl<D: ProtocolDef> Search<'_, D> {
     }
 
     /// How many states of the last frontier still had events enabled.
-    fn live_frontier(&self, frontier: &[u32]) -> u64 {
-        let live = |&k: &u32| {
-            let r = crate::panics::catch(|| replay(self.setup, &self.path(k), false));
+    fn live_frontier(&self, frontier: &[Level]) -> u64 {
+        let live = |&(k, _): &&Level| {
+            let r = crate::panics::catch(|| replay(self.setup, &self.path(*k), false));
             r.ok().and_then(|r| r.ok()).is_some_and(|s| !s.enabled().is_empty())
         };
         frontier.iter().filter(|k| live(k)).count() as u64

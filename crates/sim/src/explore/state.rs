@@ -117,19 +117,51 @@ pub(super) struct System<'s, D: ProtocolDef> {
     /// The distinct crash points (commands run before it) of the step's
     /// handler call, for the search's crash-inside branches.
     pub cuts: Vec<u32>,
+    /// Per core (nodes, then clients): the hash of its `Debug` text, or
+    /// `None` if a handler ran since it was taken.
+    pub core_hashes: Vec<Option<u64>>,
     /// Effects of each step, when tracing (`  n1 -> n2 Msg`).
     pub trace: Option<Vec<String>>,
 }
 
 /// FNV-1a: a hash that stays the same across builds (trace ids).
+#[cfg(test)]
 pub fn stable_hash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let _ = std::fmt::Write::write_str(&mut h, s);
+    h.0
 }
 
+/// Feeds formatted text into a hash without building the string.
+struct Fnv(u64);
+
+impl std::fmt::Write for Fnv {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        for b in s.bytes() {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        Ok(())
+    }
+}
+
+/// [`stable_hash`] of `x`'s `Debug` text.
 pub(super) fn debug_id(x: &impl Debug) -> u64 {
-    stable_hash(&format!("{x:?}"))
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let _ = std::fmt::Write::write_fmt(&mut h, format_args!("{x:?}"));
+    h.0
+}
+
+/// Hash `x`'s `Debug` text into `h` (no string built).
+fn hash_debug(x: &impl Debug, h: &mut DefaultHasher) {
+    struct W<'a>(&'a mut DefaultHasher);
+    impl std::fmt::Write for W<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.write(s.as_bytes());
+            Ok(())
+        }
+    }
+    let _ = std::fmt::Write::write_fmt(&mut W(h), format_args!("{x:?}"));
+    h.write_u8(0xff);
 }
 
 impl<'s, D: ProtocolDef> System<'s, D> {
@@ -255,19 +287,29 @@ impl<'s, D: ProtocolDef> System<'s, D> {
     /// The state's name for deduplication: everything that can influence
     /// what happens next or what the checker sees. The network is a
     /// multiset (per-link order kept only for FIFO packets), timers a set.
-    pub fn fingerprint(&self) -> u64 {
+    pub fn fingerprint(&mut self) -> u64 {
+        let n = self.nodes.len();
+        for k in 0..self.core_hashes.len() {
+            if self.core_hashes[k].is_none() {
+                let mut h = DefaultHasher::new();
+                match k < n {
+                    true => hash_debug(&self.nodes[k].core, &mut h),
+                    false => hash_debug(&self.clients[k - n].coord, &mut h),
+                }
+                self.core_hashes[k] = Some(h.finish());
+            }
+        }
         let mut h = DefaultHasher::new();
         self.now.hash(&mut h);
         self.budgets.hash(&mut h);
+        self.core_hashes.hash(&mut h);
         for n in &self.nodes {
-            format!("{:?}", n.core).hash(&mut h);
             hash_timers(&n.timers, &mut h);
-            format!("{:?}", n.disk).hash(&mut h);
+            hash_debug(&n.disk, &mut h);
             (n.incarnation, &n.sessions).hash(&mut h);
-            format!("{:?}", n.links).hash(&mut h);
+            hash_debug(&n.links, &mut h);
         }
         for c in &self.clients {
-            format!("{:?}", c.coord).hash(&mut h);
             hash_timers(&c.timers, &mut h);
             (c.issued, c.pending, c.process).hash(&mut h);
         }
@@ -286,6 +328,33 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         (fifo, bag).hash(&mut h);
         self.history.hash(&mut h);
         h.finish()
+    }
+
+    /// The hashes of the cores' `Debug` text (nodes, then clients), as
+    /// [`Self::fingerprint`] left them.
+    pub fn core_hashes(&self) -> Vec<u64> {
+        self.core_hashes.iter().map(|h| h.unwrap_or(0)).collect()
+    }
+
+    /// Take the core hashes of the state this one was replayed to (no
+    /// core has changed since): only the cores the next step touches are
+    /// formatted again. Sound because a core changes only inside its own
+    /// handler calls, which mark it ([`Self::touch`]).
+    pub fn adopt_core_hashes(&mut self, hashes: &[u64]) {
+        if hashes.len() == self.core_hashes.len() {
+            self.core_hashes = hashes.iter().map(|&h| Some(h)).collect();
+        }
+    }
+
+    /// Endpoint `ep`'s core may have changed.
+    pub fn touch(&mut self, ep: Ep) {
+        let k = match ep {
+            Ep::Node(i) => i,
+            Ep::Client(c) => self.nodes.len() + c,
+        };
+        if let Some(h) = self.core_hashes.get_mut(k) {
+            *h = None;
+        }
     }
 
     /// The clients' history, keyed for the checker's cache.

@@ -45,6 +45,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             next_process: u64::from(cfg.clients),
             completed: false,
             cuts: Vec::new(),
+            core_hashes: vec![None; (cfg.replicas + cfg.clients) as usize],
             trace: trace.then(Vec::new),
         };
         for c in 0..cfg.clients as usize {
@@ -348,6 +349,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         self.budgets.crashes = self.budgets.crashes.saturating_sub(1);
         self.note(|| format!("  CRASH n{}", i + 1));
         let durable = self.setup.durable();
+        self.touch(Ep::Node(i));
         let n = &mut self.nodes[i];
         n.core = None;
         n.timers.clear();
@@ -384,6 +386,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
     ) -> usize {
         let now = Time(self.now);
         let mut out = Out::new();
+        self.touch(Ep::Node(i));
         match self.nodes[i].core.as_mut() {
             Some(core) => f(core, now, &mut out),
             None => return 0,
@@ -481,6 +484,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
     ) -> usize {
         let now = Time(self.now);
         let mut out = Out::new();
+        self.touch(Ep::Client(c));
         match self.clients[c].coord.as_mut() {
             Some(k) => f(k, now, &mut out),
             None => return 0,
