@@ -95,7 +95,9 @@ pub struct Args {
 fn config(a: &Args) -> Result<ExploreConfig, String> {
     let opts = (a.opts.iter())
         .map(|kv| {
-            let (k, v) = kv.split_once('=').ok_or(format!("--opt {kv}: want KEY=VALUE"))?;
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or(format!("--opt {kv}: want KEY=VALUE"))?;
             Ok((k.to_string(), v.to_string()))
         })
         .collect::<Result<Vec<_>, String>>()?;
@@ -135,7 +137,10 @@ fn progress_bar(quiet: bool) -> ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
         pb.set_draw_target(ProgressDrawTarget::hidden());
     }
-    pb.set_style(ProgressStyle::with_template("{elapsed_precise} {spinner} {wide_msg}").expect("static template"));
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed_precise} {spinner} {wide_msg}")
+            .expect("static template"),
+    );
     pb.enable_steady_tick(Duration::from_millis(200));
     pb
 }
@@ -164,7 +169,11 @@ fn search(cfg: &ExploreConfig, a: &Args) -> ExitCode {
     }
 }
 
-fn counterexample(cfg: &ExploreConfig, report: &Report, save: Option<&std::path::Path>) -> ExitCode {
+fn counterexample(
+    cfg: &ExploreConfig,
+    report: &Report,
+    save: Option<&std::path::Path>,
+) -> ExitCode {
     let Some(v) = &report.violation else {
         return ExitCode::SUCCESS;
     };
@@ -186,11 +195,19 @@ fn counterexample(cfg: &ExploreConfig, report: &Report, save: Option<&std::path:
     let inline: Vec<String> = v.path.iter().map(|c| c.to_string()).collect();
     if let Some(path) = save {
         match std::fs::write(path, &text) {
-            Ok(()) => println!("\ntrace saved: replay with\n  quorumkv verify {} --replay {}", cfg.flags(), path.display()),
+            Ok(()) => println!(
+                "\ntrace saved: replay with\n  quorumkv verify {} --replay {}",
+                cfg.flags(),
+                path.display()
+            ),
             Err(e) => eprintln!("quorumkv: cannot write {}: {e}", path.display()),
         }
     } else {
-        println!("\nreplay with\n  quorumkv verify {} --replay '{}'", cfg.flags(), inline.join("; "));
+        println!(
+            "\nreplay with\n  quorumkv verify {} --replay '{}'",
+            cfg.flags(),
+            inline.join("; ")
+        );
     }
     ExitCode::FAILURE
 }

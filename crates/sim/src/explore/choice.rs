@@ -40,7 +40,9 @@ impl FromStr for Ep {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Choice {
     /// The client invokes its next operation.
-    Issue { client: usize },
+    Issue {
+        client: usize,
+    },
     Deliver {
         from: Ep,
         to: Ep,
@@ -48,16 +50,38 @@ pub enum Choice {
         cut: Option<u32>,
     },
     /// Unreliable links: the message is lost.
-    Drop { from: Ep, to: Ep, id: u64 },
+    Drop {
+        from: Ep,
+        to: Ep,
+        id: u64,
+    },
     /// Unreliable links: a second copy of the message is in flight.
-    Dup { from: Ep, to: Ep, id: u64 },
+    Dup {
+        from: Ep,
+        to: Ep,
+        id: u64,
+    },
     /// FIFO-reliable links: the connection of two nodes resets.
-    Reset { a: usize, b: usize },
-    Timer { at: Ep, id: u64, cut: Option<u32> },
+    Reset {
+        a: usize,
+        b: usize,
+    },
+    Timer {
+        at: Ep,
+        id: u64,
+        cut: Option<u32>,
+    },
     /// The node's next link event (Down / Up) is reported to it.
-    Link { node: usize, cut: Option<u32> },
-    Crash { node: usize },
-    Restart { node: usize },
+    Link {
+        node: usize,
+        cut: Option<u32>,
+    },
+    Crash {
+        node: usize,
+    },
+    Restart {
+        node: usize,
+    },
 }
 
 impl Choice {
@@ -140,7 +164,11 @@ impl FromStr for Choice {
             cut = Some(last.parse().map_err(|_| format!("bad cut in '{line}'"))?);
             w.pop();
         }
-        let arg = |k: usize| w.get(k).copied().ok_or_else(|| format!("short line '{line}'"));
+        let arg = |k: usize| {
+            w.get(k)
+                .copied()
+                .ok_or_else(|| format!("short line '{line}'"))
+        };
         let c = match arg(0)? {
             "issue" => match arg(1)?.parse()? {
                 Ep::Client(client) => Choice::Issue { client },

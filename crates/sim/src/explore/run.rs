@@ -22,9 +22,17 @@ fn setup<D: ProtocolDef>(cfg: &ExploreConfig) -> Result<Setup<D>, String> {
     if let Some(name) = cfg.variant.as_deref().filter(|v| *v != "default") {
         let v = (D::VARIANTS.iter().find(|v| v.name == name)).ok_or_else(|| {
             let names: Vec<_> = D::VARIANTS.iter().map(|v| v.name).collect();
-            format!("{}: no variant '{name}' (known: default {})", D::NAME, names.join(" "))
+            format!(
+                "{}: no variant '{name}' (known: default {})",
+                D::NAME,
+                names.join(" ")
+            )
         })?;
-        pairs.extend(v.options.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        pairs.extend(
+            v.options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
     }
     pairs.extend(cfg.opts.iter().cloned());
     let opts = D::Options::from_pairs(&pairs).map_err(|e| format!("{}: {e}", D::NAME))?;
@@ -77,10 +85,7 @@ fn unknown(name: &str) -> String {
 }
 
 /// Explore every path of `cfg`'s scope; `progress` is called as it goes.
-pub fn explore(
-    cfg: &ExploreConfig,
-    progress: &mut dyn FnMut(&Progress),
-) -> Result<Report, String> {
+pub fn explore(cfg: &ExploreConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Report, String> {
     let v = Explore { cfg, progress };
     visit_named(&cfg.protocol, v).map_err(|_| unknown(&cfg.protocol))?
 }

@@ -35,7 +35,8 @@ pub(super) fn replay<'s, D: ProtocolDef>(
 ) -> Result<System<'s, D>, String> {
     let mut s = System::new(setup, trace);
     for (k, &c) in path.iter().enumerate() {
-        s.apply(c).map_err(|e| format!("step {}: {c}: {e}", k + 1))?;
+        s.apply(c)
+            .map_err(|e| format!("step {}: {c}: {e}", k + 1))?;
     }
     Ok(s)
 }
@@ -174,7 +175,12 @@ pub(super) fn search<D: ProtocolDef>(
             s.seen.insert(root.fingerprint());
             vec![(0u32, root.core_hashes())]
         }
-        Err(e) => return s.finish(Some(Violation { path: vec![], what: e })),
+        Err(e) => {
+            return s.finish(Some(Violation {
+                path: vec![],
+                what: e,
+            }))
+        }
     };
     let mut depth = 0;
     let mut shown = 0;
@@ -223,7 +229,9 @@ impl<D: ProtocolDef> Search<'_, D> {
     fn live_frontier(&self, frontier: &[Level]) -> u64 {
         let live = |&(k, _): &&Level| {
             let r = crate::panics::catch(|| replay(self.setup, &self.path(*k), false));
-            r.ok().and_then(|r| r.ok()).is_some_and(|s| !s.enabled().is_empty())
+            r.ok()
+                .and_then(|r| r.ok())
+                .is_some_and(|s| !s.enabled().is_empty())
         };
         frontier.iter().filter(|k| live(k)).count() as u64
     }

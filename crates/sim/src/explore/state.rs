@@ -23,9 +23,15 @@ pub(super) type ClientTimer<D> = <<D as ProtocolDef>::Client as Protocol>::Timer
 pub(super) enum Payload<M> {
     Msg(M),
     /// Proxy mode: a client's request to its server, over TCP.
-    Request { cref: ClientRef, req: Request },
+    Request {
+        cref: ClientRef,
+        req: Request,
+    },
     /// Proxy mode: the server's answer.
-    Reply { cref: ClientRef, resp: Response },
+    Reply {
+        cref: ClientRef,
+        resp: Response,
+    },
 }
 
 #[derive(Debug)]

@@ -4,9 +4,7 @@
 
 use super::choice::{Choice, Ep};
 use super::config::workload_op;
-use super::state::{
-    debug_id, Budgets, ClientSt, NodeSt, Packet, Payload, Pending, Setup, System,
-};
+use super::state::{debug_id, Budgets, ClientSt, NodeSt, Packet, Payload, Pending, Setup, System};
 use crate::history::{Brief, OpRecord};
 use quorumkv_core::op::{Op, Outcome};
 use quorumkv_core::protocol::registry::client_writer_id;
@@ -116,7 +114,9 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         self.completed = false;
         self.cuts.clear();
         let cut = match choice {
-            Choice::Deliver { cut, .. } | Choice::Timer { cut, .. } | Choice::Link { cut, .. } => cut,
+            Choice::Deliver { cut, .. } | Choice::Timer { cut, .. } | Choice::Link { cut, .. } => {
+                cut
+            }
             _ => None,
         };
         if cut.is_some() && !(self.setup.cfg.crash_inside && self.may_crash_now()) {
@@ -124,7 +124,9 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         }
         let n = self.apply_event(choice)?;
         if cut.is_some_and(|k| k as usize >= n) {
-            return Err(format!("the call made {n} commands: no crash after {cut:?}"));
+            return Err(format!(
+                "the call made {n} commands: no crash after {cut:?}"
+            ));
         }
         Ok(n)
     }
@@ -271,11 +273,15 @@ impl<'s, D: ProtocolDef> System<'s, D> {
                         Peer::Conn(s)
                     }
                 };
-                self.call_node(j, cut, true, |core, now, out| core.on_msg(now, from, msg, out))
+                self.call_node(j, cut, true, |core, now, out| {
+                    core.on_msg(now, from, msg, out)
+                })
             }
             (Ep::Node(j), Payload::Request { cref, req }) => {
                 self.open_session(j, cref.session);
-                self.call_node(j, cut, true, |core, now, out| core.on_client(now, cref, req, out))
+                self.call_node(j, cut, true, |core, now, out| {
+                    core.on_client(now, cref, req, out)
+                })
             }
             (Ep::Client(c), Payload::Msg(msg)) => {
                 let Ep::Node(i) = p.from else {
@@ -311,7 +317,9 @@ impl<'s, D: ProtocolDef> System<'s, D> {
                 let k = ts.iter().position(|t| t.id == id).ok_or("no such timer")?;
                 let t = ts.remove(k);
                 self.now = self.now.max(t.due);
-                self.call_node(i, cut, true, |core, now, out| core.on_timer(now, t.timer, out))
+                self.call_node(i, cut, true, |core, now, out| {
+                    core.on_timer(now, t.timer, out)
+                })
             }
             Ep::Client(c) => {
                 let ts = &mut self.clients.get_mut(c).ok_or("no such client")?.timers;
@@ -361,7 +369,8 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         }
         self.selfq.retain(|(j, _)| *j != i);
         let me = Ep::Node(i);
-        self.net.retain(|p| !(p.fifo && (p.from == me || p.to == me)));
+        self.net
+            .retain(|p| !(p.fifo && (p.from == me || p.to == me)));
         self.node_links_all(i, LinkEvent::Down(Peer::Node(i as NodeId + 1)));
     }
 
@@ -415,9 +424,12 @@ impl<'s, D: ProtocolDef> System<'s, D> {
     fn cut_points(&self, cmds: &[Command<D::Msg, super::state::NodeTimer<D>>]) -> Vec<u32> {
         let lasting = |c: &Command<D::Msg, _>| match c {
             Command::Persist(_) => self.setup.durable(),
-            Command::Send { to: Peer::Node(_), .. } | Command::SendNow { to: Peer::Node(_), .. } => {
-                !self.link_model().is_fifo()
+            Command::Send {
+                to: Peer::Node(_), ..
             }
+            | Command::SendNow {
+                to: Peer::Node(_), ..
+            } => !self.link_model().is_fifo(),
             Command::Send { .. } | Command::SendNow { .. } => true, // to a client coordinator
             _ => false,
         };
@@ -434,7 +446,9 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             };
             let from = Peer::Node(i as NodeId + 1);
             self.note(|| format!("  n{} -> self {msg:?}", i + 1));
-            self.call_node(i, None, false, |core, now, out| core.on_msg(now, from, msg, out));
+            self.call_node(i, None, false, |core, now, out| {
+                core.on_msg(now, from, msg, out)
+            });
         }
         panic!("a node keeps sending itself messages ({SELF_MSGS_MAX} in one step)");
     }
@@ -463,9 +477,12 @@ impl<'s, D: ProtocolDef> System<'s, D> {
     fn node_send(&mut self, i: usize, to: Peer, msg: D::Msg) {
         match to {
             Peer::Node(id) if id as usize == i + 1 => self.selfq.push_back((i, msg)),
-            Peer::Node(id) if (1..=self.nodes.len()).contains(&(id as usize)) => {
-                self.put_packet(Ep::Node(i), Ep::Node(id as usize - 1), Payload::Msg(msg), false)
-            }
+            Peer::Node(id) if (1..=self.nodes.len()).contains(&(id as usize)) => self.put_packet(
+                Ep::Node(i),
+                Ep::Node(id as usize - 1),
+                Payload::Msg(msg),
+                false,
+            ),
             Peer::Node(id) => panic!("n{} sent to unknown node {id}", i + 1),
             Peer::Conn(s) => {
                 // A client-side coordinator's connection is session c + 1.
@@ -508,7 +525,9 @@ impl<'s, D: ProtocolDef> System<'s, D> {
                     let due = self.now + after.as_micros() as u64;
                     set_timer(&mut self.clients[c].timers, timer, due);
                 }
-                Command::CancelTimer { timer } => self.clients[c].timers.retain(|t| t.timer != timer),
+                Command::CancelTimer { timer } => {
+                    self.clients[c].timers.retain(|t| t.timer != timer)
+                }
                 Command::Persist(_) | Command::Notify { .. } | Command::WhenDurable(_) => {}
             }
         }

@@ -35,7 +35,10 @@ pub fn parse(text: &str) -> Result<Vec<Choice>, String> {
             Some((num, rest)) if num.chars().all(|c| c.is_ascii_digit()) => rest,
             _ => line,
         };
-        path.push(line.parse().map_err(|e| format!("trace line {}: {e}", n + 1))?);
+        path.push(
+            line.parse()
+                .map_err(|e| format!("trace line {}: {e}", n + 1))?,
+        );
     }
     Ok(path)
 }
@@ -94,7 +97,8 @@ pub(super) fn run_path<D: ProtocolDef>(setup: &Setup<D>, path: &[Choice]) -> Rep
             return out;
         }
     };
-    out.lines.push("  0. start (every node booted)".into());
+    out.lines
+        .push("  # start: every node booted, no operation issued".into());
     for (k, &c) in path.iter().enumerate() {
         let what = describe(&s, c);
         out.lines.push(format!("{:>3}. {c:<40} | {what}", k + 1));
