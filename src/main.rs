@@ -45,7 +45,6 @@ enum Cmd {
     Check(quorumkv_check::cli::Args),
     /// Run protocols under a deterministic simulator with injected faults.
     Sim(quorumkv_sim::cli::Args),
-    /// Check every interleaving of a small configuration (model checking).
     Verify(cmd::verify::Args),
 }
 

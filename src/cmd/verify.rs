@@ -31,8 +31,11 @@ use std::time::Duration;
 ///
 /// Examples:
 ///   quorumkv verify --protocol abd --depth 10
-///   quorumkv verify --protocol abd --depth 10 --bug abd-minority-quorum --crashes 0
-///   quorumkv verify --protocol abd --depth 10 --bug abd-minority-quorum --replay trace.txt
+///   quorumkv verify --protocol ring --depth 40 --crashes 0 --losses 0 --timers 0
+///   quorumkv verify --protocol abd --depth 10 --bug abd-minority-quorum \
+///       --crashes 0 --losses 0 --dups 0 --timers 0 --save-trace trace.txt
+///   quorumkv verify --protocol abd --depth 10 --bug abd-minority-quorum \
+///       --crashes 0 --losses 0 --dups 0 --timers 0 --replay trace.txt
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -45,8 +48,10 @@ pub struct Args {
     /// Operations per client (1 or 2).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=2))]
     ops: u32,
+    /// Clients, each with its own operations.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=3))]
     clients: u32,
+    /// Replicas (N).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=5))]
     replicas: u32,
     /// Node crashes per path (0 or 1); a crashed node may restart.

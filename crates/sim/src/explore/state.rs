@@ -39,7 +39,7 @@ pub(super) struct Packet<M> {
     pub from: Ep,
     pub to: Ep,
     pub payload: Payload<M>,
-    /// [`stable_hash`] of the payload's text: the trace's `@id`.
+    /// [`debug_id`] of the payload: the trace's `@id`.
     pub id: u64,
     /// Delivered in order with the other FIFO packets of its link.
     pub fifo: bool,
@@ -115,7 +115,8 @@ pub(super) struct System<'s, D: ProtocolDef> {
     pub now: u64,
     pub budgets: Budgets,
     pub history: Vec<OpRecord>,
-    /// Orders invocations and completions (the history's real time).
+    /// Orders invocations and completions (the history's real time,
+    /// one µs per invocation or completion).
     pub stamp: u64,
     pub next_process: u64,
     /// Set by a step that completed an operation.
@@ -130,15 +131,8 @@ pub(super) struct System<'s, D: ProtocolDef> {
     pub trace: Option<Vec<String>>,
 }
 
-/// FNV-1a: a hash that stays the same across builds (trace ids).
-#[cfg(test)]
-pub fn stable_hash(s: &str) -> u64 {
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
-    let _ = std::fmt::Write::write_str(&mut h, s);
-    h.0
-}
-
-/// Feeds formatted text into a hash without building the string.
+/// FNV-1a, fed formatted text without building the string: a hash that
+/// stays the same across builds (trace ids).
 struct Fnv(u64);
 
 impl std::fmt::Write for Fnv {
@@ -150,7 +144,7 @@ impl std::fmt::Write for Fnv {
     }
 }
 
-/// [`stable_hash`] of `x`'s `Debug` text.
+/// The FNV-1a hash of `x`'s `Debug` text.
 pub(super) fn debug_id(x: &impl Debug) -> u64 {
     let mut h = Fnv(0xcbf2_9ce4_8422_2325);
     let _ = std::fmt::Write::write_fmt(&mut h, format_args!("{x:?}"));

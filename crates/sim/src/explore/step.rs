@@ -194,7 +194,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         }
         let req = workload_op(c, cl.issued);
         let req_no = u64::from(cl.issued) + 1;
-        self.stamp += 1;
+        self.stamp += 1_000; // 1 µs per history event
         let op = Op::from(&req);
         self.note(|| format!("  c{c} INVOKE {}", Brief(&op)));
         self.history.push(OpRecord {
@@ -235,7 +235,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         if open != req_no {
             return;
         }
-        self.stamp += 1;
+        self.stamp += 1_000; // 1 µs per history event
         self.note(|| format!("  c{c} RETURN {outcome}"));
         let r = &mut self.history[rec];
         r.complete_ns = self.stamp;
