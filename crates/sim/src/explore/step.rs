@@ -94,7 +94,9 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             id,
             members: &setup.members,
             incarnation,
-            durable: setup.durable(),
+            // As the simulator: the mode keeps records; a protocol that
+            // persists nothing still loses its state at every restart.
+            durable: setup.cfg.durability != crate::config::Durability::Memory,
             lost_state: !setup.durable() && incarnation > 0,
             timing: crate::config::Timing::default().core(),
             seed: crate::rng::derive(0, &[NODE_SEED, id.into(), incarnation]),
