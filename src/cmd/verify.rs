@@ -73,6 +73,12 @@ pub struct Args {
     /// Timer firings per path.
     #[arg(long, default_value_t = 2)]
     timers: u32,
+    /// Start from the state a fault-free fair schedule settles in (nothing
+    /// in flight, every node leader/follower/replica: a leader elected and
+    /// synced) instead of from boot. Leader-based protocols spend their
+    /// first dozens of events electing; this explores their operations.
+    #[arg(long)]
+    warmup: bool,
     /// Inject one of the protocol's deliberate bugs.
     #[arg(long)]
     bug: Option<String>,
@@ -119,6 +125,7 @@ fn config(a: &Args) -> Result<ExploreConfig, String> {
         dups: a.dups,
         timers: a.timers,
         bug: a.bug.clone(),
+        warmup: a.warmup,
         variant: a.variant.clone(),
         opts,
         max_states: a.max_states,

@@ -113,6 +113,18 @@ fn lease_lock_minority_quorum_is_found_and_replays() {
     found_and_replayed(&cfg, 16);
 }
 
+/// The ring's read inversion needs a read on one server while a write
+/// from another is half-way round: three clients (two writers, a reader).
+#[test]
+fn ring_read_no_wait_is_found_and_replays() {
+    let cfg = ExploreConfig {
+        bug: Some("ring-read-no-wait".into()),
+        clients: 3,
+        ..scope("ring", 20)
+    };
+    found_and_replayed(&cfg, 15);
+}
+
 #[test]
 fn a_trace_that_does_not_fit_is_refused() {
     let cfg = scope("abd", 4);

@@ -32,6 +32,9 @@ pub struct ExploreConfig {
     /// Timer firings per path.
     pub timers: u32,
     pub bug: Option<String>,
+    /// Start from the state a fault-free fair schedule settles in (a
+    /// leader elected), instead of from boot.
+    pub warmup: bool,
     /// `--variant` name (a protocol's named option set) and `--opt` pairs.
     pub variant: Option<String>,
     pub opts: Vec<(String, String)>,
@@ -57,6 +60,7 @@ impl Default for ExploreConfig {
             dups: 1,
             timers: 2,
             bug: None,
+            warmup: false,
             variant: None,
             opts: Vec::new(),
             max_states: 0,
@@ -84,6 +88,9 @@ impl ExploreConfig {
         );
         if !self.crash_inside {
             s += " --no-crash-inside";
+        }
+        if self.warmup {
+            s += " --warmup";
         }
         if let Some(b) = &self.bug {
             s += &format!(" --bug {b}");

@@ -19,6 +19,8 @@ const NODE_SEED: u64 = 1;
 const CLIENT_SEED: u64 = 2;
 /// A step that keeps sending itself messages is a bug in the core.
 const SELF_MSGS_MAX: usize = 10_000;
+/// Events of the warm-up at most.
+const WARMUP_MAX: usize = 10_000;
 
 impl<'s, D: ProtocolDef> System<'s, D> {
     /// The initial state: every node booted (`on_start` run), no
@@ -77,7 +79,56 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         for i in 0..s.nodes.len() {
             s.boot(i);
         }
+        if cfg.warmup {
+            s.warm_up();
+        }
         s
+    }
+
+    /// `--warmup`: run a fault-free, fair schedule (oldest deliverable
+    /// message first, else the timer due first) until nothing is in
+    /// flight and every node has a settled role (no `looking`,
+    /// `recovering`…): a leader elected and its followers synced. The
+    /// search then starts from there. Deterministic, so replays agree.
+    fn warm_up(&mut self) {
+        let budgets = self.budgets;
+        self.budgets.timers = u32::MAX;
+        for step in 0..WARMUP_MAX {
+            let next = self
+                .enabled()
+                .into_iter()
+                .find(|c| matches!(c, Choice::Deliver { .. }));
+            let next = match next {
+                Some(c) => c,
+                None if self.settled() => {
+                    self.note(|| format!("  warm-up: settled after {step} events"));
+                    break;
+                }
+                None => match self.first_timer() {
+                    Some(c) => c,
+                    None => break,
+                },
+            };
+            if self.apply(next).is_err() {
+                break;
+            }
+        }
+        self.budgets = budgets;
+    }
+
+    fn settled(&self) -> bool {
+        let settled = |r: &str| matches!(r, "leader" | "follower" | "replica" | "holder");
+        (self.nodes.iter()).all(|n| n.core.as_ref().is_some_and(|c| settled(c.role())))
+    }
+
+    /// The pending timer due first (nodes before clients, then by id).
+    fn first_timer(&self) -> Option<Choice> {
+        let nodes = (self.nodes.iter().enumerate())
+            .flat_map(|(i, n)| n.timers.iter().map(move |t| (t.due, Ep::Node(i), t.id)));
+        let clients = (self.clients.iter().enumerate())
+            .flat_map(|(c, n)| n.timers.iter().map(move |t| (t.due, Ep::Client(c), t.id)));
+        let (_, at, id) = nodes.chain(clients).min()?;
+        Some(Choice::Timer { at, id, cut: None })
     }
 
     fn note(&mut self, line: impl FnOnce() -> String) {
