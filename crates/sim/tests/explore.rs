@@ -55,6 +55,28 @@ fn every_protocol_is_clean_deeper_without_faults() {
     }
 }
 
+/// From boot, Zab spends the first dozens of events electing a leader and
+/// no operation completes at a depth the search reaches; `--warmup`
+/// starts from the elected state, where both operations complete.
+#[test]
+fn zab_after_the_warm_up_completes_operations() {
+    let cold = assert_clean(&scope("zab", 8));
+    assert_eq!(cold.histories, 0, "{cold}");
+    let warm = ExploreConfig {
+        warmup: true,
+        ..scope("zab", 12)
+    };
+    let r = assert_clean(&warm);
+    assert!(r.histories > 0 && r.transitions > 100, "{r}");
+    let path = explore::parse("issue c0").unwrap();
+    let replayed = explore::replay_path(&warm, &path).unwrap();
+    assert!(
+        (replayed.lines.iter()).any(|l| l.contains("warm-up: settled")),
+        "{:?}",
+        replayed.lines
+    );
+}
+
 /// Ring and Lamport's space without faults is small enough to exhaust:
 /// every path ends (each operation done) below the bound.
 #[test]

@@ -91,19 +91,18 @@ impl<'s, D: ProtocolDef> System<'s, D> {
     /// `recovering`…): a leader elected and its followers synced. The
     /// search then starts from there. Deterministic, so replays agree.
     fn warm_up(&mut self) {
-        let budgets = self.budgets;
+        let (budgets, trace) = (self.budgets, self.trace.take());
         self.budgets.timers = u32::MAX;
+        let mut events = 0;
         for step in 0..WARMUP_MAX {
+            events = step;
             let next = self
                 .enabled()
                 .into_iter()
                 .find(|c| matches!(c, Choice::Deliver { .. }));
             let next = match next {
                 Some(c) => c,
-                None if self.settled() => {
-                    self.note(|| format!("  warm-up: settled after {step} events"));
-                    break;
-                }
+                None if self.settled() => break,
                 None => match self.first_timer() {
                     Some(c) => c,
                     None => break,
@@ -113,7 +112,14 @@ impl<'s, D: ProtocolDef> System<'s, D> {
                 break;
             }
         }
-        self.budgets = budgets;
+        (self.budgets, self.trace) = (budgets, trace);
+        let how = if self.settled() {
+            "settled"
+        } else {
+            "NOT settled"
+        };
+        let now = self.now;
+        self.note(|| format!("  warm-up: {how} after {events} events, t={now}us"));
     }
 
     fn settled(&self) -> bool {

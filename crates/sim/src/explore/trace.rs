@@ -99,6 +99,9 @@ pub(super) fn run_path<D: ProtocolDef>(setup: &Setup<D>, path: &[Choice]) -> Rep
     };
     out.lines
         .push("  # start: every node booted, no operation issued".into());
+    for e in s.trace.as_mut().map(std::mem::take).unwrap_or_default() {
+        out.lines.push(format!("     |{e}"));
+    }
     for (k, &c) in path.iter().enumerate() {
         let what = describe(&s, c);
         out.lines.push(format!("{:>3}. {c:<40} | {what}", k + 1));
