@@ -45,6 +45,7 @@ enum Cmd {
     Check(quorumkv_check::cli::Args),
     /// Run protocols under a deterministic simulator with injected faults.
     Sim(quorumkv_sim::cli::Args),
+    Verify(cmd::verify::Args),
 }
 
 fn main() -> ExitCode {
@@ -79,5 +80,6 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),
+        Cmd::Verify(a) => cmd::verify::run(a),
     }
 }

@@ -12,6 +12,7 @@ pub mod server;
 pub mod target;
 pub mod tls_args;
 pub mod user;
+pub mod verify;
 pub mod zk;
 
 /// Print one clear line and return the failure exit code.

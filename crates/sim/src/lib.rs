@@ -18,6 +18,7 @@ pub mod checks;
 pub mod cli;
 pub mod config;
 pub mod disk;
+pub mod explore;
 pub mod history;
 pub mod panics;
 pub mod registry;
