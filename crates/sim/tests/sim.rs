@@ -347,6 +347,7 @@ macro_rules! abd_variant {
         type Client = Coordinator;
         type Options = AbdOptions;
         type Bug = InjectedBug;
+        type Invariants = quorumkv_core::protocol::NoInvariants;
         fn max_crashed(n: usize) -> usize {
             Abd::max_crashed(n)
         }
