@@ -119,3 +119,62 @@ impl StepInvariants<LeaseNode, Coordinator> for LeaseInvariants {
         one_holder(roles)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::contract::{Out, Stepped};
+    use crate::protocol::lease_lock::{CoordinatorConfig, Msg};
+    use crate::types::Peer;
+    use std::time::Duration;
+
+    fn node(id: u32) -> LeaseNode {
+        LeaseNode::new(
+            id,
+            vec![1, 2, 3],
+            Duration::from_millis(100),
+            false,
+            CoordinatorConfig::default(),
+        )
+    }
+
+    fn lock_req(n: &mut LeaseNode, now: Time, owner: u64) {
+        let msg = Msg::LockReq {
+            lock: LockId { owner, round: 1 },
+            key: Bytes::from_static(b"k"),
+        };
+        crate::protocol::contract::Protocol::on_msg(n, now, Peer::Node(2), msg, &mut Out::new());
+    }
+
+    fn step(inv: &mut LeaseInvariants, n: &LeaseNode, now: Time) -> Result<(), String> {
+        inv.after_step(&Roles {
+            now,
+            stepped: Stepped::Node(0),
+            nodes: &[Some(n)],
+            clients: &[],
+        })
+    }
+
+    #[test]
+    fn a_lease_taken_over_while_it_runs_is_caught_and_an_expired_one_is_not() {
+        let t = |ms: u64| Time(ms * 1000);
+        for (bug, caught) in [
+            (None, false),
+            (Some(super::super::Bug::GrantWhileHeld), true),
+        ] {
+            let mut n = node(1).with_bug(bug);
+            let mut inv = LeaseInvariants::default();
+            lock_req(&mut n, t(0), 7);
+            assert_eq!(step(&mut inv, &n, t(0)), Ok(()));
+            lock_req(&mut n, t(10), 8);
+            assert_eq!(step(&mut inv, &n, t(10)).is_err(), caught, "{bug:?}");
+        }
+        // After the lease (100 ms), another holder is fine.
+        let mut n = node(1);
+        let mut inv = LeaseInvariants::default();
+        lock_req(&mut n, t(0), 7);
+        assert_eq!(step(&mut inv, &n, t(0)), Ok(()));
+        lock_req(&mut n, t(150), 8);
+        assert_eq!(step(&mut inv, &n, t(150)), Ok(()));
+    }
+}

@@ -144,3 +144,78 @@ impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::contract::Stepped;
+    use crate::protocol::zab::node::Config;
+    use crate::protocol::zab::roles::Leading;
+    use crate::types::Time;
+
+    fn server(id: u32) -> ZabNode {
+        ZabNode::new(id, &[1, 2, 3], u64::from(id), Config::default())
+    }
+
+    fn lead(n: &mut ZabNode, epoch: u64) {
+        n.role = Role::Leading(Leading {
+            epoch,
+            established: true,
+            ..Leading::new(Time::ZERO)
+        });
+    }
+
+    fn deliver(n: &mut ZabNode, epoch: u64, data: &'static [u8]) {
+        n.log.append(epoch, Bytes::from_static(data));
+        n.applied = n.log.last();
+    }
+
+    fn step(inv: &mut ZabInvariants, nodes: &[&ZabNode], i: usize) -> Result<(), String> {
+        let nodes: Vec<_> = nodes.iter().map(|n| Some(*n)).collect();
+        inv.after_step(&Roles {
+            now: Time::ZERO,
+            stepped: Stepped::Node(i),
+            nodes: &nodes,
+            clients: &[],
+        })
+    }
+
+    #[test]
+    fn two_leaders_of_one_epoch_are_caught() {
+        let (mut a, mut b) = (server(1), server(2));
+        let mut inv = ZabInvariants::default();
+        lead(&mut a, 3);
+        assert_eq!(step(&mut inv, &[&a, &b], 0), Ok(()));
+        lead(&mut b, 4);
+        assert_eq!(step(&mut inv, &[&a, &b], 1), Ok(()), "another epoch");
+        lead(&mut b, 3);
+        let e = step(&mut inv, &[&a, &b], 1).unwrap_err();
+        assert!(e.contains("one established leader per epoch"), "{e}");
+    }
+
+    #[test]
+    fn diverging_deliveries_and_truncated_ones_are_caught() {
+        let (mut a, mut b) = (server(1), server(2));
+        let mut inv = ZabInvariants::default();
+        deliver(&mut a, 1, b"x");
+        deliver(&mut b, 1, b"x");
+        assert_eq!(step(&mut inv, &[&a, &b], 0), Ok(()));
+        assert_eq!(step(&mut inv, &[&a, &b], 1), Ok(()), "the same entry");
+        deliver(&mut a, 1, b"y");
+        assert_eq!(step(&mut inv, &[&a, &b], 0), Ok(()));
+        deliver(&mut b, 2, b"z");
+        let e = step(&mut inv, &[&a, &b], 1).unwrap_err();
+        assert!(e.contains("delivered prefixes agree"), "{e}");
+
+        let mut inv = ZabInvariants::default();
+        let mut c = server(3);
+        deliver(&mut c, 1, b"x");
+        assert_eq!(step(&mut inv, &[&c], 0), Ok(()));
+        c.log.truncate_from(1);
+        let e = step(&mut inv, &[&c], 0).unwrap_err();
+        assert!(e.contains("never truncated"), "{e}");
+        inv.crashed(0);
+        let fresh = server(3);
+        assert_eq!(step(&mut inv, &[&fresh], 0), Ok(()), "a new life");
+    }
+}
