@@ -112,6 +112,7 @@ impl ProtocolDef for Toy {
     type Client = LeaderOne;
     type Options = NoOptions;
     type Bug = NoBugs;
+    type Invariants = quorumkv_core::protocol::NoInvariants;
     fn max_crashed(_: usize) -> usize {
         0
     }

@@ -110,6 +110,10 @@ pub struct Args {
     /// history is also checked against the znode model (`--protocol zab`).
     #[arg(long)]
     pub znode: bool,
+    /// Do not check the protocol's per-step invariants after every step
+    /// (they are on by default): the history alone judges each seed.
+    #[arg(long)]
+    pub no_invariants: bool,
     /// Print one line per seed.
     #[arg(long, short)]
     pub verbose: bool,
@@ -186,6 +190,7 @@ impl Args {
             trace: false,
             read_after_crash: self.read_after_crash,
             znode: self.znode,
+            no_invariants: self.no_invariants,
         }
     }
 
@@ -218,6 +223,9 @@ impl Args {
         }
         if self.read_after_crash {
             cmd += " --read-after-crash";
+        }
+        if self.no_invariants {
+            cmd += " --no-invariants";
         }
         if let Some((lo, hi)) = self.link_delay {
             cmd += &format!(
@@ -427,7 +435,8 @@ fn report_failure(
         Verdict::Unsafe { details }
         | Verdict::Stuck { details }
         | Verdict::Undecided { details }
-        | Verdict::Panicked { details } => details.clone(),
+        | Verdict::Panicked { details }
+        | Verdict::Invariant { details } => details.clone(),
     };
     for l in details.lines() {
         let _ = writeln!(out, "  {l}");
@@ -482,11 +491,20 @@ fn seeds_line(s: &Summary) -> String {
     let unsafe_ = count(|v| matches!(v, Verdict::Unsafe { .. }));
     let stuck = count(|v| matches!(v, Verdict::Stuck { .. }));
     let undecided = count(|v| matches!(v, Verdict::Undecided { .. }));
-    // Shown only when some seed panicked: other summaries stay as they were.
-    let panicked = match count(|v| matches!(v, Verdict::Panicked { .. })) {
-        0 => String::new(),
-        n => format!(", {n} panicked"),
-    };
+    // Shown only when some seed panicked or broke a per-step invariant:
+    // other summaries stay as they were.
+    let mut panicked = String::new();
+    for (n, what) in [
+        (
+            count(|v| matches!(v, Verdict::Invariant { .. })),
+            "broke an invariant",
+        ),
+        (count(|v| matches!(v, Verdict::Panicked { .. })), "panicked"),
+    ] {
+        if n > 0 {
+            panicked += &format!(", {n} {what}");
+        }
+    }
     format!(
         "seeds: {} run, {} passed, {} failed ({unsafe_} not linearizable, {stuck} liveness, {undecided} undecided{panicked})",
         s.seeds_run,

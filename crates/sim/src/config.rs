@@ -344,6 +344,9 @@ pub struct SimConfig {
     /// The clients use the znode service (`world/znode.rs`) instead of the
     /// KV store; their history is checked against the znode model too.
     pub znode: bool,
+    /// Skip the protocol's per-step invariants (`--no-invariants`): the
+    /// history alone then judges the run.
+    pub no_invariants: bool,
 }
 
 impl Default for SimConfig {
@@ -367,6 +370,7 @@ impl Default for SimConfig {
             trace: false,
             read_after_crash: false,
             znode: false,
+            no_invariants: false,
         }
     }
 }

@@ -245,6 +245,9 @@ pub fn run_load<D: ProtocolDef>(
         _ => result.end,
     };
     let verdict = match (verify::check(&result.history, cfg.check_timeout), end) {
+        _ if result.invariant.is_some() => Verdict::Invariant {
+            details: result.invariant.clone().unwrap_or_default(),
+        },
         (Safety::Violation(details), _) => Verdict::Unsafe { details },
         (_, RunEnd::Stuck(details)) => Verdict::Stuck { details },
         (Safety::Unknown(details), _) => Verdict::Undecided { details },

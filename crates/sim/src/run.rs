@@ -22,6 +22,8 @@ pub enum Verdict {
     Undecided { details: String },
     /// A protocol core (or the checker) panicked: the message and where.
     Panicked { details: String },
+    /// A per-step invariant of the protocol broke (the run stopped there).
+    Invariant { details: String },
 }
 
 impl Verdict {
@@ -35,6 +37,7 @@ impl Verdict {
             Verdict::Stuck { .. } => "LIVENESS",
             Verdict::Undecided { .. } => "UNDECIDED",
             Verdict::Panicked { .. } => "PANIC",
+            Verdict::Invariant { .. } => "INVARIANT",
         }
     }
 }
@@ -46,7 +49,8 @@ impl fmt::Display for Verdict {
             Verdict::Unsafe { details }
             | Verdict::Stuck { details }
             | Verdict::Undecided { details }
-            | Verdict::Panicked { details } => {
+            | Verdict::Panicked { details }
+            | Verdict::Invariant { details } => {
                 write!(f, "{}: {details}", self.label())
             }
         }
@@ -119,6 +123,11 @@ pub fn run_seed<D: ProtocolDef>(cfg: &SimConfig, seed: u64) -> Result<SeedReport
 
 /// The verdict on a run that ended without a panic: its history checked.
 fn verdict<D: ProtocolDef>(cfg: &SimConfig, result: &RunResult) -> Verdict {
+    if let Some(details) = &result.invariant {
+        return Verdict::Invariant {
+            details: details.clone(),
+        };
+    }
     let mut safety = verify::check(&result.history, cfg.check_timeout);
     if cfg.znode && safety == Safety::Linearizable {
         safety = verify::check_znode(result, cfg.check_timeout);

@@ -26,7 +26,7 @@ use crate::history::{Clock, OpRecord};
 use crate::rng::{derive, Rng, Stream};
 use quorumkv_core::op::Op;
 use quorumkv_core::protocol::{
-    ClientSpec, Command, LinkEvent, LinkModel, NodeSpec, Out, Protocol, ProtocolDef,
+    ClientSpec, Command, LinkEvent, LinkModel, NodeSpec, Out, Protocol, ProtocolDef, Stepped,
 };
 use quorumkv_core::{ClientRef, Event, NodeId, OpId, Peer, Request, Response, Time};
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
@@ -45,6 +45,7 @@ macro_rules! trace {
 mod actor;
 mod clients;
 mod group_commit;
+mod invariants;
 mod links;
 mod load;
 mod nemesis;
@@ -52,6 +53,7 @@ mod probe;
 mod rounds;
 pub mod znode;
 
+pub use invariants::check_step;
 pub use rounds::round_of;
 
 use actor::{ClientIx, NodeIx};
@@ -450,6 +452,8 @@ pub struct RunResult {
     pub abandoned: Vec<znode::Abandoned>,
     pub stats: Stats,
     pub trace: Option<Vec<String>>,
+    /// The first per-step invariant the run broke (it stopped there).
+    pub invariant: Option<String>,
 }
 
 pub struct World<'a, D: ProtocolDef> {
@@ -522,6 +526,9 @@ pub struct World<'a, D: ProtocolDef> {
     client_out: ClientOut<D>,
     /// Round mode (`rounds.rs`): inboxes instead of the event queue.
     rounds: Option<Box<rounds::Rounds<D>>>,
+    /// The protocol's per-step invariants (`None`: `--no-invariants`).
+    invariants: Option<D::Invariants>,
+    violation: Option<String>,
 }
 
 impl<'a, D: ProtocolDef> World<'a, D> {
@@ -592,6 +599,8 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             node_out: Out::new(),
             client_out: Out::new(),
             rounds: None,
+            invariants: (!cfg.no_invariants).then(D::Invariants::default),
+            violation: None,
             p: params,
         };
         w.add_slots(n, c + load);
@@ -882,6 +891,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             Some(core) => f(core, now, &mut out),
             None => return self.node_out = out,
         }
+        self.check_invariants(Stepped::Node(i));
         let len = out.len();
         let cut = if self.nodes[i].crash_armed.fires(out.commands()) && !self.healed {
             self.nemesis_rng.range(1, len as u64 - 1) as usize
@@ -956,6 +966,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         slot.crash_armed = Armed::No;
         slot.incarnation += 1;
         self.crash_disk(i);
+        self.invariants_crashed(i);
         self.stats.crashes += 1;
         let down = self.nodes.iter().filter(|s| s.core.is_none()).count() as u64;
         self.stats.peak_down = self.stats.peak_down.max(down);
@@ -1100,6 +1111,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                     abandoned: self.abandoned,
                     stats: self.stats,
                     trace: self.trace,
+                    invariant: self.violation,
                 };
                 (result, Some(msg))
             }
@@ -1129,6 +1141,9 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         loop {
             if self.clients_done == self.clients.len() {
                 return RunEnd::Finished;
+            }
+            if self.violation.is_some() {
+                return RunEnd::Stuck("stopped at a broken invariant".into());
             }
             let Some(Entry { at, slot, .. }) = self.queue.pop() else {
                 return RunEnd::Stuck(
@@ -1176,6 +1191,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             abandoned: self.abandoned,
             stats: self.stats,
             trace: self.trace,
+            invariant: self.violation,
         }
     }
 

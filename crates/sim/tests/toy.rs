@@ -206,6 +206,7 @@ macro_rules! relay {
             type Client = Relay;
             type Options = NoOptions;
             type Bug = NoBugs;
+            type Invariants = quorumkv_core::protocol::NoInvariants;
             fn max_crashed(n: usize) -> usize {
                 let f: fn(usize) -> usize = $max;
                 f(n)
@@ -432,6 +433,7 @@ impl ProtocolDef for Bomb {
     type Client = Relay;
     type Options = BombOptions;
     type Bug = NoBugs;
+    type Invariants = quorumkv_core::protocol::NoInvariants;
     fn max_crashed(_: usize) -> usize {
         0
     }

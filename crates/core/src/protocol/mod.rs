@@ -63,8 +63,8 @@ pub mod zab;
 
 pub use contract::{
     client_may_send_fn, BugInfo, ClientMaySend, ClientSpec, Command, InjectedBugs, LinkEvent,
-    LinkModel, NamedVariant, NoBugs, NodeSpec, Out, Protocol, ProtocolDef, ProtocolInfo, Record,
-    Timing, Visitor,
+    LinkModel, NamedVariant, NoBugs, NoInvariants, NodeSpec, Out, Protocol, ProtocolDef,
+    ProtocolInfo, Record, Roles, StepInvariants, Stepped, Timing, Visitor,
 };
 pub use options::{NoOptions, OptSpec, ProtocolOptions};
 pub use registry::ProtocolKind;

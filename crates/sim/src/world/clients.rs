@@ -23,6 +23,7 @@ impl<D: ProtocolDef> World<'_, D> {
             Some(coord) => f(coord, now, &mut out),
             None => return self.client_out = out,
         }
+        self.check_invariants(quorumkv_core::protocol::Stepped::Client(c));
         for cmd in out.drain() {
             self.exec(ClientIx(c), cmd);
         }

@@ -244,6 +244,7 @@ impl<'a, D: quorumkv_core::protocol::ProtocolDef> World<'a, D> {
             abandoned: w.abandoned,
             stats: w.stats,
             trace: w.trace,
+            invariant: w.violation,
         }
     }
 }

@@ -22,6 +22,16 @@ pub enum InjectedBug {
     /// the fast read takes the quorum's tags as equal when only their
     /// timestamps match (two writers can use one ts for different values).
     FastReadTsOnly,
+    /// A coordinator's put takes its ts from the query quorum alone,
+    /// forgetting the ts it issued last: two writes through one server (or
+    /// a write after one that timed out with its store in flight) can get
+    /// one tag for two values. Caught by the per-step invariant "a tag
+    /// names one value" (`invariants.rs`).
+    ReuseTs,
+    /// A replica merging a peer's older register (recovery's `SyncReply`)
+    /// keeps its own, newer tag but takes the older value: the tag then
+    /// names two values, which a read sees only if its quorum mixes them.
+    MergeKeepsTag,
 }
 
 impl InjectedBug {
@@ -33,6 +43,8 @@ impl InjectedBug {
         InjectedBug::AckBeforePersist,
         InjectedBug::RecoveryOnePeerShort,
         InjectedBug::FastReadTsOnly,
+        InjectedBug::ReuseTs,
+        InjectedBug::MergeKeepsTag,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -43,6 +55,8 @@ impl InjectedBug {
             InjectedBug::AckBeforePersist => "abd-ack-before-persist",
             InjectedBug::RecoveryOnePeerShort => "abd-recovery-one-peer-short",
             InjectedBug::FastReadTsOnly => "abd-fast-read-ts-only",
+            InjectedBug::ReuseTs => "abd-reuse-ts",
+            InjectedBug::MergeKeepsTag => "abd-merge-keeps-tag",
         }
     }
     pub fn describe(self) -> &'static str {
@@ -61,6 +75,12 @@ impl InjectedBug {
             }
             InjectedBug::FastReadTsOnly => {
                 "the fast read compares only the timestamps of the quorum's tags, not the writers"
+            }
+            InjectedBug::ReuseTs => {
+                "a put's ts ignores the last one its coordinator issued: one tag, two values"
+            }
+            InjectedBug::MergeKeepsTag => {
+                "a recovering replica merging an older register keeps its tag, takes the value (--durability memory)"
             }
         }
     }

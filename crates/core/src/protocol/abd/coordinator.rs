@@ -322,8 +322,12 @@ impl Coordinator {
                 // coordinator already issued, even when the query quorum did
                 // not see it (a concurrent write through the same proxy, or
                 // an earlier write that timed out with its store in flight).
+                let last_ts = match self.bug {
+                    Some(InjectedBug::ReuseTs) => 0,
+                    _ => self.last_ts,
+                };
                 let floor = Tag {
-                    ts: max_tag.ts.max(self.last_ts),
+                    ts: max_tag.ts.max(last_ts),
                     writer: 0,
                 };
                 // Checked (`Tag::next`): a key whose tag space is used up

@@ -132,6 +132,7 @@ impl ProtocolDef for Abd {
     type Client = Coordinator;
     type Options = AbdOptions;
     type Bug = InjectedBug;
+    type Invariants = super::invariants::AbdInvariants;
 
     /// A majority must stay up: f = N − Q = ⌊(N−1)/2⌋.
     fn max_crashed(n: usize) -> usize {

@@ -49,6 +49,8 @@
 //! * `node.rs`: [`AbdNode`], replica + coordinator in one server, and recovery;
 //! * `bugs.rs`: [`InjectedBug`], deliberate bugs for the simulator's self-test;
 //! * `def.rs`: [`Abd`], the registration: options, link model, crash bound;
+//! * `invariants.rs`: [`AbdInvariants`], checked by the simulator after
+//!   every step (a tag names one value);
 //! * `counters.rs`: [`Counters`] of things that needed no action;
 //! * `testing.rs`: helpers of the unit tests.
 
@@ -56,6 +58,7 @@ mod bugs;
 mod coordinator;
 mod counters;
 mod def;
+mod invariants;
 mod msg;
 mod node;
 mod replica;
@@ -67,6 +70,7 @@ pub use bugs::InjectedBug;
 pub use coordinator::{Coordinator, CoordinatorConfig};
 pub use counters::Counters;
 pub use def::{Abd, AbdOptions};
+pub use invariants::AbdInvariants;
 pub use msg::{Msg, Timer};
 pub use node::AbdNode;
 pub use replica::Replica;

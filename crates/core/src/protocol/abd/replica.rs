@@ -39,6 +39,10 @@ impl Replica {
     pub fn is_empty(&self) -> bool {
         self.store.is_empty()
     }
+    /// Every `(key, (tag, value))` held, in no order (the invariants).
+    pub(super) fn entries(&self) -> impl Iterator<Item = (&Bytes, &(Tag, Option<Bytes>))> {
+        self.store.iter()
+    }
 
     fn on_query(&mut self, from: Peer, op: u64, key: Bytes, out: &mut Out<Msg, Timer>) {
         let (tag, value) = self.store.get(&key).cloned().unwrap_or((Tag::ZERO, None));
@@ -130,6 +134,10 @@ impl Replica {
         let newer = self.store.get(&key).map(|(t, _)| tag > *t).unwrap_or(true);
         if newer {
             self.store.insert(key, (tag, value));
+        } else if self.bug == Some(InjectedBug::MergeKeepsTag) {
+            if let Some(held) = self.store.get_mut(&key) {
+                held.1 = value;
+            }
         }
     }
 }

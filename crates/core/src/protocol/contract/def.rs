@@ -4,6 +4,7 @@
 //! from, and the [`ProtocolInfo`] the CLI shows. Nothing here knows which
 //! protocols exist: that list is `registry.rs`.
 
+use super::invariants::StepInvariants;
 use super::role::Protocol;
 use crate::protocol::options::{OptSpec, ProtocolOptions};
 use crate::types::NodeId;
@@ -240,6 +241,9 @@ pub trait ProtocolDef: 'static {
     type Client: Protocol<Msg = Self::Msg> + Debug + Send + 'static;
     type Options: ProtocolOptions;
     type Bug: InjectedBugs;
+    /// What the simulator checks of the roles' states after every step
+    /// ([`super::NoInvariants`] for none).
+    type Invariants: StepInvariants<Self::Node, Self::Client>;
 
     /// The most nodes of `n` that may be down at once, having lost their
     /// state, with the protocol still safe and, once they return, live: ABD

@@ -5,9 +5,12 @@
 //! - `role.rs`: what a role implements and emits ([`Protocol`], [`Out`],
 //!   [`Command`], [`Record`], [`LinkEvent`]);
 //! - `def.rs`: how a protocol describes itself to the drivers
-//!   ([`ProtocolDef`], [`NodeSpec`], [`ClientSpec`], [`InjectedBugs`], …).
+//!   ([`ProtocolDef`], [`NodeSpec`], [`ClientSpec`], [`InjectedBugs`], …);
+//! - `invariants.rs`: per-step invariants a driver checks after every step
+//!   ([`StepInvariants`], [`Roles`]).
 
 mod def;
+mod invariants;
 mod role;
 
 pub use def::{
@@ -15,4 +18,5 @@ pub use def::{
     LinkModel, NamedVariant, NoBugs, NodeSpec, Over, PointRatio, ProtocolDef, ProtocolInfo, Timing,
     Visitor,
 };
+pub use invariants::{NoInvariants, Roles, StepInvariants, Stepped};
 pub use role::{read_metrics, Command, LinkEvent, Metric, Out, Protocol, Record};

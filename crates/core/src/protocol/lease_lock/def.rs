@@ -179,6 +179,7 @@ impl ProtocolDef for LeaseLock {
     type Client = Coordinator;
     type Options = LeaseOptions;
     type Bug = Bug;
+    type Invariants = super::invariants::LeaseInvariants;
 
     /// A majority must stay up to grant Q locks: f = N − Q.
     fn max_crashed(n: usize) -> usize {

@@ -97,13 +97,16 @@
 //! `coordinator.rs` (operations, the lock round, backoff, retransmission,
 //! deadlines); `phases.rs` (read and write under the locks); `node.rs`
 //! ([`LeaseNode`]: replica + proxy coordinator); `def.rs` (options and the
-//! registration); `bugs.rs`; `counters.rs`; `testing.rs` (test helpers and
+//! registration); `bugs.rs`; `counters.rs`; `invariants.rs`
+//! ([`LeaseInvariants`], checked by the simulator after every step: no
+//! lease taken over, one holder per key); `testing.rs` (test helpers and
 //! an in-memory multi-node network).
 
 mod bugs;
 mod coordinator;
 mod counters;
 mod def;
+mod invariants;
 mod msg;
 mod node;
 mod phases;
@@ -117,6 +120,7 @@ pub use coordinator::{
 };
 pub use counters::Counters;
 pub use def::{LeaseLock, LeaseOptions, DEFAULT_LEASE};
+pub use invariants::LeaseInvariants;
 pub use msg::{LockId, Msg, Timer};
 pub use node::LeaseNode;
 pub use replica::{KeyState, Replica};

@@ -76,6 +76,10 @@ impl Replica {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+    /// Every key's state, in no order (the invariants).
+    pub(super) fn entries(&self) -> impl Iterator<Item = (&Bytes, &KeyState)> {
+        self.keys.iter()
+    }
 
     /// §4.2: drop an expired lock; grant if the key is then free (or
     /// already `lock`'s: a re-sent request, answered again without

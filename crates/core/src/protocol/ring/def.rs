@@ -111,6 +111,7 @@ impl ProtocolDef for Ring {
     type Client = RingNode;
     type Options = RingOptions;
     type Bug = InjectedBug;
+    type Invariants = crate::protocol::contract::NoInvariants;
 
     /// Write-all-available with a perfect failure detector: one server left
     /// still holds every completed write (§1, §3).

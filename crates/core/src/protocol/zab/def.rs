@@ -341,6 +341,7 @@ impl ProtocolDef for Zab {
     type Client = ZabNode;
     type Options = ZabOptions;
     type Bug = InjectedBug;
+    type Invariants = super::invariants::ZabInvariants;
 
     /// f = ⌊(N−1)/2⌋: a quorum must be up (A1, seed 003 line 571). With
     /// durable logs every server may crash at once and recover.

@@ -147,7 +147,10 @@
 //! * what each role does, as methods of [`ZabNode`]: `election.rs`,
 //!   `leader.rs`, `follower.rs`, `broadcast.rs`, `adaptive.rs`, `reads.rs`,
 //!   `recovery.rs`, `sessions.rs` (znode sessions);
-//! * `bugs.rs`, `def.rs` ([`Zab`], options).
+//! * `bugs.rs`, `def.rs` ([`Zab`], options);
+//! * `invariants.rs`: [`ZabInvariants`], checked by the simulator after
+//!   every step (one leader per epoch, delivered prefixes agree, nothing
+//!   delivered is truncated).
 
 mod adaptive;
 mod broadcast;
@@ -161,6 +164,7 @@ mod election_tests;
 mod follower;
 #[cfg(test)]
 mod follower_tests;
+mod invariants;
 mod leader;
 #[cfg(test)]
 mod leader_tests;
@@ -183,6 +187,7 @@ mod znode_sm;
 
 pub use bugs::InjectedBug;
 pub use def::{Zab, ZabOptions};
+pub use invariants::ZabInvariants;
 pub use log::Log;
 pub use measure::{AdaptConfig, BACK_AFTER};
 pub use msg::{LogEntry, Msg, PeerState, Summary, SyncData, Timer, Vote, Zxid};

@@ -1,0 +1,221 @@
+//! Zab's per-step invariants (`ProtocolDef::Invariants`), checked by the
+//! simulator after every step of a server (seed 003 §2.2.1; PROTOCOLS.md §5):
+//!
+//! 1. **One established leader per epoch**: an epoch's leader is the one
+//!    server life that won a quorum's ACKEPOCH for it (a quorum promised
+//!    it, and a quorum promises one leader per epoch), so no two lives
+//!    reach the broadcast phase (a quorum's ACKNEWLEADER) in one epoch.
+//! 2. **Delivered prefixes agree** (primary order, lines 683-691): the
+//!    entry a server delivers at index i is the one every server delivers
+//!    at i (same epoch, same data).
+//! 3. **A delivered entry is never truncated** (within a server's life):
+//!    the log keeps every delivered index, with the epoch it had.
+//!
+//! Each check looks at the server that stepped only, and at what it
+//! delivered since its last check: the cost per step is constant.
+
+use super::node::{Role, ZabNode};
+use crate::protocol::contract::{Roles, StepInvariants};
+use bytes::Bytes;
+use std::collections::HashMap;
+
+/// What one life of a server has shown so far.
+#[derive(Clone, Copy, Debug, Default)]
+struct Life {
+    /// Its deliveries up to here were compared with the others'.
+    checked: u64,
+    /// The epoch of the entry at `checked` when it was delivered.
+    epoch: u64,
+}
+
+/// What the run has shown so far.
+#[derive(Debug, Default)]
+pub struct ZabInvariants {
+    /// Epoch → (server id, writer id of its life) established as leader.
+    leaders: HashMap<u64, (u32, u64)>,
+    /// `delivered[i - 1]`: the (epoch, data) first delivered at index i
+    /// (data `None` when it arrived inside a snapshot).
+    delivered: Vec<(u64, Option<Bytes>)>,
+    lives: Vec<Life>,
+}
+
+impl ZabInvariants {
+    fn one_leader_per_epoch(&mut self, i: usize, n: &ZabNode) -> Result<(), String> {
+        let Role::Leading(l) = &n.role else {
+            return Ok(());
+        };
+        if !l.established {
+            return Ok(());
+        }
+        let me = (n.id, n.writer);
+        match *self.leaders.entry(l.epoch).or_insert(me) {
+            other if other == me => Ok(()),
+            (id, writer) => Err(format!(
+                "zab: one established leader per epoch: n{} (writer {:#x}) leads epoch {}, \
+                 which n{id} (writer {writer:#x}) led",
+                i + 1,
+                n.writer,
+                l.epoch
+            )),
+        }
+    }
+
+    fn never_truncated(&self, i: usize, n: &ZabNode, life: Life) -> Result<(), String> {
+        if life.checked == 0 {
+            return Ok(());
+        }
+        if n.applied < life.checked {
+            return Err(format!(
+                "zab: a delivered entry is never truncated: n{} went back from delivering {} to {}",
+                i + 1,
+                life.checked,
+                n.applied
+            ));
+        }
+        match n.log.epoch_at(life.checked) {
+            Some(e) if e == life.epoch => Ok(()),
+            now => Err(format!(
+                "zab: a delivered entry is never truncated: n{} delivered index {} of epoch {}, \
+                 its log now holds {now:?} there (last {})",
+                i + 1,
+                life.checked,
+                life.epoch,
+                n.log.last()
+            )),
+        }
+    }
+
+    /// Compare what `n` delivered since its last check with what others
+    /// delivered at the same indexes.
+    fn prefixes_agree(&mut self, i: usize, n: &ZabNode, life: &mut Life) -> Result<(), String> {
+        let upto = n.applied.min(n.log.last());
+        for idx in life.checked + 1..=upto {
+            let Some(epoch) = n.log.epoch_at(idx) else {
+                continue; // below the snapshot's runs: nothing to compare
+            };
+            let data = n.log.get(idx);
+            let k = (idx - 1) as usize;
+            if k == self.delivered.len() {
+                self.delivered.push((epoch, data.cloned()));
+            } else if let Some((e, d)) = self.delivered.get_mut(k) {
+                let same_data = match (&*d, data) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                };
+                if *e != epoch || !same_data {
+                    return Err(format!(
+                        "zab: delivered prefixes agree: n{} delivered index {idx} of epoch {epoch}, \
+                         another server delivered index {idx} of epoch {e}{}",
+                        i + 1,
+                        if same_data { "" } else { " with other data" }
+                    ));
+                }
+                if d.is_none() {
+                    *d = data.cloned();
+                }
+            }
+            // (k > len: a gap below a snapshot nobody delivered one by one.)
+            life.checked = idx;
+            life.epoch = epoch;
+        }
+        Ok(())
+    }
+}
+
+impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
+    fn crashed(&mut self, i: usize) {
+        if let Some(l) = self.lives.get_mut(i) {
+            *l = Life::default();
+        }
+    }
+
+    fn after_step(&mut self, roles: &Roles<'_, ZabNode, ZabNode>) -> Result<(), String> {
+        let Some((i, n)) = roles.stepped_node() else {
+            return Ok(());
+        };
+        if self.lives.len() < roles.nodes.len() {
+            self.lives.resize(roles.nodes.len(), Life::default());
+        }
+        self.one_leader_per_epoch(i, n)?;
+        let mut life = self.lives[i];
+        self.never_truncated(i, n, life)?;
+        let r = self.prefixes_agree(i, n, &mut life);
+        self.lives[i] = life;
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::contract::Stepped;
+    use crate::protocol::zab::node::Config;
+    use crate::protocol::zab::roles::Leading;
+    use crate::types::Time;
+
+    fn server(id: u32) -> ZabNode {
+        ZabNode::new(id, &[1, 2, 3], u64::from(id), Config::default())
+    }
+
+    fn lead(n: &mut ZabNode, epoch: u64) {
+        n.role = Role::Leading(Leading {
+            epoch,
+            established: true,
+            ..Leading::new(Time::ZERO)
+        });
+    }
+
+    fn deliver(n: &mut ZabNode, epoch: u64, data: &'static [u8]) {
+        n.log.append(epoch, Bytes::from_static(data));
+        n.applied = n.log.last();
+    }
+
+    fn step(inv: &mut ZabInvariants, nodes: &[&ZabNode], i: usize) -> Result<(), String> {
+        let nodes: Vec<_> = nodes.iter().map(|n| Some(*n)).collect();
+        inv.after_step(&Roles {
+            now: Time::ZERO,
+            stepped: Stepped::Node(i),
+            nodes: &nodes,
+            clients: &[],
+        })
+    }
+
+    #[test]
+    fn two_leaders_of_one_epoch_are_caught() {
+        let (mut a, mut b) = (server(1), server(2));
+        let mut inv = ZabInvariants::default();
+        lead(&mut a, 3);
+        assert_eq!(step(&mut inv, &[&a, &b], 0), Ok(()));
+        lead(&mut b, 4);
+        assert_eq!(step(&mut inv, &[&a, &b], 1), Ok(()), "another epoch");
+        lead(&mut b, 3);
+        let e = step(&mut inv, &[&a, &b], 1).unwrap_err();
+        assert!(e.contains("one established leader per epoch"), "{e}");
+    }
+
+    #[test]
+    fn diverging_deliveries_and_truncated_ones_are_caught() {
+        let (mut a, mut b) = (server(1), server(2));
+        let mut inv = ZabInvariants::default();
+        deliver(&mut a, 1, b"x");
+        deliver(&mut b, 1, b"x");
+        assert_eq!(step(&mut inv, &[&a, &b], 0), Ok(()));
+        assert_eq!(step(&mut inv, &[&a, &b], 1), Ok(()), "the same entry");
+        deliver(&mut a, 1, b"y");
+        assert_eq!(step(&mut inv, &[&a, &b], 0), Ok(()));
+        deliver(&mut b, 2, b"z");
+        let e = step(&mut inv, &[&a, &b], 1).unwrap_err();
+        assert!(e.contains("delivered prefixes agree"), "{e}");
+
+        let mut inv = ZabInvariants::default();
+        let mut c = server(3);
+        deliver(&mut c, 1, b"x");
+        assert_eq!(step(&mut inv, &[&c], 0), Ok(()));
+        c.log.truncate_from(1);
+        let e = step(&mut inv, &[&c], 0).unwrap_err();
+        assert!(e.contains("never truncated"), "{e}");
+        inv.crashed(0);
+        let fresh = server(3);
+        assert_eq!(step(&mut inv, &[&fresh], 0), Ok(()), "a new life");
+    }
+}
