@@ -2,11 +2,12 @@
 //!
 //! [`check_step`] is THE call point for per-step invariants: it runs after
 //! every event the explorer executes, on the state that event produced,
-//! and a violation fails the path with its trace. It checks nothing
-//! protocol-specific yet: the protocols' invariants are to come as a
-//! `ProtocolDef` hook (issue 33, item 1), to be called from here with the
-//! live cores. Linearizability, the other property, is checked by the
-//! search whenever an operation completes ([`super::search`]).
+//! and a violation fails the path with its trace. The protocol's own
+//! invariants (`ProtocolDef::Invariants`, the simulator's per-step hook)
+//! run after every handler call of the step (`System::check_invariants`);
+//! the first one broken is reported here. Linearizability, the other
+//! property, is checked by the search whenever an operation completes
+//! ([`super::search`]).
 
 use super::state::System;
 use quorumkv_core::protocol::{Protocol, ProtocolDef};
@@ -19,6 +20,8 @@ pub(super) fn check_step<D: ProtocolDef>(s: &System<'_, D>) -> Result<(), String
             return Err(format!("n{} is fatally stuck: {why}", i + 1));
         }
     }
-    // Per-protocol invariants (the ProtocolDef hook) go here.
-    Ok(())
+    match &s.violation {
+        Some(why) => Err(why.clone()),
+        None => Ok(()),
+    }
 }

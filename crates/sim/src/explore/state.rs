@@ -129,6 +129,11 @@ pub(super) struct System<'s, D: ProtocolDef> {
     pub core_hashes: Vec<Option<u64>>,
     /// Effects of each step, when tracing (`  n1 -> n2 Msg`).
     pub trace: Option<Vec<String>>,
+    /// The protocol's per-step invariants (`ProtocolDef::Invariants`), fed
+    /// every handler call along the path (a replay feeds them again).
+    pub inv: D::Invariants,
+    /// The first invariant the path broke.
+    pub violation: Option<String>,
 }
 
 /// FNV-1a, fed formatted text without building the string: a hash that

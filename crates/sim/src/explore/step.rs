@@ -6,10 +6,12 @@ use super::choice::{Choice, Ep};
 use super::config::workload_op;
 use super::state::{debug_id, Budgets, ClientSt, NodeSt, Packet, Payload, Pending, Setup, System};
 use crate::history::{Brief, OpRecord};
+use crate::world::check_step;
 use quorumkv_core::op::{Op, Outcome};
 use quorumkv_core::protocol::registry::client_writer_id;
 use quorumkv_core::protocol::{
     ClientSpec, Command, LinkEvent, LinkModel, NodeSpec, Out, Protocol, ProtocolDef,
+    StepInvariants, Stepped,
 };
 use quorumkv_core::{ClientRef, NodeId, OpId, Peer, Time};
 use std::collections::VecDeque;
@@ -47,6 +49,8 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             cuts: Vec::new(),
             core_hashes: vec![None; (cfg.replicas + cfg.clients) as usize],
             trace: trace.then(Vec::new),
+            inv: Default::default(),
+            violation: None,
         };
         for c in 0..cfg.clients as usize {
             let coord = setup.coordinator_clients().then(|| {
@@ -417,6 +421,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
         self.note(|| format!("  CRASH n{}", i + 1));
         let durable = self.setup.durable();
         self.touch(Ep::Node(i));
+        self.inv.crashed(i);
         let n = &mut self.nodes[i];
         n.core = None;
         n.timers.clear();
@@ -471,8 +476,28 @@ impl<'s, D: ProtocolDef> System<'s, D> {
             }
             self.exec_node(i, cmd);
         }
+        self.check_invariants(Stepped::Node(i));
         self.run_self_messages();
         len
+    }
+
+    /// The protocol's per-step invariants after a handler call of
+    /// `stepped`; the first violation is kept (the search fails the path).
+    fn check_invariants(&mut self, stepped: Stepped) {
+        if self.violation.is_some() {
+            return;
+        }
+        let nodes: Vec<Option<&D::Node>> = self.nodes.iter().map(|n| n.core.as_ref()).collect();
+        let clients: Vec<Option<&D::Client>> =
+            self.clients.iter().map(|c| c.coord.as_ref()).collect();
+        let now = Time(self.now);
+        if let Err(why) = check_step::<D>(&mut self.inv, now, stepped, &nodes, &clients) {
+            let at = match stepped {
+                Stepped::Node(i) => format!("n{}", i + 1),
+                Stepped::Client(c) => format!("c{c}"),
+            };
+            self.violation = Some(format!("invariant broken after a step of {at}: {why}"));
+        }
     }
 
     /// The crash points of a call that differ in what survives: after a
@@ -590,6 +615,7 @@ impl<'s, D: ProtocolDef> System<'s, D> {
                 Command::Persist(_) | Command::Notify { .. } | Command::WhenDurable(_) => {}
             }
         }
+        self.check_invariants(Stepped::Client(c));
         len
     }
 }
