@@ -1102,18 +1102,8 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             Ok(end) => (self.finish(end), None),
             Err(msg) => {
                 // No END lines: the cores' state is not to be trusted now.
-                self.stats.virtual_us = self.now;
-                let result = RunResult {
-                    end: RunEnd::Stuck(format!("panic: {msg}")),
-                    history: self.history,
-                    znode: self.znode,
-                    watch_events: self.watch_events,
-                    abandoned: self.abandoned,
-                    stats: self.stats,
-                    trace: self.trace,
-                    invariant: self.violation,
-                };
-                (result, Some(msg))
+                let end = RunEnd::Stuck(format!("panic: {msg}"));
+                (self.into_result(end), Some(msg))
             }
         }
     }
@@ -1172,7 +1162,6 @@ impl<'a, D: ProtocolDef> World<'a, D> {
 
     /// The result of a run that ended with `end`.
     fn finish(mut self, end: RunEnd) -> RunResult {
-        self.stats.virtual_us = self.now;
         // Where each node ended (a stuck run's trace says why).
         for i in 0..self.nodes.len() {
             let status = self.nodes[i].core.as_ref().map(|c| c.status());
@@ -1183,6 +1172,12 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             (RunEnd::Finished, Some(why)) => RunEnd::Stuck(why),
             (end, _) => end,
         };
+        self.into_result(end)
+    }
+
+    /// What the run leaves: its end, history, counters and trace.
+    fn into_result(mut self, end: RunEnd) -> RunResult {
+        self.stats.virtual_us = self.now;
         RunResult {
             end,
             history: self.history,
