@@ -1,13 +1,29 @@
 //! Helpers shared by the protocols' unit tests: pick commands out of an
 //! [`Out`], build plain KV requests, and check a protocol's injected bugs.
 
-use crate::protocol::contract::{Command, InjectedBugs, Out};
+use crate::protocol::contract::{Command, InjectedBugs, Out, Roles, StepInvariants, Stepped};
 use crate::types::{Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::HashSet;
 use std::time::Duration;
 
 pub const T0: Time = Time(0);
+
+/// Run the per-step invariants `inv` after a step of node `i` of `nodes`
+/// (all live, no client coordinators), at time zero.
+pub fn after_node_step<N, C, I: StepInvariants<N, C>>(
+    inv: &mut I,
+    nodes: &[&N],
+    i: usize,
+) -> Result<(), String> {
+    let nodes: Vec<Option<&N>> = nodes.iter().map(|n| Some(*n)).collect();
+    inv.after_step(&Roles {
+        now: T0,
+        stepped: Stepped::Node(i),
+        nodes: &nodes,
+        clients: &[],
+    })
+}
 
 /// Drain `out`, keeping what `pick` picks.
 pub fn drained<M: Clone, T, X>(

@@ -57,7 +57,8 @@ impl StepInvariants<AbdNode, Coordinator> for AbdInvariants {
 mod tests {
     use super::*;
     use crate::protocol::abd::{CoordinatorConfig, Msg};
-    use crate::protocol::contract::{Out, Protocol, Stepped};
+    use crate::protocol::contract::{Out, Protocol};
+    use crate::protocol::test_harness::after_node_step as check;
     use crate::types::{Peer, Time};
 
     fn store(n: &mut AbdNode, ts: u64, value: &'static str) {
@@ -68,16 +69,6 @@ mod tests {
             value: Some(Bytes::from_static(value.as_bytes())),
         };
         n.on_msg(Time::ZERO, Peer::Node(3), msg, &mut Out::new());
-    }
-
-    fn check(inv: &mut AbdInvariants, nodes: &[&AbdNode], i: usize) -> Result<(), String> {
-        let nodes: Vec<_> = nodes.iter().map(|n| Some(*n)).collect();
-        inv.after_step(&Roles {
-            now: Time::ZERO,
-            stepped: Stepped::Node(i),
-            nodes: &nodes,
-            clients: &[],
-        })
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::contract::Stepped;
+    use crate::protocol::test_harness::after_node_step as step;
     use crate::protocol::zab::node::Config;
     use crate::protocol::zab::roles::Leading;
     use crate::types::Time;
@@ -168,16 +168,6 @@ mod tests {
     fn deliver(n: &mut ZabNode, epoch: u64, data: &'static [u8]) {
         n.log.append(epoch, Bytes::from_static(data));
         n.applied = n.log.last();
-    }
-
-    fn step(inv: &mut ZabInvariants, nodes: &[&ZabNode], i: usize) -> Result<(), String> {
-        let nodes: Vec<_> = nodes.iter().map(|n| Some(*n)).collect();
-        inv.after_step(&Roles {
-            now: Time::ZERO,
-            stepped: Stepped::Node(i),
-            nodes: &nodes,
-            clients: &[],
-        })
     }
 
     #[test]
