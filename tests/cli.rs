@@ -304,3 +304,53 @@ fn sim_help_on_memory_durability_matches_a_sweep() {
         "no seed failed without recovery: {caught:?}"
     );
 }
+
+/// `verify` from the command line: a clean bounded run exits 0 and says
+/// so; an injected bug is found (exit 1) with a replay command, and that
+/// command reproduces the same violation.
+#[test]
+fn verify_finds_a_bug_and_its_replay_command_reproduces_it() {
+    let scope = [
+        "--depth",
+        "14",
+        "--crashes",
+        "0",
+        "--losses",
+        "0",
+        "--dups",
+        "0",
+    ];
+    let clean = qkv(
+        &[
+            &["verify", "--protocol", "lease-lock"][..],
+            &scope,
+            &["--timers", "0"],
+        ]
+        .concat(),
+        &[],
+        b"",
+    );
+    let out = String::from_utf8_lossy(&clean.stdout);
+    assert!(clean.status.success(), "{clean:?}");
+    assert!(out.contains("no violation found"), "{out}");
+    let bug = [
+        &["verify", "--protocol", "lease-lock"][..],
+        &scope,
+        &["--timers", "0", "--bug", "lease-lock-minority-quorum"],
+    ]
+    .concat();
+    let found = qkv(&bug, &[], b"");
+    let out = String::from_utf8_lossy(&found.stdout).to_string();
+    assert_eq!(found.status.code(), Some(1), "{out}");
+    assert!(out.contains("one holder per key"), "{out}");
+    let trace = (out.lines())
+        .find_map(|l| {
+            l.split_once("--replay '")
+                .map(|(_, t)| t.trim_end_matches('\''))
+        })
+        .unwrap_or_else(|| panic!("a replay command: {out}"));
+    let again = qkv(&[&bug[..], &["--replay", trace]].concat(), &[], b"");
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(1), "{text}");
+    assert!(text.contains("one holder per key"), "{text}");
+}
