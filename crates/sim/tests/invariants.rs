@@ -5,6 +5,7 @@
 //! invariants on (the other test files).
 
 use quorumkv_core::protocol::abd::Abd;
+use quorumkv_core::protocol::lamport::Lamport;
 use quorumkv_core::protocol::lease_lock::LeaseLock;
 use quorumkv_core::protocol::zab::Zab;
 use quorumkv_sim::registry::{register, Registered};
@@ -38,6 +39,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "lease-lock-minority-quorum",
         "one holder per key",
     ), // 0; history 0
+    (
+        "lamport",
+        "lamport-enter-without-later-message",
+        "one server in a critical section per scope",
+    ), // 0 (999 of 0..1000); history 208 (5 of 0..1000)
 ];
 
 fn proto(name: &str) -> Registered {
@@ -45,6 +51,7 @@ fn proto(name: &str) -> Registered {
         "abd" => register::<Abd>(),
         "zab" => register::<Zab>(),
         "lease-lock" => register::<LeaseLock>(),
+        "lamport" => register::<Lamport>(),
         other => panic!("no case for {other}"),
     }
 }

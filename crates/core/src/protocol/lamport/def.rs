@@ -128,7 +128,7 @@ impl ProtocolDef for Lamport {
     type Client = LamportNode;
     type Options = LamportOptions;
     type Bug = InjectedBug;
-    type Invariants = crate::protocol::contract::NoInvariants;
+    type Invariants = super::invariants::LamportInvariants;
 
     /// N − 1: every write needs every peer, so while any server is down
     /// writes stall (reads go on); nothing is lost as long as one server

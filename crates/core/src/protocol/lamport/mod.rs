@@ -245,6 +245,8 @@
 //! * `durable.rs`: what is persisted, restore, the restart; `disk.rs`: the
 //!   records' keys and encodings and the persistence bookkeeping;
 //! * `bugs.rs`: [`InjectedBug`]; `def.rs`: [`Lamport`], options, bounds;
+//! * `invariants.rs`: [`LamportInvariants`], checked by the simulator after
+//!   every step (one server in a critical section per scope);
 //! * `testing.rs`: a FIFO in-memory cluster for the unit tests.
 
 mod bugs;
@@ -252,6 +254,7 @@ mod counters;
 mod def;
 mod disk;
 mod durable;
+mod invariants;
 mod lock;
 mod msg;
 mod node;
@@ -266,5 +269,6 @@ pub use bugs::InjectedBug;
 pub use counters::Counters;
 pub use def::{Lamport, LamportOptions};
 pub use disk::{Kept, CLOCK_BLOCK};
+pub use invariants::LamportInvariants;
 pub use msg::{Body, Entry, Msg, ReqId, Scope, Staged, Timer};
 pub use node::{Config, LamportNode, LockScope};
