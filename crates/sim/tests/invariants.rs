@@ -44,6 +44,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "lamport-enter-without-later-message",
         "one server in a critical section per scope",
     ), // 0 (999 of 0..1000); history 208 (5 of 0..1000)
+    (
+        "zab",
+        "zab-znode-seq-reuse",
+        "sequential suffixes never repeat",
+    ), // with --znode: 0 (48 of 100 + 1 not linearizable); history 0 (20 of 100)
 ];
 
 fn proto(name: &str) -> Registered {
@@ -69,6 +74,7 @@ fn each_invariant_catches_its_bug_within_100_seeds_and_no_later_than_histories()
         let c = SimConfig {
             protocol: protocol.into(),
             bug: Some(bug.into()),
+            znode: bug.starts_with("zab-znode"),
             ..SimConfig::default()
         };
         let (seed, verdict) = first_failure(&p, &c).unwrap_or_else(|| panic!("{bug}: none"));

@@ -192,6 +192,28 @@ fn create_probe(path: &str, data: &Bytes, sequential: bool) -> Result<String, Zk
 }
 
 impl Tree {
+    /// The sessions' invariant (checked by the simulator after every
+    /// step): every ephemeral node belongs to an open session that lists
+    /// it, so a closed or expired session owns none.
+    pub fn check_ephemerals(&self) -> Result<(), String> {
+        for (path, n) in &self.nodes {
+            let owner = n.stat.ephemeral_owner;
+            let listed = |s: &Session| s.ephemerals.contains(path);
+            if owner != 0 && !self.sessions.get(&owner).is_some_and(listed) {
+                return Err(format!(
+                    "{path} is an ephemeral of session {owner:#x}, which is closed or does not list it"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each node's path, creation zxid and next sequential suffix, for the
+    /// invariant that a suffix is never given twice.
+    pub fn seq_counters(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
+        (self.nodes.iter()).map(|(p, n)| (p.as_str(), n.stat.czxid, n.next_seq))
+    }
+
     /// Injected bug `zab-znode-seq-reuse` only: start every parent's
     /// sequential counter again at its number of children, as if the
     /// counter were not part of the replicated state.

@@ -11,8 +11,15 @@
 //! 3. **A delivered entry is never truncated** (within a server's life):
 //!    the log keeps every delivered index, with the epoch it had.
 //!
+//! 4. **An expired session owns no ephemeral** (the znode machine): every
+//!    ephemeral node belongs to an open session that lists it.
+//! 5. **Sequential suffixes never repeat**: a node's next sequential
+//!    suffix never goes back within a server's life (a node deleted and
+//!    created again, a new creation zxid, starts afresh).
+//!
 //! Each check looks at the server that stepped only, and at what it
-//! delivered since its last check: the cost per step is constant.
+//! delivered since its last check: the cost per step is constant, but for
+//! 4 and 5, which walk that server's znode tree (a handful of nodes).
 
 use super::node::{Role, ZabNode};
 use crate::protocol::contract::{Roles, StepInvariants};
@@ -37,6 +44,9 @@ pub struct ZabInvariants {
     /// (data `None` when it arrived inside a snapshot).
     delivered: Vec<(u64, Option<Bytes>)>,
     lives: Vec<Life>,
+    /// Per server life: each node's (creation zxid, next sequential
+    /// suffix) when last seen, for the nodes that gave suffixes.
+    seqs: Vec<HashMap<String, (u64, u64)>>,
 }
 
 impl ZabInvariants {
@@ -122,10 +132,46 @@ impl ZabInvariants {
     }
 }
 
+impl ZabInvariants {
+    /// Invariants 4 and 5, over the znode tree of the server that stepped.
+    fn znodes(&mut self, i: usize, n: &ZabNode) -> Result<(), String> {
+        let tree = &n.sm.tree;
+        tree.check_ephemerals().map_err(|e| {
+            format!(
+                "zab znodes: an expired session owns no ephemeral: n{}: {e}",
+                i + 1
+            )
+        })?;
+        if self.seqs.len() <= i {
+            self.seqs.resize_with(i + 1, HashMap::new);
+        }
+        let seen = &mut self.seqs[i];
+        for (path, czxid, next) in tree.seq_counters().filter(|c| c.2 > 0) {
+            match seen.get_mut(path) {
+                Some((c, before)) if *c == czxid && next < *before => {
+                    return Err(format!(
+                        "zab znodes: sequential suffixes never repeat: n{} set {path}'s next \
+                         suffix back from {before} to {next}",
+                        i + 1
+                    ));
+                }
+                Some(seen) => *seen = (czxid, next),
+                None => {
+                    seen.insert(path.to_string(), (czxid, next));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
     fn crashed(&mut self, i: usize) {
         if let Some(l) = self.lives.get_mut(i) {
             *l = Life::default();
+        }
+        if let Some(s) = self.seqs.get_mut(i) {
+            s.clear();
         }
     }
 
@@ -137,6 +183,7 @@ impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
             self.lives.resize(roles.nodes.len(), Life::default());
         }
         self.one_leader_per_epoch(i, n)?;
+        self.znodes(i, n)?;
         let mut life = self.lives[i];
         self.never_truncated(i, n, life)?;
         let r = self.prefixes_agree(i, n, &mut life);
