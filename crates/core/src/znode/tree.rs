@@ -717,6 +717,32 @@ mod tests {
         }
     }
 
+    /// The invariant the simulator checks after every step: an ephemeral
+    /// belongs to an open session that lists it; the suffix counters are
+    /// what the invariant on sequential names reads.
+    #[test]
+    fn ephemerals_belong_to_open_sessions_and_counters_are_reported() {
+        let mut t = T::new();
+        t.run(Txn::OpenSession {
+            session: 7,
+            timeout_ms: 1000,
+        });
+        t.create("/q", false, false, 0).unwrap();
+        t.create("/q/e-", true, true, 7).unwrap();
+        assert_eq!(t.tree.check_ephemerals(), Ok(()));
+        let q = t.tree.seq_counters().find(|c| c.0 == "/q").unwrap();
+        assert_eq!(q.2, 1, "one suffix given under /q");
+        let mut broken = t.tree.clone();
+        broken.sessions.remove(&7);
+        let err = broken.check_ephemerals().unwrap_err();
+        assert!(
+            err.contains("/q/e-0000000000") && err.contains("0x7"),
+            "{err}"
+        );
+        t.run(Txn::CloseSession { session: 7 });
+        assert_eq!(t.tree.check_ephemerals(), Ok(()), "closing removes them");
+    }
+
     #[test]
     fn create_needs_a_parent_and_a_free_name() {
         let mut t = T::new();
