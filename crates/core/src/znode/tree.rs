@@ -723,10 +723,11 @@ mod tests {
     #[test]
     fn ephemerals_belong_to_open_sessions_and_counters_are_reported() {
         let mut t = T::new();
-        t.run(Txn::OpenSession {
+        let open = Txn::OpenSession {
             session: 7,
             timeout_ms: 1000,
-        });
+        };
+        t.run(open).0.unwrap();
         t.create("/q", false, false, 0).unwrap();
         t.create("/q/e-", true, true, 7).unwrap();
         assert_eq!(t.tree.check_ephemerals(), Ok(()));
@@ -739,7 +740,7 @@ mod tests {
             err.contains("/q/e-0000000000") && err.contains("0x7"),
             "{err}"
         );
-        t.run(Txn::CloseSession { session: 7 });
+        t.run(Txn::CloseSession { session: 7 }).0.unwrap();
         assert_eq!(t.tree.check_ephemerals(), Ok(()), "closing removes them");
     }
 
