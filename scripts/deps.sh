@@ -7,6 +7,8 @@
 #     its zkCli.sh drives the ZooKeeper port's test),
 #   python3-kazoo (kazoo, the Python ZooKeeper client, for the same test),
 #   zookeeper-bin (cli_mt, ZooKeeper's C client, for the same test),
+#   prometheus (promtool lints /metrics and tests deploy/prometheus/alerts.yml;
+#     without its recommends, so no exporter daemon comes with it),
 #   docker-compose (scripts/deploy-check.sh; only where Docker is installed).
 set -euo pipefail
 need=()
@@ -26,5 +28,12 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! command -v promtool >/dev/null; then
+  echo "deps.sh: installing prometheus (for promtool)"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest

@@ -169,6 +169,22 @@ async fn endpoints_status_shows_each_replica_and_its_peers() {
         assert!(Instant::now() < deadline, "replica 1 never saw 3 go down");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The same as JSON: an object per endpoint, the error for the one gone.
+    let out = qkv(&["endpoints", "status", "-e", &eps, "--json"], &[], b"");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let all = v.as_array().expect("an array");
+    assert_eq!(all.len(), 3, "{v}");
+    assert_eq!(all[0]["id"], 1, "{v}");
+    assert_eq!(all[0]["protocol"], "abd", "{v}");
+    assert_eq!(all[0]["peers_down"], serde_json::json!([3]), "{v}");
+    assert_eq!(all[0]["quorum_reachable"], true, "{v}");
+    assert!(all[0]["counters"].is_object(), "{v}");
+    assert_eq!(all[2]["endpoint"], eps.split(',').nth(2).unwrap(), "{v}");
+    assert!(
+        all[2]["error"].is_string() && all[2].get("id").is_none(),
+        "{v}"
+    );
 }
 
 fn free_port() -> u16 {

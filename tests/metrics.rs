@@ -94,7 +94,185 @@ async fn metrics_count_what_the_replica_did() {
         .expect("buffer_bytes of the native port");
     assert!(held <= quorumkv_node::net::MIN_READ_BUF, "{held}");
     assert!(text.contains("quorumkv_connections_timed_out_total{replica=\"1\"} 0\n"));
+    // Every request answered is in the latency histogram.
+    assert!(
+        text.contains(
+            "quorumkv_client_request_duration_seconds_bucket{replica=\"1\",le=\"+Inf\"} 3\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE quorumkv_client_request_duration_seconds histogram\n"));
     let missing = http_get(metrics, "/other").await;
     assert!(missing.starts_with("HTTP/1.0 404"), "{missing}");
     child.kill().await.unwrap();
+}
+
+/// Starts replica 1 with the metrics port, JSON logs on stderr and the
+/// given peers (none: a cluster of one).
+fn spawn_replica(
+    native: std::net::SocketAddr,
+    metrics: std::net::SocketAddr,
+    peers: &[String],
+) -> tokio::process::Child {
+    let mut args = vec![
+        "server".to_string(),
+        "--id".into(),
+        "1".into(),
+        "--listen".into(),
+        native.to_string(),
+        "--metrics".into(),
+        metrics.to_string(),
+        "--durability".into(),
+        "memory".into(),
+        "--log-format".into(),
+        "json".into(),
+    ];
+    for p in peers {
+        args.extend(["--peer".to_string(), p.clone()]);
+    }
+    tokio::process::Command::new(binary())
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// GET `path` until the port answers (the replica is starting).
+async fn http_get_when_up(addr: std::net::SocketAddr, path: &str) -> String {
+    for _ in 0..250 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return http_get(addr, path).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("metrics port {addr} never opened");
+}
+
+#[tokio::test]
+async fn probes_say_alive_and_whether_a_quorum_is_reached() {
+    // Replica 1 of 3 whose peers are not running: alive, not ready.
+    let (native, metrics) = (free_addr(), free_addr());
+    let peers = [format!("2={}", free_addr()), format!("3={}", free_addr())];
+    let mut lonely = spawn_replica(native, metrics, &peers);
+    let alive = http_get_when_up(metrics, "/healthz").await;
+    assert!(alive.starts_with("HTTP/1.0 200 OK"), "{alive}");
+    assert!(
+        alive.ends_with("ok: replica 1 (abd), role replica\n"),
+        "{alive}"
+    );
+    let ready = http_get(metrics, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.0 503"), "{ready}");
+    assert!(
+        ready.contains("reaches 1 of 3 replicas (no quorum)"),
+        "{ready}"
+    );
+    let text = http_get(metrics, "/metrics").await;
+    for gauge in ["members 3", "peers_up 0", "quorum_reachable 0", "ready 0"] {
+        let (name, v) = gauge.split_once(' ').unwrap();
+        let line = format!("quorumkv_{name}{{replica=\"1\"}} {v}\n");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    // HEAD: the status line without a body.
+    let mut s = tokio::net::TcpStream::connect(metrics).await.unwrap();
+    s.write_all(b"HEAD /healthz HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = String::new();
+    s.read_to_string(&mut head).await.unwrap();
+    assert!(
+        head.starts_with("HTTP/1.0 200") && head.ends_with("\r\n\r\n"),
+        "{head}"
+    );
+    // Its log is JSON, one object per line.
+    lonely.kill().await.unwrap();
+    let mut err = String::new();
+    lonely
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .await
+        .unwrap();
+    let first = err.lines().next().expect("a log line");
+    let v: serde_json::Value = serde_json::from_str(first).expect(first);
+    assert_eq!(v["who"], "replica 1", "{first}");
+    assert!(
+        v["level"].is_string() && v["message"].is_string(),
+        "{first}"
+    );
+
+    // A cluster of one reaches its quorum: ready.
+    let (native, metrics) = (free_addr(), free_addr());
+    let mut alone = spawn_replica(native, metrics, &[]);
+    let ready = http_get_when_up(metrics, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.0 200 OK"), "{ready}");
+    assert!(
+        ready.ends_with("ready: replica 1 (abd), role replica\n"),
+        "{ready}"
+    );
+    let text = http_get(metrics, "/metrics").await;
+    assert!(text.contains("quorumkv_ready{replica=\"1\"} 1\n"), "{text}");
+    alone.kill().await.unwrap();
+}
+
+/// Runs promtool (Debian's `prometheus` package, installed by
+/// scripts/deps.sh) with `args` in `dir`, `stdin` on its input.
+fn promtool(dir: &std::path::Path, args: &[&str], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/deps.sh installs the prometheus package)");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test]
+async fn metrics_pass_promtool_and_the_shipped_alerts_hold() {
+    // The exposition format, linted, with every kind of metric present.
+    let (native, metrics) = (free_addr(), free_addr());
+    let mut child = spawn_replica(native, metrics, &[]);
+    let text = http_get_when_up(metrics, "/metrics").await;
+    child.kill().await.unwrap();
+    let body = text.split_once("\r\n\r\n").expect("an HTTP answer").1;
+    assert!(body.contains("_bucket{"), "{body}");
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lint = promtool(here, &["check", "metrics"], body.as_bytes());
+    assert!(lint.status.success(), "promtool check metrics: {lint:?}");
+    // The alerting rules parse, and fire (only) when their tests say.
+    let rules = here.join("deploy/prometheus");
+    let check = promtool(&rules, &["check", "rules", "alerts.yml"], b"");
+    assert!(check.status.success(), "{check:?}");
+    let test = promtool(&rules, &["test", "rules", "alerts_test.yml"], b"");
+    assert!(test.status.success(), "{test:?}");
+    // Every query of the alerts and of the dashboard (JSON) names
+    // quorumkv metrics that exist (or Prometheus' own `up`).
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(here.join("deploy/grafana/quorumkv.json")).unwrap(),
+    )
+    .unwrap();
+    let alerts = std::fs::read_to_string(rules.join("alerts.yml")).unwrap();
+    let alert_exprs = (alerts.lines()).filter_map(|l| l.trim().strip_prefix("expr: "));
+    let panel_exprs = (dash["panels"].as_array().unwrap().iter())
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap());
+    for expr in alert_exprs.chain(panel_exprs) {
+        let names: Vec<&str> = expr
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("quorumkv_"))
+            .collect();
+        assert!(!names.is_empty() || expr.starts_with("up{"), "{expr}");
+        for n in names {
+            // Zab's own counters are absent from an ABD replica.
+            let known = body.contains(&format!("\n{n}{{"))
+                || body.contains(&format!("\n{n}_bucket{{"))
+                || n.starts_with("quorumkv_zab_");
+            assert!(known, "{n} in {expr} is not a metric");
+        }
+    }
 }

@@ -14,7 +14,8 @@ use std::process::ExitCode;
 /// dies.
 ///
 /// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base),
-/// and with --protocol zab on ZooKeeper client port P+200+i (not with --users).
+/// and with --protocol zab on ZooKeeper client port P+200+i (not with --users);
+/// with --metrics, Prometheus metrics and probes on port P+300+i.
 /// The client commands find a cluster on the default ports by themselves;
 /// for another --port-base, run the `export QUORUMKV_ENDPOINTS=...` line it
 /// prints, or give them `--cluster` with the cluster file it prints.
@@ -58,6 +59,11 @@ pub struct Args {
     /// serves: clients must log in with one of its users.
     #[arg(long, value_name = "FILE")]
     users: Option<std::path::PathBuf>,
+    /// Every replica serves Prometheus metrics and the /healthz and /readyz
+    /// probes on port P+300+i; a Prometheus scrape configuration for them is
+    /// written beside the cluster file (prometheus.yml).
+    #[arg(long)]
+    metrics: bool,
 }
 
 /// What a local cluster runs; shared by `cluster` and `chaos`.
@@ -145,6 +151,7 @@ pub fn run(a: Args) -> ExitCode {
             data_root: a.data_dir.clone(),
             tls: a.tls,
             client_cert_auth: a.client_cert_auth,
+            metrics: a.metrics,
             ..a.shape.config(binary)
         };
         let mut cluster = match LocalCluster::start(cfg).await {
@@ -195,6 +202,10 @@ fn print_banner(
     );
     for e in cluster.endpoints() {
         let zk = e.zk.map(|z| format!("  zk {z}")).unwrap_or_default();
+        let zk = zk
+            + &e.metrics
+                .map(|m| format!("  metrics {m}"))
+                .unwrap_or_default();
         println!(
             "  replica {}  native {}  resp {}{zk}  pid {}",
             e.id,
@@ -233,7 +244,31 @@ fn print_banner(
     if !zk.is_empty() {
         println!("zookeeper:  zkCli.sh -server {}", zk.join(","));
     }
+    if a.metrics {
+        print_prometheus(cluster);
+    }
     eps
+}
+
+/// Writes a Prometheus scrape configuration for the replicas' metrics
+/// ports into the cluster's directory, and says how to use it.
+fn print_prometheus(cluster: &LocalCluster) {
+    let targets: Vec<String> = (cluster.endpoints().iter())
+        .filter_map(|e| e.metrics.map(|m| format!("\"{m}\"")))
+        .collect();
+    let text = format!(
+        "# Written by `quorumkv cluster --metrics`.\nglobal:\n  scrape_interval: 5s\nscrape_configs:\n  - job_name: quorumkv\n    static_configs:\n      - targets: [{}]\n",
+        targets.join(", ")
+    );
+    let path = cluster.dir().join("prometheus.yml");
+    match std::fs::write(&path, text) {
+        Ok(()) => println!(
+            "metrics:  curl http://{}/metrics   |   prometheus --config.file={}",
+            targets.first().map_or("", |t| t.trim_matches('"')),
+            path.display()
+        ),
+        Err(e) => eprintln!("quorumkv cluster: cannot write {}: {e}", path.display()),
+    }
 }
 
 /// How clients reach a TLS cluster.

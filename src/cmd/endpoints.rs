@@ -28,6 +28,11 @@ enum Cmd {
 /// serves reads and writes), `leader` / `follower` where one leads, and
 /// `recovering` while a restarted replica catches up from its peers. Exit 0 when every endpoint answered, 2 when
 /// any did not (it is listed on stderr).
+///
+/// With --json: one JSON array on stdout, an object per endpoint: either its
+/// full status (id, protocol, role, version, members, peers_up, peers_down,
+/// quorum_reachable, durability, uptime_secs, persist_records, persist_syncs,
+/// counters as an object) or {"endpoint", "error"}.
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct StatusArgs {
@@ -38,6 +43,9 @@ pub struct StatusArgs {
     /// How long to wait for each endpoint.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
+    /// Print JSON (an array, one object per endpoint) instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -75,7 +83,11 @@ pub fn run(a: Args) -> ExitCode {
         }
         out
     });
-    print_table(&names, &answers);
+    if a.json {
+        println!("{}", json(&names, &answers));
+    } else {
+        print_table(&names, &answers);
+    }
     let mut failed = false;
     for (name, answer) in names.iter().zip(&answers) {
         if let Err(e) = answer {
@@ -88,6 +100,30 @@ pub fn run(a: Args) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The answers as a JSON array: each status with the endpoint's name and
+/// the derived `peers_down` / `quorum_reachable`, or the endpoint's error.
+fn json(names: &[String], answers: &[Result<NodeStatus, String>]) -> serde_json::Value {
+    let one = |name: &String, answer: &Result<NodeStatus, String>| match answer {
+        Ok(s) => {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("endpoint".into(), name.as_str().into());
+                o.insert("peers_down".into(), s.peers_down().into());
+                o.insert("quorum_reachable".into(), s.quorum_reachable().into());
+                let counters: serde_json::Map<_, _> = s
+                    .counters
+                    .iter()
+                    .map(|(k, v)| (k.clone(), (*v).into()))
+                    .collect();
+                o.insert("counters".into(), counters.into());
+            }
+            v
+        }
+        Err(e) => serde_json::json!({ "endpoint": name, "error": e }),
+    };
+    names.iter().zip(answers).map(|(n, a)| one(n, a)).collect()
 }
 
 fn ids(list: &[u32]) -> String {

@@ -5,7 +5,7 @@
 use clap::Args as ClapArgs;
 use quorumkv_node::client::resolve_endpoint;
 use quorumkv_node::config::parse_duration;
-use quorumkv_node::status::{fetch_with, NodeStatus};
+use quorumkv_node::status::fetch_with;
 use quorumkv_node::tls::ClientTls;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -76,24 +76,6 @@ fn health_tls(a: &Args) -> anyhow::Result<Option<ClientTls>> {
     )?))
 }
 
-/// Roles of a replica that answers but refuses operations.
-const NOT_SERVING: [&str; 2] = ["recovering", "fenced"];
-
-/// Why `s` is unhealthy, or `None`.
-fn unhealthy(s: &NodeStatus, quorum: bool) -> Option<String> {
-    if NOT_SERVING.contains(&s.role.as_str()) {
-        return Some(format!("role {}", s.role));
-    }
-    if quorum && !s.quorum_reachable() {
-        return Some(format!(
-            "reaches {} of {} replicas (no quorum)",
-            s.peers_up.len() + 1,
-            s.members.len()
-        ));
-    }
-    None
-}
-
 pub fn run(a: Args) -> ExitCode {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -115,7 +97,7 @@ pub fn run(a: Args) -> ExitCode {
         fetch_with(addr, host, a.timeout, tls.as_ref()).await
     });
     match answer {
-        Ok(s) => match unhealthy(&s, a.quorum) {
+        Ok(s) => match s.unready(a.quorum) {
             None => {
                 println!(
                     "healthy: replica {} ({}), role {}, {} of {} peers up",
@@ -136,39 +118,5 @@ pub fn run(a: Args) -> ExitCode {
             println!("unhealthy: {}: {e}", a.addr);
             ExitCode::FAILURE
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn recovering_and_no_quorum_are_unhealthy() {
-        let s = NodeStatus {
-            members: vec![1, 2, 3],
-            peers_up: vec![2],
-            role: "replica".into(),
-            id: 1,
-            protocol: "abd".into(),
-            version: String::new(),
-            durability: "fsync".into(),
-            uptime_secs: 0,
-            persist_records: 0,
-            persist_syncs: 0,
-            counters: vec![],
-        };
-        assert_eq!(unhealthy(&s, true), None);
-        let alone = NodeStatus {
-            peers_up: vec![],
-            ..s.clone()
-        };
-        assert_eq!(unhealthy(&alone, false), None);
-        assert!(unhealthy(&alone, true).unwrap().contains("no quorum"));
-        let rec = NodeStatus {
-            role: "recovering".into(),
-            ..s
-        };
-        assert_eq!(unhealthy(&rec, false).unwrap(), "role recovering");
     }
 }

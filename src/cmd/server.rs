@@ -191,6 +191,11 @@ pub struct Args {
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// How log lines are written: `text`, or `json` (one object per line:
+    /// ts, level, who, target, message and the event's fields). What is
+    /// logged is chosen by `$QUORUMKV_LOG` (e.g. `debug`, `info,quorumkv_node=debug`)
+    #[arg(long, env = "QUORUMKV_LOG_FORMAT", value_enum, default_value_t)]
+    log_format: super::json_log::LogFormat,
     /// A file with the cluster secret (at least 16 bytes; `quorumkv secret`
     /// writes one). Replicas prove it to each other on every link, so no
     /// stray connection can pose as a replica. Every replica needs the same
@@ -318,7 +323,7 @@ fn tls_settings(a: &Args, cluster: &ClusterFile, id: u32) -> anyhow::Result<Opti
 
 pub fn run(a: Args) -> ExitCode {
     let id = replica_id(&a);
-    super::init_logging("info", Some(format!("replica {id}")));
+    super::init_logging_as(a.log_format, "info", Some(format!("replica {id}")));
     let opts = match server_options(&a, id) {
         Ok(opts) => opts,
         Err(e) => return super::fail(e),

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 
 mod info_text;
+mod latency;
 mod metrics_text;
 
 pub use crate::net::FrameTx;
@@ -140,6 +141,8 @@ pub struct DriverStats {
     pub notified: u64,
     /// Events for a session that is gone.
     pub notify_dropped: u64,
+    /// Client request latency (arrival to answer).
+    pub latency: latency::Latency,
 }
 
 pub struct Driver<P: Protocol + Send + 'static> {
@@ -153,7 +156,8 @@ pub struct Driver<P: Protocol + Send + 'static> {
     /// protocol assuming reliable links never re-sends: no `Down` tells it
     /// to. Flushed at the peer's first `Up`, dropped at its first `Down`.
     held: HashMap<Peer, Vec<P::Msg>>,
-    replies: HashMap<u64, ReplyTo<P::Msg>>,
+    /// Where each open client request's answer goes, and when it arrived.
+    replies: HashMap<u64, (ReplyTo<P::Msg>, Instant)>,
     next_client: u64,
     timers: BTreeMap<(Instant, u64), P::Timer>,
     timer_index: HashMap<P::Timer, (Instant, u64)>,
@@ -347,7 +351,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 self.stats.client_requests += 1;
                 let id = self.next_client;
                 self.next_client += 1;
-                self.replies.insert(id, reply);
+                self.replies.insert(id, (reply, Instant::now()));
                 let client = ClientRef { id, session, op };
                 self.core.on_client(now, client, req, &mut out);
             }
@@ -528,7 +532,8 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             Gated::Own(msg) => self.local.push_back(msg),
             Gated::Send(to, msg) => self.send(to, msg),
             Gated::Reply(client, resp) => {
-                if let Some(r) = self.replies.remove(&client.id) {
+                if let Some((r, since)) = self.replies.remove(&client.id) {
+                    self.stats.latency.record(since.elapsed());
                     r.send(resp);
                 }
             }

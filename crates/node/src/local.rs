@@ -62,6 +62,9 @@ pub struct LocalClusterConfig {
     /// clients must log in. Relative paths are taken from the current
     /// directory.
     pub users: Option<PathBuf>,
+    /// Every replica serves `/metrics`, `/healthz` and `/readyz` on port
+    /// P+300+i with `port_base` P, else on a free port.
+    pub metrics: bool,
 }
 
 /// Where a replica of a multi-host local cluster runs.
@@ -75,6 +78,8 @@ pub struct ReplicaHost {
 pub const HOST_NATIVE_PORT: u16 = 7001;
 /// A replica's RESP port on a host of its own.
 pub const HOST_RESP_PORT: u16 = 7101;
+/// A replica's metrics port on a host of its own.
+pub const HOST_METRICS_PORT: u16 = 7301;
 
 impl Default for LocalClusterConfig {
     fn default() -> Self {
@@ -94,6 +99,7 @@ impl Default for LocalClusterConfig {
             tls: false,
             client_cert_auth: false,
             users: None,
+            metrics: false,
         }
     }
 }
@@ -106,6 +112,8 @@ pub struct Endpoint {
     /// The ZooKeeper client port (clusters of the znode protocol without
     /// users).
     pub zk: Option<SocketAddr>,
+    /// The metrics and probes port (with `LocalClusterConfig::metrics`).
+    pub metrics: Option<SocketAddr>,
 }
 
 pub struct LocalCluster {
@@ -200,6 +208,7 @@ impl LocalCluster {
                 native: r.addr,
                 resp: r.resp.expect("local clusters have RESP"),
                 zk: r.zk,
+                metrics: r.metrics,
             })
             .collect();
         let cpu = (cfg.replica_cpu)
@@ -566,6 +575,7 @@ fn cluster_file(cfg: &LocalClusterConfig) -> anyhow::Result<ClusterFile> {
         }
     };
     add_zk_ports(cfg, &mut file)?;
+    add_metrics_ports(cfg, &mut file)?;
     for (k, v) in &cfg.options {
         file.options
             .insert(k.clone(), toml::Value::String(v.clone()));
@@ -583,26 +593,55 @@ fn add_zk_ports(cfg: &LocalClusterConfig, file: &mut ClusterFile) -> anyhow::Res
     if !serves || cfg.users.is_some() || !cfg.hosts.is_empty() {
         return Ok(());
     }
-    let ports = match cfg.port_base {
-        Some(base) => (1..=cfg.replicas)
-            .map(|i| u16::try_from(base as usize + 200 + i))
-            .collect::<Result<Vec<u16>, _>>()
-            .map_err(|_| {
-                anyhow::anyhow!("--port-base {base} leaves no room for ZooKeeper ports")
-            })?,
-        None => free_ports_besides(file, cfg.replicas)?,
-    };
+    let ports = extra_ports(cfg, file, 200, "ZooKeeper")?;
     for (r, port) in file.replicas.iter_mut().zip(ports) {
         r.zk = Some(SocketAddr::new(r.addr.ip(), port));
     }
     Ok(())
 }
 
+/// A metrics port for every replica where asked for: P+300+i with
+/// `--port-base` P, else a free one (on its host's address).
+fn add_metrics_ports(cfg: &LocalClusterConfig, file: &mut ClusterFile) -> anyhow::Result<()> {
+    if !cfg.metrics {
+        return Ok(());
+    }
+    let ports = match cfg.hosts.is_empty() {
+        true => extra_ports(cfg, file, 300, "metrics")?,
+        false => vec![HOST_METRICS_PORT; cfg.replicas],
+    };
+    for (r, port) in file.replicas.iter_mut().zip(ports) {
+        r.metrics = Some(SocketAddr::new(r.addr.ip(), port));
+    }
+    Ok(())
+}
+
+/// One more port per replica: P+offset+i with `--port-base` P, else free
+/// ports the cluster file does not use yet.
+fn extra_ports(
+    cfg: &LocalClusterConfig,
+    file: &ClusterFile,
+    offset: usize,
+    what: &str,
+) -> anyhow::Result<Vec<u16>> {
+    match cfg.port_base {
+        Some(base) => (1..=cfg.replicas)
+            .map(|i| u16::try_from(base as usize + offset + i))
+            .collect::<Result<Vec<u16>, _>>()
+            .map_err(|_| anyhow::anyhow!("--port-base {base} leaves no room for {what} ports")),
+        None => free_ports_besides(file, cfg.replicas),
+    }
+}
+
 /// `n` free ports that the cluster file does not use already (its ports
 /// were free, and are released, when they were picked).
 fn free_ports_besides(file: &ClusterFile, n: usize) -> anyhow::Result<Vec<u16>> {
     let taken: Vec<u16> = (file.replicas.iter())
-        .flat_map(|r| std::iter::once(r.addr).chain(r.resp))
+        .flat_map(|r| {
+            [Some(r.addr), r.resp, r.zk, r.metrics]
+                .into_iter()
+                .flatten()
+        })
         .map(|a| a.port())
         .collect();
     for _ in 0..20 {

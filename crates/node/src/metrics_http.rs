@@ -1,5 +1,7 @@
 //! The metrics port: a minimal HTTP/1.0 endpoint serving the driver's and
-//! the protocol's counters in Prometheus text format at `/metrics`.
+//! the protocol's counters in Prometheus text format at `/metrics`, and the
+//! probes orchestrators poll: `/healthz` (the replica's driver answers) and
+//! `/readyz` (it serves operations and reaches a quorum of its peers).
 
 use crate::accept::accept_limited;
 use crate::driver::Input;
@@ -9,7 +11,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-/// A minimal HTTP/1.0 endpoint: `GET /metrics` answers Prometheus text,
+/// How long a probe waits for the driver: a driver that does not answer
+/// its status within this is reported unhealthy, not waited for.
+const PROBE_WAIT: Duration = Duration::from_secs(2);
+
+/// A minimal HTTP/1.0 endpoint: `GET /metrics`, `/healthz`, `/readyz`;
 /// anything else 404. One request per connection.
 pub(crate) async fn accept_metrics<P: Protocol + Send + 'static>(
     listener: TcpListener,
@@ -18,6 +24,42 @@ pub(crate) async fn accept_metrics<P: Protocol + Send + 'static>(
     let serve = move |stream: TcpStream, _| serve_metrics::<P>(stream, tx.clone());
     // Scrapers are few; more than this at once is a misbehaving client.
     accept_limited(listener, 64, serve, |_| async {}).await;
+}
+
+/// What a request asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Metrics,
+    Healthz,
+    Readyz,
+    NotFound,
+    /// Not GET or HEAD.
+    BadMethod,
+}
+
+/// The route of a request's first line (`METHOD SP PATH[?QUERY] SP ...`),
+/// and whether the body is wanted (not for HEAD).
+fn route(req: &[u8]) -> (Route, bool) {
+    let line = req
+        .split(|b| *b == b'\r' || *b == b'\n')
+        .next()
+        .unwrap_or(&[]);
+    let mut parts = line.split(|b| *b == b' ');
+    let method = parts.next().unwrap_or(&[]);
+    let target = parts.next().unwrap_or(&[]);
+    let path = target.split(|b| *b == b'?').next().unwrap_or(&[]);
+    let body = match method {
+        b"GET" => true,
+        b"HEAD" => false,
+        _ => return (Route::BadMethod, true),
+    };
+    let r = match path {
+        b"/metrics" => Route::Metrics,
+        b"/healthz" | b"/livez" => Route::Healthz,
+        b"/readyz" => Route::Readyz,
+        _ => Route::NotFound,
+    };
+    (r, body)
 }
 
 async fn serve_metrics<P: Protocol + Send + 'static>(
@@ -37,23 +79,81 @@ async fn serve_metrics<P: Protocol + Send + 'static>(
     if read.await.is_err() {
         return;
     }
-    let (status, body) = if req.starts_with(b"GET /metrics ") || req.starts_with(b"GET /metrics?") {
-        let (otx, orx) = oneshot::channel();
-        if tx.send(Input::Metrics { reply: otx }).await.is_err() {
-            return;
-        }
-        ("200 OK", orx.await.unwrap_or_default())
+    let (route, with_body) = route(&req);
+    let kind = if route == Route::Metrics {
+        "text/plain; version=0.0.4"
     } else {
-        (
+        "text/plain; charset=utf-8"
+    };
+    let (status, body) = match route {
+        Route::Metrics => {
+            let (otx, orx) = oneshot::channel();
+            if tx.send(Input::Metrics { reply: otx }).await.is_err() {
+                return;
+            }
+            ("200 OK", orx.await.unwrap_or_default())
+        }
+        Route::Healthz | Route::Readyz => probe::<P>(&tx, route == Route::Readyz).await,
+        Route::NotFound => (
             "404 Not Found",
-            "quorumkv serves /metrics only\n".to_string(),
-        )
+            "quorumkv serves /metrics, /healthz and /readyz\n".to_string(),
+        ),
+        Route::BadMethod => ("405 Method Not Allowed", "only GET and HEAD\n".to_string()),
     };
     let head = format!(
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(body.as_bytes()).await;
+    if with_body {
+        let _ = stream.write_all(body.as_bytes()).await;
+    }
     let _ = stream.shutdown().await;
+}
+
+/// `/healthz`: 200 when the driver answers its status within
+/// [`PROBE_WAIT`] (a replica without peers is alive). `/readyz`: 200 when,
+/// besides, it serves operations and reaches a quorum
+/// (`NodeStatus::unready`, the rule of `quorumkv health --quorum`); 503
+/// with the reason otherwise.
+async fn probe<P: Protocol + Send + 'static>(
+    tx: &mpsc::Sender<Input<P::Msg>>,
+    ready: bool,
+) -> (&'static str, String) {
+    let (otx, orx) = oneshot::channel();
+    let asked = async {
+        tx.send(Input::Status { reply: otx }).await.ok()?;
+        orx.await.ok()
+    };
+    let Ok(Some(s)) = tokio::time::timeout(PROBE_WAIT, asked).await else {
+        let why = format!("the replica did not answer within {PROBE_WAIT:?}");
+        return ("503 Service Unavailable", format!("unhealthy: {why}\n"));
+    };
+    let what = format!("replica {} ({}), role {}", s.id, s.protocol, s.role);
+    match (ready, s.unready(true)) {
+        (false, _) => ("200 OK", format!("ok: {what}\n")),
+        (true, None) => ("200 OK", format!("ready: {what}\n")),
+        (true, Some(why)) => (
+            "503 Service Unavailable",
+            format!("not ready: {what}: {why}\n"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        let r = |s: &str| route(s.as_bytes());
+        assert_eq!(r("GET /metrics HTTP/1.1\r\n\r\n"), (Route::Metrics, true));
+        assert_eq!(r("GET /metrics?x=1 HTTP/1.0\r\n"), (Route::Metrics, true));
+        assert_eq!(r("GET /healthz HTTP/1.1\r\n"), (Route::Healthz, true));
+        assert_eq!(r("HEAD /readyz HTTP/1.1\r\n"), (Route::Readyz, false));
+        assert_eq!(r("GET /metricsx HTTP/1.1\r\n"), (Route::NotFound, true));
+        assert_eq!(r("GET / HTTP/1.1\r\n"), (Route::NotFound, true));
+        assert_eq!(r("POST /readyz HTTP/1.1\r\n"), (Route::BadMethod, true));
+        assert_eq!(r(""), (Route::BadMethod, true));
+    }
 }

@@ -52,7 +52,27 @@ impl NodeStatus {
     pub fn quorum_reachable(&self) -> bool {
         (self.peers_up.len() + 1) * 2 > self.members.len()
     }
+    /// Why this replica should not be sent operations, or `None`: it
+    /// answers but refuses them (`recovering`, `fenced`), or, with
+    /// `quorum`, it does not reach a majority. `quorumkv health` and the
+    /// metrics port's `/readyz` share this rule.
+    pub fn unready(&self, quorum: bool) -> Option<String> {
+        if NOT_SERVING.contains(&self.role.as_str()) {
+            return Some(format!("role {}", self.role));
+        }
+        if quorum && !self.quorum_reachable() {
+            return Some(format!(
+                "reaches {} of {} replicas (no quorum)",
+                self.peers_up.len() + 1,
+                self.members.len()
+            ));
+        }
+        None
+    }
 }
+
+/// Roles of a replica that answers but refuses operations.
+const NOT_SERVING: [&str; 2] = ["recovering", "fenced"];
 
 #[cfg(test)]
 mod tests {
@@ -81,5 +101,36 @@ mod tests {
             ..s
         };
         assert!(!alone.quorum_reachable(), "2 of 5");
+    }
+
+    #[test]
+    fn recovering_fenced_and_no_quorum_are_unready() {
+        let s = NodeStatus {
+            members: vec![1, 2, 3],
+            peers_up: vec![2],
+            role: "replica".into(),
+            id: 1,
+            protocol: "abd".into(),
+            version: String::new(),
+            durability: "fsync".into(),
+            uptime_secs: 0,
+            persist_records: 0,
+            persist_syncs: 0,
+            counters: vec![],
+        };
+        assert_eq!(s.unready(true), None);
+        let alone = NodeStatus {
+            peers_up: vec![],
+            ..s.clone()
+        };
+        assert_eq!(alone.unready(false), None);
+        assert!(alone.unready(true).unwrap().contains("no quorum"));
+        for role in ["recovering", "fenced"] {
+            let r = NodeStatus {
+                role: role.into(),
+                ..s.clone()
+            };
+            assert_eq!(r.unready(false).unwrap(), format!("role {role}"));
+        }
     }
 }

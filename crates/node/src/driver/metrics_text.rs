@@ -37,6 +37,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             last: String::new(),
         };
         self.driver_metrics(&mut m);
+        self.state_metrics(&mut m);
         self.persist_metrics(&mut m);
         self.peer_metrics(&mut m);
         self.port_metrics(&mut m);
@@ -125,8 +126,38 @@ impl<P: Protocol + Send + 'static> Driver<P> {
         for (name, help, v) in counters {
             m.metric(name, "counter", help, "", v);
         }
+    }
+
+    /// Uptime, latency, and the replica's state as gauges.
+    fn state_metrics(&self, m: &mut Prom) {
+        m.s.push_str(&self.stats.latency.prometheus(self.info.id));
+        m.last.clear();
         let uptime = self.start.elapsed().as_secs();
         m.metric("uptime_seconds", "gauge", "seconds since start", "", uptime);
+        // What `/readyz` and `quorumkv endpoints status` judge, as gauges
+        // (alerts on quorum loss need them over time).
+        let s = self.node_status();
+        let gauges = [
+            ("members", "replicas in the cluster", s.members.len() as u64),
+            (
+                "peers_up",
+                "peers with a live link",
+                s.peers_up.len() as u64,
+            ),
+            (
+                "quorum_reachable",
+                "1 while this replica and the peers it reaches form a majority",
+                u64::from(s.quorum_reachable()),
+            ),
+            (
+                "ready",
+                "1 while /readyz answers 200 (serving and reaching a quorum)",
+                u64::from(s.unready(true).is_none()),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            m.metric(name, "gauge", help, "", v);
+        }
     }
 
     fn persist_metrics(&self, m: &mut Prom) {
