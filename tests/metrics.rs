@@ -276,3 +276,38 @@ async fn metrics_pass_promtool_and_the_shipped_alerts_hold() {
         }
     }
 }
+
+/// GET `path` until the answer starts with `status`, for up to 10 s.
+async fn http_until(addr: std::net::SocketAddr, path: &str, status: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = http_get(addr, path).await;
+        if text.starts_with(status) {
+            return text;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{path}: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_cluster_with_metrics_turns_unready_when_the_quorum_goes() {
+    let cfg = quorumkv_node::local::LocalClusterConfig {
+        metrics: true,
+        ..common::cluster_cfg("zab", 3, &[])
+    };
+    let mut cluster = quorumkv_node::local::LocalCluster::start(cfg)
+        .await
+        .unwrap();
+    let ports: Vec<_> = (cluster.endpoints().iter())
+        .map(|e| e.metrics.expect("a metrics port"))
+        .collect();
+    for m in &ports {
+        http_until(*m, "/readyz", "HTTP/1.0 200").await;
+    }
+    cluster.kill(2).await.unwrap();
+    cluster.kill(3).await.unwrap();
+    let alone = http_until(ports[0], "/readyz", "HTTP/1.0 503").await;
+    assert!(alone.contains("no quorum"), "{alone}");
+    http_until(ports[0], "/healthz", "HTTP/1.0 200").await;
+}
