@@ -288,6 +288,15 @@ pub trait ProtocolDef: 'static {
     fn client_may_send(_msg: &Self::Msg) -> bool {
         false
     }
+    /// The log index up to which `msg`, sent by a server, says that
+    /// server's log is on its disk (an ACK of log entries, whose quorum
+    /// counts it as durable), or `None`. The simulator checks the claim
+    /// against the records it knows are synced (`fsync` mode): the
+    /// invariant "no ACK for an entry not on disk". Default: no message
+    /// claims anything.
+    fn log_durable_claim(_msg: &Self::Msg) -> Option<u64> {
+        None
+    }
 }
 
 /// [`ProtocolDef::client_may_send`] as a plain function pointer, for a

@@ -48,6 +48,10 @@ pub enum InjectedBug {
     /// an event announces a change that happened). Seen only by the znode
     /// workload.
     ZnodeWatchEarly,
+    /// A follower ACKs a proposal as it logs it, before the driver reports
+    /// the record durable (`Msg::Logged`): a crash then loses an entry the
+    /// leader counted in a commit quorum.
+    AckBeforePersist,
 }
 
 impl InjectedBug {
@@ -60,6 +64,7 @@ impl InjectedBug {
         InjectedBug::ZnodeKeepEphemerals,
         InjectedBug::ZnodeSeqReuse,
         InjectedBug::ZnodeWatchEarly,
+        InjectedBug::AckBeforePersist,
     ];
 }
 
@@ -77,6 +82,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ZnodeKeepEphemerals => "zab-znode-keep-ephemerals",
             InjectedBug::ZnodeSeqReuse => "zab-znode-seq-reuse",
             InjectedBug::ZnodeWatchEarly => "zab-znode-watch-early",
+            InjectedBug::AckBeforePersist => "zab-ack-before-persist",
         }
     }
     fn about(self) -> &'static str {
@@ -104,6 +110,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZnodeWatchEarly => {
                 "a znode write fires watches where it arrives, before it commits (use with --znode)"
+            }
+            InjectedBug::AckBeforePersist => {
+                "a follower ACKs a proposal before its log record is durable"
             }
         }
     }
