@@ -39,3 +39,26 @@ fn ack_before_persist_is_caught_by_the_durable_claim_check() {
     // The clean code sends the same ACKs only once synced.
     assert_eq!(first_failure(&zab(None), "0..20"), None);
 }
+
+fn znode(bug: Option<&str>) -> SimConfig {
+    SimConfig {
+        znode: true,
+        ..zab(bug)
+    }
+}
+
+/// Sessions that never expire: the model takes an expiry of unknown
+/// outcome that never comes, so only the liveness promise catches it (a
+/// silent client's session expires within its timeout plus the liveness
+/// bound once the faults healed).
+#[test]
+fn a_session_that_never_expires_is_caught_by_its_liveness_promise() {
+    let (seed, verdict) = first_failure(&znode(Some("zab-session-never-expires")), "0..1000")
+        .expect("caught within 1,000 seeds");
+    let Verdict::Stuck { details } = &verdict else {
+        panic!("seed {seed} failed otherwise: {verdict}");
+    };
+    assert!(details.contains("never expired"), "{details}");
+    eprintln!("zab-session-never-expires: first caught at seed {seed}");
+    assert!(seed < 10, "seed {seed}");
+}

@@ -52,6 +52,10 @@ pub enum InjectedBug {
     /// the record durable (`Msg::Logged`): a crash then loses an entry the
     /// leader counted in a commit quorum.
     AckBeforePersist,
+    /// The leader never expires a silent znode session (`sessions.rs`):
+    /// a vanished client's session and its ephemerals stay for ever.
+    /// Seen only by the znode workload.
+    ZnodeSessionNeverExpires,
 }
 
 impl InjectedBug {
@@ -65,6 +69,7 @@ impl InjectedBug {
         InjectedBug::ZnodeSeqReuse,
         InjectedBug::ZnodeWatchEarly,
         InjectedBug::AckBeforePersist,
+        InjectedBug::ZnodeSessionNeverExpires,
     ];
 }
 
@@ -83,6 +88,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ZnodeSeqReuse => "zab-znode-seq-reuse",
             InjectedBug::ZnodeWatchEarly => "zab-znode-watch-early",
             InjectedBug::AckBeforePersist => "zab-ack-before-persist",
+            InjectedBug::ZnodeSessionNeverExpires => "zab-session-never-expires",
         }
     }
     fn about(self) -> &'static str {
@@ -113,6 +119,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::AckBeforePersist => {
                 "a follower ACKs a proposal before its log record is durable"
+            }
+            InjectedBug::ZnodeSessionNeverExpires => {
+                "the leader never expires a silent znode session (use with --znode)"
             }
         }
     }

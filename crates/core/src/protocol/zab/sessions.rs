@@ -101,6 +101,9 @@ impl ZabNode {
     }
 
     fn expire_sessions(&mut self, out: &mut O) {
+        if self.has_bug(super::bugs::InjectedBug::ZnodeSessionNeverExpires) {
+            return;
+        }
         let now = self.now;
         let mut expired = Vec::new();
         for (session, timeout_ms) in self.sm.tree.sessions() {
