@@ -106,11 +106,27 @@ impl<D: ProtocolDef> World<'_, D> {
         r.below(4) == 0
     }
 
-    /// Client `c` is done: a session it abandoned is silent from now.
+    /// Client `c` is done: the session it abandoned is silent from now,
+    /// and must expire, if its opening succeeded and none of its last
+    /// requests closed it or opened it again (with the long timeout).
     pub(super) fn znode_client_done(&mut self, c: usize) {
+        let session = client_writer_id(c as u64);
+        let last = (self.znode.iter().rev())
+            .filter(|a| a.session == session)
+            .find(|a| matches!(a.op, ZnodeOp::OpenSession { .. } | ZnodeOp::CloseSession));
+        let open = match last {
+            Some(Asked {
+                op: ZnodeOp::OpenSession { timeout_ms },
+                reply: Some(Response::Znode(ZnodeReply::Session { .. })),
+                ..
+            }) => Some(timeout_ms.saturating_mul(1000)),
+            _ => None,
+        };
         let now = self.now;
         for a in self.abandoned.iter_mut().filter(|a| a.client == c) {
-            a.silent_us.get_or_insert(now);
+            if open == Some(a.timeout_us) {
+                a.silent_us.get_or_insert(now);
+            }
         }
     }
 
@@ -143,6 +159,9 @@ impl<D: ProtocolDef> World<'_, D> {
         let bound = self.cfg.timing.liveness_bound.as_micros() as u64;
         let mut due = None::<u64>;
         for a in self.abandoned.iter().filter(|a| !a.expired) {
+            if a.silent_us.is_some() && self.closed_at_a_quorum(a.session) {
+                continue;
+            }
             let Some(silent) = a.silent_us else {
                 continue;
             };
@@ -165,6 +184,20 @@ impl<D: ProtocolDef> World<'_, D> {
             due = Some(due.map_or(at, |d| d.min(at)));
         }
         Ok(due)
+    }
+
+    /// Whether a quorum of the servers hold `session` closed in the state
+    /// they applied, counting only those up and available (a server that
+    /// lost its state and is still recovering holds nothing). Servers
+    /// whose events reached no connection (all restarted since the
+    /// session's requests) expire sessions too.
+    fn closed_at_a_quorum(&self, session: u64) -> bool {
+        let closed = (self.nodes.iter())
+            .filter_map(|s| s.core.as_ref())
+            .filter(|n| D::available(n))
+            .filter(|n| D::znode_session_open(n, session) == Some(false))
+            .count();
+        closed > self.nodes.len() / 2
     }
 
     /// Note a znode request as it is issued (its record is the last).

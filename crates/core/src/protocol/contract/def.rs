@@ -297,6 +297,13 @@ pub trait ProtocolDef: 'static {
     fn log_durable_claim(_msg: &Self::Msg) -> Option<u64> {
         None
     }
+    /// Whether `node`'s state holds znode session `session` open (`None`:
+    /// the protocol serves no znodes). The simulator's sessions promise
+    /// reads it: a session whose client fell silent must be gone from a
+    /// quorum of the available servers within its timeout plus a bound.
+    fn znode_session_open(_node: &Self::Node, _session: u64) -> Option<bool> {
+        None
+    }
 }
 
 /// [`ProtocolDef::client_may_send`] as a plain function pointer, for a

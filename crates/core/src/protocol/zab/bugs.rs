@@ -56,6 +56,10 @@ pub enum InjectedBug {
     /// a vanished client's session and its ephemerals stay for ever.
     /// Seen only by the znode workload.
     ZnodeSessionNeverExpires,
+    /// The leader hands out a read index at once, without the PING round
+    /// that confirms a quorum still follows it (`reads.rs`): a leader
+    /// already replaced serves reads that miss the new leader's writes.
+    ReadIndexUnconfirmed,
 }
 
 impl InjectedBug {
@@ -70,6 +74,7 @@ impl InjectedBug {
         InjectedBug::ZnodeWatchEarly,
         InjectedBug::AckBeforePersist,
         InjectedBug::ZnodeSessionNeverExpires,
+        InjectedBug::ReadIndexUnconfirmed,
     ];
 }
 
@@ -89,6 +94,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ZnodeWatchEarly => "zab-znode-watch-early",
             InjectedBug::AckBeforePersist => "zab-ack-before-persist",
             InjectedBug::ZnodeSessionNeverExpires => "zab-session-never-expires",
+            InjectedBug::ReadIndexUnconfirmed => "zab-read-index-unconfirmed",
         }
     }
     fn about(self) -> &'static str {
@@ -122,6 +128,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZnodeSessionNeverExpires => {
                 "the leader never expires a silent znode session (use with --znode)"
+            }
+            InjectedBug::ReadIndexUnconfirmed => {
+                "the leader hands out a read index without its quorum PING round"
             }
         }
     }

@@ -375,6 +375,9 @@ impl ProtocolDef for Zab {
     fn available(node: &ZabNode) -> bool {
         !node.is_recovering()
     }
+    fn znode_session_open(node: &ZabNode, session: u64) -> Option<bool> {
+        Some(node.znode_session_open(session))
+    }
     /// F2 of broadcast: a follower ACKs (and reports in PONG and
     /// ACKNEWLEADER) only what it logged durably: the leader counts it in
     /// the quorum that commits.

@@ -58,6 +58,11 @@ impl ZabNode {
         true
     }
 
+    /// Whether our znode tree (what we applied) holds `session` open.
+    pub fn znode_session_open(&self, session: u64) -> bool {
+        self.sm.tree.has_session(session)
+    }
+
     fn touch(&mut self, session: u64) {
         match &self.role {
             Role::Leading(_) => {
