@@ -23,7 +23,7 @@ fn zab(bug: Option<&str>) -> SimConfig {
 
 /// A follower that ACKs a proposal before its record is synced breaks
 /// "no ACK for an entry not on disk" on the first seed whose durability
-/// is drawn `fsync` with a write (seed 0 today); the history alone needs
+/// is drawn `fsync` with a write (seed 1 today); the history alone needs
 /// a crash inside that window and a lost quorum (about 1 in 2,000 seeds
 /// with `--faults crash,outage`).
 #[test]
@@ -88,39 +88,38 @@ fn clean_znode_sessions_expire_in_time() {
 
 /// A leader that hands out read indexes without the confirming PING round
 /// breaks "a read index is handed out only while a quorum follows its
-/// leader" once it is replaced and still serves; the history alone caught
-/// it on 1 seed of 1,000 (a stale read needs a write at the new leader and
-/// a read of its key in that window).
+/// leader" when it resumes from a long pause (one pause in six outlasts
+/// `sync-limit`) after the others elected a new leader, and serves before
+/// its own tick tells it: 6 of 0..1000 today, first at seed 185. The
+/// history alone needs a write at the new leader and a stale read of its
+/// key in that window (before the long pauses: 1 in 1,000 at best).
 #[test]
 fn read_index_unconfirmed_is_caught() {
+    let (seed, verdict) = first_failure(&zab(Some("zab-read-index-unconfirmed")), "0..1000")
+        .expect("caught within 1,000 seeds");
+    let Verdict::Invariant { details } = &verdict else {
+        panic!("seed {seed} failed otherwise: {verdict}");
+    };
+    assert!(details.contains("only while a quorum follows its leader"), "{details}");
+    eprintln!("zab-read-index-unconfirmed: first caught at seed {seed}");
+}
+
+/// The clean code passes the default seeds with the checks above on (the
+/// durable claims, the read invariant, the long pauses).
+#[test]
+fn clean_zab_passes_the_default_seeds() {
     let s = sweep(
         &register::<Zab>(),
-        &zab(Some("zab-read-index-unconfirmed")),
+        &zab(None),
         "0..1000".parse().unwrap(),
         2,
         0,
         |_| {},
     )
     .unwrap();
-    for f in &s.failures {
-        eprintln!("seed {}: {}", f.seed, f.verdict);
-    }
-    assert!(!s.failures.is_empty());
-}
-
-#[test]
-#[ignore]
-fn trace_one() {
-    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
-    let c = SimConfig {
-        trace: true,
-        bug: std::env::var("BUG").ok(),
-        znode: std::env::var("ZNODE").is_ok(),
-        ..zab(None)
-    };
-    let r = run::run_seed::<Zab>(&c, seed).unwrap();
-    for l in r.trace.unwrap() {
-        println!("{l}");
-    }
-    println!("{} {}", r.params, r.verdict);
+    let failed: Vec<_> = (s.failures.iter())
+        .filter(|f| !matches!(f.verdict, Verdict::Undecided { .. }))
+        .map(|f| format!("seed {}: {}", f.seed, f.verdict))
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
 }
