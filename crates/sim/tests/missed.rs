@@ -33,7 +33,10 @@ fn ack_before_persist_is_caught_by_the_durable_claim_check() {
     let Verdict::Invariant { details } = &verdict else {
         panic!("seed {seed} failed otherwise: {verdict}");
     };
-    assert!(details.contains("no ACK for an entry not on disk"), "{details}");
+    assert!(
+        details.contains("no ACK for an entry not on disk"),
+        "{details}"
+    );
     eprintln!("zab-ack-before-persist: first caught at seed {seed}");
     assert!(seed < 10, "seed {seed}");
     // The clean code sends the same ACKs only once synced.
@@ -100,7 +103,10 @@ fn read_index_unconfirmed_is_caught() {
     let Verdict::Invariant { details } = &verdict else {
         panic!("seed {seed} failed otherwise: {verdict}");
     };
-    assert!(details.contains("only while a quorum follows its leader"), "{details}");
+    assert!(
+        details.contains("only while a quorum follows its leader"),
+        "{details}"
+    );
     eprintln!("zab-read-index-unconfirmed: first caught at seed {seed}");
 }
 
@@ -122,4 +128,56 @@ fn clean_zab_passes_the_default_seeds() {
         .map(|f| format!("seed {}: {}", f.seed, f.verdict))
         .collect();
     assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// The cost of the checks: `NOINV=1` for `--no-invariants` (which also
+/// switches the durable-claim check off). Run with `--ignored`.
+#[test]
+#[ignore]
+fn speed() {
+    let c = SimConfig {
+        no_invariants: std::env::var("NOINV").is_ok(),
+        ..zab(None)
+    };
+    let s = sweep(
+        &register::<Zab>(),
+        &c,
+        "0..200".parse().unwrap(),
+        1,
+        0,
+        |_| {},
+    )
+    .unwrap();
+    let per_min = s.seeds_run as f64 / s.wall.as_secs_f64() * 60.0;
+    println!(
+        "no_invariants={}: {:.0} messages/s, {:.0} seeds/min, simulation alone {:.0} messages/s",
+        c.no_invariants,
+        s.messages_per_sec(),
+        per_min,
+        s.sim_messages_per_core_sec()
+    );
+}
+
+/// How many seeds a bug fails, by verdict: `BUG`, `ZNODE`, `NOINV`,
+/// `SEEDS` from the environment. Run with `--ignored`.
+#[test]
+#[ignore]
+fn counts() {
+    let c = SimConfig {
+        no_invariants: std::env::var("NOINV").is_ok(),
+        bug: std::env::var("BUG").ok(),
+        znode: std::env::var("ZNODE").is_ok(),
+        ..zab(None)
+    };
+    let seeds = std::env::var("SEEDS").unwrap_or_else(|_| "0..1000".into());
+    let s = sweep(&register::<Zab>(), &c, seeds.parse().unwrap(), 2, 0, |_| {}).unwrap();
+    let mut by: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    for f in &s.failures {
+        let e = by.entry(f.verdict.label()).or_insert((f.seed, 0));
+        e.1 += 1;
+    }
+    println!(
+        "{:?} {seeds} no_invariants={}: {by:?} (label: (first seed, count))",
+        c.bug, c.no_invariants
+    );
 }
