@@ -7,12 +7,12 @@ use crate::config::{Durability, Fault};
 use crate::rng::derive;
 use quorumkv_core::protocol::ProtocolDef;
 
-/// One pause in this many is long, for protocols that ask for it
-/// (`ProtocolDef::LONG_PAUSES`): a stop-the-world collection or a
-/// swapped-out process, longer than the failure detectors' timeouts
-/// (Zab's `sync-limit`, 30 or 80 ms here), so the others move on while the
-/// paused node still believes in its old role: a replaced leader that
-/// serves reads as it resumes, before its own timers tell it.
+/// With `--long-pauses`, one pause in this many is long: a stop-the-world
+/// collection or a swapped-out process, longer than the failure
+/// detectors' timeouts (Zab's `sync-limit`, 30 or 80 ms here), so the
+/// others move on while the paused node still believes in its old role: a
+/// replaced leader that serves reads as it resumes, before its own timers
+/// tell it. Off by default: it moves every seed's schedule that pauses.
 const LONG_PAUSE_ONE_IN: u64 = 6;
 /// A long pause's length range, µs (before the time scale).
 const LONG_PAUSE_US: (u64, u64) = (120_000, 300_000);
@@ -176,7 +176,7 @@ impl<D: ProtocolDef> World<'_, D> {
         let mut until = self.now + self.nemesis_rng.range(1_000 * k, 30_000 * k);
         // Drawn apart from the nemesis' stream, which stays as it was.
         let d = derive(self.p.seed, &[LONG_PAUSE, self.stats.pauses]);
-        if D::LONG_PAUSES && d % LONG_PAUSE_ONE_IN == 0 {
+        if self.cfg.long_pauses && d % LONG_PAUSE_ONE_IN == 0 {
             let (lo, hi) = (LONG_PAUSE_US.0 * k, LONG_PAUSE_US.1 * k);
             until = self.now + lo + (d >> 16) % (hi - lo);
         }

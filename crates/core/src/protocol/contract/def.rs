@@ -232,12 +232,6 @@ pub trait ProtocolDef: 'static {
     /// the writes (the ring's nb_msg rule). The simulator's load phase
     /// checks it.
     const PROMISES_FAIRNESS: bool = false;
-    /// Whether the simulator's nemesis makes some pauses long, past the
-    /// timeouts by which the protocol's roles notice they were replaced
-    /// (a stop-the-world pause: the others move on, and the paused node
-    /// resumes in its old role). Opt-in, as it changes the seeds'
-    /// schedules.
-    const LONG_PAUSES: bool = false;
 
     /// Compared only by tests and the decoder checks (`PartialEq`).
     type Msg: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + 'static;

@@ -336,9 +336,6 @@ impl ProtocolDef for Zab {
             ("zab_coin_tosses", Over::All),
         ),
     ];
-    /// A leader that resumes after its followers elected another must
-    /// not serve reads (`read=index`): long pauses make that happen.
-    const LONG_PAUSES: bool = true;
     type Msg = Msg;
     type Node = ZabNode;
     type Client = ZabNode;
