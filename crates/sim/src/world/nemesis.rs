@@ -176,7 +176,7 @@ impl<D: ProtocolDef> World<'_, D> {
         let mut until = self.now + self.nemesis_rng.range(1_000 * k, 30_000 * k);
         // Drawn apart from the nemesis' stream, which stays as it was.
         let d = derive(self.p.seed, &[LONG_PAUSE, self.stats.pauses]);
-        if self.cfg.long_pauses && d % LONG_PAUSE_ONE_IN == 0 {
+        if self.cfg.long_pauses && d.is_multiple_of(LONG_PAUSE_ONE_IN) {
             let (lo, hi) = (LONG_PAUSE_US.0 * k, LONG_PAUSE_US.1 * k);
             until = self.now + lo + (d >> 16) % (hi - lo);
         }
