@@ -114,6 +114,11 @@ pub struct Args {
     /// (they are on by default): the history alone judges each seed.
     #[arg(long)]
     pub no_invariants: bool,
+    /// Make one pause in six long (120-300 ms): a stop-the-world pause past
+    /// every failure detector, after which the paused node resumes in the
+    /// role the others took from it (a replaced leader serving reads).
+    #[arg(long)]
+    pub long_pauses: bool,
     /// Print one line per seed.
     #[arg(long, short)]
     pub verbose: bool,
@@ -191,6 +196,7 @@ impl Args {
             read_after_crash: self.read_after_crash,
             znode: self.znode,
             no_invariants: self.no_invariants,
+            long_pauses: self.long_pauses,
         }
     }
 
@@ -226,6 +232,9 @@ impl Args {
         }
         if self.no_invariants {
             cmd += " --no-invariants";
+        }
+        if self.long_pauses {
+            cmd += " --long-pauses";
         }
         if let Some((lo, hi)) = self.link_delay {
             cmd += &format!(

@@ -347,6 +347,9 @@ pub struct SimConfig {
     /// Skip the protocol's per-step invariants (`--no-invariants`): the
     /// history alone then judges the run.
     pub no_invariants: bool,
+    /// One pause in six is long (`--long-pauses`): past every failure
+    /// detector's timeout (`world/nemesis.rs`).
+    pub long_pauses: bool,
 }
 
 impl Default for SimConfig {
@@ -371,6 +374,7 @@ impl Default for SimConfig {
             read_after_crash: false,
             znode: false,
             no_invariants: false,
+            long_pauses: false,
         }
     }
 }

@@ -14,6 +14,10 @@ use quorumkv_core::protocol::Record;
 pub struct Disk {
     synced: Vec<Record>,
     unsynced: Vec<Record>,
+    /// The last index of the log the synced records hold (`Entry`,
+    /// `TruncateFrom` and `Snapshot` folded in order): what a restart
+    /// finds, and all a node may say it logged.
+    log_last: u64,
 }
 
 impl Disk {
@@ -24,14 +28,23 @@ impl Disk {
 
     /// Everything written so far is now on stable storage.
     pub fn sync(&mut self) {
-        self.synced.append(&mut self.unsynced);
+        self.sync_first(self.unsynced.len());
     }
 
     /// The oldest `k` records written but not synced are now on stable
     /// storage (a sync that covers what was written when it started).
     pub fn sync_first(&mut self, k: usize) {
         let k = k.min(self.unsynced.len());
+        for rec in &self.unsynced[..k] {
+            self.log_last = log_last_after(self.log_last, rec);
+        }
         self.synced.extend(self.unsynced.drain(..k));
+    }
+
+    /// The last log index on stable storage: entries up to it (or a
+    /// snapshot covering them) survive a crash.
+    pub fn log_last(&self) -> u64 {
+        self.log_last
     }
 
     /// Records written and not yet synced.
@@ -51,11 +64,23 @@ impl Disk {
     pub fn wipe(&mut self) {
         self.synced.clear();
         self.unsynced.clear();
+        self.log_last = 0;
     }
 
     /// What a restarting node is rebuilt from.
     pub fn synced(&self) -> &[Record] {
         &self.synced
+    }
+}
+
+/// The log's last index after `rec` (an entry past a gap, which no
+/// restart could use, leaves it where it was).
+fn log_last_after(last: u64, rec: &Record) -> u64 {
+    match *rec {
+        Record::Entry { index, .. } if index <= last.saturating_add(1) => last.max(index),
+        Record::TruncateFrom { index } => last.min(index.saturating_sub(1)),
+        Record::Snapshot { index, .. } => last.max(index),
+        _ => last,
     }
 }
 
@@ -99,5 +124,44 @@ mod tests {
         assert_eq!((d.synced(), d.unsynced_len()), (&[rec(1), rec(2)][..], 1));
         assert_eq!(d.crash(), 1);
         assert_eq!(d.synced(), &[rec(1), rec(2)]);
+    }
+
+    fn entry(index: u64) -> Record {
+        Record::Entry {
+            index,
+            epoch: 1,
+            data: Bytes::from_static(b"e"),
+        }
+    }
+
+    #[test]
+    fn the_durable_log_tip_follows_only_synced_records() {
+        let mut d = Disk::default();
+        d.write(entry(1));
+        d.write(entry(2));
+        assert_eq!(d.log_last(), 0, "written, not synced");
+        d.sync_first(1);
+        assert_eq!(d.log_last(), 1);
+        d.sync();
+        assert_eq!(d.log_last(), 2);
+        d.write(entry(4));
+        d.sync();
+        assert_eq!(d.log_last(), 2, "an entry past a gap");
+        d.write(Record::TruncateFrom { index: 2 });
+        d.write(entry(2));
+        d.sync();
+        assert_eq!(d.log_last(), 2, "truncated, then written again");
+        d.write(Record::Snapshot {
+            index: 9,
+            data: Bytes::new(),
+        });
+        d.write(Record::TruncateFrom { index: 10 });
+        d.sync();
+        assert_eq!(d.log_last(), 9);
+        d.write(entry(10));
+        assert_eq!(d.crash(), 1);
+        assert_eq!(d.log_last(), 9);
+        d.wipe();
+        assert_eq!(d.log_last(), 0);
     }
 }

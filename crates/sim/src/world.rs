@@ -1130,7 +1130,11 @@ impl<'a, D: ProtocolDef> World<'a, D> {
         let max_events = |w: &Self| EVENTS_PER_OP_MAX * (w.cfg.ops.max(w.issued_total) as u64 + 10);
         loop {
             if self.clients_done == self.clients.len() {
-                return RunEnd::Finished;
+                match self.sessions_due() {
+                    Ok(None) => return RunEnd::Finished,
+                    Ok(Some(_)) => {} // on to the next expiry due
+                    Err(why) => return RunEnd::Stuck(why),
+                }
             }
             if self.violation.is_some() {
                 return RunEnd::Stuck("stopped at a broken invariant".into());

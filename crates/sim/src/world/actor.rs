@@ -142,6 +142,9 @@ impl<D: ProtocolDef> World<'_, D> {
     fn send<A: Actor<D>>(&mut self, actor: A, to: Peer, msg: D::Msg) {
         let me = actor.peer(self);
         actor.check_send(self, to, &msg);
+        if let (Ep::Node(i), false) = (actor.ep(), to == me) {
+            self.check_durable_claim(i, &msg);
+        }
         self.stats.messages += 1;
         let to_ep = match to {
             Peer::Node(id) => Ep::Node(id as usize - 1),

@@ -215,6 +215,9 @@ impl<D: ProtocolDef> World<'_, D> {
     /// A core's `Notify` for `session`, from a node (to a connection it
     /// has) or from a client-side coordinator (to `LOCAL`, its own client).
     pub(super) fn notify(&mut self, from: Ep, session: u64, event: Event) {
+        if let (Ep::Node(_), true) = (from, self.cfg.znode) {
+            self.znode_expiry_seen(&event);
+        }
         let target = match from {
             Ep::Node(i) if self.nodes[i].sessions.contains(&session) => {
                 self.session_client(session)
@@ -330,6 +333,7 @@ impl<D: ProtocolDef> World<'_, D> {
         if slot.issued >= slot.quota {
             slot.done = true;
             self.clients_done += 1;
+            self.znode_client_done(c);
             if self.clients_done == self.clients.len()
                 && !self.advance_probe()
                 && !self.start_load()

@@ -69,7 +69,7 @@ impl<D: ProtocolDef> Commit<D> {
 
 impl<D: ProtocolDef> World<'_, D> {
     /// Group commit and holds apply (not in the round engine).
-    fn group_commits(&self) -> bool {
+    pub(super) fn group_commits(&self) -> bool {
         self.p.durability == Durability::Fsync && self.rounds.is_none()
     }
 

@@ -71,6 +71,34 @@ impl<D: ProtocolDef> World<'_, D> {
         }
     }
 
+    /// "No ACK for an entry not on disk": a message node `i` sends now
+    /// (it leaves: held outputs are checked when released) may claim its
+    /// log durable (`ProtocolDef::log_durable_claim`) only up to what the
+    /// simulator synced. Checked where outputs wait for syncs (`fsync`);
+    /// in `buffered` mode acknowledging the page cache is the mode itself.
+    pub(super) fn check_durable_claim(&mut self, i: usize, msg: &D::Msg) {
+        if self.invariants.is_none() || self.violation.is_some() || !self.group_commits() {
+            return;
+        }
+        let Some(claim) = D::log_durable_claim(msg) else {
+            return;
+        };
+        let on_disk = self.nodes[i].disk.log_last();
+        if claim <= on_disk {
+            return;
+        }
+        let msg = format!(
+            "no ACK for an entry not on disk: n{} says its log is durable up to {claim}, \
+             its synced records hold up to {on_disk} (after step {} at n{}, {:.3}ms virtual)",
+            i + 1,
+            self.stats.events,
+            i + 1,
+            self.now as f64 / 1000.0
+        );
+        trace!(self, "INVARIANT {msg}");
+        self.violation = Some(msg);
+    }
+
     /// Node `i` crashed: the invariants forget its life.
     pub(super) fn invariants_crashed(&mut self, i: usize) {
         if let Some(inv) = self.invariants.as_mut() {

@@ -4,7 +4,20 @@
 
 use super::{Armed, Ev, World};
 use crate::config::{Durability, Fault};
+use crate::rng::derive;
 use quorumkv_core::protocol::ProtocolDef;
+
+/// With `--long-pauses`, one pause in this many is long: a stop-the-world
+/// collection or a swapped-out process, longer than the failure
+/// detectors' timeouts (Zab's `sync-limit`, 30 or 80 ms here), so the
+/// others move on while the paused node still believes in its old role: a
+/// replaced leader that serves reads as it resumes, before its own timers
+/// tell it. Off by default: it moves every seed's schedule that pauses.
+const LONG_PAUSE_ONE_IN: u64 = 6;
+/// A long pause's length range, µs (before the time scale).
+const LONG_PAUSE_US: (u64, u64) = (120_000, 300_000);
+/// Stream label of the long-pause draws.
+const LONG_PAUSE: u64 = 0x10_6e;
 
 impl<D: ProtocolDef> World<'_, D> {
     /// One nemesis action, then schedule the next. Diverging seeds pick
@@ -160,7 +173,13 @@ impl<D: ProtocolDef> World<'_, D> {
         }
         let i = self.nemesis_rng.pick(&cands);
         let k = self.p.time_scale;
-        let until = self.now + self.nemesis_rng.range(1_000 * k, 30_000 * k);
+        let mut until = self.now + self.nemesis_rng.range(1_000 * k, 30_000 * k);
+        // Drawn apart from the nemesis' stream, which stays as it was.
+        let d = derive(self.p.seed, &[LONG_PAUSE, self.stats.pauses]);
+        if self.cfg.long_pauses && d.is_multiple_of(LONG_PAUSE_ONE_IN) {
+            let (lo, hi) = (LONG_PAUSE_US.0 * k, LONG_PAUSE_US.1 * k);
+            until = self.now + lo + (d >> 16) % (hi - lo);
+        }
         self.pause_until(i, until);
     }
 

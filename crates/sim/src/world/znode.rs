@@ -36,6 +36,14 @@ const ABANDON_AFTER: u32 = 3;
 pub struct Abandoned {
     pub session: u64,
     pub asked_ns: u64,
+    /// The client that abandoned it.
+    pub client: usize,
+    /// Its timeout, µs.
+    pub timeout_us: u64,
+    /// When its client fell silent (its last request ended), µs.
+    pub silent_us: Option<u64>,
+    /// A server expired it (applied the expiry: its `expired` event).
+    pub expired: bool,
 }
 
 /// A watch event as a znode client received it: when (the history's
@@ -80,6 +88,10 @@ impl<D: ProtocolDef> World<'_, D> {
             self.abandoned.push(Abandoned {
                 session: client_writer_id(c as u64),
                 asked_ns: self.clock.stamp(self.now),
+                client: c,
+                timeout_us: timeout_ms.saturating_mul(1000),
+                silent_us: None,
+                expired: false,
             });
         }
         Request::Znode(op)
@@ -92,6 +104,100 @@ impl<D: ProtocolDef> World<'_, D> {
         let mut r =
             quorumkv_core::rng::SplitMix64(self.p.knobs ^ ((c as u64) << 32 | u64::from(n)));
         r.below(4) == 0
+    }
+
+    /// Client `c` is done: the session it abandoned is silent from now,
+    /// and must expire, if its opening succeeded and none of its last
+    /// requests closed it or opened it again (with the long timeout).
+    pub(super) fn znode_client_done(&mut self, c: usize) {
+        let session = client_writer_id(c as u64);
+        let last = (self.znode.iter().rev())
+            .filter(|a| a.session == session)
+            .find(|a| matches!(a.op, ZnodeOp::OpenSession { .. } | ZnodeOp::CloseSession));
+        let open = match last {
+            Some(Asked {
+                op: ZnodeOp::OpenSession { timeout_ms },
+                reply: Some(Response::Znode(ZnodeReply::Session { .. })),
+                ..
+            }) => Some(timeout_ms.saturating_mul(1000)),
+            _ => None,
+        };
+        let now = self.now;
+        for a in self.abandoned.iter_mut().filter(|a| a.client == c) {
+            if open == Some(a.timeout_us) {
+                a.silent_us.get_or_insert(now);
+            }
+        }
+    }
+
+    /// Server `i` says a session expired (its `expired` event, whether or
+    /// not a connection is left to take it).
+    pub(super) fn znode_expiry_seen(&mut self, event: &quorumkv_core::Event) {
+        if event.kind != "expired" {
+            return;
+        }
+        let Some(session) = std::str::from_utf8(&event.key)
+            .ok()
+            .and_then(|k| k.parse::<u64>().ok())
+        else {
+            return;
+        };
+        for a in self.abandoned.iter_mut().filter(|a| a.session == session) {
+            a.expired = true;
+        }
+    }
+
+    /// The liveness promise of sessions: once the faults healed, a
+    /// session whose client fell silent expires within its timeout plus
+    /// the liveness bound (and its ephemerals with it: the invariant "an
+    /// expired session owns no ephemeral"). `Ok(None)`: none is waited
+    /// for; `Ok(Some(at))`: the run goes on to `at`; `Err`: one is late.
+    pub(super) fn sessions_due(&self) -> Result<Option<u64>, String> {
+        if !self.healed {
+            return Ok(None);
+        }
+        let bound = self.cfg.timing.liveness_bound.as_micros() as u64;
+        let mut due = None::<u64>;
+        for a in self.abandoned.iter().filter(|a| !a.expired) {
+            if a.silent_us.is_some() && self.closed_at_a_quorum(a.session) {
+                continue;
+            }
+            let Some(silent) = a.silent_us else {
+                continue;
+            };
+            let from = silent.max(self.liveness_from_us);
+            let at = from.saturating_add(a.timeout_us).saturating_add(bound);
+            if self.now > at {
+                return Err(format!(
+                    "znode session {:#x} of client c{} never expired: silent since {:.3}ms, \
+                     timeout {}ms, healed from {:.3}ms, not expired by {:.3}ms (timeout + \
+                     liveness bound {}ms)",
+                    a.session,
+                    a.client,
+                    silent as f64 / 1000.0,
+                    a.timeout_us / 1000,
+                    self.liveness_from_us as f64 / 1000.0,
+                    at as f64 / 1000.0,
+                    bound / 1000
+                ));
+            }
+            due = Some(due.map_or(at, |d| d.min(at)));
+        }
+        Ok(due)
+    }
+
+    /// Whether a quorum of the servers hold `session` closed in the state
+    /// they applied, counting only those up and available (a server that
+    /// lost its state and is still recovering holds nothing). Servers
+    /// whose events reached no connection (all restarted since the
+    /// session's requests) expire sessions too.
+    fn closed_at_a_quorum(&self, session: u64) -> bool {
+        let closed = (self.nodes.iter())
+            .filter_map(|s| s.core.as_ref())
+            .filter(|n| D::available(n))
+            .filter(|n| D::znode_session_open(n, session) == Some(false))
+            .count();
+        closed > self.nodes.len() / 2
     }
 
     /// Note a znode request as it is issued (its record is the last).

@@ -288,6 +288,22 @@ pub trait ProtocolDef: 'static {
     fn client_may_send(_msg: &Self::Msg) -> bool {
         false
     }
+    /// The log index up to which `msg`, sent by a server, says that
+    /// server's log is on its disk (an ACK of log entries, whose quorum
+    /// counts it as durable), or `None`. The simulator checks the claim
+    /// against the records it knows are synced (`fsync` mode): the
+    /// invariant "no ACK for an entry not on disk". Default: no message
+    /// claims anything.
+    fn log_durable_claim(_msg: &Self::Msg) -> Option<u64> {
+        None
+    }
+    /// Whether `node`'s state holds znode session `session` open (`None`:
+    /// the protocol serves no znodes). The simulator's sessions promise
+    /// reads it: a session whose client fell silent must be gone from a
+    /// quorum of the available servers within its timeout plus a bound.
+    fn znode_session_open(_node: &Self::Node, _session: u64) -> Option<bool> {
+        None
+    }
 }
 
 /// [`ProtocolDef::client_may_send`] as a plain function pointer, for a

@@ -48,6 +48,18 @@ pub enum InjectedBug {
     /// an event announces a change that happened). Seen only by the znode
     /// workload.
     ZnodeWatchEarly,
+    /// A follower ACKs a proposal as it logs it, before the driver reports
+    /// the record durable (`Msg::Logged`): a crash then loses an entry the
+    /// leader counted in a commit quorum.
+    AckBeforePersist,
+    /// The leader never expires a silent znode session (`sessions.rs`):
+    /// a vanished client's session and its ephemerals stay for ever.
+    /// Seen only by the znode workload.
+    ZnodeSessionNeverExpires,
+    /// The leader hands out a read index at once, without the PING round
+    /// that confirms a quorum still follows it (`reads.rs`): a leader
+    /// already replaced serves reads that miss the new leader's writes.
+    ReadIndexUnconfirmed,
 }
 
 impl InjectedBug {
@@ -60,6 +72,9 @@ impl InjectedBug {
         InjectedBug::ZnodeKeepEphemerals,
         InjectedBug::ZnodeSeqReuse,
         InjectedBug::ZnodeWatchEarly,
+        InjectedBug::AckBeforePersist,
+        InjectedBug::ZnodeSessionNeverExpires,
+        InjectedBug::ReadIndexUnconfirmed,
     ];
 }
 
@@ -77,6 +92,9 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ZnodeKeepEphemerals => "zab-znode-keep-ephemerals",
             InjectedBug::ZnodeSeqReuse => "zab-znode-seq-reuse",
             InjectedBug::ZnodeWatchEarly => "zab-znode-watch-early",
+            InjectedBug::AckBeforePersist => "zab-ack-before-persist",
+            InjectedBug::ZnodeSessionNeverExpires => "zab-session-never-expires",
+            InjectedBug::ReadIndexUnconfirmed => "zab-read-index-unconfirmed",
         }
     }
     fn about(self) -> &'static str {
@@ -104,6 +122,15 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZnodeWatchEarly => {
                 "a znode write fires watches where it arrives, before it commits (use with --znode)"
+            }
+            InjectedBug::AckBeforePersist => {
+                "a follower ACKs a proposal before its log record is durable"
+            }
+            InjectedBug::ZnodeSessionNeverExpires => {
+                "the leader never expires a silent znode session (use with --znode)"
+            }
+            InjectedBug::ReadIndexUnconfirmed => {
+                "the leader hands out a read index without its quorum PING round"
             }
         }
     }

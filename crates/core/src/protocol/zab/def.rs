@@ -375,6 +375,19 @@ impl ProtocolDef for Zab {
     fn available(node: &ZabNode) -> bool {
         !node.is_recovering()
     }
+    fn znode_session_open(node: &ZabNode, session: u64) -> Option<bool> {
+        Some(node.znode_session_open(session))
+    }
+    /// F2 of broadcast: a follower ACKs (and reports in PONG and
+    /// ACKNEWLEADER) only what it logged durably: the leader counts it in
+    /// the quorum that commits.
+    fn log_durable_claim(msg: &Msg) -> Option<u64> {
+        match msg {
+            Msg::Ack { index, .. } | Msg::AckAt { index, .. } => Some(*index),
+            Msg::Pong { last, .. } | Msg::AckNewLeader { last, .. } => Some(*last),
+            _ => None,
+        }
+    }
     /// Knob bit 0: snapshots every 4 deliveries (SNAP and compaction get
     /// exercised); bit 1: `sync-limit` 30 ms, under the simulator's
     /// partitions (5-60 ms) and heartbeat timeout (100 ms), so partitions

@@ -191,6 +191,10 @@ impl ZabNode {
             return self.look(out);
         }
         self.persist_entry(index, e.epoch, e.data, out);
+        if self.has_bug(InjectedBug::AckBeforePersist) {
+            // The bug: "logged" as soon as written, not once on disk.
+            out.send_now(Peer::Node(from), Msg::Ack { epoch, index });
+        }
         // ACK once durable (`Msg::Logged`); proposals logged while a sync
         // is in flight share the next one.
         self.when_logged(out);

@@ -17,12 +17,20 @@
 //!    suffix never goes back within a server's life (a node deleted and
 //!    created again, a new creation zxid, starts afresh).
 //!
+//! 6. **A read index is handed out only while a quorum follows its
+//!    leader**: when a leader of epoch e hands out read indexes, a quorum
+//!    of servers (itself included) had promised no epoch above e when
+//!    the earliest of those reads arrived. Otherwise a newer leader may
+//!    already have committed writes the read would miss (the PING round
+//!    of `reads.rs` is what guarantees it).
+//!
 //! Each check looks at the server that stepped only, and at what it
 //! delivered since its last check: the cost per step is constant, but for
 //! 4 and 5, which walk that server's znode tree (a handful of nodes).
 
 use super::node::{Role, ZabNode};
 use crate::protocol::contract::{Roles, StepInvariants};
+use crate::types::Time;
 use bytes::Bytes;
 use std::collections::HashMap;
 
@@ -47,6 +55,11 @@ pub struct ZabInvariants {
     /// Per server life: each node's (creation zxid, next sequential
     /// suffix) when last seen, for the nodes that gave suffixes.
     seqs: Vec<HashMap<String, (u64, u64)>>,
+    /// Per server: (when, epoch) each time the epoch it promised rose
+    /// (started again when a new life forgot it).
+    promised: Vec<Vec<(Time, u64)>>,
+    /// Per server: the read batches it handed out, as last seen.
+    handed: Vec<u64>,
 }
 
 impl ZabInvariants {
@@ -165,6 +178,40 @@ impl ZabInvariants {
     }
 }
 
+impl ZabInvariants {
+    /// Note the epoch server `i` promised (invariant 6).
+    fn note_promise(&mut self, i: usize, n: &ZabNode, now: Time) {
+        let p = &mut self.promised[i];
+        let epoch = n.accepted.0;
+        match p.last() {
+            Some(&(_, e)) if e == epoch => {}
+            Some(&(_, e)) if e > epoch => *p = vec![(now, epoch)],
+            _ => p.push((now, epoch)),
+        }
+    }
+
+    /// Invariant 6 for the reads `n` handed out in this step.
+    fn reads_confirmed(&mut self, i: usize, n: &ZabNode) -> Result<(), String> {
+        let h = n.reads.handed;
+        if std::mem::replace(&mut self.handed[i], h.batches) == h.batches {
+            return Ok(());
+        }
+        let above = |p: &Vec<(Time, u64)>| p.iter().any(|&(t, e)| t < h.arrived && e > h.epoch);
+        let following = self.promised.iter().filter(|p| !above(p)).count();
+        if following >= n.quorum() {
+            return Ok(());
+        }
+        Err(format!(
+            "zab: a read index is handed out only while a quorum follows its leader: n{} \
+             (epoch {}) handed out a read that arrived at {:.3}ms, when only {following} \
+             server(s) had promised no later epoch",
+            i + 1,
+            h.epoch,
+            h.arrived.as_micros() as f64 / 1000.0
+        ))
+    }
+}
+
 impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
     fn crashed(&mut self, i: usize) {
         if let Some(l) = self.lives.get_mut(i) {
@@ -172,6 +219,9 @@ impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
         }
         if let Some(s) = self.seqs.get_mut(i) {
             s.clear();
+        }
+        if let Some(h) = self.handed.get_mut(i) {
+            *h = 0; // a new life counts its reads from 0
         }
     }
 
@@ -181,7 +231,11 @@ impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
         };
         if self.lives.len() < roles.nodes.len() {
             self.lives.resize(roles.nodes.len(), Life::default());
+            self.promised.resize_with(roles.nodes.len(), Vec::new);
+            self.handed.resize(roles.nodes.len(), 0);
         }
+        self.note_promise(i, n, roles.now);
+        self.reads_confirmed(i, n)?;
         self.one_leader_per_epoch(i, n)?;
         self.znodes(i, n)?;
         let mut life = self.lives[i];

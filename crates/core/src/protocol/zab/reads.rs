@@ -109,10 +109,16 @@ impl ZabNode {
                 r
             }
         };
+        // The bug: the index is taken as confirmed by the rounds before.
+        let round = match self.has_bug(super::bugs::InjectedBug::ReadIndexUnconfirmed) {
+            true => 0,
+            false => round,
+        };
         let p = Pending {
             asker,
             index,
             round,
+            arrived: self.now,
         };
         self.reads.at_leader.push(p);
         self.check_read_rounds(out);
@@ -154,6 +160,10 @@ impl ZabNode {
             .partition(|p| l.confirmed(p.round, q));
         let again = l.read_round.is_none() && wait.iter().any(|p| p.round > l.ping_round);
         self.reads.at_leader = wait;
+        if let Some(arrived) = done.iter().map(|p| p.arrived).min() {
+            let h = &mut self.reads.handed;
+            (h.batches, h.arrived, h.epoch) = (h.batches + 1, arrived, epoch);
+        }
         if again {
             let r = self.ping(out);
             self.counters.read_rounds += 1;

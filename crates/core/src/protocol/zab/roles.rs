@@ -146,12 +146,25 @@ pub struct Pending {
     pub asker: Asker,
     pub index: u64,
     pub round: u64,
+    /// When the read reached the leader.
+    pub arrived: Time,
+}
+
+/// The last read indexes a leader handed out, for the invariants: how
+/// many batches so far, the earliest arrival among the last batch's reads
+/// and the epoch they were handed out in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Handed {
+    pub batches: u64,
+    pub arrived: Time,
+    pub epoch: u64,
 }
 
 #[derive(Debug, Default)]
 pub struct Reads {
     pub mine: BTreeMap<u64, Read>,
     pub at_leader: Vec<Pending>,
+    pub handed: Handed,
 }
 
 /// The answers gathered so far by a server learning its epoch floor.

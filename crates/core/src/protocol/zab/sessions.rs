@@ -58,6 +58,11 @@ impl ZabNode {
         true
     }
 
+    /// Whether our znode tree (what we applied) holds `session` open.
+    pub fn znode_session_open(&self, session: u64) -> bool {
+        self.sm.tree.has_session(session)
+    }
+
     fn touch(&mut self, session: u64) {
         match &self.role {
             Role::Leading(_) => {
@@ -101,6 +106,9 @@ impl ZabNode {
     }
 
     fn expire_sessions(&mut self, out: &mut O) {
+        if self.has_bug(super::bugs::InjectedBug::ZnodeSessionNeverExpires) {
+            return;
+        }
         let now = self.now;
         let mut expired = Vec::new();
         for (session, timeout_ms) in self.sm.tree.sessions() {
