@@ -10,7 +10,6 @@ use crate::protocol::contract::{
 };
 use crate::protocol::options::{format_duration, parse_bool, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
-use crate::quorum::minority;
 use std::time::Duration;
 
 /// ABD as the registry knows it: server = replica + proxy coordinator;
@@ -134,10 +133,7 @@ impl ProtocolDef for Abd {
     type Bug = InjectedBug;
     type Invariants = super::invariants::AbdInvariants;
 
-    /// A majority must stay up: f = N − Q = ⌊(N−1)/2⌋.
-    fn max_crashed(n: usize) -> usize {
-        minority(n)
-    }
+    // `max_crashed`: the default, a majority must stay up (f = N − Q).
 
     fn node(spec: &NodeSpec<'_>, opts: &AbdOptions, bug: Option<InjectedBug>) -> AbdNode {
         let cfg = opts.coordinator(&spec.timing);
