@@ -72,3 +72,63 @@ impl<S: ServerOnly> ProtocolDef for S {
         <S as ServerOnly>::vary(opts, knobs)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::contract::{NoBugs, Out, ProtocolInfo, Timing};
+    use crate::protocol::options::NoOptions;
+    use crate::types::{ClientRef, Peer, Request, Time};
+
+    /// A server that never answers.
+    #[derive(Debug)]
+    struct Mute(u32);
+
+    impl Protocol for Mute {
+        type Msg = ();
+        type Timer = ();
+        fn on_client(&mut self, _: Time, _: ClientRef, _: Request, _: &mut Out<(), ()>) {}
+        fn on_msg(&mut self, _: Time, _: Peer, _: (), _: &mut Out<(), ()>) {}
+        fn on_timer(&mut self, _: Time, _: (), _: &mut Out<(), ()>) {}
+    }
+
+    struct MuteDef;
+
+    impl ServerOnly for MuteDef {
+        const NAME: &'static str = "mute";
+        const ABOUT: &'static str = "answers nothing";
+        const LINK_MODEL: LinkModel = LinkModel::Unreliable;
+        const PROMISES_LIVENESS: bool = false;
+        type Msg = ();
+        type Node = Mute;
+        type Options = NoOptions;
+        type Bug = NoBugs;
+        fn node(spec: &NodeSpec<'_>, _: &NoOptions, _: Option<NoBugs>) -> Mute {
+            Mute(spec.id)
+        }
+    }
+
+    #[test]
+    fn a_server_only_protocol_is_a_protocol_def_without_a_client_coordinator() {
+        let info = ProtocolInfo::of::<MuteDef>();
+        assert_eq!((info.name, info.about), ("mute", "answers nothing"));
+        assert_eq!(info.link_model, LinkModel::Unreliable);
+        assert!(!info.has_client_coordinator && !info.promises_liveness);
+        assert!(!info.deduplicates_requests && info.bugs.is_empty());
+        assert_eq!((info.max_crashed(3), info.max_crashed(5)), (1, 2));
+        let members = [1, 2, 3];
+        let spec = NodeSpec {
+            id: 2,
+            members: &members,
+            incarnation: 0,
+            durable: false,
+            lost_state: false,
+            timing: Timing::default(),
+            seed: 0,
+        };
+        let node = <MuteDef as ProtocolDef>::node(&spec, &NoOptions, None);
+        assert_eq!(node.0, 2);
+        assert!(<MuteDef as ProtocolDef>::available(&node));
+        assert!(!<MuteDef as ProtocolDef>::client_may_send(&()));
+    }
+}
