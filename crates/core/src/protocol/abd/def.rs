@@ -248,13 +248,8 @@ mod tests {
     fn a_node_that_lost_its_state_recovers_first() {
         let members = [1, 2, 3];
         let mut spec = NodeSpec {
-            id: 2,
-            members: &members,
-            incarnation: 0,
-            durable: false,
-            lost_state: false,
-            timing: Timing::default(),
             seed: 1,
+            ..crate::protocol::test_harness::node_spec(2, &members)
         };
         assert!(!Abd::node(&spec, &AbdOptions::default(), None).is_recovering());
         spec.lost_state = true;

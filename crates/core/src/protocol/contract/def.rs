@@ -392,13 +392,8 @@ mod tests {
     fn writer_ids_of_nodes_and_clients_never_meet() {
         let members = [1, 2, 3];
         let spec = |id, incarnation| NodeSpec {
-            id,
-            members: &members,
             incarnation,
-            durable: false,
-            lost_state: false,
-            timing: Timing::default(),
-            seed: 0,
+            ..crate::protocol::test_harness::node_spec(id, &members)
         };
         assert_ne!(spec(1, 0).writer_id(), spec(1, 1).writer_id());
         assert_ne!(spec(1, 0).writer_id(), spec(2, 0).writer_id());

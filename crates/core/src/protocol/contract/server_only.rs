@@ -76,8 +76,9 @@ impl<S: ServerOnly> ProtocolDef for S {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::contract::{NoBugs, Out, ProtocolInfo, Timing};
+    use crate::protocol::contract::{NoBugs, Out, ProtocolInfo};
     use crate::protocol::options::NoOptions;
+    use crate::protocol::test_harness::node_spec;
     use crate::types::{ClientRef, Peer, Request, Time};
 
     /// A server that never answers.
@@ -116,16 +117,7 @@ mod tests {
         assert!(!info.has_client_coordinator && !info.promises_liveness);
         assert!(!info.deduplicates_requests && info.bugs.is_empty());
         assert_eq!((info.max_crashed(3), info.max_crashed(5)), (1, 2));
-        let members = [1, 2, 3];
-        let spec = NodeSpec {
-            id: 2,
-            members: &members,
-            incarnation: 0,
-            durable: false,
-            lost_state: false,
-            timing: Timing::default(),
-            seed: 0,
-        };
+        let spec = node_spec(2, &[1, 2, 3]);
         let node = <MuteDef as ProtocolDef>::node(&spec, &NoOptions, None);
         assert_eq!(node.0, 2);
         assert!(<MuteDef as ProtocolDef>::available(&node));
