@@ -15,7 +15,7 @@
 
 use bytes::Bytes;
 use quorumkv_core::protocol::{
-    ClientSpec, LinkEvent, LinkModel, NoBugs, NoOptions, NodeSpec, Out, Protocol, ProtocolDef,
+    LinkEvent, LinkModel, NoBugs, NoOptions, NodeSpec, Out, Protocol, ServerOnly,
 };
 use quorumkv_core::{ClientRef, Event, NodeId, OpError, OpId, Peer, Request, Response, Time};
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
@@ -101,21 +101,15 @@ impl Protocol for LeaderOne {
 
 struct Toy;
 
-impl ProtocolDef for Toy {
+impl ServerOnly for Toy {
     const NAME: &'static str = "leader-1";
     const ABOUT: &'static str = "test protocol";
     const LINK_MODEL: LinkModel = LinkModel::FifoReliable;
-    const HAS_CLIENT_COORDINATOR: bool = false;
     const PROMISES_LIVENESS: bool = true;
     type Msg = NoMsg;
     type Node = LeaderOne;
-    type Client = LeaderOne;
     type Options = NoOptions;
     type Bug = NoBugs;
-    type Invariants = quorumkv_core::protocol::NoInvariants;
-    fn max_crashed(_: usize) -> usize {
-        0
-    }
     fn node(spec: &NodeSpec<'_>, _: &NoOptions, _: Option<NoBugs>) -> LeaderOne {
         LeaderOne {
             id: spec.id,
@@ -126,9 +120,6 @@ impl ProtocolDef for Toy {
             sessions_up: HashSet::new(),
             sessions_down: 0,
         }
-    }
-    fn client(_: &ClientSpec<'_>, _: &NoOptions, _: Option<NoBugs>) -> LeaderOne {
-        unreachable!("no client-side coordinator")
     }
 }
 

@@ -3,9 +3,9 @@
 
 use clap::Parser;
 use quorumkv_core::protocol::abd::{
-    self, Abd, AbdNode, AbdOptions, Coordinator, CoordinatorConfig, InjectedBug,
+    self, Abd, AbdNode, AbdOptions, CoordinatorConfig, InjectedBug,
 };
-use quorumkv_core::protocol::{ClientSpec, LinkModel, NodeSpec, ProtocolDef};
+use quorumkv_core::protocol::{LinkModel, NodeSpec, ProtocolDef, ServerOnly};
 use quorumkv_sim::registry::{find, register};
 use quorumkv_sim::*;
 
@@ -350,20 +350,11 @@ macro_rules! abd_variant {
     () => {
         const ABOUT: &'static str = "a variant of ABD for a test";
         const LINK_MODEL: LinkModel = LinkModel::Unreliable;
-        const HAS_CLIENT_COORDINATOR: bool = false; // through a server
         const PROMISES_LIVENESS: bool = true;
         type Msg = abd::Msg;
         type Node = AbdNode;
-        type Client = Coordinator;
         type Options = AbdOptions;
         type Bug = InjectedBug;
-        type Invariants = quorumkv_core::protocol::NoInvariants;
-        fn max_crashed(n: usize) -> usize {
-            Abd::max_crashed(n)
-        }
-        fn client(_: &ClientSpec<'_>, _: &AbdOptions, _: Option<InjectedBug>) -> Coordinator {
-            unreachable!("proxy mode only")
-        }
     };
 }
 
@@ -371,7 +362,7 @@ macro_rules! abd_variant {
 /// every incarnation. The simulator shows why each boot needs a fresh one.
 struct AbdFixedWriter;
 
-impl ProtocolDef for AbdFixedWriter {
+impl ServerOnly for AbdFixedWriter {
     const NAME: &'static str = "abd-fixed-writer";
     abd_variant!();
     fn node(s: &NodeSpec<'_>, _: &AbdOptions, _: Option<InjectedBug>) -> AbdNode {
@@ -406,7 +397,7 @@ fn a_node_that_reuses_its_writer_id_after_a_restart_is_caught() {
 /// do deduplicate (and why ABD must not claim it).
 struct AbdClaimsDedup;
 
-impl ProtocolDef for AbdClaimsDedup {
+impl ServerOnly for AbdClaimsDedup {
     const NAME: &'static str = "abd-claims-dedup";
     const DEDUPLICATES_REQUESTS: bool = true;
     abd_variant!();

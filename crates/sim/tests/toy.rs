@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 use quorumkv_core::protocol::{
-    ClientSpec, LinkEvent, LinkModel, NoBugs, NoOptions, NodeSpec, Out, Protocol, ProtocolDef,
+    LinkEvent, LinkModel, NoBugs, NoOptions, NodeSpec, Out, Protocol, ProtocolDef, ServerOnly,
 };
 use quorumkv_core::{ClientRef, Event, NodeId, OpError, OpId, Peer, Request, Response, Time};
 use quorumkv_sim::registry::register;
@@ -194,28 +194,22 @@ impl Protocol for Relay {
 macro_rules! relay {
     ($ty:ident, $link:expr, $max:expr, $claims_dedup:expr, $flags:expr) => {
         struct $ty;
-        impl ProtocolDef for $ty {
+        impl ServerOnly for $ty {
             const NAME: &'static str = stringify!($ty);
             const ABOUT: &'static str = "a toy for the simulator's tests";
             const LINK_MODEL: LinkModel = $link;
-            const HAS_CLIENT_COORDINATOR: bool = false;
             const PROMISES_LIVENESS: bool = false;
             const DEDUPLICATES_REQUESTS: bool = $claims_dedup;
             type Msg = Msg;
             type Node = Relay;
-            type Client = Relay;
             type Options = NoOptions;
             type Bug = NoBugs;
-            type Invariants = quorumkv_core::protocol::NoInvariants;
             fn max_crashed(n: usize) -> usize {
                 let f: fn(usize) -> usize = $max;
                 f(n)
             }
             fn node(spec: &NodeSpec<'_>, _: &NoOptions, _: Option<NoBugs>) -> Relay {
                 Relay::new(spec, $flags)
-            }
-            fn client(_: &ClientSpec<'_>, _: &NoOptions, _: Option<NoBugs>) -> Relay {
-                unreachable!("no client-side coordinator")
             }
         }
     };
@@ -421,19 +415,15 @@ impl quorumkv_core::protocol::ProtocolOptions for BombOptions {
 /// of `BOMB_KNOBS`.
 struct Bomb;
 
-impl ProtocolDef for Bomb {
+impl ServerOnly for Bomb {
     const NAME: &'static str = "bomb";
     const ABOUT: &'static str = "a toy core that panics on chosen seeds";
     const LINK_MODEL: LinkModel = LinkModel::Unreliable;
-    const HAS_CLIENT_COORDINATOR: bool = false;
     const PROMISES_LIVENESS: bool = false;
-    const DEDUPLICATES_REQUESTS: bool = false;
     type Msg = Msg;
     type Node = Relay;
-    type Client = Relay;
     type Options = BombOptions;
     type Bug = NoBugs;
-    type Invariants = quorumkv_core::protocol::NoInvariants;
     fn max_crashed(_: usize) -> usize {
         0
     }
@@ -443,9 +433,6 @@ impl ProtocolDef for Bomb {
             ..PLAIN
         };
         Relay::new(spec, flags)
-    }
-    fn client(_: &ClientSpec<'_>, _: &BombOptions, _: Option<NoBugs>) -> Relay {
-        unreachable!("no client-side coordinator")
     }
     fn vary(opts: &mut BombOptions, knobs: u64) {
         opts.armed = BOMB_KNOBS.lock().unwrap().contains(&knobs);

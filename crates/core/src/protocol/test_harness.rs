@@ -1,13 +1,30 @@
 //! Helpers shared by the protocols' unit tests: pick commands out of an
 //! [`Out`], build plain KV requests, and check a protocol's injected bugs.
 
-use crate::protocol::contract::{Command, InjectedBugs, Out, Roles, StepInvariants, Stepped};
+use crate::protocol::contract::{
+    Command, InjectedBugs, NodeSpec, Out, Roles, StepInvariants, Stepped, Timing,
+};
+use crate::types::NodeId;
 use crate::types::{Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::HashSet;
 use std::time::Duration;
 
 pub const T0: Time = Time(0);
+
+/// Node `id`'s spec at its first boot: memory mode, state kept, default
+/// timing, seed 0 (change a field with `NodeSpec { …, ..node_spec() }`).
+pub fn node_spec(id: NodeId, members: &[NodeId]) -> NodeSpec<'_> {
+    NodeSpec {
+        id,
+        members,
+        incarnation: 0,
+        durable: false,
+        lost_state: false,
+        timing: Timing::default(),
+        seed: 0,
+    }
+}
 
 /// Run the per-step invariants `inv` after a step of node `i` of `nodes`
 /// (all live, no client coordinators), at time zero.

@@ -98,7 +98,76 @@ pub enum ZnodeOp {
     },
 }
 
+/// A create in either of its forms, [`ZnodeOp::Create`] (no ACL: the
+/// open one) or [`ZnodeOp::CreateWithAcl`]: the one place that picks a
+/// form, and the one that reads both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewNode {
+    pub path: String,
+    pub data: Bytes,
+    pub ephemeral: bool,
+    pub sequential: bool,
+    /// `None`: `world:anyone:cdrwa`.
+    pub acl: Option<Vec<Acl>>,
+}
+
+impl NewNode {
+    /// `Create` without an ACL (its encoding in logs unchanged), else
+    /// `CreateWithAcl`.
+    pub fn into_op(self) -> ZnodeOp {
+        let NewNode {
+            path,
+            data,
+            ephemeral,
+            sequential,
+            acl,
+        } = self;
+        match acl {
+            None => ZnodeOp::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+            },
+            Some(acl) => ZnodeOp::CreateWithAcl {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                acl,
+            },
+        }
+    }
+}
+
 impl ZnodeOp {
+    /// The create this operation is, in either form; any other
+    /// operation back as it was.
+    pub fn into_create(self) -> Result<NewNode, ZnodeOp> {
+        let (path, data, ephemeral, sequential, acl) = match self {
+            ZnodeOp::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+            } => (path, data, ephemeral, sequential, None),
+            ZnodeOp::CreateWithAcl {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                acl,
+            } => (path, data, ephemeral, sequential, Some(acl)),
+            op => return Err(op),
+        };
+        Ok(NewNode {
+            path,
+            data,
+            ephemeral,
+            sequential,
+            acl,
+        })
+    }
     /// The path the operation is about (`""` for session operations).
     pub fn path(&self) -> &str {
         match self {
@@ -225,3 +294,52 @@ pub const NEEDS_ZAB: &str = "znode operations need --protocol zab";
 /// The name of the protocol that serves znode operations (so that callers
 /// outside the core can check a cluster file without naming it).
 pub const SERVED_BY: &str = "zab";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A create without an ACL is `Create`, with one `CreateWithAcl`, and
+    /// both read back whole; other operations come back unchanged.
+    #[test]
+    fn a_new_node_takes_the_form_its_acl_asks_for_and_reads_back() {
+        let open = NewNode {
+            path: "/a".into(),
+            data: Bytes::from_static(b"x"),
+            ephemeral: true,
+            sequential: false,
+            acl: None,
+        };
+        let closed = NewNode {
+            sequential: true,
+            acl: Some(crate::znode::acl::open_acl_unsafe()),
+            ..open.clone()
+        };
+        let op = open.clone().into_op();
+        assert!(
+            matches!(
+                op,
+                ZnodeOp::Create {
+                    ephemeral: true,
+                    ..
+                }
+            ),
+            "{op:?}"
+        );
+        assert_eq!(op.into_create(), Ok(open));
+        let op = closed.clone().into_op();
+        assert!(
+            matches!(
+                op,
+                ZnodeOp::CreateWithAcl {
+                    sequential: true,
+                    ..
+                }
+            ),
+            "{op:?}"
+        );
+        assert_eq!(op.into_create(), Ok(closed));
+        let sync = ZnodeOp::Sync;
+        assert_eq!(sync.clone().into_create(), Err(sync));
+    }
+}

@@ -6,7 +6,7 @@ use super::proto::{
     err, event, flags, op, reply_header, watcher_event, write_acls, write_stat, ZkRequest,
 };
 use bytes::Bytes;
-use quorumkv_core::znode::{acl, Acl, Id, Stat, ZkError, ZnodeOp, ZnodeReply};
+use quorumkv_core::znode::{acl, Acl, Id, NewNode, Stat, ZkError, ZnodeOp, ZnodeReply};
 use quorumkv_core::{Event, Response};
 
 /// How the answers to a request's operations become its reply body.
@@ -143,23 +143,14 @@ fn create(path: String, data: Bytes, acl: Vec<Acl>, f: i32, with_stat: bool) -> 
     }
     let (ephemeral, sequential) = (f & flags::EPHEMERAL != 0, f & flags::SEQUENTIAL != 0);
     let open = acl.len() == 1 && acl[0].perms == acl::ALL && acl[0].id == Id::anyone();
-    let create = if open {
-        ZnodeOp::Create {
-            path,
-            data,
-            ephemeral,
-            sequential,
-        }
-    } else {
-        ZnodeOp::CreateWithAcl {
-            path,
-            data,
-            ephemeral,
-            sequential,
-            acl,
-        }
+    let create = NewNode {
+        path,
+        data,
+        ephemeral,
+        sequential,
+        acl: (!open).then_some(acl),
     };
-    ops(vec![create], Shape::Created { with_stat })
+    ops(vec![create.into_op()], Shape::Created { with_stat })
 }
 
 /// ZooKeeper's code for one of the core's definite errors.

@@ -10,7 +10,6 @@ use crate::protocol::contract::{
 };
 use crate::protocol::options::{format_duration, parse_bool, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
-use crate::quorum::minority;
 use std::time::Duration;
 
 /// ABD as the registry knows it: server = replica + proxy coordinator;
@@ -134,10 +133,7 @@ impl ProtocolDef for Abd {
     type Bug = InjectedBug;
     type Invariants = super::invariants::AbdInvariants;
 
-    /// A majority must stay up: f = N − Q = ⌊(N−1)/2⌋.
-    fn max_crashed(n: usize) -> usize {
-        minority(n)
-    }
+    // `max_crashed`: the default, a majority must stay up (f = N − Q).
 
     fn node(spec: &NodeSpec<'_>, opts: &AbdOptions, bug: Option<InjectedBug>) -> AbdNode {
         let cfg = opts.coordinator(&spec.timing);
@@ -252,13 +248,8 @@ mod tests {
     fn a_node_that_lost_its_state_recovers_first() {
         let members = [1, 2, 3];
         let mut spec = NodeSpec {
-            id: 2,
-            members: &members,
-            incarnation: 0,
-            durable: false,
-            lost_state: false,
-            timing: Timing::default(),
             seed: 1,
+            ..crate::protocol::test_harness::node_spec(2, &members)
         };
         assert!(!Abd::node(&spec, &AbdOptions::default(), None).is_recovering());
         spec.lost_state = true;

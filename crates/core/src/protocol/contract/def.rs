@@ -7,6 +7,7 @@
 use super::invariants::StepInvariants;
 use super::role::Protocol;
 use crate::protocol::options::{OptSpec, ProtocolOptions};
+use crate::quorum::minority;
 use crate::types::NodeId;
 use serde::{de::DeserializeOwned, Serialize};
 use std::fmt::{self, Debug};
@@ -251,7 +252,11 @@ pub trait ProtocolDef: 'static {
     /// nodes forget (memory durability, or `PERSISTS_STATE == false`) unless
     /// a fault outside the assumptions is asked for; where they keep their
     /// records (fsync, buffered) it may crash every node at once.
-    fn max_crashed(n: usize) -> usize;
+    /// Default: a majority must stay up, f = N − Q = ⌊(N−1)/2⌋ (ABD,
+    /// lease-lock and Zab, every majority-quorum protocol).
+    fn max_crashed(n: usize) -> usize {
+        minority(n)
+    }
     /// Whether the `max_crashed` bound holds where nodes keep their records
     /// too (an assumption such as seed 003's A1.2: never fewer than a
     /// quorum up), so the nemesis keeps to it in every durability mode
@@ -403,13 +408,8 @@ mod tests {
     fn writer_ids_of_nodes_and_clients_never_meet() {
         let members = [1, 2, 3];
         let spec = |id, incarnation| NodeSpec {
-            id,
-            members: &members,
             incarnation,
-            durable: false,
-            lost_state: false,
-            timing: Timing::default(),
-            seed: 0,
+            ..crate::protocol::test_harness::node_spec(id, &members)
         };
         assert_ne!(spec(1, 0).writer_id(), spec(1, 1).writer_id());
         assert_ne!(spec(1, 0).writer_id(), spec(2, 0).writer_id());

@@ -7,11 +7,14 @@
 //! - `def.rs`: how a protocol describes itself to the drivers
 //!   ([`ProtocolDef`], [`NodeSpec`], [`ClientSpec`], [`InjectedBugs`], …);
 //! - `invariants.rs`: per-step invariants a driver checks after every step
-//!   ([`StepInvariants`], [`Roles`]).
+//!   ([`StepInvariants`], [`Roles`]);
+//! - `server_only.rs`: [`ServerOnly`], the short form of a `ProtocolDef`
+//!   for a protocol without a client-side coordinator or invariants.
 
 mod def;
 mod invariants;
 mod role;
+mod server_only;
 
 pub use def::{
     client_may_send_fn, client_writer_id, BugInfo, ClientMaySend, ClientSpec, InjectedBugs,
@@ -20,3 +23,4 @@ pub use def::{
 };
 pub use invariants::{NoInvariants, Roles, StepInvariants, Stepped};
 pub use role::{read_metrics, Command, LinkEvent, Metric, Out, Protocol, Record};
+pub use server_only::ServerOnly;

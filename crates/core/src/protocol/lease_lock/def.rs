@@ -9,7 +9,6 @@ use crate::protocol::contract::Timing;
 use crate::protocol::contract::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
 use crate::protocol::options::{format_duration, parse_bool, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
-use crate::quorum::minority;
 use std::time::Duration;
 
 /// The lease-lock blocking quorum protocol as the registry knows it:
@@ -181,10 +180,7 @@ impl ProtocolDef for LeaseLock {
     type Bug = Bug;
     type Invariants = super::invariants::LeaseInvariants;
 
-    /// A majority must stay up to grant Q locks: f = N − Q.
-    fn max_crashed(n: usize) -> usize {
-        minority(n)
-    }
+    // `max_crashed`: the default, a majority must stay up to grant Q locks.
     fn node(spec: &NodeSpec<'_>, opts: &LeaseOptions, bug: Option<Bug>) -> LeaseNode {
         let cfg = opts.coordinator(&spec.timing);
         let node = LeaseNode::new(
@@ -222,20 +218,10 @@ impl ProtocolDef for LeaseLock {
         }
         opts.release_surplus = knobs & 2 == 0;
     }
-    /// What a client-side [`Coordinator`] sends (seed 000 §4.1): the four
-    /// requests. Never a reply (grants, denials, read replies, acks) nor
-    /// `SyncRequest` / `SyncReply`, which only a replica sends.
+    /// What a client-side [`Coordinator`] sends: the four requests
+    /// ([`Msg::is_request`]), never a reply nor the recovery exchange.
     fn client_may_send(msg: &Msg) -> bool {
-        match msg {
-            Msg::LockReq { .. } | Msg::Unlock { .. } | Msg::Read { .. } | Msg::Write { .. } => true,
-            Msg::LockGranted { .. }
-            | Msg::LockDenied { .. }
-            | Msg::ReadReply { .. }
-            | Msg::Ack { .. }
-            | Msg::WriteDenied { .. }
-            | Msg::SyncRequest
-            | Msg::SyncReply { .. } => false,
-        }
+        msg.is_request()
     }
     /// Surplus grants left to expire block their replica for a lease.
     fn linger(opts: &LeaseOptions, timing: &Timing) -> Duration {

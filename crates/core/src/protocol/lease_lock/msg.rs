@@ -62,6 +62,25 @@ pub enum Msg {
     },
 }
 
+impl Msg {
+    /// Whether a coordinator sends it to the replicas: one of the four
+    /// requests (seed 000 §4.1). Replies (grants, denials, read replies,
+    /// acks) and the recovery exchange (`SyncRequest` / `SyncReply`) only
+    /// a replica sends.
+    pub fn is_request(&self) -> bool {
+        match self {
+            Msg::LockReq { .. } | Msg::Unlock { .. } | Msg::Read { .. } | Msg::Write { .. } => true,
+            Msg::LockGranted { .. }
+            | Msg::LockDenied { .. }
+            | Msg::ReadReply { .. }
+            | Msg::Ack { .. }
+            | Msg::WriteDenied { .. }
+            | Msg::SyncRequest
+            | Msg::SyncReply { .. } => false,
+        }
+    }
+}
+
 /// Timers of the coordinator.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Timer {

@@ -240,13 +240,9 @@ impl Replica {
                 },
                 out,
             ),
-            Msg::LockGranted { .. }
-            | Msg::LockDenied { .. }
-            | Msg::ReadReply { .. }
-            | Msg::Ack { .. }
-            | Msg::WriteDenied { .. }
-            | Msg::SyncRequest
-            | Msg::SyncReply { .. } => self.counters.misrouted += 1,
+            // Not a request (`Msg::is_request`): a reply or the recovery
+            // exchange, never addressed to the replica role.
+            _ => self.counters.misrouted += 1,
         }
     }
 

@@ -13,7 +13,6 @@ use crate::protocol::contract::{
 };
 use crate::protocol::options::{format_duration, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
-use crate::quorum::minority;
 use std::time::Duration;
 
 /// Zab as the registry knows it: servers only (clients go through one).
@@ -343,11 +342,9 @@ impl ProtocolDef for Zab {
     type Bug = InjectedBug;
     type Invariants = super::invariants::ZabInvariants;
 
-    /// f = ⌊(N−1)/2⌋: a quorum must be up (A1, seed 003 line 571). With
-    /// durable logs every server may crash at once and recover.
-    fn max_crashed(n: usize) -> usize {
-        minority(n)
-    }
+    // `max_crashed`: the default, f = ⌊(N−1)/2⌋: a quorum must be up (A1,
+    // seed 003 line 571). With durable logs every server may crash at once
+    // and recover.
 
     fn node(spec: &NodeSpec<'_>, opts: &ZabOptions, bug: Option<InjectedBug>) -> ZabNode {
         let cfg = opts.config(&spec.timing);

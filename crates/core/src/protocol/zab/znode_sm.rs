@@ -193,33 +193,17 @@ impl Machine {
                 timeout_ms,
             },
             ZnodeOp::CloseSession => Txn::CloseSession { session: e.session },
-            ZnodeOp::Create {
-                path,
-                data,
-                ephemeral,
-                sequential,
-            } => Txn::Create {
-                path,
-                data,
-                ephemeral,
-                sequential,
-                session: e.session,
-                acl: None,
-            },
-            ZnodeOp::CreateWithAcl {
-                path,
-                data,
-                ephemeral,
-                sequential,
-                acl,
-            } => Txn::Create {
-                path,
-                data,
-                ephemeral,
-                sequential,
-                session: e.session,
-                acl: Some(acl),
-            },
+            op @ (ZnodeOp::Create { .. } | ZnodeOp::CreateWithAcl { .. }) => {
+                let n = op.into_create().expect("a create");
+                Txn::Create {
+                    path: n.path,
+                    data: n.data,
+                    ephemeral: n.ephemeral,
+                    sequential: n.sequential,
+                    session: e.session,
+                    acl: n.acl,
+                }
+            }
             ZnodeOp::SetAcl { path, acl, version } => Txn::SetAcl { path, acl, version },
             ZnodeOp::Delete { path, version } => Txn::Delete { path, version },
             ZnodeOp::SetData {
