@@ -399,7 +399,7 @@ pub(crate) struct Search {
     rets: Vec<u64>,
     /// Scratch buffers of `expand`.
     reads: Vec<u32>,
-    keyed: Vec<(bool, u64, u32, u32)>,
+    keyed: Vec<(bool, bool, u64, u32, u32)>,
     /// Effect classes of the open unknown-outcome calls seen by `expand`.
     twins: HashSet<u64, FxBuild>,
     /// The untried candidates `arena[next..end]` of the current node, or
@@ -451,6 +451,20 @@ impl Search {
             cur: None,
             progress,
         }
+    }
+
+    #[cfg(test)]
+    pub fn placed_ops(&self) -> Vec<usize> {
+        self.stack.iter().map(|f| self.list.op[f.call as usize] as usize).collect()
+    }
+
+    #[cfg(test)]
+    pub fn first_return_op(&self) -> Option<usize> {
+        let mut e = self.list.next[self.list.head as usize];
+        while e != END && self.list.is_call[e as usize] {
+            e = self.list.next[e as usize];
+        }
+        (e != END).then(|| self.list.op[e as usize] as usize)
     }
 
     pub fn progress(&self) -> Progress {
@@ -586,6 +600,10 @@ impl Search {
             return Node::Forced(b);
         }
         if self.arena.len() - from > 1 {
+            // The operation of the first remaining return: placed next if
+            // it is legal now, else something must make it legal first.
+            let first = self.list.op[e as usize] as usize;
+            let blocked = stepper.step(self.state, first).is_none();
             self.keyed.clear();
             for &(c, after) in &self.arena[from..] {
                 let op = self.list.op[c as usize] as usize;
@@ -593,11 +611,12 @@ impl Search {
                     .reads
                     .iter()
                     .any(|&r| stepper.step(after, r as usize).is_some());
-                self.keyed.push((!unblocks, self.rets[op], c, after));
+                let enables = blocked && stepper.step(after, first).is_some();
+                self.keyed.push((!enables, !unblocks, self.rets[op], c, after));
             }
             self.keyed.sort_unstable();
             for (slot, k) in self.arena[from..].iter_mut().zip(&self.keyed) {
-                *slot = (k.2, k.3);
+                *slot = (k.3, k.4);
             }
         }
         Node::Try(from)
