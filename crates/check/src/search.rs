@@ -406,6 +406,9 @@ pub(crate) struct Search {
     /// `None` if the current node is new and must be expanded first.
     cur: Option<(u32, u32)>,
     progress: Progress,
+    /// Try an unknown-outcome operation only where the first remaining
+    /// return's operation is illegal (see [`Search::lazy`]).
+    lazy: bool,
 }
 
 /// One placed operation.
@@ -450,21 +453,19 @@ impl Search {
             twins: HashSet::default(),
             cur: None,
             progress,
+            lazy: false,
         }
     }
 
-    #[cfg(test)]
-    pub fn placed_ops(&self) -> Vec<usize> {
-        self.stack.iter().map(|f| self.list.op[f.call as usize] as usize).collect()
-    }
-
-    #[cfg(test)]
-    pub fn first_return_op(&self) -> Option<usize> {
-        let mut e = self.list.next[self.list.head as usize];
-        while e != END && self.list.is_call[e as usize] {
-            e = self.list.next[e as usize];
+    /// A search that places an unknown-outcome operation only where the
+    /// operation of the first remaining return is illegal. It explores
+    /// part of the tree: a linearization it finds is one, but
+    /// [`Found::Illegal`] from it proves nothing.
+    pub fn lazy(spans: &[Span], init: u32) -> Search {
+        Search {
+            lazy: true,
+            ..Search::new(spans, init)
         }
-        (e != END).then(|| self.list.op[e as usize] as usize)
     }
 
     pub fn progress(&self) -> Progress {
@@ -599,11 +600,22 @@ impl Search {
             self.arena.truncate(from);
             return Node::Forced(b);
         }
+        // The operation of the first remaining return: placed next if
+        // it is legal now, else something must make it legal first.
+        let first = self.list.op[e as usize] as usize;
+        let blocked = stepper.step(self.state, first).is_none();
+        if self.lazy && !blocked {
+            let mut keep = from;
+            for i in from..self.arena.len() {
+                let (c, _) = self.arena[i];
+                if self.rets[self.list.op[c as usize] as usize] != u64::MAX {
+                    self.arena[keep] = self.arena[i];
+                    keep += 1;
+                }
+            }
+            self.arena.truncate(keep);
+        }
         if self.arena.len() - from > 1 {
-            // The operation of the first remaining return: placed next if
-            // it is legal now, else something must make it legal first.
-            let first = self.list.op[e as usize] as usize;
-            let blocked = stepper.step(self.state, first).is_none();
             self.keyed.clear();
             for &(c, after) in &self.arena[from..] {
                 let op = self.list.op[c as usize] as usize;
@@ -612,7 +624,8 @@ impl Search {
                     .iter()
                     .any(|&r| stepper.step(after, r as usize).is_some());
                 let enables = blocked && stepper.step(after, first).is_some();
-                self.keyed.push((!enables, !unblocks, self.rets[op], c, after));
+                self.keyed
+                    .push((!enables, !unblocks, self.rets[op], c, after));
             }
             self.keyed.sort_unstable();
             for (slot, k) in self.arena[from..].iter_mut().zip(&self.keyed) {
