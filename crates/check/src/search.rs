@@ -365,8 +365,11 @@ struct Key {
 /// * a read that is legal now is placed at once and never revisited (see
 ///   the comment at its use), and so is a blind write ([`Stepper::is_blind`]);
 /// * the other candidates of a node (calls before the first remaining
-///   return) are tried in a useful order: first those after which some
-///   waiting read becomes legal, then by earliest return. On histories of a
+///   return) are tried in a useful order: when the operation of that
+///   return is illegal now, first those after which it is legal (it must
+///   be placed before anything called after its return, so something
+///   placed before it has to make it legal); then those after which some
+///   waiting read becomes legal; then by earliest return. On histories of a
 ///   correct system this follows the real order of effects closely, so the
 ///   search rarely backtracks far.
 pub(crate) fn search(
