@@ -365,8 +365,11 @@ struct Key {
 /// * a read that is legal now is placed at once and never revisited (see
 ///   the comment at its use), and so is a blind write ([`Stepper::is_blind`]);
 /// * the other candidates of a node (calls before the first remaining
-///   return) are tried in a useful order: first those after which some
-///   waiting read becomes legal, then by earliest return. On histories of a
+///   return) are tried in a useful order: when the operation of that
+///   return is illegal now, first those after which it is legal (it must
+///   be placed before anything called after its return, so something
+///   placed before it has to make it legal); then those after which some
+///   waiting read becomes legal; then by earliest return. On histories of a
 ///   correct system this follows the real order of effects closely, so the
 ///   search rarely backtracks far.
 pub(crate) fn search(
@@ -399,13 +402,16 @@ pub(crate) struct Search {
     rets: Vec<u64>,
     /// Scratch buffers of `expand`.
     reads: Vec<u32>,
-    keyed: Vec<(bool, u64, u32, u32)>,
+    keyed: Vec<(bool, bool, u64, u32, u32)>,
     /// Effect classes of the open unknown-outcome calls seen by `expand`.
     twins: HashSet<u64, FxBuild>,
     /// The untried candidates `arena[next..end]` of the current node, or
     /// `None` if the current node is new and must be expanded first.
     cur: Option<(u32, u32)>,
     progress: Progress,
+    /// Try an unknown-outcome operation only where the first remaining
+    /// return's operation is illegal (see [`Search::lazy`]).
+    lazy: bool,
 }
 
 /// One placed operation.
@@ -450,6 +456,18 @@ impl Search {
             twins: HashSet::default(),
             cur: None,
             progress,
+            lazy: false,
+        }
+    }
+
+    /// A search that places an unknown-outcome operation only where the
+    /// operation of the first remaining return is illegal. It explores
+    /// part of the tree: a linearization it finds is one, but
+    /// [`Found::Illegal`] from it proves nothing.
+    pub fn lazy(spans: &[Span], init: u32) -> Search {
+        Search {
+            lazy: true,
+            ..Search::new(spans, init)
         }
     }
 
@@ -585,6 +603,21 @@ impl Search {
             self.arena.truncate(from);
             return Node::Forced(b);
         }
+        // The operation of the first remaining return: placed next if
+        // it is legal now, else something must make it legal first.
+        let first = self.list.op[e as usize] as usize;
+        let blocked = stepper.step(self.state, first).is_none();
+        if self.lazy && !blocked {
+            let mut keep = from;
+            for i in from..self.arena.len() {
+                let (c, _) = self.arena[i];
+                if self.rets[self.list.op[c as usize] as usize] != u64::MAX {
+                    self.arena[keep] = self.arena[i];
+                    keep += 1;
+                }
+            }
+            self.arena.truncate(keep);
+        }
         if self.arena.len() - from > 1 {
             self.keyed.clear();
             for &(c, after) in &self.arena[from..] {
@@ -593,11 +626,13 @@ impl Search {
                     .reads
                     .iter()
                     .any(|&r| stepper.step(after, r as usize).is_some());
-                self.keyed.push((!unblocks, self.rets[op], c, after));
+                let enables = blocked && stepper.step(after, first).is_some();
+                self.keyed
+                    .push((!enables, !unblocks, self.rets[op], c, after));
             }
             self.keyed.sort_unstable();
             for (slot, k) in self.arena[from..].iter_mut().zip(&self.keyed) {
-                *slot = (k.2, k.3);
+                *slot = (k.3, k.4);
             }
         }
         Node::Try(from)
