@@ -61,3 +61,25 @@ fn release_persisted_before_write_is_caught() {
     eprintln!("caught at seed {} ({} of 100)", f.seed, s.failures.len());
     assert!(matches!(f.verdict, Verdict::Unsafe { .. }), "{}", f.verdict);
 }
+
+/// A peer's messages counted for entry before its `Outstanding` after a
+/// gap in its stream (`lamport-enter-before-resync`, the former rule): a
+/// reset seen on one side only lost its earlier REQUEST_LOCK, and its
+/// later REPLY_LOCK let a second server in. The per-step invariant (one
+/// server in a critical section per scope) catches it: N = 5, fsync,
+/// `--faults crash,pause`, 3 of seeds 0..100, first seed 5; the same
+/// seeds pass without it (and N = 3 / 5, fsync / memory, default faults
+/// and `delay,crash,pause`: 0 of 2 000 each).
+#[test]
+fn enter_before_resync_is_caught_by_the_invariant() {
+    let with = |bug| SimConfig {
+        faults: "crash,pause".parse().unwrap(),
+        ..cfg(Some(Durability::Fsync), 5, bug)
+    };
+    let s = run(&with(Some("lamport-enter-before-resync")), "0..100");
+    let f = s.failures.first().expect("caught within 100 seeds");
+    eprintln!("caught at seed {} ({} of 100)", f.seed, s.failures.len());
+    assert!(matches!(f.verdict, Verdict::Invariant { .. }), "{}", f.verdict);
+    let fixed = run(&with(None), "0..100");
+    assert!(fixed.all_passed(), "{:?}", fixed.failures.first().map(|f| f.seed));
+}
