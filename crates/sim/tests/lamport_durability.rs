@@ -80,7 +80,15 @@ fn enter_before_resync_is_caught_by_the_invariant() {
     let s = run(&with(Some("lamport-enter-before-resync")), "0..100");
     let f = s.failures.first().expect("caught within 100 seeds");
     eprintln!("caught at seed {} ({} of 100)", f.seed, s.failures.len());
-    assert!(matches!(f.verdict, Verdict::Invariant { .. }), "{}", f.verdict);
+    assert!(
+        matches!(f.verdict, Verdict::Invariant { .. }),
+        "{}",
+        f.verdict
+    );
     let fixed = run(&with(None), "0..100");
-    assert!(fixed.all_passed(), "{:?}", fixed.failures.first().map(|f| f.seed));
+    assert!(
+        fixed.all_passed(),
+        "{:?}",
+        fixed.failures.first().map(|f| f.seed)
+    );
 }
