@@ -75,11 +75,6 @@ fn blocking_fixed_sweep() {
             protocol: protocol.into(),
             replicas: Some(n),
             faults: faults.parse().unwrap(),
-            // Lamport's mutual-exclusion invariant is broken after some
-            // restarts from disk (known issues: a restarted server requests
-            // with a clock below a holder's request it never received);
-            // this oracle judges histories, which stay linearizable there.
-            no_invariants: protocol == "lamport",
             ..SimConfig::default()
         };
         run(&cfg, range);

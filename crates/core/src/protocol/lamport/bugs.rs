@@ -48,6 +48,12 @@ pub enum InjectedBug {
     /// restarted server serves the old value. (Both in one call would not
     /// show: a call's records reach the disk together.)
     ReleasePersistedBeforeWrite,
+    /// The former entry rule after a restart or a link coming back `Up`:
+    /// count a peer's messages at once, before its `Outstanding`. What it
+    /// sent before the gap may be lost (its REQUEST_LOCK), so a later
+    /// REPLY_LOCK of a peer that did not see the reset lets us in ahead of
+    /// its earlier request: two holders.
+    EnterBeforeResync,
 }
 
 impl InjectedBug {
@@ -61,6 +67,7 @@ impl InjectedBug {
         InjectedBug::ApplyOverNewer,
         InjectedBug::AckBeforeSync,
         InjectedBug::ReleasePersistedBeforeWrite,
+        InjectedBug::EnterBeforeResync,
     ];
 }
 
@@ -79,6 +86,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ApplyOverNewer => "lamport-apply-over-newer",
             InjectedBug::AckBeforeSync => "lamport-ack-before-sync",
             InjectedBug::ReleasePersistedBeforeWrite => "lamport-release-persisted-before-write",
+            InjectedBug::EnterBeforeResync => "lamport-enter-before-resync",
         }
     }
     fn about(self) -> &'static str {
@@ -109,6 +117,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ReleasePersistedBeforeWrite => {
                 "persist a staged write's release before its value (the value one call later)"
+            }
+            InjectedBug::EnterBeforeResync => {
+                "count a peer's messages for entry before its Outstanding after a gap (two holders)"
             }
         }
     }

@@ -134,6 +134,63 @@ impl LamportNode {
         }
     }
 
+    /// Count `msg`'s stamp for the entry rule (`last_recv`), unless `from`
+    /// is unsynced; its `Outstanding` syncs it, and counts.
+    pub(super) fn note_stamp(&mut self, from: NodeId, msg: &Msg) {
+        if matches!(msg.body, Body::Outstanding { .. }) {
+            self.unsynced.remove(&from);
+        }
+        if !self.unsynced.contains(&from) {
+            let seen = self.last_recv.entry(from).or_default();
+            *seen = (*seen).max(msg.clock);
+        }
+    }
+
+    /// `p`'s messages to us may have a gap: we restarted (what it sent our
+    /// previous life is gone), or we saw its link come back `Up` (what it
+    /// sent meanwhile is gone). Lamport's entry rule counts a message
+    /// stamped later than our request as proof that every earlier request
+    /// of `p` reached us, which holds on a FIFO link without gaps only.
+    /// The seed assumes exactly that (§3.2.2: every server connected to
+    /// every other; REPLY_LOCK "confirms its current right of ownership")
+    /// while §3.3 admits that messages are lost. So until `p`'s complete
+    /// list of requests (`Outstanding`) has arrived, nothing from `p`
+    /// counts, and we ask for that list (`Poll`): `p` may not have seen
+    /// the reset at all (a pause on our side, a crash of ours it did not
+    /// notice) and would never send it. Sim seeds 104 and 118 (N = 3,
+    /// fsync): the reset was seen on one side only; the side that saw it
+    /// took the other's REPLY_LOCK, stamped later, as proof, though that
+    /// peer's own REQUEST_LOCK, stamped earlier, had been lost in it: two
+    /// holders. Entering is what waits; requesting does not need to (a
+    /// low request only orders first). The former rule is
+    /// [`InjectedBug::EnterBeforeResync`].
+    pub(super) fn unsync(&mut self, p: NodeId, out: &mut O) {
+        if self.bug == Some(InjectedBug::EnterBeforeResync) {
+            return;
+        }
+        self.unsynced.insert(p);
+        self.last_recv.remove(&p);
+        self.send(p, Body::Poll, out);
+    }
+
+    /// At a restart (from disk, or recovering): every peer's stream may
+    /// have a gap. A recovering server needs no `Poll`: each peer answers
+    /// its `SyncRequest` with `Outstanding` first.
+    pub(super) fn unsync_all(&mut self, out: &mut O) {
+        let restarted = self.durable.restored || self.life > 0;
+        let bug = self.bug == Some(InjectedBug::EnterBeforeResync);
+        if bug || (!restarted && self.recovery.is_none()) {
+            return;
+        }
+        for p in self.active() {
+            if self.recovery.is_some() {
+                self.unsynced.insert(p);
+            } else {
+                self.unsync(p, out);
+            }
+        }
+    }
+
     /// Enter every critical section whose request heads its queue and is
     /// clear with every active peer.
     pub(super) fn try_enter(&mut self, out: &mut O) {
@@ -601,16 +658,75 @@ mod tests {
             life: 0,
             reqs: vec![(r(1, 1), Scope::Global)],
         };
-        assert_eq!(sent(&mut out), vec![(2, listed), (2, write(r(1, 1), "v"))]);
+        // Then `Poll`: 2's messages count again only after its `Outstanding`.
+        let w = write(r(1, 1), "v");
+        assert_eq!(sent(&mut out), vec![(2, listed), (2, w), (2, Body::Poll)]);
         deliver(&mut n, 2, 4, ack(r(1, 1)), &mut out);
         out.drain();
         n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
         let none = outstanding(0);
-        assert_eq!(sent(&mut out), vec![(2, none)], "acknowledged: not resent");
+        let s = sent(&mut out);
+        assert_eq!(
+            s,
+            vec![(2, none), (2, Body::Poll)],
+            "acknowledged: not resent"
+        );
         // The bug resends nothing at all.
         let mut n = node(1, 2).with_bug(Some(InjectedBug::NoResyncOnUp));
         n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
         assert!(out.is_empty());
+    }
+
+    /// Sim seeds 104 and 118: after `Up` a peer's messages count for entry
+    /// only from its `Outstanding` on: its REQUEST_LOCK, stamped earlier,
+    /// may be lost in the reset, and a peer that did not see the reset
+    /// replies without re-sending it. The bug lets its reply in at once.
+    #[test]
+    fn after_up_a_peer_counts_for_entry_only_from_its_outstanding() {
+        for bug in [None, Some(InjectedBug::EnterBeforeResync)] {
+            let mut n = node(1, 2).with_bug(bug);
+            let mut out = O::new();
+            n.clock = 10;
+            n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+            n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+            n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+            out.drain();
+            deliver(&mut n, 2, 20, Body::ReplyLock { req: r(11, 1) }, &mut out);
+            assert_eq!(n.holds_lock(), bug.is_some(), "{bug:?}");
+            if bug.is_some() {
+                continue;
+            }
+            let listed = Body::Outstanding {
+                life: 0,
+                reqs: vec![(r(5, 2), Scope::Global)],
+            };
+            deliver(&mut n, 2, 21, listed, &mut out);
+            assert!(
+                !n.holds_lock(),
+                "(5,2) was lost in the reset: it goes first"
+            );
+            deliver(&mut n, 2, 22, release(r(5, 2)), &mut out);
+            assert!(n.holds_lock());
+        }
+    }
+
+    /// A restarted server (a later life) asks every peer for its list and
+    /// counts nobody until it arrives; a first start asks nobody.
+    #[test]
+    fn a_restarted_server_polls_every_peer_and_waits_for_their_lists() {
+        let mut out = O::new();
+        node(1, 3).on_start(T0, &mut out);
+        assert!(out.is_empty());
+        let mut n = node(1, 3).with_life(1);
+        n.on_start(T0, &mut out);
+        assert_eq!(sent(&mut out), vec![(2, Body::Poll), (3, Body::Poll)]);
+        n.on_client(T0, ClientRef::local(1), put("k", "v"), &mut out);
+        deliver(&mut n, 2, 9, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        deliver(&mut n, 3, 9, Body::ReplyLock { req: r(1, 1) }, &mut out);
+        assert!(!n.holds_lock());
+        deliver(&mut n, 2, 10, outstanding(0), &mut out);
+        deliver(&mut n, 3, 10, outstanding(0), &mut out);
+        assert!(n.holds_lock());
     }
 
     /// `Outstanding` names every queued request of its sender: the others

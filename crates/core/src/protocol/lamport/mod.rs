@@ -61,7 +61,10 @@
 //!   requests stay queued. On `Up` each side sends `Outstanding` (its full
 //!   list of queued requests: the peer drops the others, whose RELEASE_LOCK
 //!   was lost, and queues and answers these) then re-sends unacknowledged
-//!   SERVER_WRITEs (§3.2.1 item 3).
+//!   SERVER_WRITEs (§3.2.1 item 3). Until the peer's own `Outstanding`
+//!   arrives (we ask with `Poll`), after our `Up` or our restart, its
+//!   messages do not count for the entry rule: the reset may be seen on
+//!   our side only (`lock.rs`, `unsync`; sim seeds 104 and 118).
 //! * **Polling** (found by the simulator: `Up` may reach one side only,
 //!   and a message sent just before a reset or a pause can vanish). Every
 //!   tick a recovering server sends `SyncRequest` again to each peer that

@@ -104,8 +104,14 @@ pub struct LamportNode {
     /// This server's own requests, in lock order.
     pub(super) ops: BTreeMap<ReqId, Op>,
     pub(super) reads: Vec<WaitingRead>,
-    /// The highest clock received from each peer (the entry rule).
+    /// The highest clock received from each peer (the entry rule), counted
+    /// only from a synced peer (see `unsynced`).
     pub(super) last_recv: BTreeMap<NodeId, u64>,
+    /// Peers whose stream to us may have a gap (we restarted, or saw their
+    /// link come back `Up`) and whose `Outstanding` has not arrived since:
+    /// their messages do not count for the entry rule (`recovery.rs`,
+    /// `on_up`).
+    pub(super) unsynced: BTreeSet<NodeId>,
     /// When each peer last spoke, and since when we wait for it (lock timeout).
     pub(super) last_heard: BTreeMap<NodeId, Time>,
     pub(super) awaited_since: BTreeMap<NodeId, Time>,
@@ -147,6 +153,7 @@ impl LamportNode {
             ops: BTreeMap::new(),
             reads: Vec::new(),
             last_recv: BTreeMap::new(),
+            unsynced: BTreeSet::new(),
             last_heard: BTreeMap::new(),
             awaited_since: BTreeMap::new(),
             evicted: BTreeSet::new(),
@@ -354,8 +361,7 @@ impl LamportNode {
             return;
         };
         self.clock = clock;
-        let seen = self.last_recv.entry(from).or_default();
-        *seen = (*seen).max(msg.clock);
+        self.note_stamp(from, &msg);
         self.last_heard.insert(from, now);
         self.dispatch(from, msg.body, out);
         self.after(out);
@@ -398,6 +404,7 @@ impl Protocol for LamportNode {
             if n.durable.on {
                 n.resume(out);
             }
+            n.unsync_all(out);
             if n.recovery.is_some() {
                 n.start_recovery(out);
             }

@@ -414,6 +414,7 @@ impl LamportNode {
             }
         }
         self.resync(p, out);
+        self.unsync(p, out);
     }
 
     /// Our queued requests, then our unacknowledged writes, to `p`.

@@ -537,6 +537,17 @@ mod tests {
             }
             assert!(c.nodes.iter().all(|n| !n.is_recovering()), "seed {seed}");
             assert!(c.max_holders <= 1, "seed {seed}");
+            // Then the timers: a write staged for a holder's previous life
+            // that its new life's recovery never heard of is resolved by the
+            // peers' poll (`Orphans`), one tick (op timeout / 4 = 150 s
+            // here) later, not by messages alone. Seed 152: server 2,
+            // restarted in memory mode, staged server 1's `(3,1)` from server
+            // 3's `SyncReply` (sent before server 1's RELEASE_LOCK reached
+            // 3; the one to 2 died with 2's crash); server 1, recovering too,
+            // took 2's first `SyncReply` (without it) and dropped its second
+            // as a duplicate. At the next tick 2 polls 1 with its orphans, 1
+            // commits `(3,1)` (already superseded) and 2's queue moves on.
+            c.run_for(Duration::from_secs(2 * 600));
             c.assert_converged();
         }
     }
