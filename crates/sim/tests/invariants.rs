@@ -7,6 +7,7 @@
 use quorumkv_core::protocol::abd::Abd;
 use quorumkv_core::protocol::lamport::Lamport;
 use quorumkv_core::protocol::lease_lock::LeaseLock;
+use quorumkv_core::protocol::ring::Ring;
 use quorumkv_core::protocol::zab::Zab;
 use quorumkv_sim::registry::{register, Registered};
 use quorumkv_sim::*;
@@ -49,6 +50,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "zab-znode-seq-reuse",
         "sequential suffixes never repeat",
     ), // with --znode: 0 (48 of 100 + 1 not linearizable); history 0 (20 of 100)
+    (
+        "ring",
+        "ring-forward-not-pending",
+        "a value held anywhere is pending or held everywhere",
+    ), // RING_ROW
 ];
 
 fn proto(name: &str) -> Registered {
@@ -57,6 +63,7 @@ fn proto(name: &str) -> Registered {
         "zab" => register::<Zab>(),
         "lease-lock" => register::<LeaseLock>(),
         "lamport" => register::<Lamport>(),
+        "ring" => register::<Ring>(),
         other => panic!("no case for {other}"),
     }
 }
