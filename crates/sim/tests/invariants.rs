@@ -54,7 +54,7 @@ const CASES: &[(&str, &str, &str)] = &[
         "ring",
         "ring-forward-not-pending",
         "a value held anywhere is pending or held everywhere",
-    ), // RING_ROW
+    ), // 0; history 0 (not linearizable)
 ];
 
 fn proto(name: &str) -> Registered {
