@@ -79,6 +79,10 @@ pub struct Args {
     /// first dozens of events electing; this explores their operations.
     #[arg(long)]
     warmup: bool,
+    /// Explore every transition: no partial-order reduction (sleep sets
+    /// over commuting events). The states reached are the same.
+    #[arg(long)]
+    no_reduction: bool,
     /// Inject one of the protocol's deliberate bugs.
     #[arg(long)]
     bug: Option<String>,
@@ -129,6 +133,7 @@ fn config(a: &Args) -> Result<ExploreConfig, String> {
         variant: a.variant.clone(),
         opts,
         max_states: a.max_states,
+        reduce: !a.no_reduction,
         ..ExploreConfig::default()
     })
 }

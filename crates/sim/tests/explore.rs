@@ -171,3 +171,39 @@ fn bad_scopes_are_errors() {
     let e = explore::explore(&cfg, &mut |_| {}).unwrap_err();
     assert!(e.contains("abd-minority-quorum"), "{e}");
 }
+
+/// Sleep sets prune transitions between commuting events, not states:
+/// the distinct states are the same with and without the reduction, and
+/// fewer transitions reach them.
+#[test]
+fn sleep_sets_reach_the_same_states_with_fewer_transitions() {
+    let faulty = |p, depth| ExploreConfig {
+        crashes: 1,
+        losses: 1,
+        dups: 1,
+        timers: 1,
+        ..scope(p, depth)
+    };
+    let cases = [
+        scope("abd", 7),
+        scope("lease-lock", 7),
+        scope("ring", 14),
+        scope("lamport", 12),
+        faulty("abd", 4),
+        faulty("ring", 5),
+        faulty("zab", 4),
+    ];
+    for base in cases {
+        let p = base.protocol.clone();
+        let full = assert_clean(&ExploreConfig {
+            reduce: false,
+            ..base.clone()
+        });
+        let reduced = assert_clean(&base);
+        assert_eq!(reduced.distinct, full.distinct, "{p}: {reduced}\n{full}");
+        assert_eq!(reduced.exhausted, full.exhausted, "{p}");
+        assert_eq!(reduced.histories, full.histories, "{p}");
+        assert!(reduced.transitions < full.transitions, "{p}: {reduced}\n{full}");
+        assert!(reduced.slept > 0, "{p}: {reduced}");
+    }
+}

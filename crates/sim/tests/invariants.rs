@@ -7,6 +7,7 @@
 use quorumkv_core::protocol::abd::Abd;
 use quorumkv_core::protocol::lamport::Lamport;
 use quorumkv_core::protocol::lease_lock::LeaseLock;
+use quorumkv_core::protocol::ring::Ring;
 use quorumkv_core::protocol::zab::Zab;
 use quorumkv_sim::registry::{register, Registered};
 use quorumkv_sim::*;
@@ -54,6 +55,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "zab-ack-before-persist",
         "no ACK for an entry not on disk",
     ), // 1, checked by the simulator against its disk model; history none in 0..1000
+    (
+        "ring",
+        "ring-forward-not-pending",
+        "a value held anywhere is pending or held everywhere",
+    ), // 0; history 0 (not linearizable)
 ];
 
 fn proto(name: &str) -> Registered {
@@ -62,6 +68,7 @@ fn proto(name: &str) -> Registered {
         "zab" => register::<Zab>(),
         "lease-lock" => register::<LeaseLock>(),
         "lamport" => register::<Lamport>(),
+        "ring" => register::<Ring>(),
         other => panic!("no case for {other}"),
     }
 }

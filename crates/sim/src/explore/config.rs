@@ -43,6 +43,9 @@ pub struct ExploreConfig {
     pub max_states: u64,
     /// The linearizability checker's budget per history.
     pub check_timeout: Duration,
+    /// Partial-order reduction by sleep sets (`--no-reduction` turns it
+    /// off; the states reached are the same, see `sleep.rs`).
+    pub reduce: bool,
 }
 
 impl Default for ExploreConfig {
@@ -65,6 +68,7 @@ impl Default for ExploreConfig {
             opts: Vec::new(),
             max_states: 0,
             check_timeout: Duration::from_secs(2),
+            reduce: true,
         }
     }
 }
@@ -91,6 +95,9 @@ impl ExploreConfig {
         }
         if self.warmup {
             s += " --warmup";
+        }
+        if !self.reduce {
+            s += " --no-reduction";
         }
         if let Some(b) = &self.bug {
             s += &format!(" --bug {b}");

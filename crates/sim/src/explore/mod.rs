@@ -11,6 +11,7 @@
 //! * [`choice`]: one event of a path, and its text form.
 //! * `state`, `step`: the explored system and how an event executes.
 //! * `search`: the BFS (stateless: states are rebuilt by replay).
+//! * `sleep`: the partial-order reduction (sleep sets).
 //! * `invariants`: the per-step check, called after every event.
 //! * [`trace`]: counterexamples printed and parsed back (`--replay`).
 //! * [`report`]: counts and the verdict.
@@ -24,6 +25,7 @@ mod invariants;
 pub mod report;
 mod run;
 mod search;
+mod sleep;
 mod state;
 mod step;
 pub mod trace;

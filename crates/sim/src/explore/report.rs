@@ -41,6 +41,11 @@ pub struct Report {
     /// Distinct histories checked, and those the checker could not decide.
     pub histories: u64,
     pub undecided: u64,
+    /// Partial-order reduction: events left asleep (not explored) where
+    /// enabled, and states expanded again for events awake on a later
+    /// arrival (`sleep.rs`).
+    pub slept: u64,
+    pub reexpanded: u64,
     pub elapsed: Duration,
     pub violation: Option<Violation>,
 }
@@ -57,6 +62,11 @@ impl fmt::Display for Report {
         writeln!(f, "distinct states   {}", self.distinct)?;
         writeln!(f, "max depth reached {}", self.max_depth)?;
         writeln!(f, "quiescent leaves  {}", self.leaves)?;
+        writeln!(
+            f,
+            "sleep sets        {} events asleep, {} states re-expanded",
+            self.slept, self.reexpanded
+        )?;
         let space = match (self.exhausted, self.violation.is_some()) {
             (_, true) => "stopped at the first violation".to_string(),
             (true, false) => "exhausted (no state left below the depth bound)".to_string(),

@@ -5,14 +5,18 @@
 //! the initial state (stateless search). The search keeps only a tree of
 //! `(parent, choice)` pairs and the fingerprints seen, so memory stays
 //! small; the price is `O(depth)` handler calls per transition.
+//!
+//! With `reduce` on (the default), sleep sets prune transitions between
+//! commuting events (`sleep.rs` has the rules and why they are sound).
 
 use super::choice::Choice;
 use super::invariants::check_step;
 use super::report::{Progress, Report, Violation};
+use super::sleep::{self, Sleeper};
 use super::state::{Setup, System};
 use crate::verify::{check as lin_check, Safety};
 use quorumkv_core::protocol::ProtocolDef;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Instant;
 
 /// Report progress every this many transitions.
@@ -41,8 +45,16 @@ pub(super) fn replay<'s, D: ProtocolDef>(
     Ok(s)
 }
 
-/// A state queued for expansion: its tree index and core hashes.
-type Level = (u32, Vec<u64>);
+/// A state queued for expansion: its tree index, core hashes and
+/// fingerprint, and `Some(events)` for a re-expansion restricted to the
+/// events that were asleep when it was first expanded (`sleep.rs`).
+type Level = (u32, Vec<u64>, u64, Option<Vec<Choice>>);
+
+/// A state seen: the sleep set it carries, and whether it was expanded.
+struct Slot {
+    sleep: Vec<Sleeper>,
+    expanded: bool,
+}
 
 /// What one transition led to.
 struct Next {
@@ -57,7 +69,7 @@ struct Search<'s, D: ProtocolDef> {
     setup: &'s Setup<D>,
     /// The search tree: each state's parent and the choice that led to it.
     tree: Vec<(u32, Choice)>,
-    seen: HashSet<u64>,
+    seen: HashMap<u64, Slot>,
     /// The checker's verdict per distinct history (`None` = linearizable).
     checked: HashMap<u64, Option<String>>,
     report: Report,
@@ -114,7 +126,8 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
     }
 
     /// Expand state `k`: every successor not seen yet joins `next`.
-    fn expand(&mut self, (k, parent): &Level, next: &mut Vec<Level>) -> Result<bool, Violation> {
+    fn expand(&mut self, level: &Level, next: &mut Vec<Level>) -> Result<bool, Violation> {
+        let (k, parent, fp, only) = level;
         let k = *k;
         let path = self.path(k);
         let fail = |c: Option<Choice>, what: String| {
@@ -125,9 +138,15 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
         let first = crate::panics::catch(|| replay(self.setup, &path, false))
             .and_then(|r| r)
             .map_err(|e| fail(None, e))?;
-        let mut todo = first.enabled();
-        let leaf = todo.is_empty();
+        let enabled = first.enabled();
+        let cuttable = self.setup.cfg.crash_inside && first.may_crash_now();
+        let slot = self.seen.get_mut(fp).expect("a queued state was seen");
+        slot.expanded = true;
+        let asleep = slot.sleep.clone();
+        let leaf = enabled.is_empty() && only.is_none();
+        let mut todo = self.to_explore(enabled, &asleep, only.as_deref(), cuttable);
         todo.reverse();
+        let mut done: Vec<Sleeper> = Vec::new();
         let mut first = Some(first);
         while let Some(c) = todo.pop() {
             let r = crate::panics::catch(|| {
@@ -140,15 +159,82 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
             let n = r.map_err(|p| format!("panic: {p}")).and_then(|r| r);
             let n = n.map_err(|e| fail(Some(c), e))?;
             self.report.transitions += 1;
-            if n.cuttable && !is_cut(c) {
+            if n.cuttable && !is_cut(c) && only.is_none() {
                 todo.extend(n.cuts.iter().filter_map(|&k| c.with_cut(k)));
             }
-            if self.seen.insert(n.fingerprint) {
-                self.tree.push((k, c));
-                next.push((self.tree.len() as u32 - 1, n.hashes));
+            let sleep = match self.setup.cfg.reduce {
+                true => sleep::after(&asleep, &done, c),
+                false => Vec::new(),
+            };
+            if !is_cut(c) {
+                done.push(Sleeper {
+                    choice: c,
+                    cuts: n.cuts,
+                });
             }
+            self.arrive(k, c, (n.fingerprint, n.hashes), sleep, next);
         }
         Ok(leaf)
+    }
+
+    /// The events to explore from a state: the enabled ones not asleep
+    /// (with the crash-inside variants of those asleep), or only `only`.
+    fn to_explore(
+        &mut self,
+        enabled: Vec<Choice>,
+        asleep: &[Sleeper],
+        only: Option<&[Choice]>,
+        cuttable: bool,
+    ) -> Vec<Choice> {
+        if let Some(only) = only {
+            return enabled.into_iter().filter(|c| only.contains(c)).collect();
+        }
+        let mut todo = Vec::with_capacity(enabled.len());
+        for c in enabled {
+            match asleep.iter().find(|z| z.choice == c) {
+                None => todo.push(c),
+                Some(z) => {
+                    self.report.slept += 1;
+                    if cuttable {
+                        todo.extend(z.cuts.iter().filter_map(|&k| c.with_cut(k)));
+                    }
+                }
+            }
+        }
+        todo
+    }
+
+    /// A transition from state `k` by `c` reached the state `(fp, hashes)`
+    /// with sleep set `sleep`: queue it if new; if it was expanded with
+    /// events asleep that are awake now, queue a re-expansion with them.
+    fn arrive(
+        &mut self,
+        k: u32,
+        c: Choice,
+        (fp, hashes): (u64, Vec<u64>),
+        sleep: Vec<Sleeper>,
+        next: &mut Vec<Level>,
+    ) {
+        let woken = match self.seen.get_mut(&fp) {
+            None => {
+                let expanded = false;
+                self.seen.insert(fp, Slot { sleep, expanded });
+                None
+            }
+            Some(slot) => {
+                let woken = sleep::woken(&slot.sleep, &sleep);
+                slot.sleep = sleep::intersect(std::mem::take(&mut slot.sleep), &sleep);
+                match slot.expanded && !woken.is_empty() {
+                    true => Some(Some(woken)),
+                    false => return, // seen, nothing new to explore from it
+                }
+            }
+        };
+        if woken.is_some() {
+            self.report.reexpanded += 1;
+        }
+        self.tree.push((k, c));
+        next.push((self.tree.len() as u32 - 1, hashes, fp, woken.flatten()));
     }
 
     fn out_of_states(&self) -> bool {
@@ -165,15 +251,17 @@ pub(super) fn search<D: ProtocolDef>(
     let mut s = Search {
         setup,
         tree: vec![(0, Choice::Crash { node: 0 })], // the root; its choice is unused
-        seen: HashSet::new(),
+        seen: HashMap::new(),
         checked: HashMap::new(),
         report: Report::default(),
         started: Instant::now(),
     };
     let mut frontier = match replay(setup, &[], false) {
         Ok(mut root) => {
-            s.seen.insert(root.fingerprint());
-            vec![(0u32, root.core_hashes())]
+            let fp = root.fingerprint();
+            let (sleep, expanded) = (Vec::new(), false);
+            s.seen.insert(fp, Slot { sleep, expanded });
+            vec![(0u32, root.core_hashes(), fp, None)]
         }
         Err(e) => {
             return s.finish(Some(Violation {
@@ -206,6 +294,9 @@ pub(super) fn search<D: ProtocolDef>(
         frontier = next;
         progress(&s.progress(depth, frontier.len()));
     }
+    // A re-expansion queues a state again: count each state once.
+    let mut once = std::collections::HashSet::new();
+    frontier.retain(|l| once.insert(l.2));
     s.report.frontier_left = s.live_frontier(&frontier);
     if !s.out_of_states() && depth == setup.cfg.depth {
         s.report.leaves += frontier.len() as u64 - s.report.frontier_left;
@@ -227,7 +318,7 @@ impl<D: ProtocolDef> Search<'_, D> {
 
     /// How many states of the last frontier still had events enabled.
     fn live_frontier(&self, frontier: &[Level]) -> u64 {
-        let live = |&(k, _): &&Level| {
+        let live = |&(k, ..): &&Level| {
             let r = crate::panics::catch(|| replay(self.setup, &self.path(*k), false));
             r.ok()
                 .and_then(|r| r.ok())

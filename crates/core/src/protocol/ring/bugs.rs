@@ -19,6 +19,10 @@ pub enum InjectedBug {
     /// its register to be on disk (`SendNow`/`ReplyNow`): a kill-all in
     /// the sync window loses an acknowledged write (`durable.rs`).
     WriteAckedBeforeSync,
+    /// A server forwards a pre-write without holding it pending (pc 71,
+    /// garbled in the seed's queue handler): its home applies the value
+    /// while that server would still answer reads with the old one.
+    ForwardNotPending,
 }
 
 impl InjectedBugs for InjectedBug {
@@ -28,6 +32,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::NoTakeover,
             InjectedBug::FifoForwarding,
             InjectedBug::WriteAckedBeforeSync,
+            InjectedBug::ForwardNotPending,
         ]
     }
     fn name(self) -> &'static str {
@@ -36,6 +41,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::NoTakeover => "ring-no-takeover",
             InjectedBug::FifoForwarding => "ring-fifo-forwarding",
             InjectedBug::WriteAckedBeforeSync => "ring-write-acked-before-sync",
+            InjectedBug::ForwardNotPending => "ring-forward-not-pending",
         }
     }
     fn about(self) -> &'static str {
@@ -49,6 +55,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::WriteAckedBeforeSync => {
                 "a write is forwarded and acknowledged before its register is on disk (needs fsync crashes)"
+            }
+            InjectedBug::ForwardNotPending => {
+                "a forwarded pre-write is not held pending (read inversion when a read comes first)"
             }
         }
     }

@@ -111,7 +111,7 @@ impl ProtocolDef for Ring {
     type Client = RingNode;
     type Options = RingOptions;
     type Bug = InjectedBug;
-    type Invariants = crate::protocol::contract::NoInvariants;
+    type Invariants = super::invariants::RingInvariants;
 
     /// Write-all-available with a perfect failure detector: one server left
     /// still holds every completed write (§1, §3).
@@ -226,7 +226,7 @@ mod tests {
             .iter()
             .map(|b| InjectedBugs::name(*b))
             .collect();
-        assert_eq!(names.len(), 4);
+        assert_eq!(names.len(), 5);
         assert!(names.iter().all(|n| n.starts_with("ring-")));
         assert_eq!(
             InjectedBug::find("ring-no-takeover"),

@@ -270,6 +270,7 @@ mod durable;
 mod failure;
 #[cfg(test)]
 mod fuzz;
+mod invariants;
 mod lap;
 mod msg;
 mod node;
@@ -287,6 +288,7 @@ mod testing;
 pub use bugs::InjectedBug;
 pub use counters::Counters;
 pub use def::{Ring, RingOptions};
+pub use invariants::RingInvariants;
 pub use msg::{Entry, Msg, Snapshot, Timer};
 pub use node::{RingConfig, RingNode};
 pub use ops::OpTable;

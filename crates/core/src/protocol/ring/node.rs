@@ -456,7 +456,9 @@ impl RingNode {
                 self.counters.duplicates += 1;
                 return;
             }
-            self.reg(&e.key).pending.insert(e.tag, e.clone());
+            if self.bug != Some(InjectedBug::ForwardNotPending) {
+                self.reg(&e.key).pending.insert(e.tag, e.clone());
+            }
         }
         self.send_ring(m, out);
     }
