@@ -203,7 +203,10 @@ fn sleep_sets_reach_the_same_states_with_fewer_transitions() {
         assert_eq!(reduced.distinct, full.distinct, "{p}: {reduced}\n{full}");
         assert_eq!(reduced.exhausted, full.exhausted, "{p}");
         assert_eq!(reduced.histories, full.histories, "{p}");
-        assert!(reduced.transitions < full.transitions, "{p}: {reduced}\n{full}");
+        assert!(
+            reduced.transitions < full.transitions,
+            "{p}: {reduced}\n{full}"
+        );
         assert!(reduced.slept > 0, "{p}: {reduced}");
     }
 }

@@ -144,7 +144,7 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
         slot.expanded = true;
         let asleep = slot.sleep.clone();
         let leaf = enabled.is_empty() && only.is_none();
-        let mut todo = self.to_explore(enabled, &asleep, only.as_deref(), cuttable);
+        let mut todo = self.choices_to_explore(enabled, &asleep, only.as_deref(), cuttable);
         todo.reverse();
         let mut done: Vec<Sleeper> = Vec::new();
         let mut first = Some(first);
@@ -179,7 +179,7 @@ impl<'s, D: ProtocolDef> Search<'s, D> {
 
     /// The events to explore from a state: the enabled ones not asleep
     /// (with the crash-inside variants of those asleep), or only `only`.
-    fn to_explore(
+    fn choices_to_explore(
         &mut self,
         enabled: Vec<Choice>,
         asleep: &[Sleeper],

@@ -148,8 +148,10 @@ mod tests {
         };
         assert!(!independent(deliver(n1), timer), "time moves");
         let cut = Choice::Deliver {
+            from: Ep::Node(0),
+            to: n2,
+            id: 7,
             cut: Some(0),
-            ..deliver(n2)
         };
         assert!(!independent(deliver(n1), cut), "a crash");
         assert!(!independent(deliver(n1), Choice::Crash { node: 2 }));
