@@ -13,6 +13,17 @@ fn first_failure(c: &SimConfig, seeds: &str) -> Option<(u64, Verdict)> {
     s.failures.first().map(|f| (f.seed, f.verdict.clone()))
 }
 
+/// The whole sweep of `seeds` with `c`, and its failures but undecided
+/// checker verdicts (not failures of what these tests check).
+fn decided_failures(c: &SimConfig, seeds: &str) -> (Summary, Vec<String>) {
+    let s = sweep(&register::<Zab>(), c, seeds.parse().unwrap(), 2, 0, |_| {}).unwrap();
+    let failed = (s.failures.iter())
+        .filter(|f| !matches!(f.verdict, Verdict::Undecided { .. }))
+        .map(|f| format!("seed {}: {}", f.seed, f.verdict))
+        .collect();
+    (s, failed)
+}
+
 fn zab(bug: Option<&str>) -> SimConfig {
     SimConfig {
         protocol: "zab".into(),
@@ -72,19 +83,7 @@ fn a_session_that_never_expires_is_caught_by_its_liveness_promise() {
 /// passes in full; a representative subset here.)
 #[test]
 fn clean_znode_sessions_expire_in_time() {
-    let s = sweep(
-        &register::<Zab>(),
-        &znode(None),
-        "0..100".parse().unwrap(),
-        2,
-        0,
-        |_| {},
-    )
-    .unwrap();
-    let failed: Vec<_> = (s.failures.iter())
-        .filter(|f| !matches!(f.verdict, Verdict::Undecided { .. }))
-        .map(|f| format!("seed {}: {}", f.seed, f.verdict))
-        .collect();
+    let (s, failed) = decided_failures(&znode(None), "0..100");
     assert!(failed.is_empty(), "{failed:#?}");
     assert!(s.totals.sessions_abandoned > 0 && s.totals.expired_events > 0);
 }
@@ -123,19 +122,7 @@ fn read_index_unconfirmed_is_caught() {
 /// durable claims, the read invariant) and the long pauses.
 #[test]
 fn clean_zab_passes_the_default_seeds_with_long_pauses() {
-    let s = sweep(
-        &register::<Zab>(),
-        &long_pauses(None),
-        "0..1000".parse().unwrap(),
-        2,
-        0,
-        |_| {},
-    )
-    .unwrap();
-    let failed: Vec<_> = (s.failures.iter())
-        .filter(|f| !matches!(f.verdict, Verdict::Undecided { .. }))
-        .map(|f| format!("seed {}: {}", f.seed, f.verdict))
-        .collect();
+    let (_, failed) = decided_failures(&long_pauses(None), "0..1000");
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
