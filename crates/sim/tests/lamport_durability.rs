@@ -92,3 +92,22 @@ fn enter_before_resync_is_caught_by_the_invariant() {
         fixed.failures.first().map(|f| f.seed)
     );
 }
+
+/// With `lock-timeout`, a server evicted while it committed a staged write
+/// of its own rules on it again when its rejoin ends. Before, the write's
+/// slot stayed at the head of its key's queue at that server once the
+/// peers had superseded it, and every later write of the key there timed
+/// out: N = 3, fsync, seeds 539 and 1998 were liveness failures (the
+/// eviction itself may break safety under pauses: the seed's assumption).
+#[test]
+fn an_evicted_committer_rules_on_its_write_again() {
+    let mut c = cfg(Some(Durability::Fsync), 3, None);
+    c.options = vec![("lock-timeout".into(), "300ms".into())];
+    for seed in ["539..540", "1998..1999"] {
+        let s = run(&c, seed);
+        for f in &s.failures {
+            eprintln!("seed {} ({}): {}", f.seed, f.params, f.verdict);
+        }
+        assert!(s.all_passed(), "seed {seed}");
+    }
+}

@@ -30,10 +30,18 @@ impl LamportNode {
         for s in std::mem::take(&mut self.durable.own) {
             rec.orphans.insert(s.req, (s, BTreeSet::new()));
         }
+        // Writes we were committing (we were evicted meanwhile): ruled on
+        // again when this recovery ends, like those read back from disk.
+        // Their slots stay queued here until then; a peer that superseded
+        // the write no longer stages it, so waiting for a peer to name it
+        // left the slot at the head of its queue for ever (sim seed 1998,
+        // N = 3, fsync, `lock-timeout=300ms`: every later write of the key
+        // timed out).
+        for (req, (s, _)) in std::mem::take(&mut self.committing) {
+            rec.orphans.entry(req).or_insert((s, BTreeSet::new()));
+        }
         self.recovery = Some(rec);
         self.evicted.clear();
-        // Ruled on again when this recovery ends (the peers still stage them).
-        self.committing.clear();
         self.broadcast(Body::SyncRequest, out);
         self.end_recovery_if_done(out);
     }
