@@ -111,3 +111,18 @@ fn an_evicted_committer_rules_on_its_write_again() {
         assert!(s.all_passed(), "seed {seed}");
     }
 }
+
+/// A server that evicted a peer answers the peer's `Poll` with `Evicted`
+/// again: the peer may have missed the first one during a rejoin that then
+/// ended on an answer from before the eviction, and waited on us for ever
+/// (N = 3, memory, `lock-timeout`, seed 435: a liveness failure before).
+#[test]
+fn an_evicted_server_that_polls_is_told_again() {
+    let mut c = cfg(Some(Durability::Memory), 3, None);
+    c.options = vec![("lock-timeout".into(), "300ms".into())];
+    let s = run(&c, "435..436");
+    for f in &s.failures {
+        eprintln!("seed {} ({}): {}", f.seed, f.params, f.verdict);
+    }
+    assert!(s.all_passed());
+}

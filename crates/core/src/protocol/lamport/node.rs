@@ -348,6 +348,15 @@ impl LamportNode {
         };
         if self.evicted.contains(&from) && msg.body != Body::SyncRequest {
             self.counters.from_evicted += 1;
+            // It polls us: it waits on us, so it missed our `Evicted` (its
+            // rejoin was under way when it came, and ended on our answer
+            // from before the eviction). Tell it again; one answer per
+            // poll, and it polls once a tick. Dropping the poll left it
+            // waiting for ever (sim seed 435, N = 3, memory,
+            // `lock-timeout=300ms`).
+            if msg.body == Body::Poll {
+                self.send(from, Body::Evicted, out);
+            }
             return;
         }
         // A stamp past `CLOCK_LIMIT` is refused: no honest peer gets there
