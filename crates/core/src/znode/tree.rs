@@ -208,6 +208,29 @@ impl Tree {
         Ok(())
     }
 
+    /// The tree without its sessions and their ephemeral nodes, for a
+    /// snapshot that a new cluster starts from (no session outlives its
+    /// connection, so ZooKeeper would expire them all there): each parent
+    /// loses the child from its list and count; its `cversion` and `pzxid`
+    /// stay, as no transaction removed it.
+    pub fn without_sessions(&self) -> Tree {
+        let mut t = self.clone();
+        let ephemerals: Vec<String> = (t.nodes.iter())
+            .filter(|(_, n)| n.stat.ephemeral_owner != 0)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in ephemerals {
+            t.nodes.remove(&p);
+            if let Some(parent) = t.nodes.get_mut(path::parent(&p)) {
+                if parent.children.remove(path::name(&p)) {
+                    parent.stat.num_children = parent.stat.num_children.saturating_sub(1);
+                }
+            }
+        }
+        t.sessions.clear();
+        t
+    }
+
     /// Each node's path, creation zxid and next sequential suffix, for the
     /// invariant that a suffix is never given twice.
     pub fn seq_counters(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
