@@ -132,8 +132,9 @@ struct Read {
     protocol: String,
     members: Vec<NodeId>,
     options: Vec<(String, String)>,
-    /// Zab: the zxid its `sync` reached (`None`: the protocol has no sync).
-    synced: Option<u64>,
+    /// Zab: the zxid its `sync` reached, else what it answered (a
+    /// protocol without znodes refuses it).
+    synced: Result<u64, String>,
     export: Export,
 }
 
@@ -149,42 +150,38 @@ async fn read_one(endpoint: &str, reach: &Reach) -> Result<Read, String> {
         )
         .await
         .map_err(|e| e.to_string())?;
-        let mut ask = encode_to_bytes::<()>(&Frame::Request {
+        let sync = Frame::Request {
             id: 1,
             op: OpId::NONE,
             req: Request::Znode(ZnodeOp::Sync),
-        })
-        .to_vec();
-        ask.extend_from_slice(&encode_to_bytes::<()>(&Frame::SnapshotRequest));
-        crate::stream::write_flush(&mut wr, &ask)
+        };
+        send(&mut wr, &sync)
             .await
             .map_err(|e| format!("{endpoint}: {e}"))?;
-        let mut synced = None;
+        let synced = loop {
+            match next(&mut reader, endpoint).await? {
+                Frame::Response { resp, .. } => break synced_at(resp),
+                _ => return Err(format!("{endpoint}: unexpected answer to a sync")),
+            }
+        };
+        // Asked once the sync is answered: the state read includes it.
+        send(&mut wr, &Frame::SnapshotRequest)
+            .await
+            .map_err(|e| format!("{endpoint}: {e}"))?;
         let mut data = Vec::new();
         loop {
-            match reader.next::<()>().await {
-                Ok(Frame::Response { resp, .. }) => {
-                    if let Response::Znode(ZnodeReply::Synced { zxid }) = resp {
-                        synced = Some(zxid);
-                    }
-                }
-                Ok(Frame::SnapshotPart { data: part, more }) => {
-                    if data.len().saturating_add(part.len()) > MAX_STATE_BYTES {
-                        return Err(format!("{endpoint}: state over {MAX_STATE_BYTES} bytes"));
-                    }
-                    data.extend_from_slice(&part);
-                    if !more {
-                        break;
-                    }
-                }
-                Ok(Frame::Error { message }) => return Err(format!("{endpoint}: {message}")),
-                Ok(Frame::Notify(_)) | Ok(Frame::Heartbeat) => {}
-                Ok(_) => {
-                    return Err(format!(
-                        "{endpoint}: unexpected answer to a snapshot request"
-                    ))
-                }
-                Err(e) => return Err(format!("{endpoint}: {e}")),
+            let Frame::SnapshotPart { data: part, more } = next(&mut reader, endpoint).await?
+            else {
+                return Err(format!(
+                    "{endpoint}: unexpected answer to a snapshot request"
+                ));
+            };
+            if data.len().saturating_add(part.len()) > MAX_STATE_BYTES {
+                return Err(format!("{endpoint}: state over {MAX_STATE_BYTES} bytes"));
+            }
+            data.extend_from_slice(&part);
+            if !more {
+                break;
             }
         }
         let export: Export = postcard::from_bytes(&data)
@@ -201,6 +198,32 @@ async fn read_one(endpoint: &str, reach: &Reach) -> Result<Read, String> {
     tokio::time::timeout(reach.timeout, fut)
         .await
         .unwrap_or_else(|_| Err(format!("{endpoint}: no state within {:?}", reach.timeout)))
+}
+
+async fn send(wr: &mut crate::stream::ConnWrite, frame: &Frame<()>) -> std::io::Result<()> {
+    crate::stream::write_flush(wr, &encode_to_bytes(frame)).await
+}
+
+/// The next frame but events; an `Error` frame as its message.
+async fn next(reader: &mut crate::net::FrameReader, endpoint: &str) -> Result<Frame<()>, String> {
+    loop {
+        match reader.next::<()>().await {
+            Ok(Frame::Notify(_)) | Ok(Frame::Heartbeat) => {}
+            Ok(Frame::Error { message }) => return Err(format!("{endpoint}: {message}")),
+            Ok(f) => return Ok(f),
+            Err(e) => return Err(format!("{endpoint}: {e}")),
+        }
+    }
+}
+
+/// The zxid a sync reached, else what it was answered (a protocol
+/// without znodes refuses it).
+fn synced_at(resp: Response) -> Result<u64, String> {
+    match resp {
+        Response::Znode(ZnodeReply::Synced { zxid }) => Ok(zxid),
+        Response::Failed(e) => Err(e.to_string()),
+        other => Err(format!("{other:?}")),
+    }
 }
 
 /// Read the cluster at `reach` and cut its state (see the module doc).
@@ -309,22 +332,29 @@ fn majority_cut(
 /// at or after the zxid the sync reached.
 fn committed_cut(reads: &[Read]) -> anyhow::Result<&Read> {
     let mut best: Option<&Read> = None;
+    let mut why = Vec::new();
     for r in reads {
-        match r.synced {
-            Some(z) if r.export.cut >= z => {}
-            Some(z) => bail!(
+        match &r.synced {
+            Ok(z) if r.export.cut >= *z => {}
+            Ok(z) => bail!(
                 "replica {} gave a state cut at {} before its sync reached {z}",
                 r.node,
                 r.export.cut
             ),
-            None => continue,
+            Err(e) => {
+                why.push(format!("replica {}: {e}", r.node));
+                continue;
+            }
         }
         if best.is_none_or(|b| r.export.cut > b.export.cut) {
             best = Some(r);
         }
     }
     best.ok_or_else(|| {
-        anyhow::anyhow!("no replica answered its sync (no leader?); try again once one leads")
+        anyhow::anyhow!(
+            "no replica answered its sync (no leader?); try again once one leads ({})",
+            why.join("; ")
+        )
     })
 }
 

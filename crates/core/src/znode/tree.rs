@@ -891,6 +891,29 @@ mod tests {
     }
 
     #[test]
+    fn without_sessions_drops_the_ephemerals_and_keeps_the_rest() {
+        let mut t = T::new();
+        let open = Txn::OpenSession {
+            session: 7,
+            timeout_ms: 1000,
+        };
+        t.run(open).0.unwrap();
+        t.create("/q", false, false, 0).unwrap();
+        t.create("/q/keep", false, false, 0).unwrap();
+        let eph = t.create("/q/e-", true, true, 7).unwrap();
+        let cut = t.tree.without_sessions();
+        assert_eq!(cut.check_ephemerals(), Ok(()));
+        assert!(!cut.has_session(7) && t.tree.has_session(7));
+        assert!(cut.exists(&eph).unwrap().is_none());
+        assert_eq!(cut.children("/q").unwrap(), vec!["keep".to_string()]);
+        let (q, was) = (cut.nodes["/q"].stat, t.tree.nodes["/q"].stat);
+        assert_eq!(q.num_children, 1);
+        assert_eq!((q.cversion, q.pzxid), (was.cversion, was.pzxid));
+        assert_eq!(cut.nodes["/q"].next_seq, 1, "the suffix counter stays");
+        assert_eq!(cut.last_zxid(), t.tree.last_zxid());
+    }
+
+    #[test]
     fn sequential_suffixes_grow_and_are_never_reused() {
         let mut t = T::new();
         t.create("/q", false, false, 0).unwrap();
