@@ -282,3 +282,18 @@ async fn a_damaged_file_is_refused_and_only_an_admin_may_save() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_without_snapshots_is_named_in_the_refusal() {
+    let c = LocalCluster::start(common::cluster_cfg("ring", 3, &[]))
+        .await
+        .expect("cluster starts");
+    let file = temp_dir("ring").join("ring.qkv");
+    let err = text(&save(&c, &file, &[]));
+    assert!(
+        err.contains("(ring): snapshots are not supported for this protocol"),
+        "{err}"
+    );
+    assert!(!file.exists());
+    c.stop().await;
+}

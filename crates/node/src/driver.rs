@@ -390,7 +390,10 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             Input::Info { reply } => drop(reply.send(self.info_text())),
             Input::Metrics { reply } => drop(reply.send(self.metrics_text())),
             Input::Status { reply } => drop(reply.send(self.node_status())),
-            Input::Export { reply } => drop(reply.send(self.core.export())),
+            Input::Export { reply } => {
+                let why = |e| format!("replica {} ({}): {e}", self.info.id, self.info.protocol);
+                drop(reply.send(self.core.export().map_err(why)));
+            }
         }
         self.execute(&mut out);
         self.out = out;
