@@ -158,12 +158,10 @@ async fn read_one(endpoint: &str, reach: &Reach) -> Result<Read, String> {
         send(&mut wr, &sync)
             .await
             .map_err(|e| format!("{endpoint}: {e}"))?;
-        let synced = loop {
-            match next(&mut reader, endpoint).await? {
-                Frame::Response { resp, .. } => break synced_at(resp),
-                _ => return Err(format!("{endpoint}: unexpected answer to a sync")),
-            }
+        let Frame::Response { resp, .. } = next(&mut reader, endpoint).await? else {
+            return Err(format!("{endpoint}: unexpected answer to a sync"));
         };
+        let synced = synced_at(resp);
         // Asked once the sync is answered: the state read includes it.
         send(&mut wr, &Frame::SnapshotRequest)
             .await
