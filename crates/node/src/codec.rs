@@ -212,6 +212,11 @@ mod tests {
             user: "alice".into(),
             password: "pw".into(),
         });
+        roundtrip(Frame::SnapshotRequest);
+        roundtrip(Frame::SnapshotPart {
+            data: vec![9u8; 100].into(),
+            more: true,
+        });
         roundtrip(Frame::Request {
             id: 7,
             op: OpId { client: 1, seq: 2 },
