@@ -81,9 +81,20 @@ async fn client(c: &LocalCluster) -> Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abd_every_acknowledged_write_comes_back_and_nothing_after_the_save() {
-    let dir = temp_dir("abd");
-    let file = dir.join("abd.qkv");
-    let src = durable("abd", None).await;
+    registers_come_back("abd").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_lock_every_acknowledged_write_comes_back_and_nothing_after_the_save() {
+    registers_come_back("lease-lock").await;
+}
+
+/// Save a register protocol's cluster, write after the save, restore into
+/// a new cluster: the writes before are there, those after are not.
+async fn registers_come_back(protocol: &str) {
+    let dir = temp_dir(protocol);
+    let file = dir.join("regs.qkv");
+    let src = durable(protocol, None).await;
     let cl = client(&src).await;
     for i in 0..N {
         cl.put(format!("k{i}"), format!("v{i}")).await.unwrap();
@@ -92,7 +103,7 @@ async fn abd_every_acknowledged_write_comes_back_and_nothing_after_the_save() {
     cl.delete("k2").await.unwrap();
     let said = ok(save(&src, &file, &[]));
     assert!(
-        said.contains(&format!("saved abd ({} entries", N - 1)),
+        said.contains(&format!("saved {protocol} ({} entries", N - 1)),
         "{said}"
     );
     // After the save: must not appear in the restored cluster.
@@ -102,8 +113,9 @@ async fn abd_every_acknowledged_write_comes_back_and_nothing_after_the_save() {
     src.stop().await;
 
     let status = ok(qkv(&["snapshot", "status", &file.display().to_string()]));
+    let proto = format!("protocol: {protocol}");
     for want in [
-        "protocol: abd",
+        proto.as_str(),
         "format: 1",
         "checksum: sha256 (ok)",
         "members: 1,2,3",
@@ -112,11 +124,12 @@ async fn abd_every_acknowledged_write_comes_back_and_nothing_after_the_save() {
     }
     let root = dir.join("data");
     let said = ok(restore(&file, &root));
-    assert_eq!(said.matches("restored abd").count(), 3, "{said}");
+    let restored = format!("restored {protocol}");
+    assert_eq!(said.matches(&restored).count(), 3, "{said}");
     let err = text(&restore(&file, &root));
     assert!(err.contains("is not empty"), "{err}");
 
-    let new = durable("abd", Some(&root)).await;
+    let new = durable(protocol, Some(&root)).await;
     let cl = client(&new).await;
     for i in 0..N {
         let want = match i {
