@@ -39,6 +39,7 @@ enum Cmd {
     DelayProxy(cmd::delay_proxy::Args),
     Secret(cmd::secret::Args),
     User(cmd::user::Args),
+    Snapshot(cmd::snapshot::Args),
     /// Measure protocols (and etcd / Redis) on the same workload.
     Bench(Box<quorumkv_bench::cli::Args>),
     /// Decide whether a recorded history is linearizable.
@@ -77,6 +78,7 @@ fn main() -> ExitCode {
         Cmd::DelayProxy(a) => cmd::delay_proxy::run(a),
         Cmd::Secret(a) => cmd::secret::run(a),
         Cmd::User(a) => cmd::user::run(a),
+        Cmd::Snapshot(a) => cmd::snapshot::run(a),
         Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),

@@ -10,6 +10,7 @@ pub mod kv;
 pub mod protocols;
 pub mod secret;
 pub mod server;
+pub mod snapshot;
 pub mod target;
 pub mod tls_args;
 pub mod user;

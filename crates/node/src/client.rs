@@ -279,7 +279,7 @@ impl Dial {
 
 /// A fresh connection after its hello: what the server said, the reader
 /// and the writer.
-type Opened = (ServerHello, FrameReader, ConnWrite);
+pub(crate) type Opened = (ServerHello, FrameReader, ConnWrite);
 
 /// Open a connection (TLS with `tls`), log in with the credentials if
 /// any, and exchange HelloClient / Welcome.
@@ -342,6 +342,21 @@ async fn handshake(dial: Dial, timeout: Duration, how: Dialing) -> Result<Opened
                 "{addr}: no answer within {timeout:?}"
             )))
         })
+}
+
+/// Open one connection to the endpoint `name`, logging in with
+/// `credentials` and saying hello, all within `timeout`: for a request
+/// outside a [`Client`] (`quorumkv snapshot save`).
+pub(crate) async fn open_one(
+    name: &str,
+    tls: Option<ClientTls>,
+    credentials: Option<Credentials>,
+    timeout: Duration,
+) -> Result<Opened, ClientError> {
+    let deadline = Instant::now() + timeout;
+    let dial = resolve(&[name.to_string()], deadline).await?.remove(0);
+    let left = deadline.saturating_duration_since(Instant::now());
+    handshake(dial, left, Dialing { tls, credentials }).await
 }
 
 /// Ask one server who it is (used by `cluster` readiness checks and INFO-like tools).

@@ -88,6 +88,18 @@ pub enum Frame<M> {
         user: String,
         password: String,
     },
+    /// Ask for this replica's whole state (`quorumkv snapshot save`), on a
+    /// connection after its hello: an admin request where the replica has
+    /// users. Answered by `SnapshotPart`s, or `Error` when the replica
+    /// cannot give its state (then the connection closes).
+    SnapshotRequest,
+    /// A piece of the answer to `SnapshotRequest`: the postcard encoding
+    /// of the replica's `Export`, cut into pieces well under the frame
+    /// limit (`snapshot::PART_BYTES`); `more` is false on the last.
+    SnapshotPart {
+        data: Bytes,
+        more: bool,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -199,6 +211,11 @@ mod tests {
         roundtrip(Frame::Auth {
             user: "alice".into(),
             password: "pw".into(),
+        });
+        roundtrip(Frame::SnapshotRequest);
+        roundtrip(Frame::SnapshotPart {
+            data: vec![9u8; 100].into(),
+            more: true,
         });
         roundtrip(Frame::Request {
             id: 7,

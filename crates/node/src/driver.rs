@@ -10,7 +10,7 @@ use crate::codec::Frame;
 use crate::node_status::NodeStatus;
 use crate::resp_render::{resp_reply, RespKind, RespTx};
 use crate::storage::Storage;
-use quorumkv_core::protocol::{Command, LinkEvent, Out, Protocol};
+use quorumkv_core::protocol::{Command, Export, LinkEvent, Out, Protocol};
 use quorumkv_core::{ClientRef, Event, NodeId, OpId, Peer, Request, Response, Time};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::pin;
@@ -106,6 +106,10 @@ pub enum Input<M> {
     /// Ask for the replica's status (`quorumkv endpoints status`).
     Status {
         reply: oneshot::Sender<NodeStatus>,
+    },
+    /// Ask for the replica's whole state (`quorumkv snapshot save`).
+    Export {
+        reply: oneshot::Sender<Result<Export, String>>,
     },
 }
 
@@ -386,6 +390,10 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             Input::Info { reply } => drop(reply.send(self.info_text())),
             Input::Metrics { reply } => drop(reply.send(self.metrics_text())),
             Input::Status { reply } => drop(reply.send(self.node_status())),
+            Input::Export { reply } => {
+                let why = |e| format!("replica {} ({}): {e}", self.info.id, self.info.protocol);
+                drop(reply.send(self.core.export().map_err(why)));
+            }
         }
         self.execute(&mut out);
         self.out = out;

@@ -31,6 +31,7 @@ mod resp_server;
 mod resp_watch;
 pub mod server;
 mod shutdown;
+pub mod snapshot;
 pub mod status;
 pub mod storage;
 pub mod stream;

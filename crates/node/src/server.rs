@@ -547,6 +547,9 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             }
             Frame::HelloClient if self.peer.is_none() => self.hello_client(batch).await?,
             Frame::StatusRequest => crate::status::request_input(&self.ftx),
+            Frame::SnapshotRequest if matches!(self.peer, Some(Peer::Conn(_))) => {
+                crate::snapshot::request_input(&self.ftx)
+            }
             Frame::Request {
                 id,
                 req: Request::Znode(ZnodeOp::AddAuth { scheme, .. }),
@@ -691,6 +694,13 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                 let resp = Response::Failed(OpError::refused(why));
                 let _ = self.ftx.send(Frame::Response { id: *id, resp });
                 done()
+            }
+            Frame::SnapshotRequest if !role.may_admin() => {
+                let why = format!(
+                    "NOPERM user {name} (role {}) may not take a snapshot (admin only)",
+                    role.name()
+                );
+                self.refuse(Refusal::Frame, why)
             }
             Frame::Proto(_) if !role.may_write() => {
                 let why = format!(
@@ -906,6 +916,8 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::PeerChallenge { .. } => "PeerChallenge",
         Frame::PeerProof { .. } => "PeerProof",
         Frame::Auth { .. } => "Auth",
+        Frame::SnapshotRequest => "SnapshotRequest",
+        Frame::SnapshotPart { .. } => "SnapshotPart",
     }
 }
 

@@ -2,7 +2,7 @@
 //! lease-lock): asking the peers not yet heard from for their stores, and
 //! how a recovering replica reports itself.
 
-use crate::protocol::contract::{Out, Record};
+use crate::protocol::contract::{Export, Out, Record};
 use crate::quorum::QuorumTracker;
 use crate::types::{NodeId, Peer, Tag};
 use bytes::Bytes;
@@ -25,6 +25,29 @@ pub fn ask_missing<M: Clone, T>(
         out.send(Peer::Node(n), request.clone());
     }
     out.set_timer(SYNC_RETRY, timer);
+}
+
+/// A register replica's state for a snapshot: its registers (key, tag,
+/// value), to be merged with a majority's by highest tag. Refused while
+/// it catches up: it may miss writes it had acknowledged before it lost
+/// its state, so it would not count in the majority that holds them.
+pub fn export(
+    recovering: bool,
+    registers: Vec<(Bytes, Tag, Option<Bytes>)>,
+) -> Result<Export, String> {
+    if recovering {
+        return Err("this replica is catching up after losing its state; ask the others".into());
+    }
+    let entries = registers.len() as u64;
+    let records = (registers.into_iter())
+        .map(|(key, tag, value)| Record::Register { key, tag, value })
+        .collect();
+    Ok(Export {
+        records,
+        cut: 0,
+        entries,
+        merge_majority: true,
+    })
 }
 
 /// A register replica's store, as catch-up fills it.

@@ -62,8 +62,8 @@ pub mod test_harness;
 pub mod zab;
 
 pub use contract::{
-    client_may_send_fn, BugInfo, ClientMaySend, ClientSpec, Command, InjectedBugs, LinkEvent,
-    LinkModel, NamedVariant, NoBugs, NoInvariants, NodeSpec, Out, Protocol, ProtocolDef,
+    client_may_send_fn, BugInfo, ClientMaySend, ClientSpec, Command, Export, InjectedBugs,
+    LinkEvent, LinkModel, NamedVariant, NoBugs, NoInvariants, NodeSpec, Out, Protocol, ProtocolDef,
     ProtocolInfo, Record, Roles, ServerOnly, StepInvariants, Stepped, Timing, Visitor,
 };
 pub use options::{NoOptions, OptSpec, ProtocolOptions};

@@ -208,6 +208,29 @@ impl Tree {
         Ok(())
     }
 
+    /// The tree without its sessions and their ephemeral nodes, for a
+    /// snapshot that a new cluster starts from (no session outlives its
+    /// connection, so ZooKeeper would expire them all there): each parent
+    /// loses the child from its list and count; its `cversion` and `pzxid`
+    /// stay, as no transaction removed it.
+    pub fn without_sessions(&self) -> Tree {
+        let mut t = self.clone();
+        let ephemerals: Vec<String> = (t.nodes.iter())
+            .filter(|(_, n)| n.stat.ephemeral_owner != 0)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in ephemerals {
+            t.nodes.remove(&p);
+            if let Some(parent) = t.nodes.get_mut(path::parent(&p)) {
+                if parent.children.remove(path::name(&p)) {
+                    parent.stat.num_children = parent.stat.num_children.saturating_sub(1);
+                }
+            }
+        }
+        t.sessions.clear();
+        t
+    }
+
     /// Each node's path, creation zxid and next sequential suffix, for the
     /// invariant that a suffix is never given twice.
     pub fn seq_counters(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
@@ -865,6 +888,29 @@ mod tests {
         t.run(Txn::CloseSession { session: 5 }).0.unwrap();
         assert!(!t.tree.nodes.contains_key("/q/e"));
         assert_eq!(t.tree.nodes["/q"].stat.cversion, u32::MAX, "saturated");
+    }
+
+    #[test]
+    fn without_sessions_drops_the_ephemerals_and_keeps_the_rest() {
+        let mut t = T::new();
+        let open = Txn::OpenSession {
+            session: 7,
+            timeout_ms: 1000,
+        };
+        t.run(open).0.unwrap();
+        t.create("/q", false, false, 0).unwrap();
+        t.create("/q/keep", false, false, 0).unwrap();
+        let eph = t.create("/q/e-", true, true, 7).unwrap();
+        let cut = t.tree.without_sessions();
+        assert_eq!(cut.check_ephemerals(), Ok(()));
+        assert!(!cut.has_session(7) && t.tree.has_session(7));
+        assert!(cut.exists(&eph).unwrap().is_none());
+        assert_eq!(cut.children("/q").unwrap(), vec!["keep".to_string()]);
+        let (q, was) = (cut.nodes["/q"].stat, t.tree.nodes["/q"].stat);
+        assert_eq!(q.num_children, 1);
+        assert_eq!((q.cversion, q.pzxid), (was.cversion, was.pzxid));
+        assert_eq!(cut.nodes["/q"].next_seq, 1, "the suffix counter stays");
+        assert_eq!(cut.last_zxid(), t.tree.last_zxid());
     }
 
     #[test]

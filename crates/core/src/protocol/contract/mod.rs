@@ -22,5 +22,5 @@ pub use def::{
     Visitor,
 };
 pub use invariants::{NoInvariants, Roles, StepInvariants, Stepped};
-pub use role::{read_metrics, Command, LinkEvent, Metric, Out, Protocol, Record};
+pub use role::{read_metrics, Command, Export, LinkEvent, Metric, Out, Protocol, Record};
 pub use server_only::ServerOnly;

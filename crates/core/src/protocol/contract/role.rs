@@ -48,6 +48,23 @@ pub enum Record {
     Meta { key: String, value: Bytes },
 }
 
+/// A replica's whole state as `quorumkv snapshot save` reads it
+/// ([`Protocol::export`]): the records a fresh replica of a new cluster
+/// restores from, in the order `Protocol::restore` takes them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Export {
+    pub records: Vec<Record>,
+    /// Where the state was cut: the log index applied (Zab's zxid); 0 for
+    /// the register protocols, which have no such point.
+    pub cut: u64,
+    /// Keys (and znodes) the state holds.
+    pub entries: u64,
+    /// One replica's registers are not enough: a snapshot merges those of
+    /// a majority by highest tag (ABD, lease-lock). False: one replica's
+    /// committed state, read after a sync, is the snapshot (Zab).
+    pub merge_majority: bool,
+}
+
 /// One effect of a handler call, executed by the driver.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command<M, T> {
@@ -215,6 +232,12 @@ pub trait Protocol {
     /// Rebuild state from durable records after a restart (before any other
     /// call). Protocols without durable state ignore it.
     fn restore(&mut self, _rec: Record) {}
+    /// This replica's state for a snapshot ([`Export`]); why not, when it
+    /// cannot give one (a protocol without snapshots, a replica that is
+    /// still catching up).
+    fn export(&self) -> Result<Export, String> {
+        Err("snapshots are not supported for this protocol".into())
+    }
     /// This node's part in the protocol right now, one word for `quorumkv
     /// endpoints status`: `replica` (all equal), `leader`, `follower`,
     /// `recovering`, …

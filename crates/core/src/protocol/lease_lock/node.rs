@@ -6,7 +6,7 @@ use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
 use super::replica::Replica;
 use crate::protocol::catch_up::{self, CatchUp};
-use crate::protocol::contract::{read_metrics, LinkEvent, Metric, Out, Protocol, Record};
+use crate::protocol::contract::{read_metrics, Export, LinkEvent, Metric, Out, Protocol, Record};
 use crate::quorum::minority;
 use crate::types::{ClientRef, NodeId, Peer, Request, Time};
 use std::time::Duration;
@@ -147,6 +147,9 @@ impl Protocol for LeaseNode {
     }
     fn restore(&mut self, rec: Record) {
         self.replica.restore(rec);
+    }
+    fn export(&self) -> Result<Export, String> {
+        catch_up::export(self.catch_up.active(), self.replica.snapshot())
     }
     fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
         read_metrics(METRICS, self)

@@ -8,7 +8,7 @@ use super::roles::{Election, FStage, Following, Leading, Reads, Recovery};
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
 use super::variant::Bcast;
 use super::znode_sm::Machine;
-use crate::protocol::contract::{LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{Export, LinkEvent, Out, Protocol, Record};
 use crate::quorum::majority;
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
 use bytes::Bytes;
@@ -694,6 +694,40 @@ impl Protocol for ZabNode {
             let e = self.log.last_zxid().epoch;
             (self.accepted, self.current_epoch) = ((e, 0), e);
         }
+    }
+    /// The state applied here, cut at `applied`: a snapshot record of it
+    /// (sessions dropped) and the epochs a fresh server needs so that its
+    /// next epoch follows the snapshot's.
+    fn export(&self) -> Result<Export, String> {
+        if self.recovering || self.recovery.is_some() {
+            return Err("this server is recovering its state; ask another".into());
+        }
+        let runs = self.log.runs_upto(self.applied);
+        let epoch = runs.last().map_or(0, |&(e, _)| e).max(self.current_epoch);
+        let (state, entries) = self.sm.export_state();
+        let word = |e: u64| Bytes::copy_from_slice(&e.to_le_bytes());
+        let mut accepted = epoch.to_le_bytes().to_vec();
+        accepted.extend_from_slice(&0u64.to_le_bytes());
+        let records = vec![
+            Record::Meta {
+                key: META_ACCEPTED.into(),
+                value: Bytes::from(accepted),
+            },
+            Record::Meta {
+                key: META_CURRENT.into(),
+                value: word(epoch),
+            },
+            Record::Snapshot {
+                index: self.applied,
+                data: encode_snapshot(&runs, &state),
+            },
+        ];
+        Ok(Export {
+            records,
+            cut: self.applied,
+            entries,
+            merge_majority: false,
+        })
     }
     fn role(&self) -> &'static str {
         match &self.role {

@@ -123,6 +123,24 @@ pub(super) fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
 }
 
 impl Machine {
+    /// [`StateMachine::snapshot`] with `tree` for ours.
+    fn snapshot_with(&self, tree: &Tree) -> Bytes {
+        let mut v = self.kv.snapshot().to_vec();
+        let mut w = Writer::default();
+        w.bytes(&tree.snapshot());
+        v.extend_from_slice(&w.finish());
+        Bytes::from(v)
+    }
+
+    /// The state for `quorumkv snapshot save`: as a snapshot, without the
+    /// sessions and their ephemerals ([`Tree::without_sessions`]); and how
+    /// many KV keys and znodes (the root included) it holds.
+    pub fn export_state(&self) -> (Bytes, u64) {
+        let tree = self.tree.without_sessions();
+        let entries = (self.kv.len() + tree.len()) as u64;
+        (self.snapshot_with(&tree), entries)
+    }
+
     /// Number of KV keys (the status line's `keys=`).
     pub fn len(&self) -> usize {
         self.kv.len()
@@ -358,11 +376,7 @@ impl StateMachine for Machine {
     }
     /// The KV state, then the tree (absent in a KV-only snapshot).
     fn snapshot(&self) -> Bytes {
-        let mut v = self.kv.snapshot().to_vec();
-        let mut w = Writer::default();
-        w.bytes(&self.tree.snapshot());
-        v.extend_from_slice(&w.finish());
-        Bytes::from(v)
+        self.snapshot_with(&self.tree)
     }
     fn restore(&mut self, data: &[u8]) -> Result<(), String> {
         let mut r = Reader(data);
