@@ -294,7 +294,8 @@ impl LocalCluster {
             .join(format!("replica-{id}"))
     }
 
-    fn log_path(&self, id: NodeId) -> PathBuf {
+    /// Where replica `id` writes its log (its stderr), from its latest start.
+    pub fn log_path(&self, id: NodeId) -> PathBuf {
         self.dir.join(format!("replica-{id}.log"))
     }
 
@@ -403,6 +404,33 @@ impl LocalCluster {
         // SIGKILL ends a stopped process too.
         self.paused[(id - 1) as usize] = false;
         Ok(())
+    }
+
+    /// SIGTERM one replica (a graceful drain) and wait up to `within` for
+    /// it to exit: its exit status and how long it took. Afterwards it is
+    /// stopped, as after [`Self::kill`] (restart it the same way); if it
+    /// did not exit in time it is killed and that is an error.
+    pub async fn terminate(
+        &mut self,
+        id: NodeId,
+        within: Duration,
+    ) -> anyhow::Result<(std::process::ExitStatus, Duration)> {
+        self.signal(id, libc::SIGTERM)?;
+        let started = std::time::Instant::now();
+        let mut child = (self.children[(id - 1) as usize].take()).context("replica not running")?;
+        self.paused[(id - 1) as usize] = false;
+        // `wait` would close its stdin first: to the replica, a second
+        // signal (its parent gone). Keep it open until it exits.
+        let stdin = child.stdin.take();
+        let exited = tokio::time::timeout(within, child.wait()).await;
+        drop(stdin);
+        match exited {
+            Ok(status) => Ok((status?, started.elapsed())),
+            Err(_) => {
+                let _ = child.kill().await;
+                bail!("replica {id} did not exit within {within:?} of SIGTERM")
+            }
+        }
     }
 
     /// Start a killed replica again. With memory durability it lost its

@@ -1,10 +1,13 @@
 //! The metrics port: a minimal HTTP/1.0 endpoint serving the driver's and
 //! the protocol's counters in Prometheus text format at `/metrics`, and the
 //! probes orchestrators poll: `/healthz` (the replica's driver answers) and
-//! `/readyz` (it serves operations and reaches a quorum of its peers).
+//! `/readyz` (it serves operations and reaches a quorum of its peers, and
+//! is not draining: from the first moment of a graceful shutdown it answers
+//! 503 `draining`, so that a load balancer stops sending it clients).
 
 use crate::accept::accept_limited;
 use crate::driver::Input;
+use crate::shutdown::Draining;
 use quorumkv_core::protocol::Protocol;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,8 +23,10 @@ const PROBE_WAIT: Duration = Duration::from_secs(2);
 pub(crate) async fn accept_metrics<P: Protocol + Send + 'static>(
     listener: TcpListener,
     tx: mpsc::Sender<Input<P::Msg>>,
+    draining: Draining,
 ) {
-    let serve = move |stream: TcpStream, _| serve_metrics::<P>(stream, tx.clone());
+    let serve =
+        move |stream: TcpStream, _| serve_metrics::<P>(stream, tx.clone(), draining.clone());
     // Scrapers are few; more than this at once is a misbehaving client.
     accept_limited(listener, 64, serve, |_| async {}).await;
 }
@@ -65,6 +70,7 @@ fn route(req: &[u8]) -> (Route, bool) {
 async fn serve_metrics<P: Protocol + Send + 'static>(
     mut stream: TcpStream,
     tx: mpsc::Sender<Input<P::Msg>>,
+    draining: Draining,
 ) {
     let mut req = Vec::with_capacity(512);
     let read = tokio::time::timeout(Duration::from_secs(5), async {
@@ -93,6 +99,12 @@ async fn serve_metrics<P: Protocol + Send + 'static>(
             }
             ("200 OK", orx.await.unwrap_or_default())
         }
+        // Alive while draining (a liveness probe must not kill it), but
+        // no longer ready, without asking the driver.
+        Route::Readyz if draining.is_draining() => (
+            "503 Service Unavailable",
+            "draining: the replica is shutting down\n".to_string(),
+        ),
         Route::Healthz | Route::Readyz => probe::<P>(&tx, route == Route::Readyz).await,
         Route::NotFound => (
             "404 Not Found",
