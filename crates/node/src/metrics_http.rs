@@ -155,6 +155,61 @@ async fn probe<P: Protocol + Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node_status::NodeStatus;
+    use quorumkv_core::protocol::abd::AbdNode;
+
+    /// `GET path` on `addr`: the whole answer.
+    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    fn status() -> NodeStatus {
+        NodeStatus {
+            id: 1,
+            protocol: "abd".into(),
+            role: "replica".into(),
+            version: "0".into(),
+            members: vec![1],
+            peers_up: vec![],
+            durability: "memory".into(),
+            uptime_secs: 1,
+            persist_records: 0,
+            persist_syncs: 0,
+            counters: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn readyz_says_draining_at_once_and_healthz_stays_up() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, mut rx) = mpsc::channel(8);
+        let (mut stopper, _stop) = crate::shutdown::Shutdown::new();
+        tokio::spawn(accept_metrics::<AbdNode>(listener, tx, stopper.draining()));
+        // The driver: answers every status request.
+        tokio::spawn(async move {
+            while let Some(input) = rx.recv().await {
+                if let Input::Status { reply } = input {
+                    let _ = reply.send(status());
+                }
+            }
+        });
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.0 200"));
+        // The drain begins (`_stop`, a client's place, keeps it waiting).
+        let by = tokio::time::Instant::now() + Duration::from_millis(10);
+        assert!(!stopper.drain_clients(by).await);
+        let ready = get(addr, "/readyz").await;
+        assert!(ready.starts_with("HTTP/1.0 503"), "{ready}");
+        assert!(ready.ends_with("draining: the replica is shutting down\n"), "{ready}");
+        let alive = get(addr, "/healthz").await;
+        assert!(alive.starts_with("HTTP/1.0 200"), "{alive}");
+    }
 
     #[test]
     fn routes() {
