@@ -11,7 +11,7 @@ use quorumkv_check::recorder::Recorder;
 use quorumkv_check::{check, Model, Verdict};
 use quorumkv_core::NodeId;
 use quorumkv_node::client::{Client, ClientError, ClientMode};
-use quorumkv_node::local::LocalCluster;
+use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use quorumkv_node::status;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -257,4 +257,56 @@ async fn zab_rolling_restart_by_sigterm_hands_leadership_over() {
     let cluster = common::zab_cluster_with(args).await;
     let cs = clients(&cluster, ClientMode::Proxy, 4).await;
     rolling_restart(cluster, cs, true).await;
+}
+
+/// A drain held up by an operation that cannot finish (its replica lost
+/// its peers): `/readyz` says draining meanwhile, and a second SIGTERM
+/// cuts it short: the replica exits 0 at once, not after its 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_cuts_a_stuck_drain_short() {
+    let args = ["--drain-timeout", "30s", "--op-timeout", "30s"];
+    let cfg = LocalClusterConfig {
+        metrics: true,
+        ..common::cluster_cfg("abd", 3, &args)
+    };
+    let mut cluster = LocalCluster::start(cfg).await.unwrap();
+    cluster.kill(2).await.unwrap();
+    cluster.kill(3).await.unwrap();
+    let one = cluster.endpoint(1).unwrap();
+    let metrics = one.metrics.expect("a metrics port");
+    let cfg = common::client_cfg(ClientMode::Proxy, Duration::from_secs(60));
+    let c = Client::connect(vec![one.native], cfg).await.unwrap();
+    let put = tokio::spawn(async move { c.put("k", "v").await });
+    // The put reached replica 1 (it waits there for a quorum).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !common::http_get(metrics, "/metrics")
+        .await
+        .contains("quorumkv_client_requests_total{replica=\"1\"} 1")
+    {
+        assert!(Instant::now() < deadline, "the put never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cluster.sigterm(1).unwrap();
+    let ready = loop {
+        let r = common::http_get(metrics, "/readyz").await;
+        if r.contains("draining") || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(ready.starts_with("HTTP/1.0 503"), "{ready}");
+    // Still draining a second later: the put holds it.
+    let waited = cluster.wait_exit(1, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(waited, None, "the drain did not wait for the put");
+    cluster.sigterm(1).unwrap();
+    let status = cluster.wait_exit(1, Duration::from_secs(3)).await.unwrap();
+    let log = std::fs::read_to_string(cluster.log_path(1)).unwrap_or_default();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}: {log}");
+    assert!(
+        log.contains("second signal: cutting the drain short"),
+        "{log}"
+    );
+    // The client was never answered: its outcome is unknown, not a failure.
+    let err = put.await.unwrap().unwrap_err();
+    assert!(!err.is_definite(), "{err}");
 }

@@ -415,21 +415,46 @@ impl LocalCluster {
         id: NodeId,
         within: Duration,
     ) -> anyhow::Result<(std::process::ExitStatus, Duration)> {
-        self.signal(id, libc::SIGTERM)?;
+        self.sigterm(id)?;
         let started = std::time::Instant::now();
-        let mut child = (self.children[(id - 1) as usize].take()).context("replica not running")?;
-        self.paused[(id - 1) as usize] = false;
-        // `wait` would close its stdin first: to the replica, a second
-        // signal (its parent gone). Keep it open until it exits.
-        let stdin = child.stdin.take();
-        let exited = tokio::time::timeout(within, child.wait()).await;
-        drop(stdin);
-        match exited {
-            Ok(status) => Ok((status?, started.elapsed())),
-            Err(_) => {
-                let _ = child.kill().await;
+        match self.wait_exit(id, within).await? {
+            Some(status) => Ok((status, started.elapsed())),
+            None => {
+                self.kill(id).await?;
                 bail!("replica {id} did not exit within {within:?} of SIGTERM")
             }
+        }
+    }
+
+    /// Send replica `id` SIGTERM (it starts draining; a second one cuts
+    /// the drain short).
+    pub fn sigterm(&self, id: NodeId) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGTERM)
+    }
+
+    /// Wait up to `within` for replica `id` to exit: its status (it is then
+    /// stopped, as after [`Self::kill`]), or `None` if it still runs. Its
+    /// stdin stays open meanwhile (closing it would tell the replica its
+    /// parent is gone).
+    pub async fn wait_exit(
+        &mut self,
+        id: NodeId,
+        within: Duration,
+    ) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        let i = (id - 1) as usize;
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let child = (self.children.get_mut(i).and_then(Option::as_mut))
+                .with_context(|| format!("replica {id} is not running"))?;
+            if let Some(status) = child.try_wait()? {
+                self.children[i] = None;
+                self.paused[i] = false;
+                return Ok(Some(status));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 

@@ -206,7 +206,10 @@ mod tests {
         assert!(!stopper.drain_clients(by).await);
         let ready = get(addr, "/readyz").await;
         assert!(ready.starts_with("HTTP/1.0 503"), "{ready}");
-        assert!(ready.ends_with("draining: the replica is shutting down\n"), "{ready}");
+        assert!(
+            ready.ends_with("draining: the replica is shutting down\n"),
+            "{ready}"
+        );
         let alive = get(addr, "/healthz").await;
         assert!(alive.starts_with("HTTP/1.0 200"), "{alive}");
     }
