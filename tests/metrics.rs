@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::binary;
+use common::{binary, http_get};
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -12,16 +12,6 @@ fn free_addr() -> std::net::SocketAddr {
         .unwrap()
         .local_addr()
         .unwrap()
-}
-
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.unwrap();
-    text
 }
 
 #[tokio::test]

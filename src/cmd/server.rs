@@ -49,7 +49,10 @@ use std::time::Duration;
 /// Every flag below can also come from the environment variable it names
 /// (the container image is configured so).
 ///
-/// Stops on Ctrl-C or SIGTERM.
+/// Stops gracefully on SIGTERM or Ctrl-C (a drain): stops accepting client
+/// connections, /readyz answers 503 `draining`, the operations in flight
+/// are answered, then the links to other replicas close and storage is
+/// flushed; exit 0. Within --drain-timeout; a second signal cuts it short.
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment, after_help = super::protocols_help())]
 pub struct Args {
@@ -188,6 +191,13 @@ pub struct Args {
     /// etcd's --client-cert-auth); without it client certificates are optional
     #[arg(long, env = "QUORUMKV_CLIENT_CERT_AUTH")]
     client_cert_auth: bool,
+    /// Bound of the graceful shutdown on SIGTERM or Ctrl-C: the client
+    /// connections get three quarters of it to have their operations in
+    /// flight answered, closing the links and flushing storage the rest
+    /// (a second signal cuts it short). Keep Kubernetes'
+    /// terminationGracePeriodSeconds above it plus the preStop pause
+    #[arg(long, env = "QUORUMKV_DRAIN_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    drain_timeout: Duration,
     /// Worker threads (1 = a single-threaded runtime, best when replicas share a small machine).
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -353,15 +363,18 @@ pub fn run(a: Args) -> ExitCode {
             Ok(l) => l,
             Err(e) => return super::fail(format!("{e:#}")),
         };
-        match server::run(opts, listeners, shutdown_signal(watch_stdin)).await {
+        let (first, second) = stop_signals(watch_stdin);
+        match server::run_draining(opts, listeners, first, second).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => super::fail(format!("{e:#}")),
         }
     });
     // The stdin watch blocks a thread in read(2): dropping the runtime would
     // wait on it for ever, so a replica that stopped on an error (or a
-    // signal) would never exit while its parent keeps the pipe open.
-    rt.shutdown_timeout(Duration::from_secs(2));
+    // signal) would never exit while its parent keeps the pipe open. Nothing
+    // else is left to wait for: the drain has flushed storage (its own
+    // thread) or given up on it within --drain-timeout.
+    rt.shutdown_background();
     code
 }
 
@@ -423,6 +436,13 @@ fn server_options(a: &Args, id: u32) -> Result<ServerOptions, String> {
         return Err("the ZooKeeper port does not check logins yet: a replica with a users file cannot serve it (remove `zk`/--zk-port or the users)".into());
     }
     opts.zk_max_buffer = a.zk_max_buffer.unwrap_or(opts.zk_max_buffer);
+    if a.drain_timeout > Duration::from_secs(3600) {
+        return Err(format!(
+            "--drain-timeout {:?} is more than the hour allowed",
+            a.drain_timeout
+        ));
+    }
+    opts.drain_timeout = a.drain_timeout;
     Ok(opts)
 }
 
@@ -476,27 +496,63 @@ fn load_users(a: &Args, cluster: &ClusterFile) -> anyhow::Result<Option<UsersHan
 pub async fn shutdown_signal(watch_stdin: bool) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let stdin_closed = async {
-        if watch_stdin && stdin_is_pipe() {
-            let why = wait_stdin_closed().await;
-            eprintln!(
-                "quorumkv: {why}: exiting because of --exit-on-stdin-eof (`quorumkv cluster` starts \
-                 replicas with it so that they never outlive it; start a replica without it to keep it running)"
-            );
-        } else {
-            if watch_stdin {
-                eprintln!(
-                    "quorumkv: ignoring --exit-on-stdin-eof: standard input is not a pipe (the flag is \
-                     for replicas that `quorumkv cluster` starts); stop this replica with Ctrl-C or SIGTERM"
-                );
-            }
-            std::future::pending::<()>().await;
-        }
-    };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
-        _ = stdin_closed => {}
+        _ = stdin_closed(watch_stdin) => {}
+    }
+}
+
+/// Two futures: the first resolves on the first Ctrl-C, SIGTERM or (when
+/// asked) EOF on stdin, the second on the next one (a second signal cuts
+/// a drain short).
+fn stop_signals(
+    watch_stdin: bool,
+) -> (
+    impl std::future::Future<Output = ()> + Send,
+    impl std::future::Future<Output = ()> + Send,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (count, seen) = tokio::sync::watch::channel(0u32);
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::spawn(async move {
+        let mut stdin = std::pin::pin!(stdin_closed(watch_stdin));
+        let mut stdin_open = true;
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+                _ = &mut stdin, if stdin_open => stdin_open = false,
+            }
+            count.send_modify(|n| *n += 1);
+        }
+    });
+    let reached = |n: u32| {
+        let mut seen = seen.clone();
+        async move {
+            let _ = seen.wait_for(|c| *c >= n).await;
+        }
+    };
+    (reached(1), reached(2))
+}
+
+/// Resolves when standard input, a pipe from the parent, closes (with
+/// `watch_stdin`); never otherwise.
+async fn stdin_closed(watch_stdin: bool) {
+    if watch_stdin && stdin_is_pipe() {
+        let why = wait_stdin_closed().await;
+        eprintln!(
+            "quorumkv: {why}: exiting because of --exit-on-stdin-eof (`quorumkv cluster` starts \
+             replicas with it so that they never outlive it; start a replica without it to keep it running)"
+        );
+    } else {
+        if watch_stdin {
+            eprintln!(
+                "quorumkv: ignoring --exit-on-stdin-eof: standard input is not a pipe (the flag is \
+                 for replicas that `quorumkv cluster` starts); stop this replica with Ctrl-C or SIGTERM"
+            );
+        }
+        std::future::pending::<()>().await;
     }
 }
 

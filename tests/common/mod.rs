@@ -88,6 +88,18 @@ pub fn require_tool(name: &str) -> bool {
     found
 }
 
+/// `GET path` on a metrics port: the whole answer (status line, headers, body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    text
+}
+
 /// A client configuration of `mode` with operations timing out after `op_timeout`.
 pub fn client_cfg(mode: ClientMode, op_timeout: Duration) -> ClientConfig {
     ClientConfig {

@@ -85,12 +85,21 @@ pub(crate) async fn accept_conns<S, SF>(
     let too_many = say.too_many.clone();
     let secured = move |stream: TcpStream, addr: SocketAddr| {
         let (tls, serve, plain) = (tls.clone(), serve.clone(), say.plain_on_tls.clone());
+        // `serve` (and what it holds, e.g. a client's place in a drain)
+        // is let go once it made the connection's future: a link to a
+        // replica, served until the very end, must not keep it.
         async move {
             let Some(tls) = tls else {
-                return serve(Conn::Plain(stream), addr, None).await;
+                let conn = serve(Conn::Plain(stream), addr, None);
+                drop(serve);
+                return conn.await;
             };
             match tls.accept(stream, addr, HANDSHAKE_TIMEOUT).await {
-                Ok((conn, identity)) => serve(conn, addr, Some(identity)).await,
+                Ok((conn, identity)) => {
+                    let conn = serve(conn, addr, Some(identity));
+                    drop(serve);
+                    conn.await
+                }
                 Err(AcceptError::NotTls(stream)) => {
                     say_and_close(Conn::Plain(stream), &plain).await
                 }

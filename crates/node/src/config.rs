@@ -236,7 +236,7 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 18] = [
+pub const SERVER_ENV: [&str; 19] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
@@ -255,6 +255,7 @@ pub const SERVER_ENV: [&str; 18] = [
     "QUORUMKV_TLS_CERT",
     "QUORUMKV_TLS_KEY",
     "QUORUMKV_CLIENT_CERT_AUTH",
+    "QUORUMKV_DRAIN_TIMEOUT",
 ];
 
 /// `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one) with a

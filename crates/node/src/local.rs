@@ -294,7 +294,8 @@ impl LocalCluster {
             .join(format!("replica-{id}"))
     }
 
-    fn log_path(&self, id: NodeId) -> PathBuf {
+    /// Where replica `id` writes its log (its stderr), from its latest start.
+    pub fn log_path(&self, id: NodeId) -> PathBuf {
         self.dir.join(format!("replica-{id}.log"))
     }
 
@@ -403,6 +404,58 @@ impl LocalCluster {
         // SIGKILL ends a stopped process too.
         self.paused[(id - 1) as usize] = false;
         Ok(())
+    }
+
+    /// SIGTERM one replica (a graceful drain) and wait up to `within` for
+    /// it to exit: its exit status and how long it took. Afterwards it is
+    /// stopped, as after [`Self::kill`] (restart it the same way); if it
+    /// did not exit in time it is killed and that is an error.
+    pub async fn terminate(
+        &mut self,
+        id: NodeId,
+        within: Duration,
+    ) -> anyhow::Result<(std::process::ExitStatus, Duration)> {
+        self.sigterm(id)?;
+        let started = std::time::Instant::now();
+        match self.wait_exit(id, within).await? {
+            Some(status) => Ok((status, started.elapsed())),
+            None => {
+                self.kill(id).await?;
+                bail!("replica {id} did not exit within {within:?} of SIGTERM")
+            }
+        }
+    }
+
+    /// Send replica `id` SIGTERM (it starts draining; a second one cuts
+    /// the drain short).
+    pub fn sigterm(&self, id: NodeId) -> anyhow::Result<()> {
+        self.signal(id, libc::SIGTERM)
+    }
+
+    /// Wait up to `within` for replica `id` to exit: its status (it is then
+    /// stopped, as after [`Self::kill`]), or `None` if it still runs. Its
+    /// stdin stays open meanwhile (closing it would tell the replica its
+    /// parent is gone).
+    pub async fn wait_exit(
+        &mut self,
+        id: NodeId,
+        within: Duration,
+    ) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        let i = (id - 1) as usize;
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let child = (self.children.get_mut(i).and_then(Option::as_mut))
+                .with_context(|| format!("replica {id} is not running"))?;
+            if let Some(status) = child.try_wait()? {
+                self.children[i] = None;
+                self.paused[i] = false;
+                return Ok(Some(status));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Start a killed replica again. With memory durability it lost its

@@ -1,10 +1,13 @@
 //! The metrics port: a minimal HTTP/1.0 endpoint serving the driver's and
 //! the protocol's counters in Prometheus text format at `/metrics`, and the
 //! probes orchestrators poll: `/healthz` (the replica's driver answers) and
-//! `/readyz` (it serves operations and reaches a quorum of its peers).
+//! `/readyz` (it serves operations and reaches a quorum of its peers, and
+//! is not draining: from the first moment of a graceful shutdown it answers
+//! 503 `draining`, so that a load balancer stops sending it clients).
 
 use crate::accept::accept_limited;
 use crate::driver::Input;
+use crate::shutdown::Draining;
 use quorumkv_core::protocol::Protocol;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,8 +23,10 @@ const PROBE_WAIT: Duration = Duration::from_secs(2);
 pub(crate) async fn accept_metrics<P: Protocol + Send + 'static>(
     listener: TcpListener,
     tx: mpsc::Sender<Input<P::Msg>>,
+    draining: Draining,
 ) {
-    let serve = move |stream: TcpStream, _| serve_metrics::<P>(stream, tx.clone());
+    let serve =
+        move |stream: TcpStream, _| serve_metrics::<P>(stream, tx.clone(), draining.clone());
     // Scrapers are few; more than this at once is a misbehaving client.
     accept_limited(listener, 64, serve, |_| async {}).await;
 }
@@ -65,6 +70,7 @@ fn route(req: &[u8]) -> (Route, bool) {
 async fn serve_metrics<P: Protocol + Send + 'static>(
     mut stream: TcpStream,
     tx: mpsc::Sender<Input<P::Msg>>,
+    draining: Draining,
 ) {
     let mut req = Vec::with_capacity(512);
     let read = tokio::time::timeout(Duration::from_secs(5), async {
@@ -93,6 +99,12 @@ async fn serve_metrics<P: Protocol + Send + 'static>(
             }
             ("200 OK", orx.await.unwrap_or_default())
         }
+        // Alive while draining (a liveness probe must not kill it), but
+        // no longer ready, without asking the driver.
+        Route::Readyz if draining.is_draining() => (
+            "503 Service Unavailable",
+            "draining: the replica is shutting down\n".to_string(),
+        ),
         Route::Healthz | Route::Readyz => probe::<P>(&tx, route == Route::Readyz).await,
         Route::NotFound => (
             "404 Not Found",
@@ -143,6 +155,64 @@ async fn probe<P: Protocol + Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node_status::NodeStatus;
+    use quorumkv_core::protocol::abd::AbdNode;
+
+    /// `GET path` on `addr`: the whole answer.
+    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    fn status() -> NodeStatus {
+        NodeStatus {
+            id: 1,
+            protocol: "abd".into(),
+            role: "replica".into(),
+            version: "0".into(),
+            members: vec![1],
+            peers_up: vec![],
+            durability: "memory".into(),
+            uptime_secs: 1,
+            persist_records: 0,
+            persist_syncs: 0,
+            counters: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn readyz_says_draining_at_once_and_healthz_stays_up() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, mut rx) = mpsc::channel(8);
+        let (mut stopper, _stop) = crate::shutdown::Shutdown::new();
+        tokio::spawn(accept_metrics::<AbdNode>(listener, tx, stopper.draining()));
+        // The driver: answers every status request.
+        tokio::spawn(async move {
+            while let Some(input) = rx.recv().await {
+                if let Input::Status { reply } = input {
+                    let _ = reply.send(status());
+                }
+            }
+        });
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.0 200"));
+        // The drain begins (`_stop`, a client's place, keeps it waiting).
+        let by = tokio::time::Instant::now() + Duration::from_millis(10);
+        assert!(!stopper.drain_clients(by).await);
+        let ready = get(addr, "/readyz").await;
+        assert!(ready.starts_with("HTTP/1.0 503"), "{ready}");
+        assert!(
+            ready.ends_with("draining: the replica is shutting down\n"),
+            "{ready}"
+        );
+        let alive = get(addr, "/healthz").await;
+        assert!(alive.starts_with("HTTP/1.0 200"), "{alive}");
+    }
 
     #[test]
     fn routes() {

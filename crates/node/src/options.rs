@@ -67,7 +67,13 @@ pub struct ServerOptions {
     /// The ZooKeeper port's `jute.maxbuffer`: a longer packet closes the
     /// connection.
     pub zk_max_buffer: usize,
+    /// A graceful shutdown's bound: client connections get three quarters
+    /// of it to finish what they sent, the links and storage the rest.
+    pub drain_timeout: Duration,
 }
+
+/// [`ServerOptions::drain_timeout`] unless set (`quorumkv server --drain-timeout`).
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Defaults of the client connection limits (`quorumkv server --help`).
 pub const DEFAULT_BUFFER_BUDGET: usize = 256 * 1024 * 1024;
@@ -101,6 +107,7 @@ impl ServerOptions {
             cluster,
             users: None,
             zk_max_buffer: crate::zkwire::DEFAULT_MAX_BUFFER,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         };
         if let Some(l) = limits {
             opts.apply_limits(&l);

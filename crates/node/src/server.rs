@@ -94,11 +94,27 @@ impl Listeners {
 }
 
 /// Run a replica until `shutdown` resolves, with the protocol its cluster
-/// file names (looked up in the core's registry).
+/// file names (looked up in the core's registry); then drain it (see
+/// [`run_draining`]).
 pub async fn run(
     opts: ServerOptions,
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    run_draining(opts, listeners, shutdown, std::future::pending()).await
+}
+
+/// [`run`], with a second future that cuts the drain short: once
+/// `shutdown` resolves the replica stops accepting clients, `/readyz`
+/// answers 503, the operations in flight are answered, then the links
+/// close and storage is flushed, within [`ServerOptions::drain_timeout`];
+/// when `cut` resolves (a second signal) the waits end at once and the
+/// storage gets a short last chance.
+pub async fn run_draining(
+    opts: ServerOptions,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    cut: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let protocol = opts.cluster.protocol;
     protocol
@@ -106,6 +122,7 @@ pub async fn run(
             opts,
             listeners,
             shutdown: Box::pin(shutdown),
+            cut: Box::pin(cut),
         })
         .await
 }
@@ -117,20 +134,43 @@ struct RunServer {
     opts: ServerOptions,
     listeners: Listeners,
     shutdown: BoxFuture<()>,
+    cut: BoxFuture<()>,
 }
 
 impl Visitor for RunServer {
     type Output = BoxFuture<anyhow::Result<()>>;
     fn visit<D: ProtocolDef>(self) -> Self::Output {
-        Box::pin(run_with::<D>(self.opts, self.listeners, self.shutdown))
+        let stop = Stop {
+            start: self.shutdown,
+            cut: self.cut,
+        };
+        Box::pin(run_protocol::<D>(self.opts, self.listeners, stop))
     }
+}
+
+/// When to start draining, and when to cut the drain short.
+struct Stop {
+    start: BoxFuture<()>,
+    cut: BoxFuture<()>,
 }
 
 /// Run a replica of protocol `D` (tests use it with protocols of their own).
 pub async fn run_with<D: ProtocolDef>(
     opts: ServerOptions,
     listeners: Listeners,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let stop = Stop {
+        start: Box::pin(shutdown),
+        cut: Box::pin(std::future::pending()),
+    };
+    run_protocol::<D>(opts, listeners, stop).await
+}
+
+async fn run_protocol<D: ProtocolDef>(
+    opts: ServerOptions,
+    listeners: Listeners,
+    stop: Stop,
 ) -> anyhow::Result<()> {
     crate::options::check_durability(D::NAME, D::PERSISTS_STATE, opts.durability)?;
     let popts = D::Options::from_pairs(&opts.option_pairs())
@@ -163,16 +203,16 @@ pub async fn run_with<D: ProtocolDef>(
     // Which protocol messages a connection that is not a replica may send
     // (a client-side coordinator's); everything else is peer-only.
     let may_send = quorumkv_core::protocol::registry::client_may_send_fn::<D>();
-    run_core(core, storage, opts, listeners, may_send, shutdown).await
+    run_core(core, storage, opts, listeners, may_send, stop).await
 }
 
 async fn run_core<P: Protocol + Send + 'static>(
     core: P,
     storage: (Box<dyn crate::storage::Storage>, std::time::Instant),
     opts: ServerOptions,
-    listeners: Listeners,
+    mut listeners: Listeners,
     may_send: fn(&P::Msg) -> bool,
-    shutdown: impl Future<Output = ()>,
+    stop_when: Stop,
 ) -> anyhow::Result<()> {
     let native_limits = opts.conn_limits(4 + opts.max_frame);
     // RESP: a command with a value of the largest frame, plus its framing.
@@ -196,6 +236,13 @@ async fn run_core<P: Protocol + Send + 'static>(
     let driver_task = tokio::spawn(driver.on_fatal(fatal_tx).run(rx));
     let opts = Arc::new(opts);
     let (stopper, stop) = Shutdown::new();
+    let metrics = (listeners.metrics).take().map(|l| {
+        tokio::spawn(crate::metrics_http::accept_metrics::<P>(
+            l,
+            tx.clone(),
+            stopper.draining(),
+        ))
+    });
     let accepts = spawn_accepts::<P>(
         listeners,
         &tx,
@@ -214,11 +261,16 @@ async fn run_core<P: Protocol + Send + 'static>(
     tracing::info!(id = opts.id, protocol = %opts.cluster.protocol, "replica started");
     // The core may give up (`Protocol::fatal`): stop, and exit with its reason.
     let fatal = tokio::select! {
-        () = shutdown => None,
+        () = stop_when.start => None,
         Ok(why) = fatal_rx => Some(why),
     };
-    tracing::info!(id = opts.id, "shutting down");
-    stop_gracefully(stopper, accepts, dials, driver_task).await;
+    let tasks = Tasks {
+        accepts,
+        metrics,
+        dials,
+    };
+    let bound = opts.drain_timeout;
+    stop_gracefully(stopper, tasks, driver_task, bound, stop_when.cut).await;
     match fatal {
         Some(why) => Err(anyhow::anyhow!("replica {} stopped: {why}", opts.id)),
         None => Ok(()),
@@ -308,41 +360,79 @@ fn spawn_accepts<P: Protocol + Send + 'static>(
             tls,
         )));
     }
-    if let Some(l) = listeners.metrics {
-        accepts.push(tokio::spawn(crate::metrics_http::accept_metrics::<P>(
-            l,
-            tx.clone(),
-        )));
-    }
     accepts.push(tokio::spawn(crate::trim::trim_periodically()));
     Ok(accepts)
 }
 
-/// How long a replica takes at most to shut down.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// What runs beside the driver and stops with the drain.
+struct Tasks {
+    /// The client ports' accept loops (and the TLS reloader, the trimmer).
+    accepts: Vec<JoinHandle<()>>,
+    /// The metrics port: answers `/readyz` (503, draining) until the links close.
+    metrics: Option<JoinHandle<()>>,
+    /// The links this replica dials.
+    dials: Vec<JoinHandle<()>>,
+}
 
-/// Stop accepting; let client connections hand over what they read, get
-/// their replies and close; then close the links and let the driver finish
-/// (its links' writers flush and close when it drops them). Anything still
-/// running after [`SHUTDOWN_GRACE`] is aborted.
+/// After a second signal: how long the driver still gets to flush storage.
+const CUT_GRACE: Duration = Duration::from_secs(1);
+
+/// The drain: stop accepting (and be unready); let client connections hand
+/// over what they read, get their replies and close, within three quarters
+/// of `bound`; then close the links and let the driver finish (what waits
+/// for storage is made durable; its links' writers flush and close when it
+/// drops them) within the rest. `cut` ends each wait at once. Each phase
+/// is logged.
 async fn stop_gracefully(
     mut stopper: Shutdown,
-    accepts: Vec<JoinHandle<()>>,
-    dials: Vec<JoinHandle<()>>,
+    tasks: Tasks,
     mut driver: JoinHandle<()>,
+    bound: Duration,
+    cut: impl Future<Output = ()>,
 ) {
     let start = Instant::now();
-    accepts.iter().for_each(JoinHandle::abort);
-    if !stopper.drain_clients(start + SHUTDOWN_GRACE * 3 / 4).await {
-        tracing::warn!("client connections still open at shutdown; closing them");
-    }
+    let mut cut = std::pin::pin!(cut);
+    tasks.accepts.iter().for_each(JoinHandle::abort);
+    tracing::info!(
+        timeout = ?bound,
+        "draining (1/4): stopped accepting client connections; /readyz answers 503; \
+         answering what the connections sent already"
+    );
+    let cut_short = tokio::select! {
+        done = stopper.drain_clients(start + bound * 3 / 4) => {
+            match done {
+                true => tracing::info!(after = ?start.elapsed(), "draining (2/4): every client connection answered and closed"),
+                false => tracing::warn!(after = ?start.elapsed(), "draining (2/4): client connections still open after three quarters of the drain timeout; closing them"),
+            }
+            false
+        }
+        () = &mut cut => {
+            tracing::warn!("draining (2/4): second signal: cutting the drain short; closing client connections");
+            true
+        }
+    };
     stopper.close_links();
-    dials.iter().for_each(JoinHandle::abort);
-    if tokio::time::timeout_at(start + SHUTDOWN_GRACE, &mut driver)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the driver did not finish within {SHUTDOWN_GRACE:?}; stopping it");
+    tasks.dials.iter().for_each(JoinHandle::abort);
+    if let Some(m) = &tasks.metrics {
+        // It holds an input sender: the driver ends once it is gone.
+        m.abort();
+    }
+    tracing::info!("draining (3/4): closing the links to other replicas; flushing storage");
+    let by = match cut_short {
+        true => Instant::now() + CUT_GRACE,
+        false => start + bound,
+    };
+    let finished = tokio::select! {
+        r = tokio::time::timeout_at(by, &mut driver) => r.is_ok(),
+        () = &mut cut, if !cut_short => {
+            tracing::warn!("second signal: cutting the drain short");
+            tokio::time::timeout(CUT_GRACE, &mut driver).await.is_ok()
+        }
+    };
+    if finished {
+        tracing::info!(after = ?start.elapsed(), "draining (4/4): storage flushed and links closed; stopping");
+    } else {
+        tracing::warn!(after = ?start.elapsed(), "draining (4/4): the driver did not finish in time (storage not flushed); stopping it");
         driver.abort();
     }
 }

@@ -1,7 +1,8 @@
 //! Graceful shutdown of a replica's connections, in two phases: first the
 //! clients' connections stop reading, let their replies go out and close;
 //! then the links to other replicas (kept until then so that operations in
-//! flight can still reach a quorum) stop too.
+//! flight can still reach a quorum) stop too. From the first phase on, the
+//! metrics port's `/readyz` says the replica is draining ([`Draining`]).
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -11,6 +12,17 @@ enum Phase {
     Running,
     Clients,
     Links,
+}
+
+/// Whether the replica is draining: for what must keep answering while it
+/// does (the metrics port), without holding a client's place in the drain.
+#[derive(Clone)]
+pub(crate) struct Draining(watch::Receiver<Phase>);
+
+impl Draining {
+    pub fn is_draining(&self) -> bool {
+        *self.0.borrow() >= Phase::Clients
+    }
 }
 
 /// The replica's side: moves the phases along.
@@ -39,6 +51,11 @@ impl Shutdown {
             client: Some(token),
         };
         (Shutdown { phase, clients }, stop)
+    }
+
+    /// A watch on whether the drain has begun.
+    pub fn draining(&self) -> Draining {
+        Draining(self.phase.subscribe())
     }
 
     /// Tell client connections to stop reading, and wait (until `by`) for

@@ -269,7 +269,10 @@ impl ZabNode {
     }
 
     /// Leaving a role: reads asked of the leader fail (a read has no
-    /// effect, so the failure is definite).
+    /// effect, so the failure is definite), as `NotLeader` with no hint, as
+    /// when no leader serves: client libraries retry those on another
+    /// replica (a leader that drains away must not fail its followers'
+    /// clients).
     pub(super) fn fail_sent_reads(&mut self, out: &mut O) {
         self.reads.at_leader.clear();
         let sent: Vec<u64> = (self.reads.mine.iter())
@@ -278,7 +281,10 @@ impl ZabNode {
             .collect();
         for rid in sent {
             let r = self.reads.mine.remove(&rid).expect("listed");
-            out.reply(r.client, Response::Failed(OpError::refused("leader lost")));
+            out.reply(
+                r.client,
+                Response::Failed(OpError::NotLeader { hint: None }),
+            );
         }
     }
 
