@@ -595,5 +595,5 @@ async fn a_kazoo_session_survives_the_kill_of_its_replica() {
         finished.is_ok() && rest.status.success() && out.contains("all ok"),
         "kazoo_resume.py failed:\n{out}\n{stderr}"
     );
-    assert_eq!(out.matches("\nok ").count(), 5, "{out}");
+    assert_eq!(out.matches("\nok ").count(), 6, "{out}");
 }

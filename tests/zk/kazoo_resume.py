@@ -60,12 +60,17 @@ class SetWatches(namedtuple("SetWatches", "relative_zxid data exist child")):
         return True
 
 
-def resend_watches(zk, data):
-    """What a client that resends its watches does on a new connection."""
+def resend_watches(zk, zxid, data, watcher):
+    """What a client that keeps its watches across connections does (the
+    Java and C clients): set them again at the new server with the last
+    zxid seen on the old connection. kazoo 2.8 instead drops bare watches
+    when a connection is lost (telling them NONE / CONNECTING)."""
     if hasattr(serialization, "SetWatches"):
-        return  # this kazoo sends them itself
+        return  # this kazoo keeps and sends them itself
+    for path in data:
+        zk._data_watchers[path].add(watcher)
     done = zk.handler.async_result()
-    zk._call(SetWatches(zk.last_zxid, data, [], []), done)
+    zk._call(SetWatches(zxid, data, [], []), done)
     done.get(timeout=10)
 
 
@@ -78,12 +83,19 @@ def main():
     a.create(ROOT + "/eph", b"e", ephemeral=True)
     lock = Lock(a, ROOT + "/lock", "a")
     assert lock.acquire(timeout=10), "the first lock is free"
-    # Two raw watches: one on a node changed while the client is away,
+    # kazoo's watch recipes, which read and watch again on reconnect.
+    seen, kids = [], []
+    a.create(ROOT + "/dw", b"0")
+    a.DataWatch(ROOT + "/dw", lambda data, stat: seen.append(data))
+    a.ChildrenWatch(ROOT, lambda c: kids.append(sorted(c)))
+    # Two bare watches: one on a node changed while the client is away,
     # one on a node changed after it is back.
     events = {}
     fired = threading.Condition()
 
     def watcher(ev):
+        if ev.type == "NONE":
+            return  # kazoo telling its watchers the connection is lost
         with fired:
             events[ev.path] = ev
             fired.notify_all()
@@ -91,17 +103,16 @@ def main():
     for name in ("away", "back"):
         a.create(ROOT + "/" + name, b"0")
         a.get(ROOT + "/" + name, watch=watcher)
-    # A DataWatch recipe: kazoo reads (and watches) again on reconnect.
-    seen = []
-    a.DataWatch(ROOT + "/dw", lambda data, stat: seen.append(data))
+    last_zxid = a.last_zxid
     session = a.client_id
     print("ready", flush=True)
     assert sys.stdin.readline().strip() == "killed"
 
-    # Another client, on the others, changes a watched node at once.
+    # Another client, on the others, changes watched nodes at once.
     b = KazooClient(hosts=OTHERS, timeout=10.0)
     b.start(timeout=15)
     b.set(ROOT + "/away", b"1")
+    b.set(ROOT + "/dw", b"1")
     wait_for("the client to notice", lambda: KazooState.SUSPENDED in states)
     wait_for("the client to reconnect", lambda: a.state == KazooState.CONNECTED)
     assert KazooState.LOST not in states, states
@@ -118,16 +129,22 @@ def main():
     assert not contender.acquire(blocking=False), "the lock was taken twice"
     ok("its lock is still held: another client cannot take it")
 
-    resend_watches(a, [ROOT + "/away", ROOT + "/back"])
-    b.set(ROOT + "/back", b"1")
+    wait_for("the DataWatch", lambda: b"1" in seen, timeout=10)
+    b.set(ROOT + "/dw", b"2")
+    wait_for("the DataWatch again", lambda: b"2" in seen, timeout=10)
+    b.create(ROOT + "/kid", b"")
+    wait_for("the ChildrenWatch", lambda: kids and "kid" in kids[-1], timeout=10)
+    ok("kazoo's watch recipes see changes made while away and after")
+
+    away, back = ROOT + "/away", ROOT + "/back"
+    resend_watches(a, last_zxid, [away, back], watcher)
+    b.set(back, b"1")
     with fired:
         fired.wait_for(lambda: len(events) == 2, timeout=10)
-    for name in ("away", "back"):
-        ev = events.get(ROOT + "/" + name)
-        assert ev is not None and ev.type == "CHANGED", (name, events)
-    b.create(ROOT + "/dw", b"dw")
-    wait_for("the DataWatch", lambda: b"dw" in seen, timeout=10)
-    ok("watches set before the kill fire after it")
+    for path in (away, back):
+        ev = events.get(path)
+        assert ev is not None and ev.type == "CHANGED", (path, events)
+    ok("watches set again by setWatches fire: changed while away, and after")
 
     lock.release()
     assert contender.acquire(timeout=10), "the released lock is free"
