@@ -477,7 +477,10 @@ async fn ask(s: &mut TcpStream, xid: i32, op: i32, body: &[u8]) -> Vec<u8> {
 fn event_of(p: &[u8]) -> (i32, String) {
     assert_eq!(i32_at(p, 0), -1, "a notification");
     let len = i32_at(p, 24) as usize;
-    (i32_at(p, 16), String::from_utf8_lossy(&p[28..28 + len]).into())
+    (
+        i32_at(p, 16),
+        String::from_utf8_lossy(&p[28..28 + len]).into(),
+    )
 }
 
 /// ZooKeeper's session move at the wire: a session resumes on another
@@ -539,9 +542,16 @@ async fn a_session_resumes_on_another_replica_with_its_password_only() {
     assert_eq!(event_of(&ev), (3, "/r-w".into()), "NodeDataChanged");
     let r = read_packet(&mut b).await;
     assert_eq!((i32_at(&r, 0), i32_at(&r, 12)), (-8, 0));
-    assert_eq!(i32_at(&ask(&mut a, 4, 1, &create_body("/r-new", b"")).await, 12), 0);
+    assert_eq!(
+        i32_at(&ask(&mut a, 4, 1, &create_body("/r-new", b"")).await, 12),
+        0
+    );
     let ev = tokio::time::timeout(Duration::from_secs(10), read_packet(&mut b));
-    assert_eq!(event_of(&ev.await.unwrap()), (1, "/r-new".into()), "NodeCreated");
+    assert_eq!(
+        event_of(&ev.await.unwrap()),
+        (1, "/r-new".into()),
+        "NodeCreated"
+    );
 
     // Closed from its new connection: it resumes nowhere any more.
     assert_eq!(i32_at(&ask(&mut b, 2, -11, &[]).await, 12), 0);

@@ -521,17 +521,10 @@ pub fn observed(
                 other => Err(err(other)),
             }),
         },
-        Asked::GetData { .. } | Asked::Exists { .. } | Asked::GetChildren { .. } => {
-            return observed_read(op, reply?)
-        }
-        Asked::ResumeSession => ZnodeOp::Resume {
-            session,
-            open: match reply? {
-                R::Resumed { .. } => true,
-                R::Error(ZkError::SessionExpired) => false,
-                _ => return None,
-            },
-        },
+        Asked::GetData { .. }
+        | Asked::Exists { .. }
+        | Asked::GetChildren { .. }
+        | Asked::ResumeSession => return observed_read(session, op, reply?),
         // ACLs are outside the model: it holds every node open to all
         // (`world:anyone:cdrwa`, what a create without an ACL gives), and
         // the workload (`workload_op`) never asks for an ACL, an identity
@@ -570,9 +563,11 @@ fn answer_error(r: &quorumkv_core::znode::ZnodeReply) -> ZkError {
     }
 }
 
-/// [`observed`] for a read that was answered; `None` for a request that is
-/// not a read, or an `exists` with an answer of the wrong kind.
+/// [`observed`] for a read (or a resume) that was answered; `None` for a
+/// request that is not one, or an `exists` or a resume with an answer of
+/// the wrong kind.
 fn observed_read(
+    session: u64,
     op: &quorumkv_core::znode::ZnodeOp,
     reply: &quorumkv_core::znode::ZnodeReply,
 ) -> Option<ZnodeOp> {
@@ -599,6 +594,14 @@ fn observed_read(
             result: match reply {
                 R::Children(names) => Ok(names.clone()),
                 other => Err(err(other)),
+            },
+        },
+        Asked::ResumeSession => ZnodeOp::Resume {
+            session,
+            open: match reply {
+                R::Resumed { .. } => true,
+                R::Error(ZkError::SessionExpired) => false,
+                _ => return None,
             },
         },
         _ => return None,

@@ -448,7 +448,9 @@ mod tests {
             exist: vec![],
             child: vec![],
         });
-        let Plan::Ops(ops, _) = p else { panic!("{p:?}") };
+        let Plan::Ops(ops, _) = p else {
+            panic!("{p:?}")
+        };
         let want = vec![Rewatch::DataSince {
             path: "/d".into(),
             zxid: 0,
@@ -456,7 +458,10 @@ mod tests {
         assert_eq!(ops, vec![ZnodeOp::SetWatches { watches: want }]);
         let set = Response::Znode(ZnodeReply::WatchesSet { fired: 1 });
         let r = reply(-8, &Shape::Empty, &[set], &mut 7);
-        assert_eq!(&r[4..], &[0xff, 0xff, 0xff, 0xf8, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0]);
+        assert_eq!(
+            &r[4..],
+            &[0xff, 0xff, 0xff, 0xf8, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0]
+        );
     }
 
     #[test]

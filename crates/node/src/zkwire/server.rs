@@ -231,7 +231,10 @@ async fn connect<P: Protocol + Send + 'static>(
     };
     let resume = req.session_id != 0;
     if resume && !password_checks(secret, req.session_id as u64, &req.passwd) {
-        tracing::debug!("ZooKeeper port: a wrong password for session {:#x}", req.session_id);
+        tracing::debug!(
+            "ZooKeeper port: a wrong password for session {:#x}",
+            req.session_id
+        );
         let _ = write_record(wr, |w| expired.encode(w)).await;
         return None;
     }

@@ -43,7 +43,10 @@ pub(super) fn new_session(secret: Option<&ClusterSecret>) -> (u64, [u8; PASSWD_L
 
 /// The id a password makes when there is no secret.
 fn id_of(passwd: &[u8]) -> u64 {
-    let h = Sha256::new().chain_update(LABEL).chain_update(passwd).finalize();
+    let h = Sha256::new()
+        .chain_update(LABEL)
+        .chain_update(passwd)
+        .finalize();
     let mut first = [0; 8];
     first.copy_from_slice(&h[..8]);
     u64::from_be_bytes(first) | TOP

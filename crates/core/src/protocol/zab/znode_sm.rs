@@ -905,7 +905,13 @@ mod tests {
     fn a_session_resumes_anywhere_while_open_and_nowhere_after() {
         use super::super::node::ReadMode;
         for read in [ReadMode::Index, ReadMode::Log, ReadMode::Local] {
-            let mut c = Cluster::new(3, Config { read, ..Config::default() });
+            let mut c = Cluster::new(
+                3,
+                Config {
+                    read,
+                    ..Config::default()
+                },
+            );
             c.settle();
             let (s, never) = (client(77, 5), client(78, 6));
             let expired = ZnodeReply::Error(ZkError::SessionExpired);
@@ -913,7 +919,12 @@ mod tests {
             open(&mut c, 1, s, 12_000);
             let (_, stat) = created(zn(&mut c, 1, s, create("/e", true, false)));
             for at in 1..=3 {
-                match zn(&mut c, at, client(77, 40 + at as u64), ZnodeOp::ResumeSession) {
+                match zn(
+                    &mut c,
+                    at,
+                    client(77, 40 + at as u64),
+                    ZnodeOp::ResumeSession,
+                ) {
                     ZnodeReply::Resumed { zxid, timeout_ms } => {
                         assert_eq!(timeout_ms, 12_000);
                         assert!(zxid >= stat.czxid, "{read:?}: {zxid}");
@@ -921,7 +932,10 @@ mod tests {
                     other => panic!("{read:?} at {at}: {other:?}"),
                 }
             }
-            assert!(matches!(zn(&mut c, 2, s, ZnodeOp::CloseSession), ZnodeReply::Closed { .. }));
+            assert!(matches!(
+                zn(&mut c, 2, s, ZnodeOp::CloseSession),
+                ZnodeReply::Closed { .. }
+            ));
             assert_eq!(zn(&mut c, 3, s, ZnodeOp::ResumeSession), expired);
             assert!((1..=3).all(|id| !c.node(id).znode_session_open(78)));
         }
