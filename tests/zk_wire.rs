@@ -458,6 +458,16 @@ fn jute_string(b: &mut Vec<u8>, s: &str) {
     b.extend_from_slice(s.as_bytes());
 }
 
+/// `setData path data`, any version.
+fn set_data_body(path: &str, data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    jute_string(&mut b, path);
+    b.extend_from_slice(&(data.len() as i32).to_be_bytes());
+    b.extend_from_slice(data);
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b
+}
+
 /// Connect with `packet`; the answer's timeout, session and password.
 async fn connect_with(addr: &str, packet: &[u8]) -> (TcpStream, i32, i64, Vec<u8>) {
     let mut s = TcpStream::connect(addr).await.unwrap();
@@ -497,12 +507,7 @@ async fn a_session_resumes_on_another_replica_with_its_password_only() {
     eph[n - 4..].copy_from_slice(&1i32.to_be_bytes()); // ephemeral
     assert_eq!(i32_at(&ask(&mut a, 1, 1, &eph).await, 12), 0);
     let made = i64_at(&ask(&mut a, 2, 1, &create_body("/r-w", b"0")).await, 4);
-    let mut set = Vec::new();
-    jute_string(&mut set, "/r-w");
-    set.extend_from_slice(&1i32.to_be_bytes());
-    set.push(b'1');
-    set.extend_from_slice(&(-1i32).to_be_bytes());
-    let seen = i64_at(&ask(&mut a, 3, 5, &set).await, 4);
+    let seen = i64_at(&ask(&mut a, 3, 5, &set_data_body("/r-w", b"1")).await, 4);
     assert!(seen > made && made > 0, "{made} {seen}");
 
     // A wrong password: told the session expired, then closed.
@@ -606,4 +611,78 @@ async fn a_kazoo_session_survives_the_kill_of_its_replica() {
         "kazoo_resume.py failed:\n{out}\n{stderr}"
     );
     assert_eq!(out.matches("\nok ").count(), 6, "{out}");
+}
+
+/// Read a child's output into `text` until it holds `want`.
+async fn read_until(out: &mut tokio::process::ChildStdout, text: &mut String, want: &str) {
+    let mut buf = [0u8; 4096];
+    let read = async {
+        while !text.contains(want) {
+            let n = out.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the client ended:\n{text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .is_err()
+    {
+        panic!("no {want:?} in the client's output:\n{text}");
+    }
+}
+
+/// The Java client (zkCli.sh) moves its session when its replica is
+/// killed and sets its watch again there with `setWatches`: the watch set
+/// before the kill fires after it, and its ephemeral is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkcli_moves_its_session_and_its_watch_when_its_replica_is_killed() {
+    if !require("zkCli.sh (Debian zookeeper)", Path::new(ZKCLI).exists()) {
+        return;
+    }
+    let mut cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster);
+    let mut child = tokio::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec {ZKCLI} -server {} 2>&1", hosts.join(",")),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("zkCli.sh runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut text = String::new();
+    let script = b"create -e /ze x\ncreate /zw v0\nget -w /zw\n";
+    stdin.write_all(script).await.unwrap();
+    read_until(&mut stdout, &mut text, "\nv0\n").await;
+    // Its replica (which picks at random): the one holding a connection
+    // besides the one asking.
+    let mut on = Vec::new();
+    for (i, h) in hosts.iter().enumerate() {
+        if four_letters(h, b"mntr")
+            .await
+            .contains("zk_num_alive_connections\t2\n")
+        {
+            on.push(i);
+        }
+    }
+    assert_eq!(on.len(), 1, "zkCli's replica: {on:?}");
+    cluster.kill(on[0] as u32 + 1).await.unwrap();
+    let other = &hosts[(on[0] + 1) % 3];
+    let (mut s, _, _) = connect(other, 10_000).await;
+    assert_eq!(
+        i32_at(&ask(&mut s, 1, 5, &set_data_body("/zw", b"v1")).await, 12),
+        0
+    );
+    let fired = "WatchedEvent state:SyncConnected type:NodeDataChanged path:/zw";
+    read_until(&mut stdout, &mut text, fired).await;
+    stdin.write_all(b"stat /ze\n").await.unwrap();
+    read_until(&mut stdout, &mut text, "ephemeralOwner = 0x").await;
+    let _ = stdin.write_all(b"quit\n").await;
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    assert!(!text.contains("state:Expired"), "{text}");
+    assert!(!text.contains("ephemeralOwner = 0x0\n"), "{text}");
 }
