@@ -135,15 +135,21 @@ async fn kazoo_crud_watches_ephemerals_and_recipes() {
     assert_eq!(stdout.matches("\nok ").count() + 1, 7, "{stdout}");
 }
 
-/// A connect packet asking for a new session.
+/// A connect packet asking for a new session (`session` 0) or to resume
+/// one, with a zero password and no zxid seen.
 fn connect_packet(timeout_ms: i32, session: i64) -> Vec<u8> {
+    resume_packet(timeout_ms, (session, &[0; 16]), 0)
+}
+
+/// A connect packet naming a session, its password and the last zxid seen.
+fn resume_packet(timeout_ms: i32, (session, passwd): (i64, &[u8]), last_zxid: i64) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&0i32.to_be_bytes());
-    body.extend_from_slice(&0i64.to_be_bytes());
+    body.extend_from_slice(&last_zxid.to_be_bytes());
     body.extend_from_slice(&timeout_ms.to_be_bytes());
     body.extend_from_slice(&session.to_be_bytes());
-    body.extend_from_slice(&16i32.to_be_bytes());
-    body.extend_from_slice(&[0; 16]);
+    body.extend_from_slice(&(passwd.len() as i32).to_be_bytes());
+    body.extend_from_slice(passwd);
     body.push(0);
     let mut p = (body.len() as i32).to_be_bytes().to_vec();
     p.extend_from_slice(&body);
@@ -210,7 +216,7 @@ async fn the_port_refuses_oversized_packets_and_unknown_ops_and_answers_4lw() {
         .await
         .unwrap();
     assert!(read_to_end(&mut s).await.is_empty());
-    // Resuming a session is not served yet: told it expired (timeout 0).
+    // Resuming a session with a wrong password: told it expired (timeout 0).
     let mut s = TcpStream::connect(&hosts[0]).await.unwrap();
     s.write_all(&connect_packet(10_000, session)).await.unwrap();
     let r = read_packet(&mut s).await;
@@ -436,4 +442,247 @@ async fn the_c_client_cli_mt_creates_sets_gets_lists_and_deletes() {
         );
         at += found.unwrap() + w.len();
     }
+}
+
+fn i32_at(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn i64_at(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// A jute string.
+fn jute_string(b: &mut Vec<u8>, s: &str) {
+    b.extend_from_slice(&(s.len() as i32).to_be_bytes());
+    b.extend_from_slice(s.as_bytes());
+}
+
+/// `setData path data`, any version.
+fn set_data_body(path: &str, data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    jute_string(&mut b, path);
+    b.extend_from_slice(&(data.len() as i32).to_be_bytes());
+    b.extend_from_slice(data);
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b
+}
+
+/// Connect with `packet`; the answer's timeout, session and password.
+async fn connect_with(addr: &str, packet: &[u8]) -> (TcpStream, i32, i64, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(packet).await.unwrap();
+    let r = read_packet(&mut s).await;
+    (s, i32_at(&r, 4), i64_at(&r, 8), r[20..36].to_vec())
+}
+
+/// Send one request; the next packet.
+async fn ask(s: &mut TcpStream, xid: i32, op: i32, body: &[u8]) -> Vec<u8> {
+    s.write_all(&request(xid, op, body)).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), read_packet(s));
+    r.await.expect("an answer")
+}
+
+/// A notification's event type and path.
+fn event_of(p: &[u8]) -> (i32, String) {
+    assert_eq!(i32_at(p, 0), -1, "a notification");
+    let len = i32_at(p, 24) as usize;
+    (
+        i32_at(p, 16),
+        String::from_utf8_lossy(&p[28..28 + len]).into(),
+    )
+}
+
+/// ZooKeeper's session move at the wire: a session resumes on another
+/// replica with its own password only, not on one behind what the client
+/// has seen; its ephemeral is there; `setWatches` fires what changed since
+/// the client's zxid and sets the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumes_on_another_replica_with_its_password_only() {
+    let cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster);
+    let (mut a, t, session, passwd) = connect_with(&hosts[0], &connect_packet(10_000, 0)).await;
+    let mut eph = create_body("/r-eph", b"e");
+    let n = eph.len();
+    eph[n - 4..].copy_from_slice(&1i32.to_be_bytes()); // ephemeral
+    assert_eq!(i32_at(&ask(&mut a, 1, 1, &eph).await, 12), 0);
+    let made = i64_at(&ask(&mut a, 2, 1, &create_body("/r-w", b"0")).await, 4);
+    let seen = i64_at(&ask(&mut a, 3, 5, &set_data_body("/r-w", b"1")).await, 4);
+    assert!(seen > made && made > 0, "{made} {seen}");
+
+    // A wrong password: told the session expired, then closed.
+    let mut bad = passwd.clone();
+    bad[3] ^= 1;
+    let forged = resume_packet(10_000, (session, &bad), seen);
+    let (mut s, t0, s0, _) = connect_with(&hosts[1], &forged).await;
+    assert_eq!((t0, s0), (0, 0));
+    assert!(read_to_end(&mut s).await.is_empty());
+    // The right one, from a client that saw more than any replica applied:
+    // closed without an answer (the client tries another server).
+    let mut s = TcpStream::connect(&hosts[1]).await.unwrap();
+    let ahead = resume_packet(10_000, (session, &passwd), seen + 1_000_000);
+    s.write_all(&ahead).await.unwrap();
+    assert!(read_to_end(&mut s).await.is_empty());
+    // The right one: the same session, its timeout, its password.
+    let resume = resume_packet(30_000, (session, &passwd), seen);
+    let (mut b, tb, sb, pb) = connect_with(&hosts[2], &resume).await;
+    assert_eq!((tb, sb, &pb[..]), (t, session, &passwd[..]));
+    let mut exists = Vec::new();
+    jute_string(&mut exists, "/r-eph");
+    exists.push(0);
+    let r = ask(&mut b, 1, 3, &exists).await;
+    assert_eq!(i32_at(&r, 12), 0);
+    assert_eq!(i64_at(&r, 60), session, "the ephemeral's owner");
+
+    // setWatches against `made`: /r-w changed since (fired at once, before
+    // the answer); /r-new does not exist yet (its exist watch is set).
+    let mut sw = made.to_be_bytes().to_vec();
+    for list in [&["/r-w"][..], &["/r-new"], &[]] {
+        sw.extend_from_slice(&(list.len() as i32).to_be_bytes());
+        for p in list {
+            jute_string(&mut sw, p);
+        }
+    }
+    let ev = ask(&mut b, -8, 101, &sw).await;
+    assert_eq!(event_of(&ev), (3, "/r-w".into()), "NodeDataChanged");
+    let r = read_packet(&mut b).await;
+    assert_eq!((i32_at(&r, 0), i32_at(&r, 12)), (-8, 0));
+    assert_eq!(
+        i32_at(&ask(&mut a, 4, 1, &create_body("/r-new", b"")).await, 12),
+        0
+    );
+    let ev = tokio::time::timeout(Duration::from_secs(10), read_packet(&mut b));
+    assert_eq!(
+        event_of(&ev.await.unwrap()),
+        (1, "/r-new".into()),
+        "NodeCreated"
+    );
+
+    // Closed from its new connection: it resumes nowhere any more.
+    assert_eq!(i32_at(&ask(&mut b, 2, -11, &[]).await, 12), 0);
+    let again = resume_packet(10_000, (session, &passwd), seen);
+    let (_, t1, s1, _) = connect_with(&hosts[0], &again).await;
+    assert_eq!((t1, s1), (0, 0));
+}
+
+/// A kazoo client holding an ephemeral node, a lock and watches on
+/// replica 1 moves to another replica when replica 1 is killed
+/// (`tests/zk/kazoo_resume.py` says what it checks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kazoo_session_survives_the_kill_of_its_replica() {
+    use tokio::io::AsyncBufReadExt;
+    let py = python_with_kazoo();
+    if !require("kazoo (Debian python3-kazoo)", py.is_some()) {
+        return;
+    }
+    let mut cluster = zab_cluster().await;
+    // Replica 1 first: kazoo tries the hosts in the order given.
+    let hosts = zk_hosts(&cluster).join(",");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zk/kazoo_resume.py");
+    let mut child = tokio::process::Command::new(py.unwrap())
+        .args([script, &hosts])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = String::new();
+    let run = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            out.push_str(&line);
+            out.push('\n');
+            if line == "ready" {
+                cluster.kill(1).await.unwrap();
+                stdin.write_all(b"killed\n").await.unwrap();
+            }
+        }
+    };
+    let finished = tokio::time::timeout(Duration::from_secs(120), run).await;
+    if finished.is_err() {
+        let _ = child.start_kill();
+    }
+    let rest = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&rest.stderr);
+    assert!(
+        finished.is_ok() && rest.status.success() && out.contains("all ok"),
+        "kazoo_resume.py failed:\n{out}\n{stderr}"
+    );
+    assert_eq!(out.matches("\nok ").count(), 6, "{out}");
+}
+
+/// Read a child's output into `text` until it holds `want`.
+async fn read_until(out: &mut tokio::process::ChildStdout, text: &mut String, want: &str) {
+    let mut buf = [0u8; 4096];
+    let read = async {
+        while !text.contains(want) {
+            let n = out.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the client ended:\n{text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .is_err()
+    {
+        panic!("no {want:?} in the client's output:\n{text}");
+    }
+}
+
+/// The Java client (zkCli.sh) moves its session when its replica is
+/// killed and sets its watch again there with `setWatches`: the watch set
+/// before the kill fires after it, and its ephemeral is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkcli_moves_its_session_and_its_watch_when_its_replica_is_killed() {
+    if !require("zkCli.sh (Debian zookeeper)", Path::new(ZKCLI).exists()) {
+        return;
+    }
+    let mut cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster);
+    let mut child = tokio::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec {ZKCLI} -server {} 2>&1", hosts.join(",")),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("zkCli.sh runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut text = String::new();
+    let script = b"create -e /ze x\ncreate /zw v0\nget -w /zw\n";
+    stdin.write_all(script).await.unwrap();
+    read_until(&mut stdout, &mut text, "\nv0\n").await;
+    // Its replica (which picks at random): the one holding a connection
+    // besides the one asking.
+    let mut on = Vec::new();
+    for (i, h) in hosts.iter().enumerate() {
+        if four_letters(h, b"mntr")
+            .await
+            .contains("zk_num_alive_connections\t2\n")
+        {
+            on.push(i);
+        }
+    }
+    assert_eq!(on.len(), 1, "zkCli's replica: {on:?}");
+    cluster.kill(on[0] as u32 + 1).await.unwrap();
+    let other = &hosts[(on[0] + 1) % 3];
+    let (mut s, _, _) = connect(other, 10_000).await;
+    assert_eq!(
+        i32_at(&ask(&mut s, 1, 5, &set_data_body("/zw", b"v1")).await, 12),
+        0
+    );
+    let fired = "WatchedEvent state:SyncConnected type:NodeDataChanged path:/zw";
+    read_until(&mut stdout, &mut text, fired).await;
+    stdin.write_all(b"stat /ze\n").await.unwrap();
+    read_until(&mut stdout, &mut text, "ephemeralOwner = 0x").await;
+    let _ = stdin.write_all(b"quit\n").await;
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    assert!(!text.contains("state:Expired"), "{text}");
+    assert!(!text.contains("ephemeralOwner = 0x0\n"), "{text}");
 }

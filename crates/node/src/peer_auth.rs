@@ -105,6 +105,16 @@ impl ClusterSecret {
         mac.finalize().into_bytes().to_vec()
     }
 
+    /// An HMAC-SHA256 under the secret for the use named by `label`
+    /// (a tag made for one use verifies for no other), fed `data`.
+    pub fn keyed(&self, label: &[u8], data: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(&(label.len() as u64).to_be_bytes());
+        mac.update(label);
+        mac.update(data);
+        mac
+    }
+
     /// Whether `proof` is what `sender` (on `side`, talking to `me`) had to
     /// send; compared in constant time.
     pub fn verify(

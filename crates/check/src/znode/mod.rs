@@ -62,6 +62,13 @@ pub enum ZnodeOp {
         path: String,
         result: Result<Vec<String>, ZkError>,
     },
+    /// A session taken up on a new connection (`ResumeSession`): `open`
+    /// if it was answered resumed, not if answered expired. Changes
+    /// nothing.
+    Resume {
+        session: u64,
+        open: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -263,6 +270,9 @@ impl Spec for ZnodeSpec {
                     Err(ZkError::NoNode)
                 };
                 (got == *result).then(|| s.clone())
+            }
+            ZnodeOp::Resume { session, open } => {
+                (s.sessions.contains(session) == *open).then(|| s.clone())
             }
         }
     }
@@ -511,9 +521,10 @@ pub fn observed(
                 other => Err(err(other)),
             }),
         },
-        Asked::GetData { .. } | Asked::Exists { .. } | Asked::GetChildren { .. } => {
-            return observed_read(op, reply?)
-        }
+        Asked::GetData { .. }
+        | Asked::Exists { .. }
+        | Asked::GetChildren { .. }
+        | Asked::ResumeSession => return observed_read(session, op, reply?),
         // ACLs are outside the model: it holds every node open to all
         // (`world:anyone:cdrwa`, what a create without an ACL gives), and
         // the workload (`workload_op`) never asks for an ACL, an identity
@@ -552,9 +563,11 @@ fn answer_error(r: &quorumkv_core::znode::ZnodeReply) -> ZkError {
     }
 }
 
-/// [`observed`] for a read that was answered; `None` for a request that is
-/// not a read, or an `exists` with an answer of the wrong kind.
+/// [`observed`] for a read (or a resume) that was answered; `None` for a
+/// request that is not one, or an `exists` or a resume with an answer of
+/// the wrong kind.
 fn observed_read(
+    session: u64,
     op: &quorumkv_core::znode::ZnodeOp,
     reply: &quorumkv_core::znode::ZnodeReply,
 ) -> Option<ZnodeOp> {
@@ -581,6 +594,14 @@ fn observed_read(
             result: match reply {
                 R::Children(names) => Ok(names.clone()),
                 other => Err(err(other)),
+            },
+        },
+        Asked::ResumeSession => ZnodeOp::Resume {
+            session,
+            open: match reply {
+                R::Resumed { .. } => true,
+                R::Error(ZkError::SessionExpired) => false,
+                _ => return None,
             },
         },
         _ => return None,
@@ -819,6 +840,39 @@ mod tests {
             check_history(ops, std::time::Duration::from_secs(10)).0,
             Verdict::Linearizable
         );
+    }
+
+    /// A resume answered open needs its session open at a point of its
+    /// interval; one answered expired, closed (or never opened).
+    #[test]
+    fn a_resume_sees_its_session_open_or_closed() {
+        use quorumkv_core::znode::{ZnodeOp as Asked, ZnodeReply as R};
+        let resume = |open| ZnodeOp::Resume { session: 7, open };
+        let open = at(0, 1, ZnodeOp::OpenSession { session: 7 });
+        let close = at(4, 5, ZnodeOp::CloseSession { session: 7 });
+        let v = |r: SpecOp<ZnodeOp>| verdict(vec![open.clone(), r, close.clone()]);
+        assert_eq!(v(at(2, 3, resume(true))), Verdict::Linearizable);
+        assert_ne!(v(at(2, 3, resume(false))), Verdict::Linearizable);
+        assert_eq!(v(at(6, 7, resume(false))), Verdict::Linearizable);
+        assert_ne!(v(at(6, 7, resume(true))), Verdict::Linearizable);
+        // Overlapping the close: either answer.
+        assert_eq!(v(at(3, 6, resume(true))), Verdict::Linearizable);
+        assert_eq!(v(at(3, 6, resume(false))), Verdict::Linearizable);
+        // From the service's answers.
+        let resumed = R::Resumed {
+            zxid: 3,
+            timeout_ms: 4000,
+        };
+        let expired = R::Error(ZkError::SessionExpired);
+        assert_eq!(
+            observed(7, &Asked::ResumeSession, Some(&resumed)),
+            Some(resume(true))
+        );
+        assert_eq!(
+            observed(7, &Asked::ResumeSession, Some(&expired)),
+            Some(resume(false))
+        );
+        assert_eq!(observed(7, &Asked::ResumeSession, None), None);
     }
 
     #[test]

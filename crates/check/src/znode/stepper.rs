@@ -121,7 +121,10 @@ impl Stepper for ZnodeStepper {
     fn is_read_only(&self, op: usize) -> bool {
         matches!(
             self.ops[op],
-            ZnodeOp::GetData { .. } | ZnodeOp::Exists { .. } | ZnodeOp::Children { .. }
+            ZnodeOp::GetData { .. }
+                | ZnodeOp::Exists { .. }
+                | ZnodeOp::Children { .. }
+                | ZnodeOp::Resume { .. }
         )
     }
 

@@ -96,6 +96,12 @@ pub enum ZnodeOp {
         sequential: bool,
         acl: Vec<Acl>,
     },
+    /// Take up this client's session on a new connection (a ZooKeeper
+    /// client reconnecting with its session id): answered `Resumed` if the
+    /// session is open, `SessionExpired` otherwise; it opens nothing
+    /// (unlike `OpenSession`). Served as a read, so the answer's zxid is
+    /// at least every zxid committed before it was asked.
+    ResumeSession,
 }
 
 /// A create in either of its forms, [`ZnodeOp::Create`] (no ACL: the
@@ -183,6 +189,7 @@ impl ZnodeOp {
             ZnodeOp::AddAuth { .. }
             | ZnodeOp::OpenSession { .. }
             | ZnodeOp::CloseSession
+            | ZnodeOp::ResumeSession
             | ZnodeOp::Ping
             | ZnodeOp::Sync
             | ZnodeOp::SetWatches { .. } => "",
@@ -206,6 +213,7 @@ impl ZnodeOp {
             ZnodeOp::GetAcl { .. } => "get_acl",
             ZnodeOp::SetAcl { .. } => "set_acl",
             ZnodeOp::CreateWithAcl { .. } => "create",
+            ZnodeOp::ResumeSession => "resume_session",
         }
     }
     /// True for operations that change nothing.
@@ -220,6 +228,7 @@ impl ZnodeOp {
                 | ZnodeOp::SetWatches { .. }
                 | ZnodeOp::AddAuth { .. }
                 | ZnodeOp::GetAcl { .. }
+                | ZnodeOp::ResumeSession
         )
     }
 }
@@ -273,6 +282,12 @@ pub enum ZnodeReply {
     AclSet(Stat),
     /// `addAuth`: the connection has the identity now.
     AuthAdded,
+    /// `ResumeSession`: the session is open, with this timeout, at this
+    /// server whose tree has applied `zxid`.
+    Resumed {
+        zxid: u64,
+        timeout_ms: u64,
+    },
 }
 
 /// `Event::kind` of a fired watch (the four of `watch::EventType`) and of

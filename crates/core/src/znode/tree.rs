@@ -572,6 +572,11 @@ impl Tree {
         self.sessions.contains_key(&session)
     }
 
+    /// The timeout of an open session.
+    pub fn session_timeout(&self, session: u64) -> Option<u64> {
+        self.sessions.get(&session).map(|s| s.timeout_ms)
+    }
+
     pub fn last_zxid(&self) -> u64 {
         self.last_zxid
     }

@@ -62,18 +62,29 @@ pub enum Rewatch {
     Data { path: String, mzxid: Option<u64> },
     /// Set by `getChildren`; the children as read.
     Child { path: String, children: Vec<String> },
+    /// ZooKeeper's form (`SetWatches`' data watches): a data watch on a
+    /// node that existed, by a client that has seen everything up to
+    /// `zxid` (its `relativeZxid`): fired if the node is gone or changed
+    /// after `zxid`.
+    DataSince { path: String, zxid: u64 },
+    /// ZooKeeper's form of a child watch: fired if the node is gone or its
+    /// children changed (`pzxid`) after `zxid`.
+    ChildSince { path: String, zxid: u64 },
 }
 
 impl Rewatch {
     pub fn path(&self) -> &str {
         match self {
-            Rewatch::Data { path, .. } | Rewatch::Child { path, .. } => path,
+            Rewatch::Data { path, .. }
+            | Rewatch::Child { path, .. }
+            | Rewatch::DataSince { path, .. }
+            | Rewatch::ChildSince { path, .. } => path,
         }
     }
     pub fn kind(&self) -> WatchKind {
         match self {
-            Rewatch::Data { .. } => WatchKind::Data,
-            Rewatch::Child { .. } => WatchKind::Child,
+            Rewatch::Data { .. } | Rewatch::DataSince { .. } => WatchKind::Data,
+            Rewatch::Child { .. } | Rewatch::ChildSince { .. } => WatchKind::Child,
         }
     }
     /// The event this watch would have fired had it stayed, judged from
@@ -92,6 +103,15 @@ impl Rewatch {
             (Rewatch::Child { path, children }, Some(_)) => {
                 let same = tree.children(path).is_ok_and(|c| c == *children);
                 (!same).then_some(EventType::NodeChildrenChanged)
+            }
+            (Rewatch::DataSince { .. } | Rewatch::ChildSince { .. }, None) => {
+                Some(EventType::NodeDeleted)
+            }
+            (Rewatch::DataSince { zxid, .. }, Some(stat)) => {
+                (stat.mzxid > *zxid).then_some(EventType::NodeDataChanged)
+            }
+            (Rewatch::ChildSince { zxid, .. }, Some(stat)) => {
+                (stat.pzxid > *zxid).then_some(EventType::NodeChildrenChanged)
             }
         }
     }
@@ -261,6 +281,25 @@ mod tests {
         };
         assert_eq!(gone.missed(&t), Some(NodeDeleted));
         assert_eq!((gone.path(), gone.kind()), ("/c", WatchKind::Child));
+        // ZooKeeper's form, against the client's last zxid: /a was made
+        // at 1, its child at 2, its data set at 4.
+        let since = |path: &str, zxid, child: bool| match child {
+            false => Rewatch::DataSince {
+                path: path.into(),
+                zxid,
+            },
+            true => Rewatch::ChildSince {
+                path: path.into(),
+                zxid,
+            },
+        };
+        assert_eq!(since("/a", 3, false).missed(&t), Some(NodeDataChanged));
+        assert_eq!(since("/a", 4, false).missed(&t), None);
+        assert_eq!(since("/a", 1, true).missed(&t), Some(NodeChildrenChanged));
+        assert_eq!(since("/a", 2, true).missed(&t), None);
+        assert_eq!(since("/c", 9, false).missed(&t), Some(NodeDeleted));
+        assert_eq!(since("/c", 9, true).missed(&t), Some(NodeDeleted));
+        assert_eq!(since("/a", 4, true).kind(), WatchKind::Child);
     }
 
     #[test]

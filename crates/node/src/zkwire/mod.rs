@@ -6,7 +6,9 @@
 //!   `jute.maxbuffer`.
 //! * [`proto`] — the client records, op codes and error codes.
 //! * `ops` — requests to the service's operations and answers to replies.
-//! * `server` — the port: connect, requests, watch events.
+//! * `server` — the port: connect (a new session or one resumed),
+//!   requests, watch events.
+//! * `session` — session ids and passwords any replica can check.
 //! * `four` — the four-letter words (`ruok`, `srvr`, `mntr`).
 //! * `walk` — `getAllChildrenNumber`, as a walk of `getChildren` reads.
 
@@ -15,6 +17,7 @@ pub mod jute;
 mod ops;
 pub mod proto;
 mod server;
+mod session;
 mod walk;
 
 pub use four::ZK_COMPAT_VERSION;

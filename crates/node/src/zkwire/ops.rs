@@ -6,13 +6,13 @@ use super::proto::{
     err, event, flags, op, reply_header, watcher_event, write_acls, write_stat, ZkRequest,
 };
 use bytes::Bytes;
-use quorumkv_core::znode::{acl, Acl, Id, NewNode, Stat, ZkError, ZnodeOp, ZnodeReply};
+use quorumkv_core::znode::{acl, Acl, Id, NewNode, Rewatch, Stat, ZkError, ZnodeOp, ZnodeReply};
 use quorumkv_core::{Event, Response};
 
 /// How the answers to a request's operations become its reply body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
-    /// Header only (delete, closeSession, addAuth).
+    /// Header only (delete, closeSession, addAuth, setWatches).
     Empty,
     Ping,
     /// The created path, with the stat for `create2`.
@@ -113,6 +113,12 @@ pub fn plan(req: ZkRequest) -> Plan {
             Err(_) => Plan::Error(err::AUTH_FAILED),
         },
         ZkRequest::AllChildrenNumber { path } => Plan::CountBelow(path),
+        ZkRequest::SetWatches {
+            relative_zxid,
+            data,
+            exist,
+            child,
+        } => set_watches(relative_zxid, data, exist, child),
         ZkRequest::Unsupported(_) | ZkRequest::Unknown(_) => Plan::Error(err::UNIMPLEMENTED),
     }
 }
@@ -129,6 +135,19 @@ fn children(path: String, watch: bool, with_stat: bool) -> Plan {
         v.push(ZnodeOp::Exists { path, watch: false });
     }
     ops(v, Shape::Children { with_stat })
+}
+
+/// `setWatches` as ZooKeeper judges it against the client's last zxid: a
+/// data watch fires at once if its node is gone or changed since, an
+/// exist watch if its node now exists, a child watch if its node is gone
+/// or its children changed since; the others are set here.
+fn set_watches(zxid: i64, data: Vec<String>, exist: Vec<String>, child: Vec<String>) -> Plan {
+    let zxid = u64::try_from(zxid).unwrap_or(0);
+    let data = (data.into_iter()).map(|path| Rewatch::DataSince { path, zxid });
+    let exist = (exist.into_iter()).map(|path| Rewatch::Data { path, mzxid: None });
+    let child = (child.into_iter()).map(|path| Rewatch::ChildSince { path, zxid });
+    let watches = data.chain(exist).chain(child).collect();
+    ops(vec![ZnodeOp::SetWatches { watches }], Shape::Empty)
 }
 
 /// Persistent, ephemeral and their sequential forms; containers and TTL
@@ -202,8 +221,13 @@ fn body(shape: &Shape, answers: &[Response], w: &mut Writer) -> Result<(), i32> 
         return Err(failure(first));
     };
     match (shape, reply) {
-        (Shape::Empty, ZnodeReply::Deleted | ZnodeReply::Closed { .. } | ZnodeReply::AuthAdded) => {
-        }
+        (
+            Shape::Empty,
+            ZnodeReply::Deleted
+            | ZnodeReply::Closed { .. }
+            | ZnodeReply::AuthAdded
+            | ZnodeReply::WatchesSet { .. },
+        ) => {}
         (Shape::Ping, _) => {}
         (Shape::Created { with_stat }, ZnodeReply::Created { path, stat }) => {
             w.string(path);
@@ -389,6 +413,55 @@ mod tests {
         let mut r = Reader::new(&b[4..]);
         let h = (r.int().unwrap(), r.long().unwrap(), r.int().unwrap());
         (h.0, h.1, h.2, r.remaining())
+    }
+
+    /// `setWatches` becomes one `SetWatches` of ZooKeeper's forms, judged
+    /// against the client's last zxid (a negative one as 0); answered
+    /// with a bare header.
+    #[test]
+    fn set_watches_takes_zookeepers_forms() {
+        let p = plan(ZkRequest::SetWatches {
+            relative_zxid: 12,
+            data: vec!["/d".into()],
+            exist: vec!["/e".into()],
+            child: vec!["/c".into()],
+        });
+        let watches = vec![
+            Rewatch::DataSince {
+                path: "/d".into(),
+                zxid: 12,
+            },
+            Rewatch::Data {
+                path: "/e".into(),
+                mzxid: None,
+            },
+            Rewatch::ChildSince {
+                path: "/c".into(),
+                zxid: 12,
+            },
+        ];
+        let want = Plan::Ops(vec![ZnodeOp::SetWatches { watches }], Shape::Empty);
+        assert_eq!(p, want);
+        let p = plan(ZkRequest::SetWatches {
+            relative_zxid: -5,
+            data: vec!["/d".into()],
+            exist: vec![],
+            child: vec![],
+        });
+        let Plan::Ops(ops, _) = p else {
+            panic!("{p:?}")
+        };
+        let want = vec![Rewatch::DataSince {
+            path: "/d".into(),
+            zxid: 0,
+        }];
+        assert_eq!(ops, vec![ZnodeOp::SetWatches { watches: want }]);
+        let set = Response::Znode(ZnodeReply::WatchesSet { fired: 1 });
+        let r = reply(-8, &Shape::Empty, &[set], &mut 7);
+        assert_eq!(
+            &r[4..],
+            &[0xff, 0xff, 0xff, 0xf8, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0]
+        );
     }
 
     #[test]

@@ -236,6 +236,14 @@ pub enum ZkRequest {
     AllChildrenNumber {
         path: String,
     },
+    /// `setWatches` after a reconnect: the watches the client holds, and
+    /// the last zxid it has seen.
+    SetWatches {
+        relative_zxid: i64,
+        data: Vec<String>,
+        exist: Vec<String>,
+        child: Vec<String>,
+    },
     /// A known op code quorumkv does not serve yet.
     Unsupported(i32),
     /// An op code ZooKeeper does not know either.
@@ -328,6 +336,12 @@ fn decode_rest(code: i32, r: &mut Reader<'_>) -> Result<ZkRequest, JuteError> {
             }
         }
         op::GET_ALL_CHILDREN_NUMBER => ZkRequest::AllChildrenNumber { path: r.string()? },
+        op::SET_WATCHES => ZkRequest::SetWatches {
+            relative_zxid: r.long()?,
+            data: r.strings()?,
+            exist: r.strings()?,
+            child: r.strings()?,
+        },
         c if op::is_known(c) => ZkRequest::Unsupported(c),
         c => ZkRequest::Unknown(c),
     })
@@ -383,6 +397,22 @@ mod tests {
             Packet::decode(&p).unwrap().req,
             ZkRequest::Auth { .. }
         ));
+        let p = packet(-8, op::SET_WATCHES, |w| {
+            w.long(9).strings(&["/d".into()]).int(-1);
+            w.strings(&["/c1".into(), "/c2".into()]);
+        });
+        let want = ZkRequest::SetWatches {
+            relative_zxid: 9,
+            data: vec!["/d".into()],
+            exist: vec![],
+            child: vec!["/c1".into(), "/c2".into()],
+        };
+        assert_eq!(Packet::decode(&p).unwrap().req, want);
+        // A count the packet cannot hold is refused before any allocation.
+        let p = packet(-8, op::SET_WATCHES, |w| {
+            w.long(9).int(i32::MAX);
+        });
+        assert!(Packet::decode(&p).is_err());
     }
 
     #[test]

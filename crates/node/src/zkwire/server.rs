@@ -1,5 +1,6 @@
-//! The ZooKeeper client port of a replica: each TCP connection is one
-//! session of the coordination service, served by this replica's driver
+//! The ZooKeeper client port of a replica: each TCP connection serves one
+//! session of the coordination service (new, or resumed from a connection
+//! to any replica: `connect`), served by this replica's driver
 //! exactly as a native connection's requests are (`Input::Client` with the
 //! session as the op's client id, the connection as the watch owner).
 //!
@@ -12,18 +13,20 @@ use super::four::{four_letter, is_word};
 use super::jute::{frame, packet_len, Reader, Writer};
 use super::ops::{count_reply, error_reply, is_close, notification, plan, reply, Plan, Shape};
 use super::proto::{err, ConnectRequest, ConnectResponse, Packet, ZkRequest};
+use super::session::{new_session, password_checks, PASSWD_LEN};
 use super::walk::{count_below, driver_read};
 use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::codec::Frame;
 use crate::driver::{Input, ReplyTo};
 use crate::net::{ConnLimits, InBuf, OutQueueRx};
 use crate::options::ServerOptions;
+use crate::peer_auth::ClusterSecret;
 use crate::shutdown::ConnStop;
 use crate::stream::{Conn, ConnRead, ConnWrite};
 use crate::tls::TlsServer;
 use bytes::Bytes;
 use quorumkv_core::protocol::Protocol;
-use quorumkv_core::znode::{ZnodeOp, ZnodeReply};
+use quorumkv_core::znode::{ZkError, ZnodeOp, ZnodeReply};
 use quorumkv_core::{OpId, Peer, Request, Response};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -155,17 +158,18 @@ async fn serve_zk<P: Protocol + Send + 'static>(
         return;
     };
     let conn = ZK_CONN | CONNECTIONS.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-    let Some(session) = connect::<P>(&req, conn, &tx, &mut wr, limits).await else {
+    let secret = opts.secret.as_ref();
+    let Some(session) = connect::<P>(&req, conn, (&tx, secret), &mut wr, limits).await else {
         return;
     };
-    let (ftx, frx) = session.1;
+    let (ftx, frx) = session.queue;
     let peer = Peer::Conn(conn);
     let (ptx, prx) = mpsc::channel(MAX_OUTSTANDING);
     let (done_tx, done_rx) = oneshot::channel::<()>();
     let deadline = opts.idle_timeout.unwrap_or(WRITE_DEADLINE);
     let wr = TimedWrite { wr, deadline };
-    let writer = tokio::spawn(write_replies(wr, prx, frx, done_tx));
-    let ids = (conn, session.0);
+    let writer = tokio::spawn(write_replies(wr, prx, (frx, session.zxid), done_tx));
+    let ids = (conn, session.id);
     serve_requests::<P>(
         (&mut buf, &mut rd),
         ids,
@@ -186,55 +190,149 @@ async fn serve_zk<P: Protocol + Send + 'static>(
 
 type FrameQueue<M> = (crate::net::OutQueue<Frame<M>>, OutQueueRx<Frame<M>>);
 
-/// Open a session for a new client and answer its `ConnectRequest`.
-/// Resuming a session on a new connection is not served yet: a client
-/// that asks is told its session expired (timeout 0), as ZooKeeper tells
-/// a client whose session it no longer has.
+/// A connection's session, new or resumed.
+struct Session<M> {
+    id: u64,
+    /// Where the reply headers' zxid starts: what the client has seen.
+    zxid: u64,
+    queue: FrameQueue<M>,
+}
+
+/// How a connect request is answered.
+enum Connected {
+    /// The session (new or resumed), its timeout and password.
+    Session {
+        session: u64,
+        timeout_ms: i32,
+        passwd: [u8; PASSWD_LEN],
+    },
+    /// Told the session expired (timeout 0), then closed, as ZooKeeper
+    /// does: a wrong password, or a session no longer open.
+    Expired,
+    /// Closed without an answer, so that the client tries another server:
+    /// no leader, or this replica is behind what the client has seen.
+    Refused,
+}
+
+/// Answer a client's `ConnectRequest`: open a new session, or resume the
+/// one it names (on any replica, if its password checks and the session
+/// is still open in the replicated tree).
 async fn connect<P: Protocol + Send + 'static>(
     req: &ConnectRequest,
     conn: u64,
-    tx: &Tx<P::Msg>,
+    (tx, secret): (&Tx<P::Msg>, Option<&ClusterSecret>),
     wr: &mut ConnWrite,
     limits: &ConnLimits,
-) -> Option<(u64, FrameQueue<P::Msg>)> {
+) -> Option<Session<P::Msg>> {
     let expired = ConnectResponse {
         timeout_ms: 0,
         session_id: 0,
-        passwd: [0; 16],
+        passwd: [0; PASSWD_LEN],
     };
-    if req.session_id != 0 {
+    let resume = req.session_id != 0;
+    if resume && !password_checks(secret, req.session_id as u64, &req.passwd) {
+        tracing::debug!(
+            "ZooKeeper port: a wrong password for session {:#x}",
+            req.session_id
+        );
         let _ = write_record(wr, |w| expired.encode(w)).await;
         return None;
     }
-    let timeout_ms = req.timeout_ms.clamp(2 * TICK_MS, 20 * TICK_MS);
-    let session = rand::random::<u64>() | (1 << 63);
     let (ftx, frx) = limits.out_queue::<Frame<P::Msg>>();
     let up = Input::LinkUp {
         peer: Peer::Conn(conn),
         tx: Some(ftx.clone()),
     };
     tx.send(up).await.ok()?;
-    let open = ZnodeOp::OpenSession {
-        timeout_ms: timeout_ms as u64,
+    let got = match resume {
+        true => resume_session(req, conn, tx).await,
+        false => open_session(req, conn, tx, secret).await,
     };
-    let rx = send_op(tx, (conn, session), 0, open).await?;
-    let opened = matches!(rx.await, Ok(Response::Znode(ZnodeReply::Session { .. })));
-    if !opened {
-        // No leader to open it: the client tries again (another server).
+    let Connected::Session {
+        session,
+        timeout_ms,
+        passwd,
+    } = got
+    else {
         let down = Input::LinkDown {
             peer: Peer::Conn(conn),
             tx: Some(ftx),
         };
         let _ = tx.send(down).await;
+        if matches!(got, Connected::Expired) {
+            let _ = write_record(wr, |w| expired.encode(w)).await;
+        }
         return None;
-    }
+    };
     let answer = ConnectResponse {
         timeout_ms,
         session_id: session as i64,
-        passwd: rand::random(),
+        passwd,
     };
     write_record(wr, |w| answer.encode(w)).await.ok()?;
-    Some((session, (ftx, frx)))
+    Some(Session {
+        id: session,
+        zxid: u64::try_from(req.last_zxid_seen).unwrap_or(0),
+        queue: (ftx, frx),
+    })
+}
+
+/// A new session, through the log.
+async fn open_session<M>(
+    req: &ConnectRequest,
+    conn: u64,
+    tx: &Tx<M>,
+    secret: Option<&ClusterSecret>,
+) -> Connected {
+    let timeout_ms = req.timeout_ms.clamp(2 * TICK_MS, 20 * TICK_MS);
+    let (session, passwd) = new_session(secret);
+    let open = ZnodeOp::OpenSession {
+        timeout_ms: timeout_ms as u64,
+    };
+    let Some(rx) = send_op(tx, (conn, session), 0, open).await else {
+        return Connected::Refused;
+    };
+    match rx.await {
+        Ok(Response::Znode(ZnodeReply::Session { .. })) => Connected::Session {
+            session,
+            timeout_ms,
+            passwd,
+        },
+        // No leader to open it: the client tries again (another server).
+        _ => Connected::Refused,
+    }
+}
+
+/// The session the client names, if it is still open. Served as a read,
+/// so this replica has applied every zxid committed before it answers:
+/// one the client saw is among them, and a replica that (reading its own
+/// state, `read=local`) shows less is refused, as ZooKeeper refuses it.
+async fn resume_session<M>(req: &ConnectRequest, conn: u64, tx: &Tx<M>) -> Connected {
+    let session = req.session_id as u64;
+    let Some(rx) = send_op(tx, (conn, session), 0, ZnodeOp::ResumeSession).await else {
+        return Connected::Refused;
+    };
+    match rx.await {
+        Ok(Response::Znode(ZnodeReply::Resumed { zxid, timeout_ms })) => {
+            let seen = u64::try_from(req.last_zxid_seen).unwrap_or(0);
+            if zxid < seen {
+                tracing::info!(
+                    "ZooKeeper port: session {session:#x} has seen zxid {seen:#x}, this replica \
+                     only {zxid:#x}: refused, the client tries another server"
+                );
+                return Connected::Refused;
+            }
+            let mut passwd = [0; PASSWD_LEN];
+            passwd.copy_from_slice(&req.passwd);
+            Connected::Session {
+                session,
+                timeout_ms: i32::try_from(timeout_ms).unwrap_or(i32::MAX),
+                passwd,
+            }
+        }
+        Ok(Response::Znode(ZnodeReply::Error(ZkError::SessionExpired))) => Connected::Expired,
+        _ => Connected::Refused,
+    }
 }
 
 async fn write_record(wr: &mut ConnWrite, f: impl FnOnce(&mut Writer)) -> std::io::Result<()> {
@@ -380,10 +478,9 @@ impl TimedWrite {
 async fn write_replies<M>(
     mut wr: TimedWrite,
     mut prx: mpsc::Receiver<Out>,
-    mut frx: OutQueueRx<Frame<M>>,
+    (mut frx, mut zxid): (OutQueueRx<Frame<M>>, u64),
     done: oneshot::Sender<()>,
 ) {
-    let mut zxid = 0u64;
     // The event queue ends when the connection's link is dropped (the
     // reader is done): the replies still due are written.
     let mut events = true;

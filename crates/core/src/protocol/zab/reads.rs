@@ -27,7 +27,7 @@ impl ZabNode {
         deadline: Time,
         out: &mut O,
     ) {
-        let local = self.cfg.read == ReadMode::Local;
+        let local = self.cfg.read == ReadMode::Local && !super::znode_sm::needs_index(&op);
         if local && super::znode_sm::is_znode(&op) && self.serving() {
             // ZooKeeper's local read: this server's tree now, once the
             // connection's earlier writes are answered (`serve_reads`).

@@ -110,6 +110,10 @@ impl ZabNode {
             return;
         }
         let now = self.now;
+        // Only open sessions are remembered: a resume of a closed one, or
+        // a client's made-up id, leaves nothing behind.
+        let sm = &mut self.sm;
+        sm.heard.retain(|s, _| sm.tree.has_session(*s));
         let mut expired = Vec::new();
         for (session, timeout_ms) in self.sm.tree.sessions() {
             let heard = *self.sm.heard.entry(session).or_insert(now);

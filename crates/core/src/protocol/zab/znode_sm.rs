@@ -57,8 +57,17 @@ pub fn read_by_index(req: &Request) -> bool {
                 | ZnodeOp::GetChildren { .. }
                 | ZnodeOp::SetWatches { .. }
                 | ZnodeOp::GetAcl { .. }
+                | ZnodeOp::ResumeSession
         )
     )
+}
+
+/// Whether an encoded znode operation takes a read index even with
+/// `read=local`: a resume, since a lagging replica must not call an open
+/// session expired (final for the client).
+pub fn needs_index(op: &[u8]) -> bool {
+    let mut r = Reader(op);
+    r.u8() == Some(TAG) && ZEntry::decode(&mut r).is_some_and(|e| e.op == ZnodeOp::ResumeSession)
 }
 
 /// Whether an encoded operation is a znode entry.
@@ -233,6 +242,7 @@ impl Machine {
                 data,
                 version,
             },
+            ZnodeOp::ResumeSession => return self.resume(index, e.session, here),
             op => return self.read_znode(index, e.conn, op, &e.ids, here),
         };
         if e.session == 0 && matches!(txn, Txn::OpenSession { .. } | Txn::CloseSession { .. }) {
@@ -340,6 +350,21 @@ impl Machine {
 }
 
 impl Machine {
+    /// `ResumeSession` served where asked, from a tree that has applied
+    /// `index`: the session's timeout if it is open.
+    fn resume(&self, index: u64, session: u64, here: bool) -> Response {
+        if !here {
+            return Response::Done;
+        }
+        zk(match self.tree.session_timeout(session) {
+            Some(timeout_ms) => Ok(ZnodeReply::Resumed {
+                zxid: index,
+                timeout_ms,
+            }),
+            None => Err(ZkError::SessionExpired),
+        })
+    }
+
     /// A read served by index at this server, whose tree has applied
     /// `applied`: a KV read, or a znode read (its watch set here, now).
     pub fn read_at(&mut self, applied: u64, op: &[u8]) -> Response {
@@ -348,6 +373,7 @@ impl Machine {
             return self.kv.read(op);
         }
         match ZEntry::decode(&mut r) {
+            Some(e) if e.op == ZnodeOp::ResumeSession => self.resume(applied, e.session, true),
             Some(e) => self.read_znode(applied, e.conn, e.op, &e.ids, true),
             None => Response::Failed(OpError::refused("undecodable znode operation")),
         }
@@ -884,6 +910,49 @@ mod tests {
             }
         );
         assert!((1..=3).all(|id| !exists(&mut c, id, "/e")));
+    }
+
+    /// A session resumes on any server while it is open (its timeout, and
+    /// a zxid no less than its last write's, even with `read=local`), and
+    /// nowhere once closed; a resume opens nothing.
+    #[test]
+    fn a_session_resumes_anywhere_while_open_and_nowhere_after() {
+        use super::super::node::ReadMode;
+        for read in [ReadMode::Index, ReadMode::Log, ReadMode::Local] {
+            let mut c = Cluster::new(
+                3,
+                Config {
+                    read,
+                    ..Config::default()
+                },
+            );
+            c.settle();
+            let (s, never) = (client(77, 5), client(78, 6));
+            let expired = ZnodeReply::Error(ZkError::SessionExpired);
+            assert_eq!(zn(&mut c, 2, never, ZnodeOp::ResumeSession), expired);
+            open(&mut c, 1, s, 12_000);
+            let (_, stat) = created(zn(&mut c, 1, s, create("/e", true, false)));
+            for at in 1..=3 {
+                match zn(
+                    &mut c,
+                    at,
+                    client(77, 40 + at as u64),
+                    ZnodeOp::ResumeSession,
+                ) {
+                    ZnodeReply::Resumed { zxid, timeout_ms } => {
+                        assert_eq!(timeout_ms, 12_000);
+                        assert!(zxid >= stat.czxid, "{read:?}: {zxid}");
+                    }
+                    other => panic!("{read:?} at {at}: {other:?}"),
+                }
+            }
+            assert!(matches!(
+                zn(&mut c, 2, s, ZnodeOp::CloseSession),
+                ZnodeReply::Closed { .. }
+            ));
+            assert_eq!(zn(&mut c, 3, s, ZnodeOp::ResumeSession), expired);
+            assert!((1..=3).all(|id| !c.node(id).znode_session_open(78)));
+        }
     }
 
     #[test]
