@@ -36,6 +36,7 @@ pub mod storage;
 pub mod stream;
 pub mod tls;
 pub mod trim;
+pub mod version;
 pub mod zk;
 pub mod zk_recipes;
 pub mod zkwire;
