@@ -58,7 +58,7 @@ async fn cluster(n: usize) -> (Vec<Replica>, Vec<SocketAddr>) {
         .collect();
     let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
     for (i, &a) in addrs.iter().enumerate() {
-        let want = (n - 1) as usize;
+        let want = n - 1;
         wait_until(
             SLACK,
             &format!("replica {} has its links", i + 1),
