@@ -50,11 +50,17 @@ say "building $REV in $OLD_SRC"
 git -C "$ROOT" worktree add --detach "$OLD_SRC" "$REV" >/dev/null
 (cd "$OLD_SRC" && CARGO_TARGET_DIR=$TARGET cargo build --bin quorumkv)
 cp "$TARGET/debug/quorumkv" "$WORK/quorumkv-old"
+git -C "$ROOT" worktree remove --force "$OLD_SRC"
+# REV's workspace crates have this checkout's artifact names in $TARGET, and
+# cargo judges freshness by modification times: without this touch it would
+# take REV's build, newer than these sources, for this checkout's.
+git -C "$ROOT" ls-files -z -- '*.rs' | (cd "$ROOT" && xargs -0 touch)
 say "building this checkout"
 (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET cargo build --bin quorumkv)
 cp "$TARGET/debug/quorumkv" "$WORK/quorumkv-new"
 OLD=$WORK/quorumkv-old
 NEW=$WORK/quorumkv-new
+"$NEW" version >/dev/null || { say "this checkout's build has no 'version' command: stale build?"; exit 1; }
 say "from: $("$OLD" --version | head -1); to: $("$NEW" version | tr '\n' ';')"
 
 # Three free ports, and the cluster file.
