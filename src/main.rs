@@ -47,10 +47,24 @@ enum Cmd {
     /// Run protocols under a deterministic simulator with injected faults.
     Sim(quorumkv_sim::cli::Args),
     Verify(cmd::verify::Args),
+    /// Print the release, the native wire protocol version and the data
+    /// directory's storage format version (`--version` says the same).
+    /// Replicas and clients of the same major wire version interoperate;
+    /// see the upgrades page of the docs.
+    Version,
+}
+
+/// The command line, with `--version` naming the wire and storage versions.
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let text = quorumkv_node::version::describe();
+    let long: &'static str = Box::leak(text.trim_start_matches("quorumkv ").into());
+    let matches = Cli::command().long_version(long).try_get_matches()?;
+    Cli::from_arg_matches(&matches)
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => {
             // `quorumkv check` reserves exit 2 for "unknown / unreadable
@@ -83,5 +97,9 @@ fn main() -> ExitCode {
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),
         Cmd::Verify(a) => cmd::verify::run(a),
+        Cmd::Version => {
+            println!("{}", quorumkv_node::version::describe());
+            ExitCode::SUCCESS
+        }
     }
 }

@@ -65,6 +65,7 @@ async fn malformed_and_oversized_frames_close_only_that_connection() {
         options: vec![],
         addrs: vec![],
         role: None,
+        version: None,
     });
     s.write_all(&frame).await.unwrap();
     let msg = error_frame(&read_to_close(&mut s).await);
@@ -231,7 +232,7 @@ async fn a_client_that_never_reads_is_cut_off() {
     let s = TcpStream::connect(cluster.native_addrs()[0]).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
     let mut buf = bytes::BytesMut::new();
-    encode::<Msg>(&Frame::HelloClient, &mut buf);
+    encode::<Msg>(&Frame::hello_client(), &mut buf);
     for id in 0..total as u64 {
         encode::<Msg>(
             &Frame::Request {

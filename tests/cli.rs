@@ -7,6 +7,7 @@ mod common;
 
 use common::{binary, start_cluster};
 use quorumkv_node::local::LocalCluster;
+use quorumkv_node::version::{RELEASE, STORAGE_FORMAT, WIRE_MAJOR, WIRE_MINOR};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -147,7 +148,12 @@ async fn endpoints_status_shows_each_replica_and_its_peers() {
         assert_eq!(&r[2..4], ["abd", "replica"]);
         assert_eq!(r[6], "-", "no peer down: {head}");
         assert_eq!(r[7], "yes");
+        assert_eq!(r[9], format!("{WIRE_MAJOR}.{WIRE_MINOR}"), "{head}");
     }
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("versions"),
+        "{out:?}"
+    );
     assert_eq!(rows[0][5], "2,3");
 
     cluster.kill(3).await.unwrap();
@@ -180,11 +186,30 @@ async fn endpoints_status_shows_each_replica_and_its_peers() {
     assert_eq!(all[0]["peers_down"], serde_json::json!([3]), "{v}");
     assert_eq!(all[0]["quorum_reachable"], true, "{v}");
     assert!(all[0]["counters"].is_object(), "{v}");
+    assert_eq!(
+        all[0]["wire"]["major"],
+        quorumkv_node::version::WIRE_MAJOR,
+        "{v}"
+    );
     assert_eq!(all[2]["endpoint"], eps.split(',').nth(2).unwrap(), "{v}");
     assert!(
         all[2]["error"].is_string() && all[2].get("id").is_none(),
         "{v}"
     );
+}
+
+#[test]
+fn version_and_dash_dash_version_name_the_release_wire_and_storage_format() {
+    for args in [&["version"][..], &["--version"][..]] {
+        let out = qkv(args, &[], b"");
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with(&format!("quorumkv {RELEASE}\n")), "{text}");
+        let wire = format!("wire protocol {WIRE_MAJOR}.{WIRE_MINOR}");
+        assert!(text.contains(&wire), "{text}");
+        let storage = format!("storage format {STORAGE_FORMAT}");
+        assert!(text.contains(&storage), "{text}");
+    }
 }
 
 fn free_port() -> u16 {

@@ -87,8 +87,11 @@ async fn a_directory_in_use_is_refused_naming_its_owner() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
+/// Another replica's directory is refused; so is one written in a newer
+/// storage format (its `IDENTITY` marker edited), untouched; one without a
+/// marker (written before markers) is read and marked.
 #[test]
-fn another_replicas_directory_is_refused() {
+fn another_replicas_or_a_newer_formats_directory_is_refused() {
     let dir = std::env::temp_dir().join(format!("qkv-ident-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -135,6 +138,32 @@ fn another_replicas_directory_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("belongs to replica 1, not 2"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let ident_path = data.join("IDENTITY");
+    let newer = quorumkv_node::version::STORAGE_FORMAT + 1;
+    let unmarked: String = (ident.lines())
+        .filter(|l| !l.starts_with("format") && !l.starts_with("written_by"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let marked = format!("{unmarked}format = {newer}\nwritten_by = \"9.9.9\"\n");
+    std::fs::write(&ident_path, &marked).unwrap();
+    let out = serve(1).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let want = format!("is in storage format {newer} (written by quorumkv 9.9.9)");
+    assert!(err.contains(&want), "{err}");
+    assert_eq!(std::fs::read_to_string(&ident_path).unwrap(), marked);
+    std::fs::write(&ident_path, &unmarked).unwrap();
+    let mut again = serve(1);
+    let format = format!("format = {}", quorumkv_node::version::STORAGE_FORMAT);
+    while !std::fs::read_to_string(&ident_path).is_ok_and(|t| t.contains(&format)) {
+        assert!(
+            Instant::now() < deadline,
+            "the unmarked directory was not marked"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(again.stdin.take());
+    assert!(again.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

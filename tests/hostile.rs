@@ -202,7 +202,7 @@ async fn idle_client_connections_are_closed_but_peer_links_are_not() {
     let start = Instant::now();
     let mut native = TcpStream::connect(ep.native).await.unwrap();
     native
-        .write_all(&encode_to_bytes::<Msg>(&Frame::HelloClient))
+        .write_all(&encode_to_bytes::<Msg>(&Frame::hello_client()))
         .await
         .unwrap();
     let mut resp = TcpStream::connect(ep.resp).await.unwrap();
@@ -239,7 +239,7 @@ async fn idle_client_connections_are_closed_but_peer_links_are_not() {
 async fn slow_loris_and_silent_connections_are_closed() {
     let cluster = start_with(&["--read-timeout", "1s"]).await;
     let ep = cluster.endpoints()[0];
-    let mut request = encode_to_bytes::<Msg>(&Frame::HelloClient).to_vec();
+    let mut request = encode_to_bytes::<Msg>(&Frame::hello_client()).to_vec();
     request.extend_from_slice(&encode_to_bytes::<Msg>(&Frame::Request {
         id: 1,
         op: quorumkv_core::OpId::NONE,

@@ -238,6 +238,7 @@ async fn a_replica_certificate_cannot_pose_as_another_replica() {
         node: 3,
         protocol,
         nonce: vec![7u8; 32].into(),
+        version: Some(quorumkv_node::version::Version::ours()),
     };
     match exchange(conn, hello.clone()).await {
         Ok(Frame::Error { message }) => {

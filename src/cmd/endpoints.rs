@@ -22,7 +22,11 @@ enum Cmd {
 }
 
 /// One line per endpoint: replica id, protocol, role, version, peers up and
-/// down, whether it reaches a quorum, uptime
+/// down, whether it reaches a quorum, uptime, wire version
+///
+/// VERSION is the release, WIRE its native wire version (`1.0`: a release
+/// from before version fields). During a rolling upgrade the replicas show
+/// two versions, and a note on stderr says so.
 ///
 /// The role is the protocol's: `replica` where every replica is equal (any
 /// serves reads and writes), `leader` / `follower` where one leads, and
@@ -32,7 +36,8 @@ enum Cmd {
 /// With --json: one JSON array on stdout, an object per endpoint: either its
 /// full status (id, protocol, role, version, members, peers_up, peers_down,
 /// quorum_reachable, durability, uptime_secs, persist_records, persist_syncs,
-/// counters as an object) or {"endpoint", "error"}.
+/// counters as an object, wire: {major, minor, release} or null from a release
+/// before version fields) or {"endpoint", "error"}.
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct StatusArgs {
@@ -88,6 +93,9 @@ pub fn run(a: Args) -> ExitCode {
     } else {
         print_table(&names, &answers);
     }
+    if let Some(note) = mixed_versions(&answers) {
+        eprintln!("quorumkv: {note}");
+    }
     let mut failed = false;
     for (name, answer) in names.iter().zip(&answers) {
         if let Err(e) = answer {
@@ -126,6 +134,29 @@ fn json(names: &[String], answers: &[Result<NodeStatus, String>]) -> serde_json:
     names.iter().zip(answers).map(|(n, a)| one(n, a)).collect()
 }
 
+/// A note when the replicas that answered run more than one version.
+fn mixed_versions(answers: &[Result<NodeStatus, String>]) -> Option<String> {
+    let mut by_version: Vec<(String, Vec<u32>)> = Vec::new();
+    for s in answers.iter().flatten() {
+        let v = s.version_text();
+        match by_version.iter_mut().find(|(seen, _)| *seen == v) {
+            Some((_, ids)) => ids.push(s.id),
+            None => by_version.push((v, vec![s.id])),
+        }
+    }
+    if by_version.len() < 2 {
+        return None;
+    }
+    let parts: Vec<String> = (by_version.iter())
+        .map(|(v, on)| format!("{v} on {}", ids(on)))
+        .collect();
+    Some(format!(
+        "replicas run {} versions ({}): a rolling upgrade in progress?",
+        by_version.len(),
+        parts.join("; ")
+    ))
+}
+
 fn ids(list: &[u32]) -> String {
     if list.is_empty() {
         return "-".into();
@@ -136,7 +167,8 @@ fn ids(list: &[u32]) -> String {
         .join(",")
 }
 
-fn row(name: &str, s: &NodeStatus) -> [String; 9] {
+fn row(name: &str, s: &NodeStatus) -> [String; 10] {
+    let wire = quorumkv_node::version::Version::of(s.wire.as_ref());
     [
         name.to_string(),
         s.id.to_string(),
@@ -147,6 +179,7 @@ fn row(name: &str, s: &NodeStatus) -> [String; 9] {
         ids(&s.peers_down()),
         if s.quorum_reachable() { "yes" } else { "no" }.into(),
         format!("{}s", s.uptime_secs),
+        format!("{}.{}", wire.major, wire.minor),
     ]
 }
 
@@ -162,6 +195,7 @@ fn print_table(names: &[String], answers: &[Result<NodeStatus, String>]) {
         "PEERS DOWN",
         "QUORUM",
         "UPTIME",
+        "WIRE",
     ]
     .map(String::from);
     let mut rows = vec![header];
@@ -170,7 +204,7 @@ fn print_table(names: &[String], answers: &[Result<NodeStatus, String>]) {
             rows.push(row(name, s));
         }
     }
-    let widths: Vec<usize> = (0..9)
+    let widths: Vec<usize> = (0..10)
         .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
         .collect();
     for r in rows {

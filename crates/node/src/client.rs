@@ -299,7 +299,7 @@ async fn handshake(dial: Dial, timeout: Duration, how: Dialing) -> Result<Opened
             hello.extend_from_slice(&crate::codec::encode_to_bytes(&auth));
         }
         hello.extend_from_slice(&crate::codec::encode_to_bytes::<NoProto>(
-            &Frame::HelloClient,
+            &Frame::hello_client(),
         ));
         crate::stream::write_flush(&mut wr, &hello)
             .await
@@ -313,19 +313,23 @@ async fn handshake(dial: Dial, timeout: Duration, how: Dialing) -> Result<Opened
                 options,
                 addrs,
                 role,
-            }) => Ok((
-                ServerHello {
-                    addr,
-                    node,
-                    protocol,
-                    members,
-                    options,
-                    addrs,
-                    role,
-                },
-                reader,
-                wr,
-            )),
+                version,
+            }) => match crate::version::check(crate::version::Other::Server, version.as_ref()) {
+                Err(why) => Err(ClientError::Refused(format!("{addr}: {why}"))),
+                Ok(()) => Ok((
+                    ServerHello {
+                        addr,
+                        node,
+                        protocol,
+                        members,
+                        options,
+                        addrs,
+                        role,
+                    },
+                    reader,
+                    wr,
+                )),
+            },
             Ok(Frame::Error { message }) => Err(ClientError::Refused(format!("{addr}: {message}"))),
             Ok(_) => Err(ClientError::Connect(format!(
                 "{addr}: unexpected answer to hello (not a quorumkv server?)"
@@ -1160,7 +1164,10 @@ mod tests {
             let (stream, _) = listener.accept().await.unwrap();
             let (rd, mut wr) = crate::stream::Conn::from(stream).split();
             let mut reader = FrameReader::new(rd, DEFAULT_MAX_FRAME);
-            assert!(matches!(reader.next::<()>().await, Ok(Frame::HelloClient)));
+            assert!(matches!(
+                reader.next::<()>().await,
+                Ok(Frame::HelloClient { .. })
+            ));
             let welcome = Frame::<()>::Welcome {
                 node: 1,
                 protocol: "abd".parse().unwrap(),
@@ -1168,6 +1175,7 @@ mod tests {
                 options: Vec::new(),
                 addrs: Vec::new(),
                 role: None,
+                version: None, // an older replica
             };
             let bytes = crate::codec::encode_to_bytes(&welcome);
             tokio::io::AsyncWriteExt::write_all(&mut wr, &bytes)

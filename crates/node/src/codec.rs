@@ -8,10 +8,20 @@
 //! or undecodable body is a [`CodecError`], after which the connection is
 //! answered with [`Frame::Error`] and closed.
 
+use crate::version::Version;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use quorumkv_core::protocol::ProtocolKind;
 use quorumkv_core::{Event, NodeId, OpId, Request, Response};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+impl<M> Frame<M> {
+    /// A client's hello with this build's wire version.
+    pub fn hello_client() -> Frame<M> {
+        Frame::HelloClient {
+            version: Some(Version::ours()),
+        }
+    }
+}
 
 /// Frames larger than this are refused (values are limited to a bit less).
 pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
@@ -25,9 +35,18 @@ pub enum Frame<M> {
         node: NodeId,
         protocol: ProtocolKind,
         nonce: Bytes,
+        /// The dialler's wire version; `None` from a release before
+        /// version fields (wire 1.0). Last, so older releases ignore it
+        /// (`version` module).
+        #[serde(default, deserialize_with = "crate::version::trailing")]
+        version: Option<Version>,
     },
-    /// First frame of a client (library or CLI).
-    HelloClient,
+    /// First frame of a client (library or CLI), with its wire version
+    /// (`None` from a release before version fields).
+    HelloClient {
+        #[serde(default, deserialize_with = "crate::version::trailing")]
+        version: Option<Version>,
+    },
     /// The server's answer to `HelloClient`: who it is and who its peers are,
     /// so a client-side coordinator knows the replica ids behind endpoints.
     Welcome {
@@ -43,6 +62,10 @@ pub enum Frame<M> {
         /// The logged-in user's role where the replica has users (`read`
         /// cannot run a client-side coordinator: its reads write back).
         role: Option<String>,
+        /// The replica's wire version (`None` from a release before
+        /// version fields). Last, so older clients ignore it.
+        #[serde(default, deserialize_with = "crate::version::trailing")]
+        version: Option<Version>,
     },
     /// A client request, answered by `Response` with the same id (proxy
     /// mode). `op` names the operation across retries (dedup).
@@ -200,7 +223,10 @@ mod tests {
             node: 3,
             protocol: ProtocolKind::default_protocol(),
             nonce: vec![7u8; 32].into(),
+            version: Some(Version::ours()),
         });
+        roundtrip(Frame::hello_client());
+        roundtrip(Frame::HelloClient { version: None });
         roundtrip(Frame::PeerChallenge {
             nonce: vec![1u8; 32].into(),
             proof: vec![2u8; 32].into(),

@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn valid_streams_pass_the_checks() {
         let mut b = BytesMut::new();
-        encode(&Frame::<Msg>::HelloClient, &mut b);
+        encode(&Frame::<Msg>::hello_client(), &mut b);
         encode(
             &Frame::<Msg>::Proto(Msg::Query {
                 op: 1,

@@ -609,6 +609,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             counters: (self.core.metrics().into_iter())
                 .map(|(name, _, v)| (name.to_string(), v))
                 .collect(),
+            wire: Some(crate::version::Version::ours()),
         }
     }
 }

@@ -37,6 +37,7 @@ pub mod storage;
 pub mod stream;
 pub mod tls;
 pub mod trim;
+pub mod version;
 pub mod zk;
 pub mod zk_recipes;
 pub mod zkwire;

@@ -53,6 +53,9 @@ pub enum LinkEnd {
     DriverGone,
     /// The link failed or the peer said something it should not have.
     Closed(String),
+    /// The peer refused our hello (it said why): a misconfiguration to
+    /// report once, not a failure to redial quickly.
+    Refused(String),
 }
 
 /// Forward the protocol messages arriving on a link from `peer` to the

@@ -30,6 +30,10 @@ pub struct NodeStatus {
     /// per-point ratios (`ProtocolDef::POINT_RATIOS`).
     #[serde(default)]
     pub counters: Vec<(String, u64)>,
+    /// The replica's wire version; `None` from a release before version
+    /// fields. Last, so older clients reading a status ignore it.
+    #[serde(default, deserialize_with = "crate::version::trailing")]
+    pub wire: Option<crate::version::Version>,
 }
 
 impl NodeStatus {
@@ -40,6 +44,12 @@ impl NodeStatus {
 }
 
 impl NodeStatus {
+    /// `0.1.0 (wire 1.1)`: the release and wire version, for a table.
+    pub fn version_text(&self) -> String {
+        let wire = crate::version::Version::of(self.wire.as_ref());
+        format!("{} (wire {}.{})", self.version, wire.major, wire.minor)
+    }
+
     /// Peers without a live link.
     pub fn peers_down(&self) -> Vec<NodeId> {
         self.members
@@ -92,7 +102,9 @@ mod tests {
             persist_records: 0,
             persist_syncs: 0,
             counters: vec![("c".into(), 7)],
+            wire: None,
         };
+        assert_eq!(s.version_text(), "0 (wire 1.0)");
         assert_eq!((s.counter("c"), s.counter("d")), (Some(7), None));
         assert_eq!(s.peers_down(), vec![3, 5]);
         assert!(s.quorum_reachable());
@@ -117,6 +129,7 @@ mod tests {
             persist_records: 0,
             persist_syncs: 0,
             counters: vec![],
+            wire: Some(crate::version::Version::ours()),
         };
         assert_eq!(s.unready(true), None);
         let alone = NodeStatus {

@@ -25,6 +25,7 @@ use crate::peer_dial::PeerDialer;
 use crate::shutdown::{ConnStop, Shutdown};
 use crate::stream::Conn;
 use crate::tls::{TlsIdentity, TlsServer};
+use crate::version::{self, Version};
 use anyhow::Context;
 use quorumkv_core::protocol::{
     NodeSpec, Protocol, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
@@ -607,6 +608,9 @@ struct Login {
 const NOAUTH: &str = "NOAUTH authentication required: this replica has users; log in with \
      --user NAME (the password from --password-file, $QUORUMKV_PASSWORD or a prompt)";
 
+/// How long a replica of another wire version waits for its refusal.
+const VERSION_REFUSAL_PAUSE: Duration = Duration::from_secs(1);
+
 /// How long a dialler has to answer our challenge.
 const PROOF_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -629,13 +633,20 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                 node,
                 protocol,
                 nonce,
+                version,
             } if self.peer.is_none() => {
+                self.check_peer_version(node, version.as_ref()).await?;
                 self.hello_peer(node, protocol, &nonce, reader, batch)
                     .await?;
                 // Registered with the driver already: nothing to hand over.
                 Input::Batch(Vec::new())
             }
-            Frame::HelloClient if self.peer.is_none() => self.hello_client(batch).await?,
+            Frame::HelloClient { version } if self.peer.is_none() => {
+                if let Err(why) = version::check(version::Other::Client, version.as_ref()) {
+                    return self.refuse(Refusal::Version, why);
+                }
+                self.hello_client(batch).await?
+            }
             Frame::StatusRequest => crate::status::request_input(&self.ftx),
             Frame::SnapshotRequest if matches!(self.peer, Some(Peer::Conn(_))) => {
                 crate::snapshot::request_input(&self.ftx)
@@ -848,6 +859,20 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
         None
     }
 
+    /// A replica dialled us: refuse it if its wire version does not
+    /// interoperate with ours, after a pause: releases before this one
+    /// redial at once after a refused hello, and would otherwise redial in
+    /// a tight loop.
+    async fn check_peer_version(&self, node: NodeId, sent: Option<&Version>) -> Option<()> {
+        match version::check(version::Other::Replica(node), sent) {
+            Ok(()) => Some(()),
+            Err(why) => {
+                tokio::time::sleep(VERSION_REFUSAL_PAUSE).await;
+                self.refuse(Refusal::Version, why)
+            }
+        }
+    }
+
     /// A replica dialled us: check it belongs to our cluster, that it holds
     /// the cluster secret if we have one, and that the driver takes it (a
     /// live link to the same replica is replaced only by an authenticated
@@ -993,7 +1018,7 @@ fn certificate_refuses(tls: &TlsIdentity, node: NodeId) -> Option<String> {
 fn frame_name<M>(f: &Frame<M>) -> &'static str {
     match f {
         Frame::HelloPeer { .. } => "HelloPeer (not first)",
-        Frame::HelloClient => "HelloClient (not first)",
+        Frame::HelloClient { .. } => "HelloClient (not first)",
         Frame::Welcome { .. } => "Welcome",
         Frame::Request { .. } => "Request",
         Frame::Response { .. } => "Response",
@@ -1024,6 +1049,7 @@ fn welcome<M>(opts: &ServerOptions, role: Option<Role>) -> Frame<M> {
         addrs: (opts.cluster.replicas.iter())
             .map(|r| (r.id, r.dial()))
             .collect(),
+        version: Some(Version::ours()),
     }
 }
 
@@ -1039,26 +1065,37 @@ async fn dial_peer<P: Protocol + Send + 'static>(
 ) {
     let mut dialer = PeerDialer::new(name, crate::peer_dial::resolve_now);
     let mut backoff = Duration::from_millis(20);
-    // A TLS failure is a misconfiguration, not a peer still starting: said
-    // once at warn level (again when it changes), then at debug.
-    let mut last_tls_error = String::new();
+    // A TLS failure or a refused hello (another wire version, no secret)
+    // is a misconfiguration, not a peer still starting: said once at warn
+    // level (again when it changes), then at debug; a refusal does not
+    // reset the backoff.
+    let mut last_said = String::new();
     loop {
         match dialer.connect_to_peer(id, tls.as_deref()).await {
-            Ok(stream) => {
-                backoff = Duration::from_millis(20);
-                match run_link::<P>(id, stream, &tx, &opts).await {
-                    LinkEnd::DriverGone => return,
-                    LinkEnd::Closed(why) => tracing::warn!(peer = id, "link down: {why}"),
+            Ok(stream) => match run_link::<P>(id, stream, &tx, &opts).await {
+                LinkEnd::DriverGone => return,
+                LinkEnd::Closed(why) => {
+                    backoff = Duration::from_millis(20);
+                    tracing::warn!(peer = id, "link down: {why}");
                 }
-            }
-            Err(e) if e.starts_with("TLS") && e != last_tls_error => {
-                tracing::warn!(peer = id, "{e}");
-                last_tls_error = e;
-            }
+                LinkEnd::Refused(why) => say_once(id, why, &mut last_said),
+            },
+            Err(e) if e.starts_with("TLS") => say_once(id, e, &mut last_said),
             Err(e) => tracing::debug!(peer = id, "{e}"),
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Log `what` about peer `id` at warn level unless it was the last thing
+/// said, at debug level if it was.
+fn say_once(id: NodeId, what: String, last: &mut String) {
+    if what == *last {
+        tracing::debug!(peer = id, "{what}");
+    } else {
+        tracing::warn!(peer = id, "{what}");
+        *last = what;
     }
 }
 
@@ -1125,6 +1162,7 @@ async fn run_link<P: Protocol + Send + 'static>(
         node: opts.id,
         protocol: opts.cluster.protocol,
         nonce: my_nonce.clone().into(),
+        version: Some(Version::ours()),
     });
     let mut reader = FrameReader::new(rd, opts.max_frame);
     heartbeat::start(&ftx, &mut reader, opts.heartbeat);
@@ -1137,7 +1175,7 @@ async fn run_link<P: Protocol + Send + 'static>(
         Ok(Frame::Heartbeat) => None,
         Ok(Frame::Proto(msg)) => Some(Input::Msg { from: peer, msg }),
         Ok(Frame::Error { message }) => {
-            return LinkEnd::Closed(format!("peer refused us: {message}"))
+            return LinkEnd::Refused(format!("peer refused us: {message}"))
         }
         Ok(_) => return LinkEnd::Closed("unexpected frame from peer".into()),
         Err(e) => return LinkEnd::Closed(format!("no answer to our hello: {e}")),

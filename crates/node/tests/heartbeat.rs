@@ -22,12 +22,13 @@ fn hello_peer(node: u32) -> Frame<Msg> {
         node,
         protocol: abd(),
         nonce: vec![0u8; 32].into(),
+        version: Some(quorumkv_node::version::Version::ours()),
     }
 }
 
 /// Whether `f` is replica `node`'s hello (its nonce is fresh every time).
 fn is_hello_of(f: &Frame<Msg>, node: u32) -> bool {
-    matches!(f, Frame::HelloPeer { node: n, protocol, nonce } if *n == node && *protocol == abd() && nonce.len() == 32)
+    matches!(f, Frame::HelloPeer { node: n, protocol, nonce, .. } if *n == node && *protocol == abd() && nonce.len() == 32)
 }
 
 /// Read what the other side sends until it closes; returns the heartbeats
@@ -208,7 +209,7 @@ async fn a_silent_client_side_coordinator_is_dropped_but_proxy_clients_are_not()
     // A coordinator asks for heartbeats by sending one, then goes silent.
     let mut coordinator = Raw::connect(replica.addr).await;
     coordinator
-        .send(&[Frame::HelloClient, Frame::Heartbeat])
+        .send(&[Frame::hello_client(), Frame::Heartbeat])
         .await;
     assert!(matches!(
         coordinator.next(SLACK).await,
@@ -216,7 +217,7 @@ async fn a_silent_client_side_coordinator_is_dropped_but_proxy_clients_are_not()
     ));
     // A proxy-style client sends no heartbeat and gets none.
     let mut proxy = Raw::connect(replica.addr).await;
-    proxy.send(&[Frame::HelloClient]).await;
+    proxy.send(&[Frame::hello_client()]).await;
     assert!(matches!(proxy.next(SLACK).await, Ok(Frame::Welcome { .. })));
 
     let start = tokio::time::Instant::now();
@@ -241,7 +242,7 @@ async fn the_client_library_redials_a_replica_that_went_silent() {
         for _ in 0..2 {
             let (s, _) = fake.accept().await.unwrap();
             let mut raw = Raw::new(s);
-            assert_eq!(raw.next(SLACK).await.unwrap(), Frame::HelloClient);
+            assert_eq!(raw.next(SLACK).await.unwrap(), Frame::hello_client());
             raw.send(&[Frame::Welcome {
                 node: 1,
                 protocol: abd(),
@@ -249,6 +250,7 @@ async fn the_client_library_redials_a_replica_that_went_silent() {
                 options: Vec::new(),
                 addrs: Vec::new(),
                 role: None,
+                version: Some(quorumkv_node::version::Version::ours()),
             }])
             .await;
             frozen.push(raw);

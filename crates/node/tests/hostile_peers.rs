@@ -125,6 +125,7 @@ fn hello(rng: &mut StdRng, node: NodeId) -> Frame<Msg> {
         node,
         protocol: protocol(rng),
         nonce: nonce.into(),
+        version: Some(quorumkv_node::version::Version::ours()),
     }
 }
 
@@ -136,7 +137,7 @@ fn any_frame(rng: &mut StdRng) -> Frame<Msg> {
             let n = node_id(rng);
             hello(rng, n)
         }
-        1 => Frame::HelloClient,
+        1 => Frame::hello_client(),
         2 => Frame::PeerChallenge {
             nonce: random_bytes(rng, 64).into(),
             proof: random_bytes(rng, 64).into(),
@@ -156,6 +157,7 @@ fn any_frame(rng: &mut StdRng) -> Frame<Msg> {
             options: Vec::new(),
             addrs: Vec::new(),
             role: Some("admin".into()),
+            version: None,
         },
         8 => Frame::Proto(Msg::Query {
             op: rng.random(),
@@ -288,7 +290,7 @@ fn script(rng: &mut StdRng, target: NodeId, wrong_logins: &AtomicU64) -> Script 
                 s.writes.push(frame(&Frame::Auth { user, password }));
                 s.owed.logins = 1;
             } else {
-                s.writes.push(frame(&Frame::HelloClient));
+                s.writes.push(frame(&Frame::hello_client()));
                 s.owed.frames = 1;
             }
             for _ in 0..rng.random_range(0..3) {
@@ -322,7 +324,7 @@ fn script(rng: &mut StdRng, target: NodeId, wrong_logins: &AtomicU64) -> Script 
                 hello(rng, n)
             } else {
                 s.owed.frames = 1; // NOAUTH
-                Frame::HelloClient
+                Frame::hello_client()
             };
             s.writes.push(frame(&first));
             s.writes.push(random_bytes(rng, 400));
@@ -346,7 +348,7 @@ fn script(rng: &mut StdRng, target: NodeId, wrong_logins: &AtomicU64) -> Script 
                     user: USER.into(),
                     password: PASSWORD.into(),
                 });
-                seq.extend(frame(&Frame::HelloClient));
+                seq.extend(frame(&Frame::hello_client()));
             }
             s.writes.push(mutate(rng, seq));
         }

@@ -153,6 +153,7 @@ fn hello<M>(node: NodeId, protocol: ProtocolKind) -> Frame<M> {
         node,
         protocol,
         nonce: peer_auth::nonce().into(),
+        version: Some(quorumkv_node::version::Version::ours()),
     }
 }
 
@@ -169,6 +170,7 @@ async fn challenged<M: Serialize + DeserializeOwned + std::fmt::Debug>(
         node,
         protocol,
         nonce: nonce.clone().into(),
+        version: Some(quorumkv_node::version::Version::ours()),
     })
     .await;
     match s.reader.next::<M>().await.unwrap() {
@@ -330,7 +332,7 @@ async fn zab_messages_from_a_client_connection_are_refused() {
         for &a in &addrs {
             let mut s = Stray::connect(a).await;
             if i % 2 == 0 {
-                s.send(&Frame::<Z>::HelloClient).await;
+                s.send(&Frame::<Z>::hello_client()).await;
             }
             s.send(&Frame::Proto(msg.clone())).await;
             let got = s.until_closed::<Z>().await;

@@ -117,7 +117,7 @@ async fn delayed_copy(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, seen: Arc
 /// must return.
 async fn answers_then_close(replica: &mut Replica, ready: Option<impl Future<Output = ()>>) {
     let mut raw = Raw::connect(replica.addr).await;
-    raw.send(&[Frame::HelloClient]).await;
+    raw.send(&[Frame::hello_client()]).await;
     assert!(matches!(
         raw.next(RETURNS_WITHIN).await,
         Ok(Frame::Welcome { .. })

@@ -21,11 +21,18 @@ fn load(c: &AtomicU64) -> u64 {
 impl<P: Protocol + Send + 'static> Driver<P> {
     pub(super) fn info_text(&self) -> String {
         let mut s = String::new();
+        let wire_version = format!(
+            "{}.{}",
+            crate::version::WIRE_MAJOR,
+            crate::version::WIRE_MINOR
+        );
         section(
             &mut s,
             "Server",
             &[
                 ("quorumkv_version", &env!("CARGO_PKG_VERSION")),
+                ("wire_version", &wire_version),
+                ("storage_format", &crate::version::STORAGE_FORMAT),
                 ("protocol", &self.info.protocol),
                 ("replica_id", &self.info.id),
                 ("uptime_in_seconds", &self.start.elapsed().as_secs()),
@@ -116,6 +123,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                     &load(&crate::guard::HANDSHAKES_REFUSED),
                 ),
                 ("frames_refused", &load(&crate::guard::FRAMES_REFUSED)),
+                ("versions_refused", &load(&crate::guard::VERSIONS_REFUSED)),
                 ("duplicate_hellos", &self.stats.duplicate_hellos),
                 ("links_replaced", &self.stats.links_replaced),
                 ("auth_failures", &load(&crate::auth::AUTH_FAILURES)),

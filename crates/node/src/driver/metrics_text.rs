@@ -103,6 +103,11 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 load(&crate::guard::FRAMES_REFUSED),
             ),
             (
+                "versions_refused_total",
+                "client and replica hellos refused for another major wire version",
+                load(&crate::guard::VERSIONS_REFUSED),
+            ),
+            (
                 "auth_failures_total",
                 "failed user authentications (RESP AUTH/HELLO, native Auth)",
                 load(&crate::auth::AUTH_FAILURES),

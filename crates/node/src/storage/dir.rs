@@ -1,8 +1,12 @@
 //! The safety of a data directory: a `LOCK` file (an advisory `flock`,
 //! holding the owner's pid) so that two servers never share it, and an
 //! `IDENTITY` file naming the cluster, replica and protocol it belongs to,
-//! so that a server started on another replica's data refuses to run.
+//! so that a server started on another replica's data refuses to run. The
+//! `IDENTITY` file also records the storage format the directory was
+//! written in (`format`, and the release that wrote it, `written_by`): a
+//! build refuses a directory of a format it does not read, before touching it.
 
+use crate::version::{OLDEST_STORAGE_FORMAT, RELEASE, STORAGE_FORMAT};
 use anyhow::{bail, Context};
 use quorumkv_core::NodeId;
 use serde::{Deserialize, Serialize};
@@ -18,13 +22,28 @@ pub struct Identity {
     pub protocol: String,
 }
 
-/// `IDENTITY` as stored: the identity and how often the directory was opened.
+/// `IDENTITY` as stored: the identity, how often the directory was
+/// opened, and the storage format (absent: written before the format was
+/// recorded, which is format 1).
 #[derive(Serialize, Deserialize)]
 struct IdentityFile {
     cluster_id: String,
     replica: NodeId,
     protocol: String,
     boots: u64,
+    #[serde(default)]
+    format: Option<u32>,
+    #[serde(default)]
+    written_by: Option<String>,
+}
+
+/// The part of `IDENTITY` read first, whatever else a newer format keeps there.
+#[derive(Deserialize)]
+struct FormatMarker {
+    #[serde(default)]
+    format: Option<u32>,
+    #[serde(default)]
+    written_by: Option<String>,
 }
 
 /// Held while a server uses the directory; dropping it unlocks.
@@ -44,6 +63,7 @@ pub fn prepare(dir: &Path, identity: &Identity) -> anyhow::Result<DirLock> {
     let path = dir.join("IDENTITY");
     let boots = match std::fs::read_to_string(&path) {
         Ok(text) => {
+            check_format(dir, &text)?;
             let stored: IdentityFile =
                 toml::from_str(&text).with_context(|| format!("{} is damaged", path.display()))?;
             let stored_id = Identity {
@@ -62,10 +82,41 @@ pub fn prepare(dir: &Path, identity: &Identity) -> anyhow::Result<DirLock> {
         replica: identity.replica,
         protocol: identity.protocol.clone(),
         boots,
+        format: Some(STORAGE_FORMAT),
+        written_by: Some(RELEASE.to_string()),
     })?;
     write_synced(dir, "IDENTITY", text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(DirLock { _file: file, boots })
+}
+
+/// Refuse a directory whose storage format this build does not read,
+/// naming the format, the release that wrote it, and what to do.
+fn check_format(dir: &Path, identity_text: &str) -> anyhow::Result<()> {
+    let d = dir.display();
+    let marker: FormatMarker = toml::from_str(identity_text)
+        .with_context(|| format!("{d}/IDENTITY is damaged (no readable format marker)"))?;
+    let format = marker.format.unwrap_or(1);
+    let by = marker.written_by.map_or_else(
+        || "a release before format markers".to_string(),
+        |r| format!("quorumkv {r}"),
+    );
+    if format > STORAGE_FORMAT {
+        bail!(
+            "data directory {d} is in storage format {format} (written by {by}); this build \
+             (quorumkv {RELEASE}) reads formats {OLDEST_STORAGE_FORMAT} to {STORAGE_FORMAT}: run a \
+             release that reads format {format}, or start this replica on an empty --data-dir \
+             and let it recover from its peers"
+        );
+    }
+    if format < OLDEST_STORAGE_FORMAT {
+        bail!(
+            "data directory {d} is in storage format {format} (written by {by}), older than \
+             this build (quorumkv {RELEASE}) reads ({OLDEST_STORAGE_FORMAT} to {STORAGE_FORMAT}): \
+             open it once with a release that reads both, or start on an empty --data-dir"
+        );
+    }
+    Ok(())
 }
 
 fn check(dir: &Path, stored: &Identity, ours: &Identity) -> anyhow::Result<()> {
@@ -192,6 +243,67 @@ mod tests {
         other.protocol = "zab".into();
         let err = prepare(&d, &other).unwrap_err().to_string();
         assert!(err.contains("holds abd data"), "{err}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Rewrite `IDENTITY`'s format marker: `Some(n)` sets it, `None`
+    /// removes it (as a release before markers wrote it).
+    fn set_format(d: &Path, format: Option<u32>) {
+        let path = d.join("IDENTITY");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut kept: Vec<String> = (text.lines())
+            .filter(|l| !l.starts_with("format") && !l.starts_with("written_by"))
+            .map(String::from)
+            .collect();
+        if let Some(n) = format {
+            kept.push(format!("format = {n}\nwritten_by = \"9.9.9\""));
+        }
+        std::fs::write(&path, kept.join("\n")).unwrap();
+    }
+
+    #[test]
+    fn the_format_is_recorded_and_other_formats_are_refused_untouched() {
+        let d = tempdir("format");
+        drop(prepare(&d, &ident(1)).unwrap());
+        let text = std::fs::read_to_string(d.join("IDENTITY")).unwrap();
+        assert!(
+            text.contains(&format!("format = {STORAGE_FORMAT}")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("written_by = \"{RELEASE}\"")),
+            "{text}"
+        );
+        // Written by a newer release: refused, and the marker left as it was.
+        set_format(&d, Some(STORAGE_FORMAT + 1));
+        let err = prepare(&d, &ident(1)).unwrap_err().to_string();
+        let want = format!(
+            "storage format {} (written by quorumkv 9.9.9)",
+            STORAGE_FORMAT + 1
+        );
+        assert!(
+            err.contains(&want) && err.contains("run a release that reads"),
+            "{err}"
+        );
+        let text = std::fs::read_to_string(d.join("IDENTITY")).unwrap();
+        assert!(
+            text.contains(&format!("format = {}", STORAGE_FORMAT + 1)),
+            "{text}"
+        );
+        // Older than this build reads.
+        set_format(&d, Some(OLDEST_STORAGE_FORMAT - 1));
+        let err = prepare(&d, &ident(1)).unwrap_err().to_string();
+        assert!(err.contains("older than this build"), "{err}");
+        // No marker (a release before markers): format 1, read and marked.
+        set_format(&d, None);
+        let lock = prepare(&d, &ident(1)).unwrap();
+        assert_eq!(lock.boots, 2);
+        let text = std::fs::read_to_string(d.join("IDENTITY")).unwrap();
+        assert!(
+            text.contains(&format!("format = {STORAGE_FORMAT}")),
+            "{text}"
+        );
+        drop(lock);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
