@@ -132,7 +132,7 @@ async fn kazoo_crud_watches_ephemerals_and_recipes() {
         out.status.success() && stdout.contains("all ok"),
         "kazoo_basic.py failed:\n{stdout}\n{stderr}"
     );
-    assert_eq!(stdout.matches("\nok ").count() + 1, 7, "{stdout}");
+    assert_eq!(stdout.matches("\nok ").count() + 1, 8, "{stdout}");
 }
 
 /// A connect packet asking for a new session.

@@ -96,6 +96,75 @@ pub enum ZnodeOp {
         sequential: bool,
         acl: Vec<Acl>,
     },
+    /// ZooKeeper's `multi`: the operations applied in order as one
+    /// transaction (one log entry, one zxid), each seeing the effects of
+    /// those before it; all of them or none. Answered `Multi` or
+    /// `MultiFailed`. Watches fire once the whole transaction applied.
+    Multi {
+        ops: Vec<MultiOp>,
+    },
+    /// ZooKeeper 3.6's `multiRead`: `GetData` and `GetChildren` reads
+    /// served together at one point of the serving server's tree (by one
+    /// read index), each answered on its own (`Reads`): a failed one does
+    /// not fail the others.
+    MultiRead {
+        ops: Vec<ZnodeOp>,
+    },
+}
+
+/// One operation of a [`ZnodeOp::Multi`] (ZooKeeper's `Op`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MultiOp {
+    /// ZooKeeper's `check`: fails the transaction unless the node exists
+    /// (`NoNode`), the request may READ it (`NoAuth`) and its data version
+    /// is `version` (`BadVersion`; `None`: any). Changes nothing.
+    Check {
+        path: String,
+        version: Option<u32>,
+    },
+    /// A create; `acl` as in [`NewNode`].
+    Create {
+        path: String,
+        data: Bytes,
+        ephemeral: bool,
+        sequential: bool,
+        acl: Option<Vec<Acl>>,
+    },
+    Delete {
+        path: String,
+        version: Option<u32>,
+    },
+    SetData {
+        path: String,
+        data: Bytes,
+        version: Option<u32>,
+    },
+}
+
+impl MultiOp {
+    /// The path the operation names.
+    pub fn path(&self) -> &str {
+        match self {
+            MultiOp::Check { path, .. }
+            | MultiOp::Create { path, .. }
+            | MultiOp::Delete { path, .. }
+            | MultiOp::SetData { path, .. } => path,
+        }
+    }
+}
+
+/// What one operation of a successful [`ZnodeOp::Multi`] answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MultiOk {
+    Checked,
+    /// The node's actual path (with its sequence suffix) and stat.
+    Created {
+        path: String,
+        stat: Stat,
+    },
+    Deleted,
+    /// The node's stat after the set.
+    Set(Stat),
 }
 
 /// A create in either of its forms, [`ZnodeOp::Create`] (no ACL: the
@@ -181,6 +250,8 @@ impl ZnodeOp {
             | ZnodeOp::SetAcl { path, .. }
             | ZnodeOp::CreateWithAcl { path, .. } => path,
             ZnodeOp::AddAuth { .. }
+            | ZnodeOp::Multi { .. }
+            | ZnodeOp::MultiRead { .. }
             | ZnodeOp::OpenSession { .. }
             | ZnodeOp::CloseSession
             | ZnodeOp::Ping
@@ -206,6 +277,8 @@ impl ZnodeOp {
             ZnodeOp::GetAcl { .. } => "get_acl",
             ZnodeOp::SetAcl { .. } => "set_acl",
             ZnodeOp::CreateWithAcl { .. } => "create",
+            ZnodeOp::Multi { .. } => "multi",
+            ZnodeOp::MultiRead { .. } => "multi_read",
         }
     }
     /// True for operations that change nothing.
@@ -220,6 +293,7 @@ impl ZnodeOp {
                 | ZnodeOp::SetWatches { .. }
                 | ZnodeOp::AddAuth { .. }
                 | ZnodeOp::GetAcl { .. }
+                | ZnodeOp::MultiRead { .. }
         )
     }
 }
@@ -273,6 +347,18 @@ pub enum ZnodeReply {
     AclSet(Stat),
     /// `addAuth`: the connection has the identity now.
     AuthAdded,
+    /// `multi` applied: one answer per operation, in order.
+    Multi(Vec<MultiOk>),
+    /// `multi` refused as a whole: operation `index` (from 0) failed with
+    /// `error`; nothing changed. The operations before it would have
+    /// succeeded; those after it were not tried.
+    MultiFailed {
+        index: u32,
+        error: ZkError,
+    },
+    /// `multiRead`: one answer per read, in order (`Data`, `Children` or
+    /// `Error`).
+    Reads(Vec<ZnodeReply>),
 }
 
 /// `Event::kind` of a fired watch (the four of `watch::EventType`) and of

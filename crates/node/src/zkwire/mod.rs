@@ -6,12 +6,14 @@
 //!   `jute.maxbuffer`.
 //! * [`proto`] — the client records, op codes and error codes.
 //! * `ops` — requests to the service's operations and answers to replies.
+//! * `multi` — `multi` and `multiRead`: their records, plans and replies.
 //! * `server` — the port: connect, requests, watch events.
 //! * `four` — the four-letter words (`ruok`, `srvr`, `mntr`).
 //! * `walk` — `getAllChildrenNumber`, as a walk of `getChildren` reads.
 
 mod four;
 pub mod jute;
+mod multi;
 mod ops;
 pub mod proto;
 mod server;
