@@ -75,7 +75,7 @@ fn abstract_unread_data(mut ops: Vec<ZnodeOp>) -> Vec<ZnodeOp> {
         return ops;
     }
     for o in &mut ops {
-        let mut abstract_data = |data: &mut String| {
+        let abstract_data = |data: &mut String| {
             if !read.contains(data.as_str()) {
                 *data = UNREAD.to_string();
             }
