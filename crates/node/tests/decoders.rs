@@ -120,8 +120,13 @@ fn multi_op() -> impl Strategy<Value = Vec<u8>> {
 fn multi_like() -> impl Strategy<Value = (Vec<u8>, Option<usize>)> {
     let ops = prop::collection::vec(multi_op(), 0..6);
     let cut = prop::option::of(any::<prop::sample::Index>());
-    (any::<i32>(), prop::sample::select(vec![14i32, 22]), ops, cut).prop_map(
-        |(xid, code, ops, cut)| {
+    (
+        any::<i32>(),
+        prop::sample::select(vec![14i32, 22]),
+        ops,
+        cut,
+    )
+        .prop_map(|(xid, code, ops, cut)| {
             let mut out = xid.to_be_bytes().to_vec();
             out.extend_from_slice(&code.to_be_bytes());
             out.extend(ops.concat());
@@ -130,8 +135,7 @@ fn multi_like() -> impl Strategy<Value = (Vec<u8>, Option<usize>)> {
             out.extend_from_slice(&(-1i32).to_be_bytes());
             let cut = cut.map(|i| i.index(out.len()));
             (out, cut)
-        },
-    )
+        })
 }
 
 proptest! {

@@ -54,9 +54,7 @@ impl ZnodeState {
             let r = match s {
                 Step::Check { path, version } => match next.get(path) {
                     Err(e) => Err(e),
-                    Ok((_, v)) if version.is_some_and(|want| want != v) => {
-                        Err(ZkError::BadVersion)
-                    }
+                    Ok((_, v)) if version.is_some_and(|want| want != v) => Err(ZkError::BadVersion),
                     Ok(_) => Ok(StepOk::Checked),
                 },
                 Step::Create {
@@ -64,9 +62,12 @@ impl ZnodeState {
                     data,
                     ephemeral,
                     sequential,
-                } => (next.create(path, data, *ephemeral, *sequential, session))
-                    .map(StepOk::Created),
-                Step::Delete { path, version } => next.delete(path, *version).map(|()| StepOk::Deleted),
+                } => {
+                    (next.create(path, data, *ephemeral, *sequential, session)).map(StepOk::Created)
+                }
+                Step::Delete { path, version } => {
+                    next.delete(path, *version).map(|()| StepOk::Deleted)
+                }
                 Step::SetData {
                     path,
                     data,
@@ -265,7 +266,10 @@ mod tests {
         assert!(after.exists("/a/n-0000000000"));
         // Answered as failed at 2 where it succeeds: impossible.
         let failed = Err((2, ZkError::BadVersion));
-        assert_eq!(ZnodeSpec.step(&s, &multi(steps.clone(), Some(failed))), None);
+        assert_eq!(
+            ZnodeSpec.step(&s, &multi(steps.clone(), Some(failed))),
+            None
+        );
         // A failing check at the end: nothing of the rest happened.
         let mut bad = steps.clone();
         bad[2] = Step::Check {
@@ -273,7 +277,9 @@ mod tests {
             version: Some(3),
         };
         let failed = Err((2, ZkError::BadVersion));
-        let same = ZnodeSpec.step(&s, &multi(bad.clone(), Some(failed))).unwrap();
+        let same = ZnodeSpec
+            .step(&s, &multi(bad.clone(), Some(failed)))
+            .unwrap();
         assert_eq!(same, s);
         // Unknown outcome: either state.
         let maybe = ZnodeSpec.step(&s, &multi(bad, None)).unwrap();

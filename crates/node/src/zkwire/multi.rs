@@ -65,9 +65,10 @@ pub fn plan_multi(reqs: Vec<ZkRequest>) -> Plan {
     let mut ops = Vec::with_capacity(reqs.len());
     for req in reqs {
         let (kind, one) = match req {
-            ZkRequest::Check { path, version: v } => {
-                (op::CHECK, version(v).map(|version| MultiOp::Check { path, version }))
-            }
+            ZkRequest::Check { path, version: v } => (
+                op::CHECK,
+                version(v).map(|version| MultiOp::Check { path, version }),
+            ),
             ZkRequest::Create {
                 path,
                 data,
@@ -88,9 +89,10 @@ pub fn plan_multi(reqs: Vec<ZkRequest>) -> Plan {
                     }),
                 )
             }
-            ZkRequest::Delete { path, version: v } => {
-                (op::DELETE, version(v).map(|version| MultiOp::Delete { path, version }))
-            }
+            ZkRequest::Delete { path, version: v } => (
+                op::DELETE,
+                version(v).map(|version| MultiOp::Delete { path, version }),
+            ),
             ZkRequest::SetData {
                 path,
                 data,

@@ -1152,7 +1152,10 @@ mod tests {
             path: path.into(),
             watch,
         };
-        assert!(matches!(zn(&mut c, 1, w, get("/m", true)), ZnodeReply::Data { .. }));
+        assert!(matches!(
+            zn(&mut c, 1, w, get("/m", true)),
+            ZnodeReply::Data { .. }
+        ));
         let set = |v| MultiOp::SetData {
             path: "/m".into(),
             data: Bytes::from_static(b"x"),
@@ -1182,12 +1185,20 @@ mod tests {
         let ZnodeReply::Multi(done) = zn(&mut c, 3, other, good) else {
             panic!()
         };
-        assert!(matches!(done[2], MultiOk::Set(st) if st.version == 2), "{done:?}");
+        assert!(
+            matches!(done[2], MultiOk::Set(st) if st.version == 2),
+            "{done:?}"
+        );
         c.tick();
         let ev: Vec<_> = c.events.drain(..).collect();
         assert_eq!(ev.len(), 1, "{ev:?}");
-        assert_eq!((ev[0].0, ev[0].1, ev[0].2.kind.as_str()), (1, 11, "changed"));
-        let trees: Vec<_> = (1..=3).map(|id| c.node(id).machine().tree.clone()).collect();
+        assert_eq!(
+            (ev[0].0, ev[0].1, ev[0].2.kind.as_str()),
+            (1, 11, "changed")
+        );
+        let trees: Vec<_> = (1..=3)
+            .map(|id| c.node(id).machine().tree.clone())
+            .collect();
         assert!(trees.iter().all(|t| *t == trees[0]));
         let reads = ZnodeOp::MultiRead {
             ops: vec![

@@ -6,7 +6,7 @@
 //! only what they changed (never a copy of the tree, nor of a parent's
 //! children).
 
-use super::{create_probe, path, Change, Id, Stamp, Stat, Tree, TxnOk, Znode, ZkError};
+use super::{create_probe, path, Change, Id, Stamp, Stat, Tree, TxnOk, ZkError, Znode};
 use crate::znode::acl;
 use crate::znode::op::{MultiOk, MultiOp};
 use bytes::Bytes;
@@ -107,7 +107,9 @@ impl Tree {
             }
             MultiOp::Delete { path, version } => {
                 let parent = self.parent_undo(path::parent(path));
-                let node = (self.nodes.get(path)).filter(|n| n.children.is_empty()).cloned();
+                let node = (self.nodes.get(path))
+                    .filter(|n| n.children.is_empty())
+                    .cloned();
                 self.delete(at, path, *version, ids, changes)?;
                 undo.extend(parent);
                 undo.extend(node.map(|n| Undo::Deleted(path.clone(), n)));
@@ -275,7 +277,9 @@ mod tests {
             session: 7,
             timeout_ms: 1000,
         });
-        assert!(t.multi(&[create("/p", false, false), create("/q", false, false)]).is_ok());
+        assert!(t
+            .multi(&[create("/p", false, false), create("/q", false, false)])
+            .is_ok());
         assert!(t.multi(&[create("/p/e", true, false)]).is_ok());
         t
     }
@@ -356,7 +360,10 @@ mod tests {
                 vec![create("/p/z", false, false), create("/p/z", false, false)],
                 (1, ZkError::NodeExists),
             ),
-            (vec![create("/q/z", false, false), delete("/q")], (1, ZkError::NotEmpty)),
+            (
+                vec![create("/q/z", false, false), delete("/q")],
+                (1, ZkError::NotEmpty),
+            ),
             (
                 vec![delete("/p/e"), create("/p/e/x", false, false)],
                 (1, ZkError::NoNode),
