@@ -167,6 +167,10 @@ pub enum MultiOk {
     Set(Stat),
 }
 
+/// What a multi did to the tree: every operation's answer, or the index
+/// of the one that failed (from 0) and its error, nothing changed.
+pub type MultiOutcome = Result<Vec<MultiOk>, (usize, ZkError)>;
+
 /// A create in either of its forms, [`ZnodeOp::Create`] (no ACL: the
 /// open one) or [`ZnodeOp::CreateWithAcl`]: the one place that picks a
 /// form, and the one that reads both.

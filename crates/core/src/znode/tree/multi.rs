@@ -8,7 +8,7 @@
 
 use super::{create_probe, path, Change, Id, Stamp, Stat, Tree, TxnOk, ZkError, Znode};
 use crate::znode::acl;
-use crate::znode::op::{MultiOk, MultiOp};
+use crate::znode::op::{MultiOk, MultiOp, MultiOutcome};
 use bytes::Bytes;
 
 /// What one applied operation changed, to put back.
@@ -45,7 +45,7 @@ impl Tree {
         session: u64,
         ops: &[MultiOp],
         ids: &[Id],
-    ) -> (Result<Vec<MultiOk>, (usize, ZkError)>, Vec<Change>) {
+    ) -> (MultiOutcome, Vec<Change>) {
         debug_assert!(
             at.zxid > self.last_zxid,
             "transactions applied out of order"
@@ -245,14 +245,10 @@ mod tests {
                 time_ms: 100 * self.1,
             }
         }
-        fn multi(&mut self, ops: &[MultiOp]) -> Result<Vec<MultiOk>, (usize, ZkError)> {
+        fn multi(&mut self, ops: &[MultiOp]) -> MultiOutcome {
             self.multi_as(ops, &[]).0
         }
-        fn multi_as(
-            &mut self,
-            ops: &[MultiOp],
-            ids: &[Id],
-        ) -> (Result<Vec<MultiOk>, (usize, ZkError)>, Vec<Change>) {
+        fn multi_as(&mut self, ops: &[MultiOp], ids: &[Id]) -> (MultiOutcome, Vec<Change>) {
             let at = self.at();
             self.0.apply_multi(at, 7, ops, ids)
         }
