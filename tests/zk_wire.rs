@@ -132,7 +132,7 @@ async fn kazoo_crud_watches_ephemerals_and_recipes() {
         out.status.success() && stdout.contains("all ok"),
         "kazoo_basic.py failed:\n{stdout}\n{stderr}"
     );
-    assert_eq!(stdout.matches("\nok ").count() + 1, 7, "{stdout}");
+    assert_eq!(stdout.matches("\nok ").count() + 1, 8, "{stdout}");
 }
 
 /// A connect packet asking for a new session (`session` 0) or to resume
@@ -685,4 +685,98 @@ async fn zkcli_moves_its_session_and_its_watch_when_its_replica_is_killed() {
     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
     assert!(!text.contains("state:Expired"), "{text}");
     assert!(!text.contains("ephemeralOwner = 0x0\n"), "{text}");
+}
+
+/// One operation of a `multi` or `multiRead`: its `MultiHeader` (type,
+/// not done, err −1), then its record.
+fn multi_op(kind: i32, record: &[u8]) -> Vec<u8> {
+    let mut b = kind.to_be_bytes().to_vec();
+    b.push(0);
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(record);
+    b
+}
+
+/// The `MultiHeader` that ends a `multi`'s operations or results.
+const MULTI_DONE: [u8; 9] = [255, 255, 255, 255, 1, 255, 255, 255, 255];
+
+/// A `getData` / `getChildren` record without a watch.
+fn path_no_watch(path: &str) -> Vec<u8> {
+    let mut b = (path.len() as i32).to_be_bytes().to_vec();
+    b.extend_from_slice(path.as_bytes());
+    b.push(0);
+    b
+}
+
+/// Jute fields read off a reply body.
+struct Fields<'a>(&'a [u8]);
+
+impl Fields<'_> {
+    fn take(&mut self, n: usize) -> &[u8] {
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        head
+    }
+    fn int(&mut self) -> i32 {
+        i32::from_be_bytes(self.take(4).try_into().unwrap())
+    }
+    fn bytes(&mut self) -> Vec<u8> {
+        let n = self.int() as usize;
+        self.take(n).to_vec()
+    }
+    /// A `MultiHeader`: (type, done, err).
+    fn header(&mut self) -> (i32, bool, i32) {
+        let kind = self.int();
+        let done = self.take(1)[0] != 0;
+        (kind, done, self.int())
+    }
+}
+
+/// `multi` and `multiRead` over the port against a live cluster: a
+/// transaction's results, a multiRead at another replica (each read its
+/// own result or error), and an operation that cannot be in a multi
+/// (the record does not decode: the connection closes, as ZooKeeper's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_and_multi_read_over_the_port() {
+    let cluster = zab_cluster().await;
+    let hosts = zk_hosts(&cluster);
+    let (mut s, _, _) = connect(&hosts[0], 10_000).await;
+    let mut body = multi_op(1, &create_body("/m", b"v"));
+    body.extend(multi_op(1, &create_body("/m/k", b"")));
+    body.extend_from_slice(&MULTI_DONE);
+    s.write_all(&request(1, 14, &body)).await.unwrap();
+    let r = read_packet(&mut s).await;
+    let mut f = Fields(&r);
+    assert_eq!(
+        (f.int(), f.take(8).len(), f.int()),
+        (1, 8, 0),
+        "xid, zxid, ok"
+    );
+    for path in ["/m", "/m/k"] {
+        assert_eq!(f.header(), (1, false, 0));
+        assert_eq!(f.bytes(), path.as_bytes());
+    }
+    assert_eq!((f.header(), f.0.len()), ((-1, true, -1), 0));
+    let (mut s, _, _) = connect(&hosts[1], 10_000).await;
+    let mut body = multi_op(4, &path_no_watch("/m"));
+    body.extend(multi_op(4, &path_no_watch("/none")));
+    body.extend(multi_op(8, &path_no_watch("/m")));
+    body.extend_from_slice(&MULTI_DONE);
+    s.write_all(&request(2, 22, &body)).await.unwrap();
+    let r = read_packet(&mut s).await;
+    let mut f = Fields(&r);
+    assert_eq!((f.int(), f.take(8).len(), f.int()), (2, 8, 0));
+    assert_eq!(f.header(), (4, false, 0));
+    assert_eq!(f.bytes(), b"v");
+    f.take(68); // the stat
+    assert_eq!((f.header(), f.int()), ((-1, false, -101), -101));
+    assert_eq!(
+        (f.header(), f.int(), f.bytes()),
+        ((8, false, 0), 1, b"k".to_vec())
+    );
+    assert_eq!((f.header(), f.0.len()), ((-1, true, -1), 0));
+    let mut body = multi_op(9, &path_no_watch("/m")[..6]);
+    body.extend_from_slice(&MULTI_DONE);
+    s.write_all(&request(3, 14, &body)).await.unwrap();
+    assert!(read_to_end(&mut s).await.is_empty());
 }

@@ -17,6 +17,8 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
 )
 from kazoo.recipe.barrier import Barrier
 from kazoo.recipe.counter import Counter
@@ -248,6 +250,68 @@ def acl(zk, other):
     ok("getACL world:anyone, digest ACL with addAuth, setACL with version")
 
 
+def transactions(zk, other):
+    base = ROOT + "/tx"
+    zk.create(base, b"b")
+    w = watched(other, base)
+    t = zk.transaction()
+    t.check(base, 0)
+    t.create(base + "/a", b"1")
+    t.create(base + "/s-", b"2", sequence=True)
+    t.create(base + "/s-", b"3", sequence=True, ephemeral=True)
+    t.set_data(base + "/a", b"4", version=0)
+    t.delete(base + "/a")
+    t.set_data(base, b"b2")
+    res = t.commit()
+    assert res[0] is True and res[1] == base + "/a", res
+    # Sequential names in order (ZooKeeper numbers by the parent's
+    # cversion, quorumkv by its own counter: both consecutive here).
+    assert res[2].startswith(base + "/s-") and seq(res[3]) == seq(res[2]) + 1, res
+    assert res[4].version == 1 and res[5] is True and res[6].version == 1, res
+    # One zxid for the whole transaction.
+    assert res[4].mzxid == res[6].mzxid, res
+    _, stat = zk.get(res[3])
+    assert stat.ephemeralOwner == zk.client_id[0] and stat.czxid == res[6].mzxid, stat
+    assert w.wait(10), "the data watch on the base fired"
+    before = seq(zk.create(base + "/s-", b"", sequence=True))
+    # A failing check rolls everything back; kazoo reports each result.
+    t = zk.transaction()
+    t.create(base + "/b", b"x")
+    t.set_data(base, b"b3")
+    t.check(base, 0)
+    t.delete(base + "/nope")
+    res = t.commit()
+    kinds = [type(r) for r in res]
+    assert kinds == [RolledBackError, RolledBackError, BadVersionError, RuntimeInconsistency], res
+    fresh(other, base)
+    assert other.exists(base + "/b") is None
+    data, stat = other.get(base)
+    assert data == b"b2" and stat.version == 1, (data, stat)
+    # The sequential counter was not used by the rolled-back transaction.
+    t = zk.transaction()
+    t.create(base + "/s-", b"", sequence=True)
+    t.create(base + "/x", b"")
+    assert seq(t.commit()[0]) == before + 1
+    t = zk.transaction()
+    t.create(base + "/x", b"")
+    t.check(base, 1)
+    res = t.commit()
+    assert [type(r) for r in res] == [NodeExistsError, RuntimeInconsistency], res
+    ok("transaction: check, create (sequential), set, delete; all or none")
+
+
+def seq(path):
+    """The sequence number of a sequential node's path."""
+    return int(path[-10:])
+
+
+def watched(zk, path):
+    """An event set when the data watch on `path` fires."""
+    fired = threading.Event()
+    zk.get(path, watch=lambda _e: fired.set())
+    return fired
+
+
 def main():
     zk, other = client(), client()
     assert zk.client_id[0] != other.client_id[0]
@@ -258,6 +322,7 @@ def main():
     lock_and_counter(zk, other)
     more_recipes(zk, other)
     acl(zk, other)
+    transactions(zk, other)
     zk.delete(ROOT, recursive=True)
     assert zk.exists(ROOT) is None
     zk.stop()

@@ -306,9 +306,13 @@ impl ZkClient {
         let mut r = self.client.call(Request::Znode(op.clone())).await;
         let refused = matches!(
             r,
-            Ok(Response::Znode(ZnodeReply::Error(
-                ZkError::NoAuth | ZkError::InvalidAcl
-            )))
+            Ok(Response::Znode(
+                ZnodeReply::Error(ZkError::NoAuth | ZkError::InvalidAcl)
+                    | ZnodeReply::MultiFailed {
+                        error: ZkError::NoAuth | ZkError::InvalidAcl,
+                        ..
+                    }
+            ))
         );
         if refused && self.auths.again(&self.client).await {
             r = self.client.call(Request::Znode(op)).await;

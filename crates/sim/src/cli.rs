@@ -106,8 +106,9 @@ pub struct Args {
     #[arg(long)]
     pub trace: bool,
     /// The clients use the znode service (create, delete, set, get, exists,
-    /// children; sessions and ephemerals) instead of the KV store, and the
-    /// history is also checked against the znode model (`--protocol zab`).
+    /// children, small multis; sessions and ephemerals) instead of the KV
+    /// store, and the history is also checked against the znode model
+    /// (`--protocol zab`).
     #[arg(long)]
     pub znode: bool,
     /// Do not check the protocol's per-step invariants after every step

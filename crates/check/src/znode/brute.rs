@@ -3,7 +3,7 @@
 //! respects real time (with each unknown-outcome operation placed anywhere
 //! after its call, or nowhere).
 
-use super::{check_history, ZnodeOp, ZnodeSpec, ZnodeState};
+use super::{check_history, Step, ZnodeOp, ZnodeSpec, ZnodeState};
 use crate::model::Spec;
 use crate::{SpecOp, Verdict};
 use quorumkv_core::znode::ZkError;
@@ -64,7 +64,7 @@ fn draw(r: &mut Rng, s: &mut ZnodeState, unknown: bool) -> ZnodeOp {
     };
     let keep = !unknown || r.below(2) == 0;
     let mut next = s.clone();
-    let op = match r.below(9) {
+    let op = match r.below(10) {
         0 => {
             next.sessions.insert(session);
             ZnodeOp::OpenSession { session }
@@ -111,6 +111,16 @@ fn draw(r: &mut Rng, s: &mut ZnodeState, unknown: bool) -> ZnodeOp {
             result: s.exists(&path).then(|| s.get(&path).map_or(0, |g| g.1)),
             path,
         },
+        8 => {
+            let steps: Vec<Step> = (0..1 + r.below(2)).map(|_| step(r, &data)).collect();
+            let got = next.multi(session, &steps);
+            let result = (!unknown).then_some(got);
+            ZnodeOp::Multi {
+                session,
+                steps,
+                result,
+            }
+        }
         _ => {
             let path = if r.below(2) == 0 { "/" } else { "/q" }.to_string();
             let result = if s.exists(&path) {
@@ -128,6 +138,30 @@ fn draw(r: &mut Rng, s: &mut ZnodeState, unknown: bool) -> ZnodeOp {
         *s = next;
     }
     op
+}
+
+/// One operation of a multi, on the same paths.
+fn step(r: &mut Rng, data: &str) -> Step {
+    let path = PATHS[r.below(4) as usize].to_string();
+    let version = (r.below(2) == 0).then(|| r.below(2) as u32);
+    match r.below(4) {
+        0 => Step::Check { path, version },
+        1 => Step::Delete { path, version },
+        2 => Step::SetData {
+            path,
+            data: data.into(),
+            version,
+        },
+        _ => {
+            let sequential = r.below(2) == 0;
+            Step::Create {
+                path: if sequential { "/q/n-".into() } else { path },
+                data: data.into(),
+                ephemeral: r.below(3) == 0,
+                sequential,
+            }
+        }
+    }
 }
 
 /// Changes the result of `op` to another plausible one.
@@ -161,6 +195,14 @@ fn perturb(r: &mut Rng, op: &mut ZnodeOp) {
             }
         }
         ZnodeOp::Exists { result, .. } => *result = result.map_or(Some(0), |_| None),
+        ZnodeOp::Multi {
+            result: Some(res), ..
+        } => {
+            *res = match res {
+                Ok(_) => Err((0, ZkError::NoNode)),
+                Err(_) => Ok(vec![]),
+            }
+        }
         ZnodeOp::Children {
             result: Ok(names), ..
         } if names.is_empty() => names.push("a".into()),

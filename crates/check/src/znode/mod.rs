@@ -10,7 +10,10 @@
 
 #[cfg(test)]
 mod brute;
+mod multi;
 mod stepper;
+
+pub use multi::{MultiResult, Step, StepOk};
 
 use crate::model::Spec;
 use quorumkv_core::znode::ZkError;
@@ -68,6 +71,12 @@ pub enum ZnodeOp {
     Resume {
         session: u64,
         open: bool,
+    },
+    /// ZooKeeper's `multi`: `steps` in order, all or none.
+    Multi {
+        session: u64,
+        steps: Vec<Step>,
+        result: Option<MultiResult>,
     },
 }
 
@@ -197,10 +206,10 @@ impl ZnodeState {
 
 /// Run `effect` on a copy of `s`; keep it if its result is the one seen
 /// (or the outcome is unknown), else the observation is impossible here.
-fn expect<T: PartialEq>(
+fn expect<T: PartialEq, E: PartialEq>(
     s: &ZnodeState,
-    seen: &Option<Result<T, ZkError>>,
-    effect: impl FnOnce(&mut ZnodeState) -> Result<T, ZkError>,
+    seen: &Option<Result<T, E>>,
+    effect: impl FnOnce(&mut ZnodeState) -> Result<T, E>,
 ) -> Option<ZnodeState> {
     let mut next = s.clone();
     let got = effect(&mut next);
@@ -274,6 +283,11 @@ impl Spec for ZnodeSpec {
             ZnodeOp::Resume { session, open } => {
                 (s.sessions.contains(session) == *open).then(|| s.clone())
             }
+            ZnodeOp::Multi {
+                session,
+                steps,
+                result,
+            } => expect(s, result, |n| n.multi(*session, steps)),
         }
     }
 }
@@ -368,7 +382,7 @@ pub fn check_lock(holdings: &[Holding], by_real_time: bool) -> Vec<LockViolation
 /// impossible unless a plain create named a node under its prefix.
 pub fn reused_sequential_name(ops: &[crate::SpecOp<ZnodeOp>]) -> Option<String> {
     let mut seen = BTreeSet::new();
-    let plain: Vec<&str> = (ops.iter())
+    let mut plain: Vec<&str> = (ops.iter())
         .filter_map(|o| match &o.op {
             ZnodeOp::Create {
                 sequential: false,
@@ -378,6 +392,17 @@ pub fn reused_sequential_name(ops: &[crate::SpecOp<ZnodeOp>]) -> Option<String> 
             _ => None,
         })
         .collect();
+    // A multi's creates: its plain ones explain a refusal as above, its
+    // sequential ones hand out names.
+    for o in ops {
+        let (made, named) = multi::creates(&o.op);
+        plain.extend(named);
+        for (_, path) in made {
+            if !seen.insert(path) {
+                return Some(path.to_string());
+            }
+        }
+    }
     for o in ops {
         let ZnodeOp::Create {
             sequential: true,
@@ -407,7 +432,7 @@ pub const WORKLOAD_PATHS: [&str; 3] = ["/a", "/b", "/a/c"];
 /// and now and then reopened or closed; creates (persistent or ephemeral)
 /// of `/a`, `/b`, `/a/c`, sequential children of `/q` (created by every
 /// client's second operation); deletes and sets, conditional or not; reads
-/// with and without watches.
+/// with and without watches; small multis of those writes and checks.
 pub fn workload_op(
     rng: &mut impl quorumkv_core::rng::Draw,
     c: usize,
@@ -462,16 +487,18 @@ pub fn workload_op(
             path,
             watch: r.chance(0.5),
         },
-        _ => Op::GetChildren {
+        (_, 85..=94) => Op::GetChildren {
             path: if r.chance(0.5) { "/q" } else { "/" }.into(),
             watch,
         },
+        _ => multi::workload_multi(r, c, n),
     }
 }
 
 /// The model's operation for a znode request of `session` and the server's
 /// answer (`None`: unknown outcome); `None` for a request the model does
-/// not constrain (a read with no answer, ping, sync, SetWatches). An
+/// not constrain (a read with no answer, ping, sync, SetWatches, a
+/// multiRead: the workload asks for none). An
 /// answer of the wrong kind is refused by the model (a server bug).
 pub fn observed(
     session: u64,
@@ -545,7 +572,9 @@ pub fn observed(
             };
             return observed(session, &plain, reply);
         }
-        Asked::Ping
+        Asked::Multi { ops } => multi::observed(session, ops, reply),
+        Asked::MultiRead { .. }
+        | Asked::Ping
         | Asked::Sync
         | Asked::SetWatches { .. }
         | Asked::AddAuth { .. }
@@ -648,6 +677,16 @@ fn bound_observed_unknown_writes(ops: &mut [crate::SpecOp<ZnodeOp>]) {
     let mut writers: BTreeMap<String, usize> = BTreeMap::new();
     for d in ops.iter().filter_map(|o| data_of(&o.op)) {
         *writers.entry(d).or_default() += 1;
+    }
+    // A multi's writes count as writers (its own outcome is not bound).
+    for o in ops.iter() {
+        if let ZnodeOp::Multi { steps, .. } = &o.op {
+            for s in steps {
+                if let Step::Create { data, .. } | Step::SetData { data, .. } = s {
+                    *writers.entry(data.clone()).or_default() += 1;
+                }
+            }
+        }
     }
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     for o in ops.iter() {

@@ -17,7 +17,7 @@
 //! * Unknown-outcome operations that are equal after that abstraction have
 //!   the same effect in every state ([`Stepper::effect_class`]).
 
-use super::{ZnodeOp, ZnodeSpec, ZnodeState};
+use super::{Step, ZnodeOp, ZnodeSpec, ZnodeState};
 use crate::model::Spec;
 use crate::search::{FxBuild, Stepper};
 use std::collections::{HashMap, HashSet};
@@ -75,9 +75,19 @@ fn abstract_unread_data(mut ops: Vec<ZnodeOp>) -> Vec<ZnodeOp> {
         return ops;
     }
     for o in &mut ops {
-        if let ZnodeOp::Create { data, .. } | ZnodeOp::SetData { data, .. } = o {
+        let abstract_data = |data: &mut String| {
             if !read.contains(data.as_str()) {
                 *data = UNREAD.to_string();
+            }
+        };
+        if let ZnodeOp::Create { data, .. } | ZnodeOp::SetData { data, .. } = o {
+            abstract_data(data);
+        }
+        if let ZnodeOp::Multi { steps, .. } = o {
+            for s in steps {
+                if let Step::Create { data, .. } | Step::SetData { data, .. } = s {
+                    abstract_data(data);
+                }
             }
         }
         // A persistent create does not look at its session.

@@ -20,7 +20,7 @@ pub mod tree;
 pub mod watch;
 
 pub use acl::{Acl, Id};
-pub use op::{NewNode, ZnodeOp, ZnodeReply};
+pub use op::{MultiOk, MultiOp, MultiOutcome, NewNode, ZnodeOp, ZnodeReply};
 pub use tree::{Change, Stamp, Stat, Tree, Txn, TxnOk};
 pub use watch::{EventType, Fired, Rewatch, WatchKind, Watches};
 

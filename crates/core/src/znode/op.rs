@@ -102,7 +102,80 @@ pub enum ZnodeOp {
     /// (unlike `OpenSession`). Served as a read, so the answer's zxid is
     /// at least every zxid committed before it was asked.
     ResumeSession,
+    /// ZooKeeper's `multi`: the operations applied in order as one
+    /// transaction (one log entry, one zxid), each seeing the effects of
+    /// those before it; all of them or none. Answered `Multi` or
+    /// `MultiFailed`. Watches fire once the whole transaction applied.
+    Multi {
+        ops: Vec<MultiOp>,
+    },
+    /// ZooKeeper 3.6's `multiRead`: `GetData` and `GetChildren` reads
+    /// served together at one point of the serving server's tree (by one
+    /// read index), each answered on its own (`Reads`): a failed one does
+    /// not fail the others.
+    MultiRead {
+        ops: Vec<ZnodeOp>,
+    },
 }
+
+/// One operation of a [`ZnodeOp::Multi`] (ZooKeeper's `Op`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MultiOp {
+    /// ZooKeeper's `check`: fails the transaction unless the node exists
+    /// (`NoNode`), the request may READ it (`NoAuth`) and its data version
+    /// is `version` (`BadVersion`; `None`: any). Changes nothing.
+    Check {
+        path: String,
+        version: Option<u32>,
+    },
+    /// A create; `acl` as in [`NewNode`].
+    Create {
+        path: String,
+        data: Bytes,
+        ephemeral: bool,
+        sequential: bool,
+        acl: Option<Vec<Acl>>,
+    },
+    Delete {
+        path: String,
+        version: Option<u32>,
+    },
+    SetData {
+        path: String,
+        data: Bytes,
+        version: Option<u32>,
+    },
+}
+
+impl MultiOp {
+    /// The path the operation names.
+    pub fn path(&self) -> &str {
+        match self {
+            MultiOp::Check { path, .. }
+            | MultiOp::Create { path, .. }
+            | MultiOp::Delete { path, .. }
+            | MultiOp::SetData { path, .. } => path,
+        }
+    }
+}
+
+/// What one operation of a successful [`ZnodeOp::Multi`] answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MultiOk {
+    Checked,
+    /// The node's actual path (with its sequence suffix) and stat.
+    Created {
+        path: String,
+        stat: Stat,
+    },
+    Deleted,
+    /// The node's stat after the set.
+    Set(Stat),
+}
+
+/// What a multi did to the tree: every operation's answer, or the index
+/// of the one that failed (from 0) and its error, nothing changed.
+pub type MultiOutcome = Result<Vec<MultiOk>, (usize, ZkError)>;
 
 /// A create in either of its forms, [`ZnodeOp::Create`] (no ACL: the
 /// open one) or [`ZnodeOp::CreateWithAcl`]: the one place that picks a
@@ -187,6 +260,8 @@ impl ZnodeOp {
             | ZnodeOp::SetAcl { path, .. }
             | ZnodeOp::CreateWithAcl { path, .. } => path,
             ZnodeOp::AddAuth { .. }
+            | ZnodeOp::Multi { .. }
+            | ZnodeOp::MultiRead { .. }
             | ZnodeOp::OpenSession { .. }
             | ZnodeOp::CloseSession
             | ZnodeOp::ResumeSession
@@ -214,6 +289,8 @@ impl ZnodeOp {
             ZnodeOp::SetAcl { .. } => "set_acl",
             ZnodeOp::CreateWithAcl { .. } => "create",
             ZnodeOp::ResumeSession => "resume_session",
+            ZnodeOp::Multi { .. } => "multi",
+            ZnodeOp::MultiRead { .. } => "multi_read",
         }
     }
     /// True for operations that change nothing.
@@ -229,6 +306,7 @@ impl ZnodeOp {
                 | ZnodeOp::AddAuth { .. }
                 | ZnodeOp::GetAcl { .. }
                 | ZnodeOp::ResumeSession
+                | ZnodeOp::MultiRead { .. }
         )
     }
 }
@@ -288,6 +366,18 @@ pub enum ZnodeReply {
         zxid: u64,
         timeout_ms: u64,
     },
+    /// `multi` applied: one answer per operation, in order.
+    Multi(Vec<MultiOk>),
+    /// `multi` refused as a whole: operation `index` (from 0) failed with
+    /// `error`; nothing changed. The operations before it would have
+    /// succeeded; those after it were not tried.
+    MultiFailed {
+        index: u32,
+        error: ZkError,
+    },
+    /// `multiRead`: one answer per read, in order (`Data`, `Children` or
+    /// `Error`).
+    Reads(Vec<ZnodeReply>),
 }
 
 /// `Event::kind` of a fired watch (the four of `watch::EventType`) and of

@@ -25,6 +25,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod multi;
+
 /// What a tree snapshot starts with since ACLs (one without it is of the
 /// format before, `legacy`).
 const SNAPSHOT_MAGIC: &[u8] = b"\xffquorumkv-znodes-acl\x01";

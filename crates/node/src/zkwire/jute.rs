@@ -26,6 +26,8 @@ pub enum JuteError {
     NotUtf8,
     #[error("a packet of {len} bytes is longer than jute.maxbuffer ({max})")]
     TooLong { len: i64, max: usize },
+    #[error("an operation of type {0} cannot be part of a multi")]
+    NotInMulti(i32),
 }
 
 /// A reader over one packet's bytes.

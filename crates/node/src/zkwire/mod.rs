@@ -6,6 +6,7 @@
 //!   `jute.maxbuffer`.
 //! * [`proto`] — the client records, op codes and error codes.
 //! * `ops` — requests to the service's operations and answers to replies.
+//! * `multi` — `multi` and `multiRead`: their records, plans and replies.
 //! * `server` — the port: connect (a new session or one resumed),
 //!   requests, watch events.
 //! * `session` — session ids and passwords any replica can check.
@@ -14,6 +15,7 @@
 
 mod four;
 pub mod jute;
+mod multi;
 mod ops;
 pub mod proto;
 mod server;

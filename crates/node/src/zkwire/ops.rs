@@ -30,6 +30,11 @@ pub enum Shape {
         path: String,
     },
     Acl,
+    /// A `multi`'s results, under each operation's type.
+    Multi {
+        kinds: Vec<i32>,
+    },
+    MultiRead,
 }
 
 /// What to do with one request.
@@ -44,7 +49,7 @@ pub enum Plan {
 }
 
 /// ZooKeeper's version argument: −1 is any; other negatives match no node.
-fn version(v: i32) -> Result<Option<u32>, i32> {
+pub(super) fn version(v: i32) -> Result<Option<u32>, i32> {
     match v {
         -1 => Ok(None),
         v if v < 0 => Err(err::BAD_VERSION),
@@ -119,6 +124,10 @@ pub fn plan(req: ZkRequest) -> Plan {
             exist,
             child,
         } => set_watches(relative_zxid, data, exist, child),
+        ZkRequest::Multi { ops, read: false } => super::multi::plan_multi(ops),
+        ZkRequest::Multi { ops, read: true } => super::multi::plan_multi_read(ops),
+        // Only inside a multi: alone, as ZooKeeper answers it.
+        ZkRequest::Check { .. } => Plan::Error(err::UNIMPLEMENTED),
         ZkRequest::Unsupported(_) | ZkRequest::Unknown(_) => Plan::Error(err::UNIMPLEMENTED),
     }
 }
@@ -154,22 +163,30 @@ fn set_watches(zxid: i64, data: Vec<String>, exist: Vec<String>, child: Vec<Stri
 /// nodes are not served yet (`Unimplemented`, as a server without them
 /// enabled answers TTL nodes).
 fn create(path: String, data: Bytes, acl: Vec<Acl>, f: i32, with_stat: bool) -> Plan {
+    match new_node(path, data, acl, f) {
+        Ok(n) => ops(vec![n.into_op()], Shape::Created { with_stat }),
+        Err(code) => Plan::Error(code),
+    }
+}
+
+/// The node a create with flags `f` asks for (an open ACL as none), or
+/// the code that refuses it (for `create` and inside a `multi`).
+pub(super) fn new_node(path: String, data: Bytes, acl: Vec<Acl>, f: i32) -> Result<NewNode, i32> {
     if f == flags::CONTAINER || f >= flags::TTL_MIN {
-        return Plan::Error(err::UNIMPLEMENTED);
+        return Err(err::UNIMPLEMENTED);
     }
     if !(0..=3).contains(&f) {
-        return Plan::Error(err::BAD_ARGUMENTS);
+        return Err(err::BAD_ARGUMENTS);
     }
     let (ephemeral, sequential) = (f & flags::EPHEMERAL != 0, f & flags::SEQUENTIAL != 0);
     let open = acl.len() == 1 && acl[0].perms == acl::ALL && acl[0].id == Id::anyone();
-    let create = NewNode {
+    Ok(NewNode {
         path,
         data,
         ephemeral,
         sequential,
         acl: (!open).then_some(acl),
-    };
-    ops(vec![create.into_op()], Shape::Created { with_stat })
+    })
 }
 
 /// ZooKeeper's code for one of the core's definite errors.
@@ -210,6 +227,9 @@ pub fn zxid_of(r: &Response) -> u64 {
         | Response::Znode(ZnodeReply::AclSet(stat))
         | Response::Znode(ZnodeReply::Exists(Some(stat))) => stat_zxid(stat),
         Response::Znode(ZnodeReply::Synced { zxid }) => *zxid,
+        Response::Znode(r @ (ZnodeReply::Multi(_) | ZnodeReply::Reads(_))) => {
+            super::multi::max_zxid(r)
+        }
         _ => 0,
     }
 }
@@ -260,6 +280,10 @@ fn body(shape: &Shape, answers: &[Response], w: &mut Writer) -> Result<(), i32> 
             write_acls(w, acl);
             write_stat(w, stat);
         }
+        (Shape::Multi { kinds }, ZnodeReply::Multi(_) | ZnodeReply::MultiFailed { .. }) => {
+            super::multi::write_multi(kinds, reply, w)?
+        }
+        (Shape::MultiRead, ZnodeReply::Reads(_)) => super::multi::write_reads(reply, w)?,
         _ => return Err(failure(first)),
     }
     Ok(())

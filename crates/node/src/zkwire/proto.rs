@@ -244,6 +244,17 @@ pub enum ZkRequest {
         exist: Vec<String>,
         child: Vec<String>,
     },
+    /// `check`, found only inside a `multi`.
+    Check {
+        path: String,
+        version: i32,
+    },
+    /// `multi` (`read`: `multiRead`): its operations in order
+    /// (`super::multi`).
+    Multi {
+        ops: Vec<ZkRequest>,
+        read: bool,
+    },
     /// A known op code quorumkv does not serve yet.
     Unsupported(i32),
     /// An op code ZooKeeper does not know either.
@@ -272,7 +283,7 @@ fn path_watch(r: &mut Reader<'_>) -> Result<(String, bool), JuteError> {
     Ok((r.string()?, r.bool()?))
 }
 
-fn decode_body(code: i32, r: &mut Reader<'_>) -> Result<ZkRequest, JuteError> {
+pub(super) fn decode_body(code: i32, r: &mut Reader<'_>) -> Result<ZkRequest, JuteError> {
     Ok(match code {
         op::PING => ZkRequest::Ping,
         op::CLOSE_SESSION => ZkRequest::CloseSession,
@@ -341,6 +352,10 @@ fn decode_rest(code: i32, r: &mut Reader<'_>) -> Result<ZkRequest, JuteError> {
             data: r.strings()?,
             exist: r.strings()?,
             child: r.strings()?,
+        },
+        op::MULTI | op::MULTI_READ => ZkRequest::Multi {
+            ops: super::multi::decode(r)?,
+            read: code == op::MULTI_READ,
         },
         c if op::is_known(c) => ZkRequest::Unsupported(c),
         c => ZkRequest::Unknown(c),
@@ -419,10 +434,10 @@ mod tests {
     fn unknown_and_unsupported_op_codes() {
         let p = packet(1, 999, |_| {});
         assert_eq!(Packet::decode(&p).unwrap().req, ZkRequest::Unknown(999));
-        let p = packet(1, op::MULTI, |_| {});
+        let p = packet(1, op::RECONFIG, |_| {});
         assert_eq!(
             Packet::decode(&p).unwrap().req,
-            ZkRequest::Unsupported(op::MULTI)
+            ZkRequest::Unsupported(op::RECONFIG)
         );
         // A truncated body is an error, not a panic.
         let p = packet(1, op::DELETE, |w| {

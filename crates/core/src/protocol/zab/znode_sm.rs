@@ -38,7 +38,7 @@ use super::state_machine::{KvStore, StateMachine};
 use super::zentry::{ZEntry, EXPIRY, TAG};
 use crate::protocol::contract::Out;
 use crate::types::{ClientRef, Event, OpError, Request, Response, Time};
-use crate::znode::op::{expired_event, ZnodeOp, ZnodeReply};
+use crate::znode::op::{expired_event, MultiOp, ZnodeOp, ZnodeReply};
 use crate::znode::{acl, Fired, Id, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,6 +58,7 @@ pub fn read_by_index(req: &Request) -> bool {
                 | ZnodeOp::SetWatches { .. }
                 | ZnodeOp::GetAcl { .. }
                 | ZnodeOp::ResumeSession
+                | ZnodeOp::MultiRead { .. }
         )
     )
 }
@@ -243,6 +244,7 @@ impl Machine {
                 version,
             },
             ZnodeOp::ResumeSession => return self.resume(index, e.session, here),
+            ZnodeOp::Multi { ops } => return self.apply_multi(at, e.session, &ops, &e.ids),
             op => return self.read_znode(index, e.conn, op, &e.ids, here),
         };
         if e.session == 0 && matches!(txn, Txn::OpenSession { .. } | Txn::CloseSession { .. }) {
@@ -272,6 +274,21 @@ impl Machine {
             TxnOk::Set(stat) => ZnodeReply::Set(stat),
             TxnOk::SessionOpened => ZnodeReply::Session { session: e.session },
             TxnOk::SessionClosed { deleted } => ZnodeReply::Closed { deleted },
+        }))
+    }
+
+    /// `multi`: one transaction; its watches fire once it is whole.
+    fn apply_multi(&mut self, at: Stamp, session: u64, ops: &[MultiOp], ids: &[Id]) -> Response {
+        let (result, changes) = self.tree.apply_multi(at, session, ops, ids);
+        for f in self.watches.fire(&changes) {
+            self.events.push(fired_event(f));
+        }
+        zk(Ok(match result {
+            Ok(done) => ZnodeReply::Multi(done),
+            Err((i, error)) => ZnodeReply::MultiFailed {
+                index: u32::try_from(i).unwrap_or(u32::MAX),
+                error,
+            },
         }))
     }
 
@@ -316,13 +333,37 @@ impl Machine {
             }
             return zk(Ok(ZnodeReply::WatchesSet { fired }));
         }
+        if let ZnodeOp::MultiRead { ops } = op {
+            // Each read on its own, all at this one point of the tree.
+            let replies = (ops.into_iter())
+                .map(|o| match o {
+                    ZnodeOp::GetData { .. } | ZnodeOp::GetChildren { .. } => {
+                        self.read_one(index, conn, o, ids)
+                    }
+                    other => Err(not_in_multi_read(&other)),
+                })
+                .map(|r| r.unwrap_or_else(ZnodeReply::Error))
+                .collect();
+            return zk(Ok(ZnodeReply::Reads(replies)));
+        }
+        zk(self.read_one(index, conn, op, ids))
+    }
+
+    /// One plain read (its watch set here, now).
+    fn read_one(
+        &mut self,
+        index: u64,
+        conn: u64,
+        op: ZnodeOp,
+        ids: &[Id],
+    ) -> Result<ZnodeReply, ZkError> {
         let mut watch = |path: &str, kind, on: bool| {
             if on {
                 self.watches.add(conn, path, kind);
             }
         };
         let t = &self.tree;
-        zk(match op {
+        match op {
             ZnodeOp::Exists { path, watch: w } => t.exists(&path).map(|stat| {
                 watch(&path, WatchKind::Data, w);
                 ZnodeReply::Exists(stat)
@@ -345,8 +386,14 @@ impl Machine {
                 "{} is not a read",
                 other.name()
             ))),
-        })
+        }
     }
+}
+
+/// The answer to an operation other than `getData` and `getChildren` in
+/// a `multiRead`.
+fn not_in_multi_read(op: &ZnodeOp) -> ZkError {
+    ZkError::BadArguments(format!("{} cannot be part of a multiRead", op.name()))
 }
 
 impl Machine {
@@ -424,7 +471,7 @@ mod tests {
     use super::super::testing::Cluster;
     use super::*;
     use crate::types::{NodeId, OpId};
-    use crate::znode::{Rewatch, Stat};
+    use crate::znode::{MultiOk, Rewatch, Stat};
 
     fn client(session: u64, conn: u64) -> ClientRef {
         ClientRef {
@@ -1173,5 +1220,86 @@ mod tests {
         assert_eq!(Op::decode(&mut Reader(&with)), Some(Op::Znode(e.clone())));
         e.ids.clear();
         assert_eq!(Op::decode(&mut Reader(&plain)), Some(Op::Znode(e)));
+    }
+
+    /// A multi through Zab: one entry, the same tree on every replica; a
+    /// watch on a node it changes twice fires once, after the whole, and
+    /// not at all when it fails. A multiRead answers each read on its own.
+    #[test]
+    fn a_multi_is_one_transaction_and_fires_its_watches_once() {
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let (w, other) = (client(1, 11), client(2, 22));
+        created(zn(&mut c, 2, other, create("/m", false, false)));
+        let get = |path: &str, watch| ZnodeOp::GetData {
+            path: path.into(),
+            watch,
+        };
+        assert!(matches!(
+            zn(&mut c, 1, w, get("/m", true)),
+            ZnodeReply::Data { .. }
+        ));
+        let set = |v| MultiOp::SetData {
+            path: "/m".into(),
+            data: Bytes::from_static(b"x"),
+            version: v,
+        };
+        let kid = MultiOp::Create {
+            path: "/m/k".into(),
+            data: Bytes::new(),
+            ephemeral: false,
+            sequential: false,
+            acl: None,
+        };
+        let bad = ZnodeOp::Multi {
+            ops: vec![kid.clone(), set(None), set(Some(0))],
+        };
+        let failed = ZnodeReply::MultiFailed {
+            index: 2,
+            error: ZkError::BadVersion,
+        };
+        assert_eq!(zn(&mut c, 2, other, bad), failed);
+        c.tick();
+        assert!(c.events.is_empty(), "{:?}", c.events);
+        assert!((1..=3).all(|id| !exists(&mut c, id, "/m/k")));
+        let good = ZnodeOp::Multi {
+            ops: vec![kid, set(Some(0)), set(Some(1))],
+        };
+        let ZnodeReply::Multi(done) = zn(&mut c, 3, other, good) else {
+            panic!()
+        };
+        assert!(
+            matches!(done[2], MultiOk::Set(st) if st.version == 2),
+            "{done:?}"
+        );
+        c.tick();
+        let ev: Vec<_> = c.events.drain(..).collect();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!(
+            (ev[0].0, ev[0].1, ev[0].2.kind.as_str()),
+            (1, 11, "changed")
+        );
+        let trees: Vec<_> = (1..=3)
+            .map(|id| c.node(id).machine().tree.clone())
+            .collect();
+        assert!(trees.iter().all(|t| *t == trees[0]));
+        let reads = ZnodeOp::MultiRead {
+            ops: vec![
+                get("/m", false),
+                ZnodeOp::GetChildren {
+                    path: "/m".into(),
+                    watch: false,
+                },
+                get("/none", false),
+                ZnodeOp::Sync,
+            ],
+        };
+        let ZnodeReply::Reads(r) = zn(&mut c, 2, w, reads) else {
+            panic!()
+        };
+        assert!(matches!(&r[0], ZnodeReply::Data { stat, .. } if stat.version == 2));
+        assert_eq!(r[1], ZnodeReply::Children(vec!["k".into()]));
+        assert_eq!(r[2], ZnodeReply::Error(ZkError::NoNode));
+        assert!(matches!(r[3], ZnodeReply::Error(ZkError::BadArguments(_))));
     }
 }
