@@ -182,6 +182,7 @@ mod tests {
             persist_records: 0,
             persist_syncs: 0,
             counters: vec![],
+            wire: None,
         }
     }
 

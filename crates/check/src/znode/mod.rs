@@ -552,11 +552,9 @@ pub fn observed(
         | Asked::Exists { .. }
         | Asked::GetChildren { .. }
         | Asked::ResumeSession => return observed_read(session, op, reply?),
-        // ACLs are outside the model: it holds every node open to all
-        // (`world:anyone:cdrwa`, what a create without an ACL gives), and
-        // the workload (`workload_op`) never asks for an ACL, an identity
-        // or a getACL. A create with an ACL is checked as a create; a
-        // setACL, getACL and addAuth constrain nothing.
+        // ACLs are outside the model (every node open to all; the workload
+        // asks for no ACL, identity or getACL): a create with an ACL is
+        // checked as a create; setACL, getACL, addAuth constrain nothing.
         Asked::CreateWithAcl {
             path,
             data,
