@@ -10,8 +10,9 @@ use std::process::ExitCode;
 ///
 /// Every replica is a child process on 127.0.0.1. Prints the endpoints,
 /// then a line starting with `ready` once every replica answers. Ctrl-C or
-/// SIGTERM stops them all; replicas also exit by themselves if this process
-/// dies.
+/// SIGTERM stops them all: each drains first (answers what it was asked;
+/// up to 12 s), a second Ctrl-C kills them at once. Replicas also exit by
+/// themselves if this process dies.
 ///
 /// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base),
 /// and with --protocol zab on ZooKeeper client port P+200+i (not with --users);
@@ -173,11 +174,28 @@ pub fn run(a: Args) -> ExitCode {
         }
         // stdout may be gone by now (a closed pipe): never panic on it.
         use std::io::Write;
-        let _ = writeln!(std::io::stdout(), "stopping {} replicas", a.shape.replicas);
-        cluster.stop().await;
+        let _ = writeln!(
+            std::io::stdout(),
+            "stopping {} replicas: each drains (up to {}s); Ctrl-C again kills them now",
+            a.shape.replicas,
+            STOP_WITHIN.as_secs()
+        );
+        tokio::select! {
+            killed = cluster.shutdown(STOP_WITHIN) => {
+                if !killed.is_empty() {
+                    eprintln!("quorumkv cluster: killed replicas {killed:?}: they did not drain in time");
+                }
+            }
+            // Dropping the cluster kills every replica.
+            _ = tokio::signal::ctrl_c() => eprintln!("quorumkv cluster: killed every replica"),
+        }
         ExitCode::SUCCESS
     })
 }
+
+/// How long replicas get to drain when the cluster stops: a replica's
+/// default `--drain-timeout` (10 s) and a margin.
+const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(12);
 
 /// What the cluster is and how clients reach it; the native endpoints.
 fn print_banner(

@@ -536,6 +536,32 @@ impl LocalCluster {
         }
     }
 
+    /// Stop every replica as an operator would: SIGTERM to all at once
+    /// (each drains: answers what it was asked, then exits), wait up to
+    /// `within` for them, then kill what is left (and a paused one at
+    /// once: it cannot drain). Returns the replicas that had to be killed.
+    pub async fn shutdown(mut self, within: Duration) -> Vec<NodeId> {
+        let ids: Vec<NodeId> = (1..=self.children.len() as NodeId)
+            .filter(|&id| self.children[(id - 1) as usize].is_some())
+            .collect();
+        let mut killed = Vec::new();
+        for &id in &ids {
+            if self.is_paused(id) || self.sigterm(id).is_err() {
+                killed.push(id);
+            }
+        }
+        let deadline = std::time::Instant::now() + within;
+        let signalled: Vec<NodeId> = ids.into_iter().filter(|id| !killed.contains(id)).collect();
+        for id in signalled {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !matches!(self.wait_exit(id, left).await, Ok(Some(_))) {
+                killed.push(id);
+            }
+        }
+        self.stop().await;
+        killed
+    }
+
     /// Kill every replica and remove the cluster's directory.
     pub async fn stop(mut self) {
         for c in self.children.iter_mut().flatten() {
