@@ -12,7 +12,7 @@ use crate::report;
 
 /// Check that a recorded history is linearizable.
 ///
-/// Reads FILE (our JSON lines, JSON lines with invoke/complete/ok fields, a
+/// Reads FILE (our JSON lines, a znode/lock history (see --model znode), JSON lines with invoke/complete/ok fields, a
 /// Jepsen EDN history or register log, or the EDN key-value format; detected
 /// unless --format is given; fields a format does not use are ignored), checks each key on its own
 /// with the Wing–Gong/Lowe search, and prints a verdict per key and overall.
@@ -81,14 +81,19 @@ pub enum ModelArg {
     CasRegister,
     /// get / put / append / delete, per key.
     Kv,
+    /// ZooKeeper's znodes (the tree as one object) and lock holdings
+    /// (fencing tokens in order, no two holders at once): JSON lines with
+    /// `f` open/close/create/delete/set/get/exists/children/hold (detected).
+    Znode,
 }
 
-impl From<ModelArg> for Model {
-    fn from(m: ModelArg) -> Model {
-        match m {
-            ModelArg::Register => Model::Register,
-            ModelArg::CasRegister => Model::CasRegister,
-            ModelArg::Kv => Model::Kv,
+impl ModelArg {
+    fn key_value(self) -> Option<Model> {
+        match self {
+            ModelArg::Register => Some(Model::Register),
+            ModelArg::CasRegister => Some(Model::CasRegister),
+            ModelArg::Kv => Some(Model::Kv),
+            ModelArg::Znode => None,
         }
     }
 }
@@ -188,15 +193,28 @@ where
 /// Runs the command with explicit output streams; returns the exit code.
 pub fn run_to(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let name = args.file.display().to_string();
-    let history = match load(args) {
-        Ok(h) => h,
+    let loaded = read_text(args).and_then(|text| {
+        let znode = match args.model {
+            Some(m) => m == ModelArg::Znode,
+            None => args.format.is_none() && crate::znode::jsonl::looks_like(&text),
+        };
+        match znode {
+            true => crate::znode::jsonl::parse(&text).map(Loaded::Znode),
+            false => parse(&text, args.format.map(Format::from))
+                .map(|(h, _)| Loaded::Kv(h))
+                .map_err(|e| e.to_string()),
+        }
+    });
+    let history = match loaded {
+        Ok(Loaded::Kv(h)) => h,
+        Ok(Loaded::Znode(h)) => return run_znode(args, h, out),
         Err(e) => {
             let _ = writeln!(err, "quorumkv check: {name}: {e}");
             return EXIT_UNKNOWN;
         }
     };
-    let model = match args.model {
-        Some(m) => Model::from(m),
+    let model = match args.model.and_then(ModelArg::key_value) {
+        Some(m) => m,
         None => Model::detect(history.ops.iter().map(|o| &o.op)),
     };
     if let Some(o) = history.ops.iter().find(|o| !model.allows(&o.op)) {
@@ -237,7 +255,50 @@ pub fn run_to(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     }
 }
 
-fn load(args: &Args) -> Result<History, String> {
+enum Loaded {
+    Kv(History),
+    Znode(crate::znode::jsonl::ZnodeHistory),
+}
+
+/// `--model znode`: the znode model on the operations, the lock check on
+/// each lock's holdings; one line each, then the overall verdict.
+fn run_znode(args: &Args, h: crate::znode::jsonl::ZnodeHistory, out: &mut dyn Write) -> u8 {
+    use crate::znode::jsonl::lock_violations;
+    let mut verdicts = Vec::new();
+    if !h.ops.is_empty() {
+        let timeout = args.timeout.0.unwrap_or(Duration::MAX);
+        let (v, why) = crate::znode::check_history(h.ops, timeout);
+        let _ = writeln!(out, "{why}");
+        verdicts.push(v);
+    }
+    for (lock, holds) in &h.locks {
+        let (broken, excused) = lock_violations(holds);
+        let _ = write!(out, "lock {lock}: {} holds, ", holds.len());
+        let _ = writeln!(
+            out,
+            "{excused} overlaps after a holder's session expired; {}",
+            match broken.first() {
+                None => "tokens in order, no other overlap".to_string(),
+                Some(v) => format!("{} VIOLATIONS, first: {v}", broken.len()),
+            }
+        );
+        verdicts.push(match broken.is_empty() {
+            true => Verdict::Linearizable,
+            false => Verdict::NotLinearizable,
+        });
+    }
+    let (line, code) = if verdicts.contains(&Verdict::NotLinearizable) {
+        ("NOT LINEARIZABLE", EXIT_VIOLATION)
+    } else if verdicts.iter().all(|v| *v == Verdict::Linearizable) {
+        ("LINEARIZABLE", EXIT_OK)
+    } else {
+        ("UNKNOWN", EXIT_UNKNOWN)
+    };
+    let _ = writeln!(out, "verdict: {line}");
+    code
+}
+
+fn read_text(args: &Args) -> Result<String, String> {
     let mut bytes = Vec::new();
     let read = if args.file.as_os_str() == "-" {
         std::io::stdin().read_to_end(&mut bytes)
@@ -245,10 +306,7 @@ fn load(args: &Args) -> Result<History, String> {
         std::fs::File::open(&args.file).and_then(|mut f| f.read_to_end(&mut bytes))
     };
     read.map_err(|e| e.to_string())?;
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
-    parse(&text, args.format.map(Format::from))
-        .map(|(h, _)| h)
-        .map_err(|e| e.to_string())
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
 }
 
 #[cfg(test)]

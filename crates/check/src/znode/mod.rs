@@ -10,6 +10,7 @@
 
 #[cfg(test)]
 mod brute;
+pub mod jsonl;
 mod multi;
 mod stepper;
 
