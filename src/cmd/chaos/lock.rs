@@ -17,7 +17,8 @@
 //! fails too, left to expire (`SESSION_TIMEOUT`), and a new one opened.
 
 use super::workload::OpCounts;
-use quorumkv_check::znode::{check_lock, Holding, LockViolation};
+use quorumkv_check::znode::jsonl::lock_violations;
+use quorumkv_check::znode::{Holding, LockViolation};
 use quorumkv_core::op::Outcome;
 use quorumkv_core::rng::SplitMix64;
 use quorumkv_core::znode::ZkError;
@@ -44,14 +45,9 @@ const THINK: Duration = Duration::from_millis(10);
 /// Retry, create or getChildren interval of the polling recipes.
 const POLL: Duration = Duration::from_millis(5);
 
-/// One hold as the client saw it.
-#[derive(Clone, Copy, Debug)]
-pub struct Hold {
-    pub holding: Holding,
-    /// The holder's session was seen expired (an event, or the release
-    /// refused with `SessionExpired`).
-    pub expired: bool,
-}
+/// One hold as the client saw it: `expired` when its holder's session was
+/// seen expired (an event, or the release refused with `SessionExpired`).
+pub use quorumkv_check::znode::jsonl::Hold;
 
 /// One recipe's lock: its holds and its failures.
 #[derive(Debug, Default)]
@@ -287,21 +283,9 @@ pub fn verdicts(run: &LockRun) -> Vec<LockVerdict> {
 
 /// Check one lock's holds.
 fn verdict(recipe: Recipe, log: &LockLog) -> LockVerdict {
-    let holdings: Vec<Holding> = log.holds.iter().map(|h| h.holding).collect();
-    let expired = |a: &Holding| (log.holds.iter()).any(|h| h.holding == *a && h.expired);
-    let (mut token_violations, mut overlaps, mut expired_overlaps) = (Vec::new(), Vec::new(), 0);
-    for v in check_lock(&holdings, true) {
-        match &v {
-            // A holder whose session expired under it: the other holder is
-            // the lock's rightful one.
-            LockViolation::Overlap(a, b) if expired(a) || expired(b) => expired_overlaps += 1,
-            LockViolation::Overlap(..) => overlaps.push(v),
-            // A stale holder (its grant answered after its session
-            // expired) carries an older token: fencing refuses it.
-            LockViolation::TokenOrder(_, b) if expired(b) => {}
-            _ => token_violations.push(v),
-        }
-    }
+    let (violations, expired_overlaps) = lock_violations(&log.holds);
+    let (overlaps, token_violations) =
+        (violations.into_iter()).partition(|v| matches!(v, LockViolation::Overlap(..)));
     LockVerdict {
         recipe,
         holds: log.holds.len(),
