@@ -3,6 +3,12 @@
 // DistributedQueue, each between two clients (two sessions). Prints
 // `ok <check>` per check and `all ok` at the end; exits 1 on a failure.
 // Run by tests/zk_curator.rs, against quorumkv and against ZooKeeper itself.
+//
+// With --no-container-parents first, the clients are built with
+// dontUseContainerParents() (recipe parents are plain persistent nodes),
+// after checking that the server refuses container nodes (Unimplemented):
+// quorumkv does not serve them, and Curator's recipes create their parents
+// as containers by default.
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -21,6 +27,8 @@ import org.apache.curator.framework.recipes.queue.QueueConsumer;
 import org.apache.curator.framework.recipes.queue.QueueSerializer;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
 
 public class CuratorRecipes {
     static final String ROOT = "/curator-recipes";
@@ -32,13 +40,16 @@ public class CuratorRecipes {
         }
     }
 
-    static CuratorFramework client(String hosts) throws Exception {
-        CuratorFramework c = CuratorFrameworkFactory.builder()
+    static CuratorFramework client(String hosts, boolean containerParents) throws Exception {
+        CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
                 .connectString(hosts)
                 .sessionTimeoutMs(20_000)
                 .connectionTimeoutMs(10_000)
-                .retryPolicy(new ExponentialBackoffRetry(100, 10))
-                .build();
+                .retryPolicy(new ExponentialBackoffRetry(100, 10));
+        if (!containerParents) {
+            builder.dontUseContainerParents();
+        }
+        CuratorFramework c = builder.build();
         c.start();
         check(c.blockUntilConnected(20, TimeUnit.SECONDS), "client connects to " + hosts);
         return c;
@@ -163,7 +174,13 @@ public class CuratorRecipes {
         for (int i = 0; i < n; i++) {
             producer.put("item-" + i);
         }
-        await(() -> seen.size() == n, "all " + n + " items consumed (got " + seen.size() + ")");
+        try {
+            await(() -> seen.size() == n, "all " + n + " items consumed");
+        } catch (IllegalStateException e) {
+            throw new IllegalStateException(e.getMessage() + ": got " + seen.size()
+                    + ", left in the queue " + a.getChildren().forPath(path)
+                    + "; the consumer's session answers a read: " + answers(b, path), e);
+        }
         for (int i = 0; i < n; i++) {
             Integer times = seen.get("item-" + i);
             check(times != null && times == 1, "item-" + i + " consumed once, not " + times);
@@ -181,13 +198,36 @@ public class CuratorRecipes {
         System.out.println("ok queue " + n + " items");
     }
 
+    /// The server answers a container node's create with Unimplemented.
+    static void containersRefused(CuratorFramework a) throws Exception {
+        try {
+            a.create().withMode(CreateMode.CONTAINER).forPath("/curator-container");
+        } catch (KeeperException.UnimplementedException e) {
+            System.out.println("ok container nodes refused (Unimplemented)");
+            return;
+        }
+        throw new IllegalStateException("FAILED: a container node was created");
+    }
+
+    /// Whether `c`'s session answers a read of `path` within 5 s.
+    static boolean answers(CuratorFramework c, String path) throws Exception {
+        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+        c.getChildren().inBackground((client, event) -> done.countDown()).forPath(path);
+        return done.await(5, TimeUnit.SECONDS);
+    }
+
     public static void main(String[] args) throws Exception {
-        if (args.length != 1) {
-            System.err.println("usage: CuratorRecipes HOST:PORT[,HOST:PORT...]");
+        boolean containers = !(args.length == 2 && args[0].equals("--no-container-parents"));
+        if (args.length != (containers ? 1 : 2)) {
+            System.err.println("usage: CuratorRecipes [--no-container-parents] HOST:PORT[,HOST:PORT...]");
             System.exit(2);
         }
+        String hosts = args[args.length - 1];
         int code = 0;
-        try (CuratorFramework a = client(args[0]); CuratorFramework b = client(args[0])) {
+        try (CuratorFramework a = client(hosts, containers); CuratorFramework b = client(hosts, containers)) {
+            if (!containers) {
+                containersRefused(a);
+            }
             mutex(a, b);
             leaderLatch(a, b);
             queue(a, b);
