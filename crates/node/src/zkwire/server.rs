@@ -647,3 +647,72 @@ async fn write_event<M>(wr: &mut TimedWrite, f: Frame<M>, closing: bool) -> std:
         None => Ok(false),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorumkv_core::znode::Stat;
+    use quorumkv_core::Event;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpStream;
+
+    fn children_changed(path: &str) -> Frame<()> {
+        Frame::Notify(Event {
+            kind: "children".into(),
+            key: Bytes::from(path.to_string()),
+            value: None,
+        })
+    }
+
+    /// Read one packet: its xid (−1 for an event).
+    async fn xid(s: &mut TcpStream) -> i32 {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).await.unwrap();
+        let mut body = vec![0; i32::from_be_bytes(len) as usize];
+        s.read_exact(&mut body).await.unwrap();
+        i32::from_be_bytes(body[0..4].try_into().unwrap())
+    }
+
+    /// An event the core pushed before a request's first answer goes
+    /// before its reply; one pushed between `getChildren2`'s two answers
+    /// (the watch the first set may have fired) goes after it.
+    #[tokio::test]
+    async fn events_are_written_in_the_cores_order_around_a_reply() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (_, wr) = l.accept().await.unwrap().0.into_split();
+        let wr = TimedWrite {
+            wr: ConnWrite::Plain(wr),
+            deadline: WRITE_DEADLINE,
+        };
+        let (ftx, frx) = crate::net::link_queue::<Frame<()>>();
+        let children = Response::Znode(ZnodeReply::Children(vec![]));
+        let stat = Response::Znode(ZnodeReply::Exists(Some(Stat::default())));
+        ftx.send(children_changed("/a")).unwrap();
+        ftx.send(Frame::Response {
+            id: 1,
+            resp: children,
+        })
+        .unwrap();
+        ftx.send(children_changed("/q")).unwrap();
+        ftx.send(Frame::Response { id: 2, resp: stat }).unwrap();
+        drop(ftx);
+        let (ptx, prx) = mpsc::channel(4);
+        let out = Out::Answers {
+            xid: 7,
+            shape: Shape::Children { with_stat: true },
+            ops: vec![1, 2],
+            close: false,
+        };
+        ptx.send(out).await.unwrap();
+        drop(ptx);
+        let (done, _) = oneshot::channel();
+        write_replies(wr, prx, (frx, 0), done).await;
+        let order = [
+            xid(&mut client).await,
+            xid(&mut client).await,
+            xid(&mut client).await,
+        ];
+        assert_eq!(order, [-1, 7, -1]);
+    }
+}
