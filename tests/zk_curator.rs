@@ -48,10 +48,22 @@ fn has_javac() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Compile the program into a fresh directory named by `tag`: the
-/// classpath to run it with (that directory, then the jars). `None` when
+/// The compiled program: its class directory (removed when dropped) and
+/// the classpath to run it with (that directory, then the jars).
+struct Classes {
+    dir: PathBuf,
+    classpath: String,
+}
+
+impl Drop for Classes {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Compile the program into a fresh directory named by `tag`. `None` when
 /// javac or a jar is missing (skipped, or failed in CI).
-fn compile(tag: &str) -> Option<String> {
+fn compile(tag: &str) -> Option<Classes> {
     let missing = missing_jars();
     let what = format!("javac and Curator's jars (missing: {missing:?})");
     if !require(&what, missing.is_empty() && has_javac()) {
@@ -78,7 +90,8 @@ fn compile(tag: &str) -> Option<String> {
         "javac failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(classpath.into_string().unwrap())
+    let classpath = classpath.into_string().unwrap();
+    Some(Classes { dir, classpath })
 }
 
 /// Run the program with `args` (the last the connect string); assert that
@@ -108,7 +121,7 @@ async fn run_recipes(classpath: &str, args: &[&str], checks: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_mutex_leader_latch_and_queue_on_the_zk_port() {
-    let Some(classpath) = compile("qkv") else {
+    let Some(classes) = compile("qkv") else {
         return;
     };
     let cluster = LocalCluster::start(cluster_cfg("zab", 3, &[]))
@@ -118,7 +131,8 @@ async fn curator_mutex_leader_latch_and_queue_on_the_zk_port() {
         .map(|e| e.zk.expect("a zab cluster has ZooKeeper ports").to_string())
         .collect();
     let hosts = hosts.join(",");
-    run_recipes(&classpath, &["--no-container-parents", &hosts], 5).await;
+    let args = ["--no-container-parents", &hosts];
+    run_recipes(&classes.classpath, &args, 5).await;
 }
 
 /// The program passes against real ZooKeeper too: what it checks is
@@ -128,9 +142,9 @@ async fn curator_recipes_pass_against_zookeeper_itself() {
     if !require("ZooKeeper (Debian zookeeper)", zookeeper_installed()) {
         return;
     }
-    let Some(classpath) = compile("zk") else {
+    let Some(classes) = compile("zk") else {
         return;
     };
     let zk = ZooKeeper::start("curator");
-    run_recipes(&classpath, &[&zk.hosts], 4).await;
+    run_recipes(&classes.classpath, &[&zk.hosts], 4).await;
 }
