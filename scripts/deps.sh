@@ -7,7 +7,11 @@
 #     its zkCli.sh drives the ZooKeeper port's test),
 #   python3-kazoo (kazoo, the Python ZooKeeper client, for the same test),
 #   zookeeper-bin (cli_mt, ZooKeeper's C client, for the same test),
-#   prometheus (promtool lints /metrics and tests deploy/prometheus/alerts.yml;
+#   libcurator-recipes-java (Apache Curator, the Java ZooKeeper client most
+#     Java projects use, with its framework/client/guava jars) and a JDK
+#     that compiles (javac), for tests/zk_curator.rs: it compiles
+#     tests/zk/CuratorRecipes.java against the jars in /usr/share/java,
+##   prometheus (promtool lints /metrics and tests deploy/prometheus/alerts.yml;
 #     without its recommends, so no exporter daemon comes with it),
 #   docker-compose (scripts/deploy-check.sh; only where Docker is installed).
 set -euo pipefail
@@ -18,6 +22,9 @@ command -v etcd >/dev/null || need+=(etcd-server)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 /usr/bin/python3 -c 'import kazoo' 2>/dev/null || need+=(python3-kazoo)
 [ -x /usr/lib/zookeeper/bin/cli_mt ] || need+=(zookeeper-bin)
+[ -f /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
+# zookeeper pulls in only a Java runtime; compiling needs the JDK.
+command -v javac >/dev/null || need+=(default-jdk-headless)
 # docker-compose for scripts/deploy-check.sh, where Docker runs.
 if command -v docker >/dev/null && ! command -v docker-compose >/dev/null; then
   need+=(docker-compose)

@@ -5,9 +5,12 @@
 //! session as the op's client id, the connection as the watch owner).
 //!
 //! A reader task decodes packets and hands each request's operations to
-//! the driver in order; a writer task awaits their answers in the same
-//! order, writes the replies, and writes the watch events the core pushes
-//! to the connection before any reply that follows them.
+//! the driver in order; the driver answers them into the connection's
+//! queue, where it also pushes the connection's watch events, so the
+//! queue holds answers and events in the order the core produced them. A
+//! writer task writes the replies in request order, each watch event
+//! before the replies answered after it and after those answered before
+//! it (the reply that set a watch precedes its event, as in ZooKeeper).
 
 use super::four::{four_letter, is_word};
 use super::jute::{frame, packet_len, Reader, Writer};
@@ -18,7 +21,7 @@ use super::walk::{count_below, driver_read};
 use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::codec::Frame;
 use crate::driver::{Input, ReplyTo};
-use crate::net::{ConnLimits, InBuf, OutQueueRx};
+use crate::net::{ConnLimits, FrameTx, InBuf, OutQueueRx};
 use crate::options::ServerOptions;
 use crate::peer_auth::ClusterSecret;
 use crate::shutdown::ConnStop;
@@ -28,6 +31,7 @@ use bytes::Bytes;
 use quorumkv_core::protocol::Protocol;
 use quorumkv_core::znode::{ZkError, ZnodeOp, ZnodeReply};
 use quorumkv_core::{OpId, Peer, Request, Response};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
@@ -173,7 +177,7 @@ async fn serve_zk<P: Protocol + Send + 'static>(
     serve_requests::<P>(
         (&mut buf, &mut rd),
         ids,
-        &tx,
+        (&tx, &ftx),
         &ptx,
         (&mut stop, done_rx, max),
     )
@@ -289,7 +293,7 @@ async fn open_session<M>(
     let open = ZnodeOp::OpenSession {
         timeout_ms: timeout_ms as u64,
     };
-    let Some(rx) = send_op(tx, (conn, session), 0, open).await else {
+    let Some(rx) = ask_op(tx, (conn, session), 0, open).await else {
         return Connected::Refused;
     };
     match rx.await {
@@ -309,7 +313,7 @@ async fn open_session<M>(
 /// state, `read=local`) shows less is refused, as ZooKeeper refuses it.
 async fn resume_session<M>(req: &ConnectRequest, conn: u64, tx: &Tx<M>) -> Connected {
     let session = req.session_id as u64;
-    let Some(rx) = send_op(tx, (conn, session), 0, ZnodeOp::ResumeSession).await else {
+    let Some(rx) = ask_op(tx, (conn, session), 0, ZnodeOp::ResumeSession).await else {
         return Connected::Refused;
     };
     match rx.await {
@@ -342,14 +346,13 @@ async fn write_record(wr: &mut ConnWrite, f: impl FnOnce(&mut Writer)) -> std::i
     wr.flush().await
 }
 
-/// Hand one operation to the driver; the receiver gets its answer.
+/// Hand one operation to the driver, answered to `reply`.
 async fn send_op<M>(
     tx: &Tx<M>,
     (conn, session): (u64, u64),
-    seq: u64,
-    op: ZnodeOp,
-) -> Option<oneshot::Receiver<Response>> {
-    let (otx, orx) = oneshot::channel();
+    (seq, op): (u64, ZnodeOp),
+    reply: ReplyTo<M>,
+) -> Option<()> {
     let input = Input::Client {
         req: Request::Znode(op),
         session: conn,
@@ -357,18 +360,30 @@ async fn send_op<M>(
             client: session,
             seq,
         },
-        reply: ReplyTo::Local(otx),
+        reply,
     };
-    tx.send(input).await.ok()?;
+    tx.send(input).await.ok()
+}
+
+/// Hand one operation to the driver; the receiver gets its answer.
+async fn ask_op<M>(
+    tx: &Tx<M>,
+    ids: (u64, u64),
+    seq: u64,
+    op: ZnodeOp,
+) -> Option<oneshot::Receiver<Response>> {
+    let (otx, orx) = oneshot::channel();
+    send_op(tx, ids, (seq, op), ReplyTo::Local(otx)).await?;
     Some(orx)
 }
 
 /// What the writer answers, in request order.
 enum Out {
+    /// Operations handed to the driver, by their seq.
     Answers {
         xid: i32,
         shape: Shape,
-        rxs: Vec<oneshot::Receiver<Response>>,
+        ops: Vec<u64>,
         close: bool,
     },
     Error {
@@ -387,7 +402,7 @@ enum Out {
 async fn serve_requests<P: Protocol + Send + 'static>(
     (buf, rd): (&mut InBuf, &mut ConnRead),
     ids: (u64, u64),
-    tx: &Tx<P::Msg>,
+    (tx, ftx): (&Tx<P::Msg>, &FrameTx<P::Msg>),
     ptx: &mpsc::Sender<Out>,
     (stop, mut done, max): (&mut ConnStop, oneshot::Receiver<()>, usize),
 ) {
@@ -407,7 +422,7 @@ async fn serve_requests<P: Protocol + Send + 'static>(
         let Ok(packet) = Packet::decode(&p) else {
             return;
         };
-        let Some(close) = hand_on(packet, ids, &mut seq, tx, ptx).await else {
+        let Some(close) = hand_on(packet, ids, &mut seq, (tx, ftx), ptx).await else {
             return;
         };
         if close {
@@ -423,7 +438,7 @@ async fn hand_on<M: Send + 'static>(
     packet: Packet,
     ids: (u64, u64),
     seq: &mut u64,
-    tx: &Tx<M>,
+    (tx, ftx): (&Tx<M>, &FrameTx<M>),
     ptx: &mpsc::Sender<Out>,
 ) -> Option<bool> {
     let Packet { xid, op, req } = packet;
@@ -435,16 +450,22 @@ async fn hand_on<M: Send + 'static>(
             xid,
             count: count_below(path, driver_read(tx, ids, seq)).await,
         },
-        Plan::Ops(ops, shape) => {
-            let mut rxs = Vec::with_capacity(ops.len());
-            for o in ops {
+        Plan::Ops(plan, shape) => {
+            let mut ops = Vec::with_capacity(plan.len());
+            for o in plan {
                 *seq += 1;
-                rxs.push(send_op(tx, ids, *seq, o).await?);
+                // Answered into the connection's queue, among its events.
+                let reply = ReplyTo::Native {
+                    tx: ftx.clone(),
+                    id: *seq,
+                };
+                send_op(tx, ids, (*seq, o), reply).await?;
+                ops.push(*seq);
             }
             Out::Answers {
                 xid,
                 shape,
-                rxs,
+                ops,
                 close,
             }
         }
@@ -473,70 +494,142 @@ impl TimedWrite {
     }
 }
 
+/// The connection's queue as the writer reads it: answers (by op seq)
+/// and events, each numbered by its place in the queue.
+struct Queue<M> {
+    frx: OutQueueRx<Frame<M>>,
+    /// False once every sender is gone: no answer comes any more.
+    open: bool,
+    taken: u64,
+    answers: HashMap<u64, (u64, Response)>,
+    events: VecDeque<(u64, Frame<M>)>,
+}
+
+impl<M> Queue<M> {
+    fn take(&mut self, f: Option<Frame<M>>) {
+        self.taken += 1;
+        match f {
+            Some(Frame::Response { id, resp }) => drop(self.answers.insert(id, (self.taken, resp))),
+            Some(f) => self.events.push_back((self.taken, f)),
+            None => self.open = false,
+        }
+    }
+
+    /// Whether `out` can be answered now.
+    fn ready(&self, out: &Out) -> bool {
+        match out {
+            Out::Answers { ops, .. } => {
+                !self.open || ops.iter().all(|o| self.answers.contains_key(o))
+            }
+            _ => true,
+        }
+    }
+
+    /// The place of the earliest answer taken and not yet written.
+    fn first_unwritten(&self) -> u64 {
+        (self.answers.values().map(|(at, _)| *at).min()).unwrap_or(u64::MAX)
+    }
+
+    /// `out`'s reply (it is `ready`), the place of its first answer, and
+    /// whether the connection closes after it.
+    fn reply(&mut self, out: Out, zxid: &mut u64) -> (Bytes, u64, bool) {
+        let (xid, shape, ops, close) = match out {
+            Out::Error { xid, code, close } => return (error_reply(xid, *zxid, code), 0, close),
+            Out::Count { xid, count } => return (count_reply(xid, *zxid, count), 0, false),
+            Out::Answers {
+                xid,
+                shape,
+                ops,
+                close,
+            } => (xid, shape, ops, close),
+        };
+        let mut answers = Vec::with_capacity(ops.len());
+        let mut first = u64::MAX;
+        for o in ops {
+            // No answer and none to come: the driver is stopping.
+            let Some((at, a)) = self.answers.remove(&o) else {
+                return (error_reply(xid, *zxid, err::CONNECTION_LOSS), 0, true);
+            };
+            first = first.min(at);
+            answers.push(a);
+        }
+        (reply(xid, &shape, &answers, zxid), first, close)
+    }
+
+    /// Write the events taken before place `before`; `Ok(true)` when one
+    /// says the session is gone.
+    async fn write_events(
+        &mut self,
+        wr: &mut TimedWrite,
+        before: u64,
+        closing: bool,
+    ) -> std::io::Result<bool> {
+        let mut gone = false;
+        while self.events.front().is_some_and(|(at, _)| *at < before) {
+            let (_, f) = self.events.pop_front().expect("checked above");
+            gone |= write_event(wr, f, closing).await?;
+        }
+        Ok(gone)
+    }
+}
+
 /// Write the replies in request order and the pushed events, until the
 /// reader is done, the session closes or expires, or the client is gone.
 async fn write_replies<M>(
     mut wr: TimedWrite,
     mut prx: mpsc::Receiver<Out>,
-    (mut frx, mut zxid): (OutQueueRx<Frame<M>>, u64),
+    (frx, mut zxid): (OutQueueRx<Frame<M>>, u64),
     done: oneshot::Sender<()>,
 ) {
-    // The event queue ends when the connection's link is dropped (the
-    // reader is done): the replies still due are written.
-    let mut events = true;
-    loop {
-        let out = tokio::select! {
-            biased;
-            f = frx.recv(), if events => match f {
-                Some(f) => match write_event(&mut wr, f, false).await {
-                    Ok(false) => { frx.written(); continue }
-                    _ => break,
-                },
-                None => { events = false; continue }
-            },
-            p = prx.recv() => match p { Some(p) => p, None => break },
-        };
-        let (bytes, close) = answer(out, &mut zxid).await;
-        // Events pushed before the answer go first (the core pushes a
-        // watch's event before answering any later request). The session
-        // the client closed itself is not reported expired to it.
-        let mut gone = false;
-        while let Some(f) = frx.try_recv() {
-            gone |= !matches!(write_event(&mut wr, f, close).await, Ok(false));
+    let mut q = Queue {
+        frx,
+        open: true,
+        taken: 0,
+        answers: HashMap::new(),
+        events: VecDeque::new(),
+    };
+    let mut due: VecDeque<Out> = VecDeque::new();
+    let mut reading = true;
+    'conn: while reading || !due.is_empty() {
+        while due.front().is_some_and(|o| q.ready(o)) {
+            let out = due.pop_front().expect("checked above");
+            let (bytes, first, close) = q.reply(out, &mut zxid);
+            // Events pushed before the answer go first; those pushed
+            // between the answers of a request of two operations
+            // (`getChildren2`) after it: the watch its first one set may
+            // have fired, and the client registers that watch only when
+            // it reads the reply. The session the client closed itself is
+            // not reported expired to it.
+            let gone = !matches!(q.write_events(&mut wr, first, close).await, Ok(false));
+            SENT.fetch_add(1, Ordering::Relaxed);
+            if gone || wr.send(&bytes).await.is_err() || close {
+                break 'conn;
+            }
         }
-        frx.written();
-        SENT.fetch_add(1, Ordering::Relaxed);
-        if gone || wr.send(&bytes).await.is_err() || close {
+        // Events after every answer still unwritten can go now.
+        if !matches!(
+            q.write_events(&mut wr, q.first_unwritten(), false).await,
+            Ok(false)
+        ) {
             break;
+        }
+        // What was taken is written (nothing held back): its bytes go back.
+        if q.events.is_empty() && q.answers.is_empty() {
+            q.frx.written();
+        }
+        tokio::select! {
+            biased;
+            f = q.frx.recv(), if q.open => q.take(f),
+            p = prx.recv(), if reading => match p {
+                Some(p) => due.push_back(p),
+                None => reading = false,
+            },
+            // Nothing more comes: what is due is answered above.
+            else => {}
         }
     }
     let _ = wr.wr.shutdown().await;
     drop(done);
-}
-
-/// The reply bytes of `out` once its answers are in, and whether the
-/// connection closes after it.
-async fn answer(out: Out, zxid: &mut u64) -> (Bytes, bool) {
-    match out {
-        Out::Error { xid, code, close } => (error_reply(xid, *zxid, code), close),
-        Out::Count { xid, count } => (count_reply(xid, *zxid, count), false),
-        Out::Answers {
-            xid,
-            shape,
-            rxs,
-            close,
-        } => {
-            let mut answers = Vec::with_capacity(rxs.len());
-            for rx in rxs {
-                // A dropped answer: the driver is stopping.
-                match rx.await {
-                    Ok(a) => answers.push(a),
-                    Err(_) => return (error_reply(xid, *zxid, err::CONNECTION_LOSS), true),
-                }
-            }
-            (reply(xid, &shape, &answers, zxid), close)
-        }
-    }
 }
 
 /// Write a pushed event; `Ok(true)` when the session is gone (expired).
@@ -552,5 +645,74 @@ async fn write_event<M>(wr: &mut TimedWrite, f: Frame<M>, closing: bool) -> std:
             Ok(gone)
         }
         None => Ok(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorumkv_core::znode::Stat;
+    use quorumkv_core::Event;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpStream;
+
+    fn children_changed(path: &str) -> Frame<()> {
+        Frame::Notify(Event {
+            kind: "children".into(),
+            key: Bytes::from(path.to_string()),
+            value: None,
+        })
+    }
+
+    /// Read one packet: its xid (−1 for an event).
+    async fn xid(s: &mut TcpStream) -> i32 {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).await.unwrap();
+        let mut body = vec![0; i32::from_be_bytes(len) as usize];
+        s.read_exact(&mut body).await.unwrap();
+        i32::from_be_bytes(body[0..4].try_into().unwrap())
+    }
+
+    /// An event the core pushed before a request's first answer goes
+    /// before its reply; one pushed between `getChildren2`'s two answers
+    /// (the watch the first set may have fired) goes after it.
+    #[tokio::test]
+    async fn events_are_written_in_the_cores_order_around_a_reply() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (_, wr) = l.accept().await.unwrap().0.into_split();
+        let wr = TimedWrite {
+            wr: ConnWrite::Plain(wr),
+            deadline: WRITE_DEADLINE,
+        };
+        let (ftx, frx) = crate::net::link_queue::<Frame<()>>();
+        let children = Response::Znode(ZnodeReply::Children(vec![]));
+        let stat = Response::Znode(ZnodeReply::Exists(Some(Stat::default())));
+        ftx.send(children_changed("/a")).unwrap();
+        ftx.send(Frame::Response {
+            id: 1,
+            resp: children,
+        })
+        .unwrap();
+        ftx.send(children_changed("/q")).unwrap();
+        ftx.send(Frame::Response { id: 2, resp: stat }).unwrap();
+        drop(ftx);
+        let (ptx, prx) = mpsc::channel(4);
+        let out = Out::Answers {
+            xid: 7,
+            shape: Shape::Children { with_stat: true },
+            ops: vec![1, 2],
+            close: false,
+        };
+        ptx.send(out).await.unwrap();
+        drop(ptx);
+        let (done, _) = oneshot::channel();
+        write_replies(wr, prx, (frx, 0), done).await;
+        let order = [
+            xid(&mut client).await,
+            xid(&mut client).await,
+            xid(&mut client).await,
+        ];
+        assert_eq!(order, [-1, 7, -1]);
     }
 }

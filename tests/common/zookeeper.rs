@@ -1,0 +1,74 @@
+//! ZooKeeper's clients and ZooKeeper itself, for the tests of the
+//! `--zk-port`: the skip-or-fail rule for Debian-packaged clients, and a
+//! throwaway ZooKeeper 3.8 ensemble to run the same client programs against.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A client from a Debian package: in CI it must be there (deps.sh
+/// installs it); elsewhere the test says it is skipped.
+pub fn require(what: &str, found: bool) -> bool {
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what} is required in CI (scripts/deps.sh installs it)"
+        );
+        eprintln!("SKIPPED: {what} not installed");
+    }
+    found
+}
+
+/// Debian's ZooKeeper server (package `zookeeper`), which `peers.sh` runs.
+pub fn zookeeper_installed() -> bool {
+    Path::new("/usr/share/java/zookeeper.jar").is_file()
+}
+
+/// A throwaway ZooKeeper 3.8 ensemble run by `scripts/peers.sh` in its own
+/// state directory; stopped (data removed) when dropped.
+pub struct ZooKeeper {
+    /// The connect string, `host:port,...`.
+    pub hosts: String,
+    state: PathBuf,
+}
+
+impl ZooKeeper {
+    fn peers(state: &Path) -> Command {
+        let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/peers.sh"));
+        c.env("QKV_PEERS_DIR", state).stdin(Stdio::null());
+        c
+    }
+
+    /// Start a three-server ensemble; `tag` names its state directory
+    /// (with the process id), so tests in one process do not share it.
+    pub fn start(tag: &str) -> ZooKeeper {
+        let pid = std::process::id();
+        let state = std::env::temp_dir().join(format!("qkv-zk-{tag}-{pid}"));
+        std::fs::create_dir_all(&state).unwrap();
+        let mut last = String::new();
+        for attempt in 0..4u32 {
+            // Below the ephemeral range and the bench test's bases (21000+).
+            let base = 12000 + ((pid + attempt * 97) % 900) * 10;
+            let out = Self::peers(&state)
+                .args(["start", "zookeeper", "--port-base", &base.to_string()])
+                .output()
+                .expect("run scripts/peers.sh");
+            if out.status.success() {
+                let target = String::from_utf8(out.stdout).unwrap();
+                let hosts = target.trim().trim_start_matches("zk://").to_string();
+                return ZooKeeper { hosts, state };
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        panic!("peers.sh start zookeeper failed: {last}");
+    }
+}
+
+impl Drop for ZooKeeper {
+    fn drop(&mut self) {
+        let _ = Self::peers(&self.state)
+            .args(["stop", "zookeeper"])
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
