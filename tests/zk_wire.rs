@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::zookeeper::{require, zookeeper_installed, ZooKeeper};
 use common::{binary, cluster_cfg};
 use quorumkv_node::local::LocalCluster;
 use std::path::Path;
@@ -27,19 +28,6 @@ fn zk_hosts(c: &LocalCluster) -> Vec<String> {
         .collect();
     assert_eq!(hosts.len(), 3);
     hosts
-}
-
-/// A client from a Debian package: in CI it must be there (deps.sh
-/// installs it); elsewhere the test says it is skipped.
-fn require(what: &str, found: bool) -> bool {
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{what} is required in CI (scripts/deps.sh installs it)"
-        );
-        eprintln!("SKIPPED: {what} not installed");
-    }
-    found
 }
 
 /// Run zkCli.sh with `script` on its standard input; its output (it says
@@ -311,62 +299,18 @@ async fn zk_max_buffer_and_the_read_timeout_apply_to_the_port() {
     );
 }
 
-/// A throwaway ZooKeeper 3.8 ensemble run by `scripts/peers.sh` in its own
-/// state directory; stopped (data removed) when dropped.
-struct ZooKeeper {
-    hosts: String,
-    state: std::path::PathBuf,
-}
-
-impl ZooKeeper {
-    fn peers(state: &Path) -> Command {
-        let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/peers.sh"));
-        c.env("QKV_PEERS_DIR", state).stdin(Stdio::null());
-        c
-    }
-
-    fn start() -> ZooKeeper {
-        let state = std::env::temp_dir().join(format!("qkv-zk-wire-{}", std::process::id()));
-        std::fs::create_dir_all(&state).unwrap();
-        let mut last = String::new();
-        for attempt in 0..4u32 {
-            // Below the ephemeral range and the bench test's bases (21000+).
-            let base = 12000 + ((std::process::id() + attempt * 97) % 900) * 10;
-            let out = Self::peers(&state)
-                .args(["start", "zookeeper", "--port-base", &base.to_string()])
-                .output()
-                .expect("run scripts/peers.sh");
-            if out.status.success() {
-                let target = String::from_utf8(out.stdout).unwrap();
-                let hosts = target.trim().trim_start_matches("zk://").to_string();
-                return ZooKeeper { hosts, state };
-            }
-            last = String::from_utf8_lossy(&out.stderr).into_owned();
-        }
-        panic!("peers.sh start zookeeper failed: {last}");
-    }
-}
-
-impl Drop for ZooKeeper {
-    fn drop(&mut self) {
-        let _ = Self::peers(&self.state)
-            .args(["stop", "zookeeper"])
-            .stderr(Stdio::null())
-            .status();
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
 /// The kazoo script passes against real ZooKeeper too: what it checks is
 /// ZooKeeper's behaviour, not ours.
 #[test]
 fn the_kazoo_script_passes_against_zookeeper_itself() {
     let py = python_with_kazoo();
-    let jar = Path::new("/usr/share/java/zookeeper.jar").is_file();
-    if !require("kazoo and ZooKeeper (Debian)", py.is_some() && jar) {
+    if !require(
+        "kazoo and ZooKeeper (Debian)",
+        py.is_some() && zookeeper_installed(),
+    ) {
         return;
     }
-    let zk = ZooKeeper::start();
+    let zk = ZooKeeper::start("wire");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zk/kazoo_basic.py");
     let out = Command::new(py.unwrap())
         .args([script, &zk.hosts])
