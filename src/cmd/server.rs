@@ -139,9 +139,12 @@ pub struct Args {
     heartbeat_interval: Duration,
     /// Declare such a link down (and close it) when nothing arrived on it
     /// for this long (noticed within one to two of it); at least twice the
-    /// interval
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
-    heartbeat_timeout: Duration,
+    /// interval. A closed connection (a killed replica) is noticed at once
+    /// whatever this is [default: 1s; 10s for the ring, whose model takes a
+    /// suspected replica for a crashed one: a pause shorter than this is
+    /// slowness, not a crash]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    heartbeat_timeout: Option<Duration>,
     /// Add this round trip to every client connection (replies and pushed
     /// events leave this much later), to reproduce a distant client on one
     /// machine (seed 001's client RTT). Heartbeat timeouts are not adjusted:
@@ -416,7 +419,7 @@ fn server_options(a: &Args, id: u32) -> Result<ServerOptions, String> {
     });
     opts.heartbeat = HeartbeatConfig {
         interval: a.heartbeat_interval,
-        timeout: a.heartbeat_timeout,
+        timeout: a.heartbeat_timeout.unwrap_or(opts.heartbeat.timeout),
     };
     opts.heartbeat.validate()?;
     set_rtt(a, &mut opts)?;

@@ -12,6 +12,7 @@
 
 use crate::codec::Frame;
 use crate::net::{FrameReader, FrameTx};
+use quorumkv_core::protocol::LinkModel;
 use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 
@@ -19,6 +20,14 @@ use tokio::time::MissedTickBehavior;
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
 /// Default silence after which a link is declared dead.
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The same for a protocol that takes a suspected peer for a crashed one
+/// (`LinkModel::Reliable`, the ring: a perfect failure detector, seed 004
+/// §2). A frozen but live replica that its peers drop from the view would
+/// serve stale reads when it wakes, so only a long silence counts: a pause
+/// shorter than this is slowness (writes wait for it), a killed replica's
+/// closed connection is still noticed at once, and only a vanished host
+/// waits this long.
+pub const PERFECT_DETECTOR_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HeartbeatConfig {
@@ -38,6 +47,18 @@ impl Default for HeartbeatConfig {
 }
 
 impl HeartbeatConfig {
+    /// The defaults for a protocol whose links are `model`.
+    pub fn for_links(model: LinkModel) -> Self {
+        let timeout = match model {
+            LinkModel::Reliable => PERFECT_DETECTOR_HEARTBEAT_TIMEOUT,
+            LinkModel::FifoReliable | LinkModel::Unreliable => DEFAULT_HEARTBEAT_TIMEOUT,
+        };
+        HeartbeatConfig {
+            timeout,
+            ..HeartbeatConfig::default()
+        }
+    }
+
     /// A timeout of at least two intervals, so one late beat is no failure.
     pub fn validate(&self) -> Result<(), String> {
         if self.interval.is_zero() || self.timeout < 2 * self.interval {
@@ -77,4 +98,29 @@ pub fn start<M: serde::Serialize + Send + 'static>(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorumkv_core::protocol::ProtocolKind;
+
+    #[test]
+    fn only_a_perfect_detector_protocol_waits_long_before_suspecting() {
+        for kind in ProtocolKind::all() {
+            let model = kind.info().link_model;
+            let cfg = HeartbeatConfig::for_links(model);
+            assert_eq!(cfg.validate(), Ok(()), "{}", kind.name());
+            let long = model == LinkModel::Reliable;
+            assert_eq!(
+                cfg.timeout > DEFAULT_HEARTBEAT_TIMEOUT,
+                long,
+                "{}",
+                kind.name()
+            );
+        }
+        let ring = ProtocolKind::all().into_iter().find(|k| k.name() == "ring");
+        let ring = HeartbeatConfig::for_links(ring.expect("registered").info().link_model);
+        assert_eq!(ring.timeout, PERFECT_DETECTOR_HEARTBEAT_TIMEOUT);
+    }
 }

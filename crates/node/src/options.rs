@@ -95,7 +95,7 @@ impl ServerOptions {
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             read_timeout: Some(DEFAULT_READ_TIMEOUT),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
-            heartbeat: HeartbeatConfig::default(),
+            heartbeat: HeartbeatConfig::for_links(cluster.protocol.info().link_model),
             durability: cluster.durability.unwrap_or_default(),
             data_dir: (cluster.data_dir.as_ref()).map(|d| d.join(format!("replica-{id}"))),
             rtt_client: Duration::ZERO,
