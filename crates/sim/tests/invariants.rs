@@ -52,6 +52,11 @@ const CASES: &[(&str, &str, &str)] = &[
     ), // with --znode: 0 (48 of 100 + 1 not linearizable); history 0 (20 of 100)
     (
         "zab",
+        "zab-znode-orphan-ephemerals",
+        "an expired session owns no ephemeral",
+    ), // with --znode: 0 (53 of 100); history 0 (23 of 100 not linearizable)
+    (
+        "zab",
         "zab-ack-before-persist",
         "no ACK for an entry not on disk",
     ), // 1, checked by the simulator against its disk model; history none in 0..1000

@@ -248,6 +248,15 @@ impl Tree {
         }
     }
 
+    /// Injected bug `zab-znode-orphan-ephemerals` only: `session` forgets
+    /// its ephemerals, so its close leaves them in the tree.
+    #[doc(hidden)]
+    pub fn disown_ephemerals(&mut self, session: u64) {
+        if let Some(s) = self.sessions.get_mut(&session) {
+            s.ephemerals.clear();
+        }
+    }
+
     /// Apply one transaction with no identities (`world:anyone` only).
     pub fn apply(&mut self, at: Stamp, txn: &Txn) -> (Result<TxnOk, ZkError>, Vec<Change>) {
         self.apply_as(at, txn, &[])

@@ -60,6 +60,10 @@ pub enum InjectedBug {
     /// that confirms a quorum still follows it (`reads.rs`): a leader
     /// already replaced serves reads that miss the new leader's writes.
     ReadIndexUnconfirmed,
+    /// Closing a session (by its client or by expiry) closes it but deletes
+    /// none of its ephemerals: they stay, owned by a session that no longer
+    /// exists (`znode_sm.rs`). Seen only by the znode workload.
+    ZnodeOrphanEphemerals,
 }
 
 impl InjectedBug {
@@ -75,6 +79,7 @@ impl InjectedBug {
         InjectedBug::AckBeforePersist,
         InjectedBug::ZnodeSessionNeverExpires,
         InjectedBug::ReadIndexUnconfirmed,
+        InjectedBug::ZnodeOrphanEphemerals,
     ];
 }
 
@@ -95,6 +100,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::AckBeforePersist => "zab-ack-before-persist",
             InjectedBug::ZnodeSessionNeverExpires => "zab-session-never-expires",
             InjectedBug::ReadIndexUnconfirmed => "zab-read-index-unconfirmed",
+            InjectedBug::ZnodeOrphanEphemerals => "zab-znode-orphan-ephemerals",
         }
     }
     fn about(self) -> &'static str {
@@ -131,6 +137,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ReadIndexUnconfirmed => {
                 "the leader hands out a read index without its quorum PING round"
+            }
+            InjectedBug::ZnodeOrphanEphemerals => {
+                "closing a znode session leaves its ephemerals, owned by no session (use with --znode)"
             }
         }
     }

@@ -198,6 +198,7 @@ impl ZabNode {
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
         self.bug = bug;
         self.sm.keep_ephemerals = bug == Some(InjectedBug::ZnodeKeepEphemerals);
+        self.sm.orphan_ephemerals = bug == Some(InjectedBug::ZnodeOrphanEphemerals);
         self.sm.watch_early = bug == Some(InjectedBug::ZnodeWatchEarly);
         self
     }

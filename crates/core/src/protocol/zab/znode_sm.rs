@@ -107,6 +107,9 @@ pub struct Machine {
     idents: BTreeMap<u64, Vec<Id>>,
     /// Injected bug `zab-znode-keep-ephemerals`: a close changes nothing.
     pub(super) keep_ephemerals: bool,
+    /// Injected bug `zab-znode-orphan-ephemerals`: a close deletes none of
+    /// the session's ephemerals.
+    pub(super) orphan_ephemerals: bool,
     /// Injected bug `zab-znode-watch-early`: writes fire watches on arrival.
     pub(super) watch_early: bool,
 }
@@ -253,6 +256,9 @@ impl Machine {
         }
         if self.keep_ephemerals && matches!(txn, Txn::CloseSession { .. }) {
             return zk(Ok(ZnodeReply::Closed { deleted: vec![] }));
+        }
+        if let (true, Txn::CloseSession { session }) = (self.orphan_ephemerals, &txn) {
+            self.tree.disown_ephemerals(*session);
         }
         let set_acl = matches!(txn, Txn::SetAcl { .. });
         let (result, changes) = self.tree.apply_as(at, &txn, &e.ids);
