@@ -483,3 +483,34 @@ impl Protocol for LamportNode {
         m
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::msg::{Body, Msg, Scope};
+    use super::super::testing::*;
+    use super::{Config, LamportNode};
+    use crate::protocol::contract::Protocol;
+    use crate::types::Peer;
+
+    /// Only members take part in the lock: a request from a server outside
+    /// the membership, or one that arrives on a client connection, is
+    /// counted and dropped (no queue slot, no clock step, no answer); a
+    /// member's request is queued.
+    #[test]
+    fn a_stranger_cannot_queue_for_the_lock() {
+        let mut n = LamportNode::new(1, &[1, 2, 3], Config::default());
+        let mut out = O::new();
+        let lock = |node| Body::RequestLock {
+            req: r(5, node),
+            scope: Scope::Global,
+        };
+        deliver(&mut n, 9, 5, lock(9), &mut out);
+        let body = lock(2);
+        n.on_msg(T0, Peer::Conn(2), Msg { clock: 5, body }, &mut out);
+        assert!(out.is_empty() && n.queues.is_empty());
+        assert_eq!((n.clock, n.counters.misrouted), (0, 2));
+        deliver(&mut n, 2, 5, lock(2), &mut out);
+        assert_eq!((n.queues.len(), n.clock), (1, 6));
+        assert_eq!(n.counters.misrouted, 2);
+    }
+}

@@ -301,3 +301,59 @@ impl ZabNode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::node::{Config, ReadMode};
+    use super::super::testing::Cluster;
+    use crate::types::{ClientRef, OpId, Request, Response};
+    use crate::znode::{ZnodeOp, ZnodeReply};
+
+    /// Session `session` asking on connection `conn`.
+    fn client(session: u64, conn: u64) -> ClientRef {
+        ClientRef {
+            id: 0,
+            session: conn,
+            op: OpId {
+                client: session,
+                seq: 1,
+            },
+        }
+    }
+
+    /// `read=local` still takes a read index for a resume: a follower
+    /// whose tree has not applied the session's open yet answers once it
+    /// has (the session is open), never from its lagging tree, where the
+    /// session does not exist (an expiry is final for the client). Plain
+    /// znode reads stay local there (`znode_sm.rs`, `read_local_*`).
+    #[test]
+    fn a_resume_at_a_lagging_follower_waits_for_the_index_with_read_local() {
+        let mut c = Cluster::new(
+            3,
+            Config {
+                read: ReadMode::Local,
+                ..Config::default()
+            },
+        );
+        let l = c.settle();
+        let f = if l == 1 { 2 } else { 1 };
+        c.pause(f);
+        let open = ZnodeOp::OpenSession { timeout_ms: 9_000 };
+        let opened = c.ask_as(l, client(88, 3), Request::Znode(open));
+        assert_eq!(
+            opened,
+            Some(Response::Znode(ZnodeReply::Session { session: 88 }))
+        );
+        let resume = Request::Znode(ZnodeOp::ResumeSession);
+        let who = c.send_as(f, client(88, 4), resume);
+        c.run();
+        let answered = |c: &Cluster| c.replies.iter().position(|r| r.1 == who);
+        assert_eq!(answered(&c), None, "{:?}", c.replies);
+        c.resume(f);
+        let i = answered(&c).expect("answered once the follower applied the open");
+        let Response::Znode(ZnodeReply::Resumed { timeout_ms, .. }) = c.replies.remove(i).2 else {
+            panic!("{:?}", c.replies)
+        };
+        assert_eq!(timeout_ms, 9_000);
+    }
+}
