@@ -210,11 +210,15 @@ pub fn open(mode: Durability, data: Option<&DataDir>) -> anyhow::Result<Box<dyn 
     let lock = dir::prepare(&data.path, &data.identity, data.engine)?;
     let t = std::time::Instant::now();
     let damaged = |e: io::Error| {
-        anyhow::anyhow!(
-            "cannot open the data in {}: {e} (the data is damaged; move the directory away \
-             and restart with --recover to rebuild it from the peers)",
-            data.path.display()
-        )
+        let d = data.path.display();
+        match e.kind() {
+            // fjall reports its own checks as other errors.
+            io::ErrorKind::InvalidData | io::ErrorKind::Other => anyhow::anyhow!(
+                "cannot open the data in {d}: {e} (the data is damaged; move the directory \
+                 away and restart with --recover to rebuild it from the peers)"
+            ),
+            _ => anyhow::anyhow!("cannot open the data in {d}: {e}"),
+        }
     };
     let files = data.path.join(data.engine.subdir());
     let (p, opened) = match data.engine {

@@ -206,3 +206,34 @@ fn a_reopen_starts_again_from_what_is_on_disk() {
     drop(e);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// How long a checkpoint holds the sync thread (the rotation and the
+/// clone of the state), for states of 10^3 registers of 1 KiB and 10^5 of
+/// 16 bytes. Prints; run with `--ignored --nocapture` (a release build
+/// gives the figures the docs quote).
+#[test]
+#[ignore]
+fn checkpoint_pause() {
+    for (keys, len) in [(1_000, 1024), (100_000, 16)] {
+        let d = t::tempdir("log-pause");
+        let mut e = LogEngine::open_with(&d, SEGMENT_BYTES, u64::MAX).unwrap();
+        for chunk in (0..keys).collect::<Vec<u64>>().chunks(1000) {
+            let batch: Vec<Record> = chunk.iter().map(|&k| value(k, 1, len)).collect();
+            e.write(&batch).unwrap();
+        }
+        // The spare segment ready, as it is in steady state.
+        while !e.spare.as_ref().is_none_or(|h| h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let t = Instant::now();
+        e.start_checkpoint().unwrap();
+        let paused = t.elapsed();
+        e.join_background();
+        println!(
+            "{keys} keys of {len} B: writes paused {} us",
+            paused.as_micros()
+        );
+        drop(e);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
