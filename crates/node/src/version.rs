@@ -264,6 +264,6 @@ mod tests {
             d.contains(RELEASE) && d.contains("wire protocol 1.1"),
             "{d}"
         );
-        assert!(d.contains("storage format 1"), "{d}");
+        assert!(d.contains("storage format 2 (reads formats 1 to 2)"), "{d}");
     }
 }
