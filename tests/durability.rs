@@ -7,7 +7,7 @@ mod common;
 use bytes::Bytes;
 use common::binary;
 use quorumkv_node::client::{Client, ClientConfig, ClientMode};
-use quorumkv_node::local::LocalCluster;
+use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use quorumkv_node::storage::Durability;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -16,14 +16,30 @@ async fn cluster(replicas: usize, durability: Durability) -> LocalCluster {
     common::start_cluster_with(replicas, durability, Duration::from_secs(2)).await
 }
 
+/// The storage engines, the default first.
+const ENGINES: [&str; 2] = ["log", "fjall"];
+
+/// A cluster whose replicas run storage engine `engine`.
+async fn cluster_on(replicas: usize, durability: Durability, engine: &str) -> LocalCluster {
+    let args = ["--op-timeout", "2000ms", "--storage-engine", engine];
+    let cfg = LocalClusterConfig {
+        durability,
+        ..common::cluster_cfg("abd", replicas, &args)
+    };
+    LocalCluster::start(cfg)
+        .await
+        .expect("local cluster starts")
+}
+
 fn cfg(mode: ClientMode) -> ClientConfig {
     common::client_cfg(mode, Duration::from_secs(2))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_killing_every_replica() {
-    for mode in [Durability::Fsync, Durability::Buffered] {
-        let mut c = cluster(3, mode).await;
+    let runs = ENGINES.map(|e| [(e, Durability::Fsync), (e, Durability::Buffered)]);
+    for (engine, mode) in runs.into_iter().flatten() {
+        let mut c = cluster_on(3, mode, engine).await;
         let client = Client::connect(c.native_addrs(), cfg(ClientMode::Proxy))
             .await
             .unwrap();
@@ -56,7 +72,8 @@ async fn acknowledged_writes_survive_killing_every_replica() {
             .unwrap();
         for i in 0..100 {
             let want = (i != 7).then(|| Bytes::from(format!("v{i}")));
-            assert_eq!(client.get(format!("k{i}")).await.unwrap(), want, "{mode}");
+            let got = client.get(format!("k{i}")).await.unwrap();
+            assert_eq!(got, want, "{engine} {mode}");
         }
         c.stop().await;
     }
@@ -266,7 +283,13 @@ fn find(dir: &std::path::Path, needle: &[u8]) -> (std::path::PathBuf, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_torn_tail_is_dropped_and_a_corrupt_middle_stops_startup() {
-    let mut c = cluster(1, Durability::Fsync).await;
+    for engine in ENGINES {
+        torn_tail_and_corrupt_middle(engine).await;
+    }
+}
+
+async fn torn_tail_and_corrupt_middle(engine: &str) {
+    let mut c = cluster_on(1, Durability::Fsync, engine).await;
     let client = Client::connect(c.native_addrs(), cfg(ClientMode::Proxy))
         .await
         .unwrap();
@@ -307,6 +330,6 @@ async fn a_torn_tail_is_dropped_and_a_corrupt_middle_stops_startup() {
     let last = log.lines().last().unwrap_or_default();
     assert!(
         last.starts_with("quorumkv: cannot open the data in"),
-        "{log}"
+        "{engine}: {log}"
     );
 }

@@ -7,7 +7,7 @@ use quorumkv_node::auth::UsersHandle;
 use quorumkv_node::config::{parse_bytes, parse_duration, ClusterFile, Limits, ReplicaAddr};
 use quorumkv_node::heartbeat::HeartbeatConfig;
 use quorumkv_node::server::{self, Listeners, ServerOptions};
-use quorumkv_node::storage::Durability;
+use quorumkv_node::storage::{Durability, StorageEngine};
 use quorumkv_node::tls::TlsSettings;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -173,6 +173,17 @@ pub struct Args {
     /// for such a protocol]
     #[arg(long, env = "QUORUMKV_DURABILITY", value_enum, value_name = "MODE")]
     durability: Option<Durability>,
+    /// Which engine keeps the records in durable modes: `log` (an append
+    /// log in zero-filled segments, the state in memory, checkpointed) or
+    /// `fjall` (an LSM tree). A data directory written by one is refused by
+    /// the other [default: the cluster file's `storage_engine`, else log]
+    #[arg(
+        long,
+        env = "QUORUMKV_STORAGE_ENGINE",
+        value_enum,
+        value_name = "ENGINE"
+    )]
+    storage_engine: Option<StorageEngine>,
     /// This replica's data directory (locked while the server runs)
     /// [default: the cluster file's `data_dir`/replica-ID, else
     /// ./quorumkv-data/replica-ID]
@@ -405,6 +416,7 @@ fn server_options(a: &Args, id: u32) -> Result<ServerOptions, String> {
         };
     }
     opts.durability = a.durability.unwrap_or(opts.durability);
+    opts.storage_engine = a.storage_engine.unwrap_or(opts.storage_engine);
     opts.check_supported().map_err(|e| format!("{e:#}"))?;
     opts.data_dir = a
         .data_dir

@@ -61,6 +61,10 @@ enum SnapshotCmd {
             value_name = "ID,..."
         )]
         replicas: Vec<NodeId>,
+        /// The storage engine the new replicas will run (their
+        /// `--storage-engine`)
+        #[arg(long, value_enum, default_value_t, value_name = "ENGINE")]
+        storage_engine: quorumkv_node::storage::StorageEngine,
     },
     /// Check FILE (magic, format version, checksum) and print its header
     Status { file: PathBuf },
@@ -77,9 +81,11 @@ pub fn run(a: Args) -> ExitCode {
             file,
             data_dir,
             replicas,
+            storage_engine,
         } => {
-            let done = Snapshot::read(&file)
-                .and_then(|s| snapshot::restore(&s, &data_dir, &replicas).map(|d| (s, d)));
+            let done = Snapshot::read(&file).and_then(|s| {
+                snapshot::restore(&s, &data_dir, &replicas, storage_engine).map(|d| (s, d))
+            });
             match done {
                 Ok((s, dirs)) => {
                     for d in dirs {

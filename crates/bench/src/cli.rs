@@ -207,6 +207,10 @@ pub struct Args {
     /// (every replica's --rtt-client) [default: 0s].
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub rtt_client: Option<String>,
+    /// Local clusters: an argument for every `quorumkv server` (repeatable),
+    /// e.g. --server-arg=--storage-engine=fjall.
+    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub server_arg: Vec<String>,
     /// Local clusters: round trip added between replicas (--rtt-peer) [default: 0s].
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub rtt_peer: Option<String>,
@@ -368,6 +372,7 @@ impl Args {
             c.rounds = n;
         }
         c.dedicated = self.dedicated_clients;
+        c.server_args = self.server_arg.clone();
         c.rtt = Rtt {
             client: dur("rtt-client", &self.rtt_client)?.unwrap_or_default(),
             peer: dur("rtt-peer", &self.rtt_peer)?.unwrap_or_default(),

@@ -452,6 +452,9 @@ pub struct BenchConfig {
     pub protocol_from_target: bool,
     /// Round trips added inside local clusters (`--rtt-*`).
     pub rtt: Rtt,
+    /// More arguments for every server of a local cluster (`--server-arg`,
+    /// e.g. `--storage-engine=fjall`).
+    pub server_args: Vec<String>,
     /// What the clients do: KV operations, or take a lock.
     pub workload: WorkloadKind,
     /// The lock workload's settings (`--workload lock`).
@@ -641,6 +644,7 @@ impl Default for BenchConfig {
             dedicated: false,
             protocol_from_target: false,
             rtt: Rtt::default(),
+            server_args: Vec::new(),
             workload: WorkloadKind::Kv,
             lock: LockConfig::default(),
             znode_ops: ZnodeOpsConfig::default(),

@@ -47,7 +47,7 @@ pub fn deploy_options(cfg: &BenchConfig) -> Result<DeployOptions, String> {
         op_timeout: cfg.op_timeout,
         options: cfg.options.clone(),
         replica_cpu: cfg.replica_cpu,
-        server_args: cfg.rtt.server_args(),
+        server_args: [cfg.server_args.clone(), cfg.rtt.server_args()].concat(),
     })
 }
 

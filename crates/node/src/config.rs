@@ -4,6 +4,7 @@
 //! protocol = "abd"
 //! cluster_id = "prod-eu"    # optional; stored in every data directory
 //! durability = "fsync"       # optional: memory, buffered or fsync
+//! storage_engine = "log"     # optional: log or fjall (durable modes)
 //! data_dir = "/var/lib/qkv"  # optional: replica N uses data_dir/replica-N
 //!
 //! [[replica]]
@@ -70,6 +71,9 @@ pub struct ClusterFile {
     /// Every replica's durability (`--durability` overrides it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub durability: Option<crate::storage::Durability>,
+    /// Every replica's storage engine (`--storage-engine` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_engine: Option<crate::storage::StorageEngine>,
     /// Replica N keeps its data in `data_dir/replica-N` (`--data-dir`
     /// overrides it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -236,7 +240,7 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 19] = [
+pub const SERVER_ENV: [&str; 20] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
@@ -247,6 +251,7 @@ pub const SERVER_ENV: [&str; 19] = [
     "QUORUMKV_ZK_PORT",
     "QUORUMKV_PEERS",
     "QUORUMKV_DURABILITY",
+    "QUORUMKV_STORAGE_ENGINE",
     "QUORUMKV_DATA_DIR",
     "QUORUMKV_CLUSTER_SECRET_FILE",
     "QUORUMKV_INSECURE",
@@ -392,6 +397,7 @@ impl ClusterFile {
             protocol,
             cluster_id: None,
             durability: None,
+            storage_engine: None,
             data_dir: None,
             replicas,
             limits: None,

@@ -6,7 +6,7 @@ use crate::codec::DEFAULT_MAX_FRAME;
 use crate::config::{ClusterFile, Limits};
 use crate::heartbeat::HeartbeatConfig;
 use crate::net::{ConnLimits, LinkDelay, ReadTimeouts, DEFAULT_MAX_QUEUED_BYTES};
-use crate::storage::{DataDir, Durability};
+use crate::storage::{DataDir, Durability, StorageEngine};
 use quorumkv_core::NodeId;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,6 +43,8 @@ pub struct ServerOptions {
     pub durability: Durability,
     /// Where this replica's data lives (durable modes).
     pub data_dir: Option<PathBuf>,
+    /// Which engine keeps it (durable modes).
+    pub storage_engine: StorageEngine,
     /// Round trip added to client connections: this server delays every
     /// frame it sends to a client by it (seed 001's client RTT).
     pub rtt_client: Duration,
@@ -98,6 +100,7 @@ impl ServerOptions {
             heartbeat: HeartbeatConfig::for_links(cluster.protocol.info().link_model),
             durability: cluster.durability.unwrap_or_default(),
             data_dir: (cluster.data_dir.as_ref()).map(|d| d.join(format!("replica-{id}"))),
+            storage_engine: cluster.storage_engine.unwrap_or_default(),
             rtt_client: Duration::ZERO,
             rtt_peer: Duration::ZERO,
             rtt_jitter: Duration::ZERO,
@@ -129,6 +132,7 @@ impl ServerOptions {
                 replica: self.id,
                 protocol: self.cluster.protocol.to_string(),
             },
+            engine: self.storage_engine,
         })
     }
 

@@ -20,9 +20,7 @@ use crate::client::{open_one, Credentials};
 use crate::codec::{encode_to_bytes, Frame};
 use crate::driver::Input;
 use crate::net::FrameTx;
-use crate::storage::fjall_engine::FjallEngine;
-use crate::storage::pipeline::Engine;
-use crate::storage::Durability;
+use crate::storage::StorageEngine;
 use crate::tls::ClientTls;
 use anyhow::{bail, Context};
 use bytes::Bytes;
@@ -486,7 +484,12 @@ pub fn replica_dir(root: &Path, id: NodeId) -> PathBuf {
 /// Seed the data directory of each of `replicas` under `root` with the
 /// snapshot's records. Every directory must be absent or empty; none is
 /// written unless all are.
-pub fn restore(snap: &Snapshot, root: &Path, replicas: &[NodeId]) -> anyhow::Result<Vec<PathBuf>> {
+pub fn restore(
+    snap: &Snapshot,
+    root: &Path,
+    replicas: &[NodeId],
+    engine: StorageEngine,
+) -> anyhow::Result<Vec<PathBuf>> {
     if replicas.is_empty() {
         bail!("no replicas to restore");
     }
@@ -504,11 +507,7 @@ pub fn restore(snap: &Snapshot, root: &Path, replicas: &[NodeId]) -> anyhow::Res
     }
     for d in &dirs {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
-        let mut engine = FjallEngine::open(&d.join("db"))
-            .with_context(|| format!("cannot create the data in {}", d.display()))?;
-        engine
-            .write(&snap.records)
-            .and_then(|()| engine.sync(Durability::Fsync))
+        crate::storage::seed(engine, d, &snap.records)
             .with_context(|| format!("cannot write the data in {}", d.display()))?;
     }
     Ok(dirs)
@@ -627,13 +626,18 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(replica_dir(&root, 2)).unwrap();
         std::fs::write(replica_dir(&root, 2).join("x"), "x").unwrap();
-        let err = restore(&snap(), &root, &[1, 2]).unwrap_err().to_string();
+        let err = (restore(&snap(), &root, &[1, 2], StorageEngine::default()))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is not empty"), "{err}");
         assert!(!replica_dir(&root, 1).exists());
         std::fs::remove_dir_all(replica_dir(&root, 2)).unwrap();
-        restore(&snap(), &root, &[1, 2]).unwrap();
-        let mut e = FjallEngine::open(&replica_dir(&root, 1).join("db")).unwrap();
-        assert_eq!(e.load().unwrap(), snap().records);
+        for engine in [StorageEngine::Log, StorageEngine::Fjall] {
+            let _ = std::fs::remove_dir_all(&root);
+            restore(&snap(), &root, &[1, 2], engine).unwrap();
+            let back = crate::storage::read_back(engine, &replica_dir(&root, 1)).unwrap();
+            assert_eq!(back, snap().records, "{engine}");
+        }
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -7,13 +7,16 @@
 use quorumkv_core::protocol::Record;
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
 pub mod dir;
+#[cfg(test)]
+mod engine_tests;
 pub mod fjall_engine;
+pub mod log_engine;
 pub mod pipeline;
 
 /// What a replica's acknowledgement promises about its data.
@@ -72,6 +75,52 @@ impl FromStr for Durability {
             .into_iter()
             .find(|d| d.as_str() == s)
             .ok_or_else(|| format!("unknown durability '{s}' (memory, buffered or fsync)"))
+    }
+}
+
+/// Which engine keeps a durable replica's records (`--storage-engine`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageEngine {
+    /// An append log of checksummed batches in zero-filled segments, the
+    /// live state in memory, checkpointed in the background ([`log_engine`]).
+    #[default]
+    Log,
+    /// fjall, an LSM tree with a checksummed journal ([`fjall_engine`]).
+    Fjall,
+}
+
+impl StorageEngine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorageEngine::Log => "log",
+            StorageEngine::Fjall => "fjall",
+        }
+    }
+
+    /// The directory inside the data directory that holds its files.
+    pub fn subdir(self) -> &'static str {
+        match self {
+            StorageEngine::Log => "log",
+            StorageEngine::Fjall => "db",
+        }
+    }
+}
+
+impl fmt::Display for StorageEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -148,28 +197,72 @@ impl Storage for MemoryStorage {
 pub struct DataDir {
     pub path: PathBuf,
     pub identity: dir::Identity,
+    pub engine: StorageEngine,
 }
 
-/// The storage for `mode`: memory, or the fjall engine in `data` behind
-/// the group-commit pipeline (the directory locked and its identity checked).
+/// The storage for `mode`: memory, or the engine in `data` behind the
+/// group-commit pipeline (the directory locked, its identity and engine
+/// checked).
 pub fn open(mode: Durability, data: Option<&DataDir>) -> anyhow::Result<Box<dyn Storage>> {
     let Some(data) = data.filter(|_| mode.keeps_data()) else {
         return Ok(Box::new(MemoryStorage::default()));
     };
-    let lock = dir::prepare(&data.path, &data.identity)?;
+    let lock = dir::prepare(&data.path, &data.identity, data.engine)?;
     let t = std::time::Instant::now();
-    let engine = fjall_engine::FjallEngine::open(&data.path.join("db")).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot open the data in {}: {e} (the data is damaged; move the directory away \
-             and restart with --recover to rebuild it from the peers)",
-            data.path.display()
-        )
-    })?;
-    let opened = t.elapsed().as_secs_f64();
-    let p = pipeline::Pipeline::start(engine, mode, Some(lock))?;
+    let damaged = |e: io::Error| {
+        let d = data.path.display();
+        match e.kind() {
+            // fjall reports its own checks as other errors.
+            io::ErrorKind::InvalidData | io::ErrorKind::Other => anyhow::anyhow!(
+                "cannot open the data in {d}: {e} (the data is damaged; move the directory \
+                 away and restart with --recover to rebuild it from the peers)"
+            ),
+            _ => anyhow::anyhow!("cannot open the data in {d}: {e}"),
+        }
+    };
+    let files = data.path.join(data.engine.subdir());
+    let (p, opened) = match data.engine {
+        StorageEngine::Log => {
+            let engine = log_engine::LogEngine::open(&files).map_err(damaged)?;
+            let opened = t.elapsed().as_secs_f64();
+            (pipeline::Pipeline::start(engine, mode, Some(lock))?, opened)
+        }
+        StorageEngine::Fjall => {
+            let engine = fjall_engine::FjallEngine::open(&files).map_err(damaged)?;
+            let opened = t.elapsed().as_secs_f64();
+            (pipeline::Pipeline::start(engine, mode, Some(lock))?, opened)
+        }
+    };
     let read = t.elapsed().as_secs_f64() - opened;
-    tracing::info!("data opened in {opened:.3}s (journal replayed), read in {read:.3}s");
+    tracing::info!(
+        "data opened in {opened:.3}s ({} engine, log replayed), read in {read:.3}s",
+        data.engine
+    );
     Ok(Box::new(p))
+}
+
+/// Write `records` durably into the engine files of data directory `dir`
+/// (`quorumkv snapshot restore` seeding a new replica).
+pub fn seed(engine: StorageEngine, dir: &Path, records: &[Record]) -> io::Result<()> {
+    fn go<E: pipeline::Engine>(mut e: E, records: &[Record]) -> io::Result<()> {
+        e.write(records)?;
+        e.sync(Durability::Fsync)
+    }
+    let files = dir.join(engine.subdir());
+    match engine {
+        StorageEngine::Log => go(log_engine::LogEngine::open(&files)?, records),
+        StorageEngine::Fjall => go(fjall_engine::FjallEngine::open(&files)?, records),
+    }
+}
+
+/// Everything the engine files of data directory `dir` hold.
+pub fn read_back(engine: StorageEngine, dir: &Path) -> io::Result<Vec<Record>> {
+    use pipeline::Engine;
+    let files = dir.join(engine.subdir());
+    match engine {
+        StorageEngine::Log => log_engine::LogEngine::open(&files)?.load(),
+        StorageEngine::Fjall => fjall_engine::FjallEngine::open(&files)?.load(),
+    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,9 @@ pub const WIRE_MAJOR: u16 = 1;
 /// The native wire protocol's minor version. 1.0: the releases before
 /// version fields; 1.1: hellos, welcomes and statuses carry a [`Version`].
 pub const WIRE_MINOR: u16 = 1;
-/// The data directory's storage format that this build writes.
-pub const STORAGE_FORMAT: u32 = 1;
+/// The newest data directory storage format this build writes: 2 with the
+/// log engine (a directory of the fjall engine stays format 1).
+pub const STORAGE_FORMAT: u32 = 2;
 /// The oldest storage format this build reads (a directory written before
 /// the format was recorded holds format 1: the layout did not change).
 pub const OLDEST_STORAGE_FORMAT: u32 = 1;
@@ -263,6 +264,6 @@ mod tests {
             d.contains(RELEASE) && d.contains("wire protocol 1.1"),
             "{d}"
         );
-        assert!(d.contains("storage format 1"), "{d}");
+        assert!(d.contains("storage format 2 (reads formats 1 to 2)"), "{d}");
     }
 }

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use quorumkv_core::protocol::Record;
 use quorumkv_core::Tag;
 use quorumkv_node::storage::fjall_engine::FjallEngine;
+use quorumkv_node::storage::log_engine::LogEngine;
 use quorumkv_node::storage::pipeline::{Engine, Pipeline};
 use quorumkv_node::storage::{Durability, Storage};
 use std::path::{Path, PathBuf};
@@ -70,11 +71,17 @@ fn fill(path: &Path, bytes: usize) {
 #[test]
 fn a_full_disk_stalls_persisting_until_space_returns() {
     let Some(fs) = Tmpfs::mount() else { return };
+    stalls_until_space_returns(&fs, &fs.0.join("db"), |d| FjallEngine::open(d).unwrap());
+    // The log engine, with segments small enough for the tmpfs (beside
+    // 3.2 MB of records when it is opened again).
+    let small = |d: &Path| LogEngine::open_with(d, 64 * 1024, 64 << 20).unwrap();
+    stalls_until_space_returns(&fs, &fs.0.join("log"), small);
+}
+
+fn stalls_until_space_returns<E: Engine>(fs: &Tmpfs, dir: &Path, open: impl Fn(&Path) -> E) {
     let ballast = fs.0.join("ballast");
     fill(&ballast, 2 * 1024 * 1024);
-    let db = fs.0.join("db");
-    let engine = FjallEngine::open(&db).unwrap();
-    let mut p = Pipeline::start(engine, Durability::Fsync, None).unwrap();
+    let mut p = Pipeline::start(open(dir), Durability::Fsync, None).unwrap();
     // About 2 MiB are left: 100 records of 32 KiB cannot all fit.
     let n = 100;
     for i in 1..=n {
@@ -88,11 +95,12 @@ fn a_full_disk_stalls_persisting_until_space_returns() {
     wait_until("the resume", || p.durable() == n);
     assert_eq!(p.report().stalled, "");
     drop(p);
-    let mut back = FjallEngine::open(&db).unwrap().load().unwrap();
+    let mut back = open(dir).load().unwrap();
     back.sort_by_key(|r| match r {
         Record::Register { tag, .. } => tag.ts,
         _ => 0,
     });
     assert_eq!(back.len() as u64, n);
     assert_eq!(back[n as usize - 1], rec(n));
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -5,7 +5,10 @@
 //! `IDENTITY` file also records the storage format the directory was
 //! written in (`format`, and the release that wrote it, `written_by`): a
 //! build refuses a directory of a format it does not read, before touching it.
+//! It names the storage engine (`engine`): a directory written by one
+//! engine is refused by a server running the other.
 
+use super::StorageEngine;
 use crate::version::{OLDEST_STORAGE_FORMAT, RELEASE, STORAGE_FORMAT};
 use anyhow::{bail, Context};
 use quorumkv_core::NodeId;
@@ -35,6 +38,19 @@ struct IdentityFile {
     format: Option<u32>,
     #[serde(default)]
     written_by: Option<String>,
+    /// Absent: written before engines were recorded (found from the files).
+    #[serde(default)]
+    engine: Option<StorageEngine>,
+}
+
+/// The storage format a directory of `engine` is in: 1 is fjall's (the
+/// only engine before 2), 2 adds the log engine (a release that reads only
+/// format 1 refuses it instead of starting an empty fjall beside it).
+pub fn format_of(engine: StorageEngine) -> u32 {
+    match engine {
+        StorageEngine::Fjall => 1,
+        StorageEngine::Log => 2,
+    }
 }
 
 /// The part of `IDENTITY` read first, whatever else a newer format keeps there.
@@ -55,8 +71,8 @@ pub struct DirLock {
 }
 
 /// Create `dir` if needed, lock it, and check (or, the first time, write)
-/// its identity.
-pub fn prepare(dir: &Path, identity: &Identity) -> anyhow::Result<DirLock> {
+/// its identity and engine.
+pub fn prepare(dir: &Path, identity: &Identity, engine: StorageEngine) -> anyhow::Result<DirLock> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create data directory {}", dir.display()))?;
     let file = lock(dir)?;
@@ -72,9 +88,13 @@ pub fn prepare(dir: &Path, identity: &Identity) -> anyhow::Result<DirLock> {
                 protocol: stored.protocol,
             };
             check(dir, &stored_id, identity)?;
+            check_engine(dir, stored.engine, engine)?;
             stored.boots + 1
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 1,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            check_engine(dir, None, engine)?;
+            1
+        }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     let text = toml::to_string(&IdentityFile {
@@ -82,8 +102,9 @@ pub fn prepare(dir: &Path, identity: &Identity) -> anyhow::Result<DirLock> {
         replica: identity.replica,
         protocol: identity.protocol.clone(),
         boots,
-        format: Some(STORAGE_FORMAT),
+        format: Some(format_of(engine)),
         written_by: Some(RELEASE.to_string()),
+        engine: Some(engine),
     })?;
     write_synced(dir, "IDENTITY", text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
@@ -117,6 +138,28 @@ fn check_format(dir: &Path, identity_text: &str) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuse a directory written by another engine than `ours`: the one
+/// `IDENTITY` names or, when it names none, the one whose files are there.
+fn check_engine(
+    dir: &Path,
+    stored: Option<StorageEngine>,
+    ours: StorageEngine,
+) -> anyhow::Result<()> {
+    let found = [StorageEngine::Log, StorageEngine::Fjall]
+        .into_iter()
+        .find(|e| dir.join(e.subdir()).exists());
+    let Some(theirs) = stored.or(found).filter(|&e| e != ours) else {
+        return Ok(());
+    };
+    bail!(
+        "data directory {} was written by the {theirs} storage engine; this server runs the \
+         {ours} engine: start it with --storage-engine {theirs} (or storage_engine = \"{theirs}\" \
+         in the cluster file), or start this replica on an empty --data-dir and let it recover \
+         from its peers",
+        dir.display()
+    )
 }
 
 fn check(dir: &Path, stored: &Identity, ours: &Identity) -> anyhow::Result<()> {
@@ -218,30 +261,41 @@ mod tests {
     #[test]
     fn a_second_server_is_refused_with_the_owners_pid() {
         let d = tempdir("lock");
-        let first = prepare(&d, &ident(1)).unwrap();
+        let first = prepare(&d, &ident(1), StorageEngine::default()).unwrap();
         assert_eq!(first.boots, 1);
-        let err = prepare(&d, &ident(1)).unwrap_err().to_string();
+        let err = prepare(&d, &ident(1), StorageEngine::default())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(&format!("pid {}", std::process::id())),
             "{err}"
         );
         drop(first);
-        assert_eq!(prepare(&d, &ident(1)).unwrap().boots, 2);
+        assert_eq!(
+            prepare(&d, &ident(1), StorageEngine::default())
+                .unwrap()
+                .boots,
+            2
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn another_replicas_or_clusters_directory_is_refused() {
         let d = tempdir("ident");
-        drop(prepare(&d, &ident(1)).unwrap());
-        let err = prepare(&d, &ident(2)).unwrap_err().to_string();
+        drop(prepare(&d, &ident(1), StorageEngine::default()).unwrap());
+        let err = prepare(&d, &ident(2), StorageEngine::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("belongs to replica 1, not 2"), "{err}");
         let mut other = ident(1);
         other.cluster_id = "c2".into();
-        assert!(prepare(&d, &other).is_err());
+        assert!(prepare(&d, &other, StorageEngine::default()).is_err());
         other = ident(1);
         other.protocol = "zab".into();
-        let err = prepare(&d, &other).unwrap_err().to_string();
+        let err = prepare(&d, &other, StorageEngine::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("holds abd data"), "{err}");
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -264,7 +318,7 @@ mod tests {
     #[test]
     fn the_format_is_recorded_and_other_formats_are_refused_untouched() {
         let d = tempdir("format");
-        drop(prepare(&d, &ident(1)).unwrap());
+        drop(prepare(&d, &ident(1), StorageEngine::default()).unwrap());
         let text = std::fs::read_to_string(d.join("IDENTITY")).unwrap();
         assert!(
             text.contains(&format!("format = {STORAGE_FORMAT}")),
@@ -276,7 +330,9 @@ mod tests {
         );
         // Written by a newer release: refused, and the marker left as it was.
         set_format(&d, Some(STORAGE_FORMAT + 1));
-        let err = prepare(&d, &ident(1)).unwrap_err().to_string();
+        let err = prepare(&d, &ident(1), StorageEngine::default())
+            .unwrap_err()
+            .to_string();
         let want = format!(
             "storage format {} (written by quorumkv 9.9.9)",
             STORAGE_FORMAT + 1
@@ -292,11 +348,13 @@ mod tests {
         );
         // Older than this build reads.
         set_format(&d, Some(OLDEST_STORAGE_FORMAT - 1));
-        let err = prepare(&d, &ident(1)).unwrap_err().to_string();
+        let err = prepare(&d, &ident(1), StorageEngine::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("older than this build"), "{err}");
         // No marker (a release before markers): format 1, read and marked.
         set_format(&d, None);
-        let lock = prepare(&d, &ident(1)).unwrap();
+        let lock = prepare(&d, &ident(1), StorageEngine::default()).unwrap();
         assert_eq!(lock.boots, 2);
         let text = std::fs::read_to_string(d.join("IDENTITY")).unwrap();
         assert!(
@@ -304,6 +362,48 @@ mod tests {
             "{text}"
         );
         drop(lock);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_directory_of_the_other_engine_is_refused_naming_both() {
+        let d = tempdir("engine");
+        drop(prepare(&d, &ident(1), StorageEngine::Fjall).unwrap());
+        let path = d.join("IDENTITY");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("engine = \"fjall\"") && text.contains("format = 1"),
+            "{text}"
+        );
+        let want = "written by the fjall storage engine; this server runs the log engine";
+        let err = prepare(&d, &ident(1), StorageEngine::Log)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{err}");
+        // Written before engines were recorded: found from its files.
+        let unmarked: String = (text.lines())
+            .filter(|l| !l.starts_with("engine"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&path, &unmarked).unwrap();
+        std::fs::create_dir(d.join("db")).unwrap();
+        let err = prepare(&d, &ident(1), StorageEngine::Log)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{err}");
+        let lock = prepare(&d, &ident(1), StorageEngine::Fjall).unwrap();
+        drop(lock);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("engine = \"fjall\""), "{text}");
+        // The log engine's directory, the other way round.
+        std::fs::remove_dir_all(&d).unwrap();
+        drop(prepare(&d, &ident(1), StorageEngine::Log).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("format = 2"), "{text}");
+        let err = prepare(&d, &ident(1), StorageEngine::Fjall)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("written by the log storage engine"), "{err}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

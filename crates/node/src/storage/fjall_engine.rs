@@ -207,109 +207,20 @@ impl Engine for FjallEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tempdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("qkv-fjall-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    }
-
-    fn reg(k: &'static str, ts: u64, v: Option<&'static str>) -> Record {
-        Record::Register {
-            key: Bytes::from_static(k.as_bytes()),
-            tag: Tag { ts, writer: 7 },
-            value: v.map(|v| Bytes::from_static(v.as_bytes())),
-        }
-    }
-
-    fn entry(index: u64) -> Record {
-        Record::Entry {
-            index,
-            epoch: 1,
-            data: Bytes::from(format!("e{index}")),
-        }
-    }
+    use crate::storage::engine_tests as t;
 
     #[test]
     fn each_snapshot_removes_the_entries_up_to_it_across_reopens() {
-        let d = tempdir("floor");
-        let snap = |index| Record::Snapshot {
-            index,
-            data: Bytes::new(),
-        };
-        let entries = |got: Vec<Record>| -> Vec<u64> {
-            (got.into_iter())
-                .filter_map(|r| match r {
-                    Record::Entry { index, .. } => Some(index),
-                    _ => None,
-                })
-                .collect()
-        };
-        let mut e = FjallEngine::open(&d).unwrap();
-        e.write(&(1..=10).map(entry).collect::<Vec<_>>()).unwrap();
-        e.write(&[snap(4)]).unwrap();
-        e.write(&[snap(3)]).unwrap(); // an older snapshot removes nothing more
-        e.write(&(11..=12).map(entry).collect::<Vec<_>>()).unwrap();
-        e.write(&[snap(7)]).unwrap();
-        e.sync(Durability::Fsync).unwrap();
-        drop(e);
-        let mut e = FjallEngine::open(&d).unwrap();
-        assert_eq!(entries(e.load().unwrap()), (8..=12).collect::<Vec<_>>());
-        // The floor is found again on open: the next snapshot removes the
-        // entries between.
-        e.write(&[snap(10)]).unwrap();
-        assert_eq!(entries(e.load().unwrap()), vec![11, 12]);
-        e.write(&[snap(12)]).unwrap();
-        drop(e);
-        // An empty log: the floor is the snapshot's index.
-        let mut e = FjallEngine::open(&d).unwrap();
-        e.write(&(13..=14).map(entry).collect::<Vec<_>>()).unwrap();
-        e.write(&[snap(13)]).unwrap();
-        assert_eq!(entries(e.load().unwrap()), vec![14]);
-        std::fs::remove_dir_all(&d).unwrap();
+        t::each_snapshot_removes_the_entries_up_to_it_across_reopens(
+            &t::tempdir("fjall-floor"),
+            |d| FjallEngine::open(d).unwrap(),
+        );
     }
 
     #[test]
     fn every_kind_of_record_comes_back_after_a_reopen() {
-        let d = tempdir("kinds");
-        let mut e = FjallEngine::open(&d).unwrap();
-        e.write(&[
-            reg("a", 1, Some("x")),
-            reg("a", 2, Some("y")),
-            reg("b", 1, None),
-            Record::Meta {
-                key: "epoch".into(),
-                value: Bytes::from_static(b"3"),
-            },
-        ])
-        .unwrap();
-        e.write(&(1..=6).map(entry).collect::<Vec<_>>()).unwrap();
-        e.write(&[Record::TruncateFrom { index: 5 }, entry(5)])
-            .unwrap();
-        e.write(&[Record::Snapshot {
-            index: 2,
-            data: Bytes::from_static(b"snap"),
-        }])
-        .unwrap();
-        e.sync(Durability::Fsync).unwrap();
-        drop(e);
-        let got = FjallEngine::open(&d).unwrap().load().unwrap();
-        let want = vec![
-            Record::Meta {
-                key: "epoch".into(),
-                value: Bytes::from_static(b"3"),
-            },
-            Record::Snapshot {
-                index: 2,
-                data: Bytes::from_static(b"snap"),
-            },
-            reg("a", 2, Some("y")),
-            reg("b", 1, None),
-            entry(3),
-            entry(4),
-            entry(5),
-        ];
-        assert_eq!(got, want);
-        std::fs::remove_dir_all(&d).unwrap();
+        t::every_kind_of_record_comes_back_after_a_reopen(&t::tempdir("fjall-kinds"), |d| {
+            FjallEngine::open(d).unwrap()
+        });
     }
 }

@@ -1,0 +1,239 @@
+use super::*;
+use crate::storage::engine_tests as t;
+use bytes::Bytes;
+use quorumkv_core::Tag;
+
+/// Small segments and checkpoints, so that tests cross them.
+const SEG: u64 = 4096;
+
+fn open_small(d: &Path) -> LogEngine {
+    LogEngine::open_with(d, SEG, 1 << 30).unwrap()
+}
+
+fn value(key: u64, ts: u64, len: usize) -> Record {
+    Record::Register {
+        key: Bytes::from(format!("key{key}")),
+        tag: Tag { ts, writer: 1 },
+        value: Some(Bytes::from(vec![b'a' + (ts % 26) as u8; len])),
+    }
+}
+
+#[test]
+fn each_snapshot_removes_the_entries_up_to_it_across_reopens() {
+    t::each_snapshot_removes_the_entries_up_to_it_across_reopens(
+        &t::tempdir("log-floor"),
+        open_small,
+    );
+}
+
+#[test]
+fn every_kind_of_record_comes_back_after_a_reopen() {
+    t::every_kind_of_record_comes_back_after_a_reopen(&t::tempdir("log-kinds"), open_small);
+}
+
+#[test]
+fn batches_larger_than_a_segment_and_many_segments_come_back() {
+    let d = t::tempdir("log-big");
+    let mut e = open_small(&d);
+    let mut want = Vec::new();
+    for ts in 1..=40 {
+        let len = if ts == 7 { 3 * SEG as usize } else { 300 };
+        let batch = vec![value(ts % 5, ts, len), value(100 + ts, ts, 10)];
+        e.write(&batch).unwrap();
+        want.extend(batch);
+    }
+    e.sync(Durability::Fsync).unwrap();
+    drop(e);
+    let mut state = State::default();
+    want.iter().for_each(|r| state.apply(r));
+    let mut e = open_small(&d);
+    assert_eq!(e.load().unwrap(), state.records());
+    assert!(files::list(&d).unwrap().0.len() > 5, "crossed segments");
+    drop(e);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// The log of [`t::write_every_kind`] in one segment, and where its last
+/// frame starts.
+fn every_kind_segment(d: &Path) -> (Vec<u8>, usize) {
+    let mut e = open_small(d);
+    t::write_every_kind(&mut e);
+    let last = e.cur.pos as usize;
+    e.write(&[t::reg("c", 1, Some("torn"))]).unwrap();
+    e.sync(Durability::Fsync).unwrap();
+    let end = e.cur.pos as usize;
+    drop(e);
+    let data = std::fs::read(files::segment(d, 0)).unwrap();
+    assert!(data[end..].iter().all(|&b| b == 0));
+    (data[..end].to_vec(), last)
+}
+
+#[test]
+fn a_torn_last_batch_is_dropped_at_every_offset_and_the_tail_cut() {
+    let d = t::tempdir("log-torn");
+    let (data, last) = every_kind_segment(&d);
+    for cut in last..data.len() {
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        // Cut short, or (the file's end intact) zeroed from the cut on.
+        let mut zeroed = data[..cut].to_vec();
+        zeroed.resize(SEG as usize, 0);
+        let which = if cut % 2 == 0 {
+            &data[..cut]
+        } else {
+            &zeroed[..]
+        };
+        std::fs::write(files::segment(&d, 0), which).unwrap();
+        let mut e = open_small(&d);
+        assert_eq!(e.load().unwrap(), t::every_kind(), "cut at {cut}");
+        // Appending again after the cut tail: everything comes back.
+        e.write(&[t::reg("d", 1, None)]).unwrap();
+        drop(e);
+        let mut want = t::every_kind();
+        want.insert(4, t::reg("d", 1, None));
+        assert_eq!(open_small(&d).load().unwrap(), want, "cut at {cut}");
+    }
+    // Cut after the whole frame: nothing is lost.
+    std::fs::write(files::segment(&d, 0), &data).unwrap();
+    assert_eq!(
+        open_small(&d).load().unwrap().len(),
+        t::every_kind().len() + 2
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn damage_before_valid_frames_is_refused_naming_the_file_and_offset() {
+    let d = t::tempdir("log-damage");
+    let (data, _) = every_kind_segment(&d);
+    let seg = files::segment(&d, 0);
+    // A flipped byte in the first batch, valid batches after it.
+    let mut bad = data.clone();
+    bad[frame::HEADER + 3] ^= 0x40;
+    std::fs::write(&seg, &bad).unwrap();
+    let err = LogEngine::open_with(&d, SEG, 1 << 30).err().unwrap();
+    let msg = err.to_string();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    assert!(msg.contains(&seg.display().to_string()), "{msg}");
+    assert!(msg.contains("damaged at offset 0"), "{msg}");
+    // The last batch of a segment damaged while a later segment holds
+    // frames: damage too, not a torn tail.
+    let mut torn = data.clone();
+    let n = torn.len();
+    torn[n - 2] ^= 1;
+    std::fs::write(&seg, &torn).unwrap();
+    let mut next = frame::start();
+    next.extend_from_slice(&postcard::to_stdvec(&[t::reg("z", 1, None)]).unwrap());
+    frame::seal(&mut next, 1, 0).unwrap();
+    std::fs::write(files::segment(&d, 1), &next).unwrap();
+    let msg = LogEngine::open_with(&d, SEG, 1 << 30)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("later segments hold valid frames"), "{msg}");
+    // A missing segment between two.
+    std::fs::write(&seg, &data).unwrap();
+    std::fs::rename(files::segment(&d, 1), files::segment(&d, 2)).unwrap();
+    let msg = LogEngine::open_with(&d, SEG, 1 << 30)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("is missing"), "{msg}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_checkpoint_keeps_everything_and_removes_the_segments_it_covers() {
+    let d = t::tempdir("log-ckpt");
+    let open = |d: &Path| LogEngine::open_with(d, SEG, 4 * SEG).unwrap();
+    let mut e = open(&d);
+    let mut state = State::default();
+    for ts in 1..=400 {
+        let batch = [value(ts % 8, ts, 200), t::entry(ts)];
+        e.write(&batch).unwrap();
+        batch.iter().for_each(|r| state.apply(r));
+        if ts % 50 == 0 {
+            e.write(&[Record::Snapshot {
+                index: ts - 10,
+                data: Bytes::new(),
+            }])
+            .unwrap();
+            state.apply(&Record::Snapshot {
+                index: ts - 10,
+                data: Bytes::new(),
+            });
+        }
+    }
+    e.sync(Durability::Fsync).unwrap();
+    e.join_background();
+    assert!(e.log_bytes <= 5 * SEG, "{} bytes of log left", e.log_bytes);
+    drop(e);
+    let (segs, ckpts) = files::list(&d).unwrap();
+    assert_eq!(ckpts.len(), 1, "{ckpts:?}");
+    assert!(segs.iter().all(|&s| s >= ckpts[0]), "{segs:?} {ckpts:?}");
+    assert!(segs.len() < 10, "{segs:?}");
+    assert!(!files::segment(&d, 0).exists());
+    let mut e = open(&d);
+    assert_eq!(e.load().unwrap(), state.records());
+    // A damaged checkpoint is refused, not skipped.
+    drop(e);
+    let path = files::checkpoint(&d, ckpts[0]);
+    let mut data = std::fs::read(&path).unwrap();
+    data[frame::HEADER + 5] ^= 1;
+    std::fs::write(&path, data).unwrap();
+    let msg = LogEngine::open_with(&d, SEG, 4 * SEG)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("checkpoint") && msg.contains("damaged"),
+        "{msg}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_reopen_starts_again_from_what_is_on_disk() {
+    let d = t::tempdir("log-reopen");
+    let mut e = open_small(&d);
+    t::write_every_kind(&mut e);
+    e.reopen().unwrap();
+    e.write(&[t::reg("d", 1, None)]).unwrap();
+    e.reopen().unwrap();
+    let mut want = t::every_kind();
+    want.insert(4, t::reg("d", 1, None));
+    assert_eq!(e.load().unwrap(), want);
+    drop(e);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// How long a checkpoint holds the sync thread (the rotation and the
+/// clone of the state), for states of 10^3 registers of 1 KiB and 10^5 of
+/// 16 bytes. Prints; run with `--ignored --nocapture` (a release build
+/// gives the figures the docs quote).
+#[test]
+#[ignore]
+fn checkpoint_pause() {
+    for (keys, len) in [(1_000, 1024), (100_000, 16)] {
+        let d = t::tempdir("log-pause");
+        let mut e = LogEngine::open_with(&d, SEGMENT_BYTES, u64::MAX).unwrap();
+        for chunk in (0..keys).collect::<Vec<u64>>().chunks(1000) {
+            let batch: Vec<Record> = chunk.iter().map(|&k| value(k, 1, len)).collect();
+            e.write(&batch).unwrap();
+        }
+        // The spare segment ready, as it is in steady state.
+        while !e.spare.as_ref().is_none_or(|h| h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let t = Instant::now();
+        e.start_checkpoint().unwrap();
+        let paused = t.elapsed();
+        e.join_background();
+        println!(
+            "{keys} keys of {len} B: writes paused {} us",
+            paused.as_micros()
+        );
+        drop(e);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
