@@ -578,7 +578,13 @@ pub fn observed(
         | Asked::SetWatches { .. }
         | Asked::AddAuth { .. }
         | Asked::GetAcl { .. }
-        | Asked::SetAcl { .. } => return None,
+        | Asked::SetAcl { .. }
+        | Asked::AddWatch { .. }
+        | Asked::RemoveWatches { .. } => return None,
+        // Not modelled: the workload creates no container, so no history
+        // holds one or the leader's deletion of one (a model for them:
+        // docs/src/protocols/coordination-service.md).
+        Asked::CreateContainer { .. } | Asked::DeleteContainer { .. } => return None,
     })
 }
 
