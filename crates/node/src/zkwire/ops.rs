@@ -192,15 +192,15 @@ fn add_watch(path: String, mode: i32) -> Plan {
 }
 
 /// `removeWatches` / `checkWatches` of a `WatcherType`, as ZooKeeper 3.8
-/// matches them: `Data` a one-shot data watch or a persistent or recursive
-/// one (its data half), `Children` a one-shot child watch or a persistent
-/// one, `Any` every kind; `Persistent` and `PersistentRecursive` (3.9's)
-/// one kind each. Removed, a persistent watch goes whole (ZooKeeper 3.8
-/// keeps its other half).
+/// matches them: `Data` a one-shot data watch, `Children` a one-shot child
+/// watch, and both a persistent or recursive one (ZooKeeper holds these
+/// as a data and a child half), `Any` every kind; `Persistent` and
+/// `PersistentRecursive` (3.9's) one kind each. Removed, a persistent
+/// watch goes whole (ZooKeeper 3.8 keeps its other half).
 fn remove_watches(path: String, kind: i32, check: bool) -> Plan {
     use WatchKind::*;
     let kinds = match kind {
-        watcher_type::CHILDREN => vec![Child, Persistent],
+        watcher_type::CHILDREN => vec![Child, Persistent, Recursive],
         watcher_type::DATA => vec![Data, Persistent, Recursive],
         watcher_type::ANY => vec![Data, Child, Persistent, Recursive],
         watcher_type::PERSISTENT => vec![Persistent],
@@ -608,7 +608,10 @@ mod tests {
             p => panic!("{p:?}"),
         };
         use WatchKind::*;
-        assert_eq!(kinds(rm(1, true)), (vec![Child, Persistent], true));
+        assert_eq!(
+            kinds(rm(1, true)),
+            (vec![Child, Persistent, Recursive], true)
+        );
         assert_eq!(
             kinds(rm(2, false)),
             (vec![Data, Persistent, Recursive], false)
