@@ -413,14 +413,7 @@ impl Tree {
         if parent_node.stat.is_ephemeral() {
             return Err(ZkError::NoChildrenForEphemerals);
         }
-        let owner = match kind {
-            Kind::Ephemeral(s) if !self.sessions.contains_key(&s) => {
-                return Err(ZkError::SessionExpired)
-            }
-            Kind::Ephemeral(s) => s,
-            Kind::Persistent => 0,
-            Kind::Container => CONTAINER_OWNER,
-        };
+        let owner = self.owner(kind)?;
         let full = if sequential {
             path::sequential(path, parent_node.next_seq)
         } else {
@@ -503,6 +496,17 @@ impl Tree {
         }
         self.remove(at, path, changes);
         Ok(TxnOk::Deleted)
+    }
+
+    /// The `ephemeral_owner` of a new node of `kind`; an ephemeral needs
+    /// an open session.
+    fn owner(&self, kind: Kind) -> Result<u64, ZkError> {
+        match kind {
+            Kind::Ephemeral(s) if !self.sessions.contains_key(&s) => Err(ZkError::SessionExpired),
+            Kind::Ephemeral(s) => Ok(s),
+            Kind::Persistent => Ok(0),
+            Kind::Container => Ok(CONTAINER_OWNER),
+        }
     }
 
     /// The leader's deletion of an empty container (ZooKeeper's

@@ -500,14 +500,18 @@ mod tests {
             w.long(9).int(0).int(0).int(0).int(0);
         });
         assert_eq!(Packet::decode(&p), Err(JuteError::Short));
-        let p = packet(3, op::ADD_WATCH, |w| drop(w.string("/a").int(1)));
+        let p = packet(3, op::ADD_WATCH, |w| {
+            w.string("/a").int(1);
+        });
         let want = ZkRequest::AddWatch {
             path: "/a".into(),
             mode: 1,
         };
         assert_eq!(Packet::decode(&p).unwrap().req, want);
         for (code, check) in [(op::CHECK_WATCHES, true), (op::REMOVE_WATCHES, false)] {
-            let p = packet(4, code, |w| drop(w.string("/a").int(3)));
+            let p = packet(4, code, |w| {
+                w.string("/a").int(3);
+            });
             let want = ZkRequest::RemoveWatches {
                 path: "/a".into(),
                 kind: 3,
