@@ -13,8 +13,7 @@
 //!   is one transaction that deletes all its ephemerals at once.
 //!
 //! * a *container* (ZooKeeper 3.5's `CreateMode.CONTAINER`) is a
-//!   persistent node marked by `ephemeral_owner` [`CONTAINER_OWNER`], as in
-//!   ZooKeeper; once it has had a child (`cversion > 0`) and has none left,
+//!   persistent node marked by `ephemeral_owner` [`CONTAINER_OWNER`]; once it has had a child (`cversion > 0`) and has none left,
 //!   the leader deletes it (`Txn::DeleteContainer`, proposed by
 //!   `protocol::zab::sessions`), a transaction checked again when applied.
 //!
@@ -46,10 +45,11 @@ fn exhausted(path: &str, what: &str) -> ZkError {
     ZkError::BadArguments(format!("{what} of {path} exhausted"))
 }
 
-/// The `ephemeral_owner` of a container, ZooKeeper's
-/// (`EphemeralType.CONTAINER_EPHEMERAL_OWNER`, `Long.MIN_VALUE`): no
-/// session may have this id.
-pub const CONTAINER_OWNER: u64 = 1 << 63;
+/// The `ephemeral_owner` of a container: no session may have this id.
+/// Not ZooKeeper's mark (`Long.MIN_VALUE`, `1 << 63`), which is a client
+/// id here (the simulator's clients have the top bit set); ZooKeeper's
+/// wire shows 0 for a container anyway.
+pub const CONTAINER_OWNER: u64 = u64::MAX;
 
 /// What kind of node a create makes (and who owns an ephemeral).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
