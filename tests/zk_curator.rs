@@ -2,12 +2,8 @@
 //! through, on a zab cluster's `--zk-port`: `tests/zk/CuratorRecipes.java`
 //! (an inter-process mutex, a leader latch and a distributed queue, each
 //! between two sessions), compiled with `javac` against Debian's jars
-//! (`libcurator-recipes-java`), and run against ZooKeeper 3.8 itself too.
-//!
-//! quorumkv does not serve container nodes, which Curator's recipes use
-//! for their parent nodes by default: against quorumkv the program checks
-//! that refusal (`Unimplemented`) and builds its clients with
-//! `dontUseContainerParents()`, as the ZooKeeper clients page tells users.
+//! (`libcurator-recipes-java`), and run against ZooKeeper 3.8 itself too,
+//! both with Curator's defaults (the recipes' parents are container nodes).
 
 mod common;
 
@@ -131,8 +127,7 @@ async fn curator_mutex_leader_latch_and_queue_on_the_zk_port() {
         .map(|e| e.zk.expect("a zab cluster has ZooKeeper ports").to_string())
         .collect();
     let hosts = hosts.join(",");
-    let args = ["--no-container-parents", &hosts];
-    run_recipes(&classes.classpath, &args, 5).await;
+    run_recipes(&classes.classpath, &[&hosts], 4).await;
 }
 
 /// The program passes against real ZooKeeper too: what it checks is

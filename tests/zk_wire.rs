@@ -74,7 +74,7 @@ async fn zkcli_create_get_set_ls_stat_delete_and_a_watch() {
         "[eph, one, seq-0000000000]\n",
         "version No is not valid : /app/one",
         "Node not empty: /app",
-        "KeeperErrorCode = Unimplemented for /box",
+        "Created /box\n",
         "'world,'anyone\n: cdrwa",
     ] {
         assert!(out.contains(want), "no {want:?} in zkCli's output:\n{out}");
@@ -723,4 +723,225 @@ async fn multi_and_multi_read_over_the_port() {
     body.extend_from_slice(&MULTI_DONE);
     s.write_all(&request(3, 14, &body)).await.unwrap();
     assert!(read_to_end(&mut s).await.is_empty());
+}
+
+/// An `addWatch` / `checkWatches` / `removeWatches` record: a path and an
+/// int (the mode, or the watcher type).
+fn path_int(path: &str, n: i32) -> Vec<u8> {
+    let mut b = Vec::new();
+    jute_string(&mut b, path);
+    b.extend_from_slice(&n.to_be_bytes());
+    b
+}
+
+/// `delete path`, any version.
+fn delete_body(path: &str) -> Vec<u8> {
+    path_int(path, -1)
+}
+
+/// The error code of a reply (after its xid and zxid).
+fn code_of(r: &[u8]) -> i32 {
+    i32_at(r, 12)
+}
+
+/// ZooKeeper 3.6's `addWatch` over the port: a persistent watch hears of
+/// its node's creation, children, data and deletion and stays; a
+/// recursive one hears of every node below (no children events);
+/// `checkWatches` and `removeWatches` answer `NoWatcher` (-121) for a
+/// watch the connection does not hold; a mode ZooKeeper cannot decode is
+/// `MarshallingError` (-5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_and_recursive_watches_over_the_port() {
+    let cluster = zab_cluster().await;
+    persistent_watches(&zk_hosts(&cluster)).await;
+}
+
+/// The same requests against ZooKeeper 3.8 itself, for the same answers
+/// and events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_watches_and_set_watches2_against_zookeeper_itself() {
+    if !require("ZooKeeper (Debian)", zookeeper_installed()) {
+        return;
+    }
+    let zk = ZooKeeper::start("pw");
+    let hosts: Vec<String> = zk.hosts.split(',').map(String::from).collect();
+    persistent_watches(&hosts).await;
+    set_watches2(&hosts).await;
+}
+
+async fn persistent_watches(hosts: &[String]) {
+    let (mut w, _, _) = connect(&hosts[0], 10_000).await;
+    let r = ask(&mut w, 1, 106, &path_int("/pw", 0)).await;
+    assert_eq!(
+        (i32_at(&r, 0), code_of(&r), &r[16..]),
+        (1, 0, &[0u8; 4][..])
+    );
+    assert_eq!(code_of(&ask(&mut w, 2, 106, &path_int("/rw", 1)).await), 0);
+    assert_eq!(code_of(&ask(&mut w, 3, 106, &path_int("/x", 2)).await), -5);
+    // Writes from another replica; the events arrive in commit order.
+    let (mut c, _, _) = connect(&hosts[1], 10_000).await;
+    let writes: [(i32, Vec<u8>); 8] = [
+        (1, create_body("/pw", b"")),
+        (1, create_body("/pw/k", b"")),
+        (5, set_data_body("/pw", b"v")),
+        (1, create_body("/rw", b"")),
+        (1, create_body("/rw/a", b"")),
+        (1, create_body("/rw/a/b", b"")),
+        (5, set_data_body("/rw/a/b", b"v")),
+        (2, delete_body("/rw/a/b")),
+    ];
+    for (i, (op, body)) in writes.iter().enumerate() {
+        let r = ask(&mut c, 10 + i as i32, *op, body).await;
+        assert_eq!(code_of(&r), 0, "write {i}");
+    }
+    let want = [
+        (1, "/pw"),
+        (4, "/pw"),
+        (3, "/pw"),
+        (1, "/rw"),
+        (1, "/rw/a"),
+        (1, "/rw/a/b"),
+        (3, "/rw/a/b"),
+        (2, "/rw/a/b"),
+    ];
+    for (kind, path) in want {
+        assert_eq!(
+            event_of(&read_packet(&mut w).await),
+            (kind, path.to_string())
+        );
+    }
+    // checkWatches: a persistent or recursive watch counts as a data and
+    // a child watch; a one-shot one is of its kind only.
+    assert_eq!(code_of(&ask(&mut w, 4, 17, &path_int("/pw", 3)).await), 0);
+    assert_eq!(code_of(&ask(&mut w, 5, 17, &path_int("/pw", 2)).await), 0);
+    assert_eq!(code_of(&ask(&mut w, 15, 17, &path_int("/rw", 1)).await), 0);
+    let watch = [&path_no_watch("/pw/k")[..9], &[1]].concat();
+    assert_eq!(code_of(&ask(&mut w, 16, 4, &watch).await), 0);
+    assert_eq!(
+        code_of(&ask(&mut w, 17, 17, &path_int("/pw/k", 1)).await),
+        -121
+    );
+    assert_eq!(
+        code_of(&ask(&mut w, 18, 17, &path_int("/pw/k", 2)).await),
+        0
+    );
+    assert_eq!(
+        code_of(&ask(&mut w, 6, 17, &path_int("/none", 3)).await),
+        -121
+    );
+    assert_eq!(code_of(&ask(&mut w, 7, 18, &path_int("/pw", 9)).await), -5);
+    // Removed, it hears no more: the next event is /rw's.
+    assert_eq!(code_of(&ask(&mut w, 8, 18, &path_int("/pw", 3)).await), 0);
+    assert_eq!(
+        code_of(&ask(&mut w, 9, 18, &path_int("/pw", 3)).await),
+        -121
+    );
+    assert_eq!(
+        code_of(&ask(&mut c, 20, 5, &set_data_body("/pw", b"w")).await),
+        0
+    );
+    assert_eq!(
+        code_of(&ask(&mut c, 21, 5, &set_data_body("/rw", b"w")).await),
+        0
+    );
+    assert_eq!(event_of(&read_packet(&mut w).await), (3, "/rw".to_string()));
+}
+
+/// `setWatches2` (op 105) on a resumed session sets its persistent and
+/// recursive watches again at the new replica (nothing fires for what
+/// changed meanwhile, as in ZooKeeper), and its one-shot ones as
+/// `setWatches` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_watches2_moves_persistent_watches() {
+    let cluster = zab_cluster().await;
+    set_watches2(&zk_hosts(&cluster)).await;
+}
+
+async fn set_watches2(hosts: &[String]) {
+    let (mut a, t, session, passwd) = connect_with(&hosts[0], &connect_packet(10_000, 0)).await;
+    assert_eq!(
+        code_of(&ask(&mut a, 1, 1, &create_body("/s2", b"")).await),
+        0
+    );
+    drop(a);
+    let resume = resume_packet(t, (session, &passwd), 0);
+    let (mut b, _, again, _) = connect_with(&hosts[2], &resume).await;
+    assert_eq!(again, session);
+    let mut body = i64::MAX.to_be_bytes().to_vec(); // relative zxid: seen all
+    for list in [&[][..], &[], &[], &["/s2"], &["/s2r"]] {
+        body.extend_from_slice(&(list.len() as i32).to_be_bytes());
+        for p in list {
+            jute_string(&mut body, p);
+        }
+    }
+    let r = ask(&mut b, -8, 105, &body).await;
+    assert_eq!((i32_at(&r, 0), code_of(&r), r.len()), (-8, 0, 16));
+    assert_eq!(code_of(&ask(&mut b, 2, 17, &path_int("/s2", 3)).await), 0);
+    let (mut c, _, _) = connect(&hosts[1], 10_000).await;
+    assert_eq!(
+        code_of(&ask(&mut c, 1, 1, &create_body("/s2/k", b"")).await),
+        0
+    );
+    assert_eq!(
+        code_of(&ask(&mut c, 2, 1, &create_body("/s2r", b"")).await),
+        0
+    );
+    assert_eq!(
+        code_of(&ask(&mut c, 3, 1, &create_body("/s2r/k", b"")).await),
+        0
+    );
+    for (kind, path) in [(4, "/s2"), (1, "/s2r"), (1, "/s2r/k")] {
+        assert_eq!(
+            event_of(&read_packet(&mut b).await),
+            (kind, path.to_string())
+        );
+    }
+}
+
+/// `createContainer` (op 19, mode 4) with the container's stat (its
+/// owner 0 on the wire, as ZooKeeper sends it); the leader deletes it once it
+/// has had a child and has none left, after `container-grace`, and a
+/// client's watch hears of it; a container that never had a child stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emptied_container_is_deleted_by_the_leader() {
+    let args = ["--opt", "container-grace=200ms"];
+    let cluster = LocalCluster::start(cluster_cfg("zab", 3, &args))
+        .await
+        .expect("local cluster starts");
+    let hosts = zk_hosts(&cluster);
+    let (mut s, _, _) = connect(&hosts[1], 10_000).await;
+    let mut body = create_body("/box", b"");
+    let n = body.len();
+    body[n - 4..].copy_from_slice(&4i32.to_be_bytes());
+    let r = ask(&mut s, 1, 19, &body).await;
+    assert_eq!(code_of(&r), 0);
+    let mut f = Fields(&r[16..]);
+    assert_eq!(f.bytes(), b"/box");
+    let stat = f.take(68);
+    assert_eq!(
+        (i64_at(stat, 44), i32_at(stat, 56)),
+        (0, 0),
+        "owner, children"
+    );
+    body[4..8].copy_from_slice(b"/new");
+    assert_eq!(code_of(&ask(&mut s, 2, 19, &body).await), 0);
+    assert_eq!(
+        code_of(&ask(&mut s, 3, 1, &create_body("/box/k", b"")).await),
+        0
+    );
+    // Not empty: stays. Emptied: goes.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(code_of(&ask(&mut s, 4, 3, &path_no_watch("/box")).await), 0);
+    let (mut w, _, _) = connect(&hosts[2], 10_000).await;
+    let watch = [&path_no_watch("/box")[..8], &[1]].concat();
+    assert_eq!(code_of(&ask(&mut w, 1, 3, &watch).await), 0);
+    assert_eq!(code_of(&ask(&mut s, 5, 2, &delete_body("/box/k")).await), 0);
+    let gone = tokio::time::timeout(Duration::from_secs(10), read_packet(&mut w));
+    let gone = gone.await.expect("the container is deleted");
+    assert_eq!(event_of(&gone), (2, "/box".to_string()));
+    assert_eq!(
+        code_of(&ask(&mut s, 6, 3, &path_no_watch("/box")).await),
+        -101
+    );
+    assert_eq!(code_of(&ask(&mut s, 7, 3, &path_no_watch("/new")).await), 0);
 }

@@ -2,13 +2,8 @@
 // string, host:port,...): InterProcessMutex, LeaderLatch and
 // DistributedQueue, each between two clients (two sessions). Prints
 // `ok <check>` per check and `all ok` at the end; exits 1 on a failure.
-// Run by tests/zk_curator.rs, against quorumkv and against ZooKeeper itself.
-//
-// With --no-container-parents first, the clients are built with
-// dontUseContainerParents() (recipe parents are plain persistent nodes),
-// after checking that the server refuses container nodes (Unimplemented):
-// quorumkv does not serve them, and Curator's recipes create their parents
-// as containers by default.
+// Run by tests/zk_curator.rs, against quorumkv and against ZooKeeper itself,
+// with Curator's defaults: the recipes create their parents as containers.
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -27,8 +22,6 @@ import org.apache.curator.framework.recipes.queue.QueueConsumer;
 import org.apache.curator.framework.recipes.queue.QueueSerializer;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
-import org.apache.zookeeper.CreateMode;
-import org.apache.zookeeper.KeeperException;
 
 public class CuratorRecipes {
     static final String ROOT = "/curator-recipes";
@@ -40,16 +33,13 @@ public class CuratorRecipes {
         }
     }
 
-    static CuratorFramework client(String hosts, boolean containerParents) throws Exception {
-        CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
+    static CuratorFramework client(String hosts) throws Exception {
+        CuratorFramework c = CuratorFrameworkFactory.builder()
                 .connectString(hosts)
                 .sessionTimeoutMs(20_000)
                 .connectionTimeoutMs(10_000)
-                .retryPolicy(new ExponentialBackoffRetry(100, 10));
-        if (!containerParents) {
-            builder.dontUseContainerParents();
-        }
-        CuratorFramework c = builder.build();
+                .retryPolicy(new ExponentialBackoffRetry(100, 10))
+                .build();
         c.start();
         check(c.blockUntilConnected(20, TimeUnit.SECONDS), "client connects to " + hosts);
         return c;
@@ -198,17 +188,6 @@ public class CuratorRecipes {
         System.out.println("ok queue " + n + " items");
     }
 
-    /// The server answers a container node's create with Unimplemented.
-    static void containersRefused(CuratorFramework a) throws Exception {
-        try {
-            a.create().withMode(CreateMode.CONTAINER).forPath("/curator-container");
-        } catch (KeeperException.UnimplementedException e) {
-            System.out.println("ok container nodes refused (Unimplemented)");
-            return;
-        }
-        throw new IllegalStateException("FAILED: a container node was created");
-    }
-
     /// Whether `c`'s session answers a read of `path` within 5 s.
     static boolean answers(CuratorFramework c, String path) throws Exception {
         java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
@@ -217,17 +196,13 @@ public class CuratorRecipes {
     }
 
     public static void main(String[] args) throws Exception {
-        boolean containers = !(args.length == 2 && args[0].equals("--no-container-parents"));
-        if (args.length != (containers ? 1 : 2)) {
-            System.err.println("usage: CuratorRecipes [--no-container-parents] HOST:PORT[,HOST:PORT...]");
+        if (args.length != 1) {
+            System.err.println("usage: CuratorRecipes HOST:PORT[,HOST:PORT...]");
             System.exit(2);
         }
-        String hosts = args[args.length - 1];
+        String hosts = args[0];
         int code = 0;
-        try (CuratorFramework a = client(hosts, containers); CuratorFramework b = client(hosts, containers)) {
-            if (!containers) {
-                containersRefused(a);
-            }
+        try (CuratorFramework a = client(hosts); CuratorFramework b = client(hosts)) {
             mutex(a, b);
             leaderLatch(a, b);
             queue(a, b);

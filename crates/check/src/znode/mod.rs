@@ -509,6 +509,9 @@ pub fn observed(
     use quorumkv_core::op::text;
     use quorumkv_core::znode::{ZnodeOp as Asked, ZnodeReply as R};
     let err = answer_error;
+    if unconstrained(op) {
+        return None;
+    }
     Some(match op {
         Asked::OpenSession { .. } => ZnodeOp::OpenSession { session },
         Asked::CloseSession => ZnodeOp::CloseSession { session },
@@ -572,14 +575,29 @@ pub fn observed(
             return observed(session, &plain, reply);
         }
         Asked::Multi { ops } => multi::observed(session, ops, reply),
-        Asked::MultiRead { .. }
-        | Asked::Ping
-        | Asked::Sync
-        | Asked::SetWatches { .. }
-        | Asked::AddAuth { .. }
-        | Asked::GetAcl { .. }
-        | Asked::SetAcl { .. } => return None,
+        _ => return None, // `unconstrained`
     })
+}
+
+/// The requests the model does not constrain: they change nothing it
+/// holds, or (containers) the workload asks for none (the model they
+/// would need: the docs' checker section).
+fn unconstrained(op: &quorumkv_core::znode::ZnodeOp) -> bool {
+    use quorumkv_core::znode::ZnodeOp as Asked;
+    matches!(
+        op,
+        Asked::MultiRead { .. }
+            | Asked::Ping
+            | Asked::Sync
+            | Asked::SetWatches { .. }
+            | Asked::AddAuth { .. }
+            | Asked::GetAcl { .. }
+            | Asked::SetAcl { .. }
+            | Asked::AddWatch { .. }
+            | Asked::RemoveWatches { .. }
+            | Asked::CreateContainer { .. }
+            | Asked::DeleteContainer { .. }
+    )
 }
 
 /// The error a znode answer reports; an answer of the wrong kind reads as

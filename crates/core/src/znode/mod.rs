@@ -1,5 +1,5 @@
 //! The coordination service's data model (seed 001 §II.C, PROTOCOLS.md §7):
-//! ZooKeeper's tree of znodes with sessions and one-shot watches, as a
+//! ZooKeeper's tree of znodes with sessions, one-shot and persistent watches, as a
 //! deterministic state machine that Zab (or any log) drives.
 //!
 //! * [`tree`] — znodes, stats, sessions and ephemerals; every change is a
@@ -52,4 +52,8 @@ pub enum ZkError {
     /// or `auth` from a connection with no authenticated identity.
     #[error("invalid ACL")]
     InvalidAcl,
+    /// ZooKeeper's `NoWatcher`: `removeWatches` or `checkWatches` found no
+    /// such watch.
+    #[error("no such watcher")]
+    NoWatcher,
 }

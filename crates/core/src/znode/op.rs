@@ -8,7 +8,7 @@
 //! connection and moves to another server intact. Watches belong to the
 //! connection they were set on (ZooKeeper's rule: they are not replicated).
 
-use super::{Acl, Rewatch, Stat, ZkError};
+use super::{Acl, Rewatch, Stat, WatchKind, ZkError};
 use crate::types::Event;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -115,6 +115,35 @@ pub enum ZnodeOp {
     /// not fail the others.
     MultiRead {
         ops: Vec<ZnodeOp>,
+    },
+    /// ZooKeeper 3.6's `addWatch`: a persistent watch on `path` (or,
+    /// `recursive`, on it and every node below it) that stays until
+    /// removed or the connection goes. The node need not exist. Served as
+    /// a read, so it misses no change after it.
+    AddWatch {
+        path: String,
+        recursive: bool,
+    },
+    /// ZooKeeper's `removeWatches` (`check`: `checkWatches`, nothing
+    /// removed): this connection's watches of `kinds` on `path`; answered
+    /// `NoWatcher` when it holds none of them. Served as a read.
+    RemoveWatches {
+        path: String,
+        kinds: Vec<WatchKind>,
+        check: bool,
+    },
+    /// ZooKeeper's `CreateMode.CONTAINER`: a node the leader deletes once
+    /// it has had children and has none left. `acl` as in [`NewNode`].
+    CreateContainer {
+        path: String,
+        data: Bytes,
+        acl: Option<Vec<Acl>>,
+    },
+    /// ZooKeeper's `deleteContainer`, proposed by the leader (the
+    /// ZooKeeper port does not take it from clients): deletes `path` if it
+    /// is still a container that has had children and has none.
+    DeleteContainer {
+        path: String,
     },
 }
 
@@ -258,7 +287,11 @@ impl ZnodeOp {
             | ZnodeOp::GetChildren { path, .. }
             | ZnodeOp::GetAcl { path }
             | ZnodeOp::SetAcl { path, .. }
-            | ZnodeOp::CreateWithAcl { path, .. } => path,
+            | ZnodeOp::CreateWithAcl { path, .. }
+            | ZnodeOp::AddWatch { path, .. }
+            | ZnodeOp::RemoveWatches { path, .. }
+            | ZnodeOp::CreateContainer { path, .. }
+            | ZnodeOp::DeleteContainer { path } => path,
             ZnodeOp::AddAuth { .. }
             | ZnodeOp::Multi { .. }
             | ZnodeOp::MultiRead { .. }
@@ -291,6 +324,11 @@ impl ZnodeOp {
             ZnodeOp::ResumeSession => "resume_session",
             ZnodeOp::Multi { .. } => "multi",
             ZnodeOp::MultiRead { .. } => "multi_read",
+            ZnodeOp::AddWatch { .. } => "add_watch",
+            ZnodeOp::RemoveWatches { check: false, .. } => "remove_watches",
+            ZnodeOp::RemoveWatches { check: true, .. } => "check_watches",
+            ZnodeOp::CreateContainer { .. } => "create_container",
+            ZnodeOp::DeleteContainer { .. } => "delete_container",
         }
     }
     /// True for operations that change nothing.
@@ -307,6 +345,8 @@ impl ZnodeOp {
                 | ZnodeOp::GetAcl { .. }
                 | ZnodeOp::ResumeSession
                 | ZnodeOp::MultiRead { .. }
+                | ZnodeOp::AddWatch { .. }
+                | ZnodeOp::RemoveWatches { .. }
         )
     }
 }
@@ -378,6 +418,10 @@ pub enum ZnodeReply {
     /// `multiRead`: one answer per read, in order (`Data`, `Children` or
     /// `Error`).
     Reads(Vec<ZnodeReply>),
+    /// `addWatch`: the watch is set.
+    WatchAdded,
+    /// `removeWatches`: removed; `checkWatches`: there is one.
+    WatchesRemoved,
 }
 
 /// `Event::kind` of a fired watch (the four of `watch::EventType`) and of

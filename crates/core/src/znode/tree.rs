@@ -12,6 +12,11 @@
 //!   session (asked by the client, or decided by the leader when it expired)
 //!   is one transaction that deletes all its ephemerals at once.
 //!
+//! * a *container* (ZooKeeper 3.5's `CreateMode.CONTAINER`) is a
+//!   persistent node marked by `ephemeral_owner` [`CONTAINER_OWNER`]; once it has had a child (`cversion > 0`) and has none left,
+//!   the leader deletes it (`Txn::DeleteContainer`, proposed by
+//!   `protocol::zab::sessions`), a transaction checked again when applied.
+//!
 //! Where we depart: the sequential suffix is a per-parent counter that only
 //! ever grows (ZooKeeper uses the parent's `cversion`, which deletes also
 //! bump). The seed only asks for a "monotonically increasing identifier"
@@ -40,6 +45,29 @@ fn exhausted(path: &str, what: &str) -> ZkError {
     ZkError::BadArguments(format!("{what} of {path} exhausted"))
 }
 
+/// The `ephemeral_owner` of a container: no session may have this id.
+/// Not ZooKeeper's mark (`Long.MIN_VALUE`, `1 << 63`), which is a client
+/// id here (the simulator's clients have the top bit set); ZooKeeper's
+/// wire shows 0 for a container anyway.
+pub const CONTAINER_OWNER: u64 = u64::MAX;
+
+/// What kind of node a create makes (and who owns an ephemeral).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Persistent,
+    Ephemeral(u64),
+    Container,
+}
+
+impl Kind {
+    fn new(ephemeral: bool, session: u64) -> Kind {
+        match ephemeral {
+            true => Kind::Ephemeral(session),
+            false => Kind::Persistent,
+        }
+    }
+}
+
 /// A znode's metadata, ZooKeeper's `Stat`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stat {
@@ -62,6 +90,16 @@ pub struct Stat {
     /// ACL version: how many setACLs the node has had (checked, never
     /// wraps).
     pub aversion: u32,
+}
+
+impl Stat {
+    /// Owned by a session (not persistent, not a container).
+    pub fn is_ephemeral(&self) -> bool {
+        self.ephemeral_owner != 0 && !self.is_container()
+    }
+    pub fn is_container(&self) -> bool {
+        self.ephemeral_owner == CONTAINER_OWNER
+    }
 }
 
 /// Where a transaction sits in the log: its zxid and the leader's clock
@@ -103,6 +141,15 @@ pub enum Txn {
         acl: Vec<Acl>,
         version: Option<u32>,
     },
+    /// Create a container (never sequential, as in ZooKeeper).
+    CreateContainer {
+        path: String,
+        data: Bytes,
+        acl: Option<Vec<Acl>>,
+    },
+    /// The leader's deletion of a container that has had children and has
+    /// none left; refused (nothing changes) if it is not so when applied.
+    DeleteContainer { path: String },
 }
 
 /// What a successful transaction answers.
@@ -201,7 +248,7 @@ impl Tree {
         for (path, n) in &self.nodes {
             let owner = n.stat.ephemeral_owner;
             let listed = |s: &Session| s.ephemerals.contains(path);
-            if owner != 0 && !self.sessions.get(&owner).is_some_and(listed) {
+            if n.stat.is_ephemeral() && !self.sessions.get(&owner).is_some_and(listed) {
                 return Err(format!(
                     "{path} is an ephemeral of session {owner:#x}, which is closed or does not list it"
                 ));
@@ -218,7 +265,7 @@ impl Tree {
     pub fn without_sessions(&self) -> Tree {
         let mut t = self.clone();
         let ephemerals: Vec<String> = (t.nodes.iter())
-            .filter(|(_, n)| n.stat.ephemeral_owner != 0)
+            .filter(|(_, n)| n.stat.is_ephemeral())
             .map(|(p, _)| p.clone())
             .collect();
         for p in ephemerals {
@@ -231,6 +278,15 @@ impl Tree {
         }
         t.sessions.clear();
         t
+    }
+
+    /// The containers the leader may delete: had children, have none.
+    pub fn empty_containers(&self) -> impl Iterator<Item = &str> + '_ {
+        let empty =
+            |n: &Znode| n.stat.is_container() && n.stat.cversion > 0 && n.children.is_empty();
+        (self.nodes.iter())
+            .filter(move |(_, n)| empty(n))
+            .map(|(p, _)| p.as_str())
     }
 
     /// Each node's path, creation zxid and next sequential suffix, for the
@@ -281,6 +337,9 @@ impl Tree {
         self.last_zxid = at.zxid;
         let mut changes = Vec::new();
         let result = match txn {
+            Txn::OpenSession { session, .. } if *session == CONTAINER_OWNER => Err(
+                ZkError::BadArguments("session id reserved for containers".into()),
+            ),
             Txn::OpenSession {
                 session,
                 timeout_ms,
@@ -315,10 +374,19 @@ impl Tree {
                 at,
                 path,
                 data,
-                (*ephemeral, *sequential, *session),
+                (Kind::new(*ephemeral, *session), *sequential),
                 (acl.as_deref(), ids),
                 &mut changes,
             ),
+            Txn::CreateContainer { path, data, acl } => self.create(
+                at,
+                path,
+                data,
+                (Kind::Container, false),
+                (acl.as_deref(), ids),
+                &mut changes,
+            ),
+            Txn::DeleteContainer { path } => self.delete_container(at, path, &mut changes),
             Txn::Delete { path, version } => self.delete(at, path, *version, ids, &mut changes),
             Txn::SetData {
                 path,
@@ -335,7 +403,7 @@ impl Tree {
         at: Stamp,
         path: &str,
         data: &Bytes,
-        (ephemeral, sequential, session): (bool, bool, u64),
+        (kind, sequential): (Kind, bool),
         (acl, ids): (Option<&[Acl]>, &[Id]),
         changes: &mut Vec<Change>,
     ) -> Result<TxnOk, ZkError> {
@@ -351,12 +419,10 @@ impl Tree {
         let parent = path::parent(&probe).to_string();
         let parent_node = self.nodes.get(&parent).ok_or(ZkError::NoNode)?;
         acl::check(&parent_node.acl, acl::CREATE, ids)?;
-        if parent_node.stat.ephemeral_owner != 0 {
+        if parent_node.stat.is_ephemeral() {
             return Err(ZkError::NoChildrenForEphemerals);
         }
-        if ephemeral && !self.sessions.contains_key(&session) {
-            return Err(ZkError::SessionExpired);
-        }
+        let owner = self.owner(kind)?;
         let full = if sequential {
             path::sequential(path, parent_node.next_seq)
         } else {
@@ -371,7 +437,7 @@ impl Tree {
             pzxid: at.zxid,
             ctime: at.time_ms,
             mtime: at.time_ms,
-            ephemeral_owner: if ephemeral { session } else { 0 },
+            ephemeral_owner: owner,
             data_length: data.len() as u32,
             ..Stat::default()
         };
@@ -398,7 +464,7 @@ impl Tree {
                 ..Znode::default()
             },
         );
-        if ephemeral {
+        if let Kind::Ephemeral(session) = kind {
             let s = self.sessions.get_mut(&session).expect("checked above");
             s.ephemerals.insert(full.clone());
         }
@@ -436,6 +502,40 @@ impl Tree {
             .is_some_and(|p| p.stat.cversion == u32::MAX)
         {
             return Err(exhausted(parent, "cversion"));
+        }
+        self.remove(at, path, changes);
+        Ok(TxnOk::Deleted)
+    }
+
+    /// The `ephemeral_owner` of a new node of `kind`; an ephemeral needs
+    /// an open session.
+    fn owner(&self, kind: Kind) -> Result<u64, ZkError> {
+        match kind {
+            Kind::Ephemeral(s) if !self.sessions.contains_key(&s) => Err(ZkError::SessionExpired),
+            Kind::Ephemeral(s) => Ok(s),
+            Kind::Persistent => Ok(0),
+            Kind::Container => Ok(CONTAINER_OWNER),
+        }
+    }
+
+    /// The leader's deletion of an empty container (ZooKeeper's
+    /// `deleteContainer`): no ACL or version is checked, but the node must
+    /// still be a container that has had children and has none.
+    fn delete_container(
+        &mut self,
+        at: Stamp,
+        path: &str,
+        changes: &mut Vec<Change>,
+    ) -> Result<TxnOk, ZkError> {
+        path::validate(path)?;
+        let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        if !node.stat.is_container() || node.stat.cversion == 0 {
+            return Err(ZkError::BadArguments(format!(
+                "{path} is not a container that has had children"
+            )));
+        }
+        if !node.children.is_empty() {
+            return Err(ZkError::NotEmpty);
         }
         self.remove(at, path, changes);
         Ok(TxnOk::Deleted)
@@ -1265,5 +1365,62 @@ mod tests {
         );
         assert_eq!(t.get_acl_as("/a", &[]).unwrap().0, acl::open_acl_unsafe());
         assert_eq!(t.last_zxid(), 2);
+    }
+
+    /// A container is a node like another (children allowed, no session)
+    /// marked by its owner; the leader's `DeleteContainer` deletes it only
+    /// once it has had children and has none, and fires as a delete.
+    #[test]
+    fn containers_are_deleted_only_when_emptied() {
+        let mut t = T::new();
+        let container = |path: &str| Txn::CreateContainer {
+            path: path.into(),
+            data: b("c"),
+            acl: None,
+        };
+        let reap = |path: &str| Txn::DeleteContainer { path: path.into() };
+        let Ok(TxnOk::Created { stat, .. }) = t.run(container("/c")).0 else {
+            panic!("a container is created")
+        };
+        assert!(stat.is_container() && !stat.is_ephemeral());
+        assert_eq!(stat.ephemeral_owner, CONTAINER_OWNER);
+        assert!(t.run(container("/never")).0.is_ok());
+        assert_eq!(t.create("/p", false, false, 0), Ok("/p".into()));
+        // Never had children: neither is taken; a plain node is not either.
+        assert_eq!(t.tree.empty_containers().count(), 0);
+        for p in ["/c", "/p"] {
+            assert!(matches!(t.run(reap(p)).0, Err(ZkError::BadArguments(_))));
+        }
+        assert_eq!(t.run(reap("/none")).0, Err(ZkError::NoNode));
+        let open = Txn::OpenSession {
+            session: 7,
+            timeout_ms: 1,
+        };
+        assert!(t.run(open).0.is_ok());
+        assert_eq!(t.create("/c/e", true, false, 7), Ok("/c/e".into()));
+        assert_eq!(t.run(reap("/c")).0, Err(ZkError::NotEmpty));
+        assert!(t.tree.check_ephemerals().is_ok());
+        assert!(t.run(Txn::CloseSession { session: 7 }).0.is_ok());
+        assert_eq!(t.tree.empty_containers().collect::<Vec<_>>(), vec!["/c"]);
+        let (r, changes) = t.run(reap("/c"));
+        assert_eq!(r, Ok(TxnOk::Deleted));
+        assert_eq!(
+            changes,
+            vec![
+                Change::Deleted("/c".into()),
+                Change::ChildrenChanged("/".into())
+            ]
+        );
+        assert_eq!(
+            t.tree.exists("/never").unwrap().map(|s| s.cversion),
+            Some(0)
+        );
+        // No session may take the containers' mark.
+        let (r, _) = t.run(Txn::OpenSession {
+            session: CONTAINER_OWNER,
+            timeout_ms: 1,
+        });
+        assert!(matches!(r, Err(ZkError::BadArguments(_))));
+        assert!(!t.tree.has_session(CONTAINER_OWNER));
     }
 }

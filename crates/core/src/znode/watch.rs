@@ -9,18 +9,38 @@
 //! `getData` set a *data* watch (fired by the node's creation, deletion or
 //! data change), `getChildren` a *child* watch (fired by a child created or
 //! deleted, or by the node's own deletion).
+//!
+//! ZooKeeper 3.6's `addWatch` sets watches that stay (they are never
+//! removed by firing): a *persistent* one on P fires for everything a data
+//! and a child watch on P would (P created, deleted, its data changed, a
+//! child created or deleted); a *persistent recursive* one fires for P and
+//! every node below it created, deleted or whose data changed, never for
+//! `NodeChildrenChanged` (ZooKeeper's rule: the child's own creation or
+//! deletion already tells it). An event names the node that changed.
 
 use super::tree::{Change, Tree};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a watch was set by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum WatchKind {
     /// `exists` or `getData`.
     Data,
     /// `getChildren`.
     Child,
+    /// `addWatch` mode `PERSISTENT`: a data and a child watch that stay.
+    Persistent,
+    /// `addWatch` mode `PERSISTENT_RECURSIVE`: P and every node below it,
+    /// no child events; stays.
+    Recursive,
+}
+
+impl WatchKind {
+    /// A watch that stays once fired.
+    pub fn stays(self) -> bool {
+        matches!(self, WatchKind::Persistent | WatchKind::Recursive)
+    }
 }
 
 /// ZooKeeper's event types.
@@ -70,6 +90,10 @@ pub enum Rewatch {
     /// ZooKeeper's form of a child watch: fired if the node is gone or its
     /// children changed (`pzxid`) after `zxid`.
     ChildSince { path: String, zxid: u64 },
+    /// A persistent (or, `recursive`, persistent recursive) watch: set
+    /// again as it was, nothing fires for what changed meanwhile
+    /// (ZooKeeper's `setWatches2` does the same).
+    Stays { path: String, recursive: bool },
 }
 
 impl Rewatch {
@@ -78,19 +102,29 @@ impl Rewatch {
             Rewatch::Data { path, .. }
             | Rewatch::Child { path, .. }
             | Rewatch::DataSince { path, .. }
-            | Rewatch::ChildSince { path, .. } => path,
+            | Rewatch::ChildSince { path, .. }
+            | Rewatch::Stays { path, .. } => path,
         }
     }
     pub fn kind(&self) -> WatchKind {
         match self {
             Rewatch::Data { .. } | Rewatch::DataSince { .. } => WatchKind::Data,
             Rewatch::Child { .. } | Rewatch::ChildSince { .. } => WatchKind::Child,
+            Rewatch::Stays {
+                recursive: false, ..
+            } => WatchKind::Persistent,
+            Rewatch::Stays {
+                recursive: true, ..
+            } => WatchKind::Recursive,
         }
     }
     /// The event this watch would have fired had it stayed, judged from
     /// `tree` now; `None`: the node is as the read saw it (register the
     /// watch). A child list changed and changed back is not seen.
     pub fn missed(&self, tree: &Tree) -> Option<EventType> {
+        if let Rewatch::Stays { .. } = self {
+            return None;
+        }
         let now = tree.exists(self.path()).ok().flatten();
         match (self, now) {
             (Rewatch::Data { mzxid: None, .. }, Some(_)) => Some(EventType::NodeCreated),
@@ -113,6 +147,7 @@ impl Rewatch {
             (Rewatch::ChildSince { zxid, .. }, Some(stat)) => {
                 (stat.pzxid > *zxid).then_some(EventType::NodeChildrenChanged)
             }
+            (Rewatch::Stays { .. }, _) => None,
         }
     }
 }
@@ -125,11 +160,51 @@ pub struct Fired {
     pub path: String,
 }
 
+/// Sessions watching each path, for one kind of watch.
+type Table = BTreeMap<String, BTreeSet<u64>>;
+
 /// The watches one server holds.
 #[derive(Clone, Debug, Default)]
 pub struct Watches {
-    data: BTreeMap<String, BTreeSet<u64>>,
-    child: BTreeMap<String, BTreeSet<u64>>,
+    data: Table,
+    child: Table,
+    persistent: Table,
+    recursive: Table,
+}
+
+/// The events of one transaction; each change fires (session, event,
+/// path) once, from `from` on.
+#[derive(Default)]
+struct Fire(Vec<Fired>, usize);
+
+impl Fire {
+    fn push<'a>(
+        &mut self,
+        sessions: impl IntoIterator<Item = &'a u64>,
+        event: EventType,
+        path: &str,
+    ) {
+        for &session in sessions {
+            let f = Fired {
+                session,
+                event,
+                path: path.to_string(),
+            };
+            if !self.0[self.1..].contains(&f) {
+                self.0.push(f);
+            }
+        }
+    }
+}
+
+/// `path` and every node above it, the root last.
+fn and_above(path: &str) -> impl Iterator<Item = &str> {
+    let mut next = Some(path);
+    std::iter::from_fn(move || {
+        let p = next?;
+        next = (p != "/").then(|| super::path::parent(p));
+        Some(p)
+    })
 }
 
 impl Watches {
@@ -140,62 +215,103 @@ impl Watches {
             .insert(session);
     }
 
-    fn table(&mut self, kind: WatchKind) -> &mut BTreeMap<String, BTreeSet<u64>> {
+    fn table(&mut self, kind: WatchKind) -> &mut Table {
         match kind {
             WatchKind::Data => &mut self.data,
             WatchKind::Child => &mut self.child,
+            WatchKind::Persistent => &mut self.persistent,
+            WatchKind::Recursive => &mut self.recursive,
         }
     }
 
-    /// Fire (and forget) every watch `changes` trigger, in change order. A
-    /// session with a data and a child watch on a deleted node hears of it
-    /// once.
-    pub fn fire(&mut self, changes: &[Change]) -> Vec<Fired> {
-        let mut out: Vec<Fired> = Vec::new();
-        let mut push = |sessions: Option<BTreeSet<u64>>, event, path: &str| {
-            for session in sessions.into_iter().flatten() {
-                let f = Fired {
-                    session,
-                    event,
-                    path: path.to_string(),
-                };
-                if !out.contains(&f) {
-                    out.push(f);
-                }
-            }
+    fn get(&self, kind: WatchKind) -> &Table {
+        match kind {
+            WatchKind::Data => &self.data,
+            WatchKind::Child => &self.child,
+            WatchKind::Persistent => &self.persistent,
+            WatchKind::Recursive => &self.recursive,
+        }
+    }
+
+    fn tables(&self) -> [(&Table, WatchKind); 4] {
+        use WatchKind::*;
+        [Data, Child, Persistent, Recursive].map(|k| (self.get(k), k))
+    }
+
+    /// Whether `session` holds a watch of `kind` on `path`.
+    pub fn has(&self, session: u64, path: &str, kind: WatchKind) -> bool {
+        (self.get(kind).get(path)).is_some_and(|s| s.contains(&session))
+    }
+
+    /// Remove `session`'s watch of `kind` on `path`; whether it had one.
+    pub fn remove(&mut self, session: u64, path: &str, kind: WatchKind) -> bool {
+        let t = self.table(kind);
+        let Some(s) = t.get_mut(path) else {
+            return false;
         };
+        let had = s.remove(&session);
+        if s.is_empty() {
+            t.remove(path);
+        }
+        had
+    }
+
+    /// Fire every watch `changes` trigger, in change order: the one-shot
+    /// ones are forgotten, the persistent ones stay. A session hears of
+    /// each change once, whatever watches it holds for it (a persistent
+    /// watch hears of two children created by one `multi` twice, as in
+    /// ZooKeeper).
+    pub fn fire(&mut self, changes: &[Change]) -> Vec<Fired> {
+        let mut out = Fire::default();
         for c in changes {
-            match c {
-                Change::Created(p) => push(self.data.remove(p), EventType::NodeCreated, p),
-                Change::DataChanged(p) => push(self.data.remove(p), EventType::NodeDataChanged, p),
-                Change::Deleted(p) => {
-                    push(self.data.remove(p), EventType::NodeDeleted, p);
-                    push(self.child.remove(p), EventType::NodeDeleted, p);
-                }
-                Change::ChildrenChanged(p) => {
-                    push(self.child.remove(p), EventType::NodeChildrenChanged, p)
+            out.1 = out.0.len();
+            let (event, path) = match c {
+                Change::Created(p) => (EventType::NodeCreated, p),
+                Change::DataChanged(p) => (EventType::NodeDataChanged, p),
+                Change::Deleted(p) => (EventType::NodeDeleted, p),
+                Change::ChildrenChanged(p) => (EventType::NodeChildrenChanged, p),
+            };
+            let (data, child) = match event {
+                EventType::NodeChildrenChanged => (false, true),
+                EventType::NodeDeleted => (true, true),
+                _ => (true, false),
+            };
+            if data {
+                out.push(self.data.remove(path).iter().flatten(), event, path);
+            }
+            if child {
+                out.push(self.child.remove(path).iter().flatten(), event, path);
+            }
+            out.push(self.persistent.get(path).into_iter().flatten(), event, path);
+            if event != EventType::NodeChildrenChanged {
+                for p in and_above(path) {
+                    out.push(self.recursive.get(p).into_iter().flatten(), event, path);
                 }
             }
         }
-        out
+        out.0
     }
 
     /// The watches `session` holds here, to register again elsewhere.
     pub fn of_session(&self, session: u64) -> Vec<(String, WatchKind)> {
-        let pick = |t: &BTreeMap<String, BTreeSet<u64>>, kind| {
+        let pick = |(t, kind): (&Table, WatchKind)| {
             t.iter()
                 .filter(|(_, s)| s.contains(&session))
                 .map(|(p, _)| (p.clone(), kind))
                 .collect::<Vec<_>>()
         };
-        let mut v = pick(&self.data, WatchKind::Data);
-        v.extend(pick(&self.child, WatchKind::Child));
-        v
+        self.tables().into_iter().flat_map(pick).collect()
     }
 
     /// Forget a session's watches (it closed, expired, or moved away).
     pub fn drop_session(&mut self, session: u64) {
-        for t in [&mut self.data, &mut self.child] {
+        let all = [
+            &mut self.data,
+            &mut self.child,
+            &mut self.persistent,
+            &mut self.recursive,
+        ];
+        for t in all {
             t.retain(|_, s| {
                 s.remove(&session);
                 !s.is_empty()
@@ -203,13 +319,10 @@ impl Watches {
         }
     }
 
-    /// Number of (path, session) watches held.
+    /// Number of (path, session, kind) watches held.
     pub fn len(&self) -> usize {
-        self.data
-            .values()
-            .chain(self.child.values())
-            .map(BTreeSet::len)
-            .sum()
+        let count = |(t, _): (&Table, WatchKind)| t.values().map(BTreeSet::len).sum::<usize>();
+        self.tables().into_iter().map(count).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -376,5 +489,95 @@ mod tests {
             assert_eq!(EventType::parse(e.as_str()), Some(e));
         }
         assert_eq!(EventType::parse("x"), None);
+    }
+
+    /// ZooKeeper 3.6's persistent watch: every event a data and a child
+    /// watch would fire, and it stays.
+    #[test]
+    fn a_persistent_watch_fires_for_its_node_and_stays() {
+        let mut w = Watches::default();
+        w.add(1, "/p", WatchKind::Persistent);
+        w.add(2, "/p", WatchKind::Data);
+        let round = [
+            Change::Created("/p".into()),
+            Change::ChildrenChanged("/".into()),
+            Change::DataChanged("/p".into()),
+            Change::Created("/p/a".into()),
+            Change::ChildrenChanged("/p".into()),
+            Change::Deleted("/p/a".into()),
+            Change::ChildrenChanged("/p".into()),
+            Change::Deleted("/p".into()),
+        ];
+        let got = w.fire(&round);
+        assert_eq!(
+            got,
+            vec![
+                fired(2, NodeCreated, "/p"),
+                fired(1, NodeCreated, "/p"),
+                fired(1, NodeDataChanged, "/p"),
+                fired(1, NodeChildrenChanged, "/p"),
+                fired(1, NodeChildrenChanged, "/p"),
+                fired(1, NodeDeleted, "/p"),
+            ]
+        );
+        // It stays; the one-shot data watch is gone.
+        assert_eq!(w.len(), 1);
+        assert_eq!(w.fire(&round).len(), 5);
+        assert_eq!(w.of_session(1), vec![("/p".into(), WatchKind::Persistent)]);
+    }
+
+    /// A recursive watch hears of its node and every node below it, never
+    /// of children changes; one event per (event, path) per session.
+    #[test]
+    fn a_recursive_watch_fires_below_without_child_events() {
+        let mut w = Watches::default();
+        w.add(1, "/r", WatchKind::Recursive);
+        w.add(1, "/", WatchKind::Recursive);
+        w.add(2, "/r/a", WatchKind::Recursive);
+        w.add(3, "/r", WatchKind::Persistent);
+        let got = w.fire(&[
+            Change::Created("/r/a/b".into()),
+            Change::ChildrenChanged("/r/a".into()),
+            Change::DataChanged("/r".into()),
+            Change::DataChanged("/rx".into()),
+            Change::Deleted("/r/a".into()),
+            Change::ChildrenChanged("/r".into()),
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                fired(2, NodeCreated, "/r/a/b"),
+                fired(1, NodeCreated, "/r/a/b"),
+                fired(3, NodeDataChanged, "/r"),
+                fired(1, NodeDataChanged, "/r"),
+                fired(1, NodeDataChanged, "/rx"),
+                fired(2, NodeDeleted, "/r/a"),
+                fired(1, NodeDeleted, "/r/a"),
+                fired(3, NodeChildrenChanged, "/r"),
+            ]
+        );
+        assert_eq!(w.len(), 4);
+        assert!(w.has(1, "/r", WatchKind::Recursive));
+        assert!(!w.has(1, "/r", WatchKind::Persistent));
+        assert!(w.remove(1, "/r", WatchKind::Recursive));
+        assert!(!w.remove(1, "/r", WatchKind::Recursive));
+        w.drop_session(1);
+        assert_eq!((w.len(), w.of_session(1)), (2, vec![]));
+        assert!(WatchKind::Recursive.stays() && !WatchKind::Data.stays());
+    }
+
+    /// A moved persistent watch is set again as it was: nothing fires.
+    #[test]
+    fn a_moved_persistent_watch_fires_nothing() {
+        let t = Tree::default();
+        for recursive in [false, true] {
+            let w = Rewatch::Stays {
+                path: "/gone".into(),
+                recursive,
+            };
+            assert_eq!(w.missed(&t), None);
+            let kind = [WatchKind::Persistent, WatchKind::Recursive][usize::from(recursive)];
+            assert_eq!((w.path(), w.kind()), ("/gone", kind));
+        }
     }
 }

@@ -3,17 +3,24 @@
 
 use super::jute::{frame, Writer};
 use super::proto::{
-    err, event, flags, op, reply_header, watcher_event, write_acls, write_stat, ZkRequest,
+    add_watch_mode, err, event, flags, op, reply_header, watcher_event, watcher_type, write_acls,
+    write_stat, ZkRequest,
 };
 use bytes::Bytes;
-use quorumkv_core::znode::{acl, Acl, Id, NewNode, Rewatch, Stat, ZkError, ZnodeOp, ZnodeReply};
+use quorumkv_core::znode::{
+    acl, Acl, Id, NewNode, Rewatch, Stat, WatchKind, ZkError, ZnodeOp, ZnodeReply,
+};
 use quorumkv_core::{Event, Response};
 
 /// How the answers to a request's operations become its reply body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
-    /// Header only (delete, closeSession, addAuth, setWatches).
+    /// Header only (delete, closeSession, addAuth, setWatches,
+    /// removeWatches, checkWatches).
     Empty,
+    /// `addWatch`: ZooKeeper answers an `ErrorResponse` record (its code,
+    /// 0).
+    WatchAdded,
     Ping,
     /// The created path, with the stat for `create2`.
     Created {
@@ -123,7 +130,11 @@ pub fn plan(req: ZkRequest) -> Plan {
             data,
             exist,
             child,
-        } => set_watches(relative_zxid, data, exist, child),
+            persistent,
+            recursive,
+        } => set_watches(relative_zxid, [data, exist, child, persistent, recursive]),
+        ZkRequest::AddWatch { path, mode } => add_watch(path, mode),
+        ZkRequest::RemoveWatches { path, kind, check } => remove_watches(path, kind, check),
         ZkRequest::Multi { ops, read: false } => super::multi::plan_multi(ops),
         ZkRequest::Multi { ops, read: true } => super::multi::plan_multi_read(ops),
         // Only inside a multi: alone, as ZooKeeper answers it.
@@ -146,31 +157,82 @@ fn children(path: String, watch: bool, with_stat: bool) -> Plan {
     ops(v, Shape::Children { with_stat })
 }
 
-/// `setWatches` as ZooKeeper judges it against the client's last zxid: a
-/// data watch fires at once if its node is gone or changed since, an
-/// exist watch if its node now exists, a child watch if its node is gone
-/// or its children changed since; the others are set here.
-fn set_watches(zxid: i64, data: Vec<String>, exist: Vec<String>, child: Vec<String>) -> Plan {
+/// `setWatches` and `setWatches2` (data, exist, child, persistent and
+/// persistent recursive paths) as ZooKeeper judges them against the
+/// client's last zxid: a data watch fires at once if its node is gone or
+/// changed since, an exist watch if its node now exists, a child watch if
+/// its node is gone or its children changed since; the others, and every
+/// persistent one, are set here.
+fn set_watches(zxid: i64, [data, exist, child, persistent, recursive]: [Vec<String>; 5]) -> Plan {
     let zxid = u64::try_from(zxid).unwrap_or(0);
     let data = (data.into_iter()).map(|path| Rewatch::DataSince { path, zxid });
     let exist = (exist.into_iter()).map(|path| Rewatch::Data { path, mzxid: None });
     let child = (child.into_iter()).map(|path| Rewatch::ChildSince { path, zxid });
-    let watches = data.chain(exist).chain(child).collect();
+    let stays = |recursive| move |path| Rewatch::Stays { path, recursive };
+    let persistent = persistent.into_iter().map(stays(false));
+    let recursive = recursive.into_iter().map(stays(true));
+    let watches = (data.chain(exist).chain(child))
+        .chain(persistent.chain(recursive))
+        .collect();
     ops(vec![ZnodeOp::SetWatches { watches }], Shape::Empty)
 }
 
-/// Persistent, ephemeral and their sequential forms; containers and TTL
-/// nodes are not served yet (`Unimplemented`, as a server without them
-/// enabled answers TTL nodes).
+/// `addWatch`; a mode ZooKeeper does not know fails its decoding there
+/// (`MarshallingError`).
+fn add_watch(path: String, mode: i32) -> Plan {
+    let recursive = match mode {
+        add_watch_mode::PERSISTENT => false,
+        add_watch_mode::PERSISTENT_RECURSIVE => true,
+        _ => return Plan::Error(err::MARSHALLING_ERROR),
+    };
+    ops(
+        vec![ZnodeOp::AddWatch { path, recursive }],
+        Shape::WatchAdded,
+    )
+}
+
+/// `removeWatches` / `checkWatches` of a `WatcherType`, as ZooKeeper 3.8
+/// matches them: `Data` a one-shot data watch, `Children` a one-shot child
+/// watch, and both a persistent or recursive one (ZooKeeper holds these
+/// as a data and a child half), `Any` every kind; `Persistent` and
+/// `PersistentRecursive` (3.9's) one kind each. Removed, a persistent
+/// watch goes whole (ZooKeeper 3.8 keeps its other half).
+fn remove_watches(path: String, kind: i32, check: bool) -> Plan {
+    use WatchKind::*;
+    let kinds = match kind {
+        watcher_type::CHILDREN => vec![Child, Persistent, Recursive],
+        watcher_type::DATA => vec![Data, Persistent, Recursive],
+        watcher_type::ANY => vec![Data, Child, Persistent, Recursive],
+        watcher_type::PERSISTENT => vec![Persistent],
+        watcher_type::PERSISTENT_RECURSIVE => vec![Recursive],
+        _ => return Plan::Error(err::MARSHALLING_ERROR),
+    };
+    let op = ZnodeOp::RemoveWatches { path, kinds, check };
+    ops(vec![op], Shape::Empty)
+}
+
+/// Persistent, ephemeral and their sequential forms, and containers; TTL
+/// nodes are not served (`Unimplemented`, as a server without
+/// `extendedTypesEnabled` answers them).
 fn create(path: String, data: Bytes, acl: Vec<Acl>, f: i32, with_stat: bool) -> Plan {
+    let shape = Shape::Created { with_stat };
+    if f == flags::CONTAINER {
+        let n = match new_node(path, data, acl, 0) {
+            Ok(n) => n,
+            Err(code) => return Plan::Error(code),
+        };
+        let (path, data, acl) = (n.path, n.data, n.acl);
+        return ops(vec![ZnodeOp::CreateContainer { path, data, acl }], shape);
+    }
     match new_node(path, data, acl, f) {
-        Ok(n) => ops(vec![n.into_op()], Shape::Created { with_stat }),
+        Ok(n) => ops(vec![n.into_op()], shape),
         Err(code) => Plan::Error(code),
     }
 }
 
 /// The node a create with flags `f` asks for (an open ACL as none), or
-/// the code that refuses it (for `create` and inside a `multi`).
+/// the code that refuses it (for `create` and inside a `multi`, where a
+/// container is not served: `Unimplemented`).
 pub(super) fn new_node(path: String, data: Bytes, acl: Vec<Acl>, f: i32) -> Result<NewNode, i32> {
     if f == flags::CONTAINER || f >= flags::TTL_MIN {
         return Err(err::UNIMPLEMENTED);
@@ -201,6 +263,7 @@ pub fn error_code(e: &ZkError) -> i32 {
         ZkError::BadArguments(_) => err::BAD_ARGUMENTS,
         ZkError::NoAuth => err::NO_AUTH,
         ZkError::InvalidAcl => err::INVALID_ACL,
+        ZkError::NoWatcher => err::NO_WATCHER,
     }
 }
 
@@ -246,8 +309,10 @@ fn body(shape: &Shape, answers: &[Response], w: &mut Writer) -> Result<(), i32> 
             ZnodeReply::Deleted
             | ZnodeReply::Closed { .. }
             | ZnodeReply::AuthAdded
-            | ZnodeReply::WatchesSet { .. },
+            | ZnodeReply::WatchesSet { .. }
+            | ZnodeReply::WatchesRemoved,
         ) => {}
+        (Shape::WatchAdded, ZnodeReply::WatchAdded) => drop(w.int(err::OK)),
         (Shape::Ping, _) => {}
         (Shape::Created { with_stat }, ZnodeReply::Created { path, stat }) => {
             w.string(path);
@@ -404,7 +469,10 @@ mod tests {
                 with_stat: true,
             })
         };
-        assert_eq!(mk(4, open.clone()), Plan::Error(err::UNIMPLEMENTED));
+        let Plan::Ops(v, _) = mk(4, open.clone()) else {
+            panic!()
+        };
+        assert!(matches!(&v[0], ZnodeOp::CreateContainer { acl: None, .. }));
         assert_eq!(mk(6, open.clone()), Plan::Error(err::UNIMPLEMENTED));
         assert_eq!(mk(-3, open), Plan::Error(err::BAD_ARGUMENTS));
         let Plan::Ops(v, _) = mk(0, vec![Acl::new(acl::READ, "world", "anyone")]) else {
@@ -449,6 +517,8 @@ mod tests {
             data: vec!["/d".into()],
             exist: vec!["/e".into()],
             child: vec!["/c".into()],
+            persistent: vec!["/p".into()],
+            recursive: vec!["/r".into()],
         });
         let watches = vec![
             Rewatch::DataSince {
@@ -463,6 +533,14 @@ mod tests {
                 path: "/c".into(),
                 zxid: 12,
             },
+            Rewatch::Stays {
+                path: "/p".into(),
+                recursive: false,
+            },
+            Rewatch::Stays {
+                path: "/r".into(),
+                recursive: true,
+            },
         ];
         let want = Plan::Ops(vec![ZnodeOp::SetWatches { watches }], Shape::Empty);
         assert_eq!(p, want);
@@ -471,6 +549,8 @@ mod tests {
             data: vec!["/d".into()],
             exist: vec![],
             child: vec![],
+            persistent: vec![],
+            recursive: vec![],
         });
         let Plan::Ops(ops, _) = p else {
             panic!("{p:?}")
@@ -486,6 +566,65 @@ mod tests {
             &r[4..],
             &[0xff, 0xff, 0xff, 0xf8, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0]
         );
+    }
+
+    /// `addWatch` answers an `ErrorResponse` (0) after the header;
+    /// `removeWatches` and `checkWatches` a bare header, or `NoWatcher`.
+    /// Modes and types ZooKeeper cannot decode are `MarshallingError`.
+    #[test]
+    fn add_remove_and_check_watches() {
+        let p = plan(ZkRequest::AddWatch {
+            path: "/a".into(),
+            mode: 1,
+        });
+        let add = ZnodeOp::AddWatch {
+            path: "/a".into(),
+            recursive: true,
+        };
+        assert_eq!(p, Plan::Ops(vec![add], Shape::WatchAdded));
+        let bad = ZkRequest::AddWatch {
+            path: "/a".into(),
+            mode: 2,
+        };
+        assert_eq!(plan(bad), Plan::Error(err::MARSHALLING_ERROR));
+        let added = Response::Znode(ZnodeReply::WatchAdded);
+        let r = reply(3, &Shape::WatchAdded, &[added], &mut 7);
+        assert_eq!(
+            &r[4..],
+            &[0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
+        let rm = |kind, check| {
+            plan(ZkRequest::RemoveWatches {
+                path: "/a".into(),
+                kind,
+                check,
+            })
+        };
+        let kinds = |p: Plan| match p {
+            Plan::Ops(v, Shape::Empty) => match &v[..] {
+                [ZnodeOp::RemoveWatches { kinds, check, .. }] => (kinds.clone(), *check),
+                _ => panic!("{v:?}"),
+            },
+            p => panic!("{p:?}"),
+        };
+        use WatchKind::*;
+        assert_eq!(
+            kinds(rm(1, true)),
+            (vec![Child, Persistent, Recursive], true)
+        );
+        assert_eq!(
+            kinds(rm(2, false)),
+            (vec![Data, Persistent, Recursive], false)
+        );
+        assert_eq!(kinds(rm(3, false)).0.len(), 4);
+        assert_eq!(kinds(rm(5, false)).0, vec![Recursive]);
+        assert_eq!(rm(0, false), Plan::Error(err::MARSHALLING_ERROR));
+        let none = Response::Znode(ZnodeReply::Error(ZkError::NoWatcher));
+        let r = reply(4, &Shape::Empty, &[none], &mut 7);
+        assert_eq!(&r[16..], &err::NO_WATCHER.to_be_bytes());
+        let done = Response::Znode(ZnodeReply::WatchesRemoved);
+        let r = reply(4, &Shape::Empty, &[done], &mut 7);
+        assert_eq!((r.len(), &r[16..]), (20, &[0u8; 4][..]));
     }
 
     #[test]

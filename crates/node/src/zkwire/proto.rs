@@ -64,6 +64,7 @@ pub mod err {
     pub const SESSION_EXPIRED: i32 = -112;
     pub const INVALID_ACL: i32 = -114;
     pub const AUTH_FAILED: i32 = -115;
+    pub const NO_WATCHER: i32 = -121;
 }
 
 /// The xids of the packets that are not numbered requests.
@@ -84,6 +85,22 @@ pub mod event {
     pub const NODE_CHILDREN_CHANGED: i32 = 4;
     pub const STATE_SYNC_CONNECTED: i32 = 3;
     pub const STATE_EXPIRED: i32 = -112;
+}
+
+/// `AddWatchMode`.
+pub mod add_watch_mode {
+    pub const PERSISTENT: i32 = 0;
+    pub const PERSISTENT_RECURSIVE: i32 = 1;
+}
+
+/// `Watcher.WatcherType` of `removeWatches` and `checkWatches` (3.9 added
+/// the last two).
+pub mod watcher_type {
+    pub const CHILDREN: i32 = 1;
+    pub const DATA: i32 = 2;
+    pub const ANY: i32 = 3;
+    pub const PERSISTENT: i32 = 4;
+    pub const PERSISTENT_RECURSIVE: i32 = 5;
 }
 
 /// `CreateMode` flags.
@@ -140,14 +157,20 @@ pub fn reply_header(w: &mut Writer, xid: i32, zxid: i64, err: i32) {
 }
 
 /// `Stat`, field by field in jute's order. quorumkv's counters are
-/// unsigned; they are sent as ZooKeeper's signed fields (same bits).
+/// unsigned; they are sent as ZooKeeper's signed fields (same bits). A
+/// container's owner mark is sent as 0, as ZooKeeper sends it.
 pub fn write_stat(w: &mut Writer, s: &Stat) {
+    let owner = if s.is_container() {
+        0
+    } else {
+        s.ephemeral_owner
+    };
     w.long(s.czxid as i64).long(s.mzxid as i64);
     w.long(s.ctime as i64).long(s.mtime as i64);
     w.int(s.version as i32)
         .int(s.cversion as i32)
         .int(s.aversion as i32);
-    w.long(s.ephemeral_owner as i64);
+    w.long(owner as i64);
     w.int(s.data_length as i32).int(s.num_children as i32);
     w.long(s.pzxid as i64);
 }
@@ -238,11 +261,26 @@ pub enum ZkRequest {
     },
     /// `setWatches` after a reconnect: the watches the client holds, and
     /// the last zxid it has seen.
+    /// `setWatches2` (3.6) adds the persistent and persistent recursive
+    /// watches (empty for `setWatches`).
     SetWatches {
         relative_zxid: i64,
         data: Vec<String>,
         exist: Vec<String>,
         child: Vec<String>,
+        persistent: Vec<String>,
+        recursive: Vec<String>,
+    },
+    /// `addWatch` with its `AddWatchMode`.
+    AddWatch {
+        path: String,
+        mode: i32,
+    },
+    /// `removeWatches` (`check`: `checkWatches`) with its `WatcherType`.
+    RemoveWatches {
+        path: String,
+        kind: i32,
+        check: bool,
     },
     /// `check`, found only inside a `multi`.
     Check {
@@ -347,11 +385,29 @@ fn decode_rest(code: i32, r: &mut Reader<'_>) -> Result<ZkRequest, JuteError> {
             }
         }
         op::GET_ALL_CHILDREN_NUMBER => ZkRequest::AllChildrenNumber { path: r.string()? },
-        op::SET_WATCHES => ZkRequest::SetWatches {
-            relative_zxid: r.long()?,
-            data: r.strings()?,
-            exist: r.strings()?,
-            child: r.strings()?,
+        op::SET_WATCHES | op::SET_WATCHES2 => {
+            let relative_zxid = r.long()?;
+            let (data, exist, child) = (r.strings()?, r.strings()?, r.strings()?);
+            let two = code == op::SET_WATCHES2;
+            let mut more = || if two { r.strings() } else { Ok(Vec::new()) };
+            let (persistent, recursive) = (more()?, more()?);
+            ZkRequest::SetWatches {
+                relative_zxid,
+                data,
+                exist,
+                child,
+                persistent,
+                recursive,
+            }
+        }
+        op::ADD_WATCH => ZkRequest::AddWatch {
+            path: r.string()?,
+            mode: r.int()?,
+        },
+        op::CHECK_WATCHES | op::REMOVE_WATCHES => ZkRequest::RemoveWatches {
+            path: r.string()?,
+            kind: r.int()?,
+            check: code == op::CHECK_WATCHES,
         },
         op::MULTI | op::MULTI_READ => ZkRequest::Multi {
             ops: super::multi::decode(r)?,
@@ -421,13 +477,57 @@ mod tests {
             data: vec!["/d".into()],
             exist: vec![],
             child: vec!["/c1".into(), "/c2".into()],
+            persistent: vec![],
+            recursive: vec![],
         };
         assert_eq!(Packet::decode(&p).unwrap().req, want);
+        let p = packet(-8, op::SET_WATCHES2, |w| {
+            w.long(9).strings(&["/d".into()]).int(-1);
+            w.strings(&["/c1".into(), "/c2".into()]);
+            w.strings(&["/p".into()]).strings(&["/r".into()]);
+        });
+        let want = ZkRequest::SetWatches {
+            relative_zxid: 9,
+            data: vec!["/d".into()],
+            exist: vec![],
+            child: vec!["/c1".into(), "/c2".into()],
+            persistent: vec!["/p".into()],
+            recursive: vec!["/r".into()],
+        };
+        assert_eq!(Packet::decode(&p).unwrap().req, want);
+        // setWatches2 without its last list is short.
+        let p = packet(-8, op::SET_WATCHES2, |w| {
+            w.long(9).int(0).int(0).int(0).int(0);
+        });
+        assert_eq!(Packet::decode(&p), Err(JuteError::Short));
+        let p = packet(3, op::ADD_WATCH, |w| {
+            w.string("/a").int(1);
+        });
+        let want = ZkRequest::AddWatch {
+            path: "/a".into(),
+            mode: 1,
+        };
+        assert_eq!(Packet::decode(&p).unwrap().req, want);
+        for (code, check) in [(op::CHECK_WATCHES, true), (op::REMOVE_WATCHES, false)] {
+            let p = packet(4, code, |w| {
+                w.string("/a").int(3);
+            });
+            let want = ZkRequest::RemoveWatches {
+                path: "/a".into(),
+                kind: 3,
+                check,
+            };
+            assert_eq!(Packet::decode(&p).unwrap().req, want);
+        }
         // A count the packet cannot hold is refused before any allocation.
         let p = packet(-8, op::SET_WATCHES, |w| {
             w.long(9).int(i32::MAX);
         });
         assert!(Packet::decode(&p).is_err());
+        let p = packet(-8, op::SET_WATCHES2, |w| {
+            w.long(9).int(0).int(0).int(0).int(0).int(1 << 20);
+        });
+        assert_eq!(Packet::decode(&p), Err(JuteError::BadLength(1 << 20)));
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct ZabOptions {
     pub sync_limit: Duration,
     pub init_limit: Duration,
     pub snapshot_every: u64,
+    /// See `Config::container_grace`.
+    pub container_grace: Duration,
 }
 
 /// `sync-limit` of real servers. A process on a loaded machine can go
@@ -98,6 +100,7 @@ impl Default for ZabOptions {
             sync_limit: SERVER_SYNC_LIMIT,
             init_limit: c.init_limit,
             snapshot_every: c.snapshot_every,
+            container_grace: c.container_grace,
         }
     }
 }
@@ -164,6 +167,11 @@ impl ProtocolOptions for ZabOptions {
                 help: "time for discovery and synchronisation before going back to election",
             },
             OptSpec {
+                name: "container-grace",
+                default: "1s",
+                help: "how long the leader sees a used container empty before deleting it",
+            },
+            OptSpec {
                 name: "snapshot-every",
                 default: "1000",
                 help: "snapshot the state and compact the log every this many deliveries",
@@ -206,6 +214,7 @@ impl ProtocolOptions for ZabOptions {
             "tick" => self.tick = parse_duration(value)?,
             "sync-limit" => self.sync_limit = parse_duration(value)?,
             "init-limit" => self.init_limit = parse_duration(value)?,
+            "container-grace" => self.container_grace = parse_duration(value)?,
             "snapshot-every" => {
                 self.snapshot_every = match value.parse::<u64>() {
                     Ok(n) if n > 0 => n,
@@ -238,6 +247,7 @@ impl ProtocolOptions for ZabOptions {
             "tick" => format_duration(self.tick),
             "sync-limit" => format_duration(self.sync_limit),
             "init-limit" => format_duration(self.init_limit),
+            "container-grace" => format_duration(self.container_grace),
             "snapshot-every" => self.snapshot_every.to_string(),
             _ => String::new(),
         }
@@ -273,6 +283,7 @@ impl ZabOptions {
             snapshot_every: self.snapshot_every,
             read: self.read,
             op_timeout: t.op_timeout,
+            container_grace: self.container_grace,
         }
     }
 }

@@ -44,6 +44,9 @@ pub struct Config {
     pub snapshot_every: u64,
     pub read: ReadMode,
     pub op_timeout: Duration,
+    /// How long the leader sees a container empty (after it had children)
+    /// before it proposes its deletion (`sessions.rs`).
+    pub container_grace: Duration,
 }
 
 impl Default for Config {
@@ -55,6 +58,7 @@ impl Default for Config {
             snapshot_every: 1000,
             read: ReadMode::Index,
             op_timeout: Duration::from_secs(2),
+            container_grace: Duration::from_secs(1),
         }
     }
 }

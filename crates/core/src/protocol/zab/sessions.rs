@@ -1,6 +1,14 @@
 //! A Zab server's znode sessions (`znode_sm.rs`, **Sessions**): requests
 //! answered without the log, the sessions heard of, and their expiry by
-//! the leader.
+//! the leader; and the leader's deletion of empty containers.
+//!
+//! Containers are reaped as sessions are expired: the leader, on its tick,
+//! proposes a `DeleteContainer` as a normal log entry for each container
+//! of its tree that has had children and has none left (ZooKeeper's
+//! `ContainerManager`), once it has seen it so for `container_grace`
+//! (`Config`); the entry is checked again when applied, so a child created
+//! in between keeps the container. What the leader saw is not replicated:
+//! a new leader starts every container's grace afresh.
 
 use super::msg::Msg;
 use super::node::{Role, ZabNode, O};
@@ -97,7 +105,10 @@ impl ZabNode {
                     out.send_now(Peer::Node(leader), msg);
                 }
             }
-            Role::Leading(l) if l.established => self.expire_sessions(out),
+            Role::Leading(l) if l.established => {
+                self.expire_sessions(out);
+                self.reap_containers(out);
+            }
             _ => {
                 self.sm.heard.clear();
                 self.sm.touched.clear();
@@ -126,19 +137,46 @@ impl ZabNode {
         for session in expired {
             // Proposed again only if still open one timeout later.
             self.sm.heard.insert(session, now);
-            let e = ZEntry {
-                time_ms: now.as_micros() / 1000,
-                session,
-                conn: EXPIRY,
-                op: ZnodeOp::CloseSession,
-                ids: Vec::new(),
-            };
-            let p = super::state_machine::Payload {
-                origin: self.writer,
-                rid: 0,
-                op: super::state_machine::Op::Znode(e).to_bytes(),
-            };
-            self.propose(p.to_bytes(), out);
+            self.propose_own(session, ZnodeOp::CloseSession, out);
+        }
+    }
+
+    /// Propose an entry the leader decided (no client waits for it).
+    fn propose_own(&mut self, session: u64, op: ZnodeOp, out: &mut O) {
+        let e = ZEntry {
+            time_ms: self.now.as_micros() / 1000,
+            session,
+            conn: EXPIRY,
+            op,
+            ids: Vec::new(),
+        };
+        let p = super::state_machine::Payload {
+            origin: self.writer,
+            rid: 0,
+            op: super::state_machine::Op::Znode(e).to_bytes(),
+        };
+        self.propose(p.to_bytes(), out);
+    }
+
+    /// Every `container_grace`: propose the deletion of each container
+    /// seen empty (after having had children) at the last look too.
+    fn reap_containers(&mut self, out: &mut O) {
+        let (now, grace) = (self.now, self.cfg.container_grace);
+        if now < self.sm.reaper.next {
+            return;
+        }
+        self.sm.reaper.next = now.saturating_add(grace);
+        let empty: Vec<String> = self.sm.tree.empty_containers().map(String::from).collect();
+        let seen = std::mem::take(&mut self.sm.reaper.seen);
+        for path in empty {
+            let since = seen.get(&path).copied().unwrap_or(now);
+            if now.as_micros() - since.as_micros() >= grace.as_micros() as u64 {
+                // Proposed again one grace later if still there.
+                self.propose_own(0, ZnodeOp::DeleteContainer { path: path.clone() }, out);
+                self.sm.reaper.seen.insert(path, now);
+            } else {
+                self.sm.reaper.seen.insert(path, since);
+            }
         }
     }
 }

@@ -59,6 +59,8 @@ pub fn read_by_index(req: &Request) -> bool {
                 | ZnodeOp::GetAcl { .. }
                 | ZnodeOp::ResumeSession
                 | ZnodeOp::MultiRead { .. }
+                | ZnodeOp::AddWatch { .. }
+                | ZnodeOp::RemoveWatches { .. }
         )
     )
 }
@@ -105,6 +107,8 @@ pub struct Machine {
     /// login), as ZooKeeper's `ServerCnxn.authInfo`: not replicated, they
     /// go into each entry the connection asks for (`ZEntry::ids`).
     idents: BTreeMap<u64, Vec<Id>>,
+    /// Leader only: the empty containers seen, to delete.
+    pub(super) reaper: Reaper,
     /// Injected bug `zab-znode-keep-ephemerals`: a close changes nothing.
     pub(super) keep_ephemerals: bool,
     /// Injected bug `zab-znode-orphan-ephemerals`: a close deletes none of
@@ -112,6 +116,14 @@ pub struct Machine {
     pub(super) orphan_ephemerals: bool,
     /// Injected bug `zab-znode-watch-early`: writes fire watches on arrival.
     pub(super) watch_early: bool,
+}
+
+/// The leader's look at empty containers (`sessions.rs`): when each was
+/// first seen empty, and when to look again.
+#[derive(Debug, Default)]
+pub(super) struct Reaper {
+    pub(super) seen: BTreeMap<String, Time>,
+    pub(super) next: Time,
 }
 
 // `Watches` has no `PartialEq`: two machines are equal by replicated state.
@@ -236,6 +248,10 @@ impl Machine {
                 }
             }
             ZnodeOp::SetAcl { path, acl, version } => Txn::SetAcl { path, acl, version },
+            ZnodeOp::CreateContainer { path, data, acl } => {
+                Txn::CreateContainer { path, data, acl }
+            }
+            ZnodeOp::DeleteContainer { path } => Txn::DeleteContainer { path },
             ZnodeOp::Delete { path, version } => Txn::Delete { path, version },
             ZnodeOp::SetData {
                 path,
@@ -388,10 +404,44 @@ impl Machine {
                 .map(|(acl, stat)| ZnodeReply::Acl { acl, stat }),
             ZnodeOp::Sync => Ok(ZnodeReply::Synced { zxid: index }),
             ZnodeOp::Ping => Ok(ZnodeReply::Pong),
+            // The path is not checked, as in ZooKeeper: a watch on a path
+            // no node can have never fires.
+            ZnodeOp::AddWatch { path, recursive } => {
+                let kind = [WatchKind::Persistent, WatchKind::Recursive][usize::from(recursive)];
+                self.watches.add(conn, &path, kind);
+                Ok(ZnodeReply::WatchAdded)
+            }
+            ZnodeOp::RemoveWatches { path, kinds, check } => {
+                self.remove_watches(conn, &path, &kinds, check)
+            }
             other => Err(ZkError::BadArguments(format!(
                 "{} is not a read",
                 other.name()
             ))),
+        }
+    }
+}
+
+impl Machine {
+    /// `removeWatches` (or, `check`, `checkWatches`): `NoWatcher` unless
+    /// connection `conn` holds a watch of one of `kinds` on `path`.
+    fn remove_watches(
+        &mut self,
+        conn: u64,
+        path: &str,
+        kinds: &[WatchKind],
+        check: bool,
+    ) -> Result<ZnodeReply, ZkError> {
+        let mut found = false;
+        for &k in kinds {
+            found |= match check {
+                true => self.watches.has(conn, path, k),
+                false => self.watches.remove(conn, path, k),
+            };
+        }
+        match found {
+            true => Ok(ZnodeReply::WatchesRemoved),
+            false => Err(ZkError::NoWatcher),
         }
     }
 }
@@ -1307,5 +1357,92 @@ mod tests {
         assert_eq!(r[1], ZnodeReply::Children(vec!["k".into()]));
         assert_eq!(r[2], ZnodeReply::Error(ZkError::NoNode));
         assert!(matches!(r[3], ZnodeReply::Error(ZkError::BadArguments(_))));
+    }
+
+    /// The leader deletes a container once it has seen it emptied (after
+    /// having had a child) for `container_grace`, through the log: every
+    /// replica deletes it, and a watch at a follower hears of it. A
+    /// container that never had a child stays.
+    #[test]
+    fn the_leader_deletes_an_emptied_container_after_its_grace() {
+        let grace = std::time::Duration::from_millis(50);
+        let cfg = Config {
+            container_grace: grace,
+            ..Config::default()
+        };
+        let (mut c, l, f) = settled(cfg);
+        let anon = client(0, 0);
+        let container = |path: &str| ZnodeOp::CreateContainer {
+            path: path.into(),
+            data: Bytes::new(),
+            acl: None,
+        };
+        created(zn(&mut c, f, anon, container("/c")));
+        created(zn(&mut c, f, anon, container("/never")));
+        created(zn(&mut c, f, anon, create("/c/k", false, false)));
+        let watch = ZnodeOp::Exists {
+            path: "/c".into(),
+            watch: true,
+        };
+        assert!(matches!(
+            zn(&mut c, f, client(0, 7), watch),
+            ZnodeReply::Exists(Some(_))
+        ));
+        // Full: it stays however long.
+        for _ in 0..20 {
+            c.tick();
+        }
+        assert!(exists(&mut c, l, "/c"));
+        let del = ZnodeOp::Delete {
+            path: "/c/k".into(),
+            version: None,
+        };
+        assert_eq!(zn(&mut c, f, anon, del), ZnodeReply::Deleted);
+        c.tick();
+        assert!(exists(&mut c, f, "/c"), "not before its grace");
+        for _ in 0..12 {
+            c.tick();
+        }
+        assert!((1..=3).all(|id| !exists(&mut c, id, "/c")));
+        assert!((1..=3).all(|id| exists(&mut c, id, "/never")));
+        let deleted: Vec<_> = (c.events.iter())
+            .filter(|(_, _, e)| e.kind == "deleted")
+            .map(|(server, conn, e)| (*server, *conn, e.key.clone()))
+            .collect();
+        assert_eq!(deleted, vec![(f, 7, Bytes::from_static(b"/c"))]);
+    }
+
+    /// `addWatch` at a follower: a recursive watch stays and hears of a
+    /// node below; `removeWatches` takes it, and a second one (or a
+    /// `checkWatches`) answers `NoWatcher`.
+    #[test]
+    fn add_and_remove_a_persistent_watch_at_a_follower() {
+        let (mut c, _, f) = settled(Config::default());
+        let (w, other) = (client(1, 11), client(2, 22));
+        let add = ZnodeOp::AddWatch {
+            path: "/r".into(),
+            recursive: true,
+        };
+        assert_eq!(zn(&mut c, f, w, add), ZnodeReply::WatchAdded);
+        created(zn(&mut c, 1, other, create("/r", false, false)));
+        created(zn(&mut c, 2, other, create("/r/a", false, false)));
+        c.tick();
+        let got: Vec<_> = (c.events.drain(..))
+            .map(|(server, conn, e)| (server, conn, e.kind, e.key))
+            .collect();
+        let ev =
+            |kind: &str, path: &'static [u8]| (f, 11, kind.to_string(), Bytes::from_static(path));
+        assert_eq!(got, vec![ev("created", b"/r"), ev("created", b"/r/a")]);
+        let rm = |check| ZnodeOp::RemoveWatches {
+            path: "/r".into(),
+            kinds: vec![WatchKind::Recursive],
+            check,
+        };
+        assert_eq!(zn(&mut c, f, w, rm(true)), ZnodeReply::WatchesRemoved);
+        assert_eq!(zn(&mut c, f, w, rm(false)), ZnodeReply::WatchesRemoved);
+        let none = ZnodeReply::Error(ZkError::NoWatcher);
+        assert_eq!(zn(&mut c, f, w, rm(false)), none);
+        assert_eq!(zn(&mut c, f, w, rm(true)), none);
+        assert_eq!(c.node(f).machine().watch_count(), 0);
     }
 }

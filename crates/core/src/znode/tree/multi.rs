@@ -96,7 +96,7 @@ impl Tree {
             } => {
                 let parent = create_probe(path, data, *sequential)
                     .map(|p| self.parent_undo(path::parent(&p)));
-                let how = (*ephemeral, *sequential, session);
+                let how = (super::Kind::new(*ephemeral, session), *sequential);
                 let r = self.create(at, path, data, how, (acl.as_deref(), ids), changes)?;
                 let TxnOk::Created { path, stat } = r else {
                     unreachable!("a create answers Created")
