@@ -176,7 +176,8 @@ pub struct Args {
     /// Which engine keeps the records in durable modes: `log` (an append
     /// log in zero-filled segments, the state in memory, checkpointed) or
     /// `fjall` (an LSM tree). A data directory written by one is refused by
-    /// the other [default: the cluster file's `storage_engine`, else log]
+    /// the other [default: the cluster file's `storage_engine`, else the
+    /// engine the data directory holds, else log]
     #[arg(
         long,
         env = "QUORUMKV_STORAGE_ENGINE",
@@ -416,7 +417,7 @@ fn server_options(a: &Args, id: u32) -> Result<ServerOptions, String> {
         };
     }
     opts.durability = a.durability.unwrap_or(opts.durability);
-    opts.storage_engine = a.storage_engine.unwrap_or(opts.storage_engine);
+    opts.storage_engine = a.storage_engine.or(opts.storage_engine);
     opts.check_supported().map_err(|e| format!("{e:#}"))?;
     opts.data_dir = a
         .data_dir

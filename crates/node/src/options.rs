@@ -43,8 +43,9 @@ pub struct ServerOptions {
     pub durability: Durability,
     /// Where this replica's data lives (durable modes).
     pub data_dir: Option<PathBuf>,
-    /// Which engine keeps it (durable modes).
-    pub storage_engine: StorageEngine,
+    /// Which engine keeps it (durable modes); `None`: the one the data
+    /// directory holds, else the default.
+    pub storage_engine: Option<StorageEngine>,
     /// Round trip added to client connections: this server delays every
     /// frame it sends to a client by it (seed 001's client RTT).
     pub rtt_client: Duration,
@@ -100,7 +101,7 @@ impl ServerOptions {
             heartbeat: HeartbeatConfig::for_links(cluster.protocol.info().link_model),
             durability: cluster.durability.unwrap_or_default(),
             data_dir: (cluster.data_dir.as_ref()).map(|d| d.join(format!("replica-{id}"))),
-            storage_engine: cluster.storage_engine.unwrap_or_default(),
+            storage_engine: cluster.storage_engine,
             rtt_client: Duration::ZERO,
             rtt_peer: Duration::ZERO,
             rtt_jitter: Duration::ZERO,
@@ -125,6 +126,9 @@ impl ServerOptions {
             .data_dir
             .clone()
             .filter(|_| self.durability.keeps_data())?;
+        let engine = (self.storage_engine)
+            .or_else(|| crate::storage::dir::engine_in(&path))
+            .unwrap_or_default();
         Some(DataDir {
             path,
             identity: crate::storage::dir::Identity {
@@ -132,7 +136,7 @@ impl ServerOptions {
                 replica: self.id,
                 protocol: self.cluster.protocol.to_string(),
             },
-            engine: self.storage_engine,
+            engine,
         })
     }
 

@@ -140,6 +140,27 @@ fn check_format(dir: &Path, identity_text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The engine data directory `dir` already holds: the one its `IDENTITY`
+/// names or, when it names none, the one whose files are there; `None` for
+/// a new directory. A server not told which engine to run follows it, so a
+/// directory written before the default changed opens as it was.
+pub fn engine_in(dir: &Path) -> Option<StorageEngine> {
+    let stored = std::fs::read_to_string(dir.join("IDENTITY")).ok();
+    let stored = stored.and_then(|t| toml::from_str::<EngineMarker>(&t).ok());
+    stored.and_then(|m| m.engine).or_else(|| {
+        [StorageEngine::Log, StorageEngine::Fjall]
+            .into_iter()
+            .find(|e| dir.join(e.subdir()).exists())
+    })
+}
+
+/// The engine line of `IDENTITY`, read alone.
+#[derive(Deserialize)]
+struct EngineMarker {
+    #[serde(default)]
+    engine: Option<StorageEngine>,
+}
+
 /// Refuse a directory written by another engine than `ours`: the one
 /// `IDENTITY` names or, when it names none, the one whose files are there.
 fn check_engine(
@@ -414,5 +435,20 @@ mod tests {
         let c = derived_cluster_id(&[(1, "a:1".into()), (2, "a:3".into())]);
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn an_unasked_engine_follows_what_the_directory_holds() {
+        let d = tempdir("engine-in");
+        assert_eq!(engine_in(&d), None, "a new directory holds none");
+        drop(prepare(&d, &ident(1), StorageEngine::Fjall).unwrap());
+        assert_eq!(engine_in(&d), Some(StorageEngine::Fjall));
+        std::fs::remove_file(d.join("IDENTITY")).unwrap();
+        std::fs::create_dir_all(d.join(StorageEngine::Fjall.subdir())).unwrap();
+        assert_eq!(
+            engine_in(&d),
+            Some(StorageEngine::Fjall),
+            "found from its files"
+        );
     }
 }
