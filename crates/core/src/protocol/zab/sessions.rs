@@ -170,7 +170,7 @@ impl ZabNode {
         let seen = std::mem::take(&mut self.sm.reaper.seen);
         for path in empty {
             let since = seen.get(&path).copied().unwrap_or(now);
-            if now.as_micros() - since.as_micros() >= grace.as_micros() as u64 {
+            if u128::from(now.as_micros().saturating_sub(since.as_micros())) >= grace.as_micros() {
                 // Proposed again one grace later if still there.
                 self.propose_own(0, ZnodeOp::DeleteContainer { path: path.clone() }, out);
                 self.sm.reaper.seen.insert(path, now);

@@ -251,6 +251,12 @@ impl Machine {
             ZnodeOp::CreateContainer { path, data, acl } => {
                 Txn::CreateContainer { path, data, acl }
             }
+            // The leader's reaper proposes it (`sessions.rs`); from a
+            // client it would delete without the parent's DELETE right.
+            ZnodeOp::DeleteContainer { .. } if e.conn != EXPIRY => {
+                let why = "deleteContainer is the leader's, not a client's".to_string();
+                return zk(Err(ZkError::BadArguments(why)));
+            }
             ZnodeOp::DeleteContainer { path } => Txn::DeleteContainer { path },
             ZnodeOp::Delete { path, version } => Txn::Delete { path, version },
             ZnodeOp::SetData {
@@ -1405,6 +1411,20 @@ mod tests {
         }
         assert!((1..=3).all(|id| !exists(&mut c, id, "/c")));
         assert!((1..=3).all(|id| exists(&mut c, id, "/never")));
+        // A client cannot ask for the reaper's deletion itself.
+        created(zn(&mut c, f, anon, container("/d")));
+        created(zn(&mut c, f, anon, create("/d/k", false, false)));
+        let del = ZnodeOp::Delete {
+            path: "/d/k".into(),
+            version: None,
+        };
+        assert_eq!(zn(&mut c, f, anon, del), ZnodeReply::Deleted);
+        let reap = ZnodeOp::DeleteContainer { path: "/d".into() };
+        assert!(matches!(
+            zn(&mut c, f, anon, reap),
+            ZnodeReply::Error(ZkError::BadArguments(_))
+        ));
+        assert!(exists(&mut c, l, "/d"), "still there until its grace");
         let deleted: Vec<_> = (c.events.iter())
             .filter(|(_, _, e)| e.kind == "deleted")
             .map(|(server, conn, e)| (*server, *conn, e.key.clone()))
