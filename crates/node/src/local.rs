@@ -143,18 +143,59 @@ impl std::fmt::Display for PortTaken {
 
 impl std::error::Error for PortTaken {}
 
-/// Ask the OS for `n` free loopback ports.
 /// The secret file of a local cluster, in its directory.
 const LOCAL_SECRET: &str = "cluster.secret";
 
+/// `n` free loopback ports, taken outside the kernel's ephemeral range.
+///
+/// A port the OS hands out for `:0` lies in that range, and so do the source
+/// ports of every outgoing connection on the host: while a replica is down
+/// for a restart, any connection (of another test, another cluster) may take
+/// its port, and the restart fails with "address in use". Ports outside the
+/// range are only ever taken by an explicit bind. Above it first (Linux's
+/// default leaves 61000-64999, and the `--port-base` ranges people and our
+/// tests pick lie below it), else below it.
 fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()?;
+    let (lo, hi) = ephemeral_range();
+    let (from, to) = if hi < 64_000 {
+        (hi + 1, 65_000)
+    } else {
+        (10_000, lo.max(10_000))
+    };
+    let span = to.saturating_sub(from);
+    let mut listeners = Vec::with_capacity(n);
+    if usize::from(span) >= 4 * n {
+        let (from, span) = (u32::from(from), u32::from(span));
+        let start = rand::random::<u32>() % span;
+        for k in 0..span {
+            let port = u16::try_from(from + (start + k) % span)?;
+            if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                listeners.push(l);
+                if listeners.len() == n {
+                    break;
+                }
+            }
+        }
+    }
+    // No room outside the range (an unusual host): let the OS pick.
+    while listeners.len() < n {
+        listeners.push(std::net::TcpListener::bind("127.0.0.1:0")?);
+    }
     Ok(listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect::<Result<_, _>>()?)
+}
+
+/// The kernel's ephemeral port range, where the OS draws outgoing
+/// connections' source ports (Linux's default where unreadable).
+pub fn ephemeral_range() -> (u16, u16) {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range");
+    let parsed = text.ok().and_then(|t| {
+        let mut it = t.split_whitespace().map(|w| w.parse::<u16>().ok());
+        Some((it.next()??, it.next()??))
+    });
+    parsed.unwrap_or((32_768, 60_999))
 }
 
 impl LocalCluster {

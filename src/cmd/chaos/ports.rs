@@ -62,7 +62,7 @@ pub fn given(base: u16, replicas: usize) -> Result<Ports, String> {
 /// Draw a base below the ephemeral range, from block `start` on (wrapping),
 /// skipping `tried`: the first whose ports are all free.
 pub fn drawn(replicas: usize, start: u64, tried: &[u16]) -> Result<Ports, String> {
-    let top = DRAWN_TO.min(ephemeral_low());
+    let top = DRAWN_TO.min(quorumkv_node::local::ephemeral_range().0);
     let blocks = top.saturating_sub(DRAWN_FROM) / BLOCK;
     for k in 0..u64::from(blocks) {
         let block = (start.wrapping_add(k) % u64::from(blocks)) as u16;
@@ -82,15 +82,6 @@ pub fn drawn(replicas: usize, start: u64, tried: &[u16]) -> Result<Ports, String
         "no free block of ports between {DRAWN_FROM} and {top}: give --port-base P \
          (replica i uses P+i and P+100+i)"
     ))
-}
-
-/// The first port of the OS's ephemeral range (Linux's default when it
-/// cannot be read).
-fn ephemeral_low() -> u16 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768)
 }
 
 /// Lock every port's file, then check each can be bound on loopback.

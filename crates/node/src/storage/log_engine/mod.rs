@@ -68,6 +68,8 @@ pub struct LogEngine {
     checkpoint: Option<Running>,
     /// No checkpoint before the log exceeds this (raised after a failed one).
     next_checkpoint: u64,
+    /// Checkpoints started since the engine opened.
+    checkpoints_started: u64,
 }
 
 /// What the replay of the segments found.
@@ -118,6 +120,7 @@ impl LogEngine {
             log_bytes: replayed.log_bytes,
             checkpoint: None,
             next_checkpoint: 0,
+            checkpoints_started: 0,
             cur,
         };
         engine.spare = engine.make_spare();
@@ -211,17 +214,20 @@ impl LogEngine {
             paused.as_micros()
         );
         self.checkpoint = Some(Running { covered, thread });
+        self.checkpoints_started += 1;
         Ok(())
     }
 
     /// Take the result of a finished checkpoint.
     fn reap_checkpoint(&mut self, wait: bool) {
+        // One still running stays in place: dropping it would detach its
+        // thread, forget what it covers, and start another at every write.
         let done = (self.checkpoint.as_ref()).is_some_and(|r| wait || r.thread.is_finished());
-        let Some(run) = self.checkpoint.take().filter(|_| done) else {
+        let Some(run) = self.checkpoint.take_if(|_| done) else {
             return;
         };
         match run.thread.join() {
-            Ok(Ok(())) => self.log_bytes -= run.covered,
+            Ok(Ok(())) => self.log_bytes = self.log_bytes.saturating_sub(run.covered),
             res => {
                 let why = match res {
                     Ok(Err(e)) => e.to_string(),
