@@ -173,7 +173,7 @@ impl ProtocolOptions for ZabOptions {
             },
             OptSpec {
                 name: "snapshot-every",
-                default: "1000",
+                default: "100000",
                 help: "snapshot the state and compact the log every this many deliveries",
             },
         ]

@@ -41,6 +41,11 @@ pub struct Config {
     /// goes back to election.
     pub init_limit: Duration,
     /// Snapshot (and forget the log below) every this many deliveries.
+    /// Each snapshot writes the whole state, so the default is ZooKeeper's
+    /// `snapCount` and etcd's `--snapshot-count` (100 000): at 1 000 a
+    /// store of 1 000 keys of 1 KB wrote as many snapshot bytes as log
+    /// bytes, with a 1 MB write in every fifteenth sync (PUT p99 about 2×).
+    /// The log below a snapshot is kept in memory until then.
     pub snapshot_every: u64,
     pub read: ReadMode,
     pub op_timeout: Duration,
@@ -55,7 +60,7 @@ impl Default for Config {
             tick: Duration::from_millis(10),
             sync_limit: Duration::from_millis(80),
             init_limit: Duration::from_millis(150),
-            snapshot_every: 1000,
+            snapshot_every: 100_000,
             read: ReadMode::Index,
             op_timeout: Duration::from_secs(2),
             container_grace: Duration::from_secs(1),
