@@ -248,7 +248,7 @@ fn security_settings_get_a_ratio_to_plain_and_cpu_per_op() {
     assert!(lines[3].contains("1.30x"), "{t}");
     assert!(footnotes(&rs).contains("vs plain"));
     let csv = to_csv(&rs);
-    let row: Vec<&str> = csv.lines().nth(2).unwrap().split(',').collect();
+    let row = split_csv(csv.lines().nth(2).unwrap());
     let at = CSV_HEADER.split(',').position(|c| c == "security").unwrap();
     assert_eq!(&row[at..at + 4], ["tls", "0.850", "1.300", ""]);
 }
@@ -319,8 +319,8 @@ fn ratios_to_the_floors_in_the_table_the_footer_and_the_csv() {
 
     let csv = to_csv(&rs);
     let head: Vec<&str> = CSV_HEADER.split(',').collect();
-    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
-    let col = |name: &str| row[head.iter().position(|c| *c == name).unwrap()];
+    let row = split_csv(csv.lines().nth(1).unwrap());
+    let col = |name: &str| row[head.iter().position(|c| *c == name).unwrap()].as_str();
     assert_eq!(col("sync_us_avg"), "325.0");
     assert_eq!(col("disk_floor_p50_us"), "190.0");
     assert_eq!(col("disk_floor_mean_us"), "250.0");
