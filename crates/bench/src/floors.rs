@@ -198,7 +198,6 @@ pub fn disk_appends(
             .as_nanos()
     ));
     let file = OpenOptions::new()
-        .write(true)
         .append(true)
         .create_new(true)
         .custom_flags(libc::O_DSYNC)
