@@ -37,7 +37,8 @@ enum Cmd {
 /// full status (id, protocol, role, version, members, peers_up, peers_down,
 /// quorum_reachable, durability, uptime_secs, persist_records, persist_syncs,
 /// counters as an object, wire: {major, minor, release} or null from a release
-/// before version fields) or {"endpoint", "error"}.
+/// before version fields, persist_sync_us: microseconds spent writing and
+/// syncing, or null from a release before it) or {"endpoint", "error"}.
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct StatusArgs {

@@ -131,6 +131,15 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Do not measure the host's floors. By default the bench measures,
+    /// before the first point and again after the last (about 2 s each at
+    /// most), 2 KB O_DSYNC appends to a fresh file in the temp dir (where
+    /// local clusters keep their data) and TCP round trips over 127.0.0.1,
+    /// prints them under the table, and adds sync/disk (the replicas' mean
+    /// sync time over the disk's) and GET/rtt (GET p50 over the round
+    /// trip's) columns.
+    #[arg(long)]
+    pub no_floors: bool,
     /// The quorumkv executable local clusters run [default: this one].
     #[arg(long, value_name = "PATH")]
     pub binary: Option<PathBuf>,
@@ -359,6 +368,7 @@ impl Args {
             c.out = Some(o.clone());
         }
         c.progress = !self.no_progress;
+        c.floors = !self.no_floors;
         c.binary = self.binary.clone();
         c.port_base = self.port_base;
         c.replica_cpu = self.replica_cpu;

@@ -429,6 +429,9 @@ pub struct BenchConfig {
     pub seed: u64,
     pub out: Option<PathBuf>,
     pub progress: bool,
+    /// Measure the host's disk and loopback floors before the first point
+    /// and after the last (`floors`; `--no-floors` turns it off).
+    pub floors: bool,
     /// The `quorumkv` executable that local clusters run.
     pub binary: Option<PathBuf>,
     pub port_base: Option<u16>,
@@ -636,6 +639,7 @@ impl Default for BenchConfig {
             seed: 1,
             out: Some(PathBuf::from("results")),
             progress: true,
+            floors: true,
             binary: None,
             port_base: None,
             replica_cpu: None,

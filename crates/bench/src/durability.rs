@@ -19,6 +19,9 @@ pub struct SyncCounters {
     pub syncs: u64,
     /// Records made durable; `None` where the target does not count them.
     pub records: Option<u64>,
+    /// Microseconds spent syncing (quorumkv: writing and syncing each
+    /// batch); `None` where the target does not say.
+    pub sync_us: Option<u64>,
     /// quorumkv only: each replica's protocol counters, for the protocol's
     /// per-point ratios ([`point_ratios`]).
     pub replicas: Vec<Vec<(String, u64)>>,
@@ -32,6 +35,14 @@ impl SyncCounters {
             per_s(self.syncs, before.syncs),
             self.records.zip(before.records).map(|(a, b)| per_s(a, b)),
         )
+    }
+
+    /// The mean time of one sync between `before` and `self`, in µs; `None`
+    /// when nothing synced or the target does not time its syncs.
+    pub fn mean_sync_us_since(&self, before: &SyncCounters) -> Option<f64> {
+        let syncs = self.syncs.checked_sub(before.syncs).filter(|&n| n > 0)?;
+        let us = self.sync_us?.checked_sub(before.sync_us?)?;
+        Some(us as f64 / syncs as f64)
     }
 }
 
@@ -79,12 +90,15 @@ pub async fn quorumkv_counters(
     let mut c = SyncCounters {
         syncs: 0,
         records: Some(0),
+        sync_us: Some(0),
         replicas: Vec::new(),
     };
     for &addr in native {
         let s = status(addr, tls).await.ok()?;
         c.syncs += s.persist_syncs;
         c.records = c.records.map(|r| r + s.persist_records);
+        // A replica of a release before `persist_sync_us`: no mean at all.
+        c.sync_us = c.sync_us.zip(s.persist_sync_us).map(|(a, b)| a + b);
         c.replicas.push(s.counters);
     }
     Some(c)
@@ -114,11 +128,15 @@ pub async fn etcd_counters(endpoints: &[String]) -> Option<SyncCounters> {
     let mut c = SyncCounters {
         syncs: 0,
         records: Some(0),
+        sync_us: Some(0),
         replicas: Vec::new(),
     };
     for ep in endpoints {
         let text = http_get(ep, "/metrics").await?;
         c.syncs += metric(&text, "etcd_disk_wal_fsync_duration_seconds_count")? as u64;
+        c.sync_us = (c.sync_us)
+            .zip(metric(&text, "etcd_disk_wal_fsync_duration_seconds_sum"))
+            .map(|(a, s)| a + (s * 1e6) as u64);
         // Every member applies every committed proposal; like quorumkv's
         // records, this counts each write once per replica.
         c.records = c
@@ -160,9 +178,12 @@ pub fn redis_mode_name(appendonly: &str, appendfsync: &str) -> String {
 /// (`mntr`'s `zk_cnt_fsynctime`: one sample per fsync, none with
 /// `forceSync=no`). Needs the `mntr` four-letter word whitelisted.
 pub async fn zookeeper_counters(endpoints: &[String]) -> Option<SyncCounters> {
+    // `zk_sum_fsynctime` is in whole milliseconds: too coarse for a mean
+    // sync time near a disk's floor, so none is reported.
     let mut c = SyncCounters {
         syncs: 0,
         records: None,
+        sync_us: None,
         replicas: Vec::new(),
     };
     for ep in endpoints {
@@ -315,20 +336,28 @@ mod tests {
         let a = SyncCounters {
             syncs: 100,
             records: Some(1000),
+            sync_us: Some(20_000),
             replicas: Vec::new(),
         };
         let b = SyncCounters {
             syncs: 300,
             records: Some(3600),
+            sync_us: Some(70_000),
             replicas: Vec::new(),
         };
         assert_eq!(b.rates_since(&a, 2.0), (100.0, Some(1300.0)));
+        assert_eq!(b.mean_sync_us_since(&a), Some(250.0));
+        assert_eq!(a.mean_sync_us_since(&a), None, "no sync in between");
         let none = SyncCounters {
             syncs: 300,
             records: None,
+            sync_us: None,
             replicas: Vec::new(),
         };
         assert_eq!(none.rates_since(&a, 2.0), (100.0, None));
+        assert_eq!(none.mean_sync_us_since(&a), None, "untimed");
+        // A restarted replica's counters went back: no mean, no underflow.
+        assert_eq!(a.mean_sync_us_since(&b), None);
     }
 
     #[test]

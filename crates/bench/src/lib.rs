@@ -6,7 +6,8 @@
 //! matrix, every workload's settings), [`failure`] (how an operation
 //! failed), [`workload`] (PRNG, Zipf, values), [`target`] (what we talk to;
 //! [`etcd`] is our etcd gRPC client, `zk` our ZooKeeper client with the
-//! `zookeeper` feature; [`durability`] its sync counters), [`stats`],
+//! `zookeeper` feature; [`durability`] its sync counters), [`floors`] (the
+//! host's disk and loopback floors), [`stats`],
 //! [`report`], [`verify`] (`--check`), [`runner`] (one point), [`chart`]
 //! and [`plot`] (PNGs), [`sweep`] (the matrix), [`lock`] and [`znode_ops`]
 //! (the coordination workloads), [`cli`].
@@ -17,6 +18,7 @@ pub mod config;
 pub mod durability;
 pub mod etcd;
 pub mod failure;
+pub mod floors;
 pub mod lock;
 pub mod plot;
 pub mod plot_scaling;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BenchConfig, DeploySpec, Sharing, Workload};
+use crate::floors::Floors;
 use crate::stats::{throughput, LatencySummary, Stats};
 use crate::target::Deployment;
 
@@ -81,6 +82,14 @@ pub struct PointResult {
     /// Which round of `--rounds` (from 1); `None` with one round.
     #[serde(default)]
     pub round: Option<usize>,
+    /// The replicas' mean time per sync while measuring, in µs (quorumkv:
+    /// writing and syncing a batch; etcd: its WAL fsync).
+    #[serde(default)]
+    pub sync_us_avg: Option<f64>,
+    /// The host's floors measured beside the run (the same in every point
+    /// of a run; `None` with `--no-floors`).
+    #[serde(default)]
+    pub floors: Option<Floors>,
 }
 
 /// Values at least this large are throughput in bytes (seed 004 §5 uses
@@ -136,6 +145,8 @@ impl PointResult {
             ratios: Vec::new(),
             security: d.security().map(|s| s.to_string()),
             round: None,
+            sync_us_avg: None,
+            floors: None,
         }
     }
 
@@ -198,6 +209,26 @@ impl PointResult {
         (s > 0.0).then(|| r / s)
     }
 
+    /// The replicas' mean sync time over the disk floor's mean (both means:
+    /// the floor's mean holds the disk's slow syncs the replicas meet too);
+    /// only where acknowledged writes are synced.
+    pub fn sync_vs_disk(&self) -> Option<f64> {
+        if !self.durability.as_deref()?.starts_with("fsync") {
+            return None;
+        }
+        let floor = self.floors.as_ref()?.disk.as_ref()?.mean_us();
+        Some(self.sync_us_avg? / floor).filter(|x| x.is_finite())
+    }
+
+    /// GET p50 over the loopback round trip's p50, where GETs succeeded.
+    pub fn get_vs_rtt(&self) -> Option<f64> {
+        if self.ok_get == 0 || self.get.p50_us == 0 {
+            return None;
+        }
+        let floor = self.floors.as_ref()?.rtt.as_ref()?.p50_us();
+        Some(self.get.p50_us as f64 / floor).filter(|x| x.is_finite())
+    }
+
     /// Each server's fraction of the successful PUTs (pinned clients), in
     /// endpoint order; empty when unknown or no PUT succeeded.
     pub fn put_shares(&self) -> Vec<f64> {
@@ -239,7 +270,9 @@ put_count,put_avg_us,put_p50_us,put_p95_us,put_p99_us,put_max_us,\
 all_count,all_avg_us,all_p50_us,all_p95_us,all_p99_us,all_max_us,\
 cpu_s_per_kop,client_cpu_s_per_kop,check,\
 mb_per_s,server_puts,dedicated,replica_cpu,durability,syncs_per_s,records_per_s,ratios,connections,note,\
-security,vs_plain,cpu_vs_plain,round";
+security,vs_plain,cpu_vs_plain,round,\
+sync_us_avg,disk_floor_p50_us,disk_floor_mean_us,rtt_floor_p50_us,rtt_floor_mean_us,\
+sync_vs_disk,get_p50_vs_rtt";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -275,7 +308,7 @@ pub fn to_csv(results: &[PointResult]) -> String {
         let failures: Vec<String> = r.failures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.target),
             r.kind,
             r.replicas,
@@ -321,9 +354,27 @@ pub fn to_csv(results: &[PointResult]) -> String {
                 .map(|x| format!("{x:.3}"))
                 .unwrap_or_default(),
             opt(&r.round),
+            floors_csv(r),
         );
     }
     s
+}
+
+/// The floor columns of a CSV row, from `sync_us_avg` on.
+fn floors_csv(r: &PointResult) -> String {
+    let f = |x: Option<f64>, digits: usize| x.map_or(String::new(), |x| format!("{x:.digits$}"));
+    let disk = r.floors.as_ref().and_then(|f| f.disk.as_ref());
+    let rtt = r.floors.as_ref().and_then(|f| f.rtt.as_ref());
+    [
+        f(r.sync_us_avg, 1),
+        f(disk.map(|d| d.p50_us()), 1),
+        f(disk.map(|d| d.mean_us()), 1),
+        f(rtt.map(|d| d.p50_us()), 1),
+        f(rtt.map(|d| d.mean_us()), 1),
+        f(r.sync_vs_disk(), 3),
+        f(r.get_vs_rtt(), 3),
+    ]
+    .join(",")
 }
 
 /// What `results.json` (and `lock.json`) holds: the configuration and
@@ -522,7 +573,20 @@ fn measure_columns(results: &[PointResult]) -> Vec<Column<'_>> {
                     .map_or("-".into(), |x| format!("{x:.1}"))
             }),
         ),
+        (
+            any(&|r| r.sync_vs_disk().is_some()),
+            col("sync/disk", |r| times(r.sync_vs_disk())),
+        ),
+        (
+            any(&|r| r.get_vs_rtt().is_some()),
+            col("GET/rtt", |r| times(r.get_vs_rtt())),
+        ),
     ])
+}
+
+/// A ratio to a floor: `1.42x`, or `-`.
+fn times(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{x:.2}x"))
 }
 
 /// CPU per operation, and the history check.
@@ -643,6 +707,7 @@ pub fn footnotes(results: &[PointResult]) -> String {
               written, not synced; memory: nothing); syncs/s over all replicas, recs/sync = \
               records each sync covered (group commit)\n";
     }
+    s += &floor_notes(results);
     if results.iter().any(|r| r.plain_sibling(results).is_some()) {
         s += "vs plain = ops/s over the same point's on the plain cluster (--security; \
               /tls: TLS 1.3 on every connection and replica link, /auth: users file, every \
@@ -682,6 +747,36 @@ pub fn footnotes(results: &[PointResult]) -> String {
                 r.target, r.replicas, r.clients
             );
         }
+    }
+    s
+}
+
+/// The floors line and what the ratio columns mean (empty without floors).
+fn floor_notes(results: &[PointResult]) -> String {
+    let mut s = String::new();
+    if let Some(f) = results.iter().find_map(|r| r.floors.as_ref()) {
+        let _ = writeln!(s, "{}", f.line());
+    }
+    let (sync, get) = (
+        results.iter().any(|r| r.sync_vs_disk().is_some()),
+        results.iter().any(|r| r.get_vs_rtt().is_some()),
+    );
+    if sync || get {
+        let mut parts = Vec::new();
+        if sync {
+            parts.push(
+                "sync/disk = the replicas' mean time per sync (a batch written and synced) \
+                 over the disk floor's mean",
+            );
+        }
+        if get {
+            parts.push("GET/rtt = GET p50 over the loopback round trip's p50");
+        }
+        let _ = writeln!(
+            s,
+            "{} (each floor: the lower of before and after)",
+            parts.join("; ")
+        );
     }
     s
 }

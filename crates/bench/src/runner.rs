@@ -250,6 +250,7 @@ async fn sync_rates(
         let (syncs, records) = after.rates_since(&before, elapsed.as_secs_f64());
         result.syncs_per_s = Some(syncs);
         result.records_per_s = records;
+        result.sync_us_avg = after.mean_sync_us_since(&before);
         if let Some(p) = d.spec.protocol() {
             result.ratios = crate::durability::point_ratios(p.info().point_ratios, &before, &after);
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::{BenchConfig, DeploySpec, Plan, TargetSpec};
+use crate::floors::Floors;
 use crate::report::{self, PointResult};
 use crate::runner::{interrupted, run_point};
 use crate::target::{DeployOptions, Deployment};
@@ -21,6 +22,8 @@ pub struct Outcome {
     pub incomplete: Option<String>,
     /// Files written into `--out`.
     pub files: Vec<PathBuf>,
+    /// The host's floors measured beside the run (also in every result).
+    pub floors: Option<Floors>,
 }
 
 /// Checks that `dir` exists or can be created, and can be written.
@@ -172,14 +175,48 @@ pub async fn execute(cfg: &BenchConfig) -> Result<Outcome, String> {
         results: Vec::new(),
         done: 0,
     };
+    let mut floors = match cfg.floors {
+        true => Some(measure_floors(&sweep.pb, None).await),
+        false => None,
+    };
     let incomplete = sweep.run(&mut existing).await.err();
+    if !interrupted() {
+        floors = match floors {
+            Some(f) => Some(measure_floors(&sweep.pb, Some(f)).await),
+            None => None,
+        };
+    }
     sweep.pb.finish_and_clear();
-    let results = sweep.results;
+    let mut results = sweep.results;
+    for r in &mut results {
+        r.floors = floors.clone();
+    }
     let files = write_outputs(cfg, &results, incomplete.is_some())?;
     Ok(Outcome {
         results,
         incomplete,
         files,
+        floors,
+    })
+}
+
+/// The host's floors: measured now in the directory where local clusters
+/// keep their data, or measured again beside `earlier` (on a blocking
+/// thread: each measurement takes up to `floors::BUDGET`).
+async fn measure_floors(pb: &ProgressBar, earlier: Option<Floors>) -> Floors {
+    pb.set_message("measuring the host's disk and loopback floors …");
+    let measured = tokio::task::spawn_blocking(move || match earlier {
+        Some(mut f) => {
+            f.measure_again();
+            f
+        }
+        // `LocalCluster` makes its replicas' directories in the temp dir.
+        None => Floors::measure(&std::env::temp_dir()),
+    })
+    .await;
+    measured.unwrap_or_else(|e| {
+        eprintln!("quorumkv bench: the floors were not measured: {e}");
+        Floors::default()
     })
 }
 

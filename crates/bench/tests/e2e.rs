@@ -52,6 +52,7 @@ fn tiny(cfg: BenchConfig) -> BenchConfig {
         length: Length::Duration(Duration::from_millis(700)),
         warmup: Duration::from_millis(100),
         progress: false,
+        floors: false,
         ..cfg
     }
 }
@@ -59,15 +60,40 @@ fn tiny(cfg: BenchConfig) -> BenchConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_cluster_with_check() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = tiny(BenchConfig {
-        replicas: vec![3],
-        check: true,
-        binary: Some(quorumkv_bin()),
-        out: Some(dir.path().to_path_buf()),
-        ..Default::default()
-    });
+    let cfg = BenchConfig {
+        floors: true,
+        ..tiny(BenchConfig {
+            replicas: vec![3],
+            check: true,
+            binary: Some(quorumkv_bin()),
+            out: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        })
+    };
     let out = execute(&cfg).await.expect("bench runs");
     assert_eq!(out.incomplete, None);
+    // The host's floors, measured before and after the points: positive,
+    // finite, and in every point for its ratios.
+    let floors = out.floors.as_ref().expect("floors measured");
+    for f in [floors.disk.as_ref(), floors.rtt.as_ref()] {
+        let f = f.expect("both floors");
+        let after = f.after.expect("measured again after the last point");
+        for s in [f.before, after] {
+            assert!(s.n > 0, "{floors:?}");
+            for v in [s.p50_us, s.mean_us] {
+                assert!(v.is_finite() && v > 0.0, "{floors:?}");
+            }
+        }
+    }
+    assert_eq!(floors.disk_dir, std::env::temp_dir().display().to_string());
+    let foot = quorumkv_bench::report::footnotes(&out.results);
+    assert!(
+        foot.contains("floors of this host (before/after the run): disk 2 KB O_DSYNC append")
+            && foot.contains("loopback TCP round trip p50"),
+        "{foot}"
+    );
+    let table = quorumkv_bench::report::table(&out.results);
+    assert!(table.lines().next().unwrap().contains("GET/rtt"), "{table}");
     assert_eq!(out.results.len(), 2 * cfg.protocols.len());
     for r in &out.results {
         assert_eq!(r.replicas, 3);
@@ -86,9 +112,20 @@ async fn local_cluster_with_check() {
             "memory"
         };
         assert_eq!(r.durability.as_deref(), Some(expected), "{r:?}");
+        assert_eq!(r.floors.as_ref(), Some(floors));
+        assert!(
+            r.get_vs_rtt().is_some_and(|x| x.is_finite() && x > 0.0),
+            "{r:?}"
+        );
         if expected == "fsync" {
             assert!(r.syncs_per_s.is_some_and(|s| s > 0.0), "{r:?}");
             assert!(r.records_per_sync().is_some_and(|x| x >= 1.0), "{r:?}");
+            // The replicas time their syncs: a mean, and its ratio to the floor.
+            assert!(r.sync_us_avg.is_some_and(|x| x > 0.0), "{r:?}");
+            assert!(
+                r.sync_vs_disk().is_some_and(|x| x.is_finite() && x > 0.0),
+                "{r:?}"
+            );
         }
     }
     for f in [
@@ -223,6 +260,8 @@ async fn a_target_dying_mid_run_ends_the_run_with_what_was_measured() {
         warmup: Duration::ZERO,
         op_timeout: Duration::from_millis(300),
         progress: false,
+        // The killer's timing assumes the first point starts at once.
+        floors: false,
         out: Some(dir.path().join("out")),
         ..Default::default()
     };

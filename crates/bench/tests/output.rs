@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use quorumkv_bench::config::BenchConfig;
+use quorumkv_bench::floors::{Floor, Floors, Sample};
 use quorumkv_bench::plot::write_plots;
 use quorumkv_bench::report::{footnotes, table, to_csv, write_files, PointResult, CSV_HEADER};
 use quorumkv_bench::stats::LatencySummary;
@@ -64,6 +65,8 @@ fn point(
         ratios: vec![("acks/commit".into(), 2.0)],
         security: None,
         round: None,
+        sync_us_avg: None,
+        floors: None,
     }
 }
 
@@ -92,8 +95,13 @@ fn csv_rows_match_the_header() {
         first.starts_with("abd,local,3,1,0.9,10,uniform,16,,3.000,1000.0,90,10,2,timeout=2,"),
         "{first}"
     );
+    // The note, then security, vs plain, cpu vs plain, round and the
+    // seven floor columns: all empty here.
     assert!(
-        first.ends_with(",\"a note, with a comma and \"\"quotes\"\"\",,,,"),
+        first.ends_with(&format!(
+            ",\"a note, with a comma and \"\"quotes\"\"\"{}",
+            ",".repeat(11)
+        )),
         "{first}"
     );
     for line in csv.lines().skip(1) {
@@ -124,7 +132,9 @@ fn split_csv(line: &str) -> Vec<String> {
 #[test]
 fn json_and_csv_files_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let rs = sample();
+    let mut rs = sample();
+    rs[0].floors = Some(floors());
+    rs[0].sync_us_avg = Some(325.0);
     write_files(dir.path(), &BenchConfig::default(), &rs, false).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
@@ -238,6 +248,88 @@ fn security_settings_get_a_ratio_to_plain_and_cpu_per_op() {
     assert!(lines[3].contains("1.30x"), "{t}");
     assert!(footnotes(&rs).contains("vs plain"));
     let csv = to_csv(&rs);
-    let row: Vec<&str> = csv.lines().nth(2).unwrap().split(',').collect();
-    assert_eq!(&row[row.len() - 4..], ["tls", "0.850", "1.300", ""]);
+    let row = split_csv(csv.lines().nth(2).unwrap());
+    let at = CSV_HEADER.split(',').position(|c| c == "security").unwrap();
+    assert_eq!(&row[at..at + 4], ["tls", "0.850", "1.300", ""]);
+}
+
+/// Floors measured beside a run: disk mean 250 µs, round trip p50 20 µs.
+fn floors() -> Floors {
+    let s = |p50_us, mean_us| Sample {
+        p50_us,
+        mean_us,
+        n: 1000,
+    };
+    Floors {
+        disk: Some(Floor {
+            before: s(190.0, 250.0),
+            after: Some(s(200.0, 260.0)),
+        }),
+        disk_dir: "/tmp".into(),
+        rtt: Some(Floor {
+            before: s(20.0, 22.0),
+            after: Some(s(25.0, 27.0)),
+        }),
+    }
+}
+
+#[test]
+fn ratios_to_the_floors_in_the_table_the_footer_and_the_csv() {
+    let mut rs = sample();
+    for r in &mut rs {
+        r.floors = Some(floors());
+        r.sync_us_avg = (r.kind != "redis").then_some(325.0);
+    }
+    let abd = &rs[0];
+    // GET p50 of one client: 210 µs, over the lower p50 (20 µs).
+    assert_eq!(abd.get.p50_us, 210);
+    assert_eq!(abd.get_vs_rtt(), Some(10.5));
+    // 325 µs over the lower mean (250 µs).
+    assert_eq!(abd.sync_vs_disk(), Some(1.3));
+    // Redis times no syncs; a buffered replica's sync is not the disk's.
+    assert_eq!(rs[2].sync_vs_disk(), None);
+    let mut buffered = abd.clone();
+    buffered.durability = Some("buffered".into());
+    assert_eq!(buffered.sync_vs_disk(), None);
+
+    let t = table(&rs);
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(
+        lines[0].contains("sync/disk") && lines[0].contains("GET/rtt"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[2].contains(" 1.30x ") && lines[2].contains(" 10.50x "),
+        "{}",
+        lines[2]
+    );
+    let foot = footnotes(&rs);
+    assert!(
+        foot.contains(
+            "floors of this host (before/after the run): disk 2 KB O_DSYNC append in /tmp \
+             p50 190/200 us, mean 250/260 us; loopback TCP round trip p50 20/25 us"
+        ),
+        "{foot}"
+    );
+    assert!(
+        foot.contains("sync/disk = ") && foot.contains("GET/rtt = "),
+        "{foot}"
+    );
+
+    let csv = to_csv(&rs);
+    let head: Vec<&str> = CSV_HEADER.split(',').collect();
+    let row = split_csv(csv.lines().nth(1).unwrap());
+    let col = |name: &str| row[head.iter().position(|c| *c == name).unwrap()].as_str();
+    assert_eq!(col("sync_us_avg"), "325.0");
+    assert_eq!(col("disk_floor_p50_us"), "190.0");
+    assert_eq!(col("disk_floor_mean_us"), "250.0");
+    assert_eq!(col("rtt_floor_p50_us"), "20.0");
+    assert_eq!(col("sync_vs_disk"), "1.300");
+    assert_eq!(col("get_p50_vs_rtt"), "10.500");
+
+    // Without floors (--no-floors): no columns, no lines.
+    let plain = sample();
+    assert!(!table(&plain).contains("GET/rtt"));
+    assert!(!footnotes(&plain).contains("floors"));
 }

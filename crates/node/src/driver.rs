@@ -610,6 +610,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 .map(|(name, _, v)| (name.to_string(), v))
                 .collect(),
             wire: Some(crate::version::Version::ours()),
+            persist_sync_us: Some(persisted.sync_us_sum),
         }
     }
 }

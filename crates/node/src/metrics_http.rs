@@ -183,6 +183,7 @@ mod tests {
             persist_syncs: 0,
             counters: vec![],
             wire: None,
+            persist_sync_us: None,
         }
     }
 

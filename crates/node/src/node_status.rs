@@ -34,6 +34,11 @@ pub struct NodeStatus {
     /// fields. Last, so older clients reading a status ignore it.
     #[serde(default, deserialize_with = "crate::version::trailing")]
     pub wire: Option<crate::version::Version>,
+    /// Microseconds spent writing and syncing batches since start (with
+    /// `persist_syncs`, the bench's mean sync time over a point); `None`
+    /// from a release before it. Trailing, like `wire`.
+    #[serde(default, deserialize_with = "crate::version::trailing")]
+    pub persist_sync_us: Option<u64>,
 }
 
 impl NodeStatus {
@@ -103,6 +108,7 @@ mod tests {
             persist_syncs: 0,
             counters: vec![("c".into(), 7)],
             wire: None,
+            persist_sync_us: None,
         };
         assert_eq!(s.version_text(), "0 (wire 1.0)");
         assert_eq!((s.counter("c"), s.counter("d")), (Some(7), None));
@@ -130,6 +136,7 @@ mod tests {
             persist_syncs: 0,
             counters: vec![],
             wire: Some(crate::version::Version::ours()),
+            persist_sync_us: Some(0),
         };
         assert_eq!(s.unready(true), None);
         let alone = NodeStatus {
@@ -145,5 +152,55 @@ mod tests {
             };
             assert_eq!(r.unready(false).unwrap(), format!("role {role}"));
         }
+    }
+
+    #[test]
+    fn a_status_without_sync_time_decodes_and_an_older_reader_ignores_it() {
+        use crate::codec::Frame;
+        /// A status as releases before `persist_sync_us` sent it.
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Older {
+            id: NodeId,
+            protocol: String,
+            role: String,
+            version: String,
+            members: Vec<NodeId>,
+            peers_up: Vec<NodeId>,
+            durability: String,
+            uptime_secs: u64,
+            persist_records: u64,
+            persist_syncs: u64,
+            counters: Vec<(String, u64)>,
+            wire: Option<crate::version::Version>,
+        }
+        let older = Older {
+            id: 1,
+            protocol: "abd".into(),
+            role: "replica".into(),
+            version: "0".into(),
+            members: vec![1],
+            peers_up: vec![],
+            durability: "fsync".into(),
+            uptime_secs: 3,
+            persist_records: 9,
+            persist_syncs: 4,
+            counters: vec![],
+            wire: Some(crate::version::Version::ours()),
+        };
+        let bytes = postcard::to_allocvec(&older).unwrap();
+        let read: NodeStatus = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!((read.persist_syncs, read.persist_sync_us), (4, None));
+        assert_eq!(read.wire, older.wire);
+        let new = NodeStatus {
+            persist_sync_us: Some(812),
+            ..read
+        };
+        let frame = postcard::to_allocvec(&Frame::<()>::Status(new.clone())).unwrap();
+        match postcard::from_bytes::<Frame<()>>(&frame).unwrap() {
+            Frame::Status(s) => assert_eq!(s, new),
+            other => panic!("{other:?}"),
+        }
+        let bytes = postcard::to_allocvec(&new).unwrap();
+        assert_eq!(postcard::from_bytes::<Older>(&bytes).unwrap(), older);
     }
 }
