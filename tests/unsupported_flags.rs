@@ -35,6 +35,14 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// A name no other call in this process returns (a free port is not one:
+/// the OS hands the same port out again once it is released).
+fn unique(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{prefix}-{n}")
+}
+
 /// What became of a one-replica `quorumkv server`.
 enum Started {
     /// It answers `endpoints status` at this address.
@@ -47,7 +55,7 @@ enum Started {
 /// it serves or exits.
 fn server(protocol: ProtocolKind, extra: &[&str], dir: &std::path::Path) -> Started {
     let addr = format!("127.0.0.1:{}", free_port());
-    let log = dir.join(format!("{protocol}-{}.log", free_port()));
+    let log = dir.join(format!("{}.log", unique(protocol.name())));
     let mut child = Command::new(binary())
         .args(["server", "--id", "1", "--listen", &addr])
         .args(["--protocol", protocol.name()])
@@ -95,7 +103,7 @@ fn a_durability_the_protocol_cannot_keep_is_refused() {
     for protocol in ProtocolKind::all() {
         let persists = protocol.info().persists_state;
         for durable in ["fsync", "buffered"] {
-            let data = format!("data-{}", free_port());
+            let data = unique("data");
             let flags = ["--durability", durable, "--data-dir", &data];
             match (server(protocol, &flags, dir.path()), persists) {
                 (Started::Serving(child, _), true) => stop(child),
@@ -113,7 +121,7 @@ fn a_durability_the_protocol_cannot_keep_is_refused() {
                 (Started::Refused(log), true) => panic!("{protocol} {durable}: {log}"),
             }
         }
-        let data = format!("data-{}", free_port());
+        let data = unique("data");
         match server(protocol, &["--data-dir", &data], dir.path()) {
             Started::Serving(child, _) => stop(child),
             Started::Refused(log) => panic!("{protocol}, default durability: {log}"),
