@@ -28,6 +28,17 @@ struct Arrived {
     round: u64,
 }
 
+impl Arrived {
+    /// The last round of `epoch` begun before the read arrived (0: none).
+    fn after(self, epoch: u64) -> u64 {
+        if self.epoch == epoch {
+            self.round
+        } else {
+            0
+        }
+    }
+}
+
 /// What one server life was seen to do.
 #[derive(Debug, Default)]
 struct Server {
@@ -61,7 +72,7 @@ impl Server {
         if self.epoch != epoch {
             return 1;
         }
-        let after = if a.epoch == epoch { a.round } else { 0 };
+        let after = a.after(epoch);
         let others = (self.ponged.iter().enumerate())
             .filter(|&(j, &r)| j != me && r > after)
             .count();
@@ -168,11 +179,10 @@ impl ReadRounds {
                 Err(format!(
                     "zab: a read index is handed out only after a quorum answers a PING round \
                      begun after the read arrived: n{} (epoch {epoch}) answered READINDEX {rid} \
-                     of n{id}, which arrived after round {} of epoch {}, when {k} of {n} \
+                     of n{id}, which arrived after round {} of the epoch, when {k} of {n} \
                      server(s), itself included, had answered a later round",
                     from + 1,
-                    a.round,
-                    a.epoch
+                    a.after(epoch)
                 ))
             }
             _ => Ok(()),
@@ -195,11 +205,10 @@ impl ReadRounds {
         Err(format!(
             "zab: a read index is handed out only after a quorum answers a PING round begun \
              after the read arrived: n{} (epoch {}) answered a GET that arrived after round {} \
-             of epoch {}, when {k} of {n} server(s), itself included, had answered a later round",
+             of the epoch, when {k} of {n} server(s), itself included, had answered a later round",
             from + 1,
             s.epoch,
-            a.round,
-            a.epoch
+            a.after(s.epoch)
         ))
     }
 }
@@ -287,7 +296,7 @@ mod tests {
         deliver(&mut c, 0, 2, &pong(1, 9));
         assert_eq!(send(&mut c, 0, 2, &ping(2, 1)), Ok(()));
         let e = send(&mut c, 0, 2, &ok(1)).unwrap_err();
-        assert!(e.contains("arrived after round 0 of epoch 2"), "{e}");
+        assert!(e.contains("arrived after round 0 of the epoch"), "{e}");
         deliver(&mut c, 0, 2, &Msg::ReadIndex { epoch: 2, rid: 2 });
         deliver(&mut c, 0, 2, &pong(2, 1));
         assert!(send(&mut c, 0, 2, &ok(2)).is_err(), "round 1 began before");
