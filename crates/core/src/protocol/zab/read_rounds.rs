@@ -152,12 +152,19 @@ impl ReadRounds {
         let s = &mut self.servers[from];
         match *msg {
             Msg::Ping { epoch, round, .. } => {
-                if epoch > s.epoch {
-                    // A new leadership: rounds start again; reads asked in
-                    // older epochs are never answered (`on_read_index`).
+                // A new leadership: rounds start again, and reads asked of
+                // the last one are never answered (`fail_sent_reads`,
+                // `on_read_index`). A round going back within an epoch is
+                // one too (a server leading one epoch twice: a bug such as
+                // `zab-reuse-epoch`, which other checks name).
+                let again = epoch == s.epoch && round < s.round;
+                if epoch > s.epoch || again {
                     (s.epoch, s.round) = (epoch, 0);
                     s.ponged.iter_mut().for_each(|r| *r = 0);
-                    s.asked.retain(|_, a| a.epoch >= epoch);
+                    // Reads asked of this epoch before its first PING stay
+                    // (they arrived after round 0), unless it led it before.
+                    s.asked
+                        .retain(|_, a| a.epoch > epoch || (a.epoch == epoch && !again));
                 }
                 if epoch == s.epoch {
                     s.round = s.round.max(round);
@@ -306,6 +313,20 @@ mod tests {
             Ok(()),
             "a new life asked nothing"
         );
+    }
+
+    #[test]
+    fn a_second_leadership_of_one_epoch_starts_its_rounds_again() {
+        let mut c = asked_after_round_3();
+        assert_eq!(send(&mut c, 0, 2, &ping(2, 1)), Ok(()));
+        assert_eq!(send(&mut c, 0, 2, &ok(7)), Ok(()), "asked of the last one");
+        deliver(&mut c, 0, 2, &Msg::ReadIndex { epoch: 2, rid: 8 });
+        deliver(&mut c, 0, 2, &pong(2, 1));
+        assert!(send(&mut c, 0, 2, &ok(8)).is_err(), "round 1 began before");
+        deliver(&mut c, 0, 2, &Msg::ReadIndex { epoch: 2, rid: 9 });
+        assert_eq!(send(&mut c, 0, 2, &ping(2, 2)), Ok(()));
+        deliver(&mut c, 0, 2, &pong(2, 2));
+        assert_eq!(send(&mut c, 0, 2, &ok(9)), Ok(()));
     }
 
     fn get(c: &mut ReadRounds, to: usize, id: u64, read: ReadMode) {
