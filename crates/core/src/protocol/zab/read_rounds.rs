@@ -20,18 +20,20 @@ use crate::quorum::majority;
 use crate::types::{Peer, Request, Response};
 use std::collections::HashMap;
 
-/// A read as it arrived: the epoch and the last PING round the server
-/// had sent in it then.
+/// A read as it arrived: the epoch it is for, the server's leadership
+/// then and the last PING round it had sent in it.
 #[derive(Clone, Copy, Debug)]
 struct Arrived {
     epoch: u64,
+    lead: u64,
     round: u64,
 }
 
 impl Arrived {
-    /// The last round of `epoch` begun before the read arrived (0: none).
-    fn after(self, epoch: u64) -> u64 {
-        if self.epoch == epoch {
+    /// The last round of `s`'s current leadership of `epoch` begun before
+    /// the read arrived (0: none).
+    fn after(self, s: &Server, epoch: u64) -> u64 {
+        if self.epoch == epoch && s.epoch == epoch && self.lead == s.lead {
             self.round
         } else {
             0
@@ -45,6 +47,8 @@ struct Server {
     /// The epoch of its last PING, and the highest round sent in it.
     epoch: u64,
     round: u64,
+    /// Its leaderships so far (a new one where PING rounds start again).
+    lead: u64,
     /// Per server index: the highest round of `epoch` whose PONG from it
     /// reached this server.
     ponged: Vec<u64>,
@@ -63,7 +67,11 @@ struct Server {
 impl Server {
     fn arrived(&self, epoch: u64) -> Arrived {
         let round = if self.epoch == epoch { self.round } else { 0 };
-        Arrived { epoch, round }
+        Arrived {
+            epoch,
+            lead: self.lead,
+            round,
+        }
     }
 
     /// Servers (this one included) that answered a round of `epoch` later
@@ -72,7 +80,7 @@ impl Server {
         if self.epoch != epoch {
             return 1;
         }
-        let after = a.after(epoch);
+        let after = a.after(self, epoch);
         let others = (self.ponged.iter().enumerate())
             .filter(|&(j, &r)| j != me && r > after)
             .count();
@@ -153,18 +161,20 @@ impl ReadRounds {
         match *msg {
             Msg::Ping { epoch, round, .. } => {
                 // A new leadership: rounds start again, and reads asked of
-                // the last one are never answered (`fail_sent_reads`,
-                // `on_read_index`). A round going back within an epoch is
-                // one too (a server leading one epoch twice: a bug such as
-                // `zab-reuse-epoch`, which other checks name).
+                // older epochs are never answered (`on_read_index`). A
+                // round going back within an epoch is one too (a server
+                // leading one epoch twice: a bug such as `zab-reuse-epoch`,
+                // which other checks name): its reads are forgotten, and a
+                // GET that arrived in another leadership counts every
+                // round of this one (lenient). Reads asked of a new epoch
+                // before its first PING stay (they came after round 0).
                 let again = epoch == s.epoch && round < s.round;
                 if epoch > s.epoch || again {
                     (s.epoch, s.round) = (epoch, 0);
+                    s.lead = s.lead.saturating_add(1);
                     s.ponged.iter_mut().for_each(|r| *r = 0);
-                    // Reads asked of this epoch before its first PING stay
-                    // (they arrived after round 0), unless it led it before.
                     s.asked
-                        .retain(|_, a| a.epoch > epoch || (a.epoch == epoch && !again));
+                        .retain(|_, a| a.epoch > epoch || a.epoch == epoch && !again);
                 }
                 if epoch == s.epoch {
                     s.round = s.round.max(round);
@@ -189,7 +199,7 @@ impl ReadRounds {
                      of n{id}, which arrived after round {} of the epoch, when {k} of {n} \
                      server(s), itself included, had answered a later round",
                     from + 1,
-                    a.after(epoch)
+                    a.after(s, epoch)
                 ))
             }
             _ => Ok(()),
@@ -215,7 +225,7 @@ impl ReadRounds {
              of the epoch, when {k} of {n} server(s), itself included, had answered a later round",
             from + 1,
             s.epoch,
-            a.after(s.epoch)
+            a.after(s, s.epoch)
         ))
     }
 }
