@@ -111,8 +111,9 @@ pub struct Args {
     /// (`--protocol zab`).
     #[arg(long)]
     pub znode: bool,
-    /// Do not check the protocol's per-step invariants after every step
-    /// (they are on by default): the history alone judges each seed.
+    /// Do not check the protocol's per-step invariants after every step,
+    /// nor its checks over messages (they are on by default): the history
+    /// alone judges each seed.
     #[arg(long)]
     pub no_invariants: bool,
     /// Make one pause in six long (120-300 ms): a stop-the-world pause past

@@ -26,7 +26,7 @@ use crate::history::{Clock, OpRecord};
 use crate::rng::{derive, Rng, Stream};
 use quorumkv_core::op::Op;
 use quorumkv_core::protocol::{
-    ClientSpec, Command, LinkEvent, LinkModel, NodeSpec, Out, Protocol, ProtocolDef, Stepped,
+    ClientSpec, Command, LinkEvent, LinkModel, NodeSpec, Out, Protocol, ProtocolDef, Seen, Stepped,
 };
 use quorumkv_core::{ClientRef, Event, NodeId, OpId, Peer, Request, Response, Time};
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
@@ -1052,6 +1052,15 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                 if let Peer::Conn(s) = from {
                     self.open_session(i, s);
                 }
+                let to = i;
+                self.observe(
+                    i,
+                    Seen::Delivered {
+                        to,
+                        from,
+                        msg: &msg,
+                    },
+                );
                 self.with_node(i, |core, now, out| core.on_msg(now, from, msg, out));
             }
             Ev::NodeTimer { timer, gen, .. } => {
@@ -1064,6 +1073,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             Ev::ProxyRequest { cref, req, .. } => {
                 self.stats.delivered += 1;
                 self.open_session(i, cref.session);
+                self.observe_request(i, cref, &req);
                 self.with_node(i, |core, now, out| core.on_client(now, cref, req, out));
             }
             Ev::Link {

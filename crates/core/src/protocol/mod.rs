@@ -64,7 +64,7 @@ pub mod zab;
 pub use contract::{
     client_may_send_fn, BugInfo, ClientMaySend, ClientSpec, Command, Export, InjectedBugs,
     LinkEvent, LinkModel, NamedVariant, NoBugs, NoInvariants, NodeSpec, Out, Protocol, ProtocolDef,
-    ProtocolInfo, Record, Roles, ServerOnly, StepInvariants, Stepped, Timing, Visitor,
+    ProtocolInfo, Record, Roles, Seen, ServerOnly, StepInvariants, Stepped, Timing, Visitor,
 };
 pub use options::{NoOptions, OptSpec, ProtocolOptions};
 pub use registry::ProtocolKind;

@@ -6,7 +6,7 @@
 use super::{ClientTimer, Conn, Ep, Ev, NodeTimer, World};
 use quorumkv_core::op::Outcome;
 use quorumkv_core::protocol::ProtocolDef;
-use quorumkv_core::protocol::{Command, Record};
+use quorumkv_core::protocol::{Command, Record, Seen};
 use quorumkv_core::{ClientRef, NodeId, Peer, Response};
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -60,6 +60,15 @@ impl<D: ProtocolDef> Actor<D> for NodeIx {
         }
     }
     fn reply(self, w: &mut World<'_, D>, cref: ClientRef, resp: Response) {
+        let from = self.0;
+        w.observe(
+            from,
+            Seen::Reply {
+                from,
+                cref,
+                resp: &resp,
+            },
+        );
         w.stats.client_messages += 1;
         let c = (cref.id >> 32) as usize;
         let ev = Ev::ProxyReply {
@@ -144,6 +153,14 @@ impl<D: ProtocolDef> World<'_, D> {
         actor.check_send(self, to, &msg);
         if let (Ep::Node(i), false) = (actor.ep(), to == me) {
             self.check_durable_claim(i, &msg);
+            self.observe(
+                i,
+                Seen::Sent {
+                    from: i,
+                    to,
+                    msg: &msg,
+                },
+            );
         }
         self.stats.messages += 1;
         let to_ep = match to {

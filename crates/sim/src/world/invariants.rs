@@ -4,8 +4,8 @@
 //! with it (`Verdict::Invariant`), naming the step (events so far).
 
 use super::World;
-use quorumkv_core::protocol::{ProtocolDef, Roles, StepInvariants, Stepped};
-use quorumkv_core::Time;
+use quorumkv_core::protocol::{ProtocolDef, Roles, Seen, StepInvariants, Stepped};
+use quorumkv_core::{ClientRef, Request, Time};
 
 /// At most this many roles of a kind go on the stack; more spill to the heap.
 const ON_STACK: usize = 16;
@@ -97,6 +97,52 @@ impl<D: ProtocolDef> World<'_, D> {
         );
         trace!(self, "INVARIANT {msg}");
         self.violation = Some(msg);
+    }
+
+    /// The protocol's message-level checks (`ProtocolDef::observe`) of
+    /// what passed node `i`.
+    pub(super) fn observe(&mut self, i: usize, seen: Seen<'_, D::Node, D::Msg>) {
+        let Some(inv) = self.invariants.as_mut() else {
+            return;
+        };
+        if self.violation.is_some() {
+            return;
+        }
+        let r = D::observe(inv, self.nodes.len(), seen);
+        self.observed(i, r);
+    }
+
+    /// [`Self::observe`] of a client request reaching node `i`, with its
+    /// state before the handler runs.
+    pub(super) fn observe_request(&mut self, i: usize, cref: ClientRef, req: &Request) {
+        let (Some(inv), Some(node)) = (self.invariants.as_mut(), self.nodes[i].core.as_ref())
+        else {
+            return;
+        };
+        if self.violation.is_some() {
+            return;
+        }
+        let seen = Seen::Request {
+            to: i,
+            node,
+            cref,
+            req,
+        };
+        let r = D::observe(inv, self.nodes.len(), seen);
+        self.observed(i, r);
+    }
+
+    fn observed(&mut self, i: usize, r: Result<(), String>) {
+        if let Err(why) = r {
+            let msg = format!(
+                "{why} (after step {} at n{}, {:.3}ms virtual)",
+                self.stats.events,
+                i + 1,
+                self.now as f64 / 1000.0
+            );
+            trace!(self, "INVARIANT {msg}");
+            self.violation = Some(msg);
+        }
     }
 
     /// Node `i` crashed: the invariants forget its life.

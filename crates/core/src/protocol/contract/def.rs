@@ -4,7 +4,7 @@
 //! from, and the [`ProtocolInfo`] the CLI shows. Nothing here knows which
 //! protocols exist: that list is `registry.rs`.
 
-use super::invariants::StepInvariants;
+use super::invariants::{Seen, StepInvariants};
 use super::role::Protocol;
 use crate::protocol::options::{OptSpec, ProtocolOptions};
 use crate::quorum::minority;
@@ -301,6 +301,19 @@ pub trait ProtocolDef: 'static {
     /// claims anything.
     fn log_durable_claim(_msg: &Self::Msg) -> Option<u64> {
         None
+    }
+    /// Message-level checks over a cluster of `n` servers: called with
+    /// what the driver saw pass (unless `--no-invariants`), keeping their
+    /// state in the run's `inv`, which is told of crashes as for
+    /// `after_step`. `Err` names the rule broken, like `after_step`; the
+    /// driver adds where. Keep it cheap: it sees every message. Default:
+    /// no check.
+    fn observe(
+        _inv: &mut Self::Invariants,
+        _n: usize,
+        _seen: Seen<'_, Self::Node, Self::Msg>,
+    ) -> Result<(), String> {
+        Ok(())
     }
     /// Whether `node`'s state holds znode session `session` open (`None`:
     /// the protocol serves no znodes). The simulator's sessions promise

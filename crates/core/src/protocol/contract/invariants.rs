@@ -4,7 +4,7 @@
 //! after every transition). A violation names the invariant; the driver
 //! adds where it happened.
 
-use crate::types::Time;
+use crate::types::{ClientRef, Peer, Request, Response, Time};
 
 /// Which role just took a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +52,33 @@ pub trait StepInvariants<N, C>: Default + Send + 'static {
     /// Checks the states after a step: `Err` names the invariant broken
     /// and how (one line).
     fn after_step(&mut self, roles: &Roles<'_, N, C>) -> Result<(), String>;
+}
+
+/// What a driver saw pass a server, for a protocol's message-level checks
+/// ([`super::ProtocolDef::observe`]): rules over what servers say and
+/// when, checked from outside their states (a core's own bookkeeping may
+/// be what is wrong). Node indexes as in [`Roles::nodes`].
+#[derive(Clone, Copy, Debug)]
+pub enum Seen<'a, N, M> {
+    /// Node `from` sends `msg` to `to`, never itself, as it leaves (an
+    /// output held for a sync when it is released).
+    Sent { from: usize, to: Peer, msg: &'a M },
+    /// `msg` from `from` reaches node `to`, before its handler runs.
+    Delivered { to: usize, from: Peer, msg: &'a M },
+    /// A client's request reaches node `to`, whose state before its
+    /// handler runs is `node`.
+    Request {
+        to: usize,
+        node: &'a N,
+        cref: ClientRef,
+        req: &'a Request,
+    },
+    /// Node `from` answers request `cref`, as the answer leaves.
+    Reply {
+        from: usize,
+        cref: ClientRef,
+        resp: &'a Response,
+    },
 }
 
 /// The invariants of a protocol that declares none.

@@ -7,7 +7,8 @@
 //! - `def.rs`: how a protocol describes itself to the drivers
 //!   ([`ProtocolDef`], [`NodeSpec`], [`ClientSpec`], [`InjectedBugs`], …);
 //! - `invariants.rs`: per-step invariants a driver checks after every step
-//!   ([`StepInvariants`], [`Roles`]);
+//!   ([`StepInvariants`], [`Roles`]), and what it saw pass for
+//!   message-level checks ([`Seen`]);
 //! - `server_only.rs`: [`ServerOnly`], the short form of a `ProtocolDef`
 //!   for a protocol without a client-side coordinator or invariants.
 
@@ -21,6 +22,6 @@ pub use def::{
     LinkModel, NamedVariant, NoBugs, NodeSpec, Over, PointRatio, ProtocolDef, ProtocolInfo, Timing,
     Visitor,
 };
-pub use invariants::{NoInvariants, Roles, StepInvariants, Stepped};
+pub use invariants::{NoInvariants, Roles, Seen, StepInvariants, Stepped};
 pub use role::{read_metrics, Command, Export, LinkEvent, Metric, Out, Protocol, Record};
 pub use server_only::ServerOnly;

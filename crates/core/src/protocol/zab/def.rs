@@ -9,7 +9,7 @@ use super::node::{Config, ReadMode, ZabNode};
 use super::variant::Variant;
 use crate::protocol::contract::Timing;
 use crate::protocol::contract::{
-    ClientSpec, LinkModel, NamedVariant, NodeSpec, Over, PointRatio, ProtocolDef,
+    ClientSpec, LinkModel, NamedVariant, NodeSpec, Over, PointRatio, ProtocolDef, Seen,
 };
 use crate::protocol::options::{format_duration, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
@@ -395,6 +395,14 @@ impl ProtocolDef for Zab {
             Msg::Pong { last, .. } | Msg::AckNewLeader { last, .. } => Some(*last),
             _ => None,
         }
+    }
+    /// The read-index rule over messages (`read_rounds.rs`).
+    fn observe(
+        inv: &mut Self::Invariants,
+        n: usize,
+        seen: Seen<'_, ZabNode, Msg>,
+    ) -> Result<(), String> {
+        inv.observe(n, seen)
     }
     /// Knob bit 0: snapshots every 4 deliveries (SNAP and compaction get
     /// exercised); bit 1: `sync-limit` 30 ms, under the simulator's

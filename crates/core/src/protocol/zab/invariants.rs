@@ -24,12 +24,20 @@
 //!    already have committed writes the read would miss (the PING round
 //!    of `reads.rs` is what guarantees it).
 //!
+//! Beside them, the read-index rule over messages (`read_rounds.rs`,
+//! through `ProtocolDef::observe`): a read index is handed out only after
+//! a quorum answered a PING round begun after the read arrived. It needs
+//! no newer leader to exist, so it catches an unconfirmed read index
+//! where invariant 6 would wait for a partition to elect one.
+//!
 //! Each check looks at the server that stepped only, and at what it
 //! delivered since its last check: the cost per step is constant, but for
 //! 4 and 5, which walk that server's znode tree (a handful of nodes).
 
+use super::msg::Msg;
 use super::node::{Role, ZabNode};
-use crate::protocol::contract::{Roles, StepInvariants};
+use super::read_rounds::ReadRounds;
+use crate::protocol::contract::{Roles, Seen, StepInvariants};
 use crate::types::Time;
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -60,6 +68,8 @@ pub struct ZabInvariants {
     promised: Vec<Vec<(Time, u64)>>,
     /// Per server: the read batches it handed out, as last seen.
     handed: Vec<u64>,
+    /// The read-index rule over messages.
+    rounds: ReadRounds,
 }
 
 impl ZabInvariants {
@@ -212,8 +222,16 @@ impl ZabInvariants {
     }
 }
 
+impl ZabInvariants {
+    /// `ProtocolDef::observe`: the read-index rule over messages.
+    pub(super) fn observe(&mut self, n: usize, seen: Seen<'_, ZabNode, Msg>) -> Result<(), String> {
+        self.rounds.observe(n, seen)
+    }
+}
+
 impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
     fn crashed(&mut self, i: usize) {
+        self.rounds.crashed(i);
         if let Some(l) = self.lives.get_mut(i) {
             *l = Life::default();
         }

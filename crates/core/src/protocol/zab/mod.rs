@@ -148,9 +148,11 @@
 //!   `leader.rs`, `follower.rs`, `broadcast.rs`, `adaptive.rs`, `reads.rs`,
 //!   `recovery.rs`, `sessions.rs` (znode sessions);
 //! * `bugs.rs`, `def.rs` ([`Zab`], options);
+//! * `read_rounds.rs`: the read-index rule checked over the messages the
+//!   simulator sees pass (a quorum answered a round begun after the read);
 //! * `invariants.rs`: [`ZabInvariants`], checked by the simulator after
 //!   every step (one leader per epoch, delivered prefixes agree, nothing
-//!   delivered is truncated).
+//!   delivered is truncated), holding the read-index rule's state.
 
 mod adaptive;
 mod broadcast;
@@ -172,6 +174,7 @@ mod log;
 mod measure;
 mod msg;
 mod node;
+mod read_rounds;
 mod reads;
 mod recovery;
 mod roles;
