@@ -64,6 +64,7 @@ impl Pool {
     }
 
     /// How many free segments the pool holds.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.lock().len()
     }

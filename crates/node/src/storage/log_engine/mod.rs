@@ -347,9 +347,10 @@ fn write_checkpoint(
     files::sync_dir(dir)?;
     tracing::info!(
         "log checkpoint before segment {next}: {} records, {bytes} bytes, replaces {covered} \
-         bytes of log, in {:.3}s",
+         bytes of log, in {:.3}s ({} segments made from free ones since open)",
         records.len(),
-        t.elapsed().as_secs_f64()
+        t.elapsed().as_secs_f64(),
+        free.reused()
     );
     Ok(())
 }
