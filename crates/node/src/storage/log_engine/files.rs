@@ -1,7 +1,9 @@
-//! The log's files: segments `NNNNNNNNNNNNNNNN.seg` (zero-filled and synced
-//! when created, so that appending never allocates) and checkpoints
+//! The log's files: segments `NNNNNNNNNNNNNNNN.seg` (written over in full
+//! before use, so that appending never allocates), checkpoints
 //! `NNNNNNNNNNNNNNNN.checkpoint` (the live state before segment N, written
-//! to a temporary name, synced, renamed, the directory synced).
+//! to a temporary name, synced, renamed, the directory synced) and free
+//! segments `NNNNNNNNNNNNNNNN.free` (segment N, covered by a checkpoint and
+//! kept to become a later segment instead of zero-filling a new file).
 
 use super::frame;
 use quorumkv_core::protocol::Record;
@@ -11,6 +13,10 @@ use std::path::{Path, PathBuf};
 
 pub fn segment(dir: &Path, no: u64) -> PathBuf {
     dir.join(format!("{no:016}.seg"))
+}
+
+pub fn free(dir: &Path, no: u64) -> PathBuf {
+    dir.join(format!("{no:016}.free"))
 }
 
 pub fn checkpoint(dir: &Path, next: u64) -> PathBuf {
@@ -26,10 +32,18 @@ pub fn damaged(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
-/// The segments' and checkpoints' numbers in `dir`, ascending. Leftover
-/// temporary files (a checkpoint cut short) are removed.
-pub fn list(dir: &Path) -> io::Result<(Vec<u64>, Vec<u64>)> {
-    let (mut segs, mut ckpts) = (Vec::new(), Vec::new());
+/// The numbers of the files in a log directory, each list ascending.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub segs: Vec<u64>,
+    pub ckpts: Vec<u64>,
+    pub free: Vec<u64>,
+}
+
+/// The segments', checkpoints' and free segments' numbers in `dir`.
+/// Leftover temporary files (a checkpoint cut short) are removed.
+pub fn list(dir: &Path) -> io::Result<Listing> {
+    let (mut segs, mut ckpts, mut free) = (Vec::new(), Vec::new(), Vec::new());
     for e in std::fs::read_dir(dir)? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
@@ -41,13 +55,16 @@ pub fn list(dir: &Path) -> io::Result<(Vec<u64>, Vec<u64>)> {
             segs.push(n);
         } else if let Some(n) = num(".checkpoint") {
             ckpts.push(n);
+        } else if let Some(n) = num(".free") {
+            free.push(n);
         } else if name.ends_with(".tmp") {
             std::fs::remove_file(e.path())?;
         }
     }
     segs.sort_unstable();
     ckpts.sort_unstable();
-    Ok((segs, ckpts))
+    free.sort_unstable();
+    Ok(Listing { segs, ckpts, free })
 }
 
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -115,8 +132,7 @@ pub fn read_checkpoint(dir: &Path, next: u64) -> io::Result<Vec<Record>> {
     let path = checkpoint(dir, next);
     let data = std::fs::read(&path)?;
     let s = frame::scan(&data, checkpoint_id(next));
-    let ends = s.frames.last().is_some_and(|r| r.is_empty());
-    if s.end != data.len() || !ends {
+    if s.end != data.len() || !s.sealed {
         return Err(damaged(format!(
             "checkpoint {} is damaged at offset {}",
             path.display(),
@@ -124,7 +140,7 @@ pub fn read_checkpoint(dir: &Path, next: u64) -> io::Result<Vec<Record>> {
         )));
     }
     let mut out = Vec::new();
-    for r in &s.frames[..s.frames.len() - 1] {
+    for r in &s.frames {
         let recs: Vec<Record> = postcard::from_bytes(&data[r.clone()]).map_err(|e| {
             damaged(format!(
                 "checkpoint {} holds a bad batch at offset {}: {e}",

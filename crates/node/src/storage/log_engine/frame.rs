@@ -3,8 +3,12 @@
 //! offset, the length and the payload, then the payload. The id and offset
 //! are in the checksum, not in the file: a frame copied elsewhere (a value
 //! that holds the bytes of a frame, stale bytes) never checks at another
-//! place. Segments are zero-filled before use, so a frame's end is followed
-//! by zeros until the next frame is written.
+//! place.
+//!
+//! A frame with an empty payload ends a file (a batch is never empty: its
+//! record count takes a byte): a checkpoint's last frame, and a segment's
+//! seal, written when the engine moves to the next segment. What follows
+//! it is not read: zeros, or the stale frames of a recycled segment.
 
 use std::ops::Range;
 
@@ -56,24 +60,34 @@ pub fn at(data: &[u8], file_id: u64, at: usize) -> Option<Range<usize>> {
 pub struct Scan {
     /// The payloads of the valid frames from the start, in order.
     pub frames: Vec<Range<usize>>,
-    /// Where they end: the first byte not in a valid frame.
+    /// Where they end: the first byte not in a valid frame (after the
+    /// end frame if there is one).
     pub end: usize,
-    /// Something other than zeros follows `end` (a torn write, or damage).
+    /// The frames end with an empty one (not in `frames`): the file is whole.
+    pub sealed: bool,
+    /// Unsealed, and something other than zeros follows `end` (a torn
+    /// write, stale frames of a recycled segment, or damage).
     pub dirty: bool,
-    /// A valid frame somewhere after `end`: damage, not a torn tail.
+    /// Unsealed, and a valid frame somewhere after `end`: damage, not a
+    /// torn tail. (Each candidate is checked once: the scan is linear.)
     pub valid_after: Option<usize>,
 }
 
-/// Read the frames of `data` from its start.
+/// Read the frames of `data` from its start, up to an end frame.
 pub fn scan(data: &[u8], file_id: u64) -> Scan {
     let mut frames = Vec::new();
     let mut pos = 0;
+    let mut sealed = false;
     while let Some(r) = at(data, file_id, pos) {
         pos = r.end;
+        if r.is_empty() {
+            sealed = true;
+            break;
+        }
         frames.push(r);
     }
     let rest = &data[pos..];
-    let dirty = rest.iter().any(|&b| b != 0);
+    let dirty = !sealed && rest.iter().any(|&b| b != 0);
     let valid_after = match dirty {
         true => (pos + 1..data.len().saturating_sub(HEADER - 1))
             .filter(|&i| data[i..i + 4] == MAGIC)
@@ -83,6 +97,7 @@ pub fn scan(data: &[u8], file_id: u64) -> Scan {
     Scan {
         frames,
         end: pos,
+        sealed,
         dirty,
         valid_after,
     }
@@ -126,5 +141,32 @@ mod tests {
         let s = scan(&data, 1);
         assert_eq!((s.frames.len(), s.end, s.dirty), (0, 0, true));
         assert_eq!(s.valid_after, Some(n));
+    }
+
+    /// A recycled file: this file's frames, its end frame, then stale frames
+    /// of another file (valid there, not here), which the scan never reads.
+    #[test]
+    fn an_end_frame_ends_the_scan_and_stale_frames_do_not_check() {
+        let mut data = frame(9, 0, b"new");
+        let n = data.len();
+        data.extend_from_slice(&frame(9, n as u64, b""));
+        let sealed_at = data.len();
+        let stale = frame(2, sealed_at as u64, b"old frame");
+        data.extend_from_slice(&stale);
+        let s = scan(&data, 9);
+        assert_eq!((s.frames.len(), s.end, s.sealed), (1, sealed_at, true));
+        assert!(!s.dirty && s.valid_after.is_none());
+        // Without the end frame the stale bytes are a dirty tail, and not
+        // a valid frame: a torn tail, not damage.
+        let mut open = frame(9, 0, b"new");
+        let stale = frame(2, n as u64, b"old frame");
+        open.extend_from_slice(&stale);
+        let s = scan(&open, 9);
+        assert_eq!((s.frames.len(), s.end, s.sealed), (1, n, false));
+        assert!(s.dirty && s.valid_after.is_none());
+        assert!(
+            at(&open, 2, n).is_some(),
+            "the stale frame checks for its own file"
+        );
     }
 }

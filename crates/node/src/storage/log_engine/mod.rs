@@ -1,25 +1,66 @@
 //! The log engine: a plain append log on disk and the live state in
 //! memory. Each batch the sync thread hands over is one checksummed frame
-//! ([`frame`]) appended to the current segment ([`files`]); segments are
-//! zero-filled and synced when created (the next one in the background,
-//! ahead of need), so a steady-state `fdatasync` writes the frame's blocks
-//! and nothing else: no extent conversion, no size change.
+//! ([`frame`]) appended to the current segment ([`files`]). A segment's
+//! blocks are all written before it is used — zero-filled when created, or
+//! a free segment a checkpoint left ([`free`]) — and the next one is
+//! prepared in the background ahead of need, so a steady-state
+//! `fdatasync` writes the frame's blocks and nothing else: no extent
+//! conversion, no size change. Moving to the next segment first seals the
+//! current one with an end frame (an empty frame) and syncs it.
 //!
 //! On open the newest checkpoint is read, then the segments after it are
-//! replayed in order. The replay stops at the first frame that is not
-//! whole and valid: if nothing valid follows it, that is a torn last write
-//! (never acknowledged) and the segment is cut there before appending
-//! again; if a valid frame follows, the log is damaged and the open fails
-//! naming the file and offset.
+//! replayed in order. A segment's replay stops at its end frame, or at the
+//! first frame that is not whole and valid: if nothing valid follows it,
+//! that is a torn last write (never acknowledged) and the segment is
+//! sealed there before appending again; if a valid frame follows, the log
+//! is damaged and the open fails naming the file and offset.
 //!
 //! When the frames written since the last checkpoint exceed
 //! max([`MIN_LOG_BYTES`], 4 × the live state), the engine moves to a new
 //! segment, clones the state (the only pause of the sync thread) and a
-//! background thread writes it as a checkpoint, then removes the segments
-//! and checkpoints it covers.
+//! background thread writes it as a checkpoint, then frees the segments it
+//! covers (keeping up to [`free::KEEP`] as free segments, removing the
+//! rest) and removes older checkpoints.
+//!
+//! # Recycled segments
+//!
+//! A free segment renamed to segment N still holds the frames of the
+//! segment M < N it was. Their checksums cover M and their offsets, so
+//! none checks as a frame of N (a CRC-32 collision aside, the same odds as
+//! any damaged frame passing): after N's last frame they read as a torn
+//! tail, never as frames, and never as "a valid frame after a bad one",
+//! which stays damage. The scan for such a frame tests each `QKLF` after
+//! the stop once: linear in the segment's size.
+//!
+//! A zero-filled segment had a clean tail, so stale bytes in a segment
+//! *followed by frames* used to mean damage. A recycled segment's unused
+//! end is stale bytes, so the rule needs the end frame: a segment is
+//! sealed and synced before any frame goes to the next, so an unsealed
+//! segment with a dirty tail followed by frames is still damage, and a
+//! sealed one is read up to its end frame only. Crash points:
+//! - *Between releasing a segment and the directory sync*: the checkpoint
+//!   covering it is durable first, so either name is right (a covered
+//!   `.seg` is released again at open).
+//! - *Between renaming a free segment to the next segment and the
+//!   directory sync*: the spare is either still free or a segment without
+//!   a valid frame (stale bytes only): read as an empty spare, reused as
+//!   the next segment or freed. No frame is written into it before that
+//!   sync returns.
+//! - *After some frames went into a recycled segment*: it is the last
+//!   segment (the one before it is sealed); its frames are replayed up to
+//!   the first invalid one, the rest is the torn tail, sealed over at open.
+//! - *While sealing*: the next segment holds no frame yet, so the unsealed
+//!   segment is the last one, and its tail a torn tail.
+//! - *Free segments at open*: those of full size are kept, up to
+//!   [`free::KEEP`]; the others removed. Only a full-size file is reused,
+//!   so a reused segment's blocks are all written.
+//!
+//! Segments of a data directory written before end frames existed have
+//! zero tails: a clean tail without an end frame is still read as before.
 
 mod files;
 mod frame;
+mod free;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -61,8 +102,10 @@ pub struct LogEngine {
     min_log: u64,
     state: State,
     cur: Segment,
-    /// Segment `cur.no + 1`, being zero-filled in the background.
+    /// Segment `cur.no + 1`, being prepared in the background.
     spare: Option<JoinHandle<io::Result<File>>>,
+    /// The free segments, which the spare is taken from.
+    free: free::Pool,
     /// Bytes of frames in the segments that no checkpoint covers.
     log_bytes: u64,
     checkpoint: Option<Running>,
@@ -76,10 +119,17 @@ pub struct LogEngine {
 #[derive(Default)]
 struct Replayed {
     log_bytes: u64,
-    /// The last segment holding frames, and where they end.
-    last: Option<(u64, u64)>,
+    /// The last segment holding frames (or sealed).
+    last: Option<Last>,
     /// Segments after it without a frame (a spare made ahead of need).
     empty: Vec<u64>,
+}
+
+struct Last {
+    no: u64,
+    /// Where its frames end.
+    end: u64,
+    sealed: bool,
 }
 
 impl LogEngine {
@@ -93,7 +143,8 @@ impl LogEngine {
         if let Some(parent) = dir.parent() {
             files::sync_dir(parent)?;
         }
-        let (segs, ckpts) = files::list(dir)?;
+        let files::Listing { segs, ckpts, free } = files::list(dir)?;
+        let free = free::Pool::open(dir, seg_size, &free)?;
         let mut state = State::default();
         let next = ckpts.last().copied().unwrap_or(0);
         if ckpts.last().is_some() {
@@ -106,17 +157,18 @@ impl LogEngine {
             std::fs::remove_file(files::checkpoint(dir, c))?;
         }
         for &s in segs.iter().filter(|&&s| s < next) {
-            std::fs::remove_file(files::segment(dir, s))?;
+            free.release(s)?;
         }
         let live: Vec<u64> = segs.into_iter().filter(|&s| s >= next).collect();
         let replayed = replay(dir, &live, &mut state)?;
-        let cur = Self::first_segment(dir, seg_size, next, &replayed)?;
+        let cur = Self::first_segment(dir, &free, next, &replayed)?;
         let mut engine = LogEngine {
             dir: dir.to_path_buf(),
             seg_size,
             min_log,
             state,
             spare: None,
+            free,
             log_bytes: replayed.log_bytes,
             checkpoint: None,
             next_checkpoint: 0,
@@ -127,32 +179,43 @@ impl LogEngine {
         Ok(engine)
     }
 
-    /// Cut the last segment after its last whole frame (a torn write, or
-    /// the zeros of its unused end) and start a new one after it (reusing
-    /// an empty spare of full size).
-    fn first_segment(dir: &Path, size: u64, next: u64, r: &Replayed) -> io::Result<Segment> {
-        if let Some((no, end)) = r.last {
-            let f = OpenOptions::new()
+    /// Seal the last segment after its last whole frame (dropping a torn
+    /// write, stale frames or the zeros of its unused end) and start a new
+    /// one after it (reusing an empty spare of full size).
+    fn first_segment(
+        dir: &Path,
+        free: &free::Pool,
+        next: u64,
+        r: &Replayed,
+    ) -> io::Result<Segment> {
+        let size = free.size();
+        if let Some(last) = r.last.as_ref().filter(|l| !l.sealed) {
+            let file = OpenOptions::new()
                 .write(true)
-                .open(files::segment(dir, no))?;
-            if f.metadata()?.len() != end {
-                f.set_len(end)?;
-                f.sync_all()?;
+                .open(files::segment(dir, last.no))?;
+            let len = file.metadata()?.len();
+            if last.end + frame::HEADER as u64 <= len {
+                seal(&file, last.no, last.end)?;
+            } else if len != last.end {
+                // No room for an end frame (a file from before they
+                // existed): a tail this short holds no frame; cut it.
+                file.set_len(last.end)?;
+                file.sync_all()?;
             }
         }
-        let no = r.last.map_or(next, |(no, _)| no + 1);
+        let no = r.last.as_ref().map_or(next, |l| l.no + 1);
         let mut reused = None;
         for &e in &r.empty {
             let path = files::segment(dir, e);
             if e == no && std::fs::metadata(&path)?.len() == size {
                 reused = Some(OpenOptions::new().read(true).write(true).open(&path)?);
             } else {
-                std::fs::remove_file(&path)?;
+                free.release(e)?;
             }
         }
         let file = match reused {
             Some(f) => f,
-            None => files::create_segment(dir, no, size)?,
+            None => free.segment(no, size)?,
         };
         Ok(Segment {
             no,
@@ -162,24 +225,30 @@ impl LogEngine {
         })
     }
 
-    /// Start zero-filling segment `cur.no + 1` in the background.
+    /// Start preparing segment `cur.no + 1` in the background (from a free
+    /// segment, else zero-filled).
     fn make_spare(&self) -> Option<JoinHandle<io::Result<File>>> {
-        let (dir, no, size) = (self.dir.clone(), self.cur.no + 1, self.seg_size);
+        let (free, no, size) = (self.free.clone(), self.cur.no + 1, self.seg_size);
         std::thread::Builder::new()
             .name("quorumkv-log-spare".into())
-            .spawn(move || files::create_segment(&dir, no, size))
+            .spawn(move || free.segment(no, size))
             .ok()
     }
 
-    /// Move to segment `cur.no + 1`, at least `need` bytes long.
+    /// Seal the current segment and move to segment `cur.no + 1`, with
+    /// room for `need` bytes of frame and an end frame.
     fn rotate(&mut self, need: u64) -> io::Result<()> {
+        // Synced before the next segment gets a frame: a segment followed
+        // by frames is sealed, so stale bytes after its end are never read
+        // as a torn tail in the middle of the log.
+        seal(&self.cur.file, self.cur.no, self.cur.pos)?;
         let no = self.cur.no + 1;
-        let size = self.seg_size.max(need);
+        let size = self.seg_size.max(need + frame::HEADER as u64);
         let file = match self.spare.take().map(|h| h.join()) {
             Some(Ok(Ok(f))) => f,
             // The spare failed (a full disk?): try once more here, and
             // fail the write if it fails again.
-            _ => files::create_segment(&self.dir, no, size)?,
+            _ => self.free.segment(no, self.seg_size)?,
         };
         if size > self.seg_size {
             files::zero_fill(&file, self.seg_size, size)?;
@@ -203,12 +272,13 @@ impl LogEngine {
     fn start_checkpoint(&mut self) -> io::Result<()> {
         let t = Instant::now();
         self.rotate(0)?;
-        let (dir, next, state) = (self.dir.clone(), self.cur.no, self.state.clone());
+        let (free, next, state) = (self.free.clone(), self.cur.no, self.state.clone());
+        let dir = self.dir.clone();
         let paused = t.elapsed();
         let covered = self.log_bytes;
         let thread = std::thread::Builder::new()
             .name("quorumkv-log-checkpoint".into())
-            .spawn(move || write_checkpoint(&dir, next, &state, covered))?;
+            .spawn(move || write_checkpoint(&dir, &free, next, &state, covered))?;
         tracing::info!(
             "log checkpoint before segment {next} started: writes paused {} us",
             paused.as_micros()
@@ -248,14 +318,28 @@ impl LogEngine {
     }
 }
 
-/// The background part of a checkpoint: write it, then remove what it covers.
-fn write_checkpoint(dir: &Path, next: u64, state: &State, covered: u64) -> io::Result<()> {
+/// Write the end frame of segment `no` at `pos` and sync it.
+fn seal(file: &File, no: u64, pos: u64) -> io::Result<()> {
+    let mut end = frame::start();
+    frame::seal(&mut end, no, pos)?;
+    file.write_all_at(&end, pos)?;
+    file.sync_data()
+}
+
+/// The background part of a checkpoint: write it, then free what it covers.
+fn write_checkpoint(
+    dir: &Path,
+    free: &free::Pool,
+    next: u64,
+    state: &State,
+    covered: u64,
+) -> io::Result<()> {
     let t = Instant::now();
     let records = state.records();
     let bytes = files::write_checkpoint(dir, next, &records)?;
-    let (segs, ckpts) = files::list(dir)?;
+    let files::Listing { segs, ckpts, .. } = files::list(dir)?;
     for &s in segs.iter().filter(|&&s| s < next) {
-        std::fs::remove_file(files::segment(dir, s))?;
+        free.release(s)?;
     }
     for &c in ckpts.iter().filter(|&&c| c < next) {
         std::fs::remove_file(files::checkpoint(dir, c))?;
@@ -263,9 +347,10 @@ fn write_checkpoint(dir: &Path, next: u64, state: &State, covered: u64) -> io::R
     files::sync_dir(dir)?;
     tracing::info!(
         "log checkpoint before segment {next}: {} records, {bytes} bytes, replaces {covered} \
-         bytes of log, in {:.3}s",
+         bytes of log, in {:.3}s ({} segments made from free ones since open)",
         records.len(),
-        t.elapsed().as_secs_f64()
+        t.elapsed().as_secs_f64(),
+        free.reused()
     );
     Ok(())
 }
@@ -273,6 +358,8 @@ fn write_checkpoint(dir: &Path, next: u64, state: &State, covered: u64) -> io::R
 /// Replay segments `live` (ascending) into `state`.
 fn replay(dir: &Path, live: &[u64], state: &mut State) -> io::Result<Replayed> {
     let mut out = Replayed::default();
+    // An unsealed segment with bytes after its frames: a torn tail if it
+    // is the last with frames, damage if frames follow.
     let mut torn: Option<(PathBuf, usize)> = None;
     for (i, &no) in live.iter().enumerate() {
         let path = files::segment(dir, no);
@@ -292,7 +379,12 @@ fn replay(dir: &Path, live: &[u64], state: &mut State) -> io::Result<Replayed> {
                 s.end
             )));
         }
-        if s.frames.is_empty() && !s.dirty {
+        if s.frames.is_empty() && !s.sealed {
+            // A spare never written to: zeros, or a free segment's stale
+            // frames (which frames after it make damage).
+            if s.dirty && torn.is_none() {
+                torn = Some((path, 0));
+            }
             out.empty.push(no);
             continue;
         }
@@ -317,7 +409,11 @@ fn replay(dir: &Path, live: &[u64], state: &mut State) -> io::Result<Replayed> {
         if s.dirty {
             torn = Some((path, s.end));
         }
-        out.last = Some((no, s.end as u64));
+        out.last = Some(Last {
+            no,
+            end: s.end as u64,
+            sealed: s.sealed,
+        });
     }
     Ok(out)
 }
@@ -330,7 +426,8 @@ impl Engine for LogEngine {
         }
         let mut buf = postcard::to_extend(recs, frame::start()).map_err(io::Error::other)?;
         let need = buf.len() as u64;
-        if self.cur.pos + need > self.cur.size {
+        // Room is left for the end frame that seals the segment.
+        if self.cur.pos + need + frame::HEADER as u64 > self.cur.size {
             self.rotate(need)?;
         }
         frame::seal(&mut buf, self.cur.no, self.cur.pos)?;

@@ -48,7 +48,7 @@ fn batches_larger_than_a_segment_and_many_segments_come_back() {
     want.iter().for_each(|r| state.apply(r));
     let mut e = open_small(&d);
     assert_eq!(e.load().unwrap(), state.records());
-    assert!(files::list(&d).unwrap().0.len() > 5, "crossed segments");
+    assert!(files::list(&d).unwrap().segs.len() > 5, "crossed segments");
     drop(e);
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -181,7 +181,8 @@ fn a_checkpoint_keeps_everything_and_removes_the_segments_it_covers() {
         e.checkpoints_started
     );
     drop(e);
-    let (segs, ckpts) = files::list(&d).unwrap();
+    let files::Listing { segs, ckpts, free } = files::list(&d).unwrap();
+    assert!(free.len() <= free::KEEP, "{free:?}");
     assert_eq!(ckpts.len(), 1, "{ckpts:?}");
     assert!(segs.iter().all(|&s| s >= ckpts[0]), "{segs:?} {ckpts:?}");
     assert!(segs.len() < 10, "{segs:?}");
@@ -264,9 +265,7 @@ fn checkpoint_pause() {
             e.write(&batch).unwrap();
         }
         // The spare segment ready, as it is in steady state.
-        while !e.spare.as_ref().is_none_or(|h| h.is_finished()) {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        wait_for_spare(&e);
         let t = Instant::now();
         e.start_checkpoint().unwrap();
         let paused = t.elapsed();
@@ -277,5 +276,221 @@ fn checkpoint_pause() {
         );
         drop(e);
         std::fs::remove_dir_all(&d).unwrap();
+    }
+}
+
+/// A segment's worth of stale frames, as a free segment holds them: valid
+/// frames of segment `old`, back to back, then zeros.
+fn stale_segment(old: u64) -> Vec<u8> {
+    let mut data = Vec::new();
+    for ts in 1.. {
+        let mut f = postcard::to_extend(&[value(ts, ts, 40)], frame::start()).unwrap();
+        if data.len() + f.len() > SEG as usize {
+            break;
+        }
+        frame::seal(&mut f, old, data.len() as u64).unwrap();
+        data.extend_from_slice(&f);
+    }
+    data.resize(SEG as usize, 0);
+    data
+}
+
+/// Segment 5, taken from a free segment that held segment 0's stale
+/// frames, after [`t::write_every_kind`] and one more batch: the segment's
+/// bytes up to its frames' end, and where its last frame starts.
+fn recycled_segment(d: &Path) -> (Vec<u8>, usize) {
+    std::fs::create_dir_all(d).unwrap();
+    files::write_checkpoint(d, 5, &[]).unwrap();
+    std::fs::write(files::free(d, 0), stale_segment(0)).unwrap();
+    let mut e = open_small(d);
+    assert_eq!(
+        (e.cur.no, e.free.len()),
+        (5, 0),
+        "segment 5 is the free one"
+    );
+    t::write_every_kind(&mut e);
+    let last = e.cur.pos as usize;
+    e.write(&[t::reg("c", 1, Some("torn"))]).unwrap();
+    e.sync(Durability::Fsync).unwrap();
+    let end = e.cur.pos as usize;
+    drop(e);
+    let data = std::fs::read(files::segment(d, 5)).unwrap();
+    assert_eq!(data[end..], stale_segment(0)[end..], "stale frames follow");
+    (data[..end].to_vec(), last)
+}
+
+/// A crash while the last batch was written into a recycled segment, at
+/// every byte of it: with the stale frames after the cut, with zeros, and
+/// with the file cut short. The stale frames never pass for frames, the
+/// torn batch is dropped as a torn tail (not damage), and appending after
+/// it works.
+#[test]
+fn a_torn_batch_in_a_recycled_segment_is_dropped_at_every_offset() {
+    let d = t::tempdir("log-recycled-torn");
+    let (data, last) = recycled_segment(&d);
+    let stale = stale_segment(0);
+    for cut in last..data.len() {
+        for how in ["stale", "zeroed", "short"] {
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            files::write_checkpoint(&d, 5, &[]).unwrap();
+            let mut file = data[..cut].to_vec();
+            match how {
+                "stale" => file.extend_from_slice(&stale[cut..]),
+                "zeroed" => file.resize(SEG as usize, 0),
+                _ => {}
+            }
+            std::fs::write(files::segment(&d, 5), &file).unwrap();
+            let mut e = open_small(&d);
+            assert_eq!(e.load().unwrap(), t::every_kind(), "cut at {cut}, {how}");
+            assert_eq!(e.cur.no, 6);
+            e.write(&[t::reg("d", 1, None)]).unwrap();
+            drop(e);
+            let mut want = t::every_kind();
+            want.insert(4, t::reg("d", 1, None));
+            let back = open_small(&d).load().unwrap();
+            assert_eq!(back, want, "cut at {cut}, {how}");
+        }
+    }
+    // The whole batch, stale frames after it: nothing is lost.
+    std::fs::remove_dir_all(&d).unwrap();
+    std::fs::create_dir_all(&d).unwrap();
+    files::write_checkpoint(&d, 5, &[]).unwrap();
+    let mut file = data.clone();
+    file.extend_from_slice(&stale[data.len()..]);
+    std::fs::write(files::segment(&d, 5), &file).unwrap();
+    assert_eq!(
+        open_small(&d).load().unwrap().len(),
+        t::every_kind().len() + 1
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Damage in a recycled segment is still damage: a bad batch with valid
+/// ones after it, and an unsealed segment (stale bytes after its frames)
+/// followed by a segment holding frames.
+#[test]
+fn damage_in_a_recycled_segment_is_refused() {
+    let d = t::tempdir("log-recycled-damage");
+    let (data, _) = recycled_segment(&d);
+    let stale = stale_segment(0);
+    let seg = files::segment(&d, 5);
+    let mut bad = data.clone();
+    bad[frame::HEADER + 3] ^= 0x40;
+    bad.extend_from_slice(&stale[data.len()..]);
+    std::fs::write(&seg, &bad).unwrap();
+    let msg = LogEngine::open_with(&d, SEG, 1 << 30)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("damaged at offset 0 (valid frames follow"),
+        "{msg}"
+    );
+    // Segment 5 whole but not sealed (its end frame lost), stale bytes
+    // after it, and segment 6 holding a frame.
+    let mut open = data.clone();
+    open.extend_from_slice(&stale[data.len()..]);
+    std::fs::write(&seg, &open).unwrap();
+    let z = vec![t::reg("z", 1, None)];
+    let mut next = postcard::to_extend(&z, frame::start()).unwrap();
+    frame::seal(&mut next, 6, 0).unwrap();
+    let mut six = next.clone();
+    six.extend_from_slice(&stale[six.len()..]);
+    std::fs::write(files::segment(&d, 6), &six).unwrap();
+    let msg = LogEngine::open_with(&d, SEG, 1 << 30)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("later segments hold valid frames"), "{msg}");
+    // Sealed, the same two segments are one log.
+    let mut sealed = data.clone();
+    let mut end = frame::start();
+    frame::seal(&mut end, 5, data.len() as u64).unwrap();
+    sealed.extend_from_slice(&end);
+    sealed.extend_from_slice(&stale[sealed.len()..]);
+    std::fs::write(&seg, &sealed).unwrap();
+    let mut want = t::every_kind();
+    want.insert(4, t::reg("c", 1, Some("torn")));
+    want.insert(5, t::reg("z", 1, None));
+    assert_eq!(open_small(&d).load().unwrap(), want);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A crash after a free segment was renamed into the next segment and
+/// before a frame went in: that segment holds only stale frames, and is
+/// read as the empty spare it is (reused, not damage).
+#[test]
+fn a_spare_holding_only_stale_frames_is_reused() {
+    let d = t::tempdir("log-recycled-spare");
+    let (data, _) = recycled_segment(&d);
+    let stale = stale_segment(0);
+    let mut five = data.clone();
+    five.extend_from_slice(&stale[data.len()..]);
+    std::fs::write(files::segment(&d, 5), &five).unwrap();
+    std::fs::write(files::segment(&d, 6), &stale).unwrap();
+    let mut e = open_small(&d);
+    assert_eq!(e.load().unwrap().len(), t::every_kind().len() + 1);
+    assert_eq!(e.cur.no, 6, "the spare is the next segment");
+    e.write(&[t::reg("d", 1, None)]).unwrap();
+    drop(e);
+    assert_eq!(
+        open_small(&d).load().unwrap().len(),
+        t::every_kind().len() + 2
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Checkpoints free segments and later segments reuse them; free segments
+/// left at a restart (one too short, more than are kept) are taken up or
+/// removed, and nothing is lost across the reopens.
+#[test]
+fn checkpoints_recycle_segments_and_free_segments_survive_a_restart() {
+    let d = t::tempdir("log-recycle");
+    let open = |d: &Path| LogEngine::open_with(d, SEG, 4 * SEG).unwrap();
+    let mut e = open(&d);
+    let mut state = State::default();
+    let mut ts = 0;
+    let mut write = |e: &mut LogEngine, n: u64| {
+        for _ in 0..n {
+            ts += 1;
+            let batch = [value(ts % 8, ts, 200)];
+            e.write(&batch).unwrap();
+            batch.iter().for_each(|r| state.apply(r));
+            if ts % 25 == 0 {
+                e.join_background();
+            }
+        }
+        state.records()
+    };
+    write(&mut e, 600);
+    e.join_background();
+    assert!(e.checkpoints_started >= 2, "{}", e.checkpoints_started);
+    assert!(e.free.reused() > 0, "no segment was recycled");
+    let ls = files::list(&d).unwrap();
+    assert!(!ls.free.is_empty() && ls.free.len() <= free::KEEP, "{ls:?}");
+    drop(e);
+    let mut e = open(&d);
+    assert_eq!(e.load().unwrap(), write(&mut e, 0));
+    // Free segments left by someone else: one short, others in surplus.
+    drop(e);
+    std::fs::write(files::free(&d, 0), [1u8; 10]).unwrap();
+    for no in 1..=free::KEEP as u64 {
+        std::fs::write(files::free(&d, no), vec![2u8; SEG as usize]).unwrap();
+    }
+    let mut e = open(&d);
+    wait_for_spare(&e);
+    let ls = files::list(&d).unwrap();
+    assert_eq!(ls.free.len() + 1, free::KEEP, "{ls:?}"); // one is the spare
+    assert!(!ls.free.contains(&0));
+    let want = write(&mut e, 300);
+    drop(e);
+    assert_eq!(open(&d).load().unwrap(), want);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+fn wait_for_spare(e: &LogEngine) {
+    while !e.spare.as_ref().is_none_or(|h| h.is_finished()) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
