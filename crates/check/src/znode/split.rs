@@ -34,14 +34,18 @@
 //! linearization refutes the whole history.
 //!
 //! **Accepting is sound.** The parts' linearizations are merged: one order
-//! extending each part's order and real time (a shared operation, such as
-//! a session's close or a root read, is one node). If one exists, every
-//! component evolves in it as in the order of a part that holds all its
+//! that keeps real time and, for each part, the order of every two of its
+//! operations on a component it models, one of them writing it
+//! ([`Parts::edges`]; operations on other components commute). If one
+//! exists, every component evolves in it as in a part that holds all its
 //! readers and writers, so every operation sees what its part's search saw.
 //! The merged order is then replayed through the whole model
 //! ([`is_linearization`]), so a merge that is wrong for any reason (an
-//! unknown outcome placed by one part and not another) is never accepted:
-//! the whole search decides instead.
+//! unknown outcome placed by one part and not another) is never accepted.
+//! Where the replay fails, the parts that left out an unknown outcome
+//! another part placed are searched again with it forced (`agree` in
+//! `mod.rs`): a forced search may only prove, never refute; if it fails,
+//! the whole search decides.
 
 use super::{Step, StepOk, ZnodeOp};
 use crate::SpecOp;
@@ -150,33 +154,7 @@ pub(super) fn split(ops: &[SpecOp<ZnodeOp>]) -> Option<Parts> {
         .map(|(i, n)| (n.as_str(), i))
         .collect();
     let part = |p: &str| top(p).map_or(0, |t| part_of[t]);
-    // The parts where each session creates ephemerals.
-    let mut uses: BTreeMap<u64, BTreeSet<usize>> = BTreeMap::new();
-    for o in ops {
-        match &o.op {
-            ZnodeOp::Create {
-                path,
-                ephemeral: true,
-                session,
-                ..
-            } => {
-                uses.entry(*session).or_default().insert(part(path));
-            }
-            ZnodeOp::Multi { session, steps, .. } => {
-                for s in steps {
-                    if let Step::Create {
-                        path,
-                        ephemeral: true,
-                        ..
-                    } = s
-                    {
-                        uses.entry(*session).or_default().insert(part(path));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
+    let uses = ephemeral_parts(ops, &part);
     let mut out = Parts {
         ops: vec![Vec::new(); names.len()],
         origin: vec![Vec::new(); names.len()],
@@ -229,6 +207,40 @@ pub(super) fn split(ops: &[SpecOp<ZnodeOp>]) -> Option<Parts> {
         (*ops, *origin) = both.into_iter().unzip();
     }
     Some(out)
+}
+
+/// The parts where each session creates ephemerals.
+fn ephemeral_parts(
+    ops: &[SpecOp<ZnodeOp>],
+    part: &impl Fn(&str) -> usize,
+) -> BTreeMap<u64, BTreeSet<usize>> {
+    let mut uses: BTreeMap<u64, BTreeSet<usize>> = BTreeMap::new();
+    for o in ops {
+        match &o.op {
+            ZnodeOp::Create {
+                path,
+                ephemeral: true,
+                session,
+                ..
+            } => {
+                uses.entry(*session).or_default().insert(part(path));
+            }
+            ZnodeOp::Multi { session, steps, .. } => {
+                for s in steps {
+                    if let Step::Create {
+                        path,
+                        ephemeral: true,
+                        ..
+                    } = s
+                    {
+                        uses.entry(*session).or_default().insert(part(path));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    uses
 }
 
 fn path_of(op: &ZnodeOp) -> Option<&str> {
