@@ -471,6 +471,14 @@ impl Search {
         }
     }
 
+    /// The operations placed, in order: after [`Found::Linearizable`], a
+    /// linearization.
+    pub fn placed(&self) -> Vec<usize> {
+        (self.stack.iter())
+            .map(|f| self.list.op[f.call as usize] as usize)
+            .collect()
+    }
+
     pub fn progress(&self) -> Progress {
         Progress {
             memo: self.memo.len(),

@@ -12,6 +12,7 @@
 mod brute;
 pub mod jsonl;
 mod multi;
+mod split;
 mod stepper;
 
 pub use multi::{MultiResult, Step, StepOk};
@@ -754,36 +755,145 @@ pub const STEP_BUDGET: u64 = 2_000_000;
 /// Steps of the lazy first phase at most (see [`search`]).
 const LAZY_STEPS: u64 = STEP_BUDGET / 4;
 
-/// The model's search over the whole history, with [`stepper::ZnodeStepper`],
-/// in two phases. The first ([`Search::lazy`](crate::search::Search::lazy))
-/// places an unknown outcome only where the operation of the first
-/// remaining return is illegal: it explores part of the tree, so only a
-/// linearization it finds counts. Otherwise the full search decides, with
-/// the steps left.
+/// The verdict of the search: by parts first when the history splits
+/// ([`split`]: a part with no linearization refutes the whole, the parts'
+/// linearizations merged and replayed through the whole model prove it),
+/// with at most half the budget; else, or if that decides nothing, the
+/// whole history with the steps left.
 fn search(ops: Vec<crate::SpecOp<ZnodeOp>>, timeout: std::time::Duration) -> crate::Verdict {
-    use crate::search::{Deadline, Found, Search, Slice, MEMO_CAP};
-    use crate::Verdict;
-    let (spans, mut stepper) = compile(ops);
-    let deadline = Deadline {
+    let deadline = crate::search::Deadline {
         at: std::time::Instant::now().checked_add(timeout),
         cancel: None,
     };
+    let mut left = STEP_BUDGET;
+    if let Some(parts) = split::split(&ops) {
+        if let Some(v) = by_parts(&ops, parts, deadline, &mut left) {
+            return v;
+        }
+    }
+    search_within(ops, deadline, left).0
+}
+
+/// The verdict from the parts of a history, if they give one; `left`
+/// loses the steps spent.
+fn by_parts(
+    ops: &[crate::SpecOp<ZnodeOp>],
+    parts: split::Parts,
+    deadline: crate::search::Deadline<'_>,
+    left: &mut u64,
+) -> Option<crate::Verdict> {
+    use crate::Verdict;
+    let budget = *left / 2;
+    let (mut spent, mut orders, mut open) = (0, Vec::new(), false);
+    for (part, origin) in parts.ops.iter().zip(&parts.origin) {
+        let (v, order, steps) = search_within(part.clone(), deadline, budget.saturating_sub(spent));
+        spent += steps;
+        match v {
+            Verdict::NotLinearizable => {
+                *left = left.saturating_sub(spent);
+                return Some(v);
+            }
+            Verdict::Linearizable => orders.push(order.iter().map(|&k| origin[k]).collect()),
+            // Go on: a later part may still refute the history.
+            _ => open = true,
+        }
+    }
+    let found = match open {
+        true => None,
+        false => agree(ops, &parts, orders, deadline, budget, &mut spent),
+    };
+    *left = left.saturating_sub(spent);
+    found
+}
+
+/// Rounds of merging the parts' linearizations (`orders`) and replaying
+/// the merged order through the whole model. When that fails, every part
+/// that left out an unknown outcome another part placed is searched again
+/// with it forced (given a return at the very end): such a search can
+/// only prove, never refute, so a part it fails sends the history to the
+/// whole search.
+fn agree(
+    ops: &[crate::SpecOp<ZnodeOp>],
+    parts: &split::Parts,
+    mut orders: Vec<Vec<usize>>,
+    deadline: crate::search::Deadline<'_>,
+    budget: u64,
+    spent: &mut u64,
+) -> Option<crate::Verdict> {
+    use crate::Verdict;
+    for _round in 0..4 {
+        let merged = split::merge(ops, parts, &orders);
+        if merged.is_some_and(|m| split::is_linearization(ops, &m)) {
+            return Some(Verdict::Linearizable);
+        }
+        let placed: BTreeSet<usize> = (orders.iter().flatten())
+            .filter(|&&i| ops[i].ret.is_none())
+            .copied()
+            .collect();
+        let mut changed = false;
+        for (p, order) in orders.iter_mut().enumerate() {
+            let mut part = parts.ops[p].clone();
+            let mut forced = false;
+            for (k, i) in parts.origin[p].iter().enumerate() {
+                if placed.contains(i) && !order.contains(i) {
+                    part[k].ret = Some(u64::MAX - 1);
+                    forced = true;
+                }
+            }
+            if !forced {
+                continue;
+            }
+            let (v, found, steps) = search_within(part, deadline, budget.saturating_sub(*spent));
+            *spent += steps;
+            if v != Verdict::Linearizable {
+                return None;
+            }
+            *order = found.iter().map(|&k| parts.origin[p][k]).collect();
+            changed = true;
+        }
+        if !changed {
+            return None;
+        }
+    }
+    None
+}
+
+/// The model's search over `ops` (sorted by call, or the order returned
+/// is by call), with [`stepper::ZnodeStepper`], in two phases, within
+/// `budget` steps: the verdict, a linearization (operation indices) if
+/// one was found, the steps spent. The first phase
+/// ([`Search::lazy`](crate::search::Search::lazy)) places an unknown
+/// outcome only where the operation of the first remaining return is
+/// illegal: it explores part of the tree, so only a linearization it finds
+/// counts. Otherwise the full search decides, with the steps left.
+fn search_within(
+    ops: Vec<crate::SpecOp<ZnodeOp>>,
+    deadline: crate::search::Deadline<'_>,
+    budget: u64,
+) -> (crate::Verdict, Vec<usize>, u64) {
+    use crate::search::{Found, Search, Slice, MEMO_CAP};
+    use crate::Verdict;
+    let (spans, mut stepper) = compile(ops);
     let slice = |steps| Slice {
         steps,
         memo_cap: MEMO_CAP,
     };
     let mut lazy = Search::lazy(&spans, 0);
-    let spent = match lazy.run(&mut stepper, deadline, slice(LAZY_STEPS)) {
-        Found::Linearizable => return Verdict::Linearizable,
-        Found::Timeout => return Verdict::Unknown,
+    let spent = match lazy.run(&mut stepper, deadline, slice(budget.min(LAZY_STEPS))) {
+        Found::Linearizable => {
+            return (Verdict::Linearizable, lazy.placed(), lazy.progress().steps)
+        }
+        Found::Timeout => return (Verdict::Unknown, Vec::new(), lazy.progress().steps),
         Found::Illegal | Found::Paused => lazy.progress().steps,
     };
     drop(lazy);
     let mut full = Search::new(&spans, 0);
-    match full.run(&mut stepper, deadline, slice(STEP_BUDGET - spent)) {
-        Found::Linearizable => Verdict::Linearizable,
-        Found::Illegal => Verdict::NotLinearizable,
-        Found::Timeout | Found::Paused => Verdict::Unknown,
+    let found = full.run(&mut stepper, deadline, slice(budget.saturating_sub(spent)));
+    let steps = spent + full.progress().steps;
+    match found {
+        Found::Linearizable => (Verdict::Linearizable, full.placed(), steps),
+        Found::Illegal => (Verdict::NotLinearizable, Vec::new(), steps),
+        Found::Timeout | Found::Paused => (Verdict::Unknown, Vec::new(), steps),
     }
 }
 
