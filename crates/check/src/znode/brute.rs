@@ -310,14 +310,15 @@ fn the_lazy_phase_only_finds_real_orders() {
     );
 }
 
-/// The split by subtree ([`super::split`]) against brute force: where the
-/// parts decide, they agree with it. Both verdicts must come from the
-/// parts often, or the agreement proves little.
+/// The split by subtree ([`super::split`]) against brute force: what the
+/// parts prove is linearizable, and they never refute (a history a part
+/// cannot order goes to the whole search). They must prove often, or the
+/// agreement proves little.
 #[test]
 fn the_split_agrees_with_brute_force() {
     use crate::search::Deadline;
     let mut r = Rng(0x5851_f42d_4c95_7f2d);
-    let (mut accepted, mut refuted) = (0, 0);
+    let mut accepted = 0;
     for case in 0..3000 {
         let ops = history_with(&mut r, 3 + case % 6, case % 2 == 1, 3, 40);
         let want = brute(&ops, &mut vec![false; ops.len()], &ZnodeState::default());
@@ -325,22 +326,14 @@ fn the_split_agrees_with_brute_force() {
             continue;
         };
         let mut left = u64::MAX / 4;
-        let got = super::by_parts(&ops, parts, Deadline::default(), &mut left);
-        match got {
+        match super::by_parts(&ops, parts, Deadline::default(), &mut left) {
             Some(Verdict::Linearizable) => {
                 assert!(want, "case {case}: {ops:#?}");
                 accepted += 1;
             }
-            Some(v) => {
-                assert_eq!(v, Verdict::NotLinearizable);
-                assert!(!want, "case {case}: {ops:#?}");
-                refuted += 1;
-            }
+            Some(v) => panic!("case {case}: the parts said {v:?}"),
             None => {}
         }
     }
-    assert!(
-        accepted > 500 && refuted > 300,
-        "accepted {accepted}, refuted {refuted}"
-    );
+    assert!(accepted > 500, "accepted {accepted}");
 }

@@ -31,7 +31,9 @@
 //! part's operations (a projected one at the same point), is one of the
 //! part: each operation sees the same component values, and its projection
 //! asks no more of them than the whole did. So a part with no
-//! linearization refutes the whole history.
+//! linearization would refute the whole history; the checker still sends
+//! such a history to the whole search (`mod.rs`, `by_parts`): a real
+//! kazoo history was once refused by a part, unexamined.
 //!
 //! **Accepting is sound.** The parts' linearizations are merged: one order
 //! that keeps real time and, for each part, the order of every two of its
