@@ -149,6 +149,12 @@ async fn kazoo_under_kills_and_pauses_is_linearizable_and_its_locks_hold() {
 
     let (code, verdict) = check(&history);
     eprintln!("{verdict}");
+    if code != 0 {
+        // The cluster's directory goes with it: keep a refused history.
+        let kept = std::env::temp_dir().join(format!("kazoo-refused-{}.jsonl", std::process::id()));
+        let _ = std::fs::copy(&history, &kept);
+        eprintln!("history kept in {}", kept.display());
+    }
     assert_eq!(code, 0, "quorumkv check refused the history:\n{verdict}");
     assert!(verdict.contains("linearizable\n"), "{verdict}");
     assert!(verdict.contains("verdict: LINEARIZABLE"), "{verdict}");
