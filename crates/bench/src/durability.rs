@@ -95,10 +95,12 @@ pub async fn quorumkv_counters(
     };
     for &addr in native {
         let s = status(addr, tls).await.ok()?;
-        c.syncs += s.persist_syncs;
-        c.records = c.records.map(|r| r + s.persist_records);
+        // Counters another process reports: a sum that would wrap is no
+        // figure, not a panic or a wrong one.
+        c.syncs = c.syncs.checked_add(s.persist_syncs)?;
+        c.records = c.records.and_then(|r| r.checked_add(s.persist_records));
         // A replica of a release before `persist_sync_us`: no mean at all.
-        c.sync_us = c.sync_us.zip(s.persist_sync_us).map(|(a, b)| a + b);
+        c.sync_us = (c.sync_us.zip(s.persist_sync_us)).and_then(|(a, b)| a.checked_add(b));
         c.replicas.push(s.counters);
     }
     Some(c)
@@ -133,10 +135,11 @@ pub async fn etcd_counters(endpoints: &[String]) -> Option<SyncCounters> {
     };
     for ep in endpoints {
         let text = http_get(ep, "/metrics").await?;
-        c.syncs += metric(&text, "etcd_disk_wal_fsync_duration_seconds_count")? as u64;
+        let count = metric(&text, "etcd_disk_wal_fsync_duration_seconds_count")? as u64;
+        c.syncs = c.syncs.checked_add(count)?;
         c.sync_us = (c.sync_us)
             .zip(metric(&text, "etcd_disk_wal_fsync_duration_seconds_sum"))
-            .map(|(a, s)| a + (s * 1e6) as u64);
+            .and_then(|(a, s)| a.checked_add((s * 1e6) as u64));
         // Every member applies every committed proposal; like quorumkv's
         // records, this counts each write once per replica.
         c.records = c
