@@ -304,7 +304,7 @@ impl LogEngine {
                     _ => "its thread panicked".into(),
                 };
                 tracing::error!("cannot checkpoint the log ({why}); trying again later");
-                self.next_checkpoint = self.log_bytes + self.min_log;
+                self.next_checkpoint = self.log_bytes.saturating_add(self.min_log);
             }
         }
     }
@@ -405,7 +405,7 @@ fn replay(dir: &Path, live: &[u64], state: &mut State) -> io::Result<Replayed> {
             })?;
             recs.iter().for_each(|r| state.apply(r));
         }
-        out.log_bytes += s.end as u64;
+        out.log_bytes = out.log_bytes.saturating_add(s.end as u64);
         if s.dirty {
             torn = Some((path, s.end));
         }
@@ -433,7 +433,7 @@ impl Engine for LogEngine {
         frame::seal(&mut buf, self.cur.no, self.cur.pos)?;
         self.cur.file.write_all_at(&buf, self.cur.pos)?;
         self.cur.pos += need;
-        self.log_bytes += need;
+        self.log_bytes = self.log_bytes.saturating_add(need);
         recs.iter().for_each(|r| self.state.apply(r));
         Ok(())
     }
