@@ -157,6 +157,7 @@ mod tests {
         }
         let pool = Pool::open(&d, 512, &files::list(&d).unwrap().free).unwrap();
         assert_eq!(pool.len(), KEEP);
+        assert_eq!(pool.reused(), 0);
         let left = files::list(&d).unwrap().free;
         assert_eq!(left, (8 - KEEP as u64..8).collect::<Vec<_>>());
         // A segment taken from it keeps its blocks (its stale bytes), under
@@ -165,9 +166,11 @@ mod tests {
         assert_eq!(f.metadata().unwrap().len(), 512);
         assert_eq!(std::fs::read(files::segment(&d, 20)).unwrap(), [7u8; 512]);
         assert_eq!(pool.len(), KEEP - 1);
+        assert_eq!(pool.reused(), 1);
         pool.segment(21, 1024).unwrap();
         assert_eq!(std::fs::read(files::segment(&d, 21)).unwrap(), [0u8; 1024]);
         assert_eq!(pool.len(), KEEP - 1);
+        assert_eq!(pool.reused(), 1, "a new file is not a reused one");
         // Released: kept while there is room and the size fits.
         pool.release(21).unwrap();
         assert!(!files::segment(&d, 21).exists() && !files::free(&d, 21).exists());
@@ -177,6 +180,23 @@ mod tests {
         pool.release(22).unwrap();
         assert!(!files::free(&d, 22).exists(), "the pool is full");
         assert_eq!(pool.len(), KEEP);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_free_segment_cut_short_behind_the_pools_back_is_made_whole() {
+        let d = t::tempdir("log-free-short");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(files::free(&d, 3), [3u8; 512]).unwrap();
+        let pool = Pool::open(&d, 512, &files::list(&d).unwrap().free).unwrap();
+        // Truncated after the pool checked it (by hand, or a broken disk).
+        std::fs::write(files::free(&d, 3), [9u8; 100]).unwrap();
+        let f = pool.segment(4, 512).unwrap();
+        assert_eq!(f.metadata().unwrap().len(), 512);
+        let bytes = std::fs::read(files::segment(&d, 4)).unwrap();
+        assert_eq!(bytes[..100], [9u8; 100], "reused, not created anew");
+        assert_eq!(bytes[100..], [0u8; 412], "the missing tail is zero-filled");
+        assert_eq!(pool.reused(), 1);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
