@@ -337,3 +337,34 @@ fn the_split_agrees_with_brute_force() {
     }
     assert!(accepted > 500, "accepted {accepted}");
 }
+
+/// The whole search over some of the unknown outcomes (`with_only`, used
+/// where the parts' orders do not merge) against brute force: with any
+/// subset of them kept, it proves only linearizable histories, and with
+/// all kept it proves every one.
+#[test]
+fn a_search_over_some_unknown_outcomes_agrees_with_brute_force() {
+    use crate::search::Deadline;
+    use std::collections::BTreeSet;
+    let mut r = Rng(0x4f1b_bcdc_bfa5_3e0b);
+    let (mut proved, mut with_all) = (0, 0);
+    for case in 0..3000 {
+        let ops = history_with(&mut r, 3 + case % 6, case % 2 == 1, 2, 40);
+        let want = brute(&ops, &mut vec![false; ops.len()], &ZnodeState::default());
+        let unknown = (0..ops.len()).filter(|&i| ops[i].ret.is_none());
+        let all: BTreeSet<usize> = unknown.collect();
+        let some: BTreeSet<usize> = all.iter().copied().filter(|_| r.below(2) == 0).collect();
+        for (keep, whole) in [(some, false), (all, true)] {
+            let mut spent = 0;
+            let v = super::with_only(&ops, &keep, Deadline::default(), u64::MAX / 4, &mut spent);
+            assert!(want || v.is_none(), "case {case}: {ops:#?}");
+            if whole {
+                assert_eq!(v.is_some(), want, "case {case}: {ops:#?}");
+                with_all += v.is_some() as u32;
+            } else {
+                proved += v.is_some() as u32;
+            }
+        }
+    }
+    assert!(proved > 300 && with_all > proved, "{proved}, {with_all}");
+}

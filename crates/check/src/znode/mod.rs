@@ -802,10 +802,81 @@ fn by_parts(
     }
     let found = match open {
         true => None,
-        false => agree(ops, &parts, orders, deadline, budget, &mut spent),
+        false => {
+            // The unknown outcomes the parts placed, before `agree` forces
+            // more (`forced`: after).
+            let placed: BTreeSet<usize> = (orders.iter().flatten())
+                .copied()
+                .filter(|&i: &usize| ops[i].ret.is_none())
+                .collect();
+            let mut forced = placed.clone();
+            agree(
+                ops,
+                &parts,
+                orders,
+                deadline,
+                budget,
+                &mut spent,
+                &mut forced,
+            )
+            .or_else(|| {
+                // Then the unknown outcomes of more than one part.
+                let mut shared = forced.clone();
+                let mut parts_of = vec![0u32; ops.len()];
+                for &i in parts.origin.iter().flatten() {
+                    parts_of[i] += 1;
+                }
+                shared.extend((0..ops.len()).filter(|&i| ops[i].ret.is_none() && parts_of[i] > 1));
+                let mut tried: Vec<BTreeSet<usize>> = Vec::new();
+                for keep in [placed, forced, shared] {
+                    if tried.contains(&keep) {
+                        continue;
+                    }
+                    let cap = budget.saturating_sub(spent).min(WITH_ONLY_STEPS);
+                    if let Some(v) = with_only(ops, &keep, deadline, cap, &mut spent) {
+                        return Some(v);
+                    }
+                    tried.push(keep);
+                }
+                None
+            })
+        }
     };
     *left = left.saturating_sub(spent);
     found
+}
+
+/// Steps of one [`with_only`] search at most.
+const WITH_ONLY_STEPS: u64 = STEP_BUDGET / 8;
+
+/// The whole history searched with only the unknown outcomes in `placed`
+/// (those the parts placed), the others taken never to have happened,
+/// within `budget` steps: a linearization found, replayed
+/// through the whole model, proves the history (an unknown outcome may
+/// never take effect); a failure proves nothing. The parts' merged
+/// orders fail when they place a shared operation (a session's open or
+/// expiry, a multi) at points that cannot agree; the whole search then
+/// orders everything at once, but without the branching of the unknown
+/// outcomes nobody needed.
+fn with_only(
+    ops: &[crate::SpecOp<ZnodeOp>],
+    placed: &BTreeSet<usize>,
+    deadline: crate::search::Deadline<'_>,
+    budget: u64,
+    spent: &mut u64,
+) -> Option<crate::Verdict> {
+    use crate::Verdict;
+    let mut keep: Vec<usize> = (0..ops.len())
+        .filter(|&i| ops[i].ret.is_some() || placed.contains(&i))
+        .collect();
+    // Sorted by call, so that the order found is in these indices.
+    keep.sort_by_key(|&i| ops[i].call);
+    let sub = keep.iter().map(|&i| ops[i].clone()).collect();
+    let (v, order, steps) = search_within(sub, deadline, budget);
+    *spent += steps;
+    let order: Vec<usize> = order.iter().map(|&k| keep[k]).collect();
+    (v == Verdict::Linearizable && split::is_linearization(ops, &order))
+        .then_some(Verdict::Linearizable)
 }
 
 /// Rounds of merging the parts' linearizations (`orders`) and replaying
@@ -813,7 +884,8 @@ fn by_parts(
 /// that left out an unknown outcome another part placed is searched again
 /// with it forced (given a return at the very end): such a search can
 /// only prove, never refute, so a part it fails sends the history to the
-/// whole search.
+/// whole search. `seen` gains the unknown outcomes the forced searches
+/// placed.
 fn agree(
     ops: &[crate::SpecOp<ZnodeOp>],
     parts: &split::Parts,
@@ -821,6 +893,7 @@ fn agree(
     deadline: crate::search::Deadline<'_>,
     budget: u64,
     spent: &mut u64,
+    seen: &mut BTreeSet<usize>,
 ) -> Option<crate::Verdict> {
     use crate::Verdict;
     for _round in 0..4 {
@@ -851,6 +924,7 @@ fn agree(
                 return None;
             }
             *order = found.iter().map(|&k| parts.origin[p][k]).collect();
+            seen.extend(order.iter().filter(|&&i| ops[i].ret.is_none()));
             changed = true;
         }
         if !changed {
@@ -1008,6 +1082,45 @@ mod tests {
             check_history(ops, std::time::Duration::from_secs(10)).0,
             Verdict::Linearizable
         );
+    }
+
+    /// The whole search over the parts' unknown outcomes only: it proves
+    /// with those an order needs, never without them, and never a history
+    /// no order fits.
+    #[test]
+    fn a_search_over_some_unknown_outcomes_only_proves() {
+        use crate::search::Deadline;
+        let unknown = |call, op| SpecOp {
+            call,
+            ret: None,
+            op,
+        };
+        let read = |r: Result<(String, u32), ZkError>| ZnodeOp::GetData {
+            path: "/a".into(),
+            result: r,
+        };
+        let mut made = create("/a", false, false, 1, Ok("/a"));
+        if let ZnodeOp::Create { result, .. } = &mut made {
+            *result = None;
+        }
+        let ops = vec![
+            unknown(0, made),
+            unknown(1, ZnodeOp::OpenSession { session: 4 }),
+            at(5, 6, read(Ok(("d".into(), 0)))),
+        ];
+        let run = |ops: &[SpecOp<ZnodeOp>], keep: &[usize]| {
+            let keep: BTreeSet<usize> = keep.iter().copied().collect();
+            let mut spent = 0;
+            let v = with_only(ops, &keep, Deadline::default(), 1000, &mut spent);
+            assert!(spent > 0);
+            v
+        };
+        assert_eq!(run(&ops, &[0]), Some(Verdict::Linearizable));
+        assert_eq!(run(&ops, &[0, 1]), Some(Verdict::Linearizable));
+        assert_eq!(run(&ops, &[1]), None, "the read needs the create");
+        let mut stale = ops.clone();
+        stale[2].op = read(Ok(("d".into(), 1)));
+        assert_eq!(run(&stale, &[0, 1]), None);
     }
 
     /// A resume answered open needs its session open at a point of its
