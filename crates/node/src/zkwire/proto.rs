@@ -157,13 +157,15 @@ pub fn reply_header(w: &mut Writer, xid: i32, zxid: i64, err: i32) {
 }
 
 /// `Stat`, field by field in jute's order. quorumkv's counters are
-/// unsigned; they are sent as ZooKeeper's signed fields (same bits). A
-/// container's owner mark is sent as 0, as ZooKeeper sends it.
+/// unsigned; they are sent as ZooKeeper's signed fields (same bits). The
+/// owner mark of a container or a TTL node is sent as 0, as ZooKeeper
+/// sends it (`DataNode.getClientEphemeralOwner`): only an ephemeral's
+/// owner shows.
 pub fn write_stat(w: &mut Writer, s: &Stat) {
-    let owner = if s.is_container() {
-        0
-    } else {
+    let owner = if s.is_ephemeral() {
         s.ephemeral_owner
+    } else {
+        0
     };
     w.long(s.czxid as i64).long(s.mzxid as i64);
     w.long(s.ctime as i64).long(s.mtime as i64);
@@ -623,5 +625,21 @@ mod tests {
         assert_eq!(r.long(), Ok(8));
         assert_eq!([r.int(), r.int()], [Ok(9), Ok(10)]);
         assert_eq!(r.long(), Ok(11));
+        // A container's and a TTL node's marks show as 0.
+        for mark in [
+            quorumkv_core::znode::tree::CONTAINER_OWNER,
+            0xff00_0000_0000_01f4,
+        ] {
+            let mut w = Writer::default();
+            write_stat(
+                &mut w,
+                &Stat {
+                    ephemeral_owner: mark,
+                    ..s
+                },
+            );
+            let mut r = Reader::new(&w.buf[44..52]);
+            assert_eq!(r.long(), Ok(0), "{mark:#x}");
+        }
     }
 }
