@@ -434,44 +434,10 @@ impl Tree {
                 }
                 Ok(TxnOk::SessionClosed { deleted })
             }
-            Txn::Create {
-                path,
-                data,
-                ephemeral,
-                sequential,
-                session,
-                acl,
-            } => self.create(
-                at,
-                path,
-                data,
-                (Kind::new(*ephemeral, *session), *sequential),
-                (acl.as_deref(), ids),
-                &mut changes,
-            ),
-            Txn::CreateContainer { path, data, acl } => self.create(
-                at,
-                path,
-                data,
-                (Kind::Container, false),
-                (acl.as_deref(), ids),
-                &mut changes,
-            ),
+            Txn::Create { .. } | Txn::CreateContainer { .. } | Txn::CreateTtl { .. } => {
+                self.create_txn(at, txn, ids, &mut changes)
+            }
             Txn::DeleteContainer { path } => self.delete_container(at, path, &mut changes),
-            Txn::CreateTtl {
-                path,
-                data,
-                sequential,
-                ttl_ms,
-                acl,
-            } => self.create(
-                at,
-                path,
-                data,
-                (Kind::Ttl(*ttl_ms), *sequential),
-                (acl.as_deref(), ids),
-                &mut changes,
-            ),
             Txn::DeleteTtl { path, mzxid } => self.delete_ttl(at, path, *mzxid, &mut changes),
             Txn::Delete { path, version } => self.delete(at, path, *version, ids, &mut changes),
             Txn::SetData {
@@ -482,6 +448,41 @@ impl Tree {
             Txn::SetAcl { path, acl, version } => self.set_acl(path, acl, *version, ids),
         };
         (result, changes)
+    }
+
+    /// A create of any kind (`Create`, `CreateContainer`, `CreateTtl`).
+    fn create_txn(
+        &mut self,
+        at: Stamp,
+        txn: &Txn,
+        ids: &[Id],
+        changes: &mut Vec<Change>,
+    ) -> Result<TxnOk, ZkError> {
+        let (path, data, how, acl) = match txn {
+            Txn::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                session,
+                acl,
+            } => (
+                path,
+                data,
+                (Kind::new(*ephemeral, *session), *sequential),
+                acl,
+            ),
+            Txn::CreateContainer { path, data, acl } => (path, data, (Kind::Container, false), acl),
+            Txn::CreateTtl {
+                path,
+                data,
+                sequential,
+                ttl_ms,
+                acl,
+            } => (path, data, (Kind::Ttl(*ttl_ms), *sequential), acl),
+            other => unreachable!("{other:?} is not a create"),
+        };
+        self.create(at, path, data, how, (acl.as_deref(), ids), changes)
     }
 
     fn create(

@@ -146,21 +146,22 @@ pub fn plan(req: ZkRequest) -> Plan {
         ZkRequest::RemoveWatches { path, kind, check } => remove_watches(path, kind, check),
         ZkRequest::Multi { ops, read: false } => super::multi::plan_multi(ops),
         ZkRequest::Multi { ops, read: true } => super::multi::plan_multi_read(ops),
-        ZkRequest::GetEphemerals { prefix } => {
-            // ZooKeeper's `getEphemerals`: an empty or `/` prefix (spaces
-            // around it ignored) is every ephemeral; another one is
-            // matched as a string.
-            let prefix = match prefix.trim() {
-                "" | "/" => String::new(),
-                _ => prefix,
-            };
-            ops(vec![ZnodeOp::GetEphemerals { prefix }], Shape::Ephemerals)
-        }
+        ZkRequest::GetEphemerals { prefix } => get_ephemerals(prefix),
         ZkRequest::WhoAmI => ops(vec![ZnodeOp::WhoAmI], Shape::WhoAmI),
         // Only inside a multi: alone, as ZooKeeper answers it.
         ZkRequest::Check { .. } => Plan::Error(err::UNIMPLEMENTED),
         ZkRequest::Unsupported(_) | ZkRequest::Unknown(_) => Plan::Error(err::UNIMPLEMENTED),
     }
+}
+
+/// ZooKeeper's `getEphemerals`: an empty or `/` prefix (spaces around it
+/// ignored) is every ephemeral; another one is matched as a string.
+fn get_ephemerals(prefix: String) -> Plan {
+    let prefix = match prefix.trim() {
+        "" | "/" => String::new(),
+        _ => prefix,
+    };
+    ops(vec![ZnodeOp::GetEphemerals { prefix }], Shape::Ephemerals)
 }
 
 /// `getChildren2`'s stat is read by a second operation right after the

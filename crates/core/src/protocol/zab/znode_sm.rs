@@ -147,6 +147,27 @@ pub(super) fn fired_event(f: Fired) -> (u64, Event) {
     (f.session, event)
 }
 
+/// The transaction of a container's or a TTL node's create.
+fn marked_txn(op: ZnodeOp) -> Txn {
+    match op {
+        ZnodeOp::CreateContainer { path, data, acl } => Txn::CreateContainer { path, data, acl },
+        ZnodeOp::CreateTtl {
+            path,
+            data,
+            sequential,
+            ttl_ms,
+            acl,
+        } => Txn::CreateTtl {
+            path,
+            data,
+            sequential,
+            ttl_ms,
+            acl,
+        },
+        other => unreachable!("{} is not a container's or TTL node's create", other.name()),
+    }
+}
+
 pub(super) fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
     Response::Znode(r.unwrap_or_else(ZnodeReply::Error))
 }
@@ -252,38 +273,17 @@ impl Machine {
                 }
             }
             ZnodeOp::SetAcl { path, acl, version } => Txn::SetAcl { path, acl, version },
-            ZnodeOp::CreateContainer { path, data, acl } => {
-                Txn::CreateContainer { path, data, acl }
-            }
-            // The leader's reaper proposes it (`sessions.rs`); from a
-            // client it would delete without the parent's DELETE right.
-            ZnodeOp::DeleteContainer { .. } if e.conn != EXPIRY => {
-                let why = "deleteContainer is the leader's, not a client's".to_string();
+            op @ (ZnodeOp::CreateContainer { .. } | ZnodeOp::CreateTtl { .. }) => marked_txn(op),
+            // The reaper's (`sessions.rs`); a client's would skip the parent's DELETE right.
+            op @ (ZnodeOp::DeleteContainer { .. } | ZnodeOp::DeleteTtl { .. })
+                if e.conn != EXPIRY =>
+            {
+                let why = format!("{} is the leader's, not a client's", op.name());
                 return zk(Err(ZkError::BadArguments(why)));
             }
             ZnodeOp::DeleteContainer { path } => Txn::DeleteContainer { path },
-            ZnodeOp::CreateTtl {
-                path,
-                data,
-                sequential,
-                ttl_ms,
-                acl,
-            } => Txn::CreateTtl {
-                path,
-                data,
-                sequential,
-                ttl_ms,
-                acl,
-            },
-            // As `DeleteContainer`: the leader's alone.
-            ZnodeOp::DeleteTtl { .. } if e.conn != EXPIRY => {
-                let why = "deleteTTL is the leader's, not a client's".to_string();
-                return zk(Err(ZkError::BadArguments(why)));
-            }
             ZnodeOp::DeleteTtl { path, mzxid } => Txn::DeleteTtl { path, mzxid },
-            ZnodeOp::GetEphemerals { prefix } => {
-                return self.ephemerals(e.session, &prefix, here);
-            }
+            ZnodeOp::GetEphemerals { prefix } => return self.ephemerals(e.session, &prefix, here),
             ZnodeOp::Delete { path, version } => Txn::Delete { path, version },
             ZnodeOp::SetData {
                 path,
