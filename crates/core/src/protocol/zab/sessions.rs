@@ -18,7 +18,7 @@
 //! own clock, not the node's `mtime`: stamps come from the clocks of the
 //! leaders that proposed them, which need not agree, so a new leader
 //! starts every TTL afresh (a node may outlive its TTL then, never the
-//! other way round).
+//! other way round); a server that stops leading forgets what it saw.
 
 use super::msg::Msg;
 use super::node::{Role, ZabNode, O};
@@ -112,6 +112,9 @@ impl ZabNode {
             Role::Following(f) => {
                 let (leader, sessions) = (f.leader, std::mem::take(&mut self.sm.touched));
                 self.sm.heard.clear();
+                // What it saw as a leader is forgotten: zxids are log
+                // indexes, which a truncation may give to other changes.
+                self.sm.reaper.ttl_seen.clear();
                 if !sessions.is_empty() {
                     let msg = Msg::Touch {
                         sessions: sessions.into_iter().collect(),
@@ -127,6 +130,7 @@ impl ZabNode {
             _ => {
                 self.sm.heard.clear();
                 self.sm.touched.clear();
+                self.sm.reaper.ttl_seen.clear();
             }
         }
     }
