@@ -12,6 +12,7 @@
 #   start zookeeper ... --rtt-client 100ms --rtt-peer 50ms  # seed 001's round trips, added by relays
 #                                    # (quorumkv delay-proxy, $QKV or target/release/quorumkv): the target then
 #                                    # names the client relays (P+500+i); server links go through relays (P+1000..)
+#   QKV_ZK_JVMFLAGS='-Dk=v ...' scripts/peers.sh start zookeeper   # extra JVM flags for each server
 #   scripts/peers.sh stop  etcd|redis|zookeeper                    # idempotent
 #   scripts/peers.sh status etcd|redis|zookeeper
 #
@@ -22,7 +23,7 @@
 # State lives in ${QKV_PEERS_DIR:-${TMPDIR:-/tmp}/quorumkv-peers}/NAME.
 set -euo pipefail
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "peers.sh: $*" >&2; exit 1; }
 log() { echo "peers.sh: $*" >&2; }
 
@@ -234,8 +235,9 @@ autopurge.snapRetainCount=3
 autopurge.purgeInterval=1
 ${servers}
 EOF
+    # shellcheck disable=SC2086 # QKV_ZK_JVMFLAGS is a list of flags
     setsid java -Xmx1g -Dzookeeper.log.dir="$state" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
-      -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$state/z$i.cfg" \
+      ${QKV_ZK_JVMFLAGS:-} -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$state/z$i.cfg" \
       </dev/null >"$state/z$i.log" 2>&1 &
     echo $! >>"$state/pids"
   done

@@ -8,10 +8,9 @@
 mod common;
 
 use common::cluster_cfg;
+use common::java::{self, Classes};
 use common::zookeeper::{require, zookeeper_installed, ZooKeeper};
 use quorumkv_node::local::LocalCluster;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// The jars the program needs, from Debian's packages (curator-* from
@@ -28,91 +27,22 @@ const JARS: [&str; 8] = [
     "slf4j-api.jar",
     "slf4j-simple.jar",
 ];
-const JAVA_DIR: &str = "/usr/share/java";
 
-/// The jars in `JAVA_DIR` that are missing.
-fn missing_jars() -> Vec<&'static str> {
-    (JARS.into_iter())
-        .filter(|j| !Path::new(JAVA_DIR).join(j).is_file())
-        .collect()
-}
-
-fn has_javac() -> bool {
-    Command::new("javac")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// The compiled program: its class directory (removed when dropped) and
-/// the classpath to run it with (that directory, then the jars).
-struct Classes {
-    dir: PathBuf,
-    classpath: String,
-}
-
-impl Drop for Classes {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Compile the program into a fresh directory named by `tag`. `None` when
-/// javac or a jar is missing (skipped, or failed in CI).
 fn compile(tag: &str) -> Option<Classes> {
-    let missing = missing_jars();
-    let what = format!("javac and Curator's jars (missing: {missing:?})");
-    if !require(&what, missing.is_empty() && has_javac()) {
-        return None;
-    }
-    let dir = std::env::temp_dir().join(format!("qkv-curator-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let jars: Vec<PathBuf> = JARS.iter().map(|j| Path::new(JAVA_DIR).join(j)).collect();
-    let mut classpath = vec![dir.clone()];
-    classpath.extend(jars);
-    let classpath = std::env::join_paths(classpath).unwrap();
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zk/CuratorRecipes.java");
-    let out = Command::new("javac")
-        .arg("-d")
-        .arg(&dir)
-        .arg("-cp")
-        .arg(&classpath)
-        .arg(source)
-        .output()
-        .expect("javac runs");
-    assert!(
-        out.status.success(),
-        "javac failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let classpath = classpath.into_string().unwrap();
-    Some(Classes { dir, classpath })
+    java::compile("CuratorRecipes", tag, &JARS)
 }
 
 /// Run the program with `args` (the last the connect string); assert that
 /// it passed `checks` checks.
-async fn run_recipes(classpath: &str, args: &[&str], checks: usize) {
-    let hosts = args.last().unwrap();
-    let run = tokio::process::Command::new("java")
-        .args(["-cp", classpath, "CuratorRecipes"])
-        .args(args)
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(240), run)
-        .await
-        .expect("CuratorRecipes finishes in 240 s")
-        .expect("java runs");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains("\nall ok\n"),
-        "CuratorRecipes against {hosts} failed:\n{stdout}\n{stderr}"
-    );
-    let oks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("ok ")).collect();
-    assert_eq!(oks.len(), checks, "{stdout}");
+async fn run_recipes(classes: &Classes, args: &[&str], checks: usize) {
+    java::run(
+        classes,
+        "CuratorRecipes",
+        args,
+        checks,
+        Duration::from_secs(240),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +57,7 @@ async fn curator_mutex_leader_latch_and_queue_on_the_zk_port() {
         .map(|e| e.zk.expect("a zab cluster has ZooKeeper ports").to_string())
         .collect();
     let hosts = hosts.join(",");
-    run_recipes(&classes.classpath, &[&hosts], 4).await;
+    run_recipes(&classes, &[&hosts], 4).await;
 }
 
 /// The program passes against real ZooKeeper too: what it checks is
@@ -141,5 +71,5 @@ async fn curator_recipes_pass_against_zookeeper_itself() {
         return;
     };
     let zk = ZooKeeper::start("curator");
-    run_recipes(&classes.classpath, &[&zk.hosts], 4).await;
+    run_recipes(&classes, &[&zk.hosts], 4).await;
 }

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod java;
 pub mod zookeeper;
 
 use quorumkv_node::client::{ClientConfig, ClientMode};

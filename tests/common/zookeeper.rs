@@ -41,6 +41,12 @@ impl ZooKeeper {
     /// Start a three-server ensemble; `tag` names its state directory
     /// (with the process id), so tests in one process do not share it.
     pub fn start(tag: &str) -> ZooKeeper {
+        Self::start_with(tag, "")
+    }
+
+    /// [`ZooKeeper::start`] with extra JVM flags for every server (system
+    /// properties such as `-Dzookeeper.extendedTypesEnabled=true`).
+    pub fn start_with(tag: &str, jvm_flags: &str) -> ZooKeeper {
         let pid = std::process::id();
         let state = std::env::temp_dir().join(format!("qkv-zk-{tag}-{pid}"));
         std::fs::create_dir_all(&state).unwrap();
@@ -49,6 +55,7 @@ impl ZooKeeper {
             // Below the ephemeral range and the bench test's bases (21000+).
             let base = 12000 + ((pid + attempt * 97) % 900) * 10;
             let out = Self::peers(&state)
+                .env("QKV_ZK_JVMFLAGS", jvm_flags)
                 .args(["start", "zookeeper", "--port-base", &base.to_string()])
                 .output()
                 .expect("run scripts/peers.sh");

@@ -465,7 +465,10 @@ impl Client {
         };
         let shared = Shared {
             protocol,
-            id: client_writer_id(rand::random::<u64>() >> 1),
+            // Bit 62 clear: never an owner mark of the znode tree (top
+            // byte 0xff, `znode::tree::reserved_owner`), refused as a
+            // session.
+            id: client_writer_id(rand::random::<u64>() >> 2),
             next_seq: AtomicU64::new(1),
             events: Mutex::new(Some(events_rx)),
             note,

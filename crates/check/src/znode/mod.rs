@@ -429,6 +429,21 @@ pub fn reused_sequential_name(ops: &[crate::SpecOp<ZnodeOp>]) -> Option<String> 
 /// Paths of the znode workload: few, so that operations collide.
 pub const WORKLOAD_PATHS: [&str; 3] = ["/a", "/b", "/a/c"];
 
+/// Where the simulator's workload creates TTL nodes (`/ttl-<client>`),
+/// which the model does not hold (their deletion is the leader's, at a
+/// time no client sees; invariant 7 of Zab's checks it instead): their
+/// creates are not judged and a child list of `/` is judged without them.
+pub const TTL_PATH_PREFIX: &str = "/ttl-";
+
+/// Whether `name`, a child of `parent`, is one of the workload's TTL
+/// nodes ([`TTL_PATH_PREFIX`]).
+fn ttl_child(parent: &str, name: &str) -> bool {
+    parent == "/"
+        && TTL_PATH_PREFIX
+            .strip_prefix('/')
+            .is_some_and(|p| name.starts_with(p))
+}
+
 /// Operation `n` of client `c` in the znode workload of `quorumkv sim
 /// --znode` and `quorumkv chaos --workload znode`: a session opened first
 /// and now and then reopened or closed; creates (persistent or ephemeral)
@@ -575,14 +590,15 @@ pub fn observed(
             };
             return observed(session, &plain, reply);
         }
+        Asked::Multi { ops } if ops.iter().any(multi::outside_model) => return None,
         Asked::Multi { ops } => multi::observed(session, ops, reply),
         _ => return None, // `unconstrained`
     })
 }
 
 /// The requests the model does not constrain: they change nothing it
-/// holds, or (containers) the workload asks for none (the model they
-/// would need: the docs' checker section).
+/// holds, or (containers, TTL nodes) the workload asks for none (the
+/// model they would need: the docs' checker section).
 fn unconstrained(op: &quorumkv_core::znode::ZnodeOp) -> bool {
     use quorumkv_core::znode::ZnodeOp as Asked;
     matches!(
@@ -598,6 +614,10 @@ fn unconstrained(op: &quorumkv_core::znode::ZnodeOp) -> bool {
             | Asked::RemoveWatches { .. }
             | Asked::CreateContainer { .. }
             | Asked::DeleteContainer { .. }
+            | Asked::CreateTtl { .. }
+            | Asked::DeleteTtl { .. }
+            | Asked::GetEphemerals { .. }
+            | Asked::WhoAmI
     )
 }
 
@@ -639,7 +659,10 @@ fn observed_read(
         Asked::GetChildren { path, .. } => ZnodeOp::Children {
             path: path.clone(),
             result: match reply {
-                R::Children(names) => Ok(names.clone()),
+                R::Children(names) => Ok((names.iter())
+                    .filter(|n| !ttl_child(path, n))
+                    .cloned()
+                    .collect()),
                 other => Err(err(other)),
             },
         },

@@ -145,6 +145,34 @@ pub enum ZnodeOp {
     DeleteContainer {
         path: String,
     },
+    /// ZooKeeper's `createTTL` (`CreateMode.PERSISTENT_WITH_TTL` and
+    /// `PERSISTENT_SEQUENTIAL_WITH_TTL`): a persistent node the leader
+    /// deletes once it has no children and was not changed for `ttl_ms`
+    /// (1 ..= [`MAX_TTL_MS`](super::tree::MAX_TTL_MS)). `acl` as in
+    /// [`NewNode`].
+    CreateTtl {
+        path: String,
+        data: Bytes,
+        sequential: bool,
+        ttl_ms: u64,
+        acl: Option<Vec<Acl>>,
+    },
+    /// The leader's deletion of an expired TTL node (the ZooKeeper port
+    /// does not take it from clients): deletes `path` if it is still a
+    /// TTL node without children whose last change is `mzxid`.
+    DeleteTtl {
+        path: String,
+        mzxid: u64,
+    },
+    /// ZooKeeper's `getEphemerals`: the paths of this session's
+    /// ephemerals that start with `prefix` (a plain string prefix, as in
+    /// ZooKeeper; `/` or empty: all). Served as a read.
+    GetEphemerals {
+        prefix: String,
+    },
+    /// ZooKeeper's `whoAmI`: the identities of this connection, answered
+    /// by the server the client is connected to (nothing logged).
+    WhoAmI,
 }
 
 /// One operation of a [`ZnodeOp::Multi`] (ZooKeeper's `Op`).
@@ -174,6 +202,20 @@ pub enum MultiOp {
         data: Bytes,
         version: Option<u32>,
     },
+    /// A container's create (as [`ZnodeOp::CreateContainer`]).
+    CreateContainer {
+        path: String,
+        data: Bytes,
+        acl: Option<Vec<Acl>>,
+    },
+    /// A TTL node's create (as [`ZnodeOp::CreateTtl`]).
+    CreateTtl {
+        path: String,
+        data: Bytes,
+        sequential: bool,
+        ttl_ms: u64,
+        acl: Option<Vec<Acl>>,
+    },
 }
 
 impl MultiOp {
@@ -183,7 +225,9 @@ impl MultiOp {
             MultiOp::Check { path, .. }
             | MultiOp::Create { path, .. }
             | MultiOp::Delete { path, .. }
-            | MultiOp::SetData { path, .. } => path,
+            | MultiOp::SetData { path, .. }
+            | MultiOp::CreateContainer { path, .. }
+            | MultiOp::CreateTtl { path, .. } => path,
         }
     }
 }
@@ -291,8 +335,12 @@ impl ZnodeOp {
             | ZnodeOp::AddWatch { path, .. }
             | ZnodeOp::RemoveWatches { path, .. }
             | ZnodeOp::CreateContainer { path, .. }
-            | ZnodeOp::DeleteContainer { path } => path,
+            | ZnodeOp::DeleteContainer { path }
+            | ZnodeOp::CreateTtl { path, .. }
+            | ZnodeOp::DeleteTtl { path, .. } => path,
             ZnodeOp::AddAuth { .. }
+            | ZnodeOp::GetEphemerals { .. }
+            | ZnodeOp::WhoAmI
             | ZnodeOp::Multi { .. }
             | ZnodeOp::MultiRead { .. }
             | ZnodeOp::OpenSession { .. }
@@ -329,6 +377,10 @@ impl ZnodeOp {
             ZnodeOp::RemoveWatches { check: true, .. } => "check_watches",
             ZnodeOp::CreateContainer { .. } => "create_container",
             ZnodeOp::DeleteContainer { .. } => "delete_container",
+            ZnodeOp::CreateTtl { .. } => "create_ttl",
+            ZnodeOp::DeleteTtl { .. } => "delete_ttl",
+            ZnodeOp::GetEphemerals { .. } => "get_ephemerals",
+            ZnodeOp::WhoAmI => "who_am_i",
         }
     }
     /// True for operations that change nothing.
@@ -347,6 +399,8 @@ impl ZnodeOp {
                 | ZnodeOp::MultiRead { .. }
                 | ZnodeOp::AddWatch { .. }
                 | ZnodeOp::RemoveWatches { .. }
+                | ZnodeOp::GetEphemerals { .. }
+                | ZnodeOp::WhoAmI
         )
     }
 }
@@ -422,6 +476,12 @@ pub enum ZnodeReply {
     WatchAdded,
     /// `removeWatches`: removed; `checkWatches`: there is one.
     WatchesRemoved,
+    /// `getEphemerals`: the session's ephemerals under the prefix, in
+    /// path order.
+    Ephemerals(Vec<String>),
+    /// `whoAmI`: the connection's identities (scheme, id), in the order
+    /// they were added.
+    Identities(Vec<super::Id>),
 }
 
 /// `Event::kind` of a fired watch (the four of `watch::EventType`) and of

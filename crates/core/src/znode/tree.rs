@@ -16,6 +16,14 @@
 //!   persistent node marked by `ephemeral_owner` [`CONTAINER_OWNER`]; once it has had a child (`cversion > 0`) and has none left,
 //!   the leader deletes it (`Txn::DeleteContainer`, proposed by
 //!   `protocol::zab::sessions`), a transaction checked again when applied.
+//! * a *TTL node* (ZooKeeper 3.5's `CreateMode.PERSISTENT_WITH_TTL`) is a
+//!   persistent node whose `ephemeral_owner` is ZooKeeper's own encoding
+//!   of its TTL ([`ttl_owner`], `EphemeralType.TTL`: top byte `0xff`, two
+//!   zero bytes, the TTL in ms in the last five). Once it has no children
+//!   and was not changed for its TTL, the leader deletes it
+//!   (`Txn::DeleteTtl`, naming the `mzxid` it saw, so a change in between
+//!   keeps it). Being in the stat, the TTL is in every snapshot and log
+//!   without a new field; no session may have an id of that form.
 //!
 //! Where we depart: the sequential suffix is a per-parent counter that only
 //! ever grows (ZooKeeper uses the parent's `cversion`, which deletes also
@@ -51,12 +59,35 @@ fn exhausted(path: &str, what: &str) -> ZkError {
 /// wire shows 0 for a container anyway.
 pub const CONTAINER_OWNER: u64 = u64::MAX;
 
+/// The largest TTL (ms) of a TTL node, ZooKeeper's
+/// `EphemeralType.TTL.maxValue()` (five bytes, about 34 years).
+pub const MAX_TTL_MS: u64 = 0xff_ffff_ffff;
+
+/// The `ephemeral_owner` bits above the TTL that mark a TTL node.
+const TTL_MARK: u64 = 0xff00_0000_0000_0000;
+
+/// The `ephemeral_owner` of a TTL node of `ttl_ms`, as ZooKeeper encodes
+/// it; `None` for a TTL ZooKeeper refuses (0, or above [`MAX_TTL_MS`]).
+pub fn ttl_owner(ttl_ms: u64) -> Option<u64> {
+    (1..=MAX_TTL_MS)
+        .contains(&ttl_ms)
+        .then_some(TTL_MARK | ttl_ms)
+}
+
+/// Whether `id` is an owner mark (a container's or a TTL node's) that no
+/// session may take.
+pub fn reserved_owner(id: u64) -> bool {
+    id == CONTAINER_OWNER || id & !MAX_TTL_MS == TTL_MARK
+}
+
 /// What kind of node a create makes (and who owns an ephemeral).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Persistent,
     Ephemeral(u64),
     Container,
+    /// A TTL node of this TTL (ms).
+    Ttl(u64),
 }
 
 impl Kind {
@@ -93,9 +124,15 @@ pub struct Stat {
 }
 
 impl Stat {
-    /// Owned by a session (not persistent, not a container).
+    /// Owned by a session (not persistent, not a container, not a TTL
+    /// node).
     pub fn is_ephemeral(&self) -> bool {
-        self.ephemeral_owner != 0 && !self.is_container()
+        self.ephemeral_owner != 0 && !reserved_owner(self.ephemeral_owner)
+    }
+    /// A TTL node's TTL (ms).
+    pub fn ttl(&self) -> Option<u64> {
+        let o = self.ephemeral_owner;
+        (o & !MAX_TTL_MS == TTL_MARK).then_some(o & MAX_TTL_MS)
     }
     pub fn is_container(&self) -> bool {
         self.ephemeral_owner == CONTAINER_OWNER
@@ -150,6 +187,18 @@ pub enum Txn {
     /// The leader's deletion of a container that has had children and has
     /// none left; refused (nothing changes) if it is not so when applied.
     DeleteContainer { path: String },
+    /// Create a TTL node (never ephemeral, as in ZooKeeper).
+    CreateTtl {
+        path: String,
+        data: Bytes,
+        sequential: bool,
+        ttl_ms: u64,
+        acl: Option<Vec<Acl>>,
+    },
+    /// The leader's deletion of an expired TTL node; refused (nothing
+    /// changes) unless, when applied, `path` is a TTL node without
+    /// children last changed at `mzxid`.
+    DeleteTtl { path: String, mzxid: u64 },
 }
 
 /// What a successful transaction answers.
@@ -289,6 +338,28 @@ impl Tree {
             .map(|(p, _)| p.as_str())
     }
 
+    /// The TTL nodes: path, stat (its `mzxid` the last change, its
+    /// [`Stat::ttl`]) and whether it has no children, for the leader to
+    /// delete the expired ones.
+    pub fn ttl_nodes(&self) -> impl Iterator<Item = (&str, &Stat, bool)> + '_ {
+        (self.nodes.iter())
+            .filter(|(_, n)| n.stat.ttl().is_some())
+            .map(|(p, n)| (p.as_str(), &n.stat, n.children.is_empty()))
+    }
+
+    /// `getEphemerals`: the paths of `session`'s ephemerals that start
+    /// with `prefix` (a string prefix, as ZooKeeper matches it), in path
+    /// order; none for a closed session.
+    pub fn ephemerals_of(&self, session: u64, prefix: &str) -> Vec<String> {
+        let Some(s) = self.sessions.get(&session) else {
+            return Vec::new();
+        };
+        (s.ephemerals.iter())
+            .filter(|p| p.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
     /// Each node's path, creation zxid and next sequential suffix, for the
     /// invariant that a suffix is never given twice.
     pub fn seq_counters(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
@@ -337,8 +408,8 @@ impl Tree {
         self.last_zxid = at.zxid;
         let mut changes = Vec::new();
         let result = match txn {
-            Txn::OpenSession { session, .. } if *session == CONTAINER_OWNER => Err(
-                ZkError::BadArguments("session id reserved for containers".into()),
+            Txn::OpenSession { session, .. } if reserved_owner(*session) => Err(
+                ZkError::BadArguments("session id reserved for containers and TTL nodes".into()),
             ),
             Txn::OpenSession {
                 session,
@@ -363,30 +434,11 @@ impl Tree {
                 }
                 Ok(TxnOk::SessionClosed { deleted })
             }
-            Txn::Create {
-                path,
-                data,
-                ephemeral,
-                sequential,
-                session,
-                acl,
-            } => self.create(
-                at,
-                path,
-                data,
-                (Kind::new(*ephemeral, *session), *sequential),
-                (acl.as_deref(), ids),
-                &mut changes,
-            ),
-            Txn::CreateContainer { path, data, acl } => self.create(
-                at,
-                path,
-                data,
-                (Kind::Container, false),
-                (acl.as_deref(), ids),
-                &mut changes,
-            ),
+            Txn::Create { .. } | Txn::CreateContainer { .. } | Txn::CreateTtl { .. } => {
+                self.create_txn(at, txn, ids, &mut changes)
+            }
             Txn::DeleteContainer { path } => self.delete_container(at, path, &mut changes),
+            Txn::DeleteTtl { path, mzxid } => self.delete_ttl(at, path, *mzxid, &mut changes),
             Txn::Delete { path, version } => self.delete(at, path, *version, ids, &mut changes),
             Txn::SetData {
                 path,
@@ -396,6 +448,41 @@ impl Tree {
             Txn::SetAcl { path, acl, version } => self.set_acl(path, acl, *version, ids),
         };
         (result, changes)
+    }
+
+    /// A create of any kind (`Create`, `CreateContainer`, `CreateTtl`).
+    fn create_txn(
+        &mut self,
+        at: Stamp,
+        txn: &Txn,
+        ids: &[Id],
+        changes: &mut Vec<Change>,
+    ) -> Result<TxnOk, ZkError> {
+        let (path, data, how, acl) = match txn {
+            Txn::Create {
+                path,
+                data,
+                ephemeral,
+                sequential,
+                session,
+                acl,
+            } => (
+                path,
+                data,
+                (Kind::new(*ephemeral, *session), *sequential),
+                acl,
+            ),
+            Txn::CreateContainer { path, data, acl } => (path, data, (Kind::Container, false), acl),
+            Txn::CreateTtl {
+                path,
+                data,
+                sequential,
+                ttl_ms,
+                acl,
+            } => (path, data, (Kind::Ttl(*ttl_ms), *sequential), acl),
+            other => unreachable!("{other:?} is not a create"),
+        };
+        self.create(at, path, data, how, (acl.as_deref(), ids), changes)
     }
 
     fn create(
@@ -515,7 +602,37 @@ impl Tree {
             Kind::Ephemeral(s) => Ok(s),
             Kind::Persistent => Ok(0),
             Kind::Container => Ok(CONTAINER_OWNER),
+            Kind::Ttl(ttl) => ttl_owner(ttl).ok_or_else(|| {
+                ZkError::BadArguments(format!("TTL {ttl} ms not in 1..={MAX_TTL_MS}"))
+            }),
         }
+    }
+
+    /// The leader's deletion of an expired TTL node: no ACL or version is
+    /// checked, but the node must still be a TTL node, unchanged since
+    /// the leader looked (`mzxid`), without children. Whether its TTL
+    /// passed is the leader's to judge (`protocol::zab::sessions`): the
+    /// times in stats come from the clocks of successive leaders.
+    fn delete_ttl(
+        &mut self,
+        at: Stamp,
+        path: &str,
+        mzxid: u64,
+        changes: &mut Vec<Change>,
+    ) -> Result<TxnOk, ZkError> {
+        path::validate(path)?;
+        let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        if node.stat.ttl().is_none() {
+            return Err(ZkError::BadArguments(format!("{path} is not a TTL node")));
+        }
+        if node.stat.mzxid != mzxid {
+            return Err(ZkError::BadVersion);
+        }
+        if !node.children.is_empty() {
+            return Err(ZkError::NotEmpty);
+        }
+        self.remove(at, path, changes);
+        Ok(TxnOk::Deleted)
     }
 
     /// The leader's deletion of an empty container (ZooKeeper's
@@ -1422,5 +1539,134 @@ mod tests {
         });
         assert!(matches!(r, Err(ZkError::BadArguments(_))));
         assert!(!t.tree.has_session(CONTAINER_OWNER));
+    }
+
+    /// A TTL node: persistent, its TTL in `ephemeral_owner` as ZooKeeper
+    /// encodes it (in snapshots with the rest); the leader's `DeleteTtl`
+    /// takes it only childless and unchanged since the `mzxid` it names;
+    /// a TTL out of 1..=max is refused; no session takes the mark.
+    #[test]
+    fn ttl_nodes_carry_their_ttl_and_go_only_unchanged_and_childless() {
+        let mut t = T::new();
+        let ttl = |path: &str, ttl_ms, sequential| Txn::CreateTtl {
+            path: path.into(),
+            data: b("t"),
+            sequential,
+            ttl_ms,
+            acl: None,
+        };
+        let Ok(TxnOk::Created { stat, .. }) = t.run(ttl("/t", 500, false)).0 else {
+            panic!("a TTL node is created")
+        };
+        assert_eq!(stat.ephemeral_owner, 0xff00_0000_0000_01f4);
+        assert_eq!(stat.ttl(), Some(500));
+        assert!(!stat.is_ephemeral() && !stat.is_container());
+        assert_eq!(t.tree.exists("/").unwrap().unwrap().ttl(), None);
+        for bad in [0, MAX_TTL_MS + 1, u64::MAX] {
+            let r = t.run(ttl("/bad", bad, false)).0;
+            assert!(matches!(r, Err(ZkError::BadArguments(_))), "{bad}: {r:?}");
+        }
+        assert_eq!(t.tree.exists("/bad"), Ok(None));
+        let Ok(TxnOk::Created { path, stat: max }) = t.run(ttl("/s-", MAX_TTL_MS, true)).0 else {
+            panic!("the largest TTL is taken")
+        };
+        assert_eq!(
+            (path.as_str(), max.ttl()),
+            ("/s-0000000000", Some(MAX_TTL_MS))
+        );
+        // Children are allowed, and keep it.
+        t.create("/t/kid", false, false, 0).unwrap();
+        let del = |path: &str, mzxid| Txn::DeleteTtl {
+            path: path.into(),
+            mzxid,
+        };
+        assert_eq!(t.run(del("/t", stat.mzxid)).0, Err(ZkError::NotEmpty));
+        t.run(Txn::Delete {
+            path: "/t/kid".into(),
+            version: None,
+        })
+        .0
+        .unwrap();
+        let set = Txn::SetData {
+            path: "/t".into(),
+            data: b("x"),
+            version: None,
+        };
+        let Ok(TxnOk::Set(now)) = t.run(set).0 else {
+            panic!()
+        };
+        assert_eq!(now.ttl(), Some(500), "a set keeps the TTL");
+        assert_eq!(
+            t.run(del("/t", stat.mzxid)).0,
+            Err(ZkError::BadVersion),
+            "changed since the leader looked"
+        );
+        t.create("/p", false, false, 0).unwrap();
+        let p = t.tree.exists("/p").unwrap().unwrap();
+        assert!(matches!(
+            t.run(del("/p", p.mzxid)).0,
+            Err(ZkError::BadArguments(_))
+        ));
+        assert_eq!(t.run(del("/none", 1)).0, Err(ZkError::NoNode));
+        let listed: Vec<_> = (t.tree.ttl_nodes())
+            .map(|(p, st, childless)| (p.to_string(), st.mzxid, childless))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("/s-0000000000".to_string(), max.mzxid, true),
+                ("/t".to_string(), now.mzxid, true)
+            ]
+        );
+        let back = Tree::restore(&t.tree.snapshot()).unwrap();
+        assert_eq!(back.exists("/t").unwrap().unwrap().ttl(), Some(500));
+        let (r, changes) = t.run(del("/t", now.mzxid));
+        assert_eq!(r, Ok(TxnOk::Deleted));
+        assert_eq!(
+            changes,
+            vec![
+                Change::Deleted("/t".into()),
+                Change::ChildrenChanged("/".into())
+            ]
+        );
+        // A TTL node's mark is no session's.
+        for (id, refused) in [
+            (0xff00_0000_0000_01f4, true),
+            (0xff00_0000_0000_0000, true),
+            (0xff01_0000_0000_0000, false),
+            (0xfe00_0000_0000_01f4, false),
+        ] {
+            let open = Txn::OpenSession {
+                session: id,
+                timeout_ms: 1,
+            };
+            let r = t.run(open).0;
+            assert_eq!(r.is_err(), refused, "{id:#x}: {r:?}");
+            assert_eq!(reserved_owner(id), refused);
+        }
+    }
+
+    /// `getEphemerals`: a session's ephemerals whose paths start with the
+    /// prefix (as strings, not path components), none for another.
+    #[test]
+    fn a_sessions_ephemerals_by_prefix() {
+        let mut t = T::new();
+        for s in [7, 8] {
+            t.run(Txn::OpenSession {
+                session: s,
+                timeout_ms: 1000,
+            })
+            .0
+            .unwrap();
+        }
+        t.create("/d", false, false, 0).unwrap();
+        let e = t.create("/d/e-", true, true, 7).unwrap();
+        t.create("/dx", true, false, 7).unwrap();
+        t.create("/d/o", true, false, 8).unwrap();
+        assert_eq!(t.tree.ephemerals_of(7, ""), vec![e.clone(), "/dx".into()]);
+        assert_eq!(t.tree.ephemerals_of(7, "/d"), vec![e.clone(), "/dx".into()]);
+        assert_eq!(t.tree.ephemerals_of(7, "/d/"), vec![e]);
+        assert_eq!(t.tree.ephemerals_of(8, "/"), vec!["/d/o".to_string()]);
+        assert!(t.tree.ephemerals_of(9, "").is_empty());
     }
 }

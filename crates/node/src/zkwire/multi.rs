@@ -12,7 +12,7 @@
 //! error is 0 then: clients (the Java client, kazoo) read the results.
 
 use super::jute::{JuteError, Reader, Writer};
-use super::ops::{error_code, new_node, version, Plan, Shape};
+use super::ops::{creation, error_code, version, Creation, Plan, Shape};
 use super::proto::{decode_body, err, op, write_stat, ZkRequest};
 use quorumkv_core::znode::{MultiOk, MultiOp, Stat, ZnodeOp, ZnodeReply};
 
@@ -56,10 +56,12 @@ pub fn decode(r: &mut Reader<'_>) -> Result<Vec<ZkRequest>, JuteError> {
 }
 
 /// The plan for a `multi`: one `ZnodeOp::Multi`, answered with each
-/// operation's result under its own type (`create` or `create2`). A read
-/// in it, or an operation that a single request of its kind would have
-/// refused before reaching the service (a negative version other than −1,
-/// a container or TTL node), refuses the whole request with that code.
+/// operation's result under its own type (`create` or `create2`; a
+/// container's or TTL node's create is answered as `create2`, with the
+/// stat, as ZooKeeper's `FinalRequestProcessor` does). A read in it, or an
+/// operation that a single request of its kind would have refused before
+/// reaching the service (a negative version other than −1, a bad mode or
+/// TTL), refuses the whole request with that code.
 pub fn plan_multi(reqs: Vec<ZkRequest>) -> Plan {
     let mut kinds = Vec::with_capacity(reqs.len());
     let mut ops = Vec::with_capacity(reqs.len());
@@ -75,19 +77,14 @@ pub fn plan_multi(reqs: Vec<ZkRequest>) -> Plan {
                 acl,
                 flags,
                 with_stat,
+                ttl,
             } => {
-                let kind = if with_stat { op::CREATE2 } else { op::CREATE };
-                let n = new_node(path, data, acl, flags);
-                (
-                    kind,
-                    n.map(|n| MultiOp::Create {
-                        path: n.path,
-                        data: n.data,
-                        ephemeral: n.ephemeral,
-                        sequential: n.sequential,
-                        acl: n.acl,
-                    }),
-                )
+                let c = creation(path, data, acl, flags, ttl);
+                let kind = match c {
+                    Ok(Creation::Node(_)) if !with_stat => op::CREATE,
+                    _ => op::CREATE2,
+                };
+                (kind, c.map(Creation::into_multi_op))
             }
             ZkRequest::Delete { path, version: v } => (
                 op::DELETE,
@@ -307,6 +304,63 @@ mod tests {
         for cut in 8..whole.len() - 1 {
             assert!(Packet::decode(&whole[..cut]).is_err(), "cut at {cut}");
         }
+        let no_ttl = vec![create(op::CREATE_TTL, 5, 0)];
+        assert_eq!(plan_multi(no_ttl), Plan::Error(err::BAD_ARGUMENTS));
+    }
+
+    /// A multi's create as the Java client sends it: `createTTL` with
+    /// its TTL, `createContainer`, `create`.
+    fn create(code: i32, flags: i32, ttl: i64) -> ZkRequest {
+        let mut w = Writer::default();
+        w.string("/c").buffer(b"");
+        write_acls(&mut w, &[Acl::new(31, "world", "anyone")]);
+        w.int(flags);
+        if code == op::CREATE_TTL {
+            w.long(ttl);
+        }
+        let mut r = Reader::new(&w.buf);
+        let req = decode_body(code, &mut r).unwrap();
+        assert_eq!(r.remaining(), 0);
+        req
+    }
+
+    /// A container's and a TTL node's creates in a multi are operations
+    /// of it, answered as `create2` (with their stat).
+    #[test]
+    fn containers_and_ttl_nodes_in_a_multi() {
+        let reqs = vec![
+            create(op::CREATE_CONTAINER, 4, -1),
+            create(op::CREATE_TTL, 6, 500),
+            create(op::CREATE, 0, -1),
+        ];
+        let Plan::Ops(ops, shape) = plan_multi(reqs) else {
+            panic!()
+        };
+        let path = || "/c".to_string();
+        let want = vec![
+            MultiOp::CreateContainer {
+                path: path(),
+                data: Bytes::new(),
+                acl: None,
+            },
+            MultiOp::CreateTtl {
+                path: path(),
+                data: Bytes::new(),
+                sequential: true,
+                ttl_ms: 500,
+                acl: None,
+            },
+            MultiOp::Create {
+                path: path(),
+                data: Bytes::new(),
+                ephemeral: false,
+                sequential: false,
+                acl: None,
+            },
+        ];
+        assert_eq!(ops, vec![ZnodeOp::Multi { ops: want }]);
+        let kinds = vec![op::CREATE2, op::CREATE2, op::CREATE];
+        assert_eq!(shape, Shape::Multi { kinds });
     }
 
     /// Read `n` results of a `MultiResponse`: (type, err, body bytes

@@ -7,8 +7,9 @@ use super::proto::{
     write_stat, ZkRequest,
 };
 use bytes::Bytes;
+use quorumkv_core::znode::tree::ttl_owner;
 use quorumkv_core::znode::{
-    acl, Acl, Id, NewNode, Rewatch, Stat, WatchKind, ZkError, ZnodeOp, ZnodeReply,
+    acl, Acl, Id, MultiOp, NewNode, Rewatch, Stat, WatchKind, ZkError, ZnodeOp, ZnodeReply,
 };
 use quorumkv_core::{Event, Response};
 
@@ -42,6 +43,10 @@ pub enum Shape {
         kinds: Vec<i32>,
     },
     MultiRead,
+    /// `getEphemerals`: the paths.
+    Ephemerals,
+    /// `whoAmI`: each identity as a `ClientInfo`.
+    WhoAmI,
 }
 
 /// What to do with one request.
@@ -79,7 +84,11 @@ pub fn plan(req: ZkRequest) -> Plan {
             acl,
             flags,
             with_stat,
-        } => create(path, data, acl, flags, with_stat),
+            ttl,
+        } => match creation(path, data, acl, flags, ttl) {
+            Ok(c) => ops(vec![c.into_op()], Shape::Created { with_stat }),
+            Err(code) => Plan::Error(code),
+        },
         ZkRequest::Delete { path, version: v } => match version(v) {
             Ok(version) => ops(vec![ZnodeOp::Delete { path, version }], Shape::Empty),
             Err(e) => Plan::Error(e),
@@ -137,10 +146,22 @@ pub fn plan(req: ZkRequest) -> Plan {
         ZkRequest::RemoveWatches { path, kind, check } => remove_watches(path, kind, check),
         ZkRequest::Multi { ops, read: false } => super::multi::plan_multi(ops),
         ZkRequest::Multi { ops, read: true } => super::multi::plan_multi_read(ops),
+        ZkRequest::GetEphemerals { prefix } => get_ephemerals(prefix),
+        ZkRequest::WhoAmI => ops(vec![ZnodeOp::WhoAmI], Shape::WhoAmI),
         // Only inside a multi: alone, as ZooKeeper answers it.
         ZkRequest::Check { .. } => Plan::Error(err::UNIMPLEMENTED),
         ZkRequest::Unsupported(_) | ZkRequest::Unknown(_) => Plan::Error(err::UNIMPLEMENTED),
     }
+}
+
+/// ZooKeeper's `getEphemerals`: an empty or `/` prefix (spaces around it
+/// ignored) is every ephemeral; another one is matched as a string.
+fn get_ephemerals(prefix: String) -> Plan {
+    let prefix = match prefix.trim() {
+        "" | "/" => String::new(),
+        _ => prefix,
+    };
+    ops(vec![ZnodeOp::GetEphemerals { prefix }], Shape::Ephemerals)
 }
 
 /// `getChildren2`'s stat is read by a second operation right after the
@@ -211,44 +232,127 @@ fn remove_watches(path: String, kind: i32, check: bool) -> Plan {
     ops(vec![op], Shape::Empty)
 }
 
-/// Persistent, ephemeral and their sequential forms, and containers; TTL
-/// nodes are not served (`Unimplemented`, as a server without
-/// `extendedTypesEnabled` answers them).
-fn create(path: String, data: Bytes, acl: Vec<Acl>, f: i32, with_stat: bool) -> Plan {
-    let shape = Shape::Created { with_stat };
-    if f == flags::CONTAINER {
-        let n = match new_node(path, data, acl, 0) {
-            Ok(n) => n,
-            Err(code) => return Plan::Error(code),
-        };
-        let (path, data, acl) = (n.path, n.data, n.acl);
-        return ops(vec![ZnodeOp::CreateContainer { path, data, acl }], shape);
+/// What a create asks for: a persistent or ephemeral node (sequential or
+/// not), a container, or a TTL node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Creation {
+    Node(NewNode),
+    Container {
+        path: String,
+        data: Bytes,
+        acl: Option<Vec<Acl>>,
+    },
+    Ttl {
+        path: String,
+        data: Bytes,
+        sequential: bool,
+        ttl_ms: u64,
+        acl: Option<Vec<Acl>>,
+    },
+}
+
+impl Creation {
+    /// As one request.
+    pub(super) fn into_op(self) -> ZnodeOp {
+        match self {
+            Creation::Node(n) => n.into_op(),
+            Creation::Container { path, data, acl } => ZnodeOp::CreateContainer { path, data, acl },
+            Creation::Ttl {
+                path,
+                data,
+                sequential,
+                ttl_ms,
+                acl,
+            } => ZnodeOp::CreateTtl {
+                path,
+                data,
+                sequential,
+                ttl_ms,
+                acl,
+            },
+        }
     }
-    match new_node(path, data, acl, f) {
-        Ok(n) => ops(vec![n.into_op()], shape),
-        Err(code) => Plan::Error(code),
+    /// As an operation of a multi.
+    pub(super) fn into_multi_op(self) -> MultiOp {
+        match self {
+            Creation::Node(n) => MultiOp::Create {
+                path: n.path,
+                data: n.data,
+                ephemeral: n.ephemeral,
+                sequential: n.sequential,
+                acl: n.acl,
+            },
+            Creation::Container { path, data, acl } => MultiOp::CreateContainer { path, data, acl },
+            Creation::Ttl {
+                path,
+                data,
+                sequential,
+                ttl_ms,
+                acl,
+            } => MultiOp::CreateTtl {
+                path,
+                data,
+                sequential,
+                ttl_ms,
+                acl,
+            },
+        }
     }
 }
 
-/// The node a create with flags `f` asks for (an open ACL as none), or
-/// the code that refuses it (for `create` and inside a `multi`, where a
-/// container is not served: `Unimplemented`).
-pub(super) fn new_node(path: String, data: Bytes, acl: Vec<Acl>, f: i32) -> Result<NewNode, i32> {
-    if f == flags::CONTAINER || f >= flags::TTL_MIN {
-        return Err(err::UNIMPLEMENTED);
-    }
-    if !(0..=3).contains(&f) {
+/// The node a create with flags `f` and TTL `ttl` (−1 but for
+/// `createTTL`) asks for, an open ACL as none; or the code that refuses
+/// it. As ZooKeeper 3.8 with `zookeeper.extendedTypesEnabled=true` reads
+/// them (`CreateMode.fromFlag`, `EphemeralType.validateTTL`): a flag
+/// outside 0..=6 is `BadArguments`; a TTL mode (5, 6) needs a TTL in
+/// 1..=`MAX_TTL_MS`, and any other mode no TTL (a negative one is none),
+/// else `BadArguments`.
+pub(super) fn creation(
+    path: String,
+    data: Bytes,
+    acl: Vec<Acl>,
+    f: i32,
+    ttl: i64,
+) -> Result<Creation, i32> {
+    if !(0..=flags::PERSISTENT_SEQUENTIAL_WITH_TTL).contains(&f) {
         return Err(err::BAD_ARGUMENTS);
     }
-    let (ephemeral, sequential) = (f & flags::EPHEMERAL != 0, f & flags::SEQUENTIAL != 0);
+    let ttl_mode = f >= flags::PERSISTENT_WITH_TTL;
+    let ttl_ms = match (ttl_mode, u64::try_from(ttl)) {
+        (true, Ok(t)) if ttl_owner(t).is_some() => Some(t),
+        (true, _) | (false, Ok(_)) => return Err(err::BAD_ARGUMENTS),
+        (false, Err(_)) => None,
+    };
     let open = acl.len() == 1 && acl[0].perms == acl::ALL && acl[0].id == Id::anyone();
-    Ok(NewNode {
-        path,
-        data,
-        ephemeral,
-        sequential,
-        acl: (!open).then_some(acl),
+    let acl = (!open).then_some(acl);
+    Ok(match ttl_ms {
+        Some(ttl_ms) => Creation::Ttl {
+            path,
+            data,
+            sequential: f == flags::PERSISTENT_SEQUENTIAL_WITH_TTL,
+            ttl_ms,
+            acl,
+        },
+        None if f == flags::CONTAINER => Creation::Container { path, data, acl },
+        None => Creation::Node(NewNode {
+            path,
+            data,
+            ephemeral: f & flags::EPHEMERAL != 0,
+            sequential: f & flags::SEQUENTIAL != 0,
+            acl,
+        }),
     })
+}
+
+/// `whoAmI`'s `ClientInfo` of an identity: its scheme and user, as
+/// ZooKeeper's providers name it (`getUserName`: a digest id's user is
+/// the part before its hash).
+fn client_info(id: &Id) -> (&str, &str) {
+    let user = match id.scheme.as_str() {
+        "digest" => id.id.split(':').next().unwrap_or(""),
+        _ => id.id.as_str(),
+    };
+    (&id.scheme, user)
 }
 
 /// ZooKeeper's code for one of the core's definite errors.
@@ -349,6 +453,14 @@ fn body(shape: &Shape, answers: &[Response], w: &mut Writer) -> Result<(), i32> 
             super::multi::write_multi(kinds, reply, w)?
         }
         (Shape::MultiRead, ZnodeReply::Reads(_)) => super::multi::write_reads(reply, w)?,
+        (Shape::Ephemerals, ZnodeReply::Ephemerals(paths)) => drop(w.strings(paths)),
+        (Shape::WhoAmI, ZnodeReply::Identities(ids)) => {
+            w.int(i32::try_from(ids.len()).unwrap_or(i32::MAX));
+            for id in ids {
+                let (scheme, user) = client_info(id);
+                w.string(scheme).string(user);
+            }
+        }
         _ => return Err(failure(first)),
     }
     Ok(())
@@ -450,6 +562,7 @@ mod tests {
             acl: open.clone(),
             flags: 3,
             with_stat: false,
+            ttl: -1,
         });
         let Plan::Ops(v, _) = p else { panic!() };
         assert!(matches!(
@@ -460,25 +573,93 @@ mod tests {
                 ..
             }
         ));
-        let mk = |flags, acl: Vec<Acl>| {
+        let mk_ttl = |flags, acl: Vec<Acl>, ttl| {
             plan(ZkRequest::Create {
                 path: "/a".into(),
                 data: Bytes::new(),
                 acl,
                 flags,
                 with_stat: true,
+                ttl,
             })
         };
+        let mk = |flags, acl| mk_ttl(flags, acl, -1);
         let Plan::Ops(v, _) = mk(4, open.clone()) else {
             panic!()
         };
         assert!(matches!(&v[0], ZnodeOp::CreateContainer { acl: None, .. }));
-        assert_eq!(mk(6, open.clone()), Plan::Error(err::UNIMPLEMENTED));
-        assert_eq!(mk(-3, open), Plan::Error(err::BAD_ARGUMENTS));
+        // A TTL mode without a TTL (create2), a mode ZooKeeper does not
+        // know: BadArguments.
+        assert_eq!(mk(6, open.clone()), Plan::Error(err::BAD_ARGUMENTS));
+        assert_eq!(mk(7, open.clone()), Plan::Error(err::BAD_ARGUMENTS));
+        assert_eq!(mk(-3, open.clone()), Plan::Error(err::BAD_ARGUMENTS));
         let Plan::Ops(v, _) = mk(0, vec![Acl::new(acl::READ, "world", "anyone")]) else {
             panic!()
         };
         assert!(matches!(&v[0], ZnodeOp::CreateWithAcl { .. }));
+        // createTTL: a TTL in 1..=max for modes 5 and 6, none for others.
+        let Plan::Ops(v, _) = mk_ttl(6, open.clone(), 1000) else {
+            panic!()
+        };
+        let want = ZnodeOp::CreateTtl {
+            path: "/a".into(),
+            data: Bytes::new(),
+            sequential: true,
+            ttl_ms: 1000,
+            acl: None,
+        };
+        assert_eq!(v, vec![want]);
+        let max = quorumkv_core::znode::tree::MAX_TTL_MS as i64;
+        assert!(matches!(mk_ttl(5, open.clone(), max), Plan::Ops(..)));
+        for (flags, ttl) in [(5, 0), (5, -1), (5, max + 1), (6, i64::MIN), (0, 0), (1, 5)] {
+            let p = mk_ttl(flags, open.clone(), ttl);
+            assert_eq!(p, Plan::Error(err::BAD_ARGUMENTS), "{flags} {ttl}");
+        }
+        // createTTL of another mode with a negative TTL is that mode.
+        let Plan::Ops(v, _) = mk_ttl(1, open, -1) else {
+            panic!()
+        };
+        assert!(matches!(
+            &v[0],
+            ZnodeOp::Create {
+                ephemeral: true,
+                ..
+            }
+        ));
+    }
+
+    /// `getEphemerals` with `/`, an empty or a blank prefix asks for all;
+    /// `whoAmI` answers each identity as a `ClientInfo` (a digest id's
+    /// user without its hash).
+    #[test]
+    fn get_ephemerals_and_who_am_i() {
+        for (given, asked) in [("/", ""), (" ", ""), ("", ""), ("/a", "/a"), ("/a/", "/a/")] {
+            let p = plan(ZkRequest::GetEphemerals {
+                prefix: given.into(),
+            });
+            let op = ZnodeOp::GetEphemerals {
+                prefix: asked.into(),
+            };
+            assert_eq!(p, Plan::Ops(vec![op], Shape::Ephemerals));
+        }
+        let got = Response::Znode(ZnodeReply::Ephemerals(vec!["/a".into(), "/b/c".into()]));
+        let r = reply(5, &Shape::Ephemerals, &[got], &mut 0);
+        let mut rd = Reader::new(&r[20..]);
+        assert_eq!(rd.strings().unwrap(), vec!["/a".to_string(), "/b/c".into()]);
+        assert_eq!(rd.remaining(), 0);
+        let ids = vec![Id::new("digest", "alice:aGFzaA=="), Id::new("user", "bob")];
+        let got = Response::Znode(ZnodeReply::Identities(ids));
+        let r = reply(6, &Shape::WhoAmI, &[got], &mut 0);
+        let mut rd = Reader::new(&r[20..]);
+        assert_eq!(rd.int(), Ok(2));
+        let pairs = [rd.string(), rd.string(), rd.string(), rd.string()];
+        assert_eq!(
+            pairs.map(Result::unwrap),
+            ["digest", "alice", "user", "bob"]
+        );
+        let none = Response::Znode(ZnodeReply::Identities(vec![]));
+        let r = reply(7, &Shape::WhoAmI, &[none], &mut 0);
+        assert_eq!(&r[20..], &[0, 0, 0, 0]);
     }
 
     #[test]

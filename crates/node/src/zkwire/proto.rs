@@ -108,8 +108,8 @@ pub mod flags {
     pub const EPHEMERAL: i32 = 1;
     pub const SEQUENTIAL: i32 = 2;
     pub const CONTAINER: i32 = 4;
-    /// `PERSISTENT_WITH_TTL` (5) and `PERSISTENT_SEQUENTIAL_WITH_TTL` (6).
-    pub const TTL_MIN: i32 = 5;
+    pub const PERSISTENT_WITH_TTL: i32 = 5;
+    pub const PERSISTENT_SEQUENTIAL_WITH_TTL: i32 = 6;
 }
 
 /// `ConnectRequest`; `read_only` is absent from clients before 3.4.
@@ -157,13 +157,15 @@ pub fn reply_header(w: &mut Writer, xid: i32, zxid: i64, err: i32) {
 }
 
 /// `Stat`, field by field in jute's order. quorumkv's counters are
-/// unsigned; they are sent as ZooKeeper's signed fields (same bits). A
-/// container's owner mark is sent as 0, as ZooKeeper sends it.
+/// unsigned; they are sent as ZooKeeper's signed fields (same bits). The
+/// owner mark of a container or a TTL node is sent as 0, as ZooKeeper
+/// sends it (`DataNode.getClientEphemeralOwner`): only an ephemeral's
+/// owner shows.
 pub fn write_stat(w: &mut Writer, s: &Stat) {
-    let owner = if s.is_container() {
-        0
-    } else {
+    let owner = if s.is_ephemeral() {
         s.ephemeral_owner
+    } else {
+        0
     };
     w.long(s.czxid as i64).long(s.mzxid as i64);
     w.long(s.ctime as i64).long(s.mtime as i64);
@@ -216,6 +218,9 @@ pub enum ZkRequest {
         flags: i32,
         /// `create2` and the TTL/container forms answer the stat too.
         with_stat: bool,
+        /// `createTTL`'s TTL (ms); −1 for the other creates, as ZooKeeper
+        /// reads them.
+        ttl: i64,
     },
     Delete {
         path: String,
@@ -293,6 +298,12 @@ pub enum ZkRequest {
         ops: Vec<ZkRequest>,
         read: bool,
     },
+    /// `getEphemerals` with its prefix.
+    GetEphemerals {
+        prefix: String,
+    },
+    /// `whoAmI` (no body).
+    WhoAmI,
     /// A known op code quorumkv does not serve yet.
     Unsupported(i32),
     /// An op code ZooKeeper does not know either.
@@ -327,15 +338,17 @@ pub(super) fn decode_body(code: i32, r: &mut Reader<'_>) -> Result<ZkRequest, Ju
         op::CLOSE_SESSION => ZkRequest::CloseSession,
         op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
             let (path, data, acl, flags) = (r.string()?, r.buffer()?, read_acls(r)?, r.int()?);
-            if code == op::CREATE_TTL {
-                r.long()?; // the TTL: refused below with the flags
-            }
+            let ttl = match code {
+                op::CREATE_TTL => r.long()?,
+                _ => -1,
+            };
             ZkRequest::Create {
                 path,
                 data,
                 acl,
                 flags,
                 with_stat: code != op::CREATE,
+                ttl,
             }
         }
         op::DELETE => ZkRequest::Delete {
@@ -413,6 +426,10 @@ fn decode_rest(code: i32, r: &mut Reader<'_>) -> Result<ZkRequest, JuteError> {
             ops: super::multi::decode(r)?,
             read: code == op::MULTI_READ,
         },
+        op::GET_EPHEMERALS => ZkRequest::GetEphemerals {
+            prefix: r.string()?,
+        },
+        op::WHO_AM_I => ZkRequest::WhoAmI,
         c if op::is_known(c) => ZkRequest::Unsupported(c),
         c => ZkRequest::Unknown(c),
     })
@@ -442,8 +459,32 @@ mod tests {
             acl: vec![Acl::new(31, "world", "anyone")],
             flags: 3,
             with_stat: true,
+            ttl: -1,
         };
         assert_eq!(Packet::decode(&p).unwrap().req, want);
+        let p = packet(5, op::CREATE_TTL, |w| {
+            w.string("/t").buffer(b"");
+            write_acls(w, &[Acl::new(31, "world", "anyone")]);
+            w.int(5).long(60_000);
+        });
+        assert!(matches!(
+            Packet::decode(&p).unwrap().req,
+            ZkRequest::Create {
+                flags: 5,
+                ttl: 60_000,
+                with_stat: true,
+                ..
+            }
+        ));
+        let p = packet(8, op::GET_EPHEMERALS, |w| {
+            w.string("/e");
+        });
+        let want = ZkRequest::GetEphemerals {
+            prefix: "/e".into(),
+        };
+        assert_eq!(Packet::decode(&p).unwrap().req, want);
+        let p = packet(9, op::WHO_AM_I, |_| {});
+        assert_eq!(Packet::decode(&p).unwrap().req, ZkRequest::WhoAmI);
         let p = packet(6, op::SET_DATA, |w| {
             w.string("/a").buffer(b"x").int(-1);
         });
@@ -584,5 +625,21 @@ mod tests {
         assert_eq!(r.long(), Ok(8));
         assert_eq!([r.int(), r.int()], [Ok(9), Ok(10)]);
         assert_eq!(r.long(), Ok(11));
+        // A container's and a TTL node's marks show as 0.
+        for mark in [
+            quorumkv_core::znode::tree::CONTAINER_OWNER,
+            0xff00_0000_0000_01f4,
+        ] {
+            let mut w = Writer::default();
+            write_stat(
+                &mut w,
+                &Stat {
+                    ephemeral_owner: mark,
+                    ..s
+                },
+            );
+            let mut r = Reader::new(&w.buf[44..52]);
+            assert_eq!(r.long(), Ok(0), "{mark:#x}");
+        }
     }
 }

@@ -24,8 +24,19 @@ const TOP: u64 = 1 << 63;
 /// ZooKeeper's password length.
 pub(super) const PASSWD_LEN: usize = 16;
 
-/// A new session's id and password.
+/// A new session's id and password; never an id the znode tree keeps
+/// for its owner marks (`reserved_owner`: a container's, a TTL node's),
+/// which it would refuse to open (drawn again: one draw in 2^23 is one).
 pub(super) fn new_session(secret: Option<&ClusterSecret>) -> (u64, [u8; PASSWD_LEN]) {
+    loop {
+        let (session, passwd) = draw_session(secret);
+        if !quorumkv_core::znode::tree::reserved_owner(session) {
+            return (session, passwd);
+        }
+    }
+}
+
+fn draw_session(secret: Option<&ClusterSecret>) -> (u64, [u8; PASSWD_LEN]) {
     match secret {
         Some(s) => {
             let session = rand::random::<u64>() | TOP;

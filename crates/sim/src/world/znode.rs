@@ -29,6 +29,10 @@ const TIMEOUT_MS: u64 = 3_600_000;
 const ABANDON_TIMEOUT_MS: u64 = 30;
 /// Requests a client makes on a session it will abandon.
 const ABANDON_AFTER: u32 = 3;
+/// The TTL (virtual ms) of the workload's TTL nodes, before
+/// `--link-delay`'s stretch: the leader looks every 20 ms in the simulator
+/// (`ttl-check`), so some go within a run.
+const TTL_MS: u64 = 30;
 
 /// A session a client opened and then fell silent on: `session` may expire
 /// at any time after `asked_ns` (when its opening was asked).
@@ -76,6 +80,17 @@ impl<D: ProtocolDef> World<'_, D> {
             return Request::Znode(ZnodeOp::GetData { path, watch: true });
         }
         let n = self.clients[c].issued;
+        if n > 1 && self.creates_ttl(c, n) {
+            // Drawn apart, and in place of the workload's draw: its stream
+            // goes on as it was.
+            return Request::Znode(ZnodeOp::CreateTtl {
+                path: format!("{}{c}", quorumkv_check::znode::TTL_PATH_PREFIX),
+                data: bytes::Bytes::from(format!("c{c}.{n}")),
+                sequential: false,
+                ttl_ms: TTL_MS * self.cfg.timing.link_scale(),
+                acl: None,
+            });
+        }
         let mut op = quorumkv_check::znode::workload_op(&mut self.work_rng, c, n, TIMEOUT_MS);
         if matches!(op, ZnodeOp::OpenSession { .. }) && n > 0 && self.abandons(c, n) {
             // This session will be abandoned: a short timeout, a few more
@@ -95,6 +110,16 @@ impl<D: ProtocolDef> World<'_, D> {
             });
         }
         Request::Znode(op)
+    }
+
+    /// Whether client `c`'s request `n` creates its TTL node (outside the
+    /// model: `quorumkv_check::znode::TTL_PATH_PREFIX`): one in eight,
+    /// drawn apart from the workload's stream.
+    fn creates_ttl(&self, c: usize, n: u32) -> bool {
+        let mut r = quorumkv_core::rng::SplitMix64(
+            self.p.knobs.rotate_left(17) ^ ((c as u64) << 32 | u64::from(n)),
+        );
+        r.below(8) == 0
     }
 
     /// Whether client `c`'s reopening at request `n` abandons the session:

@@ -64,6 +64,10 @@ pub enum InjectedBug {
     /// none of its ephemerals: they stay, owned by a session that no longer
     /// exists (`znode_sm.rs`). Seen only by the znode workload.
     ZnodeOrphanEphemerals,
+    /// The leader deletes a childless TTL node as soon as it looks
+    /// (`sessions.rs`), without waiting for its TTL. Seen only by the
+    /// znode workload (invariant 7, `invariants.rs`).
+    ZnodeTtlEarly,
 }
 
 impl InjectedBug {
@@ -80,6 +84,7 @@ impl InjectedBug {
         InjectedBug::ZnodeSessionNeverExpires,
         InjectedBug::ReadIndexUnconfirmed,
         InjectedBug::ZnodeOrphanEphemerals,
+        InjectedBug::ZnodeTtlEarly,
     ];
 }
 
@@ -101,6 +106,7 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ZnodeSessionNeverExpires => "zab-session-never-expires",
             InjectedBug::ReadIndexUnconfirmed => "zab-read-index-unconfirmed",
             InjectedBug::ZnodeOrphanEphemerals => "zab-znode-orphan-ephemerals",
+            InjectedBug::ZnodeTtlEarly => "zab-znode-ttl-early",
         }
     }
     fn about(self) -> &'static str {
@@ -140,6 +146,9 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZnodeOrphanEphemerals => {
                 "closing a znode session leaves its ephemerals, owned by no session (use with --znode)"
+            }
+            InjectedBug::ZnodeTtlEarly => {
+                "the leader deletes a TTL node before its TTL passed (use with --znode)"
             }
         }
     }

@@ -42,6 +42,8 @@ pub struct ZabOptions {
     pub snapshot_every: u64,
     /// See `Config::container_grace`.
     pub container_grace: Duration,
+    /// See `Config::ttl_check`.
+    pub ttl_check: Duration,
 }
 
 /// `sync-limit` of real servers. A process on a loaded machine can go
@@ -63,6 +65,10 @@ pub const SERVER_LAMBDA_WINDOW: Duration = Duration::from_secs(1);
 /// The simulator's window unless one is asked for (its runs last a few
 /// seconds of virtual time: 1 s would close a handful of windows).
 const SIM_LAMBDA_WINDOW: Duration = Duration::from_millis(100);
+/// `ttl-check` in the simulator: a run lasts a few hundred virtual ms, so
+/// the workload's TTL nodes (`quorumkv_check::znode::TTL_PATH_PREFIX`) go
+/// within one.
+const SIM_TTL_CHECK: Duration = Duration::from_millis(20);
 
 fn choice_name(c: Choice) -> String {
     match c {
@@ -101,6 +107,7 @@ impl Default for ZabOptions {
             init_limit: c.init_limit,
             snapshot_every: c.snapshot_every,
             container_grace: c.container_grace,
+            ttl_check: c.ttl_check,
         }
     }
 }
@@ -172,6 +179,11 @@ impl ProtocolOptions for ZabOptions {
                 help: "how long the leader sees a used container empty before deleting it",
             },
             OptSpec {
+                name: "ttl-check",
+                default: "1s",
+                help: "how often the leader looks for TTL nodes to delete",
+            },
+            OptSpec {
                 name: "snapshot-every",
                 default: "100000",
                 help: "snapshot the state and compact the log every this many deliveries",
@@ -215,6 +227,12 @@ impl ProtocolOptions for ZabOptions {
             "sync-limit" => self.sync_limit = parse_duration(value)?,
             "init-limit" => self.init_limit = parse_duration(value)?,
             "container-grace" => self.container_grace = parse_duration(value)?,
+            "ttl-check" => {
+                self.ttl_check = parse_duration(value)?;
+                if self.ttl_check.is_zero() {
+                    return Err(format!("'{value}' must be positive"));
+                }
+            }
             "snapshot-every" => {
                 self.snapshot_every = match value.parse::<u64>() {
                     Ok(n) if n > 0 => n,
@@ -248,6 +266,7 @@ impl ProtocolOptions for ZabOptions {
             "sync-limit" => format_duration(self.sync_limit),
             "init-limit" => format_duration(self.init_limit),
             "container-grace" => format_duration(self.container_grace),
+            "ttl-check" => format_duration(self.ttl_check),
             "snapshot-every" => self.snapshot_every.to_string(),
             _ => String::new(),
         }
@@ -284,6 +303,7 @@ impl ZabOptions {
             read: self.read,
             op_timeout: t.op_timeout,
             container_grace: self.container_grace,
+            ttl_check: self.ttl_check,
         }
     }
 }
@@ -404,6 +424,9 @@ impl ProtocolDef for Zab {
     ) -> Result<(), String> {
         inv.observe(n, seen)
     }
+    /// The leader looks for expired TTL nodes every [`SIM_TTL_CHECK`] (a
+    /// run lasts a few hundred virtual ms) unless an option asked.
+    ///
     /// Knob bit 0: snapshots every 4 deliveries (SNAP and compaction get
     /// exercised); bit 1: `sync-limit` 30 ms, under the simulator's
     /// partitions (5-60 ms) and heartbeat timeout (100 ms), so partitions
@@ -421,6 +444,9 @@ impl ProtocolDef for Zab {
         }
         if opts.lambda_window == SERVER_LAMBDA_WINDOW {
             opts.lambda_window = SIM_LAMBDA_WINDOW;
+        }
+        if opts.ttl_check == Config::default().ttl_check {
+            opts.ttl_check = SIM_TTL_CHECK;
         }
     }
 }

@@ -16,6 +16,11 @@
 //! 5. **Sequential suffixes never repeat**: a node's next sequential
 //!    suffix never goes back within a server's life (a node deleted and
 //!    created again, a new creation zxid, starts afresh).
+//! 7. **A TTL node outlives its TTL**: a `DeleteTtl` the leader proposed
+//!    (and every server delivers) is stamped at least the node's TTL
+//!    after the change it names (`mzxid`, stamped `mtime`), as every
+//!    server saw them. The simulator's servers share one clock, so the
+//!    stamps of successive leaders compare there.
 //!
 //! 6. **A read index is handed out only while a quorum follows its
 //!    leader**: when a leader of epoch e hands out read indexes, a quorum
@@ -70,6 +75,8 @@ pub struct ZabInvariants {
     handed: Vec<u64>,
     /// The read-index rule over messages.
     rounds: ReadRounds,
+    /// (path, mzxid) → (TTL, mtime) of every TTL node seen (invariant 7).
+    ttls: HashMap<(String, u64), (u64, u64)>,
 }
 
 impl ZabInvariants {
@@ -168,6 +175,12 @@ impl ZabInvariants {
         if self.seqs.len() <= i {
             self.seqs.resize_with(i + 1, HashMap::new);
         }
+        for (path, st, _) in tree.ttl_nodes() {
+            let ttl = st.ttl().unwrap_or(0);
+            (self.ttls)
+                .entry((path.to_string(), st.mzxid))
+                .or_insert((ttl, st.mtime));
+        }
         let seen = &mut self.seqs[i];
         for (path, czxid, next) in tree.seq_counters().filter(|c| c.2 > 0) {
             match seen.get_mut(path) {
@@ -182,6 +195,40 @@ impl ZabInvariants {
                 None => {
                     seen.insert(path.to_string(), (czxid, next));
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ZabInvariants {
+    /// Invariant 7 over the entries `n` delivered after `from`: each
+    /// leader's `DeleteTtl` of a TTL node seen is stamped at least its TTL
+    /// after the node's last change (one not seen, created and deleted
+    /// within one step of every server, is not judged).
+    fn ttl_outlived(&self, i: usize, n: &ZabNode, from: u64, to: u64) -> Result<(), String> {
+        use super::state_machine::{Op, Payload};
+        use crate::znode::ZnodeOp;
+        for idx in from + 1..=to {
+            let Some(p) = n.log.get(idx).and_then(|d| Payload::from_bytes(d)) else {
+                continue;
+            };
+            let Some(Op::Znode(e)) = Op::decode(&mut super::codec::Reader(&p.op)) else {
+                continue;
+            };
+            let ZnodeOp::DeleteTtl { path, mzxid } = e.op else {
+                continue;
+            };
+            let Some(&(ttl, mtime)) = self.ttls.get(&(path.clone(), mzxid)) else {
+                continue;
+            };
+            if e.time_ms < mtime.saturating_add(ttl) {
+                return Err(format!(
+                    "zab znodes: a TTL node outlives its TTL: n{} delivered the deletion of \
+                     {path} (TTL {ttl} ms, changed at {mtime} ms, zxid {mzxid}) stamped {} ms",
+                    i + 1,
+                    e.time_ms
+                ));
             }
         }
         Ok(())
@@ -258,9 +305,11 @@ impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
         self.znodes(i, n)?;
         let mut life = self.lives[i];
         self.never_truncated(i, n, life)?;
+        let from = life.checked;
         let r = self.prefixes_agree(i, n, &mut life);
         self.lives[i] = life;
-        r
+        r?;
+        self.ttl_outlived(i, n, from, life.checked)
     }
 }
 

@@ -52,6 +52,10 @@ pub struct Config {
     /// How long the leader sees a container empty (after it had children)
     /// before it proposes its deletion (`sessions.rs`).
     pub container_grace: Duration,
+    /// How often the leader looks for expired TTL nodes (`sessions.rs`):
+    /// one goes between its TTL and its TTL plus two of these after its
+    /// last change (ZooKeeper's `znode.container.checkIntervalMs`).
+    pub ttl_check: Duration,
 }
 
 impl Default for Config {
@@ -64,6 +68,7 @@ impl Default for Config {
             read: ReadMode::Index,
             op_timeout: Duration::from_secs(2),
             container_grace: Duration::from_secs(1),
+            ttl_check: Duration::from_secs(1),
         }
     }
 }

@@ -9,6 +9,16 @@
 //! (`Config`); the entry is checked again when applied, so a child created
 //! in between keeps the container. What the leader saw is not replicated:
 //! a new leader starts every container's grace afresh.
+//!
+//! TTL nodes the same way (ZooKeeper's `ContainerManager` again): every
+//! `ttl_check` the leader notes each TTL node's last change (`mzxid`)
+//! with its own clock when it first sees it, and proposes a `DeleteTtl`
+//! naming that `mzxid` for a childless one seen unchanged for its TTL.
+//! Applied, it deletes only a TTL node still childless and unchanged. Its
+//! own clock, not the node's `mtime`: stamps come from the clocks of the
+//! leaders that proposed them, which need not agree, so a new leader
+//! starts every TTL afresh (a node may outlive its TTL then, never the
+//! other way round); a server that stops leading forgets what it saw.
 
 use super::msg::Msg;
 use super::node::{Role, ZabNode, O};
@@ -49,6 +59,10 @@ impl ZabNode {
                 let (conn, event) = fired_event(f);
                 out.notify(conn, event);
             }
+        }
+        if *op == ZnodeOp::WhoAmI {
+            out.reply(client, Response::Znode(self.sm.who_am_i(client.session)));
+            return true;
         }
         if let ZnodeOp::AddAuth { scheme, auth } = op {
             let r = self.sm.add_auth(client.session, scheme, auth);
@@ -98,6 +112,9 @@ impl ZabNode {
             Role::Following(f) => {
                 let (leader, sessions) = (f.leader, std::mem::take(&mut self.sm.touched));
                 self.sm.heard.clear();
+                // What it saw as a leader is forgotten: zxids are log
+                // indexes, which a truncation may give to other changes.
+                self.sm.reaper.ttl_seen.clear();
                 if !sessions.is_empty() {
                     let msg = Msg::Touch {
                         sessions: sessions.into_iter().collect(),
@@ -108,10 +125,12 @@ impl ZabNode {
             Role::Leading(l) if l.established => {
                 self.expire_sessions(out);
                 self.reap_containers(out);
+                self.reap_ttl_nodes(out);
             }
             _ => {
                 self.sm.heard.clear();
                 self.sm.touched.clear();
+                self.sm.reaper.ttl_seen.clear();
             }
         }
     }
@@ -156,6 +175,37 @@ impl ZabNode {
             op: super::state_machine::Op::Znode(e).to_bytes(),
         };
         self.propose(p.to_bytes(), out);
+    }
+
+    /// Every `ttl_check`: propose the deletion of each childless TTL node
+    /// seen unchanged for its TTL (proposed again one check later if it
+    /// is still there).
+    fn reap_ttl_nodes(&mut self, out: &mut O) {
+        let now = self.now;
+        if now < self.sm.reaper.ttl_next {
+            return;
+        }
+        self.sm.reaper.ttl_next = now.saturating_add(self.cfg.ttl_check);
+        let early = self.has_bug(super::bugs::InjectedBug::ZnodeTtlEarly);
+        let nodes: Vec<(String, u64, u64, bool)> = (self.sm.tree.ttl_nodes())
+            .map(|(p, st, childless)| (p.to_string(), st.mzxid, st.ttl().unwrap_or(0), childless))
+            .collect();
+        let seen = std::mem::take(&mut self.sm.reaper.ttl_seen);
+        for (path, mzxid, ttl_ms, childless) in nodes {
+            let since = match seen.get(&path) {
+                Some(&(m, t)) if m == mzxid => t,
+                _ => now,
+            };
+            let waited = now.as_micros().saturating_sub(since.as_micros());
+            if childless && (early || waited >= ttl_ms.saturating_mul(1000)) {
+                let op = ZnodeOp::DeleteTtl {
+                    path: path.clone(),
+                    mzxid,
+                };
+                self.propose_own(0, op, out);
+            }
+            self.sm.reaper.ttl_seen.insert(path, (mzxid, since));
+        }
     }
 
     /// Every `container_grace`: propose the deletion of each container

@@ -61,6 +61,7 @@ pub fn read_by_index(req: &Request) -> bool {
                 | ZnodeOp::MultiRead { .. }
                 | ZnodeOp::AddWatch { .. }
                 | ZnodeOp::RemoveWatches { .. }
+                | ZnodeOp::GetEphemerals { .. }
         )
     )
 }
@@ -118,12 +119,15 @@ pub struct Machine {
     pub(super) watch_early: bool,
 }
 
-/// The leader's look at empty containers (`sessions.rs`): when each was
-/// first seen empty, and when to look again.
+/// The leader's look at empty containers and TTL nodes (`sessions.rs`):
+/// when each container was first seen empty, when each TTL node was first
+/// seen with its last change (`mzxid`), and when to look again.
 #[derive(Debug, Default)]
 pub(super) struct Reaper {
     pub(super) seen: BTreeMap<String, Time>,
     pub(super) next: Time,
+    pub(super) ttl_seen: BTreeMap<String, (u64, Time)>,
+    pub(super) ttl_next: Time,
 }
 
 // `Watches` has no `PartialEq`: two machines are equal by replicated state.
@@ -141,6 +145,27 @@ pub(super) fn fired_event(f: Fired) -> (u64, Event) {
         value: None,
     };
     (f.session, event)
+}
+
+/// The transaction of a container's or a TTL node's create.
+fn marked_txn(op: ZnodeOp) -> Txn {
+    match op {
+        ZnodeOp::CreateContainer { path, data, acl } => Txn::CreateContainer { path, data, acl },
+        ZnodeOp::CreateTtl {
+            path,
+            data,
+            sequential,
+            ttl_ms,
+            acl,
+        } => Txn::CreateTtl {
+            path,
+            data,
+            sequential,
+            ttl_ms,
+            acl,
+        },
+        other => unreachable!("{} is not a container's or TTL node's create", other.name()),
+    }
 }
 
 pub(super) fn zk(r: Result<ZnodeReply, ZkError>) -> Response {
@@ -248,16 +273,17 @@ impl Machine {
                 }
             }
             ZnodeOp::SetAcl { path, acl, version } => Txn::SetAcl { path, acl, version },
-            ZnodeOp::CreateContainer { path, data, acl } => {
-                Txn::CreateContainer { path, data, acl }
-            }
-            // The leader's reaper proposes it (`sessions.rs`); from a
-            // client it would delete without the parent's DELETE right.
-            ZnodeOp::DeleteContainer { .. } if e.conn != EXPIRY => {
-                let why = "deleteContainer is the leader's, not a client's".to_string();
+            op @ (ZnodeOp::CreateContainer { .. } | ZnodeOp::CreateTtl { .. }) => marked_txn(op),
+            // The reaper's (`sessions.rs`); a client's would skip the parent's DELETE right.
+            op @ (ZnodeOp::DeleteContainer { .. } | ZnodeOp::DeleteTtl { .. })
+                if e.conn != EXPIRY =>
+            {
+                let why = format!("{} is the leader's, not a client's", op.name());
                 return zk(Err(ZkError::BadArguments(why)));
             }
             ZnodeOp::DeleteContainer { path } => Txn::DeleteContainer { path },
+            ZnodeOp::DeleteTtl { path, mzxid } => Txn::DeleteTtl { path, mzxid },
+            ZnodeOp::GetEphemerals { prefix } => return self.ephemerals(e.session, &prefix, here),
             ZnodeOp::Delete { path, version } => Txn::Delete { path, version },
             ZnodeOp::SetData {
                 path,
@@ -459,6 +485,21 @@ fn not_in_multi_read(op: &ZnodeOp) -> ZkError {
 }
 
 impl Machine {
+    /// `getEphemerals` served where asked (a read by index).
+    fn ephemerals(&self, session: u64, prefix: &str, here: bool) -> Response {
+        if !here {
+            return Response::Done;
+        }
+        zk(Ok(ZnodeReply::Ephemerals(
+            self.tree.ephemerals_of(session, prefix),
+        )))
+    }
+
+    /// `whoAmI`: the identities of connection `conn` here.
+    pub(super) fn who_am_i(&self, conn: u64) -> ZnodeReply {
+        ZnodeReply::Identities(self.ids_of(conn))
+    }
+
     /// `ResumeSession` served where asked, from a tree that has applied
     /// `index`: the session's timeout if it is open.
     fn resume(&self, index: u64, session: u64, here: bool) -> Response {
@@ -483,6 +524,11 @@ impl Machine {
         }
         match ZEntry::decode(&mut r) {
             Some(e) if e.op == ZnodeOp::ResumeSession => self.resume(applied, e.session, true),
+            Some(ZEntry {
+                session,
+                op: ZnodeOp::GetEphemerals { prefix },
+                ..
+            }) => self.ephemerals(session, &prefix, true),
             Some(e) => self.read_znode(applied, e.conn, e.op, &e.ids, true),
             None => Response::Failed(OpError::refused("undecodable znode operation")),
         }
@@ -1464,5 +1510,129 @@ mod tests {
         assert_eq!(zn(&mut c, f, w, rm(false)), none);
         assert_eq!(zn(&mut c, f, w, rm(true)), none);
         assert_eq!(c.node(f).machine().watch_count(), 0);
+    }
+
+    /// The leader deletes a TTL node through the log once it has seen it
+    /// childless and unchanged for its TTL (looking every `ttl_check`):
+    /// not before, not while it has a child, and a change starts its TTL
+    /// again. A client cannot ask for the deletion itself.
+    #[test]
+    fn the_leader_deletes_an_expired_ttl_node() {
+        let cfg = Config {
+            ttl_check: std::time::Duration::from_millis(20),
+            ..Config::default()
+        };
+        let (mut c, l, f) = settled(cfg);
+        let anon = client(0, 0);
+        let ttl = |path: &str, ttl_ms| ZnodeOp::CreateTtl {
+            path: path.into(),
+            data: Bytes::new(),
+            sequential: false,
+            ttl_ms,
+            acl: None,
+        };
+        // 150 ms: 15 ticks.
+        let (_, st) = created(zn(&mut c, f, anon, ttl("/t", 150)));
+        assert_eq!(st.ttl(), Some(150));
+        created(zn(&mut c, f, anon, ttl("/kept", 150)));
+        created(zn(&mut c, f, anon, create("/kept/k", false, false)));
+        for _ in 0..10 {
+            c.tick();
+        }
+        assert!(exists(&mut c, f, "/t"), "not before its TTL");
+        // A change starts it again.
+        assert!(matches!(
+            zn(&mut c, f, anon, set_data("/t", b"x")),
+            ZnodeReply::Set(_)
+        ));
+        for _ in 0..10 {
+            c.tick();
+        }
+        assert!(
+            exists(&mut c, f, "/t"),
+            "its TTL started again with the change"
+        );
+        for _ in 0..12 {
+            c.tick();
+        }
+        assert!((1..=3).all(|id| !exists(&mut c, id, "/t")));
+        assert!(exists(&mut c, l, "/kept"), "a child keeps it");
+        let del = ZnodeOp::Delete {
+            path: "/kept/k".into(),
+            version: None,
+        };
+        assert_eq!(zn(&mut c, f, anon, del), ZnodeReply::Deleted);
+        // Seen unchanged for longer than its TTL already: it goes at the
+        // next look.
+        for _ in 0..3 {
+            c.tick();
+        }
+        assert!((1..=3).all(|id| !exists(&mut c, id, "/kept")));
+        created(zn(&mut c, f, anon, ttl("/u", 150)));
+        let mzxid = c
+            .node(l)
+            .machine()
+            .tree
+            .exists("/u")
+            .unwrap()
+            .unwrap()
+            .mzxid;
+        let reap = ZnodeOp::DeleteTtl {
+            path: "/u".into(),
+            mzxid,
+        };
+        assert!(matches!(
+            zn(&mut c, f, anon, reap),
+            ZnodeReply::Error(ZkError::BadArguments(_))
+        ));
+        assert!(exists(&mut c, l, "/u"));
+    }
+
+    /// `getEphemerals` at a follower (a read by index) lists its session's
+    /// ephemerals; `whoAmI` answers the connection's identities where it
+    /// is connected, logging nothing.
+    #[test]
+    fn get_ephemerals_and_who_am_i_at_a_follower() {
+        let (mut c, l, f) = settled(Config::default());
+        let me = client(4, 40);
+        open(&mut c, f, me, 10_000);
+        let (e, _) = created(zn(&mut c, f, me, create("/e-", true, true)));
+        created(zn(&mut c, l, client(5, 50), create("/x", false, false)));
+        let all = ZnodeOp::GetEphemerals {
+            prefix: String::new(),
+        };
+        assert_eq!(
+            zn(&mut c, f, me, all.clone()),
+            ZnodeReply::Ephemerals(vec![e])
+        );
+        let none = ZnodeOp::GetEphemerals {
+            prefix: "/x".into(),
+        };
+        assert_eq!(zn(&mut c, f, me, none), ZnodeReply::Ephemerals(vec![]));
+        assert_eq!(
+            zn(&mut c, l, client(5, 50), all),
+            ZnodeReply::Ephemerals(vec![])
+        );
+        let last = c.node(l).log.last();
+        assert_eq!(
+            zn(&mut c, f, me, ZnodeOp::WhoAmI),
+            ZnodeReply::Identities(vec![])
+        );
+        let add = ZnodeOp::AddAuth {
+            scheme: "digest".into(),
+            auth: "alice:pw".into(),
+        };
+        assert_eq!(zn(&mut c, f, me, add), ZnodeReply::AuthAdded);
+        let id = Id::new("digest", &acl::digest("alice:pw").unwrap());
+        assert_eq!(
+            zn(&mut c, f, me, ZnodeOp::WhoAmI),
+            ZnodeReply::Identities(vec![id])
+        );
+        // Another connection of the same session has none.
+        assert_eq!(
+            zn(&mut c, f, client(4, 41), ZnodeOp::WhoAmI),
+            ZnodeReply::Identities(vec![])
+        );
+        assert_eq!(c.node(l).log.last(), last, "nothing logged");
     }
 }

@@ -6,7 +6,7 @@
 //! only what they changed (never a copy of the tree, nor of a parent's
 //! children).
 
-use super::{create_probe, path, Change, Id, Stamp, Stat, Tree, TxnOk, ZkError, Znode};
+use super::{create_probe, path, Change, Id, Kind, Stamp, Stat, Tree, TxnOk, ZkError, Znode};
 use crate::znode::acl;
 use crate::znode::op::{MultiOk, MultiOp, MultiOutcome};
 use bytes::Bytes;
@@ -94,16 +94,22 @@ impl Tree {
                 sequential,
                 acl,
             } => {
-                let parent = create_probe(path, data, *sequential)
-                    .map(|p| self.parent_undo(path::parent(&p)));
-                let how = (super::Kind::new(*ephemeral, session), *sequential);
-                let r = self.create(at, path, data, how, (acl.as_deref(), ids), changes)?;
-                let TxnOk::Created { path, stat } = r else {
-                    unreachable!("a create answers Created")
-                };
-                undo.extend(parent.ok().flatten());
-                undo.push(Undo::Created(path.clone()));
-                Ok(MultiOk::Created { path, stat })
+                let how = (Kind::new(*ephemeral, session), *sequential);
+                self.multi_create(at, (path, data), how, (acl.as_deref(), ids), undo, changes)
+            }
+            MultiOp::CreateContainer { path, data, acl } => {
+                let how = (Kind::Container, false);
+                self.multi_create(at, (path, data), how, (acl.as_deref(), ids), undo, changes)
+            }
+            MultiOp::CreateTtl {
+                path,
+                data,
+                sequential,
+                ttl_ms,
+                acl,
+            } => {
+                let how = (Kind::Ttl(*ttl_ms), *sequential);
+                self.multi_create(at, (path, data), how, (acl.as_deref(), ids), undo, changes)
             }
             MultiOp::Delete { path, version } => {
                 let parent = self.parent_undo(path::parent(path));
@@ -133,6 +139,27 @@ impl Tree {
                 Ok(MultiOk::Set(stat))
             }
         }
+    }
+
+    /// A create of any kind in a multi; what it changed goes on `undo`.
+    fn multi_create(
+        &mut self,
+        at: Stamp,
+        (path, data): (&str, &Bytes),
+        (kind, sequential): (Kind, bool),
+        (acl, ids): (Option<&[crate::znode::Acl]>, &[Id]),
+        undo: &mut Vec<Undo>,
+        changes: &mut Vec<Change>,
+    ) -> Result<MultiOk, ZkError> {
+        let parent =
+            create_probe(path, data, sequential).map(|p| self.parent_undo(path::parent(&p)));
+        let r = self.create(at, path, data, (kind, sequential), (acl, ids), changes)?;
+        let TxnOk::Created { path, stat } = r else {
+            unreachable!("a create answers Created")
+        };
+        undo.extend(parent.ok().flatten());
+        undo.push(Undo::Created(path.clone()));
+        Ok(MultiOk::Created { path, stat })
     }
 
     /// What a child's creation or deletion changes in `parent`.
@@ -407,5 +434,47 @@ mod tests {
         }
         let ops = [check("/s", Some(0)), create("/s/kid", false, false)];
         assert!(t.multi_as(&ops, alice_ids).0.is_ok());
+    }
+
+    /// A container's and a TTL node's creates in a multi make what their
+    /// single requests make; undone with the rest when a later one fails.
+    #[test]
+    fn containers_and_ttl_nodes_in_a_multi() {
+        let mut t = tree();
+        let container = MultiOp::CreateContainer {
+            path: "/mc".into(),
+            data: b("c"),
+            acl: None,
+        };
+        let ttl = MultiOp::CreateTtl {
+            path: "/mt-".into(),
+            data: b("t"),
+            sequential: true,
+            ttl_ms: 100,
+            acl: None,
+        };
+        let bad_ttl = MultiOp::CreateTtl {
+            path: "/bad".into(),
+            data: b("t"),
+            sequential: false,
+            ttl_ms: 0,
+            acl: None,
+        };
+        let before = t.state();
+        let r = t.multi(&[container.clone(), ttl.clone(), bad_ttl]);
+        assert!(matches!(r, Err((2, ZkError::BadArguments(_)))), "{r:?}");
+        assert!(t.state() == before, "nothing of a failed multi stays");
+        let Ok(done) = t.multi(&[container, ttl, create("/mc/k", false, false)]) else {
+            panic!("the multi applies")
+        };
+        let stats: Vec<Stat> = (done.iter())
+            .map(|d| match d {
+                MultiOk::Created { stat, .. } => *stat,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(stats[0].is_container());
+        assert_eq!(stats[1].ttl(), Some(100));
+        assert!(matches!(&done[1], MultiOk::Created { path, .. } if path.starts_with("/mt-")));
     }
 }
