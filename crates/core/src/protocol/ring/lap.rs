@@ -90,9 +90,33 @@ impl RingNode {
     pub(super) fn write_again(&mut self, mut e: Entry) {
         self.counters.resent += 1;
         e.home = self.id;
-        let id = (e.key.clone(), e.tag, e.void);
+        let id = (e.key.clone(), e.tag, e.void, e.home);
         self.link.writes.remove(&id); // sent before the joiner came: again
         self.rounds_again.insert((e.key.clone(), e.tag));
+        self.queues.ready.push_back(Msg::Write(e));
+    }
+
+    /// A copy of a pre-write whose write was applied here came from the
+    /// predecessor, which sent it because it holds the pre-write pending
+    /// without its write (or passed on such a copy): a joiner whose
+    /// snapshot held it pending, the write having passed its place before
+    /// it came back. The round that should end it there, `write_again`
+    /// from the welcomer, may die in crashes (fuzz seed 6634 at N = 6: it
+    /// waited in the welcomer's queue, went to the next joiner's snapshot
+    /// as owed, and both crashed with it unsent; the joiner kept the entry
+    /// pending with a client's retry parked on it). So it is answered with
+    /// the write, round the ring to the predecessor: every server on the
+    /// way applies it or drops the entry (pc 41-48). Only a write seen
+    /// here applied: a void one must stay void (`dedup.rs`). Applying it
+    /// early is safe, its pre-write round ended (pc 32-37), and a copy
+    /// more is idempotent. Dropped copies are re-sends after crashes and
+    /// welcomes, so this is rare; with one server the round would be empty.
+    pub(super) fn write_round_for(&mut self, mut e: Entry) {
+        if e.void || !self.live_writes.contains(&e.key, e.tag) || self.pred == self.id {
+            return;
+        }
+        self.counters.resent += 1;
+        e.home = self.pred;
         self.queues.ready.push_back(Msg::Write(e));
     }
 

@@ -68,9 +68,11 @@ pub(super) struct Link {
     /// `(sent, credited)` of earlier successors still alive.
     pub others: BTreeMap<NodeId, (u64, u64)>,
     pub received: BTreeMap<NodeId, u64>,
-    /// Writes sent to the current successor (`(key, tag, void)`), cleared
-    /// when the successor changes or drops what was sent (`fresh`).
-    pub writes: HashSet<(Bytes, Tag, bool)>,
+    /// Writes sent to the current successor (`(key, tag, void, home)`),
+    /// cleared when the successor changes or drops what was sent (`fresh`).
+    /// Rounds of one write that end at different servers are different
+    /// rounds (`write_again`, `write_round_for`): each goes once.
+    pub writes: HashSet<(Bytes, Tag, bool, NodeId)>,
 }
 
 /// Beyond this many, `Link::writes` starts afresh (a copy more is harmless).
@@ -217,6 +219,10 @@ pub struct RingNode {
     pub(super) sent_writes: VecDeque<Entry>,
     /// Writes seen lately, to drop stale copies of their pre-writes.
     pub(super) written: Recent,
+    /// Of those, the ones seen here as applied (not void) writes: a
+    /// copy of their pre-write is answered with a write round
+    /// (`write_round_for`).
+    pub(super) live_writes: Recent,
     /// Pre-writes pending here when a `Welcome` went out (`lap.rs`,
     /// `write_again`): if their write ends here, it goes round once more.
     pub(super) welcomed_pending: BTreeSet<(Bytes, Tag)>,
@@ -296,6 +302,7 @@ impl RingNode {
             lap_hints: BTreeMap::new(),
             sent_writes: VecDeque::new(),
             written: Recent::default(),
+            live_writes: Recent::default(),
             welcomed_pending: BTreeSet::new(),
             rounds_again: BTreeSet::new(),
             owed: BTreeSet::new(),
@@ -471,7 +478,7 @@ impl RingNode {
             // crashes put copies of up to 1024 writes on the ring each, and
             // forwarding every copy kept a slow ring busy for over 100 ms
             // after the faults healed (seed 11 at N = 5, rejoin on).
-            let id = (e.key.clone(), e.tag, e.void);
+            let id = (e.key.clone(), e.tag, e.void, e.home);
             if self.link.writes.len() >= LINK_WRITES_KEPT {
                 self.link.writes.clear();
             }
@@ -516,6 +523,9 @@ impl RingNode {
         let owed = pending && self.owed.remove(&(e.key.clone(), e.tag));
         if !owed && (pending || self.written.contains(&e.key, e.tag)) {
             self.counters.duplicates += 1;
+            if !pending {
+                self.write_round_for(e);
+            }
             return;
         }
         if self.void_here(&e) {
@@ -573,6 +583,7 @@ impl RingNode {
             // operation of the value it holds (seed 353 at N = 5).
             self.applied_op(e.op, (&e.key, e.tag), out);
             self.written.insert(&e.key, e.tag);
+            self.live_writes.insert(&e.key, e.tag);
         }
         for client in retries {
             self.done(client, out);
@@ -631,6 +642,7 @@ impl RingNode {
         }
         if !e.void {
             self.applied_op(e.op, (&e.key, e.tag), out);
+            self.live_writes.insert(&e.key, e.tag);
         }
         for client in done {
             self.done(client, out); // pc 50
