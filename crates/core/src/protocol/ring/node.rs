@@ -212,6 +212,9 @@ pub struct RingNode {
     pub(super) began: BTreeMap<(Bytes, Tag), u64>,
     /// Pre-writes on their `Lap` from here (home) / that passed here.
     pub(super) lapping: BTreeSet<(Bytes, Tag)>,
+    /// Pre-writes whose lap sent by this life came back round (`on_lap`):
+    /// every live server holds them pending, no second lap is needed.
+    pub(super) lapped: BTreeSet<(Bytes, Tag)>,
     pub(super) laps: BTreeMap<(Bytes, Tag), u64>,
     /// Laps the snapshot named: they did not pass here (a copy that comes
     /// is passed on), but re-sent from here, they go as laps.
@@ -298,6 +301,7 @@ impl RingNode {
             welcomes: 0,
             began: BTreeMap::new(),
             lapping: BTreeSet::new(),
+            lapped: BTreeSet::new(),
             laps: BTreeMap::new(),
             lap_hints: BTreeMap::new(),
             sent_writes: VecDeque::new(),
@@ -539,6 +543,7 @@ impl RingNode {
     pub(super) fn pre_write_home(&mut self, mut e: Entry, out: &mut O) {
         let mine = self.is_mine(&e);
         self.began.remove(&(e.key.clone(), e.tag));
+        self.lapped.remove(&(e.key.clone(), e.tag));
         let fresh = if mine {
             self.own.get(&(e.key.clone(), e.tag)) == Some(&Phase::PreWrite)
         } else {
@@ -622,6 +627,7 @@ impl RingNode {
         let id = (e.key.clone(), e.tag);
         self.laps.remove(&id);
         self.lap_hints.remove(&id);
+        self.lapped.remove(&id);
         let reg = self.regs.entry(e.key.clone()).or_default();
         let pre = reg.pending.remove(&e.tag); // pc 47
         if e.op.is_none() && !e.void {
