@@ -347,5 +347,8 @@ fn replay_seed() {
     let seed: u64 = std::env::var("SEED").map_or(0, |s| s.parse().unwrap());
     let n: u32 = std::env::var("RING_N").map_or(2 + (seed % 4) as u32, |s| s.parse().unwrap());
     let durable = std::env::var("RING_DURABLE").is_ok();
-    check(&drive_with(seed, n, None, durable)).unwrap();
+    let r = drive_with(seed, n, None, durable);
+    check(&r).unwrap();
+    let left: Vec<_> = pending_left(&r.net).collect();
+    assert_eq!(stale(&r), 0, "{}: stale pending entries {left:?}", r.ctx);
 }
