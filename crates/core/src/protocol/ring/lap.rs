@@ -78,6 +78,9 @@ impl RingNode {
             self.lapped.insert(id.clone());
         }
         if self.ends_here(e.home) {
+            if self.end_waits(&e) {
+                return self.queues.push_forward(Msg::Lap(e, by));
+            }
             return self.pre_write_home(e, out);
         }
         if self.laps.insert(id, by) == Some(by) {

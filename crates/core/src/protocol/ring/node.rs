@@ -532,6 +532,9 @@ impl RingNode {
     /// pc 29-40: a pre-write from the predecessor.
     fn on_pre_write(&mut self, mut e: Entry, out: &mut O) {
         if self.ends_here(e.home) {
+            if self.end_waits(&e) {
+                return self.queues.push_forward(Msg::PreWrite(e));
+            }
             return self.pre_write_back(e, out);
         }
         // A copy re-sent after a crash, of a pre-write forwarded already
@@ -671,6 +674,9 @@ impl RingNode {
             self.done(client, out); // pc 50
         }
         self.answer_reads(reads, out);
+        if self.ends_here(e.home) && self.end_waits(&e) {
+            return self.queues.push_forward(Msg::Write(e));
+        }
         let again = self.welcomed_pending.remove(&id);
         if !self.ends_here(e.home) {
             return self.queues.push_forward(Msg::Write(e)); // pc 48
