@@ -348,4 +348,32 @@ mod tests {
         // queued copy is dropped (a re-send leaves no copy behind).
         assert_eq!(ready, vec![tag(1, 1)]);
     }
+
+    /// Fuzz seed 5111: a taker whose view missed a member reported up
+    /// ended a write there; the member was in (its welcomer crashed with
+    /// the `ViewChange`) and kept the pre-write pending for ever.
+    #[test]
+    fn a_round_reaching_a_taker_with_an_incomplete_view_waits_for_the_view() {
+        let mut n = rejoining(1, 3);
+        let mut out = O::new();
+        n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        assert!(n.uncertain());
+        let _ = sends(&mut out);
+        let e = entry(5, 2, "a");
+        n.on_msg(T0, Peer::Node(3), Msg::Write(e.clone()), &mut out);
+        assert_eq!(n.queues.forward.len(), 1, "waits, not ended");
+        assert!(n.takeover_due);
+        // 2 joins: the write is no longer this server's to end; it goes on
+        // to 2, after the snapshot.
+        let writer = 2 | 1 << 32;
+        n.on_msg(T0, Peer::Node(2), Msg::Join { node: 2, writer }, &mut out);
+        let s = sends(&mut out);
+        let welcome = s.iter().position(|(_, m)| matches!(m, Msg::Welcome(_)));
+        let write = (s.iter()).position(|(to, m)| {
+            *to == Peer::Node(2) && matches!(m, Msg::Write(w) if w.tag == e.tag && w.home == 2)
+        });
+        assert!(welcome.is_some() && write > welcome, "{s:?}");
+        assert!(n.queues.forward.is_empty());
+    }
 }

@@ -1119,6 +1119,28 @@ mod tests {
         assert_eq!((sends(&mut out).len(), n.counters.duplicates), (1, 1));
     }
 
+    /// Fuzz seed 2745: a re-sent pre-write waited in `ready` while its
+    /// write went by; sent, it was lapped again by the server where its
+    /// round ends and left pending there for ever.
+    #[test]
+    fn a_queued_pre_write_whose_write_passed_since_is_not_sent() {
+        for written in [false, true] {
+            let mut n = RingNode::new(2, vec![1, 2, 3], RingConfig::default());
+            let e = entry(4, 1, "a");
+            n.queues.ready.push_back(Msg::PreWrite(e.clone()));
+            if written {
+                n.written.insert(&e.key, e.tag);
+            }
+            let mut out = O::new();
+            n.pump(&mut out);
+            let sent = sends(&mut out).len();
+            assert_eq!(
+                (sent, n.counters.duplicates),
+                (usize::from(!written), u64::from(written))
+            );
+        }
+    }
+
     /// `Recent` keeps exactly the last `WRITTEN_KEPT` writes.
     #[test]
     fn recent_writes_are_bounded_at_exactly_written_kept() {
