@@ -173,7 +173,11 @@ impl RingNode {
         let id = |m: &Msg| {
             let e = m.entry().expect("ring messages");
             let kind = match m {
-                Msg::Write(_) => (1, 0),
+                // Ending elsewhere, a write is another round (`Link::writes`;
+                // fuzz seed 5003: the round `write_round_for` sent to a
+                // joiner was re-sent as a copy of the origin's, which ended
+                // before the joiner, and the joiner kept the entry).
+                Msg::Write(e) => (1, u64::from(e.home)),
                 Msg::Lap(_, by) => (2, *by),
                 _ => (0, 0),
             };
