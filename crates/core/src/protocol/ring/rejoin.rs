@@ -268,6 +268,7 @@ impl RingNode {
             regs,
             ops: self.ops.iter().copied().collect(),
             written: self.written.iter().cloned().collect(),
+            live_written: self.live_writes.iter().cloned().collect(),
             owed: (self.queues.ready.iter())
                 .filter_map(|m| match m {
                     Msg::PreWrite(e) => Some((e.key.clone(), e.tag)),
@@ -318,6 +319,9 @@ impl RingNode {
         }
         for (k, t) in s.written {
             self.written.insert(&k, t);
+        }
+        for (k, t) in s.live_written {
+            self.live_writes.insert(&k, t);
         }
         // Every pending entry of the snapshot is owed: it went past this
         // position but not through this server, so a copy that comes must
