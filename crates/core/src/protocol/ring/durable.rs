@@ -138,11 +138,12 @@ impl RingNode {
             self.ops.on_write(op);
             if tag > Tag::ZERO {
                 self.written.insert(&key, tag);
-                // The register record holds no op id; without it the value
-                // re-sent as a write (pc 88) would be applied round the ring
-                // with its operation unknown there, and a retry of it at
-                // another server applied again above a later write (seed
-                // 353 at N = 5).
+                self.live_writes.insert(&key, tag); // an applied operation's
+                                                    // The register record holds no op id; without it the value
+                                                    // re-sent as a write (pc 88) would be applied round the ring
+                                                    // with its operation unknown there, and a retry of it at
+                                                    // another server applied again above a later write (seed
+                                                    // 353 at N = 5).
                 if let Some(r) = self.regs.get_mut(&key).filter(|r| r.tag == tag) {
                     r.op = op;
                 }

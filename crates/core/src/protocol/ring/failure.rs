@@ -39,6 +39,23 @@ impl RingNode {
                 && self.live_pred(home) == self.id)
     }
 
+    /// A round that reaches this server as the taker of its crashed home
+    /// while the view misses a live member waits, like `take_over` (the
+    /// member may be in, welcomed by a server whose `ViewChange` died in a
+    /// crash, and hold the pre-write pending from its snapshot; fuzz seed
+    /// 5111 at N = 7: a write ended at a taker whose view missed such a
+    /// joiner, which kept the entry for ever). It waits in the forward
+    /// queue, which sends nothing meanwhile (`uncertain`), and `take_over`
+    /// hands it back once the view is complete: ended here then, or sent
+    /// on to the member that came in between.
+    pub(super) fn end_waits(&mut self, e: &Entry) -> bool {
+        if e.home == self.id || !self.uncertain() {
+            return false;
+        }
+        self.takeover_due = true;
+        true
+    }
+
     /// This life made `e` (an earlier life's messages are taken over).
     pub(super) fn is_mine(&self, e: &Entry) -> bool {
         e.origin == self.id && e.tag.writer == self.writer
@@ -156,7 +173,11 @@ impl RingNode {
         let id = |m: &Msg| {
             let e = m.entry().expect("ring messages");
             let kind = match m {
-                Msg::Write(_) => (1, 0),
+                // Ending elsewhere, a write is another round (`Link::writes`;
+                // fuzz seed 5003: the round `write_round_for` sent to a
+                // joiner was re-sent as a copy of the origin's, which ended
+                // before the joiner, and the joiner kept the entry).
+                Msg::Write(e) => (1, u64::from(e.home)),
                 Msg::Lap(_, by) => (2, *by),
                 _ => (0, 0),
             };
@@ -330,5 +351,33 @@ mod tests {
         // The taken-over write went as the latest write of its key: its
         // queued copy is dropped (a re-send leaves no copy behind).
         assert_eq!(ready, vec![tag(1, 1)]);
+    }
+
+    /// Fuzz seed 5111: a taker whose view missed a member reported up
+    /// ended a write there; the member was in (its welcomer crashed with
+    /// the `ViewChange`) and kept the pre-write pending for ever.
+    #[test]
+    fn a_round_reaching_a_taker_with_an_incomplete_view_waits_for_the_view() {
+        let mut n = rejoining(1, 3);
+        let mut out = O::new();
+        n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        assert!(n.uncertain());
+        let _ = sends(&mut out);
+        let e = entry(5, 2, "a");
+        n.on_msg(T0, Peer::Node(3), Msg::Write(e.clone()), &mut out);
+        assert_eq!(n.queues.forward.len(), 1, "waits, not ended");
+        assert!(n.takeover_due);
+        // 2 joins: the write is no longer this server's to end; it goes on
+        // to 2, after the snapshot.
+        let writer = 2 | 1 << 32;
+        n.on_msg(T0, Peer::Node(2), Msg::Join { node: 2, writer }, &mut out);
+        let s = sends(&mut out);
+        let welcome = s.iter().position(|(_, m)| matches!(m, Msg::Welcome(_)));
+        let write = (s.iter()).position(|(to, m)| {
+            *to == Peer::Node(2) && matches!(m, Msg::Write(w) if w.tag == e.tag && w.home == 2)
+        });
+        assert!(welcome.is_some() && write > welcome, "{s:?}");
+        assert!(n.queues.forward.is_empty());
     }
 }

@@ -43,6 +43,9 @@ impl RingNode {
             return false;
         }
         let id = (e.key.clone(), e.tag);
+        if self.lapped.contains(&id) {
+            return false; // its lap from here came round: held everywhere
+        }
         if self.is_mine(e) {
             self.own.get(&id) == Some(&Phase::PreWrite)
                 && self.began.get(&id).is_none_or(|&w| w < self.welcomes)
@@ -64,7 +67,20 @@ impl RingNode {
     pub(super) fn on_lap(&mut self, e: Entry, by: u64, out: &mut O) {
         let id = (e.key.clone(), e.tag);
         self.lapping.remove(&id);
+        if by == self.writer {
+            // Its own lap back round (home moved on meanwhile, or not):
+            // every server on the way holds it pending, a joiner welcomed
+            // since gets it in its snapshot. If this server becomes its
+            // end again (a new life of home crashed), it ends it at once:
+            // a second lap of the same life would be dropped as a copy of
+            // the first by every server it passed (fuzz seed 19442 at
+            // N = 4: the pre-write stayed pending at every server).
+            self.lapped.insert(id.clone());
+        }
         if self.ends_here(e.home) {
+            if self.end_waits(&e) {
+                return self.queues.push_forward(Msg::Lap(e, by));
+            }
             return self.pre_write_home(e, out);
         }
         if self.laps.insert(id, by) == Some(by) {
@@ -90,9 +106,33 @@ impl RingNode {
     pub(super) fn write_again(&mut self, mut e: Entry) {
         self.counters.resent += 1;
         e.home = self.id;
-        let id = (e.key.clone(), e.tag, e.void);
+        let id = (e.key.clone(), e.tag, e.void, e.home);
         self.link.writes.remove(&id); // sent before the joiner came: again
         self.rounds_again.insert((e.key.clone(), e.tag));
+        self.queues.ready.push_back(Msg::Write(e));
+    }
+
+    /// A copy of a pre-write whose write was applied here came from the
+    /// predecessor, which sent it because it holds the pre-write pending
+    /// without its write (or passed on such a copy): a joiner whose
+    /// snapshot held it pending, the write having passed its place before
+    /// it came back. The round that should end it there, `write_again`
+    /// from the welcomer, may die in crashes (fuzz seed 6634 at N = 6: it
+    /// waited in the welcomer's queue, went to the next joiner's snapshot
+    /// as owed, and both crashed with it unsent; the joiner kept the entry
+    /// pending with a client's retry parked on it). So it is answered with
+    /// the write, round the ring to the predecessor: every server on the
+    /// way applies it or drops the entry (pc 41-48). Only a write seen
+    /// here applied: a void one must stay void (`dedup.rs`). Applying it
+    /// early is safe, its pre-write round ended (pc 32-37), and a copy
+    /// more is idempotent. Dropped copies are re-sends after crashes and
+    /// welcomes, so this is rare; with one server the round would be empty.
+    pub(super) fn write_round_for(&mut self, mut e: Entry) {
+        if e.void || !self.live_writes.contains(&e.key, e.tag) || self.pred == self.id {
+            return;
+        }
+        self.counters.resent += 1;
+        e.home = self.pred;
         self.queues.ready.push_back(Msg::Write(e));
     }
 
@@ -313,5 +353,103 @@ mod tests {
             matches!(&s[..], [(Peer::Node(2), Msg::Lap(e, 1))] if e.tag == tag(5, 2)),
             "{s:?}"
         );
+    }
+
+    /// Writes among `out`'s sends: `(to, tag, home, void)`.
+    fn writes_sent(out: &mut O) -> Vec<(Peer, Tag, NodeId, bool)> {
+        (sends(out).into_iter())
+            .filter_map(|(to, m)| match m {
+                Msg::Write(e) => Some((to, e.tag, e.home, e.void)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_copy_of_a_pre_write_applied_here_is_answered_with_a_write_round_to_the_predecessor() {
+        // 2 forwarded 3's write already; a joiner upstream still holds its
+        // pre-write pending and passes a copy on (fuzz seed 6634).
+        let mut n = node(2, true);
+        let mut out = O::new();
+        let e = entry(5, 3, "a");
+        n.on_msg(T0, Peer::Node(1), Msg::Write(e.clone()), &mut out);
+        assert_eq!(
+            writes_sent(&mut out),
+            vec![(Peer::Node(3), tag(5, 3), 3, false)]
+        );
+        let dups = n.counters.duplicates;
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(e.clone()), &mut out);
+        assert_eq!(
+            n.counters.duplicates,
+            dups + 1,
+            "not forwarded as a pre-write"
+        );
+        // The same write, ending at 1 this time: sent on the same link,
+        // it is another round, not a copy of the first.
+        assert_eq!(
+            writes_sent(&mut out),
+            vec![(Peer::Node(3), tag(5, 3), 1, false)]
+        );
+        assert!(!pending(&n, tag(5, 3)));
+        // A second copy: that round was sent on this link already.
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(e), &mut out);
+        assert_eq!(writes_sent(&mut out), vec![]);
+    }
+
+    #[test]
+    fn a_copy_whose_write_was_void_here_or_pending_here_gets_no_write_round() {
+        let mut n = node(2, true);
+        let mut out = O::new();
+        let mut v = entry(5, 3, "a");
+        v.void = true;
+        n.on_msg(T0, Peer::Node(1), Msg::Write(v.clone()), &mut out);
+        assert_eq!(
+            writes_sent(&mut out),
+            vec![(Peer::Node(3), tag(5, 3), 3, true)]
+        );
+        // The void write names the tag, but no value was applied under it:
+        // a write round from here would apply a voided copy (dedup.rs).
+        v.void = false;
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(v), &mut out);
+        assert_eq!(writes_sent(&mut out), vec![]);
+        // A copy of a pre-write pending here: its round goes on.
+        let p = entry(6, 3, "b");
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(p.clone()), &mut out);
+        assert!(pending(&n, tag(6, 3)));
+        let _ = sends(&mut out);
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(p), &mut out);
+        assert_eq!(writes_sent(&mut out), vec![]);
+    }
+
+    #[test]
+    fn a_taker_whose_own_lap_came_round_ends_the_pre_write_without_a_second_lap() {
+        // 1 took 2's old life's pre-write over and lapped it; 2's new life
+        // joined meanwhile, so the lap came back and went on to 2; 2 then
+        // crashed again (fuzz seed 19442: a second lap of 1 was dropped as
+        // a copy of the first by every server).
+        let mut n = node(1, true);
+        let mut out = O::new();
+        let e = entry(5, 2, "a");
+        n.on_msg(T0, Peer::Node(3), Msg::Lap(e.clone(), 1), &mut out);
+        assert!(n.lapped.contains(&(key(), tag(5, 2))));
+        assert_eq!(n.counters.laps, 0);
+        n.reg(&key()).pending.insert(e.tag, e.clone());
+        n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        assert_eq!(held(&n), tag(5, 2), "ended at once");
+        assert_eq!(n.counters.laps, 0, "no second lap");
+        assert!(
+            !n.lapped.contains(&(key(), tag(5, 2))),
+            "forgotten once ended"
+        );
+        let s = writes_sent(&mut out);
+        assert!(s.contains(&(Peer::Node(3), tag(5, 2), 1, false)), "{s:?}");
+        // Another server's lap back here proves nothing: this one laps.
+        let mut m = node(1, true);
+        let f = entry(6, 2, "b");
+        m.on_msg(T0, Peer::Node(3), Msg::Lap(f.clone(), 3), &mut out);
+        assert!(m.lapped.is_empty());
+        m.reg(&key()).pending.insert(f.tag, f);
+        m.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        assert_eq!((held(&m), m.counters.laps), (Tag::ZERO, 1));
     }
 }

@@ -166,6 +166,12 @@
 //!   pending passed the joiner's place before the joiner came: it goes
 //!   round once more from there, or the joiner keeps the entry pending.
 //!   A taker re-sends its own lap, not the one it saw pass (seed 3790).
+//!   That round may die in crashes; a copy of a pre-write whose write was
+//!   applied here is answered with the write, round to the predecessor
+//!   (`write_round_for`, fuzz seed 6634; pc 41-48).
+//! * A taker whose own lap came round ends the pre-write without a second
+//!   lap (`lapped`, seed 19442); a round that would end at a taker waits
+//!   while its view misses a member reported up (`end_waits`, seed 5111).
 //! * **Rounds sent home** (`send_home`, seed 1137 at N = 3): a server that
 //!   welcomes `r` sends it, after the snapshot, every pre-write it holds
 //!   pending whose round ends at `r` (any life of `r`), as a pre-write:

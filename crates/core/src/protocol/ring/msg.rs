@@ -106,6 +106,11 @@ pub struct Snapshot {
     /// a copy of one reaching the joiner as their new home must be ended
     /// again, its first write may have died with a crash.)
     pub written: Vec<(Bytes, Tag)>,
+    /// Of those, the ones the predecessor saw applied (not void): a copy
+    /// of their pre-write is answered with a write round
+    /// (`write_round_for`).
+    #[serde(default)]
+    pub live_written: Vec<(Bytes, Tag)>,
     /// Pending pre-writes the predecessor has yet to (re-)send: copies of
     /// them will come, to be passed on, not dropped as copies.
     pub owed: Vec<(Bytes, Tag)>,

@@ -68,9 +68,11 @@ pub(super) struct Link {
     /// `(sent, credited)` of earlier successors still alive.
     pub others: BTreeMap<NodeId, (u64, u64)>,
     pub received: BTreeMap<NodeId, u64>,
-    /// Writes sent to the current successor (`(key, tag, void)`), cleared
-    /// when the successor changes or drops what was sent (`fresh`).
-    pub writes: HashSet<(Bytes, Tag, bool)>,
+    /// Writes sent to the current successor (`(key, tag, void, home)`),
+    /// cleared when the successor changes or drops what was sent (`fresh`).
+    /// Rounds of one write that end at different servers are different
+    /// rounds (`write_again`, `write_round_for`): each goes once.
+    pub writes: HashSet<(Bytes, Tag, bool, NodeId)>,
 }
 
 /// Beyond this many, `Link::writes` starts afresh (a copy more is harmless).
@@ -210,6 +212,9 @@ pub struct RingNode {
     pub(super) began: BTreeMap<(Bytes, Tag), u64>,
     /// Pre-writes on their `Lap` from here (home) / that passed here.
     pub(super) lapping: BTreeSet<(Bytes, Tag)>,
+    /// Pre-writes whose lap sent by this life came back round (`on_lap`):
+    /// every live server holds them pending, no second lap is needed.
+    pub(super) lapped: BTreeSet<(Bytes, Tag)>,
     pub(super) laps: BTreeMap<(Bytes, Tag), u64>,
     /// Laps the snapshot named: they did not pass here (a copy that comes
     /// is passed on), but re-sent from here, they go as laps.
@@ -217,6 +222,10 @@ pub struct RingNode {
     pub(super) sent_writes: VecDeque<Entry>,
     /// Writes seen lately, to drop stale copies of their pre-writes.
     pub(super) written: Recent,
+    /// Of those, the ones seen here as applied (not void) writes: a
+    /// copy of their pre-write is answered with a write round
+    /// (`write_round_for`).
+    pub(super) live_writes: Recent,
     /// Pre-writes pending here when a `Welcome` went out (`lap.rs`,
     /// `write_again`): if their write ends here, it goes round once more.
     pub(super) welcomed_pending: BTreeSet<(Bytes, Tag)>,
@@ -292,10 +301,12 @@ impl RingNode {
             welcomes: 0,
             began: BTreeMap::new(),
             lapping: BTreeSet::new(),
+            lapped: BTreeSet::new(),
             laps: BTreeMap::new(),
             lap_hints: BTreeMap::new(),
             sent_writes: VecDeque::new(),
             written: Recent::default(),
+            live_writes: Recent::default(),
             welcomed_pending: BTreeSet::new(),
             rounds_again: BTreeSet::new(),
             owed: BTreeSet::new(),
@@ -438,7 +449,7 @@ impl RingNode {
             match self.queues.pick(self.id, self.cfg.fairness) {
                 None => break,
                 Some(Next::Own(w)) => self.originate(w, out),
-                Some(Next::Ready(m)) => self.send_ring(m, out),
+                Some(Next::Ready(m)) => self.send_ready(m, out),
                 Some(Next::Forward(m)) => self.forward(m, out),
             }
         }
@@ -446,6 +457,23 @@ impl RingNode {
         // and so drain first, which frees the reads waiting on them.
         let alive = &self.alive;
         self.queues.nb_msg.retain(|n, _| alive.contains(n));
+    }
+
+    /// A message made here (a re-send, a lap, a write): a pre-write whose
+    /// write passed here since it was queued is a late copy, as in
+    /// `forward`. Sent, it reached a server where its round ends, which
+    /// took it for one of its own to end, held it pending and lapped it
+    /// while every other server had the write already: a stale entry for
+    /// ever (fuzz seed 2745 at N = 5: a re-send after a crash waited in
+    /// the queue behind a window of 1 while the write went by).
+    fn send_ready(&mut self, m: Msg, out: &mut O) {
+        if let Msg::PreWrite(e) = &m {
+            if self.written.contains(&e.key, e.tag) {
+                self.counters.duplicates += 1;
+                return;
+            }
+        }
+        self.send_ring(m, out);
     }
 
     /// pc 68-71: forward; a pre-write is pending from the moment it leaves.
@@ -471,7 +499,7 @@ impl RingNode {
             // crashes put copies of up to 1024 writes on the ring each, and
             // forwarding every copy kept a slow ring busy for over 100 ms
             // after the faults healed (seed 11 at N = 5, rejoin on).
-            let id = (e.key.clone(), e.tag, e.void);
+            let id = (e.key.clone(), e.tag, e.void, e.home);
             if self.link.writes.len() >= LINK_WRITES_KEPT {
                 self.link.writes.clear();
             }
@@ -504,6 +532,9 @@ impl RingNode {
     /// pc 29-40: a pre-write from the predecessor.
     fn on_pre_write(&mut self, mut e: Entry, out: &mut O) {
         if self.ends_here(e.home) {
+            if self.end_waits(&e) {
+                return self.queues.push_forward(Msg::PreWrite(e));
+            }
             return self.pre_write_back(e, out);
         }
         // A copy re-sent after a crash, of a pre-write forwarded already
@@ -516,6 +547,9 @@ impl RingNode {
         let owed = pending && self.owed.remove(&(e.key.clone(), e.tag));
         if !owed && (pending || self.written.contains(&e.key, e.tag)) {
             self.counters.duplicates += 1;
+            if !pending {
+                self.write_round_for(e);
+            }
             return;
         }
         if self.void_here(&e) {
@@ -529,6 +563,7 @@ impl RingNode {
     pub(super) fn pre_write_home(&mut self, mut e: Entry, out: &mut O) {
         let mine = self.is_mine(&e);
         self.began.remove(&(e.key.clone(), e.tag));
+        self.lapped.remove(&(e.key.clone(), e.tag));
         let fresh = if mine {
             self.own.get(&(e.key.clone(), e.tag)) == Some(&Phase::PreWrite)
         } else {
@@ -573,6 +608,7 @@ impl RingNode {
             // operation of the value it holds (seed 353 at N = 5).
             self.applied_op(e.op, (&e.key, e.tag), out);
             self.written.insert(&e.key, e.tag);
+            self.live_writes.insert(&e.key, e.tag);
         }
         for client in retries {
             self.done(client, out);
@@ -611,6 +647,7 @@ impl RingNode {
         let id = (e.key.clone(), e.tag);
         self.laps.remove(&id);
         self.lap_hints.remove(&id);
+        self.lapped.remove(&id);
         let reg = self.regs.entry(e.key.clone()).or_default();
         let pre = reg.pending.remove(&e.tag); // pc 47
         if e.op.is_none() && !e.void {
@@ -631,11 +668,15 @@ impl RingNode {
         }
         if !e.void {
             self.applied_op(e.op, (&e.key, e.tag), out);
+            self.live_writes.insert(&e.key, e.tag);
         }
         for client in done {
             self.done(client, out); // pc 50
         }
         self.answer_reads(reads, out);
+        if self.ends_here(e.home) && self.end_waits(&e) {
+            return self.queues.push_forward(Msg::Write(e));
+        }
         let again = self.welcomed_pending.remove(&id);
         if !self.ends_here(e.home) {
             return self.queues.push_forward(Msg::Write(e)); // pc 48
@@ -1076,6 +1117,28 @@ mod tests {
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(5, 1, "v")), &mut out);
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(entry(5, 1, "v")), &mut out);
         assert_eq!((sends(&mut out).len(), n.counters.duplicates), (1, 1));
+    }
+
+    /// Fuzz seed 2745: a re-sent pre-write waited in `ready` while its
+    /// write went by; sent, it was lapped again by the server where its
+    /// round ends and left pending there for ever.
+    #[test]
+    fn a_queued_pre_write_whose_write_passed_since_is_not_sent() {
+        for written in [false, true] {
+            let mut n = RingNode::new(2, vec![1, 2, 3], RingConfig::default());
+            let e = entry(4, 1, "a");
+            n.queues.ready.push_back(Msg::PreWrite(e.clone()));
+            if written {
+                n.written.insert(&e.key, e.tag);
+            }
+            let mut out = O::new();
+            n.pump(&mut out);
+            let sent = sends(&mut out).len();
+            assert_eq!(
+                (sent, n.counters.duplicates),
+                (usize::from(!written), u64::from(written))
+            );
+        }
     }
 
     /// `Recent` keeps exactly the last `WRITTEN_KEPT` writes.
