@@ -64,6 +64,18 @@ pub enum InjectedBug {
     /// none of its ephemerals: they stay, owned by a session that no longer
     /// exists (`znode_sm.rs`). Seen only by the znode workload.
     ZnodeOrphanEphemerals,
+    /// The leader commits with a quorum of the committed configuration
+    /// alone while a reconfiguration is pending (`reconfig.rs`): the
+    /// reconfiguration, and what follows it, commit without the new
+    /// configuration's quorum holding them, and the new configuration can
+    /// then elect a leader lacking committed entries, or none at all.
+    /// Needs the simulator's `reconfig` fault.
+    ZabReconfigOldQuorumOnly,
+    /// A joining server (outside the committed configuration) counts in
+    /// the leader's commit quorums as holding its whole log as soon as it
+    /// is in the leader's follower table, before its ACKNEWLEADER said
+    /// it holds the history (`reconfig.rs`). Needs the `reconfig` fault.
+    ZabLearnerVotesBeforeSync,
 }
 
 impl InjectedBug {
@@ -80,6 +92,8 @@ impl InjectedBug {
         InjectedBug::ZnodeSessionNeverExpires,
         InjectedBug::ReadIndexUnconfirmed,
         InjectedBug::ZnodeOrphanEphemerals,
+        InjectedBug::ZabReconfigOldQuorumOnly,
+        InjectedBug::ZabLearnerVotesBeforeSync,
     ];
 }
 
@@ -101,6 +115,8 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ZnodeSessionNeverExpires => "zab-session-never-expires",
             InjectedBug::ReadIndexUnconfirmed => "zab-read-index-unconfirmed",
             InjectedBug::ZnodeOrphanEphemerals => "zab-znode-orphan-ephemerals",
+            InjectedBug::ZabReconfigOldQuorumOnly => "zab-reconfig-old-quorum-only",
+            InjectedBug::ZabLearnerVotesBeforeSync => "zab-learner-votes-before-sync",
         }
     }
     fn about(self) -> &'static str {
@@ -140,6 +156,12 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZnodeOrphanEphemerals => {
                 "closing a znode session leaves its ephemerals, owned by no session (use with --znode)"
+            }
+            InjectedBug::ZabReconfigOldQuorumOnly => {
+                "commit a pending reconfiguration with the old configuration's quorum alone (use with --faults ...,reconfig)"
+            }
+            InjectedBug::ZabLearnerVotesBeforeSync => {
+                "a joining server counts in commit quorums before it synced (use with --faults ...,reconfig)"
             }
         }
     }

@@ -13,7 +13,8 @@ impl ZabNode {
     /// This server's own candidacy (none while recovering: its log is empty
     /// for having lost it, not for being behind).
     pub(super) fn own_vote(&self) -> Option<Vote> {
-        (!self.recovering).then(|| Vote {
+        // A learner (outside every configuration in effect) never runs.
+        (!self.recovering && self.voter()).then(|| Vote {
             leader: self.id,
             cur_epoch: self.current_epoch,
             last: self.log.last_zxid(),
@@ -226,7 +227,8 @@ impl ZabNode {
             return;
         }
         self.election.followers.insert(from);
-        if self.election.followers.len() + 1 >= self.quorum() {
+        let (me, fs) = (self.id, &self.election.followers);
+        if self.is_quorum(|n| n == me || fs.contains(&n)) {
             self.lead(out);
         }
     }
@@ -250,10 +252,8 @@ impl ZabNode {
         let Some(v) = self.election.vote else {
             return false;
         };
-        let n = (self.election.received.values())
-            .filter(|r| r.leader == v.leader)
-            .count();
-        n >= self.quorum()
+        let got = &self.election.received;
+        self.is_quorum(|n| got.get(&n).is_some_and(|r| r.leader == v.leader))
     }
 
     pub(super) fn finalize(&mut self, out: &mut O) {
@@ -288,6 +288,9 @@ impl ZabNode {
 
     /// LEADING: a prospective leader gathering FOLLOWERINFO.
     pub(super) fn lead(&mut self, out: &mut O) {
+        if !self.voter() {
+            return; // a learner: it follows, never leads
+        }
         self.abandon(out);
         self.counters.led += 1;
         self.role = Role::Leading(Leading::new(self.now));

@@ -24,6 +24,10 @@
 //!    already have committed writes the read would miss (the PING round
 //!    of `reads.rs` is what guarantees it).
 //!
+//! 7. and 8., membership (`reconfig_invariants.rs`): committed
+//!    configurations agree, and nothing commits without a quorum of every
+//!    configuration in effect at its position.
+//!
 //! Beside them, the read-index rule over messages (`read_rounds.rs`,
 //! through `ProtocolDef::observe`): a read index is handed out only after
 //! a quorum answered a PING round begun after the read arrived. It needs
@@ -34,9 +38,11 @@
 //! delivered since its last check: the cost per step is constant, but for
 //! 4 and 5, which walk that server's znode tree (a handful of nodes).
 
+use super::members::Members;
 use super::msg::Msg;
 use super::node::{Role, ZabNode};
 use super::read_rounds::ReadRounds;
+use super::reconfig_invariants::Membership;
 use crate::protocol::contract::{Roles, Seen, StepInvariants};
 use crate::types::Time;
 use bytes::Bytes;
@@ -70,6 +76,12 @@ pub struct ZabInvariants {
     handed: Vec<u64>,
     /// The read-index rule over messages.
     rounds: ReadRounds,
+    /// Invariants 7 and 8.
+    membership: Membership,
+    /// Per server: the configurations in effect after its last step (a
+    /// quorum of any of them, or of those after the step, satisfies the
+    /// read checks: a commit or proposal may change them mid-step).
+    configs: Vec<Vec<Members>>,
 }
 
 impl ZabInvariants {
@@ -208,7 +220,14 @@ impl ZabInvariants {
         }
         let above = |p: &Vec<(Time, u64)>| p.iter().any(|&(t, e)| t < h.arrived && e > h.epoch);
         let following = self.promised.iter().filter(|p| !above(p)).count();
-        if following >= n.quorum() {
+        let follows = |id: u32| {
+            let j = (id as usize).wrapping_sub(1);
+            self.promised.get(j).is_some_and(|p| !above(p))
+        };
+        let before = self.configs.get(i).map_or(&[][..], |c| &c[..]);
+        let now = n.configs();
+        let any = (before.iter().chain(now.iter().copied())).any(|m| m.majority_in(follows));
+        if any {
             return Ok(());
         }
         Err(format!(
@@ -226,6 +245,21 @@ impl ZabInvariants {
     /// `ProtocolDef::observe`: the read-index rule over messages.
     pub(super) fn observe(&mut self, n: usize, seen: Seen<'_, ZabNode, Msg>) -> Result<(), String> {
         self.rounds.observe(n, seen)
+    }
+}
+
+impl ZabInvariants {
+    /// Keep `n`'s configurations for the next step's read checks, here
+    /// and in the message-level rule.
+    fn note_configs(&mut self, i: usize, n: &ZabNode) {
+        if self.configs.len() <= i {
+            self.configs.resize_with(i + 1, Vec::new);
+        }
+        let now: Vec<Members> = n.configs().into_iter().cloned().collect();
+        if self.configs[i] != now {
+            self.rounds.set_configs(i, &now);
+            self.configs[i] = now;
+        }
     }
 }
 
@@ -254,6 +288,8 @@ impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
         }
         self.note_promise(i, n, roles.now);
         self.reads_confirmed(i, n)?;
+        self.note_configs(i, n);
+        self.membership.check(i, n, roles.nodes)?;
         self.one_leader_per_epoch(i, n)?;
         self.znodes(i, n)?;
         let mut life = self.lives[i];

@@ -172,10 +172,15 @@ mod leader;
 mod leader_tests;
 mod log;
 mod measure;
+mod members;
 mod msg;
 mod node;
 mod read_rounds;
 mod reads;
+mod reconfig;
+mod reconfig_invariants;
+#[cfg(test)]
+mod reconfig_tests;
 mod recovery;
 mod roles;
 #[cfg(test)]
@@ -193,6 +198,7 @@ pub use def::{Zab, ZabOptions};
 pub use invariants::ZabInvariants;
 pub use log::Log;
 pub use measure::{AdaptConfig, BACK_AFTER};
+pub use members::Members;
 pub use msg::{LogEntry, Msg, PeerState, Summary, SyncData, Timer, Vote, Zxid};
 pub use node::{Config, Counters, ReadMode, ZabNode};
 pub use state_machine::{KvStore, Op, Payload, StateMachine};

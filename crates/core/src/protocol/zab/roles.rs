@@ -112,13 +112,6 @@ impl Leading {
             .filter(|(_, f)| matches!(f.stage, Stage::Synced { .. }))
             .map(|(&n, _)| n)
     }
-    /// Whether a quorum (us included) answered round `round` or later.
-    pub fn confirmed(&self, round: u64, quorum: usize) -> bool {
-        let n = (self.fols.values())
-            .filter(|f| f.counts() && f.ponged >= round)
-            .count();
-        n + 1 >= quorum
-    }
 }
 
 /// A read at this server.
