@@ -305,7 +305,11 @@ impl ZabNode {
     /// Whether this server votes in some configuration in effect here: a
     /// server that does not is a learner, never a candidate or leader.
     pub fn voter(&self) -> bool {
-        self.configs().iter().any(|c| c.contains(self.id))
+        self.is_voter(self.id)
+    }
+    /// Whether `n` votes in some configuration in effect here.
+    pub(super) fn is_voter(&self, n: NodeId) -> bool {
+        self.configs().iter().any(|c| c.contains(n))
     }
     /// Whether `n` is a server we talk to: initial, spare, or named by a
     /// configuration in our log.

@@ -21,6 +21,10 @@ pub struct Election {
     /// Servers that already follow us (their notification or FOLLOWERINFO
     /// said so) while we still look: with a quorum of them, we lead.
     pub followers: BTreeSet<NodeId>,
+    /// Looking servers whose vote in this round is not for themselves:
+    /// not candidates, so no vote for them is adopted (a learner never
+    /// runs, and votes for it would otherwise circulate for good).
+    pub declined: BTreeSet<NodeId>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
