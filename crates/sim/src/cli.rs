@@ -37,7 +37,8 @@ pub struct Args {
     /// Seeds to run: `N`, `A..B` (B excluded) or `A..=B`.
     #[arg(long, default_value = "0..100")]
     pub seeds: SeedRange,
-    /// Faults: `none`, `all`, or a comma list of delay,loss,dup,reorder,partition,crash,pause,outage.
+    /// Faults: `none`, `all`, or a comma list of delay,loss,dup,reorder,partition,crash,pause,outage,
+    /// and reconfig (membership changes; not in `all`: e.g. `all,reconfig`).
     #[arg(long, default_value = "all")]
     pub faults: FaultSet,
     /// Replicas (N) (default: drawn per seed, 3 or 5).
@@ -547,6 +548,13 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
         t.pauses,
         t.virtual_us as f64 / 1e6
     );
+    if t.reconfigs > 0 {
+        let _ = writeln!(
+            out,
+            "membership: {} reconfigurations proposed by a leader (fault reconfig)",
+            t.reconfigs
+        );
+    }
     if t.persisted > 0 {
         let _ = writeln!(
             out,

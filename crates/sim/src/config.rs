@@ -28,6 +28,10 @@ pub enum Fault {
     /// More than f nodes down at once for a while (no quorum reachable):
     /// crashed in durable seeds, frozen otherwise.
     Outage,
+    /// Membership changes during the faults (`ProtocolDef::reconfigure`:
+    /// add, remove, replace servers), in seeds whose nodes keep their
+    /// records. Not in `all`: named only (`--faults all,reconfig`).
+    Reconfig,
 }
 
 impl Fault {
@@ -41,6 +45,12 @@ impl Fault {
         Fault::Pause,
         Fault::Outage,
     ];
+    /// The faults `all` leaves out, asked for by name only.
+    pub const EXTRA: [Fault; 1] = [Fault::Reconfig];
+    /// Every fault, `ALL` then `EXTRA`.
+    pub fn every() -> impl Iterator<Item = Fault> {
+        Fault::ALL.into_iter().chain(Fault::EXTRA)
+    }
     pub fn name(self) -> &'static str {
         match self {
             Fault::Delay => "delay",
@@ -51,13 +61,14 @@ impl Fault {
             Fault::Crash => "crash",
             Fault::Pause => "pause",
             Fault::Outage => "outage",
+            Fault::Reconfig => "reconfig",
         }
     }
 }
 
 /// The set of enabled faults.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct FaultSet(u8);
+pub struct FaultSet(u16);
 
 impl FaultSet {
     pub const NONE: FaultSet = FaultSet(0);
@@ -88,17 +99,17 @@ impl FromStr for FaultSet {
         }
         let mut set = FaultSet::NONE;
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let f = Fault::ALL
-                .iter()
-                .copied()
-                .find(|f| f.name() == part)
-                .ok_or_else(|| {
-                    let names: Vec<_> = Fault::ALL.iter().map(|f| f.name()).collect();
-                    format!(
-                        "unknown fault '{part}' (known: none, all, {})",
-                        names.join(", ")
-                    )
-                })?;
+            if part == "all" {
+                set = Fault::ALL.iter().fold(set, |s, &f| s.with(f));
+                continue;
+            }
+            let f = Fault::every().find(|f| f.name() == part).ok_or_else(|| {
+                let names: Vec<_> = Fault::every().map(|f| f.name()).collect();
+                format!(
+                    "unknown fault '{part}' (known: none, all, {})",
+                    names.join(", ")
+                )
+            })?;
             set = set.with(f);
         }
         Ok(set)
@@ -110,14 +121,11 @@ impl fmt::Display for FaultSet {
         if self.is_empty() {
             return f.write_str("none");
         }
-        if *self == FaultSet::all() {
-            return f.write_str("all");
-        }
-        let names: Vec<_> = Fault::ALL
-            .iter()
-            .filter(|x| self.has(**x))
-            .map(|x| x.name())
-            .collect();
+        let classic = Fault::ALL.iter().all(|&x| self.has(x));
+        let names = Fault::every()
+            .filter(|&x| self.has(x) && !(classic && Fault::ALL.contains(&x)))
+            .map(|x| x.name());
+        let names: Vec<_> = classic.then_some("all").into_iter().chain(names).collect();
         f.write_str(&names.join(","))
     }
 }
@@ -547,15 +555,14 @@ impl SeedParams {
 /// Swarm testing: with more than one fault enabled, each seed keeps each
 /// fault with probability 0.7 (a list of one is kept as is).
 fn swarm(faults: FaultSet, seed: u64) -> FaultSet {
-    let many = Fault::ALL.iter().filter(|&&x| faults.has(x)).count() > 1;
+    let many = Fault::every().filter(|&x| faults.has(x)).count() > 1;
     if !many {
         return faults;
     }
     let mut r = Rng::stream(seed, Stream::Swarm);
-    Fault::ALL
-        .iter()
-        .filter(|&&x| faults.has(x) && r.chance(0.7))
-        .fold(FaultSet::NONE, |s, &x| s.with(x))
+    Fault::every()
+        .filter(|&x| faults.has(x) && r.chance(0.7))
+        .fold(FaultSet::NONE, |s, x| s.with(x))
 }
 
 impl fmt::Display for SeedParams {
@@ -667,6 +674,14 @@ mod tests {
             .collect::<Vec<_>>()
             .join(",");
         assert_eq!(every.parse::<FaultSet>().unwrap().to_string(), "all");
+        // `reconfig` is named only, and prints beside `all`.
+        assert!(!FaultSet::all().has(Fault::Reconfig));
+        let r: FaultSet = "all,reconfig".parse().unwrap();
+        assert!(r.has(Fault::Reconfig) && r.has(Fault::Crash));
+        assert_eq!(r.to_string(), "all,reconfig");
+        assert_eq!(r.to_string().parse::<FaultSet>().unwrap(), r);
+        let c: FaultSet = "crash,reconfig".parse().unwrap();
+        assert_eq!(c.to_string(), "crash,reconfig");
     }
 
     #[test]

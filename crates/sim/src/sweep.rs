@@ -60,6 +60,7 @@ fn add(t: &mut Stats, s: &Stats) {
     t.crashes += s.crashes;
     t.crashes_inside += s.crashes_inside;
     t.outages += s.outages;
+    t.reconfigs += s.reconfigs;
     t.cluster_crashes += s.cluster_crashes;
     t.persisted += s.persisted;
     t.syncs += s.syncs;

@@ -95,6 +95,8 @@ pub struct Stats {
     pub outages: u64,
     /// Times the nemesis crashed every node at once (modes that keep data).
     pub cluster_crashes: u64,
+    /// Membership changes a leader took from the nemesis (`reconfig`).
+    pub reconfigs: u64,
     /// Records persisted, fsync batches (group commits), outputs held
     /// behind a sync, and records a crash dropped before they were synced.
     pub persisted: u64,
@@ -1129,7 +1131,13 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             self.schedule(start, Ev::ClientIssue { client: c });
         }
         let f = self.p.faults;
-        let nemesis = [Fault::Partition, Fault::Crash, Fault::Pause, Fault::Outage];
+        let nemesis = [
+            Fault::Partition,
+            Fault::Crash,
+            Fault::Pause,
+            Fault::Outage,
+            Fault::Reconfig,
+        ];
         if nemesis.iter().any(|&x| f.has(x)) {
             let first = self.nemesis_rng.range(0, self.p.nemesis_gap_us);
             self.schedule(first, Ev::Nemesis);

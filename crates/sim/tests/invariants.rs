@@ -22,9 +22,13 @@ const CASES: &[(&str, &str, &str)] = &[
     (
         "zab",
         "zab-deliver-before-quorum",
-        "delivered prefixes agree",
-    ), // 2; history 16
-    ("zab", "zab-skip-trunc", "delivered prefixes agree"), // 44; history 123
+        "an entry commits only with a quorum of every configuration",
+    ), // 0 (99 of 100); history 16
+    (
+        "zab",
+        "zab-skip-trunc",
+        "an entry commits only with a quorum of every configuration",
+    ), // 11 (6 of 100); history 123
     (
         "zab",
         "zab-stale-log-leader",

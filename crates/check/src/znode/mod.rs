@@ -431,7 +431,7 @@ pub const WORKLOAD_PATHS: [&str; 3] = ["/a", "/b", "/a/c"];
 
 /// Where the simulator's workload creates TTL nodes (`/ttl-<client>`),
 /// which the model does not hold (their deletion is the leader's, at a
-/// time no client sees; invariant 7 of Zab's checks it instead): their
+/// time no client sees; invariant 9 of Zab's checks it instead): their
 /// creates are not judged and a child list of `/` is judged without them.
 pub const TTL_PATH_PREFIX: &str = "/ttl-";
 

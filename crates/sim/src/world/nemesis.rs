@@ -28,7 +28,13 @@ impl<D: ProtocolDef> World<'_, D> {
         }
         let f = self.p.faults;
         let mut actions = Vec::with_capacity(6);
-        for a in [Fault::Partition, Fault::Crash, Fault::Pause, Fault::Outage] {
+        for a in [
+            Fault::Partition,
+            Fault::Crash,
+            Fault::Pause,
+            Fault::Outage,
+            Fault::Reconfig,
+        ] {
             if f.has(a) {
                 actions.push(a);
             }
@@ -44,6 +50,7 @@ impl<D: ProtocolDef> World<'_, D> {
             Fault::Crash => self.nemesis_crash(),
             Fault::Pause => self.nemesis_pause(),
             Fault::Outage if self.nemesis_rng.chance(0.3) => self.outage(),
+            Fault::Reconfig => self.nemesis_reconfig(),
             _ => {}
         }
         let gap = self.p.nemesis_gap_us;
@@ -96,6 +103,33 @@ impl<D: ProtocolDef> World<'_, D> {
             self.nodes[i].crash_armed = armed;
         } else {
             self.crash_for_a_while(i);
+        }
+    }
+
+    /// Membership change (`ProtocolDef::reconfigure`): every server that is
+    /// up is offered one draw, and the leader (if any is established with
+    /// no change in flight) proposes it. Only where nodes keep their
+    /// records: a server that lost its state cannot know the current
+    /// configuration (Zab's `recovery.rs` counts over the initial one).
+    fn nemesis_reconfig(&mut self) {
+        let draw = self.nemesis_rng.next_u64();
+        if !self.keeps_data() {
+            return;
+        }
+        let all: Vec<u32> = (1..=self.nodes.len() as u32).collect();
+        for i in 0..self.nodes.len() {
+            if !self.node_up(i) || self.nodes[i].paused {
+                continue;
+            }
+            let mut said = None;
+            self.with_node(i, |core, now, out| {
+                said = D::reconfigure(core, now, &all, draw, out);
+            });
+            if let Some(s) = said {
+                self.stats.reconfigs += 1;
+                trace!(self, "RECONFIG n{}: {s}", i + 1);
+                return;
+            }
         }
     }
 

@@ -322,6 +322,21 @@ pub trait ProtocolDef: 'static {
     fn znode_session_open(_node: &Self::Node, _session: u64) -> Option<bool> {
         None
     }
+    /// The simulator's `reconfig` fault: ask server `node` to change the
+    /// cluster's membership to a configuration drawn from `draw` (random
+    /// bits) over the servers `all`. A server that cannot take it (not the
+    /// leader, a change in flight) does nothing and returns `None`;
+    /// otherwise what it proposed, for the trace. Default: the protocol
+    /// has no membership change.
+    fn reconfigure(
+        _node: &mut Self::Node,
+        _now: crate::types::Time,
+        _all: &[NodeId],
+        _draw: u64,
+        _out: &mut super::role::Out<Self::Msg, <Self::Node as Protocol>::Timer>,
+    ) -> Option<String> {
+        None
+    }
 }
 
 /// [`ProtocolDef::client_may_send`] as a plain function pointer, for a

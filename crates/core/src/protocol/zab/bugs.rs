@@ -66,8 +66,20 @@ pub enum InjectedBug {
     ZnodeOrphanEphemerals,
     /// The leader deletes a childless TTL node as soon as it looks
     /// (`sessions.rs`), without waiting for its TTL. Seen only by the
-    /// znode workload (invariant 7, `invariants.rs`).
+    /// znode workload (invariant 9, `invariants.rs`).
     ZnodeTtlEarly,
+    /// The leader commits with a quorum of the committed configuration
+    /// alone while a reconfiguration is pending (`reconfig.rs`): the
+    /// reconfiguration, and what follows it, commit without the new
+    /// configuration's quorum holding them, and the new configuration can
+    /// then elect a leader lacking committed entries, or none at all.
+    /// Needs the simulator's `reconfig` fault.
+    ZabReconfigOldQuorumOnly,
+    /// A joining server (outside the committed configuration) counts in
+    /// the leader's commit quorums as holding its whole log as soon as it
+    /// is in the leader's follower table, before its ACKNEWLEADER said
+    /// it holds the history (`reconfig.rs`). Needs the `reconfig` fault.
+    ZabLearnerVotesBeforeSync,
 }
 
 impl InjectedBug {
@@ -85,6 +97,8 @@ impl InjectedBug {
         InjectedBug::ReadIndexUnconfirmed,
         InjectedBug::ZnodeOrphanEphemerals,
         InjectedBug::ZnodeTtlEarly,
+        InjectedBug::ZabReconfigOldQuorumOnly,
+        InjectedBug::ZabLearnerVotesBeforeSync,
     ];
 }
 
@@ -107,6 +121,8 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ReadIndexUnconfirmed => "zab-read-index-unconfirmed",
             InjectedBug::ZnodeOrphanEphemerals => "zab-znode-orphan-ephemerals",
             InjectedBug::ZnodeTtlEarly => "zab-znode-ttl-early",
+            InjectedBug::ZabReconfigOldQuorumOnly => "zab-reconfig-old-quorum-only",
+            InjectedBug::ZabLearnerVotesBeforeSync => "zab-learner-votes-before-sync",
         }
     }
     fn about(self) -> &'static str {
@@ -149,6 +165,12 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZnodeTtlEarly => {
                 "the leader deletes a TTL node before its TTL passed (use with --znode)"
+            }
+            InjectedBug::ZabReconfigOldQuorumOnly => {
+                "commit a pending reconfiguration with the old configuration's quorum alone (use with --faults ...,reconfig)"
+            }
+            InjectedBug::ZabLearnerVotesBeforeSync => {
+                "a joining server counts in commit quorums before it synced (use with --faults ...,reconfig)"
             }
         }
     }

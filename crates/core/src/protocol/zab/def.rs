@@ -4,15 +4,16 @@
 use super::bugs::InjectedBug;
 use super::coin::Choice;
 use super::measure::AdaptConfig;
-use super::msg::Msg;
+use super::msg::{Msg, Timer};
 use super::node::{Config, ReadMode, ZabNode};
 use super::variant::Variant;
-use crate::protocol::contract::Timing;
 use crate::protocol::contract::{
     ClientSpec, LinkModel, NamedVariant, NodeSpec, Over, PointRatio, ProtocolDef, Seen,
 };
+use crate::protocol::contract::{Out, Timing};
 use crate::protocol::options::{format_duration, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
+use crate::types::{NodeId, Time};
 use std::time::Duration;
 
 /// Zab as the registry knows it: servers only (clients go through one).
@@ -44,6 +45,9 @@ pub struct ZabOptions {
     pub container_grace: Duration,
     /// See `Config::ttl_check`.
     pub ttl_check: Duration,
+    /// The last this many servers of the cluster start outside the
+    /// configuration, as learners (membership change, `reconfig.rs`).
+    pub spares: usize,
 }
 
 /// `sync-limit` of real servers. A process on a loaded machine can go
@@ -108,6 +112,7 @@ impl Default for ZabOptions {
             snapshot_every: c.snapshot_every,
             container_grace: c.container_grace,
             ttl_check: c.ttl_check,
+            spares: 0,
         }
     }
 }
@@ -188,6 +193,11 @@ impl ProtocolOptions for ZabOptions {
                 default: "100000",
                 help: "snapshot the state and compact the log every this many deliveries",
             },
+            OptSpec {
+                name: "spares",
+                default: "0",
+                help: "the last this many servers start outside the configuration, as learners that a reconfiguration may add",
+            },
         ]
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
@@ -239,6 +249,11 @@ impl ProtocolOptions for ZabOptions {
                     _ => return Err(format!("'{value}' is not a positive count")),
                 }
             }
+            "spares" => {
+                self.spares = value
+                    .parse::<usize>()
+                    .map_err(|_| format!("'{value}' is not a count"))?
+            }
             _ => return Err(format!("unknown option '{key}'")),
         }
         Ok(())
@@ -251,7 +266,18 @@ impl ProtocolOptions for ZabOptions {
                 self.broadcast.name()
             ));
         }
-        self.broadcast.check_size(n)
+        if self.spares >= n {
+            return Err(format!(
+                "spares={} leaves no server in the configuration of {n}",
+                self.spares
+            ));
+        }
+        if self.spares > 0 && self.broadcast != Variant::Zab {
+            return Err(
+                "spares need broadcast=zab (the variants run a fixed configuration)".into(),
+            );
+        }
+        self.broadcast.check_size(n - self.spares)
     }
     fn get(&self, key: &str) -> String {
         match key {
@@ -268,6 +294,7 @@ impl ProtocolOptions for ZabOptions {
             "container-grace" => format_duration(self.container_grace),
             "ttl-check" => format_duration(self.ttl_check),
             "snapshot-every" => self.snapshot_every.to_string(),
+            "spares" => self.spares.to_string(),
             _ => String::new(),
         }
     }
@@ -379,7 +406,10 @@ impl ProtocolDef for Zab {
 
     fn node(spec: &NodeSpec<'_>, opts: &ZabOptions, bug: Option<InjectedBug>) -> ZabNode {
         let cfg = opts.config(&spec.timing);
-        let node = ZabNode::new(spec.id, spec.members, spec.writer_id(), cfg)
+        let voters = spec.members.len().saturating_sub(opts.spares).max(1);
+        let (initial, spares) = spec.members.split_at(voters.min(spec.members.len()));
+        let node = ZabNode::new(spec.id, initial, spec.writer_id(), cfg)
+            .with_spares(spares)
             .with_bug(bug)
             .with_broadcast(opts.broadcast, opts.fixed_p(), spec.seed)
             .with_adaptive(opts.adapt_config())
@@ -405,6 +435,19 @@ impl ProtocolDef for Zab {
     }
     fn znode_session_open(node: &ZabNode, session: u64) -> Option<bool> {
         Some(node.znode_session_open(session))
+    }
+    /// Membership change (`reconfig.rs`): the established leader proposes
+    /// a configuration drawn over every server of the run.
+    fn reconfigure(
+        node: &mut ZabNode,
+        now: Time,
+        all: &[NodeId],
+        draw: u64,
+        out: &mut Out<Msg, Timer>,
+    ) -> Option<String> {
+        let new = node.draw_config(all, draw)?;
+        let at = node.reconfig(now, &new, out).ok()?;
+        Some(format!("reconfig to {new:?} proposed at index {at}"))
     }
     /// F2 of broadcast: a follower ACKs (and reports in PONG and
     /// ACKNEWLEADER) only what it logged durably: the leader counts it in

@@ -13,7 +13,8 @@ impl ZabNode {
     /// This server's own candidacy (none while recovering: its log is empty
     /// for having lost it, not for being behind).
     pub(super) fn own_vote(&self) -> Option<Vote> {
-        (!self.recovering).then(|| Vote {
+        // A learner (outside every configuration in effect) never runs.
+        (!self.recovering && self.voter()).then(|| Vote {
             leader: self.id,
             cur_epoch: self.current_epoch,
             last: self.log.last_zxid(),
@@ -54,7 +55,20 @@ impl ZabNode {
         self.has_bug(InjectedBug::StaleLogLeader) || (a.cur_epoch, a.last) >= (b.cur_epoch, b.last)
     }
 
+    /// The better of two votes. A vote for a server that does not run is
+    /// no vote: ourselves when we are a learner (outside every
+    /// configuration in effect here), or a looking server whose own vote
+    /// in this round is for another (`Election::declined`). Otherwise a
+    /// learner holding the newest history would gather every vote and
+    /// never lead. (ZooKeeper's FLE drops candidates that are not voting
+    /// members in its view; views differ while a reconfiguration is
+    /// pending, so a server's own word decides here.)
     fn best(&self, a: Option<Vote>, b: Option<Vote>) -> Option<Vote> {
+        let runs = |v: &Vote| {
+            let me = v.leader == self.id;
+            (!me || self.voter()) && (me || !self.election.declined.contains(&v.leader))
+        };
+        let (a, b) = (a.filter(runs), b.filter(runs));
         match (a, b) {
             (Some(x), Some(y)) => Some(if self.beats(&y, &x) { y } else { x }),
             (x, y) => x.or(y),
@@ -96,6 +110,7 @@ impl ZabNode {
         self.election.vote = self.own_vote();
         self.election.received.clear();
         self.election.followers.clear();
+        self.election.declined.clear();
         self.record_own_vote();
         self.broadcast_notification(out);
         self.check_election(out);
@@ -162,7 +177,16 @@ impl ZabNode {
             let other_epoch = vote.is_none_or(|v| v.cur_epoch != f.epoch);
             let broadcasting = matches!(f.stage, FStage::Synced | FStage::Serving);
             let not_leading = state != PeerState::Leading;
-            if f.leader == from && (not_leading || (broadcasting && other_epoch)) {
+            // A candidate that still looks but runs (votes for itself) may
+            // not have its quorum yet: its quorums can be stricter than
+            // ours while a reconfiguration is pending. We wait for it (up
+            // to `init-limit`, FOLLOWERINFO each tick) rather than start a
+            // new round, which would restart everyone's election. Only
+            // once our log names a configuration: views never differ before.
+            let runs = state == PeerState::Looking && vote.is_some_and(|v| v.leader == from);
+            let reconfigured = self.log.all_members().next().is_some();
+            let waiting = reconfigured && f.stage == FStage::Info && runs;
+            if f.leader == from && !waiting && (not_leading || (broadcasting && other_epoch)) {
                 return self.look(out);
             }
             // Still joining someone, and an established newer leader calls.
@@ -198,14 +222,26 @@ impl ZabNode {
         if round > self.election.round {
             self.election.round = round;
             self.election.received.clear();
+            self.election.declined.clear();
+            self.note_declined(from, vote);
             self.election.vote = self.best(self.own_vote(), vote);
             self.record_own_vote();
             self.broadcast_notification(out);
         } else if round < self.election.round {
             out.send(Peer::Node(from), self.notification());
             return;
+        } else if self.note_declined(from, vote) {
+            // Our vote was for `from`, which does not run: the best left.
+            let all: Vec<Vote> = self.election.received.values().copied().collect();
+            let mut best = self.own_vote();
+            for v in all.into_iter().chain(vote) {
+                best = self.best(best, Some(v));
+            }
+            self.election.vote = best;
+            self.record_own_vote();
+            self.broadcast_notification(out);
         } else if self.best(self.election.vote, vote) != self.election.vote {
-            self.election.vote = vote;
+            self.election.vote = self.best(self.election.vote, vote);
             self.record_own_vote();
             self.broadcast_notification(out);
         }
@@ -220,21 +256,34 @@ impl ZabNode {
         self.check_election(out);
     }
 
+    /// Note whether looking server `from` runs in this round (its vote is
+    /// for itself); true if it stopped running while our vote was for it.
+    fn note_declined(&mut self, from: NodeId, vote: Option<Vote>) -> bool {
+        if vote.is_some_and(|v| v.leader == from) {
+            self.election.declined.remove(&from);
+            return false;
+        }
+        let ours = self.election.vote.is_some_and(|v| v.leader == from);
+        self.election.declined.insert(from) && ours
+    }
+
     /// `from` follows us while we look (a notification, a FOLLOWERINFO).
     pub(super) fn followed_by(&mut self, from: NodeId, out: &mut O) {
         if !matches!(self.role, Role::Looking) || self.recovering {
             return;
         }
         self.election.followers.insert(from);
-        if self.election.followers.len() + 1 >= self.quorum() {
+        let (me, fs) = (self.id, &self.election.followers);
+        if self.is_quorum(|n| n == me || fs.contains(&n)) {
             self.lead(out);
         }
     }
 
     fn record_own_vote(&mut self) {
-        if let (Some(v), false) = (self.election.vote, self.recovering) {
-            self.election.received.insert(self.id, v);
-        }
+        match (self.election.vote, self.recovering) {
+            (Some(v), false) => self.election.received.insert(self.id, v),
+            _ => self.election.received.remove(&self.id),
+        };
     }
 
     /// A quorum of non-recovering servers agrees with our vote: decide
@@ -250,10 +299,8 @@ impl ZabNode {
         let Some(v) = self.election.vote else {
             return false;
         };
-        let n = (self.election.received.values())
-            .filter(|r| r.leader == v.leader)
-            .count();
-        n >= self.quorum()
+        let got = &self.election.received;
+        self.is_quorum(|n| got.get(&n).is_some_and(|r| r.leader == v.leader))
     }
 
     pub(super) fn finalize(&mut self, out: &mut O) {
@@ -288,6 +335,9 @@ impl ZabNode {
 
     /// LEADING: a prospective leader gathering FOLLOWERINFO.
     pub(super) fn lead(&mut self, out: &mut O) {
+        if !self.voter() {
+            return; // a learner: it follows, never leads
+        }
         self.abandon(out);
         self.counters.led += 1;
         self.role = Role::Leading(Leading::new(self.now));

@@ -102,11 +102,11 @@ impl ZabNode {
             self.release_dead_writes(t);
         }
         if let Some((index, data)) = sync.snap {
-            if let Some((runs, state)) = decode_snapshot(&data) {
+            if let Some((runs, state, members)) = decode_snapshot(&data) {
                 self.invariant(index >= self.applied, "SNAP behind what we delivered");
                 if self.sm.restore(&state).is_ok() {
                     self.answer_writes_in_snapshot(index, &runs, out);
-                    self.log.install(index, runs);
+                    self.log.install(index, runs, members);
                     self.applied = index;
                     self.commit = index;
                     out.persist(Record::Snapshot { index, data });

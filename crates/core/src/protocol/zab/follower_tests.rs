@@ -376,7 +376,7 @@ fn a_snap_answers_only_our_own_writes() {
     waiting(&mut n, 7, 3);
     let state = KvStore::default().snapshot();
     let sync = SyncData {
-        snap: Some((1, encode_snapshot(&[(4, 1)], &state))),
+        snap: Some((1, encode_snapshot(&[(4, 1)], &state, None))),
         trunc: None,
         entries: vec![],
     };
@@ -507,7 +507,7 @@ fn reads_sent_to_a_lost_leader_are_refused_at_once() {
 fn a_restart_keeps_the_entries_above_its_snapshot() {
     let snap = |runs: Vec<(u64, u64)>| Record::Snapshot {
         index: 2,
-        data: encode_snapshot(&runs, &KvStore::default().snapshot()),
+        data: encode_snapshot(&runs, &KvStore::default().snapshot(), None),
     };
     let entry = |index, epoch| Record::Entry {
         index,

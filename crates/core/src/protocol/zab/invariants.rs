@@ -16,11 +16,6 @@
 //! 5. **Sequential suffixes never repeat**: a node's next sequential
 //!    suffix never goes back within a server's life (a node deleted and
 //!    created again, a new creation zxid, starts afresh).
-//! 7. **A TTL node outlives its TTL**: a `DeleteTtl` the leader proposed
-//!    (and every server delivers) is stamped at least the node's TTL
-//!    after the change it names (`mzxid`, stamped `mtime`), as every
-//!    server saw them. The simulator's servers share one clock, so the
-//!    stamps of successive leaders compare there.
 //!
 //! 6. **A read index is handed out only while a quorum follows its
 //!    leader**: when a leader of epoch e hands out read indexes, a quorum
@@ -28,6 +23,16 @@
 //!    the earliest of those reads arrived. Otherwise a newer leader may
 //!    already have committed writes the read would miss (the PING round
 //!    of `reads.rs` is what guarantees it).
+//!
+//! 7. and 8., membership (`reconfig_invariants.rs`): committed
+//!    configurations agree, and nothing commits without a quorum of every
+//!    configuration in effect at its position.
+//!
+//! 9. **A TTL node outlives its TTL**: a `DeleteTtl` the leader proposed
+//!    (and every server delivers) is stamped at least the node's TTL
+//!    after the change it names (`mzxid`, stamped `mtime`), as every
+//!    server saw them. The simulator's servers share one clock, so the
+//!    stamps of successive leaders compare there.
 //!
 //! Beside them, the read-index rule over messages (`read_rounds.rs`,
 //! through `ProtocolDef::observe`): a read index is handed out only after
@@ -39,9 +44,11 @@
 //! delivered since its last check: the cost per step is constant, but for
 //! 4 and 5, which walk that server's znode tree (a handful of nodes).
 
+use super::members::Members;
 use super::msg::Msg;
 use super::node::{Role, ZabNode};
 use super::read_rounds::ReadRounds;
+use super::reconfig_invariants::Membership;
 use crate::protocol::contract::{Roles, Seen, StepInvariants};
 use crate::types::Time;
 use bytes::Bytes;
@@ -75,8 +82,14 @@ pub struct ZabInvariants {
     handed: Vec<u64>,
     /// The read-index rule over messages.
     rounds: ReadRounds,
-    /// (path, mzxid) → (TTL, mtime) of every TTL node seen (invariant 7).
+    /// (path, mzxid) → (TTL, mtime) of every TTL node seen (invariant 9).
     ttls: HashMap<(String, u64), (u64, u64)>,
+    /// Invariants 7 and 8.
+    membership: Membership,
+    /// Per server: the configurations in effect after its last step (a
+    /// quorum of any of them, or of those after the step, satisfies the
+    /// read checks: a commit or proposal may change them mid-step).
+    configs: Vec<Vec<Members>>,
 }
 
 impl ZabInvariants {
@@ -202,7 +215,7 @@ impl ZabInvariants {
 }
 
 impl ZabInvariants {
-    /// Invariant 7 over the entries `n` delivered after `from`: each
+    /// Invariant 9 over the entries `n` delivered after `from`: each
     /// leader's `DeleteTtl` of a TTL node seen is stamped at least its TTL
     /// after the node's last change (one not seen, created and deleted
     /// within one step of every server, is not judged).
@@ -255,7 +268,14 @@ impl ZabInvariants {
         }
         let above = |p: &Vec<(Time, u64)>| p.iter().any(|&(t, e)| t < h.arrived && e > h.epoch);
         let following = self.promised.iter().filter(|p| !above(p)).count();
-        if following >= n.quorum() {
+        let follows = |id: u32| {
+            let j = (id as usize).wrapping_sub(1);
+            self.promised.get(j).is_some_and(|p| !above(p))
+        };
+        let before = self.configs.get(i).map_or(&[][..], |c| &c[..]);
+        let now = n.configs();
+        let any = (before.iter().chain(now.iter().copied())).any(|m| m.majority_in(follows));
+        if any {
             return Ok(());
         }
         Err(format!(
@@ -273,6 +293,21 @@ impl ZabInvariants {
     /// `ProtocolDef::observe`: the read-index rule over messages.
     pub(super) fn observe(&mut self, n: usize, seen: Seen<'_, ZabNode, Msg>) -> Result<(), String> {
         self.rounds.observe(n, seen)
+    }
+}
+
+impl ZabInvariants {
+    /// Keep `n`'s configurations for the next step's read checks, here
+    /// and in the message-level rule.
+    fn note_configs(&mut self, i: usize, n: &ZabNode) {
+        if self.configs.len() <= i {
+            self.configs.resize_with(i + 1, Vec::new);
+        }
+        let now: Vec<Members> = n.configs().into_iter().cloned().collect();
+        if self.configs[i] != now {
+            self.rounds.set_configs(i, &now);
+            self.configs[i] = now;
+        }
     }
 }
 
@@ -301,6 +336,8 @@ impl StepInvariants<ZabNode, ZabNode> for ZabInvariants {
         }
         self.note_promise(i, n, roles.now);
         self.reads_confirmed(i, n)?;
+        self.note_configs(i, n);
+        self.membership.check(i, n, roles.nodes)?;
         self.one_leader_per_epoch(i, n)?;
         self.znodes(i, n)?;
         let mut life = self.lives[i];

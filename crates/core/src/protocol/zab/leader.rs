@@ -71,19 +71,21 @@ impl ZabNode {
     /// With FOLLOWERINFO from a quorum (not recovering), choose an epoch
     /// above every epoch they promised (L1 of discovery) and propose it.
     pub(super) fn check_discovery(&mut self, out: &mut O) {
-        let q = self.quorum();
-        let own = self.accepted.0;
+        let (me, own) = (self.id, self.accepted.0);
         let reuse = self.has_bug(InjectedBug::ReuseEpoch);
-        let l = self.leading().expect("leading");
+        let Role::Leading(l) = &self.role else {
+            unreachable!("leading")
+        };
         if l.epoch != 0 {
             return;
         }
-        let infos = (l.fols.values())
-            .filter(|f| !f.recovering && matches!(f.stage, Stage::Info { .. }))
-            .count();
-        if infos + 1 < q {
+        let info = |n: NodeId| {
+            (l.fols.get(&n)).is_some_and(|f| !f.recovering && matches!(f.stage, Stage::Info { .. }))
+        };
+        if !self.is_quorum(|n| n == me || info(n)) {
             return;
         }
+        let l = self.leading().expect("leading");
         let max = (l.fols.values())
             .filter_map(|f| match f.stage {
                 Stage::Info { accepted } => Some(accepted),
@@ -128,7 +130,11 @@ impl ZabNode {
     ) {
         let mine = (self.current_epoch, self.log.last_zxid());
         let now = self.now;
-        let stale_ok = self.has_bug(InjectedBug::StaleLogLeader);
+        // A learner (in no configuration in effect here) holds nothing a
+        // quorum of ours committed that a voter of ours lacks: its newer
+        // suffix is uncommitted, and it is synchronised to our history.
+        let stale_ok = self.has_bug(InjectedBug::StaleLogLeader)
+            || !self.configs().iter().any(|m| m.contains(from));
         let Some(l) = self.leading() else {
             return;
         };
@@ -155,17 +161,20 @@ impl ZabNode {
     /// With ACKEPOCH from a quorum: our history is the epoch's initial
     /// history; accept it ourselves and send it (NEWLEADER).
     fn check_sync(&mut self, out: &mut O) {
-        let q = self.quorum();
-        let l = self.leading().expect("leading");
+        let me = self.id;
+        let Role::Leading(l) = &self.role else {
+            unreachable!("leading")
+        };
         if l.syncing || l.epoch == 0 {
             return;
         }
-        let acked = (l.fols.values())
-            .filter(|f| !f.recovering && matches!(f.stage, Stage::Acked(_)))
-            .count();
-        if acked + 1 < q {
+        let acked = |n: NodeId| {
+            (l.fols.get(&n)).is_some_and(|f| !f.recovering && matches!(f.stage, Stage::Acked(_)))
+        };
+        if !self.is_quorum(|n| n == me || acked(n)) {
             return;
         }
+        let l = self.leading().expect("leading");
         l.syncing = true;
         let epoch = l.epoch;
         let ids: Vec<NodeId> = (l.fols.iter())
@@ -189,7 +198,8 @@ impl ZabNode {
         if k < self.log.base() || k < s.base {
             self.counters.sync_snap += 1;
             let runs = self.log.runs_upto(self.applied);
-            let data = encode_snapshot(&runs, &self.sm.snapshot());
+            let members = self.log.members_at(self.applied);
+            let data = encode_snapshot(&runs, &self.sm.snapshot(), members);
             return SyncData {
                 snap: Some((self.applied, data)),
                 trunc,
@@ -251,16 +261,18 @@ impl ZabNode {
     /// we serve: a read index below the history's end could miss a write
     /// committed in an earlier epoch.
     pub(super) fn check_established(&mut self, out: &mut O) {
-        let q = self.quorum();
-        let own = self.logged >= self.log.last();
-        let l = self.leading().expect("leading");
+        let (me, own) = (self.id, self.logged >= self.log.last());
+        let Role::Leading(l) = &self.role else {
+            unreachable!("leading")
+        };
         if l.established || !l.syncing {
             return;
         }
-        let n = l.fols.values().filter(|f| f.counts()).count();
-        if n + usize::from(own) < q {
+        let holds = |n: NodeId| (n == me && own) || l.fols.get(&n).is_some_and(|f| f.counts());
+        if !self.is_quorum(holds) {
             return;
         }
+        let l = self.leading().expect("leading");
         l.established = true;
         self.mark_led(out);
         let last = self.log.last();
@@ -285,6 +297,7 @@ impl ZabNode {
             out.send_now(Peer::Node(n), Msg::Commit { epoch, index });
         }
         self.deliver(out);
+        self.leave_if_removed(out);
     }
 
     /// L1 of broadcast: log the proposal and send it to every follower at
@@ -338,30 +351,23 @@ impl ZabNode {
     /// up to what the driver reported on our disk: `Msg::Logged`), in zxid
     /// order.
     pub(super) fn advance_commit(&mut self, out: &mut O) {
-        let q = self.quorum();
-        let last = self.log.last();
-        let own = self.logged.min(last);
-        let l = self.leading().expect("leading");
-        if !l.established {
+        let Some(acks) = self.commit_acks() else {
             return;
-        }
-        let mut acks: Vec<u64> = (l.fols.values())
-            .filter(|f| f.counts())
-            .map(|f| f.acked.min(last))
-            .collect();
-        acks.push(own);
-        acks.sort_unstable_by(|a, b| b.cmp(a));
+        };
         let index = if self.has_bug(InjectedBug::DeliverBeforeQuorum) {
-            last
+            self.log.last()
         } else {
-            match acks.get(q - 1) {
-                Some(&i) => i,
+            match self.commit_point(&acks) {
+                Some(i) => i,
                 None => return,
             }
         };
         if index > self.commit {
-            let holders = acks.iter().filter(|&&a| a >= index).count();
-            self.invariant(holders >= q, "committed without a quorum logging it");
+            let holds = |n: NodeId| acks.get(&n).is_some_and(|&a| a >= index);
+            self.invariant(
+                self.is_quorum(holds),
+                "committed without a quorum logging it",
+            );
             self.broadcast_commit(index, out);
         }
     }
@@ -438,21 +444,26 @@ impl ZabNode {
 
     /// Not established in time, or no quorum heard lately (SC2): step down.
     pub(super) fn leader_tick(&mut self, out: &mut O) {
-        let (now, q) = (self.now, self.quorum());
+        let (now, me) = (self.now, self.id);
         let (init, sync) = (self.cfg.init_limit, self.cfg.sync_limit);
-        let l = self.leading().expect("leading");
+        let Role::Leading(l) = &self.role else {
+            unreachable!("leading")
+        };
         if !l.established {
             if now > l.since.saturating_add(init) {
                 return self.look(out);
             }
             return;
         }
-        let alive = (l.fols.values())
-            .filter(|f| f.counts() && now <= f.heard.saturating_add(sync))
-            .count();
-        if alive + 1 < q {
+        let alive = |n: NodeId| {
+            n == me
+                || (l.fols.get(&n))
+                    .is_some_and(|f| f.counts() && now <= f.heard.saturating_add(sync))
+        };
+        if !self.is_quorum(alive) {
             return self.look(out);
         }
+        let l = self.leading().expect("leading");
         // Announce ourselves to the servers outside our broadcast: one that
         // follows a newer epoch answers, and we step down at once.
         let inside: Vec<NodeId> = (l.fols.iter())

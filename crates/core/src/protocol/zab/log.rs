@@ -5,9 +5,10 @@
 //! right after the history it synchronised its followers with; so two logs
 //! holding an entry of the same epoch at the same index are equal up to it.
 
+use super::members::Members;
 use super::msg::{LogEntry, Summary, Zxid};
 use bytes::Bytes;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Log {
@@ -21,6 +22,12 @@ pub struct Log {
     older: Vec<(u64, u64)>,
     /// `(epoch, data)` of entries `base + 1 ..= last`.
     entries: VecDeque<(u64, Bytes)>,
+    /// The configuration in effect at `base` (the last configuration entry
+    /// at or below it, carried by the snapshot); `None`: none was ever
+    /// logged there, the server's initial configuration holds.
+    base_members: Option<Members>,
+    /// The configuration entries among `base + 1 ..= last`, by index.
+    members: BTreeMap<u64, Members>,
 }
 
 impl Log {
@@ -68,6 +75,9 @@ impl Log {
     }
     /// Append at `last + 1`; returns the index.
     pub fn append(&mut self, epoch: u64, data: Bytes) -> u64 {
+        if let Some(m) = Members::from_entry(&data) {
+            self.members.insert(self.last() + 1, m);
+        }
         self.entries.push_back((epoch, data));
         self.last()
     }
@@ -81,6 +91,10 @@ impl Log {
         }
         match index.checked_sub(self.base + 1) {
             Some(k) if index <= self.last() => {
+                self.members.remove(&index);
+                if let Some(m) = Members::from_entry(&data) {
+                    self.members.insert(index, m);
+                }
                 self.entries[k as usize] = (epoch, data);
                 true
             }
@@ -91,6 +105,8 @@ impl Log {
     pub fn truncate_from(&mut self, index: u64) {
         let keep = index.saturating_sub(self.base + 1);
         self.entries.truncate(keep as usize);
+        let cut = self.base + 1 + keep;
+        self.members.retain(|&k, _| k < cut);
     }
     /// Forget entries up to `index` (a snapshot now covers them).
     pub fn compact(&mut self, index: u64) {
@@ -99,17 +115,44 @@ impl Log {
         }
         self.older = self.runs_upto(index);
         self.base_epoch = self.epoch_at(index).expect("in range");
+        let above = self.members.split_off(&(index + 1));
+        if let Some((_, m)) = std::mem::replace(&mut self.members, above).pop_last() {
+            self.base_members = Some(m);
+        }
         let drop = (index - self.base) as usize;
         self.entries.drain(..drop);
         self.base = index;
     }
     /// Replace everything by a snapshot at `index` whose entries had the
-    /// epochs `runs` (`runs_upto(index)` of the log it was taken from).
-    pub fn install(&mut self, index: u64, runs: Vec<(u64, u64)>) {
+    /// epochs `runs` (`runs_upto(index)` of the log it was taken from) and
+    /// whose configuration was `members` (`members_at(index)` there).
+    pub fn install(&mut self, index: u64, runs: Vec<(u64, u64)>, members: Option<Members>) {
         self.entries.clear();
+        self.members.clear();
+        self.base_members = members;
         self.base = index;
         self.base_epoch = runs.last().map_or(0, |&(e, _)| e);
         self.older = runs;
+    }
+    /// The configuration in effect at `i` (≥ base): the last configuration
+    /// entry at or below it; `None`: the server's initial one.
+    pub fn members_at(&self, i: u64) -> Option<&Members> {
+        (self.members.range(..=i).next_back())
+            .map(|(_, m)| m)
+            .or(self.base_members.as_ref())
+    }
+    /// The last configuration entry at or below `i` (≥ base) held in the
+    /// log, with its index (not the snapshot's: its position is gone).
+    pub fn members_entry_at(&self, i: u64) -> Option<(u64, &Members)> {
+        (self.members.range(..=i).next_back()).map(|(&k, m)| (k, m))
+    }
+    /// The configuration entries above `i`, in log order.
+    pub fn members_above(&self, i: u64) -> impl Iterator<Item = (u64, &Members)> + '_ {
+        (self.members.range(i.saturating_add(1)..)).map(|(&k, m)| (k, m))
+    }
+    /// Every configuration this log names (snapshot's and entries').
+    pub fn all_members(&self) -> impl Iterator<Item = &Members> + '_ {
+        self.base_members.iter().chain(self.members.values())
     }
     pub fn entries_from(&self, from: u64) -> Vec<LogEntry> {
         (from.max(self.base + 1)..=self.last())
@@ -202,7 +245,7 @@ mod tests {
         assert!(!l.put(1, 9, Bytes::new()), "compacted");
         l.truncate_from(1);
         assert_eq!(l.last(), 1, "never below the snapshot");
-        l.install(10, vec![(1, 1), (4, 6)]);
+        l.install(10, vec![(1, 1), (4, 6)], None);
         assert_eq!((l.epoch_at(5), l.epoch_at(7)), (Some(1), Some(4)));
         assert_eq!(l.runs_upto(10), vec![(1, 1), (4, 6)]);
         assert_eq!(

@@ -44,7 +44,9 @@
 //! | `ReadIndex { rid }` | F → L | `ReadIndexOk { index }` after a quorum round |
 //! | `Touch { sessions }` | F → L | — (znode sessions heard of, `znode_sm.rs`) |
 //!
-//! Quorum rule: a majority, the same in every phase. **Crash-tolerance
+//! Quorum rule: a majority, the same in every phase, of every configuration
+//! in effect (membership change, `members.rs`, `reconfig.rs`: old and new
+//! while a reconfiguration entry is uncommitted). **Crash-tolerance
 //! invariant** (lines 683-691): a proposal is delivered anywhere only once
 //! a quorum logged it; `advance_commit` asserts it in debug builds.
 //!
@@ -136,8 +138,9 @@
 //!
 //! Where each piece lives, from the bottom up (a file imports only files
 //! listed before it):
-//! * `msg.rs` (messages, zxids, votes), `log.rs` (log, matching),
-//!   `codec.rs` (byte encoding), `zentry.rs` (a logged znode operation),
+//! * `msg.rs` (messages, zxids, votes), `codec.rs` (byte encoding),
+//!   `members.rs` (configurations, their codec and quorum rule), `log.rs`
+//!   (log, matching, the configuration entries it holds), `zentry.rs` (a logged znode operation),
 //!   `state_machine.rs` (the machine trait, the KV store), `znode_sm.rs`
 //!   (the znode machine), `coin.rs` and `measure.rs` (the adaptive coin),
 //!   `variant.rs` (broadcast variants and their state), `roles.rs` (each
@@ -146,10 +149,12 @@
 //!   dispatch (the `Protocol` impl);
 //! * what each role does, as methods of [`ZabNode`]: `election.rs`,
 //!   `leader.rs`, `follower.rs`, `broadcast.rs`, `adaptive.rs`, `reads.rs`,
-//!   `recovery.rs`, `sessions.rs` (znode sessions);
+//!   `recovery.rs`, `sessions.rs` (znode sessions), `reconfig.rs`
+//!   (membership change at the leader);
 //! * `bugs.rs`, `def.rs` ([`Zab`], options);
 //! * `read_rounds.rs`: the read-index rule checked over the messages the
 //!   simulator sees pass (a quorum answered a round begun after the read);
+//! * `reconfig_invariants.rs`: the membership invariants;
 //! * `invariants.rs`: [`ZabInvariants`], checked by the simulator after
 //!   every step (one leader per epoch, delivered prefixes agree, nothing
 //!   delivered is truncated), holding the read-index rule's state.
@@ -172,10 +177,15 @@ mod leader;
 mod leader_tests;
 mod log;
 mod measure;
+mod members;
 mod msg;
 mod node;
 mod read_rounds;
 mod reads;
+mod reconfig;
+mod reconfig_invariants;
+#[cfg(test)]
+mod reconfig_tests;
 mod recovery;
 mod roles;
 #[cfg(test)]
@@ -193,6 +203,7 @@ pub use def::{Zab, ZabOptions};
 pub use invariants::ZabInvariants;
 pub use log::Log;
 pub use measure::{AdaptConfig, BACK_AFTER};
+pub use members::Members;
 pub use msg::{LogEntry, Msg, PeerState, Summary, SyncData, Timer, Vote, Zxid};
 pub use node::{Config, Counters, ReadMode, ZabNode};
 pub use state_machine::{KvStore, Op, Payload, StateMachine};

@@ -3,13 +3,13 @@
 
 use super::bugs::InjectedBug;
 use super::log::Log;
+use super::members::{quorum_of_each, quorum_value_in, Members};
 use super::msg::{Msg, Timer, COUNTER_LIMIT};
 use super::roles::{Election, FStage, Following, Leading, Reads, Recovery};
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
 use super::variant::Bcast;
 use super::znode_sm::Machine;
 use crate::protocol::contract::{Export, LinkEvent, Out, Protocol, Record};
-use crate::quorum::majority;
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -133,13 +133,26 @@ pub struct Counters {
     pub edge_values_refused: u64,
     /// Elections given up because no epoch follows the highest accepted.
     pub epochs_exhausted: u64,
+    /// Configuration entries delivered (`reconfig.rs`).
+    pub reconfigs: u64,
+    /// Reconfiguration requests refused (`reconfig.rs`).
+    pub reconfigs_refused: u64,
 }
 
 /// One Zab server.
 #[derive(Debug)]
 pub struct ZabNode {
     pub(super) id: NodeId,
+    /// The initial configuration, as given (the broadcast variants and a
+    /// recovering server's epoch floor count over it).
     pub(super) members: Vec<NodeId>,
+    /// The same as a configuration: in effect until the log names another
+    /// (`members.rs`).
+    pub(super) initial: Members,
+    /// Servers outside the initial configuration that may join (spares):
+    /// they are heard and told who leads, and count in no quorum until a
+    /// configuration names them.
+    pub(super) spares: Vec<NodeId>,
     pub(super) cfg: Config,
     pub(super) bug: Option<InjectedBug>,
     /// Origin of this life's requests in log entries.
@@ -185,6 +198,11 @@ impl ZabNode {
         ZabNode {
             id,
             members: members.to_vec(),
+            initial: Members::new(members).unwrap_or_else(|| {
+                // A cluster file or spec without members: this server alone.
+                Members::new(&[id]).expect("a server id is not 0")
+            }),
+            spares: Vec::new(),
             cfg,
             bug: None,
             writer,
@@ -256,12 +274,66 @@ impl ZabNode {
     pub(super) fn has_bug(&self, b: InjectedBug) -> bool {
         self.bug == Some(b)
     }
-    pub(super) fn quorum(&self) -> usize {
-        majority(self.members.len())
+    /// Servers that may join later (spares), besides the initial ones.
+    pub fn with_spares(mut self, spares: &[NodeId]) -> Self {
+        self.spares = spares.to_vec();
+        self
     }
-    pub(super) fn peers(&self) -> impl Iterator<Item = NodeId> + '_ {
-        let me = self.id;
-        self.members.iter().copied().filter(move |&n| n != me)
+    /// The configurations in effect here ("Membership change" in
+    /// `docs/src/protocols/zab.md`): the last committed one (at our commit
+    /// index, or the initial one), then every one our log holds above it,
+    /// in log order (at most one when a single leader proposed them; more
+    /// if our commit index lags).
+    pub fn configs(&self) -> Vec<&Members> {
+        let at = self.commit.max(self.log.base());
+        let committed = self.log.members_at(at).unwrap_or(&self.initial);
+        let mut v = vec![committed];
+        v.extend(self.log.members_above(at).map(|(_, m)| m));
+        v
+    }
+    /// The last committed configuration known here.
+    pub fn committed_config(&self) -> &Members {
+        let at = self.commit.max(self.log.base());
+        self.log.members_at(at).unwrap_or(&self.initial)
+    }
+    /// Whether the servers for which `has` holds are a quorum: a majority
+    /// of every configuration in effect (old and new while one is pending).
+    pub(super) fn is_quorum(&self, has: impl Fn(NodeId) -> bool) -> bool {
+        quorum_of_each(&self.configs(), has)
+    }
+    /// The highest value `v` such that the servers whose value in `vals`
+    /// is at least `v` are a quorum (commit index from ACKs, confirmed
+    /// read round from PONGs); `None` if no value is.
+    pub(super) fn quorum_value(&self, vals: &BTreeMap<NodeId, u64>) -> Option<u64> {
+        quorum_value_in(&self.configs(), vals)
+    }
+    /// Whether this server votes in some configuration in effect here: a
+    /// server that does not is a learner, never a candidate or leader.
+    pub fn voter(&self) -> bool {
+        self.is_voter(self.id)
+    }
+    /// Whether `n` votes in some configuration in effect here.
+    pub(super) fn is_voter(&self, n: NodeId) -> bool {
+        self.configs().iter().any(|c| c.contains(n))
+    }
+    /// Whether `n` is a server we talk to: initial, spare, or named by a
+    /// configuration in our log.
+    pub(super) fn knows(&self, n: NodeId) -> bool {
+        self.members.contains(&n)
+            || self.spares.contains(&n)
+            || self.log.all_members().any(|m| m.contains(n))
+    }
+    /// Every server we talk to but ourselves.
+    pub(super) fn peers(&self) -> std::vec::IntoIter<NodeId> {
+        let mut v: Vec<NodeId> = self.members.clone();
+        v.extend_from_slice(&self.spares);
+        for m in self.log.all_members() {
+            v.extend_from_slice(m.ids());
+        }
+        v.sort_unstable();
+        v.dedup();
+        v.retain(|&n| n != self.id);
+        v.into_iter()
     }
     /// The crash-tolerance invariant and its kin, checked in debug builds
     /// (an injected bug may break them on purpose).
@@ -354,7 +426,14 @@ impl ZabNode {
                 continue;
             };
             let here = p.origin == self.writer && self.writes.contains_key(&p.rid);
-            let resp = self.sm.apply_at(i, &p.op, here);
+            let resp = if Members::from_op(&p.op).is_some() {
+                // A configuration: in effect from its commit on
+                // (`configs`), nothing to apply (`reconfig.rs`).
+                self.counters.reconfigs += 1;
+                Response::Done
+            } else {
+                self.sm.apply_at(i, &p.op, here)
+            };
             self.applied = i;
             self.counters.delivered += 1;
             for (conn, event) in self.sm.take_events() {
@@ -376,7 +455,8 @@ impl ZabNode {
             return;
         }
         let runs = self.log.runs_upto(self.applied);
-        let data = encode_snapshot(&runs, &self.sm.snapshot());
+        let members = self.log.members_at(self.applied);
+        let data = encode_snapshot(&runs, &self.sm.snapshot(), members);
         out.persist(Record::Snapshot {
             index: self.applied,
             data,
@@ -646,7 +726,7 @@ impl Protocol for ZabNode {
             return;
         }
         if let Peer::Node(n) = from {
-            if n != self.id && self.members.contains(&n) {
+            if n != self.id && self.knows(n) {
                 self.dispatch(n, msg, out);
                 self.echo_stamps(out);
             } else if let (true, Msg::Logged { index, gen }) = (n == self.id, msg) {
@@ -680,7 +760,7 @@ impl Protocol for ZabNode {
         match rec {
             Record::Meta { key, value } => self.restore_meta(&key, &value),
             Record::Snapshot { index, data } => {
-                if let Some((runs, state)) = super::state_machine::decode_snapshot(&data) {
+                if let Some((runs, state, members)) = super::state_machine::decode_snapshot(&data) {
                     let epoch = runs.last().map_or(0, |&(e, _)| e);
                     if self.sm.restore(&state).is_ok() {
                         // Records may come in the order written (entries
@@ -688,7 +768,7 @@ impl Protocol for ZabNode {
                         if self.log.epoch_at(index) == Some(epoch) {
                             self.log.compact(index);
                         } else {
-                            self.log.install(index, runs);
+                            self.log.install(index, runs, members);
                         }
                         self.applied = index;
                         self.commit = index;
@@ -734,7 +814,7 @@ impl Protocol for ZabNode {
             },
             Record::Snapshot {
                 index: self.applied,
-                data: encode_snapshot(&runs, &state),
+                data: encode_snapshot(&runs, &state, self.log.members_at(self.applied)),
             },
         ];
         Ok(Export {

@@ -13,6 +13,7 @@
 //! than its round began; a PONG the leader ignores), the check only gets
 //! more lenient: a correct leader never fails it.
 
+use super::members::Members;
 use super::msg::Msg;
 use super::node::{ReadMode, ZabNode};
 use crate::protocol::contract::Seen;
@@ -75,16 +76,29 @@ impl Server {
     }
 
     /// Servers (this one included) that answered a round of `epoch` later
-    /// than the one `a` arrived after.
-    fn answered(&self, me: usize, epoch: u64, a: Arrived) -> usize {
+    /// than the one `a` arrived after, by index.
+    fn answered(&self, me: usize, epoch: u64, a: Arrived) -> Vec<usize> {
         if self.epoch != epoch {
-            return 1;
+            return vec![me];
         }
         let after = a.after(self, epoch);
-        let others = (self.ponged.iter().enumerate())
+        let mut v: Vec<usize> = (self.ponged.iter().enumerate())
             .filter(|&(j, &r)| j != me && r > after)
-            .count();
-        others + 1
+            .map(|(j, _)| j)
+            .collect();
+        v.push(me);
+        v
+    }
+}
+
+/// Whether the servers (by index) in `who` are a quorum for server `i`: a
+/// majority of any configuration it had in effect (a step may commit or
+/// propose one: any is the lenient choice), or of all `n` if never told.
+fn quorum_in(configs: &[Vec<Members>], i: usize, n: usize, who: &[usize]) -> bool {
+    let has = |id: u32| who.contains(&(id as usize).wrapping_sub(1));
+    match configs.get(i).filter(|c| !c.is_empty()) {
+        Some(cfgs) => cfgs.iter().any(|m| m.majority_in(has)),
+        None => who.len() >= majority(n),
     }
 }
 
@@ -92,9 +106,20 @@ impl Server {
 #[derive(Debug, Default)]
 pub struct ReadRounds {
     servers: Vec<Server>,
+    /// Per server index: the configurations in effect there at the start
+    /// of its step (empty: never told, a majority of all `n` servers).
+    configs: Vec<Vec<Members>>,
 }
 
 impl ReadRounds {
+    /// Server `i` now has `cfgs` in effect (membership change).
+    pub fn set_configs(&mut self, i: usize, cfgs: &[Members]) {
+        if self.configs.len() <= i {
+            self.configs.resize_with(i + 1, Vec::new);
+        }
+        self.configs[i] = cfgs.to_vec();
+    }
+
     /// Server `i` crashed: its next life starts over.
     pub fn crashed(&mut self, i: usize) {
         if let Some(s) = self.servers.get_mut(i) {
@@ -189,8 +214,9 @@ impl ReadRounds {
                 let Some(a) = s.asked.remove(&(j, rid)) else {
                     return Ok(()); // not seen asked (e.g. before a restart): lenient
                 };
-                let k = s.answered(from, epoch, a);
-                if k >= majority(n) {
+                let who = s.answered(from, epoch, a);
+                let k = who.len();
+                if quorum_in(&self.configs, from, n, &who) {
                     return Ok(());
                 }
                 Err(format!(
@@ -215,8 +241,9 @@ impl ReadRounds {
         if !matches!(resp, Response::Value(_)) || s.oks != oks {
             return Ok(());
         }
-        let k = s.answered(from, s.epoch, a);
-        if k >= majority(n) {
+        let who = s.answered(from, s.epoch, a);
+        let k = who.len();
+        if quorum_in(&self.configs, from, n, &who) {
             return Ok(());
         }
         Err(format!(

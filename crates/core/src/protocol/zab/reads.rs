@@ -144,20 +144,19 @@ impl ZabNode {
     /// Reads whose round a quorum confirmed get their index; a round
     /// wanted by reads that came during the last one goes out.
     pub(super) fn check_read_rounds(&mut self, out: &mut O) {
-        let q = self.quorum();
+        let Some(below) = self.confirmed_below() else {
+            return;
+        };
         let Role::Leading(l) = &mut self.role else {
             return;
         };
-        if !l.established {
-            return;
-        }
         let epoch = l.epoch;
-        if l.read_round.is_some_and(|r| l.confirmed(r, q)) {
+        if l.read_round.is_some_and(|r| r < below) {
             l.read_round = None;
         }
         let (done, wait): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.reads.at_leader)
             .into_iter()
-            .partition(|p| l.confirmed(p.round, q));
+            .partition(|p| p.round < below);
         let again = l.read_round.is_none() && wait.iter().any(|p| p.round > l.ping_round);
         self.reads.at_leader = wait;
         if let Some(arrived) = done.iter().map(|p| p.arrived).min() {

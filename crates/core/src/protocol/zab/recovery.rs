@@ -108,7 +108,6 @@ impl ZabNode {
         recovering: bool,
         out: &mut O,
     ) {
-        let q = self.quorum();
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
@@ -116,9 +115,15 @@ impl ZabNode {
             return;
         }
         r.answers.insert(from, promise);
-        if r.answers.len() < q {
+        // A quorum of voters (an empty log: the initial configuration);
+        // spares' answers do not count.
+        let Some(r) = self.recovery.as_ref() else {
+            return;
+        };
+        if !self.is_quorum(|n| r.answers.contains_key(&n)) {
             return;
         }
+        let r = self.recovery.as_mut().expect("recovering");
         // The highest epoch, and its leader: preferably as the leader
         // itself reported it (a losing candidate's follower may name it).
         let (epoch, leader) = (r.answers.iter())

@@ -21,6 +21,10 @@ pub struct Election {
     /// Servers that already follow us (their notification or FOLLOWERINFO
     /// said so) while we still look: with a quorum of them, we lead.
     pub followers: BTreeSet<NodeId>,
+    /// Looking servers whose vote in this round is not for themselves:
+    /// not candidates, so no vote for them is adopted (a learner never
+    /// runs, and votes for it would otherwise circulate for good).
+    pub declined: BTreeSet<NodeId>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,13 +115,6 @@ impl Leading {
         (self.fols.iter())
             .filter(|(_, f)| matches!(f.stage, Stage::Synced { .. }))
             .map(|(&n, _)| n)
-    }
-    /// Whether a quorum (us included) answered round `round` or later.
-    pub fn confirmed(&self, round: u64, quorum: usize) -> bool {
-        let n = (self.fols.values())
-            .filter(|f| f.counts() && f.ponged >= round)
-            .count();
-        n + 1 >= quorum
     }
 }
 

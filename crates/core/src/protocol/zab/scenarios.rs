@@ -294,7 +294,7 @@ fn our_writes_inside_a_snap_are_answered() {
     }
     let state = KvStore::default().snapshot();
     let sync = super::SyncData {
-        snap: Some((2, encode_snapshot(&[(4, 1)], &state))),
+        snap: Some((2, encode_snapshot(&[(4, 1)], &state, None))),
         trunc: None,
         entries: vec![],
     };

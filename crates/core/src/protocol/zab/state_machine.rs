@@ -5,6 +5,7 @@
 //! `Record::Snapshot` hold bytes).
 
 use super::codec::{Reader, Writer};
+use super::members::Members;
 use super::zentry::{ZEntry, TAG};
 use crate::types::{ClientRef, OpError, Request, Response};
 use bytes::Bytes;
@@ -218,8 +219,10 @@ impl KvStore {
 
 /// A snapshot as persisted and sent: the epochs of the entries it covers
 /// (runs `(epoch, first index)`, for exact matching), then the machine's
-/// state.
-pub fn encode_snapshot(runs: &[(u64, u64)], state: &[u8]) -> Bytes {
+/// state, then, if a configuration entry was ever logged at or below it,
+/// that configuration (`members.rs`; absent in snapshots from before
+/// membership change, which decode as before).
+pub fn encode_snapshot(runs: &[(u64, u64)], state: &[u8], members: Option<&Members>) -> Bytes {
     let mut w = Writer::default();
     w.u64(runs.len() as u64);
     for &(e, f) in runs {
@@ -227,19 +230,30 @@ pub fn encode_snapshot(runs: &[(u64, u64)], state: &[u8]) -> Bytes {
         w.u64(f);
     }
     w.bytes(state);
+    if let Some(m) = members {
+        m.encode(&mut w);
+    }
     w.finish()
 }
 
 pub type Runs = Vec<(u64, u64)>;
 
-pub fn decode_snapshot(data: &[u8]) -> Option<(Runs, Bytes)> {
+/// A decoded snapshot: runs, state, configuration (if it carries one).
+pub type Snap = (Runs, Bytes, Option<Members>);
+
+pub fn decode_snapshot(data: &[u8]) -> Option<Snap> {
     let mut r = Reader(data);
     let n = r.u64()?;
     let mut runs = Vec::new();
     for _ in 0..n {
         runs.push((r.u64()?, r.u64()?));
     }
-    Some((runs, r.bytes()?))
+    let state = r.bytes()?;
+    if r.0.is_empty() {
+        return Some((runs, state, None));
+    }
+    let m = Members::from_op(r.0)?;
+    Some((runs, state, Some(m)))
 }
 
 #[cfg(test)]
@@ -278,8 +292,18 @@ mod tests {
         assert_eq!(Payload::from_bytes(&p.to_bytes()), Some(p));
         let runs = vec![(1, 1), (4, 9)];
         assert_eq!(
-            decode_snapshot(&encode_snapshot(&runs, &snap)),
-            Some((runs, snap))
+            decode_snapshot(&encode_snapshot(&runs, &snap, None)),
+            Some((runs.clone(), snap.clone(), None))
         );
+        // With a configuration; a snapshot with trailing junk is refused.
+        let m = Members::new(&[1, 3, 4]).unwrap();
+        let with = encode_snapshot(&runs, &snap, Some(&m));
+        assert_eq!(
+            decode_snapshot(&with),
+            Some((runs.clone(), snap.clone(), Some(m)))
+        );
+        let mut junk = encode_snapshot(&runs, &snap, None).to_vec();
+        junk.push(1);
+        assert_eq!(decode_snapshot(&junk), None);
     }
 }

@@ -79,6 +79,9 @@ pub struct Cluster {
     pub events: Vec<(NodeId, u64, Event)>,
     lives: u64,
     next_client: u64,
+    /// The initial configuration is servers `1..=voters`; the others are
+    /// spares (`ZabNode::with_spares`).
+    voters: u32,
 }
 
 impl Cluster {
@@ -101,7 +104,21 @@ impl Cluster {
             events: Vec::new(),
             lives: 0,
             next_client: 1,
+            voters: n,
         };
+        c.nodes = (1..=n).map(|_| None).collect();
+        for id in 1..=n {
+            c.boot(id);
+        }
+        c
+    }
+    /// `voters` servers in the initial configuration and `spares` more
+    /// outside it, all running (membership change, `reconfig_tests.rs`).
+    pub fn with_spares(voters: u32, spares: u32, cfg: Config) -> Cluster {
+        let mut c = Cluster::new(0, cfg);
+        c.voters = voters;
+        let n = voters + spares;
+        c.disks = vec![Disk::default(); n as usize];
         c.nodes = (1..=n).map(|_| None).collect();
         for id in 1..=n {
             c.boot(id);
@@ -115,7 +132,10 @@ impl Cluster {
         self.lives += 1;
         let writer = u64::from(id) | self.lives << 32;
         let (v, p, stay_out) = self.bcast;
-        let mut node = ZabNode::new(id, &self.members(), writer, self.cfg)
+        let all = self.members();
+        let (initial, spares) = all.split_at(self.voters.min(all.len() as u32) as usize);
+        let mut node = ZabNode::new(id, initial, writer, self.cfg)
+            .with_spares(spares)
             .with_bug(self.bug)
             .with_broadcast(v, p, u64::from(id))
             .with_stay_out(stay_out);
@@ -129,12 +149,19 @@ impl Cluster {
         self.nodes[id as usize - 1].as_ref().expect("up")
     }
     fn call(&mut self, id: NodeId, f: impl FnOnce(&mut ZabNode, Time, &mut Out<Msg, Timer>)) {
+        self.act(id, f);
+    }
+    /// Call server `id` by hand and carry out what it asks for (sends,
+    /// records); `None` if it is down.
+    pub fn act<R>(
+        &mut self,
+        id: NodeId,
+        f: impl FnOnce(&mut ZabNode, Time, &mut Out<Msg, Timer>) -> R,
+    ) -> Option<R> {
         let now = self.now;
-        let Some(node) = self.nodes[id as usize - 1].as_mut() else {
-            return;
-        };
+        let node = self.nodes[id as usize - 1].as_mut()?;
         let mut out = Out::new();
-        f(node, now, &mut out);
+        let r = f(node, now, &mut out);
         // The disk is synchronous: nothing waits for it.
         for cmd in out.drain() {
             match cmd.plain() {
@@ -150,6 +177,7 @@ impl Cluster {
                 _ => {}
             }
         }
+        Some(r)
     }
     /// Deliver every message in flight (and those they cause).
     pub fn run(&mut self) {
