@@ -66,10 +66,10 @@ fn a_tampered_znode_answer_is_caught() {
     ));
 }
 
-/// Each znode bug is caught within 100 seeds as a znode-model violation
-/// (first unsafe seed today, with multis in the workload: keep-ephemerals
-/// 9, seq-reuse 0, watch-early 33: a read after a watch event still saw
-/// the node before the change). A short
+/// Each znode bug is caught within 100 seeds as a znode-model violation,
+/// by the history checker alone (per-step invariants off), with multis
+/// and TTL nodes in the workload (first unsafe seed printed; watch-early:
+/// a read after a watch event still saw the node before the change). A short
 /// checker budget: an undecided seed is skipped, not counted as caught.
 #[test]
 fn znode_injected_bugs_are_caught() {
@@ -79,9 +79,20 @@ fn znode_injected_bugs_are_caught() {
         "zab-znode-seq-reuse",
         "zab-znode-watch-early",
     ] {
+        // The history alone: a per-step invariant (sequential suffixes,
+        // ephemerals) may catch the same bug first, and
+        // tests/invariants.rs holds those.
         let cfg = SimConfig {
             bug: Some(bug.into()),
             check_timeout: std::time::Duration::from_secs(5),
+            no_invariants: true,
+            // The simulator's default size: with the schedules of TTL
+            // nodes and membership in the simulator, the small CI workload
+            // (3 clients, 50 operations) no longer reaches a reused suffix
+            // under `/q` in 100 seeds (the sequential-suffix invariant
+            // still catches it there).
+            clients: 5,
+            ops: 200,
             ..znode_cfg(Durability::Fsync)
         };
         let s = sweep(&zab, &cfg, "0..100".parse().unwrap(), 2, 0, |_| {}).unwrap();
