@@ -403,6 +403,13 @@ impl ZabNode {
             out.send(Peer::Node(from), Msg::Dropped { rid });
             return;
         };
+        // A configuration op comes only from `reconfig` at the leader,
+        // which checks it (one at a time, known servers): a follower never
+        // forwards one (it encodes its clients' requests with their own
+        // tags), so one arriving here is refused, not proposed.
+        if op.first() == Some(&super::members::CONFIG_TAG) {
+            return;
+        }
         let ok = l.established && epoch == l.epoch && l.fols.get(&from).is_some_and(|f| f.counts());
         if ok {
             let p = Payload { origin, rid, op };

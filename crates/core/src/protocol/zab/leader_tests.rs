@@ -340,6 +340,25 @@ fn a_server_outside_the_broadcast_is_told() {
     assert_eq!(c.node(3).log().last(), 0, "not proposed");
 }
 
+/// A configuration op forwarded by a follower is not proposed: a change
+/// of membership goes only through the leader's `reconfig`, which checks
+/// it; a follower's clients cannot produce one.
+#[test]
+fn a_forwarded_configuration_op_is_not_proposed() {
+    let mut c = settled();
+    let last = c.node(3).log().last();
+    let op = super::members::Members::new(&[1, 2]).unwrap().to_op();
+    let fwd = Msg::Forward {
+        epoch: 1,
+        origin: 1,
+        rid: 9,
+        op,
+    };
+    let cmds = at(&mut c, 3, 1, fwd);
+    assert!(sent(&cmds).is_empty(), "{cmds:?}");
+    assert_eq!(c.node(3).log().last(), last, "not proposed");
+}
+
 /// Read index at the leader: a read waits for a PING round sent after it
 /// came to be answered by a quorum (one follower of two, with us); an
 /// answer to an older round does not do.
