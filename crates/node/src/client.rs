@@ -42,6 +42,7 @@ use quorumkv_core::protocol::registry::client_writer_id;
 use quorumkv_core::protocol::{
     ClientSpec, ProtocolDef, ProtocolKind, ProtocolOptions, Timing, Visitor,
 };
+use quorumkv_core::znode::tree::SESSION_BOUND;
 use quorumkv_core::{Event, NodeId, OpError, OpId, Peer, Request, Response};
 use std::collections::HashMap;
 use std::future::Future;
@@ -443,6 +444,29 @@ impl Client {
         endpoints: impl IntoIterator<Item = E>,
         cfg: ClientConfig,
     ) -> Result<Client, ClientError> {
+        // Bits 62 and 61 clear: not session-bound, and never an owner mark
+        // of the znode tree (top byte 0xff, `znode::tree::reserved_owner`),
+        // refused as a session.
+        Self::connect_as(endpoints, cfg, client_writer_id(rand::random::<u64>() >> 3)).await
+    }
+
+    /// [`Client::connect`] for a client that works only inside the znode
+    /// session it opens (`znode::tree::SESSION_BOUND`): once the session
+    /// is gone, the servers refuse its writes, even those still on their
+    /// way.
+    pub async fn connect_session_bound<E: ToString>(
+        endpoints: impl IntoIterator<Item = E>,
+        cfg: ClientConfig,
+    ) -> Result<Client, ClientError> {
+        let id = client_writer_id((rand::random::<u64>() >> 3) | SESSION_BOUND);
+        Self::connect_as(endpoints, cfg, id).await
+    }
+
+    async fn connect_as<E: ToString>(
+        endpoints: impl IntoIterator<Item = E>,
+        cfg: ClientConfig,
+        id: u64,
+    ) -> Result<Client, ClientError> {
         let names: Vec<String> = endpoints.into_iter().map(|e| e.to_string()).collect();
         if names.is_empty() {
             return Err(ClientError::Connect("no endpoints given".into()));
@@ -465,10 +489,7 @@ impl Client {
         };
         let shared = Shared {
             protocol,
-            // Bit 62 clear: never an owner mark of the znode tree (top
-            // byte 0xff, `znode::tree::reserved_owner`), refused as a
-            // session.
-            id: client_writer_id(rand::random::<u64>() >> 2),
+            id,
             next_seq: AtomicU64::new(1),
             events: Mutex::new(Some(events_rx)),
             note,

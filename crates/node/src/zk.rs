@@ -9,7 +9,11 @@
 //! The session is the client's id ([`Client::id`]). [`ZkClient::connect`]
 //! opens it and heartbeats (a `Ping` every third of the timeout); the
 //! leader expires a session it has not heard of for its timeout and deletes
-//! its ephemerals. [`ZkClient::close`] closes it at once. Watch events
+//! its ephemerals. [`ZkClient::close`] closes it at once. As in ZooKeeper,
+//! a session that is gone writes nothing more: the servers refuse its
+//! writes with `SessionExpired`, including one the client gave up on that
+//! a paused server delivers late (the id is session-bound,
+//! `znode::tree::SESSION_BOUND`). Watch events
 //! arrive on [`ZkClient::watches`], one per fired watch, before the answer
 //! to any later call.
 //!
@@ -214,7 +218,7 @@ impl ZkClient {
             mode: ClientMode::Proxy,
             ..cfg
         };
-        let client = Client::connect(endpoints, cfg).await?;
+        let client = Client::connect_session_bound(endpoints, cfg).await?;
         let mut zk = ZkClient {
             client,
             heartbeat: None,

@@ -234,7 +234,29 @@ impl Spec for ZnodeSpec {
     }
 
     fn step(&self, s: &ZnodeState, op: &ZnodeOp) -> Option<ZnodeState> {
+        const GONE: ZkError = ZkError::SessionExpired;
         match op {
+            // A session that is gone writes nothing (a session-bound
+            // client's write, `znode::tree::SESSION_BOUND`). Delete and set
+            // name no session here: their refusal is taken as it is.
+            ZnodeOp::Delete {
+                result: Some(Err(GONE)),
+                ..
+            }
+            | ZnodeOp::SetData {
+                result: Some(Err(GONE)),
+                ..
+            } => Some(s.clone()),
+            ZnodeOp::Create {
+                session,
+                result: Some(Err(GONE)),
+                ..
+            }
+            | ZnodeOp::Multi {
+                session,
+                result: Some(Err((_, GONE))),
+                ..
+            } => (!s.sessions.contains(session)).then(|| s.clone()),
             ZnodeOp::OpenSession { session } => {
                 let mut n = s.clone();
                 n.sessions.insert(*session);
@@ -1148,6 +1170,46 @@ mod tests {
 
     /// A resume answered open needs its session open at a point of its
     /// interval; one answered expired, closed (or never opened).
+    #[test]
+    fn a_write_of_a_session_that_is_gone_changes_nothing() {
+        let gone = Err(ZkError::SessionExpired);
+        let open = at(0, 1, ZnodeOp::OpenSession { session: 7 });
+        let close = at(2, 3, ZnodeOp::CloseSession { session: 7 });
+        let mk = at(4, 5, create("/a", false, false, 9, Ok("/a")));
+        let read = at(
+            10,
+            11,
+            ZnodeOp::GetData {
+                path: "/a".into(),
+                result: Ok(("d".into(), 0)),
+            },
+        );
+        let h = |late: ZnodeOp| {
+            let ops = vec![open.clone(), close.clone(), mk.clone(), at(6, 7, late)];
+            verdict(ops.into_iter().chain([read.clone()]).collect())
+        };
+        let late_delete = ZnodeOp::Delete {
+            path: "/a".into(),
+            version: None,
+            result: Some(Err(ZkError::SessionExpired)),
+        };
+        let late_set = ZnodeOp::SetData {
+            path: "/a".into(),
+            data: "x".into(),
+            version: None,
+            result: Some(Err(ZkError::SessionExpired)),
+        };
+        assert_eq!(h(late_delete), Verdict::Linearizable);
+        assert_eq!(h(late_set), Verdict::Linearizable);
+        assert_eq!(
+            h(create("/b", false, false, 7, gone.clone())),
+            Verdict::Linearizable
+        );
+        // While the session is open, `SessionExpired` is no answer to a create.
+        let early = at(3, 4, create("/b", false, false, 7, gone));
+        assert_ne!(verdict(vec![open.clone(), early]), Verdict::Linearizable);
+    }
+
     #[test]
     fn a_resume_sees_its_session_open_or_closed() {
         use quorumkv_core::znode::{ZnodeOp as Asked, ZnodeReply as R};

@@ -74,6 +74,22 @@ pub fn ttl_owner(ttl_ms: u64) -> Option<u64> {
         .then_some(TTL_MARK | ttl_ms)
 }
 
+/// Set in the id of a client that works only inside its session (our
+/// `ZkClient`, every session of the ZooKeeper port). Once such a session
+/// is closed or expired its writes are refused with `SessionExpired`, as
+/// ZooKeeper refuses every request of a session that is gone: a write the
+/// client gave up on (a paused server held it) cannot apply after the
+/// client moved on, e.g. a lock's release deleting the next holder's node.
+/// A client without it (the CLI's one-shot commands) writes without a
+/// session. Bit 62: bit 63 is every client's (`client_writer_id`); with
+/// bit 61 clear an id is never an owner mark ([`reserved_owner`]).
+pub const SESSION_BOUND: u64 = 1 << 62;
+
+/// Whether `id` is a [`SESSION_BOUND`] client's.
+pub fn session_bound(id: u64) -> bool {
+    id & SESSION_BOUND != 0
+}
+
 /// Whether `id` is an owner mark (a container's or a TTL node's) that no
 /// session may take.
 pub fn reserved_owner(id: u64) -> bool {

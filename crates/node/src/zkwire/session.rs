@@ -7,19 +7,25 @@
 //!   replica holds it): the id is random, the password the first 16 bytes
 //!   of `HMAC-SHA256(secret, label | id)`. Forging one is forging an HMAC.
 //! * Without one: the password is random and the id is made from it (the
-//!   first 8 bytes of `SHA-256(label | password)`, top bit set); a replica
-//!   checks a password by hashing it. Forging one is finding a preimage of
-//!   63 bits of SHA-256.
+//!   first 8 bytes of `SHA-256(label | password)`, top two bits set); a
+//!   replica checks a password by hashing it. Forging one is finding a
+//!   preimage of 62 bits of SHA-256.
+//!
+//! Every id has bit 62 set too (`SESSION_BOUND`): a ZooKeeper client works
+//! only inside its session, so once the session is gone the tree refuses
+//! its writes, even one a paused server delivers late. An id made before
+//! that bit was set still checks with its password.
 //!
 //! Either way a replica restarted or never asked before checks the same.
 
 use crate::peer_auth::ClusterSecret;
 use hmac::Mac;
+use quorumkv_core::znode::tree::SESSION_BOUND;
 use sha2::{Digest, Sha256};
 
 /// Names this use of the secret and of the hash.
 const LABEL: &[u8] = b"quorumkv zk session v1";
-/// Set in every session id the port hands out.
+/// Set in every session id the port hands out (with `SESSION_BOUND`).
 const TOP: u64 = 1 << 63;
 /// ZooKeeper's password length.
 pub(super) const PASSWD_LEN: usize = 16;
@@ -39,7 +45,7 @@ pub(super) fn new_session(secret: Option<&ClusterSecret>) -> (u64, [u8; PASSWD_L
 fn draw_session(secret: Option<&ClusterSecret>) -> (u64, [u8; PASSWD_LEN]) {
     match secret {
         Some(s) => {
-            let session = rand::random::<u64>() | TOP;
+            let session = rand::random::<u64>() | TOP | SESSION_BOUND;
             let tag = s.keyed(LABEL, &session.to_be_bytes()).finalize();
             let mut passwd = [0; PASSWD_LEN];
             passwd.copy_from_slice(&tag.into_bytes()[..PASSWD_LEN]);
@@ -60,7 +66,7 @@ fn id_of(passwd: &[u8]) -> u64 {
         .finalize();
     let mut first = [0; 8];
     first.copy_from_slice(&h[..8]);
-    u64::from_be_bytes(first) | TOP
+    u64::from_be_bytes(first) | TOP | SESSION_BOUND
 }
 
 /// Whether `passwd` is session `session`'s (in constant time with a
@@ -73,7 +79,7 @@ pub(super) fn password_checks(secret: Option<&ClusterSecret>, session: u64, pass
         Some(s) => (s.keyed(LABEL, &session.to_be_bytes()))
             .verify_truncated_left(passwd)
             .is_ok(),
-        None => id_of(passwd) == session,
+        None => id_of(passwd) == session | SESSION_BOUND,
     }
 }
 
@@ -89,7 +95,7 @@ mod tests {
         let other = ClusterSecret::from_text("fedcba9876543210fedc").unwrap();
         for key in [Some(&secret), None] {
             let (session, passwd) = new_session(key);
-            assert!(session & TOP != 0);
+            assert!(session & TOP != 0 && session & SESSION_BOUND != 0);
             assert!(password_checks(key, session, &passwd));
             let (session2, passwd2) = new_session(key);
             assert_ne!(session, session2);
@@ -108,5 +114,7 @@ mod tests {
         assert!(!password_checks(None, session, &passwd));
         let (session, passwd) = new_session(None);
         assert!(!password_checks(Some(&secret), session, &passwd));
+        // A session made before ids were session-bound moves intact.
+        assert!(password_checks(None, session & !SESSION_BOUND, &passwd));
     }
 }

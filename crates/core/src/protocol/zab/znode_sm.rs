@@ -27,6 +27,10 @@
 //!   nothing: the seed's "deleted when a client disconnects" (line 52) is
 //!   read as "when its session times out", as ZooKeeper does, so a client
 //!   may reconnect elsewhere within its timeout and keep its ephemerals.
+//!   A write of a session that is gone is refused with `SessionExpired`
+//!   when the client said it works only inside its session
+//!   (`znode::tree::SESSION_BOUND`): a write held up at a paused server
+//!   cannot apply after its client closed the session and moved on.
 //! * **Watches** are held by the server the client asked, for its
 //!   connection, and fired when a transaction applies there; the event
 //!   (`Command::Notify`) and every later answer to that connection are
@@ -39,6 +43,7 @@ use super::zentry::{ZEntry, EXPIRY, TAG};
 use crate::protocol::contract::Out;
 use crate::types::{ClientRef, Event, OpError, Request, Response, Time};
 use crate::znode::op::{expired_event, MultiOp, ZnodeOp, ZnodeReply};
+use crate::znode::tree::session_bound;
 use crate::znode::{acl, Fired, Id, Stamp, Tree, Txn, TxnOk, WatchKind, Watches, ZkError};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -255,6 +260,15 @@ impl Machine {
             zxid: index,
             time_ms: e.time_ms,
         };
+        // ZooKeeper's rule for a session that is gone (`SESSION_BOUND`):
+        // decided on the applied tree, so every replica answers alike.
+        let opens_or_closes = matches!(e.op, ZnodeOp::OpenSession { .. } | ZnodeOp::CloseSession);
+        if session_bound(e.session)
+            && !(e.op.is_read() || opens_or_closes)
+            && !self.tree.has_session(e.session)
+        {
+            return zk(Err(ZkError::SessionExpired));
+        }
         let txn = match e.op {
             ZnodeOp::OpenSession { timeout_ms } => Txn::OpenSession {
                 session: e.session,
@@ -669,6 +683,63 @@ mod tests {
         // A non-session ephemeral is refused.
         let r = zn(&mut c, 1, anon, create("/e", true, false));
         assert_eq!(r, ZnodeReply::Error(ZkError::SessionExpired));
+    }
+
+    #[test]
+    fn a_bound_session_that_is_gone_writes_nothing() {
+        use crate::znode::tree::SESSION_BOUND;
+        let mut c = Cluster::new(3, Config::default());
+        c.settle();
+        let bound = client(1 << 63 | SESSION_BOUND | 7, 1);
+        let unbound = client(1 << 63 | 8, 2);
+        open(&mut c, 1, bound, 60_000);
+        open(&mut c, 1, unbound, 60_000);
+        created(zn(&mut c, 1, bound, create("/mine", false, false)));
+        for who in [bound, unbound] {
+            let r = zn(&mut c, 2, who, ZnodeOp::CloseSession);
+            assert_eq!(r, ZnodeReply::Closed { deleted: vec![] });
+        }
+        // Late writes of the bound session, as a paused server would
+        // deliver them after its client closed the session.
+        let delete = ZnodeOp::Delete {
+            path: "/mine".into(),
+            version: None,
+        };
+        let set = ZnodeOp::SetData {
+            path: "/mine".into(),
+            data: Bytes::from_static(b"late"),
+            version: None,
+        };
+        let multi = ZnodeOp::Multi {
+            ops: vec![MultiOp::Delete {
+                path: "/mine".into(),
+                version: None,
+            }],
+        };
+        let expired = ZnodeReply::Error(ZkError::SessionExpired);
+        for at in 1..=3 {
+            assert_eq!(zn(&mut c, at, bound, delete.clone()), expired);
+            assert_eq!(zn(&mut c, at, bound, set.clone()), expired);
+            assert_eq!(zn(&mut c, at, bound, multi.clone()), expired);
+            let r = zn(&mut c, at, bound, create("/other", false, false));
+            assert_eq!(r, expired);
+        }
+        assert!(exists(&mut c, 1, "/mine") && !exists(&mut c, 1, "/other"));
+        // Its reads still answer.
+        let read = ZnodeOp::Exists {
+            path: "/mine".into(),
+            watch: false,
+        };
+        assert!(matches!(
+            zn(&mut c, 2, bound, read),
+            ZnodeReply::Exists(Some(_))
+        ));
+        // A client without the mark writes without a session, as before.
+        assert_eq!(zn(&mut c, 2, unbound, delete), ZnodeReply::Deleted);
+        assert!(!exists(&mut c, 3, "/mine"));
+        // A new session under the bound id writes again.
+        open(&mut c, 1, bound, 60_000);
+        created(zn(&mut c, 3, bound, create("/mine", false, false)));
     }
 
     #[test]
