@@ -222,6 +222,35 @@ fn expect<T: PartialEq, E: PartialEq>(
     }
 }
 
+/// A write answered `SessionExpired` because its session is gone (a
+/// session-bound client's, `znode::tree::SESSION_BOUND`): it changed
+/// nothing. Delete and set name no session here, so their refusal is
+/// taken as it is. `None`: not such a write.
+fn refused_as_gone(s: &ZnodeState, op: &ZnodeOp) -> Option<Option<ZnodeState>> {
+    const GONE: ZkError = ZkError::SessionExpired;
+    match op {
+        ZnodeOp::Delete {
+            result: Some(Err(GONE)),
+            ..
+        }
+        | ZnodeOp::SetData {
+            result: Some(Err(GONE)),
+            ..
+        } => Some(Some(s.clone())),
+        ZnodeOp::Create {
+            session,
+            result: Some(Err(GONE)),
+            ..
+        }
+        | ZnodeOp::Multi {
+            session,
+            result: Some(Err((_, GONE))),
+            ..
+        } => Some((!s.sessions.contains(session)).then(|| s.clone())),
+        _ => None,
+    }
+}
+
 /// The znode service as a sequential object.
 pub struct ZnodeSpec;
 
@@ -234,29 +263,10 @@ impl Spec for ZnodeSpec {
     }
 
     fn step(&self, s: &ZnodeState, op: &ZnodeOp) -> Option<ZnodeState> {
-        const GONE: ZkError = ZkError::SessionExpired;
+        if let Some(next) = refused_as_gone(s, op) {
+            return next;
+        }
         match op {
-            // A session that is gone writes nothing (a session-bound
-            // client's write, `znode::tree::SESSION_BOUND`). Delete and set
-            // name no session here: their refusal is taken as it is.
-            ZnodeOp::Delete {
-                result: Some(Err(GONE)),
-                ..
-            }
-            | ZnodeOp::SetData {
-                result: Some(Err(GONE)),
-                ..
-            } => Some(s.clone()),
-            ZnodeOp::Create {
-                session,
-                result: Some(Err(GONE)),
-                ..
-            }
-            | ZnodeOp::Multi {
-                session,
-                result: Some(Err((_, GONE))),
-                ..
-            } => (!s.sessions.contains(session)).then(|| s.clone()),
             ZnodeOp::OpenSession { session } => {
                 let mut n = s.clone();
                 n.sessions.insert(*session);

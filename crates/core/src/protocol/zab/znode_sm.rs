@@ -255,20 +255,22 @@ impl Machine {
         Ok(ZnodeReply::AuthAdded)
     }
 
+    /// ZooKeeper's rule for a session that is gone, for session-bound
+    /// clients (`SESSION_BOUND`): a write under a session the tree does not
+    /// hold open. Decided on the applied tree, so every replica answers
+    /// alike.
+    fn written_by_a_gone_session(&self, e: &ZEntry) -> bool {
+        let opens_or_closes = matches!(e.op, ZnodeOp::OpenSession { .. } | ZnodeOp::CloseSession);
+        session_bound(e.session)
+            && !(e.op.is_read() || opens_or_closes)
+            && !self.tree.has_session(e.session)
+    }
+
     fn apply_znode(&mut self, index: u64, e: ZEntry, here: bool) -> Response {
         let at = Stamp {
             zxid: index,
             time_ms: e.time_ms,
         };
-        // ZooKeeper's rule for a session that is gone (`SESSION_BOUND`):
-        // decided on the applied tree, so every replica answers alike.
-        let opens_or_closes = matches!(e.op, ZnodeOp::OpenSession { .. } | ZnodeOp::CloseSession);
-        if session_bound(e.session)
-            && !(e.op.is_read() || opens_or_closes)
-            && !self.tree.has_session(e.session)
-        {
-            return zk(Err(ZkError::SessionExpired));
-        }
         let txn = match e.op {
             ZnodeOp::OpenSession { timeout_ms } => Txn::OpenSession {
                 session: e.session,
@@ -557,6 +559,7 @@ impl StateMachine for Machine {
         let mut r = Reader(op);
         if r.u8() == Some(TAG) {
             return match ZEntry::decode(&mut r) {
+                Some(e) if self.written_by_a_gone_session(&e) => zk(Err(ZkError::SessionExpired)),
                 Some(e) => self.apply_znode(index, e, here),
                 None => Response::Failed(OpError::refused("undecodable znode operation")),
             };
