@@ -90,6 +90,7 @@ fn draw(r: &mut Rng, s: &mut ZnodeState, unknown: bool) -> ZnodeOp {
             ZnodeOp::Delete {
                 path,
                 version,
+                session,
                 result,
             }
         }
@@ -100,6 +101,7 @@ fn draw(r: &mut Rng, s: &mut ZnodeState, unknown: bool) -> ZnodeOp {
                 path,
                 data,
                 version,
+                session,
                 result,
             }
         }

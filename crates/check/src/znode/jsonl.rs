@@ -193,12 +193,14 @@ fn znode_op(f: &str, v: &Value, a: Answer<'_>) -> Result<Option<ZnodeOp>, String
         "delete" => ZnodeOp::Delete {
             path: path()?,
             version: version(v)?,
+            session: any_session(v),
             result: map(a, |_| Ok(()))?,
         },
         "set" => ZnodeOp::SetData {
             path: path()?,
             data: string(v, "data")?,
             version: version(v)?,
+            session: any_session(v),
             result: map(a, |x| as_u32(x).ok_or(bad("a version")))?,
         },
         _ => {
@@ -206,6 +208,12 @@ fn znode_op(f: &str, v: &Value, a: Answer<'_>) -> Result<Option<ZnodeOp>, String
             return read_op(f, path()?, a).map(Some);
         }
     }))
+}
+
+/// The writer's session of a delete or set, 0 when not recorded (these
+/// need none: a session-bound writer's is checked when present).
+fn any_session(v: &Value) -> u64 {
+    v.get("session").and_then(Value::as_u64).unwrap_or(0)
 }
 
 fn as_u32(v: &Value) -> Option<u32> {

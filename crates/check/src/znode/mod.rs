@@ -18,6 +18,7 @@ mod stepper;
 pub use multi::{MultiResult, Step, StepOk};
 
 use crate::model::Spec;
+use quorumkv_core::znode::tree::session_bound;
 use quorumkv_core::znode::ZkError;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,9 +41,11 @@ pub enum ZnodeOp {
         session: u64,
         result: Option<Result<String, ZkError>>,
     },
+    /// `session`: the writer's (0: not recorded).
     Delete {
         path: String,
         version: Option<u32>,
+        session: u64,
         result: Option<Result<(), ZkError>>,
     },
     /// `result`: the new data version.
@@ -50,6 +53,7 @@ pub enum ZnodeOp {
         path: String,
         data: String,
         version: Option<u32>,
+        session: u64,
         result: Option<Result<u32, ZkError>>,
     },
     /// `result`: data and version.
@@ -98,6 +102,9 @@ pub struct ZnodeState {
     nodes: BTreeMap<String, Node>,
     root_seq: u64,
     sessions: BTreeSet<u64>,
+    /// Session-bound sessions closed and not opened again: their writes
+    /// take no effect (`refused_as_gone`).
+    gone: BTreeSet<u64>,
 }
 
 fn parent_of(path: &str) -> &str {
@@ -222,33 +229,49 @@ fn expect<T: PartialEq, E: PartialEq>(
     }
 }
 
-/// A write answered `SessionExpired` because its session is gone (a
-/// session-bound client's, `znode::tree::SESSION_BOUND`): it changed
-/// nothing. Delete and set name no session here, so their refusal is
-/// taken as it is. `None`: not such a write.
+/// A write of a session that is gone (`znode::tree::SESSION_BOUND`):
+/// answered `SessionExpired`, it changed nothing and its session is not
+/// open; a write of a session-bound session closed in this history (and
+/// not opened again) changes nothing whatever its answer, which must then
+/// be that refusal (ZooKeeper's rule: a late write cannot apply after its
+/// session is gone). `None`: neither, the model's usual step.
 fn refused_as_gone(s: &ZnodeState, op: &ZnodeOp) -> Option<Option<ZnodeState>> {
-    const GONE: ZkError = ZkError::SessionExpired;
-    match op {
-        ZnodeOp::Delete {
-            result: Some(Err(GONE)),
-            ..
-        }
-        | ZnodeOp::SetData {
-            result: Some(Err(GONE)),
-            ..
-        } => Some(Some(s.clone())),
+    let (session, refused, answered) = match op {
         ZnodeOp::Create {
-            session,
-            result: Some(Err(GONE)),
-            ..
-        }
-        | ZnodeOp::Multi {
-            session,
-            result: Some(Err((_, GONE))),
-            ..
-        } => Some((!s.sessions.contains(session)).then(|| s.clone())),
-        _ => None,
+            session, result, ..
+        } => (
+            *session,
+            result.as_ref().map(|r| r.as_ref().err()),
+            result.is_some(),
+        ),
+        ZnodeOp::Delete {
+            session, result, ..
+        } => (
+            *session,
+            result.as_ref().map(|r| r.as_ref().err()),
+            result.is_some(),
+        ),
+        ZnodeOp::SetData {
+            session, result, ..
+        } => (
+            *session,
+            result.as_ref().map(|r| r.as_ref().err()),
+            result.is_some(),
+        ),
+        ZnodeOp::Multi {
+            session, result, ..
+        } => (
+            *session,
+            result.as_ref().map(|r| r.as_ref().err().map(|e| &e.1)),
+            result.is_some(),
+        ),
+        _ => return None,
+    };
+    let expired = refused == Some(Some(&ZkError::SessionExpired));
+    if s.gone.contains(&session) {
+        return Some((!answered || expired).then(|| s.clone()));
     }
+    expired.then(|| (!s.sessions.contains(&session)).then(|| s.clone()))
 }
 
 /// The znode service as a sequential object.
@@ -270,11 +293,15 @@ impl Spec for ZnodeSpec {
             ZnodeOp::OpenSession { session } => {
                 let mut n = s.clone();
                 n.sessions.insert(*session);
+                n.gone.remove(session);
                 Some(n)
             }
             ZnodeOp::CloseSession { session } => {
                 let mut n = s.clone();
                 n.sessions.remove(session);
+                if session_bound(*session) {
+                    n.gone.insert(*session);
+                }
                 n.nodes.retain(|_, node| node.owner != *session);
                 Some(n)
             }
@@ -292,12 +319,14 @@ impl Spec for ZnodeSpec {
                 path,
                 version,
                 result,
+                ..
             } => expect(s, result, |n| n.delete(path, *version)),
             ZnodeOp::SetData {
                 path,
                 data,
                 version,
                 result,
+                ..
             } => expect(s, result, |n| n.set(path, data, *version)),
             ZnodeOp::GetData { path, result } => (s.get(path) == *result).then(|| s.clone()),
             ZnodeOp::Exists { path, result } => {
@@ -582,6 +611,7 @@ pub fn observed(
         Asked::Delete { path, version } => ZnodeOp::Delete {
             path: path.clone(),
             version: *version,
+            session,
             result: reply.map(|r| match r {
                 R::Deleted => Ok(()),
                 other => Err(err(other)),
@@ -595,6 +625,7 @@ pub fn observed(
             path: path.clone(),
             data: text(data),
             version: *version,
+            session,
             result: reply.map(|r| match r {
                 R::Set(stat) => Ok(stat.version),
                 other => Err(err(other)),
@@ -1182,42 +1213,79 @@ mod tests {
     /// interval; one answered expired, closed (or never opened).
     #[test]
     fn a_write_of_a_session_that_is_gone_changes_nothing() {
-        let gone = Err(ZkError::SessionExpired);
-        let open = at(0, 1, ZnodeOp::OpenSession { session: 7 });
-        let close = at(2, 3, ZnodeOp::CloseSession { session: 7 });
-        let mk = at(4, 5, create("/a", false, false, 9, Ok("/a")));
-        let read = at(
-            10,
-            11,
-            ZnodeOp::GetData {
-                path: "/a".into(),
-                result: Ok(("d".into(), 0)),
-            },
-        );
-        let h = |late: ZnodeOp| {
-            let ops = vec![open.clone(), close.clone(), mk.clone(), at(6, 7, late)];
-            verdict(ops.into_iter().chain([read.clone()]).collect())
-        };
-        let late_delete = ZnodeOp::Delete {
+        use quorumkv_core::znode::tree::SESSION_BOUND;
+        let (bound, unbound) = (1 << 63 | SESSION_BOUND | 7, 1 << 63 | 7);
+        fn gone<T>() -> Option<Result<T, ZkError>> {
+            Some(Err(ZkError::SessionExpired))
+        }
+        let delete = |session, result| ZnodeOp::Delete {
             path: "/a".into(),
             version: None,
-            result: Some(Err(ZkError::SessionExpired)),
+            session,
+            result,
         };
-        let late_set = ZnodeOp::SetData {
+        let set = |session, result| ZnodeOp::SetData {
             path: "/a".into(),
             data: "x".into(),
             version: None,
-            result: Some(Err(ZkError::SessionExpired)),
+            session,
+            result,
         };
-        assert_eq!(h(late_delete), Verdict::Linearizable);
-        assert_eq!(h(late_set), Verdict::Linearizable);
+        // The session opens and closes; another client then creates /a,
+        // and a read at the end sees what is left of it.
+        let h = |session, late: ZnodeOp, read: Result<(String, u32), ZkError>| {
+            let mut ops = vec![
+                at(0, 1, ZnodeOp::OpenSession { session }),
+                at(4, 5, ZnodeOp::CloseSession { session }),
+                at(6, 7, create("/a", false, false, 9, Ok("/a"))),
+                at(
+                    10,
+                    11,
+                    ZnodeOp::GetData {
+                        path: "/a".into(),
+                        result: read,
+                    },
+                ),
+            ];
+            ops.push(SpecOp {
+                call: 2,
+                ret: None,
+                op: late,
+            });
+            verdict(ops)
+        };
+        let intact = || Ok(("d".to_string(), 0));
+        for who in [bound, unbound] {
+            // Refused: nothing changed.
+            assert_eq!(h(who, delete(who, gone()), intact()), Verdict::Linearizable);
+            assert_eq!(h(who, set(who, gone()), intact()), Verdict::Linearizable);
+            let late_create = create("/b", false, false, who, Err(ZkError::SessionExpired));
+            assert_eq!(h(who, late_create, intact()), Verdict::Linearizable);
+            // Unknown, and nothing changed: fine either way.
+            assert_eq!(h(who, delete(who, None), intact()), Verdict::Linearizable);
+        }
+        // An unknown late delete that took the other client's node: a
+        // sessionless write may, a session-bound one may not.
+        let taken = Err(ZkError::NoNode);
         assert_eq!(
-            h(create("/b", false, false, 7, gone.clone())),
+            h(unbound, delete(unbound, None), taken.clone()),
             Verdict::Linearizable
         );
-        // While the session is open, `SessionExpired` is no answer to a create.
-        let early = at(3, 4, create("/b", false, false, 7, gone));
-        assert_ne!(verdict(vec![open.clone(), early]), Verdict::Linearizable);
+        assert_ne!(h(bound, delete(bound, None), taken), Verdict::Linearizable);
+        let changed = Ok(("x".to_string(), 1));
+        assert_eq!(
+            h(unbound, set(unbound, None), changed.clone()),
+            Verdict::Linearizable
+        );
+        assert_ne!(h(bound, set(bound, None), changed), Verdict::Linearizable);
+        // While the session is open, `SessionExpired` is no answer.
+        let early = at(
+            2,
+            3,
+            create("/b", false, false, bound, Err(ZkError::SessionExpired)),
+        );
+        let open = at(0, 1, ZnodeOp::OpenSession { session: bound });
+        assert_ne!(verdict(vec![open, early]), Verdict::Linearizable);
     }
 
     #[test]
@@ -1291,6 +1359,7 @@ mod tests {
             ZnodeOp::Delete {
                 path: "/q/n-0000000000".into(),
                 version: None,
+                session: 0,
                 result: Some(Ok(())),
             },
         ));
@@ -1304,6 +1373,7 @@ mod tests {
             path: "/a".into(),
             data: "x".into(),
             version: v,
+            session: 0,
             result: r,
         };
         let h = vec![
