@@ -20,6 +20,7 @@
 use super::{Step, ZnodeOp, ZnodeSpec, ZnodeState};
 use crate::model::Spec;
 use crate::search::{FxBuild, Stepper};
+use quorumkv_core::znode::tree::session_bound;
 use std::collections::{HashMap, HashSet};
 
 /// The data of every write whose data no read returns. A read can return
@@ -61,7 +62,8 @@ impl ZnodeStepper {
 
 /// Replaces the data of creates and sets that no successful `getData`
 /// returns with [`UNREAD`] (see the module comment), and the session of a
-/// persistent create (unused) with 0.
+/// persistent create, a delete or a set (unused unless session-bound)
+/// with 0.
 fn abstract_unread_data(mut ops: Vec<ZnodeOp>) -> Vec<ZnodeOp> {
     let read: HashSet<String> = (ops.iter())
         .filter_map(|o| match o {
@@ -90,14 +92,19 @@ fn abstract_unread_data(mut ops: Vec<ZnodeOp>) -> Vec<ZnodeOp> {
                 }
             }
         }
-        // A persistent create does not look at its session.
+        // A persistent create, a delete or a set does not look at its
+        // session unless the session is bound (`refused_as_gone`).
         if let ZnodeOp::Create {
             ephemeral: false,
             session,
             ..
-        } = o
+        }
+        | ZnodeOp::Delete { session, .. }
+        | ZnodeOp::SetData { session, .. } = o
         {
-            *session = 0;
+            if !session_bound(*session) {
+                *session = 0;
+            }
         }
     }
     ops
