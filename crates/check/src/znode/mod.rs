@@ -1278,6 +1278,39 @@ mod tests {
             Verdict::Linearizable
         );
         assert_ne!(h(bound, set(bound, None), changed), Verdict::Linearizable);
+        // Answered after the close: refused, or no answer, and nothing changed.
+        let after_close = |late: ZnodeOp| {
+            verdict(vec![
+                at(0, 1, ZnodeOp::OpenSession { session: bound }),
+                at(2, 3, ZnodeOp::CloseSession { session: bound }),
+                at(4, 5, create("/a", false, false, 9, Ok("/a"))),
+                at(6, 7, late),
+                at(
+                    8,
+                    9,
+                    ZnodeOp::GetData {
+                        path: "/a".into(),
+                        result: intact(),
+                    },
+                ),
+            ])
+        };
+        let refused_create = create("/b", false, false, bound, Err(ZkError::SessionExpired));
+        assert_eq!(after_close(refused_create), Verdict::Linearizable);
+        let refused_multi = ZnodeOp::Multi {
+            session: bound,
+            steps: vec![Step::Delete {
+                path: "/a".into(),
+                version: None,
+            }],
+            result: Some(Err((0, ZkError::SessionExpired))),
+        };
+        assert_eq!(after_close(refused_multi), Verdict::Linearizable);
+        assert_eq!(after_close(delete(bound, None)), Verdict::Linearizable);
+        assert_ne!(
+            after_close(delete(bound, Some(Ok(())))),
+            Verdict::Linearizable
+        );
         // While the session is open, `SessionExpired` is no answer.
         let early = at(
             2,
