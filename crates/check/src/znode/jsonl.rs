@@ -357,6 +357,35 @@ mod tests {
         assert!(e.starts_with("line 10: \"session\" is 0"), "{e}");
     }
 
+    /// A delete's `session` is read: under a session-bound id whose session
+    /// was closed, an answered delete of another client's node is refused;
+    /// under an unbound id (or with no session recorded) it stands.
+    #[test]
+    fn a_deletes_session_is_read_and_a_gone_one_deletes_nothing() {
+        let bound = (1u64 << 63) | quorumkv_core::znode::tree::SESSION_BOUND | 7;
+        let history = |session: Option<u64>| {
+            let s = session.map_or(String::new(), |s| format!(r#""session":{s},"#));
+            let id = session.unwrap_or(1 << 63 | 7);
+            format!(
+                r#"{{"f":"open","session":{id},"invoke":0,"complete":1,"type":"ok"}}
+{{"f":"close","session":{id},"invoke":2,"complete":3,"type":"ok"}}
+{{"f":"create","session":5,"path":"/a","data":"x","invoke":4,"complete":5,"type":"ok","value":"/a"}}
+{{"f":"delete",{s}"path":"/a","version":null,"invoke":6,"complete":7,"type":"ok"}}
+"#
+            )
+        };
+        let verdict = |text: String| {
+            let h = parse(&text).unwrap();
+            super::super::check_history(h.ops, std::time::Duration::from_secs(5)).0
+        };
+        assert_ne!(verdict(history(Some(bound))), crate::Verdict::Linearizable);
+        assert_eq!(
+            verdict(history(Some(1 << 63 | 7))),
+            crate::Verdict::Linearizable
+        );
+        assert_eq!(verdict(history(None)), crate::Verdict::Linearizable);
+    }
+
     /// The history kept from the CI run the checker refused: its one line
     /// with session 0 is named; with the session the recording client held
     /// throughout (its other 317 operations name it) the history is
