@@ -193,14 +193,14 @@ fn znode_op(f: &str, v: &Value, a: Answer<'_>) -> Result<Option<ZnodeOp>, String
         "delete" => ZnodeOp::Delete {
             path: path()?,
             version: version(v)?,
-            session: any_session(v),
+            session: opt_num(v, "session")?.unwrap_or(0),
             result: map(a, |_| Ok(()))?,
         },
         "set" => ZnodeOp::SetData {
             path: path()?,
             data: string(v, "data")?,
             version: version(v)?,
-            session: any_session(v),
+            session: opt_num(v, "session")?.unwrap_or(0),
             result: map(a, |x| as_u32(x).ok_or(bad("a version")))?,
         },
         _ => {
@@ -208,12 +208,6 @@ fn znode_op(f: &str, v: &Value, a: Answer<'_>) -> Result<Option<ZnodeOp>, String
             return read_op(f, path()?, a).map(Some);
         }
     }))
-}
-
-/// The writer's session of a delete or set, 0 when not recorded (these
-/// need none: a session-bound writer's is checked when present).
-fn any_session(v: &Value) -> u64 {
-    v.get("session").and_then(Value::as_u64).unwrap_or(0)
 }
 
 fn as_u32(v: &Value) -> Option<u32> {
@@ -384,6 +378,9 @@ mod tests {
             crate::Verdict::Linearizable
         );
         assert_eq!(verdict(history(None)), crate::Verdict::Linearizable);
+        let bad = history(Some(1)).replace(r#""session":1,"path""#, r#""session":"x","path""#);
+        let e = parse(&bad).unwrap_err();
+        assert!(e.starts_with("line 4: \"session\" is not"), "{e}");
     }
 
     /// The history kept from the CI run the checker refused: its one line
