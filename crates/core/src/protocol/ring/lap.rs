@@ -85,6 +85,15 @@ impl RingNode {
         }
         if self.laps.insert(id, by) == Some(by) {
             self.counters.duplicates += 1; // a re-sent copy
+            if !self.reg(&e.key).pending.contains_key(&e.tag) {
+                // Its write passed here: the predecessor holds the lap's
+                // pre-write pending and the lap sent first may have died
+                // in a crash, so answer with the write, as for a copy of
+                // a pre-write (`write_round_for`; fuzz seed 12681 at N = 5:
+                // the home's new life re-sent its lap, every server dropped
+                // it as a copy, and the entry stayed at the home for ever).
+                self.write_round_for(e);
+            }
             return;
         }
         if !self.written.contains(&e.key, e.tag) {
@@ -127,11 +136,18 @@ impl RingNode {
     /// early is safe, its pre-write round ended (pc 32-37), and a copy
     /// more is idempotent. Dropped copies are re-sends after crashes and
     /// welcomes, so this is rare; with one server the round would be empty.
+    /// A *copy* may come void while its tag was applied here: a server
+    /// that knew its operation applied but not under which tag (a snapshot
+    /// or a restart said so) voided it. One tag names one write, so the
+    /// write seen here applied is the copy's, and it goes round applied;
+    /// kept void, it died here and left its void entries pending on the
+    /// way (durable fuzz seed 6178 at N = 6).
     pub(super) fn write_round_for(&mut self, mut e: Entry) {
-        if e.void || !self.live_writes.contains(&e.key, e.tag) || self.pred == self.id {
+        if !self.live_writes.contains(&e.key, e.tag) || self.pred == self.id {
             return;
         }
         self.counters.resent += 1;
+        e.void = false;
         e.home = self.pred;
         self.queues.ready.push_back(Msg::Write(e));
     }
@@ -419,6 +435,45 @@ mod tests {
         let _ = sends(&mut out);
         n.on_msg(T0, Peer::Node(1), Msg::PreWrite(p), &mut out);
         assert_eq!(writes_sent(&mut out), vec![]);
+    }
+
+    #[test]
+    fn a_void_copy_of_a_write_applied_here_is_answered_with_the_applied_write() {
+        // 2 applied and forwarded 3's write; a server that knew the
+        // operation applied but not its tag voided a copy of the pre-write
+        // (durable fuzz seed 6178). One tag, one write: the round that
+        // answers it applies, it does not stay void.
+        let mut n = node(2, true);
+        let mut out = O::new();
+        let e = entry(5, 3, "a");
+        n.on_msg(T0, Peer::Node(1), Msg::Write(e.clone()), &mut out);
+        let _ = sends(&mut out);
+        let mut v = e;
+        v.void = true;
+        n.on_msg(T0, Peer::Node(1), Msg::PreWrite(v), &mut out);
+        assert_eq!(
+            writes_sent(&mut out),
+            vec![(Peer::Node(3), tag(5, 3), 1, false)]
+        );
+    }
+
+    #[test]
+    fn a_lap_sent_again_past_a_server_that_applied_its_write_gets_a_write_round() {
+        // 3 re-sends its lap of 2's pre-write; 1 had applied the write when
+        // the first copy came by (fuzz seed 12681 at N = 5): that copy may
+        // have died, so this one is answered with the write, round to 3.
+        let mut n = node(1, true);
+        let mut out = O::new();
+        let e = entry(5, 2, "a");
+        n.on_msg(T0, Peer::Node(3), Msg::Write(e.clone()), &mut out);
+        n.on_msg(T0, Peer::Node(3), Msg::Lap(e.clone(), 9), &mut out);
+        assert!(!pending(&n, tag(5, 2)), "its write passed here");
+        let _ = sends(&mut out);
+        n.on_msg(T0, Peer::Node(3), Msg::Lap(e, 9), &mut out);
+        assert_eq!(
+            writes_sent(&mut out),
+            vec![(Peer::Node(2), tag(5, 2), 3, false)]
+        );
     }
 
     #[test]

@@ -127,6 +127,11 @@ pub struct Snapshot {
     /// welcomes its own successor with it, instead of a `ViewChange`.
     #[serde(default)]
     pub reform: bool,
+    /// Pre-writes the predecessor gave a joiner pending (`write_again`):
+    /// that joiner sits after this one now, and a write round that ends
+    /// here must go round once more to reach it.
+    #[serde(default)]
+    pub welcomed_pending: Vec<(Bytes, Tag)>,
 }
 
 impl Msg {

@@ -630,6 +630,16 @@ impl RingNode {
             let e = e.clone();
             if self.ends_here(e.home) {
                 self.pre_write_back(e, out);
+            } else if self.live_writes.contains(&key, tag) {
+                // Its write was applied here, by an earlier life (on disk):
+                // a copy sent on would be dropped here as late (`forward`),
+                // and the servers after this one, which may hold it owed
+                // too, would keep it for ever (durable fuzz seed 8654 at
+                // N = 4: the welcomer's extra round died with it). So the
+                // write goes round instead, as for a copy that reaches a
+                // server that saw it applied (`write_round_for`).
+                self.drop_pending(&e, out);
+                self.write_round_for(e);
             } else {
                 self.queues.push_forward(Msg::PreWrite(e));
             }
@@ -639,6 +649,19 @@ impl RingNode {
                 self.queues.push_forward(Msg::Write(e));
             }
         }
+    }
+
+    /// Forget a pending entry whose write was applied here: the reads and
+    /// the retries of its operation parked on it go now.
+    fn drop_pending(&mut self, e: &Entry, out: &mut O) {
+        let reg = self.reg(&e.key);
+        reg.pending.remove(&e.tag);
+        let retries = reg.release_retries(e.op);
+        let reads = reg.release_reads();
+        for client in retries {
+            self.done(client, out);
+        }
+        self.answer_reads(reads, out);
     }
 
     /// pc 41-52: a write from the predecessor; at home it ends (write_ack).
