@@ -50,6 +50,11 @@ struct Server {
     round: u64,
     /// Its leaderships so far (a new one where PING rounds start again).
     lead: u64,
+    /// Per server index: the highest round of `epoch` sent to it. Rounds
+    /// to one peer never go back within a leadership; across peers they
+    /// may (a PING held behind a sync leaves after a later round's PINGs
+    /// to others).
+    sent_to: Vec<u64>,
     /// Per server index: the highest round of `epoch` whose PONG from it
     /// reached this server.
     ponged: Vec<u64>,
@@ -183,6 +188,10 @@ impl ReadRounds {
 
     fn sent(&mut self, n: usize, from: usize, to: Peer, msg: &Msg) -> Result<(), String> {
         let s = &mut self.servers[from];
+        let peer = match to {
+            Peer::Node(id) => (id as usize).checked_sub(1).filter(|&j| j < n),
+            _ => None,
+        };
         match *msg {
             Msg::Ping { epoch, round, .. } => {
                 // A new leadership: rounds start again, and reads asked of
@@ -193,16 +202,27 @@ impl ReadRounds {
                 // GET that arrived in another leadership counts every
                 // round of this one (lenient). Reads asked of a new epoch
                 // before its first PING stay (they came after round 0).
-                let again = epoch == s.epoch && round < s.round;
+                // Going back is per peer: a PING held behind a sync may
+                // leave after the next round's PINGs to the others (seed
+                // 209 of `--opt broadcast=aa` at N = 5, a false alarm).
+                let last = peer.and_then(|j| s.sent_to.get(j)).copied();
+                let again = epoch == s.epoch && last.is_some_and(|l| round < l);
                 if epoch > s.epoch || again {
                     (s.epoch, s.round) = (epoch, 0);
                     s.lead = s.lead.saturating_add(1);
                     s.ponged.iter_mut().for_each(|r| *r = 0);
+                    s.sent_to.iter_mut().for_each(|r| *r = 0);
                     s.asked
                         .retain(|_, a| a.epoch > epoch || a.epoch == epoch && !again);
                 }
                 if epoch == s.epoch {
                     s.round = s.round.max(round);
+                    if let Some(j) = peer {
+                        if s.sent_to.len() < n {
+                            s.sent_to.resize(n, 0);
+                        }
+                        s.sent_to[j] = s.sent_to[j].max(round);
+                    }
                 }
                 Ok(())
             }
@@ -364,6 +384,21 @@ mod tests {
         assert_eq!(send(&mut c, 0, 2, &ping(2, 2)), Ok(()));
         deliver(&mut c, 0, 2, &pong(2, 2));
         assert_eq!(send(&mut c, 0, 2, &ok(9)), Ok(()));
+    }
+
+    #[test]
+    fn a_ping_held_behind_a_sync_that_leaves_after_the_next_round_is_no_new_leadership() {
+        // A GET waits at n1, leader of epoch 2 after round 3. Round 4 goes
+        // to n2 while the round 3 PING to n3 waits behind a sync and
+        // leaves after it (seed 209 of `--opt broadcast=aa` at N = 5): n2's
+        // PONG of round 4 still counts, so n1 and n2 are a quorum.
+        let mut c = asked_after_round_3();
+        get(&mut c, 0, 1, ReadMode::Index);
+        assert_eq!(send(&mut c, 0, 2, &ping(2, 4)), Ok(()));
+        deliver(&mut c, 0, 2, &pong(2, 4));
+        assert_eq!(send(&mut c, 0, 3, &ping(2, 3)), Ok(()));
+        assert_eq!(send(&mut c, 0, 3, &ping(2, 4)), Ok(()));
+        assert_eq!(value(&mut c, 0, 1), Ok(()));
     }
 
     fn get(c: &mut ReadRounds, to: usize, id: u64, read: ReadMode) {
