@@ -310,15 +310,19 @@ fn seeds_that_found_bugs_and_mutants_pass() {
 /// wrong fix of one: 86 and 9165 (a write ended at a server welcomed
 /// between a joiner and its welcomer: `Snapshot::welcomed_pending`), 8654
 /// (a joiner's owed entry whose write an earlier life applied:
-/// `release_owed` sends the write round), 6178 before its first stale
-/// entry was fixed (a void copy of a write applied here:
-/// `write_round_for`); 260, 23776 and 43517 (an extra write round sent
-/// by every welcomer a write passed left a request unanswered and
-/// messages circulating), 105, 7502 and 9407 (dropping such entries at
-/// the welcome, or without a write round, left them at the servers after).
+/// `release_owed` sends the write round), 15077, 35067 and 35419 (a
+/// welcomer that knew crashed: `pass_on_snapshot`); 260, 23776 and 43517
+/// (an extra write round sent by every welcomer a write passed left a
+/// request unanswered and messages circulating; 260 also when a joiner
+/// ended its earlier lives' pre-writes at its welcome), 105, 7502 and
+/// 9407 (dropping such entries at the welcome, or without a write round,
+/// left them at the servers after).
 #[test]
 fn durable_seeds_that_found_bugs_pass() {
-    for seed in [86, 9165, 8654, 260, 23776, 43517, 105, 7502, 9407] {
+    let seeds = [
+        86, 9165, 8654, 15077, 35067, 35419, 260, 23776, 43517, 105, 7502, 9407,
+    ];
+    for seed in seeds {
         let r = drive_with(seed, 2 + (seed % 6) as u32, None, true);
         check(&r).unwrap();
         assert_eq!(stale(&r), 0, "{}: stale pending entries", r.ctx);

@@ -623,7 +623,19 @@ impl RingNode {
     /// The predecessor that owed this joiner some pre-writes is gone: no
     /// copy of them will come, so pass them on (or end them) from here.
     pub(super) fn release_owed(&mut self, out: &mut O) {
-        for (key, tag) in std::mem::take(&mut self.owed) {
+        let owed = std::mem::take(&mut self.owed);
+        self.pass_on(owed, out);
+        for e in std::mem::take(&mut self.owed_writes) {
+            if !self.ends_here(e.home) {
+                self.queues.push_forward(Msg::Write(e));
+            }
+        }
+    }
+
+    /// Pass pending pre-writes on from here (or end them here), as the
+    /// copies a predecessor would have sent.
+    pub(super) fn pass_on(&mut self, ids: impl IntoIterator<Item = (Bytes, Tag)>, out: &mut O) {
+        for (key, tag) in ids {
             let Some(e) = self.regs.get(&key).and_then(|r| r.pending.get(&tag)) else {
                 continue; // ended meanwhile
             };
@@ -642,11 +654,6 @@ impl RingNode {
                 self.write_round_for(e);
             } else {
                 self.queues.push_forward(Msg::PreWrite(e));
-            }
-        }
-        for e in std::mem::take(&mut self.owed_writes) {
-            if !self.ends_here(e.home) {
-                self.queues.push_forward(Msg::Write(e));
             }
         }
     }
