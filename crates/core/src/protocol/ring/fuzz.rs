@@ -311,7 +311,10 @@ fn seeds_that_found_bugs_and_mutants_pass() {
 /// between a joiner and its welcomer: `Snapshot::welcomed_pending`), 8654
 /// (a joiner's owed entry whose write an earlier life applied:
 /// `release_owed` sends the write round), 15077, 35067 and 35419 (a
-/// welcomer that knew crashed: `pass_on_snapshot`); 260, 23776 and 43517
+/// welcomer that knew crashed: `pass_on_snapshot`), 6178 (an operation
+/// known applied without its write voided a copy of that very write:
+/// `Snapshot::op_writes`; then a copy passed on was dropped as late with
+/// the entry kept: `forward`); 260, 23776 and 43517
 /// (an extra write round sent by every welcomer a write passed left a
 /// request unanswered and messages circulating; 260 also when a joiner
 /// ended its earlier lives' pre-writes at its welcome), 105, 7502 and
@@ -320,7 +323,7 @@ fn seeds_that_found_bugs_and_mutants_pass() {
 #[test]
 fn durable_seeds_that_found_bugs_pass() {
     let seeds = [
-        86, 9165, 8654, 15077, 35067, 35419, 260, 23776, 43517, 105, 7502, 9407,
+        86, 9165, 8654, 15077, 35067, 35419, 6178, 260, 23776, 43517, 105, 7502, 9407,
     ];
     for seed in seeds {
         let r = drive_with(seed, 2 + (seed % 6) as u32, None, true);

@@ -102,6 +102,11 @@ pub struct Snapshot {
     pub regs: Vec<(Entry, Vec<Entry>)>,
     /// Operations applied (dedup, newest last).
     pub ops: Vec<OpId>,
+    /// Of those, the write that applied each, where known: a joiner that
+    /// knows an operation but not its write would take a copy of that
+    /// very write for a second one and void it (`dedup.rs`).
+    #[serde(default)]
+    pub op_writes: Vec<(OpId, Bytes, Tag)>,
     /// Writes seen lately. (Not the pre-writes the predecessor took over:
     /// a copy of one reaching the joiner as their new home must be ended
     /// again, its first write may have died with a crash.)

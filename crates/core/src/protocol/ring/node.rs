@@ -482,6 +482,19 @@ impl RingNode {
             if self.written.contains(&e.key, e.tag) {
                 // Its write passed while it waited here: a late copy.
                 self.counters.duplicates += 1;
+                let pending =
+                    (self.regs.get(&e.key)).is_some_and(|r| r.pending.contains_key(&e.tag));
+                if pending && self.live_writes.contains(&e.key, e.tag) {
+                    // Still pending here: a joiner's entry (its snapshot)
+                    // whose write an earlier life applied (its disk). The
+                    // servers after it may hold it owed too, and keep it
+                    // for ever (durable fuzz seeds 8654 at N = 4, 6178 at
+                    // N = 6): the write goes round instead, as for a copy
+                    // that reaches a server that saw it applied.
+                    let e = e.clone();
+                    self.drop_pending(&e, out);
+                    self.write_round_for(e);
+                }
                 return;
             }
             if self.bug != Some(InjectedBug::ForwardNotPending) {
@@ -642,16 +655,6 @@ impl RingNode {
             let e = e.clone();
             if self.ends_here(e.home) {
                 self.pre_write_back(e, out);
-            } else if self.live_writes.contains(&key, tag) {
-                // Its write was applied here, by an earlier life (on disk):
-                // a copy sent on would be dropped here as late (`forward`),
-                // and the servers after this one, which may hold it owed
-                // too, would keep it for ever (durable fuzz seed 8654 at
-                // N = 4: the welcomer's extra round died with it). So the
-                // write goes round instead, as for a copy that reaches a
-                // server that saw it applied (`write_round_for`).
-                self.drop_pending(&e, out);
-                self.write_round_for(e);
             } else {
                 self.queues.push_forward(Msg::PreWrite(e));
             }

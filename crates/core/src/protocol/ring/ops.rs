@@ -1,14 +1,16 @@
 //! The operations applied here, to apply a retried write at most once
 //! (the seed leaves it open, line 191).
 
-use crate::types::OpId;
-use std::collections::{HashSet, VecDeque};
+use crate::types::{OpId, Tag};
+use bytes::Bytes;
+use std::collections::{HashMap, VecDeque};
 
 /// Operation ids whose write was applied here, the oldest forgotten first
-/// beyond `limit`. Copies still travelling are found in `pending`.
+/// beyond `limit`, each with the write (key and tag) that applied it where
+/// known. Copies still travelling are found in `pending`.
 #[derive(Debug)]
 pub struct OpTable {
-    applied: HashSet<OpId>,
+    applied: HashMap<OpId, Option<(Bytes, Tag)>>,
     order: VecDeque<OpId>,
     limit: usize,
 }
@@ -16,14 +18,30 @@ pub struct OpTable {
 impl OpTable {
     pub fn new(limit: usize) -> Self {
         OpTable {
-            applied: HashSet::new(),
+            applied: HashMap::new(),
             order: VecDeque::new(),
             limit: limit.max(1),
         }
     }
     /// Whether a write of `op` was applied here (never for `OpId::NONE`).
     pub fn applied(&self, op: OpId) -> bool {
-        !op.is_none() && self.applied.contains(&op)
+        !op.is_none() && self.applied.contains_key(&op)
+    }
+    /// The write that applied `op`, if known.
+    pub fn write_of(&self, op: OpId) -> Option<(&Bytes, Tag)> {
+        let at = self.applied.get(&op)?.as_ref()?;
+        Some((&at.0, at.1))
+    }
+    /// `op`, applied here, was applied by the write `key`/`tag`. True if
+    /// that was not known yet.
+    pub fn learn_write(&mut self, op: OpId, key: &Bytes, tag: Tag) -> bool {
+        match self.applied.get_mut(&op) {
+            Some(at @ None) if tag > Tag::ZERO => {
+                *at = Some((key.clone(), tag));
+                true
+            }
+            _ => false,
+        }
     }
     pub fn len(&self) -> usize {
         self.applied.len()
@@ -37,9 +55,10 @@ impl OpTable {
     }
     /// A (non-void) write of `op` was applied here. True if it is new.
     pub fn on_write(&mut self, op: OpId) -> bool {
-        if op.is_none() || !self.applied.insert(op) {
+        if op.is_none() || self.applied.contains_key(&op) {
             return false;
         }
+        self.applied.insert(op, None);
         self.order.push_back(op);
         if self.order.len() > self.limit {
             let old = self.order.pop_front().expect("non-empty");
@@ -67,5 +86,15 @@ mod tests {
         assert!(!t.applied(op(1)), "forgotten");
         assert!(t.applied(op(2)) && t.applied(op(3)));
         assert!(!t.applied(OpId::NONE));
+        let (k, tag) = (Bytes::from_static(b"k"), Tag { ts: 4, writer: 2 });
+        assert_eq!(t.write_of(op(2)), None);
+        assert!(!t.learn_write(op(2), &k, Tag::ZERO), "no write named");
+        assert!(t.learn_write(op(2), &k, tag));
+        assert!(
+            !t.learn_write(op(2), &k, Tag { ts: 5, writer: 2 }),
+            "one write"
+        );
+        assert_eq!(t.write_of(op(2)), Some((&k, tag)));
+        assert!(!t.learn_write(op(1), &k, tag), "forgotten: not applied");
     }
 }

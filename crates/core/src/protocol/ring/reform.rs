@@ -122,9 +122,7 @@ impl RingNode {
             for (held, _) in s.regs {
                 self.merge_register(&held, out);
             }
-            for op in s.ops {
-                self.applied_op(op, (&bytes::Bytes::new(), crate::types::Tag::ZERO), out);
-            }
+            self.applied_ops(s.ops, s.op_writes, out);
             self.view = self.view.max(s.view);
         }
         self.form(lives, out);

@@ -267,6 +267,9 @@ impl RingNode {
             lives: self.lives.iter().map(|(&n, &w)| (n, w)).collect(),
             regs,
             ops: self.ops.iter().copied().collect(),
+            op_writes: (self.ops.iter())
+                .filter_map(|&op| self.ops.write_of(op).map(|(k, t)| (op, k.clone(), t)))
+                .collect(),
             written: self.written.iter().cloned().collect(),
             live_written: self.live_writes.iter().cloned().collect(),
             owed: (self.queues.ready.iter())
@@ -315,9 +318,7 @@ impl RingNode {
             // higher tag wins, a newer one is persisted before serving.
             self.install_register(held, pending, out);
         }
-        for op in s.ops {
-            self.applied_op(op, (&bytes::Bytes::new(), crate::types::Tag::ZERO), out);
-        }
+        self.applied_ops(s.ops, s.op_writes, out);
         for (k, t) in s.written {
             self.written.insert(&k, t);
         }
