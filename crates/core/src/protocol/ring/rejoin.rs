@@ -300,9 +300,26 @@ impl RingNode {
         }
     }
 
+    /// A snapshot's registers, operations and writes over this server's
+    /// own (restored from disk), taken out of it.
+    fn install_writes(&mut self, s: &mut Snapshot, out: &mut O) {
+        for (held, pending) in std::mem::take(&mut s.regs) {
+            // The higher tag wins, a newer one is persisted before serving.
+            self.install_register(held, pending, out);
+        }
+        let (ops, op_writes) = (std::mem::take(&mut s.ops), std::mem::take(&mut s.op_writes));
+        self.applied_ops(ops, op_writes, out);
+        for (k, t) in std::mem::take(&mut s.written) {
+            self.written.insert(&k, t);
+        }
+        for (k, t) in std::mem::take(&mut s.live_written) {
+            self.live_writes.insert(&k, t);
+        }
+    }
+
     /// The predecessor's `Welcome`: install its view and state, announce
     /// the new view to the successor first, then serve.
-    pub(super) fn on_welcome(&mut self, from: NodeId, s: Snapshot, out: &mut O) {
+    pub(super) fn on_welcome(&mut self, from: NodeId, mut s: Snapshot, out: &mut O) {
         if !self.outside {
             self.counters.duplicates += 1;
             return;
@@ -310,21 +327,10 @@ impl RingNode {
         self.outside = false;
         self.join_sent_to = None;
         self.view = s.view;
-        self.alive = s.alive.into_iter().collect();
-        self.lives = s.lives.into_iter().collect();
+        self.alive = std::mem::take(&mut s.alive).into_iter().collect();
+        self.lives = std::mem::take(&mut s.lives).into_iter().collect();
         debug_assert!(self.alive.contains(&self.id) && self.alive.contains(&from));
-        for (held, pending) in s.regs {
-            // Over this server's own registers (restored from disk): the
-            // higher tag wins, a newer one is persisted before serving.
-            self.install_register(held, pending, out);
-        }
-        self.applied_ops(s.ops, s.op_writes, out);
-        for (k, t) in s.written {
-            self.written.insert(&k, t);
-        }
-        for (k, t) in s.live_written {
-            self.live_writes.insert(&k, t);
-        }
+        self.install_writes(&mut s, out);
         // Every pending entry of the snapshot is owed: it went past this
         // position but not through this server, so a copy that comes must
         // be passed on once (a copy that may be all that is left of it).
