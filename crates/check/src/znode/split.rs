@@ -17,8 +17,10 @@
 //!
 //! **Parts.** One part per top-level name (of any path, or any name a root
 //! read returned). A part holds its subtree's operations; the operations of
-//! every session that creates ephemerals in it (open, close, resume; a
-//! session creating none has its operations in the first part); its own
+//! every session that creates ephemerals in it or writes there bound
+//! (open, close, resume; a session-bound write reads whether its session
+//! is gone, `refused_as_gone`; a session doing neither has its operations
+//! in the first part); its own
 //! projection of each `getChildren /` (the names kept to its own, the
 //! root's children as that part's model sees them); its projection of a
 //! multi: the multi of its own steps, their results kept (answered), or
@@ -51,6 +53,8 @@
 
 use super::{Step, StepOk, ZnodeOp};
 use crate::SpecOp;
+use quorumkv_core::znode::tree::session_bound;
+use quorumkv_core::znode::ZkError;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The parts of a history: each part's operations (sorted by call) and,
@@ -64,6 +68,17 @@ pub(super) struct Parts {
     sessions: Vec<BTreeSet<u64>>,
     /// The parts where each session creates ephemerals.
     uses: BTreeMap<u64, BTreeSet<usize>>,
+}
+
+/// The session a write reads the open flag of, if any: a session-bound
+/// one (a write of it is refused once it is gone) or one answered
+/// `SessionExpired` (refused while it is not open; `refused_as_gone`).
+fn flag_read(session: u64, expired: bool) -> Option<u64> {
+    (session_bound(session) || expired).then_some(session)
+}
+
+fn expired<T>(result: &Option<Result<T, ZkError>>) -> bool {
+    matches!(result, Some(Err(ZkError::SessionExpired)))
 }
 
 /// The top-level name of `path`, `None` for the root.
@@ -157,6 +172,10 @@ pub(super) fn split(ops: &[SpecOp<ZnodeOp>]) -> Option<Parts> {
         .collect();
     let part = |p: &str| top(p).map_or(0, |t| part_of[t]);
     let uses = ephemeral_parts(ops, &part);
+    let mut routes = uses.clone();
+    for (s, p) in ops.iter().flat_map(|o| flag_reads(&o.op, &part)) {
+        routes.entry(s).or_default().insert(p);
+    }
     let mut out = Parts {
         ops: vec![Vec::new(); names.len()],
         origin: vec![Vec::new(); names.len()],
@@ -175,7 +194,7 @@ pub(super) fn split(ops: &[SpecOp<ZnodeOp>]) -> Option<Parts> {
     for (i, o) in ops.iter().enumerate() {
         if let Some(s) = session_op(&o.op) {
             let first = BTreeSet::from([0]);
-            for &p in uses.get(&s).unwrap_or(&first) {
+            for &p in routes.get(&s).unwrap_or(&first) {
                 put(&mut out, p, i, o.op.clone());
                 out.sessions[p].insert(s);
             }
@@ -243,6 +262,52 @@ fn ephemeral_parts(
         }
     }
     uses
+}
+
+/// The (session, part) pairs of `op`'s writes that read a session's open
+/// flag (`flag_read`).
+fn flag_reads(op: &ZnodeOp, part: &impl Fn(&str) -> usize) -> Vec<(u64, usize)> {
+    match op {
+        ZnodeOp::Create {
+            path,
+            session,
+            result,
+            ..
+        } => flag_read(*session, expired(result))
+            .map(|s| (s, part(path)))
+            .into_iter()
+            .collect(),
+        ZnodeOp::Delete {
+            path,
+            session,
+            result,
+            ..
+        } => flag_read(*session, expired(result))
+            .map(|s| (s, part(path)))
+            .into_iter()
+            .collect(),
+        ZnodeOp::SetData {
+            path,
+            session,
+            result,
+            ..
+        } => flag_read(*session, expired(result))
+            .map(|s| (s, part(path)))
+            .into_iter()
+            .collect(),
+        ZnodeOp::Multi {
+            session,
+            steps,
+            result,
+        } => {
+            let gone = matches!(result, Some(Err((_, ZkError::SessionExpired))));
+            let Some(s) = flag_read(*session, gone) else {
+                return Vec::new();
+            };
+            steps.iter().map(|st| (s, part(step_path(st)))).collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 fn path_of(op: &ZnodeOp) -> Option<&str> {
@@ -347,7 +412,9 @@ impl Parts {
     /// The components `op` reads or writes (`true`: may write). An
     /// operation answered with an error changed nothing: a read.
     fn footprint(&self, op: &ZnodeOp) -> Vec<(Comp, bool)> {
-        let mut out = Vec::new();
+        let mut out: Vec<(Comp, bool)> = (flag_reads(op, &|_| 0).into_iter())
+            .map(|(s, _)| (Comp::Flag(s), false))
+            .collect();
         let on = |path: &str, write: bool| self.part(path).map(|p| (Comp::Top(p), write));
         let failed = |r: Option<bool>| r == Some(false);
         match op {
@@ -576,6 +643,51 @@ mod tests {
         ));
         assert!(split(&seq).is_none());
         assert!(split(&ops[..1]).is_none());
+    }
+
+    /// A session-bound session's writes read whether it is gone, so its
+    /// open and close go to every part it writes in, not only where it
+    /// creates ephemerals; an unbound one's go there only when a write of
+    /// it was refused as expired.
+    #[test]
+    fn a_bound_sessions_open_and_close_go_where_it_writes() {
+        use quorumkv_core::znode::tree::SESSION_BOUND;
+        let (bound, unbound) = (1 << 63 | SESSION_BOUND | 7, 1 << 63 | 8);
+        let delete = |path: &str, session, result| ZnodeOp::Delete {
+            path: path.into(),
+            version: None,
+            session,
+            result: Some(result),
+        };
+        let ops = vec![
+            at(0, Some(1), ZnodeOp::OpenSession { session: bound }),
+            at(0, Some(1), ZnodeOp::OpenSession { session: unbound }),
+            at(2, Some(3), create("/a", true, bound)),
+            at(2, Some(3), create("/b", false, 0)),
+            at(2, Some(3), create("/c", false, 0)),
+            at(4, Some(5), ZnodeOp::CloseSession { session: bound }),
+            at(4, Some(5), ZnodeOp::CloseSession { session: unbound }),
+            at(
+                6,
+                Some(7),
+                delete("/b", bound, Err(ZkError::SessionExpired)),
+            ),
+            at(
+                6,
+                Some(7),
+                delete("/c", unbound, Err(ZkError::SessionExpired)),
+            ),
+        ];
+        let parts = split(&ops).expect("three names");
+        assert_eq!(parts.names, vec!["a", "b", "c"]);
+        assert_eq!(parts.origin[0], vec![0, 2, 5]);
+        assert_eq!(parts.origin[1], vec![0, 3, 5, 7], "the bound session's");
+        assert_eq!(parts.origin[2], vec![1, 4, 6, 8], "refused as expired");
+        let mut ok = ops.clone();
+        ok[8] = at(6, Some(7), delete("/c", unbound, Err(ZkError::NoNode)));
+        let parts = split(&ok).expect("three names");
+        assert_eq!(parts.origin[0], vec![0, 1, 2, 5, 6], "unbound: the first");
+        assert_eq!(parts.origin[2], vec![4, 8]);
     }
 
     /// A multi failed by a step of one part asks the steps of another part
