@@ -241,6 +241,74 @@ mod tests {
         matches!(c, Command::Persist(Record::Register { .. }))
     }
 
+    /// The op records written, as (slot key, op, tag).
+    fn op_records(out: &O) -> Vec<(String, OpId, Tag)> {
+        (out.commands().iter())
+            .filter_map(|c| match c {
+                Command::Persist(Record::Meta { key, value }) if key.starts_with(OP_PREFIX) => {
+                    let (_, op, _, tag) = parse_op(value).expect("an op record");
+                    Some((key.clone(), op, tag))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Applied operations take slots `seq % max_ops` (bounded, oldest
+    /// overwritten); one known without its write is on disk at once, and
+    /// again once its write is learnt (a restart must know the tag: seed
+    /// 6178 of the durable harness).
+    #[test]
+    fn applied_operations_take_bounded_slots_and_their_write_once_learnt() {
+        let cfg = RingConfig {
+            max_ops: 3,
+            ..RingConfig::default()
+        };
+        let mut n = RingNode::new(1, vec![1, 2, 3], cfg).with_durable(true);
+        let mut out = O::new();
+        let op = |seq| OpId { client: 9, seq };
+        let k = key();
+        for s in 1..=4 {
+            n.applied_op(op(s), (&k, Tag::ZERO), &mut out);
+        }
+        let slots: Vec<String> = op_records(&out).into_iter().map(|r| r.0).collect();
+        let slot = |i: u32| format!("{OP_PREFIX}{i}");
+        assert_eq!(slots, vec![slot(0), slot(1), slot(2), slot(0)]);
+        let mut out = O::new();
+        let t = Tag { ts: 3, writer: 2 };
+        n.applied_op(op(4), (&k, t), &mut out);
+        assert_eq!(op_records(&out), vec![(slot(1), op(4), t)], "learnt");
+        let mut out = O::new();
+        n.applied_op(op(4), (&k, t), &mut out);
+        assert!(persists_nothing(&out), "known already");
+    }
+
+    /// A `Welcome` register newer than the disk's is persisted before the
+    /// joiner serves it (a value read is on the disk where it was read);
+    /// an older or equal one is not.
+    #[test]
+    fn a_newer_snapshot_register_is_persisted_and_an_older_one_is_not() {
+        let mut n = node(2);
+        n.reg(&key()).apply(&entry(2, 1, "disk"));
+        let mut out = O::new();
+        n.install_register(entry(2, 1, "disk"), Vec::new(), &mut out);
+        assert!(!out.commands().iter().any(is_reg), "the same tag");
+        n.install_register(entry(1, 3, "old"), Vec::new(), &mut out);
+        assert!(!out.commands().iter().any(is_reg), "older");
+        let held = n.register(&key()).map(|r| (r.tag, r.value.clone()));
+        assert_eq!(
+            held,
+            Some((Tag { ts: 2, writer: 1 }, Some(Bytes::from("disk"))))
+        );
+        n.install_register(entry(3, 1, "new"), Vec::new(), &mut out);
+        let newer = Command::Persist(reg_record(&entry(3, 1, "new")));
+        assert!(out.commands().contains(&newer), "{:?}", out.commands());
+        assert_eq!(
+            n.register(&key()).map(|r| r.tag),
+            Some(Tag { ts: 3, writer: 1 })
+        );
+    }
+
     #[test]
     fn a_first_start_marks_the_disk_and_a_memory_node_persists_nothing() {
         let mut out = O::new();

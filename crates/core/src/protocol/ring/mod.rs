@@ -221,7 +221,11 @@
 //!   disk where it was read.
 //! * **Applied operation ids** (the dedup table (c), bounded like it): a
 //!   kill-all leaves no snapshot to bring them back, and a retry whose
-//!   `Done` was lost would be applied again above a later write.
+//!   `Done` was lost would be applied again above a later write. Each with
+//!   the write (key, tag) that applied it, once known (a `Welcome` names
+//!   it, `Snapshot::op_writes`): a restart that knew the operation but not
+//!   its tag would take a copy of that very write for a second copy and
+//!   void it (durable fuzz seed 6178).
 //! * **"Ran here"**, a mark at the first start: a restart that applied
 //!   nothing still knows it was dropped from every view.
 //! * Not persisted, **pending pre-writes** (pc 24, 71): a pending entry

@@ -262,6 +262,58 @@ mod tests {
         }
     }
 
+    /// A member reported down while the census runs: the census starts
+    /// again (its answer came from a life that is gone), with a new round
+    /// once every member is up.
+    #[test]
+    fn a_member_down_during_the_census_starts_it_again() {
+        use crate::protocol::contract::{Command, LinkEvent, Record};
+        use crate::protocol::ring::msg::Msg;
+        use crate::protocol::ring::node::RingNode;
+        use crate::protocol::ring::testing::{O, T0};
+        use crate::types::Peer;
+        let mut n = RingNode::new(1, vec![1, 2, 3], RingConfig::default()).with_durable(true);
+        n.restore(Record::Meta {
+            key: super::super::durable::STARTED.to_string(),
+            value: bytes::Bytes::new(),
+        });
+        let rounds = |out: &O, to: u32| -> Vec<u64> {
+            (out.commands().iter())
+                .filter_map(|c| match c {
+                    Command::Send {
+                        to: Peer::Node(j),
+                        msg: Msg::Census { round },
+                    } if *j == to => Some(*round),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut out = O::new();
+        n.on_start(T0, &mut out);
+        assert_eq!(rounds(&out, 2), vec![1]);
+        let mut out = O::new();
+        n.on_link(T0, LinkEvent::Down(Peer::Node(2)), &mut out);
+        n.on_link(T0, LinkEvent::Up(Peer::Node(2)), &mut out);
+        assert_eq!(rounds(&out, 2), vec![2], "{:?}", out.commands());
+    }
+
+    /// The census taker's merge persists a register newer than its own
+    /// (with its operation), and nothing for an older one.
+    #[test]
+    fn the_census_merge_persists_only_a_newer_register() {
+        use crate::protocol::contract::{Command, Record};
+        use crate::protocol::ring::node::RingNode;
+        use crate::protocol::ring::testing::{entry, O};
+        let mut n = RingNode::new(1, vec![1, 2, 3], RingConfig::default()).with_durable(true);
+        let mut out = O::new();
+        n.merge_register(&entry(2, 1, "a"), &mut out);
+        n.merge_register(&entry(1, 2, "old"), &mut out);
+        let regs: Vec<_> = (out.commands().iter())
+            .filter(|c| matches!(c, Command::Persist(Record::Register { .. })))
+            .collect();
+        assert_eq!(regs.len(), 1, "{:?}", out.commands());
+    }
+
     #[test]
     fn a_census_waits_while_a_server_is_in_and_that_server_lets_the_others_in() {
         // 1 and 2 restart while 3 is still in: the census gets no answer
