@@ -267,34 +267,25 @@ fn ephemeral_parts(
 /// The (session, part) pairs of `op`'s writes that read a session's open
 /// flag (`flag_read`).
 fn flag_reads(op: &ZnodeOp, part: &impl Fn(&str) -> usize) -> Vec<(u64, usize)> {
-    match op {
+    let (path, session, gone) = match op {
         ZnodeOp::Create {
             path,
             session,
             result,
             ..
-        } => flag_read(*session, expired(result))
-            .map(|s| (s, part(path)))
-            .into_iter()
-            .collect(),
+        } => (path, *session, expired(result)),
         ZnodeOp::Delete {
             path,
             session,
             result,
             ..
-        } => flag_read(*session, expired(result))
-            .map(|s| (s, part(path)))
-            .into_iter()
-            .collect(),
+        } => (path, *session, expired(result)),
         ZnodeOp::SetData {
             path,
             session,
             result,
             ..
-        } => flag_read(*session, expired(result))
-            .map(|s| (s, part(path)))
-            .into_iter()
-            .collect(),
+        } => (path, *session, expired(result)),
         ZnodeOp::Multi {
             session,
             steps,
@@ -304,10 +295,14 @@ fn flag_reads(op: &ZnodeOp, part: &impl Fn(&str) -> usize) -> Vec<(u64, usize)> 
             let Some(s) = flag_read(*session, gone) else {
                 return Vec::new();
             };
-            steps.iter().map(|st| (s, part(step_path(st)))).collect()
+            return steps.iter().map(|st| (s, part(step_path(st)))).collect();
         }
-        _ => Vec::new(),
-    }
+        _ => return Vec::new(),
+    };
+    flag_read(session, gone)
+        .map(|s| (s, part(path)))
+        .into_iter()
+        .collect()
 }
 
 fn path_of(op: &ZnodeOp) -> Option<&str> {
