@@ -399,6 +399,13 @@ mod tests {
         assert_eq!(send(&mut c, 0, 3, &ping(2, 3)), Ok(()));
         assert_eq!(send(&mut c, 0, 3, &ping(2, 4)), Ok(()));
         assert_eq!(value(&mut c, 0, 1), Ok(()));
+        // The same round to the same peer again (a re-send) is no new
+        // leadership either: n2's PONG of round 4 still counts.
+        get(&mut c, 0, 2, ReadMode::Index);
+        assert_eq!(send(&mut c, 0, 2, &ping(2, 5)), Ok(()));
+        deliver(&mut c, 0, 2, &pong(2, 5));
+        assert_eq!(send(&mut c, 0, 2, &ping(2, 5)), Ok(()));
+        assert_eq!(value(&mut c, 0, 2), Ok(()));
     }
 
     fn get(c: &mut ReadRounds, to: usize, id: u64, read: ReadMode) {
