@@ -9,6 +9,7 @@ use super::node::RingNode;
 use crate::protocol::contract::Out;
 use crate::types::{NodeId, Peer, Tag};
 use bytes::Bytes;
+use std::collections::BTreeSet;
 
 type O = Out<Msg, Timer>;
 
@@ -334,7 +335,7 @@ impl RingNode {
         // Every pending entry of the snapshot is owed: it went past this
         // position but not through this server, so a copy that comes must
         // be passed on once (a copy that may be all that is left of it).
-        let coming: Vec<(Bytes, Tag)> = s.owed.clone();
+        let coming: BTreeSet<(Bytes, Tag)> = s.owed.iter().cloned().collect();
         self.owed = s.owed.into_iter().collect();
         for (k, r) in &self.regs {
             self.owed.extend(r.pending.keys().map(|t| (k.clone(), *t)));
@@ -401,7 +402,7 @@ impl RingNode {
     /// on. Durable fuzz seeds 15077 at N = 7 (a welcomer crashed, and
     /// the write ended at the home's new life just before two joiners)
     /// and 35067, 35419.
-    fn pass_on_snapshot(&mut self, coming: &[(Bytes, Tag)], out: &mut O) {
+    fn pass_on_snapshot(&mut self, coming: &BTreeSet<(Bytes, Tag)>, out: &mut O) {
         let pass: Vec<(Bytes, Tag)> = (self.regs.iter())
             .flat_map(|(k, r)| r.pending.values().map(move |e| (k, e)))
             .filter(|(_, e)| !e.void && !self.ends_here(e.home))
