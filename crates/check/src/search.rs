@@ -262,8 +262,6 @@ struct Bits {
     full: usize,
     /// No known-region word at or above `top` is non-zero.
     top: usize,
-    /// No word at or above `utop` is non-zero.
-    utop: usize,
 }
 
 impl Bits {
@@ -286,7 +284,6 @@ impl Bits {
             split,
             full: 0,
             top: 0,
-            utop: split,
         }
     }
 
@@ -295,8 +292,6 @@ impl Bits {
         self.words[i / 64] |= 1 << (i % 64);
         if i / 64 < self.split {
             self.top = self.top.max(i / 64 + 1);
-        } else {
-            self.utop = self.utop.max(i / 64 + 1);
         }
     }
 
@@ -308,9 +303,10 @@ impl Bits {
         }
     }
 
-    /// The memo key of (this set, `state`): the first partial word and the
-    /// state, the known window's length, the known window, the non-zero
-    /// part of the unknown region.
+    /// The memo key of (this set's known-outcome part, `state`): the first
+    /// partial word and the state, then the known window. The
+    /// unknown-outcome part is kept apart ([`Bits::unknown`]): the memo
+    /// compares it by inclusion, not equality.
     fn key(&mut self, state: u32) -> Key {
         while self.full < self.split && self.words[self.full] == u64::MAX {
             self.full += 1;
@@ -318,30 +314,29 @@ impl Bits {
         while self.top > self.full && self.words[self.top - 1] == 0 {
             self.top -= 1;
         }
-        while self.utop > self.split && self.words[self.utop - 1] == 0 {
-            self.utop -= 1;
-        }
         let known = &self.words[self.full..self.top.max(self.full)];
-        let unknown = &self.words[self.split..self.utop];
         let header = ((self.full as u64) << 32) | state as u64;
-        let len = 2 + known.len() + unknown.len();
+        let len = 1 + known.len();
         let mut w = [0; INLINE];
         if len <= INLINE {
             w[0] = header;
-            w[1] = known.len() as u64;
-            w[2..2 + known.len()].copy_from_slice(known);
-            w[2 + known.len()..len].copy_from_slice(unknown);
+            w[1..len].copy_from_slice(known);
             Key { w, spill: None }
         } else {
             let mut v = Vec::with_capacity(len);
-            v.extend_from_slice(&[header, known.len() as u64]);
+            v.push(header);
             v.extend_from_slice(known);
-            v.extend_from_slice(unknown);
             Key {
                 w,
                 spill: Some(v.into_boxed_slice()),
             }
         }
+    }
+
+    /// The unknown-outcome part of the set, one word per 64 such
+    /// operations (the same length for every set of one search).
+    fn unknown(&self) -> &[u64] {
+        &self.words[self.split..]
     }
 }
 
@@ -349,7 +344,7 @@ const INLINE: usize = 5;
 
 /// A memo key (see [`Bits::key`]), inline when it fits in `INLINE` words
 /// (no allocation), else all of it in `spill` and `w` zero. Windows never
-/// end in a zero word, so equal sets give equal keys.
+/// end in a zero word, so equal known sets give equal keys.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct Key {
     w: [u64; INLINE],
@@ -393,7 +388,7 @@ pub(crate) fn search(
 pub(crate) struct Search {
     list: List,
     bits: Bits,
-    memo: HashSet<Key, FxBuild>,
+    memo: Memo,
     stack: Vec<Frame>,
     /// Candidates of the nodes on the current path: (call entry, state after).
     arena: Vec<(u32, u32)>,
@@ -446,7 +441,7 @@ impl Search {
         Search {
             list,
             bits: Bits::new(spans),
-            memo: HashSet::default(),
+            memo: Memo::default(),
             stack: Vec::new(),
             arena: Vec::new(),
             state: init,
@@ -481,7 +476,7 @@ impl Search {
 
     pub fn progress(&self) -> Progress {
         Progress {
-            memo: self.memo.len(),
+            memo: self.memo.sets,
             placed: self.stack.len(),
             ..self.progress
         }
@@ -547,7 +542,8 @@ impl Search {
     fn try_place(&mut self, c: u32, after: u32, untried: (u32, u32), memo_cap: usize) -> bool {
         let op = self.list.op[c as usize] as usize;
         self.bits.set(op);
-        if !memo_insert(&mut self.memo, self.bits.key(after), memo_cap) {
+        let key = self.bits.key(after);
+        if !self.memo.insert(key, self.bits.unknown(), memo_cap) {
             self.bits.clear(op);
             return false;
         }
@@ -668,11 +664,74 @@ impl Search {
 /// already known to fail.
 pub(crate) const MEMO_CAP: usize = 1 << 22;
 
-fn memo_insert(memo: &mut HashSet<Key, FxBuild>, k: Key, cap: usize) -> bool {
-    if memo.len() >= cap {
-        memo.clear();
+/// Unknown-outcome sets kept per memo key at most; past that the oldest
+/// is forgotten (which only prunes less).
+const SETS_PER_KEY: usize = 32;
+
+/// The configurations seen: for each (known-outcome set, state), the
+/// unknown-outcome sets placed with it, none a superset of another.
+///
+/// A configuration whose unknown-outcome set includes one seen with the
+/// same known set and state is pruned, not only an equal one: from the
+/// smaller set every order that completes the larger completes too, since
+/// the operations it left unplaced have no return entry (nothing forces
+/// them, nothing waits for them) and may be left out for good. Soundness
+/// of the pruning: take, among the visited configurations from which an
+/// order completes, one with the fewest known-outcome operations left and
+/// then the shortest completion; its completion's first step leads to a
+/// configuration that is visited, or pruned by a seen one with the same
+/// known set and state and no larger unknown set: either way one with a
+/// shorter completion, a contradiction, so a completable history is never
+/// refuted. What this buys: unknown outcomes placed in different subsets
+/// that reach the same state (a write overwritten, a create then deleted)
+/// are explored once, from the smallest subset.
+#[derive(Default)]
+struct Memo {
+    map: std::collections::HashMap<Key, Vec<u64>, FxBuild>,
+    /// Sets held, over all keys.
+    sets: usize,
+}
+
+impl Memo {
+    /// Records (`key`, `unknown`) and returns true, or returns false if a
+    /// subset of `unknown` was seen with `key`.
+    fn insert(&mut self, key: Key, unknown: &[u64], cap: usize) -> bool {
+        if self.sets >= cap {
+            self.map.clear();
+            self.sets = 0;
+        }
+        let width = unknown.len();
+        let seen = self.map.entry(key).or_default();
+        if width == 0 {
+            if !seen.is_empty() {
+                return false;
+            }
+            // One marker word: the key has been seen.
+            seen.push(0);
+            self.sets += 1;
+            return true;
+        }
+        let included = |old: &[u64], new: &[u64]| old.iter().zip(new).all(|(o, n)| o & !n == 0);
+        if seen.chunks(width).any(|old| included(old, unknown)) {
+            return false;
+        }
+        // Drop the supersets of the new set: it prunes all they did.
+        let before = seen.len() / width;
+        let mut keep = Vec::with_capacity(seen.len() + width);
+        for old in seen.chunks(width) {
+            if !included(unknown, old) {
+                keep.extend_from_slice(old);
+            }
+        }
+        if keep.len() / width >= SETS_PER_KEY {
+            keep.drain(..width);
+        }
+        keep.extend_from_slice(unknown);
+        let after = keep.len() / width;
+        *seen = keep;
+        self.sets = self.sets + after - before;
+        true
     }
-    memo.insert(k)
 }
 
 #[cfg(test)]
@@ -749,13 +808,13 @@ mod tests {
             (1 << 32) | 3,
             "word 0 is full: folded into the header"
         );
-        assert_eq!(k1.w[1], 2, "known window: words 1 and 2");
-        assert_eq!(k1.w[2], (1 << 6) - 1, "word 1 holds ops 64..70");
-        assert_eq!(k1.w[3], 1 << 2, "word 2 holds op 130");
-        assert_eq!(k1.w[4], 0, "nothing unknown placed");
+        assert_eq!(k1.w[1], (1 << 6) - 1, "word 1 holds ops 64..70");
+        assert_eq!(k1.w[2], 1 << 2, "word 2 holds op 130");
+        assert_eq!(k1.w[3], 0, "the window ends there");
+        assert_eq!(b.unknown(), &[0], "nothing unknown placed");
         b.set(200);
-        let k2 = b.key(3);
-        assert_eq!(k2.w[4], 1, "the unknown op has its own region");
+        assert_eq!(b.key(3), k1, "unknown outcomes are not in the key");
+        assert_eq!(b.unknown(), &[1], "the unknown op has its own region");
         b.clear(200);
         assert_eq!(b.key(3), k1);
         b.clear(130);
@@ -767,10 +826,40 @@ mod tests {
             0,
             "a hole in word 0 moves the window back"
         );
-        for i in 131..200 {
-            b.set(i);
-        }
-        assert!(b.key(3).spill.is_some(), "wide windows spill to the heap");
+        let mut wide = Bits::new(&[sp(0, 1); 400]);
+        wide.set(399);
+        assert!(
+            wide.key(3).spill.is_some(),
+            "wide windows spill to the heap"
+        );
+        assert_eq!(wide.unknown(), &[] as &[u64]);
+    }
+
+    #[test]
+    fn the_memo_prunes_a_set_that_includes_one_seen() {
+        let key = |state: u64| Key {
+            w: [state, 0, 0, 0, 0],
+            spill: None,
+        };
+        let mut m = Memo::default();
+        assert!(m.insert(key(1), &[0b0110, 0], MEMO_CAP));
+        assert!(!m.insert(key(1), &[0b0110, 0], MEMO_CAP), "seen");
+        assert!(!m.insert(key(1), &[0b0111, 1], MEMO_CAP), "a superset");
+        assert!(m.insert(key(2), &[0b0111, 1], MEMO_CAP), "another state");
+        assert!(m.insert(key(1), &[0b0010, 1], MEMO_CAP), "not a superset");
+        // A subset of both replaces both.
+        assert!(m.insert(key(1), &[0b0010, 0], MEMO_CAP));
+        assert_eq!(m.map[&key(1)], vec![0b0010, 0]);
+        assert_eq!(m.sets, 2);
+        assert!(!m.insert(key(1), &[0b1010, 0], MEMO_CAP));
+        // With no unknown outcomes, a key is seen or not.
+        let mut m = Memo::default();
+        assert!(m.insert(key(1), &[], MEMO_CAP));
+        assert!(!m.insert(key(1), &[], MEMO_CAP));
+        // Past the cap, everything is forgotten.
+        assert!(m.insert(key(2), &[], 2));
+        assert!(m.insert(key(1), &[], 2));
+        assert_eq!(m.sets, 1);
     }
 
     #[test]

@@ -1074,6 +1074,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             }
             Ev::ProxyRequest { cref, req, .. } => {
                 self.stats.delivered += 1;
+                self.znode_delivered(cref.id);
                 self.open_session(i, cref.session);
                 self.observe_request(i, cref, &req);
                 self.with_node(i, |core, now, out| core.on_client(now, cref, req, out));

@@ -291,7 +291,7 @@ fn the_lazy_phase_only_finds_real_orders() {
     for case in 0..3000 {
         let ops = history_with(&mut r, 3 + case % 6, case % 4 == 3, 2, 60);
         let want = brute(&ops, &mut vec![false; ops.len()], &ZnodeState::default());
-        let (spans, mut stepper) = super::compile(ops.clone());
+        let (spans, mut stepper) = super::compile(ops.clone(), vec![false; ops.len()]);
         let slice = Slice {
             steps: u64::MAX,
             memo_cap: MEMO_CAP,

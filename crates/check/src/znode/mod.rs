@@ -815,20 +815,25 @@ fn bound_observed_unknown_writes(ops: &mut [crate::SpecOp<ZnodeOp>]) {
     }
 }
 
-/// The spans (sorted by call) and the stepper the search runs on.
+/// The spans (sorted by call) and the stepper the search runs on;
+/// `succeed[i]`: operation `i`, a multi of unknown outcome, may be placed
+/// only where it succeeds.
 fn compile(
     mut ops: Vec<crate::SpecOp<ZnodeOp>>,
+    succeed: Vec<bool>,
 ) -> (Vec<crate::search::Span>, stepper::ZnodeStepper) {
     bound_observed_unknown_writes(&mut ops);
-    ops.sort_by_key(|o| o.call);
+    let mut ops: Vec<_> = ops.into_iter().zip(succeed).collect();
+    ops.sort_by_key(|(o, _)| o.call);
     let spans = (ops.iter())
-        .map(|o| crate::search::Span {
+        .map(|(o, _)| crate::search::Span {
             call: o.call,
             ret: o.ret,
         })
         .collect();
-    let unknown: Vec<bool> = ops.iter().map(|o| o.ret.is_none()).collect();
-    let stepper = stepper::ZnodeStepper::new(ops.into_iter().map(|o| o.op).collect(), &unknown);
+    let unknown: Vec<bool> = ops.iter().map(|(o, _)| o.ret.is_none()).collect();
+    let (ops, succeed): (Vec<_>, Vec<_>) = ops.into_iter().map(|(o, s)| (o.op, s)).unzip();
+    let stepper = stepper::ZnodeStepper::new(ops, &unknown).succeeding(succeed);
     (spans, stepper)
 }
 
@@ -896,6 +901,7 @@ fn by_parts(
                 .filter(|&i: &usize| ops[i].ret.is_none())
                 .collect();
             let mut forced = placed.clone();
+            let first = orders.clone();
             agree(
                 ops,
                 &parts,
@@ -905,6 +911,12 @@ fn by_parts(
                 &mut spent,
                 &mut forced,
             )
+            .or_else(|| {
+                // Multis as the parts saw them, then only where they succeed.
+                [false, true].into_iter().find_map(|strict| {
+                    pin_shared(ops, &parts, &first, strict, deadline, budget, &mut spent)
+                })
+            })
             .or_else(|| {
                 // Then the unknown outcomes of more than one part.
                 let mut shared = forced.clone();
@@ -930,6 +942,99 @@ fn by_parts(
     };
     *left = left.saturating_sub(spent);
     found
+}
+
+/// The parts searched again with every unknown outcome they share pinned
+/// to the real-time window the parts' first orders (`orders`) gave it:
+/// after every operation placed before it in an order that placed it (its
+/// call moved to the latest of their calls), before every one placed after
+/// it (given the earliest of their returns), in every part; one that no
+/// part placed is left out of all. The parts then agree on what happened
+/// and roughly when, which the merge needs: each part otherwise places a
+/// shared session's open or expiry wherever suits it alone. Only a merged
+/// order replayed through the whole model counts (moving a call later and
+/// forcing an outcome only narrow the search), so this may prove a
+/// history, never refute one. `strict`: a multi they share must succeed
+/// in each (else one part may place it failed and another succeeded).
+fn pin_shared(
+    ops: &[crate::SpecOp<ZnodeOp>],
+    parts: &split::Parts,
+    orders: &[Vec<usize>],
+    strict: bool,
+    deadline: crate::search::Deadline<'_>,
+    budget: u64,
+    spent: &mut u64,
+) -> Option<crate::Verdict> {
+    use crate::Verdict;
+    let mut shares = vec![0u32; ops.len()];
+    for &i in parts.origin.iter().flatten() {
+        shares[i] += 1;
+    }
+    let shared = |i: usize| shares[i] > 1 && ops[i].ret.is_none();
+    let window = windows(ops, parts, orders, &shared);
+    if window.is_empty() || window.values().any(|&(lo, hi)| lo > hi) {
+        return None;
+    }
+    let mut pinned = Vec::with_capacity(orders.len());
+    for (p, order) in orders.iter().enumerate() {
+        if !parts.origin[p].iter().any(|&i| shared(i)) {
+            pinned.push(order.clone());
+            continue;
+        }
+        let mut items: Vec<(crate::SpecOp<ZnodeOp>, usize)> = (parts.origin[p].iter())
+            .zip(&parts.ops[p])
+            .filter_map(|(&i, op)| {
+                let mut op = op.clone();
+                if shared(i) {
+                    let &(lo, hi) = window.get(&i)?;
+                    (op.call, op.ret) = (lo, Some(hi));
+                }
+                Some((op, i))
+            })
+            .collect();
+        items.sort_by_key(|(o, _)| o.call);
+        let (part, origin): (Vec<_>, Vec<usize>) = items.into_iter().unzip();
+        // `strict`: a shared multi happened in every part or in none; each
+        // part sees only its own steps, so each must see them succeed.
+        let succeed = origin.iter().map(|&i| strict && shared(i)).collect();
+        let left = budget.saturating_sub(*spent);
+        let (v, found, steps) = search_succeeding(part, succeed, deadline, left);
+        *spent += steps;
+        if v != Verdict::Linearizable {
+            return None;
+        }
+        pinned.push(found.iter().map(|&k| origin[k]).collect());
+    }
+    let merged = split::merge(ops, parts, &pinned)?;
+    split::is_linearization(ops, &merged).then_some(Verdict::Linearizable)
+}
+
+/// The real-time window of each shared unknown outcome the `orders`
+/// placed ([`pin_shared`]): after the operations placed before it that it
+/// conflicts with, before those placed after it; intersected over the
+/// orders that placed it.
+fn windows(
+    ops: &[crate::SpecOp<ZnodeOp>],
+    parts: &split::Parts,
+    orders: &[Vec<usize>],
+    shared: &impl Fn(usize) -> bool,
+) -> BTreeMap<usize, (u64, u64)> {
+    let end = u64::MAX - 1;
+    let mut window: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+    for order in orders {
+        for (k, &i) in order.iter().enumerate().filter(|&(_, &i)| shared(i)) {
+            let tied = |j: &&usize| parts.conflict(&ops[i].op, &ops[**j].op);
+            let lo = (order[..k].iter().filter(tied))
+                .map(|&j| ops[j].call)
+                .fold(ops[i].call, u64::max);
+            let hi = (order[k + 1..].iter().filter(tied))
+                .filter_map(|&j| ops[j].ret.map(|r| r.max(ops[j].call)))
+                .fold(end, u64::min);
+            let w = window.entry(i).or_insert((0, end));
+            *w = (w.0.max(lo), w.1.min(hi));
+        }
+    }
+    window
 }
 
 /// Steps of one [`with_only`] search at most.
@@ -1033,9 +1138,20 @@ fn search_within(
     deadline: crate::search::Deadline<'_>,
     budget: u64,
 ) -> (crate::Verdict, Vec<usize>, u64) {
+    let succeed = vec![false; ops.len()];
+    search_succeeding(ops, succeed, deadline, budget)
+}
+
+/// [`search_within`] where a multi `i` with `succeed[i]` may only succeed.
+fn search_succeeding(
+    ops: Vec<crate::SpecOp<ZnodeOp>>,
+    succeed: Vec<bool>,
+    deadline: crate::search::Deadline<'_>,
+    budget: u64,
+) -> (crate::Verdict, Vec<usize>, u64) {
     use crate::search::{Found, Search, Slice, MEMO_CAP};
     use crate::Verdict;
-    let (spans, mut stepper) = compile(ops);
+    let (spans, mut stepper) = compile(ops, succeed);
     let slice = |steps| Slice {
         steps,
         memo_cap: MEMO_CAP,
@@ -1155,7 +1271,7 @@ mod tests {
                 },
             ),
         ];
-        let (spans, mut stepper) = compile(ops.clone());
+        let (spans, mut stepper) = compile(ops.clone(), vec![false; ops.len()]);
         let slice = Slice {
             steps: 1000,
             memo_cap: MEMO_CAP,

@@ -466,6 +466,13 @@ impl Parts {
         out
     }
 
+    /// Whether `a` and `b` touch a component in common, one of them
+    /// writing it: their order matters.
+    pub(super) fn conflict(&self, a: &ZnodeOp, b: &ZnodeOp) -> bool {
+        let fb = self.footprint(b);
+        (self.footprint(a).iter()).any(|(c, w)| fb.iter().any(|(d, v)| c == d && (*w || *v)))
+    }
+
     /// The orders a part's linearization (`order`: history indices) fixes:
     /// between operations on a component the part models, at least one
     /// writing it. Any order keeping them gives every operation of the part

@@ -33,6 +33,8 @@ pub(crate) struct ZnodeStepper {
     ops: Vec<ZnodeOp>,
     /// Unknown-outcome operations numbered by their effect.
     class: Vec<Option<u64>>,
+    /// Multis that may be placed only where they succeed.
+    succeed: Vec<bool>,
     states: Vec<ZnodeState>,
     ids: HashMap<ZnodeState, u32>,
     cache: HashMap<(u32, u32), Option<u32>, FxBuild>,
@@ -51,12 +53,23 @@ impl ZnodeStepper {
             .collect();
         let init = ZnodeSpec.init();
         ZnodeStepper {
+            succeed: vec![false; ops.len()],
             ops,
             class,
             ids: HashMap::from([(init.clone(), 0)]),
             states: vec![init],
             cache: HashMap::default(),
         }
+    }
+}
+
+impl ZnodeStepper {
+    /// The same, where a multi `i` with `succeed[i]` is legal only where
+    /// all its steps succeed.
+    pub fn succeeding(mut self, succeed: Vec<bool>) -> ZnodeStepper {
+        debug_assert_eq!(succeed.len(), self.ops.len());
+        self.succeed = succeed;
+        self
     }
 }
 
@@ -116,6 +129,12 @@ impl Stepper for ZnodeStepper {
             return *r;
         }
         let before = &self.states[s as usize];
+        if let (true, ZnodeOp::Multi { session, steps, .. }) = (self.succeed[op], &self.ops[op]) {
+            if before.clone().multi(*session, steps).is_err() {
+                self.cache.insert((s, op as u32), None);
+                return None;
+            }
+        }
         let r = ZnodeSpec
             .step(before, &self.ops[op])
             // An unknown-outcome operation that would change nothing here

@@ -87,7 +87,7 @@ impl<D: ProtocolDef> World<'_, D> {
             complete_ns: 0,
             outcome: Outcome::Unknown,
         });
-        self.znode_asked(c, &req);
+        self.znode_asked(c, ((c as u64) << 32) | req_no, &req);
         let op = OpId {
             client: client_writer_id(c as u64),
             seq: req_no,
@@ -107,6 +107,7 @@ impl<D: ProtocolDef> World<'_, D> {
             // The client library's own coordinator: an in-process client.
             let session = ClientRef::LOCAL;
             let cref = ClientRef { id, session, op };
+            self.znode_delivered(id);
             self.with_client(c, |coord, now, out| coord.on_client(now, cref, req, out));
         } else {
             let probe = self.probe_node(c).filter(|_| probing);

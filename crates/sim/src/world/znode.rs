@@ -67,10 +67,16 @@ pub struct WatchEvent {
 #[derive(Clone, Debug)]
 pub struct Asked {
     pub record: usize,
+    /// The client's request id (`ClientRef::id`).
+    pub id: u64,
     pub session: u64,
     pub op: ZnodeOp,
     pub reply: Option<Response>,
     pub server: Option<usize>,
+    /// The request reached a server (or the client's own coordinator):
+    /// one that never did cannot have taken effect, whatever its client
+    /// concluded (`znode_history`).
+    pub delivered: bool,
 }
 
 impl<D: ProtocolDef> World<'_, D> {
@@ -225,16 +231,30 @@ impl<D: ProtocolDef> World<'_, D> {
         closed > self.nodes.len() / 2
     }
 
-    /// Note a znode request as it is issued (its record is the last).
-    pub(super) fn znode_asked(&mut self, c: usize, req: &Request) {
+    /// Note a znode request `id` as it is issued (its record is the last).
+    pub(super) fn znode_asked(&mut self, c: usize, id: u64, req: &Request) {
         if let Request::Znode(op) = req {
             self.znode.push(Asked {
                 record: self.history.len() - 1,
+                id,
                 session: client_writer_id(c as u64),
                 op: op.clone(),
                 reply: None,
                 server: None,
+                delivered: false,
             });
+        }
+    }
+
+    /// Request `id` reached a server (the first copy to arrive, or a late
+    /// one after its client gave up: either may take effect).
+    pub(super) fn znode_delivered(&mut self, id: u64) {
+        if !self.cfg.znode {
+            return;
+        }
+        // Almost always the last request, else one of the last few.
+        if let Some(a) = self.znode.iter_mut().rev().find(|a| a.id == id) {
+            a.delivered = true;
         }
     }
 
@@ -360,6 +380,10 @@ pub fn znode_history(
             let reply = match &a.reply {
                 Some(Response::Znode(r)) => Some(r.clone()),
                 Some(Response::Failed(e)) if e.is_definite() => return None,
+                // Unanswered and never delivered: the network lost the
+                // request, so it took no effect (the simulator knows what
+                // a client could not).
+                None if !a.delivered => return None,
                 _ => None,
             };
             let op = quorumkv_check::znode::observed(a.session, &a.op, reply.as_ref())?;
