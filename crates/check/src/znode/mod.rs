@@ -938,10 +938,42 @@ fn by_parts(
                 }
                 None
             })
+            .or_else(|| joined(ops, parts.ops.len(), deadline, budget, &mut spent))
         }
     };
     *left = left.saturating_sub(spent);
     found
+}
+
+/// Where the parts' orders do not agree however searched, the history
+/// split again with two of its parts joined into one (each pair in turn,
+/// while there are more than two parts): the joined part orders what the
+/// two share itself (a session's open or expiry, a multi over both), and
+/// the third part rarely shares as much. Each try gets a share of what is
+/// left of `budget`; a proof still needs the merged replay.
+fn joined(
+    ops: &[crate::SpecOp<ZnodeOp>],
+    parts: usize,
+    deadline: crate::search::Deadline<'_>,
+    budget: u64,
+    spent: &mut u64,
+) -> Option<crate::Verdict> {
+    if parts < 3 {
+        return None;
+    }
+    let pairs: Vec<(usize, usize)> = (0..parts)
+        .flat_map(|x| (x + 1..parts).map(move |y| (x, y)))
+        .take(3)
+        .collect();
+    let share = budget.saturating_sub(*spent) / pairs.len() as u64;
+    pairs.into_iter().find_map(|pair| {
+        let coarser = split::split_joining(ops, &[pair])?;
+        // `by_parts` spends at most half of what it is given.
+        let mut left = share.saturating_mul(2);
+        let v = by_parts(ops, coarser, deadline, &mut left);
+        *spent += share.saturating_mul(2) - left;
+        v
+    })
 }
 
 /// The parts searched again with every unknown outcome they share pinned
@@ -972,7 +1004,7 @@ fn pin_shared(
     }
     let shared = |i: usize| shares[i] > 1 && ops[i].ret.is_none();
     let window = windows(ops, parts, orders, &shared);
-    if window.is_empty() || window.values().any(|&(lo, hi)| lo > hi) {
+    if window.values().any(|&(lo, hi)| lo > hi) {
         return None;
     }
     let mut pinned = Vec::with_capacity(orders.len());

@@ -62,8 +62,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub(super) struct Parts {
     pub ops: Vec<Vec<SpecOp<ZnodeOp>>>,
     pub origin: Vec<Vec<usize>>,
-    /// Each part's top-level name.
-    names: Vec<String>,
+    /// Each part's top-level names (one, unless parts were joined).
+    names: Vec<Vec<String>>,
     /// The sessions whose operations each part holds.
     sessions: Vec<BTreeSet<u64>>,
     /// The parts where each session creates ephemerals.
@@ -160,15 +160,39 @@ fn names(ops: &[SpecOp<ZnodeOp>]) -> BTreeSet<String> {
 /// The history's parts, or `None` if it has fewer than two or may not be
 /// split (see the module comment).
 pub(super) fn split(ops: &[SpecOp<ZnodeOp>]) -> Option<Parts> {
+    split_joining(ops, &[])
+}
+
+/// [`split`] with the names at each pair of indices in `joined` (into the
+/// history's top-level names, sorted) in one part: a coarser split, for
+/// parts whose orders do not merge.
+pub(super) fn split_joining(ops: &[SpecOp<ZnodeOp>], joined: &[(usize, usize)]) -> Option<Parts> {
     if ops.iter().any(|o| unsplittable(&o.op)) {
         return None;
     }
-    let names: Vec<String> = names(ops).into_iter().collect();
+    let all: Vec<String> = names(ops).into_iter().collect();
+    let mut group: Vec<usize> = (0..all.len()).collect();
+    for &(x, y) in joined.iter().filter(|&&(x, y)| x.max(y) < all.len()) {
+        let (gx, gy) = (group[x], group[y]);
+        group.iter_mut().filter(|g| **g == gy).for_each(|g| *g = gx);
+    }
+    let mut dense: BTreeMap<usize, usize> = BTreeMap::new();
+    for g in &mut group {
+        let next = dense.len();
+        *g = *dense.entry(*g).or_insert(next);
+    }
+    let names: Vec<Vec<String>> = (0..dense.len())
+        .map(|p| {
+            (all.iter().zip(&group).filter(|(_, &g)| g == p))
+                .map(|(n, _)| n.clone())
+                .collect()
+        })
+        .collect();
     if names.len() < 2 {
         return None;
     }
-    let part_of: BTreeMap<&str, usize> = (names.iter().enumerate())
-        .map(|(i, n)| (n.as_str(), i))
+    let part_of: BTreeMap<&str, usize> = (all.iter().zip(&group))
+        .map(|(n, &g)| (n.as_str(), g))
         .collect();
     let part = |p: &str| top(p).map_or(0, |t| part_of[t]);
     let uses = ephemeral_parts(ops, &part);
@@ -205,8 +229,8 @@ pub(super) fn split(ops: &[SpecOp<ZnodeOp>]) -> Option<Parts> {
                 path,
                 result: Ok(kids),
             } if top(path).is_none() => {
-                for (p, name) in names.iter().enumerate() {
-                    let own = kids.iter().filter(|k| *k == name).cloned().collect();
+                for (p, group) in names.iter().enumerate() {
+                    let own = kids.iter().filter(|k| group.contains(k)).cloned().collect();
                     let op = ZnodeOp::Children {
                         path: path.clone(),
                         result: Ok(own),
@@ -401,7 +425,7 @@ enum Comp {
 impl Parts {
     fn part(&self, path: &str) -> Option<usize> {
         let t = top(path)?;
-        self.names.iter().position(|n| n == t)
+        self.names.iter().position(|g| g.iter().any(|n| n == t))
     }
 
     /// The components `op` reads or writes (`true`: may write). An
@@ -681,7 +705,10 @@ mod tests {
             ),
         ];
         let parts = split(&ops).expect("three names");
-        assert_eq!(parts.names, vec!["a", "b", "c"]);
+        assert_eq!(parts.names, [["a"], ["b"], ["c"]]);
+        let joined = split_joining(&ops, &[(2, 0)]).expect("two parts");
+        assert_eq!(joined.names, [vec!["a", "c"], vec!["b"]]);
+        assert!(split_joining(&ops, &[(0, 1), (1, 2)]).is_none(), "one part");
         assert_eq!(parts.origin[0], vec![0, 2, 5]);
         assert_eq!(parts.origin[1], vec![0, 3, 5, 7], "the bound session's");
         assert_eq!(parts.origin[2], vec![1, 4, 6, 8], "refused as expired");

@@ -396,3 +396,44 @@ pub fn znode_history(
         .chain(expiries)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::OpRecord;
+    use quorumkv_core::op::{Op, Outcome};
+
+    /// An unanswered request that reached a server may have taken effect;
+    /// one the network lost before any server saw it did not, and is left
+    /// out of the znode history.
+    #[test]
+    fn a_request_no_server_received_is_left_out() {
+        let set = |data: &str| ZnodeOp::SetData {
+            path: "/a".into(),
+            data: bytes::Bytes::from(data.to_string()),
+            version: None,
+        };
+        let record = |at: u64| OpRecord {
+            process: 0,
+            op: Op::Get { key: "z".into() },
+            invoke_ns: at,
+            complete_ns: at + 5,
+            outcome: Outcome::Unknown,
+        };
+        let asked = |record, op, delivered| Asked {
+            record,
+            id: record as u64,
+            session: 1,
+            op,
+            reply: None,
+            server: None,
+            delivered,
+        };
+        let records = [record(10), record(20)];
+        let ops = [asked(0, set("lost"), false), asked(1, set("seen"), true)];
+        let history = znode_history(&ops, &[], &records);
+        assert_eq!(history.len(), 1, "{history:?}");
+        assert_eq!(history[0].call, 20);
+        assert_eq!(history[0].ret, None, "delivered, unanswered: unknown");
+    }
+}
