@@ -171,17 +171,8 @@ pub(super) fn split_joining(ops: &[SpecOp<ZnodeOp>], joined: &[(usize, usize)]) 
         return None;
     }
     let all: Vec<String> = names(ops).into_iter().collect();
-    let mut group: Vec<usize> = (0..all.len()).collect();
-    for &(x, y) in joined.iter().filter(|&&(x, y)| x.max(y) < all.len()) {
-        let (gx, gy) = (group[x], group[y]);
-        group.iter_mut().filter(|g| **g == gy).for_each(|g| *g = gx);
-    }
-    let mut dense: BTreeMap<usize, usize> = BTreeMap::new();
-    for g in &mut group {
-        let next = dense.len();
-        *g = *dense.entry(*g).or_insert(next);
-    }
-    let names: Vec<Vec<String>> = (0..dense.len())
+    let (group, parts) = groups(all.len(), joined);
+    let names: Vec<Vec<String>> = (0..parts)
         .map(|p| {
             (all.iter().zip(&group).filter(|(_, &g)| g == p))
                 .map(|(n, _)| n.clone())
@@ -252,6 +243,22 @@ pub(super) fn split_joining(ops: &[SpecOp<ZnodeOp>], joined: &[(usize, usize)]) 
         (*ops, *origin) = both.into_iter().unzip();
     }
     Some(out)
+}
+
+/// The part of each of `n` names, with the pairs in `joined` in one part,
+/// numbered from 0 in order of their first name; and how many parts.
+fn groups(n: usize, joined: &[(usize, usize)]) -> (Vec<usize>, usize) {
+    let mut group: Vec<usize> = (0..n).collect();
+    for &(x, y) in joined.iter().filter(|&&(x, y)| x.max(y) < n) {
+        let (gx, gy) = (group[x], group[y]);
+        group.iter_mut().filter(|g| **g == gy).for_each(|g| *g = gx);
+    }
+    let mut dense: BTreeMap<usize, usize> = BTreeMap::new();
+    for g in &mut group {
+        let next = dense.len();
+        *g = *dense.entry(*g).or_insert(next);
+    }
+    (group, dense.len())
 }
 
 /// The parts where each session creates ephemerals.
