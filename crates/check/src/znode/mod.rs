@@ -849,7 +849,7 @@ const LAZY_STEPS: u64 = STEP_BUDGET / 4;
 /// The verdict of the search: by parts first when the history splits
 /// ([`split`]: the parts' linearizations merged and replayed through the
 /// whole model prove it; a part with none sends it to the whole search),
-/// with at most half the budget; else, or if that decides nothing, the
+/// with at most three quarters of the budget; else, or if that decides nothing, the
 /// whole history with the steps left.
 fn search(ops: Vec<crate::SpecOp<ZnodeOp>>, timeout: std::time::Duration) -> crate::Verdict {
     let deadline = crate::search::Deadline {
@@ -874,7 +874,7 @@ fn by_parts(
     left: &mut u64,
 ) -> Option<crate::Verdict> {
     use crate::Verdict;
-    let budget = *left / 2;
+    let budget = *left * 3 / 4;
     let (mut spent, mut orders, mut open) = (0, Vec::new(), false);
     for (part, origin) in parts.ops.iter().zip(&parts.origin) {
         let (v, order, steps) = search_within(part.clone(), deadline, budget.saturating_sub(spent));
@@ -968,10 +968,11 @@ fn joined(
     let share = budget.saturating_sub(*spent) / pairs.len() as u64;
     pairs.into_iter().find_map(|pair| {
         let coarser = split::split_joining(ops, &[pair])?;
-        // `by_parts` spends at most half of what it is given.
-        let mut left = share.saturating_mul(2);
+        // `by_parts` spends at most three quarters of what it is given.
+        let given = share.saturating_mul(4) / 3;
+        let mut left = given;
         let v = by_parts(ops, coarser, deadline, &mut left);
-        *spent += share.saturating_mul(2) - left;
+        *spent += given - left;
         v
     })
 }
