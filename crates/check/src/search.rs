@@ -583,7 +583,14 @@ impl Search {
                 && stepper
                     .effect_class(op)
                     .is_some_and(|c| !self.twins.insert(c));
-            if twin {
+            // Only an operation with a known return is forced: placing
+            // it brings the search one known operation nearer its end,
+            // which the memo's pruning by inclusion relies on (`Memo`).
+            // A read of unknown outcome changes nothing, so it is never
+            // needed; a blind write of unknown outcome is tried like any
+            // other.
+            let known = self.rets[op] != u64::MAX;
+            if twin || (!known && stepper.is_read_only(op)) {
                 // An earlier-called open twin is a candidate already.
             } else if stepper.is_read_only(op) {
                 if stepper.step(self.state, op).is_some() {
@@ -592,7 +599,7 @@ impl Search {
                 }
                 self.reads.push(op as u32);
             } else if let Some(after) = stepper.step(self.state, op) {
-                if blind.is_none() && stepper.is_blind(op) {
+                if blind.is_none() && known && stepper.is_blind(op) {
                     blind = Some(e);
                 }
                 self.arena.push((e, after));
@@ -678,11 +685,13 @@ const SETS_PER_KEY: usize = 32;
 /// them, nothing waits for them) and may be left out for good. Soundness
 /// of the pruning: take, among the visited configurations from which an
 /// order completes, one with the fewest known-outcome operations left and
-/// then the shortest completion; its completion's first step leads to a
-/// configuration that is visited, or pruned by a seen one with the same
-/// known set and state and no larger unknown set: either way one with a
-/// shorter completion, a contradiction, so a completable history is never
-/// refuted. What this buys: unknown outcomes placed in different subsets
+/// then the shortest completion; its completion's first step (or the
+/// forced operation, which has a known return: `expand` forces no other)
+/// leads to a configuration that is visited, or pruned by a seen one with
+/// the same known set and state and no larger unknown set: either way one
+/// nearer the end, a contradiction, so a completable history is never
+/// refuted. (Forcing an unknown outcome would break this: it leads nowhere
+/// nearer, and its child may be pruned by the node itself.) What this buys: unknown outcomes placed in different subsets
 /// that reach the same state (a write overwritten, a create then deleted)
 /// are explored once, from the smallest subset.
 #[derive(Default)]
@@ -833,6 +842,41 @@ mod tests {
             "wide windows spill to the heap"
         );
         assert_eq!(wide.unknown(), &[] as &[u64]);
+    }
+
+    /// A write of unknown outcome whose value nobody reads is not forced
+    /// first as a known blind write is: here it leaves the state as it
+    /// was, so its child would be pruned by the node itself (its unknown
+    /// outcomes include the node's) and the node would fail, on a history
+    /// that is linearizable (write 7, write 5, read 5).
+    #[test]
+    fn an_unknown_blind_write_is_not_forced() {
+        struct Blind(Vec<(bool, u32)>);
+        impl Stepper for Blind {
+            fn step(&mut self, s: u32, op: usize) -> Option<u32> {
+                let (w, v) = self.0[op];
+                if w {
+                    Some(v)
+                } else {
+                    (s == v).then_some(s)
+                }
+            }
+            fn is_read_only(&self, op: usize) -> bool {
+                !self.0[op].0
+            }
+            fn is_blind(&self, op: usize) -> bool {
+                let (w, v) = self.0[op];
+                w && !self.0.iter().any(|&(w2, v2)| !w2 && v2 == v)
+            }
+        }
+        // A known blind write of 7 (forced), the unknown one, then 5.
+        let unknown = Span { call: 0, ret: None };
+        let spans = [sp(0, 1), unknown, sp(2, 10), sp(20, 30)];
+        let mut m = Blind(vec![(true, 7), (true, 7), (true, 5), (false, 5)]);
+        assert_eq!(
+            search(&spans, 0, &mut m, Deadline::default(), u64::MAX).0,
+            Found::Linearizable
+        );
     }
 
     #[test]
