@@ -851,28 +851,23 @@ mod tests {
     /// that is linearizable (write 7, write 5, read 5).
     #[test]
     fn an_unknown_blind_write_is_not_forced() {
-        struct Blind(Vec<(bool, u32)>);
+        struct Blind(Reg);
         impl Stepper for Blind {
             fn step(&mut self, s: u32, op: usize) -> Option<u32> {
-                let (w, v) = self.0[op];
-                if w {
-                    Some(v)
-                } else {
-                    (s == v).then_some(s)
-                }
+                self.0.step(s, op)
             }
             fn is_read_only(&self, op: usize) -> bool {
-                !self.0[op].0
+                !self.0 .0[op].0
             }
             fn is_blind(&self, op: usize) -> bool {
-                let (w, v) = self.0[op];
-                w && !self.0.iter().any(|&(w2, v2)| !w2 && v2 == v)
+                let ops = &self.0 .0;
+                ops[op].0 && !ops.iter().any(|&(w, v)| !w && v == ops[op].1)
             }
         }
         // A known blind write of 7 (forced), the unknown one, then 5.
         let unknown = Span { call: 0, ret: None };
         let spans = [sp(0, 1), unknown, sp(2, 10), sp(20, 30)];
-        let mut m = Blind(vec![(true, 7), (true, 7), (true, 5), (false, 5)]);
+        let mut m = Blind(Reg(vec![(true, 7), (true, 7), (true, 5), (false, 5)]));
         assert_eq!(
             search(&spans, 0, &mut m, Deadline::default(), u64::MAX).0,
             Found::Linearizable
