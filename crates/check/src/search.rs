@@ -724,20 +724,25 @@ impl Memo {
         if seen.chunks(width).any(|old| included(old, unknown)) {
             return false;
         }
-        // Drop the supersets of the new set: it prunes all they did.
         let before = seen.len() / width;
-        let mut keep = Vec::with_capacity(seen.len() + width);
-        for old in seen.chunks(width) {
-            if !included(unknown, old) {
-                keep.extend_from_slice(old);
+        // Drop the supersets of the new set (it prunes all they did), in
+        // place, and only when there is one: this runs per configuration.
+        if seen.chunks(width).any(|old| included(unknown, old)) {
+            let mut kept = 0;
+            for i in 0..before {
+                let (lo, hi) = (i * width, (i + 1) * width);
+                if !included(unknown, &seen[lo..hi]) {
+                    seen.copy_within(lo..hi, kept * width);
+                    kept += 1;
+                }
             }
+            seen.truncate(kept * width);
         }
-        if keep.len() / width >= SETS_PER_KEY {
-            keep.drain(..width);
+        if seen.len() / width >= SETS_PER_KEY {
+            seen.drain(..width);
         }
-        keep.extend_from_slice(unknown);
-        let after = keep.len() / width;
-        *seen = keep;
+        seen.extend_from_slice(unknown);
+        let after = seen.len() / width;
         self.sets = self.sets + after - before;
         true
     }
