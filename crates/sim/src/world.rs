@@ -517,6 +517,9 @@ pub struct World<'a, D: ProtocolDef> {
     /// path again and sets a new watch (what a watcher does).
     znode_reread: BTreeMap<usize, String>,
     abandoned: Vec<znode::Abandoned>,
+    /// The protocol names the log entries its messages carry
+    /// (`znode::Asked::carried`).
+    entries_told: bool,
     stuck: Option<String>,
     probe: probe::Probe,
     /// `--read-after-crash`: keys only read from now on.
@@ -589,6 +592,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
             watch_events: Vec::new(),
             znode_reread: BTreeMap::new(),
             abandoned: Vec::new(),
+            entries_told: false,
             stuck: None,
             probe: probe::Probe::default(),
             read_only: Default::default(),
@@ -1055,6 +1059,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
                     self.open_session(i, s);
                 }
                 let to = i;
+                self.znode_carried(&msg);
                 self.observe(
                     i,
                     Seen::Delivered {
@@ -1201,6 +1206,7 @@ impl<'a, D: ProtocolDef> World<'a, D> {
     /// What the run leaves: its end, history, counters and trace.
     fn into_result(mut self, end: RunEnd) -> RunResult {
         self.stats.virtual_us = self.now;
+        self.znode_settle_carried();
         RunResult {
             end,
             history: self.history,

@@ -9,6 +9,7 @@ use quorumkv_sim::*;
 mod common;
 use common::{sweep_passes, znode_cfg};
 
+/// Small histories (3 clients, 50 operations) with fsync and memory mode.
 #[test]
 fn ci_seeds_znode() {
     let zab = register::<Zab>();
@@ -22,6 +23,21 @@ fn ci_seeds_znode() {
         let t = &s.totals;
         assert!(t.crashes > 0 && t.ops_ok > 0, "{t:?}");
     }
+}
+
+/// The simulator's defaults (5 clients, 200 operations, every fault,
+/// drawn durability): every seed decided and passed, none undecided
+/// (`quorumkv sim --protocol zab --znode --seeds 0..10000` decides all).
+#[test]
+fn default_znode_seeds_are_all_decided() {
+    let cfg = SimConfig {
+        protocol: "zab".into(),
+        znode: true,
+        ..SimConfig::default()
+    };
+    let s = sweep_passes(&register::<Zab>(), &cfg, "0..150", "znode defaults");
+    let t = &s.totals;
+    assert!(t.ops_unknown > 0 && t.crashes > 0, "{t:?}");
 }
 
 /// The check has teeth: the same run with one answer tampered with (a

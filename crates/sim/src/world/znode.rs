@@ -77,6 +77,11 @@ pub struct Asked {
     /// one that never did cannot have taken effect, whatever its client
     /// concluded (`znode_history`).
     pub delivered: bool,
+    /// A message carrying the request as a log entry reached a server
+    /// (`ProtocolDef::znode_entries`; always true where the protocol does
+    /// not say). A request no such message carried was committed nowhere:
+    /// a commit needs a second server to hold the entry.
+    pub carried: bool,
 }
 
 impl<D: ProtocolDef> World<'_, D> {
@@ -193,6 +198,9 @@ impl<D: ProtocolDef> World<'_, D> {
             if a.silent_us.is_some() && self.closed_at_a_quorum(a.session) {
                 continue;
             }
+            if self.renewed(a.session, a.timeout_us) {
+                continue;
+            }
             let Some(silent) = a.silent_us else {
                 continue;
             };
@@ -231,6 +239,19 @@ impl<D: ProtocolDef> World<'_, D> {
         closed > self.nodes.len() / 2
     }
 
+    /// Whether a server applied an opening of `session` with a timeout
+    /// other than `timeout_us`: an earlier opening whose answer was lost,
+    /// committed after the one the promise counts from, renews the session
+    /// with its own timeout (a second opening sets it, `Tree::apply`; seed
+    /// 7230). The promise then no longer holds.
+    fn renewed(&self, session: u64, timeout_us: u64) -> bool {
+        (self.nodes.iter())
+            .filter_map(|s| s.core.as_ref())
+            .filter(|n| D::available(n))
+            .filter_map(|n| D::znode_session_timeout_ms(n, session))
+            .any(|ms| ms.saturating_mul(1000) != timeout_us)
+    }
+
     /// Note a znode request `id` as it is issued (its record is the last).
     pub(super) fn znode_asked(&mut self, c: usize, id: u64, req: &Request) {
         if let Request::Znode(op) = req {
@@ -242,6 +263,7 @@ impl<D: ProtocolDef> World<'_, D> {
                 reply: None,
                 server: None,
                 delivered: false,
+                carried: false,
             });
         }
     }
@@ -259,6 +281,33 @@ impl<D: ProtocolDef> World<'_, D> {
     }
 
     /// Note a watch event client `c` received.
+    /// `msg` reaches a server: the znode requests it carries as log
+    /// entries (matched by session and operation, so a request asked
+    /// twice alike counts as carried whichever copy went) may take effect.
+    pub(super) fn znode_carried(&mut self, msg: &D::Msg) {
+        if !self.cfg.znode {
+            return;
+        }
+        let Some(entries) = D::znode_entries(msg) else {
+            return;
+        };
+        self.entries_told = true;
+        for (session, op) in entries {
+            (self.znode.iter_mut())
+                .filter(|a| a.session == session && a.op == op)
+                .for_each(|a| a.carried = true);
+        }
+    }
+
+    /// At the run's end: where the protocol never said which messages
+    /// carry entries, or one server alone forms a quorum, every request
+    /// counts as carried.
+    pub(super) fn znode_settle_carried(&mut self) {
+        if !self.entries_told || self.nodes.len() < 2 {
+            self.znode.iter_mut().for_each(|a| a.carried = true);
+        }
+    }
+
     pub(super) fn znode_notified(
         &mut self,
         server: Option<usize>,
@@ -380,10 +429,12 @@ pub fn znode_history(
             let reply = match &a.reply {
                 Some(Response::Znode(r)) => Some(r.clone()),
                 Some(Response::Failed(e)) if e.is_definite() => return None,
-                // Unanswered and never delivered: the network lost the
-                // request, so it took no effect (the simulator knows what
-                // a client could not).
+                // Unanswered and never delivered, or never handed to a
+                // second server as a log entry: it was committed nowhere,
+                // so it took no effect (the simulator knows what a client
+                // could not).
                 None if !a.delivered => return None,
+                _ if !a.carried => return None,
                 _ => None,
             };
             let op = quorumkv_check::znode::observed(a.session, &a.op, reply.as_ref())?;
@@ -404,7 +455,8 @@ mod tests {
     use quorumkv_core::op::{Op, Outcome};
 
     /// An unanswered request that reached a server may have taken effect;
-    /// one the network lost before any server saw it did not, and is left
+    /// one the network lost before any server saw it did not, nor one that
+    /// no message handed to a second server as a log entry: both are left
     /// out of the znode history.
     #[test]
     fn a_request_no_server_received_is_left_out() {
@@ -420,7 +472,7 @@ mod tests {
             complete_ns: at + 5,
             outcome: Outcome::Unknown,
         };
-        let asked = |record, op, delivered| Asked {
+        let asked = |record, op, delivered, carried| Asked {
             record,
             id: record as u64,
             session: 1,
@@ -428,12 +480,33 @@ mod tests {
             reply: None,
             server: None,
             delivered,
+            carried,
         };
-        let records = [record(10), record(20)];
-        let ops = [asked(0, set("lost"), false), asked(1, set("seen"), true)];
+        let records = [record(10), record(20), record(30), record(40)];
+        let ops = [
+            asked(0, set("lost"), false, true),
+            asked(1, set("seen"), true, true),
+            // Reached a server, but no message handed it on as a log
+            // entry: committed nowhere.
+            asked(2, set("stuck"), true, false),
+            Asked {
+                reply: Some(Response::Failed(quorumkv_core::OpError::Unknown {
+                    reason: "timed out".into(),
+                })),
+                ..asked(3, set("late"), true, false)
+            },
+        ];
         let history = znode_history(&ops, &[], &records);
         assert_eq!(history.len(), 1, "{history:?}");
         assert_eq!(history[0].call, 20);
         assert_eq!(history[0].ret, None, "delivered, unanswered: unknown");
+        // An answer is kept whatever was carried.
+        let answered = Asked {
+            reply: Some(Response::Znode(ZnodeReply::Set(Default::default()))),
+            ..asked(2, set("stuck"), true, false)
+        };
+        let history = znode_history(&[answered], &[], &records);
+        assert_eq!(history.len(), 1, "{history:?}");
+        assert_eq!(history[0].ret, Some(35));
     }
 }

@@ -322,6 +322,22 @@ pub trait ProtocolDef: 'static {
     fn znode_session_open(_node: &Self::Node, _session: u64) -> Option<bool> {
         None
     }
+    /// The timeout (ms) of znode session `session` in `node`'s state, if
+    /// it holds the session open (`None` also where the protocol serves no
+    /// znodes). The sessions promise counts from the timeout the session
+    /// was opened with; a server holding another was renewed since.
+    fn znode_session_timeout_ms(_node: &Self::Node, _session: u64) -> Option<u64> {
+        None
+    }
+    /// The znode operations `msg` carries as log entries, each with the
+    /// session that asked (`None`: the protocol does not say). The
+    /// simulator leaves out of the znode history a request whose answer
+    /// was lost and which no delivered message ever carried, so a
+    /// protocol that says must name every message that hands an entry to
+    /// another server, and must commit nothing one server alone holds.
+    fn znode_entries(_msg: &Self::Msg) -> Option<Vec<(u64, crate::znode::op::ZnodeOp)>> {
+        None
+    }
     /// The simulator's `reconfig` fault: ask server `node` to change the
     /// cluster's membership to a configuration drawn from `draw` (random
     /// bits) over the servers `all`. A server that cannot take it (not the

@@ -14,6 +14,7 @@ use crate::protocol::contract::{Out, Timing};
 use crate::protocol::options::{format_duration, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
 use crate::types::{NodeId, Time};
+use crate::znode::op::ZnodeOp;
 use std::time::Duration;
 
 /// Zab as the registry knows it: servers only (clients go through one).
@@ -435,6 +436,16 @@ impl ProtocolDef for Zab {
     }
     fn znode_session_open(node: &ZabNode, session: u64) -> Option<bool> {
         Some(node.znode_session_open(session))
+    }
+    fn znode_session_timeout_ms(node: &ZabNode, session: u64) -> Option<u64> {
+        node.znode_session_timeout_ms(session)
+    }
+    /// PROPOSAL and NEWLEADER's DIFF are the only messages that hand an
+    /// entry to another server (a SNAP holds only applied, so committed,
+    /// entries), and every configuration has at least two members
+    /// (`draw_config`), so a commit needs one of them delivered.
+    fn znode_entries(msg: &Msg) -> Option<Vec<(u64, ZnodeOp)>> {
+        Some(msg.znode_entries())
     }
     /// Membership change (`reconfig.rs`): the established leader proposes
     /// a configuration drawn over every server of the run.

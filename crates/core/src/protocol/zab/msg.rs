@@ -1,6 +1,9 @@
 //! Zab's messages, zxids, votes and timers.
 
+use super::codec::Reader;
+use super::state_machine::{Op, Payload};
 use crate::types::NodeId;
+use crate::znode::op::ZnodeOp;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -188,6 +191,29 @@ pub enum Msg {
 pub const COUNTER_LIMIT: u64 = 1 << 63;
 
 impl Msg {
+    /// The log entries `self` hands to another server (PROPOSAL, and the
+    /// DIFF of NEWLEADER).
+    pub fn entries(&self) -> &[LogEntry] {
+        match self {
+            Msg::Proposal { entry, .. } | Msg::ProposalEcho { entry, .. } => {
+                std::slice::from_ref(entry)
+            }
+            Msg::NewLeader { sync, .. } => &sync.entries,
+            _ => &[],
+        }
+    }
+    /// The znode operations among [`Self::entries`], with the session
+    /// that asked.
+    pub fn znode_entries(&self) -> Vec<(u64, ZnodeOp)> {
+        let znode = |e: &LogEntry| {
+            let p = Payload::from_bytes(&e.data)?;
+            match Op::decode(&mut Reader(&p.op))? {
+                Op::Znode(z) => Some((z.session, z.op)),
+                _ => None,
+            }
+        };
+        self.entries().iter().filter_map(znode).collect()
+    }
     /// The largest epoch, zxid counter, log index or round in `self`
     /// (payload ids such as `rid`, `origin`, sessions and timestamps are
     /// not counters: nothing adds to them).
@@ -248,4 +274,87 @@ pub enum Timer {
     Tick,
     /// The election's wait for better votes before deciding.
     Finalize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::codec::Writer;
+    use super::super::zentry::{stamp, ZEntry};
+    use super::*;
+    use crate::types::{ClientRef, OpId, Time};
+
+    /// A log entry as the leader makes it: client `session`'s `op`.
+    fn entry(index: u64, session: u64, op: Option<ZnodeOp>) -> LogEntry {
+        let client = ClientRef {
+            id: 9,
+            session: 4,
+            op: OpId {
+                client: session,
+                seq: 1,
+            },
+        };
+        let op = match op {
+            Some(op) => Op::Znode(ZEntry::new(op, &client)),
+            None => Op::Put {
+                key: Bytes::from_static(b"k"),
+                value: Bytes::from_static(b"v"),
+            },
+        };
+        let mut w = Writer::default();
+        op.encode(&mut w);
+        let p = Payload {
+            origin: 1,
+            rid: 2,
+            op: w.finish(),
+        };
+        let data = stamp(p.to_bytes(), Time::from_micros(5_000));
+        LogEntry {
+            index,
+            epoch: 1,
+            data,
+        }
+    }
+
+    fn create(path: &str) -> ZnodeOp {
+        ZnodeOp::Create {
+            path: path.into(),
+            data: Bytes::from_static(b"d"),
+            ephemeral: false,
+            sequential: false,
+        }
+    }
+
+    /// PROPOSAL and NEWLEADER's DIFF hand entries to another server; the
+    /// simulator reads the znode operations (stamped with the leader's
+    /// clock) and who asked from them, and nothing from other messages.
+    #[test]
+    fn the_znode_entries_a_message_carries() {
+        let proposal = Msg::Proposal {
+            epoch: 1,
+            entry: entry(3, 7, Some(create("/a"))),
+        };
+        assert_eq!(proposal.znode_entries(), vec![(7, create("/a"))]);
+        let echo = Msg::ProposalEcho {
+            epoch: 1,
+            entry: entry(3, 7, Some(create("/e"))),
+            at: 0,
+            held: 0,
+        };
+        assert_eq!(echo.znode_entries(), vec![(7, create("/e"))]);
+        let sync = SyncData {
+            snap: None,
+            trunc: None,
+            entries: vec![
+                entry(1, 5, Some(create("/b"))),
+                entry(2, 6, None),
+                entry(3, 8, Some(ZnodeOp::CloseSession)),
+            ],
+        };
+        let diff = Msg::NewLeader { epoch: 2, sync };
+        let want = vec![(5, create("/b")), (8, ZnodeOp::CloseSession)];
+        assert_eq!(diff.znode_entries(), want, "KV entries are left out");
+        assert!(Msg::Commit { epoch: 1, index: 3 }
+            .znode_entries()
+            .is_empty());
+    }
 }

@@ -85,6 +85,11 @@ impl ZabNode {
         self.sm.tree.has_session(session)
     }
 
+    /// The timeout of `session` in our znode tree, if it is open there.
+    pub fn znode_session_timeout_ms(&self, session: u64) -> Option<u64> {
+        self.sm.tree.session_timeout(session)
+    }
+
     fn touch(&mut self, session: u64) {
         match &self.role {
             Role::Leading(_) => {
