@@ -74,6 +74,12 @@ const CASES: &[(&str, &str, &str)] = &[
         "ring-forward-not-pending",
         "a value held anywhere is pending or held everywhere",
     ), // 0; history 0 (not linearizable)
+    ("ring", "ring-tag-from-held", "a tag names one value"), // 0 (99 of 100); history 2 (9 of 100)
+    (
+        "ring",
+        "ring-apply-any-tag",
+        "a server's tag never goes back",
+    ), // 2 (40 of 100); history 29 (3 of 100)
 ];
 
 fn proto(name: &str) -> Registered {

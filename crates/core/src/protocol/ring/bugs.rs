@@ -23,6 +23,14 @@ pub enum InjectedBug {
     /// garbled in the seed's queue handler): its home applies the value
     /// while that server would still answer reads with the old one.
     ForwardNotPending,
+    /// A new write's tag is one above the value held (pc 22-23 read
+    /// without the pending set, nor the ts issued here before): two writes
+    /// at one server before the first applies get one tag.
+    TagFromHeld,
+    /// A write message replaces the value held whatever its tag (`!=`
+    /// where pc 32 says "higher"): a late copy of an older write takes a
+    /// server's register back.
+    ApplyAnyTag,
 }
 
 impl InjectedBugs for InjectedBug {
@@ -33,6 +41,8 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::FifoForwarding,
             InjectedBug::WriteAckedBeforeSync,
             InjectedBug::ForwardNotPending,
+            InjectedBug::TagFromHeld,
+            InjectedBug::ApplyAnyTag,
         ]
     }
     fn name(self) -> &'static str {
@@ -42,6 +52,8 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::FifoForwarding => "ring-fifo-forwarding",
             InjectedBug::WriteAckedBeforeSync => "ring-write-acked-before-sync",
             InjectedBug::ForwardNotPending => "ring-forward-not-pending",
+            InjectedBug::TagFromHeld => "ring-tag-from-held",
+            InjectedBug::ApplyAnyTag => "ring-apply-any-tag",
         }
     }
     fn about(self) -> &'static str {
@@ -58,6 +70,12 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ForwardNotPending => {
                 "a forwarded pre-write is not held pending (read inversion when a read comes first)"
+            }
+            InjectedBug::TagFromHeld => {
+                "a new write's tag is one above the value held, ignoring pending pre-writes (a tag names two values)"
+            }
+            InjectedBug::ApplyAnyTag => {
+                "a write replaces the value held whatever its tag (a register goes back to an older write)"
             }
         }
     }

@@ -402,8 +402,13 @@ impl RingNode {
         }
         let (writer, origin, op) = (self.writer, self.id, w.op);
         let home = origin;
+        let from_held = self.bug == Some(InjectedBug::TagFromHeld);
         let reg = self.reg(&w.key);
-        let Some(tag) = reg.next_tag(writer) else {
+        let tag = match from_held {
+            true => reg.tag.next(writer),
+            false => reg.next_tag(writer),
+        };
+        let Some(tag) = tag else {
             // Nothing was pre-written: a definite refusal.
             self.counters.tag_space_exhausted += 1;
             if let Some(client) = w.client {
@@ -597,12 +602,16 @@ impl RingNode {
             e.void = true;
             self.counters.voided += 1;
         }
+        let any_tag = self.bug == Some(InjectedBug::ApplyAnyTag);
         let reg = self.reg(&e.key);
         reg.pending.remove(&e.tag); // pc 35
         let mut retries = Vec::new();
         let mut applied = false;
         if !e.void {
-            applied = reg.apply(&e); // pc 32-33
+            applied = match any_tag {
+                true => reg.apply_any(&e),
+                false => reg.apply(&e), // pc 32-33
+            };
             reg.mark_converted(e.tag);
             // Applied here: `known_op` answers a retry of it at once from
             // now on, so one parked before goes now too (its write may end

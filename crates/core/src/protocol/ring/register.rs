@@ -100,6 +100,16 @@ impl Register {
         newer
     }
 
+    /// `apply` under `InjectedBug::ApplyAnyTag`: any other tag replaces
+    /// the value held, an older one too.
+    pub fn apply_any(&mut self, e: &Entry) -> bool {
+        if e.tag == self.tag {
+            return false;
+        }
+        self.tag = Tag::ZERO;
+        self.apply(e)
+    }
+
     /// The value held as a write message, to re-send (pc 88).
     pub fn as_write(&self, key: &Bytes) -> Entry {
         Entry {
