@@ -582,8 +582,8 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
         match t.sessions_abandoned {
             0 => String::new(),
             n => format!(
-                ", {n} znode sessions abandoned ({} `expired` events)",
-                t.expired_events
+                ", {n} znode sessions abandoned ({} `expired` events), {} unanswered znode requests no second server logged",
+                t.expired_events, t.znode_uncarried
             ),
         }
     );

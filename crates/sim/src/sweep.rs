@@ -85,6 +85,7 @@ fn add(t: &mut Stats, s: &Stats) {
     t.notifies_dropped += s.notifies_dropped;
     t.sessions_abandoned += s.sessions_abandoned;
     t.expired_events += s.expired_events;
+    t.znode_uncarried += s.znode_uncarried;
 }
 
 /// Run `seeds` of protocol `proto` on `jobs` threads. `on_seed` sees every

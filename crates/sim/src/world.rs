@@ -135,6 +135,9 @@ pub struct Stats {
     /// clients received (the leader expired a session they had used).
     pub sessions_abandoned: u64,
     pub expired_events: u64,
+    /// Unanswered znode requests that reached a server but that no message
+    /// carried to a second one as a log entry: left out of the history.
+    pub znode_uncarried: u64,
     /// When the faults healed, µs.
     pub healed_at_us: u64,
 }

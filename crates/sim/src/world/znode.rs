@@ -306,6 +306,9 @@ impl<D: ProtocolDef> World<'_, D> {
         if !self.entries_told || self.nodes.len() < 2 {
             self.znode.iter_mut().for_each(|a| a.carried = true);
         }
+        self.stats.znode_uncarried = (self.znode.iter())
+            .filter(|a| a.delivered && !a.carried && !answered(&a.reply) && !a.op.is_read())
+            .count() as u64;
     }
 
     pub(super) fn znode_notified(
@@ -406,6 +409,16 @@ pub fn event_before_change(
         }
     }
     None
+}
+
+/// Whether a reply settles what its request did: an answer, or a failure
+/// that says the request took no effect.
+fn answered(reply: &Option<Response>) -> bool {
+    match reply {
+        Some(Response::Failed(e)) => e.is_definite(),
+        Some(_) => true,
+        None => false,
+    }
 }
 
 /// The history as the znode model sees it: one operation per request whose
