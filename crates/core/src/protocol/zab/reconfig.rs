@@ -45,16 +45,17 @@ impl ZabNode {
             return Err(format!("server {n} is unknown here"));
         }
         let pending = self.log.members_above(self.commit).next().map(|(p, _)| p);
-        if let Some(p) = pending {
-            if !self.has_bug(InjectedBug::ZabReconfigReplacesPending) {
-                return Err("a reconfiguration is in flight".into());
-            }
-            // The bug: the newer configuration takes the pending one's place.
-            self.log.truncate_from(p);
-            out.persist(Record::TruncateFrom { index: p });
+        let replace = self.has_bug(InjectedBug::ZabReconfigReplacesPending);
+        if pending.is_some() && !replace {
+            return Err("a reconfiguration is in flight".into());
         }
         if &m == self.committed_config() {
             return Err("that is the configuration in effect".into());
+        }
+        if let Some(p) = pending {
+            // The bug: the newer configuration takes the pending one's place.
+            self.log.truncate_from(p);
+            out.persist(Record::TruncateFrom { index: p });
         }
         let index = (self.log.last()).checked_add(1).ok_or("the log is full")?;
         // Request id 0 is no client's (they start at 1): nobody waits.
