@@ -14,7 +14,8 @@ use quorumkv_sim::*;
 
 /// (protocol, bug, the invariant that catches it): the first seed today
 /// with the invariants, and with the history check alone (0..1000 with
-/// `quorumkv sim`; "none" = none in 0..100 here).
+/// `quorumkv sim`; "none" = none in 0..100 here). A `zab-znode-` bug runs
+/// the znode workload, a `zab-reconfig-` one adds the `reconfig` fault.
 const CASES: &[(&str, &str, &str)] = &[
     ("abd", "abd-reuse-ts", "a tag names one value"), // 1; history 1
     ("abd", "abd-merge-keeps-tag", "a tag names one value"), // 34; history 47
@@ -70,6 +71,18 @@ const CASES: &[(&str, &str, &str)] = &[
         "no ACK for an entry not on disk",
     ), // 1, checked by the simulator against its disk model; history none in 0..1000
     (
+        "zab",
+        "zab-diff-from-follower-last",
+        "delivered prefixes agree",
+    ), // 2 (10 of 100); history 146 (none in 0..100)
+    // with --faults all,reconfig (configuration entries need the fault):
+    // 26 (4 of 100); history 116 (none in 0..100)
+    (
+        "zab",
+        "zab-reconfig-replaces-pending",
+        "committed configurations agree",
+    ),
+    (
         "ring",
         "ring-forward-not-pending",
         "a value held anywhere is pending or held everywhere",
@@ -115,6 +128,11 @@ fn each_invariant_catches_its_bug_within_100_seeds_and_no_later_than_histories()
             protocol: protocol.into(),
             bug: Some(bug.into()),
             znode: bug.starts_with("zab-znode"),
+            faults: if bug.starts_with("zab-reconfig") {
+                "all,reconfig".parse().unwrap()
+            } else {
+                SimConfig::default().faults
+            },
             ..SimConfig::default()
         };
         // The first failure is a broken invariant (another invariant may

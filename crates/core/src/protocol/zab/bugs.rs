@@ -80,6 +80,20 @@ pub enum InjectedBug {
     /// is in the leader's follower table, before its ACKNEWLEADER said
     /// it holds the history (`reconfig.rs`). Needs the `reconfig` fault.
     ZabLearnerVotesBeforeSync,
+    /// The leader synchronises a follower whose last index lies within its
+    /// own log with a DIFF from that index, comparing indexes and not
+    /// zxids (`leader.rs`, `sync_for`): a follower holding a divergent
+    /// suffix of an older epoch keeps it, no TRUNC, and delivers it when
+    /// the leader commits those indexes (invariant 2, `invariants.rs`).
+    DiffFromFollowerLast,
+    /// Asked for a reconfiguration while one is pending, the leader drops
+    /// the pending configuration entry (and what followed it) from its
+    /// own log and proposes the new one in its place, instead of refusing
+    /// it (`reconfig.rs`, `try_reconfig`): two configurations with one
+    /// zxid, which log matching takes for the same entry, so servers that
+    /// logged the first keep it and commit it (invariant 7,
+    /// `reconfig_invariants.rs`). Needs the `reconfig` fault.
+    ZabReconfigReplacesPending,
 }
 
 impl InjectedBug {
@@ -99,6 +113,8 @@ impl InjectedBug {
         InjectedBug::ZnodeTtlEarly,
         InjectedBug::ZabReconfigOldQuorumOnly,
         InjectedBug::ZabLearnerVotesBeforeSync,
+        InjectedBug::DiffFromFollowerLast,
+        InjectedBug::ZabReconfigReplacesPending,
     ];
 }
 
@@ -123,6 +139,8 @@ impl InjectedBugs for InjectedBug {
             InjectedBug::ZnodeTtlEarly => "zab-znode-ttl-early",
             InjectedBug::ZabReconfigOldQuorumOnly => "zab-reconfig-old-quorum-only",
             InjectedBug::ZabLearnerVotesBeforeSync => "zab-learner-votes-before-sync",
+            InjectedBug::DiffFromFollowerLast => "zab-diff-from-follower-last",
+            InjectedBug::ZabReconfigReplacesPending => "zab-reconfig-replaces-pending",
         }
     }
     fn about(self) -> &'static str {
@@ -171,6 +189,12 @@ impl InjectedBugs for InjectedBug {
             }
             InjectedBug::ZabLearnerVotesBeforeSync => {
                 "a joining server counts in commit quorums before it synced (use with --faults ...,reconfig)"
+            }
+            InjectedBug::DiffFromFollowerLast => {
+                "sync a follower with a DIFF from its last index, no TRUNC of a divergent suffix"
+            }
+            InjectedBug::ZabReconfigReplacesPending => {
+                "a new reconfiguration replaces the pending one at its index (use with --faults ...,reconfig)"
             }
         }
     }

@@ -408,7 +408,9 @@ fn a_proposal_before_synchronisation_or_of_another_epoch_is_ignored() {
 
 /// TRUNC never reaches what we delivered: a leader asking it breaks the
 /// protocol (its history must contain every committed entry), and the
-/// follower's invariant says so rather than undo a delivered write.
+/// follower's invariant says so rather than undo a delivered write (a
+/// debug assertion: not compiled into release builds).
+#[cfg(debug_assertions)]
 #[test]
 #[should_panic(expected = "TRUNC below what we delivered")]
 fn a_trunc_of_a_delivered_entry_breaks_the_invariant() {

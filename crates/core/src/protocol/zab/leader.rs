@@ -192,8 +192,12 @@ impl ZabNode {
 
     /// The synchronisation a follower needs (DIFF, TRUNC + DIFF, or SNAP).
     pub(super) fn sync_for(&mut self, s: &Summary) -> SyncData {
-        let k = self.log.match_point(s);
         let last = s.last().counter;
+        let k = if self.has_bug(InjectedBug::DiffFromFollowerLast) && last <= self.log.last() {
+            last // The bug: indexes compared, not zxids: "a prefix of ours".
+        } else {
+            self.log.match_point(s)
+        };
         let trunc = (last > k).then_some(k + 1);
         if k < self.log.base() || k < s.base {
             self.counters.sync_snap += 1;

@@ -13,6 +13,7 @@ use super::members::{quorum_value_in, Members};
 use super::node::{Role, ZabNode, O};
 use super::state_machine::Payload;
 use super::variant::Variant;
+use crate::protocol::contract::Record;
 use crate::types::{NodeId, Time};
 use std::collections::BTreeMap;
 
@@ -43,11 +44,18 @@ impl ZabNode {
         if let Some(n) = (m.ids().iter()).find(|&&n| n != self.id && !self.knows(n)) {
             return Err(format!("server {n} is unknown here"));
         }
-        if self.log.members_above(self.commit).next().is_some() {
+        let pending = self.log.members_above(self.commit).next().map(|(p, _)| p);
+        let replace = self.has_bug(InjectedBug::ZabReconfigReplacesPending);
+        if pending.is_some() && !replace {
             return Err("a reconfiguration is in flight".into());
         }
         if &m == self.committed_config() {
             return Err("that is the configuration in effect".into());
+        }
+        if let Some(p) = pending {
+            // The bug: the newer configuration takes the pending one's place.
+            self.log.truncate_from(p);
+            out.persist(Record::TruncateFrom { index: p });
         }
         let index = (self.log.last()).checked_add(1).ok_or("the log is full")?;
         // Request id 0 is no client's (they start at 1): nobody waits.
@@ -67,7 +75,8 @@ impl ZabNode {
     /// with nothing in flight, or if the draw changes nothing.
     pub fn draw_config(&self, all: &[NodeId], draw: u64) -> Option<Vec<NodeId>> {
         let leads = matches!(&self.role, Role::Leading(l) if l.established);
-        if !leads || self.log.members_above(self.commit).next().is_some() {
+        let pending = self.log.members_above(self.commit).next().is_some();
+        if !leads || (pending && !self.has_bug(InjectedBug::ZabReconfigReplacesPending)) {
             return None;
         }
         let cur = self.committed_config().ids().to_vec();
