@@ -480,14 +480,9 @@ fn agree_on(cases: u64, size: Size, seed: u64) -> Tally {
     t
 }
 
-/// 2–6 operations over 2–3 processes, as in the bug's shapes.
-#[test]
-fn kv_checker_agrees_with_brute_force_on_small_histories() {
-    let size = Size {
-        ops: (2, 6),
-        procs: (2, 3),
-    };
-    let t = agree_on(6000, size, 0x6b76_6272_7574_6500);
+/// Every verdict and every shape the generator aims at occurs often
+/// enough that the agreement means something.
+fn assert_covered(t: &Tally) {
     assert!(t.linearizable >= 200 && t.not_linearizable >= 200, "{t:?}");
     assert!(t.unknown_seen >= 200 && t.unknown_unseen >= 200, "{t:?}");
     assert!(
@@ -495,6 +490,16 @@ fn kv_checker_agrees_with_brute_force_on_small_histories() {
         "{t:?}"
     );
     assert!(t.shape_blind_delete >= 200 && t.two_keys >= 500, "{t:?}");
+}
+
+/// 2–6 operations over 2–3 processes, as in the bug's shapes.
+#[test]
+fn kv_checker_agrees_with_brute_force_on_small_histories() {
+    let size = Size {
+        ops: (2, 6),
+        procs: (2, 3),
+    };
+    assert_covered(&agree_on(6000, size, 0x6b76_6272_7574_6500));
 }
 
 /// 7–10 operations over 2–4 processes: room for the search to reach one
@@ -505,12 +510,5 @@ fn kv_checker_agrees_with_brute_force_on_medium_histories() {
         ops: (7, 10),
         procs: (2, 4),
     };
-    let t = agree_on(4000, size, 0x6b76_6d65_6469_756d);
-    assert!(t.linearizable >= 200 && t.not_linearizable >= 200, "{t:?}");
-    assert!(t.unknown_seen >= 200 && t.unknown_unseen >= 200, "{t:?}");
-    assert!(
-        t.shape_concurrent >= 50 && t.shape_later_read >= 200,
-        "{t:?}"
-    );
-    assert!(t.shape_blind_delete >= 200 && t.two_keys >= 500, "{t:?}");
+    assert_covered(&agree_on(4000, size, 0x6b76_6d65_6469_756d));
 }
