@@ -906,6 +906,38 @@ mod tests {
         assert_eq!(m.sets, 1);
     }
 
+    /// Dropping a superset keeps the sets around it, in order, whatever
+    /// the width (two words here: over 64 unknown outcomes), and a key
+    /// holds at most `SETS_PER_KEY` sets, the oldest going first.
+    #[test]
+    fn the_memo_keeps_the_other_sets_when_it_drops_supersets() {
+        let key = Key {
+            w: [1, 0, 0, 0, 0],
+            spill: None,
+        };
+        let (s1, s2, s3) = ([0b100, 0], [0b011, 1], [0, 0b10]);
+        let mut m = Memo::default();
+        for s in [s1, s2, s3] {
+            assert!(m.insert(key.clone(), &s, MEMO_CAP));
+        }
+        // A subset of s2 only: s2 goes, s3 moves up behind s1.
+        assert!(m.insert(key.clone(), &[0b001, 1], MEMO_CAP));
+        assert_eq!(m.map[&key], vec![0b100, 0, 0, 0b10, 0b001, 1]);
+        assert_eq!(m.sets, 3);
+        assert!(!m.insert(key.clone(), &s1, MEMO_CAP), "s1 kept");
+        assert!(!m.insert(key.clone(), &s3, MEMO_CAP), "s3 kept");
+        // Incomparable sets (one bit each) up to the cap and one more.
+        let mut m = Memo::default();
+        let one = |i: usize| [0, 1u64 << i];
+        for i in 0..=SETS_PER_KEY {
+            assert!(m.insert(key.clone(), &one(i), MEMO_CAP));
+        }
+        assert_eq!(m.map[&key].len(), 2 * SETS_PER_KEY);
+        assert_eq!(m.sets, SETS_PER_KEY);
+        assert!(m.insert(key.clone(), &one(0), MEMO_CAP), "the oldest went");
+        assert!(!m.insert(key.clone(), &one(SETS_PER_KEY), MEMO_CAP));
+    }
+
     #[test]
     fn a_search_run_in_tiny_slices_ends_where_one_run_does() {
         use crate::gen::{mutate_stale_read, RegisterGen, SplitMix64};
