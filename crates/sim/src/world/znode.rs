@@ -280,7 +280,6 @@ impl<D: ProtocolDef> World<'_, D> {
         }
     }
 
-    /// Note a watch event client `c` received.
     /// `msg` reaches a server: the znode requests it carries as log
     /// entries (matched by session and operation, so a request asked
     /// twice alike counts as carried whichever copy went) may take effect.
@@ -311,6 +310,7 @@ impl<D: ProtocolDef> World<'_, D> {
             .count() as u64;
     }
 
+    /// Note a watch event client `c` received.
     pub(super) fn znode_notified(
         &mut self,
         server: Option<usize>,
