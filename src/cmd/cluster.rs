@@ -15,7 +15,7 @@ use std::process::ExitCode;
 /// themselves if this process dies.
 ///
 /// Replica i listens on native port P+i and RESP port P+100+i (P = --port-base),
-/// and with --protocol zab on ZooKeeper client port P+200+i (not with --users);
+/// and with --protocol zab on ZooKeeper client port P+200+i;
 /// with --metrics, Prometheus metrics and probes on port P+300+i.
 /// The client commands find a cluster on the default ports by themselves;
 /// for another --port-base, run the `export QUORUMKV_ENDPOINTS=...` line it
@@ -261,6 +261,9 @@ fn print_banner(
         .collect();
     if !zk.is_empty() {
         println!("zookeeper:  zkCli.sh -server {}", zk.join(","));
+        if users.is_some() {
+            println!("            then: addauth digest NAME:PASSWORD (a user of the users file)");
+        }
     }
     if a.metrics {
         print_prometheus(cluster);

@@ -447,10 +447,6 @@ fn server_options(a: &Args, id: u32) -> Result<ServerOptions, String> {
     opts.insecure = a.insecure;
     opts.check_exposure().map_err(|e| format!("{e:#}"))?;
     opts.users = load_users(a, &opts.cluster).map_err(|e| format!("{e:#}"))?;
-    let zk = opts.cluster.replica(id).and_then(|r| r.zk);
-    if zk.is_some() && opts.users.is_some() {
-        return Err("the ZooKeeper port does not check logins yet: a replica with a users file cannot serve it (remove `zk`/--zk-port or the users)".into());
-    }
     opts.zk_max_buffer = a.zk_max_buffer.unwrap_or(opts.zk_max_buffer);
     if a.drain_timeout > Duration::from_secs(3600) {
         return Err(format!(

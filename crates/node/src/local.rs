@@ -706,11 +706,10 @@ fn cluster_file(cfg: &LocalClusterConfig) -> anyhow::Result<ClusterFile> {
 
 /// A ZooKeeper client port for every replica of a local cluster of the
 /// protocol that serves znodes: port P+200+i with `--port-base` P, else a
-/// free one. Not with users (the port does not check logins yet) nor on
-/// other hosts.
+/// free one. Not on other hosts.
 fn add_zk_ports(cfg: &LocalClusterConfig, file: &mut ClusterFile) -> anyhow::Result<()> {
     let serves = cfg.protocol.name() == quorumkv_core::znode::op::SERVED_BY;
-    if !serves || cfg.users.is_some() || !cfg.hosts.is_empty() {
+    if !serves || !cfg.hosts.is_empty() {
         return Ok(());
     }
     let ports = extra_ports(cfg, file, 200, "ZooKeeper")?;

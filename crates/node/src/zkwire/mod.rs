@@ -9,12 +9,15 @@
 //! * `multi` — `multi` and `multiRead`: their records, plans and replies.
 //! * `server` — the port: connect (a new session or one resumed),
 //!   requests, watch events.
+//! * `login` — users on the port: `addAuth digest` checked against the
+//!   users file, roles, and ZooKeeper's enforced authentication.
 //! * `session` — session ids and passwords any replica can check.
 //! * `four` — the four-letter words (`ruok`, `srvr`, `mntr`).
 //! * `walk` — `getAllChildrenNumber`, as a walk of `getChildren` reads.
 
 mod four;
 pub mod jute;
+mod login;
 mod multi;
 mod ops;
 pub mod proto;

@@ -14,6 +14,7 @@
 
 use super::four::{four_letter, is_word};
 use super::jute::{frame, packet_len, Reader, Writer};
+use super::login::{Admit, Gate};
 use super::ops::{count_reply, error_reply, is_close, notification, plan, reply, Plan, Shape};
 use super::proto::{err, ConnectRequest, ConnectResponse, Packet, ZkRequest};
 use super::session::{new_session, password_checks, PASSWD_LEN};
@@ -73,12 +74,13 @@ pub(crate) async fn accept_zk<P: Protocol + Send + 'static>(
     tls: Option<Arc<TlsServer>>,
 ) {
     let max = opts.max_connections;
-    let serve = move |stream: Conn, _remote, _| {
+    let serve = move |stream: Conn, remote, _| {
         let (tx, opts, limits) = (tx.clone(), opts.clone(), limits.clone());
         let stop = stop.clone();
         async move {
             OPEN.fetch_add(1, Ordering::Relaxed);
-            serve_zk::<P>(stream, tx, &opts, &limits, stop).await;
+            let gate = Gate::new(opts.users.clone(), remote);
+            serve_zk::<P>((stream, gate), tx, &opts, &limits, stop).await;
             OPEN.fetch_sub(1, Ordering::Relaxed);
         }
     };
@@ -139,7 +141,7 @@ async fn next_packet(
 /// One connection: the connect handshake (or a four-letter word), then
 /// requests until either side closes.
 async fn serve_zk<P: Protocol + Send + 'static>(
-    stream: Conn,
+    (stream, mut gate): (Conn, Gate),
     tx: Tx<P::Msg>,
     opts: &ServerOptions,
     limits: &ConnLimits,
@@ -176,7 +178,7 @@ async fn serve_zk<P: Protocol + Send + 'static>(
     let ids = (conn, session.id);
     serve_requests::<P>(
         (&mut buf, &mut rd),
-        ids,
+        (ids, &mut gate),
         (&tx, &ftx),
         &ptx,
         (&mut stop, done_rx, max),
@@ -401,7 +403,7 @@ enum Out {
 /// Read and hand on requests until the connection or the session ends.
 async fn serve_requests<P: Protocol + Send + 'static>(
     (buf, rd): (&mut InBuf, &mut ConnRead),
-    ids: (u64, u64),
+    (ids, gate): ((u64, u64), &mut Gate),
     (tx, ftx): (&Tx<P::Msg>, &FrameTx<P::Msg>),
     ptx: &mpsc::Sender<Out>,
     (stop, mut done, max): (&mut ConnStop, oneshot::Receiver<()>, usize),
@@ -422,7 +424,7 @@ async fn serve_requests<P: Protocol + Send + 'static>(
         let Ok(packet) = Packet::decode(&p) else {
             return;
         };
-        let Some(close) = hand_on(packet, ids, &mut seq, (tx, ftx), ptx).await else {
+        let Some(close) = hand_on(packet, (ids, gate), &mut seq, (tx, ftx), ptx).await else {
             return;
         };
         if close {
@@ -436,16 +438,29 @@ async fn serve_requests<P: Protocol + Send + 'static>(
 /// writer is gone.
 async fn hand_on<M: Send + 'static>(
     packet: Packet,
-    ids: (u64, u64),
+    (ids, gate): ((u64, u64), &mut Gate),
     seq: &mut u64,
     (tx, ftx): (&Tx<M>, &FrameTx<M>),
     ptx: &mpsc::Sender<Out>,
 ) -> Option<bool> {
     let Packet { xid, op, req } = packet;
+    match gate.admit(&req).await {
+        Admit::Pass => {}
+        Admit::LoggedIn(name) => tx.send(user_identity(ids.0, name)).await.ok()?,
+        Admit::Refuse { code, close } => {
+            ptx.send(Out::Error { xid, code, close }).await.ok()?;
+            return Some(close);
+        }
+    }
     // An op code ZooKeeper does not know either: answered, then closed.
     let close = is_close(op) || matches!(req, ZkRequest::Unknown(_));
     let out = match plan(req) {
         Plan::Error(code) => Out::Error { xid, code, close },
+        Plan::Ops(plan, _) if !gate.may(&plan) => Out::Error {
+            xid,
+            code: err::NO_AUTH,
+            close,
+        },
         Plan::CountBelow(path) => Out::Count {
             xid,
             count: count_below(path, driver_read(tx, ids, seq)).await,
@@ -472,6 +487,23 @@ async fn hand_on<M: Send + 'static>(
     };
     ptx.send(out).await.ok()?;
     Some(close)
+}
+
+/// The identity `user:NAME` of a connection logged in as NAME (the
+/// native port's login gives the same), handed to the core before the
+/// login's own `digest` identity. Answered nowhere: the login's reply is
+/// the `addAuth`'s.
+fn user_identity<M>(conn: u64, name: String) -> Input<M> {
+    let (reply, _) = oneshot::channel();
+    Input::Client {
+        req: Request::Znode(ZnodeOp::AddAuth {
+            scheme: "user".into(),
+            auth: name,
+        }),
+        session: conn,
+        op: OpId::NONE,
+        reply: ReplyTo::Local(reply),
+    }
 }
 
 /// The connection's write half, each write bounded by `deadline` (a
