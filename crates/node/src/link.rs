@@ -28,6 +28,11 @@ impl<M> Batcher<M> {
             buf: Vec::new(),
         }
     }
+    /// The driver's channel, for inputs that must not wait in a batch
+    /// (flush first to keep their order).
+    pub fn sender(&self) -> &mpsc::Sender<Input<M>> {
+        &self.tx
+    }
     /// Queue an input; hands the batch over when it is full.
     pub async fn push(&mut self, input: Input<M>) -> Result<(), DriverGone> {
         self.buf.push(input);

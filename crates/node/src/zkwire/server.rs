@@ -22,6 +22,7 @@ use super::walk::{count_below, driver_read};
 use crate::accept::{accept_conns, finish_writer, Refusals};
 use crate::codec::Frame;
 use crate::driver::{Input, ReplyTo};
+use crate::link::Batcher;
 use crate::net::{ConnLimits, FrameTx, InBuf, OutQueueRx};
 use crate::options::ServerOptions;
 use crate::peer_auth::ClusterSecret;
@@ -173,7 +174,7 @@ async fn serve_zk<P: Protocol + Send + 'static>(
     let (ptx, prx) = mpsc::channel(MAX_OUTSTANDING);
     let (done_tx, done_rx) = oneshot::channel::<()>();
     let deadline = opts.idle_timeout.unwrap_or(WRITE_DEADLINE);
-    let wr = TimedWrite { wr, deadline };
+    let wr = TimedWrite::new(wr, deadline);
     let writer = tokio::spawn(write_replies(wr, prx, (frx, session.zxid), done_tx));
     let ids = (conn, session.id);
     serve_requests::<P>(
@@ -348,14 +349,13 @@ async fn write_record(wr: &mut ConnWrite, f: impl FnOnce(&mut Writer)) -> std::i
     wr.flush().await
 }
 
-/// Hand one operation to the driver, answered to `reply`.
-async fn send_op<M>(
-    tx: &Tx<M>,
+/// One operation for the driver, answered to `reply`.
+fn op_input<M>(
     (conn, session): (u64, u64),
     (seq, op): (u64, ZnodeOp),
     reply: ReplyTo<M>,
-) -> Option<()> {
-    let input = Input::Client {
+) -> Input<M> {
+    Input::Client {
         req: Request::Znode(op),
         session: conn,
         op: OpId {
@@ -363,8 +363,7 @@ async fn send_op<M>(
             seq,
         },
         reply,
-    };
-    tx.send(input).await.ok()
+    }
 }
 
 /// Hand one operation to the driver; the receiver gets its answer.
@@ -375,7 +374,9 @@ async fn ask_op<M>(
     op: ZnodeOp,
 ) -> Option<oneshot::Receiver<Response>> {
     let (otx, orx) = oneshot::channel();
-    send_op(tx, ids, (seq, op), ReplyTo::Local(otx)).await?;
+    tx.send(op_input(ids, (seq, op), ReplyTo::Local(otx)))
+        .await
+        .ok()?;
     Some(orx)
 }
 
@@ -409,46 +410,60 @@ async fn serve_requests<P: Protocol + Send + 'static>(
     (stop, mut done, max): (&mut ConnStop, oneshot::Receiver<()>, usize),
 ) {
     let mut seq = 0u64;
+    // The requests of one read go to the driver in one send, so that a
+    // pipelining client's writes are proposed, logged and synced together.
+    let mut batch = Batcher::new(tx.clone());
     loop {
+        if !matches!(packet_len(buf.data(), max), Ok(Some(_))) && batch.flush().await.is_err() {
+            return;
+        }
         let next = tokio::select! {
             biased;
             _ = &mut done => return, // the writer stopped: session gone
             p = next_packet(buf, rd, stop, max, false) => p,
         };
-        let Some(First::Packet(p)) = next else {
-            return;
-        };
-        RECEIVED.fetch_add(1, Ordering::Relaxed);
+        RECEIVED.fetch_add(
+            u64::from(matches!(next, Some(First::Packet(_)))),
+            Ordering::Relaxed,
+        );
         // A packet that does not decode ends the connection, as in
         // ZooKeeper (a marshalling error).
-        let Ok(packet) = Packet::decode(&p) else {
-            return;
+        let packet = match next {
+            Some(First::Packet(p)) => Packet::decode(&p).ok(),
+            _ => None,
         };
-        let Some(close) = hand_on(packet, (ids, gate), &mut seq, (tx, ftx), ptx).await else {
-            return;
+        let close = match packet {
+            Some(packet) => hand_on(packet, (ids, gate), &mut seq, (&mut batch, ftx), ptx).await,
+            None => None,
         };
-        if close {
+        if close != Some(false) {
+            // What was decoded before the end still reaches the driver.
+            let _ = batch.flush().await;
             return;
         }
     }
 }
 
-/// Hand one request to the driver and its reply to the writer. `Some(true)`
-/// when the connection closes after it; `None` when the driver or the
-/// writer is gone.
+/// Hand one request to the driver (through `batch`, flushed before
+/// anything that waits) and its reply to the writer. `Some(true)` when
+/// the connection closes after it; `None` when the driver or the writer
+/// is gone.
 async fn hand_on<M: Send + 'static>(
     packet: Packet,
     (ids, gate): ((u64, u64), &mut Gate),
     seq: &mut u64,
-    (tx, ftx): (&Tx<M>, &FrameTx<M>),
+    (batch, ftx): (&mut Batcher<M>, &FrameTx<M>),
     ptx: &mpsc::Sender<Out>,
 ) -> Option<bool> {
     let Packet { xid, op, req } = packet;
+    if matches!(req, ZkRequest::Auth { .. }) {
+        batch.flush().await.ok()?; // the password check takes a while
+    }
     match gate.admit(&req).await {
         Admit::Pass => {}
-        Admit::LoggedIn(name) => tx.send(user_identity(ids.0, name)).await.ok()?,
+        Admit::LoggedIn(name) => batch.push(user_identity(ids.0, name)).await.ok()?,
         Admit::Refuse { code, close } => {
-            ptx.send(Out::Error { xid, code, close }).await.ok()?;
+            to_writer(ptx, Out::Error { xid, code, close }, batch).await?;
             return Some(close);
         }
     }
@@ -461,10 +476,14 @@ async fn hand_on<M: Send + 'static>(
             code: err::NO_AUTH,
             close,
         },
-        Plan::CountBelow(path) => Out::Count {
-            xid,
-            count: count_below(path, driver_read(tx, ids, seq)).await,
-        },
+        Plan::CountBelow(path) => {
+            batch.flush().await.ok()?; // the walk's reads come after
+            let tx = batch.sender();
+            Out::Count {
+                xid,
+                count: count_below(path, driver_read(tx, ids, seq)).await,
+            }
+        }
         Plan::Ops(plan, shape) => {
             let mut ops = Vec::with_capacity(plan.len());
             for o in plan {
@@ -474,7 +493,7 @@ async fn hand_on<M: Send + 'static>(
                     tx: ftx.clone(),
                     id: *seq,
                 };
-                send_op(tx, ids, (*seq, o), reply).await?;
+                batch.push(op_input(ids, (*seq, o), reply)).await.ok()?;
                 ops.push(*seq);
             }
             Out::Answers {
@@ -485,8 +504,21 @@ async fn hand_on<M: Send + 'static>(
             }
         }
     };
-    ptx.send(out).await.ok()?;
+    to_writer(ptx, out, batch).await?;
     Some(close)
+}
+
+/// Give the writer `out`; if its queue is full, first hand the driver
+/// what is batched (the writer may be waiting for those answers).
+async fn to_writer<M>(ptx: &mpsc::Sender<Out>, out: Out, batch: &mut Batcher<M>) -> Option<()> {
+    match ptx.try_send(out) {
+        Ok(()) => Some(()),
+        Err(mpsc::error::TrySendError::Full(out)) => {
+            batch.flush().await.ok()?;
+            ptx.send(out).await.ok()
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => None,
+    }
 }
 
 /// The identity `user:NAME` of a connection logged in as NAME (the
@@ -506,23 +538,57 @@ fn user_identity<M>(conn: u64, name: String) -> Input<M> {
     }
 }
 
-/// The connection's write half, each write bounded by `deadline` (a
-/// client that reads nothing is cut off).
+/// The connection's write half: replies and events are queued and
+/// written together when the writer has nothing more at hand (one write
+/// for the replies of a pipelined client's requests, not one each), each
+/// write bounded by `deadline` (a client that reads nothing is cut off).
 struct TimedWrite {
     wr: ConnWrite,
     deadline: std::time::Duration,
+    out: Vec<u8>,
 }
 
+/// Queued bytes past which they are written at once.
+const OUT_MAX: usize = 256 * 1024;
+
 impl TimedWrite {
+    fn new(wr: ConnWrite, deadline: std::time::Duration) -> TimedWrite {
+        TimedWrite {
+            wr,
+            deadline,
+            out: Vec::new(),
+        }
+    }
+
+    /// Queue `bytes`, written at the next [`TimedWrite::flush`] (at once
+    /// past [`OUT_MAX`]).
     async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        let write = async {
-            self.wr.write_all(bytes).await?;
-            self.wr.flush().await
+        self.out.extend_from_slice(bytes);
+        if self.out.len() >= OUT_MAX {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Write what is queued.
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let (wr, out) = (&mut self.wr, &self.out);
+        let write = async move {
+            wr.write_all(out).await?;
+            wr.flush().await
         };
-        match tokio::time::timeout(self.deadline, write).await {
+        let result = match tokio::time::timeout(self.deadline, write).await {
             Ok(r) => r,
             Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+        };
+        self.out.clear();
+        if self.out.capacity() > OUT_MAX {
+            self.out.shrink_to(OUT_MAX);
         }
+        result
     }
 }
 
@@ -645,6 +711,25 @@ async fn write_replies<M>(
         ) {
             break;
         }
+        // Take what is already there before writing anything out.
+        if let Some(f) = q.frx.try_recv().filter(|_| q.open) {
+            q.take(Some(f));
+            continue;
+        }
+        match prx.try_recv() {
+            Ok(p) if reading => {
+                due.push_back(p);
+                continue;
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) if reading => {
+                reading = false;
+                continue;
+            }
+            _ => {}
+        }
+        if wr.flush().await.is_err() {
+            break;
+        }
         // What was taken is written (nothing held back): its bytes go back.
         if q.events.is_empty() && q.answers.is_empty() {
             q.frx.written();
@@ -660,6 +745,7 @@ async fn write_replies<M>(
             else => {}
         }
     }
+    let _ = wr.flush().await;
     let _ = wr.wr.shutdown().await;
     drop(done);
 }
@@ -713,10 +799,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
         let (_, wr) = l.accept().await.unwrap().0.into_split();
-        let wr = TimedWrite {
-            wr: ConnWrite::Plain(wr),
-            deadline: WRITE_DEADLINE,
-        };
+        let wr = TimedWrite::new(ConnWrite::Plain(wr), WRITE_DEADLINE);
         let (ftx, frx) = crate::net::link_queue::<Frame<()>>();
         let children = Response::Znode(ZnodeReply::Children(vec![]));
         let stat = Response::Znode(ZnodeReply::Exists(Some(Stat::default())));
