@@ -109,7 +109,7 @@ impl<P: Protocol + Send + 'static> Driver<P> {
             ),
             (
                 "auth_failures_total",
-                "failed user authentications (RESP AUTH/HELLO, native Auth)",
+                "failed user authentications (RESP AUTH/HELLO, native Auth, ZooKeeper addAuth digest)",
                 load(&crate::auth::AUTH_FAILURES),
             ),
             (
