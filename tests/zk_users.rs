@@ -9,15 +9,13 @@
 mod common;
 
 use common::binary;
-use common::zookeeper::require;
+use common::zookeeper::{python_with_kazoo, require, zkcli, ZKCLI};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
 
 /// A fresh directory for one test (tests of a file may share a process).
 fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -62,15 +60,6 @@ fn zk_hosts(c: &LocalCluster) -> String {
         .map(|e| e.zk.expect("a zab cluster has ZooKeeper ports").to_string())
         .collect();
     hosts.join(",")
-}
-
-fn python_with_kazoo() -> Option<&'static str> {
-    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
-        Command::new(py)
-            .args(["-c", "import kazoo"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
 }
 
 /// Run `tests/zk/kazoo_users.py` with `extra` arguments (TLS files).
@@ -317,21 +306,4 @@ async fn the_codes_over_a_raw_socket_and_a_user_acl_across_ports() {
         !native("reader", "r-pass").0,
         "reader read a node only writer may"
     );
-}
-
-/// zkCli.sh with `script` on its standard input; stdout and stderr.
-fn zkcli(server: &str, script: &str) -> String {
-    let mut child = Command::new(ZKCLI)
-        .args(["-server", server])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("zkCli.sh runs");
-    use std::io::Write;
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(script.as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::zookeeper::{require, zookeeper_installed, ZooKeeper};
+use common::zookeeper::{python_with_kazoo, require, zkcli, zookeeper_installed, ZooKeeper, ZKCLI};
 use common::{binary, cluster_cfg};
 use quorumkv_node::local::LocalCluster;
 use std::path::Path;
@@ -13,8 +13,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
 
 async fn zab_cluster() -> LocalCluster {
     LocalCluster::start(cluster_cfg("zab", 3, &[]))
@@ -28,25 +26,6 @@ fn zk_hosts(c: &LocalCluster) -> Vec<String> {
         .collect();
     assert_eq!(hosts.len(), 3);
     hosts
-}
-
-/// Run zkCli.sh with `script` on its standard input; its output (it says
-/// what it created and its errors on stderr, what it read on stdout).
-fn zkcli(server: &str, script: &str) -> String {
-    let mut child = Command::new(ZKCLI)
-        .args(["-server", server])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("zkCli.sh runs");
-    use std::io::Write;
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(script.as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let (o, e) = (&out.stdout, &out.stderr);
-    String::from_utf8_lossy(o).to_string() + &String::from_utf8_lossy(e)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,16 +63,6 @@ async fn zkcli_create_get_set_ls_stat_delete_and_a_watch() {
     let out = zkcli(&hosts[2], "get /app\nls /app\nquit\n");
     assert!(out.contains("world\n"), "{out}");
     assert!(out.contains("[seq-0000000000]\n"), "{out}");
-}
-
-/// The Python interpreter that has kazoo (Debian's, not a pyenv one).
-fn python_with_kazoo() -> Option<&'static str> {
-    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
-        Command::new(py)
-            .args(["-c", "import kazoo"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

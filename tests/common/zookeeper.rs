@@ -23,6 +23,38 @@ pub fn zookeeper_installed() -> bool {
     Path::new("/usr/share/java/zookeeper.jar").is_file()
 }
 
+/// Debian's zkCli.sh (package `zookeeper`).
+pub const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
+
+/// Run zkCli.sh with `script` on its standard input; its output (it says
+/// what it created and its errors on stderr, what it read on stdout).
+pub fn zkcli(server: &str, script: &str) -> String {
+    let mut child = Command::new(ZKCLI)
+        .args(["-server", server])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zkCli.sh runs");
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let (o, e) = (&out.stdout, &out.stderr);
+    String::from_utf8_lossy(o).to_string() + &String::from_utf8_lossy(e)
+}
+
+/// The Python interpreter that has kazoo (Debian's, not a pyenv one).
+pub fn python_with_kazoo() -> Option<&'static str> {
+    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import kazoo"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
 /// A throwaway ZooKeeper 3.8 ensemble run by `scripts/peers.sh` in its own
 /// state directory; stopped (data removed) when dropped.
 pub struct ZooKeeper {

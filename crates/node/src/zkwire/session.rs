@@ -87,6 +87,19 @@ pub(super) fn password_checks(secret: Option<&ClusterSecret>, session: u64, pass
 mod tests {
     use super::*;
 
+    /// Every id has both marks set, whatever the random draw (one draw
+    /// would show a lost mark only half the time).
+    #[test]
+    fn every_id_is_marked_top_and_session_bound() {
+        let secret = ClusterSecret::from_text("0123456789abcdef0123").unwrap();
+        for key in [Some(&secret), None] {
+            for _ in 0..64 {
+                let (session, _) = new_session(key);
+                assert_eq!(session & (TOP | SESSION_BOUND), TOP | SESSION_BOUND);
+            }
+        }
+    }
+
     /// Each scheme checks its own passwords and refuses a changed byte,
     /// another session's id, another length and the other scheme's.
     #[test]
