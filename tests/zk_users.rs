@@ -9,7 +9,7 @@
 mod common;
 
 use common::binary;
-use common::zookeeper::{python_with_kazoo, require, zkcli, ZKCLI};
+use common::zookeeper::{python_with_kazoo, require, run_kazoo_script, zkcli, ZKCLI};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use std::path::Path;
 use std::process::Command;
@@ -64,25 +64,9 @@ fn zk_hosts(c: &LocalCluster) -> String {
 
 /// Run `tests/zk/kazoo_users.py` with `extra` arguments (TLS files).
 async fn kazoo_users(py: &str, hosts: &str, extra: &[String]) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zk/kazoo_users.py");
-    let out = tokio::process::Command::new(py)
-        .args([script, hosts, "writer:w-pass", "reader:r-pass"])
-        .args(extra)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(180), out)
-        .await
-        .expect("kazoo_users.py finishes")
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains("all ok"),
-        "kazoo_users.py failed:\n{stdout}\n{stderr}"
-    );
-    let checks = stdout.lines().filter(|l| l.starts_with("ok ")).count();
-    assert_eq!(checks, 6, "{stdout}");
+    let mut args: Vec<String> = vec![hosts.into(), "writer:w-pass".into(), "reader:r-pass".into()];
+    args.extend_from_slice(extra);
+    assert_eq!(run_kazoo_script(py, "kazoo_users.py", &args).await, 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::zookeeper::{python_with_kazoo, require, zkcli, zookeeper_installed, ZooKeeper, ZKCLI};
+use common::zookeeper::{
+    python_with_kazoo, require, run_kazoo_script, zkcli, zookeeper_installed, ZooKeeper, ZKCLI,
+};
 use common::{binary, cluster_cfg};
 use quorumkv_node::local::LocalCluster;
 use std::path::Path;
@@ -73,23 +75,8 @@ async fn kazoo_crud_watches_ephemerals_and_recipes() {
     }
     let cluster = zab_cluster().await;
     let hosts = zk_hosts(&cluster).join(",");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zk/kazoo_basic.py");
-    let out = tokio::process::Command::new(py.unwrap())
-        .args([script, &hosts])
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(180), out)
-        .await
-        .expect("kazoo_basic.py finishes")
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains("all ok"),
-        "kazoo_basic.py failed:\n{stdout}\n{stderr}"
-    );
-    assert_eq!(stdout.matches("\nok ").count() + 1, 8, "{stdout}");
+    let checks = run_kazoo_script(py.unwrap(), "kazoo_basic.py", &[hosts]).await;
+    assert_eq!(checks, 8);
 }
 
 /// A connect packet asking for a new session (`session` 0) or to resume

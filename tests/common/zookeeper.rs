@@ -55,6 +55,32 @@ pub fn python_with_kazoo() -> Option<&'static str> {
     })
 }
 
+/// Run `tests/zk/SCRIPT` with `py` and `args` (3 minutes at most); it
+/// must exit 0 and print `all ok`. Returns how many `ok NAME` lines it
+/// printed (one per check).
+pub async fn run_kazoo_script(py: &str, script: &str, args: &[String]) -> usize {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/zk")
+        .join(script);
+    let out = tokio::process::Command::new(py)
+        .arg(&path)
+        .args(args)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(180), out)
+        .await
+        .unwrap_or_else(|_| panic!("{script} finishes"))
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("all ok"),
+        "{script} failed:\n{stdout}\n{stderr}"
+    );
+    stdout.lines().filter(|l| l.starts_with("ok ")).count()
+}
+
 /// A throwaway ZooKeeper 3.8 ensemble run by `scripts/peers.sh` in its own
 /// state directory; stopped (data removed) when dropped.
 pub struct ZooKeeper {
