@@ -62,9 +62,11 @@ pub async fn run_kazoo_script(py: &str, script: &str, args: &[String]) -> usize 
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/zk")
         .join(script);
+    // Killed if it outlives the timeout: a hung client must not stay behind.
     let out = tokio::process::Command::new(py)
         .arg(&path)
         .args(args)
+        .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(std::time::Duration::from_secs(180), out)
         .await
