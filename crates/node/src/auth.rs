@@ -114,11 +114,18 @@ pub fn access_of(req: &Request) -> Access {
     match req {
         Request::Get { .. } => Access::Read,
         Request::Put { .. } | Request::Delete { .. } => Access::Write,
-        Request::Znode(op) if op.is_read() => Access::Read,
-        Request::Znode(_) => Access::Write,
+        Request::Znode(op) => znode_access(op),
         // A request added to the core later: nobody but an admin until
         // it is classified here.
         _ => Access::Admin,
+    }
+}
+
+/// What serving a znode operation needs: reads read, the rest write.
+pub fn znode_access(op: &quorumkv_core::znode::ZnodeOp) -> Access {
+    match op.is_read() {
+        true => Access::Read,
+        false => Access::Write,
     }
 }
 

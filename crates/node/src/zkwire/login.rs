@@ -37,9 +37,8 @@
 //! and can do nothing with it but log in, ping and close it.
 
 use super::proto::{err, ZkRequest};
-use crate::auth::{authenticate, log_failure, Role, UsersHandle};
+use crate::auth::{authenticate, log_failure, znode_access, Role, UsersHandle};
 use quorumkv_core::znode::ZnodeOp;
-use quorumkv_core::Request;
 use std::net::SocketAddr;
 
 /// The one scheme a client may name in `addAuth`.
@@ -136,7 +135,7 @@ impl Gate {
             return false;
         };
         ops.iter()
-            .all(|op| own(op) || role.may(&Request::Znode(op.clone())))
+            .all(|op| own(op) || role.allows(znode_access(op)))
     }
 
     /// The user's role as the users file now says (`None`: not logged in,
@@ -163,7 +162,7 @@ impl Gate {
 /// port decides it.
 #[cfg(test)]
 fn reads_only(op: &ZnodeOp) -> bool {
-    crate::auth::access_of(&Request::Znode(op.clone())) == crate::auth::Access::Read
+    crate::auth::access_of(&quorumkv_core::Request::Znode(op.clone())) == crate::auth::Access::Read
 }
 
 #[cfg(test)]

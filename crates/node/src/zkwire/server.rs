@@ -712,7 +712,7 @@ async fn write_replies<M>(
             break;
         }
         // Take what is already there before writing anything out.
-        if let Some(f) = q.frx.try_recv().filter(|_| q.open) {
+        if let Some(f) = q.frx.try_recv() {
             q.take(Some(f));
             continue;
         }
