@@ -253,6 +253,7 @@ def acl(zk, other):
 def transactions(zk, other):
     base = ROOT + "/tx"
     zk.create(base, b"b")
+    fresh(other, base)
     w = watched(other, base)
     t = zk.transaction()
     t.check(base, 0)
