@@ -40,6 +40,7 @@ enum Cmd {
     Secret(cmd::secret::Args),
     User(cmd::user::Args),
     Snapshot(cmd::snapshot::Args),
+    Member(cmd::member::Args),
     /// Measure protocols (and etcd / Redis) on the same workload.
     Bench(Box<quorumkv_bench::cli::Args>),
     /// Decide whether a recorded history is linearizable.
@@ -93,6 +94,7 @@ fn main() -> ExitCode {
         Cmd::Secret(a) => cmd::secret::run(a),
         Cmd::User(a) => cmd::user::run(a),
         Cmd::Snapshot(a) => cmd::snapshot::run(a),
+        Cmd::Member(a) => cmd::member::run(a),
         Cmd::Bench(a) => quorumkv_bench::cli::run(*a),
         Cmd::Check(a) => quorumkv_check::cli::run(a),
         Cmd::Sim(a) => quorumkv_sim::cli::run(a),

@@ -53,6 +53,11 @@ Faults (--faults, a comma list, or none):
   netem     (--hosts netns) slow, lossy links out of a minority (tc netem
             delay and loss; loss only, by iptables, where the kernel has no
             netem).
+  replace   (Zab, --opt spares=K) replace the voter that has voted longest by
+            the learner that has waited longest, online (`quorumkv member
+            replace`, waited for until committed), SIGKILL the replaced
+            server, then restart it: it is back as a learner. With N voters,
+            N replaces have replaced every voter of the start, 2N twice.
 After each fault is healed, every replica must serve again (not recovering,
 reaching a quorum), and one more client must read every key, before the next
 one: the time from the heal until every key was read is printed for each heal
@@ -228,6 +233,9 @@ pub fn run(a: Args) -> ExitCode {
             ));
         }
     }
+    if let Err(e) = replace_rotation(&a) {
+        return setup_error(e);
+    }
     let seed = a.seed.unwrap_or_else(rand_seed);
     println!(
         "quorumkv chaos: protocol {}, {} replicas, durability {}, faults {}, {} clients ({}), {} keys, {:?}, seed {seed}",
@@ -295,6 +303,34 @@ fn mode_name(m: ClientMode) -> &'static str {
     }
 }
 
+/// The voter rotation of `--faults replace`, `None` without it; an error
+/// where it cannot run: only Zab changes its voters, only servers that keep
+/// their log remember a change, and a replacement needs a spare.
+fn replace_rotation(a: &Args) -> Result<Option<nemesis::Rotation>, String> {
+    if !a.faults.0.contains(&schedule::FaultKind::Replace) {
+        return Ok(None);
+    }
+    if a.shape.protocol.name() != "zab" {
+        return Err("--faults replace needs --protocol zab (the others have fixed servers)".into());
+    }
+    if !a.durability.keeps_data() {
+        return Err("--faults replace needs --durability fsync or buffered".into());
+    }
+    let spares = (a.shape.opt.iter().rev())
+        .find(|(k, _)| k == "spares")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    nemesis::Rotation::new(a.shape.replicas, spares)
+        .map(Some)
+        .ok_or_else(|| {
+            format!(
+                "--faults replace needs spares to swap in: e.g. --replicas {} --opt spares=3 \
+             (the last 3 start as learners)",
+                a.shape.replicas + 3
+            )
+        })
+}
+
 fn setup_error(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("quorumkv chaos: {msg}");
     ExitCode::from(2)
@@ -353,6 +389,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         serve_timeout: a.serve_timeout,
         hosts,
         liveness: &mut liveness,
+        rotation: replace_rotation(a).map_err(anyhow::Error::msg)?,
     };
     let error = nemesis
         .run(schedule, until)
@@ -707,12 +744,14 @@ fn render(
     let (c, f) = (&run.counts, &run.faults);
     let load = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
     s += &format!(
-        "faults: {} kill/restart cycles, {} pauses, {} kill-all, {} partitions, {} degraded links\n",
+        "faults: {} kill/restart cycles, {} pauses, {} kill-all, {} partitions, {} degraded links, \
+         {} voters replaced\n",
         load(&f.kills),
         load(&f.pauses),
         load(&f.kill_alls),
         load(&f.partitions),
-        load(&f.degrades)
+        load(&f.degrades),
+        load(&f.replaces)
     );
     s += &format!("liveness: {}\n", run.liveness);
     let final_read = match &run.znode {

@@ -7,6 +7,7 @@ pub mod endpoints;
 pub mod health;
 pub mod json_log;
 pub mod kv;
+pub mod member;
 pub mod protocols;
 pub mod secret;
 pub mod server;

@@ -123,6 +123,18 @@ pub enum Frame<M> {
         data: Bytes,
         more: bool,
     },
+    /// `quorumkv member` (wire 1.2), on a connection after its hello:
+    /// without `voters`, "who votes?"; with them, "propose these as the
+    /// voting servers" (the leader takes it; an admin request where the
+    /// replica has users). Answered by `Members`.
+    MemberRequest {
+        voters: Option<Vec<NodeId>>,
+    },
+    /// The answer to `MemberRequest`: this replica's view after it, or
+    /// why the change was refused (the connection stays open).
+    Members {
+        answer: Result<quorumkv_core::protocol::Membership, String>,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

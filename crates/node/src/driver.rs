@@ -10,7 +10,7 @@ use crate::codec::Frame;
 use crate::node_status::NodeStatus;
 use crate::resp_render::{resp_reply, RespKind, RespTx};
 use crate::storage::Storage;
-use quorumkv_core::protocol::{Command, Export, LinkEvent, Out, Protocol};
+use quorumkv_core::protocol::{Command, Export, LinkEvent, Membership, Out, Protocol};
 use quorumkv_core::{ClientRef, Event, NodeId, OpId, Peer, Request, Response, Time};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::pin;
@@ -110,6 +110,13 @@ pub enum Input<M> {
     /// Ask for the replica's whole state (`quorumkv snapshot save`).
     Export {
         reply: oneshot::Sender<Result<Export, String>>,
+    },
+    /// `quorumkv member`: without `voters`, who votes; with them, propose
+    /// them as the voting servers (refused where the protocol's servers
+    /// are fixed, off the leader, or when the replica keeps no log).
+    Member {
+        voters: Option<Vec<NodeId>>,
+        reply: oneshot::Sender<Result<Membership, String>>,
     },
 }
 
@@ -394,9 +401,39 @@ impl<P: Protocol + Send + 'static> Driver<P> {
                 let why = |e| format!("replica {} ({}): {e}", self.info.id, self.info.protocol);
                 drop(reply.send(self.core.export().map_err(why)));
             }
+            Input::Member { voters, reply } => {
+                drop(reply.send(self.member(now, voters.as_deref(), &mut out)));
+            }
         }
         self.execute(&mut out);
         self.out = out;
+    }
+
+    /// See [`Input::Member`]. A server that keeps no log would forget a
+    /// configuration on restart and come back with the initial one
+    /// ("Membership change" in `docs/src/protocols/zab.md`): no change
+    /// there.
+    fn member(
+        &mut self,
+        now: Time,
+        voters: Option<&[NodeId]>,
+        out: &mut Out<P::Msg, P::Timer>,
+    ) -> Result<Membership, String> {
+        let who = format!("replica {} ({})", self.info.id, self.info.protocol);
+        let fixed = || format!("{who}: its servers are fixed at start (the cluster file)");
+        if let Some(voters) = voters {
+            if self.core.membership().is_none() {
+                return Err(fixed());
+            }
+            if self.storage.mode() == crate::storage::Durability::Memory {
+                return Err(format!(
+                    "{who} keeps its log in memory only: a membership change needs \
+                     --durability fsync or buffered"
+                ));
+            }
+            (self.core.change_membership(now, voters, out)).map_err(|e| format!("{who}: {e}"))?;
+        }
+        self.core.membership().ok_or_else(fixed)
     }
 
     /// See [`Input::PeerHello`].

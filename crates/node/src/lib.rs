@@ -16,6 +16,7 @@ pub mod guard;
 pub mod heartbeat;
 pub mod link;
 pub mod local;
+pub mod member;
 mod metrics_http;
 pub mod net;
 mod node_status;

@@ -651,6 +651,9 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             Frame::SnapshotRequest if matches!(self.peer, Some(Peer::Conn(_))) => {
                 crate::snapshot::request_input(&self.ftx)
             }
+            Frame::MemberRequest { voters } if matches!(self.peer, Some(Peer::Conn(_))) => {
+                crate::member::request_input(&self.ftx, voters)
+            }
             Frame::Request {
                 id,
                 req: Request::Znode(ZnodeOp::AddAuth { scheme, .. }),
@@ -802,6 +805,15 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                     role.name()
                 );
                 self.refuse(Refusal::Frame, why)
+            }
+            Frame::MemberRequest { voters: Some(_) } if !role.may_admin() => {
+                let why = format!(
+                    "NOPERM user {name} (role {}) may not change the membership (admin only)",
+                    role.name()
+                );
+                let answer = Err(why);
+                let _ = self.ftx.send(Frame::Members { answer });
+                done()
             }
             Frame::Proto(_) if !role.may_write() => {
                 let why = format!(
@@ -1033,6 +1045,8 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::Auth { .. } => "Auth",
         Frame::SnapshotRequest => "SnapshotRequest",
         Frame::SnapshotPart { .. } => "SnapshotPart",
+        Frame::MemberRequest { .. } => "MemberRequest",
+        Frame::Members { .. } => "Members",
     }
 }
 

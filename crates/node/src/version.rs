@@ -12,8 +12,8 @@
 //! after a frame's body, so a field appended to the last variant field of a
 //! frame is invisible to an older decoder; a newer decoder reading an older
 //! frame finds the buffer's end there and takes the field as absent
-//! ([`trailing`]). So a trailing optional field is possible here and no new
-//! frame variants were needed.
+//! ([`trailing`]). New frames are appended as new variants: an older end
+//! refuses one as a malformed frame (1.2's membership frames).
 
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
@@ -21,8 +21,9 @@ use std::fmt;
 /// The native wire protocol's major version: ends with another major are refused.
 pub const WIRE_MAJOR: u16 = 1;
 /// The native wire protocol's minor version. 1.0: the releases before
-/// version fields; 1.1: hellos, welcomes and statuses carry a [`Version`].
-pub const WIRE_MINOR: u16 = 1;
+/// version fields; 1.1: hellos, welcomes and statuses carry a [`Version`];
+/// 1.2: membership frames (`MemberRequest`, `Members`).
+pub const WIRE_MINOR: u16 = 2;
 /// The newest data directory storage format this build writes: 2 with the
 /// log engine (a directory of the fjall engine stays format 1).
 pub const STORAGE_FORMAT: u32 = 2;

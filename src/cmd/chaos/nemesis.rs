@@ -12,9 +12,11 @@ use quorumkv_core::op::Outcome;
 use quorumkv_core::{NodeId, Request};
 use quorumkv_node::client::Client;
 use quorumkv_node::local::{LocalCluster, PortTaken};
+use quorumkv_node::member::{self, Change};
+use quorumkv_node::snapshot::Reach;
 use quorumkv_node::status::fetch;
 use quorumkv_node::storage::Durability;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +30,7 @@ pub struct FaultCounts {
     pub kill_alls: AtomicU64,
     pub partitions: AtomicU64,
     pub degrades: AtomicU64,
+    pub replaces: AtomicU64,
 }
 
 impl FaultCounts {
@@ -37,6 +40,7 @@ impl FaultCounts {
             + self.kill_alls.load(Ordering::Relaxed)
             + self.partitions.load(Ordering::Relaxed)
             + self.degrades.load(Ordering::Relaxed)
+            + self.replaces.load(Ordering::Relaxed)
     }
 }
 
@@ -114,6 +118,42 @@ pub struct Nemesis<'a> {
     /// The hosts of `--hosts netns` (network faults need them).
     pub hosts: Option<&'a Hosts>,
     pub liveness: &'a mut Liveness,
+    /// Who votes and who waits, for `replace` faults (Zab with spares).
+    pub rotation: Option<Rotation>,
+}
+
+/// The order in which `replace` faults move servers: the voter that has
+/// voted longest goes out, the learner that has waited longest comes in.
+/// With N voters and at least one spare, every voter of the start has
+/// been replaced after N replace faults, and again after 2N.
+#[derive(Debug)]
+pub struct Rotation {
+    pub voters: VecDeque<NodeId>,
+    pub learners: VecDeque<NodeId>,
+}
+
+impl Rotation {
+    /// `--opt spares=K` over `n` servers: the first `n - K` vote.
+    pub fn new(n: usize, spares: usize) -> Option<Rotation> {
+        let all: Vec<NodeId> = (1..=n as NodeId).collect();
+        let (voters, learners) = all.split_at(n.checked_sub(spares)?);
+        (!voters.is_empty() && !learners.is_empty()).then(|| Rotation {
+            voters: voters.iter().copied().collect(),
+            learners: learners.iter().copied().collect(),
+        })
+    }
+
+    /// The next replacement: (the voter out, the learner in).
+    pub fn next(&self) -> (NodeId, NodeId) {
+        (self.voters[0], self.learners[0])
+    }
+
+    /// The replacement `next` gave is committed.
+    pub fn done(&mut self) {
+        let (old, new) = (self.voters.pop_front(), self.learners.pop_front());
+        self.voters.extend(new);
+        self.learners.extend(old);
+    }
 }
 
 fn kind(f: &Fault) -> &'static str {
@@ -121,6 +161,7 @@ fn kind(f: &Fault) -> &'static str {
         Fault::Kill(_) => "kill",
         Fault::Pause(_) => "pause",
         Fault::KillAll => "kill-all",
+        Fault::Replace => "replace",
         Fault::Net(NetFault::Degrade { .. }) => "netem",
         Fault::Net(_) => "partition",
     }
@@ -199,6 +240,7 @@ impl Nemesis<'_> {
                 }
                 self.timeline.note("kill-all: every replica (SIGKILL)");
             }
+            Fault::Replace => self.replace().await?,
             Fault::Net(f) => {
                 let hosts = self.hosts.context("network faults need --hosts netns")?;
                 let leader = match f {
@@ -226,6 +268,35 @@ impl Nemesis<'_> {
             }
         }
         Ok(())
+    }
+
+    /// `quorumkv member replace` of the next voter by the next learner,
+    /// waited for until committed; then the replaced server is killed.
+    async fn replace(&mut self) -> anyhow::Result<()> {
+        let rot = self.rotation.as_mut().context("replace needs spares")?;
+        let (old, new) = rot.next();
+        let reach = Reach {
+            endpoints: (self.cluster.endpoints().iter())
+                .map(|e| e.native.to_string())
+                .collect(),
+            timeout: Duration::from_secs(2),
+            ..Reach::default()
+        };
+        let change = Change::Replace { old, new };
+        let done = member::change(&reach, &change, self.serve_timeout).await;
+        let m = done.map_err(|e| {
+            let msg = format!("replace {old} by {new} failed: {e}");
+            self.timeline.note(msg.clone());
+            anyhow::anyhow!(msg)
+        })?;
+        rot.done();
+        self.timeline.note(format!(
+            "replace voter {old} by {new}: committed at {} (voters {}, leader {}); kill {old} (SIGKILL)",
+            m.commit,
+            ids(&m.voters),
+            m.leader.map_or("-".into(), |l| l.to_string())
+        ));
+        self.cluster.kill(old).await
     }
 
     /// The replica that says it leads, if one does.
@@ -287,6 +358,15 @@ impl Nemesis<'_> {
                     }
                 }
                 self.counts.kill_alls.fetch_add(1, Ordering::Relaxed);
+            }
+            Fault::Replace => {
+                let rot = self.rotation.as_ref().context("replace needs spares")?;
+                let old = *rot.learners.back().expect("a rotation has learners");
+                self.timeline
+                    .note(format!("restart {old} (back as a learner, from its log)"));
+                let r = self.cluster.restart(old).await;
+                self.restarted(old, r)?;
+                self.counts.replaces.fetch_add(1, Ordering::Relaxed);
             }
             Fault::Net(f) => {
                 self.hosts

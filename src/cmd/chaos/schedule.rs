@@ -23,15 +23,20 @@ pub enum FaultKind {
     Partition,
     /// Slow, lossy links out of some replicas (`--hosts netns`).
     Netem,
+    /// Zab with spares: replace the longest-serving voter by a learner
+    /// online (`quorumkv member replace`), SIGKILL the replaced server,
+    /// then restart it (it is back as a learner).
+    Replace,
 }
 
 impl FaultKind {
-    const ALL: [FaultKind; 5] = [
+    const ALL: [FaultKind; 6] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::KillAll,
         FaultKind::Partition,
         FaultKind::Netem,
+        FaultKind::Replace,
     ];
 
     fn name(self) -> &'static str {
@@ -41,6 +46,7 @@ impl FaultKind {
             FaultKind::KillAll => "kill-all",
             FaultKind::Partition => "partition",
             FaultKind::Netem => "netem",
+            FaultKind::Replace => "replace",
         }
     }
 
@@ -67,7 +73,7 @@ impl FromStr for FaultSet {
                 .find(|k| k.name() == part)
                 .ok_or_else(|| {
                     format!(
-                        "unknown fault '{part}' (kill, pause, kill-all, partition, netem, or none)"
+                        "unknown fault '{part}' (kill, pause, kill-all, partition, netem, replace, or none)"
                     )
                 })?;
             if !kinds.contains(&kind) {
@@ -95,6 +101,9 @@ pub enum Fault {
     Pause(Vec<NodeId>),
     KillAll,
     Net(NetFault),
+    /// A voter replaced by a learner (chosen when it comes: see `Rotation`
+    /// in `nemesis.rs`).
+    Replace,
 }
 
 /// A host of a `--hosts netns` run: a replica's, or the clients'.
@@ -311,6 +320,7 @@ impl Schedule {
                 millis(&mut self.rng, 200, 2000),
             ),
             FaultKind::KillAll => (Fault::KillAll, millis(&mut self.rng, 0, 1000)),
+            FaultKind::Replace => (Fault::Replace, millis(&mut self.rng, 0, 1000)),
             // Long enough for heartbeats (1s) to notice and elections to run.
             FaultKind::Partition => (
                 Fault::Net(self.partition()),

@@ -63,8 +63,9 @@ pub mod zab;
 
 pub use contract::{
     client_may_send_fn, BugInfo, ClientMaySend, ClientSpec, Command, Export, InjectedBugs,
-    LinkEvent, LinkModel, NamedVariant, NoBugs, NoInvariants, NodeSpec, Out, Protocol, ProtocolDef,
-    ProtocolInfo, Record, Roles, Seen, ServerOnly, StepInvariants, Stepped, Timing, Visitor,
+    LinkEvent, LinkModel, Membership, NamedVariant, NoBugs, NoInvariants, NodeSpec, Out, Protocol,
+    ProtocolDef, ProtocolInfo, Record, Roles, Seen, ServerOnly, StepInvariants, Stepped, Timing,
+    Visitor,
 };
 pub use options::{NoOptions, OptSpec, ProtocolOptions};
 pub use registry::ProtocolKind;

@@ -23,5 +23,7 @@ pub use def::{
     Visitor,
 };
 pub use invariants::{NoInvariants, Roles, Seen, StepInvariants, Stepped};
-pub use role::{read_metrics, Command, Export, LinkEvent, Metric, Out, Protocol, Record};
+pub use role::{
+    read_metrics, Command, Export, LinkEvent, Membership, Metric, Out, Protocol, Record,
+};
 pub use server_only::ServerOnly;

@@ -65,6 +65,26 @@ pub struct Export {
     pub merge_majority: bool,
 }
 
+/// Who votes, as one replica sees it (`quorumkv member list`,
+/// [`Protocol::membership`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Membership {
+    /// The replica that answers.
+    pub node: NodeId,
+    /// The voting servers of the last configuration committed here.
+    pub voters: Vec<NodeId>,
+    /// A change proposed and not yet committed here: its log index and
+    /// the voters it names.
+    pub pending: Option<(u64, Vec<NodeId>)>,
+    /// Every server this replica talks to (voters, learners and spares),
+    /// itself included: a change may name only these.
+    pub servers: Vec<NodeId>,
+    /// The leader this replica follows or is, if it knows one.
+    pub leader: Option<NodeId>,
+    /// Its commit index.
+    pub commit: u64,
+}
+
 /// One effect of a handler call, executed by the driver.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command<M, T> {
@@ -237,6 +257,22 @@ pub trait Protocol {
     /// still catching up).
     fn export(&self) -> Result<Export, String> {
         Err("snapshots are not supported for this protocol".into())
+    }
+    /// Who votes ([`Membership`]); `None` (the default) for a protocol
+    /// whose servers are fixed by the cluster file.
+    fn membership(&self) -> Option<Membership> {
+        None
+    }
+    /// Propose `voters` as the servers that vote from now on (`quorumkv
+    /// member add | remove | replace`): the log index of the change, in
+    /// effect once committed. The caller authenticates who asks.
+    fn change_membership(
+        &mut self,
+        _now: Time,
+        _voters: &[NodeId],
+        _out: &mut Out<Self::Msg, Self::Timer>,
+    ) -> Result<u64, String> {
+        Err("this protocol's servers are fixed at start (the cluster file)".into())
     }
     /// This node's part in the protocol right now, one word for `quorumkv
     /// endpoints status`: `replica` (all equal), `leader`, `follower`,

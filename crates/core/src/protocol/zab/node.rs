@@ -9,7 +9,7 @@ use super::roles::{Election, FStage, Following, Leading, Reads, Recovery};
 use super::state_machine::{encode_snapshot, KvStore, Op, Payload, StateMachine};
 use super::variant::Bcast;
 use super::znode_sm::Machine;
-use crate::protocol::contract::{Export, LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{Export, LinkEvent, Membership, Out, Protocol, Record};
 use crate::types::{ClientRef, NodeId, OpError, Peer, Request, Response, Time};
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -823,6 +823,17 @@ impl Protocol for ZabNode {
             entries,
             merge_majority: false,
         })
+    }
+    fn membership(&self) -> Option<Membership> {
+        Some(self.membership_view())
+    }
+    fn change_membership(
+        &mut self,
+        now: Time,
+        voters: &[NodeId],
+        out: &mut O,
+    ) -> Result<u64, String> {
+        self.reconfig(now, voters, out)
     }
     fn role(&self) -> &'static str {
         match &self.role {

@@ -13,7 +13,7 @@ use super::members::{quorum_value_in, Members};
 use super::node::{Role, ZabNode, O};
 use super::state_machine::Payload;
 use super::variant::Variant;
-use crate::protocol::contract::Record;
+use crate::protocol::contract::{Membership, Record};
 use crate::types::{NodeId, Time};
 use std::collections::BTreeMap;
 
@@ -66,6 +66,27 @@ impl ZabNode {
         };
         self.propose(p.to_bytes(), out);
         Ok(index)
+    }
+
+    /// Who votes as this server sees it (`quorumkv member list`): the
+    /// committed configuration, the one in flight if any.
+    pub fn membership_view(&self) -> Membership {
+        let mut servers: Vec<NodeId> = self.peers().collect();
+        servers.push(self.id);
+        servers.sort_unstable();
+        servers.dedup();
+        let pending = self
+            .log
+            .members_above(self.commit.max(self.log.base()))
+            .last();
+        Membership {
+            node: self.id,
+            voters: self.committed_config().ids().to_vec(),
+            pending: pending.map(|(at, m)| (at, m.ids().to_vec())),
+            servers,
+            leader: self.leader(),
+            commit: self.commit,
+        }
     }
 
     /// A configuration for the simulator's `reconfig` fault, drawn from
