@@ -434,3 +434,28 @@ impl Nemesis<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Rotation;
+
+    #[test]
+    fn the_rotation_replaces_every_voter_of_the_start_in_n_steps() {
+        assert!(Rotation::new(3, 0).is_none(), "no spare to swap in");
+        assert!(Rotation::new(3, 3).is_none(), "no voter");
+        let mut r = Rotation::new(5, 2).unwrap();
+        let mut swaps = Vec::new();
+        for _ in 0..6 {
+            swaps.push(r.next());
+            r.done();
+        }
+        assert_eq!(swaps, [(1, 4), (2, 5), (3, 1), (4, 2), (5, 3), (1, 4)]);
+        // After N = 3 steps none of the voters of the start votes.
+        let mut r = Rotation::new(6, 3).unwrap();
+        for _ in 0..3 {
+            r.done();
+        }
+        assert_eq!(Vec::from(r.voters.clone()), [4, 5, 6]);
+        assert_eq!(Vec::from(r.learners), [1, 2, 3]);
+    }
+}

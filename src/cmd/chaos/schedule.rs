@@ -425,6 +425,8 @@ mod tests {
             "pause,kill"
         );
         assert!("none".parse::<FaultSet>().unwrap().0.is_empty());
+        let replace: FaultSet = "replace,kill".parse().unwrap();
+        assert_eq!(replace.to_string(), "replace,kill");
         let e = "kill,crash".parse::<FaultSet>().unwrap_err();
         assert!(e.contains("'crash'"), "{e}");
     }
@@ -454,7 +456,7 @@ mod tests {
                     seen[matches!(step.fault, Fault::Pause(_)) as usize] = true;
                 }
                 Fault::KillAll => seen[2] = true,
-                Fault::Net(_) => panic!("not asked for"),
+                Fault::Net(_) | Fault::Replace => panic!("not asked for"),
             }
             assert!(step.gap >= Duration::from_millis(300) && step.hold < Duration::from_secs(2));
         }
@@ -552,6 +554,7 @@ mod tests {
             Fault::Pause(_) => "pause",
             Fault::KillAll => "kill-all",
             Fault::Net(_) => "net",
+            Fault::Replace => "replace",
         }
     }
 
