@@ -73,6 +73,15 @@ async fn zab_replaces_a_voter_online_and_the_old_one_can_go() {
         t.contains("voters    1,2,3\n") && t.contains("learners  4\n"),
         "{t}"
     );
+    let status = text(&qkv(&["endpoints", "status", "--endpoints", &eps(&c)]));
+    let line = |id: &str| {
+        (status.lines())
+            .find(|l| l.split_whitespace().nth(1) == Some(id))
+            .unwrap_or_else(|| panic!("no line for replica {id}: {status}"))
+            .to_string()
+    };
+    assert!(line("4").contains(" learner "), "{status}");
+    assert!(!line("1").contains(" learner "), "{status}");
     let cl = client(c.native_addrs()).await;
     for i in 0..20 {
         cl.put(format!("k{i}"), format!("v{i}")).await.unwrap();

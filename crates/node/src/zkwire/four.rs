@@ -55,7 +55,10 @@ pub async fn four_letter<P: Protocol>(w: &[u8; 4], tx: &mpsc::Sender<Input<P::Ms
 }
 
 fn render(w: &[u8; 4], role: &str, zxid: u64) -> String {
-    let serving = matches!(role, "leader" | "follower");
+    // A learner (a server outside the voting configuration) serves as
+    // ZooKeeper's observers do, and says so in their words.
+    let role = if role == "learner" { "observer" } else { role };
+    let serving = matches!(role, "leader" | "follower" | "observer");
     let version = format!("{ZK_COMPAT_VERSION}-quorumkv-{}", env!("CARGO_PKG_VERSION"));
     let (open, rcvd, sent) = (
         OPEN.load(Ordering::Relaxed),
@@ -94,5 +97,6 @@ mod tests {
         assert!(render(b"srvr", "looking", 0).contains("not currently serving"));
         let m = render(b"mntr", "follower", 3);
         assert!(m.contains("zk_server_state\tfollower\n"), "{m}");
+        assert!(render(b"srvr", "learner", 3).contains("Mode: observer\n"));
     }
 }

@@ -127,7 +127,8 @@ impl<'s, D: ProtocolDef> System<'s, D> {
     }
 
     fn settled(&self) -> bool {
-        let settled = |r: &str| matches!(r, "leader" | "follower" | "replica" | "holder");
+        let settled =
+            |r: &str| matches!(r, "leader" | "follower" | "learner" | "replica" | "holder");
         (self.nodes.iter()).all(|n| n.core.as_ref().is_some_and(|c| settled(c.role())))
     }
 

@@ -839,6 +839,8 @@ impl Protocol for ZabNode {
         match &self.role {
             _ if self.recovering => "recovering",
             Role::Looking => "looking",
+            // Outside every configuration in effect: follows, never votes.
+            Role::Following(_) if !self.voter() => "learner",
             Role::Following(_) => "follower",
             Role::Leading(_) => "leader",
         }
