@@ -230,3 +230,44 @@ fn the_configuration_survives_a_restart_in_the_log_and_in_snapshots() {
         }
     }
 }
+
+/// What `quorumkv member list` shows: the committed voters, the change
+/// in flight with its index until it commits, every server known, the
+/// leader; a learner's role says it does not vote.
+#[test]
+fn the_membership_view_shows_the_change_in_flight_then_the_new_voters() {
+    let mut c = Cluster::with_spares(3, 1, Config::default());
+    let l = c.settle();
+    let v = node(&c, l).membership().expect("zab has a membership");
+    assert_eq!(
+        (v.node, v.voters.clone(), v.pending.clone()),
+        (l, vec![1, 2, 3], None)
+    );
+    assert_eq!((v.servers.clone(), v.leader), (vec![1, 2, 3, 4], Some(l)));
+    assert_eq!(node(&c, 4).role(), "learner");
+    assert_eq!(node(&c, 4).membership().unwrap().leader, Some(l));
+    // Proposed, not yet delivered anywhere: pending at the leader.
+    let at = c.act(l, |n, now, out| {
+        n.change_membership(now, &[1, 2, 3, 4], out)
+    });
+    let at = at.expect("up").expect("taken");
+    let v = node(&c, l).membership().unwrap();
+    assert_eq!(v.pending, Some((at, vec![1, 2, 3, 4])));
+    assert_eq!(v.voters, vec![1, 2, 3]);
+    c.run();
+    c.tick();
+    let v = node(&c, l).membership().unwrap();
+    assert_eq!(
+        (v.voters.clone(), v.pending.clone()),
+        (vec![1, 2, 3, 4], None)
+    );
+    assert!(v.commit >= at);
+    assert_eq!(node(&c, 4).role(), "follower");
+    // A follower refuses: only the leader proposes.
+    let f = (1..=4).find(|&n| n != l).unwrap();
+    let r = c.act(f, |n, now, out| n.change_membership(now, &[1, 2, 3], out));
+    assert!(r
+        .expect("up")
+        .unwrap_err()
+        .contains("only the established leader"));
+}
