@@ -53,7 +53,7 @@ Faults (--faults, a comma list, or none):
   netem     (--hosts netns) slow, lossy links out of a minority (tc netem
             delay and loss; loss only, by iptables, where the kernel has no
             netem).
-  replace   (Zab, --opt spares=K) replace the voter that has voted longest by
+  replace   (--opt spares=K) replace the voter that has voted longest by
             the learner that has waited longest, online (`quorumkv member
             replace`, waited for until committed), SIGKILL the replaced
             server, then restart it: it is back as a learner. With N voters,
@@ -211,29 +211,7 @@ pub fn run(a: Args) -> ExitCode {
         Ok(b) => b,
         Err(e) => return setup_error(format!("cannot find my own executable: {e}")),
     };
-    if a.clients == 0 || a.keys == 0 {
-        return setup_error("--clients and --keys must be at least 1");
-    }
-    let all_recipes = a.recipe == quorumkv_node::zk_recipes::Recipe::ALL;
-    if a.workload != ChaosWorkload::Lock && !all_recipes {
-        return setup_error("--recipe applies to --workload lock only");
-    }
-    if a.recipe.is_empty() {
-        return setup_error("--recipe needs at least one recipe");
-    }
-    if a.hosts == HostsMode::Netns && a.port_base.is_some() {
-        return setup_error(
-            "--port-base applies to --hosts loopback (each netns host uses ports 7001 and 7101)",
-        );
-    }
-    if a.hosts == HostsMode::Loopback {
-        if let Some(k) = a.faults.0.iter().find(|k| k.needs_hosts()) {
-            return setup_error(format!(
-                "--faults {k:?} needs --hosts netns (on one loopback no partition can happen)"
-            ));
-        }
-    }
-    if let Err(e) = replace_rotation(&a) {
+    if let Err(e) = check_args(&a) {
         return setup_error(e);
     }
     let seed = a.seed.unwrap_or_else(rand_seed);
@@ -303,6 +281,35 @@ fn mode_name(m: ClientMode) -> &'static str {
     }
 }
 
+/// The flags that cannot go together, said before anything starts.
+fn check_args(a: &Args) -> Result<(), String> {
+    if a.clients == 0 || a.keys == 0 {
+        return Err("--clients and --keys must be at least 1".into());
+    }
+    let all_recipes = a.recipe == quorumkv_node::zk_recipes::Recipe::ALL;
+    if a.workload != ChaosWorkload::Lock && !all_recipes {
+        return Err("--recipe applies to --workload lock only".into());
+    }
+    if a.recipe.is_empty() {
+        return Err("--recipe needs at least one recipe".into());
+    }
+    if a.hosts == HostsMode::Netns && a.port_base.is_some() {
+        return Err(
+            "--port-base applies to --hosts loopback (each netns host uses ports 7001 and 7101)"
+                .into(),
+        );
+    }
+    if a.hosts == HostsMode::Loopback {
+        if let Some(k) = a.faults.0.iter().find(|k| k.needs_hosts()) {
+            return Err(format!(
+                "--faults {k:?} needs --hosts netns (on one loopback no partition can happen)"
+            ));
+        }
+    }
+    replace_rotation(a)?;
+    Ok(())
+}
+
 /// The voter rotation of `--faults replace`, `None` without it; an error
 /// where it cannot run: only Zab changes its voters, only servers that keep
 /// their log remember a change, and a replacement needs a spare.
@@ -310,8 +317,13 @@ fn replace_rotation(a: &Args) -> Result<Option<nemesis::Rotation>, String> {
     if !a.faults.0.contains(&schedule::FaultKind::Replace) {
         return Ok(None);
     }
-    if a.shape.protocol.name() != "zab" {
-        return Err("--faults replace needs --protocol zab (the others have fixed servers)".into());
+    let info = a.shape.protocol.info();
+    if !info.options.iter().any(|o| o.name == "spares") {
+        return Err(format!(
+            "--faults replace needs a protocol that changes its voters online; {} has fixed \
+             servers (`quorumkv member`)",
+            a.shape.protocol
+        ));
     }
     if !a.durability.keeps_data() {
         return Err("--faults replace needs --durability fsync or buffered".into());

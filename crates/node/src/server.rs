@@ -787,6 +787,13 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                 None => return self.refuse(Refusal::Frame, NOAUTH.to_string()),
             },
         };
+        self.permit(frame, role)
+    }
+
+    /// What a logged-in connection of `role` may send: `frame` back, or
+    /// the refusal (answered here).
+    fn permit(&self, frame: Frame<M>, role: Role) -> Option<Result<Frame<M>, Input<M>>> {
+        let done = || Some(Err(Input::Batch(Vec::new())));
         let name = self.login.as_ref().map_or("", |l| l.name.as_str());
         match &frame {
             Frame::Request { id, req, .. } if !role.may(req) => {
