@@ -110,6 +110,9 @@ async fn zab_replaces_a_voter_online_and_the_old_one_can_go() {
     let t = ok(member(&c, &["remove", "2"], &[]));
     assert!(t.contains("voters    3,4\n"), "{t}");
     c.kill(2).await.unwrap();
+    // A client of the servers left (one whose server was killed under it
+    // gets `Disconnected` for the operation it had in flight, by design).
+    let cl = client(c.native_addrs()[2..].to_vec()).await;
     cl.put("two-voters", "yes").await.unwrap();
     assert_eq!(cl.get("after").await.unwrap().as_deref(), Some(&b"yes"[..]));
     c.stop().await;
@@ -231,4 +234,47 @@ fn chaos_replaces_every_voter_twice_under_load() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count of voters replaced: {t}"));
     assert!(replaced >= 6, "{replaced} replaced: {t}");
+}
+
+/// A change the new configuration cannot commit yet is waited for, not
+/// reported early: with the learner and one follower stopped (SIGSTOP),
+/// `member add` needs 3 of {1,2,3,4} and has 2; once they are resumed
+/// (well within the leader's 1 s sync limit) it commits and the command
+/// says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_waits_for_the_new_quorum() {
+    let mut c = zab(4, 1, Durability::Fsync).await;
+    // A write is answered once a leader is established.
+    client(c.native_addrs()).await.put("a", "1").await.unwrap();
+    let t = ok(member(&c, &["list"], &[]));
+    let leader: u32 = (t.lines())
+        .find_map(|l| l.strip_prefix("leader    "))
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no leader: {t}"));
+    let follower = (1..=3).find(|&n| n != leader).unwrap();
+    c.pause(4).unwrap();
+    c.pause(follower).unwrap();
+    // Only the servers that answer: the command must not wait on a
+    // stopped one before it proposes.
+    let addrs = c.native_addrs();
+    let up: Vec<String> = (1..=3u32)
+        .filter(|&n| n != follower)
+        .map(|n| addrs[n as usize - 1].to_string())
+        .collect();
+    let e = up.join(",");
+    let started = std::time::Instant::now();
+    let cmd = tokio::process::Command::new(binary())
+        .args(["member", "add", "4", "--endpoints", &e, "--timeout", "2s"])
+        .output();
+    let resume = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        c.resume(4).unwrap();
+        c.resume(follower).unwrap();
+    };
+    let (out, ()) = tokio::join!(cmd, resume);
+    let out = out.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    let t = ok(out);
+    assert!(t.contains("voters    1,2,3,4\n"), "{t}");
+    c.stop().await;
 }

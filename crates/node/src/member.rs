@@ -163,19 +163,27 @@ pub async fn list(reach: &Reach) -> Result<(Membership, Option<String>), String>
 /// leader's committed configuration is the new one. The membership then,
 /// or why not.
 pub async fn change(reach: &Reach, change: &Change, wait: Duration) -> Result<Membership, String> {
-    let (now, leader) = list(reach).await?;
+    let until = Instant::now() + wait;
+    // Right after a start or an election no leader may be known yet.
+    let (now, leader) = loop {
+        match list(reach).await? {
+            (now, Some(leader)) => break (now, leader),
+            _ if Instant::now() >= until => {
+                return Err(format!(
+                    "no leader within {wait:?}: try again once one is elected"
+                ))
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
     if now.pending.is_some() {
         return Err(format!(
             "a membership change is in flight already: {}",
             describe(&now)
         ));
     }
-    let Some(leader) = leader else {
-        return Err("no leader now: try again once one is elected".into());
-    };
     let voters = change.apply(&now)?;
     ask(&leader, reach, Some(voters.clone())).await?;
-    let until = Instant::now() + wait;
     loop {
         // The leader may step down once it commits its own removal: ask
         // whoever leads then.
