@@ -7,10 +7,9 @@
 mod common;
 
 use common::{binary, qkv};
-use quorumkv_node::client::{Client, ClientMode, Credentials};
+use quorumkv_node::client::{Client, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use quorumkv_node::storage::Durability;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -140,26 +139,13 @@ async fn changes_are_refused_where_they_cannot_hold() {
     c.stop().await;
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qkv-member-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_an_admin_changes_the_membership() {
-    let dir = temp_dir("auth");
-    let users = dir.join("users.toml");
-    for (name, role, pass) in [("boss", "admin", "b-pass"), ("rw", "readwrite", "w-pass")] {
-        let out = Command::new(binary())
-            .args(["user", "add", name, "--role", role, "--file"])
-            .arg(&users)
-            .env("QUORUMKV_PASSWORD", pass)
-            .output()
-            .unwrap();
-        ok(out);
-    }
+    let dir = common::temp_dir("member-auth");
+    let users = common::users_file(
+        &dir,
+        &[("boss", "admin", "b-pass"), ("rw", "readwrite", "w-pass")],
+    );
     let cfg = LocalClusterConfig {
         durability: Durability::Fsync,
         options: vec![("spares".into(), "1".into())],
@@ -186,14 +172,7 @@ async fn only_an_admin_changes_the_membership() {
     let t = ok(member(&c, &["add", "4"], &boss));
     assert!(t.contains("voters    1,2,3,4\n"), "{t}");
     // The readwrite user's data path is untouched by all this.
-    let cfg = quorumkv_node::client::ClientConfig {
-        credentials: Some(Credentials {
-            user: "rw".into(),
-            password: "w-pass".into(),
-        }),
-        ..common::client_cfg(ClientMode::Proxy, Duration::from_secs(5))
-    };
-    let cl = Client::connect(c.native_addrs(), cfg).await.unwrap();
+    let cl = common::client_as(c.native_addrs(), "rw", "w-pass").await;
     cl.put("a", "1").await.unwrap();
     c.stop().await;
     std::fs::remove_dir_all(&dir).unwrap();

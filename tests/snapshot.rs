@@ -6,8 +6,8 @@
 mod common;
 
 use bytes::Bytes;
-use common::{binary, qkv};
-use quorumkv_node::client::{Client, ClientMode, Credentials};
+use common::qkv;
+use quorumkv_node::client::{Client, ClientMode};
 use quorumkv_node::local::{LocalCluster, LocalClusterConfig};
 use quorumkv_node::storage::Durability;
 use quorumkv_node::zk::{CreateMode, ZkClient};
@@ -234,29 +234,16 @@ async fn zab_znodes_and_keys_come_back_without_sessions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_file_is_refused_and_only_an_admin_may_save() {
     let dir = temp_dir("auth");
-    let users = dir.join("users.toml");
-    for (name, role, pass) in [("boss", "admin", "b-pass"), ("rw", "readwrite", "w-pass")] {
-        let out = std::process::Command::new(binary())
-            .args(["user", "add", name, "--role", role, "--file"])
-            .arg(&users)
-            .env("QUORUMKV_PASSWORD", pass)
-            .output()
-            .unwrap();
-        ok(out);
-    }
+    let users = common::users_file(
+        &dir,
+        &[("boss", "admin", "b-pass"), ("rw", "readwrite", "w-pass")],
+    );
     let cfg = LocalClusterConfig {
         users: Some(users.clone()),
         ..common::cluster_cfg("abd", 3, &[])
     };
     let c = LocalCluster::start(cfg).await.expect("cluster starts");
-    let cfg = quorumkv_node::client::ClientConfig {
-        credentials: Some(Credentials {
-            user: "rw".into(),
-            password: "w-pass".into(),
-        }),
-        ..common::client_cfg(ClientMode::Proxy, Duration::from_secs(5))
-    };
-    let cl = Client::connect(c.native_addrs(), cfg).await.unwrap();
+    let cl = common::client_as(c.native_addrs(), "rw", "w-pass").await;
     cl.put("a", "1").await.unwrap();
     drop(cl);
     let file = dir.join("s.qkv");

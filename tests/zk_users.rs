@@ -17,31 +17,16 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// A fresh directory for one test (tests of a file may share a process).
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("qkv-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// A users file with `writer` (readwrite, password `w-pass`) and
 /// `reader` (read, `r-pass`).
 fn users_file(dir: &Path) -> std::path::PathBuf {
-    let file = dir.join("users.toml");
-    for (name, role, password) in [
-        ("writer", "readwrite", "w-pass"),
-        ("reader", "read", "r-pass"),
-    ] {
-        let out = Command::new(binary())
-            .args(["user", "add", name, "--role", role, "--file"])
-            .arg(&file)
-            .env("QUORUMKV_PASSWORD", password)
-            .output()
-            .expect("quorumkv user runs");
-        assert!(out.status.success(), "{out:?}");
-    }
-    file
+    common::users_file(
+        dir,
+        &[
+            ("writer", "readwrite", "w-pass"),
+            ("reader", "read", "r-pass"),
+        ],
+    )
 }
 
 async fn cluster(users: &Path, tls: bool) -> LocalCluster {
@@ -75,7 +60,7 @@ async fn kazoo_logs_in_as_a_user_of_the_users_file_and_its_role_holds() {
         require("kazoo (Debian python3-kazoo)", false);
         return;
     };
-    let dir = temp_dir("zk-users-kazoo");
+    let dir = common::temp_dir("zk-users-kazoo");
     let c = cluster(&users_file(&dir), false).await;
     kazoo_users(py, &zk_hosts(&c), &[]).await;
 }
@@ -86,7 +71,7 @@ async fn kazoo_over_tls_checks_the_replicas_certificates_and_logs_in() {
         require("kazoo (Debian python3-kazoo)", false);
         return;
     };
-    let dir = temp_dir("zk-users-tls");
+    let dir = common::temp_dir("zk-users-tls");
     let c = cluster(&users_file(&dir), true).await;
     let tls = c.dir().join("tls");
     let files = ["ca.pem", "client-quorumkv.pem", "client-quorumkv.key"];
@@ -211,7 +196,7 @@ const AUTH_FAILED: i32 = -115;
 /// `user:writer`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_codes_over_a_raw_socket_and_a_user_acl_across_ports() {
-    let dir = temp_dir("zk-users-raw");
+    let dir = common::temp_dir("zk-users-raw");
     let c = cluster(&users_file(&dir), false).await;
     let zk = c.endpoints()[1].zk.unwrap();
 

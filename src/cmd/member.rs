@@ -5,7 +5,6 @@ use clap::{Args as ClapArgs, Subcommand};
 use quorumkv_core::NodeId;
 use quorumkv_node::config::parse_duration;
 use quorumkv_node::member::{self, Change};
-use quorumkv_node::snapshot::Reach;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -84,19 +83,10 @@ pub fn run(a: Args) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let reach = Reach {
-        endpoints: r.endpoints,
-        tls: r.tls,
-        credentials: r.credentials,
-        timeout: how.timeout,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let reach = r.timed(how.timeout);
     let done = match &change {
-        None => rt.block_on(member::list(&reach)).map(|(m, _)| m),
-        Some(c) => rt.block_on(member::change(&reach, c, how.timeout * 6)),
+        None => super::target::block_on(member::list(&reach)).map(|(m, _)| m),
+        Some(c) => super::target::block_on(member::change(&reach, c, how.timeout * 6)),
     };
     match done {
         Ok(m) => {

@@ -4,7 +4,7 @@ use super::target::ReachArgs;
 use clap::{Args as ClapArgs, Subcommand};
 use quorumkv_core::NodeId;
 use quorumkv_node::config::parse_duration;
-use quorumkv_node::snapshot::{self, Reach, Snapshot};
+use quorumkv_node::snapshot::{self, Snapshot};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -117,19 +117,9 @@ fn save(file: PathBuf, args: &ReachArgs, timeout: Duration) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let reach = Reach {
-        endpoints: r.endpoints,
-        tls: r.tls,
-        credentials: r.credentials,
-        timeout,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let saved = rt
-        .block_on(snapshot::save(&reach))
-        .and_then(|s| s.write(&file).map(|()| s));
+    let reach = r.timed(timeout);
+    let saved =
+        super::target::block_on(snapshot::save(&reach)).and_then(|s| s.write(&file).map(|()| s));
     match saved {
         Ok(s) => {
             let h = &s.header;

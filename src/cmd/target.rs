@@ -73,6 +73,28 @@ pub struct Reach {
     pub credentials: Option<Credentials>,
 }
 
+impl Reach {
+    /// The same, each replica given up on after `timeout` (the admin
+    /// commands' form: snapshot, member).
+    pub fn timed(&self, timeout: std::time::Duration) -> quorumkv_node::snapshot::Reach {
+        quorumkv_node::snapshot::Reach {
+            endpoints: self.endpoints.clone(),
+            tls: self.tls.clone(),
+            credentials: self.credentials.clone(),
+            timeout,
+        }
+    }
+}
+
+/// Run `f` to its end on a runtime of this thread (the client commands).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
 /// The client commands' flags of where and how to connect.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct ReachArgs {

@@ -103,6 +103,49 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     text
 }
 
+/// A fresh directory for one test, `qkv-NAME-<pid>` in the temporary
+/// directory (tests of a file may share a process).
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qkv-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `DIR/users.toml` with `(name, role, password)` each, written by
+/// `quorumkv user add`.
+pub fn users_file(dir: &std::path::Path, users: &[(&str, &str, &str)]) -> PathBuf {
+    let file = dir.join("users.toml");
+    for (name, role, password) in users {
+        let out = std::process::Command::new(binary())
+            .args(["user", "add", name, "--role", role, "--file"])
+            .arg(&file)
+            .env("QUORUMKV_PASSWORD", password)
+            .output()
+            .expect("quorumkv user runs");
+        assert!(out.status.success(), "{out:?}");
+    }
+    file
+}
+
+/// A proxy-mode client of `addrs` logged in as `user`.
+pub async fn client_as(
+    addrs: Vec<std::net::SocketAddr>,
+    user: &str,
+    password: &str,
+) -> quorumkv_node::client::Client {
+    let cfg = ClientConfig {
+        credentials: Some(quorumkv_node::client::Credentials {
+            user: user.into(),
+            password: password.into(),
+        }),
+        ..client_cfg(ClientMode::Proxy, Duration::from_secs(5))
+    };
+    quorumkv_node::client::Client::connect(addrs, cfg)
+        .await
+        .unwrap()
+}
+
 /// A client configuration of `mode` with operations timing out after `op_timeout`.
 pub fn client_cfg(mode: ClientMode, op_timeout: Duration) -> ClientConfig {
     ClientConfig {
