@@ -86,7 +86,9 @@ pub fn run(a: Args) -> ExitCode {
     let reach = r.timed(how.timeout);
     let done = match &change {
         None => super::target::block_on(member::list(&reach)).map(|(m, _)| m),
-        Some(c) => super::target::block_on(member::change(&reach, c, how.timeout * 6)),
+        Some(c) => {
+            super::target::block_on(member::change(&reach, c, how.timeout.saturating_mul(6)))
+        }
     };
     match done {
         Ok(m) => {

@@ -11,11 +11,10 @@
 //! old configuration and one of the new.
 
 use crate::client::open_one;
-use crate::codec::{encode_to_bytes, Frame};
+use crate::codec::Frame;
 use crate::driver::Input;
-use crate::net::{FrameReader, FrameTx};
-use crate::snapshot::Reach;
-use crate::stream::ConnWrite;
+use crate::net::FrameTx;
+use crate::snapshot::{next, send, Reach};
 use quorumkv_core::protocol::Membership;
 use quorumkv_core::NodeId;
 use serde::Serialize;
@@ -95,7 +94,10 @@ async fn ask(endpoint: &str, reach: &Reach, voters: Option<Vec<NodeId>>) -> Resu
         send(&mut wr, &Frame::MemberRequest { voters })
             .await
             .map_err(|e| format!("{endpoint}: {e}"))?;
-        let answer = next_members(&mut reader, endpoint).await?;
+        let answer = match next(&mut reader, endpoint).await? {
+            Frame::Members { answer } => answer,
+            _ => return Err(format!("{endpoint}: unexpected answer to a member request")),
+        };
         let membership = answer.map_err(|e| format!("{endpoint}: {e}"))?;
         Ok(Asked {
             membership,
@@ -105,26 +107,6 @@ async fn ask(endpoint: &str, reach: &Reach, voters: Option<Vec<NodeId>>) -> Resu
     tokio::time::timeout(reach.timeout, fut)
         .await
         .unwrap_or_else(|_| Err(format!("{endpoint}: no answer within {:?}", reach.timeout)))
-}
-
-async fn send(wr: &mut ConnWrite, frame: &Frame<()>) -> std::io::Result<()> {
-    crate::stream::write_flush(wr, &encode_to_bytes(frame)).await
-}
-
-/// The next `Members` frame, past events and heartbeats.
-async fn next_members(
-    reader: &mut FrameReader,
-    endpoint: &str,
-) -> Result<Result<Membership, String>, String> {
-    loop {
-        match reader.next::<()>().await {
-            Ok(Frame::Notify(_)) | Ok(Frame::Heartbeat) => {}
-            Ok(Frame::Members { answer }) => return Ok(answer),
-            Ok(Frame::Error { message }) => return Err(format!("{endpoint}: {message}")),
-            Ok(_) => return Err(format!("{endpoint}: unexpected answer to a member request")),
-            Err(e) => return Err(format!("{endpoint}: {e}")),
-        }
-    }
 }
 
 /// The membership as the leader sees it (else as the first replica that
@@ -163,12 +145,14 @@ pub async fn list(reach: &Reach) -> Result<(Membership, Option<String>), String>
 /// leader's committed configuration is the new one. The membership then,
 /// or why not.
 pub async fn change(reach: &Reach, change: &Change, wait: Duration) -> Result<Membership, String> {
-    let until = Instant::now() + wait;
+    // A --timeout past what the clock can add waits without a deadline.
+    let until = Instant::now().checked_add(wait);
+    let past = || until.is_some_and(|u| Instant::now() >= u);
     // Right after a start or an election no leader may be known yet.
     let (now, leader) = loop {
         match list(reach).await? {
             (now, Some(leader)) => break (now, leader),
-            _ if Instant::now() >= until => {
+            _ if past() => {
                 return Err(format!(
                     "no leader within {wait:?}: try again once one is elected"
                 ))
@@ -192,7 +176,7 @@ pub async fn change(reach: &Reach, change: &Change, wait: Duration) -> Result<Me
                 return Ok(m);
             }
         }
-        if Instant::now() >= until {
+        if past() {
             return Err(format!(
                 "proposed {voters:?}, not committed within {wait:?}: a quorum of the old and of \
                  the new voters must be up (see `quorumkv member list`)"

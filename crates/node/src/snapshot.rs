@@ -196,12 +196,19 @@ async fn read_one(endpoint: &str, reach: &Reach) -> Result<Read, String> {
         .unwrap_or_else(|_| Err(format!("{endpoint}: no state within {:?}", reach.timeout)))
 }
 
-async fn send(wr: &mut crate::stream::ConnWrite, frame: &Frame<()>) -> std::io::Result<()> {
+/// Write one frame to a client connection and flush it.
+pub(crate) async fn send(
+    wr: &mut crate::stream::ConnWrite,
+    frame: &Frame<()>,
+) -> std::io::Result<()> {
     crate::stream::write_flush(wr, &encode_to_bytes(frame)).await
 }
 
 /// The next frame but events; an `Error` frame as its message.
-async fn next(reader: &mut crate::net::FrameReader, endpoint: &str) -> Result<Frame<()>, String> {
+pub(crate) async fn next(
+    reader: &mut crate::net::FrameReader,
+    endpoint: &str,
+) -> Result<Frame<()>, String> {
     loop {
         match reader.next::<()>().await {
             Ok(Frame::Notify(_)) | Ok(Frame::Heartbeat) => {}
