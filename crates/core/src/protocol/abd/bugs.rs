@@ -32,6 +32,16 @@ pub enum InjectedBug {
     /// keeps its own, newer tag but takes the older value: the tag then
     /// names two values, which a read sees only if its quorum mixes them.
     MergeKeepsTag,
+    /// Membership change: a replica that promised the next epoch keeps
+    /// serving its own, so a write can complete after the state transfer
+    /// read its store (the old configuration forgotten too early).
+    NoFreeze,
+    /// Membership change: a proposer transfers the store of one old member
+    /// instead of a quorum's (the old configuration's quorum forgotten).
+    TransferFromOne,
+    /// Membership change: a member of the next configuration serves it as
+    /// soon as it accepts it, before the state transfer reached it.
+    InstallOnAccept,
 }
 
 impl InjectedBug {
@@ -45,6 +55,9 @@ impl InjectedBug {
         InjectedBug::FastReadTsOnly,
         InjectedBug::ReuseTs,
         InjectedBug::MergeKeepsTag,
+        InjectedBug::NoFreeze,
+        InjectedBug::TransferFromOne,
+        InjectedBug::InstallOnAccept,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -57,6 +70,9 @@ impl InjectedBug {
             InjectedBug::FastReadTsOnly => "abd-fast-read-ts-only",
             InjectedBug::ReuseTs => "abd-reuse-ts",
             InjectedBug::MergeKeepsTag => "abd-merge-keeps-tag",
+            InjectedBug::NoFreeze => "abd-reconfig-no-freeze",
+            InjectedBug::TransferFromOne => "abd-reconfig-transfer-from-one",
+            InjectedBug::InstallOnAccept => "abd-reconfig-serve-before-transfer",
         }
     }
     pub fn describe(self) -> &'static str {
@@ -81,6 +97,15 @@ impl InjectedBug {
             }
             InjectedBug::MergeKeepsTag => {
                 "a recovering replica merging an older register keeps its tag, takes the value (--durability memory)"
+            }
+            InjectedBug::NoFreeze => {
+                "reconfig: a replica that promised the next epoch still serves its own (--faults all,reconfig)"
+            }
+            InjectedBug::TransferFromOne => {
+                "reconfig: the state transfer takes one old member's store, not a quorum's (--faults all,reconfig)"
+            }
+            InjectedBug::InstallOnAccept => {
+                "reconfig: a new member serves as soon as it accepts, before the state transfer (--faults all,reconfig)"
             }
         }
     }
@@ -115,6 +140,7 @@ mod tests {
             key: key(),
             tag: Tag { ts: 1, writer: 1 },
             value: None,
+            epoch: 0,
         };
         let mut r = Replica::new(true).with_bug(Some(InjectedBug::AckBeforePersist));
         let mut out = O::new();

@@ -3,6 +3,7 @@
 use super::bugs::InjectedBug;
 use super::counters::Counters;
 use super::msg::{Msg, Timer};
+use super::reconfig::Config;
 use super::thrifty::Thrifty;
 use crate::protocol::contract::{Out, Protocol};
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
@@ -99,6 +100,8 @@ pub(super) fn first_op(id: u64) -> u64 {
 #[derive(Debug)]
 pub struct Coordinator {
     pub(super) id: u64,
+    /// The configuration epoch its operations run in (`reconfig.rs`).
+    pub(super) epoch: u64,
     pub(super) members: Vec<NodeId>,
     pub(super) quorum: usize,
     pub(super) cfg: CoordinatorConfig,
@@ -126,6 +129,7 @@ impl Coordinator {
         let quorum = majority(members.len());
         Coordinator {
             id,
+            epoch: 0,
             members,
             quorum,
             cfg,
@@ -151,6 +155,59 @@ impl Coordinator {
 
     pub fn quorum(&self) -> usize {
         self.quorum
+    }
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Run in `config` from now on, if it is newer: every operation in
+    /// flight starts again from its query phase under a fresh op id, so
+    /// that no reply of the old epoch counts in the new one (a quorum of
+    /// the new members need not be one of the old).
+    pub fn adopt(&mut self, now: Time, config: &Config, out: &mut Out<Msg, Timer>) {
+        if config.epoch <= self.epoch || config.members.is_empty() {
+            return;
+        }
+        self.epoch = config.epoch;
+        self.members = config.members.clone();
+        self.quorum = majority(self.members.len());
+        if self.bug == Some(InjectedBug::MinorityQuorum) {
+            self.quorum = (self.members.len() / 2).max(1);
+        }
+        let ops: Vec<u64> = self.pending.keys().copied().collect();
+        for op in ops {
+            let p = self.pending.remove(&op).expect("present");
+            let fresh = self.next_op;
+            self.next_op = self.next_op.wrapping_add(1);
+            self.pending.insert(fresh, p);
+            self.restart(now, fresh, out);
+        }
+    }
+
+    /// Send operation `op`'s query and (re)enter its query phase.
+    fn restart(&mut self, now: Time, op: u64, out: &mut Out<Msg, Timer>) {
+        let asked = self.targets(now, None);
+        let retry_at = now.saturating_add(self.first_retry());
+        let (phase, epoch) = (self.query_phase(), self.epoch);
+        let p = self.pending.get_mut(&op).expect("present");
+        let key = p.key.clone();
+        p.asked = asked;
+        p.retry_at = retry_at;
+        p.phase = phase;
+        self.send_to(asked, &Msg::Query { op, key, epoch }, out);
+    }
+
+    /// A query phase with nothing heard yet.
+    fn query_phase(&self) -> Phase {
+        Phase::Query {
+            votes: QuorumTracker::new(self.members.len(), self.quorum),
+            lowest: Tag {
+                ts: u64::MAX,
+                writer: u64::MAX,
+            },
+            highest: Tag::ZERO,
+            value: None,
+        }
     }
     pub fn in_flight(&self) -> usize {
         self.pending.len()
@@ -184,38 +241,18 @@ impl Coordinator {
         // (it starts at a hash, `first_op`): wrapping keeps it unique for
         // 2^64 operations and orders nothing, unlike a tag's ts.
         self.next_op = self.next_op.wrapping_add(1);
-        let asked = self.targets(now, None);
-        self.send_to(
-            asked,
-            &Msg::Query {
-                op,
-                key: key.clone(),
-            },
-            out,
-        );
-        let phase = Phase::Query {
-            votes: QuorumTracker::new(self.members.len(), self.quorum),
-            lowest: Tag {
-                ts: u64::MAX,
-                writer: u64::MAX,
-            },
-            highest: Tag::ZERO,
-            value: None,
-        };
         let deadline = now.saturating_add(self.cfg.op_timeout);
-        let retry_at = now.saturating_add(self.first_retry());
-        self.pending.insert(
-            op,
-            Pending {
-                client,
-                key,
-                kind,
-                phase,
-                deadline,
-                retry_at,
-                asked,
-            },
-        );
+        let pending = Pending {
+            client,
+            key,
+            kind,
+            phase: self.query_phase(),
+            deadline,
+            retry_at: now,
+            asked: 0,
+        };
+        self.pending.insert(op, pending);
+        self.restart(now, op, out);
         self.arm_tick(out);
     }
 
@@ -380,6 +417,7 @@ impl Coordinator {
             key: p.key.clone(),
             tag,
             value: value.clone(),
+            epoch: self.epoch,
         };
         p.asked = asked;
         p.retry_at = retry_at;
@@ -454,9 +492,9 @@ impl Coordinator {
                 self.on_query_reply(now, node, op, tag, value, out)
             }
             Msg::StoreAck { op } => self.on_store_ack(now, node, op, out),
-            Msg::Query { .. } | Msg::Store { .. } | Msg::SyncRequest | Msg::SyncReply { .. } => {
-                self.counters.misrouted += 1
-            }
+            // A replica of our configuration has moved on: follow it.
+            Msg::Moved { config, .. } => self.adopt(now, &config, out),
+            _ => self.counters.misrouted += 1,
         }
     }
 
@@ -465,6 +503,7 @@ impl Coordinator {
     pub fn tick(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
         self.ticking = false;
         let mut expired = Vec::new();
+        let epoch = self.epoch;
         for (&op, p) in self.pending.iter_mut() {
             if now >= p.deadline {
                 expired.push(op);
@@ -491,6 +530,7 @@ impl Coordinator {
                     Msg::Query {
                         op,
                         key: p.key.clone(),
+                        epoch,
                     },
                 ),
                 Phase::Store {
@@ -502,6 +542,7 @@ impl Coordinator {
                         key: p.key.clone(),
                         tag: *tag,
                         value: value.clone(),
+                        epoch,
                     },
                 ),
             };
@@ -538,7 +579,7 @@ impl Protocol for Coordinator {
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
             Timer::Tick => self.tick(now, out),
-            Timer::Sync => {} // only servers recover
+            Timer::Sync | Timer::Reconfig => {} // only servers
         }
     }
     fn status(&self) -> String {
@@ -736,7 +777,7 @@ mod tests {
         }
         assert_eq!((c.timed_out, c.completed), (2, 1));
         c.handle(T0, Peer::Conn(4), Msg::StoreAck { op }, &mut out);
-        c.handle(T0, Peer::Node(3), Msg::Query { op, key: key() }, &mut out);
+        c.handle(T0, Peer::Node(3), Msg::Query { op, key: key(), epoch: 0 }, &mut out);
         assert_eq!(c.counters.misrouted, 2);
     }
 
@@ -768,6 +809,7 @@ mod tests {
             key: key(),
             tag,
             value,
+            epoch: 0,
         };
         let mut out = O::new();
         net.replicas[0].handle(Peer::Conn(66), forged, &mut out);

@@ -2,9 +2,10 @@
 
 use super::bugs::InjectedBug;
 use super::coordinator::{Coordinator, CoordinatorConfig};
-use super::msg::Msg;
+use super::msg::{Msg, Timer};
 use super::node::AbdNode;
-use crate::protocol::contract::Timing;
+use crate::protocol::contract::{Out, Timing};
+use crate::types::{NodeId, Time};
 use crate::protocol::contract::{
     ClientSpec, InjectedBugs, LinkModel, NamedVariant, NodeSpec, ProtocolDef,
 };
@@ -26,6 +27,9 @@ pub struct AbdOptions {
     pub thrifty: bool,
     /// How long a thrifty phase waits before asking the other replicas too.
     pub thrifty_fallback: Duration,
+    /// The last `spares` servers of the cluster start outside the first
+    /// configuration, for `quorumkv member add` (`reconfig.rs`).
+    pub spares: usize,
 }
 
 impl Default for AbdOptions {
@@ -35,6 +39,7 @@ impl Default for AbdOptions {
             fast_read: c.fast_read,
             thrifty: c.thrifty,
             thrifty_fallback: c.thrifty_fallback,
+            spares: 0,
         }
     }
 }
@@ -57,6 +62,11 @@ impl ProtocolOptions for AbdOptions {
                 default: "5ms",
                 help: "how long a thrifty phase waits before asking every replica",
             },
+            OptSpec {
+                name: "spares",
+                default: "0",
+                help: "the last K servers start outside the configuration (quorumkv member add)",
+            },
         ]
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
@@ -64,7 +74,21 @@ impl ProtocolOptions for AbdOptions {
             "fast-read" => self.fast_read = parse_bool(value)?,
             "thrifty" => self.thrifty = parse_bool(value)?,
             "thrifty-fallback" => self.thrifty_fallback = parse_duration(value)?,
+            "spares" => {
+                self.spares = value
+                    .parse()
+                    .map_err(|_| format!("spares: '{value}' is not a count of servers"))?
+            }
             _ => return Err(format!("unknown option '{key}'")),
+        }
+        Ok(())
+    }
+    fn check_size(&self, n: usize) -> Result<(), String> {
+        if self.spares >= n {
+            return Err(format!(
+                "spares={} leaves no server in the configuration of {n}",
+                self.spares
+            ));
         }
         Ok(())
     }
@@ -73,6 +97,7 @@ impl ProtocolOptions for AbdOptions {
             "fast-read" => self.fast_read.to_string(),
             "thrifty" => self.thrifty.to_string(),
             "thrifty-fallback" => format_duration(self.thrifty_fallback),
+            "spares" => self.spares.to_string(),
             _ => String::new(),
         }
     }
@@ -139,6 +164,7 @@ impl ProtocolDef for Abd {
         let cfg = opts.coordinator(&spec.timing);
         let node = AbdNode::new(spec.id, spec.members.to_vec(), spec.durable, cfg)
             .with_bug(bug)
+            .with_spares(opts.spares)
             .with_writer(spec.writer_id());
         // A replica that lost its data catches up from its peers first.
         if spec.lost_state {
@@ -149,7 +175,9 @@ impl ProtocolDef for Abd {
     }
     fn client(spec: &ClientSpec<'_>, opts: &AbdOptions, bug: Option<InjectedBug>) -> Coordinator {
         let cfg = opts.coordinator(&spec.timing);
-        Coordinator::new(spec.writer_id, spec.members.to_vec(), cfg).with_bug(bug)
+        // Epoch 0's members; a replica's `Moved` teaches it later ones.
+        let keep = spec.members.len().saturating_sub(opts.spares).max(1);
+        Coordinator::new(spec.writer_id, spec.members[..keep].to_vec(), cfg).with_bug(bug)
     }
     fn available(node: &AbdNode) -> bool {
         !node.is_recovering()
@@ -161,11 +189,22 @@ impl ProtocolDef for Abd {
     fn client_may_send(msg: &Msg) -> bool {
         match msg {
             Msg::Query { .. } | Msg::Store { .. } => true,
-            Msg::QueryReply { .. }
-            | Msg::StoreAck { .. }
-            | Msg::SyncRequest
-            | Msg::SyncReply { .. } => false,
+            // Replies, recovery and membership change: servers only.
+            _ => false,
         }
+    }
+    /// Membership change (`reconfig.rs`): the server offered the draw
+    /// runs it, unless a change is in flight where it can see.
+    fn reconfigure(
+        node: &mut AbdNode,
+        now: Time,
+        all: &[NodeId],
+        draw: u64,
+        out: &mut Out<Msg, Timer>,
+    ) -> Option<String> {
+        let new = node.draw_config(all, draw)?;
+        let epoch = node.propose(now, &new, out).ok()?;
+        Some(format!("reconfig to {new:?} as epoch {epoch}"))
     }
     /// Knob bit 0: thrifty coordinators, half the seeds.
     fn vary(opts: &mut AbdOptions, knobs: u64) {

@@ -67,6 +67,7 @@ mod tests {
             key: Bytes::from_static(b"k"),
             tag: Tag { ts, writer: 9 },
             value: Some(Bytes::from_static(value.as_bytes())),
+            epoch: 0,
         };
         n.on_msg(Time::ZERO, Peer::Node(3), msg, &mut Out::new());
     }

@@ -1,8 +1,20 @@
 //! The messages between coordinators and replicas, and the timers.
 
-use crate::types::Tag;
+use super::reconfig::{Ballot, Config};
+use crate::types::{NodeId, Tag};
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A register's whole state as one replica holds it: `(key, tag, value)`.
+pub type Entries = Vec<(Bytes, Tag, Option<Bytes>)>;
+
+/// The configuration epoch a query or store is for. Last in its variant,
+/// so a frame from a release without epochs (before membership change)
+/// decodes with epoch 0, the configuration of the cluster file, and an
+/// older replica ignores it (postcard ignores trailing bytes).
+fn trailing_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(u64::deserialize(d).unwrap_or(0))
+}
 
 /// Messages between a coordinator and the replicas. `op` is chosen by the
 /// coordinator and echoed back; it is unique per coordinator only, which is
@@ -10,7 +22,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Msg {
     /// Phase 1: "what tag and value do you hold for `key`?"
-    Query { op: u64, key: Bytes },
+    Query {
+        op: u64,
+        key: Bytes,
+        #[serde(deserialize_with = "trailing_epoch")]
+        epoch: u64,
+    },
     /// A replica's answer to `Query`.
     QueryReply {
         op: u64,
@@ -23,15 +40,51 @@ pub enum Msg {
         key: Bytes,
         tag: Tag,
         value: Option<Bytes>,
+        #[serde(deserialize_with = "trailing_epoch")]
+        epoch: u64,
     },
     /// A replica's acknowledgement of `Store` (sent whether or not it applied).
     StoreAck { op: u64 },
     /// A restarted replica that lost its state asks a peer for everything it holds.
     SyncRequest,
     /// A peer's whole store, answering `SyncRequest`.
-    SyncReply {
-        entries: Vec<(Bytes, Tag, Option<Bytes>)>,
+    SyncReply { entries: Entries },
+    /// A replica's answer to a query or store of an older epoch: that
+    /// configuration is over, `config` is the newest this replica knows.
+    Moved { op: u64, config: Config },
+    /// Membership change, phase 1 (Paxos prepare) to the members of epoch
+    /// `epoch − 1`: promise `ballot` for deciding epoch `epoch`, and stop
+    /// serving the old epoch.
+    Prepare { epoch: u64, ballot: Ballot },
+    /// The promise, with what this replica accepted for `epoch` and its
+    /// whole store (frozen: nothing of the old epoch changes it any more).
+    Promise {
+        epoch: u64,
+        ballot: Ballot,
+        accepted: Option<(Ballot, Vec<NodeId>)>,
+        entries: Entries,
     },
+    /// A prepare or accept refused: this replica promised `promised`.
+    Refuse {
+        epoch: u64,
+        ballot: Ballot,
+        promised: Ballot,
+    },
+    /// Phase 2 (Paxos accept): take `members` as epoch `epoch`'s.
+    Accept {
+        epoch: u64,
+        ballot: Ballot,
+        members: Vec<NodeId>,
+    },
+    /// The accept taken.
+    Accepted { epoch: u64, ballot: Ballot },
+    /// Phase 3, the state transfer: `config` is decided; merge `entries`
+    /// (the old epoch's state, from a quorum of it) and serve in it.
+    Install { config: Config, entries: Entries },
+    /// A member of the new configuration installed it.
+    Installed { epoch: u64 },
+    /// A replica saw epoch `epoch` and is behind it: send `Install`.
+    InstallRequest { epoch: u64 },
 }
 
 /// Timers of the coordinator.
@@ -41,4 +94,7 @@ pub enum Timer {
     Tick,
     /// Periodic while a restarted replica recovers: ask again.
     Sync,
+    /// Periodic while a membership change runs here or this replica is
+    /// frozen by one (`reconfig.rs`): retransmit, finish a stalled change.
+    Reconfig,
 }

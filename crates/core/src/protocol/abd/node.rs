@@ -4,9 +4,10 @@ use super::bugs::InjectedBug;
 use super::coordinator::first_op;
 use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
+use super::reconfig::{Config, Epochs, Proposer};
 use super::replica::Replica;
 use crate::protocol::catch_up::{self, CatchUp};
-use crate::protocol::contract::{Export, LinkEvent, Out, Protocol, Record};
+use crate::protocol::contract::{Export, LinkEvent, Membership, Out, Protocol, Record};
 use crate::quorum::minority;
 use crate::types::{ClientRef, NodeId, Peer, Request, Time};
 
@@ -22,18 +23,48 @@ pub struct AbdNode {
     catch_up: CatchUp,
     /// Queries left unanswered because this replica was still recovering.
     pub queries_held_back: u64,
+    /// The configuration it serves in, and its part in deciding the next.
+    pub epochs: Epochs,
+    /// A membership change this server runs (`reconfig.rs`).
+    pub proposer: Option<Proposer>,
+    /// How the last change run here ended, for `quorumkv member`.
+    pub last_change: Option<Result<Config, String>>,
+    pub(super) reconfig_ticking: bool,
+    pub changes_done: u64,
+    pub changes_taken_over: u64,
 }
 
 impl AbdNode {
     /// `members` are all replica ids of the cluster (including `id`).
     pub fn new(id: NodeId, members: Vec<NodeId>, durable: bool, cfg: CoordinatorConfig) -> Self {
+        let initial = Config::new(0, members.clone());
         AbdNode {
             id,
             replica: Replica::new(durable),
             coord: Coordinator::new(id as u64, members.clone(), cfg),
+            epochs: Epochs::new(id, members.clone(), initial, durable),
             catch_up: CatchUp::new(id, members),
             queries_held_back: 0,
+            proposer: None,
+            last_change: None,
+            reconfig_ticking: false,
+            changes_done: 0,
+            changes_taken_over: 0,
         }
+    }
+    /// The last `spares` servers of the cluster file wait outside the
+    /// first configuration (epoch 0) until a membership change adds them.
+    pub fn with_spares(mut self, spares: usize) -> Self {
+        let servers = self.epochs.servers.clone();
+        let keep = servers.len().saturating_sub(spares).max(1);
+        let initial = Config::new(0, servers[..keep].to_vec());
+        let (retry, bug) = (self.coord.cfg.retry_interval, self.coord.bug);
+        let durable = self.replica.durable();
+        self.epochs = Epochs::new(self.id, servers, initial.clone(), durable);
+        self.epochs.set(retry, bug);
+        self.coord.members = initial.members;
+        self.coord.quorum = crate::quorum::majority(self.coord.members.len());
+        self
     }
     /// Use `writer` as the coordinator's writer id instead of the node id.
     /// A restarted node has forgotten which tags it issued before the crash,
@@ -47,6 +78,7 @@ impl AbdNode {
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
         self.replica = self.replica.with_bug(bug);
         self.coord = self.coord.with_bug(bug);
+        self.epochs.set(self.coord.cfg.retry_interval, bug);
         self
     }
 
@@ -77,8 +109,12 @@ impl AbdNode {
 impl Protocol for AbdNode {
     type Msg = Msg;
     type Timer = Timer;
-    fn on_start(&mut self, _now: Time, out: &mut Out<Msg, Timer>) {
+    fn on_start(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
         self.catch_up.ask(Msg::SyncRequest, Timer::Sync, out);
+        self.epochs.on_start(now);
+        let installed = self.epochs.installed.clone();
+        self.coord.adopt(now, &installed, out);
+        self.arm_reconfig(out);
     }
     fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
         self.coord.start(now, client, req, out);
@@ -86,8 +122,18 @@ impl Protocol for AbdNode {
     fn on_msg(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         match msg {
             Msg::Query { .. } if self.catch_up.active() => self.queries_held_back += 1,
-            Msg::Query { .. } | Msg::Store { .. } => self.replica.handle(from, msg, out),
+            Msg::Query { op, epoch, .. } | Msg::Store { op, epoch, .. } => {
+                if self.epochs.admit(now, from, op, epoch, out) {
+                    self.replica.handle(from, msg, out)
+                }
+            }
             Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.coord.handle(now, from, msg, out),
+            Msg::Moved { ref config, .. } => {
+                if config.epoch > self.epochs.installed.epoch {
+                    self.epochs.ask(now, config.epoch, out);
+                }
+                self.coord.handle(now, from, msg, out)
+            }
             // A recovering replica has nothing trustworthy to give.
             Msg::SyncRequest if self.catch_up.active() => {}
             Msg::SyncRequest => out.send(
@@ -99,12 +145,19 @@ impl Protocol for AbdNode {
             Msg::SyncReply { entries } => {
                 (self.catch_up).on_reply(from, false, entries, &mut self.replica)
             }
+            msg => {
+                // Membership change: between servers only.
+                if let Peer::Node(node) = from {
+                    self.on_reconfig(now, node, msg, out);
+                }
+            }
         }
     }
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
             Timer::Tick => self.coord.tick(now, out),
             Timer::Sync => self.catch_up.ask(Msg::SyncRequest, Timer::Sync, out),
+            Timer::Reconfig => self.reconfig_tick(now, out),
         }
     }
     fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Msg, Timer>) {
@@ -112,7 +165,21 @@ impl Protocol for AbdNode {
         // the retransmit tick covers messages lost on a broken link.
     }
     fn restore(&mut self, rec: Record) {
-        self.replica.restore(rec);
+        match rec {
+            Record::Meta { key, value } => self.epochs.restore(&key, &value),
+            rec => self.replica.restore(rec),
+        }
+    }
+    fn membership(&self) -> Option<Membership> {
+        Some(self.membership_view())
+    }
+    fn change_membership(
+        &mut self,
+        now: Time,
+        voters: &[NodeId],
+        out: &mut Out<Msg, Timer>,
+    ) -> Result<u64, String> {
+        self.propose(now, voters, out)
     }
     fn export(&self) -> Result<Export, String> {
         catch_up::export(self.catch_up.active(), self.replica.snapshot())
@@ -176,6 +243,31 @@ impl Protocol for AbdNode {
                 self.queries_held_back,
             ),
             (
+                "abd_config_epoch",
+                "the membership configuration this replica serves in",
+                self.epochs.installed.epoch,
+            ),
+            (
+                "abd_reconfig_held_back_total",
+                "queries and stores unanswered: frozen by a membership change, or not a member",
+                self.epochs.held_back,
+            ),
+            (
+                "abd_reconfig_moved_total",
+                "queries and stores of an older configuration answered with the newer one",
+                self.epochs.moved,
+            ),
+            (
+                "abd_reconfig_changes_total",
+                "membership changes this server ran to completion",
+                self.changes_done,
+            ),
+            (
+                "abd_reconfig_taken_over_total",
+                "stalled membership changes this frozen replica finished",
+                self.changes_taken_over,
+            ),
+            (
                 "abd_recovering",
                 "1 while this replica catches up after a restart",
                 self.catch_up.active() as u64,
@@ -183,6 +275,9 @@ impl Protocol for AbdNode {
         ]
     }
     fn role(&self) -> &'static str {
+        if !self.catch_up.active() && !self.epochs.installed.has(self.id) {
+            return "learner";
+        }
         catch_up::role(self.catch_up.active())
     }
     fn status(&self) -> String {
@@ -236,7 +331,7 @@ mod tests {
             asked,
             vec![Peer::Node(2), Peer::Node(3), Peer::Node(4), Peer::Node(5)]
         );
-        let query = Msg::Query { op: 1, key: key() };
+        let query = Msg::Query { op: 1, key: key(), epoch: 0 };
         n.on_msg(T0, Peer::Conn(9), query.clone(), &mut out);
         assert!(out.is_empty(), "no answer while recovering");
         assert_eq!(n.queries_held_back, 1);

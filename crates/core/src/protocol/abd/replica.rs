@@ -30,6 +30,9 @@ impl Replica {
         self.bug = bug;
         self
     }
+    pub fn durable(&self) -> bool {
+        self.durable
+    }
     pub fn get(&self, key: &[u8]) -> Option<&(Tag, Option<Bytes>)> {
         self.store.get(key)
     }
@@ -102,17 +105,36 @@ impl Replica {
     /// Handle a message addressed to the replica role.
     pub fn handle(&mut self, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         match msg {
-            Msg::Query { op, key } => self.on_query(from, op, key, out),
+            Msg::Query { op, key, .. } => self.on_query(from, op, key, out),
             Msg::Store {
                 op,
                 key,
                 tag,
                 value,
+                ..
             } => self.on_store(from, op, key, tag, value, out),
-            Msg::QueryReply { .. }
-            | Msg::StoreAck { .. }
-            | Msg::SyncRequest
-            | Msg::SyncReply { .. } => self.counters.misrouted += 1,
+            _ => self.counters.misrouted += 1,
+        }
+    }
+
+    /// Take another replica's store (a membership change's state
+    /// transfer): every entry newer than the one held, persisted first
+    /// when durable. A tag at `ts = u64::MAX` is never taken (see
+    /// `Tag::jumps_too_far`).
+    pub fn merge(&mut self, entries: super::msg::Entries, out: &mut Out<Msg, Timer>) {
+        for (key, tag, value) in entries {
+            let current = self.store.get(&key).map(|(t, _)| *t).unwrap_or(Tag::ZERO);
+            if tag <= current || tag.ts == u64::MAX {
+                continue;
+            }
+            if self.durable {
+                out.persist(Record::Register {
+                    key: key.clone(),
+                    tag,
+                    value: value.clone(),
+                });
+            }
+            self.store.insert(key, (tag, value));
         }
     }
 
@@ -160,6 +182,7 @@ mod tests {
             key: key(),
             tag: Tag { ts, writer: 1 },
             value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            epoch: 0,
         };
         r.handle(Peer::Conn(1), store(2, "two"), &mut out);
         r.handle(Peer::Conn(1), store(1, "one"), &mut out);
@@ -178,6 +201,7 @@ mod tests {
             key: Bytes::from_static(b"other"),
             tag: Tag { ts: 1, writer: 1 },
             value: None,
+            epoch: 0,
         };
         r.handle(Peer::Conn(1), other, &mut out);
         assert_eq!(r.len(), 2);
@@ -185,7 +209,7 @@ mod tests {
         r.handle(Peer::Conn(1), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(r.counters.misrouted, 1);
         out.drain();
-        r.handle(Peer::Node(2), Msg::Query { op: 5, key: key() }, &mut out);
+        r.handle(Peer::Node(2), Msg::Query { op: 5, key: key(), epoch: 0 }, &mut out);
         assert_eq!(
             sends(&mut out),
             vec![(Peer::Node(2), query_reply(5, 2, 1, b"two"))]
@@ -206,6 +230,7 @@ mod tests {
             key: key(),
             tag: Tag { ts, writer },
             value: Some(Bytes::from_static(b"v")),
+            epoch: 0,
         };
         r.handle(Peer::Conn(1), store(5, 1), &mut out);
         out.drain();
@@ -223,6 +248,7 @@ mod tests {
                 writer: 999,
             },
             value: None,
+            epoch: 0,
         };
         r.handle(Peer::Conn(2), fresh, &mut out);
         assert!(out.is_empty() && r.get(b"fresh").is_none(), "from ZERO too");
@@ -242,6 +268,7 @@ mod tests {
             key: key(),
             tag: Tag { ts: 1, writer: 1 },
             value: None,
+            epoch: 0,
         };
         r.handle(Peer::Node(1), msg, &mut out);
         let cmds = out.commands();
