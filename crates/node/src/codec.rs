@@ -266,6 +266,7 @@ mod tests {
         roundtrip(Frame::Proto(Msg::Query {
             op: 1,
             key: "x".into(),
+            epoch: 3,
         }));
         roundtrip(Frame::Error {
             message: "no".into(),

@@ -133,6 +133,7 @@ mod tests {
             &Frame::<Msg>::Proto(Msg::Query {
                 op: 1,
                 key: "k".into(),
+                epoch: 0,
             }),
             &mut b,
         );

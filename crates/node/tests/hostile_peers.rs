@@ -162,6 +162,7 @@ fn any_frame(rng: &mut StdRng) -> Frame<Msg> {
         8 => Frame::Proto(Msg::Query {
             op: rng.random(),
             key: Bytes::from(format!("k{}", rng.random_range(0..40))),
+            epoch: rng.random_range(0..3),
         }),
         9 => Frame::Proto(Msg::Store {
             op: rng.random(),
@@ -176,6 +177,7 @@ fn any_frame(rng: &mut StdRng) -> Frame<Msg> {
                 writer: rng.random(),
             },
             value: Some(Bytes::from_static(b"forged")),
+            epoch: rng.random_range(0..3),
         }),
         10 => Frame::Proto(Msg::StoreAck { op: rng.random() }),
         _ => Frame::Proto(Msg::SyncRequest),

@@ -369,6 +369,7 @@ async fn abd_peer_only_messages_from_a_client_connection_are_refused() {
     let q = A::Query {
         op: 1,
         key: "secret-key".into(),
+        epoch: 0,
     };
     s.send(&Frame::Proto(q)).await;
     let got = s.reader.next::<A>().await.unwrap();
@@ -406,6 +407,7 @@ async fn a_forged_maximum_tag_does_not_freeze_a_key() {
                 key: "victim".into(),
                 tag,
                 value: Some("forged".into()),
+                epoch: 0,
             }))
             .await;
             // Whatever it answers, it must not hold the forged value.
@@ -497,6 +499,7 @@ async fn native_clients_log_in_and_keep_to_their_role() {
         s.send(&Frame::Proto(A::Query {
             op: 1,
             key: "k".into(),
+            epoch: 0,
         }))
         .await;
         assert!(error_text(&s.until_closed::<A>().await).contains("NOPERM"));

@@ -19,6 +19,11 @@ use quorumkv_sim::*;
 const CASES: &[(&str, &str, &str)] = &[
     ("abd", "abd-reuse-ts", "a tag names one value"), // 1; history 1
     ("abd", "abd-merge-keeps-tag", "a tag names one value"), // 34; history 47
+    (
+        "abd",
+        "abd-reconfig-ignore-accepted",
+        "one configuration per epoch",
+    ), // with --faults all,reconfig: 9; history none
     // 2 (seed 0 breaks the read-index rule first: a leader of a reused
     // epoch starts its PING rounds again); history 225
     ("zab", "zab-reuse-epoch", "one established leader per epoch"),
@@ -128,7 +133,7 @@ fn each_invariant_catches_its_bug_within_100_seeds_and_no_later_than_histories()
             protocol: protocol.into(),
             bug: Some(bug.into()),
             znode: bug.starts_with("zab-znode"),
-            faults: if bug.starts_with("zab-reconfig") {
+            faults: if bug.starts_with("zab-reconfig") || bug.starts_with("abd-reconfig") {
                 "all,reconfig".parse().unwrap()
             } else {
                 SimConfig::default().faults

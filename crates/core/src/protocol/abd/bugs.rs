@@ -42,6 +42,10 @@ pub enum InjectedBug {
     /// Membership change: a member of the next configuration serves it as
     /// soon as it accepts it, before the state transfer reached it.
     InstallOnAccept,
+    /// Membership change: a proposer decides its own members even when a
+    /// promise reports members accepted under an earlier ballot (Paxos'
+    /// rule broken: two configurations for one epoch).
+    IgnoreAccepted,
 }
 
 impl InjectedBug {
@@ -58,6 +62,7 @@ impl InjectedBug {
         InjectedBug::NoFreeze,
         InjectedBug::TransferFromOne,
         InjectedBug::InstallOnAccept,
+        InjectedBug::IgnoreAccepted,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -73,6 +78,7 @@ impl InjectedBug {
             InjectedBug::NoFreeze => "abd-reconfig-no-freeze",
             InjectedBug::TransferFromOne => "abd-reconfig-transfer-from-one",
             InjectedBug::InstallOnAccept => "abd-reconfig-serve-before-transfer",
+            InjectedBug::IgnoreAccepted => "abd-reconfig-ignore-accepted",
         }
     }
     pub fn describe(self) -> &'static str {
@@ -106,6 +112,9 @@ impl InjectedBug {
             }
             InjectedBug::InstallOnAccept => {
                 "reconfig: a new member serves as soon as it accepts, before the state transfer (--faults all,reconfig)"
+            }
+            InjectedBug::IgnoreAccepted => {
+                "reconfig: a proposer ignores members accepted earlier: two configurations for one epoch (--faults all,reconfig)"
             }
         }
     }

@@ -161,9 +161,11 @@ impl Coordinator {
     }
 
     /// Run in `config` from now on, if it is newer: every operation in
-    /// flight starts again from its query phase under a fresh op id, so
-    /// that no reply of the old epoch counts in the new one (a quorum of
-    /// the new members need not be one of the old).
+    /// flight runs its current phase again under a fresh op id, so that no
+    /// reply of the old epoch counts in the new one (a quorum of the new
+    /// members need not be one of the old). A store keeps its tag: its
+    /// value may have been read already, and a fresh tag would let it
+    /// overwrite a later write (found by `quorumkv sim`, seed 90).
     pub fn adopt(&mut self, now: Time, config: &Config, out: &mut Out<Msg, Timer>) {
         if config.epoch <= self.epoch || config.members.is_empty() {
             return;
@@ -179,8 +181,21 @@ impl Coordinator {
             let p = self.pending.remove(&op).expect("present");
             let fresh = self.next_op;
             self.next_op = self.next_op.wrapping_add(1);
+            let store = match &p.phase {
+                Phase::Query { .. } => None,
+                Phase::Store {
+                    tag,
+                    value,
+                    result,
+                    then,
+                    ..
+                } => Some(((*tag, value.clone()), result.clone(), then.clone())),
+            };
             self.pending.insert(fresh, p);
-            self.restart(now, fresh, out);
+            match store {
+                None => self.restart(now, fresh, out),
+                Some((pair, result, then)) => self.enter_store(now, fresh, pair, result, then, out),
+            }
         }
     }
 

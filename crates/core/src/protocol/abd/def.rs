@@ -163,8 +163,8 @@ impl ProtocolDef for Abd {
     fn node(spec: &NodeSpec<'_>, opts: &AbdOptions, bug: Option<InjectedBug>) -> AbdNode {
         let cfg = opts.coordinator(&spec.timing);
         let node = AbdNode::new(spec.id, spec.members.to_vec(), spec.durable, cfg)
-            .with_bug(bug)
             .with_spares(opts.spares)
+            .with_bug(bug)
             .with_writer(spec.writer_id());
         // A replica that lost its data catches up from its peers first.
         if spec.lost_state {

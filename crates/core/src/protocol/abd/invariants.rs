@@ -8,6 +8,10 @@
 //! times, hold different values under one `(key, tag)`. A read exposes a
 //! break only if its quorum happens to mix the two values; this sees it at
 //! the step a replica stores the second one.
+//!
+//! **One configuration per epoch** (`reconfig.rs`): Paxos decides each
+//! epoch's members once, so no two replicas, nor one at two times, install
+//! different members under one epoch.
 
 use super::coordinator::Coordinator;
 use super::node::AbdNode;
@@ -20,6 +24,7 @@ use std::collections::HashMap;
 #[derive(Debug, Default)]
 pub struct AbdInvariants {
     named: HashMap<(Bytes, Tag), Option<Bytes>>,
+    configs: HashMap<u64, Vec<crate::types::NodeId>>,
 }
 
 impl StepInvariants<AbdNode, Coordinator> for AbdInvariants {
@@ -28,6 +33,18 @@ impl StepInvariants<AbdNode, Coordinator> for AbdInvariants {
         let Some((i, node)) = roles.stepped_node() else {
             return Ok(());
         };
+        let c = &node.epochs.installed;
+        let first = self.configs.entry(c.epoch).or_insert_with(|| c.members.clone());
+        if *first != c.members {
+            return Err(format!(
+                "abd: one configuration per epoch: n{} installed members {:?} as epoch {}, \
+                 which had members {:?}",
+                i + 1,
+                c.members,
+                c.epoch,
+                first
+            ));
+        }
         for (key, (tag, value)) in node.replica.entries() {
             if *tag == Tag::ZERO {
                 continue;

@@ -10,6 +10,9 @@ use crate::types::{NodeId, Peer, Time};
 
 /// How many operation timeouts a change may take before it gives up.
 const CHANGE_TIMEOUTS: u32 = 5;
+/// How many retry intervals (plus the server's id) a frozen replica waits
+/// for the change that froze it before it finishes that change itself.
+const STALL_RETRIES: u32 = 3;
 
 impl AbdNode {
     /// Start changing the members to `voters` (`quorumkv member`, the
@@ -194,9 +197,10 @@ impl AbdNode {
         self.reconfig_ticking = false;
         let o = self.proposer.as_mut().map(|p| p.tick(now, out));
         self.settle(o);
-        // Servers wait different times, so that one takes over first.
-        let stall = (self.coord.cfg.op_timeout)
-            .saturating_add(self.coord.cfg.retry_interval.saturating_mul(self.id));
+        // A change takes about three round trips, each retried every
+        // `retry_interval`; servers wait different times, so that one
+        // takes over first.
+        let stall = (self.coord.cfg.retry_interval).saturating_mul(STALL_RETRIES + self.id.min(16));
         let stalled = (self.epochs.frozen_since()).is_some_and(|t| now >= t.saturating_add(stall));
         if stalled && self.proposer.is_none() {
             self.epochs.touch(now);

@@ -54,14 +54,14 @@ impl AbdNode {
     }
     /// The last `spares` servers of the cluster file wait outside the
     /// first configuration (epoch 0) until a membership change adds them.
+    /// Before `with_bug`, which may shrink the coordinator's quorum.
     pub fn with_spares(mut self, spares: usize) -> Self {
         let servers = self.epochs.servers.clone();
         let keep = servers.len().saturating_sub(spares).max(1);
         let initial = Config::new(0, servers[..keep].to_vec());
-        let (retry, bug) = (self.coord.cfg.retry_interval, self.coord.bug);
         let durable = self.replica.durable();
         self.epochs = Epochs::new(self.id, servers, initial.clone(), durable);
-        self.epochs.set(retry, bug);
+        self.epochs.set(self.coord.cfg.retry_interval, None);
         self.coord.members = initial.members;
         self.coord.quorum = crate::quorum::majority(self.coord.members.len());
         self

@@ -531,7 +531,8 @@ impl Proposer {
         if votes.record(from) == QuorumStatus::Duplicate {
             return;
         }
-        if let Some((b, m)) = accepted {
+        let ignore = self.bug == Some(InjectedBug::IgnoreAccepted);
+        if let Some((b, m)) = accepted.filter(|_| !ignore) {
             if best.as_ref().is_none_or(|(top, _)| b > *top) {
                 *best = Some((b, m));
             }
