@@ -1,5 +1,5 @@
 //! `quorumkv member list | add | remove | replace` on real clusters: Zab
-//! changes its voters online and the data stays, a removed voter can go
+//! and ABD change their voters online and the data stays, a removed voter can go
 //! for good, refusals say why (unknown server, a protocol with fixed
 //! servers, a replica that keeps no log, a login that is not an admin),
 //! and the chaos run replaces every voter, twice, under load.
@@ -137,10 +137,72 @@ async fn zab_replaces_a_voter_online_and_the_old_one_can_go() {
     c.stop().await;
 }
 
+/// ABD (`abd/reconfig.rs`): the same commands, no leader. A replica
+/// replaced and killed takes nothing with it; clients that knew only the
+/// old members follow `Moved` answers to the new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abd_replaces_a_replica_online_and_clients_follow() {
+    let cfg = LocalClusterConfig {
+        durability: Durability::Fsync,
+        options: vec![("spares".into(), "1".into())],
+        ..common::cluster_cfg("abd", 4, &["--op-timeout", "3s"])
+    };
+    let mut c = LocalCluster::start(cfg).await.expect("cluster starts");
+    let t = ok(member(&c, &["list"], &[]));
+    assert!(
+        t.contains("voters    1,2,3\n") && t.contains("learners  4\n"),
+        "{t}"
+    );
+    let status = text(&qkv(&["endpoints", "status", "--endpoints", &eps(&c)]));
+    let role = |id: &str| {
+        (status.lines())
+            .find(|l| l.split_whitespace().nth(1) == Some(id))
+            .and_then(|l| l.split_whitespace().nth(3).map(String::from))
+    };
+    assert_eq!(role("4").as_deref(), Some("learner"), "{status}");
+    assert_eq!(role("1").as_deref(), Some("replica"), "{status}");
+    let cl = client(c.native_addrs()).await;
+    for i in 0..20 {
+        cl.put(format!("k{i}"), format!("v{i}")).await.unwrap();
+    }
+    refused(member(&c, &["add", "3"], &[]), "server 3 votes already");
+    refused(member(&c, &["add", "9"], &[]), "server 9 is unknown here");
+
+    let t = ok(member(&c, &["replace", "1", "4"], &[]));
+    assert!(
+        t.contains("voters    2,3,4\n") && t.contains("learners  1\n"),
+        "{t}"
+    );
+    // Replica 1 is out: killed, it takes no write with it. A client that
+    // still sends to it first is answered by the others.
+    c.kill(1).await.unwrap();
+    let cl = client(c.native_addrs()[1..].to_vec()).await;
+    for i in 0..20 {
+        let got = cl.get(format!("k{i}")).await.unwrap();
+        assert_eq!(got.as_deref(), Some(format!("v{i}").as_bytes()));
+    }
+    cl.put("after", "yes").await.unwrap();
+    // A client that coordinates itself starts in epoch 0 ({1,2,3}) and
+    // learns {2,3,4} from the replicas' `Moved`.
+    let cfg = common::client_cfg(ClientMode::Direct, Duration::from_secs(5));
+    let own = Client::connect(c.native_addrs()[1..].to_vec(), cfg).await.unwrap();
+    assert_eq!(own.get("k3").await.unwrap().as_deref(), Some(&b"v3"[..]));
+    own.put("k3", "w3").await.unwrap();
+    assert_eq!(cl.get("k3").await.unwrap().as_deref(), Some(&b"w3"[..]));
+    let t = ok(member(&c, &["remove", "2"], &[]));
+    assert!(t.contains("voters    3,4\n"), "{t}");
+    c.kill(2).await.unwrap();
+    let cl = client(c.native_addrs()[2..].to_vec()).await;
+    cl.put("two-voters", "yes").await.unwrap();
+    assert_eq!(cl.get("after").await.unwrap().as_deref(), Some(&b"yes"[..]));
+    assert_eq!(cl.get("k7").await.unwrap().as_deref(), Some(&b"v7"[..]));
+    c.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_are_refused_where_they_cannot_hold() {
-    // ABD's servers are fixed by the cluster file.
-    let cfg = common::cluster_cfg("abd", 3, &[]);
+    // Lease-lock's servers are fixed by the cluster file.
+    let cfg = common::cluster_cfg("lease-lock", 3, &[]);
     let c = LocalCluster::start(cfg).await.expect("cluster starts");
     refused(member(&c, &["list"], &[]), "servers are fixed at start");
     refused(

@@ -111,34 +111,40 @@ async fn ask(endpoint: &str, reach: &Reach, voters: Option<Vec<NodeId>>) -> Resu
 
 /// The membership as the leader sees it (else as the first replica that
 /// answers sees it, its `leader` then `None`), and the leader's endpoint.
+/// Every endpoint is asked: of the replicas that lead (Zab's leader, or
+/// every replica of a protocol without one, which runs the changes asked
+/// of it), the one with the highest commit (log index, or configuration
+/// epoch) answers; a replica removed earlier may not know the newest.
 pub async fn list(reach: &Reach) -> Result<(Membership, Option<String>), String> {
     let mut why = Vec::new();
+    let mut answers = Vec::new();
     for endpoint in &reach.endpoints {
-        let first = match ask(endpoint, reach, None).await {
-            Ok(a) => a,
-            Err(e) => {
-                why.push(e);
-                continue;
-            }
-        };
-        let Some(leader) = first.membership.leader else {
-            return Ok((first.membership, None));
-        };
-        if leader == first.membership.node {
-            return Ok((first.membership, Some(endpoint.clone())));
-        }
-        let at = first.addrs.iter().find(|(n, _)| *n == leader);
-        let Some((_, addr)) = at else {
-            return Ok((first.membership, None));
-        };
-        match ask(addr, reach, None).await {
-            Ok(a) if a.membership.leader == Some(leader) => {
-                return Ok((a.membership, Some(addr.clone())))
-            }
-            Ok(_) | Err(_) => return Ok((first.membership, None)),
+        match ask(endpoint, reach, None).await {
+            Ok(a) => answers.push((endpoint.clone(), a)),
+            Err(e) => why.push(e),
         }
     }
-    Err(format!("no replica answered: {}", why.join("; ")))
+    let leading = (answers.iter())
+        .filter(|(_, a)| a.membership.leader == Some(a.membership.node))
+        .max_by_key(|(_, a)| a.membership.commit);
+    if let Some((endpoint, a)) = leading {
+        return Ok((a.membership.clone(), Some(endpoint.clone())));
+    }
+    let Some((_, first)) = answers.into_iter().next() else {
+        return Err(format!("no replica answered: {}", why.join("; ")));
+    };
+    // The leader may be a server not among the endpoints given.
+    let Some(leader) = first.membership.leader else {
+        return Ok((first.membership, None));
+    };
+    let at = first.addrs.iter().find(|(n, _)| *n == leader);
+    let Some((_, addr)) = at else {
+        return Ok((first.membership, None));
+    };
+    match ask(addr, reach, None).await {
+        Ok(a) if a.membership.leader == Some(leader) => Ok((a.membership, Some(addr.clone()))),
+        Ok(_) | Err(_) => Ok((first.membership, None)),
+    }
 }
 
 /// Propose `change` at the leader and wait (up to `wait`) until the
