@@ -185,7 +185,9 @@ async fn abd_replaces_a_replica_online_and_clients_follow() {
     // A client that coordinates itself starts in epoch 0 ({1,2,3}) and
     // learns {2,3,4} from the replicas' `Moved`.
     let cfg = common::client_cfg(ClientMode::Direct, Duration::from_secs(5));
-    let own = Client::connect(c.native_addrs()[1..].to_vec(), cfg).await.unwrap();
+    let own = Client::connect(c.native_addrs()[1..].to_vec(), cfg)
+        .await
+        .unwrap();
     assert_eq!(own.get("k3").await.unwrap().as_deref(), Some(&b"v3"[..]));
     own.put("k3", "w3").await.unwrap();
     assert_eq!(cl.get("k3").await.unwrap().as_deref(), Some(&b"w3"[..]));
@@ -267,34 +269,46 @@ async fn only_an_admin_changes_the_membership() {
 /// acknowledged write lost.
 #[test]
 fn chaos_replaces_every_voter_twice_under_load() {
-    let out = Command::new(binary())
-        .args(["chaos", "--no-progress", "--check-timeout", "30s"])
-        .args(["--protocol", "zab", "--replicas", "6", "--opt", "spares=3"])
-        .args(["--durability", "fsync", "--faults", "replace"])
-        .args(["--duration", "20s", "--seed", "5"])
-        .output()
-        .unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{t}");
-    for part in [
-        "verdict: LINEARIZABLE",
-        "acknowledged writes lost: 0",
-        "replace voter 1 by 4",
-        "replace voter 3 by 6",
-        "replace voter 4 by 1",
-        "replace voter 6 by 3",
-    ] {
-        assert!(t.contains(part), "{part:?} is missing from: {t}");
+    for (protocol, secs) in [("zab", "20s"), ("abd", "15s")] {
+        let out = Command::new(binary())
+            .args(["chaos", "--no-progress", "--check-timeout", "30s"])
+            .args([
+                "--protocol",
+                protocol,
+                "--replicas",
+                "6",
+                "--opt",
+                "spares=3",
+            ])
+            .args(["--durability", "fsync", "--faults", "replace"])
+            .args(["--duration", secs, "--seed", "5"])
+            .output()
+            .unwrap();
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{protocol}: {t}");
+        for part in [
+            "verdict: LINEARIZABLE",
+            "acknowledged writes lost: 0",
+            "replace voter 1 by 4",
+            "replace voter 3 by 6",
+            "replace voter 4 by 1",
+            "replace voter 6 by 3",
+        ] {
+            assert!(
+                t.contains(part),
+                "{protocol}: {part:?} is missing from: {t}"
+            );
+        }
+        let replaced: u64 = (t.lines())
+            .find_map(|l| l.strip_prefix("faults: "))
+            .and_then(|l| {
+                l.split(", ")
+                    .find_map(|p| p.strip_suffix(" voters replaced"))
+            })
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count of voters replaced: {t}"));
+        assert!(replaced >= 6, "{protocol}: {replaced} replaced: {t}");
     }
-    let replaced: u64 = (t.lines())
-        .find_map(|l| l.strip_prefix("faults: "))
-        .and_then(|l| {
-            l.split(", ")
-                .find_map(|p| p.strip_suffix(" voters replaced"))
-        })
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count of voters replaced: {t}"));
-    assert!(replaced >= 6, "{replaced} replaced: {t}");
 }
 
 /// A change the new configuration cannot commit yet is waited for, not
