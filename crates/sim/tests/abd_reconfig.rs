@@ -29,7 +29,10 @@ fn ci_seeds_abd_reconfig() {
         let c = reconfig_cfg(n, spares);
         let s = sweep(&abd, &c, range.parse().unwrap(), 2, 0, |_| {}).unwrap();
         for f in &s.failures {
-            eprintln!("N={n} spares={spares} seed {} ({}): {}", f.seed, f.params, f.verdict);
+            eprintln!(
+                "N={n} spares={spares} seed {} ({}): {}",
+                f.seed, f.params, f.verdict
+            );
         }
         assert!(s.all_passed(), "N={n} spares={spares}");
         assert!(s.totals.reconfigs > 0, "N={n}: {:?}", s.totals);

@@ -792,7 +792,16 @@ mod tests {
         }
         assert_eq!((c.timed_out, c.completed), (2, 1));
         c.handle(T0, Peer::Conn(4), Msg::StoreAck { op }, &mut out);
-        c.handle(T0, Peer::Node(3), Msg::Query { op, key: key(), epoch: 0 }, &mut out);
+        c.handle(
+            T0,
+            Peer::Node(3),
+            Msg::Query {
+                op,
+                key: key(),
+                epoch: 0,
+            },
+            &mut out,
+        );
         assert_eq!(c.counters.misrouted, 2);
     }
 

@@ -4,13 +4,13 @@ use super::bugs::InjectedBug;
 use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
 use super::node::AbdNode;
-use crate::protocol::contract::{Out, Timing};
-use crate::types::{NodeId, Time};
 use crate::protocol::contract::{
     ClientSpec, InjectedBugs, LinkModel, NamedVariant, NodeSpec, ProtocolDef,
 };
+use crate::protocol::contract::{Out, Timing};
 use crate::protocol::options::{format_duration, parse_bool, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
+use crate::types::{NodeId, Time};
 use std::time::Duration;
 
 /// ABD as the registry knows it: server = replica + proxy coordinator;

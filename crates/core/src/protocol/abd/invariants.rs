@@ -34,7 +34,10 @@ impl StepInvariants<AbdNode, Coordinator> for AbdInvariants {
             return Ok(());
         };
         let c = &node.epochs.installed;
-        let first = self.configs.entry(c.epoch).or_insert_with(|| c.members.clone());
+        let first = self
+            .configs
+            .entry(c.epoch)
+            .or_insert_with(|| c.members.clone());
         if *first != c.members {
             return Err(format!(
                 "abd: one configuration per epoch: n{} installed members {:?} as epoch {}, \

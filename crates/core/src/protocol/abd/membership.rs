@@ -118,7 +118,8 @@ impl AbdNode {
                 ballot,
                 promised,
             } => {
-                let o = (self.proposer.as_mut()).map(|p| p.on_refuse(now, (epoch, ballot), promised));
+                let o =
+                    (self.proposer.as_mut()).map(|p| p.on_refuse(now, (epoch, ballot), promised));
                 self.settle(o);
             }
             Msg::Installed { epoch } => {
@@ -212,6 +213,37 @@ impl AbdNode {
         self.arm_reconfig(out);
     }
 
+    /// The metrics of membership change (`Protocol::metrics`).
+    pub(super) fn reconfig_metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        vec![
+            (
+                "abd_config_epoch",
+                "the membership configuration this replica serves in",
+                self.epochs.installed.epoch,
+            ),
+            (
+                "abd_reconfig_held_back_total",
+                "queries and stores unanswered: frozen by a membership change, or not a member",
+                self.epochs.held_back,
+            ),
+            (
+                "abd_reconfig_moved_total",
+                "queries and stores of an older configuration answered with the newer one",
+                self.epochs.moved,
+            ),
+            (
+                "abd_reconfig_changes_total",
+                "membership changes this server ran to completion",
+                self.changes_done,
+            ),
+            (
+                "abd_reconfig_taken_over_total",
+                "stalled membership changes this frozen replica finished",
+                self.changes_taken_over,
+            ),
+        ]
+    }
+
     /// Who votes, as this replica sees it. ABD has no leader: every server
     /// runs the changes asked of it, so it names itself; `commit` is the
     /// configuration epoch.
@@ -267,5 +299,141 @@ impl AbdNode {
         }
         let new = Config::new(0, new).members;
         (new != cur).then_some(new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::abd::testing::*;
+    use crate::protocol::abd::{Ballot, CoordinatorConfig};
+    use crate::protocol::contract::Protocol;
+    use crate::types::Request;
+
+    fn node(id: NodeId) -> AbdNode {
+        AbdNode::new(id, vec![1, 2, 3, 4], true, CoordinatorConfig::default()).with_spares(1)
+    }
+
+    #[test]
+    fn a_change_is_refused_with_a_reason() {
+        let mut n = node(1);
+        let mut out = O::new();
+        let why = |r: Result<u64, String>| r.unwrap_err();
+        assert!(why(n.propose(T0, &[], &mut out)).contains("at least one"));
+        assert!(why(n.propose(T0, &[1, 9], &mut out)).contains("server 9 is unknown"));
+        assert!(why(n.propose(T0, &[3, 2, 1], &mut out)).contains("members already"));
+        assert!(out.is_empty());
+        assert_eq!(n.propose(T0, &[2, 3, 4], &mut out), Ok(1));
+        assert!(why(n.propose(T0, &[1, 2], &mut out)).contains("in flight"));
+        let m = n.membership_view();
+        assert_eq!(m.voters, vec![1, 2, 3]);
+        assert_eq!(m.pending, Some((1, vec![2, 3, 4])));
+        assert_eq!(
+            (m.servers, m.leader, m.commit),
+            (vec![1, 2, 3, 4], Some(1), 0)
+        );
+        assert_eq!(n.role(), "replica");
+        assert_eq!(node(4).role(), "learner", "a spare");
+    }
+
+    /// A replica frozen by a proposer that went silent finishes the change
+    /// itself after the stall time, above the ballot it promised.
+    #[test]
+    fn a_frozen_replica_takes_over_a_stalled_change() {
+        let mut n = node(2);
+        let mut out = O::new();
+        let promised = Ballot { round: 3, node: 1 };
+        let prepare = Msg::Prepare {
+            epoch: 1,
+            ballot: promised,
+        };
+        n.on_msg(T0, Peer::Node(1), prepare, &mut out);
+        assert!(n.epochs.frozen());
+        out.drain();
+        let retry = n.coord.cfg.retry_interval;
+        let stall = retry * (STALL_RETRIES + 2);
+        n.on_timer(T0.saturating_add(stall / 2), Timer::Reconfig, &mut out);
+        assert!(n.proposer.is_none(), "not yet");
+        out.drain();
+        n.on_timer(T0.saturating_add(stall), Timer::Reconfig, &mut out);
+        assert_eq!(n.changes_taken_over, 1);
+        let p = n.proposer.as_ref().expect("taken over");
+        assert_eq!(p.target, vec![1, 2, 3], "no change of its own");
+        let prepares: Vec<Msg> = sends(&mut out).into_iter().map(|(_, m)| m).collect();
+        let above = Ballot { round: 4, node: 2 };
+        assert!(prepares.contains(&Msg::Prepare {
+            epoch: 1,
+            ballot: above
+        }));
+    }
+
+    /// A store phase under way when the configuration moves keeps its
+    /// tag: it goes again, under a fresh op id, to the new members.
+    #[test]
+    fn a_store_in_flight_keeps_its_tag_in_the_new_configuration() {
+        let mut c = coord(3);
+        let mut out = started(&mut c, 9, put(b"x"));
+        qreply(&mut c, 1, 4, 3, None, &mut out);
+        qreply(&mut c, 2, 4, 3, None, &mut out);
+        let stores = sends(&mut out);
+        let Msg::Store { op, tag, .. } = stores[0].1.clone() else {
+            panic!("{stores:?}")
+        };
+        assert_eq!(tag.ts, 5);
+        let moved = Msg::Moved {
+            op,
+            config: Config::new(2, vec![2, 3, 4]),
+        };
+        c.handle(T0, Peer::Node(1), moved, &mut out);
+        assert_eq!(c.epoch(), 2);
+        let again = sends(&mut out);
+        let to: Vec<Peer> = again.iter().map(|(t, _)| *t).collect();
+        assert_eq!(to, vec![Peer::Node(2), Peer::Node(3), Peer::Node(4)]);
+        for (_, m) in &again {
+            let Msg::Store {
+                op: fresh,
+                tag: same,
+                epoch,
+                ..
+            } = m
+            else {
+                panic!("{m:?}")
+            };
+            assert_eq!((*same, *epoch), (tag, 2));
+            assert_ne!(*fresh, op, "a fresh op id");
+        }
+        // An ack under the old op id no longer counts.
+        c.handle(T0, Peer::Node(2), Msg::StoreAck { op }, &mut out);
+        c.handle(T0, Peer::Node(3), Msg::StoreAck { op }, &mut out);
+        assert!(replies(&mut out).is_empty());
+        // A query in flight starts again from its query phase.
+        let mut out = started(&mut c, 10, Request::Get { key: key() });
+        out.drain();
+        let moved = Msg::Moved {
+            op: 0,
+            config: Config::new(3, vec![3, 4]),
+        };
+        c.handle(T0, Peer::Node(2), moved, &mut out);
+        let q = sends(&mut out);
+        assert!(q
+            .iter()
+            .any(|(to, m)| *to == Peer::Node(4) && matches!(m, Msg::Query { epoch: 3, .. })));
+    }
+
+    #[test]
+    fn the_simulator_draws_changes_that_change_something() {
+        let n = node(1);
+        let all = [1, 2, 3, 4];
+        let mut seen = std::collections::BTreeSet::new();
+        for draw in 0..400u64 {
+            let d = draw.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            if let Some(m) = n.draw_config(&all, d) {
+                assert_ne!(m, vec![1, 2, 3]);
+                assert!(m.len() >= 2 && m.iter().all(|x| all.contains(x)), "{m:?}");
+                seen.insert(m);
+            }
+        }
+        assert!(seen.contains(&vec![1, 2, 3, 4]), "an add: {seen:?}");
+        assert!(seen.iter().any(|m| m.len() == 2), "a removal: {seen:?}");
     }
 }

@@ -74,6 +74,6 @@ pub use counters::Counters;
 pub use def::{Abd, AbdOptions};
 pub use invariants::AbdInvariants;
 pub use msg::{Entries, Msg, Timer};
-pub use reconfig::{Ballot, Config};
 pub use node::AbdNode;
+pub use reconfig::{Ballot, Config};
 pub use replica::Replica;

@@ -1,6 +1,6 @@
 //! The messages between coordinators and replicas, and the timers.
 
-use super::reconfig::{Ballot, Config};
+use crate::quorum::{majority, QuorumTracker};
 use crate::types::{NodeId, Tag};
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -14,6 +14,49 @@ pub type Entries = Vec<(Bytes, Tag, Option<Bytes>)>;
 /// older replica ignores it (postcard ignores trailing bytes).
 fn trailing_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     Ok(u64::deserialize(d).unwrap_or(0))
+}
+
+/// One configuration: its epoch and the replicas that form its quorums.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    pub epoch: u64,
+    /// Sorted, distinct.
+    pub members: Vec<NodeId>,
+}
+
+impl Config {
+    pub fn new(epoch: u64, mut members: Vec<NodeId>) -> Config {
+        members.sort_unstable();
+        members.dedup();
+        Config { epoch, members }
+    }
+    pub fn quorum(&self) -> usize {
+        majority(self.members.len())
+    }
+    pub fn has(&self, n: NodeId) -> bool {
+        self.members.contains(&n)
+    }
+    pub(super) fn tracker(&self) -> QuorumTracker {
+        QuorumTracker::new(self.members.len(), self.quorum())
+    }
+}
+
+/// A Paxos ballot: a round, then the proposer's id to break ties.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Ballot {
+    pub round: u64,
+    pub node: NodeId,
+}
+
+impl Ballot {
+    pub const ZERO: Ballot = Ballot { round: 0, node: 0 };
+    /// The next ballot of `node` above `self`; `None` once rounds run out.
+    pub(super) fn above(self, node: NodeId) -> Option<Ballot> {
+        let round = self.round.checked_add(1)?;
+        Some(Ballot { round, node })
+    }
 }
 
 /// Messages between a coordinator and the replicas. `op` is chosen by the

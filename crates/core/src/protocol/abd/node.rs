@@ -243,36 +243,14 @@ impl Protocol for AbdNode {
                 self.queries_held_back,
             ),
             (
-                "abd_config_epoch",
-                "the membership configuration this replica serves in",
-                self.epochs.installed.epoch,
-            ),
-            (
-                "abd_reconfig_held_back_total",
-                "queries and stores unanswered: frozen by a membership change, or not a member",
-                self.epochs.held_back,
-            ),
-            (
-                "abd_reconfig_moved_total",
-                "queries and stores of an older configuration answered with the newer one",
-                self.epochs.moved,
-            ),
-            (
-                "abd_reconfig_changes_total",
-                "membership changes this server ran to completion",
-                self.changes_done,
-            ),
-            (
-                "abd_reconfig_taken_over_total",
-                "stalled membership changes this frozen replica finished",
-                self.changes_taken_over,
-            ),
-            (
                 "abd_recovering",
                 "1 while this replica catches up after a restart",
                 self.catch_up.active() as u64,
             ),
         ]
+        .into_iter()
+        .chain(self.reconfig_metrics())
+        .collect()
     }
     fn role(&self) -> &'static str {
         if !self.catch_up.active() && !self.epochs.installed.has(self.id) {
@@ -331,7 +309,11 @@ mod tests {
             asked,
             vec![Peer::Node(2), Peer::Node(3), Peer::Node(4), Peer::Node(5)]
         );
-        let query = Msg::Query { op: 1, key: key(), epoch: 0 };
+        let query = Msg::Query {
+            op: 1,
+            key: key(),
+            epoch: 0,
+        };
         n.on_msg(T0, Peer::Conn(9), query.clone(), &mut out);
         assert!(out.is_empty(), "no answer while recovering");
         assert_eq!(n.queries_held_back, 1);

@@ -209,7 +209,15 @@ mod tests {
         r.handle(Peer::Conn(1), Msg::StoreAck { op: 1 }, &mut out);
         assert_eq!(r.counters.misrouted, 1);
         out.drain();
-        r.handle(Peer::Node(2), Msg::Query { op: 5, key: key(), epoch: 0 }, &mut out);
+        r.handle(
+            Peer::Node(2),
+            Msg::Query {
+                op: 5,
+                key: key(),
+                epoch: 0,
+            },
+            &mut out,
+        );
         assert_eq!(
             sends(&mut out),
             vec![(Peer::Node(2), query_reply(5, 2, 1, b"two"))]
