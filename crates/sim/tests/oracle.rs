@@ -23,6 +23,24 @@ fn fixed_sweep() {
     run(&SimConfig::default(), "0..400");
 }
 
+/// ABD's membership change (`abd/reconfig.rs`): every fault plus
+/// reconfigurations at N = 3 and 5 (two spares), durable, liveness after
+/// the heal included; changes must happen.
+#[test]
+fn abd_reconfig_fixed_sweep() {
+    for (n, spares) in [(3, 0), (5, 2)] {
+        let cfg = SimConfig {
+            faults: "all,reconfig".parse().unwrap(),
+            durability: Some(Durability::Fsync),
+            replicas: Some(n),
+            options: vec![("spares".into(), spares.to_string())],
+            ..SimConfig::default()
+        };
+        let s = run(&cfg, "0..150");
+        assert!(s.totals.reconfigs > 0);
+    }
+}
+
 /// Lost and duplicated messages alone never make an operation time out:
 /// the coordinator retransmits to the replicas that have not answered.
 /// (Kills mutants that stop the retransmit tick, which the default sweep
