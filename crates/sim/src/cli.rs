@@ -551,7 +551,7 @@ fn print_summary(s: &Summary, out: &mut impl Write) {
     if t.reconfigs > 0 {
         let _ = writeln!(
             out,
-            "membership: {} reconfigurations proposed by a leader (fault reconfig)",
+            "membership: {} reconfigurations proposed (fault reconfig)",
             t.reconfigs
         );
     }

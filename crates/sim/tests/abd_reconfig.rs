@@ -46,10 +46,10 @@ fn ci_seeds_abd_reconfig() {
 fn abd_reconfig_bugs_are_caught() {
     let abd = register::<Abd>();
     for (bug, seeds) in [
-        ("abd-reconfig-no-freeze", "150..1000"),             // 190
-        ("abd-reconfig-transfer-from-one", "60..1000"),      // 99
-        ("abd-reconfig-serve-before-transfer", "200..1000"), // 216
-        ("abd-reconfig-ignore-accepted", "0..1000"),         // 19
+        ("abd-reconfig-no-freeze", "0..1000"),             // 20
+        ("abd-reconfig-transfer-from-one", "200..1000"),   // 216
+        ("abd-reconfig-serve-before-transfer", "0..1000"), // 20
+        ("abd-reconfig-ignore-accepted", "0..1000"),       // 19
     ] {
         let c = SimConfig {
             bug: Some(bug.into()),

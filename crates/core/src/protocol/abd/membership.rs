@@ -12,7 +12,7 @@ use crate::types::{NodeId, Peer, Time};
 const CHANGE_TIMEOUTS: u32 = 5;
 /// How many retry intervals (plus the server's id) a frozen replica waits
 /// for the change that froze it before it finishes that change itself.
-const STALL_RETRIES: u32 = 3;
+const STALL_RETRIES: u32 = 2;
 
 impl AbdNode {
     /// Start changing the members to `voters` (`quorumkv member`, the
@@ -73,6 +73,13 @@ impl AbdNode {
         match msg {
             Msg::Prepare { epoch, ballot } => {
                 (self.epochs).on_prepare(now, from, (epoch, ballot), &self.replica, out);
+                // Promised another proposer: do not duel with it.
+                if from != self.id {
+                    let (promised, pause) = (self.epochs.promised(), self.stall());
+                    if let Some(p) = &mut self.proposer {
+                        p.defer(now, epoch, promised, pause);
+                    }
+                }
                 self.arm_reconfig(out);
             }
             Msg::Accept {
@@ -160,6 +167,8 @@ impl AbdNode {
             Some(target) if target == installed.members => {
                 self.settle(Some(Outcome::Done(installed)))
             }
+            // A takeover only had to finish the change: it is finished.
+            Some(_) if self.proposer.as_ref().is_some_and(|p| p.takeover) => self.proposer = None,
             Some(target) => {
                 self.proposer = None;
                 self.start_change(now, target, out);
@@ -198,19 +207,25 @@ impl AbdNode {
         self.reconfig_ticking = false;
         let o = self.proposer.as_mut().map(|p| p.tick(now, out));
         self.settle(o);
-        // A change takes about three round trips, each retried every
-        // `retry_interval`; servers wait different times, so that one
-        // takes over first.
-        let stall = (self.coord.cfg.retry_interval).saturating_mul(STALL_RETRIES + self.id.min(16));
+        let stall = self.stall();
         let stalled = (self.epochs.frozen_since()).is_some_and(|t| now >= t.saturating_add(stall));
         if stalled && self.proposer.is_none() {
             self.epochs.touch(now);
             let same = self.epochs.installed.members.clone();
             if self.start_change(now, same, out).is_some() {
                 self.changes_taken_over += 1;
+                self.proposer.as_mut().expect("started").takeover = true;
             }
         }
         self.arm_reconfig(out);
+    }
+
+    /// How long a change may go unheard of before this server takes it
+    /// over. A change takes about three round trips, each retried every
+    /// `retry_interval`; servers wait different times, so that one takes
+    /// over first.
+    fn stall(&self) -> std::time::Duration {
+        (self.coord.cfg.retry_interval).saturating_mul(STALL_RETRIES + self.id.min(4))
     }
 
     /// The metrics of membership change (`Protocol::metrics`).

@@ -229,7 +229,9 @@ impl Epochs {
         if !self.deciding(now, from, epoch, replica, out) {
             return;
         }
-        if ballot <= self.paxos.promised {
+        // The same ballot again is a retransmission (the promise may have
+        // been lost): promise again. Only a lower one is refused.
+        if ballot < self.paxos.promised {
             let promised = self.paxos.promised;
             return out.send(
                 Peer::Node(from),
@@ -241,7 +243,8 @@ impl Epochs {
             );
         }
         self.paxos.promised = ballot;
-        self.frozen_since.get_or_insert(now);
+        // A proposer is at work: the stall counts from its last message.
+        self.frozen_since = Some(now);
         self.persist_paxos(out);
         let promise = Msg::Promise {
             epoch,
@@ -279,7 +282,7 @@ impl Epochs {
         }
         self.paxos.promised = ballot;
         self.paxos.accepted = Some((ballot, members.clone()));
-        self.frozen_since.get_or_insert(now);
+        self.frozen_since = Some(now);
         self.persist_paxos(out);
         out.send(Peer::Node(from), Msg::Accepted { epoch, ballot });
         let early = Config::new(epoch, members);
@@ -409,6 +412,9 @@ pub struct Proposer {
     retry_at: Time,
     retry: Duration,
     pub deadline: Time,
+    /// Started by a frozen replica to finish a stalled change, not asked
+    /// for: once any newer configuration is installed, it is done.
+    pub takeover: bool,
     bug: Option<InjectedBug>,
 }
 
@@ -434,6 +440,7 @@ impl Proposer {
             retry_at: now,
             retry,
             deadline: now.saturating_add(timeout),
+            takeover: false,
             bug,
         };
         p.prepare(now, out);
@@ -593,6 +600,21 @@ impl Proposer {
             until: now.saturating_add(pause),
         };
         Outcome::Going
+    }
+
+    /// This server promised another proposer's `promised` for our epoch:
+    /// let it finish, and try again above it only after `pause` (if it
+    /// goes silent). A change already decided goes on installing.
+    pub fn defer(&mut self, now: Time, epoch: u64, promised: Ballot, pause: Duration) {
+        if epoch != self.epoch() || promised <= self.ballot || self.installing().is_some() {
+            return;
+        }
+        if let Some(next) = promised.above(self.me) {
+            self.ballot = next;
+            self.step = Step::Backoff {
+                until: now.saturating_add(pause),
+            };
+        }
     }
 
     /// Send the current phase to those that have not answered.
@@ -873,7 +895,16 @@ mod tests {
         e.on_prepare(Time::ZERO, 2, (1, b1), &r, &mut out);
         e.on_accept(Time::ZERO, 2, (1, b1), vec![1, 2], &r, &mut out);
         out.drain();
-        e.on_prepare(Time::ZERO, 3, (1, b1), &r, &mut out);
+        // The same prepare again (its promise lost): promised again, with
+        // the value accepted since (seed 73 of a client-mode sweep stalled
+        // when a retransmitted prepare was refused).
+        e.on_prepare(Time::ZERO, 2, (1, b1), &r, &mut out);
+        let again = sends(&mut out);
+        assert!(
+            matches!(&again[0].1, Msg::Promise { accepted: Some((b, _)), .. } if *b == b1),
+            "{again:?}"
+        );
+        e.on_prepare(Time::ZERO, 3, (1, ballot(1, 1)), &r, &mut out);
         e.on_accept(Time::ZERO, 3, (1, ballot(0, 9)), vec![3], &r, &mut out);
         let refusals = sends(&mut out);
         assert_eq!(refusals.len(), 2);
