@@ -229,6 +229,46 @@ mod tests {
         assert_eq!(fb.next_frame::<Msg>().unwrap(), None);
     }
 
+    /// Wire 1.3 appended ABD's configuration epoch to queries and stores:
+    /// a 1.2 replica's frames (no epoch) decode as epoch 0, and a 1.2
+    /// replica reads a 1.3 frame as it always did (the epoch is trailing).
+    #[test]
+    fn an_abd_query_without_its_epoch_is_epoch_zero_both_ways() {
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        enum Before {
+            Query { op: u64, key: Bytes },
+        }
+        let mut b = BytesMut::new();
+        let old = Before::Query {
+            op: 9,
+            key: "k".into(),
+        };
+        encode(&Frame::Proto(old), &mut b);
+        let mut fb = FrameBuf::new(DEFAULT_MAX_FRAME);
+        fb.buf_mut().extend_from_slice(&b);
+        let got = fb.next_frame::<Msg>().unwrap();
+        let want = Msg::Query {
+            op: 9,
+            key: "k".into(),
+            epoch: 0,
+        };
+        assert_eq!(got, Some(Frame::Proto(want)));
+        let mut b = BytesMut::new();
+        let new = Msg::Query {
+            op: 9,
+            key: "k".into(),
+            epoch: 7,
+        };
+        encode(&Frame::Proto(new), &mut b);
+        let mut fb = FrameBuf::new(DEFAULT_MAX_FRAME);
+        fb.buf_mut().extend_from_slice(&b);
+        let old = Before::Query {
+            op: 9,
+            key: "k".into(),
+        };
+        assert_eq!(fb.next_frame::<Before>().unwrap(), Some(Frame::Proto(old)));
+    }
+
     #[test]
     fn frames_roundtrip() {
         roundtrip(Frame::HelloPeer {

@@ -22,8 +22,10 @@ use std::fmt;
 pub const WIRE_MAJOR: u16 = 1;
 /// The native wire protocol's minor version. 1.0: the releases before
 /// version fields; 1.1: hellos, welcomes and statuses carry a [`Version`];
-/// 1.2: membership frames (`MemberRequest`, `Members`).
-pub const WIRE_MINOR: u16 = 2;
+/// 1.2: membership frames (`MemberRequest`, `Members`); 1.3: ABD's
+/// configuration epoch, trailing in its queries and stores, and its
+/// membership-change messages (`Moved`, `Prepare` … `InstallRequest`).
+pub const WIRE_MINOR: u16 = 3;
 /// The newest data directory storage format this build writes: 2 with the
 /// log engine (a directory of the fjall engine stays format 1).
 pub const STORAGE_FORMAT: u32 = 2;
@@ -262,7 +264,7 @@ mod tests {
     fn describe_names_all_three_versions() {
         let d = describe();
         assert!(
-            d.contains(RELEASE) && d.contains("wire protocol 1.2"),
+            d.contains(RELEASE) && d.contains("wire protocol 1.3"),
             "{d}"
         );
         assert!(d.contains("storage format 2 (reads formats 1 to 2)"), "{d}");
