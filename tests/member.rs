@@ -153,14 +153,8 @@ async fn abd_replaces_a_replica_online_and_clients_follow() {
         t.contains("voters    1,2,3\n") && t.contains("learners  4\n"),
         "{t}"
     );
-    let status = text(&qkv(&["endpoints", "status", "--endpoints", &eps(&c)]));
-    let role = |id: &str| {
-        (status.lines())
-            .find(|l| l.split_whitespace().nth(1) == Some(id))
-            .and_then(|l| l.split_whitespace().nth(3).map(String::from))
-    };
-    assert_eq!(role("4").as_deref(), Some("learner"), "{status}");
-    assert_eq!(role("1").as_deref(), Some("replica"), "{status}");
+    let roles = settled_roles(&c).await;
+    assert_eq!(roles, ["replica", "replica", "replica", "learner"]);
     let cl = client(c.native_addrs()).await;
     for i in 0..20 {
         cl.put(format!("k{i}"), format!("v{i}")).await.unwrap();

@@ -7,15 +7,10 @@ use quorumkv_core::protocol::abd::Abd;
 use quorumkv_sim::registry::register;
 use quorumkv_sim::*;
 
+mod common;
+
 fn reconfig_cfg(replicas: u32, spares: u32) -> SimConfig {
-    SimConfig {
-        protocol: "abd".into(),
-        faults: "all,reconfig".parse().unwrap(),
-        durability: Some(Durability::Fsync),
-        replicas: Some(replicas),
-        options: vec![("spares".into(), spares.to_string())],
-        ..SimConfig::default()
-    }
+    common::reconfig_cfg("abd", replicas, spares)
 }
 
 /// The clean code passes every seed with reconfigurations drawn among

@@ -58,3 +58,13 @@ pub fn znode_cfg(durability: Durability) -> SimConfig {
         ..SimConfig::default()
     }
 }
+
+/// `protocol` with membership changes among every fault (`all,reconfig`),
+/// durable, at N = `replicas` of which the last `spares` start outside.
+pub fn reconfig_cfg(protocol: &str, replicas: u32, spares: u32) -> SimConfig {
+    SimConfig {
+        durability: Some(Durability::Fsync),
+        replicas: Some(replicas),
+        ..cfg(protocol, "all,reconfig", &[("spares", &spares.to_string())])
+    }
+}

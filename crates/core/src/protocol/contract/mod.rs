@@ -24,6 +24,7 @@ pub use def::{
 };
 pub use invariants::{NoInvariants, Roles, Seen, StepInvariants, Stepped};
 pub use role::{
-    read_metrics, Command, Export, LinkEvent, Membership, Metric, Out, Protocol, Record,
+    draw_members, read_metrics, Command, Export, LinkEvent, Membership, Metric, Out, Protocol,
+    Record,
 };
 pub use server_only::ServerOnly;

@@ -85,6 +85,37 @@ pub struct Membership {
     pub commit: u64,
 }
 
+/// A member set for the simulator's `reconfig` fault, drawn from `draw`
+/// over the servers `all` starting from `cur`: add a server outside it,
+/// remove a member (keeping two), replace one, or any set of two or more
+/// (`ProtocolDef::reconfigure`). `None` if the draw gives nothing.
+pub fn draw_members(cur: &[NodeId], all: &[NodeId], draw: u64) -> Option<Vec<NodeId>> {
+    let outside: Vec<NodeId> = all.iter().copied().filter(|n| !cur.contains(n)).collect();
+    let pick = |v: &[NodeId], k: u64| v[(k % v.len() as u64) as usize];
+    let (a, b) = (draw >> 8, draw >> 32);
+    let mut new = cur.to_vec();
+    match draw % 4 {
+        0 if !outside.is_empty() => new.push(pick(&outside, a)),
+        1 if cur.len() > 2 => new.retain(|&n| n != pick(cur, a)),
+        2 if !outside.is_empty() => {
+            let gone = pick(cur, a);
+            new.retain(|&n| n != gone);
+            new.push(pick(&outside, b));
+        }
+        3 => {
+            new = (all.iter().enumerate())
+                .filter(|&(i, _)| i < 24 && (b >> i) & 1 == 1)
+                .map(|(_, &n)| n)
+                .collect();
+            if new.len() < all.len().min(2) {
+                return None;
+            }
+        }
+        _ => return None,
+    }
+    Some(new)
+}
+
 /// One effect of a handler call, executed by the driver.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command<M, T> {

@@ -101,29 +101,7 @@ impl ZabNode {
             return None;
         }
         let cur = self.committed_config().ids().to_vec();
-        let outside: Vec<NodeId> = all.iter().copied().filter(|n| !cur.contains(n)).collect();
-        let pick = |v: &[NodeId], k: u64| v[(k % v.len() as u64) as usize];
-        let (a, b) = (draw >> 8, draw >> 32);
-        let mut new = cur.clone();
-        match draw % 4 {
-            0 if !outside.is_empty() => new.push(pick(&outside, a)),
-            1 if cur.len() > 2 => new.retain(|&n| n != pick(&cur, a)),
-            2 if !outside.is_empty() => {
-                let gone = pick(&cur, a);
-                new.retain(|&n| n != gone);
-                new.push(pick(&outside, b));
-            }
-            3 => {
-                new = (all.iter().enumerate())
-                    .filter(|&(i, _)| i < 24 && (b >> i) & 1 == 1)
-                    .map(|(_, &n)| n)
-                    .collect();
-                if new.len() < all.len().min(2) {
-                    return None;
-                }
-            }
-            _ => return None,
-        }
+        let new = crate::protocol::contract::draw_members(&cur, all, draw)?;
         let m = Members::new(&new)?;
         (m != *self.committed_config()).then_some(new)
     }
