@@ -301,7 +301,8 @@ mod tests {
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::{Ballot, CoordinatorConfig};
     use crate::protocol::contract::Protocol;
-    use crate::types::Request;
+    use crate::types::{Request, Tag};
+    use bytes::Bytes;
 
     fn node(id: NodeId) -> AbdNode {
         AbdNode::new(id, vec![1, 2, 3, 4], true, CoordinatorConfig::default()).with_spares(1)
@@ -411,6 +412,127 @@ mod tests {
         assert!(q
             .iter()
             .any(|(to, m)| *to == Peer::Node(4) && matches!(m, Msg::Query { epoch: 3, .. })));
+    }
+
+    /// Deliver every message between `nodes` (ids 1..) until none is
+    /// left, dropping those to a node in `cut`; how many of each kind
+    /// went by, by the message's first word.
+    fn settle(
+        nodes: &mut [AbdNode],
+        firsts: Vec<(NodeId, O)>,
+        cut: &[NodeId],
+    ) -> std::collections::BTreeMap<String, u32> {
+        use crate::protocol::contract::Command;
+        let mut seen = std::collections::BTreeMap::new();
+        let mut queue = std::collections::VecDeque::new();
+        let push = |q: &mut std::collections::VecDeque<_>, at: NodeId, o: &mut O| {
+            for c in o.drain() {
+                if let Command::Send { to, msg } = c {
+                    q.push_back((at, to, msg));
+                }
+            }
+        };
+        for (from, mut out) in firsts {
+            push(&mut queue, from, &mut out);
+        }
+        while let Some((at, to, msg)) = queue.pop_front() {
+            let name = format!("{msg:?}");
+            let word = name.split([' ', '{']).next().unwrap_or("").to_string();
+            *seen.entry(word).or_insert(0) += 1;
+            assert!(seen.values().sum::<u32>() < 10_000, "does not settle");
+            let Peer::Node(t) = to else { continue };
+            if cut.contains(&t) {
+                continue;
+            }
+            let mut o = O::new();
+            nodes[t as usize - 1].on_msg(T0, Peer::Node(at), msg, &mut o);
+            push(&mut queue, t, &mut o);
+        }
+        seen
+    }
+
+    fn cluster() -> Vec<AbdNode> {
+        (1..=4).map(node).collect()
+    }
+
+    /// A spare runs a change end to end: the old members' state reaches
+    /// the new member, every server installs the new configuration (the
+    /// removed one too, to answer `Moved`), the proposer reports it.
+    #[test]
+    fn a_change_runs_end_to_end_between_servers() {
+        let mut nodes = cluster();
+        let store = Msg::Store {
+            op: 1,
+            key: key(),
+            tag: Tag { ts: 3, writer: 1 },
+            value: Some(Bytes::from_static(b"v")),
+            epoch: 0,
+        };
+        for n in &mut nodes[..2] {
+            n.on_msg(T0, Peer::Conn(9), store.clone(), &mut O::new());
+        }
+        let mut out = O::new();
+        assert_eq!(nodes[3].propose(T0, &[2, 3, 4], &mut out), Ok(1));
+        let seen = settle(&mut nodes, vec![(4, out)], &[]);
+        for word in [
+            "Prepare",
+            "Promise",
+            "Accept",
+            "Accepted",
+            "Install",
+            "Installed",
+        ] {
+            assert!(seen.contains_key(word), "{word}: {seen:?}");
+        }
+        for n in &nodes {
+            assert_eq!(
+                n.epochs.installed,
+                Config::new(1, vec![2, 3, 4]),
+                "n{}",
+                n.id
+            );
+            assert_eq!(n.coord.epoch(), 1);
+        }
+        assert_eq!(nodes[3].replica.get(b"k").unwrap().0.ts, 3, "transferred");
+        assert!(nodes[3].proposer.is_none());
+        assert_eq!(nodes[3].changes_done, 1);
+        assert_eq!(
+            nodes[3].last_change,
+            Some(Ok(Config::new(1, vec![2, 3, 4])))
+        );
+        assert_eq!((nodes[0].role(), nodes[3].role()), ("learner", "replica"));
+    }
+
+    /// Two changes at once: one is refused and the servers agree on one
+    /// configuration per epoch; the refused one runs again after it. A
+    /// server cut off during the change catches up on the next query of
+    /// the new epoch (`InstallRequest`).
+    #[test]
+    fn concurrent_changes_agree_and_a_server_behind_catches_up() {
+        let mut nodes = cluster();
+        let (mut a, mut b) = (O::new(), O::new());
+        assert!(nodes[0].propose(T0, &[1, 2], &mut a).is_ok());
+        assert!(nodes[1].propose(T0, &[2, 3, 4], &mut b).is_ok());
+        let seen = settle(&mut nodes, vec![(2, b), (1, a)], &[3]);
+        assert!(seen.contains_key("Refuse"), "{seen:?}");
+        let live = [&nodes[0], &nodes[1], &nodes[3]];
+        let epoch = live[0].epochs.installed.clone();
+        // n2's change won epoch 1; n1's, refused, ran again as epoch 2.
+        assert_eq!(epoch, Config::new(2, vec![1, 2]));
+        for n in live {
+            assert_eq!(n.epochs.installed, epoch, "n{}", n.id);
+        }
+        assert_eq!(nodes[2].epochs.installed.epoch, 0, "cut off");
+        let query = Msg::Query {
+            op: 5,
+            key: key(),
+            epoch: epoch.epoch,
+        };
+        let mut out = O::new();
+        nodes[2].on_msg(T0, Peer::Node(2), query, &mut out);
+        let seen = settle(&mut nodes, vec![(3, out)], &[]);
+        assert!(seen.contains_key("InstallRequest"), "{seen:?}");
+        assert_eq!(nodes[2].epochs.installed, epoch);
     }
 
     #[test]
