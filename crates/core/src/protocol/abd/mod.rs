@@ -36,6 +36,10 @@
 //! | `Store { op, key, tag, value }` | `StoreAck { op }` (always sent) |
 //! | `SyncRequest` (recovering node) | `SyncReply { entries }`         |
 //!
+//! Queries and stores name the configuration epoch their coordinator runs
+//! in; a replica of a newer one answers `Moved { op, config }`. Membership
+//! change (`Prepare` … `InstallRequest`) is in `reconfig.rs`.
+//!
 //! A replica that restarted without its data (memory mode) answers no query
 //! until it merged the stores of f+1 = N−Q+1 peers (seed 002's recovery mode
 //! `r`; seed 000's replicas never restart): see [`AbdNode::recovering`].
@@ -47,10 +51,14 @@
 //!   the quorum rule, retransmits and timeouts; [`CoordinatorConfig`];
 //! * `thrifty.rs`: thrifty mode, each phase to Q replicas instead of N;
 //! * `node.rs`: [`AbdNode`], replica + coordinator in one server, and recovery;
+//! * `reconfig.rs`: membership change, configurations decided by Paxos
+//!   among the previous one, with a state transfer ([`Config`], [`Ballot`]);
+//! * `membership.rs`: a server's part in it (routing, takeover, the
+//!   `quorumkv member` view, the simulator's draw);
 //! * `bugs.rs`: [`InjectedBug`], deliberate bugs for the simulator's self-test;
 //! * `def.rs`: [`Abd`], the registration: options, link model, crash bound;
 //! * `invariants.rs`: [`AbdInvariants`], checked by the simulator after
-//!   every step (a tag names one value);
+//!   every step (a tag names one value; one configuration per epoch);
 //! * `counters.rs`: [`Counters`] of things that needed no action;
 //! * `testing.rs`: helpers of the unit tests.
 
