@@ -415,12 +415,12 @@ mod tests {
     }
 
     /// Deliver every message between `nodes` (ids 1..) until none is
-    /// left, dropping those to a node in `cut`; how many of each kind
+    /// left, dropping those `drop(to, msg)` says; how many of each kind
     /// went by, by the message's first word.
-    fn settle(
+    fn settle_with(
         nodes: &mut [AbdNode],
         firsts: Vec<(NodeId, O)>,
-        cut: &[NodeId],
+        drop: &dyn Fn(NodeId, &Msg) -> bool,
     ) -> std::collections::BTreeMap<String, u32> {
         use crate::protocol::contract::Command;
         let mut seen = std::collections::BTreeMap::new();
@@ -441,7 +441,7 @@ mod tests {
             *seen.entry(word).or_insert(0) += 1;
             assert!(seen.values().sum::<u32>() < 10_000, "does not settle");
             let Peer::Node(t) = to else { continue };
-            if cut.contains(&t) {
+            if drop(t, &msg) {
                 continue;
             }
             let mut o = O::new();
@@ -449,6 +449,15 @@ mod tests {
             push(&mut queue, t, &mut o);
         }
         seen
+    }
+
+    /// [`settle_with`], dropping every message to a node in `cut`.
+    fn settle(
+        nodes: &mut [AbdNode],
+        firsts: Vec<(NodeId, O)>,
+        cut: &[NodeId],
+    ) -> std::collections::BTreeMap<String, u32> {
+        settle_with(nodes, firsts, &|to, _| cut.contains(&to))
     }
 
     fn cluster() -> Vec<AbdNode> {
@@ -501,6 +510,68 @@ mod tests {
             Some(Ok(Config::new(1, vec![2, 3, 4])))
         );
         assert_eq!((nodes[0].role(), nodes[3].role()), ("learner", "replica"));
+    }
+
+    /// The proposer's own install does not end its change: it waits for a
+    /// quorum of the new members, retransmitting to them.
+    #[test]
+    fn a_change_waits_for_a_quorum_of_the_new_members() {
+        let mut nodes = cluster();
+        let mut out = O::new();
+        nodes[3].propose(T0, &[2, 3, 4], &mut out).unwrap();
+        let lost = |to: NodeId, m: &Msg| matches!(m, Msg::Install { .. }) && (to == 2 || to == 3);
+        settle_with(&mut nodes, vec![(4, out)], &lost);
+        assert_eq!(nodes[3].epochs.installed.epoch, 1, "installed itself");
+        assert!(nodes[3].proposer.is_some(), "1 of 3 installed");
+        let mut out = O::new();
+        let later = T0.saturating_add(nodes[3].coord.cfg.retry_interval);
+        nodes[3].on_timer(later, Timer::Reconfig, &mut out);
+        settle(&mut nodes, vec![(4, out)], &[]);
+        assert!(nodes[3].proposer.is_none() && nodes[3].changes_done == 1);
+    }
+
+    /// A refused proposer backs off, then prepares above the promise it
+    /// was refused with; one that promised another's higher ballot defers
+    /// to it (no retransmission while it waits).
+    #[test]
+    fn a_refused_proposer_backs_off_and_one_outbid_defers() {
+        let mut n = node(1);
+        let mut out = O::new();
+        n.propose(T0, &[1, 2], &mut out).unwrap();
+        out.drain();
+        let ours = Ballot { round: 1, node: 1 };
+        let theirs = Ballot { round: 5, node: 3 };
+        let refuse = Msg::Refuse {
+            epoch: 1,
+            ballot: ours,
+            promised: theirs,
+        };
+        n.on_msg(T0, Peer::Node(2), refuse, &mut out);
+        let retry = n.coord.cfg.retry_interval;
+        n.on_timer(T0.saturating_add(retry * 2), Timer::Reconfig, &mut out);
+        let again: Vec<Msg> = sends(&mut out).into_iter().map(|(_, m)| m).collect();
+        let above = Ballot { round: 6, node: 1 };
+        assert!(
+            again.contains(&Msg::Prepare {
+                epoch: 1,
+                ballot: above
+            }),
+            "{again:?}"
+        );
+        // Outbid by server 2's prepare: silent for the stall time.
+        let outbid = Msg::Prepare {
+            epoch: 1,
+            ballot: Ballot { round: 9, node: 2 },
+        };
+        let t1 = T0.saturating_add(retry * 2);
+        n.on_msg(t1, Peer::Node(2), outbid, &mut out);
+        out.drain();
+        n.on_timer(t1.saturating_add(retry), Timer::Reconfig, &mut out);
+        let quiet: Vec<Msg> = sends(&mut out).into_iter().map(|(_, m)| m).collect();
+        assert!(
+            !quiet.iter().any(|m| matches!(m, Msg::Prepare { .. })),
+            "{quiet:?}"
+        );
     }
 
     /// Two changes at once: one is refused and the servers agree on one
