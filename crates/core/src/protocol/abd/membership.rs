@@ -574,6 +574,77 @@ mod tests {
         );
     }
 
+    /// How an install from elsewhere meets a change in flight here: one of
+    /// the current epoch changes nothing; a newer one with our target ends
+    /// the change as done; a newer one ends a takeover without reverting
+    /// anything. A change arms the reconfiguration timer.
+    #[test]
+    fn an_install_from_elsewhere_ends_or_leaves_a_change() {
+        use crate::protocol::contract::Command;
+        let prepares = |o: &mut O| {
+            (o.drain())
+                .filter(|c| {
+                    matches!(
+                        c,
+                        Command::Send {
+                            msg: Msg::Prepare { .. },
+                            ..
+                        }
+                    )
+                })
+                .count()
+        };
+        let mut n = node(1);
+        let mut out = O::new();
+        n.propose(T0, &[2, 3, 4], &mut out).unwrap();
+        let armed = (out.commands().iter()).any(|c| {
+            matches!(
+                c,
+                Command::SetTimer {
+                    timer: Timer::Reconfig,
+                    ..
+                }
+            )
+        });
+        assert!(armed);
+        out.drain();
+        let same = Msg::Install {
+            config: Config::new(0, vec![1, 2, 3]),
+            entries: vec![],
+        };
+        n.on_msg(T0, Peer::Node(2), same, &mut out);
+        assert_eq!(prepares(&mut out), 0, "the current epoch: nothing to redo");
+        assert!(n.proposer.is_some());
+        let ours = Msg::Install {
+            config: Config::new(1, vec![2, 3, 4]),
+            entries: vec![],
+        };
+        n.on_msg(T0, Peer::Node(2), ours, &mut out);
+        assert_eq!(prepares(&mut out), 0, "decided elsewhere: done");
+        assert!(n.proposer.is_none());
+        assert_eq!(n.changes_done, 1);
+
+        // A takeover (no change of its own) overtaken by another change.
+        let mut n = node(2);
+        let prepare = Msg::Prepare {
+            epoch: 1,
+            ballot: Ballot { round: 1, node: 1 },
+        };
+        n.on_msg(T0, Peer::Node(1), prepare, &mut out);
+        let stall = n.coord.cfg.retry_interval * (STALL_RETRIES + 2);
+        n.on_timer(T0.saturating_add(stall), Timer::Reconfig, &mut out);
+        assert!(n.proposer.as_ref().is_some_and(|p| p.takeover));
+        out.drain();
+        let other = Msg::Install {
+            config: Config::new(1, vec![1, 2]),
+            entries: vec![],
+        };
+        n.on_msg(T0, Peer::Node(1), other, &mut out);
+        assert_eq!(prepares(&mut out), 0, "no revert to the old members");
+        assert!(n.proposer.is_none());
+        assert_eq!(n.epochs.installed, Config::new(1, vec![1, 2]));
+    }
+
     /// Two changes at once: one is refused and the servers agree on one
     /// configuration per epoch; the refused one runs again after it. A
     /// server cut off during the change catches up on the next query of
