@@ -510,6 +510,14 @@ mod tests {
             Some(Ok(Config::new(1, vec![2, 3, 4])))
         );
         assert_eq!((nodes[0].role(), nodes[3].role()), ("learner", "replica"));
+        let metric = |n: &AbdNode, name: &str| {
+            (n.metrics().into_iter())
+                .find(|(m, _, _)| *m == name)
+                .map(|(_, _, v)| v)
+        };
+        assert_eq!(metric(&nodes[3], "abd_config_epoch"), Some(1));
+        assert_eq!(metric(&nodes[3], "abd_reconfig_changes_total"), Some(1));
+        assert_eq!(metric(&nodes[0], "abd_reconfig_held_back_total"), Some(0));
     }
 
     /// The proposer's own install does not end its change: it waits for a
@@ -608,6 +616,14 @@ mod tests {
         });
         assert!(armed);
         out.drain();
+        // Its own prepare freezes it: busy still, and one timer is enough.
+        let own = Msg::Prepare {
+            epoch: 1,
+            ballot: Ballot { round: 1, node: 1 },
+        };
+        n.on_msg(T0, Peer::Node(1), own, &mut out);
+        let timers = (out.drain()).filter(|c| matches!(c, Command::SetTimer { .. }));
+        assert_eq!(timers.count(), 0, "armed already");
         let same = Msg::Install {
             config: Config::new(0, vec![1, 2, 3]),
             entries: vec![],
