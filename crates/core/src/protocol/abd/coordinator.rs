@@ -167,8 +167,14 @@ impl Coordinator {
     /// value may have been read already, and a fresh tag would let it
     /// overwrite a later write (found by `quorumkv sim`, seed 90).
     pub fn adopt(&mut self, now: Time, config: &Config, out: &mut Out<Msg, Timer>) {
-        if config.epoch <= self.epoch || config.members.is_empty() {
+        // Ids past 63 would not fit the quorum bitsets.
+        let fits = config.members.iter().all(|&m| m < 64);
+        if config.members.is_empty() || !fits {
+            self.counters.misrouted += 1;
             return;
+        }
+        if config.epoch <= self.epoch {
+            return; // another replica's answer to the same move
         }
         self.epoch = config.epoch;
         self.members = config.members.clone();

@@ -396,6 +396,14 @@ mod tests {
             assert_eq!((*same, *epoch), (tag, 2));
             assert_ne!(*fresh, op, "a fresh op id");
         }
+        // A configuration naming an id past the bitsets is not adopted.
+        let bad = Msg::Moved {
+            op: 0,
+            config: Config::new(9, vec![2, 64]),
+        };
+        c.handle(T0, Peer::Node(2), bad, &mut out);
+        assert_eq!((c.epoch(), c.counters.misrouted), (2, 1));
+        assert!(out.is_empty());
         // An ack under the old op id no longer counts.
         c.handle(T0, Peer::Node(2), Msg::StoreAck { op }, &mut out);
         c.handle(T0, Peer::Node(3), Msg::StoreAck { op }, &mut out);

@@ -167,6 +167,13 @@ impl Epochs {
         }
     }
 
+    /// Whether `members` is a configuration of this cluster: not empty,
+    /// every one a server of the cluster file (so an id fits the quorum
+    /// bitsets, which stop at 63).
+    fn known(&self, members: &[NodeId]) -> bool {
+        !members.is_empty() && members.iter().all(|m| self.servers.contains(m))
+    }
+
     /// Ask every other server for epoch `epoch` or newer (once per retry).
     pub fn ask(&mut self, now: Time, epoch: u64, out: &mut Out<Msg, Timer>) {
         if self
@@ -268,6 +275,9 @@ impl Epochs {
         if !self.deciding(now, from, epoch, replica, out) {
             return None;
         }
+        if !self.known(&members) {
+            return None; // a configuration must name servers of the cluster
+        }
         if ballot < self.paxos.promised {
             let promised = self.paxos.promised;
             out.send(
@@ -299,7 +309,7 @@ impl Epochs {
         out: &mut Out<Msg, Timer>,
     ) -> bool {
         replica.merge(entries, out);
-        if config.epoch <= self.installed.epoch || config.members.is_empty() {
+        if config.epoch <= self.installed.epoch || !self.known(&config.members) {
             return false;
         }
         if self.durable {
@@ -1005,6 +1015,19 @@ mod tests {
             sends(&mut out)[0],
             (Peer::Node(1), Msg::Install { .. })
         ));
+
+        // A configuration naming a server the cluster does not have (or
+        // none) is neither accepted nor installed.
+        let mut e = Epochs::new(1, vec![1, 2, 3], cfg(0, &[1, 2, 3]), false);
+        let mut r0 = Replica::new(false);
+        assert_eq!(
+            e.on_accept(Time::ZERO, 2, (1, ballot(1, 2)), vec![1, 70], &r0, &mut out),
+            None
+        );
+        assert!(out.is_empty() && e.accepted().is_none());
+        assert!(!e.install(cfg(1, &[2, 99]), vec![], &mut r0, &mut out));
+        assert!(!e.install(cfg(1, &[]), vec![], &mut r0, &mut out));
+        assert_eq!(e.installed, cfg(0, &[1, 2, 3]));
 
         let mut d = Epochs::new(1, vec![1, 2, 3], cfg(0, &[1, 2, 3]), true);
         let mut rr = Replica::new(true);

@@ -78,14 +78,7 @@ impl Replica {
             out.send(from, Msg::StoreAck { op });
         }
         if newer {
-            if self.durable {
-                out.persist(Record::Register {
-                    key: key.clone(),
-                    tag,
-                    value: value.clone(),
-                });
-            }
-            self.store.insert(key, (tag, value));
+            self.hold(key, tag, value, out);
         } else {
             self.counters.older_stores += 1;
         }
@@ -117,6 +110,18 @@ impl Replica {
         }
     }
 
+    /// Hold `value` at `tag` for `key`, persisted first when durable.
+    fn hold(&mut self, key: Bytes, tag: Tag, value: Option<Bytes>, out: &mut Out<Msg, Timer>) {
+        if self.durable {
+            out.persist(Record::Register {
+                key: key.clone(),
+                tag,
+                value: value.clone(),
+            });
+        }
+        self.store.insert(key, (tag, value));
+    }
+
     /// Take another replica's store (a membership change's state
     /// transfer): every entry newer than the one held, persisted first
     /// when durable. A tag at `ts = u64::MAX` is never taken (see
@@ -127,14 +132,7 @@ impl Replica {
             if tag <= current || tag.ts == u64::MAX {
                 continue;
             }
-            if self.durable {
-                out.persist(Record::Register {
-                    key: key.clone(),
-                    tag,
-                    value: value.clone(),
-                });
-            }
-            self.store.insert(key, (tag, value));
+            self.hold(key, tag, value, out);
         }
     }
 
