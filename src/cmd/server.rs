@@ -405,6 +405,9 @@ fn server_options(a: &Args, id: u32) -> Result<ServerOptions, String> {
     }
     let tls = tls_settings(a, &cluster, id).map_err(|e| format!("{e:#}"))?;
     let mut opts = ServerOptions::new(id, cluster);
+    if let Some(path) = &a.config {
+        opts = opts.with_cluster_file(path.clone());
+    }
     opts.tls = tls;
     opts.op_timeout = a.op_timeout;
     opts.protocol_options = a.opt.clone();

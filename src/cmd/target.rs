@@ -107,6 +107,11 @@ pub struct ReachArgs {
 }
 
 impl ReachArgs {
+    /// The cluster file the endpoints come from, if they come from one.
+    pub fn cluster_file(&self) -> Option<PathBuf> {
+        self.endpoints.cluster_file()
+    }
+
     /// Where and how to connect; an error is said on stderr, as the client
     /// commands' exit code 2.
     pub fn reach(&self) -> Result<Reach, std::process::ExitCode> {

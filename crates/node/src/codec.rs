@@ -135,6 +135,19 @@ pub enum Frame<M> {
     Members {
         answer: Result<quorumkv_core::protocol::Membership, String>,
     },
+    /// `quorumkv member update` (wire 1.4), on a connection after its
+    /// hello, from an admin where the replica has users: dial replica `id`
+    /// at `addr` (`HOST:PORT`) from now on (`address_book`). Answered by
+    /// `AddressUpdated`.
+    AddressUpdate {
+        id: NodeId,
+        addr: String,
+    },
+    /// The answer to `AddressUpdate`: what changed and where it was
+    /// recorded, or why it was refused (the connection stays open).
+    AddressUpdated {
+        answer: Result<String, String>,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! driver, the replica server, the client library and local clusters.
 
 mod accept;
+pub mod address_book;
 pub mod auth;
 pub mod budget;
 pub mod client;
@@ -17,6 +18,7 @@ pub mod heartbeat;
 pub mod link;
 pub mod local;
 pub mod member;
+pub mod member_update;
 mod metrics_http;
 pub mod net;
 mod node_status;

@@ -73,6 +73,10 @@ pub struct ServerOptions {
     /// A graceful shutdown's bound: client connections get three quarters
     /// of it to finish what they sent, the links and storage the rest.
     pub drain_timeout: Duration,
+    /// Where each replica is dialled, as the cluster file said at start and
+    /// `quorumkv member update` changed since ([`Self::with_cluster_file`]
+    /// makes the updates rewrite that file).
+    pub book: std::sync::Arc<crate::address_book::AddressBook>,
 }
 
 /// [`ServerOptions::drain_timeout`] unless set (`quorumkv server --drain-timeout`).
@@ -108,6 +112,7 @@ impl ServerOptions {
             tls: None,
             secret: None,
             insecure: false,
+            book: std::sync::Arc::new(crate::address_book::AddressBook::new(&cluster, None)),
             cluster,
             users: None,
             zk_max_buffer: crate::zkwire::DEFAULT_MAX_BUFFER,
@@ -117,6 +122,14 @@ impl ServerOptions {
             opts.apply_limits(&l);
         }
         opts
+    }
+
+    /// Record address updates in `path`, the cluster file this replica
+    /// was started from (the book is built afresh from `self.cluster`).
+    pub fn with_cluster_file(mut self, path: PathBuf) -> Self {
+        let book = crate::address_book::AddressBook::new(&self.cluster, Some(path));
+        self.book = std::sync::Arc::new(book);
+        self
     }
 
     /// This replica's data directory and whose data it holds (durable

@@ -45,6 +45,15 @@ where
         }
     }
 
+    /// Dial `name` from the next dial on (an address book update); said
+    /// once in the log.
+    pub fn rename(&mut self, name: String) {
+        if name != self.name {
+            tracing::warn!("peer {} is dialled at {name} from now on", self.name);
+            self.name = name;
+        }
+    }
+
     /// The address `connect` dialled last.
     #[cfg(test)]
     pub fn last(&self) -> Option<SocketAddr> {

@@ -254,7 +254,7 @@ async fn run_core<P: Protocol + Send + 'static>(
     )?;
     let dials = (opts.cluster.replicas.iter().filter(|r| r.id < opts.id))
         .map(|r| {
-            let link = dial_peer::<P>(r.id, r.dial(), tx.clone(), opts.clone(), tls.clone());
+            let link = dial_peer::<P>(r.id, tx.clone(), opts.clone(), tls.clone());
             tokio::spawn(link)
         })
         .collect();
@@ -654,6 +654,10 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             Frame::MemberRequest { voters } if matches!(self.peer, Some(Peer::Conn(_))) => {
                 crate::member::request_input(&self.ftx, voters)
             }
+            Frame::AddressUpdate { id, addr } if matches!(self.peer, Some(Peer::Conn(_))) => {
+                let book = &self.opts.book;
+                crate::address_book::request_input(&self.ftx, book, self.opts.id, id, addr)
+            }
             Frame::Request {
                 id,
                 req: Request::Znode(ZnodeOp::AddAuth { scheme, .. }),
@@ -812,6 +816,14 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                     role.name()
                 );
                 self.refuse(Refusal::Frame, why)
+            }
+            Frame::AddressUpdate { .. } if !role.may_admin() => {
+                let why = format!(
+                    "NOPERM user {name} (role {}) may not move a replica (admin only)",
+                    role.name()
+                );
+                let _ = self.ftx.send(Frame::AddressUpdated { answer: Err(why) });
+                done()
             }
             Frame::MemberRequest { voters: Some(_) } if !role.may_admin() => {
                 let why = format!(
@@ -1054,6 +1066,8 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::SnapshotPart { .. } => "SnapshotPart",
         Frame::MemberRequest { .. } => "MemberRequest",
         Frame::Members { .. } => "Members",
+        Frame::AddressUpdate { .. } => "AddressUpdate",
+        Frame::AddressUpdated { .. } => "AddressUpdated",
     }
 }
 
@@ -1067,24 +1081,23 @@ fn welcome<M>(opts: &ServerOptions, role: Option<Role>) -> Frame<M> {
         protocol: opts.cluster.protocol,
         members: opts.cluster.members(),
         options: opts.option_pairs(),
-        addrs: (opts.cluster.replicas.iter())
-            .map(|r| (r.id, r.dial()))
-            .collect(),
+        addrs: opts.book.all(),
         version: Some(Version::ours()),
     }
 }
 
-/// Keep one link to replica `id` (dialled at `name`, its advertised
-/// `HOST:PORT`), redialling with backoff; the name is resolved afresh at
-/// every dial ([`PeerDialer`]).
+/// Keep one link to replica `id` (dialled at its advertised `HOST:PORT`
+/// in the address book, which `quorumkv member update` may change),
+/// redialling with backoff; the name is resolved afresh at every dial
+/// ([`PeerDialer`]).
 async fn dial_peer<P: Protocol + Send + 'static>(
     id: NodeId,
-    name: String,
     tx: mpsc::Sender<Input<P::Msg>>,
     opts: Arc<ServerOptions>,
     tls: Option<Arc<TlsServer>>,
 ) {
-    let mut dialer = PeerDialer::new(name, crate::peer_dial::resolve_now);
+    let name = || opts.book.dial(id).unwrap_or_default();
+    let mut dialer = PeerDialer::new(name(), crate::peer_dial::resolve_now);
     let mut backoff = Duration::from_millis(20);
     // A TLS failure or a refused hello (another wire version, no secret)
     // is a misconfiguration, not a peer still starting: said once at warn
@@ -1092,6 +1105,7 @@ async fn dial_peer<P: Protocol + Send + 'static>(
     // reset the backoff.
     let mut last_said = String::new();
     loop {
+        dialer.rename(name());
         match dialer.connect_to_peer(id, tls.as_deref()).await {
             Ok(stream) => match run_link::<P>(id, stream, &tx, &opts).await {
                 LinkEnd::DriverGone => return,

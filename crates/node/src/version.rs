@@ -24,8 +24,9 @@ pub const WIRE_MAJOR: u16 = 1;
 /// version fields; 1.1: hellos, welcomes and statuses carry a [`Version`];
 /// 1.2: membership frames (`MemberRequest`, `Members`); 1.3: ABD's
 /// configuration epoch, trailing in its queries and stores, and its
-/// membership-change messages (`Moved`, `Prepare` … `InstallRequest`).
-pub const WIRE_MINOR: u16 = 3;
+/// membership-change messages (`Moved`, `Prepare` … `InstallRequest`);
+/// 1.4: address updates (`AddressUpdate`, `AddressUpdated`).
+pub const WIRE_MINOR: u16 = 4;
 /// The newest data directory storage format this build writes: 2 with the
 /// log engine (a directory of the fjall engine stays format 1).
 pub const STORAGE_FORMAT: u32 = 2;
@@ -264,7 +265,7 @@ mod tests {
     fn describe_names_all_three_versions() {
         let d = describe();
         assert!(
-            d.contains(RELEASE) && d.contains("wire protocol 1.3"),
+            d.contains(RELEASE) && d.contains("wire protocol 1.4"),
             "{d}"
         );
         assert!(d.contains("storage format 2 (reads formats 1 to 2)"), "{d}");
