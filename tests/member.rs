@@ -347,3 +347,98 @@ async fn a_change_waits_for_the_new_quorum() {
     assert!(t.contains("voters    1,2,3,4\n"), "{t}");
     c.stop().await;
 }
+
+/// A free loopback port (bound and released; the OS hands out another
+/// next time it is asked for port 0).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Read `keys` through `cl` until each has its value (a replica that is
+/// still recovering refuses reads for a while).
+async fn read_back(cl: &Client, keys: &[(String, String)]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    for (k, v) in keys {
+        loop {
+            match cl.get(k.clone()).await {
+                Ok(got) => {
+                    assert_eq!(got.as_deref(), Some(v.as_bytes()), "key {k}");
+                    break;
+                }
+                Err(e) => assert!(std::time::Instant::now() < deadline, "{k}: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Write `k` = `v` through `cl`, again while the replica refuses (it is
+/// still rejoining or recovering).
+async fn put_when_ready(cl: &Client, k: &str, v: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while let Err(e) = cl.put(k.to_string(), v.to_string()).await {
+        assert!(std::time::Instant::now() < deadline, "{k}: {e}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The fixed-membership protocols' replacement of a machine that is gone
+/// for good: kill server 2, `member update` it to a new address (every live
+/// replica rewrites its cluster file), start the new server 2 there with an
+/// empty data directory and `--recover`. Everything written before is read
+/// back through it, writes through it reach the others over the links they
+/// dial at the new address, and a replica restarted from its rewritten
+/// file still finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ring_and_lamport_replace_a_lost_machine_at_a_new_address() {
+    for protocol in ["ring", "lamport"] {
+        let cfg = LocalClusterConfig {
+            durability: Durability::Fsync,
+            ..common::cluster_cfg(protocol, 3, &["--op-timeout", "3s"])
+        };
+        let mut c = LocalCluster::start(cfg).await.expect("cluster starts");
+        let file = c.dir().join("cluster.toml");
+        let file_arg = file.display().to_string();
+        let cl = client(c.native_addrs()).await;
+        let mut written = Vec::new();
+        for i in 0..20 {
+            let (k, v) = (format!("k{i}"), format!("v{i}"));
+            cl.put(k.clone(), v.clone()).await.unwrap();
+            written.push((k, v));
+        }
+        let update = |args: &[&str]| {
+            let mut all = vec!["member", "update"];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["--cluster", &file_arg, "--timeout", "2s"]);
+            qkv(&all)
+        };
+        // A live server is never moved, and two servers never share an address.
+        refused(update(&["2", "127.0.0.1:1"]), "server 2 answers at");
+        c.kill(2).await.unwrap();
+        let at1 = c.endpoint(1).unwrap().native.to_string();
+        refused(update(&["2", &at1]), "server 1 is dialled at");
+        assert!(!std::fs::read_to_string(&file).unwrap().contains("cluster_id"));
+        let new = format!("127.0.0.1:{}", free_port());
+        let t = ok(update(&["2", &new]));
+        assert!(t.contains("server 2's old address, not reached (as expected)"), "{t}");
+        assert_eq!(t.matches(" ok ").count(), 3, "{t}");
+        let rewritten = std::fs::read_to_string(&file).unwrap();
+        assert!(rewritten.contains(&new) && rewritten.contains("cluster_id = "), "{rewritten}");
+        c.reload_file().unwrap();
+        c.restart_wiped(2).await.unwrap();
+        let at2 = client(vec![c.endpoint(2).unwrap().native]).await;
+        read_back(&at2, &written).await;
+        put_when_ready(&at2, "after", "moved").await;
+        written.push(("after".into(), "moved".into()));
+        // Server 3 dials server 2 (the higher id dials): restarted from its
+        // rewritten cluster file, it must find server 2 at the new address.
+        c.kill(3).await.unwrap();
+        c.restart(3).await.unwrap();
+        let at3 = client(vec![c.endpoint(3).unwrap().native]).await;
+        put_when_ready(&at3, "after-3", "yes").await;
+        written.push(("after-3".into(), "yes".into()));
+        read_back(&at2, &written).await;
+        c.stop().await;
+    }
+}

@@ -514,6 +514,31 @@ impl LocalCluster {
         self.respawn(id, false).await
     }
 
+    /// Read the cluster file again: the replicas rewrite it when an admin
+    /// moves one of them (`quorumkv member update`), and clients and later
+    /// starts then use the addresses it names.
+    pub fn reload_file(&mut self) -> anyhow::Result<()> {
+        let file = ClusterFile::load(&self.dir.join("cluster.toml"))?;
+        for e in &mut self.endpoints {
+            if let Some(r) = file.replica(e.id) {
+                e.native = r.addr;
+            }
+        }
+        self.file = file;
+        Ok(())
+    }
+
+    /// Start killed replica `id` as a new machine would: its data
+    /// directory emptied, recovering from its peers (`--recover`).
+    pub async fn restart_wiped(&mut self, id: NodeId) -> anyhow::Result<()> {
+        let dir = self.data_dir(id);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("cannot empty {}", dir.display()))?;
+        }
+        self.respawn(id, true).await
+    }
+
     /// The one way a killed replica comes back.
     async fn respawn(&mut self, id: NodeId, recover: bool) -> anyhow::Result<()> {
         if self
