@@ -418,13 +418,21 @@ async fn ring_and_lamport_replace_a_lost_machine_at_a_new_address() {
         c.kill(2).await.unwrap();
         let at1 = c.endpoint(1).unwrap().native.to_string();
         refused(update(&["2", &at1]), "server 1 is dialled at");
-        assert!(!std::fs::read_to_string(&file).unwrap().contains("cluster_id"));
+        assert!(!std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("cluster_id"));
         let new = format!("127.0.0.1:{}", free_port());
         let t = ok(update(&["2", &new]));
-        assert!(t.contains("server 2's old address, not reached (as expected)"), "{t}");
+        assert!(
+            t.contains("server 2's old address, not reached (as expected)"),
+            "{t}"
+        );
         assert_eq!(t.matches(" ok ").count(), 3, "{t}");
         let rewritten = std::fs::read_to_string(&file).unwrap();
-        assert!(rewritten.contains(&new) && rewritten.contains("cluster_id = "), "{rewritten}");
+        assert!(
+            rewritten.contains(&new) && rewritten.contains("cluster_id = "),
+            "{rewritten}"
+        );
         c.reload_file().unwrap();
         c.restart_wiped(2).await.unwrap();
         let at2 = client(vec![c.endpoint(2).unwrap().native]).await;

@@ -20,14 +20,17 @@ use std::time::Duration;
 /// spares=K`, the last K servers, which follow the leader as learners
 /// until a change names them). A removed server becomes a learner; stop it
 /// once the change is committed. One change at a time; the replicas must
-/// keep their logs (`--durability fsync` or `buffered`). Other protocols
-/// have a fixed set of servers and refuse changes. With users, a change
-/// needs the admin role.
+/// keep their logs (`--durability fsync` or `buffered`). ABD changes its
+/// replicas online too. Other protocols have a fixed set of servers and
+/// refuse changes; for every protocol, `member update` moves a lost
+/// server's id to a new machine. With users, a change needs the admin
+/// role.
 ///
 /// Examples:
 ///   quorumkv member list --cluster cluster.toml
 ///   quorumkv member add 4 --cluster cluster.toml
 ///   quorumkv member replace 1 4 --cluster cluster.toml --user admin
+///   quorumkv member update 2 10.0.0.9:7001 --cluster cluster.toml
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct Args {

@@ -96,7 +96,10 @@ impl AddressBook {
 /// sane length; or why not.
 pub fn check_addr(addr: &str) -> Result<(), String> {
     if addr.len() > MAX_ADDR {
-        return Err(format!("bad address '{}…': longer than {MAX_ADDR} bytes", shown(addr)));
+        return Err(format!(
+            "bad address '{}…': longer than {MAX_ADDR} bytes",
+            shown(addr)
+        ));
     }
     check_host_port(addr).map_err(|e| format!("bad address '{addr}': {e:#}"))
 }
@@ -134,14 +137,20 @@ pub fn rewrite(path: &Path, id: NodeId, addr: &str, cluster_id: &str) -> Result<
 /// The cluster file `text` with replica `id` dialled at `addr`: a socket
 /// address becomes its `addr` (an `advertise` goes), a name its
 /// `advertise`. The new text must still parse as a cluster file.
-pub fn with_address(text: &str, id: NodeId, addr: &str, cluster_id: &str) -> Result<String, String> {
+pub fn with_address(
+    text: &str,
+    id: NodeId,
+    addr: &str,
+    cluster_id: &str,
+) -> Result<String, String> {
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
     if !doc.contains_key("cluster_id") {
         // Before the replica tables: a key after them would belong to the last.
         doc.insert("cluster_id", toml_edit::value(cluster_id));
         if let Some(mut key) = doc.key_mut("cluster_id") {
-            key.leaf_decor_mut()
-                .set_prefix("# pinned by `quorumkv member update`: the id the data directories hold\n");
+            key.leaf_decor_mut().set_prefix(
+                "# pinned by `quorumkv member update`: the id the data directories hold\n",
+            );
         }
     }
     let tables = (doc.get_mut("replica"))
@@ -247,7 +256,10 @@ addr = "127.0.0.1:7003"
         assert_eq!(c.replica(3).unwrap().dial(), "127.0.0.1:7203");
         assert_eq!(c.replica(1).unwrap().dial(), "127.0.0.1:7001");
         assert_eq!(c.id(), id, "the data directories' id is kept");
-        assert_ne!(cluster(&new.replace(&format!("cluster_id = \"{id}\""), "")).id(), id);
+        assert_ne!(
+            cluster(&new.replace(&format!("cluster_id = \"{id}\""), "")).id(),
+            id
+        );
         // A second update keeps the id pinned by the first.
         let again = with_address(&new, 1, "127.0.0.1:9001", "other").unwrap();
         assert_eq!(cluster(&again).id(), id);
@@ -262,13 +274,27 @@ addr = "127.0.0.1:7003"
         assert_eq!(c.replica(1).unwrap().addr.to_string(), "127.0.0.1:7001");
         let plain = with_address(FILE, 2, "10.0.0.9:7001", &id).unwrap();
         let r = cluster(&plain).replica(2).unwrap().clone();
-        assert_eq!((r.advertise, r.addr.to_string()), (None, "10.0.0.9:7001".into()));
+        assert_eq!(
+            (r.advertise, r.addr.to_string()),
+            (None, "10.0.0.9:7001".into())
+        );
     }
 
     #[test]
     fn an_unknown_replica_or_a_bad_address_is_refused() {
-        assert!(with_address(FILE, 9, "127.0.0.1:1", "x").unwrap_err().contains("id = 9"));
-        for bad in ["", "host", ":7001", "h:0", "h:70000", "h :1", "a\n:1", &"h".repeat(300)] {
+        assert!(with_address(FILE, 9, "127.0.0.1:1", "x")
+            .unwrap_err()
+            .contains("id = 9"));
+        for bad in [
+            "",
+            "host",
+            ":7001",
+            "h:0",
+            "h:70000",
+            "h :1",
+            "a\n:1",
+            &"h".repeat(300),
+        ] {
             assert!(check_addr(bad).is_err(), "{bad:?}");
         }
         for good in ["h:1", "10.0.0.1:7001", "[::1]:7001", "qkv-2.svc:65535"] {
@@ -294,10 +320,16 @@ addr = "127.0.0.1:7003"
         let on_disk = ClusterFile::load(&path).unwrap();
         assert_eq!(on_disk.replica(3).unwrap().dial(), "127.0.0.1:7303");
         assert!(book.set(3, "127.0.0.1:7303").unwrap().contains("already"));
-        assert!(book.set(7, "127.0.0.1:7").unwrap_err().contains("not in this cluster"));
+        assert!(book
+            .set(7, "127.0.0.1:7")
+            .unwrap_err()
+            .contains("not in this cluster"));
         // A file that cannot be rewritten leaves the book as it was.
         std::fs::remove_file(&path).unwrap();
-        assert!(book.set(3, "127.0.0.1:7403").unwrap_err().contains("cannot rewrite"));
+        assert!(book
+            .set(3, "127.0.0.1:7403")
+            .unwrap_err()
+            .contains("cannot rewrite"));
         assert_eq!(book.dial(3).as_deref(), Some("127.0.0.1:7303"));
         let flags = AddressBook::new(&cluster(FILE), None);
         assert!(flags.set(1, "127.0.0.1:9").unwrap().contains("--peer"));

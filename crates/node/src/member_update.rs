@@ -70,7 +70,10 @@ pub async fn update(reach: &Reach, id: NodeId, addr: &str) -> Result<Vec<Answer>
                 wr,
             }),
             Ok(Err(e)) => unreached.push((endpoint.clone(), e.to_string())),
-            Err(_) => unreached.push((endpoint.clone(), format!("no answer in {:?}", reach.timeout))),
+            Err(_) => unreached.push((
+                endpoint.clone(),
+                format!("no answer in {:?}", reach.timeout),
+            )),
         }
     }
     if open.is_empty() {
@@ -84,7 +87,9 @@ pub async fn update(reach: &Reach, id: NodeId, addr: &str) -> Result<Vec<Answer>
         .map(|(endpoint, why)| Answer {
             node: None,
             outcome: match old.contains(&endpoint) {
-                true => Ok(format!("server {id}'s old address, not reached (as expected)")),
+                true => Ok(format!(
+                    "server {id}'s old address, not reached (as expected)"
+                )),
                 false => Err(format!("not reached ({why}): it keeps the old address")),
             },
             endpoint,
