@@ -53,6 +53,11 @@ Faults (--faults, a comma list, or none):
   netem     (--hosts netns) slow, lossy links out of a minority (tc netem
             delay and loss; loss only, by iptables, where the kernel has no
             netem).
+  move      a machine lost and replaced, any protocol: SIGKILL a replica (each
+            in turn), move its id to its other port (`quorumkv member update`:
+            P+64+i, and back to P+i the next time), then start it there with
+            an empty data directory and --recover; it catches up from its
+            peers. With N replicas, N moves have replaced every one, 2N twice.
   replace   (--opt spares=K) replace the voter that has voted longest by
             the learner that has waited longest, online (`quorumkv member
             replace`, waited for until committed), SIGKILL the replaced
@@ -307,6 +312,20 @@ fn check_args(a: &Args) -> Result<(), String> {
         }
     }
     replace_rotation(a)?;
+    if a.faults.0.contains(&schedule::FaultKind::Move) {
+        if a.hosts != HostsMode::Loopback {
+            return Err(
+                "--faults move runs on --hosts loopback (it moves a replica to another port)"
+                    .into(),
+            );
+        }
+        if a.shape.replicas > ports::MOST_MOVED {
+            return Err(format!(
+                "--faults move takes at most {} replicas",
+                ports::MOST_MOVED
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -368,7 +387,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         hosts: hosts.map(Hosts::replica_hosts).unwrap_or_default(),
         ..a.shape.config(binary)
     };
-    let (mut cluster, _ports) = start_cluster(a, cfg).await?;
+    let (mut cluster, ports) = start_cluster(a, cfg).await?;
     let (mut clients, mut liveness) = Clients::connect(a, &cluster.native_addrs(), seed).await?;
     let pb = progress_bar(a);
     let mut timeline = echoing_timeline(&pb);
@@ -402,6 +421,7 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         hosts,
         liveness: &mut liveness,
         rotation: replace_rotation(a).map_err(anyhow::Error::msg)?,
+        port_base: ports.as_ref().map(|p| p.base),
     };
     let error = nemesis
         .run(schedule, until)
@@ -614,11 +634,12 @@ async fn start_cluster(
         return Ok((LocalCluster::start(cfg).await?, None));
     }
     let n = a.shape.replicas;
+    let moves = a.faults.0.contains(&schedule::FaultKind::Move);
     let mut tried = Vec::new();
     loop {
         let p = match a.port_base {
-            Some(base) => ports::given(base, n),
-            None => ports::drawn(n, rand_seed(), &tried),
+            Some(base) => ports::given(base, n, moves),
+            None => ports::drawn(n, moves, rand_seed(), &tried),
         }
         .map_err(anyhow::Error::msg)?;
         let cfg = LocalClusterConfig {
@@ -757,13 +778,14 @@ fn render(
     let load = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
     s += &format!(
         "faults: {} kill/restart cycles, {} pauses, {} kill-all, {} partitions, {} degraded links, \
-         {} voters replaced\n",
+         {} voters replaced, {} machines replaced (move)\n",
         load(&f.kills),
         load(&f.pauses),
         load(&f.kill_alls),
         load(&f.partitions),
         load(&f.degrades),
-        load(&f.replaces)
+        load(&f.replaces),
+        load(&f.moves)
     );
     s += &format!("liveness: {}\n", run.liveness);
     let final_read = match &run.znode {

@@ -758,9 +758,13 @@ impl Visitor for BuildDirect {
             driver: Some(tokio::spawn(driver.run(rx))),
             links: Vec::new(),
         };
+        let book = Book::default();
+        book.learn(&hello);
         for (addr, first) in links {
             let link = KeepLink {
+                node: (first.as_ref().ok()).map(|(h, _, _)| h.node),
                 addr,
+                book: book.clone(),
                 tx: tx.clone(),
                 connect_timeout: cfg.connect_timeout,
                 how: cfg.dialing(),
@@ -791,10 +795,53 @@ where
     out
 }
 
+/// Where each replica listens, as the latest hello a direct client's
+/// links got says (shared by them): a replica moved to another machine
+/// (`quorumkv member update`) is dialled there.
+#[derive(Clone, Default)]
+struct Book(Arc<Mutex<HashMap<NodeId, Dial>>>);
+
+impl Book {
+    fn learn(&self, hello: &ServerHello) {
+        let mut book = self.0.lock().expect("no poisoning");
+        for (id, a) in &hello.addrs {
+            if let Ok(a) = a.parse() {
+                book.insert(*id, Dial::at(a));
+            }
+        }
+    }
+
+    fn get(&self, id: NodeId) -> Option<Dial> {
+        self.0.lock().expect("no poisoning").get(&id).cloned()
+    }
+
+    /// Ask the replicas but `not` (one that answers is enough) where each
+    /// listens now.
+    async fn refresh(&self, not: NodeId, how: &Dialing, wait: Duration) {
+        let others: Vec<Dial> = (self.0.lock().expect("no poisoning").iter())
+            .filter(|(id, _)| **id != not)
+            .map(|(_, d)| d.clone())
+            .collect();
+        for d in others {
+            if let Ok((hello, _, _)) = handshake(d, wait, how.clone()).await {
+                self.learn(&hello);
+                return;
+            }
+        }
+    }
+}
+
+/// From this backoff on, a link that cannot dial its replica asks the
+/// others whether it moved.
+const ASK_WHERE_AFTER: Duration = Duration::from_millis(320);
+
 /// The client-side coordinator's link to one replica, kept up (with
 /// backoff) until the client closes.
 struct KeepLink<M> {
+    /// The replica, once a hello named it.
+    node: Option<NodeId>,
     addr: Dial,
+    book: Book,
     tx: mpsc::Sender<Input<M>>,
     connect_timeout: Duration,
     how: Dialing,
@@ -825,11 +872,17 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> KeepLin
                     () = closed(&mut self.closing) => return,
                 },
             };
-            if let Ok(opened) = conn {
-                backoff = Duration::from_millis(20);
-                if let Ended::Stop = self.serve(opened).await {
-                    return;
+            match conn {
+                Ok(opened) => {
+                    backoff = Duration::from_millis(20);
+                    self.node = Some(opened.0.node);
+                    self.book.learn(&opened.0);
+                    if let Ended::Stop = self.serve(opened).await {
+                        return;
+                    }
                 }
+                Err(_) if backoff >= ASK_WHERE_AFTER && self.moved().await => continue,
+                Err(_) => {}
             }
             if self.tx.is_closed() {
                 return;
@@ -839,6 +892,23 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> KeepLin
                 () = closed(&mut self.closing) => return,
             }
             backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// Whether the replica answers elsewhere now, as the others say (then
+    /// dialled there).
+    async fn moved(&mut self) -> bool {
+        let Some(node) = self.node else { return false };
+        self.book
+            .refresh(node, &self.how, self.connect_timeout)
+            .await;
+        match self.book.get(node) {
+            Some(d) if d.addr != self.addr.addr => {
+                tracing::info!(replica = node, "dialling it at {} (moved)", d.addr);
+                self.addr = d;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -1025,7 +1095,15 @@ impl ProxyConn {
     ) {
         for (id, a) in &hello.addrs {
             if let Ok(a) = a.parse() {
-                st.addrs.insert(*id, Dial::at(a));
+                let dial = Dial::at(a);
+                // A replica moved to another machine (`member update`) is
+                // reached there when the endpoints given fail: the
+                // addresses a hello names come after them, as etcd's
+                // clients sync their endpoints from the member list.
+                if !st.endpoints.iter().any(|e| e.addr == dial.addr) {
+                    st.endpoints.push(dial.clone());
+                }
+                st.addrs.insert(*id, dial);
             }
         }
         let (ftx, _writer) = spawn_writer::<NoProto>(wr, link_queue());

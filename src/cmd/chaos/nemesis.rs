@@ -13,6 +13,7 @@ use quorumkv_core::{NodeId, Request};
 use quorumkv_node::client::Client;
 use quorumkv_node::local::{LocalCluster, PortTaken};
 use quorumkv_node::member::{self, Change};
+use quorumkv_node::member_update;
 use quorumkv_node::snapshot::Reach;
 use quorumkv_node::status::fetch;
 use quorumkv_node::storage::Durability;
@@ -31,6 +32,7 @@ pub struct FaultCounts {
     pub partitions: AtomicU64,
     pub degrades: AtomicU64,
     pub replaces: AtomicU64,
+    pub moves: AtomicU64,
 }
 
 impl FaultCounts {
@@ -41,6 +43,7 @@ impl FaultCounts {
             + self.partitions.load(Ordering::Relaxed)
             + self.degrades.load(Ordering::Relaxed)
             + self.replaces.load(Ordering::Relaxed)
+            + self.moves.load(Ordering::Relaxed)
     }
 }
 
@@ -120,6 +123,9 @@ pub struct Nemesis<'a> {
     pub liveness: &'a mut Liveness,
     /// Who votes and who waits, for `replace` faults (Zab with spares).
     pub rotation: Option<Rotation>,
+    /// The loopback ports' base (`None` with `--hosts netns`): where
+    /// `move` faults take a replica (`ports::MOVED`).
+    pub port_base: Option<u16>,
 }
 
 /// The order in which `replace` faults move servers: the voter that has
@@ -162,6 +168,7 @@ fn kind(f: &Fault) -> &'static str {
         Fault::Pause(_) => "pause",
         Fault::KillAll => "kill-all",
         Fault::Replace => "replace",
+        Fault::Move(_) => "move",
         Fault::Net(NetFault::Degrade { .. }) => "netem",
         Fault::Net(_) => "partition",
     }
@@ -241,6 +248,7 @@ impl Nemesis<'_> {
                 self.timeline.note("kill-all: every replica (SIGKILL)");
             }
             Fault::Replace => self.replace().await?,
+            Fault::Move(id) => self.move_out(*id).await?,
             Fault::Net(f) => {
                 let hosts = self.hosts.context("network faults need --hosts netns")?;
                 let leader = match f {
@@ -297,6 +305,44 @@ impl Nemesis<'_> {
             m.leader.map_or("-".into(), |l| l.to_string())
         ));
         self.cluster.kill(old).await
+    }
+
+    /// A lost machine: SIGKILL replica `id`, then every other replica
+    /// dials it at its other port (`quorumkv member update`, each one's
+    /// cluster file rewritten).
+    async fn move_out(&mut self, id: NodeId) -> anyhow::Result<()> {
+        let base = self.port_base.context("move faults need loopback ports")?;
+        let ep = self.cluster.endpoint(id).context("no such replica")?;
+        let home = base + id as u16;
+        let to = match ep.native.port() == home {
+            true => home + super::ports::MOVED,
+            false => home,
+        };
+        self.cluster.kill(id).await?;
+        let addr = format!("127.0.0.1:{to}");
+        let reach = Reach {
+            endpoints: (self.cluster.endpoints().iter())
+                .filter(|e| e.id != id)
+                .map(|e| e.native.to_string())
+                .collect(),
+            timeout: Duration::from_secs(2),
+            ..Reach::default()
+        };
+        let answers = member_update::update(&reach, id, &addr).await;
+        let answers = answers.map_err(anyhow::Error::msg)?;
+        if !answers.iter().all(|a| a.updated()) {
+            let msg = format!(
+                "move {id}: not every replica took its new address:\n{}",
+                member_update::describe(&answers)
+            );
+            self.timeline.note(msg.clone());
+            anyhow::bail!(msg);
+        }
+        self.cluster.reload_file()?;
+        self.timeline.note(format!(
+            "move {id}: SIGKILL; every other replica now dials it at {addr} (member update)"
+        ));
+        Ok(())
     }
 
     /// The replica that says it leads, if one does.
@@ -367,6 +413,19 @@ impl Nemesis<'_> {
                 let r = self.cluster.restart(old).await;
                 self.restarted(old, r)?;
                 self.counts.replaces.fetch_add(1, Ordering::Relaxed);
+            }
+            Fault::Move(id) => {
+                let at = self
+                    .cluster
+                    .endpoint(*id)
+                    .context("no such replica")?
+                    .native;
+                self.timeline.note(format!(
+                    "start {id} at {at}: an empty data directory, recovers from its peers"
+                ));
+                let r = self.cluster.restart_wiped(*id).await;
+                self.restarted(*id, r)?;
+                self.counts.moves.fetch_add(1, Ordering::Relaxed);
             }
             Fault::Net(f) => {
                 self.hosts

@@ -1,6 +1,7 @@
 //! Where a loopback chaos cluster listens: replica i on native port P+i
 //! (its clients and its peers) and RESP port P+100+i, as `quorumkv cluster
-//! --port-base P` lays them out.
+//! --port-base P` lays them out. With `move` faults replica i also has
+//! P+64+i, the other machine it moves to and back from.
 //!
 //! The ports must stay free for the whole run, not only at its start: a
 //! killed replica's ports are free until its restart binds them again. Two
@@ -33,11 +34,28 @@ pub struct Ports {
     _locks: Vec<File>,
 }
 
-/// Replica i's ports and what each is, e.g. "replica 2's RESP port".
-fn layout(base: u16, replicas: usize) -> Result<Vec<(u16, String)>, String> {
+/// Where `move` faults take replica i: P+64+i (below the RESP ports).
+pub const MOVED: u16 = 64;
+/// Most replicas `move` faults can take ([`MOVED`] + i stays below P+101).
+pub const MOST_MOVED: usize = 36;
+
+/// Replica i's ports and what each is, e.g. "replica 2's RESP port"; with
+/// `moves`, its second native port too.
+fn layout(base: u16, replicas: usize, moves: bool) -> Result<Vec<(u16, String)>, String> {
+    if moves && replicas > MOST_MOVED {
+        return Err(format!("move faults take at most {MOST_MOVED} replicas"));
+    }
     let mut ports = Vec::new();
+    let offsets: &[(usize, &str)] = match moves {
+        true => &[
+            (0, "native"),
+            (100, "RESP"),
+            (MOVED as usize, "moved native"),
+        ],
+        false => &[(0, "native"), (100, "RESP")],
+    };
     for i in 1..=replicas {
-        for (offset, what) in [(0, "native"), (100, "RESP")] {
+        for &(offset, what) in offsets {
             let port = u16::try_from(base as usize + offset + i).map_err(|_| {
                 format!("--port-base {base} leaves no room for {replicas} replicas (RESP ports go up to P+100+N)")
             })?;
@@ -49,8 +67,8 @@ fn layout(base: u16, replicas: usize) -> Result<Vec<(u16, String)>, String> {
 
 /// Reserve `--port-base base`: every port free and reserved by no other
 /// chaos run, or an error naming the first that is not and what to do.
-pub fn given(base: u16, replicas: usize) -> Result<Ports, String> {
-    let locks = reserve(base, replicas)
+pub fn given(base: u16, replicas: usize, moves: bool) -> Result<Ports, String> {
+    let locks = reserve(base, replicas, moves)
         .map_err(|why| format!("--port-base {base}: {why}; pick another --port-base"))?;
     Ok(Ports {
         base,
@@ -61,7 +79,7 @@ pub fn given(base: u16, replicas: usize) -> Result<Ports, String> {
 
 /// Draw a base below the ephemeral range, from block `start` on (wrapping),
 /// skipping `tried`: the first whose ports are all free.
-pub fn drawn(replicas: usize, start: u64, tried: &[u16]) -> Result<Ports, String> {
+pub fn drawn(replicas: usize, moves: bool, start: u64, tried: &[u16]) -> Result<Ports, String> {
     let top = DRAWN_TO.min(quorumkv_node::local::ephemeral_range().0);
     let blocks = top.saturating_sub(DRAWN_FROM) / BLOCK;
     for k in 0..u64::from(blocks) {
@@ -70,7 +88,7 @@ pub fn drawn(replicas: usize, start: u64, tried: &[u16]) -> Result<Ports, String
         if tried.contains(&base) {
             continue;
         }
-        if let Ok(locks) = reserve(base, replicas) {
+        if let Ok(locks) = reserve(base, replicas, moves) {
             return Ok(Ports {
                 base,
                 drawn: true,
@@ -85,11 +103,11 @@ pub fn drawn(replicas: usize, start: u64, tried: &[u16]) -> Result<Ports, String
 }
 
 /// Lock every port's file, then check each can be bound on loopback.
-fn reserve(base: u16, replicas: usize) -> Result<Vec<File>, String> {
+fn reserve(base: u16, replicas: usize, moves: bool) -> Result<Vec<File>, String> {
     let dir = lock_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut locks = Vec::new();
-    for (port, what) in layout(base, replicas)? {
+    for (port, what) in layout(base, replicas, moves)? {
         let path = dir.join(format!("{port}.lock"));
         let file =
             File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
@@ -144,7 +162,7 @@ mod tests {
         let named = (0..40u16).find_map(|i| {
             let base = 21_000 + 250 * i;
             let held = std::net::TcpListener::bind(("127.0.0.1", base + 2)).ok()?;
-            let err = given(base, 3).err().expect("a port is held");
+            let err = given(base, 3, false).err().expect("a port is held");
             assert!(err.contains("pick another --port-base"), "{err}");
             drop(held);
             let ours = format!("port {} (replica 2's native port) is taken", base + 2);
@@ -152,16 +170,22 @@ mod tests {
         });
         assert!(named.is_some(), "no base named the held port");
 
-        let first = drawn(3, 7, &[]).unwrap();
+        let first = drawn(3, false, 7, &[]).unwrap();
         assert!(first.drawn && first.base >= DRAWN_FROM && first.base < DRAWN_TO);
-        let again = given(first.base, 3).err().expect("reserved");
+        let again = given(first.base, 3, false).err().expect("reserved");
         assert!(
             again.contains("reserved by another quorumkv chaos run"),
             "{again}"
         );
-        let second = drawn(3, 7, &[]).unwrap();
+        let second = drawn(3, false, 7, &[]).unwrap();
         assert_ne!(second.base, first.base);
         drop(first);
-        assert!(layout(u16::MAX - 101, 3).is_err());
+        assert!(layout(u16::MAX - 101, 3, false).is_err());
+        let moved = layout(1000, 3, true).unwrap();
+        assert!(
+            moved.contains(&(1066, "replica 2's moved native port".into())),
+            "{moved:?}"
+        );
+        assert!(layout(1000, 37, true).is_err());
     }
 }

@@ -27,16 +27,21 @@ pub enum FaultKind {
     /// online (`quorumkv member replace`), SIGKILL the replaced server,
     /// then restart it (it is back as a learner).
     Replace,
+    /// A machine lost and replaced: SIGKILL one replica, move its id to
+    /// another port (`quorumkv member update`), start it there with an
+    /// empty data directory and `--recover`; replicas in turn.
+    Move,
 }
 
 impl FaultKind {
-    const ALL: [FaultKind; 6] = [
+    const ALL: [FaultKind; 7] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::KillAll,
         FaultKind::Partition,
         FaultKind::Netem,
         FaultKind::Replace,
+        FaultKind::Move,
     ];
 
     fn name(self) -> &'static str {
@@ -47,6 +52,7 @@ impl FaultKind {
             FaultKind::Partition => "partition",
             FaultKind::Netem => "netem",
             FaultKind::Replace => "replace",
+            FaultKind::Move => "move",
         }
     }
 
@@ -73,7 +79,7 @@ impl FromStr for FaultSet {
                 .find(|k| k.name() == part)
                 .ok_or_else(|| {
                     format!(
-                        "unknown fault '{part}' (kill, pause, kill-all, partition, netem, replace, or none)"
+                        "unknown fault '{part}' (kill, pause, kill-all, partition, netem, replace, move, or none)"
                     )
                 })?;
             if !kinds.contains(&kind) {
@@ -104,6 +110,9 @@ pub enum Fault {
     /// A voter replaced by a learner (chosen when it comes: see `Rotation`
     /// in `nemesis.rs`).
     Replace,
+    /// This replica's machine replaced: a new address, an empty data
+    /// directory, recovered from its peers.
+    Move(NodeId),
 }
 
 /// A host of a `--hosts netns` run: a replica's, or the clients'.
@@ -284,6 +293,8 @@ pub struct Schedule {
     /// Most replicas a `Kill` or `Pause` takes down (the protocol's
     /// tolerance; at least one).
     minority: usize,
+    /// How many `Move` faults came so far (they take the replicas in turn).
+    moves: usize,
 }
 
 /// Uniform in [lo, hi) milliseconds.
@@ -300,6 +311,7 @@ impl Schedule {
             kinds: kinds.0.clone(),
             replicas,
             minority: max_down.clamp(1, replicas.max(1)),
+            moves: 0,
         }
     }
 
@@ -321,6 +333,11 @@ impl Schedule {
             ),
             FaultKind::KillAll => (Fault::KillAll, millis(&mut self.rng, 0, 1000)),
             FaultKind::Replace => (Fault::Replace, millis(&mut self.rng, 0, 1000)),
+            FaultKind::Move => {
+                let id = (self.moves % self.replicas.max(1)) as NodeId + 1;
+                self.moves += 1;
+                (Fault::Move(id), millis(&mut self.rng, 0, 1000))
+            }
             // Long enough for heartbeats (1s) to notice and elections to run.
             FaultKind::Partition => (
                 Fault::Net(self.partition()),
@@ -456,7 +473,7 @@ mod tests {
                     seen[matches!(step.fault, Fault::Pause(_)) as usize] = true;
                 }
                 Fault::KillAll => seen[2] = true,
-                Fault::Net(_) | Fault::Replace => panic!("not asked for"),
+                Fault::Net(_) | Fault::Replace | Fault::Move(_) => panic!("not asked for"),
             }
             assert!(step.gap >= Duration::from_millis(300) && step.hold < Duration::from_secs(2));
         }
@@ -555,6 +572,22 @@ mod tests {
             Fault::KillAll => "kill-all",
             Fault::Net(_) => "net",
             Fault::Replace => "replace",
+            Fault::Move(_) => "move",
+        }
+    }
+
+    #[test]
+    fn moves_take_the_replicas_in_turn() {
+        let mut s = Schedule::new(5, &"move,kill".parse().unwrap(), 3, 1);
+        let moved: Vec<NodeId> = (0..40)
+            .filter_map(|_| match s.next_step().unwrap().fault {
+                Fault::Move(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        assert!(moved.len() >= 6, "{moved:?}");
+        for (i, id) in moved.iter().enumerate() {
+            assert_eq!(*id as usize, i % 3 + 1, "{moved:?}");
         }
     }
 
