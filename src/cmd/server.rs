@@ -64,8 +64,14 @@ pub struct Args {
     #[arg(long, env = "QUORUMKV_POD_INDEX", conflicts_with = "id")]
     pod_index: Option<u32>,
     /// Cluster file (TOML). Without it, use --listen/--resp/--peer.
-    #[arg(long, short = 'c', env = "QUORUMKV_CONFIG", value_name = "FILE", conflicts_with_all = ["listen", "peer", "advertise"])]
+    #[arg(long, short = 'c', env = "QUORUMKV_CONFIG", value_name = "FILE", conflicts_with_all = ["listen", "peer", "advertise", "cluster_id"])]
     config: Option<PathBuf>,
+    /// The cluster's name, stored in the data directory (without --config;
+    /// a cluster file's `cluster_id`). Derived from the replicas' ids and
+    /// addresses when absent, so give it before a replica moves (`quorumkv
+    /// member update` names the id in use).
+    #[arg(long, env = "QUORUMKV_CLUSTER_ID", value_name = "NAME")]
+    cluster_id: Option<String>,
     /// Replication protocol (without --config).
     #[arg(long, env = "QUORUMKV_PROTOCOL", default_value_t = ProtocolKind::default_protocol())]
     protocol: ProtocolKind,
@@ -316,7 +322,8 @@ fn cluster_without_zk_flag(a: &Args) -> anyhow::Result<ClusterFile> {
         ..ReplicaAddr::at(replica_id(a), listen)
     }];
     replicas.extend(a.peer.iter().map(|(id, addr)| peer_entry(*id, addr)));
-    let file = ClusterFile::new(a.protocol, replicas);
+    let mut file = ClusterFile::new(a.protocol, replicas);
+    file.cluster_id = a.cluster_id.clone();
     file.validate()?;
     Ok(file)
 }
@@ -615,6 +622,28 @@ mod env_tests {
             .collect();
         listed.sort();
         assert_eq!(read, listed);
+    }
+
+    fn args(line: &[&str]) -> Args {
+        use clap::FromArgMatches;
+        let cmd = Args::augment_args(Command::new("server"));
+        let m = cmd.try_get_matches_from(line).unwrap();
+        Args::from_arg_matches(&m).unwrap()
+    }
+
+    #[test]
+    fn a_given_cluster_id_survives_a_peer_moving() {
+        let base = ["server", "--id", "1", "--listen", "127.0.0.1:7001"];
+        let with = |peer: &str, id: Option<&str>| {
+            let mut line = base.to_vec();
+            line.extend(["--peer", peer]);
+            line.extend(id.map(|i| ["--cluster-id", i]).into_iter().flatten());
+            cluster_from_args(&args(&line)).unwrap().id()
+        };
+        let derived = with("2=127.0.0.1:7002", None);
+        assert_ne!(with("2=127.0.0.1:7302", None), derived);
+        let given = with("2=127.0.0.1:7302", Some(&derived));
+        assert_eq!(given, derived);
     }
 
     #[test]

@@ -83,9 +83,11 @@ impl AddressBook {
                 rewrite(path, id, addr, &self.cluster_id)?;
                 format!("recorded in {}", path.display())
             }
-            None => "not recorded: this replica was started without --config; \
-                     change its --peer flag before it restarts"
-                .to_string(),
+            None => format!(
+                "not recorded: this replica was started without --config; restart it with \
+                 --peer {id}={addr} --cluster-id {} (the id its data directory holds)",
+                self.cluster_id
+            ),
         };
         book.insert(id, addr.to_string());
         Ok(format!("server {id} now at {addr}, {recorded}"))

@@ -240,10 +240,11 @@ impl ReplicaAddr {
 /// The environment variables `quorumkv server` takes its flags from (the
 /// container image is configured by them). Local clusters remove them from
 /// their replicas' environment: their flags say everything.
-pub const SERVER_ENV: [&str; 20] = [
+pub const SERVER_ENV: [&str; 21] = [
     "QUORUMKV_ID",
     "QUORUMKV_POD_INDEX",
     "QUORUMKV_CONFIG",
+    "QUORUMKV_CLUSTER_ID",
     "QUORUMKV_PROTOCOL",
     "QUORUMKV_LISTEN",
     "QUORUMKV_ADVERTISE",
