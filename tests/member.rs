@@ -230,7 +230,7 @@ async fn only_an_admin_changes_the_membership() {
         users: Some(users),
         ..common::cluster_cfg("zab", 4, &[])
     };
-    let c = LocalCluster::start(cfg).await.expect("cluster starts");
+    let mut c = LocalCluster::start(cfg).await.expect("cluster starts");
     let pw = |p: &str| {
         let f = dir.join(format!("{p}.txt"));
         std::fs::write(&f, p).unwrap();
@@ -252,6 +252,15 @@ async fn only_an_admin_changes_the_membership() {
     // The readwrite user's data path is untouched by all this.
     let cl = common::client_as(c.native_addrs(), "rw", "w-pass").await;
     cl.put("a", "1").await.unwrap();
+    // Moving a server is an admin's too.
+    c.kill(4).await.unwrap();
+    let to = format!("127.0.0.1:{}", free_port());
+    refused(
+        member(&c, &["update", "4", &to], &rw),
+        "NOPERM user rw (role readwrite) may not move a replica (admin only)",
+    );
+    let t = ok(member(&c, &["update", "4", &to], &boss));
+    assert_eq!(t.matches(" ok ").count(), 4, "{t}");
     c.stop().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }

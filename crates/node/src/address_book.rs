@@ -211,7 +211,10 @@ pub fn request_input<M: serde::Serialize + Send + 'static>(
                  (two servers must never run as server {id})"
             ))
         } else {
-            book.set(id, &addr)
+            // The file is written and synced: off the runtime's workers.
+            let (book, addr) = (book.clone(), addr.clone());
+            (tokio::task::spawn_blocking(move || book.set(id, &addr)).await)
+                .unwrap_or_else(|e| Err(format!("the update failed: {e}")))
         };
         match &answer {
             Ok(done) => tracing::warn!(peer = id, "address update: {done}"),
