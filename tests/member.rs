@@ -499,3 +499,57 @@ fn chaos_moves_every_replica_to_a_new_machine_twice() {
         assert!(moved >= 6, "{protocol}: {moved} moved: {t}");
     }
 }
+
+/// 24 values of 1 MiB: a store past the 16 MiB frame limit.
+fn big_values() -> Vec<(String, String)> {
+    let letters = "abcdefghijklmnopqrstuvwx";
+    (letters.chars().enumerate())
+        .map(|(i, c)| (format!("big{i}"), c.to_string().repeat(1 << 20)))
+        .collect()
+}
+
+/// A store larger than a frame moves in parts (`Frame::Part`): a ring or
+/// Lamport server on a new machine takes its peers' 24 MiB, and so do an
+/// ABD membership change's promises and installation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_past_the_frame_limit_is_transferred_in_parts() {
+    let values = big_values();
+    for protocol in ["ring", "lamport"] {
+        let cfg = LocalClusterConfig {
+            durability: Durability::Fsync,
+            ..common::cluster_cfg(protocol, 3, &["--op-timeout", "10s"])
+        };
+        let mut c = LocalCluster::start(cfg).await.expect("cluster starts");
+        let cl = client(c.native_addrs()).await;
+        for (k, v) in &values {
+            cl.put(k.clone(), v.clone()).await.unwrap();
+        }
+        c.kill(2).await.unwrap();
+        c.restart_wiped(2).await.unwrap();
+        let at2 = client(vec![c.endpoint(2).unwrap().native]).await;
+        read_back(&at2, &values).await;
+        c.stop().await;
+    }
+    let cfg = LocalClusterConfig {
+        durability: Durability::Fsync,
+        options: vec![("spares".into(), "1".into())],
+        ..common::cluster_cfg("abd", 4, &["--op-timeout", "10s"])
+    };
+    let mut c = LocalCluster::start(cfg).await.expect("cluster starts");
+    let cl = client(c.native_addrs()).await;
+    for (k, v) in &values {
+        cl.put(k.clone(), v.clone()).await.unwrap();
+    }
+    let t = ok(member(&c, &["replace", "1", "4"], &[]));
+    assert!(t.contains("voters    2,3,4\n"), "{t}");
+    c.kill(1).await.unwrap();
+    c.kill(2).await.unwrap();
+    // Replica 4 and replica 3 are a quorum of {2,3,4}: 4 holds it all.
+    let at = client(vec![
+        c.endpoint(4).unwrap().native,
+        c.endpoint(3).unwrap().native,
+    ])
+    .await;
+    read_back(&at, &values).await;
+    c.stop().await;
+}

@@ -26,6 +26,15 @@ impl<M> Frame<M> {
 /// Frames larger than this are refused (values are limited to a bit less).
 pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
 
+/// A frame whose body is larger than [`DEFAULT_MAX_FRAME`] (a replica's
+/// whole store in a state transfer) goes out as [`Frame::Part`]s of this
+/// many bytes of its encoding; a replica link puts them together again
+/// (`net::FrameReader::allow_parts`), up to [`MAX_TRANSFER`].
+pub const PART_BYTES: usize = 8 * 1024 * 1024;
+
+/// Most bytes one message in parts may take on a replica link.
+pub const MAX_TRANSFER: usize = 1024 * 1024 * 1024;
+
 /// Everything that crosses a native connection. `M` is the protocol's message type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Frame<M> {
@@ -148,6 +157,13 @@ pub enum Frame<M> {
     AddressUpdated {
         answer: Result<String, String>,
     },
+    /// A piece of one frame too large for a frame of its own (wire 1.4):
+    /// the encoded frame's body, cut in order; `more` is false on the last
+    /// piece. Only replica links put pieces together.
+    Part {
+        data: Bytes,
+        more: bool,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -158,13 +174,29 @@ pub enum CodecError {
     Malformed(String),
 }
 
-/// Append one encoded frame (length prefix + body) to `dst`.
+/// Append one encoded frame (length prefix + body) to `dst`; a body past
+/// [`DEFAULT_MAX_FRAME`] as [`Frame::Part`]s.
 pub fn encode<M: Serialize>(frame: &Frame<M>, dst: &mut BytesMut) {
     let start = dst.len();
     dst.put_u32(0);
     postcard::to_io(frame, (&mut *dst).writer()).expect("encoding into memory cannot fail");
     let len = dst.len() - start - 4;
-    dst[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+    if len <= DEFAULT_MAX_FRAME {
+        dst[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+        return;
+    }
+    let body = dst.split_off(start + 4).freeze();
+    dst.truncate(start);
+    let mut at = 0;
+    while at < body.len() {
+        let end = (at + PART_BYTES).min(body.len());
+        let part = Frame::<()>::Part {
+            data: body.slice(at..end),
+            more: end < body.len(),
+        };
+        encode(&part, dst);
+        at = end;
+    }
 }
 
 /// Encode one frame into fresh bytes.

@@ -398,6 +398,11 @@ pub struct FrameReader {
     rd: ConnRead,
     buf: InBuf,
     max_frame: usize,
+    /// The pieces of a frame in parts read so far ([`Frame::Part`]).
+    assembling: BytesMut,
+    /// Most bytes of a frame in parts; 0: parts are refused (every
+    /// connection but a replica link).
+    max_transfer: usize,
 }
 
 impl FrameReader {
@@ -408,7 +413,19 @@ impl FrameReader {
         FrameReader::with_buf(rd, buf, max_frame)
     }
     pub fn with_buf(rd: ConnRead, buf: InBuf, max_frame: usize) -> Self {
-        FrameReader { rd, buf, max_frame }
+        FrameReader {
+            rd,
+            buf,
+            max_frame,
+            assembling: BytesMut::new(),
+            max_transfer: 0,
+        }
+    }
+
+    /// Put frames sent in parts together again, up to `max` bytes (a
+    /// replica link: state transfers past the frame limit).
+    pub fn allow_parts(&mut self, max: usize) {
+        self.max_transfer = max;
     }
     pub fn in_buf(&mut self) -> &mut InBuf {
         &mut self.buf
@@ -416,11 +433,47 @@ impl FrameReader {
 
     /// A frame already buffered, without reading the socket.
     pub fn try_next<M: DeserializeOwned>(&mut self) -> Result<Option<Frame<M>>, ReadError> {
-        let frame = decode_frame(self.buf.data(), self.max_frame)?;
-        if frame.is_some() {
-            self.buf.took_requests();
+        loop {
+            let frame = decode_frame(self.buf.data(), self.max_frame)?;
+            if frame.is_some() {
+                self.buf.took_requests();
+            }
+            let Some(Frame::Part { data, more }) = frame else {
+                return Ok(frame);
+            };
+            if let Some(whole) = self.assemble(&data, more)? {
+                return Ok(Some(whole));
+            }
         }
-        Ok(frame)
+    }
+
+    /// Add a part; the whole frame once `more` is false.
+    fn assemble<M: DeserializeOwned>(
+        &mut self,
+        data: &[u8],
+        more: bool,
+    ) -> Result<Option<Frame<M>>, CodecError> {
+        if self.max_transfer == 0 {
+            return Err(CodecError::Malformed(
+                "a frame in parts is taken only on a replica link".into(),
+            ));
+        }
+        let len = self.assembling.len().saturating_add(data.len());
+        if len > self.max_transfer {
+            self.assembling = BytesMut::new();
+            let max = self.max_transfer;
+            return Err(CodecError::TooLarge { len, max });
+        }
+        self.assembling.extend_from_slice(data);
+        if more {
+            return Ok(None);
+        }
+        let body = std::mem::take(&mut self.assembling);
+        match postcard::from_bytes::<Frame<M>>(&body) {
+            Ok(Frame::Part { .. }) => Err(CodecError::Malformed("a part inside a part".into())),
+            Ok(frame) => Ok(Some(frame)),
+            Err(e) => Err(CodecError::Malformed(e.to_string())),
+        }
     }
 
     pub async fn next<M: DeserializeOwned>(&mut self) -> Result<Frame<M>, ReadError> {
@@ -1025,6 +1078,79 @@ mod tests {
         let (server, _) = listener.accept().await.unwrap();
         let (rd, wr) = crate::stream::Conn::from(server).split();
         (client, rd, wr)
+    }
+
+    /// A protocol frame of `len` bytes of payload, past the frame limit
+    /// when `len` is.
+    use bytes::Bytes;
+
+    fn big(len: usize) -> Frame<Bytes> {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        Frame::Proto(Bytes::from(data))
+    }
+
+    /// Write `frames` from a task and read them back with `allow` bytes of
+    /// parts allowed.
+    async fn through(frames: Vec<Frame<Bytes>>, allow: usize) -> Vec<Result<Frame<Bytes>, String>> {
+        let (mut client, rd, _wr) = connected().await;
+        let n = frames.len();
+        let writer = tokio::spawn(async move {
+            let mut buf = BytesMut::new();
+            for f in &frames {
+                crate::codec::encode(f, &mut buf);
+            }
+            let _ = client.write_all(&buf).await;
+            client
+        });
+        let mut reader = FrameReader::new(rd, crate::codec::DEFAULT_MAX_FRAME);
+        reader.allow_parts(allow);
+        let mut got = Vec::new();
+        for _ in 0..n {
+            let r = reader.next::<Bytes>().await.map_err(|e| e.to_string());
+            let stop = r.is_err();
+            got.push(r);
+            if stop {
+                break;
+            }
+        }
+        // A refusal leaves the writer stuck on a full socket.
+        writer.abort();
+        got
+    }
+
+    #[tokio::test]
+    async fn a_frame_past_the_limit_goes_in_parts_and_only_a_link_puts_it_together() {
+        let max = crate::codec::DEFAULT_MAX_FRAME;
+        let mut wire = BytesMut::new();
+        crate::codec::encode(&big(2 * max + 5), &mut wire);
+        // Five parts of 8 MiB at most (32 MiB and a few bytes), each a frame
+        // within the limit.
+        let mut parts = 0;
+        while !wire.is_empty() {
+            let len = u32::from_be_bytes(wire[..4].try_into().unwrap()) as usize;
+            assert!(len <= max, "{len}");
+            bytes::Buf::advance(&mut wire, 4 + len);
+            parts += 1;
+        }
+        assert_eq!(parts, 5);
+        // A link reads it whole, between two small frames, in order.
+        let frames = vec![big(3), big(2 * max + 5), big(4)];
+        let got = through(frames.clone(), crate::codec::MAX_TRANSFER).await;
+        assert_eq!(got, frames.into_iter().map(Ok).collect::<Vec<_>>());
+        // Elsewhere (clients), or past the transfer bound, it is refused.
+        let got = through(vec![big(max + 1)], 0).await;
+        assert!(
+            got[0]
+                .as_ref()
+                .unwrap_err()
+                .contains("only on a replica link"),
+            "{got:?}"
+        );
+        let got = through(vec![big(max + 1)], max).await;
+        assert!(
+            got[0].as_ref().unwrap_err().contains("exceeds the limit"),
+            "{got:?}"
+        );
     }
 
     #[tokio::test]

@@ -970,6 +970,7 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
         reader
             .in_buf()
             .become_link(Budget::unlimited(), 4 + opts.max_frame);
+        reader.allow_parts(crate::codec::MAX_TRANSFER);
         Some(())
     }
 
@@ -1068,6 +1069,7 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::Members { .. } => "Members",
         Frame::AddressUpdate { .. } => "AddressUpdate",
         Frame::AddressUpdated { .. } => "AddressUpdated",
+        Frame::Part { .. } => "Part",
     }
 }
 
@@ -1200,6 +1202,9 @@ async fn run_link<P: Protocol + Send + 'static>(
         version: Some(Version::ours()),
     });
     let mut reader = FrameReader::new(rd, opts.max_frame);
+    // The replica we dialled may send its state in parts (a rejoin, a
+    // recovery, a membership change's transfer).
+    reader.allow_parts(crate::codec::MAX_TRANSFER);
     heartbeat::start(&ftx, &mut reader, opts.heartbeat);
     let first = reader.next::<P::Msg>().await;
     let first = match prove_secret(id, opts, &ftx, &mut reader, &my_nonce, first).await {
