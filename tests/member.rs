@@ -446,6 +446,11 @@ async fn ring_and_lamport_replace_a_lost_machine_at_a_new_address() {
         c.restart_wiped(2).await.unwrap();
         let at2 = client(vec![c.endpoint(2).unwrap().native]).await;
         read_back(&at2, &written).await;
+        // Run again (as for a replica that was down the first time), it
+        // changes nothing and skips the replacement where it now runs.
+        let t = ok(update(&["2", &new]));
+        assert!(t.contains("server 2's new address: skipped"), "{t}");
+        assert_eq!(t.matches("is at").count(), 2, "{t}");
         put_when_ready(&at2, "after", "moved").await;
         written.push(("after".into(), "moved".into()));
         // Server 3 dials server 2 (the higher id dials): restarted from its

@@ -319,6 +319,9 @@ fn check_args(a: &Args) -> Result<(), String> {
                     .into(),
             );
         }
+        if a.workload != ChaosWorkload::Kv {
+            return Err("--faults move runs with --workload kv".into());
+        }
         if a.shape.replicas > ports::MOST_MOVED {
             return Err(format!(
                 "--faults move takes at most {} replicas",
@@ -438,6 +441,14 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
+    if faults.moves.load(Ordering::Relaxed) > 0 {
+        // The final reader has been idle since the start: every replica it
+        // knew may have moved. It starts again from where they are now, as
+        // a client whose endpoints were updated would.
+        if let Ok(c) = Client::connect(cluster.native_addrs(), client_cfg(a)).await {
+            clients.last = c;
+        }
+    }
     let (keys_read, znode) = clients.final_reads(a, &mut timeline).await;
     drop(clients.last);
     // Its log goes into the history when it is dropped.
@@ -499,6 +510,16 @@ struct Clients {
     last: Client,
 }
 
+/// How every client of the run connects.
+fn client_cfg(a: &Args) -> ClientConfig {
+    ClientConfig {
+        mode: a.client_mode,
+        op_timeout: a.op_timeout,
+        options: a.shape.opt.clone(),
+        ..Default::default()
+    }
+}
+
 impl Clients {
     /// Connect the workload's clients, and the liveness checker's.
     async fn connect(
@@ -507,12 +528,7 @@ impl Clients {
         seed: u64,
     ) -> anyhow::Result<(Clients, Liveness)> {
         let counts = Arc::new(OpCounts::default());
-        let client_cfg = ClientConfig {
-            mode: a.client_mode,
-            op_timeout: a.op_timeout,
-            options: a.shape.opt.clone(),
-            ..Default::default()
-        };
+        let client_cfg = client_cfg(a);
         let znode = match a.workload == ChaosWorkload::Znode {
             true => Some(znode_run(a, addrs, &client_cfg, seed, &counts).await?),
             false => None,

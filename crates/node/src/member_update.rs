@@ -56,6 +56,11 @@ pub async fn update(reach: &Reach, id: NodeId, addr: &str) -> Result<Vec<Answer>
             reach.timeout,
         );
         match tokio::time::timeout(reach.timeout, opened).await {
+            // The replacement, already running where it was moved to (the
+            // command run again for a replica that was down the first time).
+            Ok(Ok((hello, _, _))) if hello.node == id && endpoint == addr => {
+                unreached.push((endpoint.clone(), format!("server {id} itself, at {addr}")));
+            }
             Ok(Ok((hello, _, _))) if hello.node == id => {
                 return Err(format!(
                     "server {id} answers at {endpoint}: stop it before you move it (two servers \
@@ -86,11 +91,14 @@ pub async fn update(reach: &Reach, id: NodeId, addr: &str) -> Result<Vec<Answer>
     let mut answers: Vec<Answer> = (unreached.into_iter())
         .map(|(endpoint, why)| Answer {
             node: None,
-            outcome: match old.contains(&endpoint) {
-                true => Ok(format!(
+            outcome: if endpoint == addr {
+                Ok(format!("server {id}'s new address: skipped ({why})"))
+            } else if old.contains(&endpoint) {
+                Ok(format!(
                     "server {id}'s old address, not reached (as expected)"
-                )),
-                false => Err(format!("not reached ({why}): it keeps the old address")),
+                ))
+            } else {
+                Err(format!("not reached ({why}): it keeps the old address"))
             },
             endpoint,
         })
