@@ -435,19 +435,9 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
     for t in tasks {
         let _ = t.await;
     }
-    if let Some(t) = ticker {
-        t.abort();
-    }
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
+    finish_progress(ticker, pb.as_ref());
     if faults.moves.load(Ordering::Relaxed) > 0 {
-        // The final reader has been idle since the start: every replica it
-        // knew may have moved. It starts again from where they are now, as
-        // a client whose endpoints were updated would.
-        if let Ok(c) = Client::connect(cluster.native_addrs(), client_cfg(a)).await {
-            clients.last = c;
-        }
+        clients.renew_last(a, cluster.native_addrs()).await;
     }
     let (keys_read, znode) = clients.final_reads(a, &mut timeline).await;
     drop(clients.last);
@@ -470,6 +460,19 @@ async fn drive(a: &Args, binary: PathBuf, seed: u64, hosts: Option<&Hosts>) -> a
         liveness: liveness_text,
         error,
     })
+}
+
+/// Stop the progress bar's ticker and clear the bar.
+fn finish_progress(
+    ticker: Option<tokio::task::JoinHandle<()>>,
+    pb: Option<&indicatif::ProgressBar>,
+) {
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
 }
 
 /// A timeline that also prints its lines above the progress bar.
@@ -604,6 +607,15 @@ impl Clients {
                     tokio::spawn(job)
                 })
                 .collect(),
+        }
+    }
+
+    /// The final reader has been idle since the start, and every replica
+    /// it knew may have moved (`move` faults): it starts again from where
+    /// they are now, as a client whose endpoints were updated would.
+    async fn renew_last(&mut self, a: &Args, addrs: Vec<std::net::SocketAddr>) {
+        if let Ok(c) = Client::connect(addrs, client_cfg(a)).await {
+            self.last = c;
         }
     }
 

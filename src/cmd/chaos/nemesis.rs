@@ -345,6 +345,21 @@ impl Nemesis<'_> {
         Ok(())
     }
 
+    /// The new machine of a `move`: replica `id` at its new address, an
+    /// empty data directory, recovering from its peers.
+    async fn move_in(&mut self, id: NodeId) -> anyhow::Result<()> {
+        let at = (self.cluster.endpoint(id))
+            .context("no such replica")?
+            .native;
+        self.timeline.note(format!(
+            "start {id} at {at}: an empty data directory, recovers from its peers"
+        ));
+        let r = self.cluster.restart_wiped(id).await;
+        self.restarted(id, r)?;
+        self.counts.moves.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// The replica that says it leads, if one does.
     async fn leader(&self) -> Option<NodeId> {
         for e in self.cluster.endpoints() {
@@ -414,19 +429,7 @@ impl Nemesis<'_> {
                 self.restarted(old, r)?;
                 self.counts.replaces.fetch_add(1, Ordering::Relaxed);
             }
-            Fault::Move(id) => {
-                let at = self
-                    .cluster
-                    .endpoint(*id)
-                    .context("no such replica")?
-                    .native;
-                self.timeline.note(format!(
-                    "start {id} at {at}: an empty data directory, recovers from its peers"
-                ));
-                let r = self.cluster.restart_wiped(*id).await;
-                self.restarted(*id, r)?;
-                self.counts.moves.fetch_add(1, Ordering::Relaxed);
-            }
+            Fault::Move(id) => self.move_in(*id).await?,
             Fault::Net(f) => {
                 self.hosts
                     .context("network faults need --hosts netns")?
