@@ -273,25 +273,9 @@ async fn only_an_admin_changes_the_membership() {
 #[test]
 fn chaos_replaces_every_voter_twice_under_load() {
     for (protocol, secs) in [("zab", "20s"), ("abd", "15s")] {
-        let out = Command::new(binary())
-            .args(["chaos", "--no-progress", "--check-timeout", "30s"])
-            .args([
-                "--protocol",
-                protocol,
-                "--replicas",
-                "6",
-                "--opt",
-                "spares=3",
-            ])
-            .args(["--durability", "fsync", "--faults", "replace"])
-            .args(["--duration", secs, "--seed", "5"])
-            .output()
-            .unwrap();
-        let t = text(&out);
-        assert_eq!(out.status.code(), Some(0), "{protocol}: {t}");
+        let shape = ["--replicas", "6", "--opt", "spares=3"];
+        let t = chaos_ok(protocol, &shape, "replace", secs);
         for part in [
-            "verdict: LINEARIZABLE",
-            "acknowledged writes lost: 0",
             "replace voter 1 by 4",
             "replace voter 3 by 6",
             "replace voter 4 by 1",
@@ -302,16 +286,40 @@ fn chaos_replaces_every_voter_twice_under_load() {
                 "{protocol}: {part:?} is missing from: {t}"
             );
         }
-        let replaced: u64 = (t.lines())
-            .find_map(|l| l.strip_prefix("faults: "))
-            .and_then(|l| {
-                l.split(", ")
-                    .find_map(|p| p.strip_suffix(" voters replaced"))
-            })
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no count of voters replaced: {t}"));
+        let replaced = fault_count(&t, " voters replaced");
         assert!(replaced >= 6, "{protocol}: {replaced} replaced: {t}");
     }
+}
+
+/// `quorumkv chaos` with seed 5 and fsync: exit 0, linearizable, nothing
+/// acknowledged lost; its report.
+fn chaos_ok(protocol: &str, shape: &[&str], faults: &str, secs: &str) -> String {
+    let out = Command::new(binary())
+        .args(["chaos", "--no-progress", "--check-timeout", "30s"])
+        .args(["--protocol", protocol])
+        .args(shape)
+        .args(["--durability", "fsync", "--faults", faults])
+        .args(["--duration", secs, "--seed", "5"])
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{protocol}: {t}");
+    for part in ["verdict: LINEARIZABLE", "acknowledged writes lost: 0"] {
+        assert!(
+            t.contains(part),
+            "{protocol}: {part:?} is missing from: {t}"
+        );
+    }
+    t
+}
+
+/// The count before `what` in a chaos report's `faults:` line.
+fn fault_count(t: &str, what: &str) -> u64 {
+    (t.lines())
+        .find_map(|l| l.strip_prefix("faults: "))
+        .and_then(|l| l.split(", ").find_map(|p| p.strip_suffix(what)))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of{what}: {t}"))
 }
 
 /// A change the new configuration cannot commit yet is waited for, not
@@ -474,33 +482,9 @@ async fn ring_and_lamport_replace_a_lost_machine_at_a_new_address() {
 #[test]
 fn chaos_moves_every_replica_to_a_new_machine_twice() {
     for (protocol, secs) in [("ring", "12s"), ("lamport", "12s"), ("lease-lock", "24s")] {
-        let out = Command::new(binary())
-            .args(["chaos", "--no-progress", "--check-timeout", "30s"])
-            .args(["--protocol", protocol, "--replicas", "3"])
-            .args(["--durability", "fsync", "--faults", "move"])
-            .args(["--duration", secs, "--seed", "5"])
-            .output()
-            .unwrap();
-        let t = text(&out);
-        assert_eq!(out.status.code(), Some(0), "{protocol}: {t}");
-        for part in [
-            "verdict: LINEARIZABLE",
-            "acknowledged writes lost: 0",
-            "move 3: SIGKILL",
-        ] {
-            assert!(
-                t.contains(part),
-                "{protocol}: {part:?} is missing from: {t}"
-            );
-        }
-        let moved: u64 = (t.lines())
-            .find_map(|l| l.strip_prefix("faults: "))
-            .and_then(|l| {
-                l.split(", ")
-                    .find_map(|p| p.strip_suffix(" machines replaced (move)"))
-            })
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no count of machines replaced: {t}"));
+        let t = chaos_ok(protocol, &["--replicas", "3"], "move", secs);
+        assert!(t.contains("move 3: SIGKILL"), "{protocol}: {t}");
+        let moved = fault_count(&t, " machines replaced (move)");
         assert!(moved >= 6, "{protocol}: {moved} moved: {t}");
     }
 }
