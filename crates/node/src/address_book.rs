@@ -305,11 +305,72 @@ addr = "127.0.0.1:7003"
         for good in ["h:1", "10.0.0.1:7001", "[::1]:7001", "qkv-2.svc:65535"] {
             assert_eq!(check_addr(good), Ok(()), "{good}");
         }
+        // The length bound: 260 bytes pass, 261 do not, and the message
+        // shows the address's start.
+        let at_most = format!("{}:1", "h".repeat(MAX_ADDR - 2));
+        assert_eq!(check_addr(&at_most), Ok(()));
+        let over = format!("{}:1", "h".repeat(MAX_ADDR - 1));
+        let why = check_addr(&over).unwrap_err();
+        assert!(
+            why.contains("longer than 260 bytes") && why.contains("'hhhh"),
+            "{why}"
+        );
         // Two replicas are never dialled at one address.
         let twice = with_address(FILE, 3, "127.0.0.1:7001", "x").unwrap_err();
         assert!(twice.contains("server 1 is dialled at"), "{twice}");
         let book = AddressBook::new(&cluster(FILE), None);
         assert!(book.set(3, "qkv2:7001").unwrap_err().contains("server 2"));
+    }
+
+    /// What replica `me` answers an update of `id` to `addr`, given the
+    /// peers its driver reports up.
+    async fn answer(me: NodeId, id: NodeId, addr: &str, up: Vec<NodeId>) -> Result<String, String> {
+        let (tx, mut rx) = crate::net::link_queue::<Frame<()>>();
+        let book = std::sync::Arc::new(AddressBook::new(&cluster(FILE), None));
+        match request_input(&tx, &book, me, id, addr.to_string()) {
+            Input::Status { reply } => {
+                let status = crate::node_status::NodeStatus {
+                    id: me,
+                    protocol: "ring".into(),
+                    role: "replica".into(),
+                    version: "0".into(),
+                    members: vec![1, 2, 3],
+                    peers_up: up,
+                    durability: "fsync".into(),
+                    uptime_secs: 1,
+                    persist_records: 0,
+                    persist_syncs: 0,
+                    counters: Vec::new(),
+                    wire: None,
+                    persist_sync_us: None,
+                };
+                reply.send(status).unwrap();
+            }
+            Input::Batch(b) => assert!(b.is_empty()),
+            _ => panic!("unexpected input"),
+        }
+        match rx.recv().await {
+            Some(Frame::AddressUpdated { answer }) => answer,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_replica_moves_neither_itself_nor_a_peer_it_is_linked_to() {
+        let me = answer(1, 1, "127.0.0.1:9", vec![]).await.unwrap_err();
+        assert!(me.contains("is the replica asked"), "{me}");
+        let bad = answer(1, 3, "nowhere", vec![]).await.unwrap_err();
+        assert!(bad.contains("bad address"), "{bad}");
+        let linked = answer(1, 3, "127.0.0.1:9", vec![2, 3]).await.unwrap_err();
+        assert!(
+            linked.contains("server 3 is linked to replica 1"),
+            "{linked}"
+        );
+        // Where it already is, a linked peer is no refusal (a run again).
+        let again = answer(1, 3, "127.0.0.1:7003", vec![3]).await.unwrap();
+        assert!(again.contains("already"), "{again}");
+        let moved = answer(1, 3, "127.0.0.1:9", vec![2]).await.unwrap();
+        assert!(moved.contains("server 3 now at 127.0.0.1:9"), "{moved}");
     }
 
     #[test]
@@ -322,6 +383,10 @@ addr = "127.0.0.1:7003"
         let said = book.set(3, "127.0.0.1:7303").unwrap();
         assert!(said.contains("recorded in"), "{said}");
         assert_eq!(book.dial(3).as_deref(), Some("127.0.0.1:7303"));
+        let all = book.all();
+        assert_eq!(all.len(), 3);
+        assert!(all.contains(&(3, "127.0.0.1:7303".into())), "{all:?}");
+        assert!(all.contains(&(2, "qkv2:7001".into())), "{all:?}");
         let on_disk = ClusterFile::load(&path).unwrap();
         assert_eq!(on_disk.replica(3).unwrap().dial(), "127.0.0.1:7303");
         assert!(book.set(3, "127.0.0.1:7303").unwrap().contains("already"));
