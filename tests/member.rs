@@ -1,8 +1,11 @@
-//! `quorumkv member list | add | remove | replace` on real clusters: Zab
-//! and ABD change their voters online and the data stays, a removed voter can go
-//! for good, refusals say why (unknown server, a protocol with fixed
-//! servers, a replica that keeps no log, a login that is not an admin),
-//! and the chaos run replaces every voter, twice, under load.
+//! `quorumkv member list | add | remove | replace | update` on real
+//! clusters: Zab and ABD change their voters online and the data stays, a
+//! removed voter can go for good, refusals say why (unknown server, a
+//! protocol with fixed servers, a replica that keeps no log, a login that
+//! is not an admin), and the chaos run replaces every voter, twice, under
+//! load. `member update` moves a lost machine's id to a new address (the
+//! ring and Lamport by hand, every fixed-membership protocol under the
+//! chaos `move` fault), and stores past the frame limit move in parts.
 
 mod common;
 

@@ -84,6 +84,7 @@ enum MemberCmd {
     ///   quorumkv endpoints health --cluster cluster.toml
     #[command(verbatim_doc_comment)]
     Update {
+        /// The server whose machine was replaced (its id stays)
         id: NodeId,
         /// Where peers and clients dial it now: HOST:PORT, a name or an address
         addr: String,
