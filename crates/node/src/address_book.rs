@@ -13,6 +13,15 @@
 //! hello (never a replica link). What stops a move from splitting a live
 //! replica's identity: a replica refuses to move a peer it is linked to
 //! (stop the old server first), and never moves itself.
+//!
+//! A replica that was down during a move learns it from the others: the
+//! two ends of a replica link exchange their books once (`PeerBook`,
+//! wire 1.5). What a peer says of its own address moves it, when the
+//! link proved the cluster secret or a replica certificate (the peer is
+//! who it claims, and it is where it says its peers dial it). What it
+//! says of the others is only a *hint*: tried when the book's address does
+//! not answer, and taken into the book (and the file) once a replica link
+//! to it comes up.
 
 use crate::codec::Frame;
 use crate::config::{check_host_port, ClusterFile};
@@ -27,6 +36,9 @@ use tokio::sync::oneshot;
 /// Longest `HOST:PORT` taken (a DNS name is at most 253 bytes).
 const MAX_ADDR: usize = 260;
 
+/// Most entries of a peer's book looked at (a cluster has far fewer).
+const MAX_HEARD: usize = 1024;
+
 /// Every replica's dial address (`HOST:PORT`), and the cluster file that
 /// records them.
 #[derive(Debug)]
@@ -38,6 +50,9 @@ pub struct AddressBook {
     /// first rewrite, because the id derived from the addresses changes with
     /// them.
     cluster_id: String,
+    /// Addresses peers gave for a replica that differ from the book's, not
+    /// yet dialled (the latest per replica).
+    hints: RwLock<BTreeMap<NodeId, String>>,
 }
 
 impl AddressBook {
@@ -46,7 +61,57 @@ impl AddressBook {
             dial: RwLock::new(cluster.replicas.iter().map(|r| (r.id, r.dial())).collect()),
             file,
             cluster_id: cluster.id(),
+            hints: RwLock::default(),
         }
+    }
+
+    /// Take the book replica `from` sent on a link to replica `me`: what
+    /// it says of others becomes a hint; what it says of itself is
+    /// returned (to move it, with [`Self::set`]) when it differs from ours
+    /// and the link is `authenticated`. Its word about `me`, unknown ids
+    /// and bad addresses are ignored.
+    pub fn hear(
+        &self,
+        (me, from): (NodeId, NodeId),
+        addrs: &[(NodeId, String)],
+        authenticated: bool,
+    ) -> Option<String> {
+        let book = self.read();
+        let mut hints = self.hints.write().unwrap_or_else(|e| e.into_inner());
+        let mut own = None;
+        for (id, addr) in addrs.iter().take(MAX_HEARD) {
+            let ours = book.get(id);
+            if *id == me || ours.is_none_or(|a| a == addr) || check_addr(addr).is_err() {
+                continue;
+            }
+            if *id != from {
+                hints.insert(*id, addr.clone());
+            } else if authenticated {
+                own = Some(addr.clone());
+            }
+        }
+        own
+    }
+
+    /// An address a peer gave for replica `id` that the book does not
+    /// dial (yet).
+    pub fn hint(&self, id: NodeId) -> Option<String> {
+        let ours = self.dial(id);
+        let hints = self.hints.read().unwrap_or_else(|e| e.into_inner());
+        (hints.get(&id))
+            .filter(|h| ours.as_ref() != Some(*h))
+            .cloned()
+    }
+
+    /// A replica link to `id` at hinted address `addr` came up: dial it
+    /// there from now on, in the book and the file.
+    pub fn confirm(&self, id: NodeId, addr: &str) -> Result<String, String> {
+        let mut hints = self.hints.write().unwrap_or_else(|e| e.into_inner());
+        if hints.get(&id).is_some_and(|h| h == addr) {
+            hints.remove(&id);
+        }
+        drop(hints);
+        self.set(id, addr)
     }
 
     /// Where replica `id` is dialled now.
@@ -371,6 +436,40 @@ addr = "127.0.0.1:7003"
         assert!(again.contains("already"), "{again}");
         let moved = answer(1, 3, "127.0.0.1:9", vec![2]).await.unwrap();
         assert!(moved.contains("server 3 now at 127.0.0.1:9"), "{moved}");
+    }
+
+    #[test]
+    fn a_peers_book_gives_hints_and_its_own_address_only_when_proved() {
+        let b = AddressBook::new(&cluster(FILE), None);
+        let a = |s: &str| s.to_string();
+        let theirs = vec![
+            (1, a("127.0.0.1:9999")), // about us: ignored
+            (2, a("127.0.0.1:9002")),
+            (3, a("127.0.0.1:9003")), // the sender's own
+            (9, a("127.0.0.1:9009")), // not in the cluster
+            (2, a("not an address")),
+        ];
+        assert_eq!(b.hear((1, 3), &theirs, false), None, "unproved");
+        assert_eq!(b.hint(2).as_deref(), Some("127.0.0.1:9002"));
+        assert_eq!((b.hint(1), b.hint(3), b.hint(9)), (None, None, None));
+        assert_eq!(
+            b.dial(2).as_deref(),
+            Some("qkv2:7001"),
+            "a hint moves nothing"
+        );
+        let own = b.hear((1, 3), &theirs, true);
+        assert_eq!(own.as_deref(), Some("127.0.0.1:9003"), "proved");
+        // The same as ours: neither a hint nor a move.
+        let same = [(2, a("qkv2:7001")), (3, a("127.0.0.1:7003"))];
+        assert_eq!(b.hear((1, 3), &same, true), None);
+        // A link came up there: the book dials it, the hint is spent.
+        b.confirm(2, "127.0.0.1:9002").unwrap();
+        assert_eq!(b.dial(2).as_deref(), Some("127.0.0.1:9002"));
+        assert_eq!(b.hint(2), None);
+        // A hint naming another server's address is refused when confirmed.
+        b.hear((1, 3), &[(2, a("127.0.0.1:7003"))], false);
+        assert!(b.confirm(2, "127.0.0.1:7003").is_err());
+        assert_eq!(b.dial(2).as_deref(), Some("127.0.0.1:9002"));
     }
 
     #[test]

@@ -925,7 +925,7 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> KeepLin
             return Ended::Stop;
         }
         let end = tokio::select! {
-            end = pump_link::<M>(&mut reader, peer, &self.tx) => Some(end),
+            end = pump_link::<M>(&mut reader, peer, &self.tx, None) => Some(end),
             () = closed(&mut self.closing) => None,
         };
         let Some(end) = end else {

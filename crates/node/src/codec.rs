@@ -164,6 +164,16 @@ pub enum Frame<M> {
         data: Bytes,
         more: bool,
     },
+    /// Where a replica dials each replica (wire 1.5), exchanged once on a
+    /// replica link: sent by the acceptor to a dialler of 1.5 or later
+    /// right after the hello, answered once by the dialler with its own.
+    /// What a peer says of itself moves it (on an authenticated link);
+    /// what it says of others is a hint, taken once a dial there answers
+    /// (`address_book`). So a replica that was down during `quorumkv
+    /// member update` learns the move from the others.
+    PeerBook {
+        addrs: Vec<(NodeId, String)>,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

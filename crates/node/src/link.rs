@@ -4,7 +4,7 @@
 use crate::codec::Frame;
 use crate::driver::Input;
 use crate::net::FrameReader;
-use quorumkv_core::Peer;
+use quorumkv_core::{NodeId, Peer};
 use tokio::sync::mpsc;
 
 /// Collects the inputs a connection's reader decoded from one read and hands
@@ -69,6 +69,7 @@ pub async fn pump_link<M: serde::de::DeserializeOwned>(
     reader: &mut FrameReader,
     peer: Peer,
     tx: &mpsc::Sender<Input<M>>,
+    book: Option<&(dyn Fn(Vec<(NodeId, String)>) + Send + Sync)>,
 ) -> LinkEnd {
     let mut batch = Batcher::new(tx.clone());
     let why = loop {
@@ -85,6 +86,11 @@ pub async fn pump_link<M: serde::de::DeserializeOwned>(
             // A server's event for this process's clients (client library).
             Ok(Frame::Notify(event)) => Input::Notified { event },
             Ok(Frame::Heartbeat) => continue, // it did its job by arriving
+            // A replica's address book (`address_book`), on a replica link.
+            Ok(Frame::PeerBook { addrs }) if book.is_some() => {
+                book.expect("checked")(addrs);
+                continue;
+            }
             Ok(Frame::Error { message }) => break format!("peer refused us: {message}"),
             Ok(_) => break "unexpected frame from peer".to_string(),
             Err(e) => break e.to_string(),

@@ -511,6 +511,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
         peer: None,
         tx: tx.clone(),
         login: None,
+        peer_proved: false,
     };
     let mut batch = Batcher::new(tx.clone());
     let mut beating = false;
@@ -594,6 +595,9 @@ struct NativeConn<'a, M> {
     tx: mpsc::Sender<Input<M>>,
     /// Who logged in (`Frame::Auth`), where the replica has users.
     login: Option<Login>,
+    /// A replica link whose peer proved who it is (the cluster secret or
+    /// its certificate): its word about its own address is taken.
+    peer_proved: bool,
 }
 
 /// A client connection's user, its role, and the users file's generation
@@ -638,7 +642,15 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
                 self.check_peer_version(node, version.as_ref()).await?;
                 self.hello_peer(node, protocol, &nonce, reader, batch)
                     .await?;
+                if version.as_ref().is_some_and(|v| v.knows(5)) {
+                    let addrs = self.opts.book.all();
+                    let _ = self.ftx.send(Frame::PeerBook { addrs });
+                }
                 // Registered with the driver already: nothing to hand over.
+                Input::Batch(Vec::new())
+            }
+            Frame::PeerBook { addrs } if matches!(self.peer, Some(Peer::Node(_))) => {
+                self.hear_book(addrs);
                 Input::Batch(Vec::new())
             }
             Frame::HelloClient { version } if self.peer.is_none() => {
@@ -963,6 +975,7 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             return self.refuse(Refusal::Handshake, why);
         }
         self.peer = Some(Peer::Node(node));
+        self.peer_proved = authenticated;
         // A replica link: its own bounds, no client budget, no deadlines
         // (the protocol retransmits; links are redialled).
         self.ftx.become_link();
@@ -972,6 +985,23 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
             .become_link(Budget::unlimited(), 4 + opts.max_frame);
         reader.allow_parts(crate::codec::MAX_TRANSFER);
         Some(())
+    }
+
+    /// The book of the replica that dialled us (`address_book`): where it
+    /// says it lives moves it here, when it proved who it is (the file is
+    /// rewritten off the runtime's workers); the rest are hints.
+    fn hear_book(&self, addrs: Vec<(NodeId, String)>) {
+        let Some(Peer::Node(from)) = self.peer else {
+            return;
+        };
+        let book = self.opts.book.clone();
+        let Some(addr) = book.hear((self.opts.id, from), &addrs, self.peer_proved) else {
+            return;
+        };
+        tokio::task::spawn_blocking(move || match book.set(from, &addr) {
+            Ok(done) => tracing::warn!(peer = from, "it says it moved: {done}"),
+            Err(why) => tracing::warn!(peer = from, "it says it is at {addr}, not taken: {why}"),
+        });
     }
 
     /// The acceptor's half of `peer_auth`'s exchange with replica `node`.
@@ -1070,6 +1100,7 @@ fn frame_name<M>(f: &Frame<M>) -> &'static str {
         Frame::AddressUpdate { .. } => "AddressUpdate",
         Frame::AddressUpdated { .. } => "AddressUpdated",
         Frame::Part { .. } => "Part",
+        Frame::PeerBook { .. } => "PeerBook",
     }
 }
 
@@ -1108,17 +1139,34 @@ async fn dial_peer<P: Protocol + Send + 'static>(
     let mut last_said = String::new();
     loop {
         dialer.rename(name());
-        match dialer.connect_to_peer(id, tls.as_deref()).await {
-            Ok(stream) => match run_link::<P>(id, stream, &tx, &opts).await {
-                LinkEnd::DriverGone => return,
-                LinkEnd::Closed(why) => {
-                    backoff = Duration::from_millis(20);
-                    tracing::warn!(peer = id, "link down: {why}");
-                }
-                LinkEnd::Refused(why) => say_once(id, why, &mut last_said),
-            },
-            Err(e) if e.starts_with("TLS") => say_once(id, e, &mut last_said),
-            Err(e) => tracing::debug!(peer = id, "{e}"),
+        let mut end = match dialer.connect_to_peer(id, tls.as_deref()).await {
+            Ok(stream) => Some(run_link::<P>(id, stream, &tx, &opts, None).await),
+            Err(e) if e.starts_with("TLS") => {
+                say_once(id, e, &mut last_said);
+                None
+            }
+            Err(e) => {
+                tracing::debug!(peer = id, "{e}");
+                None
+            }
+        };
+        // Not there: try where another replica says it lives now (it moved
+        // while we were down); the book takes the address once a link is up.
+        if let Some(hint) = opts.book.hint(id).filter(|_| end.is_none()) {
+            let mut there = PeerDialer::new(hint.clone(), crate::peer_dial::resolve_now);
+            match there.connect_to_peer(id, tls.as_deref()).await {
+                Ok(stream) => end = Some(run_link::<P>(id, stream, &tx, &opts, Some(&hint)).await),
+                Err(e) => tracing::debug!(peer = id, "at {hint}, as a peer said: {e}"),
+            }
+        }
+        match end {
+            Some(LinkEnd::DriverGone) => return,
+            Some(LinkEnd::Closed(why)) => {
+                backoff = Duration::from_millis(20);
+                tracing::warn!(peer = id, "link down: {why}");
+            }
+            Some(LinkEnd::Refused(why)) => say_once(id, why, &mut last_said),
+            None => {}
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
@@ -1184,11 +1232,14 @@ async fn prove_secret<M: serde::Serialize + serde::de::DeserializeOwned>(
 /// One connection to replica `id`, until it fails. The link is up once the
 /// peer answered our hello with any frame (it beats at once): a frozen
 /// process still completes TCP handshakes, but must not count as up.
+/// `hinted`: the address dialled came from a peer's book; once the link is
+/// up the book takes it.
 async fn run_link<P: Protocol + Send + 'static>(
     id: NodeId,
     stream: Conn,
     tx: &mpsc::Sender<Input<P::Msg>>,
     opts: &ServerOptions,
+    hinted: Option<&str>,
 ) -> LinkEnd {
     let peer = Peer::Node(id);
     let (rd, wr) = stream.split();
@@ -1211,8 +1262,19 @@ async fn run_link<P: Protocol + Send + 'static>(
         Ok(first) => first,
         Err(end) => return end,
     };
+    // The acceptor's book (wire 1.5): hints, and ours in answer, once.
+    let hear = |addrs: Vec<(NodeId, String)>| {
+        opts.book.hear((opts.id, id), &addrs, false);
+        let _ = ftx.send(Frame::PeerBook {
+            addrs: opts.book.all(),
+        });
+    };
     let first = match first {
         Ok(Frame::Heartbeat) => None,
+        Ok(Frame::PeerBook { addrs }) => {
+            hear(addrs);
+            None
+        }
         Ok(Frame::Proto(msg)) => Some(Input::Msg { from: peer, msg }),
         Ok(Frame::Error { message }) => {
             return LinkEnd::Refused(format!("peer refused us: {message}"))
@@ -1229,7 +1291,14 @@ async fn run_link<P: Protocol + Send + 'static>(
         return LinkEnd::DriverGone;
     }
     tracing::info!(peer = id, "link up");
-    let end = pump_link::<P::Msg>(&mut reader, peer, tx).await;
+    if let Some(addr) = hinted {
+        let (book, addr) = (opts.book.clone(), addr.to_string());
+        tokio::task::spawn_blocking(move || match book.confirm(id, &addr) {
+            Ok(done) => tracing::warn!(peer = id, "found where a peer said: {done}"),
+            Err(why) => tracing::warn!(peer = id, "linked at {addr}, not recorded: {why}"),
+        });
+    }
+    let end = pump_link::<P::Msg>(&mut reader, peer, tx, Some(&hear)).await;
     if let LinkEnd::Closed(_) = end {
         let down = Input::LinkDown {
             peer,

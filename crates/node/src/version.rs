@@ -25,8 +25,9 @@ pub const WIRE_MAJOR: u16 = 1;
 /// 1.2: membership frames (`MemberRequest`, `Members`); 1.3: ABD's
 /// configuration epoch, trailing in its queries and stores, and its
 /// membership-change messages (`Moved`, `Prepare` … `InstallRequest`);
-/// 1.4: address updates (`AddressUpdate`, `AddressUpdated`).
-pub const WIRE_MINOR: u16 = 4;
+/// 1.4: address updates (`AddressUpdate`, `AddressUpdated`); 1.5: replica
+/// links exchange their address books (`PeerBook`).
+pub const WIRE_MINOR: u16 = 5;
 /// The newest data directory storage format this build writes: 2 with the
 /// log engine (a directory of the fjall engine stays format 1).
 pub const STORAGE_FORMAT: u32 = 2;
@@ -56,6 +57,11 @@ impl Version {
             minor: WIRE_MINOR,
             release: RELEASE.to_string(),
         }
+    }
+
+    /// Whether this end knows frames added in wire `MAJOR.minor`.
+    pub fn knows(&self, minor: u16) -> bool {
+        self.major == WIRE_MAJOR && self.minor >= minor
     }
 
     /// What a hello without a version speaks: wire 1.0, of a release from
