@@ -476,6 +476,85 @@ async fn ring_and_lamport_replace_a_lost_machine_at_a_new_address() {
     }
 }
 
+/// Kill replicas `stale` and `moved`, move `moved` to a new port with
+/// `member update` (which cannot reach `stale`: "it keeps the old
+/// address"), start it there afresh, then start `stale` again from the
+/// cluster file as it was when it went down. The new address.
+async fn move_while_down(c: &mut LocalCluster, moved: u32, stale: u32) -> String {
+    let file = c.dir().join("cluster.toml");
+    let before = std::fs::read_to_string(&file).unwrap();
+    c.kill(stale).await.unwrap();
+    c.kill(moved).await.unwrap();
+    let new = format!("127.0.0.1:{}", free_port());
+    let (file_arg, id) = (file.display().to_string(), moved.to_string());
+    let mut args = vec!["member", "update", &id, &new, "--cluster", &file_arg];
+    // Over TLS too: the cluster file's [tls] says how to connect.
+    args.extend(["--timeout", "2s"]);
+    let t = text(&qkv(&args));
+    let at = c.endpoint(stale).unwrap().native.to_string();
+    let missed = (t.lines()).any(|l| l.starts_with(&at) && l.contains("keeps the old address"));
+    assert!(missed, "{t}");
+    c.reload_file().unwrap();
+    c.restart_wiped(moved).await.unwrap();
+    std::fs::write(&file, &before).unwrap();
+    c.restart(stale).await.unwrap();
+    new
+}
+
+/// Wait (20 s at most) until `done` holds; say `what` and `why()` if not.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool, why: impl Fn() -> String) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: {}", why());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A replica that was down while another moved (`member update` could
+/// not reach it) learns the move from its peers when it comes back.
+/// Server 3 dials server 2: the book of server 1 names the new address,
+/// the dial to the old one fails, the one there answers, and server 3's
+/// cluster file is rewritten; without that it would never reach server 2
+/// again. Server 1 is dialled by server 3: over TLS (the certificate says
+/// it is server 3) it takes server 3's word for where it lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_down_during_a_move_learns_it_from_its_peers() {
+    let cfg = || LocalClusterConfig {
+        durability: Durability::Fsync,
+        ..common::cluster_cfg("abd", 3, &["--op-timeout", "3s"])
+    };
+    let mut c = LocalCluster::start(cfg()).await.expect("cluster starts");
+    let file = c.dir().join("cluster.toml");
+    let new = move_while_down(&mut c, 2, 3).await;
+    let at3 = c.endpoint(3).unwrap().native.to_string();
+    let status = || text(&qkv(&["endpoints", "status", "--endpoints", &at3]));
+    let linked = || {
+        let s = status();
+        let up = (s.lines().nth(1)).and_then(|l| l.split_whitespace().nth(5));
+        up.is_some_and(|u| u.split(',').any(|p| p == "2"))
+    };
+    let recorded = || std::fs::read_to_string(&file).unwrap().contains(&new);
+    let why = || format!("{}\n{}", status(), std::fs::read_to_string(&file).unwrap());
+    eventually(
+        "server 3 never found server 2",
+        || linked() && recorded(),
+        why,
+    )
+    .await;
+    let cl = client(vec![c.endpoint(3).unwrap().native]).await;
+    put_when_ready(&cl, "after", "found").await;
+    c.stop().await;
+
+    let tls = LocalClusterConfig { tls: true, ..cfg() };
+    let mut c = LocalCluster::start(tls).await.expect("TLS cluster starts");
+    let file = c.dir().join("cluster.toml");
+    let new = move_while_down(&mut c, 3, 1).await;
+    let recorded = || std::fs::read_to_string(&file).unwrap().contains(&new);
+    let text = || std::fs::read_to_string(&file).unwrap();
+    eventually("server 1 never took server 3's word", recorded, text).await;
+    c.stop().await;
+}
+
 /// The fixed-membership protocols' chaos run: each `move` fault kills a
 /// replica, moves its id to another port (`member update`) and starts it
 /// there with an empty data directory and `--recover`; replicas in turn,

@@ -271,7 +271,7 @@ impl LocalCluster {
             cluster.paused.push(false);
         }
         for id in cluster.file.members() {
-            cluster.wait_ready(id).await?;
+            cluster.wait_ready(id, false).await?;
         }
         Ok(cluster)
     }
@@ -340,17 +340,26 @@ impl LocalCluster {
         self.dir.join(format!("replica-{id}.log"))
     }
 
-    async fn wait_ready(&mut self, id: NodeId) -> anyhow::Result<()> {
+    /// Wait until replica `id` answers as ours. A `restarted` one may have
+    /// been started from an older cluster file, or have learnt a move from
+    /// its peers since (`address_book`): its own address and the set of
+    /// replicas must match, the others' addresses need not.
+    async fn wait_ready(&mut self, id: NodeId, restarted: bool) -> anyhow::Result<()> {
         let ep = self.endpoint(id).context("unknown replica")?;
         let deadline = tokio::time::Instant::now() + self.cfg.ready_timeout;
         let ours: Vec<(NodeId, String)> = (self.file.replicas.iter())
             .map(|r| (r.id, r.dial()))
             .collect();
+        let same = |theirs: &[(NodeId, String)]| {
+            let ids = |v: &[(NodeId, String)]| v.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+            let own = |v: &[(NodeId, String)]| v.iter().find(|(n, _)| *n == id).cloned();
+            theirs == ours || (restarted && ids(theirs) == ids(&ours) && own(theirs) == own(&ours))
+        };
         loop {
             let tls = self.client_tls.as_ref();
             let wait = Duration::from_millis(500);
             match probe_with(ep.native, wait, tls).await {
-                Ok(hello) if hello.node == id && hello.addrs == ours => return Ok(()),
+                Ok(hello) if hello.node == id && same(&hello.addrs) => return Ok(()),
                 Ok(hello) => {
                     return Err(PortTaken(format!(
                         "{} answers as replica {} of another cluster",
@@ -552,7 +561,7 @@ impl LocalCluster {
         let child = self.spawn(id, recover)?;
         self.children[(id - 1) as usize] = Some(child);
         self.paused[(id - 1) as usize] = false;
-        self.wait_ready(id).await
+        self.wait_ready(id, true).await
     }
 
     /// SIGSTOP one replica: it keeps its sockets and state but answers

@@ -271,7 +271,7 @@ mod tests {
     fn describe_names_all_three_versions() {
         let d = describe();
         assert!(
-            d.contains(RELEASE) && d.contains("wire protocol 1.4"),
+            d.contains(RELEASE) && d.contains("wire protocol 1.5"),
             "{d}"
         );
         assert!(d.contains("storage format 2 (reads formats 1 to 2)"), "{d}");

@@ -38,6 +38,7 @@ async fn read_until_closed(raw: &mut Raw) -> (usize, Option<String>) {
     loop {
         match raw.next(SLACK).await {
             Ok(Frame::Heartbeat) => beats += 1,
+            Ok(Frame::PeerBook { .. }) => {} // wire 1.5: the replica's book
             Ok(Frame::Error { message }) => error = Some(message),
             Ok(f) => panic!("unexpected frame {f:?}"),
             Err(ReadError::Closed) | Err(ReadError::Io(_)) => return (beats, error),
@@ -165,6 +166,7 @@ async fn a_quiet_link_that_beats_stays_up_over_several_timeouts() {
         loop {
             match reader.next::<Msg>().await {
                 Ok(Frame::Heartbeat) => beats += 1,
+                Ok(Frame::PeerBook { .. }) => {}
                 other => return (beats, format!("{other:?}")),
             }
         }
