@@ -75,8 +75,8 @@ enum MemberCmd {
     /// that file is rewritten too, to copy to the new machine. Then start
     /// the new server there with an empty data directory and --recover:
     /// it catches up from its peers before it serves. Exit 1 when a
-    /// replica other than ID was not updated (run it again when that one
-    /// is back).
+    /// replica other than ID was not updated: once back, it learns the
+    /// move from its peers' address books (or run this again then).
     ///
     /// Example (server 2's machine is gone; its replacement is 10.0.0.9):
     ///   quorumkv member update 2 10.0.0.9:7001 --cluster cluster.toml
@@ -157,8 +157,8 @@ fn update(id: NodeId, addr: &str, how: &How) -> ExitCode {
     }
     if !ok {
         eprintln!(
-            "quorumkv: member update: some replicas were not updated; run it again once they \
-             are back (it changes nothing twice)"
+            "quorumkv: member update: some replicas were not updated; once back they learn \
+             the move from their peers (or run this again then: it changes nothing twice)"
         );
         return ExitCode::from(1);
     }
