@@ -63,13 +63,17 @@ pub enum LinkEnd {
     Refused(String),
 }
 
+/// What a replica link does with a peer's address book (`Frame::PeerBook`).
+pub type HearBook<'a> = &'a (dyn Fn(Vec<(NodeId, String)>) + Send + Sync);
+
 /// Forward the protocol messages arriving on a link from `peer` to the
 /// driver — everything one read delivers in one batch — until it fails.
+/// `book`: a replica link's handler of the peer's address book.
 pub async fn pump_link<M: serde::de::DeserializeOwned>(
     reader: &mut FrameReader,
     peer: Peer,
     tx: &mpsc::Sender<Input<M>>,
-    book: Option<&(dyn Fn(Vec<(NodeId, String)>) + Send + Sync)>,
+    book: Option<HearBook<'_>>,
 ) -> LinkEnd {
     let mut batch = Batcher::new(tx.clone());
     let why = loop {
