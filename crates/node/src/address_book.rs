@@ -470,6 +470,11 @@ addr = "127.0.0.1:7003"
         b.hear((1, 3), &[(2, a("127.0.0.1:7003"))], false);
         assert!(b.confirm(2, "127.0.0.1:7003").is_err());
         assert_eq!(b.dial(2).as_deref(), Some("127.0.0.1:9002"));
+        // A newer hint than the address confirmed stays a hint.
+        b.hear((1, 3), &[(2, a("127.0.0.1:9102"))], false);
+        b.hear((1, 3), &[(2, a("127.0.0.1:9202"))], false);
+        b.confirm(2, "127.0.0.1:9102").unwrap();
+        assert_eq!(b.hint(2).as_deref(), Some("127.0.0.1:9202"));
     }
 
     #[test]
