@@ -830,4 +830,51 @@ mod tests {
         ];
         assert_eq!(order, [-1, 7, -1]);
     }
+
+    /// An event pushed between two requests' answers goes between their
+    /// replies, though both answers were taken before either reply was
+    /// written: a client that set a watch sees the event before the reply
+    /// showing the change (its own `setData`), as ZooKeeper orders them.
+    #[tokio::test]
+    async fn an_event_between_two_answers_goes_between_their_replies() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (_, wr) = l.accept().await.unwrap().0.into_split();
+        let wr = TimedWrite::new(ConnWrite::Plain(wr), WRITE_DEADLINE);
+        let (ftx, frx) = crate::net::link_queue::<Frame<()>>();
+        let stat = || Response::Znode(ZnodeReply::Exists(Some(Stat::default())));
+        ftx.send(Frame::Response {
+            id: 1,
+            resp: stat(),
+        })
+        .unwrap();
+        ftx.send(children_changed("/w")).unwrap();
+        ftx.send(Frame::Response {
+            id: 2,
+            resp: stat(),
+        })
+        .unwrap();
+        drop(ftx);
+        let (ptx, prx) = mpsc::channel(4);
+        for (xid, op) in [(7, 1), (8, 2)] {
+            let shape = Shape::Children { with_stat: false };
+            let (ops, close) = (vec![op], false);
+            ptx.send(Out::Answers {
+                xid,
+                shape,
+                ops,
+                close,
+            })
+            .await
+            .unwrap();
+        }
+        drop(ptx);
+        let (done, _) = oneshot::channel();
+        write_replies(wr, prx, (frx, 0), done).await;
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            order.push(xid(&mut client).await);
+        }
+        assert_eq!(order, [7, -1, 8]);
+    }
 }
