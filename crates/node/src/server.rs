@@ -512,6 +512,7 @@ async fn serve_native<P: Protocol + Send + 'static>(
         tx: tx.clone(),
         login: None,
         peer_proved: false,
+        book_heard: false,
     };
     let mut batch = Batcher::new(tx.clone());
     let mut beating = false;
@@ -598,6 +599,8 @@ struct NativeConn<'a, M> {
     /// A replica link whose peer proved who it is (the cluster secret or
     /// its certificate): its word about its own address is taken.
     peer_proved: bool,
+    /// The peer's address book was heard: one per link, later ones ignored.
+    book_heard: bool,
 }
 
 /// A client connection's user, its role, and the users file's generation
@@ -990,10 +993,11 @@ impl<M: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> NativeC
     /// The book of the replica that dialled us (`address_book`): where it
     /// says it lives moves it here, when it proved who it is (the file is
     /// rewritten off the runtime's workers); the rest are hints.
-    fn hear_book(&self, addrs: Vec<(NodeId, String)>) {
-        let Some(Peer::Node(from)) = self.peer else {
+    fn hear_book(&mut self, addrs: Vec<(NodeId, String)>) {
+        let Some(Peer::Node(from)) = self.peer.filter(|_| !self.book_heard) else {
             return;
         };
+        self.book_heard = true;
         let book = self.opts.book.clone();
         let Some(addr) = book.hear((self.opts.id, from), &addrs, self.peer_proved) else {
             return;
@@ -1229,6 +1233,16 @@ async fn prove_secret<M: serde::Serialize + serde::de::DeserializeOwned>(
     Ok(first)
 }
 
+/// A link to replica `id` came up at `addr`, a peer's hint: the book takes
+/// it (the file is rewritten off the runtime's workers).
+fn confirm_hint(opts: &ServerOptions, id: NodeId, addr: &str) {
+    let (book, addr) = (opts.book.clone(), addr.to_string());
+    tokio::task::spawn_blocking(move || match book.confirm(id, &addr) {
+        Ok(done) => tracing::warn!(peer = id, "found where a peer said: {done}"),
+        Err(why) => tracing::warn!(peer = id, "linked at {addr}, not recorded: {why}"),
+    });
+}
+
 /// One connection to replica `id`, until it fails. The link is up once the
 /// peer answered our hello with any frame (it beats at once): a frozen
 /// process still completes TCP handshakes, but must not count as up.
@@ -1262,8 +1276,13 @@ async fn run_link<P: Protocol + Send + 'static>(
         Ok(first) => first,
         Err(end) => return end,
     };
-    // The acceptor's book (wire 1.5): hints, and ours in answer, once.
+    // The acceptor's book (wire 1.5): hints, and ours in answer, once (a
+    // peer that sends more gets neither work nor answers for them).
+    let heard = std::sync::atomic::AtomicBool::new(false);
     let hear = |addrs: Vec<(NodeId, String)>| {
+        if heard.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         opts.book.hear((opts.id, id), &addrs, false);
         let _ = ftx.send(Frame::PeerBook {
             addrs: opts.book.all(),
@@ -1292,11 +1311,7 @@ async fn run_link<P: Protocol + Send + 'static>(
     }
     tracing::info!(peer = id, "link up");
     if let Some(addr) = hinted {
-        let (book, addr) = (opts.book.clone(), addr.to_string());
-        tokio::task::spawn_blocking(move || match book.confirm(id, &addr) {
-            Ok(done) => tracing::warn!(peer = id, "found where a peer said: {done}"),
-            Err(why) => tracing::warn!(peer = id, "linked at {addr}, not recorded: {why}"),
-        });
+        confirm_hint(opts, id, addr);
     }
     let end = pump_link::<P::Msg>(&mut reader, peer, tx, Some(&hear)).await;
     if let LinkEnd::Closed(_) = end {

@@ -270,6 +270,53 @@ async fn with_a_secret_a_hello_without_the_proof_is_refused() {
     still_whole_then_stop(replicas, &addrs, 10, "after-proofs").await;
 }
 
+/// A proved replica's word about its own address moves it (wire 1.5), but
+/// only its first book on a link counts: a second, saying otherwise, is
+/// neither heard nor answered. A client connection's book is refused.
+#[tokio::test]
+async fn only_the_first_book_of_a_proved_link_is_heard() {
+    type M = quorumkv_core::protocol::abd::Msg;
+    let s3 = secret();
+    let (replicas, addrs, file) = cluster("abd", 3, Some(s3.clone())).await;
+    let (mut s, nonce, theirs, _) = challenged::<M>(addrs[0], 3, file.protocol).await;
+    let cluster_id = file.id();
+    let mine = s3.proof(Side::Dialler, &cluster_id, (3, 1), (&theirs, &nonce));
+    s.send(&Frame::<M>::PeerProof { proof: mine.into() }).await;
+    assert_eq!(s.next_past_book::<M>().await, Frame::Heartbeat);
+    for port in [1, 2] {
+        let addrs = vec![(3, format!("127.0.0.1:{port}"))];
+        s.send(&Frame::<M>::PeerBook { addrs }).await;
+    }
+    let three = |hello: &quorumkv_node::client::ServerHello| {
+        (hello.addrs.iter())
+            .find(|(n, _)| *n == 3)
+            .map(|(_, a)| a.clone())
+    };
+    wait_until(SLACK, "replica 1 takes replica 3's first word", || async {
+        let hello = quorumkv_node::client::probe(addrs[0], SLACK).await.unwrap();
+        three(&hello).as_deref() == Some("127.0.0.1:1")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(5 * BEAT_MS)).await;
+    let hello = quorumkv_node::client::probe(addrs[0], SLACK).await.unwrap();
+    assert_eq!(
+        three(&hello).as_deref(),
+        Some("127.0.0.1:1"),
+        "the second book"
+    );
+    drop(s);
+    // A client's hello, then a book: refused, the connection closed.
+    let mut c = Stray::connect(addrs[1]).await;
+    c.send(&Frame::<M>::hello_client()).await;
+    let addrs3 = vec![(1, "127.0.0.1:3".to_string())];
+    c.send(&Frame::<M>::PeerBook { addrs: addrs3 }).await;
+    let got = c.until_closed::<M>().await;
+    assert!(error_text(&got).contains("PeerBook"), "{got:?}");
+    for r in replicas {
+        r.shut_down().await;
+    }
+}
+
 /// A redial that overlaps a live link (a half-open old connection, no
 /// attacker): with the secret proven, the new link replaces the old one;
 /// when it closes, the real replica's link comes back (it is never left

@@ -782,6 +782,17 @@ mod tests {
         })
     }
 
+    /// A client socket, and the writer of the server's side of it.
+    async fn connected_writer() -> (TcpStream, TimedWrite) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (_, wr) = l.accept().await.unwrap().0.into_split();
+        (
+            client,
+            TimedWrite::new(ConnWrite::Plain(wr), WRITE_DEADLINE),
+        )
+    }
+
     /// Read one packet: its xid (−1 for an event).
     async fn xid(s: &mut TcpStream) -> i32 {
         let mut len = [0u8; 4];
@@ -796,10 +807,7 @@ mod tests {
     /// (the watch the first set may have fired) goes after it.
     #[tokio::test]
     async fn events_are_written_in_the_cores_order_around_a_reply() {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-        let (_, wr) = l.accept().await.unwrap().0.into_split();
-        let wr = TimedWrite::new(ConnWrite::Plain(wr), WRITE_DEADLINE);
+        let (mut client, wr) = connected_writer().await;
         let (ftx, frx) = crate::net::link_queue::<Frame<()>>();
         let children = Response::Znode(ZnodeReply::Children(vec![]));
         let stat = Response::Znode(ZnodeReply::Exists(Some(Stat::default())));
@@ -837,10 +845,7 @@ mod tests {
     /// showing the change (its own `setData`), as ZooKeeper orders them.
     #[tokio::test]
     async fn an_event_between_two_answers_goes_between_their_replies() {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-        let (_, wr) = l.accept().await.unwrap().0.into_split();
-        let wr = TimedWrite::new(ConnWrite::Plain(wr), WRITE_DEADLINE);
+        let (mut client, wr) = connected_writer().await;
         let (ftx, frx) = crate::net::link_queue::<Frame<()>>();
         let stat = || Response::Znode(ZnodeReply::Exists(Some(Stat::default())));
         ftx.send(Frame::Response {
