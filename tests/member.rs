@@ -555,6 +555,50 @@ async fn a_replica_down_during_a_move_learns_it_from_its_peers() {
     c.stop().await;
 }
 
+/// A client that goes through a server follows every replica's move
+/// while it is idle, as etcd's clients do with `--auto-sync-interval`:
+/// each of the three Zab servers is moved to a new port in turn, and a
+/// client given only the first addresses, idle throughout, writes through
+/// the new ones. The same client without the auto-sync knows only
+/// addresses where nothing answers any more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_follows_every_replica_to_its_new_address() {
+    let mut c = zab(3, 0, Durability::Fsync).await;
+    let file = c.dir().join("cluster.toml");
+    let file_arg = file.display().to_string();
+    let idle = |auto_sync| {
+        let cfg = quorumkv_node::client::ClientConfig {
+            auto_sync,
+            ..common::client_cfg(ClientMode::Proxy, Duration::from_secs(5))
+        };
+        Client::connect(c.native_addrs(), cfg)
+    };
+    let (syncing, stuck) = (idle(Some(Duration::from_millis(100))), idle(None));
+    let (syncing, stuck) = (syncing.await.unwrap(), stuck.await.unwrap());
+    syncing.put("before", "moves").await.unwrap();
+    stuck.put("before", "moves").await.unwrap();
+    for id in 1..=3u32 {
+        c.kill(id).await.unwrap();
+        let (id_arg, new) = (id.to_string(), format!("127.0.0.1:{}", free_port()));
+        let args = ["member", "update", &id_arg, &new, "--cluster", &file_arg];
+        ok(qkv(&[&args[..], &["--timeout", "2s"]].concat()));
+        c.reload_file().unwrap();
+        c.restart_wiped(id).await.unwrap();
+        let at = client(vec![c.endpoint(id).unwrap().native]).await;
+        put_when_ready(&at, &format!("moved-{id}"), "yes").await;
+        // Several sync intervals pass before the next replica moves.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    put_when_ready(&syncing, "after", "moves").await;
+    read_back(&syncing, &[("moved-1".into(), "yes".into())]).await;
+    let err = stuck.put("after", "stuck").await.unwrap_err();
+    assert!(
+        err.to_string().contains("cannot reach any replica"),
+        "{err}"
+    );
+    c.stop().await;
+}
+
 /// The fixed-membership protocols' chaos run: each `move` fault kills a
 /// replica, moves its id to another port (`member update`) and starts it
 /// there with an empty data directory and `--recover`; replicas in turn,

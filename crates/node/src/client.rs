@@ -48,7 +48,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -97,7 +97,15 @@ pub struct ClientConfig {
     /// Log in as this user on every connection (replicas with a users
     /// file require it); `None`: no login.
     pub credentials: Option<Credentials>,
+    /// A client that goes through a server asks a replica this often where
+    /// every replica listens now (etcd's `--auto-sync-interval`), so that it
+    /// follows `quorumkv member update` while it is idle; `None`: only when
+    /// it connects. (A direct client's links follow a move at once.)
+    pub auto_sync: Option<Duration>,
 }
+
+/// [`ClientConfig::auto_sync`]'s default.
+pub const AUTO_SYNC: Duration = Duration::from_secs(30);
 
 /// How a connection is opened: over TLS or not, logging in or not.
 #[derive(Clone, Debug, Default)]
@@ -125,6 +133,7 @@ impl Default for ClientConfig {
             retry_unanswered: None,
             tls: None,
             credentials: None,
+            auto_sync: Some(AUTO_SYNC),
         }
     }
 }
@@ -494,8 +503,12 @@ impl Client {
             events: Mutex::new(Some(events_rx)),
             note,
         };
+        let inner = Arc::new(inner);
+        if let (Inner::Proxy(_), Some(every)) = (&*inner, cfg.auto_sync) {
+            auto_sync(Arc::downgrade(&inner), every);
+        }
         Ok(Client {
-            inner: Arc::new(inner),
+            inner,
             shared: Arc::new(shared),
         })
     }
@@ -1001,6 +1014,8 @@ struct ProxyConn {
     /// Connections made so far (a change means another server, or the
     /// same one again: what a server held for the old one is gone).
     links: AtomicU64,
+    /// Set by [`ProxyConn::close`]: the auto-sync stops.
+    closed: AtomicBool,
 }
 
 struct ProxyState {
@@ -1013,6 +1028,56 @@ struct ProxyState {
     /// The task reading the current link's responses.
     reader: Option<tokio::task::JoinHandle<()>>,
     next_id: u64,
+}
+
+impl ProxyState {
+    /// Where each replica listens, as `hello` says. A replica moved to
+    /// another machine (`member update`) is reached there when the
+    /// endpoints given fail: the addresses a hello names come after them,
+    /// as etcd's clients sync their endpoints from the member list. Its
+    /// old address is dropped (it would only cost a failed dial).
+    fn learn_addrs(&mut self, hello: &ServerHello) {
+        for (id, a) in &hello.addrs {
+            let Ok(a) = a.parse() else { continue };
+            let dial = Dial::at(a);
+            let old = self.addrs.insert(*id, dial.clone());
+            if let Some(old) = old.filter(|o| o.addr != dial.addr) {
+                self.endpoints.retain(|e| e.addr != old.addr);
+            }
+            if !self.endpoints.iter().any(|e| e.addr == dial.addr) {
+                self.endpoints.push(dial);
+            }
+        }
+    }
+
+    /// Every address known, the replicas' first.
+    fn known(&self) -> Vec<Dial> {
+        let mut all: Vec<Dial> = self.addrs.values().cloned().collect();
+        for e in &self.endpoints {
+            if !all.iter().any(|d| d.addr == e.addr) {
+                all.push(e.clone());
+            }
+        }
+        all
+    }
+}
+
+/// Every `every`, ask a replica where each replica listens now, until the
+/// client closes or is gone ([`ClientConfig::auto_sync`]).
+fn auto_sync(client: std::sync::Weak<Inner>, every: Duration) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(inner) = client.upgrade() else {
+                return;
+            };
+            let Inner::Proxy(p) = &*inner else { return };
+            if p.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            p.sync_addrs().await;
+        }
+    });
 }
 
 /// How many `NotLeader` answers one call follows before giving up.
@@ -1034,6 +1099,7 @@ impl ProxyConn {
             events,
             state: tokio::sync::Mutex::new(state),
             links: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -1045,6 +1111,7 @@ impl ProxyConn {
 
     /// Stop reading and drop the link (the writer then closes the socket).
     fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         if let Ok(mut st) = self.state.try_lock() {
             if let Some(r) = st.reader.take() {
                 r.abort();
@@ -1084,6 +1151,22 @@ impl ProxyConn {
         Err(all_failed(errors))
     }
 
+    /// Learn where every replica listens from the first known address
+    /// that answers a hello (a connection of its own, closed at once).
+    async fn sync_addrs(&self) {
+        let known = self.state.lock().await.known();
+        for d in known {
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let wait = self.cfg.connect_timeout;
+            if let Ok((hello, _, _)) = handshake(d, wait, self.cfg.dialing()).await {
+                self.state.lock().await.learn_addrs(&hello);
+                return;
+            }
+        }
+    }
+
     /// Make a fresh connection the link: a task reads its responses (and
     /// pushed events) until it closes.
     fn use_link(
@@ -1093,19 +1176,7 @@ impl ProxyConn {
         mut reader: FrameReader,
         wr: ConnWrite,
     ) {
-        for (id, a) in &hello.addrs {
-            if let Ok(a) = a.parse() {
-                let dial = Dial::at(a);
-                // A replica moved to another machine (`member update`) is
-                // reached there when the endpoints given fail: the
-                // addresses a hello names come after them, as etcd's
-                // clients sync their endpoints from the member list.
-                if !st.endpoints.iter().any(|e| e.addr == dial.addr) {
-                    st.endpoints.push(dial.clone());
-                }
-                st.addrs.insert(*id, dial);
-            }
-        }
+        st.learn_addrs(hello);
         let (ftx, _writer) = spawn_writer::<NoProto>(wr, link_queue());
         let waiters: Waiters = Arc::default();
         let (w, closer, events) = (waiters.clone(), ftx.clone(), self.events.clone());
@@ -1256,6 +1327,60 @@ impl ProxyConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hello naming each replica at `addrs` (replica i+1 at addrs[i]).
+    fn hello_naming(addrs: &[&str]) -> ServerHello {
+        ServerHello {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            node: 1,
+            protocol: "zab".parse().unwrap(),
+            members: vec![1, 2, 3],
+            options: Vec::new(),
+            addrs: (1..).zip(addrs.iter().map(|a| a.to_string())).collect(),
+            role: None,
+        }
+    }
+
+    #[test]
+    fn a_moved_replica_is_dialled_at_its_new_address_and_not_the_old() {
+        let given = |a: &str| Dial::at(a.parse().unwrap());
+        let mut st = ProxyState {
+            endpoints: vec![given("10.0.0.1:7001"), given("10.0.0.2:7001")],
+            next_endpoint: 0,
+            addrs: HashMap::new(),
+            link: None,
+            reader: None,
+            next_id: 0,
+        };
+        let ends = |st: &ProxyState| -> Vec<String> {
+            st.endpoints.iter().map(|d| d.addr.to_string()).collect()
+        };
+        st.learn_addrs(&hello_naming(&[
+            "10.0.0.1:7001",
+            "10.0.0.2:7001",
+            "10.0.0.3:7001",
+        ]));
+        assert_eq!(
+            ends(&st),
+            ["10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.3:7001"]
+        );
+        // Server 2 moved: its old address goes, the new one comes last;
+        // server 3's word is unchanged; a name that is no socket address
+        // (an `advertise` host name) is skipped.
+        let mut moved = hello_naming(&["10.0.0.1:7001", "10.0.0.9:7001", "10.0.0.3:7001"]);
+        moved.addrs.push((4, "spare.example:7001".into()));
+        st.learn_addrs(&moved);
+        assert_eq!(
+            ends(&st),
+            ["10.0.0.1:7001", "10.0.0.3:7001", "10.0.0.9:7001"]
+        );
+        assert_eq!(st.addrs[&2].addr.to_string(), "10.0.0.9:7001");
+        assert!(!st.addrs.contains_key(&4));
+        // The replicas' addresses are asked first, then what else was given.
+        let mut known: Vec<String> = st.known().iter().map(|d| d.addr.to_string()).collect();
+        known.sort();
+        assert_eq!(known, ["10.0.0.1:7001", "10.0.0.3:7001", "10.0.0.9:7001"]);
+    }
 
     /// A fake server that says hello, reads one request, then either drops
     /// the connection unanswered (`answer` = None) or answers it.
