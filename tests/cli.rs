@@ -155,8 +155,26 @@ async fn endpoints_status_shows_each_replica_and_its_peers() {
         "{out:?}"
     );
     assert_eq!(rows[0][5], "2,3");
+    let health = |code: i32| {
+        let out = qkv(&["endpoints", "health", "-e", &eps], &[], b"");
+        assert_eq!(out.status.code(), Some(code), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let all_up = health(0);
+    assert_eq!(all_up.matches(" is healthy: ").count(), 3, "{all_up}");
+    assert!(
+        all_up.contains("replica 2 (abd), role replica, 2 of 2 peers up"),
+        "{all_up}"
+    );
 
     cluster.kill(3).await.unwrap();
+    let one_down = health(1);
+    let gone = eps.split(',').nth(2).unwrap();
+    assert_eq!(one_down.matches(" is healthy: ").count(), 2, "{one_down}");
+    assert!(
+        one_down.contains(&format!("{gone} is unhealthy: ")),
+        "{one_down}"
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let out = qkv(&["endpoints", "status", "-e", &eps], &[], b"");

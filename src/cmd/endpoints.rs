@@ -1,4 +1,5 @@
-//! `quorumkv endpoints status`: ask each replica who it is and whom it reaches.
+//! `quorumkv endpoints status | health`: ask each replica who it is and
+//! whom it reaches, or only whether it serves.
 
 use super::target::Endpoints;
 use super::tls_args::TlsArgs;
@@ -6,6 +7,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use quorumkv_node::client::resolve_endpoint;
 use quorumkv_node::config::parse_duration;
 use quorumkv_node::status::{fetch_with, NodeStatus};
+use quorumkv_node::tls::ClientTls;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -19,6 +21,32 @@ pub struct Args {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     Status(StatusArgs),
+    Health(HealthArgs),
+}
+
+/// One line per endpoint: healthy or not, and why (as `etcdctl endpoint health`)
+///
+/// Healthy: the replica answers, is not catching up from its peers
+/// (`recovering`) or outside the view (`fenced`), and reaches a quorum of
+/// its peers, so it serves. Exit 0 when every endpoint is healthy, 1 when
+/// any is not. `quorumkv health --addr` checks one replica (the container's
+/// HEALTHCHECK); this checks the cluster's endpoints, found as every client
+/// command finds them.
+///
+///   quorumkv endpoints health --cluster cluster.toml
+///   127.0.0.1:7001 is healthy: replica 1 (zab), role follower, 2 of 2 peers up, took 0.4ms
+///   127.0.0.1:7002 is unhealthy: replica 2: role recovering
+///   127.0.0.1:7003 is unhealthy: cannot connect to 127.0.0.1:7003: Connection refused
+#[derive(ClapArgs, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct HealthArgs {
+    #[command(flatten)]
+    endpoints: Endpoints,
+    #[command(flatten)]
+    tls: TlsArgs,
+    /// How long to wait for each endpoint.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    timeout: Duration,
 }
 
 /// One line per endpoint: replica id, protocol, role, version, peers up and
@@ -55,40 +83,98 @@ pub struct StatusArgs {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    let Cmd::Status(a) = a.cmd;
-    let names = match a.endpoints.names() {
-        Ok((names, _)) => names,
-        Err(e) => return super::fail(format!("{e:#}")),
-    };
-    let tls = match a.tls.client_tls(a.endpoints.cluster_file().as_deref()) {
-        Ok(tls) => tls,
-        Err(e) => return super::fail(format!("{e:#}")),
-    };
+    match a.cmd {
+        Cmd::Status(a) => status(a),
+        Cmd::Health(a) => health(a),
+    }
+}
+
+/// The endpoints' names and how to reach them, or the error to print.
+fn reach(endpoints: &Endpoints, tls: &TlsArgs) -> Result<(Vec<String>, Option<ClientTls>), String> {
+    let names = endpoints.names().map_err(|e| format!("{e:#}"))?.0;
+    let tls =
+        (tls.client_tls(endpoints.cluster_file().as_deref())).map_err(|e| format!("{e:#}"))?;
+    Ok((names, tls))
+}
+
+/// Every endpoint's status (asked all at once), with how long each took.
+type Answer = (Result<NodeStatus, String>, Duration);
+
+fn ask_all(names: &[String], timeout: Duration, tls: Option<ClientTls>) -> Vec<Answer> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let answers = rt.block_on(async {
+    rt.block_on(async {
         let asks: Vec<_> = names
             .iter()
             .map(|n| {
-                let (n, timeout, tls) = (n.clone(), a.timeout, tls.clone());
+                let (n, tls) = (n.clone(), tls.clone());
                 tokio::spawn(async move {
-                    let deadline = tokio::time::Instant::now() + timeout;
+                    let start = tokio::time::Instant::now();
                     let host = quorumkv_node::tls::host_of(&n).to_string();
-                    match resolve_endpoint(&n, deadline).await {
+                    let got = match resolve_endpoint(&n, start + timeout).await {
                         Ok(addr) => fetch_with(addr, &host, timeout, tls.as_ref()).await,
                         Err(e) => Err(e.to_string()),
-                    }
+                    };
+                    (got, start.elapsed())
                 })
             })
             .collect();
         let mut out = Vec::new();
         for ask in asks {
-            out.push(ask.await.unwrap_or_else(|e| Err(e.to_string())));
+            let failed = |e: tokio::task::JoinError| (Err(e.to_string()), Duration::ZERO);
+            out.push(ask.await.unwrap_or_else(failed));
         }
         out
-    });
+    })
+}
+
+fn health(a: HealthArgs) -> ExitCode {
+    let (names, tls) = match reach(&a.endpoints, &a.tls) {
+        Ok(r) => r,
+        Err(e) => return super::fail(e),
+    };
+    let mut sick = false;
+    for (name, (answer, took)) in names.iter().zip(ask_all(&names, a.timeout, tls)) {
+        let line = health_line(name, &answer, took);
+        sick |= !line.contains(" is healthy: ");
+        println!("{line}");
+    }
+    if sick {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// One endpoint's line of `endpoints health`.
+fn health_line(name: &str, answer: &Result<NodeStatus, String>, took: Duration) -> String {
+    match answer {
+        Ok(s) => match s.unready(true) {
+            None => format!(
+                "{name} is healthy: replica {} ({}), role {}, {} of {} peers up, took {:.1}ms",
+                s.id,
+                s.protocol,
+                s.role,
+                s.peers_up.len(),
+                s.members.len().saturating_sub(1),
+                took.as_secs_f64() * 1000.0
+            ),
+            Some(why) => format!("{name} is unhealthy: replica {}: {why}", s.id),
+        },
+        Err(e) => format!("{name} is unhealthy: {e}"),
+    }
+}
+
+fn status(a: StatusArgs) -> ExitCode {
+    let (names, tls) = match reach(&a.endpoints, &a.tls) {
+        Ok(r) => r,
+        Err(e) => return super::fail(e),
+    };
+    let answers: Vec<_> = (ask_all(&names, a.timeout, tls).into_iter())
+        .map(|(answer, _)| answer)
+        .collect();
     if a.json {
         println!("{}", json(&names, &answers));
     } else {
