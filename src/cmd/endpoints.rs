@@ -36,10 +36,17 @@ enum Cmd {
 ///   quorumkv endpoints health --cluster cluster.toml
 ///   127.0.0.1:7001 is healthy: replica 1 (zab), role follower, 2 of 2 peers up, took 0.4ms
 ///   127.0.0.1:7002 is unhealthy: replica 2: role recovering
-///   127.0.0.1:7003 is unhealthy: cannot connect to 127.0.0.1:7003: Connection refused
+///   127.0.0.1:7003 is unhealthy: Connection refused (os error 111)
 #[derive(ClapArgs, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct HealthArgs {
+    #[command(flatten)]
+    reach: Reach,
+}
+
+/// Which endpoints, how to reach them, and how long to wait for each.
+#[derive(ClapArgs, Debug)]
+struct Reach {
     #[command(flatten)]
     endpoints: Endpoints,
     #[command(flatten)]
@@ -71,12 +78,7 @@ pub struct HealthArgs {
 #[command(verbatim_doc_comment)]
 pub struct StatusArgs {
     #[command(flatten)]
-    endpoints: Endpoints,
-    #[command(flatten)]
-    tls: TlsArgs,
-    /// How long to wait for each endpoint.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    timeout: Duration,
+    reach: Reach,
     /// Print JSON (an array, one object per endpoint) instead of a table.
     #[arg(long)]
     json: bool,
@@ -89,16 +91,19 @@ pub fn run(a: Args) -> ExitCode {
     }
 }
 
-/// The endpoints' names and how to reach them, or the error to print.
-fn reach(endpoints: &Endpoints, tls: &TlsArgs) -> Result<(Vec<String>, Option<ClientTls>), String> {
-    let names = endpoints.names().map_err(|e| format!("{e:#}"))?.0;
-    let tls =
-        (tls.client_tls(endpoints.cluster_file().as_deref())).map_err(|e| format!("{e:#}"))?;
-    Ok((names, tls))
-}
-
 /// Every endpoint's status (asked all at once), with how long each took.
 type Answer = (Result<NodeStatus, String>, Duration);
+
+impl Reach {
+    /// The endpoints' names and every one's answer, or the error to print.
+    fn ask(&self) -> Result<(Vec<String>, Vec<Answer>), String> {
+        let names = self.endpoints.names().map_err(|e| format!("{e:#}"))?.0;
+        let file = self.endpoints.cluster_file();
+        let tls = (self.tls.client_tls(file.as_deref())).map_err(|e| format!("{e:#}"))?;
+        let answers = ask_all(&names, self.timeout, tls);
+        Ok((names, answers))
+    }
+}
 
 fn ask_all(names: &[String], timeout: Duration, tls: Option<ClientTls>) -> Vec<Answer> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -131,12 +136,12 @@ fn ask_all(names: &[String], timeout: Duration, tls: Option<ClientTls>) -> Vec<A
 }
 
 fn health(a: HealthArgs) -> ExitCode {
-    let (names, tls) = match reach(&a.endpoints, &a.tls) {
+    let (names, answers) = match a.reach.ask() {
         Ok(r) => r,
         Err(e) => return super::fail(e),
     };
     let mut sick = false;
-    for (name, (answer, took)) in names.iter().zip(ask_all(&names, a.timeout, tls)) {
+    for (name, (answer, took)) in names.iter().zip(answers) {
         let line = health_line(name, &answer, took);
         sick |= !line.contains(" is healthy: ");
         println!("{line}");
@@ -168,13 +173,11 @@ fn health_line(name: &str, answer: &Result<NodeStatus, String>, took: Duration) 
 }
 
 fn status(a: StatusArgs) -> ExitCode {
-    let (names, tls) = match reach(&a.endpoints, &a.tls) {
+    let (names, answers) = match a.reach.ask() {
         Ok(r) => r,
         Err(e) => return super::fail(e),
     };
-    let answers: Vec<_> = (ask_all(&names, a.timeout, tls).into_iter())
-        .map(|(answer, _)| answer)
-        .collect();
+    let answers: Vec<_> = answers.into_iter().map(|(answer, _)| answer).collect();
     if a.json {
         println!("{}", json(&names, &answers));
     } else {
