@@ -1345,7 +1345,10 @@ mod tests {
     fn a_moved_replica_is_dialled_at_its_new_address_and_not_the_old() {
         let given = |a: &str| Dial::at(a.parse().unwrap());
         let mut st = ProxyState {
-            endpoints: vec![given("10.0.0.1:7001"), given("10.0.0.2:7001")],
+            // The third is no replica's own address (a proxy in front).
+            endpoints: ["10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.7:7001"]
+                .map(given)
+                .into(),
             next_endpoint: 0,
             addrs: HashMap::new(),
             link: None,
@@ -1355,31 +1358,43 @@ mod tests {
         let ends = |st: &ProxyState| -> Vec<String> {
             st.endpoints.iter().map(|d| d.addr.to_string()).collect()
         };
-        st.learn_addrs(&hello_naming(&[
+        let at = ["10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.3:7001"];
+        st.learn_addrs(&hello_naming(&at));
+        let first = [
             "10.0.0.1:7001",
             "10.0.0.2:7001",
+            "10.0.0.7:7001",
             "10.0.0.3:7001",
-        ]));
-        assert_eq!(
-            ends(&st),
-            ["10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.3:7001"]
-        );
+        ];
+        assert_eq!(ends(&st), first);
         // Server 2 moved: its old address goes, the new one comes last;
         // server 3's word is unchanged; a name that is no socket address
         // (an `advertise` host name) is skipped.
         let mut moved = hello_naming(&["10.0.0.1:7001", "10.0.0.9:7001", "10.0.0.3:7001"]);
         moved.addrs.push((4, "spare.example:7001".into()));
         st.learn_addrs(&moved);
-        assert_eq!(
-            ends(&st),
-            ["10.0.0.1:7001", "10.0.0.3:7001", "10.0.0.9:7001"]
-        );
+        let then = [
+            "10.0.0.1:7001",
+            "10.0.0.7:7001",
+            "10.0.0.3:7001",
+            "10.0.0.9:7001",
+        ];
+        assert_eq!(ends(&st), then);
         assert_eq!(st.addrs[&2].addr.to_string(), "10.0.0.9:7001");
         assert!(!st.addrs.contains_key(&4));
-        // The replicas' addresses are asked first, then what else was given.
-        let mut known: Vec<String> = st.known().iter().map(|d| d.addr.to_string()).collect();
-        known.sort();
-        assert_eq!(known, ["10.0.0.1:7001", "10.0.0.3:7001", "10.0.0.9:7001"]);
+        // The replicas' addresses are asked first, then what else was
+        // given, each once.
+        let known: Vec<String> = st.known().iter().map(|d| d.addr.to_string()).collect();
+        assert_eq!(known.last().map(String::as_str), Some("10.0.0.7:7001"));
+        let mut sorted = known.clone();
+        sorted.sort();
+        let all = [
+            "10.0.0.1:7001",
+            "10.0.0.3:7001",
+            "10.0.0.7:7001",
+            "10.0.0.9:7001",
+        ];
+        assert_eq!(sorted, all);
     }
 
     /// A fake server that says hello, reads one request, then either drops
