@@ -44,11 +44,18 @@ for proto in abd zab; do
     --data-dir "$dir/data" >"$dir/log" 2>&1 &
   cluster=$!
   eps="127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2)),127.0.0.1:$((port + 3))"
+  healthy=0
   for _ in $(seq 50); do
-    "$QKV" endpoints health --endpoints "$eps" >/dev/null 2>&1 && break
+    "$QKV" endpoints health --endpoints "$eps" >/dev/null 2>&1 && { healthy=1; break; }
     sleep 0.2
   done
   pids=$(pgrep -P "$cluster" | tr "\n" " ")
+  if [ "$healthy" != 1 ] || [ -z "$pids" ]; then
+    echo "memory.sh: the $proto cluster did not come up; its log:" >&2
+    cat "$dir/log" >&2
+    kill "$cluster" 2>/dev/null || true
+    exit 1
+  fi
   before=$(rss_kb $pids)
   load "quorumkv://$eps" --protocol "$proto"
   after=$(rss_kb $pids)

@@ -142,8 +142,8 @@ fn health(a: HealthArgs) -> ExitCode {
     };
     let mut sick = false;
     for (name, (answer, took)) in names.iter().zip(answers) {
-        let line = health_line(name, &answer, took);
-        sick |= !line.contains(" is healthy: ");
+        let (healthy, line) = health_line(name, &answer, took);
+        sick |= !healthy;
         println!("{line}");
     }
     if sick {
@@ -153,22 +153,28 @@ fn health(a: HealthArgs) -> ExitCode {
     }
 }
 
-/// One endpoint's line of `endpoints health`.
-fn health_line(name: &str, answer: &Result<NodeStatus, String>, took: Duration) -> String {
+/// Whether one endpoint is healthy, and its line of `endpoints health`.
+fn health_line(name: &str, answer: &Result<NodeStatus, String>, took: Duration) -> (bool, String) {
     match answer {
         Ok(s) => match s.unready(true) {
-            None => format!(
-                "{name} is healthy: replica {} ({}), role {}, {} of {} peers up, took {:.1}ms",
-                s.id,
-                s.protocol,
-                s.role,
-                s.peers_up.len(),
-                s.members.len().saturating_sub(1),
-                took.as_secs_f64() * 1000.0
+            None => (
+                true,
+                format!(
+                    "{name} is healthy: replica {} ({}), role {}, {} of {} peers up, took {:.1}ms",
+                    s.id,
+                    s.protocol,
+                    s.role,
+                    s.peers_up.len(),
+                    s.members.len().saturating_sub(1),
+                    took.as_secs_f64() * 1000.0
+                ),
             ),
-            Some(why) => format!("{name} is unhealthy: replica {}: {why}", s.id),
+            Some(why) => (
+                false,
+                format!("{name} is unhealthy: replica {}: {why}", s.id),
+            ),
         },
-        Err(e) => format!("{name} is unhealthy: {e}"),
+        Err(e) => (false, format!("{name} is unhealthy: {e}")),
     }
 }
 
