@@ -53,6 +53,8 @@ pub mod lamport;
 #[cfg(feature = "lease-lock")]
 pub mod lease_lock;
 pub mod options;
+#[cfg(any(feature = "abd", feature = "lease-lock"))]
+pub mod reconfig;
 pub mod registry;
 #[cfg(feature = "ring")]
 pub mod ring;

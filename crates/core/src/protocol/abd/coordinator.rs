@@ -3,9 +3,9 @@
 use super::bugs::InjectedBug;
 use super::counters::Counters;
 use super::msg::{Msg, Timer};
-use super::reconfig::Config;
 use super::thrifty::Thrifty;
 use crate::protocol::contract::{Out, Protocol};
+use crate::protocol::reconfig::Config;
 use crate::quorum::{majority, QuorumStatus, QuorumTracker};
 use crate::types::{
     ClientRef, NodeId, OpError, Peer, Request, Response, Tag, Time, TAG_SPACE_EXHAUSTED,

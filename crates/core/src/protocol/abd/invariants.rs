@@ -33,7 +33,7 @@ impl StepInvariants<AbdNode, Coordinator> for AbdInvariants {
         let Some((i, node)) = roles.stepped_node() else {
             return Ok(());
         };
-        let c = &node.epochs.installed;
+        let c = &node.changes.epochs.installed;
         let first = self
             .configs
             .entry(c.epoch)

@@ -1,18 +1,12 @@
-//! A server's part in membership change (`reconfig.rs` has the
-//! protocol): route its messages, run a change asked for here, finish one
-//! that stalled, and show the membership to `quorumkv member`.
+//! A server's part in membership change (`reconfig` has the protocol,
+//! shared with lease-lock): route its messages to it, and run this
+//! server's operations in each configuration it installs.
 
 use super::msg::{Msg, Timer};
 use super::node::AbdNode;
-use super::reconfig::{Config, Outcome, Proposer};
 use crate::protocol::contract::{Membership, Out};
-use crate::types::{NodeId, Peer, Time};
-
-/// How many operation timeouts a change may take before it gives up.
-const CHANGE_TIMEOUTS: u32 = 5;
-/// How many retry intervals (plus the server's id) a frozen replica waits
-/// for the change that froze it before it finishes that change itself.
-const STALL_RETRIES: u32 = 2;
+use crate::protocol::reconfig::ChangeMsg;
+use crate::types::{NodeId, Time};
 
 impl AbdNode {
     /// Start changing the members to `voters` (`quorumkv member`, the
@@ -23,43 +17,7 @@ impl AbdNode {
         voters: &[NodeId],
         out: &mut Out<Msg, Timer>,
     ) -> Result<u64, String> {
-        if self.proposer.is_some() || self.epochs.frozen() {
-            return Err("a reconfiguration is in flight".into());
-        }
-        let target = Config::new(0, voters.to_vec()).members;
-        if target.is_empty() {
-            return Err("a configuration needs at least one server".into());
-        }
-        if let Some(n) = target.iter().find(|n| !self.epochs.servers.contains(n)) {
-            return Err(format!("server {n} is unknown here"));
-        }
-        if target == self.epochs.installed.members {
-            return Err("these are the members already".into());
-        }
-        self.start_change(now, target, out)
-            .ok_or_else(|| "the configuration epochs or ballot rounds are used up".into())
-    }
-
-    fn start_change(
-        &mut self,
-        now: Time,
-        target: Vec<NodeId>,
-        out: &mut Out<Msg, Timer>,
-    ) -> Option<u64> {
-        let old = self.epochs.installed.clone();
-        let cfg = &self.coord.cfg;
-        let times = (
-            now,
-            cfg.retry_interval,
-            cfg.op_timeout.saturating_mul(CHANGE_TIMEOUTS),
-        );
-        let floor = self.epochs.promised();
-        let bug = self.coord.bug;
-        let p = Proposer::start(self.id, (old, target), floor, times, bug, out)?;
-        let epoch = p.epoch();
-        self.proposer = Some(p);
-        self.arm_reconfig(out);
-        Some(epoch)
+        self.changes.propose(now, voters, out)
     }
 
     /// A membership-change message from server `from`.
@@ -67,231 +25,56 @@ impl AbdNode {
         &mut self,
         now: Time,
         from: NodeId,
-        msg: Msg,
+        msg: ChangeMsg,
         out: &mut Out<Msg, Timer>,
     ) {
-        match msg {
-            Msg::Prepare { epoch, ballot } => {
-                (self.epochs).on_prepare(now, from, (epoch, ballot), &self.replica, out);
-                // Promised another proposer: do not duel with it.
-                if from != self.id {
-                    let (promised, pause) = (self.epochs.promised(), self.stall());
-                    if let Some(p) = &mut self.proposer {
-                        p.defer(now, epoch, promised, pause);
-                    }
-                }
-                self.arm_reconfig(out);
-            }
-            Msg::Accept {
-                epoch,
-                ballot,
-                members,
-            } => {
-                let early = (self.epochs).on_accept(
-                    now,
-                    from,
-                    (epoch, ballot),
-                    members,
-                    &self.replica,
-                    out,
-                );
-                if let Some(config) = early {
-                    // The injected bug: serve before the state transfer.
-                    self.install(now, from, config, vec![], out);
-                }
-                self.arm_reconfig(out);
-            }
-            Msg::Install { config, entries } => self.install(now, from, config, entries, out),
-            Msg::InstallRequest { epoch } => {
-                (self.epochs).on_install_request(from, epoch, &self.replica, out)
-            }
-            Msg::Promise {
-                epoch,
-                ballot,
-                accepted,
-                entries,
-            } => {
-                if let Some(p) = &mut self.proposer {
-                    p.on_promise(now, from, (epoch, ballot), accepted, entries, out);
-                }
-            }
-            Msg::Accepted { epoch, ballot } => {
-                if let Some(p) = &mut self.proposer {
-                    p.on_accepted(now, from, (epoch, ballot), out);
-                }
-            }
-            Msg::Refuse {
-                epoch,
-                ballot,
-                promised,
-            } => {
-                let o =
-                    (self.proposer.as_mut()).map(|p| p.on_refuse(now, (epoch, ballot), promised));
-                self.settle(o);
-            }
-            Msg::Installed { epoch } => {
-                let o = (self.proposer.as_mut()).map(|p| p.on_installed(from, epoch));
-                self.settle(o);
-            }
-            _ => {} // the register messages are routed in `node.rs`
+        let installed = (self.changes).on_msg(now, from, msg, &mut self.replica, out);
+        if let Some(config) = installed {
+            self.coord.adopt(now, &config, out);
         }
-    }
-
-    /// Take `config` (from `from`) with the old epoch's state: serve in it,
-    /// run this server's operations in it, tell the proposer.
-    fn install(
-        &mut self,
-        now: Time,
-        from: NodeId,
-        config: Config,
-        entries: super::msg::Entries,
-        out: &mut Out<Msg, Timer>,
-    ) {
-        let epoch = config.epoch;
-        let member = config.has(self.id);
-        if self.epochs.install(config, entries, &mut self.replica, out) {
-            let installed = self.epochs.installed.clone();
-            self.coord.adopt(now, &installed, out);
-        }
-        if member && epoch == self.epochs.installed.epoch {
-            out.send(Peer::Node(from), Msg::Installed { epoch });
-        }
-        // A change whose epoch was decided elsewhere is overtaken (unless
-        // it is installing that epoch itself): done if it got what it
-        // asked for, else run again from the newest configuration.
-        let installed = self.epochs.installed.clone();
-        let overtaken = (self.proposer.as_ref())
-            .filter(|p| p.old.epoch < installed.epoch && p.installing() != Some(installed.epoch))
-            .map(|p| p.target.clone());
-        match overtaken {
-            Some(target) if target == installed.members => {
-                self.settle(Some(Outcome::Done(installed)))
-            }
-            // A takeover only had to finish the change: it is finished.
-            Some(_) if self.proposer.as_ref().is_some_and(|p| p.takeover) => self.proposer = None,
-            Some(target) => {
-                self.proposer = None;
-                self.start_change(now, target, out);
-            }
-            None => {}
-        }
-    }
-
-    fn settle(&mut self, outcome: Option<Outcome>) {
-        match outcome {
-            Some(Outcome::Done(config)) => {
-                self.changes_done += 1;
-                self.last_change = Some(Ok(config));
-                self.proposer = None;
-            }
-            Some(Outcome::GaveUp(why)) => {
-                self.last_change = Some(Err(why));
-                self.proposer = None;
-            }
-            Some(Outcome::Going) | None => {}
-        }
-    }
-
-    pub(super) fn arm_reconfig(&mut self, out: &mut Out<Msg, Timer>) {
-        let busy = self.proposer.is_some() || self.epochs.frozen();
-        if busy && !self.reconfig_ticking {
-            self.reconfig_ticking = true;
-            out.set_timer(self.coord.cfg.retry_interval, Timer::Reconfig);
-        }
-    }
-
-    /// The periodic timer of a change: drive the proposer; a replica frozen
-    /// for too long by a proposer that went silent finishes its change,
-    /// proposing no change (Paxos completes whatever was accepted).
-    pub(super) fn reconfig_tick(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
-        self.reconfig_ticking = false;
-        let o = self.proposer.as_mut().map(|p| p.tick(now, out));
-        self.settle(o);
-        let stall = self.stall();
-        let stalled = (self.epochs.frozen_since()).is_some_and(|t| now >= t.saturating_add(stall));
-        if stalled && self.proposer.is_none() {
-            self.epochs.touch(now);
-            let same = self.epochs.installed.members.clone();
-            if self.start_change(now, same, out).is_some() {
-                self.changes_taken_over += 1;
-                self.proposer.as_mut().expect("started").takeover = true;
-            }
-        }
-        self.arm_reconfig(out);
-    }
-
-    /// How long a change may go unheard of before this server takes it
-    /// over. A change takes about three round trips, each retried every
-    /// `retry_interval`; servers wait different times, so that one takes
-    /// over first.
-    fn stall(&self) -> std::time::Duration {
-        (self.coord.cfg.retry_interval).saturating_mul(STALL_RETRIES + self.id.min(4))
     }
 
     /// The metrics of membership change (`Protocol::metrics`).
     pub(super) fn reconfig_metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let c = self.changes.counts();
         vec![
             (
                 "abd_config_epoch",
                 "the membership configuration this replica serves in",
-                self.epochs.installed.epoch,
+                c.epoch,
             ),
             (
                 "abd_reconfig_held_back_total",
                 "queries and stores unanswered: frozen by a membership change, or not a member",
-                self.epochs.held_back,
+                c.held_back,
             ),
             (
                 "abd_reconfig_moved_total",
                 "queries and stores of an older configuration answered with the newer one",
-                self.epochs.moved,
+                c.moved,
             ),
             (
                 "abd_reconfig_changes_total",
                 "membership changes this server ran to completion",
-                self.changes_done,
+                c.done,
             ),
             (
                 "abd_reconfig_taken_over_total",
                 "stalled membership changes this frozen replica finished",
-                self.changes_taken_over,
+                c.taken_over,
             ),
         ]
     }
 
-    /// Who votes, as this replica sees it. ABD has no leader: every server
-    /// runs the changes asked of it, so it names itself; `commit` is the
-    /// configuration epoch.
+    /// Who votes, as this replica sees it (`Changes::view`).
     pub fn membership_view(&self) -> Membership {
-        let pending = (self.proposer.as_ref())
-            .map(|p| (p.epoch(), p.target.clone()))
-            .or_else(|| {
-                let next = self.epochs.next_epoch()?;
-                let accepted = self.epochs.accepted()?;
-                self.epochs.frozen().then(|| (next, accepted.to_vec()))
-            });
-        Membership {
-            node: self.id,
-            voters: self.epochs.installed.members.clone(),
-            pending,
-            servers: self.epochs.servers.clone(),
-            leader: Some(self.id),
-            commit: self.epochs.installed.epoch,
-        }
+        self.changes.view()
     }
 
-    /// A configuration for the simulator's `reconfig` fault, drawn from
-    /// `draw` over the servers `all`: add one, remove one (keeping two),
-    /// replace one, or any set of two or more. `None` while a change is in
-    /// flight here or if the draw changes nothing.
+    /// A configuration for the simulator's `reconfig` fault
+    /// (`Changes::draw`).
     pub fn draw_config(&self, all: &[NodeId], draw: u64) -> Option<Vec<NodeId>> {
-        if self.proposer.is_some() || self.epochs.frozen() {
-            return None;
-        }
-        let cur = &self.epochs.installed.members;
-        let new = crate::protocol::contract::draw_members(cur, all, draw)?;
-        let new = Config::new(0, new).members;
-        (new != *cur).then_some(new)
+        self.changes.draw(all, draw)
     }
 }
 
@@ -301,6 +84,8 @@ mod tests {
     use crate::protocol::abd::testing::*;
     use crate::protocol::abd::{Ballot, CoordinatorConfig};
     use crate::protocol::contract::Protocol;
+    use crate::protocol::reconfig::{Config, STALL_RETRIES};
+    use crate::types::Peer;
     use crate::types::{Request, Tag};
     use bytes::Bytes;
 
@@ -342,16 +127,16 @@ mod tests {
             ballot: promised,
         };
         n.on_msg(T0, Peer::Node(1), prepare, &mut out);
-        assert!(n.epochs.frozen());
+        assert!(n.changes.epochs.frozen());
         out.drain();
         let retry = n.coord.cfg.retry_interval;
         let stall = retry * (STALL_RETRIES + 2);
         n.on_timer(T0.saturating_add(stall / 2), Timer::Reconfig, &mut out);
-        assert!(n.proposer.is_none(), "not yet");
+        assert!(n.changes.proposer.is_none(), "not yet");
         out.drain();
         n.on_timer(T0.saturating_add(stall), Timer::Reconfig, &mut out);
-        assert_eq!(n.changes_taken_over, 1);
-        let p = n.proposer.as_ref().expect("taken over");
+        assert_eq!(n.changes.changes_taken_over, 1);
+        let p = n.changes.proposer.as_ref().expect("taken over");
         assert_eq!(p.target, vec![1, 2, 3], "no change of its own");
         let prepares: Vec<Msg> = sends(&mut out).into_iter().map(|(_, m)| m).collect();
         let above = Ballot { round: 4, node: 2 };
@@ -503,7 +288,7 @@ mod tests {
         }
         for n in &nodes {
             assert_eq!(
-                n.epochs.installed,
+                n.changes.epochs.installed,
                 Config::new(1, vec![2, 3, 4]),
                 "n{}",
                 n.id
@@ -511,10 +296,10 @@ mod tests {
             assert_eq!(n.coord.epoch(), 1);
         }
         assert_eq!(nodes[3].replica.get(b"k").unwrap().0.ts, 3, "transferred");
-        assert!(nodes[3].proposer.is_none());
-        assert_eq!(nodes[3].changes_done, 1);
+        assert!(nodes[3].changes.proposer.is_none());
+        assert_eq!(nodes[3].changes.changes_done, 1);
         assert_eq!(
-            nodes[3].last_change,
+            nodes[3].changes.last_change,
             Some(Ok(Config::new(1, vec![2, 3, 4])))
         );
         assert_eq!((nodes[0].role(), nodes[3].role()), ("learner", "replica"));
@@ -537,13 +322,16 @@ mod tests {
         nodes[3].propose(T0, &[2, 3, 4], &mut out).unwrap();
         let lost = |to: NodeId, m: &Msg| matches!(m, Msg::Install { .. }) && (to == 2 || to == 3);
         settle_with(&mut nodes, vec![(4, out)], &lost);
-        assert_eq!(nodes[3].epochs.installed.epoch, 1, "installed itself");
-        assert!(nodes[3].proposer.is_some(), "1 of 3 installed");
+        assert_eq!(
+            nodes[3].changes.epochs.installed.epoch, 1,
+            "installed itself"
+        );
+        assert!(nodes[3].changes.proposer.is_some(), "1 of 3 installed");
         let mut out = O::new();
         let later = T0.saturating_add(nodes[3].coord.cfg.retry_interval);
         nodes[3].on_timer(later, Timer::Reconfig, &mut out);
         settle(&mut nodes, vec![(4, out)], &[]);
-        assert!(nodes[3].proposer.is_none() && nodes[3].changes_done == 1);
+        assert!(nodes[3].changes.proposer.is_none() && nodes[3].changes.changes_done == 1);
     }
 
     /// A refused proposer backs off, then prepares above the promise it
@@ -638,15 +426,15 @@ mod tests {
         };
         n.on_msg(T0, Peer::Node(2), same, &mut out);
         assert_eq!(prepares(&mut out), 0, "the current epoch: nothing to redo");
-        assert!(n.proposer.is_some());
+        assert!(n.changes.proposer.is_some());
         let ours = Msg::Install {
             config: Config::new(1, vec![2, 3, 4]),
             entries: vec![],
         };
         n.on_msg(T0, Peer::Node(2), ours, &mut out);
         assert_eq!(prepares(&mut out), 0, "decided elsewhere: done");
-        assert!(n.proposer.is_none());
-        assert_eq!(n.changes_done, 1);
+        assert!(n.changes.proposer.is_none());
+        assert_eq!(n.changes.changes_done, 1);
 
         // A takeover (no change of its own) overtaken by another change.
         let mut n = node(2);
@@ -657,7 +445,7 @@ mod tests {
         n.on_msg(T0, Peer::Node(1), prepare, &mut out);
         let stall = n.coord.cfg.retry_interval * (STALL_RETRIES + 2);
         n.on_timer(T0.saturating_add(stall), Timer::Reconfig, &mut out);
-        assert!(n.proposer.as_ref().is_some_and(|p| p.takeover));
+        assert!(n.changes.proposer.as_ref().is_some_and(|p| p.takeover));
         out.drain();
         let other = Msg::Install {
             config: Config::new(1, vec![1, 2]),
@@ -665,8 +453,8 @@ mod tests {
         };
         n.on_msg(T0, Peer::Node(1), other, &mut out);
         assert_eq!(prepares(&mut out), 0, "no revert to the old members");
-        assert!(n.proposer.is_none());
-        assert_eq!(n.epochs.installed, Config::new(1, vec![1, 2]));
+        assert!(n.changes.proposer.is_none());
+        assert_eq!(n.changes.epochs.installed, Config::new(1, vec![1, 2]));
     }
 
     /// Two changes at once: one is refused and the servers agree on one
@@ -682,13 +470,13 @@ mod tests {
         let seen = settle(&mut nodes, vec![(2, b), (1, a)], &[3]);
         assert!(seen.contains_key("Refuse"), "{seen:?}");
         let live = [&nodes[0], &nodes[1], &nodes[3]];
-        let epoch = live[0].epochs.installed.clone();
+        let epoch = live[0].changes.epochs.installed.clone();
         // n2's change won epoch 1; n1's, refused, ran again as epoch 2.
         assert_eq!(epoch, Config::new(2, vec![1, 2]));
         for n in live {
-            assert_eq!(n.epochs.installed, epoch, "n{}", n.id);
+            assert_eq!(n.changes.epochs.installed, epoch, "n{}", n.id);
         }
-        assert_eq!(nodes[2].epochs.installed.epoch, 0, "cut off");
+        assert_eq!(nodes[2].changes.epochs.installed.epoch, 0, "cut off");
         let query = Msg::Query {
             op: 5,
             key: key(),
@@ -698,7 +486,7 @@ mod tests {
         nodes[2].on_msg(T0, Peer::Node(2), query, &mut out);
         let seen = settle(&mut nodes, vec![(3, out)], &[]);
         assert!(seen.contains_key("InstallRequest"), "{seen:?}");
-        assert_eq!(nodes[2].epochs.installed, epoch);
+        assert_eq!(nodes[2].changes.epochs.installed, epoch);
     }
 
     #[test]

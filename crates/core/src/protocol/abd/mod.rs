@@ -76,6 +76,7 @@ mod replica;
 mod testing;
 mod thrifty;
 
+pub use crate::protocol::reconfig::{Ballot, Config};
 pub use bugs::InjectedBug;
 pub use coordinator::{Coordinator, CoordinatorConfig};
 pub use counters::Counters;
@@ -83,5 +84,4 @@ pub use def::{Abd, AbdOptions};
 pub use invariants::AbdInvariants;
 pub use msg::{Entries, Msg, Timer};
 pub use node::AbdNode;
-pub use reconfig::{Ballot, Config};
 pub use replica::Replica;

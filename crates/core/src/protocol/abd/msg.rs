@@ -1,63 +1,10 @@
 //! The messages between coordinators and replicas, and the timers.
 
-use crate::quorum::{majority, QuorumTracker};
+use crate::protocol::reconfig::{trailing_epoch, ChangeMsg, ChangeTimer};
+pub use crate::protocol::reconfig::{Ballot, Config, Entries};
 use crate::types::{NodeId, Tag};
 use bytes::Bytes;
-use serde::{Deserialize, Deserializer, Serialize};
-
-/// A register's whole state as one replica holds it: `(key, tag, value)`.
-pub type Entries = Vec<(Bytes, Tag, Option<Bytes>)>;
-
-/// The configuration epoch a query or store is for. Last in its variant,
-/// so a frame from a release without epochs (before membership change)
-/// decodes with epoch 0, the configuration of the cluster file, and an
-/// older replica ignores it (postcard ignores trailing bytes).
-fn trailing_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    Ok(u64::deserialize(d).unwrap_or(0))
-}
-
-/// One configuration: its epoch and the replicas that form its quorums.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Config {
-    pub epoch: u64,
-    /// Sorted, distinct.
-    pub members: Vec<NodeId>,
-}
-
-impl Config {
-    pub fn new(epoch: u64, mut members: Vec<NodeId>) -> Config {
-        members.sort_unstable();
-        members.dedup();
-        Config { epoch, members }
-    }
-    pub fn quorum(&self) -> usize {
-        majority(self.members.len())
-    }
-    pub fn has(&self, n: NodeId) -> bool {
-        self.members.contains(&n)
-    }
-    pub(super) fn tracker(&self) -> QuorumTracker {
-        QuorumTracker::new(self.members.len(), self.quorum())
-    }
-}
-
-/// A Paxos ballot: a round, then the proposer's id to break ties.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-pub struct Ballot {
-    pub round: u64,
-    pub node: NodeId,
-}
-
-impl Ballot {
-    pub const ZERO: Ballot = Ballot { round: 0, node: 0 };
-    /// The next ballot of `node` above `self`; `None` once rounds run out.
-    pub(super) fn above(self, node: NodeId) -> Option<Ballot> {
-        let round = self.round.checked_add(1)?;
-        Some(Ballot { round, node })
-    }
-}
+use serde::{Deserialize, Serialize};
 
 /// Messages between a coordinator and the replicas. `op` is chosen by the
 /// coordinator and echoed back; it is unique per coordinator only, which is
@@ -140,4 +87,96 @@ pub enum Timer {
     /// Periodic while a membership change runs here or this replica is
     /// frozen by one (`reconfig.rs`): retransmit, finish a stalled change.
     Reconfig,
+}
+
+/// The change messages are ABD's own variants (wire 1.3), the same
+/// fields as [`ChangeMsg`]'s.
+impl From<ChangeMsg> for Msg {
+    fn from(m: ChangeMsg) -> Msg {
+        match m {
+            ChangeMsg::Prepare { epoch, ballot } => Msg::Prepare { epoch, ballot },
+            ChangeMsg::Promise {
+                epoch,
+                ballot,
+                accepted,
+                entries,
+            } => Msg::Promise {
+                epoch,
+                ballot,
+                accepted,
+                entries,
+            },
+            ChangeMsg::Refuse {
+                epoch,
+                ballot,
+                promised,
+            } => Msg::Refuse {
+                epoch,
+                ballot,
+                promised,
+            },
+            ChangeMsg::Accept {
+                epoch,
+                ballot,
+                members,
+            } => Msg::Accept {
+                epoch,
+                ballot,
+                members,
+            },
+            ChangeMsg::Accepted { epoch, ballot } => Msg::Accepted { epoch, ballot },
+            ChangeMsg::Install { config, entries } => Msg::Install { config, entries },
+            ChangeMsg::Installed { epoch } => Msg::Installed { epoch },
+            ChangeMsg::InstallRequest { epoch } => Msg::InstallRequest { epoch },
+        }
+    }
+}
+
+impl Msg {
+    /// The change message this is, or itself back.
+    pub fn into_change(self) -> Result<ChangeMsg, Msg> {
+        Ok(match self {
+            Msg::Prepare { epoch, ballot } => ChangeMsg::Prepare { epoch, ballot },
+            Msg::Promise {
+                epoch,
+                ballot,
+                accepted,
+                entries,
+            } => ChangeMsg::Promise {
+                epoch,
+                ballot,
+                accepted,
+                entries,
+            },
+            Msg::Refuse {
+                epoch,
+                ballot,
+                promised,
+            } => ChangeMsg::Refuse {
+                epoch,
+                ballot,
+                promised,
+            },
+            Msg::Accept {
+                epoch,
+                ballot,
+                members,
+            } => ChangeMsg::Accept {
+                epoch,
+                ballot,
+                members,
+            },
+            Msg::Accepted { epoch, ballot } => ChangeMsg::Accepted { epoch, ballot },
+            Msg::Install { config, entries } => ChangeMsg::Install { config, entries },
+            Msg::Installed { epoch } => ChangeMsg::Installed { epoch },
+            Msg::InstallRequest { epoch } => ChangeMsg::InstallRequest { epoch },
+            other => return Err(other),
+        })
+    }
+}
+
+impl ChangeTimer for Timer {
+    fn reconfig() -> Timer {
+        Timer::Reconfig
+    }
 }

@@ -4,10 +4,11 @@ use super::bugs::InjectedBug;
 use super::coordinator::first_op;
 use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
-use super::reconfig::{Config, Epochs, Proposer};
+use super::reconfig::{change_bug, KEYS};
 use super::replica::Replica;
 use crate::protocol::catch_up::{self, CatchUp};
 use crate::protocol::contract::{Export, LinkEvent, Membership, Out, Protocol, Record};
+use crate::protocol::reconfig::{Admit, Changes, Config, Epochs};
 use crate::quorum::minority;
 use crate::types::{ClientRef, NodeId, Peer, Request, Time};
 
@@ -23,15 +24,9 @@ pub struct AbdNode {
     catch_up: CatchUp,
     /// Queries left unanswered because this replica was still recovering.
     pub queries_held_back: u64,
-    /// The configuration it serves in, and its part in deciding the next.
-    pub epochs: Epochs,
-    /// A membership change this server runs (`reconfig.rs`).
-    pub proposer: Option<Proposer>,
-    /// How the last change run here ended, for `quorumkv member`.
-    pub last_change: Option<Result<Config, String>>,
-    pub(super) reconfig_ticking: bool,
-    pub changes_done: u64,
-    pub changes_taken_over: u64,
+    /// Its membership: the configuration it serves in, its part in
+    /// deciding the next, the change it runs (`protocol::reconfig`).
+    pub changes: Changes,
 }
 
 impl AbdNode {
@@ -42,26 +37,29 @@ impl AbdNode {
             id,
             replica: Replica::new(durable),
             coord: Coordinator::new(id as u64, members.clone(), cfg),
-            epochs: Epochs::new(id, members.clone(), initial, durable),
+            changes: Changes::new(id, Epochs::new(id, members.clone(), initial, durable, KEYS)),
             catch_up: CatchUp::new(id, members),
             queries_held_back: 0,
-            proposer: None,
-            last_change: None,
-            reconfig_ticking: false,
-            changes_done: 0,
-            changes_taken_over: 0,
         }
+        .timed(None)
+    }
+    /// The change's retry and timeout are the coordinator's.
+    fn timed(mut self, bug: Option<InjectedBug>) -> Self {
+        let cfg = &self.coord.cfg;
+        (self.changes).set(cfg.retry_interval, cfg.op_timeout, change_bug(bug));
+        self
     }
     /// The last `spares` servers of the cluster file wait outside the
     /// first configuration (epoch 0) until a membership change adds them.
     /// Before `with_bug`, which may shrink the coordinator's quorum.
     pub fn with_spares(mut self, spares: usize) -> Self {
-        let servers = self.epochs.servers.clone();
+        let servers = self.changes.epochs.servers.clone();
         let keep = servers.len().saturating_sub(spares).max(1);
         let initial = Config::new(0, servers[..keep].to_vec());
         let durable = self.replica.durable();
-        self.epochs = Epochs::new(self.id, servers, initial.clone(), durable);
-        self.epochs.set(self.coord.cfg.retry_interval, None);
+        let epochs = Epochs::new(self.id, servers, initial.clone(), durable, KEYS);
+        self.changes = Changes::new(self.id, epochs);
+        self = self.timed(None);
         self.coord.members = initial.members;
         self.coord.quorum = crate::quorum::majority(self.coord.members.len());
         self
@@ -78,8 +76,7 @@ impl AbdNode {
     pub fn with_bug(mut self, bug: Option<InjectedBug>) -> Self {
         self.replica = self.replica.with_bug(bug);
         self.coord = self.coord.with_bug(bug);
-        self.epochs.set(self.coord.cfg.retry_interval, bug);
-        self
+        self.timed(bug)
     }
 
     /// Start in recovery: this replica restarted without its state (memory
@@ -111,10 +108,9 @@ impl Protocol for AbdNode {
     type Timer = Timer;
     fn on_start(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
         self.catch_up.ask(Msg::SyncRequest, Timer::Sync, out);
-        self.epochs.on_start(now);
-        let installed = self.epochs.installed.clone();
+        self.changes.on_start(now, out);
+        let installed = self.changes.epochs.installed.clone();
         self.coord.adopt(now, &installed, out);
-        self.arm_reconfig(out);
     }
     fn on_client(&mut self, now: Time, client: ClientRef, req: Request, out: &mut Out<Msg, Timer>) {
         self.coord.start(now, client, req, out);
@@ -123,14 +119,16 @@ impl Protocol for AbdNode {
         match msg {
             Msg::Query { .. } if self.catch_up.active() => self.queries_held_back += 1,
             Msg::Query { op, epoch, .. } | Msg::Store { op, epoch, .. } => {
-                if self.epochs.admit(now, from, op, epoch, out) {
-                    self.replica.handle(from, msg, out)
+                match self.changes.epochs.admit(now, epoch, out) {
+                    Admit::Serve => self.replica.handle(from, msg, out),
+                    Admit::Moved(config) => out.send(from, Msg::Moved { op, config }),
+                    Admit::Hold => {}
                 }
             }
             Msg::QueryReply { .. } | Msg::StoreAck { .. } => self.coord.handle(now, from, msg, out),
             Msg::Moved { ref config, .. } => {
-                if config.epoch > self.epochs.installed.epoch {
-                    self.epochs.ask(now, config.epoch, out);
+                if config.epoch > self.changes.epochs.installed.epoch {
+                    self.changes.epochs.ask(now, config.epoch, out);
                 }
                 self.coord.handle(now, from, msg, out)
             }
@@ -147,8 +145,8 @@ impl Protocol for AbdNode {
             }
             msg => {
                 // Membership change: between servers only.
-                if let Peer::Node(node) = from {
-                    self.on_reconfig(now, node, msg, out);
+                if let (Peer::Node(node), Ok(change)) = (from, msg.into_change()) {
+                    self.on_reconfig(now, node, change, out);
                 }
             }
         }
@@ -157,7 +155,7 @@ impl Protocol for AbdNode {
         match timer {
             Timer::Tick => self.coord.tick(now, out),
             Timer::Sync => self.catch_up.ask(Msg::SyncRequest, Timer::Sync, out),
-            Timer::Reconfig => self.reconfig_tick(now, out),
+            Timer::Reconfig => self.changes.tick(now, out),
         }
     }
     fn on_link(&mut self, _now: Time, _ev: LinkEvent, _out: &mut Out<Msg, Timer>) {
@@ -166,7 +164,9 @@ impl Protocol for AbdNode {
     }
     fn restore(&mut self, rec: Record) {
         match rec {
-            Record::Meta { key, value } => self.epochs.restore(&key, &value),
+            Record::Meta { key, value } => {
+                self.changes.epochs.restore(&key, &value);
+            }
             rec => self.replica.restore(rec),
         }
     }
@@ -253,7 +253,7 @@ impl Protocol for AbdNode {
         .collect()
     }
     fn role(&self) -> &'static str {
-        if !self.catch_up.active() && !self.epochs.installed.has(self.id) {
+        if !self.catch_up.active() && !self.changes.epochs.installed.has(self.id) {
             return "learner";
         }
         catch_up::role(self.catch_up.active())
