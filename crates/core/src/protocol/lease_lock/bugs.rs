@@ -21,6 +21,18 @@ pub enum Bug {
     /// lock waits for its reply until the op timeout (the former rule; a
     /// stall of one op timeout after a replica is killed, not a safety bug).
     WaitForDownReplica,
+    /// Membership change: a replica that promised the next epoch still
+    /// serves its own (the old configuration's quorum forgotten too early).
+    ReconfigNoFreeze,
+    /// Membership change: the state transfer takes one old member's store,
+    /// not a quorum's.
+    ReconfigTransferFromOne,
+    /// Membership change: a new member serves as soon as it accepts,
+    /// before the state transfer.
+    ReconfigServeBeforeTransfer,
+    /// Membership change: a proposer decides its own members even when a
+    /// promise reports members accepted earlier.
+    ReconfigIgnoreAccepted,
 }
 
 impl Bug {
@@ -30,6 +42,10 @@ impl Bug {
         Bug::NoUnlockAfterFailure,
         Bug::DeniedWriteIsFailure,
         Bug::WaitForDownReplica,
+        Bug::ReconfigNoFreeze,
+        Bug::ReconfigTransferFromOne,
+        Bug::ReconfigServeBeforeTransfer,
+        Bug::ReconfigIgnoreAccepted,
     ];
 }
 
@@ -44,6 +60,10 @@ impl InjectedBugs for Bug {
             Bug::NoUnlockAfterFailure => "lease-lock-no-unlock-after-failure",
             Bug::DeniedWriteIsFailure => "lease-lock-denied-write-is-failure",
             Bug::WaitForDownReplica => "lease-lock-wait-for-down-replica",
+            Bug::ReconfigNoFreeze => "lease-lock-reconfig-no-freeze",
+            Bug::ReconfigTransferFromOne => "lease-lock-reconfig-transfer-from-one",
+            Bug::ReconfigServeBeforeTransfer => "lease-lock-reconfig-serve-before-transfer",
+            Bug::ReconfigIgnoreAccepted => "lease-lock-reconfig-ignore-accepted",
         }
     }
     fn about(self) -> &'static str {
@@ -58,6 +78,18 @@ impl InjectedBugs for Bug {
             }
             Bug::WaitForDownReplica => {
                 "ignore a replica going down: ops holding its lock wait for the op timeout (a stall)"
+            }
+            Bug::ReconfigNoFreeze => {
+                "reconfig: a replica that promised the next epoch still serves its own (--faults all,reconfig)"
+            }
+            Bug::ReconfigTransferFromOne => {
+                "reconfig: the state transfer takes one old member's store, not a quorum's (--faults all,reconfig)"
+            }
+            Bug::ReconfigServeBeforeTransfer => {
+                "reconfig: a new member serves as soon as it accepts, before the state transfer (--faults all,reconfig)"
+            }
+            Bug::ReconfigIgnoreAccepted => {
+                "reconfig: a proposer ignores members accepted earlier: two configurations for one epoch (--faults all,reconfig)"
             }
         }
     }
@@ -87,6 +119,7 @@ mod tests {
                 Msg::LockReq {
                     lock: lock(1, 1),
                     key: key(),
+                    epoch: 0,
                 },
                 &mut out,
             );
@@ -96,6 +129,7 @@ mod tests {
                 Msg::LockReq {
                     lock: lock(2, 1),
                     key: key(),
+                    epoch: 0,
                 },
                 &mut out,
             );

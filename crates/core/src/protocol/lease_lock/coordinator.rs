@@ -114,9 +114,22 @@ pub(super) struct Pending {
     pub(super) retry_at: Time,
     /// Lock rounds denied so far (the backoff exponent).
     pub(super) attempt: u32,
+    /// A write already sent in an older configuration, to run again under
+    /// new locks with the same tag (`adopt`), and the client's answer.
+    pub(super) fixed: Option<(Tag, Option<Bytes>, Response)>,
 }
 
 impl Pending {
+    /// The last instant a lock round may run: the lock budget, or for a
+    /// write that already left in an older configuration (`adopt`), the
+    /// op timeout (giving up early would only make its outcome unknown).
+    pub(super) fn lock_until(&self) -> Time {
+        if self.fixed.is_some() {
+            self.deadline
+        } else {
+            self.lock_deadline
+        }
+    }
     /// Still trying to get its locks (in a round or between two).
     fn locking(&self) -> bool {
         matches!(self.phase, Phase::Locking { .. } | Phase::Backoff)
@@ -130,6 +143,8 @@ pub struct Coordinator {
     pub(super) id: u64,
     pub(super) members: Vec<NodeId>,
     pub(super) quorum: usize,
+    /// The configuration epoch its operations run in (`protocol::reconfig`).
+    pub(super) epoch: u64,
     pub(super) cfg: CoordinatorConfig,
     pub(super) bug: Option<Bug>,
     next_round: u64,
@@ -155,6 +170,7 @@ impl Coordinator {
             id,
             members,
             quorum,
+            epoch: 0,
             cfg,
             bug: None,
             next_round: 1,
@@ -229,6 +245,7 @@ impl Coordinator {
             lock_deadline: now.saturating_add(self.cfg.op_timeout / LOCK_SHARE),
             retry_at: now,
             attempt: 0,
+            fixed: None,
         };
         self.lock_round(now, p, out);
         if !self.ticking {
@@ -238,7 +255,7 @@ impl Coordinator {
     }
 
     /// §4.1: LOCK_REQ to all N under a fresh round.
-    fn lock_round(&mut self, now: Time, mut p: Pending, out: &mut Out<Msg, Timer>) {
+    pub(super) fn lock_round(&mut self, now: Time, mut p: Pending, out: &mut Out<Msg, Timer>) {
         let round = self.next_round;
         self.next_round += 1;
         let lock = self.lock_id(round);
@@ -247,6 +264,7 @@ impl Coordinator {
             &Msg::LockReq {
                 lock,
                 key: p.key.clone(),
+                epoch: self.epoch,
             },
             out,
         );
@@ -288,7 +306,7 @@ impl Coordinator {
         match grants.record(from) {
             QuorumStatus::Duplicate => self.counters.duplicate_replies += 1,
             QuorumStatus::Pending => {}
-            QuorumStatus::Won => self.enter_read(now, lock.round, out),
+            QuorumStatus::Won => self.on_locked(now, lock.round, out),
             QuorumStatus::AlreadyWon => unreachable!("the phase changes at the Q-th grant"),
         }
     }
@@ -324,7 +342,7 @@ impl Coordinator {
         let key = p.key.clone();
         p.phase = Phase::Backoff;
         p.attempt += 1;
-        let (attempt, deadline) = (p.attempt, p.lock_deadline);
+        let (attempt, deadline) = (p.attempt, p.lock_until());
         if self.bug != Some(Bug::NoUnlockAfterFailure) {
             let lock = self.lock_id(round);
             self.send_to(granted, &Msg::Unlock { lock, key }, out);
@@ -337,7 +355,8 @@ impl Coordinator {
             Some(d) => out.set_timer(d, Timer::Retry { round }),
             None => {
                 let why = format!("lock denied ({got} of {} grants)", self.quorum);
-                self.finish(round, Response::Failed(OpError::refused(why)), out);
+                let e = self.gave_up(&self.pending[&round], why);
+                self.finish(round, Response::Failed(e), out);
             }
         }
     }
@@ -415,11 +434,11 @@ impl Coordinator {
             let key = p.key.clone();
             self.send_to(p.phase.locked(), &Msg::Unlock { lock, key }, out);
             p.phase = Phase::Backoff;
-            if now < p.lock_deadline {
+            if now < p.lock_until() {
                 self.lock_round(now, p, out);
             } else {
+                let e = self.gave_up(&p, format!("replica {n} went down, no time to relock"));
                 self.pending.insert(round, p);
-                let e = OpError::refused(format!("replica {n} went down, no time to relock"));
                 self.finish(round, Response::Failed(e), out);
             }
         }
@@ -447,7 +466,7 @@ impl Coordinator {
     pub fn tick(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
         self.ticking = false;
         let expired: Vec<u64> = (self.pending.iter())
-            .filter(|(_, p)| now >= p.deadline || (p.locking() && now >= p.lock_deadline))
+            .filter(|(_, p)| now >= p.deadline || (p.locking() && now >= p.lock_until()))
             .map(|(&r, _)| r)
             .collect();
         for round in expired {
@@ -474,6 +493,9 @@ impl Coordinator {
     /// write-back only spreads a value some replica already holds, so a get
     /// fails definitely in every phase.
     fn deadline_error(&self, p: &Pending) -> OpError {
+        if p.fixed.is_some() && !matches!(p.phase, Phase::Writing { .. }) {
+            return self.gave_up(p, "the op timeout passed while relocking".into());
+        }
         match &p.phase {
             Phase::Writing { .. } if matches!(p.kind, Kind::Get) => {
                 OpError::refused("the op timeout passed during the write-back")
@@ -496,15 +518,15 @@ impl Coordinator {
     /// Re-send the current phase's message to the replicas yet to answer.
     fn resend(&self, round: u64, out: &mut Out<Msg, Timer>) {
         let p = &self.pending[&round];
-        let (lock, key) = (self.lock_id(round), p.key.clone());
+        let (lock, key, epoch) = (self.lock_id(round), p.key.clone(), self.epoch);
         let (to, msg) = match &p.phase {
             Phase::Locking { grants, denied } => (
                 self.all() & !grants.members() & !denied,
-                Msg::LockReq { lock, key },
+                Msg::LockReq { lock, key, epoch },
             ),
             Phase::Reading {
                 locked, replies, ..
-            } => (locked & !replies.members(), Msg::Read { lock, key }),
+            } => (locked & !replies.members(), Msg::Read { lock, key, epoch }),
             Phase::Writing {
                 locked,
                 acks,
@@ -518,6 +540,7 @@ impl Coordinator {
                     key,
                     tag: *tag,
                     value: value.clone(),
+                    epoch,
                 },
             ),
             Phase::Backoff => return,
@@ -545,7 +568,10 @@ impl Coordinator {
             }
             Msg::Ack { lock } => self.on_ack(n, lock, out),
             Msg::WriteDenied { lock } => self.on_write_denied(n, lock, out),
+            // A replica of our configuration has moved on: follow it.
+            Msg::Moved { config, .. } => self.adopt(now, &config, out),
             Msg::LockReq { .. }
+            | Msg::Change(_)
             | Msg::Unlock { .. }
             | Msg::Read { .. }
             | Msg::Write { .. }
@@ -559,7 +585,7 @@ impl Coordinator {
         match timer {
             Timer::Tick => self.tick(now, out),
             Timer::Retry { round } => self.on_retry(now, round, out),
-            Timer::Sync => {} // only servers recover
+            Timer::Sync | Timer::Reconfig => {} // only servers
         }
     }
 
@@ -657,7 +683,8 @@ mod tests {
         assert!(s.iter().all(|(_, m)| *m
             == Msg::LockReq {
                 lock: l,
-                key: key()
+                key: key(),
+                epoch: 0
             }));
         grant(&mut c, 2, l, &mut out);
         grant(&mut c, 4, l, &mut out);
@@ -737,6 +764,7 @@ mod tests {
             Msg::LockReq {
                 lock: l,
                 key: key(),
+                epoch: 0,
             },
             &mut out,
         );
@@ -797,7 +825,8 @@ mod tests {
         assert!(s.iter().all(|(_, m)| *m
             == Msg::LockReq {
                 lock: l2,
-                key: key()
+                key: key(),
+                epoch: 0
             }));
         assert_eq!(c.counters.retries, 1);
         c.timer(Time(1_000), Timer::Retry { round: 1 }, &mut out);

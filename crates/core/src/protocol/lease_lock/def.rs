@@ -3,12 +3,13 @@
 
 use super::bugs::Bug;
 use super::coordinator::{Coordinator, CoordinatorConfig, LockRetry};
-use super::msg::Msg;
+use super::msg::{Msg, Timer};
 use super::node::LeaseNode;
-use crate::protocol::contract::Timing;
 use crate::protocol::contract::{ClientSpec, LinkModel, NamedVariant, NodeSpec, ProtocolDef};
+use crate::protocol::contract::{Out, Timing};
 use crate::protocol::options::{format_duration, parse_bool, parse_duration};
 use crate::protocol::options::{OptSpec, ProtocolOptions};
+use crate::types::{NodeId, Time};
 use std::time::Duration;
 
 /// The lease-lock blocking quorum protocol as the registry knows it:
@@ -28,6 +29,9 @@ pub struct LeaseOptions {
     pub write_back: bool,
     /// UNLOCK grants the coordinator will not use (else they expire).
     pub release_surplus: bool,
+    /// The last `spares` servers of the cluster start outside the first
+    /// configuration, for `quorumkv member add` (`reconfig.rs`).
+    pub spares: usize,
 }
 
 /// The default lease: the op timeout (`Timing::op_timeout`, 2 s in the
@@ -51,6 +55,7 @@ impl Default for LeaseOptions {
             lock_retry: LockRetry::Backoff,
             write_back: true,
             release_surplus: true,
+            spares: 0,
         }
     }
 }
@@ -77,6 +82,11 @@ impl ProtocolOptions for LeaseOptions {
                 name: "surplus-grants",
                 default: "unlock",
                 help: "grants a coordinator will not use: unlock at once, or expire (the seed)",
+            },
+            OptSpec {
+                name: "spares",
+                default: "0",
+                help: "the last K servers start outside the configuration (quorumkv member add)",
             },
         ]
     }
@@ -105,7 +115,21 @@ impl ProtocolOptions for LeaseOptions {
                     _ => return Err(format!("'{value}' is not unlock or expire")),
                 }
             }
+            "spares" => {
+                self.spares = value
+                    .parse()
+                    .map_err(|_| format!("spares: '{value}' is not a count of servers"))?
+            }
             _ => return Err(format!("unknown option '{key}'")),
+        }
+        Ok(())
+    }
+    fn check_size(&self, n: usize) -> Result<(), String> {
+        if self.spares >= n {
+            return Err(format!(
+                "spares={} leaves no server in the configuration of {n}",
+                self.spares
+            ));
         }
         Ok(())
     }
@@ -123,6 +147,7 @@ impl ProtocolOptions for LeaseOptions {
                 "expire"
             })
             .into(),
+            "spares" => self.spares.to_string(),
             _ => String::new(),
         }
     }
@@ -190,6 +215,7 @@ impl ProtocolDef for LeaseLock {
             spec.durable,
             cfg,
         )
+        .with_spares(opts.spares)
         .with_bug(bug)
         .with_writer(spec.writer_id())
         .with_seed(spec.seed);
@@ -202,7 +228,9 @@ impl ProtocolDef for LeaseLock {
     }
     fn client(spec: &ClientSpec<'_>, opts: &LeaseOptions, bug: Option<Bug>) -> Coordinator {
         let cfg = opts.coordinator(&spec.timing);
-        Coordinator::new(spec.writer_id, spec.members.to_vec(), cfg)
+        // Epoch 0's members; a replica's `Moved` teaches it later ones.
+        let keep = spec.members.len().saturating_sub(opts.spares).max(1);
+        Coordinator::new(spec.writer_id, spec.members[..keep].to_vec(), cfg)
             .with_bug(bug)
             .with_seed(spec.seed)
     }
@@ -222,6 +250,19 @@ impl ProtocolDef for LeaseLock {
     /// ([`Msg::is_request`]), never a reply nor the recovery exchange.
     fn client_may_send(msg: &Msg) -> bool {
         msg.is_request()
+    }
+    /// Membership change (`protocol::reconfig`): the server offered the
+    /// draw runs it, unless a change is in flight where it can see.
+    fn reconfigure(
+        node: &mut LeaseNode,
+        now: Time,
+        all: &[NodeId],
+        draw: u64,
+        out: &mut Out<Msg, Timer>,
+    ) -> Option<String> {
+        let new = node.draw_config(all, draw)?;
+        let epoch = node.propose(now, &new, out).ok()?;
+        Some(format!("reconfig to {new:?} as epoch {epoch}"))
     }
     /// Surplus grants left to expire block their replica for a lease.
     fn linger(opts: &LeaseOptions, timing: &Timing) -> Duration {

@@ -10,7 +10,9 @@
 //!    holder (it then learns so from a WRITE_DENIED): that holder no
 //!    longer counts, which is why this is "per lease period" and not "per
 //!    operation". Two majorities share a replica, which holds one lock, so
-//!    only a smaller quorum breaks this.
+//!    only a smaller quorum breaks this. Per configuration epoch
+//!    (`reconfig.rs`): a holder in an older epoch holds locks at replicas
+//!    that are frozen or have moved on, which take no WRITE of its epoch.
 //!
 //! The first looks at the replica that stepped only; the second at every
 //! coordinator holding locks (a handful), after every step.
@@ -87,19 +89,21 @@ fn holding(c: &Coordinator) -> impl Iterator<Item = (&Bytes, LockId, u64)> + '_ 
 fn one_holder(roles: &Roles<'_, LeaseNode, Coordinator>) -> Result<(), String> {
     let coords = (roles.nodes.iter().flatten().map(|n| &n.coord))
         .chain(roles.clients.iter().flatten().copied());
-    let mut holders: Vec<(&Bytes, LockId)> = Vec::new();
+    let mut holders: Vec<(&Bytes, u64, LockId)> = Vec::new();
     for c in coords {
         for (key, lock, locked) in holding(c) {
             if !fully_held(roles.nodes, key, lock, locked, roles.now) {
                 continue;
             }
-            if let Some((_, other)) = holders.iter().find(|(k, _)| *k == key) {
+            let epoch = c.epoch;
+            if let Some((_, _, other)) = (holders.iter()).find(|(k, e, _)| *k == key && *e == epoch)
+            {
                 return Err(format!(
                     "lease-lock: one holder per key: {lock:?} and {other:?} both hold key \
                      {key:?} with running leases at every replica they locked"
                 ));
             }
-            holders.push((key, lock));
+            holders.push((key, epoch, lock));
         }
     }
     Ok(())
@@ -142,6 +146,7 @@ mod tests {
         let msg = Msg::LockReq {
             lock: LockId { owner, round: 1 },
             key: Bytes::from_static(b"k"),
+            epoch: 0,
         };
         crate::protocol::contract::Protocol::on_msg(n, now, Peer::Node(2), msg, &mut Out::new());
     }

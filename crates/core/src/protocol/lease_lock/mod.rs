@@ -110,6 +110,7 @@ mod invariants;
 mod msg;
 mod node;
 mod phases;
+mod reconfig;
 mod replica;
 #[cfg(test)]
 mod testing;

@@ -1,5 +1,6 @@
 //! The messages between coordinators and replicas (seed 000 §4.2), and the timers.
 
+use crate::protocol::reconfig::{trailing_epoch, ChangeMsg, ChangeTimer, Config};
 use crate::types::{Tag, Time};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -19,11 +20,19 @@ pub struct LockId {
 }
 
 /// Messages between a coordinator and the replicas. Every one names the
-/// lock round it belongs to; replies go back to the sender.
+/// lock round it belongs to; replies go back to the sender. A request that
+/// changes or reads a register names the configuration epoch it runs in
+/// (`protocol::reconfig`), last in its variant: a frame of a release
+/// without epochs decodes with epoch 0, and an older replica ignores it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Msg {
     /// "Lock `key` for `lock` for one lease" (`LOCK_REQ key client_id`).
-    LockReq { lock: LockId, key: Bytes },
+    LockReq {
+        lock: LockId,
+        key: Bytes,
+        #[serde(deserialize_with = "trailing_epoch")]
+        epoch: u64,
+    },
     /// The lock is `lock`'s until its lease ends (`LOCK_GRANTED`); names the
     /// key so that a grant the coordinator will not use can be released.
     LockGranted { lock: LockId, key: Bytes },
@@ -33,7 +42,12 @@ pub enum Msg {
     Unlock { lock: LockId, key: Bytes },
     /// "What tag and value do you hold for `key`?" (`READ_REQ`), allowed
     /// whoever holds the lock; `lock` only routes the reply.
-    Read { lock: LockId, key: Bytes },
+    Read {
+        lock: LockId,
+        key: Bytes,
+        #[serde(deserialize_with = "trailing_epoch")]
+        epoch: u64,
+    },
     /// A replica's answer to `Read`.
     ReadReply {
         lock: LockId,
@@ -47,6 +61,8 @@ pub enum Msg {
         key: Bytes,
         tag: Tag,
         value: Option<Bytes>,
+        #[serde(deserialize_with = "trailing_epoch")]
+        epoch: u64,
     },
     /// The write was accepted (applied if `tag` was newer) (`ACK`).
     Ack { lock: LockId },
@@ -60,6 +76,11 @@ pub enum Msg {
         at: Time,
         entries: Vec<(Bytes, Tag, Option<Bytes>)>,
     },
+    /// A replica's answer to a request of an older epoch: that
+    /// configuration is over, `config` is the newest this replica knows.
+    Moved { lock: LockId, config: Config },
+    /// Membership change, between servers (`protocol::reconfig`).
+    Change(ChangeMsg),
 }
 
 impl Msg {
@@ -76,7 +97,9 @@ impl Msg {
             | Msg::Ack { .. }
             | Msg::WriteDenied { .. }
             | Msg::SyncRequest
-            | Msg::SyncReply { .. } => false,
+            | Msg::SyncReply { .. }
+            | Msg::Moved { .. }
+            | Msg::Change(_) => false,
         }
     }
 }
@@ -91,4 +114,19 @@ pub enum Timer {
     Retry { round: u64 },
     /// Periodic while a restarted replica catches up: ask again.
     Sync,
+    /// Periodic while a membership change runs here or this replica is
+    /// frozen by one: retransmit, finish a stalled change.
+    Reconfig,
+}
+
+impl From<ChangeMsg> for Msg {
+    fn from(m: ChangeMsg) -> Msg {
+        Msg::Change(m)
+    }
+}
+
+impl ChangeTimer for Timer {
+    fn reconfig() -> Timer {
+        Timer::Reconfig
+    }
 }

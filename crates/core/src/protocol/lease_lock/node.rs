@@ -4,9 +4,12 @@
 use super::bugs::Bug;
 use super::coordinator::{Coordinator, CoordinatorConfig};
 use super::msg::{Msg, Timer};
+use super::reconfig::{change_bug, KEYS};
 use super::replica::Replica;
 use crate::protocol::catch_up::{self, CatchUp};
+use crate::protocol::contract::Membership;
 use crate::protocol::contract::{read_metrics, Export, LinkEvent, Metric, Out, Protocol, Record};
+use crate::protocol::reconfig::{Changes, Config, Epochs};
 use crate::quorum::minority;
 use crate::types::{ClientRef, NodeId, Peer, Request, Time};
 use std::time::Duration;
@@ -26,6 +29,9 @@ pub struct LeaseNode {
     pub denied_recovering: u64,
     /// READs left unanswered because this replica was still recovering.
     pub reads_ignored_recovering: u64,
+    /// Its membership: the configuration it serves in, its part in
+    /// deciding the next, the change it runs (`protocol::reconfig`).
+    pub changes: Changes,
 }
 
 impl LeaseNode {
@@ -37,6 +43,8 @@ impl LeaseNode {
         durable: bool,
         cfg: CoordinatorConfig,
     ) -> Self {
+        let initial = Config::new(0, members.clone());
+        let epochs = Epochs::new(id, members.clone(), initial, durable, KEYS);
         LeaseNode {
             id,
             replica: Replica::new(lease, durable),
@@ -45,7 +53,29 @@ impl LeaseNode {
             sync_from: Time(0),
             denied_recovering: 0,
             reads_ignored_recovering: 0,
+            changes: Changes::new(id, epochs),
         }
+        .timed(None)
+    }
+    /// The change's retry and timeout are the coordinator's.
+    fn timed(mut self, bug: Option<Bug>) -> Self {
+        let cfg = self.coord.config();
+        (self.changes).set(cfg.retry_interval, cfg.op_timeout, change_bug(bug));
+        self
+    }
+    /// The last `spares` servers of the cluster file wait outside the
+    /// first configuration (epoch 0) until a membership change adds them.
+    /// Before `with_bug`, which may shrink the coordinator's quorum.
+    pub fn with_spares(mut self, spares: usize) -> Self {
+        let servers = self.changes.epochs.servers.clone();
+        let keep = servers.len().saturating_sub(spares).max(1);
+        let initial = Config::new(0, servers[..keep].to_vec());
+        let durable = self.replica.durable();
+        let epochs = Epochs::new(self.id, servers, initial.clone(), durable, KEYS);
+        self.changes = Changes::new(self.id, epochs);
+        self.coord.members = initial.members;
+        self.coord.quorum = crate::quorum::majority(self.coord.members.len());
+        self.timed(None)
     }
     /// Write and lock under `writer` (the spec's writer id: a fresh one per
     /// life, so a late reply to an earlier life's round is never taken for
@@ -57,7 +87,7 @@ impl LeaseNode {
     pub fn with_bug(mut self, bug: Option<Bug>) -> Self {
         self.replica = self.replica.with_bug(bug);
         self.coord = self.coord.with_bug(bug);
-        self
+        self.timed(bug)
     }
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.coord = self.coord.with_seed(seed);
@@ -91,6 +121,9 @@ impl Protocol for LeaseNode {
     /// under a lock granted before the crash, so within a lease of the
     /// restart. Registers read after that hold it.
     fn on_start(&mut self, now: Time, out: &mut Out<Msg, Timer>) {
+        self.changes.on_start(now, out);
+        let installed = self.changes.epochs.installed.clone();
+        self.coord.adopt(now, &installed, out);
         if self.catch_up.active() {
             let lease = self.replica.lease();
             self.sync_from = now.saturating_add(lease);
@@ -107,8 +140,24 @@ impl Protocol for LeaseNode {
             // re-sends it): the half-merged registers would pass for a
             // locked replica's and hide a completed write.
             Msg::Read { .. } if self.catch_up.active() => self.reads_ignored_recovering += 1,
-            Msg::LockReq { .. } | Msg::Unlock { .. } | Msg::Read { .. } | Msg::Write { .. } => {
-                self.replica.handle(now, from, msg, out)
+            Msg::LockReq { .. } | Msg::Read { .. } | Msg::Write { .. } => {
+                if self.admit(now, from, &msg, out) {
+                    self.replica.handle(now, from, msg, out)
+                }
+            }
+            // Releasing a lock is safe in any epoch.
+            Msg::Unlock { .. } => self.replica.handle(now, from, msg, out),
+            Msg::Moved { ref config, .. } => {
+                if config.epoch > self.changes.epochs.installed.epoch {
+                    self.changes.epochs.ask(now, config.epoch, out);
+                }
+                self.coord.handle(now, from, msg, out)
+            }
+            // Membership change: between servers only.
+            Msg::Change(change) => {
+                if let Peer::Node(node) = from {
+                    self.on_change(now, node, change, out);
+                }
             }
             // A recovering replica has nothing trustworthy to give.
             Msg::SyncRequest if self.catch_up.active() => {}
@@ -130,6 +179,7 @@ impl Protocol for LeaseNode {
     fn on_timer(&mut self, now: Time, timer: Timer, out: &mut Out<Msg, Timer>) {
         match timer {
             Timer::Sync => self.catch_up.ask(Msg::SyncRequest, Timer::Sync, out),
+            Timer::Reconfig => self.changes.tick(now, out),
             Timer::Tick | Timer::Retry { .. } => self.coord.timer(now, timer, out),
         }
     }
@@ -146,7 +196,23 @@ impl Protocol for LeaseNode {
         }
     }
     fn restore(&mut self, rec: Record) {
-        self.replica.restore(rec);
+        match rec {
+            Record::Meta { key, value } => {
+                self.changes.epochs.restore(&key, &value);
+            }
+            rec => self.replica.restore(rec),
+        }
+    }
+    fn membership(&self) -> Option<Membership> {
+        Some(self.membership_view())
+    }
+    fn change_membership(
+        &mut self,
+        now: Time,
+        voters: &[NodeId],
+        out: &mut Out<Msg, Timer>,
+    ) -> Result<u64, String> {
+        self.propose(now, voters, out)
     }
     fn export(&self) -> Result<Export, String> {
         catch_up::export(self.catch_up.active(), self.replica.snapshot())
@@ -155,6 +221,9 @@ impl Protocol for LeaseNode {
         read_metrics(METRICS, self)
     }
     fn role(&self) -> &'static str {
+        if !self.catch_up.active() && !self.changes.epochs.installed.has(self.id) {
+            return "learner";
+        }
         catch_up::role(self.catch_up.active())
     }
     fn status(&self) -> String {
@@ -241,6 +310,31 @@ const METRICS: &[Metric<LeaseNode>] = &[
         |n| n.catch_up.active() as u64,
     ),
     (
+        "lease_lock_config_epoch",
+        "the membership configuration this replica serves in",
+        |n| n.changes.counts().epoch,
+    ),
+    (
+        "lease_lock_reconfig_held_back_total",
+        "requests unanswered: frozen by a membership change, or not a member",
+        |n| n.changes.counts().held_back,
+    ),
+    (
+        "lease_lock_reconfig_moved_total",
+        "requests of an older configuration answered with the newer one",
+        |n| n.changes.counts().moved,
+    ),
+    (
+        "lease_lock_reconfig_changes_total",
+        "membership changes this server ran to completion",
+        |n| n.changes.counts().done,
+    ),
+    (
+        "lease_lock_reconfig_taken_over_total",
+        "stalled membership changes this frozen replica finished",
+        |n| n.changes.counts().taken_over,
+    ),
+    (
         "lease_lock_misrouted_total",
         "messages that reached the wrong role",
         |n| n.replica.counters.misrouted + n.coord.counters.misrouted,
@@ -309,6 +403,7 @@ mod tests {
             Msg::LockReq {
                 lock: a,
                 key: key(),
+                epoch: 0,
             },
             &mut out,
         );
@@ -322,6 +417,7 @@ mod tests {
             Msg::LockReq {
                 lock: b,
                 key: key(),
+                epoch: 0,
             },
             &mut out,
         );
@@ -410,6 +506,7 @@ mod tests {
         let req = Msg::LockReq {
             lock: lock(7, 1),
             key: key(),
+            epoch: 0,
         };
         n.on_msg(T0, Peer::Conn(7), req.clone(), &mut out);
         assert_eq!(
@@ -470,6 +567,7 @@ mod tests {
         let read = Msg::Read {
             lock: lock(1, 42),
             key: key(),
+            epoch: 0,
         };
         n.on_msg(T0, Peer::Node(1), read.clone(), &mut out);
         assert!(

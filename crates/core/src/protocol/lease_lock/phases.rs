@@ -40,7 +40,8 @@ impl Coordinator {
 
     /// Q grants are in: READ the locked replicas (and no others).
     pub(super) fn enter_read(&mut self, now: Time, round: u64, out: &mut Out<Msg, Timer>) {
-        let msg = |lock, key| Msg::Read { lock, key };
+        let epoch = self.epoch;
+        let msg = |lock, key| Msg::Read { lock, key, epoch };
         let phase = |locked, replies| Phase::Reading {
             locked,
             replies,
@@ -128,7 +129,7 @@ impl Coordinator {
         }
     }
 
-    fn enter_write(
+    pub(super) fn enter_write(
         &mut self,
         now: Time,
         round: u64,
@@ -136,12 +137,13 @@ impl Coordinator {
         result: Response,
         out: &mut Out<Msg, Timer>,
     ) {
-        let v = value.clone();
+        let (v, epoch) = (value.clone(), self.epoch);
         let msg = |lock, key| Msg::Write {
             lock,
             key,
             tag,
             value: v,
+            epoch,
         };
         let phase = |locked, acks| Phase::Writing {
             locked,
@@ -364,6 +366,7 @@ mod tests {
             key: key(),
             tag,
             value: Some(Bytes::from_static(b"v")),
+            epoch: 0,
         };
         assert!(s.iter().all(|(_, m)| *m == write));
         ack(&mut c, 3, l, &mut out);
@@ -414,6 +417,7 @@ mod tests {
             key: key(),
             tag,
             value: Some(Bytes::from_static(b"v")),
+            epoch: 0,
         };
         assert_eq!(
             s,

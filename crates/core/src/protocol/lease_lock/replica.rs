@@ -6,6 +6,7 @@ use super::counters::Counters;
 use super::msg::{LockId, Msg, Timer};
 use crate::protocol::catch_up;
 use crate::protocol::contract::{Out, Record};
+use crate::protocol::reconfig::{Entries, Registers};
 use crate::types::{Peer, Tag, Time};
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
@@ -62,6 +63,9 @@ impl Replica {
     }
     pub fn lease(&self) -> Duration {
         self.lease
+    }
+    pub fn durable(&self) -> bool {
+        self.durable
     }
     pub fn get(&self, key: &[u8]) -> Option<&KeyState> {
         self.keys.get(key)
@@ -221,14 +225,15 @@ impl Replica {
     /// Handle a message addressed to the replica role.
     pub fn handle(&mut self, now: Time, from: Peer, msg: Msg, out: &mut Out<Msg, Timer>) {
         match msg {
-            Msg::LockReq { lock, key } => self.on_lock_req(now, from, lock, key, out),
+            Msg::LockReq { lock, key, .. } => self.on_lock_req(now, from, lock, key, out),
             Msg::Unlock { lock, key } => self.on_unlock(now, lock, &key),
-            Msg::Read { lock, key } => self.on_read(from, lock, &key, out),
+            Msg::Read { lock, key, .. } => self.on_read(from, lock, &key, out),
             Msg::Write {
                 lock,
                 key,
                 tag,
                 value,
+                ..
             } => self.on_write(
                 now,
                 from,
@@ -255,6 +260,39 @@ impl Replica {
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
+    }
+
+    /// Keep the newer of each entry and what is held (a membership
+    /// change's state transfer), persisted when durable. A tag at `ts =
+    /// u64::MAX` is never taken (see `Tag::jumps_too_far`).
+    pub fn merge(&mut self, entries: Entries, out: &mut Out<Msg, Timer>) {
+        for (key, tag, value) in entries {
+            if tag.ts == u64::MAX {
+                self.counters.tag_jumps_refused += 1;
+                continue;
+            }
+            let k = self.keys.entry(key.clone()).or_default();
+            if tag > k.tag {
+                if self.durable {
+                    let value = value.clone();
+                    out.persist(Record::Register { key, tag, value });
+                }
+                k.tag = tag;
+                k.value = value;
+            }
+        }
+    }
+
+    /// A new configuration is installed: every lock was granted in an older
+    /// one, whose WRITEs this replica no longer takes (they are answered
+    /// `Moved`), so none protects anything; released at once rather than
+    /// left to block the new configuration's coordinators for a lease.
+    pub fn release_all(&mut self) {
+        for k in self.keys.values_mut() {
+            k.lock = None;
+        }
+        self.via.clear();
+        self.by_conn.clear();
     }
 
     /// A durable record read back after a restart; locks are not durable.
@@ -288,6 +326,15 @@ struct Write {
 
 catch_up::sync_store!(Replica);
 
+impl Registers<Msg, Timer> for Replica {
+    fn snapshot(&self) -> Entries {
+        Replica::snapshot(self)
+    }
+    fn merge(&mut self, entries: Entries, out: &mut Out<Msg, Timer>) {
+        Replica::merge(self, entries, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +350,7 @@ mod tests {
         let msg = Msg::LockReq {
             lock: l,
             key: key(),
+            epoch: 0,
         };
         r.handle(Time(at), from, msg, &mut out);
         let mut s = sends(&mut out);
@@ -320,6 +368,7 @@ mod tests {
                 writer: l.owner,
             },
             value: Some(Bytes::from_static(v)),
+            epoch: 0,
         };
         r.handle(Time(at), A, msg, &mut out);
         sends(&mut out).pop().unwrap().1
@@ -472,6 +521,7 @@ mod tests {
                 Msg::Read {
                     lock: b,
                     key: key(),
+                    epoch: 0,
                 },
                 &mut out,
             );
@@ -557,6 +607,7 @@ mod tests {
             key: key(),
             tag,
             value: None,
+            epoch: 0,
         };
         r.handle(T0, A, msg, &mut out);
         let cmds = out.commands();
