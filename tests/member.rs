@@ -140,15 +140,24 @@ async fn zab_replaces_a_voter_online_and_the_old_one_can_go() {
     c.stop().await;
 }
 
-/// ABD (`abd/reconfig.rs`): the same commands, no leader. A replica
-/// replaced and killed takes nothing with it; clients that knew only the
-/// old members follow `Moved` answers to the new ones.
+/// ABD and lease-lock (`protocol::reconfig`): the same commands, no
+/// leader. A replica replaced and killed takes nothing with it; clients
+/// that knew only the old members follow `Moved` answers to the new ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abd_replaces_a_replica_online_and_clients_follow() {
+    replaces_a_replica_online_and_clients_follow("abd").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_lock_replaces_a_replica_online_and_clients_follow() {
+    replaces_a_replica_online_and_clients_follow("lease-lock").await;
+}
+
+async fn replaces_a_replica_online_and_clients_follow(protocol: &str) {
     let cfg = LocalClusterConfig {
         durability: Durability::Fsync,
         options: vec![("spares".into(), "1".into())],
-        ..common::cluster_cfg("abd", 4, &["--op-timeout", "3s"])
+        ..common::cluster_cfg(protocol, 4, &["--op-timeout", "3s"])
     };
     let mut c = LocalCluster::start(cfg).await.expect("cluster starts");
     let t = ok(member(&c, &["list"], &[]));
@@ -200,8 +209,8 @@ async fn abd_replaces_a_replica_online_and_clients_follow() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_are_refused_where_they_cannot_hold() {
-    // Lease-lock's servers are fixed by the cluster file.
-    let cfg = common::cluster_cfg("lease-lock", 3, &[]);
+    // The ring's servers are fixed by the cluster file.
+    let cfg = common::cluster_cfg("ring", 3, &[]);
     let c = LocalCluster::start(cfg).await.expect("cluster starts");
     refused(member(&c, &["list"], &[]), "servers are fixed at start");
     refused(
@@ -275,7 +284,7 @@ async fn only_an_admin_changes_the_membership() {
 /// acknowledged write lost.
 #[test]
 fn chaos_replaces_every_voter_twice_under_load() {
-    for (protocol, secs) in [("zab", "20s"), ("abd", "15s")] {
+    for (protocol, secs) in [("zab", "20s"), ("abd", "15s"), ("lease-lock", "15s")] {
         let shape = ["--replicas", "6", "--opt", "spares=3"];
         let t = chaos_ok(protocol, &shape, "replace", secs);
         for part in [

@@ -26,8 +26,10 @@ pub const WIRE_MAJOR: u16 = 1;
 /// configuration epoch, trailing in its queries and stores, and its
 /// membership-change messages (`Moved`, `Prepare` … `InstallRequest`);
 /// 1.4: address updates (`AddressUpdate`, `AddressUpdated`); 1.5: replica
-/// links exchange their address books (`PeerBook`).
-pub const WIRE_MINOR: u16 = 5;
+/// links exchange their address books (`PeerBook`); 1.6: lease-lock's
+/// configuration epoch, trailing in its LOCK_REQ, READ and WRITE, and its
+/// membership-change messages (`Moved`, `Change`).
+pub const WIRE_MINOR: u16 = 6;
 /// The newest data directory storage format this build writes: 2 with the
 /// log engine (a directory of the fjall engine stays format 1).
 pub const STORAGE_FORMAT: u32 = 2;
@@ -271,7 +273,7 @@ mod tests {
     fn describe_names_all_three_versions() {
         let d = describe();
         assert!(
-            d.contains(RELEASE) && d.contains("wire protocol 1.5"),
+            d.contains(RELEASE) && d.contains("wire protocol 1.6"),
             "{d}"
         );
         assert!(d.contains("storage format 2 (reads formats 1 to 2)"), "{d}");

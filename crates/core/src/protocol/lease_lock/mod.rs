@@ -96,8 +96,10 @@
 //! Files: `msg.rs` ([`Msg`], [`LockId`], [`Timer`]); `replica.rs`;
 //! `coordinator.rs` (operations, the lock round, backoff, retransmission,
 //! deadlines); `phases.rs` (read and write under the locks); `node.rs`
-//! ([`LeaseNode`]: replica + proxy coordinator); `def.rs` (options and the
-//! registration); `bugs.rs`; `counters.rs`; `invariants.rs`
+//! ([`LeaseNode`]: replica + proxy coordinator); `reconfig.rs` (what locks
+//! add to the shared membership change: a moved coordinator relocks, a
+//! write in flight keeps its tag) and `membership.rs` (a server's part);
+//! `def.rs` (options and the registration); `bugs.rs`; `counters.rs`; `invariants.rs`
 //! ([`LeaseInvariants`], checked by the simulator after every step: no
 //! lease taken over, one holder per key); `testing.rs` (test helpers and
 //! an in-memory multi-node network).
@@ -107,6 +109,7 @@ mod coordinator;
 mod counters;
 mod def;
 mod invariants;
+mod membership;
 mod msg;
 mod node;
 mod phases;

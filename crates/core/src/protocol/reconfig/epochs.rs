@@ -1,7 +1,7 @@
 //! Every replica's side of membership change: the configuration it serves
 //! in, and its acceptor state for deciding the next one.
 
-use super::{Ballot, ChangeBug, ChangeMsg, Config, Registers};
+use super::msg::{Ballot, ChangeBug, ChangeMsg, Config, Registers};
 use crate::protocol::contract::{Out, Record};
 use crate::types::{NodeId, Peer, Time};
 use bytes::Bytes;
@@ -278,7 +278,7 @@ impl Epochs {
     pub fn install<M: Clone, T>(
         &mut self,
         config: Config,
-        entries: super::Entries,
+        entries: super::msg::Entries,
         store: &mut impl Registers<M, T>,
         out: &mut Out<M, T>,
     ) -> bool {

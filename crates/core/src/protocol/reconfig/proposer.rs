@@ -1,7 +1,7 @@
 //! One membership change in progress on a server: prepare, accept,
 //! install (the module doc of `reconfig` has the why).
 
-use super::{Ballot, ChangeBug, ChangeMsg, Config, Entries};
+use super::msg::{Ballot, ChangeBug, ChangeMsg, Config, Entries};
 use crate::protocol::contract::Out;
 use crate::quorum::{QuorumStatus, QuorumTracker};
 use crate::types::{NodeId, Peer, Tag, Time};

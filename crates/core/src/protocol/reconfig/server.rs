@@ -3,8 +3,8 @@
 //! `quorumkv member`.
 
 use super::epochs::Epochs;
+use super::msg::{ChangeBug, ChangeMsg, Config, Registers};
 use super::proposer::{Outcome, Proposer};
-use super::{ChangeBug, ChangeMsg, Config, Registers};
 use crate::protocol::contract::{draw_members, Membership, Out};
 use crate::types::{NodeId, Peer, Time};
 use std::time::Duration;
@@ -197,7 +197,7 @@ impl Changes {
         now: Time,
         from: NodeId,
         config: Config,
-        entries: super::Entries,
+        entries: super::msg::Entries,
         store: &mut S,
         out: &mut Out<M, T>,
     ) -> Option<Config> {
