@@ -5,61 +5,28 @@
 
 use quorumkv_core::protocol::abd::Abd;
 use quorumkv_sim::registry::register;
-use quorumkv_sim::*;
 
 mod common;
 
-fn reconfig_cfg(replicas: u32, spares: u32) -> SimConfig {
-    common::reconfig_cfg("abd", replicas, spares)
-}
-
-/// The clean code passes every seed with reconfigurations drawn among
-/// every server: linearizable, no invariant broken, and every operation
-/// after the heal completes in time (a frozen replica finishes a change
-/// whose proposer went silent). Changes do happen.
+/// The clean code passes every CI seed with reconfigurations
+/// (`common::reconfig_ci_seeds`); a frozen replica finishes a change whose
+/// proposer went silent.
 #[test]
 fn ci_seeds_abd_reconfig() {
-    let abd = register::<Abd>();
-    for (n, spares, range) in [(3, 0, "0..60"), (4, 1, "0..60"), (5, 2, "0..60")] {
-        let c = reconfig_cfg(n, spares);
-        let s = sweep(&abd, &c, range.parse().unwrap(), 2, 0, |_| {}).unwrap();
-        for f in &s.failures {
-            eprintln!(
-                "N={n} spares={spares} seed {} ({}): {}",
-                f.seed, f.params, f.verdict
-            );
-        }
-        assert!(s.all_passed(), "N={n} spares={spares}");
-        assert!(s.totals.reconfigs > 0, "N={n}: {:?}", s.totals);
-    }
+    common::reconfig_ci_seeds(&register::<Abd>(), "abd");
 }
 
 /// Each reconfiguration bug is caught within 1 000 seeds at N = 5 (first
-/// failing seed today in the comment; `quorumkv sim --protocol abd
+/// unsafe seed today in the comment; a range starts past the seeds where
+/// the bug first shows as a stall; `quorumkv sim --protocol abd
 /// --faults all,reconfig --durability fsync --replicas 5 --inject-bug B`).
 #[test]
 fn abd_reconfig_bugs_are_caught() {
-    let abd = register::<Abd>();
-    for (bug, seeds) in [
+    let bugs = [
         ("abd-reconfig-no-freeze", "0..1000"),             // 20
         ("abd-reconfig-transfer-from-one", "200..1000"),   // 216
         ("abd-reconfig-serve-before-transfer", "0..1000"), // 20
         ("abd-reconfig-ignore-accepted", "0..1000"),       // 19
-    ] {
-        let c = SimConfig {
-            bug: Some(bug.into()),
-            ..reconfig_cfg(5, 0)
-        };
-        let s = sweep(&abd, &c, seeds.parse().unwrap(), 2, 1, |_| {}).unwrap();
-        let f = (s.failures.first()).unwrap_or_else(|| panic!("{bug}: not caught in {seeds}"));
-        eprintln!("{bug}: first caught at seed {}: {}", f.seed, f.verdict);
-        assert!(
-            matches!(
-                f.verdict,
-                Verdict::Unsafe { .. } | Verdict::Invariant { .. }
-            ),
-            "{bug}: {}",
-            f.verdict
-        );
-    }
+    ];
+    common::reconfig_bugs_caught(&register::<Abd>(), "abd", &bugs);
 }
