@@ -23,13 +23,19 @@ fn fixed_sweep() {
     run(&SimConfig::default(), "0..400");
 }
 
-/// ABD's membership change (`abd/reconfig.rs`): every fault plus
-/// reconfigurations at N = 3 and 5 (two spares), durable, liveness after
-/// the heal included; changes must happen.
+/// Membership change of ABD and lease-lock (`protocol::reconfig`): every
+/// fault plus reconfigurations at N = 3 and 5 (two spares), durable,
+/// liveness after the heal included; changes must happen.
 #[test]
-fn abd_reconfig_fixed_sweep() {
-    for (n, spares) in [(3, 0), (5, 2)] {
+fn reconfig_fixed_sweep() {
+    for (protocol, n, spares) in [
+        ("abd", 3, 0),
+        ("abd", 5, 2),
+        ("lease-lock", 3, 0),
+        ("lease-lock", 5, 2),
+    ] {
         let cfg = SimConfig {
+            protocol: protocol.into(),
             faults: "all,reconfig".parse().unwrap(),
             durability: Some(Durability::Fsync),
             replicas: Some(n),
