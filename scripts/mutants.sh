@@ -13,7 +13,9 @@
 # unknown; ring: 300 seeds with crashes, delay, reorder and pauses at N = 3
 # and 5, and 80 fault-free seeds, some with the starvation check; lamport:
 # 600 seeds with crashes, delay and pauses at N = 3 and 5 and 100 with
-# connection resets; lease-lock: 300 seeds with every fault at N = 3 and 5).
+# connection resets; lease-lock: 300 seeds with every fault at N = 3 and 5;
+# ABD and lease-lock: 150 seeds each of every fault plus reconfigurations
+# at N = 3 and 5).
 # About 5 s per mutant on 2 busy cores, ~25 min for abd/.
 # A mutant is *caught* when that oracle fails (or times out). Cosmetic
 # functions (status lines, metrics) are excluded: no protocol test can see them.
