@@ -339,4 +339,77 @@ mod tests {
         }
         assert_eq!((c.epoch(), c.counters.misrouted), (0, 2));
     }
+
+    /// Deliver every message between `nodes` (ids 1..) until none is left.
+    fn settle(nodes: &mut [LeaseNode], from: NodeId, mut out: O) {
+        use crate::protocol::contract::Command;
+        let mut queue: std::collections::VecDeque<(NodeId, Peer, Msg)> = (out.drain())
+            .filter_map(|c| match c {
+                Command::Send { to, msg } => Some((from, to, msg)),
+                _ => None,
+            })
+            .collect();
+        let mut steps = 0;
+        while let Some((at, to, msg)) = queue.pop_front() {
+            steps += 1;
+            assert!(steps < 10_000, "does not settle");
+            let Peer::Node(t) = to else { continue };
+            let mut o = O::new();
+            nodes[t as usize - 1].on_msg(T0, Peer::Node(at), msg, &mut o);
+            for c in o.drain() {
+                if let Command::Send { to, msg } = c {
+                    queue.push_back((t, to, msg));
+                }
+            }
+        }
+    }
+
+    /// `quorumkv member replace 1 4` between lease-lock servers: the
+    /// epoch it decides, every member installs it with the old epoch's
+    /// registers, and the proposer reports it done.
+    #[test]
+    fn a_change_runs_end_to_end_between_servers() {
+        let mut nodes: Vec<LeaseNode> = (1..=4).map(node).collect();
+        let mut out = O::new();
+        let v = (Tag { ts: 3, writer: 7 }, Some(Bytes::from_static(b"v")));
+        for n in &mut nodes[..2] {
+            n.replica.merge(vec![(key(), v.0, v.1.clone())], &mut out);
+        }
+        out.drain();
+        assert_eq!(nodes[0].propose(T0, &[2, 3, 4], &mut out), Ok(1));
+        settle(&mut nodes, 1, out);
+        for n in &nodes {
+            assert_eq!(n.changes.epochs.installed, Config::new(1, vec![2, 3, 4]));
+        }
+        for n in &nodes[1..] {
+            assert_eq!(n.replica.get(b"k").unwrap().tag, v.0, "n{}", n.id);
+        }
+        assert_eq!(nodes[0].changes.changes_done, 1);
+        assert_eq!(nodes[0].role(), "learner");
+        assert_eq!(nodes[3].membership_view().voters, vec![2, 3, 4]);
+    }
+
+    /// Each lease-lock reconfiguration bug is the shared code's, and no
+    /// other bug is.
+    #[test]
+    fn the_reconfiguration_bugs_map_to_the_shared_ones() {
+        assert_eq!(
+            change_bug(Some(Bug::ReconfigNoFreeze)),
+            Some(ChangeBug::NoFreeze)
+        );
+        assert_eq!(
+            change_bug(Some(Bug::ReconfigTransferFromOne)),
+            Some(ChangeBug::TransferFromOne)
+        );
+        assert_eq!(
+            change_bug(Some(Bug::ReconfigServeBeforeTransfer)),
+            Some(ChangeBug::InstallOnAccept)
+        );
+        assert_eq!(
+            change_bug(Some(Bug::ReconfigIgnoreAccepted)),
+            Some(ChangeBug::IgnoreAccepted)
+        );
+        assert_eq!(change_bug(Some(Bug::MinorityQuorum)), None);
+        assert_eq!(change_bug(None), None);
+    }
 }
